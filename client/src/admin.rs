@@ -1,0 +1,274 @@
+//! The admin side: worlds and windows.
+
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_proto::v1::{self, admin_client::AdminClient};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::connect::{channel, Bearer};
+use crate::element::Element;
+use crate::error::{Error, Result};
+
+/// A world as created: its name and one token per rank (index = rank).
+#[derive(Clone, PartialEq, Eq)]
+pub struct WorldTokens {
+    /// The world's name.
+    pub name: String,
+    /// The rank tokens.
+    pub tokens: Vec<String>,
+}
+
+impl std::fmt::Debug for WorldTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorldTokens")
+            .field("name", &self.name)
+            .field("ranks", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One line of `list_worlds`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldSummary {
+    /// Name.
+    pub name: String,
+    /// Number of ranks.
+    pub ranks: u32,
+    /// Number of windows.
+    pub windows: u32,
+}
+
+/// What a new window looks like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowSpec {
+    /// Name, unique in its world.
+    pub name: String,
+    /// `create` or `allocate` (default).
+    pub flavor: Flavor,
+    /// Per-rank size in bytes.
+    pub sizes: Vec<u64>,
+    /// Per-rank disp_unit in bytes.
+    pub disp_units: Vec<u32>,
+    /// Info keys (`no_locks`, `accumulate_ordering`, `accumulate_ops`, …).
+    pub info: Vec<(String, String)>,
+}
+
+impl WindowSpec {
+    /// `nranks` ranks exposing `count` elements of `T` each, disp_unit = size of `T`.
+    pub fn of<T: Element>(name: &str, nranks: u32, count: u64) -> Self {
+        let unit = std::mem::size_of::<T>() as u64;
+        WindowSpec::bytes(name, nranks, count * unit, unit as u32)
+    }
+
+    /// `nranks` ranks exposing `size` bytes each with `disp_unit`.
+    pub fn bytes(name: &str, nranks: u32, size: u64, disp_unit: u32) -> Self {
+        WindowSpec {
+            name: name.to_string(),
+            flavor: Flavor::Allocate,
+            sizes: vec![size; nranks as usize],
+            disp_units: vec![disp_unit; nranks as usize],
+            info: Vec::new(),
+        }
+    }
+
+    /// Adds an info key.
+    pub fn info(mut self, key: &str, value: &str) -> Self {
+        self.info.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets the flavor.
+    pub fn flavor(mut self, flavor: Flavor) -> Self {
+        self.flavor = flavor;
+        self
+    }
+}
+
+/// A window description from the wire.
+///
+/// # Errors
+/// [`Error::Protocol`] for a description this library cannot read.
+pub fn desc_from_wire(desc: v1::WindowDescription) -> Result<WindowDesc> {
+    let info = WindowInfo::parse(
+        desc.info
+            .iter()
+            .map(|entry| (entry.key.as_str(), entry.value.as_str())),
+    )
+    .map_err(|e| Error::Protocol(e.to_string()))?;
+    let flavor = match v1::Flavor::try_from(desc.flavor) {
+        Ok(v1::Flavor::Create) => Flavor::Create,
+        _ => Flavor::Allocate,
+    };
+    if desc.sizes.len() != desc.disp_units.len() {
+        return Err(Error::Protocol(
+            "window description with mismatched sizes and disp_units".into(),
+        ));
+    }
+    Ok(WindowDesc {
+        id: desc.id,
+        name: desc.name,
+        world: desc.world,
+        flavor,
+        model: MemoryModel::Separate,
+        sizes: desc.sizes,
+        disp_units: desc.disp_units,
+        info,
+    })
+}
+
+/// An admin connection.
+#[derive(Clone, Debug)]
+pub struct Admin {
+    client: AdminClient<InterceptedService<Channel, Bearer>>,
+}
+
+impl Admin {
+    /// Connects to `url` with the admin token.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when nobody answers.
+    pub async fn connect(url: &str, token: &str) -> Result<Self> {
+        let channel = channel(url).await?;
+        Ok(Admin {
+            client: AdminClient::with_interceptor(channel, Bearer::new(token)?),
+        })
+    }
+
+    /// Creates a world of `ranks` ranks.
+    ///
+    /// # Errors
+    /// A taken name (ALREADY_EXISTS), a bad name or size (`MPI_ERR_ARG`).
+    pub async fn create_world(&self, name: &str, ranks: u32) -> Result<WorldTokens> {
+        let response = self
+            .client
+            .clone()
+            .create_world(v1::CreateWorldRequest {
+                name: name.to_string(),
+                ranks,
+            })
+            .await?
+            .into_inner();
+        Ok(WorldTokens {
+            name: response.name,
+            tokens: response.tokens,
+        })
+    }
+
+    /// Every world.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn list_worlds(&self) -> Result<Vec<WorldSummary>> {
+        let response = self
+            .client
+            .clone()
+            .list_worlds(v1::ListWorldsRequest {})
+            .await?
+            .into_inner();
+        Ok(response
+            .worlds
+            .into_iter()
+            .map(|world| WorldSummary {
+                name: world.name,
+                ranks: world.ranks,
+                windows: world.windows,
+            })
+            .collect())
+    }
+
+    /// Deletes a world with its windows.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown world.
+    pub async fn delete_world(&self, name: &str) -> Result<()> {
+        self.client
+            .clone()
+            .delete_world(v1::DeleteWorldRequest {
+                name: name.to_string(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Creates a window on `world`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_SIZE`, `MPI_ERR_DISP`, `MPI_ERR_INFO`, ALREADY_EXISTS, NOT_FOUND.
+    pub async fn create_window(&self, world: &str, spec: &WindowSpec) -> Result<WindowDesc> {
+        let request = v1::CreateWindowRequest {
+            world: world.to_string(),
+            name: spec.name.clone(),
+            flavor: match spec.flavor {
+                Flavor::Create => v1::Flavor::Create,
+                Flavor::Allocate => v1::Flavor::Allocate,
+            } as i32,
+            model: v1::MemoryModel::Separate as i32,
+            sizes: spec.sizes.clone(),
+            disp_units: spec.disp_units.clone(),
+            info: spec
+                .info
+                .iter()
+                .map(|(key, value)| v1::InfoEntry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+        };
+        let desc = self
+            .client
+            .clone()
+            .create_window(request)
+            .await?
+            .into_inner();
+        desc_from_wire(desc)
+    }
+
+    /// Every window of `world`.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown world.
+    pub async fn list_windows(&self, world: &str) -> Result<Vec<WindowDesc>> {
+        let response = self
+            .client
+            .clone()
+            .list_windows(v1::ListWindowsRequest {
+                world: world.to_string(),
+            })
+            .await?
+            .into_inner();
+        response.windows.into_iter().map(desc_from_wire).collect()
+    }
+
+    /// One window.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` for an unknown window.
+    pub async fn describe_window(&self, world: &str, name: &str) -> Result<WindowDesc> {
+        let desc = self
+            .client
+            .clone()
+            .describe_window(v1::DescribeWindowRequest {
+                world: world.to_string(),
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        desc_from_wire(desc)
+    }
+
+    /// Frees a window that no rank is using.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` while a rank holds a lock, is posted or has operations pending;
+    /// `MPI_ERR_WIN` for an unknown window.
+    pub async fn free_window(&self, world: &str, name: &str) -> Result<()> {
+        self.client
+            .clone()
+            .free_window(v1::FreeWindowRequest {
+                world: world.to_string(),
+                name: name.to_string(),
+            })
+            .await?;
+        Ok(())
+    }
+}

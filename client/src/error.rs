@@ -1,0 +1,108 @@
+//! The client's error: an MPI error class where the call was refused, a plain gRPC failure
+//! otherwise.
+
+use onesided_core::{ErrorClass, RmaError};
+use tonic::{Code, Status};
+
+/// Why a call failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The call was refused with an MPI error class, by this library (at the call, like a
+    /// bounds check at the origin) or by the server.
+    #[error("{class}: {message}")]
+    Mpi {
+        /// The MPI error class.
+        class: ErrorClass,
+        /// The gRPC code the class maps to.
+        code: Code,
+        /// Why.
+        message: String,
+    },
+    /// A gRPC failure that carries no MPI class (authentication, transport).
+    #[error("{message} ({code:?})")]
+    Status {
+        /// The gRPC code.
+        code: Code,
+        /// The status message.
+        message: String,
+    },
+    /// The server could not be reached.
+    #[error("cannot connect to {url}: {message}")]
+    Connect {
+        /// The address.
+        url: String,
+        /// Why.
+        message: String,
+    },
+    /// The session's stream ended; calls in flight have failed.
+    #[error("the session ended: {0}")]
+    Disconnected(String),
+    /// The server answered with something this library did not expect.
+    #[error("unexpected answer from the server: {0}")]
+    Protocol(String),
+}
+
+impl Error {
+    /// The MPI error class, when the call was refused with one.
+    pub fn class(&self) -> Option<ErrorClass> {
+        match self {
+            Error::Mpi { class, .. } => Some(*class),
+            _ => None,
+        }
+    }
+
+    /// The gRPC code.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::Mpi { code, .. } | Error::Status { code, .. } => *code,
+            Error::Connect { .. } | Error::Disconnected(_) => Code::Unavailable,
+            Error::Protocol(_) => Code::Internal,
+        }
+    }
+}
+
+impl From<RmaError> for Error {
+    fn from(error: RmaError) -> Self {
+        Error::Mpi {
+            class: error.class,
+            code: onesided_proto::grpc_code(error.class),
+            message: error.message,
+        }
+    }
+}
+
+impl From<Status> for Error {
+    fn from(status: Status) -> Self {
+        match onesided_proto::rma_from_status(&status) {
+            Some(error) => Error::Mpi {
+                class: error.class,
+                code: status.code(),
+                message: error.message,
+            },
+            None => Error::Status {
+                code: status.code(),
+                message: status.message().to_string(),
+            },
+        }
+    }
+}
+
+impl From<onesided_proto::v1::MpiFailure> for Error {
+    fn from(failure: onesided_proto::v1::MpiFailure) -> Self {
+        let error = failure.error.unwrap_or_default();
+        match ErrorClass::from_code(error.class) {
+            Some(class) => Error::Mpi {
+                class,
+                code: Code::from_i32(failure.code),
+                message: error.message,
+            },
+            None => Error::Status {
+                code: Code::from_i32(failure.code),
+                message: error.message,
+            },
+        }
+    }
+}
+
+/// Shorthand.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,43 @@
+//! onesided-client: the Rust client library of onesided.
+//!
+//! - [`Admin`]: create worlds (one token per rank) and windows.
+//! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`].
+//! - [`Window`]: every MPI RMA call with its MPI name, on this rank's private copy of the
+//!   window, with exactly the separate model's visibility rules.
+//!
+//! ```no_run
+//! use onesided_client::{Admin, Assert, Op, Session, WindowSpec};
+//! # async fn demo() -> onesided_client::Result<()> {
+//! let url = "http://127.0.0.1:50051";
+//! let admin = Admin::connect(url, "admin-token").await?;
+//! let world = admin.create_world("demo", 2).await?;
+//! admin.create_window("demo", &WindowSpec::of::<i64>("counters", 2, 4)).await?;
+//!
+//! let session = Session::attach(url, &world.tokens[0]).await?;
+//! let window = session.window("counters").await?;
+//! window.lock_all(0).await?;
+//! let before = window.fetch_and_op(1, 0, 1i64, Op::Sum)?;
+//! window.flush(1).await?;
+//! println!("counter was {}", before.value().await?);
+//! window.unlock_all().await?;
+//! # let _ = Assert::NOPRECEDE;
+//! # Ok(()) }
+//! ```
+
+mod admin;
+mod connect;
+mod element;
+mod error;
+mod session;
+mod window;
+
+pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
+pub use element::{Element, FloatIndex, IntIndex};
+pub use error::{Error, Result};
+pub use onesided_core::assert::Assert;
+pub use onesided_core::epoch::LockType;
+pub use onesided_core::layout::{Block, Layout};
+pub use onesided_core::window::{Flavor, OpKind, WindowDesc};
+pub use onesided_core::{Datatype, ErrorClass, Op};
+pub use session::Session;
+pub use window::{OpSpec, Pending, Request, Window};

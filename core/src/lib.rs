@@ -1,0 +1,28 @@
+//! onesided-core: the pure semantics of MPI one-sided communication.
+//!
+//! Everything that decides what an RMA call means lives here, as plain data and functions
+//! with no I/O and no async, so the live server, the client and (later) replay run the same
+//! code.
+//!
+//! - [`error`]: MPI error classes and [`RmaError`].
+//! - [`datatype`]: the basic datatypes and their byte encodings.
+//! - [`reduce`]: the reduction operators and their type/op validity rules.
+//! - [`layout`]: contiguous, vector and indexed layouts flattened to byte runs.
+//! - [`ranges`]: byte-range sets (dirty and remotely changed ranges of a window).
+//! - [`window`]: window descriptions, info keys, and target-side `apply` of one operation.
+//! - [`assert`]: the `MPI_MODE_*` assertion bits and which call accepts which.
+//! - [`epoch`]: the origin-side epoch state machine that accepts or refuses each call.
+
+pub mod assert;
+pub mod datatype;
+pub mod epoch;
+pub mod error;
+pub mod layout;
+pub mod ranges;
+pub mod reduce;
+pub mod window;
+
+pub use datatype::Datatype;
+pub use error::{ErrorClass, RmaError, RmaResult};
+pub use layout::{Layout, Run};
+pub use reduce::Op;

@@ -1,0 +1,703 @@
+//! Windows: their description (flavor, model, per-rank size and disp_unit, info keys), the
+//! operations that reach a target, their validation, and [`apply`], the one function that
+//! changes window bytes.
+//!
+//! Owns: what an operation means at the target. Must not: know where the bytes live (the
+//! server's actor owns the public copy and calls [`apply`] on it).
+
+use crate::datatype::Datatype;
+use crate::error::{ErrorClass, RmaResult};
+use crate::layout::{Layout, Run};
+use crate::reduce::{self, Op};
+use crate::rma_err;
+
+/// How the window's memory came to be (`MPI_WIN_CREATE_FLAVOR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// `MPI_WIN_CREATE`: the ranks bring their own memory (their private copies).
+    Create,
+    /// `MPI_WIN_ALLOCATE`: the service allocates it.
+    Allocate,
+}
+
+impl Flavor {
+    /// Scenario/CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Create => "create",
+            Flavor::Allocate => "allocate",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "create" => Some(Flavor::Create),
+            "allocate" => Some(Flavor::Allocate),
+            _ => None,
+        }
+    }
+}
+
+/// `MPI_WIN_MODEL`. Only the separate model is offered: remote updates reach a rank's private
+/// copy only at its synchronization calls (SEMANTICS.md §2, onesided's decision).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryModel {
+    /// `MPI_WIN_SEPARATE`.
+    Separate,
+}
+
+/// The `accumulate_ops` info key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccumulateOps {
+    /// `same_op`: concurrent accumulates to one location all use the same op.
+    SameOp,
+    /// `same_op_no_op` (default): the same op, or `MPI_NO_OP`.
+    SameOpNoOp,
+}
+
+/// The `accumulate_ordering` info key: which orderings hold between accumulates from one
+/// origin to one target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AccumulateOrdering {
+    /// Read after read.
+    pub rar: bool,
+    /// Read after write.
+    pub raw: bool,
+    /// Write after read.
+    pub war: bool,
+    /// Write after write.
+    pub waw: bool,
+}
+
+impl AccumulateOrdering {
+    /// The default: every ordering.
+    pub const ALL: Self = AccumulateOrdering {
+        rar: true,
+        raw: true,
+        war: true,
+        waw: true,
+    };
+
+    /// Whether any ordering is required.
+    pub fn any(self) -> bool {
+        self.rar || self.raw || self.war || self.waw
+    }
+
+    fn render(self) -> String {
+        let names: Vec<&str> = [
+            (self.rar, "rar"),
+            (self.raw, "raw"),
+            (self.war, "war"),
+            (self.waw, "waw"),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .map(|(_, name)| name)
+        .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(",")
+        }
+    }
+}
+
+/// The info keys in use on a window (`MPI_WIN_GET_INFO`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowInfo {
+    /// `no_locks`: lock and lock_all are refused, and free needs no barrier.
+    pub no_locks: bool,
+    /// `accumulate_ordering`.
+    pub accumulate_ordering: AccumulateOrdering,
+    /// `accumulate_ops`.
+    pub accumulate_ops: AccumulateOps,
+    /// `same_size`.
+    pub same_size: bool,
+    /// `same_disp_unit`.
+    pub same_disp_unit: bool,
+}
+
+impl Default for WindowInfo {
+    fn default() -> Self {
+        WindowInfo {
+            no_locks: false,
+            accumulate_ordering: AccumulateOrdering::ALL,
+            accumulate_ops: AccumulateOps::SameOpNoOp,
+            same_size: false,
+            same_disp_unit: false,
+        }
+    }
+}
+
+impl WindowInfo {
+    /// Parses info keys. Unknown keys are hints and ignored (MPI); known keys with bad
+    /// values are refused.
+    ///
+    /// # Errors
+    /// `MPI_ERR_INFO` for a bad value.
+    pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> RmaResult<Self> {
+        let mut info = WindowInfo::default();
+        for (key, value) in pairs {
+            match key {
+                "no_locks" => info.no_locks = parse_bool(key, value)?,
+                "same_size" => info.same_size = parse_bool(key, value)?,
+                "same_disp_unit" => info.same_disp_unit = parse_bool(key, value)?,
+                "accumulate_ops" => {
+                    info.accumulate_ops = match value {
+                        "same_op" => AccumulateOps::SameOp,
+                        "same_op_no_op" => AccumulateOps::SameOpNoOp,
+                        _ => {
+                            return Err(rma_err!(
+                                Info,
+                                "accumulate_ops must be same_op or same_op_no_op, not {value}"
+                            ))
+                        }
+                    }
+                }
+                "accumulate_ordering" => {
+                    info.accumulate_ordering = parse_ordering(value)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(info)
+    }
+
+    /// The hints in use, as key/value pairs (what `MPI_WIN_GET_INFO` reports).
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        let ops = match self.accumulate_ops {
+            AccumulateOps::SameOp => "same_op",
+            AccumulateOps::SameOpNoOp => "same_op_no_op",
+        };
+        vec![
+            ("no_locks".into(), self.no_locks.to_string()),
+            (
+                "accumulate_ordering".into(),
+                self.accumulate_ordering.render(),
+            ),
+            ("accumulate_ops".into(), ops.into()),
+            ("same_size".into(), self.same_size.to_string()),
+            ("same_disp_unit".into(), self.same_disp_unit.to_string()),
+        ]
+    }
+}
+
+fn parse_bool(key: &str, value: &str) -> RmaResult<bool> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(rma_err!(Info, "{key} must be true or false, not {value}")),
+    }
+}
+
+fn parse_ordering(value: &str) -> RmaResult<AccumulateOrdering> {
+    if value == "none" {
+        return Ok(AccumulateOrdering {
+            rar: false,
+            raw: false,
+            war: false,
+            waw: false,
+        });
+    }
+    let mut ordering = AccumulateOrdering {
+        rar: false,
+        raw: false,
+        war: false,
+        waw: false,
+    };
+    for part in value.split(',') {
+        match part {
+            "rar" => ordering.rar = true,
+            "raw" => ordering.raw = true,
+            "war" => ordering.war = true,
+            "waw" => ordering.waw = true,
+            _ => {
+                return Err(rma_err!(
+                    Info,
+                    "accumulate_ordering must be none or a list of rar,raw,war,waw, not {value}"
+                ))
+            }
+        }
+    }
+    Ok(ordering)
+}
+
+/// Largest window a rank may expose, in bytes (a guard against absurd requests).
+pub const MAX_WINDOW_BYTES: u64 = 1 << 34;
+
+/// Everything every rank knows about a window from its creation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowDesc {
+    /// Server-assigned id.
+    pub id: u64,
+    /// Name, unique within the world.
+    pub name: String,
+    /// The world the window spans.
+    pub world: String,
+    /// How the memory came to be.
+    pub flavor: Flavor,
+    /// The memory model.
+    pub model: MemoryModel,
+    /// Each rank's size in bytes.
+    pub sizes: Vec<u64>,
+    /// Each rank's disp_unit in bytes.
+    pub disp_units: Vec<u32>,
+    /// Info keys in use.
+    pub info: WindowInfo,
+}
+
+impl WindowDesc {
+    /// Number of ranks.
+    pub fn nranks(&self) -> u32 {
+        self.sizes.len() as u32
+    }
+
+    /// Checks a window request: one size and disp_unit per rank of a world of `nranks`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_SIZE` for a missing or absurd size, `MPI_ERR_DISP` for a zero disp_unit.
+    pub fn validate_shape(nranks: u32, sizes: &[u64], disp_units: &[u32]) -> RmaResult<()> {
+        if sizes.len() != nranks as usize {
+            return Err(rma_err!(
+                Size,
+                "{} sizes given for a world of {nranks} ranks",
+                sizes.len()
+            ));
+        }
+        if disp_units.len() != nranks as usize {
+            return Err(rma_err!(
+                Disp,
+                "{} disp_units given for a world of {nranks} ranks",
+                disp_units.len()
+            ));
+        }
+        if let Some((rank, size)) = sizes
+            .iter()
+            .enumerate()
+            .find(|(_, &size)| size > MAX_WINDOW_BYTES)
+        {
+            return Err(rma_err!(
+                Size,
+                "rank {rank} asks for {size} bytes, more than the {MAX_WINDOW_BYTES} a window may have"
+            ));
+        }
+        if let Some(rank) = disp_units.iter().position(|&unit| unit == 0) {
+            return Err(rma_err!(Disp, "disp_unit of rank {rank} must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// What an operation does at its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// `MPI_PUT`.
+    Put,
+    /// `MPI_GET`.
+    Get,
+    /// `MPI_ACCUMULATE` with an op.
+    Accumulate(Op),
+    /// `MPI_GET_ACCUMULATE` with an op (NO_OP allowed).
+    GetAccumulate(Op),
+    /// `MPI_FETCH_AND_OP` with an op (NO_OP allowed).
+    FetchAndOp(Op),
+    /// `MPI_COMPARE_AND_SWAP`.
+    CompareAndSwap,
+}
+
+impl OpKind {
+    /// The MPI-ish call name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Put => "put",
+            OpKind::Get => "get",
+            OpKind::Accumulate(_) => "accumulate",
+            OpKind::GetAccumulate(_) => "get_accumulate",
+            OpKind::FetchAndOp(_) => "fetch_and_op",
+            OpKind::CompareAndSwap => "compare_and_swap",
+        }
+    }
+
+    /// Whether the operation writes the target.
+    pub fn writes(self) -> bool {
+        match self {
+            OpKind::Get => false,
+            OpKind::GetAccumulate(op) | OpKind::FetchAndOp(op) => op != Op::NoOp,
+            _ => true,
+        }
+    }
+
+    /// Whether the origin receives data back.
+    pub fn returns_data(self) -> bool {
+        !matches!(self, OpKind::Put | OpKind::Accumulate(_))
+    }
+
+    /// Whether the operation carries origin data.
+    pub fn carries_data(self) -> bool {
+        match self {
+            OpKind::Get => false,
+            OpKind::GetAccumulate(op) | OpKind::FetchAndOp(op) => op != Op::NoOp,
+            _ => true,
+        }
+    }
+}
+
+/// One operation as it reaches its target: the target layout in elements of `dtype`, at
+/// displacement `disp` (in the target's disp_units), with packed origin data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetOp<D> {
+    /// What to do.
+    pub kind: OpKind,
+    /// The basic datatype every element has.
+    pub dtype: Datatype,
+    /// Displacement in the target's disp_units.
+    pub disp: u64,
+    /// Target layout, in elements of `dtype`.
+    pub layout: Layout,
+    /// Packed origin data (empty for get and NO_OP).
+    pub data: D,
+    /// Packed compare value (compare_and_swap only).
+    pub compare: D,
+}
+
+/// A validated operation's target byte runs, absolute in the target's window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetAccess {
+    /// Absolute byte runs, in type-map order.
+    pub runs: Vec<Run>,
+    /// Total bytes the runs cover.
+    pub bytes: u64,
+}
+
+impl<D: AsRef<[u8]>> TargetOp<D> {
+    /// Checks the operation against the target's size and disp_unit and returns the byte runs
+    /// it touches. The origin and the server both call this: the origin to refuse a bad call at
+    /// once, the server so that no bad request reaches a public copy.
+    ///
+    /// # Errors
+    /// `MPI_ERR_OP` / `MPI_ERR_TYPE` for an op or datatype the call does not take,
+    /// `MPI_ERR_COUNT` when data and layout disagree, `MPI_ERR_RMA_RANGE` when the target range
+    /// is not inside the window.
+    pub fn validate(&self, target_size: u64, disp_unit: u32) -> RmaResult<TargetAccess> {
+        self.check_kind()?;
+        let size = self.dtype.size() as u64;
+        let count = self.layout.element_count()?;
+        match self.kind {
+            OpKind::FetchAndOp(_) | OpKind::CompareAndSwap if count != 1 => {
+                return Err(rma_err!(
+                    Count,
+                    "{} takes exactly one element, not {count}",
+                    self.kind.name()
+                ));
+            }
+            _ => {}
+        }
+        let expected_data = if self.kind.carries_data() {
+            count.checked_mul(size)
+        } else {
+            Some(0)
+        };
+        let data_len = self.data.as_ref().len() as u64;
+        if expected_data != Some(data_len) {
+            return Err(rma_err!(
+                Count,
+                "{} carries {data_len} bytes of origin data, the layout needs {}",
+                self.kind.name(),
+                expected_data.map_or_else(|| "more".to_string(), |n| n.to_string())
+            ));
+        }
+        let compare_len = self.compare.as_ref().len() as u64;
+        let expected_compare = if self.kind == OpKind::CompareAndSwap {
+            size
+        } else {
+            0
+        };
+        if compare_len != expected_compare {
+            return Err(rma_err!(
+                Count,
+                "{} carries a compare value of {compare_len} bytes, expected {expected_compare}",
+                self.kind.name()
+            ));
+        }
+        if self.kind.writes() {
+            self.layout.check_no_overlap(size)?;
+        }
+        let relative = self.layout.flatten(size)?;
+        let extent = self.layout.extent(size)?;
+        let bytes: u64 = relative.iter().map(|run| run.len).sum();
+        if bytes == 0 {
+            return Ok(TargetAccess {
+                runs: Vec::new(),
+                bytes: 0,
+            });
+        }
+        let base = self
+            .disp
+            .checked_mul(u64::from(disp_unit))
+            .ok_or_else(|| out_of_range(self.disp, disp_unit, extent, target_size))?;
+        let end = base
+            .checked_add(extent)
+            .ok_or_else(|| out_of_range(self.disp, disp_unit, extent, target_size))?;
+        if end > target_size {
+            return Err(out_of_range(self.disp, disp_unit, extent, target_size));
+        }
+        let runs = relative
+            .into_iter()
+            .map(|run| Run {
+                offset: base + run.offset,
+                len: run.len,
+            })
+            .collect();
+        Ok(TargetAccess { runs, bytes })
+    }
+
+    fn check_kind(&self) -> RmaResult<()> {
+        match self.kind {
+            OpKind::Put | OpKind::Get => Ok(()),
+            OpKind::Accumulate(Op::NoOp) => Err(rma_err!(
+                Op,
+                "no_op is not allowed in accumulate, only in get_accumulate and fetch_and_op"
+            )),
+            OpKind::Accumulate(op) | OpKind::GetAccumulate(op) | OpKind::FetchAndOp(op) => {
+                reduce::check_op(op, self.dtype)
+            }
+            OpKind::CompareAndSwap => {
+                if self.dtype.is_integer() || self.dtype.is_byte() || self.dtype.is_bool() {
+                    Ok(())
+                } else {
+                    Err(rma_err!(
+                        Type,
+                        "compare_and_swap is not defined for datatype {}",
+                        self.dtype
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn out_of_range(
+    disp: u64,
+    disp_unit: u32,
+    extent: u64,
+    target_size: u64,
+) -> crate::error::RmaError {
+    rma_err!(
+        RmaRange,
+        "access of {extent} bytes at displacement {disp} (disp_unit {disp_unit}) is outside the target window of {target_size} bytes"
+    )
+}
+
+/// Applies a validated operation to a public copy and returns what goes back to the origin
+/// (the old contents for get-like operations, nothing otherwise). Each element is updated
+/// atomically with respect to every other operation because the caller (the rank's actor)
+/// applies one operation at a time.
+///
+/// # Errors
+/// Only for inputs [`TargetOp::validate`] would have refused; the public copy is then unchanged.
+pub fn apply<D: AsRef<[u8]>>(
+    public: &mut [u8],
+    access: &TargetAccess,
+    op: &TargetOp<D>,
+) -> RmaResult<Vec<u8>> {
+    if let Some(run) = access
+        .runs
+        .iter()
+        .find(|run| run.offset.saturating_add(run.len) > public.len() as u64)
+    {
+        return Err(rma_err!(
+            RmaRange,
+            "run at {} of {} bytes is outside a public copy of {} bytes",
+            run.offset,
+            run.len,
+            public.len()
+        ));
+    }
+    let data = op.data.as_ref();
+    let mut result = Vec::new();
+    if op.kind.returns_data() {
+        result.reserve(access.bytes as usize);
+        for run in &access.runs {
+            let start = run.offset as usize;
+            result.extend_from_slice(&public[start..start + run.len as usize]);
+        }
+    }
+    match op.kind {
+        OpKind::Get => {}
+        OpKind::CompareAndSwap => {
+            let run = access
+                .runs
+                .first()
+                .copied()
+                .unwrap_or(Run { offset: 0, len: 0 });
+            let start = run.offset as usize;
+            let element = &mut public[start..start + run.len as usize];
+            reduce::compare_and_swap(op.dtype, element, op.compare.as_ref(), data)?;
+        }
+        OpKind::Put => {
+            let mut consumed = 0usize;
+            for run in &access.runs {
+                let start = run.offset as usize;
+                let len = run.len as usize;
+                public[start..start + len].copy_from_slice(&data[consumed..consumed + len]);
+                consumed += len;
+            }
+        }
+        OpKind::Accumulate(reduction)
+        | OpKind::GetAccumulate(reduction)
+        | OpKind::FetchAndOp(reduction) => {
+            if reduction != Op::NoOp {
+                let mut consumed = 0usize;
+                for run in &access.runs {
+                    let start = run.offset as usize;
+                    let len = run.len as usize;
+                    reduce::reduce(
+                        reduction,
+                        op.dtype,
+                        &mut public[start..start + len],
+                        &data[consumed..consumed + len],
+                    )?;
+                    consumed += len;
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// The [`ErrorClass`] a refused window request maps to when the window is unknown.
+pub fn unknown_window(name: &str) -> crate::error::RmaError {
+    crate::error::RmaError::new(ErrorClass::Win, format!("no window named {name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(
+        kind: OpKind,
+        dtype: Datatype,
+        disp: u64,
+        count: u64,
+        data: Vec<u8>,
+    ) -> TargetOp<Vec<u8>> {
+        TargetOp {
+            kind,
+            dtype,
+            disp,
+            layout: Layout::Contiguous { count },
+            data,
+            compare: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn put_then_accumulate_then_get() {
+        let mut public = vec![0u8; 16];
+        let put = op(
+            OpKind::Put,
+            Datatype::I64,
+            1,
+            1,
+            5i64.to_le_bytes().to_vec(),
+        );
+        let access = put.validate(16, 8).unwrap();
+        apply(&mut public, &access, &put).unwrap();
+        let acc = op(
+            OpKind::Accumulate(Op::Sum),
+            Datatype::I64,
+            1,
+            1,
+            7i64.to_le_bytes().to_vec(),
+        );
+        let access = acc.validate(16, 8).unwrap();
+        assert!(apply(&mut public, &access, &acc).unwrap().is_empty());
+        let get = op(OpKind::Get, Datatype::I64, 0, 2, Vec::new());
+        let access = get.validate(16, 8).unwrap();
+        let result = apply(&mut public, &access, &get).unwrap();
+        assert_eq!(&result[8..], &12i64.to_le_bytes());
+        assert_eq!(&result[..8], &0i64.to_le_bytes());
+    }
+
+    #[test]
+    fn range_is_checked_against_size_and_disp_unit() {
+        let get = op(OpKind::Get, Datatype::I32, 2, 1, Vec::new());
+        assert!(get.validate(12, 4).is_ok());
+        assert_eq!(get.validate(11, 4).unwrap_err().class, ErrorClass::RmaRange);
+        let overflowing = op(OpKind::Get, Datatype::I32, u64::MAX / 2, 1, Vec::new());
+        assert_eq!(
+            overflowing.validate(16, 4).unwrap_err().class,
+            ErrorClass::RmaRange
+        );
+    }
+
+    #[test]
+    fn zero_size_transfers_succeed_anywhere() {
+        let get = op(OpKind::Get, Datatype::I32, 1000, 0, Vec::new());
+        assert!(get.validate(0, 4).unwrap().runs.is_empty());
+    }
+
+    #[test]
+    fn classes_of_refused_kinds() {
+        let acc = op(
+            OpKind::Accumulate(Op::NoOp),
+            Datatype::I32,
+            0,
+            1,
+            vec![0; 4],
+        );
+        assert_eq!(acc.validate(4, 4).unwrap_err().class, ErrorClass::Op);
+        let band = op(
+            OpKind::Accumulate(Op::Band),
+            Datatype::F64,
+            0,
+            1,
+            vec![0; 8],
+        );
+        assert_eq!(band.validate(8, 8).unwrap_err().class, ErrorClass::Op);
+        let mut cas = op(OpKind::CompareAndSwap, Datatype::F32, 0, 1, vec![0; 4]);
+        cas.compare = vec![0; 4];
+        assert_eq!(cas.validate(4, 4).unwrap_err().class, ErrorClass::Type);
+        let short = op(OpKind::Put, Datatype::I32, 0, 2, vec![0; 4]);
+        assert_eq!(short.validate(8, 4).unwrap_err().class, ErrorClass::Count);
+    }
+
+    #[test]
+    fn compare_and_swap_returns_the_old_value() {
+        let mut public = 3i32.to_le_bytes().to_vec();
+        let mut cas = op(
+            OpKind::CompareAndSwap,
+            Datatype::I32,
+            0,
+            1,
+            9i32.to_le_bytes().to_vec(),
+        );
+        cas.compare = 3i32.to_le_bytes().to_vec();
+        let access = cas.validate(4, 4).unwrap();
+        assert_eq!(
+            apply(&mut public, &access, &cas).unwrap(),
+            3i32.to_le_bytes()
+        );
+        assert_eq!(public, 9i32.to_le_bytes());
+        assert_eq!(
+            apply(&mut public, &access, &cas).unwrap(),
+            9i32.to_le_bytes()
+        );
+        assert_eq!(public, 9i32.to_le_bytes());
+    }
+
+    #[test]
+    fn info_defaults_and_bad_values() {
+        let info = WindowInfo::parse([]).unwrap();
+        assert_eq!(info, WindowInfo::default());
+        let pairs = info.to_pairs();
+        assert!(pairs.contains(&("accumulate_ordering".into(), "rar,raw,war,waw".into())));
+        let info =
+            WindowInfo::parse([("no_locks", "true"), ("accumulate_ordering", "none")]).unwrap();
+        assert!(info.no_locks);
+        assert!(!info.accumulate_ordering.any());
+        let err = WindowInfo::parse([("accumulate_ops", "any")]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Info);
+    }
+}

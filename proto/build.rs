@@ -1,0 +1,12 @@
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The vendored protoc: a fresh machine builds with `cargo build` alone.
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    std::env::set_var("PROTOC", protoc);
+    println!("cargo:rerun-if-changed=proto/onesided/v1/onesided.proto");
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out_dir.join("onesided_descriptor.bin"))
+        .bytes(".")
+        .compile_protos(&["proto/onesided/v1/onesided.proto"], &["proto"])?;
+    Ok(())
+}

@@ -1,0 +1,622 @@
+//! The window-server actor: one tokio task per rank of each window, the only owner of that
+//! rank's public copy, its lock queue, its fence and exposure state, and the queues of
+//! operations that arrived before the target could be accessed.
+//!
+//! Owns: *when* an operation may be applied at this target (DESIGN.md "The protocol between
+//! ranks"). What an operation does is core's [`apply`]. Must not: take locks, await anything but
+//! its inbox, or block on another actor (replies go out through [`Reply`], never back in).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use onesided_core::epoch::{AccessTag, LockRequest, LockType};
+use onesided_core::ranges::RangeSet;
+use onesided_core::window::{apply, TargetAccess, TargetOp};
+use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::v1::{server_message, OpResult, Segment, Synced};
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+use crate::reply::Reply;
+
+/// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
+const INBOX: usize = 1024;
+
+/// Something an origin sends to a target, processed in order per origin.
+#[derive(Debug)]
+pub enum AccessItem {
+    /// An operation, applied once the target may be accessed under `tag`.
+    Op {
+        /// When it may be applied.
+        tag: AccessTag,
+        /// The validated operation.
+        op: TargetOp<Bytes>,
+        /// Its byte runs at this target.
+        access: TargetAccess,
+        /// Where the result goes.
+        reply: Reply,
+    },
+    /// A lock request (lazy ones travel in front of the first operation or the unlock).
+    LockRequest {
+        /// Shared or exclusive, nocheck.
+        request: LockRequest,
+        /// For an eager lock (one's own rank): answered at the grant with the pulled bytes.
+        grant: Option<Reply>,
+    },
+    /// Release this origin's lock.
+    Unlock {
+        /// Answered once released.
+        reply: Reply,
+    },
+    /// Answered once everything this origin sent before it is applied.
+    Flush {
+        /// The answer.
+        reply: Reply,
+    },
+    /// End of the origin's fence epoch `epoch`.
+    FenceMarker {
+        /// The closed epoch.
+        epoch: u64,
+    },
+    /// End of the origin's access epoch of generation `generation` to this target.
+    CompleteMarker {
+        /// The generation.
+        generation: u64,
+    },
+}
+
+/// Messages to a window-server actor.
+#[derive(Debug)]
+pub enum Command {
+    /// From an origin (any rank, including the owner).
+    Access {
+        /// The origin rank.
+        origin: u32,
+        /// What it sent.
+        item: AccessItem,
+    },
+    /// The owner publishes private bytes (rule 5).
+    Push {
+        /// The bytes and where they go.
+        segments: Vec<Segment>,
+    },
+    /// The owner entered its fence number `fence`.
+    FenceEnter {
+        /// The fence number.
+        fence: u64,
+        /// The epoch it closes (wait for everyone's marker), if any.
+        closes: Option<u64>,
+        /// Pull when done.
+        pull: bool,
+        /// Answered when the fence may return.
+        reply: Reply,
+    },
+    /// The owner posted to `group`.
+    Post {
+        /// The sorted exposure group.
+        group: Vec<u32>,
+    },
+    /// The owner waits (or tests) for the end of its exposure epoch.
+    Wait {
+        /// Pull when done.
+        pull: bool,
+        /// Answer at once with `flag = false` if not done.
+        test: bool,
+        /// The answer.
+        reply: Reply,
+    },
+    /// The owner pulls what changed remotely (sync).
+    Pull {
+        /// The answer.
+        reply: Reply,
+    },
+    /// The window was freed: answer everything pending with `MPI_ERR_WIN` and stop.
+    Stop,
+    /// Is any epoch open or anything pending here?
+    Busy {
+        /// `Some(reason)` when busy.
+        reply: oneshot::Sender<Option<String>>,
+    },
+}
+
+/// A cheap, cloneable address of one rank's window-server actor.
+#[derive(Clone, Debug)]
+pub struct WindowServerHandle {
+    sender: mpsc::Sender<Command>,
+    rank: u32,
+}
+
+impl WindowServerHandle {
+    /// Starts the actor of `rank` of window `window` with a zeroed public copy of `size` bytes.
+    pub fn spawn(window: u64, rank: u32, nranks: u32, size: u64) -> Self {
+        let (sender, inbox) = mpsc::channel(INBOX);
+        let actor = WindowServer::new(rank, nranks, size as usize);
+        let span = tracing::info_span!("window_server", window, rank);
+        tokio::spawn(actor.run(inbox).instrument(span));
+        WindowServerHandle { sender, rank }
+    }
+
+    /// Sends a command; a stopped actor (its window was freed) is `MPI_ERR_WIN`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped.
+    pub async fn send(&self, command: Command) -> Result<(), RmaError> {
+        self.sender.send(command).await.map_err(|_| {
+            RmaError::new(
+                ErrorClass::Win,
+                format!("window of rank {} was freed", self.rank),
+            )
+        })
+    }
+
+    /// Stops the actor (its window was freed); pending calls fail with `MPI_ERR_WIN`.
+    pub fn stop(&self) {
+        let _ = self.sender.try_send(Command::Stop);
+    }
+
+    /// Asks whether anything is open or pending at this rank.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped.
+    pub async fn busy(&self) -> Result<Option<String>, RmaError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Busy { reply }).await?;
+        answer.await.map_err(|_| {
+            RmaError::new(
+                ErrorClass::Win,
+                format!("window of rank {} was freed", self.rank),
+            )
+        })
+    }
+}
+
+#[derive(Debug)]
+struct PendingFence {
+    closes: u64,
+    pull: bool,
+    reply: Reply,
+}
+
+#[derive(Debug)]
+struct PendingWait {
+    pull: bool,
+    reply: Reply,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Holder {
+    lock_type: LockType,
+    token: u64,
+    nocheck: bool,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    origin: u32,
+    lock_type: LockType,
+    grant: Option<Reply>,
+}
+
+/// The lock table of one target: holders and a FIFO of waiters. A waiter is granted only when
+/// it is at the head of the queue, so a shared request never overtakes a waiting exclusive one
+/// (no writer starvation).
+#[derive(Debug, Default)]
+struct LockTable {
+    holders: BTreeMap<u32, Holder>,
+    queue: VecDeque<Waiter>,
+    next_token: u64,
+}
+
+impl LockTable {
+    fn holds(&self, origin: u32) -> bool {
+        self.holders.contains_key(&origin)
+    }
+
+    fn compatible(&self, lock_type: LockType) -> bool {
+        let checked = self.holders.values().filter(|holder| !holder.nocheck);
+        match lock_type {
+            LockType::Exclusive => checked.count() == 0,
+            LockType::Shared => checked
+                .into_iter()
+                .all(|holder| holder.lock_type == LockType::Shared),
+        }
+    }
+
+    fn grant(&mut self, origin: u32, lock_type: LockType, nocheck: bool) -> u64 {
+        self.next_token += 1;
+        let token = self.next_token;
+        self.holders.insert(
+            origin,
+            Holder {
+                lock_type,
+                token,
+                nocheck,
+            },
+        );
+        token
+    }
+}
+
+struct WindowServer {
+    rank: u32,
+    nranks: u32,
+    public: Vec<u8>,
+    /// Bytes changed by operations since the owner's last pull.
+    changed: RangeSet,
+    fence_entered: u64,
+    fence_markers: BTreeMap<u64, u32>,
+    pending_fence: Option<PendingFence>,
+    /// Per origin: how many posts of this rank included it.
+    posts: Vec<u64>,
+    /// Per origin: the highest generation it completed towards this rank.
+    completes: Vec<u64>,
+    post_group: Option<Vec<u32>>,
+    pending_wait: Option<PendingWait>,
+    locks: LockTable,
+    queues: Vec<VecDeque<AccessItem>>,
+}
+
+impl WindowServer {
+    fn new(rank: u32, nranks: u32, size: usize) -> Self {
+        WindowServer {
+            rank,
+            nranks,
+            public: vec![0; size],
+            changed: RangeSet::new(),
+            fence_entered: 0,
+            fence_markers: BTreeMap::new(),
+            pending_fence: None,
+            posts: vec![0; nranks as usize],
+            completes: vec![0; nranks as usize],
+            post_group: None,
+            pending_wait: None,
+            locks: LockTable::default(),
+            queues: (0..nranks).map(|_| VecDeque::new()).collect(),
+        }
+    }
+
+    async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
+        tracing::debug!(size = self.public.len(), "window server started");
+        while let Some(command) = inbox.recv().await {
+            if let Command::Stop = command {
+                self.stop();
+                break;
+            }
+            self.handle(command);
+        }
+        tracing::debug!("window server stopped");
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Access { origin, item } => {
+                if origin >= self.nranks {
+                    reject(
+                        item,
+                        RmaError::new(ErrorClass::Rank, "origin outside the window"),
+                    );
+                    return;
+                }
+                self.queues[origin as usize].push_back(item);
+                self.drain(origin);
+            }
+            Command::Push { segments } => self.push(segments),
+            Command::FenceEnter {
+                fence,
+                closes,
+                pull,
+                reply,
+            } => {
+                self.fence_entered = fence;
+                self.drain_all();
+                match closes {
+                    Some(closes) => {
+                        self.pending_fence = Some(PendingFence {
+                            closes,
+                            pull,
+                            reply,
+                        });
+                        self.check_fence();
+                    }
+                    None => self.answer_synced(reply, pull, false, 0),
+                }
+            }
+            Command::Post { group } => {
+                for &origin in &group {
+                    if let Some(count) = self.posts.get_mut(origin as usize) {
+                        *count += 1;
+                    }
+                }
+                self.post_group = Some(group);
+                self.drain_all();
+            }
+            Command::Wait { pull, test, reply } => {
+                self.pending_wait = Some(PendingWait { pull, reply });
+                self.check_wait();
+                if test {
+                    if let Some(waiting) = self.pending_wait.take() {
+                        waiting.reply.send(Ok(server_message::Reply::Synced(Synced {
+                            pull: Vec::new(),
+                            flag: false,
+                            token: 0,
+                        })));
+                    }
+                }
+            }
+            Command::Pull { reply } => self.answer_synced(reply, true, false, 0),
+            Command::Busy { reply } => {
+                let _ = reply.send(self.busy());
+            }
+            Command::Stop => self.stop(),
+        }
+    }
+
+    fn stop(&mut self) {
+        let freed = || RmaError::new(ErrorClass::Win, "the window was freed");
+        for queue in &mut self.queues {
+            for item in queue.drain(..) {
+                reject(item, freed());
+            }
+        }
+        for waiter in self.locks.queue.drain(..) {
+            if let Some(reply) = waiter.grant {
+                reply.send(Err(freed()));
+            }
+        }
+        if let Some(pending) = self.pending_fence.take() {
+            pending.reply.send(Err(freed()));
+        }
+        if let Some(pending) = self.pending_wait.take() {
+            pending.reply.send(Err(freed()));
+        }
+    }
+
+    fn busy(&self) -> Option<String> {
+        if let Some(holder) = self.locks.holders.keys().next() {
+            return Some(format!("rank {holder} holds a lock on rank {}", self.rank));
+        }
+        if !self.locks.queue.is_empty() {
+            return Some(format!("lock requests are waiting at rank {}", self.rank));
+        }
+        if self.post_group.is_some() {
+            return Some(format!("rank {} is exposed by post", self.rank));
+        }
+        if self.pending_fence.is_some() {
+            return Some(format!("rank {} is inside a fence", self.rank));
+        }
+        if self.queues.iter().any(|queue| !queue.is_empty()) {
+            return Some(format!("operations are pending at rank {}", self.rank));
+        }
+        None
+    }
+
+    fn push(&mut self, segments: Vec<Segment>) {
+        for segment in segments {
+            let start = segment.offset as usize;
+            // The session validated the bounds; a segment outside the copy is dropped, not
+            // allowed to panic the actor.
+            if let Some(bytes) = start
+                .checked_add(segment.data.len())
+                .and_then(|end| self.public.get_mut(start..end))
+            {
+                bytes.copy_from_slice(&segment.data);
+            }
+        }
+    }
+
+    /// Segments of everything changed since the last pull; clears the record.
+    fn take_changed(&mut self) -> Vec<Segment> {
+        let segments = self
+            .changed
+            .iter()
+            .map(|(start, end)| Segment {
+                offset: start,
+                data: Bytes::copy_from_slice(&self.public[start as usize..end as usize]),
+            })
+            .collect();
+        self.changed.clear();
+        segments
+    }
+
+    fn answer_synced(&mut self, reply: Reply, pull: bool, flag: bool, token: u64) {
+        let pull = if pull {
+            self.take_changed()
+        } else {
+            Vec::new()
+        };
+        reply.send(Ok(server_message::Reply::Synced(Synced {
+            pull,
+            flag,
+            token,
+        })));
+    }
+
+    fn enabled(&self, origin: u32, item: &AccessItem) -> bool {
+        match item {
+            AccessItem::Op { tag, .. } => match *tag {
+                AccessTag::Fence { epoch } => self.fence_entered >= epoch,
+                AccessTag::Pscw { generation } => self.posts[origin as usize] >= generation,
+                AccessTag::Lock => self.locks.holds(origin),
+            },
+            AccessItem::Unlock { .. } => self.locks.holds(origin),
+            AccessItem::LockRequest { .. }
+            | AccessItem::Flush { .. }
+            | AccessItem::FenceMarker { .. }
+            | AccessItem::CompleteMarker { .. } => true,
+        }
+    }
+
+    /// Processes the head of `origin`'s queue while it may be processed; if that changed what
+    /// other origins may do (a lock released or granted), drains them too.
+    fn drain(&mut self, origin: u32) {
+        if self.drain_one(origin) {
+            self.drain_all();
+        }
+    }
+
+    fn drain_all(&mut self) {
+        loop {
+            let mut unblocked = false;
+            for origin in 0..self.nranks {
+                unblocked |= self.drain_one(origin);
+            }
+            if !unblocked {
+                break;
+            }
+        }
+    }
+
+    /// Returns whether lock state changed.
+    fn drain_one(&mut self, origin: u32) -> bool {
+        let mut lock_changed = false;
+        loop {
+            let queue = &self.queues[origin as usize];
+            let Some(head) = queue.front() else {
+                break;
+            };
+            if !self.enabled(origin, head) {
+                break;
+            }
+            let Some(item) = self.queues[origin as usize].pop_front() else {
+                break;
+            };
+            lock_changed |= self.process(origin, item);
+        }
+        lock_changed
+    }
+
+    /// Returns whether lock state changed.
+    fn process(&mut self, origin: u32, item: AccessItem) -> bool {
+        match item {
+            AccessItem::Op {
+                op, access, reply, ..
+            } => {
+                let result = apply(&mut self.public, &access, &op);
+                match result {
+                    Ok(data) => {
+                        if op.kind.writes() {
+                            for run in &access.runs {
+                                self.changed.insert(run.offset, run.offset + run.len);
+                            }
+                        }
+                        if op.kind.returns_data() {
+                            reply.send(Ok(server_message::Reply::Result(OpResult {
+                                data: Bytes::from(data),
+                            })));
+                        } else {
+                            reply.done();
+                        }
+                    }
+                    Err(error) => reply.send(Err(error)),
+                }
+                false
+            }
+            AccessItem::LockRequest { request, grant } => {
+                if request.nocheck {
+                    let token = self.locks.grant(origin, request.lock_type, true);
+                    if let Some(reply) = grant {
+                        self.answer_synced(reply, true, false, token);
+                    }
+                } else {
+                    self.locks.queue.push_back(Waiter {
+                        origin,
+                        lock_type: request.lock_type,
+                        grant,
+                    });
+                    self.grant_waiters();
+                }
+                true
+            }
+            AccessItem::Unlock { reply } => {
+                if let Some(holder) = self.locks.holders.remove(&origin) {
+                    tracing::debug!(origin, token = holder.token, "lock released");
+                }
+                reply.done();
+                self.grant_waiters();
+                true
+            }
+            AccessItem::Flush { reply } => {
+                reply.done();
+                false
+            }
+            AccessItem::FenceMarker { epoch } => {
+                *self.fence_markers.entry(epoch).or_insert(0) += 1;
+                self.check_fence();
+                false
+            }
+            AccessItem::CompleteMarker { generation } => {
+                let done = &mut self.completes[origin as usize];
+                *done = (*done).max(generation);
+                self.check_wait();
+                false
+            }
+        }
+    }
+
+    fn grant_waiters(&mut self) {
+        while let Some(head) = self.locks.queue.front() {
+            if !self.locks.compatible(head.lock_type) {
+                break;
+            }
+            let Some(waiter) = self.locks.queue.pop_front() else {
+                break;
+            };
+            let token = self.locks.grant(waiter.origin, waiter.lock_type, false);
+            tracing::debug!(
+                origin = waiter.origin,
+                lock = waiter.lock_type.name(),
+                token,
+                "lock granted"
+            );
+            if let Some(reply) = waiter.grant {
+                self.answer_synced(reply, true, false, token);
+            }
+        }
+    }
+
+    fn check_fence(&mut self) {
+        let Some(pending) = &self.pending_fence else {
+            return;
+        };
+        let arrived = self
+            .fence_markers
+            .get(&pending.closes)
+            .copied()
+            .unwrap_or(0);
+        if arrived < self.nranks {
+            return;
+        }
+        if let Some(pending) = self.pending_fence.take() {
+            self.fence_markers.remove(&pending.closes);
+            self.answer_synced(pending.reply, pending.pull, false, 0);
+        }
+    }
+
+    fn check_wait(&mut self) {
+        let (Some(group), Some(_)) = (&self.post_group, &self.pending_wait) else {
+            return;
+        };
+        let all_completed = group
+            .iter()
+            .all(|&origin| self.completes[origin as usize] >= self.posts[origin as usize]);
+        if !all_completed {
+            return;
+        }
+        self.post_group = None;
+        if let Some(waiting) = self.pending_wait.take() {
+            self.answer_synced(waiting.reply, waiting.pull, true, 0);
+        }
+    }
+}
+
+fn reject(item: AccessItem, error: RmaError) {
+    match item {
+        AccessItem::Op { reply, .. }
+        | AccessItem::Unlock { reply }
+        | AccessItem::Flush { reply } => reply.send(Err(error)),
+        AccessItem::LockRequest {
+            grant: Some(reply), ..
+        } => reply.send(Err(error)),
+        _ => {}
+    }
+}

@@ -1,0 +1,233 @@
+//! The Admin gRPC service: worlds and windows. Authenticated with the admin token by
+//! [`crate::auth`] before any request reaches it.
+//!
+//! Owns: conversion between admin requests and the registry. Must not: hold semantics.
+
+use std::sync::Arc;
+
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::status_from_rma;
+use onesided_proto::v1::{self, admin_server::Admin};
+use tonic::{Code, Request, Response, Status};
+
+use crate::registry::{Registry, RegistryError};
+
+/// The Admin service.
+#[derive(Debug, Clone)]
+pub struct AdminService {
+    registry: Arc<Registry>,
+}
+
+impl AdminService {
+    /// The service over `registry`.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        AdminService { registry }
+    }
+}
+
+fn status(error: RegistryError) -> Status {
+    match error {
+        RegistryError::AlreadyExists(what) => {
+            let mut status = status_from_rma(&RmaError::new(
+                ErrorClass::Arg,
+                format!("{what} already exists"),
+            ));
+            status = Status::with_details(
+                Code::AlreadyExists,
+                status.message(),
+                status.details().to_vec().into(),
+            );
+            status
+        }
+        RegistryError::NoWorld(name) => {
+            let base = status_from_rma(&RmaError::new(
+                ErrorClass::Arg,
+                format!("no world named {name}"),
+            ));
+            Status::with_details(
+                Code::NotFound,
+                base.message(),
+                base.details().to_vec().into(),
+            )
+        }
+        RegistryError::Rma(error) => status_from_rma(&error),
+    }
+}
+
+/// The wire description of a window.
+pub fn describe(desc: &WindowDesc) -> v1::WindowDescription {
+    v1::WindowDescription {
+        id: desc.id,
+        world: desc.world.clone(),
+        name: desc.name.clone(),
+        flavor: match desc.flavor {
+            Flavor::Create => v1::Flavor::Create,
+            Flavor::Allocate => v1::Flavor::Allocate,
+        } as i32,
+        model: v1::MemoryModel::Separate as i32,
+        sizes: desc.sizes.clone(),
+        disp_units: desc.disp_units.clone(),
+        info: desc
+            .info
+            .to_pairs()
+            .into_iter()
+            .map(|(key, value)| v1::InfoEntry { key, value })
+            .collect(),
+    }
+}
+
+fn flavor_from_wire(code: i32) -> Result<Flavor, RmaError> {
+    match v1::Flavor::try_from(code) {
+        Ok(v1::Flavor::Create) => Ok(Flavor::Create),
+        Ok(v1::Flavor::Allocate) | Ok(v1::Flavor::Unspecified) => Ok(Flavor::Allocate),
+        Err(_) => Err(RmaError::new(
+            ErrorClass::Arg,
+            format!("unknown window flavor {code}"),
+        )),
+    }
+}
+
+fn model_from_wire(code: i32) -> Result<MemoryModel, RmaError> {
+    match v1::MemoryModel::try_from(code) {
+        Ok(v1::MemoryModel::Separate) | Ok(v1::MemoryModel::Unspecified) => {
+            Ok(MemoryModel::Separate)
+        }
+        Err(_) => Err(RmaError::new(
+            ErrorClass::Arg,
+            format!("unknown memory model {code}; only the separate model is offered"),
+        )),
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().name))]
+    async fn create_world(
+        &self,
+        request: Request<v1::CreateWorldRequest>,
+    ) -> Result<Response<v1::CreateWorldResponse>, Status> {
+        let request = request.into_inner();
+        let tokens = self
+            .registry
+            .create_world(&request.name, request.ranks)
+            .map_err(status)?;
+        Ok(Response::new(v1::CreateWorldResponse {
+            name: request.name,
+            tokens,
+        }))
+    }
+
+    async fn list_worlds(
+        &self,
+        _request: Request<v1::ListWorldsRequest>,
+    ) -> Result<Response<v1::ListWorldsResponse>, Status> {
+        let worlds = self
+            .registry
+            .list_worlds()
+            .into_iter()
+            .map(|(name, ranks, windows)| v1::WorldSummary {
+                name,
+                ranks,
+                windows,
+            })
+            .collect();
+        Ok(Response::new(v1::ListWorldsResponse { worlds }))
+    }
+
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().name))]
+    async fn delete_world(
+        &self,
+        request: Request<v1::DeleteWorldRequest>,
+    ) -> Result<Response<v1::DeleteWorldResponse>, Status> {
+        self.registry
+            .delete_world(&request.get_ref().name)
+            .map_err(status)?;
+        Ok(Response::new(v1::DeleteWorldResponse {}))
+    }
+
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().name))]
+    async fn create_window(
+        &self,
+        request: Request<v1::CreateWindowRequest>,
+    ) -> Result<Response<v1::WindowDescription>, Status> {
+        let request = request.into_inner();
+        let flavor = flavor_from_wire(request.flavor).map_err(|e| status_from_rma(&e))?;
+        let model = model_from_wire(request.model).map_err(|e| status_from_rma(&e))?;
+        let info = WindowInfo::parse(
+            request
+                .info
+                .iter()
+                .map(|entry| (entry.key.as_str(), entry.value.as_str())),
+        )
+        .map_err(|e| status_from_rma(&e))?;
+        let desc = self
+            .registry
+            .create_window(
+                &request.world,
+                &request.name,
+                flavor,
+                model,
+                request.sizes,
+                request.disp_units,
+                info,
+            )
+            .map_err(status)?;
+        Ok(Response::new(describe(&desc)))
+    }
+
+    async fn list_windows(
+        &self,
+        request: Request<v1::ListWindowsRequest>,
+    ) -> Result<Response<v1::ListWindowsResponse>, Status> {
+        let windows = self
+            .registry
+            .list_windows(&request.get_ref().world)
+            .map_err(status)?
+            .iter()
+            .map(|desc| describe(desc))
+            .collect();
+        Ok(Response::new(v1::ListWindowsResponse { windows }))
+    }
+
+    async fn describe_window(
+        &self,
+        request: Request<v1::DescribeWindowRequest>,
+    ) -> Result<Response<v1::WindowDescription>, Status> {
+        let request = request.into_inner();
+        let entry = self.window(&request.world, &request.name)?;
+        Ok(Response::new(describe(&entry.desc)))
+    }
+
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().name))]
+    async fn free_window(
+        &self,
+        request: Request<v1::FreeWindowRequest>,
+    ) -> Result<Response<v1::FreeWindowResponse>, Status> {
+        let request = request.into_inner();
+        let entry = self.window(&request.world, &request.name)?;
+        for rank in &entry.ranks {
+            let busy = rank.busy().await.map_err(|e| status_from_rma(&e))?;
+            if let Some(reason) = busy {
+                return Err(status_from_rma(&RmaError::new(
+                    ErrorClass::RmaSync,
+                    format!("window {} is in use: {reason}", request.name),
+                )));
+            }
+        }
+        Arc::clone(&self.registry).remove_window(entry.desc.id);
+        tracing::info!("window freed by admin");
+        Ok(Response::new(v1::FreeWindowResponse {}))
+    }
+}
+
+impl AdminService {
+    fn window(&self, world: &str, name: &str) -> Result<Arc<crate::registry::WindowEntry>, Status> {
+        if self.registry.list_windows(world).is_err() {
+            return Err(status(RegistryError::NoWorld(world.to_string())));
+        }
+        self.registry
+            .window(world, name)
+            .ok_or_else(|| status_from_rma(&onesided_core::window::unknown_window(name)))
+    }
+}

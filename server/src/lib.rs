@@ -1,0 +1,130 @@
+//! onesided-server: MPI one-sided communication as a network service.
+//!
+//! - [`registry`]: the directory of worlds, rank tokens and windows.
+//! - [`actor`]: the window-server actor, one per rank of each window, owner of its public copy.
+//! - [`world`]: the per-world actor running barriers and the barrier of window free.
+//! - [`session`]: one attached rank's stream; runs core's epoch state machine and routes calls.
+//! - [`admin`]: the Admin gRPC service.
+//! - [`auth`]: bearer-token interceptors.
+//! - [`reply`]: where answers go.
+//!
+//! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0 and stop
+//! the server themselves.
+
+pub mod actor;
+pub mod admin;
+pub mod auth;
+pub mod registry;
+pub mod reply;
+pub mod session;
+pub mod world;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use onesided_proto::v1::admin_server::AdminServer;
+use onesided_proto::v1::rma_server::{Rma, RmaServer};
+use onesided_proto::v1::{ClientMessage, ServerMessage};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
+
+use crate::registry::Registry;
+
+/// What the server needs to run.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// The token admin calls must present.
+    pub admin_token: String,
+    /// Where the server keeps its files.
+    pub data_dir: PathBuf,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("admin_token", &"<redacted>")
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
+/// The Rma service: one session per stream.
+#[derive(Debug, Clone)]
+pub struct RmaService {
+    registry: Arc<Registry>,
+}
+
+type SessionStream = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Rma for RmaService {
+    type SessionStream = SessionStream;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<ClientMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let member = auth::membership(&request)?;
+        let (out, outbound) = mpsc::unbounded_channel();
+        let span = tracing::info_span!("session", world = %member.world, rank = member.rank);
+        let session = session::Session::new(Arc::clone(&self.registry), member, out);
+        tokio::spawn(session.run(request.into_inner()).instrument(span));
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(
+            outbound,
+        ))))
+    }
+}
+
+/// Serves on `listener` until `shutdown` resolves, then drains.
+///
+/// # Errors
+/// When the data directory cannot be created or the transport fails.
+pub async fn run(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    let registry = Registry::new();
+    let admin = AdminServer::with_interceptor(
+        admin::AdminService::new(Arc::clone(&registry)),
+        auth::AdminAuth::new(&config.admin_token),
+    );
+    let rma = RmaServer::with_interceptor(
+        RmaService {
+            registry: Arc::clone(&registry),
+        },
+        auth::RankAuth::new(Arc::clone(&registry)),
+    );
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<AdminServer<admin::AdminService>>()
+        .await;
+    health_reporter.set_serving::<RmaServer<RmaService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(onesided_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("cannot build the reflection service")?;
+    let address = listener.local_addr().ok();
+    tracing::info!(?address, data_dir = %config.data_dir.display(), "onesided server listening");
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(health)
+        .add_service(reflection)
+        .add_service(admin)
+        .add_service(rma)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+        .context("gRPC transport failed")?;
+    tracing::info!("onesided server stopped");
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! `onesided-server`: parse flags, start tracing, bind, run until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use onesided_server::{run, ServerConfig};
+use tracing_subscriber::EnvFilter;
+
+/// MPI one-sided communication (RMA) as a network service.
+#[derive(Debug, Parser)]
+#[command(name = "onesided-server", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "ONESIDED_LISTEN", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// Directory for the server's files.
+    #[arg(long, env = "ONESIDED_DATA_DIR", default_value = "onesided-data")]
+    data_dir: PathBuf,
+    /// Token for admin calls. Without one, a random token is generated and written to
+    /// DATA_DIR/admin-token.
+    #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+}
+
+fn admin_token(args: &Args) -> anyhow::Result<String> {
+    if let Some(token) = &args.admin_token {
+        return Ok(token.clone());
+    }
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
+    let path = args.data_dir.join("admin-token");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        return Ok(existing.trim().to_string());
+    }
+    let bytes: [u8; 24] = rand::random();
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
+    tracing::info!(path = %path.display(), "generated an admin token");
+    Ok(token)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    match serve().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("onesided-server: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let config = ServerConfig {
+        admin_token: admin_token(&args)?,
+        data_dir: args.data_dir.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    run(listener, config, shutdown_signal()).await
+}

@@ -1,0 +1,302 @@
+//! The directory of worlds, rank tokens and windows.
+//!
+//! Owns: names, tokens and the handles of each window's actors. It is a directory, not window
+//! state: a short `RwLock` guards lookups and is never held across an `.await`. Must not: hold
+//! anything an actor owns.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::{ErrorClass, RmaError};
+use rand::Rng;
+
+use crate::actor::WindowServerHandle;
+use crate::world::WorldHandle;
+
+/// Largest world a server accepts.
+pub const MAX_RANKS: u32 = 4096;
+
+/// A window: its description and the address of each rank's actor.
+#[derive(Debug)]
+pub struct WindowEntry {
+    /// What every rank knows about it.
+    pub desc: Arc<WindowDesc>,
+    /// One actor per rank, index = rank.
+    pub ranks: Vec<WindowServerHandle>,
+}
+
+/// A world, as a session sees it after authenticating.
+#[derive(Clone, Debug)]
+pub struct Membership {
+    /// World name.
+    pub world: String,
+    /// The session's rank.
+    pub rank: u32,
+    /// World size.
+    pub nranks: u32,
+    /// The world's collective actor.
+    pub collectives: WorldHandle,
+}
+
+#[derive(Debug)]
+struct World {
+    nranks: u32,
+    tokens: Vec<String>,
+    collectives: WorldHandle,
+    windows: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    worlds: BTreeMap<String, World>,
+    tokens: HashMap<String, (String, u32)>,
+    windows: HashMap<u64, Arc<WindowEntry>>,
+    next_window: u64,
+}
+
+/// Why an admin request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The name is taken.
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    /// No such world.
+    #[error("no world named {0}")]
+    NoWorld(String),
+    /// Refused with an MPI class.
+    #[error(transparent)]
+    Rma(#[from] RmaError),
+}
+
+/// The directory.
+#[derive(Debug)]
+pub struct Registry {
+    inner: RwLock<Inner>,
+    me: Weak<Registry>,
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(RmaError::new(
+            ErrorClass::Arg,
+            format!("{what} name {name:?} must be 1 to 128 characters of letters, digits, _ - ."),
+        ))
+    }
+}
+
+fn new_token() -> String {
+    let bytes: [u8; 24] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Registry {
+    /// An empty directory.
+    pub fn new() -> Arc<Self> {
+        Arc::new_cyclic(|me| Registry {
+            inner: RwLock::new(Inner::default()),
+            me: me.clone(),
+        })
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Creates a world of `nranks` ranks and returns one token per rank.
+    ///
+    /// # Errors
+    /// A taken name, a bad name, or a size outside 1..=[`MAX_RANKS`].
+    pub fn create_world(&self, name: &str, nranks: u32) -> Result<Vec<String>, RegistryError> {
+        check_name("world", name)?;
+        if nranks == 0 {
+            return Err(RmaError::new(ErrorClass::Arg, "a world needs at least one rank").into());
+        }
+        if nranks > MAX_RANKS {
+            return Err(RmaError::new(
+                ErrorClass::NoMem,
+                format!("a world may have at most {MAX_RANKS} ranks, not {nranks}"),
+            )
+            .into());
+        }
+        let mut inner = self.write();
+        if inner.worlds.contains_key(name) {
+            return Err(RegistryError::AlreadyExists(format!("world {name}")));
+        }
+        let tokens: Vec<String> = (0..nranks).map(|_| new_token()).collect();
+        for (rank, token) in tokens.iter().enumerate() {
+            inner
+                .tokens
+                .insert(token.clone(), (name.to_string(), rank as u32));
+        }
+        let collectives = WorldHandle::spawn(name, nranks, self.me.clone());
+        inner.worlds.insert(
+            name.to_string(),
+            World {
+                nranks,
+                tokens: tokens.clone(),
+                collectives,
+                windows: BTreeMap::new(),
+            },
+        );
+        tracing::info!(world = name, nranks, "world created");
+        Ok(tokens)
+    }
+
+    /// `(name, ranks, windows)` of every world.
+    pub fn list_worlds(&self) -> Vec<(String, u32, u32)> {
+        self.read()
+            .worlds
+            .iter()
+            .map(|(name, world)| (name.clone(), world.nranks, world.windows.len() as u32))
+            .collect()
+    }
+
+    /// Deletes a world, its tokens and its windows.
+    ///
+    /// # Errors
+    /// An unknown world.
+    pub fn delete_world(&self, name: &str) -> Result<(), RegistryError> {
+        let mut inner = self.write();
+        let world = inner
+            .worlds
+            .remove(name)
+            .ok_or_else(|| RegistryError::NoWorld(name.to_string()))?;
+        for token in &world.tokens {
+            inner.tokens.remove(token);
+        }
+        for id in world.windows.values() {
+            if let Some(entry) = inner.windows.remove(id) {
+                entry.ranks.iter().for_each(WindowServerHandle::stop);
+            }
+        }
+        tracing::info!(world = name, "world deleted");
+        Ok(())
+    }
+
+    /// The membership a rank token grants.
+    pub fn authenticate(&self, token: &str) -> Option<Membership> {
+        let inner = self.read();
+        let (world, rank) = inner.tokens.get(token)?;
+        let entry = inner.worlds.get(world)?;
+        Some(Membership {
+            world: world.clone(),
+            rank: *rank,
+            nranks: entry.nranks,
+            collectives: entry.collectives.clone(),
+        })
+    }
+
+    /// Creates a window on `world` and starts one actor per rank.
+    ///
+    /// # Errors
+    /// An unknown world, a taken or bad name, or a bad shape or info (`MPI_ERR_SIZE`,
+    /// `MPI_ERR_DISP`, `MPI_ERR_INFO`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_window(
+        &self,
+        world: &str,
+        name: &str,
+        flavor: Flavor,
+        model: MemoryModel,
+        sizes: Vec<u64>,
+        disp_units: Vec<u32>,
+        info: WindowInfo,
+    ) -> Result<Arc<WindowDesc>, RegistryError> {
+        check_name("window", name)?;
+        let mut inner = self.write();
+        let nranks = inner
+            .worlds
+            .get(world)
+            .ok_or_else(|| RegistryError::NoWorld(world.to_string()))?
+            .nranks;
+        WindowDesc::validate_shape(nranks, &sizes, &disp_units)?;
+        if inner.worlds[world].windows.contains_key(name) {
+            return Err(RegistryError::AlreadyExists(format!(
+                "window {name} in world {world}"
+            )));
+        }
+        inner.next_window += 1;
+        let id = inner.next_window;
+        let desc = Arc::new(WindowDesc {
+            id,
+            name: name.to_string(),
+            world: world.to_string(),
+            flavor,
+            model,
+            sizes,
+            disp_units,
+            info,
+        });
+        let ranks = desc
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(rank, &size)| WindowServerHandle::spawn(id, rank as u32, nranks, size))
+            .collect();
+        inner.windows.insert(
+            id,
+            Arc::new(WindowEntry {
+                desc: Arc::clone(&desc),
+                ranks,
+            }),
+        );
+        if let Some(entry) = inner.worlds.get_mut(world) {
+            entry.windows.insert(name.to_string(), id);
+        }
+        tracing::info!(world, window = name, id, "window created");
+        Ok(desc)
+    }
+
+    /// The window `name` of `world`.
+    pub fn window(&self, world: &str, name: &str) -> Option<Arc<WindowEntry>> {
+        let inner = self.read();
+        let id = inner.worlds.get(world)?.windows.get(name)?;
+        inner.windows.get(id).cloned()
+    }
+
+    /// Every window of `world`, by name.
+    ///
+    /// # Errors
+    /// An unknown world.
+    pub fn list_windows(&self, world: &str) -> Result<Vec<Arc<WindowDesc>>, RegistryError> {
+        let inner = self.read();
+        let entry = inner
+            .worlds
+            .get(world)
+            .ok_or_else(|| RegistryError::NoWorld(world.to_string()))?;
+        Ok(entry
+            .windows
+            .values()
+            .filter_map(|id| inner.windows.get(id))
+            .map(|window| Arc::clone(&window.desc))
+            .collect())
+    }
+
+    /// Removes a window and stops its actors (pending calls fail with `MPI_ERR_WIN`).
+    pub fn remove_window(self: Arc<Self>, id: u64) {
+        let mut inner = self.write();
+        let Some(entry) = inner.windows.remove(&id) else {
+            return;
+        };
+        if let Some(world) = inner.worlds.get_mut(&entry.desc.world) {
+            world.windows.remove(&entry.desc.name);
+        }
+        entry.ranks.iter().for_each(WindowServerHandle::stop);
+    }
+}

@@ -1,0 +1,536 @@
+//! A session: one attached rank's bidirectional stream. It runs core's epoch state machine for
+//! every window the rank opened, refuses illegal calls, and routes legal ones to the actors of
+//! their targets in call order (so messages from one origin to one target stay FIFO).
+//!
+//! Owns: the rank's origin-side epoch state on the server. Must not: touch window bytes (actors
+//! own them) or wait for an actor except through a reply (calls stay pipelined).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use onesided_core::epoch::{EpochState, LockRequest, LockType};
+use onesided_core::window::{OpKind, TargetOp};
+use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::v1::{
+    client_message::Call, server_message, Attached, ClientMessage, RmaOp, Segment, ServerMessage,
+};
+use onesided_proto::{datatype_from_wire, layout_from_wire, op_from_wire, v1};
+use tokio::sync::oneshot;
+use tonic::Streaming;
+
+use crate::actor::{AccessItem, Command, WindowServerHandle};
+use crate::admin::describe;
+use crate::registry::{Membership, Registry, WindowEntry};
+use crate::reply::{message, Answer, Gather, Outbound, Reply};
+use crate::world::Collective;
+
+struct OpenWindow {
+    entry: Arc<WindowEntry>,
+    epoch: EpochState,
+}
+
+type Pending = futures::future::BoxFuture<'static, (u64, u64, Answer)>;
+
+/// The server side of one session.
+pub struct Session {
+    registry: Arc<Registry>,
+    member: Membership,
+    out: Outbound,
+    windows: HashMap<u64, OpenWindow>,
+    tests: FuturesUnordered<Pending>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("world", &self.member.world)
+            .field("rank", &self.member.rank)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// A session of `member`, answering into `out`.
+    pub fn new(registry: Arc<Registry>, member: Membership, out: Outbound) -> Self {
+        Session {
+            registry,
+            member,
+            out,
+            windows: HashMap::new(),
+            tests: FuturesUnordered::new(),
+        }
+    }
+
+    /// Greets the client and serves its calls until the stream ends.
+    pub async fn run(mut self, mut inbound: Streaming<ClientMessage>) {
+        let greeting = ServerMessage {
+            id: 0,
+            reply: Some(server_message::Reply::Attached(Attached {
+                world: self.member.world.clone(),
+                rank: self.member.rank,
+                ranks: self.member.nranks,
+            })),
+        };
+        if self.out.send(Ok(greeting)).is_err() {
+            return;
+        }
+        tracing::info!("session attached");
+        loop {
+            tokio::select! {
+                incoming = inbound.message() => match incoming {
+                    Ok(Some(message)) => self.dispatch(message).await,
+                    Ok(None) => break,
+                    Err(status) => {
+                        tracing::debug!(%status, "session stream failed");
+                        break;
+                    }
+                },
+                Some((window, id, answer)) = self.tests.next(), if !self.tests.is_empty() => {
+                    self.finish_test(window, id, answer);
+                }
+            }
+        }
+        tracing::info!("session detached");
+    }
+
+    fn reply(&self, id: u64) -> Reply {
+        Reply::Direct {
+            id,
+            out: self.out.clone(),
+        }
+    }
+
+    async fn dispatch(&mut self, message: ClientMessage) {
+        let id = message.id;
+        let Some(call) = message.call else {
+            self.reply(id).send(Err(RmaError::new(
+                ErrorClass::Arg,
+                "message without a call",
+            )));
+            return;
+        };
+        let name = call_name(&call);
+        if let Err(error) = self.handle(id, call).await {
+            tracing::debug!(call = name, %error, "call refused");
+            let _ = self.out.send(Ok(message_for(id, Err(error))));
+        }
+    }
+
+    fn window(&mut self, id: u64) -> Result<&mut OpenWindow, RmaError> {
+        self.windows.get_mut(&id).ok_or_else(|| {
+            RmaError::new(
+                ErrorClass::Win,
+                format!("window {id} is not open in this session"),
+            )
+        })
+    }
+
+    async fn handle(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
+        let me = self.member.rank;
+        match call {
+            Call::OpenWindow(open) => {
+                let entry = self
+                    .registry
+                    .window(&self.member.world, &open.name)
+                    .ok_or_else(|| onesided_core::window::unknown_window(&open.name))?;
+                let desc = describe(&entry.desc);
+                let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
+                self.windows
+                    .insert(entry.desc.id, OpenWindow { entry, epoch });
+                self.reply(id).send(Ok(server_message::Reply::Window(desc)));
+            }
+            Call::Fence(fence) => {
+                let window = self.window(fence.window)?;
+                check_segments(&window.entry, me, &fence.push)?;
+                let plan = window.epoch.fence(fence.assert)?;
+                let ranks = window.entry.ranks.clone();
+                let own = &ranks[me as usize];
+                if plan.push {
+                    own.send(Command::Push {
+                        segments: fence.push,
+                    })
+                    .await?;
+                }
+                if let Some(epoch) = plan.closes {
+                    for target in &ranks {
+                        access(target, me, AccessItem::FenceMarker { epoch }).await?;
+                    }
+                }
+                own.send(Command::FenceEnter {
+                    fence: plan.fence,
+                    closes: plan.closes,
+                    pull: plan.pull,
+                    reply: self.reply(id),
+                })
+                .await?;
+            }
+            Call::Post(post) => {
+                let window = self.window(post.window)?;
+                check_segments(&window.entry, me, &post.push)?;
+                let plan = window.epoch.post(&post.group, post.assert)?;
+                let own = window.entry.ranks[me as usize].clone();
+                if plan.push {
+                    own.send(Command::Push {
+                        segments: post.push,
+                    })
+                    .await?;
+                }
+                own.send(Command::Post { group: plan.group }).await?;
+                self.reply(id).done();
+            }
+            Call::Start(start) => {
+                let window = self.window(start.window)?;
+                window.epoch.start(&start.group, start.assert)?;
+                self.reply(id).done();
+            }
+            Call::Complete(complete) => {
+                let window = self.window(complete.window)?;
+                let markers = window.epoch.complete()?;
+                let ranks = window.entry.ranks.clone();
+                for (target, generation) in markers {
+                    access(
+                        &ranks[target as usize],
+                        me,
+                        AccessItem::CompleteMarker { generation },
+                    )
+                    .await?;
+                }
+                self.reply(id).done();
+            }
+            Call::Wait(wait) => {
+                let window = self.window(wait.window)?;
+                let pull = window.epoch.wait()?;
+                let own = window.entry.ranks[me as usize].clone();
+                own.send(Command::Wait {
+                    pull,
+                    test: false,
+                    reply: self.reply(id),
+                })
+                .await?;
+            }
+            Call::Test(test) => {
+                let window_id = test.window;
+                let window = self.window(window_id)?;
+                let pull = window.epoch.test()?;
+                let own = window.entry.ranks[me as usize].clone();
+                let (sender, answer) = oneshot::channel();
+                own.send(Command::Wait {
+                    pull,
+                    test: true,
+                    reply: Reply::Session(sender),
+                })
+                .await?;
+                self.tests.push(Box::pin(async move {
+                    let answer = answer.await.unwrap_or_else(|_| {
+                        Err(RmaError::new(ErrorClass::Win, "the window was freed"))
+                    });
+                    (window_id, id, answer)
+                }));
+            }
+            Call::Lock(lock) => {
+                let lock_type = LockType::from_code(lock.lock_type)?;
+                let window = self.window(lock.window)?;
+                let eager = window.epoch.lock(lock_type, lock.target, lock.assert)?;
+                if eager {
+                    let own = window.entry.ranks[me as usize].clone();
+                    let request = LockRequest {
+                        lock_type,
+                        nocheck: lock.assert & onesided_core::assert::Assert::NOCHECK != 0,
+                    };
+                    access(
+                        &own,
+                        me,
+                        AccessItem::LockRequest {
+                            request,
+                            grant: Some(self.reply(id)),
+                        },
+                    )
+                    .await?;
+                } else {
+                    self.reply(id).done();
+                }
+            }
+            Call::Unlock(unlock) => {
+                let window = self.window(unlock.window)?;
+                check_segments(&window.entry, me, &unlock.push)?;
+                let plan = window.epoch.unlock(unlock.target)?;
+                let ranks = window.entry.ranks.clone();
+                push(&ranks[me as usize], unlock.push).await?;
+                let target = &ranks[unlock.target as usize];
+                if !plan.requested {
+                    access(
+                        target,
+                        me,
+                        AccessItem::LockRequest {
+                            request: plan.lock,
+                            grant: None,
+                        },
+                    )
+                    .await?;
+                }
+                access(
+                    target,
+                    me,
+                    AccessItem::Unlock {
+                        reply: self.reply(id),
+                    },
+                )
+                .await?;
+            }
+            Call::LockAll(lock_all) => {
+                let window = self.window(lock_all.window)?;
+                let request = window.epoch.lock_all(lock_all.assert)?;
+                let own = window.entry.ranks[me as usize].clone();
+                access(
+                    &own,
+                    me,
+                    AccessItem::LockRequest {
+                        request,
+                        grant: Some(self.reply(id)),
+                    },
+                )
+                .await?;
+            }
+            Call::UnlockAll(unlock_all) => {
+                let window = self.window(unlock_all.window)?;
+                check_segments(&window.entry, me, &unlock_all.push)?;
+                let released = window.epoch.unlock_all()?;
+                let ranks = window.entry.ranks.clone();
+                push(&ranks[me as usize], unlock_all.push).await?;
+                let gather = Gather::new(released.len(), self.reply(id));
+                for target in released {
+                    access(
+                        &ranks[target as usize],
+                        me,
+                        AccessItem::Unlock {
+                            reply: Reply::Gather(Arc::clone(&gather)),
+                        },
+                    )
+                    .await?;
+                }
+            }
+            Call::Flush(flush) => {
+                let window = self.window(flush.window)?;
+                let travelled = window.epoch.flush(flush.target)?;
+                if flush.local || !travelled {
+                    // Local completion is the client's: its results arrive on their own.
+                    self.reply(id).done();
+                } else {
+                    let target = window.entry.ranks[flush.target as usize].clone();
+                    access(
+                        &target,
+                        me,
+                        AccessItem::Flush {
+                            reply: self.reply(id),
+                        },
+                    )
+                    .await?;
+                }
+            }
+            Call::FlushAll(flush_all) => {
+                let window = self.window(flush_all.window)?;
+                let targets = window.epoch.flush_all()?;
+                if flush_all.local {
+                    self.reply(id).done();
+                } else {
+                    let ranks = window.entry.ranks.clone();
+                    let gather = Gather::new(targets.len(), self.reply(id));
+                    for target in targets {
+                        access(
+                            &ranks[target as usize],
+                            me,
+                            AccessItem::Flush {
+                                reply: Reply::Gather(Arc::clone(&gather)),
+                            },
+                        )
+                        .await?;
+                    }
+                }
+            }
+            Call::Sync(sync) => {
+                let window = self.window(sync.window)?;
+                check_segments(&window.entry, me, &sync.push)?;
+                window.epoch.sync()?;
+                let own = window.entry.ranks[me as usize].clone();
+                push(&own, sync.push).await?;
+                own.send(Command::Pull {
+                    reply: self.reply(id),
+                })
+                .await?;
+            }
+            Call::Op(op) => self.op(id, op).await?,
+            Call::Barrier(_) => {
+                let reply = self.reply(id);
+                self.member
+                    .collectives
+                    .arrive(Collective::Barrier, me, reply)
+                    .await?;
+            }
+            Call::WinFree(free) => {
+                let window = self.window(free.window)?;
+                window.epoch.free()?;
+                let collective = Collective::Free {
+                    window: free.window,
+                    barrier: !window.entry.desc.info.no_locks,
+                };
+                self.windows.remove(&free.window);
+                let reply = self.reply(id);
+                self.member
+                    .collectives
+                    .arrive(collective, me, reply)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {
+        let me = self.member.rank;
+        let reply = self.reply(id);
+        let window = self.window(op.window)?;
+        let nranks = window.entry.desc.nranks();
+        if op.target >= nranks {
+            return Err(RmaError::new(
+                ErrorClass::Rank,
+                format!(
+                    "rank {} is outside the window's group of {nranks} ranks",
+                    op.target
+                ),
+            ));
+        }
+        let kind = kind_from_wire(&op)?;
+        let target_op = TargetOp {
+            kind,
+            dtype: datatype_from_wire(op.datatype)?,
+            disp: op.disp,
+            layout: layout_from_wire(op.layout.as_ref())?,
+            data: op.data,
+            compare: op.compare,
+        };
+        let target = op.target as usize;
+        let access_runs = target_op.validate(
+            window.entry.desc.sizes[target],
+            window.entry.desc.disp_units[target],
+        )?;
+        let plan = window.epoch.op(op.target, op.request_based)?;
+        let handle = window.entry.ranks[target].clone();
+        if let Some(request) = plan.request_lock {
+            access(
+                &handle,
+                me,
+                AccessItem::LockRequest {
+                    request,
+                    grant: None,
+                },
+            )
+            .await?;
+        }
+        access(
+            &handle,
+            me,
+            AccessItem::Op {
+                tag: plan.tag,
+                op: target_op,
+                access: access_runs,
+                reply,
+            },
+        )
+        .await
+    }
+
+    fn finish_test(&mut self, window: u64, id: u64, answer: Answer) {
+        if let Ok(server_message::Reply::Synced(synced)) = &answer {
+            if synced.flag {
+                if let Some(open) = self.windows.get_mut(&window) {
+                    // test returned true: it has exactly the effect of wait
+                    let _ = open.epoch.wait();
+                }
+            }
+        }
+        let _ = self.out.send(Ok(message(id, answer)));
+    }
+}
+
+fn message_for(id: u64, answer: Answer) -> ServerMessage {
+    message(id, answer)
+}
+
+async fn access(
+    target: &WindowServerHandle,
+    origin: u32,
+    item: AccessItem,
+) -> Result<(), RmaError> {
+    target.send(Command::Access { origin, item }).await
+}
+
+async fn push(own: &WindowServerHandle, segments: Vec<Segment>) -> Result<(), RmaError> {
+    if segments.is_empty() {
+        return Ok(());
+    }
+    own.send(Command::Push { segments }).await
+}
+
+fn check_segments(entry: &WindowEntry, rank: u32, segments: &[Segment]) -> Result<(), RmaError> {
+    let size = entry.desc.sizes[rank as usize];
+    for segment in segments {
+        let end = segment.offset.checked_add(segment.data.len() as u64);
+        if end.is_none_or(|end| end > size) {
+            return Err(RmaError::new(
+                ErrorClass::RmaRange,
+                format!(
+                    "pushed bytes at {} of length {} are outside the window of {size} bytes",
+                    segment.offset,
+                    segment.data.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn kind_from_wire(op: &RmaOp) -> Result<OpKind, RmaError> {
+    let kind = v1::OpKind::try_from(op.kind).map_err(|_| {
+        RmaError::new(
+            ErrorClass::Arg,
+            format!("unknown operation kind {}", op.kind),
+        )
+    })?;
+    Ok(match kind {
+        v1::OpKind::Put => OpKind::Put,
+        v1::OpKind::Get => OpKind::Get,
+        v1::OpKind::Accumulate => OpKind::Accumulate(op_from_wire(op.op)?),
+        v1::OpKind::GetAccumulate => OpKind::GetAccumulate(op_from_wire(op.op)?),
+        v1::OpKind::FetchAndOp => OpKind::FetchAndOp(op_from_wire(op.op)?),
+        v1::OpKind::CompareAndSwap => OpKind::CompareAndSwap,
+        v1::OpKind::Unspecified => {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "operation kind is unspecified",
+            ))
+        }
+    })
+}
+
+fn call_name(call: &Call) -> &'static str {
+    match call {
+        Call::OpenWindow(_) => "open_window",
+        Call::Fence(_) => "fence",
+        Call::Post(_) => "post",
+        Call::Start(_) => "start",
+        Call::Complete(_) => "complete",
+        Call::Wait(_) => "wait",
+        Call::Test(_) => "test",
+        Call::Lock(_) => "lock",
+        Call::Unlock(_) => "unlock",
+        Call::LockAll(_) => "lock_all",
+        Call::UnlockAll(_) => "unlock_all",
+        Call::Flush(_) => "flush",
+        Call::FlushAll(_) => "flush_all",
+        Call::Sync(_) => "sync",
+        Call::Op(_) => "op",
+        Call::Barrier(_) => "barrier",
+        Call::WinFree(_) => "win_free",
+    }
+}
