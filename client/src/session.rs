@@ -161,10 +161,11 @@ impl Session {
         })
     }
 
-    /// Opens the window `name` of this world.
+    /// Opens the window `name` of this world. A window is opened once per session (its epoch
+    /// state lives in the session until it is freed).
     ///
     /// # Errors
-    /// `MPI_ERR_WIN` for an unknown window.
+    /// `MPI_ERR_WIN` for an unknown window; `MPI_ERR_ARG` when it is already open here.
     pub async fn window(&self, name: &str) -> Result<Window> {
         let reply = self
             .call(Call::OpenWindow(OpenWindow {

@@ -637,11 +637,12 @@ impl Window {
     }
 
     /// `MPI_Win_free` by this rank: collective (every rank must call it, unless the window has
-    /// `no_locks=true`).
+    /// `no_locks=true`). Afterwards every call on this handle fails with `MPI_ERR_WIN`.
     ///
     /// # Errors
-    /// `MPI_ERR_RMA_SYNC` while this rank has an epoch open.
-    pub async fn free(self) -> Result<()> {
+    /// `MPI_ERR_RMA_SYNC` while this rank has an epoch open (nothing changes; close it and call
+    /// again).
+    pub async fn free(&self) -> Result<()> {
         let reply = {
             let state = self.state();
             state.epoch.free()?;

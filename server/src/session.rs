@@ -135,6 +135,14 @@ impl Session {
                     .registry
                     .window(&self.member.world, &open.name)
                     .ok_or_else(|| onesided_core::window::unknown_window(&open.name))?;
+                if self.windows.contains_key(&entry.desc.id) {
+                    // the epoch state (and PSCW generations) live on: a second handle with a
+                    // fresh private copy would silently diverge from it
+                    return Err(RmaError::new(
+                        ErrorClass::Arg,
+                        format!("window {} is already open in this session", open.name),
+                    ));
+                }
                 let desc = describe(&entry.desc);
                 let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
                 self.windows

@@ -1,0 +1,131 @@
+//! Integration tests: the real server on 127.0.0.1:0, driven through the real client.
+
+mod concurrency;
+mod errors;
+mod fence;
+mod forum;
+mod service;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use onesided_client::{Admin, Session, Window, WindowSpec};
+use onesided_server::{run, ServerConfig};
+use tokio::sync::oneshot;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// A server running in this process until dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    pub url: String,
+    pub admin: Admin,
+    _stop: oneshot::Sender<()>,
+    _data: TempDir,
+}
+
+/// A directory removed on drop.
+#[derive(Debug)]
+pub struct TempDir(pub std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub async fn spawn_server() -> TestServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-it")));
+    let config = ServerConfig {
+        admin_token: ADMIN_TOKEN.to_string(),
+        data_dir: data.0.clone(),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        run(listener, config, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("server failed");
+    });
+    let admin = Admin::connect(&url, ADMIN_TOKEN).await.unwrap();
+    TestServer {
+        url,
+        admin,
+        _stop: stop,
+        _data: data,
+    }
+}
+
+/// A world of `nranks` ranks with one window described by `spec`, attached: one session and
+/// one window handle per rank.
+#[derive(Debug)]
+pub struct Fixture {
+    pub server: TestServer,
+    pub world: String,
+    pub tokens: Vec<String>,
+    pub sessions: Vec<Session>,
+}
+
+impl Fixture {
+    pub async fn new(nranks: u32) -> Self {
+        let server = spawn_server().await;
+        let world = unique("world");
+        let created = server.admin.create_world(&world, nranks).await.unwrap();
+        let mut sessions = Vec::new();
+        for token in &created.tokens {
+            sessions.push(Session::attach(&server.url, token).await.unwrap());
+        }
+        Fixture {
+            server,
+            world,
+            tokens: created.tokens,
+            sessions,
+        }
+    }
+
+    /// Creates a window and opens it on every rank.
+    pub async fn window(&self, spec: WindowSpec) -> Vec<Window> {
+        self.server
+            .admin
+            .create_window(&self.world, &spec)
+            .await
+            .unwrap();
+        let mut windows = Vec::new();
+        for session in &self.sessions {
+            windows.push(session.window(&spec.name).await.unwrap());
+        }
+        windows
+    }
+}
+
+/// Runs one future per rank concurrently and returns their outputs in rank order; a panic in
+/// any rank fails the test.
+pub async fn ranks<T, F, Fut>(windows: Vec<Window>, body: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(u32, Window) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+{
+    let tasks: Vec<_> = windows
+        .into_iter()
+        .enumerate()
+        .map(|(rank, window)| tokio::spawn(body(rank as u32, window)))
+        .collect();
+    let mut outputs = Vec::new();
+    for task in tasks {
+        outputs.push(task.await.expect("a rank panicked"));
+    }
+    outputs
+}

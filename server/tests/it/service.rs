@@ -1,0 +1,171 @@
+//! The service around the windows: admin calls, authentication, health and reflection.
+
+use onesided_client::{Admin, ErrorClass, Session, WindowSpec};
+use tonic::Code;
+
+use crate::{spawn_server, unique, Fixture};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worlds_and_windows_are_created_listed_described_and_freed() {
+    let server = spawn_server().await;
+    let world = unique("world");
+    let created = server.admin.create_world(&world, 3).await.unwrap();
+    assert_eq!(created.tokens.len(), 3);
+    let again = server.admin.create_world(&world, 3).await.unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists);
+    let spec = WindowSpec::of::<i32>("counters", 3, 4)
+        .info("no_locks", "true")
+        .info("accumulate_ordering", "none")
+        .info("unknown_hint", "ignored");
+    let desc = server.admin.create_window(&world, &spec).await.unwrap();
+    assert_eq!(desc.sizes, vec![16, 16, 16]);
+    assert_eq!(desc.disp_units, vec![4, 4, 4]);
+    assert!(desc.info.no_locks);
+    assert!(!desc.info.accumulate_ordering.any());
+    let listed = server.admin.list_windows(&world).await.unwrap();
+    assert_eq!(listed, vec![desc.clone()]);
+    assert_eq!(
+        server
+            .admin
+            .describe_window(&world, "counters")
+            .await
+            .unwrap(),
+        desc
+    );
+    let worlds = server.admin.list_worlds().await.unwrap();
+    assert!(worlds
+        .iter()
+        .any(|w| w.name == world && w.ranks == 3 && w.windows == 1));
+    server.admin.free_window(&world, "counters").await.unwrap();
+    let gone = server
+        .admin
+        .describe_window(&world, "counters")
+        .await
+        .unwrap_err();
+    assert_eq!(gone.class(), Some(ErrorClass::Win));
+    server.admin.delete_world(&world).await.unwrap();
+    let gone = server.admin.delete_world(&world).await.unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_window_requests_are_refused_with_their_class() {
+    let server = spawn_server().await;
+    let world = unique("world");
+    server.admin.create_world(&world, 2).await.unwrap();
+    let cases = [
+        (WindowSpec::bytes("w", 3, 8, 1), ErrorClass::Size),
+        (WindowSpec::bytes("w", 2, 8, 0), ErrorClass::Disp),
+        (WindowSpec::bytes("w", 2, 1 << 40, 1), ErrorClass::Size),
+        (
+            WindowSpec::bytes("w", 2, 8, 1).info("no_locks", "maybe"),
+            ErrorClass::Info,
+        ),
+        (
+            WindowSpec::bytes("w", 2, 8, 1).info("accumulate_ops", "any"),
+            ErrorClass::Info,
+        ),
+        (WindowSpec::bytes("bad name", 2, 8, 1), ErrorClass::Arg),
+    ];
+    for (spec, class) in cases {
+        let error = server.admin.create_window(&world, &spec).await.unwrap_err();
+        assert_eq!(error.class(), Some(class), "{spec:?}: {error}");
+    }
+    assert!(server.admin.list_windows(&world).await.unwrap().is_empty());
+    let zero = server
+        .admin
+        .create_world(&unique("world"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(zero.class(), Some(ErrorClass::Arg));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_checked_before_anything_else() {
+    let server = spawn_server().await;
+    let wrong = Admin::connect(&server.url, "not-the-token").await.unwrap();
+    let error = wrong.list_worlds().await.unwrap_err();
+    assert_eq!(error.code(), Code::Unauthenticated);
+    let error = Session::attach(&server.url, "no-such-rank")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::Unauthenticated);
+    // a rank token is not an admin token
+    let fixture = Fixture::new(1).await;
+    let rank_as_admin = Admin::connect(&fixture.server.url, &fixture.tokens[0])
+        .await
+        .unwrap();
+    assert_eq!(
+        rank_as_admin.list_worlds().await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_acts_only_as_its_own_rank() {
+    let fixture = Fixture::new(3).await;
+    for (rank, session) in fixture.sessions.iter().enumerate() {
+        assert_eq!(session.rank(), rank as u32);
+        assert_eq!(session.nranks(), 3);
+        assert_eq!(session.world(), fixture.world);
+    }
+    // a window of another world is not visible
+    let other = unique("world");
+    fixture.server.admin.create_world(&other, 3).await.unwrap();
+    fixture
+        .server
+        .admin
+        .create_window(&other, &WindowSpec::bytes("elsewhere", 3, 8, 1))
+        .await
+        .unwrap();
+    let error = fixture.sessions[0].window("elsewhere").await.unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::Win));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_reflection_are_served() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let server = spawn_server().await;
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    for service in ["", "onesided.v1.Admin", "onesided.v1.Rma"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.to_string(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, 1, "{service} is SERVING");
+    }
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("no service list");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"onesided.v1.Rma".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"onesided.v1.Admin".to_string()),
+        "{names:?}"
+    );
+}
