@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use onesided_proto::v1::admin_server::AdminServer;
 use onesided_proto::v1::rma_server::{Rma, RmaServer};
 use onesided_proto::v1::{ClientMessage, ServerMessage};
@@ -31,6 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
 use tokio_stream::Stream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
@@ -58,6 +60,7 @@ impl std::fmt::Debug for ServerConfig {
 #[derive(Debug, Clone)]
 pub struct RmaService {
     registry: Arc<Registry>,
+    shutdown: CancellationToken,
 }
 
 type SessionStream = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send + 'static>>;
@@ -73,11 +76,17 @@ impl Rma for RmaService {
         let member = auth::membership(&request)?;
         let (out, outbound) = mpsc::unbounded_channel();
         let span = tracing::info_span!("session", world = %member.world, rank = member.rank);
+        // The reply stream ends with the session or at shutdown, even while queued operations
+        // still hold reply senders.
+        let ended = self.shutdown.child_token();
         let session = session::Session::new(Arc::clone(&self.registry), member, out);
-        tokio::spawn(session.run(request.into_inner()).instrument(span));
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(
-            outbound,
-        ))))
+        tokio::spawn(
+            session
+                .run(request.into_inner(), ended.clone())
+                .instrument(span),
+        );
+        let replies = UnboundedReceiverStream::new(outbound).take_until(ended.cancelled_owned());
+        Ok(Response::new(Box::pin(replies)))
     }
 }
 
@@ -98,9 +107,11 @@ pub async fn run(
         admin::AdminService::new(Arc::clone(&registry)),
         auth::AdminAuth::new(&config.admin_token),
     );
+    let stopping = CancellationToken::new();
     let rma = RmaServer::with_interceptor(
         RmaService {
             registry: Arc::clone(&registry),
+            shutdown: stopping.clone(),
         },
         auth::RankAuth::new(Arc::clone(&registry)),
     );
@@ -114,15 +125,21 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .context("cannot build the reflection service")?;
-    let address = listener.local_addr().ok();
-    tracing::info!(?address, data_dir = %config.data_dir.display(), "onesided server listening");
+    let address = listener
+        .local_addr()
+        .context("the listener has no local address")?;
+    tracing::info!(%address, data_dir = %config.data_dir.display(), "onesided server listening");
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(health)
         .add_service(reflection)
         .add_service(admin)
         .add_service(rma)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            shutdown.await;
+            tracing::info!("draining sessions");
+            stopping.cancel();
+        })
         .await
         .context("gRPC transport failed")?;
     tracing::info!("onesided server stopped");

@@ -18,6 +18,7 @@ use onesided_proto::v1::{
 };
 use onesided_proto::{datatype_from_wire, layout_from_wire, op_from_wire, v1};
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
 use crate::actor::{AccessItem, Command, WindowServerHandle};
@@ -64,7 +65,8 @@ impl Session {
     }
 
     /// Greets the client and serves its calls until the stream ends.
-    pub async fn run(mut self, mut inbound: Streaming<ClientMessage>) {
+    pub async fn run(mut self, mut inbound: Streaming<ClientMessage>, ended: CancellationToken) {
+        let _end_replies = ended.clone().drop_guard();
         let greeting = ServerMessage {
             id: 0,
             reply: Some(server_message::Reply::Attached(Attached {
@@ -79,6 +81,10 @@ impl Session {
         tracing::info!("session attached");
         loop {
             tokio::select! {
+                () = ended.cancelled() => {
+                    tracing::info!("session closed by shutdown");
+                    break;
+                }
                 incoming = inbound.message() => match incoming {
                     Ok(Some(message)) => self.dispatch(message).await,
                     Ok(None) => break,

@@ -1,5 +1,6 @@
 //! Integration tests: the real server on 127.0.0.1:0, driven through the real client.
 
+mod binary;
 mod concurrency;
 mod errors;
 mod fence;

@@ -1,0 +1,78 @@
+//! The `onesided-server` binary: embedded defaults, and a graceful stop on SIGTERM while
+//! sessions are attached.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use onesided_client::{Admin, Session, WindowSpec};
+
+use crate::{unique, TempDir};
+
+/// Starts the binary and returns it with the address it printed.
+fn start(data: &TempDir, extra: &[&str]) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data.0)
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let address = loop {
+        let line = lines.next().expect("the server exited").unwrap();
+        if let Some(rest) = line.split("address=").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // keep draining its output so it never blocks on a full pipe
+    std::thread::spawn(move || for _ in lines {});
+    (child, format!("http://{address}"))
+}
+
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    panic!("the server did not stop within 10 s of SIGTERM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let (mut child, url) = start(&data, &[]);
+    // no --admin-token: one was generated into the data directory
+    let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
+    let admin = Admin::connect(&url, token.trim()).await.unwrap();
+    let world = admin.create_world("w", 2).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .await
+        .unwrap();
+    let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
+    let window = session.window("x").await.unwrap();
+    window.lock_all(0).await.unwrap();
+    // a call that will wait forever: rank 1 never arrives at the barrier
+    let waiting = tokio::spawn({
+        let session = session.clone();
+        async move { session.barrier().await }
+    });
+    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let error = waiting.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
+}
