@@ -39,8 +39,8 @@ pub use onesided_core::epoch::LockType;
 pub use onesided_core::layout::{Block, Layout};
 pub use onesided_core::window::{Flavor, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
-pub use session::Session;
-pub use window::{OpSpec, Pending, Request, Window};
+pub use session::{Session, WireStats};
+pub use window::{pack, unpack, OpSpec, Pending, Request, Window};
 
 /// The README's Rust example is compiled as a doctest, so it stays true to the code.
 #[doc = include_str!("../../README.md")]

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::rma_client::RmaClient;
-use onesided_proto::v1::{server_message::Reply, Barrier, ClientMessage, OpenWindow};
+use onesided_proto::v1::{
+    server_message::Reply, Barrier, Batch, ClientMessage, OpenWindow, ServerMessage,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
@@ -24,6 +26,31 @@ struct Waiters {
     closed: Option<Error>,
 }
 
+/// Calls whose MPI counterparts may be enabled as late as the closing synchronization
+/// (operations, lazy lock requests): they wait here and travel with the next call that is sent,
+/// as one batch message.
+#[derive(Debug, Default)]
+struct Deferred {
+    calls: Vec<ClientMessage>,
+    bytes: usize,
+}
+
+/// Deferred calls are sent once they carry this many bytes of data, so bulk transfers keep
+/// flowing.
+const DEFER_BYTES: usize = 64 * 1024;
+
+/// Deferred calls are sent once there are this many.
+const DEFER_CALLS: usize = 256;
+
+/// Messages this session wrote and read on its stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireStats {
+    /// Messages sent to the server.
+    pub sent: u64,
+    /// Messages received from the server (the greeting included).
+    pub received: u64,
+}
+
 #[derive(Debug)]
 struct Inner {
     world: String,
@@ -32,6 +59,9 @@ struct Inner {
     outbound: mpsc::UnboundedSender<ClientMessage>,
     next_id: AtomicU64,
     waiters: Arc<Mutex<Waiters>>,
+    deferred: Mutex<Deferred>,
+    sent: AtomicU64,
+    received: Arc<AtomicU64>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -50,8 +80,39 @@ pub struct Session {
 /// The reply to one call, once it arrives.
 pub(crate) type ReplyFuture = futures::future::BoxFuture<'static, Result<Reply>>;
 
-fn lock(waiters: &Mutex<Waiters>) -> std::sync::MutexGuard<'_, Waiters> {
-    waiters.lock().unwrap_or_else(|poison| poison.into_inner())
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+fn answer_of(message: ServerMessage) -> Result<Reply> {
+    match message.reply {
+        Some(Reply::Error(failure)) => Err(Error::from(failure)),
+        Some(reply) => Ok(reply),
+        None => Err(Error::Protocol("empty reply".into())),
+    }
+}
+
+fn deliver(waiters: &Mutex<Waiters>, message: ServerMessage) {
+    if let Some(Reply::Batched(batched)) = message.reply {
+        for reply in batched.replies {
+            deliver(waiters, reply);
+        }
+        return;
+    }
+    let waiter = lock(waiters).by_id.remove(&message.id);
+    match waiter {
+        Some(waiter) => {
+            let _ = waiter.send(answer_of(message));
+        }
+        None => tracing::warn!(id = message.id, "reply to no call"),
+    }
+}
+
+fn data_bytes(call: &Call) -> usize {
+    match call {
+        Call::Op(op) => op.data.len() + op.compare.len(),
+        _ => 0,
+    }
 }
 
 impl Session {
@@ -80,21 +141,14 @@ impl Session {
         };
         let waiters = Arc::new(Mutex::new(Waiters::default()));
         let reader_waiters = Arc::clone(&waiters);
+        let received = Arc::new(AtomicU64::new(1));
+        let reader_received = Arc::clone(&received);
         let reader = tokio::spawn(async move {
             let ended = loop {
                 match inbound.message().await {
                     Ok(Some(message)) => {
-                        let waiter = lock(&reader_waiters).by_id.remove(&message.id);
-                        let Some(waiter) = waiter else {
-                            tracing::warn!(id = message.id, "reply to no call");
-                            continue;
-                        };
-                        let answer = match message.reply {
-                            Some(Reply::Error(failure)) => Err(Error::from(failure)),
-                            Some(reply) => Ok(reply),
-                            None => Err(Error::Protocol("empty reply".into())),
-                        };
-                        let _ = waiter.send(answer);
+                        reader_received.fetch_add(1, Ordering::Relaxed);
+                        deliver(&reader_waiters, message);
                     }
                     Ok(None) => break Error::Disconnected("the server closed the session".into()),
                     Err(status) => break Error::Disconnected(status.message().to_string()),
@@ -114,6 +168,9 @@ impl Session {
                 outbound,
                 next_id: AtomicU64::new(1),
                 waiters,
+                deferred: Mutex::new(Deferred::default()),
+                sent: AtomicU64::new(0),
+                received,
                 reader,
             }),
         })
@@ -134,31 +191,92 @@ impl Session {
         self.inner.nranks
     }
 
-    /// Sends `call` now (in order after every earlier call) and returns its reply's future.
-    pub(crate) fn call(&self, call: Call) -> ReplyFuture {
+    /// Messages written and read so far on this session's stream.
+    pub fn wire_stats(&self) -> WireStats {
+        WireStats {
+            sent: self.inner.sent.load(Ordering::Relaxed),
+            received: self.inner.received.load(Ordering::Relaxed),
+        }
+    }
+
+    fn register(&self, call: Call) -> std::result::Result<(ClientMessage, ReplyFuture), Error> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         {
             let mut waiters = lock(&self.inner.waiters);
             if let Some(ended) = &waiters.closed {
-                let ended = ended.clone();
-                return Box::pin(async move { Err(ended) });
+                return Err(ended.clone());
             }
             waiters.by_id.insert(id, sender);
         }
-        let message = ClientMessage {
-            id,
-            call: Some(call),
-        };
-        if self.inner.outbound.send(message).is_err() {
-            lock(&self.inner.waiters).by_id.remove(&id);
-            return Box::pin(async { Err(Error::Disconnected("the session is closed".into())) });
-        }
-        Box::pin(async move {
+        let reply = Box::pin(async move {
             receiver
                 .await
                 .unwrap_or_else(|_| Err(Error::Disconnected("the session is closed".into())))
-        })
+        });
+        Ok((
+            ClientMessage {
+                id,
+                call: Some(call),
+            },
+            reply,
+        ))
+    }
+
+    /// Writes deferred calls, then `message` if any, as one message (a batch when there are
+    /// several). The deferred lock is held so that nothing overtakes.
+    fn write(&self, deferred: &mut Deferred, message: Option<ClientMessage>) {
+        let mut calls = std::mem::take(&mut deferred.calls);
+        deferred.bytes = 0;
+        calls.extend(message);
+        let message = match calls.len() {
+            0 => return,
+            1 => calls.pop().expect("one call"),
+            _ => ClientMessage {
+                id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+                call: Some(Call::Batch(Batch { calls })),
+            },
+        };
+        self.inner.sent.fetch_add(1, Ordering::Relaxed);
+        if self.inner.outbound.send(message).is_err() {
+            // the reader fails every waiter when the stream ends
+            tracing::debug!("write to a closed session");
+        }
+    }
+
+    /// Sends `call` now, after (and with) every deferred call, and returns its reply's future.
+    pub(crate) fn call(&self, call: Call) -> ReplyFuture {
+        match self.register(call) {
+            Ok((message, reply)) => {
+                let mut deferred = lock(&self.inner.deferred);
+                self.write(&mut deferred, Some(message));
+                reply
+            }
+            Err(ended) => Box::pin(async move { Err(ended) }),
+        }
+    }
+
+    /// Queues `call` to travel with the next call sent (or sends it when enough is queued).
+    pub(crate) fn defer(&self, call: Call) -> ReplyFuture {
+        let bytes = data_bytes(&call);
+        match self.register(call) {
+            Ok((message, reply)) => {
+                let mut deferred = lock(&self.inner.deferred);
+                deferred.calls.push(message);
+                deferred.bytes += bytes;
+                if deferred.bytes >= DEFER_BYTES || deferred.calls.len() >= DEFER_CALLS {
+                    self.write(&mut deferred, None);
+                }
+                reply
+            }
+            Err(ended) => Box::pin(async move { Err(ended) }),
+        }
+    }
+
+    /// Sends every deferred call now.
+    pub(crate) fn flush_deferred(&self) {
+        let mut deferred = lock(&self.inner.deferred);
+        self.write(&mut deferred, None);
     }
 
     /// Opens the window `name` of this world. A window is opened once per session (its epoch

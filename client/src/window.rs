@@ -56,14 +56,17 @@ pub struct Window {
 pub struct Pending<T> {
     reply: SharedReply,
     decode: fn(&[u8]) -> T,
+    session: Session,
 }
 
 impl<T> Pending<T> {
-    /// The value, once it has arrived.
+    /// The value, once it has arrived. An operation still waiting to travel with the epoch's
+    /// closing call is sent now.
     ///
     /// # Errors
     /// The operation's failure.
     pub async fn value(self) -> Result<T> {
+        self.session.flush_deferred();
         let bytes = self.reply.await?;
         Ok((self.decode)(&bytes))
     }
@@ -133,6 +136,35 @@ fn local_range(what: &str, offset: u64, len: u64, size: u64) -> Result<(usize, u
         )
         .into()),
     }
+}
+
+/// Packs the elements of `origin` that `layout` selects, in type-map order (an origin datatype).
+///
+/// # Errors
+/// `MPI_ERR_RMA_RANGE` when the layout reaches past `origin`; `MPI_ERR_COUNT` on overflow.
+pub fn pack<T: Element>(origin: &[T], layout: &Layout) -> Result<Vec<u8>> {
+    let runs = layout.flatten(std::mem::size_of::<T>() as u64)?;
+    Ok(onesided_core::layout::gather(
+        &runs,
+        0,
+        bytemuck::cast_slice(origin),
+    )?)
+}
+
+/// Unpacks `packed` values (as a get returns them) into the elements of `buffer` that `layout`
+/// selects: the origin datatype of a get.
+///
+/// # Errors
+/// `MPI_ERR_RMA_RANGE` when the layout reaches past `buffer`; `MPI_ERR_COUNT` when the number
+/// of values does not match the layout. Nothing is written on error.
+pub fn unpack<T: Element>(packed: &[T], buffer: &mut [T], layout: &Layout) -> Result<()> {
+    let runs = layout.flatten(std::mem::size_of::<T>() as u64)?;
+    Ok(onesided_core::layout::scatter(
+        &runs,
+        0,
+        bytemuck::cast_slice_mut(buffer),
+        bytemuck::cast_slice(packed),
+    )?)
 }
 
 /// What an RMA call sends: the general form behind the typed methods.
@@ -474,12 +506,18 @@ impl Window {
         let (eager, reply) = {
             let mut state = self.state();
             let eager = state.epoch.lock(lock_type, target, assert)?;
-            let reply = self.session.call(Call::Lock(v1::Lock {
+            let lock = Call::Lock(v1::Lock {
                 window: self.id(),
                 lock_type: lock_type.code(),
                 target,
                 assert,
-            }));
+            });
+            // a lock of another rank is lazy: it travels with the first operation or the unlock
+            let reply = if eager {
+                self.session.call(lock)
+            } else {
+                self.session.defer(lock)
+            };
             (eager, reply)
         };
         if eager {
@@ -693,7 +731,7 @@ impl Window {
         let returns_data = target_op.kind.returns_data();
         let mut state = self.state();
         state.epoch.op(target, request_based)?;
-        let reply = self.call(Call::Op(v1::RmaOp {
+        let reply = self.session.defer(Call::Op(v1::RmaOp {
             window: self.id(),
             target,
             kind: kind as i32,
@@ -705,6 +743,7 @@ impl Window {
             compare: target_op.compare,
             request_based,
         }));
+        let reply = async move { bytes_of(reply.await?) }.boxed().shared();
         state.outstanding.push(Outstanding {
             target: Some(target),
             returns_data,
@@ -713,6 +752,7 @@ impl Window {
         Ok(Pending {
             reply,
             decode: |bytes| Bytes::copy_from_slice(bytes),
+            session: self.session.clone(),
         })
     }
 
@@ -720,6 +760,7 @@ impl Window {
         Pending {
             reply: pending.reply,
             decode: |bytes| decode(bytes),
+            session: pending.session,
         }
     }
 
@@ -732,6 +773,7 @@ impl Window {
                     .copied()
                     .unwrap_or_else(T::zeroed)
             },
+            session: pending.session,
         }
     }
 
@@ -767,6 +809,31 @@ impl Window {
             disp,
             layout,
             data: encode(values),
+            compare: Bytes::new(),
+        };
+        self.issue(target, spec, false).map(drop)
+    }
+
+    /// `MPI_Put` with an origin layout too: the elements of `origin` that `origin_layout`
+    /// selects (in its type-map order) go to the elements `target_layout` selects.
+    ///
+    /// # Errors
+    /// As [`Window::issue`]; `MPI_ERR_RMA_RANGE` when `origin_layout` reaches past `origin`.
+    pub fn put_from<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        target_layout: Layout,
+        origin: &[T],
+        origin_layout: &Layout,
+    ) -> Result<()> {
+        let packed = pack(origin, origin_layout)?;
+        let spec = OpSpec {
+            kind: OpKind::Put,
+            dtype: T::DATATYPE,
+            disp,
+            layout: target_layout,
+            data: Bytes::from(packed),
             compare: Bytes::new(),
         };
         self.issue(target, spec, false).map(drop)

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use onesided_core::RmaError;
 use onesided_proto::failure_from_rma;
-use onesided_proto::v1::{server_message, Done, ServerMessage};
+use onesided_proto::v1::{server_message, Batched, Done, ServerMessage};
 use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 
@@ -31,6 +31,13 @@ pub enum Reply {
     Gather(Arc<Gather>),
     /// Back to the session task, which updates its state first.
     Session(oneshot::Sender<Answer>),
+    /// One slot of a batch's single reply.
+    Collect {
+        /// The slot.
+        index: usize,
+        /// The batch.
+        batch: Arc<Collector>,
+    },
 }
 
 impl Reply {
@@ -44,6 +51,7 @@ impl Reply {
             Reply::Session(sender) => {
                 let _ = sender.send(answer);
             }
+            Reply::Collect { index, batch } => batch.arrive(index, answer),
         }
     }
 
@@ -62,6 +70,66 @@ pub fn message(id: u64, answer: Answer) -> ServerMessage {
     ServerMessage {
         id,
         reply: Some(reply),
+    }
+}
+
+/// Collects the answers of a batch's calls into one `Batched` reply, sent when the batch's last
+/// call (the one that made the client send) is answered, with every answer that arrived by
+/// then. Answers that come later travel on their own, so a batch never waits for an operation
+/// that is still queued (a lazy lock + operations + unlock to one target is still one reply:
+/// the target answers the operations before the unlock).
+#[derive(Debug)]
+pub struct Collector {
+    id: u64,
+    out: Outbound,
+    state: Mutex<CollectorState>,
+}
+
+#[derive(Debug)]
+struct CollectorState {
+    ids: Vec<u64>,
+    replies: Vec<ServerMessage>,
+    sent: bool,
+}
+
+impl Collector {
+    /// A collector for the batch `id` whose calls have `ids` (at least one).
+    pub fn new(id: u64, ids: Vec<u64>, out: Outbound) -> Arc<Self> {
+        Arc::new(Collector {
+            id,
+            out,
+            state: Mutex::new(CollectorState {
+                replies: Vec::with_capacity(ids.len()),
+                ids,
+                sent: false,
+            }),
+        })
+    }
+
+    fn arrive(&self, index: usize, answer: Answer) {
+        // The lock guards the list for the instant of one push; nothing awaits under it.
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let Some(call_id) = state.ids.get(index).copied() else {
+            return;
+        };
+        let reply = message(call_id, answer);
+        if state.sent {
+            let _ = self.out.send(Ok(reply));
+            return;
+        }
+        state.replies.push(reply);
+        if index + 1 == state.ids.len() {
+            state.sent = true;
+            let replies = std::mem::take(&mut state.replies);
+            let batched = ServerMessage {
+                id: self.id,
+                reply: Some(server_message::Reply::Batched(Batched { replies })),
+            };
+            let _ = self.out.send(Ok(batched));
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use tonic::Streaming;
 use crate::actor::{AccessItem, Command, WindowServerHandle};
 use crate::admin::describe;
 use crate::registry::{Membership, Registry, WindowEntry};
-use crate::reply::{message, Answer, Gather, Outbound, Reply};
+use crate::reply::{message, Answer, Collector, Gather, Outbound, Reply};
 use crate::world::Collective;
 
 struct OpenWindow {
@@ -41,6 +41,8 @@ pub struct Session {
     out: Outbound,
     windows: HashMap<u64, OpenWindow>,
     tests: FuturesUnordered<Pending>,
+    /// While the calls of a batch are handled: where their answers go.
+    batch: Option<(Arc<Collector>, usize)>,
 }
 
 impl std::fmt::Debug for Session {
@@ -61,6 +63,7 @@ impl Session {
             out,
             windows: HashMap::new(),
             tests: FuturesUnordered::new(),
+            batch: None,
         }
     }
 
@@ -102,15 +105,50 @@ impl Session {
     }
 
     fn reply(&self, id: u64) -> Reply {
-        Reply::Direct {
-            id,
-            out: self.out.clone(),
+        match &self.batch {
+            Some((batch, index)) => Reply::Collect {
+                index: *index,
+                batch: Arc::clone(batch),
+            },
+            None => Reply::Direct {
+                id,
+                out: self.out.clone(),
+            },
         }
     }
 
     async fn dispatch(&mut self, message: ClientMessage) {
         let id = message.id;
-        let Some(call) = message.call else {
+        match message.call {
+            Some(Call::Batch(batch)) => {
+                let ids: Vec<u64> = batch.calls.iter().map(|call| call.id).collect();
+                if ids.is_empty() {
+                    self.reply(id).send(Ok(server_message::Reply::Batched(
+                        onesided_proto::v1::Batched::default(),
+                    )));
+                    return;
+                }
+                let collector = Collector::new(id, ids, self.out.clone());
+                for (index, inner) in batch.calls.into_iter().enumerate() {
+                    self.batch = Some((Arc::clone(&collector), index));
+                    match inner.call {
+                        Some(Call::Batch(_)) | Some(Call::Test(_)) => {
+                            self.reply(inner.id).send(Err(RmaError::new(
+                                ErrorClass::Arg,
+                                "batch and test cannot be batched",
+                            )))
+                        }
+                        call => self.dispatch_one(inner.id, call).await,
+                    }
+                }
+                self.batch = None;
+            }
+            call => self.dispatch_one(id, call).await,
+        }
+    }
+
+    async fn dispatch_one(&mut self, id: u64, call: Option<Call>) {
+        let Some(call) = call else {
             self.reply(id).send(Err(RmaError::new(
                 ErrorClass::Arg,
                 "message without a call",
@@ -120,7 +158,7 @@ impl Session {
         let name = call_name(&call);
         if let Err(error) = self.handle(id, call).await {
             tracing::debug!(call = name, %error, "call refused");
-            let _ = self.out.send(Ok(message_for(id, Err(error))));
+            self.reply(id).send(Err(error));
         }
     }
 
@@ -375,6 +413,9 @@ impl Session {
                 .await?;
             }
             Call::Op(op) => self.op(id, op).await?,
+            Call::Batch(_) => {
+                return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
+            }
             Call::Barrier(_) => {
                 let reply = self.reply(id);
                 self.member
@@ -467,10 +508,6 @@ impl Session {
     }
 }
 
-fn message_for(id: u64, answer: Answer) -> ServerMessage {
-    message(id, answer)
-}
-
 async fn access(
     target: &WindowServerHandle,
     origin: u32,
@@ -546,5 +583,6 @@ fn call_name(call: &Call) -> &'static str {
         Call::Op(_) => "op",
         Call::Barrier(_) => "barrier",
         Call::WinFree(_) => "win_free",
+        Call::Batch(_) => "batch",
     }
 }

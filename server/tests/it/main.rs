@@ -5,6 +5,7 @@ mod concurrency;
 mod errors;
 mod fence;
 mod forum;
+mod protocol;
 mod service;
 
 use std::sync::atomic::{AtomicU64, Ordering};
