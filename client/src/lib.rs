@@ -4,6 +4,7 @@
 //! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`].
 //! - [`Window`]: every MPI RMA call with its MPI name, on this rank's private copy of the
 //!   window, with exactly the separate model's visibility rules.
+//! - [`scenario`]: `.rma` scenario files (SCENARIOS.md), parsed and run one session per rank.
 //!
 //! ```no_run
 //! use onesided_client::{Admin, Assert, Op, Session, WindowSpec};
@@ -30,6 +31,8 @@ mod element;
 mod error;
 mod session;
 mod window;
+
+pub mod scenario;
 
 pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
 pub use element::{Element, FloatIndex, IntIndex};

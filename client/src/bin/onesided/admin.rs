@@ -1,0 +1,284 @@
+//! `onesided world …` and `onesided window …`: the admin side.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand, ValueEnum};
+use onesided_client::{Admin, Datatype, Flavor, WindowDesc, WindowSpec};
+use serde_json::json;
+
+use crate::exit::Usage;
+use crate::{json, Global};
+
+#[derive(Debug, Subcommand)]
+pub enum WorldCommand {
+    /// Create a world of N ranks and print one token per rank
+    Create {
+        /// The world's name (letters, digits, _ - .)
+        name: String,
+        /// Number of ranks
+        #[arg(long)]
+        ranks: u32,
+    },
+    /// List the worlds
+    Ls,
+    /// Delete a world with its windows
+    Rm {
+        /// The world's name
+        name: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FlavorArg {
+    /// MPI_WIN_CREATE: the ranks bring their memory
+    Create,
+    /// MPI_WIN_ALLOCATE: the service allocates it
+    Allocate,
+}
+
+#[derive(Debug, Args)]
+pub struct WindowCreate {
+    /// The world
+    #[arg(long)]
+    world: String,
+    /// The window's name
+    name: String,
+    /// Bytes per rank; a comma list gives each rank its own (8,16,0)
+    #[arg(long, conflicts_with = "count", required_unless_present = "count")]
+    size: Option<String>,
+    /// Elements of --type per rank; a comma list gives each rank its own
+    #[arg(long, requires = "dtype")]
+    count: Option<String>,
+    /// Element type (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte …): disp_unit and --count unit
+    #[arg(long = "type", value_name = "TYPE")]
+    dtype: Option<String>,
+    /// disp_unit in bytes (default: the size of --type, or 1)
+    #[arg(long)]
+    disp_unit: Option<u32>,
+    /// How the memory comes to be
+    #[arg(long, value_enum, default_value = "allocate")]
+    flavor: FlavorArg,
+    /// Info keys (no_locks=true, accumulate_ordering=none, accumulate_ops=same_op, …)
+    #[arg(long, value_name = "KEY=VALUE")]
+    info: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WindowCommand {
+    /// Create a window over every rank of a world
+    Create(WindowCreate),
+    /// List a world's windows
+    Ls {
+        /// The world
+        #[arg(long)]
+        world: String,
+    },
+    /// Describe one window
+    Show {
+        /// The world
+        #[arg(long)]
+        world: String,
+        /// The window
+        name: String,
+    },
+    /// Free a window no rank is using
+    Free {
+        /// The world
+        #[arg(long)]
+        world: String,
+        /// The window
+        name: String,
+    },
+}
+
+async fn connect(global: &Global) -> Result<Admin> {
+    let token = global.token("the admin token")?;
+    Ok(Admin::connect(&global.addr, token).await?)
+}
+
+/// Parses a datatype name given on the command line.
+///
+/// # Errors
+/// A usage error for an unknown name.
+pub fn datatype(text: &str) -> Result<Datatype> {
+    Datatype::parse(text).ok_or_else(|| {
+        Usage(format!(
+            "unknown type \"{text}\" (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte bool …)"
+        ))
+        .into()
+    })
+}
+
+pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
+    let admin = connect(global).await?;
+    match command {
+        WorldCommand::Create { name, ranks } => {
+            let world = admin.create_world(&name, ranks).await?;
+            if global.json {
+                json::print(&json!({"world": world.name, "tokens": world.tokens}));
+            } else {
+                println!("world {} with {} ranks", world.name, world.tokens.len());
+                for (rank, token) in world.tokens.iter().enumerate() {
+                    println!("rank {rank}: {token}");
+                }
+            }
+        }
+        WorldCommand::Ls => {
+            let worlds = admin.list_worlds().await?;
+            if global.json {
+                let list: Vec<_> = worlds
+                    .iter()
+                    .map(|w| json!({"name": w.name, "ranks": w.ranks, "windows": w.windows}))
+                    .collect();
+                json::print(&json!({ "worlds": list }));
+            } else {
+                println!("{:<32} {:>6} {:>8}", "NAME", "RANKS", "WINDOWS");
+                for w in worlds {
+                    println!("{:<32} {:>6} {:>8}", w.name, w.ranks, w.windows);
+                }
+            }
+        }
+        WorldCommand::Rm { name } => {
+            admin.delete_world(&name).await?;
+            if global.json {
+                json::print(&json!({"deleted": name}));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn per_rank(text: &str, ranks: u32, what: &str) -> Result<Vec<u64>> {
+    let parsed: Result<Vec<u64>, _> = text.split(',').map(|part| part.trim().parse()).collect();
+    let list = parsed.map_err(|_| Usage(format!("{what} must be a number or a comma list")))?;
+    match list.len() {
+        1 => Ok(vec![list[0]; ranks as usize]),
+        n if n == ranks as usize => Ok(list),
+        n => Err(Usage(format!("{n} values of {what} for a world of {ranks} ranks")).into()),
+    }
+}
+
+pub fn desc_json(desc: &WindowDesc) -> serde_json::Value {
+    json!({
+        "name": desc.name,
+        "id": desc.id,
+        "world": desc.world,
+        "flavor": desc.flavor.name(),
+        "model": "separate",
+        "sizes": desc.sizes,
+        "disp_units": desc.disp_units,
+        "info": desc.info.to_pairs().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+    })
+}
+
+fn list(values: &[impl ToString]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Result<()> {
+    let worlds = admin.list_worlds().await?;
+    let ranks = worlds
+        .iter()
+        .find(|w| w.name == args.world)
+        .map(|w| w.ranks)
+        .ok_or_else(|| onesided_client::Error::Status {
+            code: tonic::Code::NotFound,
+            message: format!("no world {}", args.world),
+        })?;
+    let dtype = args.dtype.as_deref().map(datatype).transpose()?;
+    let unit = dtype.map_or(1, |d| d.size() as u64);
+    let sizes = match (&args.size, &args.count) {
+        (Some(size), _) => per_rank(size, ranks, "--size")?,
+        (None, Some(count)) => per_rank(count, ranks, "--count")?
+            .into_iter()
+            .map(|count| count * unit)
+            .collect(),
+        (None, None) => return Err(Usage("give --size or --count".into()).into()),
+    };
+    let disp_unit = args.disp_unit.unwrap_or(unit as u32);
+    let mut info = Vec::new();
+    for pair in &args.info {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Usage(format!("--info takes KEY=VALUE, not \"{pair}\"")))?;
+        info.push((key.to_string(), value.to_string()));
+    }
+    let spec = WindowSpec {
+        name: args.name,
+        flavor: match args.flavor {
+            FlavorArg::Create => Flavor::Create,
+            FlavorArg::Allocate => Flavor::Allocate,
+        },
+        sizes,
+        disp_units: vec![disp_unit; ranks as usize],
+        info,
+    };
+    let desc = admin.create_window(&args.world, &spec).await?;
+    if global.json {
+        json::print(&desc_json(&desc));
+    } else {
+        println!(
+            "window {} (id {}) on world {}",
+            desc.name, desc.id, desc.world
+        );
+    }
+    Ok(())
+}
+
+pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode> {
+    let admin = connect(global).await?;
+    match command {
+        WindowCommand::Create(args) => create_window(global, &admin, args).await?,
+        WindowCommand::Ls { world } => {
+            let windows = admin.list_windows(&world).await?;
+            if global.json {
+                let list: Vec<_> = windows.iter().map(desc_json).collect();
+                json::print(&json!({ "windows": list }));
+            } else {
+                println!(
+                    "{:<24} {:>6} {:<9} {:<20} DISP_UNITS",
+                    "NAME", "ID", "FLAVOR", "SIZES"
+                );
+                for w in windows {
+                    println!(
+                        "{:<24} {:>6} {:<9} {:<20} {}",
+                        w.name,
+                        w.id,
+                        w.flavor.name(),
+                        list(&w.sizes),
+                        list(&w.disp_units)
+                    );
+                }
+            }
+        }
+        WindowCommand::Show { world, name } => {
+            let desc = admin.describe_window(&world, &name).await?;
+            if global.json {
+                json::print(&desc_json(&desc));
+            } else {
+                println!("name:       {}", desc.name);
+                println!("id:         {}", desc.id);
+                println!("world:      {}", desc.world);
+                println!("flavor:     {}", desc.flavor.name());
+                println!("model:      separate");
+                println!("sizes:      {}", list(&desc.sizes));
+                println!("disp_units: {}", list(&desc.disp_units));
+                for (key, value) in desc.info.to_pairs() {
+                    println!("info:       {key}={value}");
+                }
+            }
+        }
+        WindowCommand::Free { world, name } => {
+            admin.free_window(&world, &name).await?;
+            if global.json {
+                json::print(&json!({"freed": name}));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

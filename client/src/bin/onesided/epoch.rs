@@ -1,0 +1,407 @@
+//! One-shot epochs: `get`, `put`, `acc`, `fop`, `cas`. Each attaches as the token's rank,
+//! opens the window, locks the target, issues the operation, unlocks and prints the result.
+//! Large `put --from-file` / `get --to-file` transfers go in chunks inside the one epoch, with
+//! a progress bar advancing per completed chunk.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use onesided_client::{Datatype, Layout, LockType, Op, OpKind, OpSpec, Session, Window};
+use onesided_core::datatype::{decode, encode_all, parse_value, Value};
+use serde_json::json;
+
+use crate::admin::datatype;
+use crate::exit::Usage;
+use crate::{json, Global, LockArg};
+
+/// Where the one-shot epoch goes.
+#[derive(Debug, Args)]
+pub struct EpochArgs {
+    /// The world (checked against the token)
+    #[arg(long)]
+    world: Option<String>,
+    /// The window
+    #[arg(long)]
+    window: String,
+    /// This rank (checked against the token)
+    #[arg(long)]
+    rank: Option<u32>,
+    /// The target rank
+    #[arg(long)]
+    target: u32,
+    /// Displacement at the target, in the target's disp_units
+    #[arg(long, default_value_t = 0)]
+    disp: u64,
+    /// Element type (i8 … u64, f32, f64, byte, bool, pairs as f64_i32 …)
+    #[arg(long = "type", value_name = "TYPE")]
+    dtype: Option<String>,
+    /// The epoch's lock (default: shared for get, exclusive for the others)
+    #[arg(long, value_enum)]
+    lock: Option<LockArg>,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    epoch: EpochArgs,
+    /// Number of elements
+    #[arg(long, default_value_t = 1)]
+    count: u64,
+    /// Write the raw bytes to this file instead of printing values (type defaults to byte)
+    #[arg(long, value_name = "FILE")]
+    to_file: Option<PathBuf>,
+    /// Bytes per operation for file transfers
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    chunk: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    epoch: EpochArgs,
+    /// Send this file's bytes instead of values (type defaults to byte)
+    #[arg(long, value_name = "FILE", conflicts_with = "values")]
+    from_file: Option<PathBuf>,
+    /// Bytes per operation for file transfers
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    chunk: u64,
+    /// The values, of --type
+    #[arg(allow_negative_numbers = true, required_unless_present = "from_file")]
+    values: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AccArgs {
+    #[command(flatten)]
+    epoch: EpochArgs,
+    /// The reduction (sum prod max min land band lor bor lxor bxor maxloc minloc replace)
+    #[arg(long)]
+    op: String,
+    /// The values, of --type
+    #[arg(allow_negative_numbers = true, required = true)]
+    values: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FopArgs {
+    #[command(flatten)]
+    epoch: EpochArgs,
+    /// The reduction (as acc, plus no_op: an atomic read)
+    #[arg(long)]
+    op: String,
+    /// The value (omitted for no_op)
+    #[arg(allow_negative_numbers = true)]
+    value: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CasArgs {
+    #[command(flatten)]
+    epoch: EpochArgs,
+    /// The value the target must hold for the swap
+    #[arg(long, allow_negative_numbers = true)]
+    compare: String,
+    /// The new value
+    #[arg(allow_negative_numbers = true)]
+    value: String,
+}
+
+struct Epoch {
+    window: Window,
+    target: u32,
+    disp: u64,
+    dtype: Datatype,
+}
+
+fn op_of(text: &str) -> Result<Op> {
+    Op::parse(text).ok_or_else(|| Usage(format!("unknown op \"{text}\"")).into())
+}
+
+fn typed(dtype: Datatype, texts: &[String]) -> Result<Vec<Value>> {
+    texts
+        .iter()
+        .map(|text| parse_value(dtype, text).map_err(|e| Usage(e.message).into()))
+        .collect()
+}
+
+async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) -> Result<Epoch> {
+    let dtype = match (&args.dtype, file) {
+        (Some(name), _) => datatype(name)?,
+        (None, true) => Datatype::Byte,
+        (None, false) => return Err(Usage("--type is required".into()).into()),
+    };
+    let token = global.token("the token of the rank to act as")?;
+    let session = Session::attach(&global.addr, token).await?;
+    if let Some(world) = &args.world {
+        if world != session.world() {
+            return Err(Usage(format!(
+                "the token belongs to world {}, not {world}",
+                session.world()
+            ))
+            .into());
+        }
+    }
+    if let Some(rank) = args.rank {
+        if rank != session.rank() {
+            return Err(Usage(format!(
+                "the token belongs to rank {}, not {rank}",
+                session.rank()
+            ))
+            .into());
+        }
+    }
+    let window = session.window(&args.window).await?;
+    let lock = match args.lock {
+        Some(LockArg::Shared) => LockType::Shared,
+        Some(LockArg::Exclusive) => LockType::Exclusive,
+        None => default,
+    };
+    window.lock(lock, args.target, 0).await?;
+    Ok(Epoch {
+        window,
+        target: args.target,
+        disp: args.disp,
+        dtype,
+    })
+}
+
+impl Epoch {
+    fn spec(&self, kind: OpKind, count: u64, data: Vec<u8>) -> OpSpec {
+        OpSpec {
+            kind,
+            dtype: self.dtype,
+            disp: self.disp,
+            layout: Layout::Contiguous { count },
+            data: Bytes::from(data),
+            compare: Bytes::new(),
+        }
+    }
+
+    /// Issues one operation, closes the epoch, and returns the operation's bytes.
+    async fn one(self, spec: OpSpec) -> Result<Vec<Value>> {
+        let issued = self.window.issue(self.target, spec, false);
+        let unlocked = self.window.unlock(self.target).await;
+        let bytes = issued?.value().await?;
+        unlocked?;
+        Ok(decode(self.dtype, &bytes)?)
+    }
+
+    /// A chunk size in bytes that is a whole number of elements and of disp_units.
+    fn chunk_bytes(&self, wanted: u64) -> u64 {
+        let unit = self.dtype.size() as u64
+            * u64::from(
+                self.window
+                    .desc()
+                    .disp_units
+                    .get(self.target as usize)
+                    .copied()
+                    .unwrap_or(1),
+            );
+        (wanted / unit).max(1) * unit
+    }
+
+    fn disp_unit(&self) -> u64 {
+        u64::from(
+            self.window
+                .desc()
+                .disp_units
+                .get(self.target as usize)
+                .copied()
+                .unwrap_or(1),
+        )
+    }
+}
+
+fn progress(global: &Global, total: u64) -> ProgressBar {
+    if global.json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str) {
+    if global.json {
+        let body = if key == "old" {
+            json!({ "target": epoch_target, "old": values.first().map(json::value) })
+        } else {
+            json!({ "target": epoch_target, "values": json::values(values) })
+        };
+        json::print(&body);
+    } else {
+        let texts: Vec<String> = values.iter().map(Value::to_string).collect();
+        println!("{}", texts.join(" "));
+    }
+}
+
+pub async fn get(global: &Global, args: GetArgs) -> Result<ExitCode> {
+    let file = args.to_file.is_some();
+    let epoch = open(global, &args.epoch, LockType::Shared, file).await?;
+    let Some(path) = args.to_file else {
+        let target = epoch.target;
+        let spec = epoch.spec(OpKind::Get, args.count, Vec::new());
+        let values = epoch.one(spec).await?;
+        print_values(global, target, &values, "values");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let elem = epoch.dtype.size() as u64;
+    let total = args.count * elem;
+    let chunk = epoch.chunk_bytes(args.chunk);
+    let bar = progress(global, total);
+    let mut pending = Vec::new();
+    let mut offset = 0;
+    while offset < total {
+        let len = chunk.min(total - offset);
+        let mut spec = epoch.spec(OpKind::Get, len / elem, Vec::new());
+        spec.disp = epoch.disp + offset / epoch.disp_unit();
+        pending.push(epoch.window.issue(epoch.target, spec, false));
+        offset += len;
+    }
+    let mut data = Vec::with_capacity(total as usize);
+    let mut first_error = None;
+    for issued in pending {
+        match issued {
+            Ok(reply) => match reply.value().await {
+                Ok(bytes) => {
+                    bar.inc(bytes.len() as u64);
+                    data.extend_from_slice(&bytes);
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            },
+            Err(error) => {
+                first_error.get_or_insert(error);
+                break;
+            }
+        }
+    }
+    let unlocked = epoch.window.unlock(epoch.target).await;
+    bar.finish_and_clear();
+    if let Some(error) = first_error {
+        return Err(error.into());
+    }
+    unlocked?;
+    std::fs::write(&path, &data)
+        .map_err(|e| Usage(format!("cannot write {}: {e}", path.display())))?;
+    if global.json {
+        json::print(&json!({"target": epoch.target, "bytes": data.len(), "file": path}));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
+    let file = args.from_file.is_some();
+    let epoch = open(global, &args.epoch, LockType::Exclusive, file).await?;
+    let Some(path) = args.from_file else {
+        let values = typed(epoch.dtype, &args.values)?;
+        let data = encode_all(epoch.dtype, &values)?;
+        let spec = epoch.spec(OpKind::Put, values.len() as u64, data);
+        let target = epoch.target;
+        epoch.one(spec).await?;
+        if global.json {
+            json::print(&json!({"target": target, "elements": values.len()}));
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let data = std::fs::read(&path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(|e| Usage(format!("{e:#}")))?;
+    let elem = epoch.dtype.size() as u64;
+    if !(data.len() as u64).is_multiple_of(elem) {
+        return Err(Usage(format!(
+            "{} has {} bytes, not a whole number of {} elements",
+            path.display(),
+            data.len(),
+            epoch.dtype
+        ))
+        .into());
+    }
+    let chunk = epoch.chunk_bytes(args.chunk);
+    let bar = progress(global, data.len() as u64);
+    let mut pending = Vec::new();
+    let mut first_error = None;
+    for (index, part) in data.chunks(chunk as usize).enumerate() {
+        let mut spec = epoch.spec(OpKind::Put, part.len() as u64 / elem, part.to_vec());
+        spec.disp = epoch.disp + index as u64 * chunk / epoch.disp_unit();
+        match epoch.window.issue(epoch.target, spec, false) {
+            Ok(reply) => pending.push((part.len() as u64, reply)),
+            Err(error) => {
+                first_error = Some(error);
+                break;
+            }
+        }
+    }
+    for (len, reply) in pending {
+        match reply.value().await {
+            Ok(_) => bar.inc(len),
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    let unlocked = epoch.window.unlock(epoch.target).await;
+    bar.finish_and_clear();
+    if let Some(error) = first_error {
+        return Err(error.into());
+    }
+    unlocked?;
+    if global.json {
+        json::print(&json!({"target": epoch.target, "bytes": data.len(), "file": path}));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn acc(global: &Global, args: AccArgs) -> Result<ExitCode> {
+    let op = op_of(&args.op)?;
+    let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
+    let values = typed(epoch.dtype, &args.values)?;
+    let data = encode_all(epoch.dtype, &values)?;
+    let spec = epoch.spec(OpKind::Accumulate(op), values.len() as u64, data);
+    let target = epoch.target;
+    epoch.one(spec).await?;
+    if global.json {
+        json::print(&json!({"target": target, "elements": values.len(), "op": op.name()}));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn fop(global: &Global, args: FopArgs) -> Result<ExitCode> {
+    let op = op_of(&args.op)?;
+    let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
+    let data = match (&args.value, op) {
+        (_, Op::NoOp) => Vec::new(),
+        (Some(value), _) => encode_all(
+            epoch.dtype,
+            &typed(epoch.dtype, std::slice::from_ref(value))?,
+        )?,
+        (None, _) => return Err(Usage(format!("fop with op {} needs a value", op.name())).into()),
+    };
+    let spec = epoch.spec(OpKind::FetchAndOp(op), 1, data);
+    let target = epoch.target;
+    let old = epoch.one(spec).await?;
+    print_values(global, target, &old, "old");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn cas(global: &Global, args: CasArgs) -> Result<ExitCode> {
+    let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
+    let value = typed(epoch.dtype, std::slice::from_ref(&args.value))?;
+    let compare = typed(epoch.dtype, std::slice::from_ref(&args.compare))?;
+    let mut spec = epoch.spec(OpKind::CompareAndSwap, 1, encode_all(epoch.dtype, &value)?);
+    spec.compare = Bytes::from(encode_all(epoch.dtype, &compare)?);
+    let target = epoch.target;
+    let old = epoch.one(spec).await?;
+    print_values(global, target, &old, "old");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,47 @@
+//! Exit codes: one mapping from what went wrong to the number a script sees.
+
+use onesided_client::scenario::{ParseError, RunError};
+use onesided_client::Error;
+
+/// A usage error of ours (exit 2): a bad combination of arguments, an unreadable file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// A scenario or check that failed (exit 1), already reported.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Failed(pub String);
+
+fn client_code(error: &Error) -> u8 {
+    match error {
+        Error::Connect { .. } | Error::Disconnected(_) => 4,
+        Error::Status { code, .. } if *code == tonic::Code::Unavailable => 4,
+        _ => 3,
+    }
+}
+
+/// The exit code for `error` (the table in `--help`).
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if let Some(error) = cause.downcast_ref::<Error>() {
+            return client_code(error);
+        }
+        if let Some(error) = cause.downcast_ref::<RunError>() {
+            return match error {
+                RunError::Client(error) => client_code(error),
+                RunError::Unsupported { .. } => 3,
+            };
+        }
+        if cause.is::<ParseError>() || cause.is::<Usage>() {
+            return 2;
+        }
+        if cause.is::<onesided_core::RmaError>() {
+            return 3;
+        }
+        if cause.is::<Failed>() {
+            return 1;
+        }
+    }
+    1
+}

@@ -1,0 +1,185 @@
+//! `onesided`: the command-line client, built on the onesided-client library only.
+//!
+//! `main` parses the command line, runs one subcommand, prints the error (one line, the MPI
+//! class first) and maps it to an exit code scripts can rely on (see [`EXIT_CODES`]).
+
+mod admin;
+mod epoch;
+mod exit;
+mod json;
+mod run;
+mod shell;
+
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::exit::{exit_code, Usage};
+
+/// The exit-code table, shown at the end of `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  a scenario failed: an expectation did not hold, or a call failed unexpectedly
+  2  usage error: bad arguments, a scenario or value that does not parse, an unreadable file
+  3  the server refused: an MPI error class (printed first, as MPI_ERR_RMA_RANGE) or a gRPC
+     refusal (unauthenticated, not found, already exists)
+  4  the server could not be reached, or the connection broke
+
+Credentials: ONESIDED_TOKEN (or --token) is the admin token for `world`, `window` and `run`,
+and a rank's token (as printed by `world create`) for `get`, `put`, `acc`, `fop`, `cas` and
+`shell`: the token decides the world and rank; --world and --rank are checked against it.";
+
+/// onesided: MPI one-sided communication (RMA) windows as a network service.
+#[derive(Debug, Parser)]
+#[command(name = "onesided", version, after_long_help = EXIT_CODES)]
+struct Cli {
+    /// Server address
+    #[arg(
+        long,
+        global = true,
+        env = "ONESIDED_ADDR",
+        hide_env_values = true,
+        default_value = "http://127.0.0.1:50051"
+    )]
+    addr: String,
+
+    /// Token: the admin token (world, window, run) or a rank's token (get, put, acc, fop, cas,
+    /// shell)
+    #[arg(long, global = true, env = "ONESIDED_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+
+    /// Print machine-readable JSON on stdout
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create, list and delete worlds (admin token)
+    #[command(subcommand)]
+    World(admin::WorldCommand),
+    /// Create, list, describe and free windows (admin token)
+    #[command(subcommand)]
+    Window(admin::WindowCommand),
+    /// One-shot MPI_Get in its own lock epoch (rank token)
+    Get(epoch::GetArgs),
+    /// One-shot MPI_Put in its own lock epoch (rank token)
+    Put(epoch::PutArgs),
+    /// One-shot MPI_Accumulate in its own lock epoch (rank token)
+    Acc(epoch::AccArgs),
+    /// One-shot MPI_Fetch_and_op in its own lock epoch; prints the old value (rank token)
+    Fop(epoch::FopArgs),
+    /// One-shot MPI_Compare_and_swap in its own lock epoch; prints the old value (rank token)
+    Cas(epoch::CasArgs),
+    /// Run a scenario file (.rma, see SCENARIOS.md) in a fresh world (admin token)
+    Run(run::RunArgs),
+    /// An interactive session as one rank: each line a scenario call (rank token)
+    Shell(shell::ShellArgs),
+    /// Print a shell completion script
+    Completions(CompletionArgs),
+}
+
+#[derive(Debug, Args)]
+struct CompletionArgs {
+    /// The shell
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// What every subcommand gets besides its own arguments.
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// Server address.
+    pub addr: String,
+    /// The token, if given.
+    pub token: Option<String>,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl Global {
+    /// The token, or a usage error naming what it is for.
+    ///
+    /// # Errors
+    /// No token was given.
+    pub fn token(&self, what: &str) -> anyhow::Result<&str> {
+        self.token.as_deref().ok_or_else(|| {
+            Usage(format!(
+                "no token: set ONESIDED_TOKEN or pass --token ({what})"
+            ))
+            .into()
+        })
+    }
+}
+
+/// `shared` or `exclusive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LockArg {
+    /// MPI_LOCK_SHARED
+    Shared,
+    /// MPI_LOCK_EXCLUSIVE
+    Exclusive,
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = Global {
+        addr: cli.addr,
+        token: cli.token,
+        json: cli.json,
+    };
+    match cli.command {
+        Command::World(command) => admin::world(&global, command).await,
+        Command::Window(command) => admin::window(&global, command).await,
+        Command::Get(args) => epoch::get(&global, args).await,
+        Command::Put(args) => epoch::put(&global, args).await,
+        Command::Acc(args) => epoch::acc(&global, args).await,
+        Command::Fop(args) => epoch::fop(&global, args).await,
+        Command::Cas(args) => epoch::cas(&global, args).await,
+        Command::Run(args) => run::run(&global, args).await,
+        Command::Shell(args) => shell::shell(&global, args).await,
+        Command::Completions(args) => {
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "onesided",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("onesided: cannot start the runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("onesided: {error:#}");
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

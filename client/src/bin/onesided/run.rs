@@ -1,0 +1,252 @@
+//! `onesided run FILE`: parse a scenario, run it N times, print what was observed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use clap::Args;
+use onesided_client::scenario::{self, rank_name, RunConfig, RunReport, Scenario};
+use serde_json::{json, Value as Json};
+
+use crate::exit::Usage;
+use crate::{json, Global};
+
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+The format is SCENARIOS.md's. Each run creates a fresh world and fresh windows, attaches one \
+session per rank, runs every rank concurrently, checks the expectations, and deletes the world. \
+Exit status: 0 when every expectation held in every run, 1 when one did not (or a call failed \
+without `!CLASS`, or a rank got stuck past --timeout), 2 when the file does not parse \
+(FILE:LINE:COLUMN: message), 3 when the server refused to set the run up, 4 when it cannot be \
+reached.
+
+Not yet guaranteed: `crash` drops the rank's session without any cleanup (its locks and epochs \
+stay as they were: the server has no leases yet, so peers that need them wait until --timeout); \
+`attach` attaches a new session with the same token and reopens the windows, with a fresh, \
+zeroed private copy. --audit only prints the ids of the windows each run created: the audit log \
+itself comes with a later version.")]
+pub struct RunArgs {
+    /// The scenario file (.rma)
+    file: PathBuf,
+    /// Run it this many times and print the distribution of observed values
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Report the ids of the windows each run created (the audit log itself is not there yet)
+    #[arg(long)]
+    audit: bool,
+    /// Admin token (default: --token / ONESIDED_TOKEN)
+    #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Seconds every rank together may take in one run before it counts as stuck
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
+fn observed_text(value: &scenario::Observed) -> String {
+    value.to_string()
+}
+
+fn report_json(report: &RunReport, scenario: &Scenario, audit: bool) -> Json {
+    let ranks: Vec<Json> = report
+        .ranks
+        .iter()
+        .map(|rank| {
+            let vars: serde_json::Map<String, Json> = rank
+                .vars
+                .iter()
+                .map(|(name, value)| (name.clone(), json::observed(&value.value)))
+                .collect();
+            let failed: Vec<Json> = rank
+                .failed_calls
+                .iter()
+                .map(|call| {
+                    json!({
+                        "line": call.line,
+                        "call": call.call,
+                        "class": call.class.map(|class| class.name()),
+                        "message": call.message,
+                        "expected": call.expected,
+                    })
+                })
+                .collect();
+            json!({
+                "rank": rank.rank,
+                "name": rank_name(rank.rank, scenario.ranks),
+                "vars": vars,
+                "failed_calls": failed,
+            })
+        })
+        .collect();
+    let expectations: Vec<Json> = report
+        .expectations
+        .iter()
+        .map(|outcome| {
+            json!({
+                "line": outcome.line,
+                "text": outcome.text,
+                "held": outcome.held,
+                "observed": outcome.observed.as_ref().map(json::observed),
+                "note": outcome.note,
+            })
+        })
+        .collect();
+    let problems: Vec<Json> = report
+        .problems
+        .iter()
+        .map(|problem| json!({"line": problem.line, "message": problem.message}))
+        .collect();
+    let mut run = json!({
+        "run": report.run,
+        "ok": report.ok(),
+        "ranks": ranks,
+        "expectations": expectations,
+        "problems": problems,
+    });
+    if audit {
+        run["windows"] = report
+            .windows
+            .iter()
+            .map(|window| json!({"name": window.name, "id": window.id}))
+            .collect();
+    }
+    run
+}
+
+/// Per variable (`A a`), how often each value was observed.
+type Distribution = BTreeMap<String, BTreeMap<String, u32>>;
+
+fn distribution(reports: &[RunReport], scenario: &Scenario) -> Distribution {
+    let mut seen: Distribution = BTreeMap::new();
+    for report in reports {
+        for rank in &report.ranks {
+            for (name, value) in &rank.vars {
+                let key = format!("{} {name}", rank_name(rank.rank, scenario.ranks));
+                *seen
+                    .entry(key)
+                    .or_default()
+                    .entry(observed_text(&value.value))
+                    .or_default() += 1;
+            }
+        }
+    }
+    seen
+}
+
+fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: bool) {
+    let single = reports.len() == 1;
+    for report in reports {
+        let verdict = if report.ok() { "ok" } else { "FAILED" };
+        println!("run {}: {verdict}", report.run);
+        if audit {
+            for window in &report.windows {
+                println!("  window {} id {}", window.name, window.id);
+            }
+        }
+        for problem in &report.problems {
+            println!("  {file}:{}: {}", problem.line, problem.message);
+        }
+        for outcome in &report.expectations {
+            if single || !outcome.held {
+                let observed = match (&outcome.observed, &outcome.note) {
+                    (Some(value), _) => format!("observed {value}"),
+                    (None, Some(note)) => note.clone(),
+                    (None, None) => "nothing observed".into(),
+                };
+                let verdict = if outcome.held { "held" } else { "did NOT hold" };
+                println!(
+                    "  {file}:{}: {}: {verdict} ({observed})",
+                    outcome.line, outcome.text
+                );
+            }
+        }
+        if single {
+            for rank in &report.ranks {
+                for call in rank.failed_calls.iter().filter(|call| call.expected) {
+                    println!(
+                        "  {file}:{}: {} `{}` failed as expected: {}",
+                        call.line,
+                        rank_name(rank.rank, scenario.ranks),
+                        call.call,
+                        call.message
+                    );
+                }
+            }
+        }
+    }
+    let seen = distribution(reports, scenario);
+    if !seen.is_empty() {
+        println!("variables over {} run(s):", reports.len());
+        for (var, values) in &seen {
+            let parts: Vec<String> = values
+                .iter()
+                .map(|(value, count)| format!("{value} ×{count}"))
+                .collect();
+            println!("  {var}: {}", parts.join(", "));
+        }
+    }
+    let runs = reports.len();
+    let failed = reports.iter().filter(|r| !r.ok()).count();
+    let expectations = scenario.expectations.len();
+    if failed == 0 {
+        println!("ok: {expectations} expectation(s) held in {runs} run(s)");
+    } else {
+        println!("FAILED: {failed} of {runs} run(s) failed");
+    }
+}
+
+pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
+    let file = args.file.display().to_string();
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| Usage(format!("cannot read {file}: {e}")))?;
+    let scenario = scenario::parse(&text).map_err(|e| Usage(format!("{file}:{e}")))?;
+    let admin_token = match args.admin_token.as_deref() {
+        Some(token) => token.to_string(),
+        None => global
+            .token("the admin token, to create the run's world")?
+            .to_string(),
+    };
+    let stem: String = args
+        .file
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(40)
+        .collect();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let config = RunConfig {
+        url: global.addr.clone(),
+        admin_token,
+        timeout: Duration::from_secs(args.timeout),
+        prefix: format!("run-{stem}-{}-{nanos}", std::process::id()),
+    };
+    let mut reports = Vec::new();
+    for index in 1..=args.repeat {
+        reports.push(scenario::run(&scenario, &config, index as usize).await?);
+    }
+    let ok = reports.iter().all(RunReport::ok);
+    if global.json {
+        let runs: Vec<Json> = reports
+            .iter()
+            .map(|report| report_json(report, &scenario, args.audit))
+            .collect();
+        json::print(&json!({
+            "file": file,
+            "runs": runs,
+            "distribution": distribution(&reports, &scenario),
+            "ok": ok,
+        }));
+    } else {
+        print_text(&file, &reports, &scenario, args.audit);
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,362 @@
+//! The parsed form of a scenario: windows, per-rank calls in file order, barriers, and
+//! expectations. Plain data; [`super::parse`] builds it and [`super::run`] executes it.
+
+use onesided_core::datatype::Value;
+use onesided_core::epoch::LockType;
+use onesided_core::{Datatype, ErrorClass, Op};
+
+/// A whole `.rma` file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// The world size (`ranks=` of the first window).
+    pub ranks: u32,
+    /// The declared windows, in file order; [`Loc::window`] and the `window` fields of calls
+    /// index into it.
+    pub windows: Vec<WindowDecl>,
+    /// Rank calls and barriers in file order.
+    pub steps: Vec<Step>,
+    /// The expectations, checked after every rank finished.
+    pub expectations: Vec<Expectation>,
+}
+
+/// The memory model a window asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// `model=separate` (the default).
+    Separate,
+    /// `model=unified`: parsed, refused at run time (this server offers only separate).
+    Unified,
+}
+
+/// The flavor a window asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlavorDecl {
+    /// `flavor=create`.
+    Create,
+    /// `flavor=allocate` (the default).
+    Allocate,
+    /// `flavor=dynamic`: parsed, refused at run time (not offered yet).
+    Dynamic,
+}
+
+/// `window NAME ranks=N size=S type=T …`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowDecl {
+    /// The name in the file (the run creates it under a unique name).
+    pub name: String,
+    /// The line it was declared on.
+    pub line: usize,
+    /// The element type; disp_unit is its size.
+    pub dtype: Datatype,
+    /// Elements per rank.
+    pub sizes: Vec<u64>,
+    /// `model=`.
+    pub model: Model,
+    /// `flavor=`.
+    pub flavor: FlavorDecl,
+    /// `info KEY=VAL …`, in order.
+    pub info: Vec<(String, String)>,
+}
+
+/// The elements a location covers, starting at [`Loc::index`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `NAME[i]`: one element; a variable read from it holds a scalar.
+    Single,
+    /// `NAME[i..j]`: `count` consecutive elements.
+    Range {
+        /// Number of elements.
+        count: u64,
+    },
+    /// `NAME[i..j:s]`: `count` elements `stride` apart (a vector layout).
+    Strided {
+        /// Number of elements.
+        count: u64,
+        /// Distance between consecutive elements, in elements.
+        stride: u64,
+    },
+}
+
+impl Shape {
+    /// Number of elements.
+    pub fn count(self) -> u64 {
+        match self {
+            Shape::Single => 1,
+            Shape::Range { count } | Shape::Strided { count, .. } => count,
+        }
+    }
+
+    /// Whether values read from it form a list.
+    pub fn is_list(self) -> bool {
+        !matches!(self, Shape::Single)
+    }
+}
+
+/// A location: elements of one window, on whichever rank a call targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    /// Index into [`Scenario::windows`].
+    pub window: usize,
+    /// First element.
+    pub index: u64,
+    /// Which elements.
+    pub shape: Shape,
+}
+
+/// The communication call kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpCall {
+    /// `put`.
+    Put,
+    /// `get`.
+    Get,
+    /// `acc op=OP`.
+    Acc(Op),
+    /// `get_acc op=OP`.
+    GetAcc(Op),
+    /// `fop op=OP`.
+    Fop(Op),
+    /// `cas compare=C`.
+    Cas,
+}
+
+/// One communication call (`put`, `rget`, …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpCallSpec {
+    /// Which call.
+    pub kind: OpCall,
+    /// `rput`, `rget`, `racc`, `rget_acc`.
+    pub request_based: bool,
+    /// The target rank.
+    pub target: u32,
+    /// Where at the target.
+    pub loc: Loc,
+    /// Origin values (empty for get and no_op).
+    pub values: Vec<Value>,
+    /// The compare value of `cas`.
+    pub compare: Option<Value>,
+    /// `-> var`.
+    pub var: Option<String>,
+    /// `as REQ`.
+    pub request: Option<String>,
+}
+
+/// One call a rank performs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    /// `store LOC = V…` into the own private copy.
+    Store {
+        /// Where (in the own window).
+        loc: Loc,
+        /// What.
+        values: Vec<Value>,
+    },
+    /// `load LOC -> var` from the own private copy.
+    Load {
+        /// Where.
+        loc: Loc,
+        /// Into which variable.
+        var: String,
+    },
+    /// A communication call.
+    Op(OpCallSpec),
+    /// `wait_req REQ`.
+    WaitReq(String),
+    /// `fence [assert=…]`.
+    Fence {
+        /// Window index.
+        window: usize,
+        /// Assertion bits.
+        assert: u32,
+    },
+    /// `post {G} [assert=…]`.
+    Post {
+        /// Window index.
+        window: usize,
+        /// The group.
+        group: Vec<u32>,
+        /// Assertion bits.
+        assert: u32,
+    },
+    /// `start {G} [assert=…]`.
+    Start {
+        /// Window index.
+        window: usize,
+        /// The group.
+        group: Vec<u32>,
+        /// Assertion bits.
+        assert: u32,
+    },
+    /// `complete`.
+    Complete {
+        /// Window index.
+        window: usize,
+    },
+    /// `wait`.
+    Wait {
+        /// Window index.
+        window: usize,
+    },
+    /// `test -> flag`.
+    Test {
+        /// Window index.
+        window: usize,
+        /// The flag variable.
+        var: String,
+    },
+    /// `lock shared|exclusive T [assert=nocheck]`.
+    Lock {
+        /// Window index.
+        window: usize,
+        /// Lock type.
+        lock_type: LockType,
+        /// Target.
+        target: u32,
+        /// Assertion bits.
+        assert: u32,
+    },
+    /// `unlock T`.
+    Unlock {
+        /// Window index.
+        window: usize,
+        /// Target.
+        target: u32,
+    },
+    /// `lock_all [assert=nocheck]`.
+    LockAll {
+        /// Window index.
+        window: usize,
+        /// Assertion bits.
+        assert: u32,
+    },
+    /// `unlock_all`.
+    UnlockAll {
+        /// Window index.
+        window: usize,
+    },
+    /// `flush T`.
+    Flush {
+        /// Window index.
+        window: usize,
+        /// Target.
+        target: u32,
+    },
+    /// `flush_all`.
+    FlushAll {
+        /// Window index.
+        window: usize,
+    },
+    /// `flush_local T`.
+    FlushLocal {
+        /// Window index.
+        window: usize,
+        /// Target.
+        target: u32,
+    },
+    /// `flush_local_all`.
+    FlushLocalAll {
+        /// Window index.
+        window: usize,
+    },
+    /// `sync` (`MPI_Win_sync`).
+    Sync {
+        /// Window index.
+        window: usize,
+    },
+    /// `sleep MS`.
+    Sleep {
+        /// Milliseconds.
+        ms: u64,
+    },
+    /// `crash`: the session vanishes without cleanup.
+    Crash,
+    /// `attach`: a new incarnation after `crash`.
+    Attach,
+}
+
+/// `R: CALL [!CLASS]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankCall {
+    /// 1-based line number.
+    pub line: usize,
+    /// The rank performing it.
+    pub rank: u32,
+    /// The call as written (without the rank prefix and comment).
+    pub text: String,
+    /// What it does.
+    pub call: Call,
+    /// `!CLASS`: the call must fail with this class.
+    pub expect_fail: Option<ErrorClass>,
+}
+
+/// One line of the program.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// A call of one rank.
+    Call(RankCall),
+    /// `barrier`: every rank calls the world barrier.
+    Barrier {
+        /// 1-based line number.
+        line: usize,
+    },
+}
+
+/// What an expectation reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Subject {
+    /// `expect R var …`.
+    Var {
+        /// Whose variable.
+        rank: u32,
+        /// Its name.
+        var: String,
+    },
+    /// `expect public T LOC …`: T's public copy after the run.
+    Public {
+        /// Whose copy.
+        rank: u32,
+        /// Where.
+        loc: Loc,
+    },
+    /// `expect private T LOC …`: T's private copy after the run, read without syncing.
+    Private {
+        /// Whose copy.
+        rank: u32,
+        /// Where.
+        loc: Loc,
+    },
+}
+
+/// An observed or expected value: a scalar or a list.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    /// One element.
+    Scalar(Value),
+    /// Several (a range).
+    List(Vec<Value>),
+}
+
+impl std::fmt::Display for Observed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Observed::Scalar(value) => write!(f, "{value}"),
+            Observed::List(values) => {
+                let texts: Vec<String> = values.iter().map(Value::to_string).collect();
+                f.write_str(&texts.join(","))
+            }
+        }
+    }
+}
+
+/// `expect …`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expectation {
+    /// 1-based line number.
+    pub line: usize,
+    /// The line as written (without the comment).
+    pub text: String,
+    /// What is read.
+    pub subject: Subject,
+    /// It holds when the observed value equals one of these (`==` gives exactly one).
+    pub accepted: Vec<Observed>,
+}

@@ -1,0 +1,18 @@
+//! Scenarios: small multi-rank RMA programs in the `.rma` format of SCENARIOS.md (a published
+//! interface), parsed and run against a server.
+//!
+//! - [`ast`]: the parsed form.
+//! - [`parse`](mod@parse): text to [`Scenario`], errors with line and column.
+//! - [`run`](mod@run): one run in a fresh world, one session per rank, all ranks concurrently,
+//!   then the expectations; [`RankExecutor`] interprets one rank's calls (the shell uses it).
+
+pub mod ast;
+pub mod parse;
+pub mod run;
+
+pub use ast::{Call, Expectation, Observed, RankCall, Scenario, Step, Subject, WindowDecl};
+pub use parse::{parse, parse_rank, rank_name, ParseError, Parser};
+pub use run::{
+    run, CreatedWindow, ExpectationOutcome, FailedCall, Problem, RankExecutor, RankReport,
+    RunConfig, RunError, RunReport, VarValue,
+};

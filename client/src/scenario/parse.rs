@@ -1,0 +1,1331 @@
+//! The `.rma` parser: text to [`Scenario`], with a line and column on every error.
+//!
+//! Owns: the grammar of SCENARIOS.md and the checks that need no server (names declared
+//! before use, values of the window's type, value counts matching the location, which rank
+//! may run which line). Must not: decide what a call means at run time; out-of-range indices
+//! and ranks are left for the run, where they fail as MPI would (`RMA_RANGE`, `RANK`).
+
+use std::collections::HashMap;
+
+use onesided_core::assert::Assert;
+use onesided_core::datatype::{parse_value, Value};
+use onesided_core::epoch::LockType;
+use onesided_core::{Datatype, ErrorClass, Op};
+
+use super::ast::{
+    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, OpCallSpec, RankCall, Scenario,
+    Shape, Step, Subject, WindowDecl,
+};
+
+/// A file that does not parse: where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: {message}")]
+pub struct ParseError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses a whole scenario file.
+///
+/// # Errors
+/// The first line that does not parse, with its line and column.
+pub fn parse(text: &str) -> Result<Scenario, ParseError> {
+    let mut parser = Parser::new();
+    for (index, line) in text.lines().enumerate() {
+        parser.line(index + 1, line)?;
+    }
+    parser.finish()
+}
+
+#[derive(Clone, Debug)]
+struct Token<'a> {
+    text: &'a str,
+    column: usize,
+}
+
+fn tokenize(line: &str) -> Vec<Token<'_>> {
+    let code = line.split('#').next().unwrap_or("");
+    let mut tokens = Vec::new();
+    let mut start: Option<usize> = None;
+    for (byte, ch) in code
+        .char_indices()
+        .chain(std::iter::once((code.len(), ' ')))
+    {
+        match (ch.is_whitespace(), start) {
+            (true, Some(begin)) => {
+                tokens.push(Token {
+                    text: &code[begin..byte],
+                    column: code[..begin].chars().count() + 1,
+                });
+                start = None;
+            }
+            (false, None) => start = Some(byte),
+            _ => {}
+        }
+    }
+    tokens
+}
+
+/// The comment-free text of a line, trimmed.
+fn code_of(line: &str) -> &str {
+    line.split('#').next().unwrap_or("").trim()
+}
+
+/// The type a rank's variable holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct VarType {
+    dtype: Datatype,
+    list: bool,
+    line: usize,
+}
+
+#[derive(Clone, Debug)]
+struct PendingExpect {
+    line: usize,
+    text: String,
+    tokens: Vec<(String, usize)>,
+}
+
+/// An incremental parser: feed it lines; the shell feeds it one call at a time.
+#[derive(Debug, Default)]
+pub struct Parser {
+    ranks: Option<u32>,
+    windows: Vec<WindowDecl>,
+    window_index: HashMap<String, usize>,
+    aliases: HashMap<String, Loc>,
+    vars: HashMap<(u32, String), VarType>,
+    requests: HashMap<(u32, String), usize>,
+    crashed: HashMap<u32, usize>,
+    steps: Vec<Step>,
+    expects: Vec<PendingExpect>,
+}
+
+fn err(line: usize, column: usize, message: impl Into<String>) -> ParseError {
+    ParseError {
+        line,
+        column,
+        message: message.into(),
+    }
+}
+
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A rank name: a number or a letter (`A` = 0 … `Z` = 25).
+pub fn parse_rank(text: &str) -> Option<u32> {
+    if let Ok(number) = text.parse::<u32>() {
+        return Some(number);
+    }
+    match text.as_bytes() {
+        [letter @ b'A'..=b'Z'] => Some(u32::from(letter - b'A')),
+        _ => None,
+    }
+}
+
+/// The name a rank is written with in reports: its letter when there are at most 26 ranks.
+pub fn rank_name(rank: u32, ranks: u32) -> String {
+    if ranks <= 26 && rank < 26 {
+        char::from(b'A' + rank as u8).to_string()
+    } else {
+        rank.to_string()
+    }
+}
+
+impl Parser {
+    /// A parser for a file.
+    pub fn new() -> Self {
+        Parser::default()
+    }
+
+    /// A parser for calls of a world of `ranks` ranks whose windows are declared with
+    /// [`Parser::declare_window`] (the shell's).
+    pub fn for_world(ranks: u32) -> Self {
+        Parser {
+            ranks: Some(ranks),
+            ..Parser::default()
+        }
+    }
+
+    /// Declares a window (as a `window` line would) and returns its index.
+    pub fn declare_window(&mut self, decl: WindowDecl) -> usize {
+        let index = self.windows.len();
+        self.window_index.insert(decl.name.clone(), index);
+        self.windows.push(decl);
+        index
+    }
+
+    /// The declared windows.
+    pub fn windows(&self) -> &[WindowDecl] {
+        &self.windows
+    }
+
+    /// The element type of `rank`'s variable `var` and whether it holds a list, if some line
+    /// assigns it.
+    pub fn var_type(&self, rank: u32, var: &str) -> Option<(Datatype, bool)> {
+        self.vars
+            .get(&(rank, var.to_string()))
+            .map(|var| (var.dtype, var.list))
+    }
+
+    /// Parses one line of a file.
+    ///
+    /// # Errors
+    /// When it does not parse.
+    pub fn line(&mut self, line: usize, text: &str) -> Result<(), ParseError> {
+        let tokens = tokenize(text);
+        let Some(first) = tokens.first() else {
+            return Ok(());
+        };
+        match first.text {
+            "window" => self.window_line(line, &tokens),
+            "alias" => self.alias_line(line, &tokens),
+            "barrier" => {
+                if let Some(extra) = tokens.get(1) {
+                    return Err(err(line, extra.column, "barrier takes no arguments"));
+                }
+                if let Some((rank, crash_line)) = self.crashed.iter().next() {
+                    return Err(err(
+                        line,
+                        first.column,
+                        format!(
+                            "rank {rank} crashed at line {crash_line} and has not attached again: \
+                             a world barrier needs every rank"
+                        ),
+                    ));
+                }
+                self.world(line, first.column)?;
+                self.steps.push(Step::Barrier { line });
+                Ok(())
+            }
+            "expect" => {
+                self.expects.push(PendingExpect {
+                    line,
+                    text: code_of(text).to_string(),
+                    tokens: tokens
+                        .iter()
+                        .map(|token| (token.text.to_string(), token.column))
+                        .collect(),
+                });
+                Ok(())
+            }
+            word if word.ends_with(':') => {
+                let name = &word[..word.len() - 1];
+                let ranks = self.world(line, first.column)?;
+                let rank = parse_rank(name).ok_or_else(|| {
+                    err(
+                        line,
+                        first.column,
+                        format!("\"{name}\" is not a rank (a number or a letter A..Z)"),
+                    )
+                })?;
+                if rank >= ranks {
+                    return Err(err(
+                        line,
+                        first.column,
+                        format!("rank {name} is outside the world of {ranks} ranks"),
+                    ));
+                }
+                let call = self.rank_call(line, rank, &tokens[1..], text)?;
+                self.steps.push(Step::Call(call));
+                Ok(())
+            }
+            word => Err(err(
+                line,
+                first.column,
+                format!("expected window, alias, barrier, expect or `R: CALL`, found \"{word}\""),
+            )),
+        }
+    }
+
+    /// Parses the text of one call by `rank` (what follows `R:`), as the shell does.
+    ///
+    /// # Errors
+    /// When it does not parse.
+    pub fn call(&mut self, line: usize, rank: u32, text: &str) -> Result<RankCall, ParseError> {
+        let tokens = tokenize(text);
+        self.rank_call(line, rank, &tokens, text)
+    }
+
+    /// Checks the expectations and returns the scenario.
+    ///
+    /// # Errors
+    /// The first expectation that does not parse; a file without any window.
+    pub fn finish(mut self) -> Result<Scenario, ParseError> {
+        let ranks = self.world(1, 1)?;
+        let expects = std::mem::take(&mut self.expects);
+        let mut expectations = Vec::new();
+        for pending in expects {
+            expectations.push(self.expectation(&pending)?);
+        }
+        Ok(Scenario {
+            ranks,
+            windows: self.windows,
+            steps: self.steps,
+            expectations,
+        })
+    }
+
+    fn world(&self, line: usize, column: usize) -> Result<u32, ParseError> {
+        self.ranks.ok_or_else(|| {
+            err(
+                line,
+                column,
+                "no window declared yet: the first `window … ranks=N` sets the world size",
+            )
+        })
+    }
+
+    fn window_line(&mut self, line: usize, tokens: &[Token<'_>]) -> Result<(), ParseError> {
+        let Some(name) = tokens.get(1) else {
+            return Err(err(line, tokens[0].column + 6, "window needs a name"));
+        };
+        if !is_identifier(name.text) {
+            return Err(err(
+                line,
+                name.column,
+                format!("\"{}\" is not a window name", name.text),
+            ));
+        }
+        if self.window_index.contains_key(name.text) || self.aliases.contains_key(name.text) {
+            return Err(err(
+                line,
+                name.column,
+                format!("{} is already declared", name.text),
+            ));
+        }
+        let mut ranks = None;
+        let mut sizes: Option<(Vec<u64>, usize)> = None;
+        let mut dtype = None;
+        let mut model = Model::Separate;
+        let mut flavor = FlavorDecl::Allocate;
+        let mut info = Vec::new();
+        let mut in_info = false;
+        for token in &tokens[2..] {
+            if token.text == "info" {
+                in_info = true;
+                continue;
+            }
+            let Some((key, value)) = token.text.split_once('=') else {
+                return Err(err(
+                    line,
+                    token.column,
+                    format!("expected KEY=VALUE, found \"{}\"", token.text),
+                ));
+            };
+            let value_column = token.column + key.chars().count() + 1;
+            if in_info {
+                if key.is_empty() {
+                    return Err(err(line, token.column, "info key is empty"));
+                }
+                info.push((key.to_string(), value.to_string()));
+                continue;
+            }
+            match key {
+                "ranks" => match value.parse::<u32>() {
+                    Ok(n) if n > 0 => ranks = Some(n),
+                    _ => {
+                        return Err(err(
+                            line,
+                            value_column,
+                            format!("ranks must be a positive number, not \"{value}\""),
+                        ))
+                    }
+                },
+                "size" => {
+                    let mut list = Vec::new();
+                    for (offset, part) in split_list(value) {
+                        let size = part.parse::<u64>().map_err(|_| {
+                            err(
+                                line,
+                                value_column + offset,
+                                format!("size must be a number of elements, not \"{part}\""),
+                            )
+                        })?;
+                        list.push(size);
+                    }
+                    sizes = Some((list, value_column));
+                }
+                "type" => {
+                    dtype = Some(Datatype::parse(value).ok_or_else(|| {
+                        err(
+                            line,
+                            value_column,
+                            format!(
+                            "unknown type \"{value}\" (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte)"
+                        ),
+                        )
+                    })?)
+                }
+                "model" => {
+                    model = match value {
+                        "separate" => Model::Separate,
+                        "unified" => Model::Unified,
+                        _ => {
+                            return Err(err(
+                                line,
+                                value_column,
+                                format!("model is separate or unified, not \"{value}\""),
+                            ))
+                        }
+                    }
+                }
+                "flavor" => {
+                    flavor = match value {
+                        "create" => FlavorDecl::Create,
+                        "allocate" => FlavorDecl::Allocate,
+                        "dynamic" => FlavorDecl::Dynamic,
+                        _ => {
+                            return Err(err(
+                                line,
+                                value_column,
+                                format!("flavor is create, allocate or dynamic, not \"{value}\""),
+                            ))
+                        }
+                    }
+                }
+                _ => {
+                    return Err(err(
+                        line,
+                        token.column,
+                        format!(
+                        "unknown window attribute \"{key}\" (ranks size type model flavor info)"
+                    ),
+                    ))
+                }
+            }
+        }
+        let end = tokens
+            .last()
+            .map_or(1, |t| t.column + t.text.chars().count());
+        let ranks = ranks.ok_or_else(|| err(line, end, "window needs ranks=N"))?;
+        let dtype = dtype.ok_or_else(|| err(line, end, "window needs type=T"))?;
+        let (mut sizes, sizes_column) =
+            sizes.ok_or_else(|| err(line, end, "window needs size=S"))?;
+        if sizes.len() == 1 {
+            sizes = vec![sizes[0]; ranks as usize];
+        } else if sizes.len() != ranks as usize {
+            return Err(err(
+                line,
+                sizes_column,
+                format!("{} sizes for {ranks} ranks", sizes.len()),
+            ));
+        }
+        match self.ranks {
+            None => self.ranks = Some(ranks),
+            Some(world) if world != ranks => {
+                return Err(err(
+                    line,
+                    tokens[2].column,
+                    format!("the world has {world} ranks (set by the first window), not {ranks}"),
+                ))
+            }
+            Some(_) => {}
+        }
+        self.declare_window(WindowDecl {
+            name: name.text.to_string(),
+            line,
+            dtype,
+            sizes,
+            model,
+            flavor,
+            info,
+        });
+        Ok(())
+    }
+
+    fn alias_line(&mut self, line: usize, tokens: &[Token<'_>]) -> Result<(), ParseError> {
+        let (Some(name), Some(equals), Some(loc)) = (tokens.get(1), tokens.get(2), tokens.get(3))
+        else {
+            return Err(err(line, tokens[0].column, "expected `alias X = NAME[i]`"));
+        };
+        if !is_identifier(name.text) {
+            return Err(err(
+                line,
+                name.column,
+                format!("\"{}\" is not an alias name", name.text),
+            ));
+        }
+        if self.window_index.contains_key(name.text) || self.aliases.contains_key(name.text) {
+            return Err(err(
+                line,
+                name.column,
+                format!("{} is already declared", name.text),
+            ));
+        }
+        if equals.text != "=" {
+            return Err(err(line, equals.column, "expected `=`"));
+        }
+        if let Some(extra) = tokens.get(4) {
+            return Err(err(
+                line,
+                extra.column,
+                "unexpected text after the location",
+            ));
+        }
+        let loc = self.loc(line, loc)?;
+        self.aliases.insert(name.text.to_string(), loc);
+        Ok(())
+    }
+
+    /// `NAME[i]`, `NAME[i..j]`, `NAME[i..j:s]` or an alias.
+    fn loc(&self, line: usize, token: &Token<'_>) -> Result<Loc, ParseError> {
+        let text = token.text;
+        let Some(open) = text.find('[') else {
+            return self.aliases.get(text).copied().ok_or_else(|| {
+                err(
+                    line,
+                    token.column,
+                    format!("\"{text}\" is neither an alias nor a location NAME[i]"),
+                )
+            });
+        };
+        let name = &text[..open];
+        let window = *self
+            .window_index
+            .get(name)
+            .ok_or_else(|| err(line, token.column, format!("unknown window \"{name}\"")))?;
+        let inner_column = token.column + name.chars().count() + 1;
+        let Some(inner) = text[open + 1..].strip_suffix(']') else {
+            return Err(err(
+                line,
+                token.column + text.chars().count(),
+                "expected `]` at the end of the location",
+            ));
+        };
+        let number = |part: &str, column: usize| {
+            part.parse::<u64>().map_err(|_| {
+                err(
+                    line,
+                    column,
+                    format!("expected an element index, found \"{part}\""),
+                )
+            })
+        };
+        let Some((start, rest)) = inner.split_once("..") else {
+            let index = number(inner, inner_column)?;
+            return Ok(Loc {
+                window,
+                index,
+                shape: Shape::Single,
+            });
+        };
+        let start_index = number(start, inner_column)?;
+        let end_column = inner_column + start.chars().count() + 2;
+        let (end, stride) = match rest.split_once(':') {
+            Some((end, stride)) => {
+                let stride_column = end_column + end.chars().count() + 1;
+                let stride = number(stride, stride_column)?;
+                if stride == 0 {
+                    return Err(err(line, stride_column, "the stride must be at least 1"));
+                }
+                (end, Some(stride))
+            }
+            None => (rest, None),
+        };
+        let end_index = number(end, end_column)?;
+        if end_index < start_index {
+            return Err(err(
+                line,
+                end_column,
+                format!("the range {start_index}..{end_index} ends before it starts"),
+            ));
+        }
+        let span = end_index - start_index;
+        let shape = match stride {
+            Some(stride) => Shape::Strided {
+                count: span.div_ceil(stride),
+                stride,
+            },
+            None => Shape::Range { count: span },
+        };
+        Ok(Loc {
+            window,
+            index: start_index,
+            shape,
+        })
+    }
+
+    /// Picks the window of a call: its `W.` prefix, its location's, or the only one.
+    fn pick_window(
+        &self,
+        line: usize,
+        column: usize,
+        prefix: Option<usize>,
+        loc: Option<Loc>,
+    ) -> Result<usize, ParseError> {
+        match (prefix, loc) {
+            (Some(prefix), Some(loc)) if prefix != loc.window => Err(err(
+                line,
+                column,
+                format!(
+                    "the call names window {} but its location is in window {}",
+                    self.windows[prefix].name, self.windows[loc.window].name
+                ),
+            )),
+            (Some(window), _) => Ok(window),
+            (None, Some(loc)) => Ok(loc.window),
+            (None, None) => match self.windows.len() {
+                0 => Err(err(line, column, "no window declared")),
+                1 => Ok(0),
+                _ => Err(err(
+                    line,
+                    column,
+                    "several windows are declared: name the window, as `W.fence`",
+                )),
+            },
+        }
+    }
+
+    fn values(
+        &self,
+        line: usize,
+        token: &Token<'_>,
+        dtype: Datatype,
+    ) -> Result<Vec<Value>, ParseError> {
+        let mut values = Vec::new();
+        for (offset, part) in split_list(token.text) {
+            let value = parse_value(dtype, part)
+                .map_err(|e| err(line, token.column + offset, e.message))?;
+            values.push(value);
+        }
+        Ok(values)
+    }
+
+    fn target(
+        &self,
+        line: usize,
+        token: Option<&Token<'_>>,
+        after: usize,
+    ) -> Result<u32, ParseError> {
+        let token = token.ok_or_else(|| err(line, after, "expected a target rank"))?;
+        parse_rank(token.text).ok_or_else(|| {
+            err(
+                line,
+                token.column,
+                format!(
+                    "\"{}\" is not a rank (a number or a letter A..Z)",
+                    token.text
+                ),
+            )
+        })
+    }
+
+    fn group(
+        &self,
+        line: usize,
+        token: Option<&Token<'_>>,
+        after: usize,
+    ) -> Result<Vec<u32>, ParseError> {
+        let token = token.ok_or_else(|| err(line, after, "expected a group {A,B}"))?;
+        let inner = token
+            .text
+            .strip_prefix('{')
+            .and_then(|rest| rest.strip_suffix('}'))
+            .ok_or_else(|| {
+                err(
+                    line,
+                    token.column,
+                    format!(
+                        "expected a group like {{A,B}} (no spaces), found \"{}\"",
+                        token.text
+                    ),
+                )
+            })?;
+        let mut group = Vec::new();
+        for (offset, part) in split_list(inner) {
+            if part.is_empty() {
+                continue;
+            }
+            let rank = parse_rank(part).ok_or_else(|| {
+                err(
+                    line,
+                    token.column + 1 + offset,
+                    format!("\"{part}\" is not a rank"),
+                )
+            })?;
+            group.push(rank);
+        }
+        Ok(group)
+    }
+
+    fn assign_var(
+        &mut self,
+        line: usize,
+        column: usize,
+        rank: u32,
+        var: &str,
+        dtype: Datatype,
+        list: bool,
+    ) -> Result<(), ParseError> {
+        if !is_identifier(var) {
+            return Err(err(
+                line,
+                column,
+                format!("\"{var}\" is not a variable name"),
+            ));
+        }
+        let key = (rank, var.to_string());
+        if let Some(known) = self.vars.get(&key) {
+            if known.dtype != dtype || known.list != list {
+                return Err(err(
+                    line,
+                    column,
+                    format!(
+                        "variable {var} already holds {} of {} (line {})",
+                        if known.list { "a list" } else { "a value" },
+                        known.dtype,
+                        known.line
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        self.vars.insert(key, VarType { dtype, list, line });
+        Ok(())
+    }
+
+    fn rank_call(
+        &mut self,
+        line: usize,
+        rank: u32,
+        tokens: &[Token<'_>],
+        full_text: &str,
+    ) -> Result<RankCall, ParseError> {
+        let mut tokens: Vec<Token<'_>> = tokens.to_vec();
+        let Some(first) = tokens.first().cloned() else {
+            return Err(err(
+                line,
+                code_of(full_text).chars().count() + 1,
+                "expected a call",
+            ));
+        };
+        let text_start = first.column;
+        let mut expect_fail = None;
+        if let Some(last) = tokens.last() {
+            if let Some(class) = last.text.strip_prefix('!') {
+                expect_fail = Some(ErrorClass::parse(class).ok_or_else(|| {
+                    err(
+                        line,
+                        last.column,
+                        format!("unknown error class \"{class}\""),
+                    )
+                })?);
+                tokens.pop();
+            }
+        }
+        let Some(head) = tokens.first().cloned() else {
+            return Err(err(
+                line,
+                text_start,
+                "expected a call before the error class",
+            ));
+        };
+        let end_column = tokens
+            .last()
+            .map_or(1, |t| t.column + t.text.chars().count() + 1);
+        let (prefix, name, name_column) = match head.text.split_once('.') {
+            Some((window, call)) => {
+                let index = *self.window_index.get(window).ok_or_else(|| {
+                    err(line, head.column, format!("unknown window \"{window}\""))
+                })?;
+                (Some(index), call, head.column + window.chars().count() + 1)
+            }
+            None => (None, head.text, head.column),
+        };
+        if let Some(crash_line) = self.crashed.get(&rank) {
+            if name != "attach" {
+                return Err(err(
+                    line,
+                    name_column,
+                    format!("rank {rank} crashed at line {crash_line}: only `attach` may follow"),
+                ));
+            }
+        }
+        let args = &tokens[1..];
+        let no_more = |from: usize| -> Result<(), ParseError> {
+            match args.get(from) {
+                Some(extra) => Err(err(
+                    line,
+                    extra.column,
+                    format!("unexpected \"{}\"", extra.text),
+                )),
+                None => Ok(()),
+            }
+        };
+        let assert_of = |token: Option<&Token<'_>>| -> Result<u32, ParseError> {
+            match token {
+                None => Ok(0),
+                Some(token) => {
+                    let Some(list) = token.text.strip_prefix("assert=") else {
+                        return Err(err(
+                            line,
+                            token.column,
+                            format!("expected assert=A[,A...], found \"{}\"", token.text),
+                        ));
+                    };
+                    Assert::parse_bits(list).map_err(|e| err(line, token.column + 7, e.message))
+                }
+            }
+        };
+        let call = match name {
+            "store" | "load" => {
+                let loc_token = args
+                    .first()
+                    .ok_or_else(|| err(line, end_column, "expected a location"))?;
+                let loc = self.loc(line, loc_token)?;
+                self.pick_window(line, name_column, prefix, Some(loc))?;
+                let dtype = self.windows[loc.window].dtype;
+                let arrow = args.get(1);
+                if name == "store" {
+                    match arrow {
+                        Some(token) if token.text == "=" => {}
+                        Some(token) => return Err(err(line, token.column, "expected `=`")),
+                        None => return Err(err(line, end_column, "expected `= V`")),
+                    }
+                    let values_token = args
+                        .get(2)
+                        .ok_or_else(|| err(line, end_column, "expected values"))?;
+                    let values = self.values(line, values_token, dtype)?;
+                    check_count(line, values_token.column, loc, values.len())?;
+                    no_more(3)?;
+                    Call::Store { loc, values }
+                } else {
+                    match arrow {
+                        Some(token) if token.text == "->" => {}
+                        Some(token) => return Err(err(line, token.column, "expected `->`")),
+                        None => return Err(err(line, end_column, "expected `-> var`")),
+                    }
+                    let var = args
+                        .get(2)
+                        .ok_or_else(|| err(line, end_column, "expected a variable"))?;
+                    self.assign_var(line, var.column, rank, var.text, dtype, loc.shape.is_list())?;
+                    no_more(3)?;
+                    Call::Load {
+                        loc,
+                        var: var.text.to_string(),
+                    }
+                }
+            }
+            "put" | "get" | "acc" | "get_acc" | "fop" | "cas" | "rput" | "rget" | "racc"
+            | "rget_acc" => {
+                let request_based = name.starts_with('r');
+                let base = if request_based { &name[1..] } else { name };
+                let target = self.target(line, args.first(), end_column)?;
+                let loc_token = args
+                    .get(1)
+                    .ok_or_else(|| err(line, end_column, "expected a location"))?;
+                let loc = self.loc(line, loc_token)?;
+                self.pick_window(line, name_column, prefix, Some(loc))?;
+                let dtype = self.windows[loc.window].dtype;
+                let mut op = None;
+                let mut compare = None;
+                let mut values: Option<(Vec<Value>, usize)> = None;
+                let mut var: Option<&Token<'_>> = None;
+                let mut request: Option<&Token<'_>> = None;
+                let mut index = 2;
+                while let Some(token) = args.get(index) {
+                    let next = args.get(index + 1);
+                    if let Some(op_name) = token.text.strip_prefix("op=") {
+                        op = Some(Op::parse(op_name).ok_or_else(|| {
+                            err(line, token.column + 3, format!("unknown op \"{op_name}\""))
+                        })?);
+                        index += 1;
+                    } else if let Some(value) = token.text.strip_prefix("compare=") {
+                        let value = parse_value(dtype, value)
+                            .map_err(|e| err(line, token.column + 8, e.message))?;
+                        compare = Some(value);
+                        index += 1;
+                    } else if token.text == "=" {
+                        let values_token =
+                            next.ok_or_else(|| err(line, end_column, "expected values after `=`"))?;
+                        values =
+                            Some((self.values(line, values_token, dtype)?, values_token.column));
+                        index += 2;
+                    } else if token.text == "->" {
+                        var = Some(next.ok_or_else(|| {
+                            err(line, end_column, "expected a variable after `->`")
+                        })?);
+                        index += 2;
+                    } else if token.text == "as" {
+                        request = Some(next.ok_or_else(|| {
+                            err(line, end_column, "expected a request name after `as`")
+                        })?);
+                        index += 2;
+                    } else {
+                        return Err(err(
+                            line,
+                            token.column,
+                            format!("unexpected \"{}\"", token.text),
+                        ));
+                    }
+                }
+                let kind = match base {
+                    "put" => OpCall::Put,
+                    "get" => OpCall::Get,
+                    "acc" | "get_acc" | "fop" => {
+                        let op =
+                            op.ok_or_else(|| err(line, end_column, format!("{name} needs op=OP")))?;
+                        match base {
+                            "acc" => OpCall::Acc(op),
+                            "get_acc" => OpCall::GetAcc(op),
+                            _ => OpCall::Fop(op),
+                        }
+                    }
+                    _ => OpCall::Cas,
+                };
+                if op.is_some()
+                    && !matches!(kind, OpCall::Acc(_) | OpCall::GetAcc(_) | OpCall::Fop(_))
+                {
+                    return Err(err(line, name_column, format!("{name} takes no op=")));
+                }
+                if compare.is_some() != (kind == OpCall::Cas) {
+                    return Err(err(
+                        line,
+                        name_column,
+                        if kind == OpCall::Cas {
+                            "cas needs compare=C"
+                        } else {
+                            "only cas takes compare="
+                        },
+                    ));
+                }
+                let takes_values = match kind {
+                    OpCall::Get => false,
+                    OpCall::GetAcc(Op::NoOp) | OpCall::Fop(Op::NoOp) => values.is_some(),
+                    _ => true,
+                };
+                let values = match (takes_values, values) {
+                    (true, Some((values, column))) => {
+                        check_count(line, column, loc, values.len())?;
+                        values
+                    }
+                    (true, None) => {
+                        return Err(err(line, end_column, format!("{name} needs `= V`")))
+                    }
+                    (false, Some((_, column))) => {
+                        return Err(err(line, column, format!("{name} takes no values")))
+                    }
+                    (false, None) => Vec::new(),
+                };
+                let returns = matches!(
+                    kind,
+                    OpCall::Get | OpCall::GetAcc(_) | OpCall::Fop(_) | OpCall::Cas
+                );
+                match (returns, var) {
+                    (true, Some(token)) => {
+                        self.assign_var(
+                            line,
+                            token.column,
+                            rank,
+                            token.text,
+                            dtype,
+                            loc.shape.is_list(),
+                        )?;
+                    }
+                    (true, None) => {
+                        return Err(err(line, end_column, format!("{name} needs `-> var`")))
+                    }
+                    (false, Some(token)) => {
+                        return Err(err(line, token.column, format!("{name} returns no value")))
+                    }
+                    (false, None) => {}
+                }
+                if request_based {
+                    match request {
+                        Some(token) => {
+                            if !is_identifier(token.text) {
+                                return Err(err(
+                                    line,
+                                    token.column,
+                                    format!("\"{}\" is not a request name", token.text),
+                                ));
+                            }
+                            self.requests.insert((rank, token.text.to_string()), line);
+                        }
+                        None if returns => {
+                            return Err(err(
+                                line,
+                                end_column,
+                                format!("{name} needs `as REQ` (its value arrives at wait_req)"),
+                            ))
+                        }
+                        None => {}
+                    }
+                    if matches!(kind, OpCall::Fop(_) | OpCall::Cas) {
+                        return Err(err(line, name_column, format!("there is no {name}")));
+                    }
+                } else if let Some(token) = request {
+                    return Err(err(
+                        line,
+                        token.column,
+                        format!("{name} is not request-based (use r{name})"),
+                    ));
+                }
+                Call::Op(OpCallSpec {
+                    kind,
+                    request_based,
+                    target,
+                    loc,
+                    values,
+                    compare,
+                    var: var.map(|token| token.text.to_string()),
+                    request: request.map(|token| token.text.to_string()),
+                })
+            }
+            "wait_req" => {
+                let token = args
+                    .first()
+                    .ok_or_else(|| err(line, end_column, "expected a request name"))?;
+                if !self.requests.contains_key(&(rank, token.text.to_string())) {
+                    return Err(err(
+                        line,
+                        token.column,
+                        format!("rank {rank} has no request {} before this line", token.text),
+                    ));
+                }
+                no_more(1)?;
+                Call::WaitReq(token.text.to_string())
+            }
+            "fence" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                let assert = assert_of(args.first())?;
+                no_more(1)?;
+                Call::Fence { window, assert }
+            }
+            "post" | "start" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                let group = self.group(line, args.first(), end_column)?;
+                let assert = assert_of(args.get(1))?;
+                no_more(2)?;
+                if name == "post" {
+                    Call::Post {
+                        window,
+                        group,
+                        assert,
+                    }
+                } else {
+                    Call::Start {
+                        window,
+                        group,
+                        assert,
+                    }
+                }
+            }
+            "complete" | "wait" | "unlock_all" | "flush_all" | "flush_local_all" | "sync" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                no_more(0)?;
+                match name {
+                    "complete" => Call::Complete { window },
+                    "wait" => Call::Wait { window },
+                    "unlock_all" => Call::UnlockAll { window },
+                    "flush_all" => Call::FlushAll { window },
+                    "flush_local_all" => Call::FlushLocalAll { window },
+                    _ => Call::Sync { window },
+                }
+            }
+            "test" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                match args.first() {
+                    Some(token) if token.text == "->" => {}
+                    Some(token) => return Err(err(line, token.column, "expected `-> flag`")),
+                    None => return Err(err(line, end_column, "expected `-> flag`")),
+                }
+                let var = args
+                    .get(1)
+                    .ok_or_else(|| err(line, end_column, "expected a variable"))?;
+                self.assign_var(line, var.column, rank, var.text, Datatype::Bool, false)?;
+                no_more(2)?;
+                Call::Test {
+                    window,
+                    var: var.text.to_string(),
+                }
+            }
+            "lock" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                let kind = args
+                    .first()
+                    .ok_or_else(|| err(line, end_column, "expected shared or exclusive"))?;
+                let lock_type = match kind.text {
+                    "shared" => LockType::Shared,
+                    "exclusive" => LockType::Exclusive,
+                    other => {
+                        return Err(err(
+                            line,
+                            kind.column,
+                            format!("expected shared or exclusive, found \"{other}\""),
+                        ))
+                    }
+                };
+                let target = self.target(line, args.get(1), end_column)?;
+                let assert = assert_of(args.get(2))?;
+                no_more(3)?;
+                Call::Lock {
+                    window,
+                    lock_type,
+                    target,
+                    assert,
+                }
+            }
+            "unlock" | "flush" | "flush_local" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                let target = self.target(line, args.first(), end_column)?;
+                no_more(1)?;
+                match name {
+                    "unlock" => Call::Unlock { window, target },
+                    "flush" => Call::Flush { window, target },
+                    _ => Call::FlushLocal { window, target },
+                }
+            }
+            "lock_all" => {
+                let window = self.pick_window(line, name_column, prefix, None)?;
+                let assert = assert_of(args.first())?;
+                no_more(1)?;
+                Call::LockAll { window, assert }
+            }
+            "sleep" => {
+                let token = args
+                    .first()
+                    .ok_or_else(|| err(line, end_column, "expected milliseconds"))?;
+                let ms = token.text.parse::<u64>().map_err(|_| {
+                    err(
+                        line,
+                        token.column,
+                        format!("expected milliseconds, found \"{}\"", token.text),
+                    )
+                })?;
+                no_more(1)?;
+                Call::Sleep { ms }
+            }
+            "crash" | "attach" => {
+                if prefix.is_some() {
+                    return Err(err(
+                        line,
+                        head.column,
+                        format!("{name} concerns the rank, not a window"),
+                    ));
+                }
+                if expect_fail.is_some() {
+                    return Err(err(
+                        line,
+                        head.column,
+                        format!("{name} cannot be expected to fail"),
+                    ));
+                }
+                no_more(0)?;
+                if name == "crash" {
+                    self.crashed.insert(rank, line);
+                    Call::Crash
+                } else {
+                    if self.crashed.remove(&rank).is_none() {
+                        return Err(err(
+                            line,
+                            head.column,
+                            "attach follows a crash of the same rank",
+                        ));
+                    }
+                    Call::Attach
+                }
+            }
+            other => {
+                return Err(err(line, name_column, format!("unknown call \"{other}\"")));
+            }
+        };
+        let text_end = tokens
+            .last()
+            .map_or(text_start, |t| t.column + t.text.chars().count());
+        let code: String = full_text
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .skip(text_start - 1)
+            .take(text_end - text_start)
+            .collect();
+        let mut text = code.trim().to_string();
+        if let Some(class) = expect_fail {
+            text.push_str(&format!(" !{}", class.name()));
+        }
+        Ok(RankCall {
+            line,
+            rank,
+            text,
+            call,
+            expect_fail,
+        })
+    }
+
+    fn expectation(&self, pending: &PendingExpect) -> Result<Expectation, ParseError> {
+        let line = pending.line;
+        let tokens: Vec<Token<'_>> = pending
+            .tokens
+            .iter()
+            .map(|(text, column)| Token {
+                text: text.as_str(),
+                column: *column,
+            })
+            .collect();
+        let end = tokens
+            .last()
+            .map_or(1, |t| t.column + t.text.chars().count() + 1);
+        let ranks = self.world(line, 1)?;
+        let rank_at = |token: Option<&Token<'_>>| -> Result<u32, ParseError> {
+            let token = token.ok_or_else(|| err(line, end, "expected a rank"))?;
+            let rank = parse_rank(token.text).ok_or_else(|| {
+                err(
+                    line,
+                    token.column,
+                    format!("\"{}\" is not a rank", token.text),
+                )
+            })?;
+            if rank >= ranks {
+                return Err(err(
+                    line,
+                    token.column,
+                    format!("rank {} is outside the world of {ranks} ranks", token.text),
+                ));
+            }
+            Ok(rank)
+        };
+        let (subject, dtype, list, rest) = match tokens.get(1).map(|t| t.text) {
+            Some(which @ ("public" | "private")) => {
+                let rank = rank_at(tokens.get(2))?;
+                let loc_token = tokens
+                    .get(3)
+                    .ok_or_else(|| err(line, end, "expected a location"))?;
+                let loc = self.loc(line, loc_token)?;
+                let dtype = self.windows[loc.window].dtype;
+                let subject = if which == "public" {
+                    Subject::Public { rank, loc }
+                } else {
+                    Subject::Private { rank, loc }
+                };
+                (subject, dtype, loc.shape.is_list(), 4)
+            }
+            _ => {
+                let rank = rank_at(tokens.get(1))?;
+                let var = tokens
+                    .get(2)
+                    .ok_or_else(|| err(line, end, "expected a variable"))?;
+                let known = self
+                    .vars
+                    .get(&(rank, var.text.to_string()))
+                    .ok_or_else(|| {
+                        err(
+                            line,
+                            var.column,
+                            format!(
+                                "rank {} never assigns a variable {}",
+                                tokens[1].text, var.text
+                            ),
+                        )
+                    })?;
+                (
+                    Subject::Var {
+                        rank,
+                        var: var.text.to_string(),
+                    },
+                    known.dtype,
+                    known.list,
+                    3,
+                )
+            }
+        };
+        let operator = tokens
+            .get(rest)
+            .ok_or_else(|| err(line, end, "expected `==` or `in`"))?;
+        let values = tokens
+            .get(rest + 1)
+            .ok_or_else(|| err(line, end, "expected a value"))?;
+        if let Some(extra) = tokens.get(rest + 2) {
+            return Err(err(
+                line,
+                extra.column,
+                "unexpected text (lists are written without spaces: 1,2,3)",
+            ));
+        }
+        let accepted = match operator.text {
+            "==" => {
+                let parsed = self.values(line, values, dtype)?;
+                if list {
+                    vec![Observed::List(parsed)]
+                } else {
+                    if parsed.len() != 1 {
+                        return Err(err(
+                            line,
+                            values.column,
+                            "expected one value (the subject is not a list)",
+                        ));
+                    }
+                    vec![Observed::Scalar(
+                        parsed.into_iter().next().unwrap_or(Value::Int(0)),
+                    )]
+                }
+            }
+            "in" => {
+                if list {
+                    return Err(err(
+                        line,
+                        operator.column,
+                        "`in {…}` takes single values; compare a list with ==",
+                    ));
+                }
+                let inner = values
+                    .text
+                    .strip_prefix('{')
+                    .and_then(|rest| rest.strip_suffix('}'))
+                    .ok_or_else(|| err(line, values.column, "expected {V1,V2,...}"))?;
+                let inner_token = Token {
+                    text: inner,
+                    column: values.column + 1,
+                };
+                self.values(line, &inner_token, dtype)?
+                    .into_iter()
+                    .map(Observed::Scalar)
+                    .collect()
+            }
+            other => {
+                return Err(err(
+                    line,
+                    operator.column,
+                    format!("expected `==` or `in`, found \"{other}\""),
+                ))
+            }
+        };
+        Ok(Expectation {
+            line,
+            text: pending.text.clone(),
+            subject,
+            accepted,
+        })
+    }
+}
+
+fn check_count(line: usize, column: usize, loc: Loc, given: usize) -> Result<(), ParseError> {
+    let wanted = loc.shape.count();
+    if given as u64 != wanted {
+        return Err(err(
+            line,
+            column,
+            format!("{given} values for a location of {wanted} elements"),
+        ));
+    }
+    Ok(())
+}
+
+/// Splits `a,b,c` into its parts with their character offsets.
+fn split_list(text: &str) -> Vec<(usize, &str)> {
+    let mut parts = Vec::new();
+    let mut offset = 0;
+    for part in text.split(',') {
+        parts.push((offset, part));
+        offset += part.chars().count() + 1;
+    }
+    parts
+}

@@ -1,0 +1,852 @@
+//! Running a scenario: a fresh world and fresh windows, one [`Session`] per rank, every rank
+//! concurrently, then the expectations; and [`RankExecutor`], one rank's interpreter of calls,
+//! which the shell uses too.
+//!
+//! Owns: what each scenario call does in terms of the library's [`Window`] methods, and the
+//! report of a run. Must not: print, or know about the CLI; the binary renders reports.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use onesided_core::datatype::{decode, encode_all, Value};
+use onesided_core::layout::Layout;
+use onesided_core::window::{Flavor, OpKind};
+use onesided_core::{Datatype, ErrorClass, Op};
+
+use super::ast::{
+    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, RankCall, Scenario, Shape, Step,
+    Subject, WindowDecl,
+};
+use crate::{Admin, Error, OpSpec, Session, Window, WindowSpec};
+
+/// Where and how to run.
+#[derive(Clone)]
+pub struct RunConfig {
+    /// The server's address.
+    pub url: String,
+    /// The admin token (to create and delete the world).
+    pub admin_token: String,
+    /// How long every rank together may take before the run is declared stuck.
+    pub timeout: Duration,
+    /// A prefix that makes the world's name unique to this invocation.
+    pub prefix: String,
+}
+
+impl std::fmt::Debug for RunConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunConfig")
+            .field("url", &self.url)
+            .field("timeout", &self.timeout)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a run could not take place at all (as opposed to a scenario that failed).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The server refused to set the run up, or could not be reached.
+    #[error(transparent)]
+    Client(#[from] Error),
+    /// The scenario asks for something this implementation does not offer.
+    #[error("line {line}: {message}")]
+    Unsupported {
+        /// The line asking for it.
+        line: usize,
+        /// What.
+        message: String,
+    },
+}
+
+/// A variable's value with the element type it was read as.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarValue {
+    /// The element type.
+    pub dtype: Datatype,
+    /// The value.
+    pub value: Observed,
+}
+
+/// A call that failed (expectedly or not).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailedCall {
+    /// Its line.
+    pub line: usize,
+    /// The call as written.
+    pub call: String,
+    /// The MPI error class, when the failure carried one.
+    pub class: Option<ErrorClass>,
+    /// The error.
+    pub message: String,
+    /// Whether the line said it must fail with exactly this class.
+    pub expected: bool,
+}
+
+/// Something that makes the run fail, besides an expectation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The line it concerns (0 for the run as a whole).
+    pub line: usize,
+    /// What happened.
+    pub message: String,
+}
+
+/// What one rank ended with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: u32,
+    /// Its variables that hold a value.
+    pub vars: BTreeMap<String, VarValue>,
+    /// Its calls that failed.
+    pub failed_calls: Vec<FailedCall>,
+}
+
+/// One expectation, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpectationOutcome {
+    /// Its line.
+    pub line: usize,
+    /// As written.
+    pub text: String,
+    /// Whether it held.
+    pub held: bool,
+    /// What was observed, when something could be read.
+    pub observed: Option<Observed>,
+    /// Why nothing could be read.
+    pub note: Option<String>,
+}
+
+/// A window a run created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedWindow {
+    /// Its name.
+    pub name: String,
+    /// Its server-assigned id.
+    pub id: u64,
+}
+
+/// The report of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// 1-based run number.
+    pub run: usize,
+    /// The world it ran in (deleted afterwards).
+    pub world: String,
+    /// Per rank.
+    pub ranks: Vec<RankReport>,
+    /// Per expectation, in file order.
+    pub expectations: Vec<ExpectationOutcome>,
+    /// Failures that are not expectations: calls that failed without `!`, calls that did not
+    /// fail as their `!CLASS` said, ranks that did not finish.
+    pub problems: Vec<Problem>,
+    /// The windows it created.
+    pub windows: Vec<CreatedWindow>,
+}
+
+impl RunReport {
+    /// Whether every expectation held and nothing else went wrong.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty() && self.expectations.iter().all(|e| e.held)
+    }
+}
+
+type SharedBytes = Shared<BoxFuture<'static, Result<Bytes, Error>>>;
+
+#[derive(Debug)]
+enum VarSlot {
+    Ready(VarValue),
+    Pending {
+        dtype: Datatype,
+        list: bool,
+        reply: SharedBytes,
+    },
+    Failed,
+}
+
+#[derive(Debug)]
+enum RequestSlot {
+    /// rput, racc: locally complete at once.
+    Ready,
+    /// rget, rget_acc: complete when the data is here.
+    Pending { var: String, reply: SharedBytes },
+}
+
+fn observed(dtype: Datatype, list: bool, bytes: &[u8]) -> Result<Observed, Error> {
+    let values = decode(dtype, bytes)?;
+    Ok(if list {
+        Observed::List(values)
+    } else {
+        Observed::Scalar(values.into_iter().next().unwrap_or(Value::Int(0)))
+    })
+}
+
+fn layout_of(shape: Shape) -> Layout {
+    match shape {
+        Shape::Single => Layout::Contiguous { count: 1 },
+        Shape::Range { count } => Layout::Contiguous { count },
+        Shape::Strided { count, stride } => Layout::Vector {
+            count,
+            blocklen: 1,
+            stride,
+        },
+    }
+}
+
+/// Byte offsets of a location's elements in a window of `dtype`.
+fn element_offsets(loc: &Loc, dtype: Datatype) -> Vec<u64> {
+    let size = dtype.size() as u64;
+    let stride = match loc.shape {
+        Shape::Strided { stride, .. } => stride,
+        _ => 1,
+    };
+    (0..loc.shape.count())
+        .map(|k| {
+            loc.index
+                .saturating_add(k.saturating_mul(stride))
+                .saturating_mul(size)
+        })
+        .collect()
+}
+
+fn not_attached() -> Error {
+    Error::Disconnected("the rank has crashed and not attached again".into())
+}
+
+/// One rank's interpreter of scenario calls: its session, its window handles, its variables
+/// and requests, and what failed.
+#[derive(Debug)]
+pub struct RankExecutor {
+    url: String,
+    token: String,
+    rank: u32,
+    window_names: Vec<String>,
+    dtypes: Vec<Datatype>,
+    session: Option<Session>,
+    windows: Vec<Option<Window>>,
+    vars: BTreeMap<String, VarSlot>,
+    requests: HashMap<String, RequestSlot>,
+    failed_calls: Vec<FailedCall>,
+    problems: Vec<Problem>,
+}
+
+impl RankExecutor {
+    /// Attaches with `token` and opens each window (server name, element type).
+    ///
+    /// # Errors
+    /// The attach or an open fails.
+    pub async fn attach(
+        url: &str,
+        token: &str,
+        windows: Vec<(String, Datatype)>,
+    ) -> Result<Self, Error> {
+        let session = Session::attach(url, token).await?;
+        let (window_names, dtypes) = windows.into_iter().unzip();
+        let mut executor = RankExecutor {
+            url: url.to_string(),
+            token: token.to_string(),
+            rank: session.rank(),
+            window_names,
+            dtypes,
+            session: Some(session),
+            windows: Vec::new(),
+            vars: BTreeMap::new(),
+            requests: HashMap::new(),
+            failed_calls: Vec::new(),
+            problems: Vec::new(),
+        };
+        executor.open_all().await?;
+        Ok(executor)
+    }
+
+    async fn open_all(&mut self) -> Result<(), Error> {
+        let session = self.session.clone().ok_or_else(not_attached)?;
+        let mut windows = Vec::new();
+        for name in &self.window_names {
+            windows.push(Some(session.window(name).await?));
+        }
+        self.windows = windows;
+        Ok(())
+    }
+
+    /// Opens one more window (the shell's `open`); returns its index.
+    ///
+    /// # Errors
+    /// The open fails.
+    pub async fn open(&mut self, name: &str, dtype: Datatype) -> Result<(usize, &Window), Error> {
+        let session = self.session.clone().ok_or_else(not_attached)?;
+        let window = session.window(name).await?;
+        self.window_names.push(name.to_string());
+        self.dtypes.push(dtype);
+        self.windows.push(Some(window));
+        let index = self.windows.len() - 1;
+        let window = self.windows[index].as_ref().ok_or_else(not_attached)?;
+        Ok((index, window))
+    }
+
+    /// Changes the element type a window's values are read and written as (the shell picks
+    /// it after opening).
+    pub fn set_window_type(&mut self, index: usize, dtype: Datatype) {
+        if let Some(slot) = self.dtypes.get_mut(index) {
+            *slot = dtype;
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The session, unless the rank crashed.
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
+    }
+
+    /// The calls that failed so far.
+    pub fn failed_calls(&self) -> &[FailedCall] {
+        &self.failed_calls
+    }
+
+    /// What went wrong so far (calls failing without `!`, …).
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// A variable's value, once it has one; `Err` with the reason otherwise.
+    pub fn var(&mut self, name: &str) -> Result<VarValue, String> {
+        self.resolve_ready();
+        match self.vars.get(name) {
+            Some(VarSlot::Ready(value)) => Ok(value.clone()),
+            Some(VarSlot::Pending { .. }) => Err(format!(
+                "{name} is not defined yet: its operation has not completed"
+            )),
+            Some(VarSlot::Failed) => Err(format!("{name} has no value: its operation failed")),
+            None => Err(format!("{name} was never assigned")),
+        }
+    }
+
+    /// Every variable that holds a value.
+    pub fn vars(&mut self) -> BTreeMap<String, VarValue> {
+        self.resolve_ready();
+        self.vars
+            .iter()
+            .filter_map(|(name, slot)| match slot {
+                VarSlot::Ready(value) => Some((name.clone(), value.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn window(&self, index: usize) -> Result<&Window, Error> {
+        self.windows
+            .get(index)
+            .and_then(Option::as_ref)
+            .ok_or_else(not_attached)
+    }
+
+    /// Reads the private copy at `loc` without syncing.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window; a crashed rank.
+    pub fn private(&self, loc: &Loc) -> Result<Observed, Error> {
+        let dtype = self.dtypes[loc.window];
+        let window = self.window(loc.window)?;
+        let mut bytes = Vec::new();
+        for offset in element_offsets(loc, dtype) {
+            bytes.extend(window.load_bytes(offset, dtype.size() as u64)?);
+        }
+        observed(dtype, loc.shape.is_list(), &bytes)
+    }
+
+    /// Moves every completed pending result into its variable.
+    fn resolve_ready(&mut self) {
+        for slot in self.vars.values_mut() {
+            if let VarSlot::Pending { dtype, list, reply } = slot {
+                match reply.clone().now_or_never() {
+                    None => {}
+                    Some(Ok(bytes)) => {
+                        *slot = match observed(*dtype, *list, &bytes) {
+                            Ok(value) => VarSlot::Ready(VarValue {
+                                dtype: *dtype,
+                                value,
+                            }),
+                            Err(_) => VarSlot::Failed,
+                        }
+                    }
+                    Some(Err(_)) => *slot = VarSlot::Failed,
+                }
+            }
+        }
+    }
+
+    /// Performs one call and records how it went against its `!CLASS`. Returns the error, if
+    /// the call failed.
+    pub async fn execute(&mut self, call: &RankCall) -> Option<Error> {
+        let outcome = self.perform(&call.call).await;
+        self.resolve_ready();
+        match (outcome, call.expect_fail) {
+            (Ok(()), None) => None,
+            (Ok(()), Some(class)) => {
+                self.problems.push(Problem {
+                    line: call.line,
+                    message: format!(
+                        "rank {}: `{}` succeeded but must fail with {}",
+                        self.rank,
+                        call.text,
+                        class.name()
+                    ),
+                });
+                None
+            }
+            (Err(error), expected) => {
+                let class = error.class();
+                let matched = expected.is_some() && class == expected;
+                self.failed_calls.push(FailedCall {
+                    line: call.line,
+                    call: call.text.clone(),
+                    class,
+                    message: error.to_string(),
+                    expected: matched,
+                });
+                if !matched {
+                    let wanted = match expected {
+                        Some(wanted) => format!(" (expected {})", wanted.name()),
+                        None => String::new(),
+                    };
+                    self.problems.push(Problem {
+                        line: call.line,
+                        message: format!(
+                            "rank {}: `{}` failed: {error}{wanted}",
+                            self.rank, call.text
+                        ),
+                    });
+                }
+                Some(error)
+            }
+        }
+    }
+
+    /// The world barrier.
+    ///
+    /// # Errors
+    /// The session ended.
+    pub async fn barrier(&self) -> Result<(), Error> {
+        self.session
+            .as_ref()
+            .ok_or_else(not_attached)?
+            .barrier()
+            .await
+    }
+
+    async fn perform(&mut self, call: &Call) -> Result<(), Error> {
+        match call {
+            Call::Store { loc, values } => {
+                let dtype = self.dtypes[loc.window];
+                let window = self.window(loc.window)?;
+                let offsets = element_offsets(loc, dtype);
+                for (offset, value) in offsets.iter().zip(values) {
+                    window
+                        .store_bytes(*offset, &encode_all(dtype, std::slice::from_ref(value))?)?;
+                }
+                Ok(())
+            }
+            Call::Load { loc, var } => {
+                let value = self.private(loc)?;
+                let dtype = self.dtypes[loc.window];
+                self.vars
+                    .insert(var.clone(), VarSlot::Ready(VarValue { dtype, value }));
+                Ok(())
+            }
+            Call::Op(spec) => {
+                let dtype = self.dtypes[spec.loc.window];
+                let window = self.window(spec.loc.window)?;
+                let (kind, sends) = match spec.kind {
+                    OpCall::Put => (OpKind::Put, true),
+                    OpCall::Get => (OpKind::Get, false),
+                    OpCall::Acc(op) => (OpKind::Accumulate(op), true),
+                    OpCall::GetAcc(op) => (OpKind::GetAccumulate(op), op != Op::NoOp),
+                    OpCall::Fop(op) => (OpKind::FetchAndOp(op), op != Op::NoOp),
+                    OpCall::Cas => (OpKind::CompareAndSwap, true),
+                };
+                let data = if sends {
+                    Bytes::from(encode_all(dtype, &spec.values)?)
+                } else {
+                    Bytes::new()
+                };
+                let compare = match &spec.compare {
+                    Some(value) => Bytes::from(encode_all(dtype, std::slice::from_ref(value))?),
+                    None => Bytes::new(),
+                };
+                let op = OpSpec {
+                    kind,
+                    dtype,
+                    disp: spec.loc.index,
+                    layout: layout_of(spec.loc.shape),
+                    data,
+                    compare,
+                };
+                let pending = window.issue(spec.target, op, spec.request_based)?;
+                let reply: SharedBytes = pending.value().boxed().shared();
+                if let Some(var) = &spec.var {
+                    self.vars.insert(
+                        var.clone(),
+                        VarSlot::Pending {
+                            dtype,
+                            list: spec.loc.shape.is_list(),
+                            reply: reply.clone(),
+                        },
+                    );
+                }
+                if let Some(request) = &spec.request {
+                    let slot = match &spec.var {
+                        Some(var) => RequestSlot::Pending {
+                            var: var.clone(),
+                            reply,
+                        },
+                        None => RequestSlot::Ready,
+                    };
+                    self.requests.insert(request.clone(), slot);
+                }
+                Ok(())
+            }
+            Call::WaitReq(name) => match self.requests.remove(name) {
+                None => Err(Error::Mpi {
+                    class: ErrorClass::Arg,
+                    code: tonic::Code::InvalidArgument,
+                    message: format!("request {name} is not active"),
+                }),
+                Some(RequestSlot::Ready) => Ok(()),
+                Some(RequestSlot::Pending { var, reply }) => {
+                    let outcome = reply.await;
+                    if outcome.is_err() {
+                        self.vars.insert(var, VarSlot::Failed);
+                    }
+                    outcome.map(drop)
+                }
+            },
+            Call::Fence { window, assert } => self.window(*window)?.fence(*assert).await,
+            Call::Post {
+                window,
+                group,
+                assert,
+            } => self.window(*window)?.post(group, *assert),
+            Call::Start {
+                window,
+                group,
+                assert,
+            } => self.window(*window)?.start(group, *assert),
+            Call::Complete { window } => self.window(*window)?.complete().await,
+            Call::Wait { window } => self.window(*window)?.wait().await,
+            Call::Test { window, var } => {
+                let flag = self.window(*window)?.test().await?;
+                self.vars.insert(
+                    var.clone(),
+                    VarSlot::Ready(VarValue {
+                        dtype: Datatype::Bool,
+                        value: Observed::Scalar(Value::Bool(flag)),
+                    }),
+                );
+                Ok(())
+            }
+            Call::Lock {
+                window,
+                lock_type,
+                target,
+                assert,
+            } => {
+                self.window(*window)?
+                    .lock(*lock_type, *target, *assert)
+                    .await
+            }
+            Call::Unlock { window, target } => self.window(*window)?.unlock(*target).await,
+            Call::LockAll { window, assert } => self.window(*window)?.lock_all(*assert).await,
+            Call::UnlockAll { window } => self.window(*window)?.unlock_all().await,
+            Call::Flush { window, target } => self.window(*window)?.flush(*target).await,
+            Call::FlushAll { window } => self.window(*window)?.flush_all().await,
+            Call::FlushLocal { window, target } => self.window(*window)?.flush_local(*target).await,
+            Call::FlushLocalAll { window } => self.window(*window)?.flush_local_all().await,
+            Call::Sync { window } => self.window(*window)?.sync().await,
+            Call::Sleep { ms } => {
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                Ok(())
+            }
+            Call::Crash => {
+                // Drop every handle without closing anything: the stream just ends.
+                self.windows.iter_mut().for_each(|window| *window = None);
+                self.session = None;
+                self.requests.clear();
+                Ok(())
+            }
+            Call::Attach => {
+                self.session = Some(Session::attach(&self.url, &self.token).await?);
+                self.open_all().await
+            }
+        }
+    }
+}
+
+fn check_supported(scenario: &Scenario) -> Result<(), RunError> {
+    for window in &scenario.windows {
+        if window.model == Model::Unified {
+            return Err(RunError::Unsupported {
+                line: window.line,
+                message: format!(
+                    "window {}: model=unified is not offered (the server implements the separate model only)",
+                    window.name
+                ),
+            });
+        }
+        if window.flavor == FlavorDecl::Dynamic {
+            return Err(RunError::Unsupported {
+                line: window.line,
+                message: format!(
+                    "window {}: flavor=dynamic is not offered yet (create and allocate are)",
+                    window.name
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn spec_of(decl: &WindowDecl) -> WindowSpec {
+    let unit = decl.dtype.size() as u64;
+    WindowSpec {
+        name: decl.name.clone(),
+        flavor: match decl.flavor {
+            FlavorDecl::Create => Flavor::Create,
+            _ => Flavor::Allocate,
+        },
+        sizes: decl.sizes.iter().map(|count| count * unit).collect(),
+        disp_units: vec![unit as u32; decl.sizes.len()],
+        info: decl.info.clone(),
+    }
+}
+
+/// Runs the scenario once (run number `run`) in a fresh world that is deleted afterwards.
+///
+/// # Errors
+/// [`RunError`] when the run cannot be set up; a scenario that fails gives an `Ok` report
+/// whose [`RunReport::ok`] is false.
+pub async fn run(
+    scenario: &Scenario,
+    config: &RunConfig,
+    run: usize,
+) -> Result<RunReport, RunError> {
+    check_supported(scenario)?;
+    let admin = Admin::connect(&config.url, &config.admin_token).await?;
+    let world = format!("{}-{run}", config.prefix);
+    let created = admin.create_world(&world, scenario.ranks).await?;
+    let outcome = run_in_world(scenario, config, run, &admin, &world, &created.tokens).await;
+    if let Err(error) = admin.delete_world(&world).await {
+        tracing::warn!(%world, %error, "could not delete the run's world");
+    }
+    outcome
+}
+
+async fn run_in_world(
+    scenario: &Scenario,
+    config: &RunConfig,
+    run: usize,
+    admin: &Admin,
+    world: &str,
+    tokens: &[String],
+) -> Result<RunReport, RunError> {
+    let mut windows = Vec::new();
+    for decl in &scenario.windows {
+        let desc = admin.create_window(world, &spec_of(decl)).await?;
+        windows.push(CreatedWindow {
+            name: desc.name,
+            id: desc.id,
+        });
+    }
+    let opened: Vec<(String, Datatype)> = scenario
+        .windows
+        .iter()
+        .map(|decl| (decl.name.clone(), decl.dtype))
+        .collect();
+    let mut executors = Vec::new();
+    for token in tokens {
+        executors.push(RankExecutor::attach(&config.url, token, opened.clone()).await?);
+    }
+    let progress: Vec<Arc<AtomicUsize>> = (0..scenario.ranks)
+        .map(|_| Arc::new(AtomicUsize::new(0)))
+        .collect();
+    let mut tasks = Vec::new();
+    for (rank, mut executor) in executors.into_iter().enumerate() {
+        let owned: Vec<OwnedAction> = scenario
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Barrier { line } => Some(OwnedAction::Barrier(*line)),
+                Step::Call(call) if call.rank == rank as u32 => {
+                    Some(OwnedAction::Call(call.clone()))
+                }
+                Step::Call(_) => None,
+            })
+            .collect();
+        let at = Arc::clone(&progress[rank]);
+        tasks.push(tokio::spawn(async move {
+            for action in &owned {
+                match action {
+                    OwnedAction::Barrier(line) => {
+                        at.store(*line, Ordering::Relaxed);
+                        if let Err(error) = executor.barrier().await {
+                            executor.problems.push(Problem {
+                                line: *line,
+                                message: format!("rank {rank}: barrier failed: {error}"),
+                            });
+                        }
+                    }
+                    OwnedAction::Call(call) => {
+                        at.store(call.line, Ordering::Relaxed);
+                        executor.execute(call).await;
+                    }
+                }
+            }
+            executor
+        }));
+    }
+    let mut problems = Vec::new();
+    let mut finished: Vec<Option<RankExecutor>> = Vec::new();
+    let deadline = tokio::time::Instant::now() + config.timeout;
+    for (rank, task) in tasks.into_iter().enumerate() {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(Ok(executor)) => finished.push(Some(executor)),
+            Ok(Err(join)) => {
+                problems.push(Problem {
+                    line: 0,
+                    message: format!("rank {rank} stopped: {join}"),
+                });
+                finished.push(None);
+            }
+            Err(_) => {
+                abort.abort();
+                let line = progress[rank].load(Ordering::Relaxed);
+                problems.push(Problem {
+                    line,
+                    message: format!(
+                        "rank {rank} did not finish within {:?}: stuck at line {line}",
+                        config.timeout
+                    ),
+                });
+                finished.push(None);
+            }
+        }
+    }
+    let mut ranks = Vec::new();
+    for (rank, executor) in finished.iter_mut().enumerate() {
+        let report = match executor {
+            Some(executor) => {
+                problems.extend(executor.problems.iter().cloned());
+                RankReport {
+                    rank: rank as u32,
+                    vars: executor.vars(),
+                    failed_calls: executor.failed_calls.clone(),
+                }
+            }
+            None => RankReport {
+                rank: rank as u32,
+                vars: BTreeMap::new(),
+                failed_calls: Vec::new(),
+            },
+        };
+        ranks.push(report);
+    }
+    problems.sort_by_key(|problem| problem.line);
+    let mut expectations = Vec::new();
+    for expectation in &scenario.expectations {
+        expectations.push(check(expectation, scenario, config, tokens, &mut finished).await);
+    }
+    Ok(RunReport {
+        run,
+        world: world.to_string(),
+        ranks,
+        expectations,
+        problems,
+        windows,
+    })
+}
+
+/// One line a rank executes, owned by the rank's task.
+#[derive(Debug)]
+enum OwnedAction {
+    Call(RankCall),
+    Barrier(usize),
+}
+
+async fn check(
+    expectation: &Expectation,
+    scenario: &Scenario,
+    config: &RunConfig,
+    tokens: &[String],
+    executors: &mut [Option<RankExecutor>],
+) -> ExpectationOutcome {
+    let read: Result<Observed, String> = match &expectation.subject {
+        Subject::Var { rank, var } => match executors.get_mut(*rank as usize) {
+            Some(Some(executor)) => executor.var(var).map(|value| value.value),
+            _ => Err(format!("rank {rank} did not finish")),
+        },
+        Subject::Private { rank, loc } => match executors.get(*rank as usize) {
+            Some(Some(executor)) => executor.private(loc).map_err(|e| e.to_string()),
+            _ => Err(format!("rank {rank} did not finish")),
+        },
+        Subject::Public { rank, loc } => {
+            let reading = read_public(scenario, config, tokens, *rank, loc);
+            match tokio::time::timeout(config.timeout, reading).await {
+                Ok(result) => result.map_err(|e| format!("reading the public copy failed: {e}")),
+                Err(_) => Err("reading the public copy timed out (is a lock still held?)".into()),
+            }
+        }
+    };
+    match read {
+        Ok(value) => ExpectationOutcome {
+            line: expectation.line,
+            text: expectation.text.clone(),
+            held: expectation.accepted.contains(&value),
+            observed: Some(value),
+            note: None,
+        },
+        Err(note) => ExpectationOutcome {
+            line: expectation.line,
+            text: expectation.text.clone(),
+            held: false,
+            observed: None,
+            note: Some(note),
+        },
+    }
+}
+
+/// Reads `rank`'s public copy with a fresh session of that rank: lock shared, get, unlock.
+async fn read_public(
+    scenario: &Scenario,
+    config: &RunConfig,
+    tokens: &[String],
+    rank: u32,
+    loc: &Loc,
+) -> Result<Observed, Error> {
+    let decl = &scenario.windows[loc.window];
+    let session = Session::attach(&config.url, &tokens[rank as usize]).await?;
+    let window = session.window(&decl.name).await?;
+    window
+        .lock(onesided_core::epoch::LockType::Shared, rank, 0)
+        .await?;
+    let spec = OpSpec {
+        kind: OpKind::Get,
+        dtype: decl.dtype,
+        disp: loc.index,
+        layout: layout_of(loc.shape),
+        data: Bytes::new(),
+        compare: Bytes::new(),
+    };
+    let issued = window.issue(rank, spec, false);
+    let unlocked = window.unlock(rank).await;
+    let bytes = issued?.value().await?;
+    unlocked?;
+    observed(decl.dtype, loc.shape.is_list(), &bytes)
+}
