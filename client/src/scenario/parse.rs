@@ -1329,3 +1329,238 @@ fn split_list(text: &str) -> Vec<(usize, &str)> {
     }
     parts
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "window W ranks=2 size=4 type=i64\n";
+
+    fn error_of(text: &str) -> (usize, usize, String) {
+        let error = parse(text).unwrap_err();
+        (error.line, error.column, error.message)
+    }
+
+    fn only_call(text: &str) -> RankCall {
+        let scenario = parse(&format!("{HEAD}{text}\n")).unwrap();
+        match scenario.steps.into_iter().next() {
+            Some(Step::Call(call)) => call,
+            other => panic!("not a call: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_published_example_parses() {
+        let text = "\
+# B stores X, then locks its own window shared; A reads X under a shared lock.
+window W ranks=2 size=1 type=i64       # every rank exposes 1 element of i64
+alias X = W[0]
+
+B: store X = 7                          # private copy of B only
+B: lock shared B
+barrier
+A: lock shared B
+A: get B X -> a                         # reads B's public copy
+A: unlock B
+barrier
+B: unlock B                             # rule 5: only now is X public
+
+expect A a == 0                         # the separate model keeps the old value
+expect public B X == 7                  # after the run, B's public copy holds 7
+";
+        let scenario = parse(text).unwrap();
+        assert_eq!(scenario.ranks, 2);
+        assert_eq!(scenario.windows[0].sizes, [1, 1]);
+        assert_eq!(scenario.steps.len(), 8);
+        assert_eq!(scenario.expectations.len(), 2);
+        let Step::Call(get) = &scenario.steps[4] else {
+            panic!("a call")
+        };
+        assert_eq!(get.line, 9);
+        assert_eq!(get.rank, 0);
+        assert_eq!(get.text, "get B X -> a");
+        assert_eq!(
+            scenario.expectations[1].subject,
+            Subject::Public {
+                rank: 1,
+                loc: Loc {
+                    window: 0,
+                    index: 0,
+                    shape: Shape::Single
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn locations_ranges_and_strides() {
+        let call = only_call("A: get B W[1..8:3] -> v");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.loc.index, 1);
+        assert_eq!(
+            spec.loc.shape,
+            Shape::Strided {
+                count: 3,
+                stride: 3
+            }
+        );
+        let call = only_call("A: put 1 W[2..4] = 1,2");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.loc.shape, Shape::Range { count: 2 });
+        assert_eq!(spec.values, [Value::Int(1), Value::Int(2)]);
+        assert_eq!(spec.target, 1);
+    }
+
+    #[test]
+    fn ranks_are_numbers_or_letters() {
+        assert_eq!(parse_rank("0"), Some(0));
+        assert_eq!(parse_rank("C"), Some(2));
+        assert_eq!(parse_rank("Z"), Some(25));
+        assert_eq!(parse_rank("c"), None);
+        assert_eq!(parse_rank("AB"), None);
+        assert_eq!(rank_name(1, 2), "B");
+        assert_eq!(rank_name(30, 40), "30");
+    }
+
+    #[test]
+    fn expected_failures_and_window_prefixes() {
+        let text = "window W ranks=2 size=1 type=i64\nwindow V ranks=2 size=1 type=u8\nA: V.fence assert=nostore,noprecede !ASSERT\n";
+        let scenario = parse(text).unwrap();
+        let Step::Call(call) = &scenario.steps[0] else {
+            panic!()
+        };
+        assert_eq!(call.expect_fail, Some(ErrorClass::Assert));
+        assert_eq!(
+            call.call,
+            Call::Fence {
+                window: 1,
+                assert: Assert::NOSTORE | Assert::NOPRECEDE
+            }
+        );
+        let (line, column, message) = error_of(
+            "window W ranks=2 size=1 type=i64\nwindow V ranks=2 size=1 type=u8\nA: fence\n",
+        );
+        assert_eq!((line, column), (3, 4));
+        assert!(message.contains("several windows"), "{message}");
+        let (_, column, message) = error_of(
+            "window W ranks=2 size=1 type=i64\nwindow V ranks=2 size=1 type=u8\nA: V.put B W[0] = 1\n",
+        );
+        assert_eq!(column, 6);
+        assert!(message.contains("names window V but its location is in window W"));
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let cases: [(&str, (usize, usize), &str); 12] = [
+            ("A: fence\n", (1, 1), "no window declared"),
+            (
+                "window W ranks=2 size=1,2,3 type=i64\n",
+                (1, 23),
+                "3 sizes for 2 ranks",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64 colour=red\n",
+                (1, 34),
+                "unknown window attribute",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nwindow V ranks=3 size=1 type=i64\n",
+                (2, 10),
+                "the world has 2 ranks",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: put B W[0] = 1,2\n",
+                (2, 17),
+                "2 values for a location of 1 elements",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: put B Q[0] = 1\n",
+                (2, 10),
+                "unknown window \"Q\"",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: get B W[3..1] -> a\n",
+                (2, 15),
+                "ends before it starts",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: lock sideways B\n",
+                (2, 9),
+                "expected shared or exclusive",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: fence assert=nope\n",
+                (2, 17),
+                "unknown assertion nope",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: wait_req r\n",
+                (2, 13),
+                "has no request r",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: crash\nA: fence\n",
+                (3, 4),
+                "only `attach` may follow",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: crash\nbarrier\n",
+                (3, 1),
+                "needs every rank",
+            ),
+        ];
+        for (text, position, message) in cases {
+            let (line, column, actual) = error_of(text);
+            assert_eq!((line, column), position, "{text:?}: {actual}");
+            assert!(actual.contains(message), "{text:?}: {actual}");
+        }
+    }
+
+    #[test]
+    fn expectations_are_typed_by_their_subject() {
+        let text = format!(
+            "{HEAD}A: get B W[0..2] -> pair\nA: test -> flag !RMA_SYNC\nexpect A pair == 1,2\nexpect A flag in {{true,false}}\nexpect private B W[3] in {{0,5}}\n"
+        );
+        let scenario = parse(&text).unwrap();
+        assert_eq!(
+            scenario.expectations[0].accepted,
+            [Observed::List(vec![Value::Int(1), Value::Int(2)])]
+        );
+        assert_eq!(
+            scenario.expectations[1].accepted,
+            [
+                Observed::Scalar(Value::Bool(true)),
+                Observed::Scalar(Value::Bool(false))
+            ]
+        );
+        assert_eq!(scenario.expectations[2].accepted.len(), 2);
+        let (line, column, message) = error_of(&format!(
+            "{HEAD}A: get B W[0..2] -> v\nexpect A v in {{1,2}}\n"
+        ));
+        assert_eq!((line, column), (3, 12));
+        assert!(message.contains("takes single values"));
+        let (_, _, message) = error_of(&format!(
+            "{HEAD}A: get B W[0] -> v\nA: get B W[0..2] -> v\n"
+        ));
+        assert!(
+            message.contains("already holds a value of i64"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn request_calls_need_a_name_when_they_return_data() {
+        let call = only_call("A: rget B W[0] -> v as r");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert!(spec.request_based);
+        assert_eq!(spec.request.as_deref(), Some("r"));
+        let (_, _, message) = error_of(&format!("{HEAD}A: rget B W[0] -> v\n"));
+        assert!(message.contains("needs `as REQ`"));
+        let (_, _, message) = error_of(&format!("{HEAD}A: put B W[0] = 1 as r\n"));
+        assert!(message.contains("not request-based"));
+        let call = only_call("A: get_acc B W[0] op=no_op -> v");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.kind, OpCall::GetAcc(Op::NoOp));
+        assert!(spec.values.is_empty());
+    }
+}

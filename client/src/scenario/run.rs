@@ -21,6 +21,7 @@ use super::ast::{
     Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, RankCall, Scenario, Shape, Step,
     Subject, WindowDecl,
 };
+use super::parse::rank_name;
 use crate::{Admin, Error, OpSpec, Session, Window, WindowSpec};
 
 /// Where and how to run.
@@ -224,6 +225,7 @@ pub struct RankExecutor {
     url: String,
     token: String,
     rank: u32,
+    nranks: u32,
     window_names: Vec<String>,
     dtypes: Vec<Datatype>,
     session: Option<Session>,
@@ -250,6 +252,7 @@ impl RankExecutor {
             url: url.to_string(),
             token: token.to_string(),
             rank: session.rank(),
+            nranks: session.nranks(),
             window_names,
             dtypes,
             session: Some(session),
@@ -394,8 +397,8 @@ impl RankExecutor {
                 self.problems.push(Problem {
                     line: call.line,
                     message: format!(
-                        "rank {}: `{}` succeeded but must fail with {}",
-                        self.rank,
+                        "{}: `{}` succeeded but must fail with {}",
+                        rank_name(self.rank, self.nranks),
                         call.text,
                         class.name()
                     ),
@@ -420,8 +423,9 @@ impl RankExecutor {
                     self.problems.push(Problem {
                         line: call.line,
                         message: format!(
-                            "rank {}: `{}` failed: {error}{wanted}",
-                            self.rank, call.text
+                            "{}: `{}` failed: {error}{wanted}",
+                            rank_name(self.rank, self.nranks),
+                            call.text
                         ),
                     });
                 }
@@ -698,7 +702,10 @@ async fn run_in_world(
                         if let Err(error) = executor.barrier().await {
                             executor.problems.push(Problem {
                                 line: *line,
-                                message: format!("rank {rank}: barrier failed: {error}"),
+                                message: format!(
+                                    "{}: barrier failed: {error}",
+                                    rank_name(rank as u32, executor.nranks)
+                                ),
                             });
                         }
                     }

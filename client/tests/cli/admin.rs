@@ -1,0 +1,221 @@
+//! `world` and `window`: every subcommand, text and JSON, and the exit codes of refusals.
+
+use crate::{Cli, Server};
+
+#[test]
+fn world_create_ls_rm() {
+    let server = Server::start();
+    let out = server
+        .cli()
+        .args(["world", "create", "w1", "--ranks", "3"])
+        .run();
+    out.success();
+    assert!(
+        out.stdout.starts_with("world w1 with 3 ranks\n"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout
+            .lines()
+            .filter(|l| l.starts_with("rank "))
+            .count(),
+        3
+    );
+
+    let tokens = server.world("w2", 2);
+    assert_eq!(tokens.len(), 2);
+    assert_ne!(tokens[0], tokens[1]);
+
+    let listed = server.cli().args(["world", "ls", "--json"]).run();
+    listed.success();
+    let worlds = listed.json()["worlds"].as_array().unwrap().clone();
+    let w1 = worlds.iter().find(|w| w["name"] == "w1").unwrap();
+    assert_eq!(w1["ranks"], 3);
+    assert_eq!(w1["windows"], 0);
+    assert!(worlds.iter().any(|w| w["name"] == "w2"));
+
+    let text = server.cli().args(["world", "ls"]).run();
+    text.success();
+    assert!(text
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("w1 ") && l.contains(" 3 ")));
+
+    server.cli().args(["world", "rm", "w1"]).run().success();
+    let after = server.cli().args(["--json", "world", "ls"]).run();
+    let names: Vec<String> = after.json()["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["w2"]);
+}
+
+#[test]
+fn window_create_ls_show_free() {
+    let server = Server::start();
+    server.world("w", 2);
+    let created = server
+        .cli()
+        .args([
+            "--json",
+            "window",
+            "create",
+            "--world",
+            "w",
+            "counters",
+            "--count",
+            "4",
+            "--type",
+            "i64",
+            "--info",
+            "no_locks=false",
+        ])
+        .run();
+    created.success();
+    let desc = created.json();
+    assert_eq!(desc["name"], "counters");
+    assert_eq!(desc["sizes"], serde_json::json!([32, 32]));
+    assert_eq!(desc["disp_units"], serde_json::json!([8, 8]));
+    assert_eq!(desc["flavor"], "allocate");
+
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "w", "bytes", "--size", "16,0", "--flavor", "create",
+        ])
+        .run()
+        .success();
+
+    let listed = server
+        .cli()
+        .args(["--json", "window", "ls", "--world", "w"])
+        .run();
+    listed.success();
+    let windows = listed.json()["windows"].as_array().unwrap().clone();
+    assert_eq!(windows.len(), 2);
+    let bytes = windows.iter().find(|w| w["name"] == "bytes").unwrap();
+    assert_eq!(bytes["sizes"], serde_json::json!([16, 0]));
+    assert_eq!(bytes["disp_units"], serde_json::json!([1, 1]));
+    assert_eq!(bytes["flavor"], "create");
+
+    let text = server.cli().args(["window", "ls", "--world", "w"]).run();
+    text.success();
+    assert!(text
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("counters") && l.contains("32,32")));
+
+    let shown = server
+        .cli()
+        .args(["window", "show", "--world", "w", "counters"])
+        .run();
+    shown.success();
+    assert!(
+        shown.stdout.contains("sizes:      32,32"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("disp_units: 8,8"));
+
+    server
+        .cli()
+        .args(["window", "free", "--world", "w", "counters"])
+        .run()
+        .success();
+    let gone = server
+        .cli()
+        .args(["window", "show", "--world", "w", "counters"])
+        .run();
+    gone.code(3);
+    assert!(
+        gone.stderr.starts_with("onesided: MPI_ERR_WIN: "),
+        "{}",
+        gone.stderr
+    );
+    assert_eq!(gone.stderr.lines().count(), 1);
+}
+
+#[test]
+fn refusals_exit_3_with_one_line() {
+    let server = Server::start();
+    server.world("taken", 1);
+    let twice = server
+        .cli()
+        .args(["world", "create", "taken", "--ranks", "1"])
+        .run();
+    twice.code(3);
+    assert!(twice.stderr.starts_with("onesided: "));
+    assert_eq!(twice.stderr.lines().count(), 1);
+
+    let bad_size = server
+        .cli()
+        .args([
+            "window",
+            "create",
+            "--world",
+            "taken",
+            "w",
+            "--size",
+            "8",
+            "--disp-unit",
+            "0",
+        ])
+        .run();
+    bad_size.code(3);
+    assert!(
+        bad_size.stderr.starts_with("onesided: MPI_ERR_DISP: "),
+        "{}",
+        bad_size.stderr
+    );
+
+    let wrong_token = server
+        .cli()
+        .token("not-the-admin")
+        .args(["world", "ls"])
+        .run();
+    wrong_token.code(3);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let server = Server::start();
+    server.cli().args(["world", "create", "x"]).run().code(2);
+    server.cli().args(["frobnicate"]).run().code(2);
+    let no_token = server.cli().no_token().args(["world", "ls"]).run();
+    no_token.code(2);
+    assert!(
+        no_token.stderr.contains("ONESIDED_TOKEN"),
+        "{}",
+        no_token.stderr
+    );
+    server.world("w", 2);
+    let sizes = server
+        .cli()
+        .args(["window", "create", "--world", "w", "x", "--size", "1,2,3"])
+        .run();
+    sizes.code(2);
+    assert!(sizes
+        .stderr
+        .contains("3 values of --size for a world of 2 ranks"));
+}
+
+#[test]
+fn an_unreachable_server_exits_4() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let out = Cli::new(&format!("http://127.0.0.1:{port}"))
+        .token("t")
+        .args(["world", "ls"])
+        .run();
+    out.code(4);
+    assert!(
+        out.stderr.starts_with("onesided: cannot connect to "),
+        "{}",
+        out.stderr
+    );
+}

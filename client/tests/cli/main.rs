@@ -1,0 +1,249 @@
+//! Integration tests of the `onesided` binary: a real server in this process on
+//! 127.0.0.1:0, the built binary driven as a user would, its output and exit codes checked.
+
+mod admin;
+mod epoch;
+mod examples;
+mod help;
+mod scenario;
+mod shell;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use onesided_server::{run, ServerConfig};
+
+pub const ADMIN_TOKEN: &str = "cli-test-admin";
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A directory removed on drop.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl Default for TempDir {
+    fn default() -> Self {
+        TempDir::new()
+    }
+}
+
+impl TempDir {
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(unique("onesided-cli"));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    /// Writes `text` to `name` inside and returns its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A server on its own thread and runtime, stopped and joined on drop. The listener is bound
+/// before `start` returns, so clients can connect at once (no readiness sleep).
+#[derive(Debug)]
+pub struct Server {
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _data: TempDir,
+}
+
+impl Server {
+    pub fn start() -> Self {
+        let data = TempDir::new();
+        let config = ServerConfig {
+            admin_token: ADMIN_TOKEN.to_string(),
+            data_dir: data.0.clone(),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            runtime
+                .block_on(run(listener, config, async {
+                    let _ = stopped.await;
+                }))
+                .expect("server failed");
+        });
+        Server {
+            url,
+            stop: Some(stop),
+            thread: Some(thread),
+            _data: data,
+        }
+    }
+
+    /// `onesided` against this server with the admin token.
+    pub fn cli(&self) -> Cli {
+        Cli::new(&self.url).token(ADMIN_TOKEN)
+    }
+
+    /// Creates a world with the CLI and returns its rank tokens.
+    pub fn world(&self, name: &str, ranks: u32) -> Vec<String> {
+        let out = self
+            .cli()
+            .args([
+                "--json",
+                "world",
+                "create",
+                name,
+                "--ranks",
+                &ranks.to_string(),
+            ])
+            .run();
+        out.success();
+        let document = out.json();
+        document["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|token| token.as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One invocation of the binary.
+#[derive(Debug)]
+pub struct Cli {
+    command: Command,
+    stdin: Option<String>,
+}
+
+impl Cli {
+    pub fn new(url: &str) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_onesided"));
+        command
+            .env_clear()
+            .env("ONESIDED_ADDR", url)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        Cli {
+            command,
+            stdin: None,
+        }
+    }
+
+    pub fn token(mut self, token: &str) -> Self {
+        self.command.env("ONESIDED_TOKEN", token);
+        self
+    }
+
+    pub fn no_token(mut self) -> Self {
+        self.command.env_remove("ONESIDED_TOKEN");
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.arg(arg);
+        self
+    }
+
+    pub fn stdin(mut self, text: &str) -> Self {
+        self.stdin = Some(text.to_string());
+        self
+    }
+
+    pub fn run(mut self) -> Output {
+        use std::io::Write;
+        self.command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if self.stdin.is_some() {
+            self.command.stdin(Stdio::piped());
+        }
+        let mut child = self.command.spawn().expect("the binary runs");
+        if let Some(text) = self.stdin.take() {
+            let mut pipe = child.stdin.take().unwrap();
+            pipe.write_all(text.as_bytes()).unwrap();
+        }
+        let output = child.wait_with_output().unwrap();
+        Output {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// What an invocation did.
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn success(&self) -> &Self {
+        self.code(0)
+    }
+
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// The repository's `examples/` folder.
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}

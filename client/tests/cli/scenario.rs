@@ -1,0 +1,429 @@
+//! `onesided run`: every call kind and expectation form of SCENARIOS.md against a real server,
+//! the JSON report's shape, `--repeat`, `--audit`, parse errors and exit codes.
+
+use serde_json::Value;
+
+use crate::{Output, Server, TempDir};
+
+fn run(server: &Server, text: &str, extra: &[&str]) -> Output {
+    let dir = TempDir::new();
+    let file = dir.file("s.rma", text);
+    server.cli().arg("run").arg(&file).args(extra).run()
+}
+
+fn report(server: &Server, text: &str) -> Value {
+    let out = run(server, text, &["--json"]);
+    let document = out.json();
+    assert_eq!(document["ok"], true, "{document:#}\n{}", out.stderr);
+    out.success();
+    document
+}
+
+fn var(document: &Value, rank: usize, name: &str) -> Value {
+    document["runs"][0]["ranks"][rank]["vars"][name].clone()
+}
+
+#[test]
+fn communication_calls_ranges_strides_and_aliases() {
+    let server = Server::start();
+    let document = report(
+        &server,
+        "\
+window W ranks=2 size=8 type=i32
+alias X = W[0]
+alias Mid = W[2..5]
+A: lock exclusive B
+A: put B W[0..8] = 1,2,3,4,5,6,7,8
+A: flush B
+A: get B W[1..8:3] -> strided     # elements 1, 4, 7: one vector-layout get
+A: get B Mid -> mid
+A: acc B X op=sum = 10
+A: get_acc B W[1] op=prod = 3 -> before
+A: get_acc B W[1] op=no_op -> after
+A: fop B W[3] op=max = 40 -> fetched
+A: cas B W[4] compare=5 = 50 -> swapped
+A: cas B W[5] compare=0 = 60 -> kept
+A: put B W[6..8:1] = -1,-2
+A: unlock B
+expect A strided == 2,5,8
+expect A mid == 3,4,5
+expect A before == 2
+expect A after == 6
+expect A fetched == 4
+expect A swapped in {5}
+expect A kept == 6
+expect public B W[0..8] == 11,6,3,40,50,6,-1,-2
+expect public B W[0..8:2] == 11,3,50,-1
+",
+    );
+    assert_eq!(var(&document, 0, "strided"), serde_json::json!([2, 5, 8]));
+    assert_eq!(var(&document, 0, "fetched"), 4);
+    let run = &document["runs"][0];
+    assert_eq!(run["expectations"].as_array().unwrap().len(), 9);
+    assert!(run["expectations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["held"] == true));
+}
+
+#[test]
+fn the_report_shape() {
+    let server = Server::start();
+    let out = run(
+        &server,
+        "\
+window W ranks=2 size=1 type=f64
+A: lock shared B
+A: put B W[5] = 1 !RMA_RANGE
+A: get B W[0] -> a
+A: unlock B
+expect A a == 0
+expect public B W[0] == 0.0
+",
+        &["--json", "--audit", "--repeat", "2"],
+    );
+    out.success();
+    let document = out.json();
+    assert!(document["file"].as_str().unwrap().ends_with("s.rma"));
+    assert_eq!(document["ok"], true);
+    let runs = document["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (index, run) in runs.iter().enumerate() {
+        assert_eq!(run["run"], index + 1);
+        let ranks = run["ranks"].as_array().unwrap();
+        assert_eq!(ranks.len(), 2);
+        assert_eq!(ranks[0]["rank"], 0);
+        assert_eq!(ranks[0]["vars"]["a"], 0.0);
+        let failed = &ranks[0]["failed_calls"][0];
+        assert_eq!(failed["line"], 3);
+        assert_eq!(failed["call"], "put B W[5] = 1 !RMA_RANGE");
+        assert_eq!(failed["class"], "RMA_RANGE");
+        assert_eq!(failed["expected"], true);
+        assert_eq!(ranks[1]["failed_calls"], serde_json::json!([]));
+        let expectation = &run["expectations"][0];
+        assert_eq!(expectation["line"], 6);
+        assert_eq!(expectation["text"], "expect A a == 0");
+        assert_eq!(expectation["held"], true);
+        let windows = run["windows"].as_array().unwrap();
+        assert_eq!(windows[0]["name"], "W");
+        assert!(windows[0]["id"].as_u64().is_some());
+    }
+    assert_ne!(
+        runs[0]["windows"][0]["id"], runs[1]["windows"][0]["id"],
+        "fresh windows per run"
+    );
+    assert_eq!(document["distribution"]["A a"]["0"], 2);
+}
+
+#[test]
+fn without_audit_no_window_ids() {
+    let server = Server::start();
+    let document = report(&server, "window W ranks=1 size=1 type=u8\nA: fence\n");
+    assert!(document["runs"][0].get("windows").is_none());
+}
+
+#[test]
+fn a_failed_expectation_exits_1_and_names_its_line() {
+    let server = Server::start();
+    let text = "\
+window W ranks=2 size=1 type=i64
+B: store W[0] = 7
+barrier
+A: lock shared B
+A: get B W[0] -> a
+A: unlock B
+
+expect A a == 7
+";
+    let out = run(&server, text, &[]);
+    out.code(1);
+    assert!(
+        out.stdout
+            .contains("s.rma:8: expect A a == 7: did NOT hold (observed 0)"),
+        "{}",
+        out.stdout
+    );
+    let json = run(&server, text, &["--json"]);
+    json.code(1);
+    let document = json.json();
+    assert_eq!(document["ok"], false);
+    assert_eq!(document["runs"][0]["expectations"][0]["held"], false);
+    assert_eq!(document["runs"][0]["expectations"][0]["observed"], 0);
+}
+
+#[test]
+fn a_call_failing_without_bang_fails_the_scenario() {
+    let server = Server::start();
+    let out = run(
+        &server,
+        "window W ranks=2 size=1 type=i64\nA: unlock B\nA: lock shared B\nA: unlock B\n",
+        &[],
+    );
+    out.code(1);
+    assert!(
+        out.stdout
+            .contains("s.rma:2: A: `unlock B` failed: MPI_ERR_RMA_SYNC"),
+        "{}",
+        out.stdout
+    );
+
+    let wrong_class = run(
+        &server,
+        "window W ranks=2 size=1 type=i64\nA: unlock B !RMA_RANGE\n",
+        &[],
+    );
+    wrong_class.code(1);
+    assert!(
+        wrong_class.stdout.contains("(expected RMA_RANGE)"),
+        "{}",
+        wrong_class.stdout
+    );
+
+    let no_failure = run(
+        &server,
+        "window W ranks=1 size=1 type=i64\nA: fence !RMA_SYNC\n",
+        &[],
+    );
+    no_failure.code(1);
+    assert!(
+        no_failure
+            .stdout
+            .contains("succeeded but must fail with RMA_SYNC"),
+        "{}",
+        no_failure.stdout
+    );
+}
+
+#[test]
+fn expected_error_classes() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window W ranks=2 size=2 type=f32
+window N ranks=2 size=1 type=i32 info no_locks=true
+A: W.lock shared 5 !RANK
+A: W.lock exclusive B
+A: W.lock shared B !RMA_SYNC
+A: cas B W[0] compare=0 = 1 -> c !TYPE
+A: acc B W[0] op=bxor = 1 !OP
+A: W.unlock B
+A: N.lock shared B !RMA_SYNC
+A: W.fence assert=nocheck !ASSERT
+A: W.fence
+B: W.fence
+A: put B W[2] = 1 !RMA_RANGE
+A: W.fence
+B: W.fence
+",
+    );
+}
+
+#[test]
+fn fence_pscw_requests_and_test() {
+    let server = Server::start();
+    let document = report(
+        &server,
+        "\
+window W ranks=3 size=2 type=i64
+A: fence assert=noprecede
+B: fence assert=noprecede
+C: fence assert=noprecede
+A: acc B W[0] op=sum = 1      # concurrent accumulates to one location are fine; a put would conflict
+C: acc B W[0] op=sum = 2
+A: fence
+B: fence
+C: fence
+B: load W[0] -> fenced
+B: post {A,C}
+A: start {B}
+C: start {B}
+A: put B W[1] = 5
+C: racc B W[1] op=sum = 10 as never_waited !RMA_SYNC
+A: complete
+C: complete
+B: wait
+B: load W[1] -> pscw
+B: post {A}
+B: test -> early
+A: lock_all
+A: rget C W[0..2] -> rg as r1
+A: wait_req r1
+A: rput C W[0] = 4 as r2
+A: wait_req r2
+A: flush_all
+A: rget_acc C W[0] op=sum = 3 -> ra as r3
+A: wait_req r3
+A: unlock_all
+barrier
+A: start {B}
+A: complete
+B: sleep 20
+B: test -> late
+expect B fenced == 3
+expect B pscw == 5
+expect B early == false
+expect A rg == 0,0
+expect A ra == 4
+expect public C W[0] == 7
+expect B late in {1,0}
+",
+    );
+    let late = var(&document, 1, "late");
+    assert!(late.is_boolean(), "test gives a flag: {late}");
+}
+
+#[test]
+fn several_windows_per_rank_sizes_flavor_and_private_copies() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window W ranks=2 size=2,0 type=u16 flavor=create
+window V ranks=2 size=1 type=i8 info accumulate_ordering=none
+A: store W[1] = 65535
+B: put A W[0] = 1 !RMA_SYNC
+B: W.lock shared A
+B: put A W[0] = 9
+B: put B W[0] = 1 !RMA_RANGE
+B: W.unlock A
+A: V.fence
+B: V.fence
+B: put A V[0] = -5
+A: V.fence
+B: V.fence
+A: V.sync !RMA_SYNC
+expect private A W[0..2] == 0,65535
+expect public A W[0..2] == 9,0
+expect private A V[0] == -5
+",
+    );
+}
+
+#[test]
+fn flush_family_and_sleep() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window W ranks=2 size=1 type=u32
+A: lock_all assert=nocheck
+A: put B W[0] = 3
+A: flush_local B
+A: flush B
+A: get B W[0] -> g
+A: flush_local_all
+A: sleep 5
+A: unlock_all
+B: flush_local B !RMA_SYNC
+expect A g == 3
+",
+    );
+}
+
+#[test]
+fn crash_and_attach() {
+    let server = Server::start();
+    let document = report(
+        &server,
+        "\
+window W ranks=2 size=1 type=i64
+B: lock shared B
+B: crash                       # its shared lock stays held (no leases yet)
+B: attach
+B: lock shared A
+B: put A W[0] = 4
+B: unlock A
+barrier
+A: lock shared A
+A: load W[0] -> seen
+A: unlock A
+expect A seen == 4
+",
+    );
+    assert_eq!(var(&document, 0, "seen"), 4);
+}
+
+#[test]
+fn unsupported_models_exit_3() {
+    let server = Server::start();
+    let out = run(
+        &server,
+        "window W ranks=1 size=1 type=i64 model=unified\nA: fence\n",
+        &[],
+    );
+    out.code(3);
+    assert!(
+        out.stderr
+            .contains("line 1: window W: model=unified is not offered"),
+        "{}",
+        out.stderr
+    );
+    let dynamic = run(
+        &server,
+        "window W ranks=1 size=1 type=i64 flavor=dynamic\n",
+        &[],
+    );
+    dynamic.code(3);
+}
+
+#[test]
+fn a_stuck_rank_times_out_and_fails() {
+    let server = Server::start();
+    let out = run(
+        &server,
+        "window W ranks=2 size=1 type=i64\nA: post {B}\nA: wait\n",
+        &["--timeout", "1"],
+    );
+    out.code(1);
+    assert!(
+        out.stdout
+            .contains("rank 0 did not finish within 1s: stuck at line 3"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn parse_errors_exit_2_with_line_and_column() {
+    let server = Server::start();
+    let cases = [
+        (
+            "window W ranks=2 size=1 type=i65\n",
+            "s.rma:1:30: unknown type \"i65\"",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\nA: get B W[0] -> \n",
+            "s.rma:2:18: expected a variable after `->`",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\n\nC: fence\n",
+            "s.rma:3:1: rank C is outside the world of 2 ranks",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\nA: put B W[0] = 1,x\n",
+            "s.rma:2:19: invalid value \"x\" for datatype i64",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\nA: frob\n",
+            "s.rma:2:4: unknown call \"frob\"",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\nexpect A nothing == 1\n",
+            "s.rma:2:10: rank A never assigns a variable nothing",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\nA: fence !NOPE\n",
+            "s.rma:2:10: unknown error class \"NOPE\"",
+        ),
+    ];
+    for (text, message) in cases {
+        let out = run(&server, text, &[]);
+        out.code(2);
+        assert!(out.stderr.contains(message), "{text:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1);
+    }
+    let missing = server.cli().args(["run", "/nonexistent/x.rma"]).run();
+    missing.code(2);
+}

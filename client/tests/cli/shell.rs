@@ -1,0 +1,104 @@
+//! `onesided shell` without a terminal: lines from stdin, results on stdout.
+
+use crate::{Cli, Server};
+
+#[test]
+fn a_rank_works_its_epochs_by_hand() {
+    let server = Server::start();
+    let tokens = server.world("s", 2);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "s", "W", "--count", "4", "--type", "i64",
+        ])
+        .run()
+        .success();
+    let script = "\
+help
+open W
+lock exclusive 1
+put 1 W[0..2] = 5,6
+get 1 W[0..2] -> a
+unlock 1
+print a
+get 1 W[0] -> b         # outside any epoch
+unlock 1 !RMA_SYNC
+print zzz
+lock shared 1
+get 1 W[1] -> c
+unlock 1
+vars
+";
+    let out = Cli::new(&server.url)
+        .token(&tokens[0])
+        .args(["shell", "--world", "s", "--rank", "0"])
+        .stdin(script)
+        .run();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(out.stdout.contains("commands (one rank, the token's):"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("window W (id ") && l.contains("2 ranks, 4,4 elements of i64")),
+        "{}",
+        out.stdout
+    );
+    assert!(lines.contains(&"a = 5,6"), "{}", out.stdout);
+    assert!(lines.contains(&"c = 6"), "vars lists c: {}", out.stdout);
+    assert!(
+        out.stderr.contains("onesided: line 8: MPI_ERR_RMA_SYNC: "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("failed as expected: MPI_ERR_RMA_SYNC"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("line 10: zzz was never assigned"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.lines().count(), 2, "{}", out.stderr);
+    out.code(1);
+}
+
+#[test]
+fn json_lines_and_a_clean_exit() {
+    let server = Server::start();
+    let tokens = server.world("j", 1);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "j", "W", "--count", "2", "--type", "i32",
+        ])
+        .run()
+        .success();
+    let out = Cli::new(&server.url)
+        .token(&tokens[0])
+        .args(["--json", "shell"])
+        .stdin("open W type=u8\nstore W[1] = 200\nload W[0..2] -> v\nbarrier\nquit\nfence\n")
+        .run();
+    out.success();
+    let documents: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(documents[0]["type"], "u8");
+    assert_eq!(documents[0]["sizes"], serde_json::json!([8]));
+    assert_eq!(documents[2]["value"], serde_json::json!([0, 200]));
+    assert_eq!(documents.len(), 4, "nothing after quit runs");
+}
+
+#[test]
+fn the_shell_checks_the_rank() {
+    let server = Server::start();
+    let tokens = server.world("r", 2);
+    let out = Cli::new(&server.url)
+        .token(&tokens[1])
+        .args(["shell", "--rank", "0"])
+        .run();
+    out.code(2);
+}
