@@ -220,7 +220,6 @@ fn not_attached() -> Error {
 
 /// One rank's interpreter of scenario calls: its session, its window handles, its variables
 /// and requests, and what failed.
-#[derive(Debug)]
 pub struct RankExecutor {
     url: String,
     token: String,
@@ -234,6 +233,17 @@ pub struct RankExecutor {
     requests: HashMap<String, RequestSlot>,
     failed_calls: Vec<FailedCall>,
     problems: Vec<Problem>,
+}
+
+impl std::fmt::Debug for RankExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // never the token
+        f.debug_struct("RankExecutor")
+            .field("rank", &self.rank)
+            .field("windows", &self.window_names)
+            .field("attached", &self.session.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RankExecutor {
