@@ -329,6 +329,8 @@ impl Window {
     /// Takes the outstanding replies that `wanted` selects, awaits them, and returns the first
     /// failure.
     async fn await_outstanding(&self, wanted: impl Fn(&Outstanding) -> bool) -> Result<()> {
+        // what we wait for may still be waiting to travel
+        self.session.flush_deferred();
         let selected: Vec<Outstanding> = {
             let mut state = self.state();
             let (selected, kept) = std::mem::take(&mut state.outstanding)

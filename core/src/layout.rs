@@ -474,8 +474,8 @@ mod tests {
             gather(&[run(u64::MAX, 1)], 1, &src).unwrap_err().class,
             ErrorClass::RmaRange
         );
-        assert_eq!(gather(&[], 100, &src).unwrap(), []);
-        assert_eq!(gather(&[run(20, 0)], 0, &src).unwrap(), []);
+        assert_eq!(gather(&[], 100, &src).unwrap(), Vec::<u8>::new());
+        assert_eq!(gather(&[run(20, 0)], 0, &src).unwrap(), Vec::<u8>::new());
 
         let mut dst = [0u8; 8];
         scatter(&[run(6, 2), run(0, 1)], 0, &mut dst, &[1, 2, 3]).unwrap();

@@ -12,8 +12,10 @@
 //! - [`window`]: window descriptions, info keys, and target-side `apply` of one operation.
 //! - [`assert`]: the `MPI_MODE_*` assertion bits and which call accepts which.
 //! - [`epoch`]: the origin-side epoch state machine that accepts or refuses each call.
+//! - [`audit`]: the audit vocabulary, the hash chain, verification and replay.
 
 pub mod assert;
+pub mod audit;
 pub mod datatype;
 pub mod epoch;
 pub mod error;

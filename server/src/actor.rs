@@ -9,15 +9,17 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
+use onesided_core::audit::{Event, RecordedOp};
 use onesided_core::epoch::{AccessTag, LockRequest, LockType};
 use onesided_core::ranges::RangeSet;
-use onesided_core::window::{apply, TargetAccess, TargetOp};
+use onesided_core::window::{apply, OpKind, TargetAccess, TargetOp};
 use onesided_core::{ErrorClass, RmaError};
-use onesided_proto::v1::{server_message, OpResult, Segment, Synced};
+use onesided_proto::v1::{server_message, Done, OpResult, Segment, Synced};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
-use crate::reply::Reply;
+use crate::audit::{AuditHandle, Durability, Pending};
+use crate::reply::{Answer, Reply};
 
 /// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
 const INBOX: usize = 1024;
@@ -128,9 +130,9 @@ pub struct WindowServerHandle {
 
 impl WindowServerHandle {
     /// Starts the actor of `rank` of window `window` with a zeroed public copy of `size` bytes.
-    pub fn spawn(window: u64, rank: u32, nranks: u32, size: u64) -> Self {
+    pub fn spawn(window: u64, rank: u32, nranks: u32, size: u64, audit: AuditHandle) -> Self {
         let (sender, inbox) = mpsc::channel(INBOX);
-        let actor = WindowServer::new(rank, nranks, size as usize);
+        let actor = WindowServer::new(window, rank, nranks, size as usize, audit);
         let span = tracing::info_span!("window_server", window, rank);
         tokio::spawn(actor.run(inbox).instrument(span));
         WindowServerHandle { sender, rank }
@@ -172,6 +174,7 @@ impl WindowServerHandle {
 
 #[derive(Debug)]
 struct PendingFence {
+    fence: u64,
     closes: u64,
     pull: bool,
     reply: Reply,
@@ -238,6 +241,11 @@ impl LockTable {
 }
 
 struct WindowServer {
+    window: u64,
+    audit: AuditHandle,
+    /// Events of the command being handled, and the answers that wait for them.
+    events: Vec<Pending>,
+    answers: Vec<(Reply, Answer)>,
     rank: u32,
     nranks: u32,
     public: Vec<u8>,
@@ -257,8 +265,12 @@ struct WindowServer {
 }
 
 impl WindowServer {
-    fn new(rank: u32, nranks: u32, size: usize) -> Self {
+    fn new(window: u64, rank: u32, nranks: u32, size: usize, audit: AuditHandle) -> Self {
         WindowServer {
+            window,
+            audit,
+            events: Vec::new(),
+            answers: Vec::new(),
             rank,
             nranks,
             public: vec![0; size],
@@ -278,11 +290,19 @@ impl WindowServer {
     async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
         tracing::debug!(size = self.public.len(), "window server started");
         while let Some(command) = inbox.recv().await {
-            if let Command::Stop = command {
+            let stopping = matches!(command, Command::Stop);
+            if stopping {
                 self.stop();
+            } else {
+                self.handle(command);
+            }
+            // answers leave after their events: in sync durability, after the commit
+            let events = std::mem::take(&mut self.events);
+            let answers = std::mem::take(&mut self.answers);
+            self.audit.submit(events, answers).await;
+            if stopping {
                 break;
             }
-            self.handle(command);
         }
         tracing::debug!("window server stopped");
     }
@@ -291,10 +311,10 @@ impl WindowServer {
         match command {
             Command::Access { origin, item } => {
                 if origin >= self.nranks {
-                    reject(
-                        item,
-                        RmaError::new(ErrorClass::Rank, "origin outside the window"),
-                    );
+                    if let Some(reply) = reply_of(item) {
+                        let error = RmaError::new(ErrorClass::Rank, "origin outside the window");
+                        self.answer(reply, Err(error));
+                    }
                     return;
                 }
                 self.queues[origin as usize].push_back(item);
@@ -312,13 +332,17 @@ impl WindowServer {
                 match closes {
                     Some(closes) => {
                         self.pending_fence = Some(PendingFence {
+                            fence,
                             closes,
                             pull,
                             reply,
                         });
                         self.check_fence();
                     }
-                    None => self.answer_synced(reply, pull, false, 0),
+                    None => {
+                        self.record(Event::FenceExit { fence });
+                        self.answer_synced(reply, pull, false, 0);
+                    }
                 }
             }
             Command::Post { group } => {
@@ -335,11 +359,13 @@ impl WindowServer {
                 self.check_wait();
                 if test {
                     if let Some(waiting) = self.pending_wait.take() {
-                        waiting.reply.send(Ok(server_message::Reply::Synced(Synced {
+                        self.record(Event::TestFalse);
+                        let answer = Ok(server_message::Reply::Synced(Synced {
                             pull: Vec::new(),
                             flag: false,
                             token: 0,
-                        })));
+                        }));
+                        self.answer(waiting.reply, answer);
                     }
                 }
             }
@@ -353,22 +379,40 @@ impl WindowServer {
 
     fn stop(&mut self) {
         let freed = || RmaError::new(ErrorClass::Win, "the window was freed");
+        let mut refused = Vec::new();
         for queue in &mut self.queues {
-            for item in queue.drain(..) {
-                reject(item, freed());
-            }
+            refused.extend(queue.drain(..).filter_map(reply_of));
         }
-        for waiter in self.locks.queue.drain(..) {
-            if let Some(reply) = waiter.grant {
-                reply.send(Err(freed()));
-            }
+        refused.extend(self.locks.queue.drain(..).filter_map(|waiter| waiter.grant));
+        refused.extend(self.pending_fence.take().map(|pending| pending.reply));
+        refused.extend(self.pending_wait.take().map(|pending| pending.reply));
+        for reply in refused {
+            self.answer(reply, Err(freed()));
         }
-        if let Some(pending) = self.pending_fence.take() {
-            pending.reply.send(Err(freed()));
+        if self.rank == 0 {
+            self.record(Event::WindowFreed);
         }
-        if let Some(pending) = self.pending_wait.take() {
-            pending.reply.send(Err(freed()));
+    }
+
+    fn answer(&mut self, reply: Reply, answer: Answer) {
+        self.answers.push((reply, answer));
+    }
+
+    fn done(&mut self, reply: Reply) {
+        self.answer(reply, Ok(server_message::Reply::Done(Done {})));
+    }
+
+    fn record(&mut self, event: Event) {
+        if self.audit.durability() == Durability::Off {
+            return;
         }
+        self.events.push(Pending {
+            window: self.window,
+            rank: self.rank,
+            incarnation: 0,
+            at_ns: self.audit.now(),
+            event,
+        });
     }
 
     fn busy(&self) -> Option<String> {
@@ -392,6 +436,10 @@ impl WindowServer {
 
     fn push(&mut self, segments: Vec<Segment>) {
         for segment in segments {
+            self.record(Event::Published {
+                offset: segment.offset,
+                data: segment.data.to_vec(),
+            });
             let start = segment.offset as usize;
             // The session validated the bounds; a segment outside the copy is dropped, not
             // allowed to panic the actor.
@@ -424,11 +472,15 @@ impl WindowServer {
         } else {
             Vec::new()
         };
-        reply.send(Ok(server_message::Reply::Synced(Synced {
-            pull,
-            flag,
-            token,
-        })));
+        if !pull.is_empty() {
+            let ranges = pull
+                .iter()
+                .map(|segment| (segment.offset, segment.offset + segment.data.len() as u64))
+                .collect();
+            self.record(Event::Pulled { ranges });
+        }
+        let answer = Ok(server_message::Reply::Synced(Synced { pull, flag, token }));
+        self.answer(reply, answer);
     }
 
     fn enabled(&self, origin: u32, item: &AccessItem) -> bool {
@@ -491,29 +543,49 @@ impl WindowServer {
             AccessItem::Op {
                 op, access, reply, ..
             } => {
-                let result = apply(&mut self.public, &access, &op);
-                match result {
+                match apply(&mut self.public, &access, &op) {
                     Ok(data) => {
                         if op.kind.writes() {
                             for run in &access.runs {
                                 self.changed.insert(run.offset, run.offset + run.len);
                             }
                         }
+                        self.record(Event::Op {
+                            origin,
+                            op: recorded(op.kind),
+                            datatype: op.dtype.name().to_string(),
+                            disp: op.disp,
+                            runs: access
+                                .runs
+                                .iter()
+                                .map(|run| (run.offset, run.len))
+                                .collect(),
+                            data: op.data.to_vec(),
+                            compare: op.compare.to_vec(),
+                            result: data.clone(),
+                        });
                         if op.kind.returns_data() {
-                            reply.send(Ok(server_message::Reply::Result(OpResult {
+                            let answer = Ok(server_message::Reply::Result(OpResult {
                                 data: Bytes::from(data),
-                            })));
+                            }));
+                            self.answer(reply, answer);
                         } else {
-                            reply.done();
+                            self.done(reply);
                         }
                     }
-                    Err(error) => reply.send(Err(error)),
+                    Err(error) => self.answer(reply, Err(error)),
                 }
                 false
             }
             AccessItem::LockRequest { request, grant } => {
+                self.record(Event::LockRequest {
+                    origin,
+                    lock_type: request.lock_type.name().to_string(),
+                    nocheck: request.nocheck,
+                });
                 if request.nocheck {
                     let token = self.locks.grant(origin, request.lock_type, true);
+                    self.record_grant(origin, request.lock_type, token);
                     if let Some(reply) = grant {
                         self.answer_synced(reply, true, false, token);
                     }
@@ -530,13 +602,18 @@ impl WindowServer {
             AccessItem::Unlock { reply } => {
                 if let Some(holder) = self.locks.holders.remove(&origin) {
                     tracing::debug!(origin, token = holder.token, "lock released");
+                    self.record(Event::LockRelease {
+                        origin,
+                        token: holder.token,
+                    });
                 }
-                reply.done();
+                self.done(reply);
                 self.grant_waiters();
                 true
             }
             AccessItem::Flush { reply } => {
-                reply.done();
+                self.record(Event::Flush { origin });
+                self.done(reply);
                 false
             }
             AccessItem::FenceMarker { epoch } => {
@@ -553,6 +630,14 @@ impl WindowServer {
         }
     }
 
+    fn record_grant(&mut self, origin: u32, lock_type: LockType, token: u64) {
+        self.record(Event::LockGrant {
+            origin,
+            lock_type: lock_type.name().to_string(),
+            token,
+        });
+    }
+
     fn grant_waiters(&mut self) {
         while let Some(head) = self.locks.queue.front() {
             if !self.locks.compatible(head.lock_type) {
@@ -562,6 +647,7 @@ impl WindowServer {
                 break;
             };
             let token = self.locks.grant(waiter.origin, waiter.lock_type, false);
+            self.record_grant(waiter.origin, waiter.lock_type, token);
             tracing::debug!(
                 origin = waiter.origin,
                 lock = waiter.lock_type.name(),
@@ -588,6 +674,9 @@ impl WindowServer {
         }
         if let Some(pending) = self.pending_fence.take() {
             self.fence_markers.remove(&pending.closes);
+            self.record(Event::FenceExit {
+                fence: pending.fence,
+            });
             self.answer_synced(pending.reply, pending.pull, false, 0);
         }
     }
@@ -604,19 +693,29 @@ impl WindowServer {
         }
         self.post_group = None;
         if let Some(waiting) = self.pending_wait.take() {
+            self.record(Event::WaitExit);
             self.answer_synced(waiting.reply, waiting.pull, true, 0);
         }
     }
 }
 
-fn reject(item: AccessItem, error: RmaError) {
+fn reply_of(item: AccessItem) -> Option<Reply> {
     match item {
         AccessItem::Op { reply, .. }
         | AccessItem::Unlock { reply }
-        | AccessItem::Flush { reply } => reply.send(Err(error)),
-        AccessItem::LockRequest {
-            grant: Some(reply), ..
-        } => reply.send(Err(error)),
-        _ => {}
+        | AccessItem::Flush { reply } => Some(reply),
+        AccessItem::LockRequest { grant, .. } => grant,
+        AccessItem::FenceMarker { .. } | AccessItem::CompleteMarker { .. } => None,
+    }
+}
+
+fn recorded(kind: OpKind) -> RecordedOp {
+    match kind {
+        OpKind::Put => RecordedOp::Put,
+        OpKind::Get => RecordedOp::Get,
+        OpKind::Accumulate(op) => RecordedOp::Accumulate(op.name().to_string()),
+        OpKind::GetAccumulate(op) => RecordedOp::GetAccumulate(op.name().to_string()),
+        OpKind::FetchAndOp(op) => RecordedOp::FetchAndOp(op.name().to_string()),
+        OpKind::CompareAndSwap => RecordedOp::CompareAndSwap,
     }
 }

@@ -172,6 +172,7 @@ impl Admin for AdminService {
                 request.disp_units,
                 info,
             )
+            .await
             .map_err(status)?;
         Ok(Response::new(describe(&desc)))
     }

@@ -13,6 +13,7 @@
 
 pub mod actor;
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod registry;
 pub mod reply;
@@ -43,8 +44,24 @@ use crate::registry::Registry;
 pub struct ServerConfig {
     /// The token admin calls must present.
     pub admin_token: String,
-    /// Where the server keeps its files.
+    /// Where the server keeps its files (the SQLite audit store by default).
     pub data_dir: PathBuf,
+    /// The audit store: `postgres://…` or `sqlite:…`; `None` for `DATA_DIR/audit.db`.
+    pub database_url: Option<String>,
+    /// How much a call's answer waits for its audit events.
+    pub durability: audit::Durability,
+}
+
+impl ServerConfig {
+    /// The defaults: SQLite in `data_dir`, `sync` durability.
+    pub fn new(admin_token: &str, data_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            admin_token: admin_token.to_string(),
+            data_dir: data_dir.into(),
+            database_url: None,
+            durability: audit::Durability::Sync,
+        }
+    }
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -52,6 +69,11 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("admin_token", &"<redacted>")
             .field("data_dir", &self.data_dir)
+            .field(
+                "database_url",
+                &self.database_url.as_ref().map(|_| "<redacted>"),
+            )
+            .field("durability", &self.durability)
             .finish()
     }
 }
@@ -102,7 +124,16 @@ pub async fn run(
     use anyhow::Context;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    let registry = Registry::new();
+    let (audit, last_window) = if config.durability == audit::Durability::Off {
+        (audit::AuditHandle::off(), 0)
+    } else {
+        let store =
+            audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
+        let last_window = store.max_window_id().await?;
+        let (audit, _writer) = audit::AuditHandle::spawn(store, config.durability);
+        (audit, last_window)
+    };
+    let registry = Registry::new(audit.clone(), last_window);
     let admin = AdminServer::with_interceptor(
         admin::AdminService::new(Arc::clone(&registry)),
         auth::AdminAuth::new(&config.admin_token),
@@ -142,6 +173,8 @@ pub async fn run(
         })
         .await
         .context("gRPC transport failed")?;
+    // everything acknowledged or submitted is in the store before we return
+    audit.flush().await;
     tracing::info!("onesided server stopped");
     Ok(())
 }

@@ -22,6 +22,18 @@ struct Args {
     /// DATA_DIR/admin-token.
     #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Audit store: a postgres:// URL, or sqlite:PATH. Default: DATA_DIR/audit.db (SQLite).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// How much a call's answer waits for its audit events: off (nothing recorded), async
+    /// (recorded in the background, never dropped), sync (answered only once committed).
+    #[arg(
+        long,
+        env = "ONESIDED_AUDIT_DURABILITY",
+        value_enum,
+        default_value = "sync"
+    )]
+    audit_durability: onesided_server::audit::Durability,
 }
 
 fn admin_token(args: &Args) -> anyhow::Result<String> {
@@ -83,8 +95,9 @@ async fn main() -> std::process::ExitCode {
 async fn serve() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = ServerConfig {
-        admin_token: admin_token(&args)?,
-        data_dir: args.data_dir.clone(),
+        database_url: args.database_url.clone(),
+        durability: args.audit_durability,
+        ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -11,7 +11,10 @@ use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use rand::Rng;
 
+use onesided_core::audit::Event;
+
 use crate::actor::WindowServerHandle;
+use crate::audit::{AuditHandle, Durability, Pending};
 use crate::world::WorldHandle;
 
 /// Largest world a server accepts.
@@ -53,6 +56,7 @@ struct Inner {
     tokens: HashMap<String, (String, u32)>,
     windows: HashMap<u64, Arc<WindowEntry>>,
     next_window: u64,
+    incarnations: HashMap<(String, u32), u64>,
 }
 
 /// Why an admin request was refused.
@@ -74,6 +78,7 @@ pub enum RegistryError {
 pub struct Registry {
     inner: RwLock<Inner>,
     me: Weak<Registry>,
+    audit: AuditHandle,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -98,12 +103,33 @@ fn new_token() -> String {
 }
 
 impl Registry {
-    /// An empty directory.
-    pub fn new() -> Arc<Self> {
+    /// An empty directory whose windows record into `audit` and get ids after `last_window`
+    /// (the highest id the audit store has seen, so ids are never reused).
+    pub fn new(audit: AuditHandle, last_window: u64) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
-            inner: RwLock::new(Inner::default()),
+            inner: RwLock::new(Inner {
+                next_window: last_window,
+                ..Inner::default()
+            }),
             me: me.clone(),
+            audit,
         })
+    }
+
+    /// A new session incarnation of `rank` of `world` (1 for its first session).
+    pub fn next_incarnation(&self, world: &str, rank: u32) -> u64 {
+        let mut inner = self.write();
+        let count = inner
+            .incarnations
+            .entry((world.to_string(), rank))
+            .or_insert(0);
+        *count += 1;
+        *count
+    }
+
+    /// The audit writer windows record into.
+    pub fn audit(&self) -> &AuditHandle {
+        &self.audit
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
@@ -202,13 +228,13 @@ impl Registry {
         })
     }
 
-    /// Creates a window on `world` and starts one actor per rank.
+    /// Creates a window on `world`: records its creation, then starts one actor per rank.
     ///
     /// # Errors
     /// An unknown world, a taken or bad name, or a bad shape or info (`MPI_ERR_SIZE`,
     /// `MPI_ERR_DISP`, `MPI_ERR_INFO`).
     #[allow(clippy::too_many_arguments)]
-    pub fn create_window(
+    pub async fn create_window(
         &self,
         world: &str,
         name: &str,
@@ -219,47 +245,77 @@ impl Registry {
         info: WindowInfo,
     ) -> Result<Arc<WindowDesc>, RegistryError> {
         check_name("window", name)?;
-        let mut inner = self.write();
-        let nranks = inner
-            .worlds
-            .get(world)
-            .ok_or_else(|| RegistryError::NoWorld(world.to_string()))?
-            .nranks;
-        WindowDesc::validate_shape(nranks, &sizes, &disp_units)?;
-        if inner.worlds[world].windows.contains_key(name) {
-            return Err(RegistryError::AlreadyExists(format!(
-                "window {name} in world {world}"
-            )));
+        // reserve the name and id; the window becomes visible only once its creation is logged
+        let desc = {
+            let mut inner = self.write();
+            let nranks = inner
+                .worlds
+                .get(world)
+                .ok_or_else(|| RegistryError::NoWorld(world.to_string()))?
+                .nranks;
+            WindowDesc::validate_shape(nranks, &sizes, &disp_units)?;
+            if inner.worlds[world].windows.contains_key(name) {
+                return Err(RegistryError::AlreadyExists(format!(
+                    "window {name} in world {world}"
+                )));
+            }
+            inner.next_window += 1;
+            let id = inner.next_window;
+            if let Some(entry) = inner.worlds.get_mut(world) {
+                entry.windows.insert(name.to_string(), id);
+            }
+            Arc::new(WindowDesc {
+                id,
+                name: name.to_string(),
+                world: world.to_string(),
+                flavor,
+                model,
+                sizes,
+                disp_units,
+                info,
+            })
+        };
+        let created = Pending {
+            window: desc.id,
+            rank: 0,
+            incarnation: 0,
+            at_ns: self.audit.now(),
+            event: Event::WindowCreated {
+                world: world.to_string(),
+                name: name.to_string(),
+                sizes: desc.sizes.clone(),
+                disp_units: desc.disp_units.clone(),
+            },
+        };
+        self.audit.submit(vec![created], Vec::new()).await;
+        if self.audit.durability() == Durability::Sync {
+            self.audit.flush().await;
         }
-        inner.next_window += 1;
-        let id = inner.next_window;
-        let desc = Arc::new(WindowDesc {
-            id,
-            name: name.to_string(),
-            world: world.to_string(),
-            flavor,
-            model,
-            sizes,
-            disp_units,
-            info,
-        });
+        let nranks = desc.nranks();
         let ranks = desc
             .sizes
             .iter()
             .enumerate()
-            .map(|(rank, &size)| WindowServerHandle::spawn(id, rank as u32, nranks, size))
+            .map(|(rank, &size)| {
+                WindowServerHandle::spawn(desc.id, rank as u32, nranks, size, self.audit.clone())
+            })
             .collect();
-        inner.windows.insert(
-            id,
-            Arc::new(WindowEntry {
-                desc: Arc::clone(&desc),
-                ranks,
-            }),
-        );
-        if let Some(entry) = inner.worlds.get_mut(world) {
-            entry.windows.insert(name.to_string(), id);
+        let mut inner = self.write();
+        let still_wanted = inner
+            .worlds
+            .get(world)
+            .is_some_and(|entry| entry.windows.get(name) == Some(&desc.id));
+        let entry = Arc::new(WindowEntry {
+            desc: Arc::clone(&desc),
+            ranks,
+        });
+        if !still_wanted {
+            // the world was deleted meanwhile
+            entry.ranks.iter().for_each(WindowServerHandle::stop);
+            return Err(RegistryError::NoWorld(world.to_string()));
         }
-        tracing::info!(world, window = name, id, "window created");
+        inner.windows.insert(desc.id, entry);
+        tracing::info!(world, window = name, id = desc.id, "window created");
         Ok(desc)
     }
 

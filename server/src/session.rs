@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
+use onesided_core::audit::Event;
 use onesided_core::epoch::{EpochState, LockRequest, LockType};
 use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::{
-    client_message::Call, server_message, Attached, ClientMessage, RmaOp, Segment, ServerMessage,
+    client_message::Call, server_message, Attached, ClientMessage, Done, RmaOp, Segment,
+    ServerMessage,
 };
 use onesided_proto::{datatype_from_wire, layout_from_wire, op_from_wire, v1};
 use tokio::sync::oneshot;
@@ -23,6 +25,7 @@ use tonic::Streaming;
 
 use crate::actor::{AccessItem, Command, WindowServerHandle};
 use crate::admin::describe;
+use crate::audit::{Durability, Pending as AuditPending};
 use crate::registry::{Membership, Registry, WindowEntry};
 use crate::reply::{message, Answer, Collector, Gather, Outbound, Reply};
 use crate::world::Collective;
@@ -43,6 +46,8 @@ pub struct Session {
     tests: FuturesUnordered<Pending>,
     /// While the calls of a batch are handled: where their answers go.
     batch: Option<(Arc<Collector>, usize)>,
+    /// How many sessions of this rank came before, plus one.
+    incarnation: u64,
 }
 
 impl std::fmt::Debug for Session {
@@ -57,7 +62,9 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session of `member`, answering into `out`.
     pub fn new(registry: Arc<Registry>, member: Membership, out: Outbound) -> Self {
+        let incarnation = registry.next_incarnation(&member.world, member.rank);
         Session {
+            incarnation,
             registry,
             member,
             out,
@@ -100,6 +107,10 @@ impl Session {
                     self.finish_test(window, id, answer);
                 }
             }
+        }
+        let open: Vec<u64> = self.windows.keys().copied().collect();
+        for window in open {
+            self.log(window, Event::Detach, None).await;
         }
         tracing::info!("session detached");
     }
@@ -162,6 +173,33 @@ impl Session {
         }
     }
 
+    /// Records `event` of this rank on `window` (before anything it causes is forwarded) and
+    /// answers `reply` with `Done` — after the commit in sync durability.
+    fn log(
+        &self,
+        window: u64,
+        event: Event,
+        reply: Option<Reply>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let audit = self.registry.audit().clone();
+        let events = if audit.durability() == Durability::Off {
+            Vec::new()
+        } else {
+            vec![AuditPending {
+                window,
+                rank: self.member.rank,
+                incarnation: self.incarnation,
+                at_ns: audit.now(),
+                event,
+            }]
+        };
+        let answers: Vec<_> = reply
+            .map(|reply| (reply, Ok(server_message::Reply::Done(Done {}))))
+            .into_iter()
+            .collect();
+        async move { audit.submit(events, answers).await }
+    }
+
     fn window(&mut self, id: u64) -> Result<&mut OpenWindow, RmaError> {
         self.windows.get_mut(&id).ok_or_else(|| {
             RmaError::new(
@@ -189,8 +227,9 @@ impl Session {
                 }
                 let desc = describe(&entry.desc);
                 let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
-                self.windows
-                    .insert(entry.desc.id, OpenWindow { entry, epoch });
+                let window_id = entry.desc.id;
+                self.windows.insert(window_id, OpenWindow { entry, epoch });
+                self.log(window_id, Event::Attach, None).await;
                 self.reply(id).send(Ok(server_message::Reply::Window(desc)));
             }
             Call::Fence(fence) => {
@@ -198,6 +237,11 @@ impl Session {
                 check_segments(&window.entry, me, &fence.push)?;
                 let plan = window.epoch.fence(fence.assert)?;
                 let ranks = window.entry.ranks.clone();
+                let enter = Event::FenceEnter {
+                    fence: plan.fence,
+                    assert: fence.assert,
+                };
+                self.log(fence.window, enter, None).await;
                 let own = &ranks[me as usize];
                 if plan.push {
                     own.send(Command::Push {
@@ -229,18 +273,28 @@ impl Session {
                     })
                     .await?;
                 }
+                let event = Event::Post {
+                    group: plan.group.clone(),
+                    assert: post.assert,
+                };
+                self.log(post.window, event, None).await;
                 own.send(Command::Post { group: plan.group }).await?;
                 self.reply(id).done();
             }
             Call::Start(start) => {
                 let window = self.window(start.window)?;
-                window.epoch.start(&start.group, start.assert)?;
-                self.reply(id).done();
+                let group = window.epoch.start(&start.group, start.assert)?;
+                let event = Event::Start {
+                    group,
+                    assert: start.assert,
+                };
+                self.log(start.window, event, Some(self.reply(id))).await;
             }
             Call::Complete(complete) => {
                 let window = self.window(complete.window)?;
                 let markers = window.epoch.complete()?;
                 let ranks = window.entry.ranks.clone();
+                self.log(complete.window, Event::Complete, None).await;
                 for (target, generation) in markers {
                     access(
                         &ranks[target as usize],
@@ -255,6 +309,7 @@ impl Session {
                 let window = self.window(wait.window)?;
                 let pull = window.epoch.wait()?;
                 let own = window.entry.ranks[me as usize].clone();
+                self.log(wait.window, Event::WaitEnter, None).await;
                 own.send(Command::Wait {
                     pull,
                     test: false,
@@ -406,6 +461,7 @@ impl Session {
                 check_segments(&window.entry, me, &sync.push)?;
                 window.epoch.sync()?;
                 let own = window.entry.ranks[me as usize].clone();
+                self.log(sync.window, Event::Sync, None).await;
                 push(&own, sync.push).await?;
                 own.send(Command::Pull {
                     reply: self.reply(id),

@@ -71,10 +71,7 @@ pub struct Server {
 impl Server {
     pub fn start() -> Self {
         let data = TempDir::new();
-        let config = ServerConfig {
-            admin_token: ADMIN_TOKEN.to_string(),
-            data_dir: data.0.clone(),
-        };
+        let config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

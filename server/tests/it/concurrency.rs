@@ -384,6 +384,13 @@ async fn request_based_operations() {
             .await
             .unwrap();
         let now = w.rget::<i32>(1, 0, 2).unwrap().wait().await.unwrap();
+        // flush_local completes at the origin: the get's data is here
+        let local = w.get::<i32>(1, 1, 1).unwrap();
+        w.flush_local(1).await.unwrap();
+        assert_eq!(local.value().await.unwrap(), vec![12]);
+        let all = w.get::<i32>(1, 0, 1).unwrap();
+        w.flush_local_all().await.unwrap();
+        assert_eq!(all.value().await.unwrap(), vec![5]);
         w.unlock(1).await.unwrap();
         w.session().barrier().await.unwrap();
         Some((got, old, now))

@@ -49,10 +49,7 @@ pub async fn spawn_server() -> TestServer {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let data = TempDir(std::env::temp_dir().join(unique("onesided-it")));
-    let config = ServerConfig {
-        admin_token: ADMIN_TOKEN.to_string(),
-        data_dir: data.0.clone(),
-    };
+    let config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         run(listener, config, async {
