@@ -2,6 +2,7 @@
 //!
 //! - [`Admin`]: create worlds (one token per rank) and windows.
 //! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`].
+//! - [`Audit`]: the audit log — recorded windows, events (live too), replay, verify.
 //! - [`Window`]: every MPI RMA call with its MPI name, on this rank's private copy of the
 //!   window, with exactly the separate model's visibility rules.
 //! - [`scenario`]: `.rma` scenario files (SCENARIOS.md), parsed and run one session per rank.
@@ -26,6 +27,7 @@
 //! ```
 
 mod admin;
+mod audit;
 mod connect;
 mod element;
 mod error;
@@ -35,9 +37,11 @@ mod window;
 pub mod scenario;
 
 pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
+pub use audit::{Audit, AuditEntry, RecordedWindow, Replayed, Verification};
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;
+pub use onesided_core::audit::{Event as AuditEvent, RecordedOp};
 pub use onesided_core::epoch::LockType;
 pub use onesided_core::layout::{Block, Layout};
 pub use onesided_core::window::{Flavor, OpKind, WindowDesc};

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use onesided_proto::v1::admin_server::AdminServer;
+use onesided_proto::v1::audit_server::AuditServer;
 use onesided_proto::v1::rma_server::{Rma, RmaServer};
 use onesided_proto::v1::{ClientMessage, ServerMessage};
 use tokio::net::TcpListener;
@@ -124,15 +125,19 @@ pub async fn run(
     use anyhow::Context;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    let (audit, last_window) = if config.durability == audit::Durability::Off {
-        (audit::AuditHandle::off(), 0)
+    let (audit, store, last_window) = if config.durability == audit::Durability::Off {
+        (audit::AuditHandle::off(), None, 0)
     } else {
         let store =
             audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
         let last_window = store.max_window_id().await?;
-        let (audit, _writer) = audit::AuditHandle::spawn(store, config.durability);
-        (audit, last_window)
+        let (audit, _writer) = audit::AuditHandle::spawn(store.clone(), config.durability);
+        (audit, Some(store), last_window)
     };
+    let audit_service = AuditServer::with_interceptor(
+        audit::service::AuditService::new(store, audit.clone()),
+        auth::AdminAuth::new(&config.admin_token),
+    );
     let registry = Registry::new(audit.clone(), last_window);
     let admin = AdminServer::with_interceptor(
         admin::AdminService::new(Arc::clone(&registry)),
@@ -165,6 +170,7 @@ pub async fn run(
         .add_service(health)
         .add_service(reflection)
         .add_service(admin)
+        .add_service(audit_service)
         .add_service(rma)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
             shutdown.await;

@@ -6,6 +6,7 @@
 //!
 //! Owns: the order of the log. Must not: decide what an event means (core does).
 
+pub mod service;
 pub mod store;
 
 use std::collections::HashMap;

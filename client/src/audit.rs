@@ -1,0 +1,201 @@
+//! The audit log, as an admin reads it: recorded windows, their events (live too), replay and
+//! verification.
+
+use futures::{Stream, StreamExt};
+use onesided_core::audit::Event;
+use onesided_proto::v1::{self, audit_client::AuditClient};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::connect::{channel, Bearer};
+use crate::error::{Error, Result};
+
+/// A recorded window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedWindow {
+    /// Window id (unique over the store's life).
+    pub id: u64,
+    /// World name.
+    pub world: String,
+    /// Window name.
+    pub name: String,
+    /// Number of recorded events.
+    pub events: u64,
+}
+
+/// One recorded event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Window id.
+    pub window: u64,
+    /// Gap-free sequence number, from 1.
+    pub seq: u64,
+    /// Monotonic nanoseconds since the recording server started.
+    pub at_ns: u64,
+    /// Where it happened.
+    pub rank: u32,
+    /// Session incarnation (0 for what a target did).
+    pub incarnation: u64,
+    /// The event, parsed (`None` when this library cannot read it).
+    pub event: Option<Event>,
+    /// The event as stored (JSON).
+    pub body: String,
+    /// The row's hash in the chain.
+    pub hash: Vec<u8>,
+}
+
+/// The result of `verify`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verification {
+    /// Number of rows.
+    pub events: u64,
+    /// The first bad sequence number; `None` when the chain is intact.
+    pub first_bad: Option<u64>,
+}
+
+/// Every rank's public copy at a sequence number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replayed {
+    /// The sequence number replayed to.
+    pub at: u64,
+    /// Public copy per rank.
+    pub ranks: Vec<Vec<u8>>,
+}
+
+fn entry(event: v1::AuditEvent) -> AuditEntry {
+    AuditEntry {
+        window: event.window,
+        seq: event.seq,
+        at_ns: event.at_ns,
+        rank: event.rank,
+        incarnation: event.incarnation,
+        event: Event::from_json(&event.body).ok(),
+        body: event.body,
+        hash: event.hash.to_vec(),
+    }
+}
+
+/// An audit connection (admin token).
+#[derive(Clone, Debug)]
+pub struct Audit {
+    client: AuditClient<InterceptedService<Channel, Bearer>>,
+}
+
+impl Audit {
+    /// Connects to `url` with the admin token.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when nobody answers.
+    pub async fn connect(url: &str, token: &str) -> Result<Self> {
+        let channel = channel(url).await?;
+        Ok(Audit {
+            client: AuditClient::with_interceptor(channel, Bearer::new(token)?)
+                .max_decoding_message_size(usize::MAX),
+        })
+    }
+
+    /// Every recorded window.
+    ///
+    /// # Errors
+    /// FAILED_PRECONDITION when the server records nothing; UNAVAILABLE when its store is.
+    pub async fn windows(&self) -> Result<Vec<RecordedWindow>> {
+        let response = self
+            .client
+            .clone()
+            .list_windows(v1::AuditWindowsRequest {})
+            .await?
+            .into_inner();
+        Ok(response
+            .windows
+            .into_iter()
+            .map(|window| RecordedWindow {
+                id: window.id,
+                world: window.world,
+                name: window.name,
+                events: window.events,
+            })
+            .collect())
+    }
+
+    /// A window's events with `seq >= from`, as recorded so far.
+    ///
+    /// # Errors
+    /// As [`Audit::windows`].
+    pub async fn events(&self, window: u64, from: u64) -> Result<Vec<AuditEntry>> {
+        let stream = self.stream(window, from, false).await?;
+        stream.collect::<Vec<_>>().await.into_iter().collect()
+    }
+
+    /// A window's events from `from` on, then the live ones as they are committed, without
+    /// gaps; the stream ends when the connection does.
+    ///
+    /// # Errors
+    /// As [`Audit::windows`].
+    pub async fn follow(
+        &self,
+        window: u64,
+        from: u64,
+    ) -> Result<impl Stream<Item = Result<AuditEntry>> + Send + 'static> {
+        self.stream(window, from, true).await
+    }
+
+    async fn stream(
+        &self,
+        window: u64,
+        from: u64,
+        follow: bool,
+    ) -> Result<impl Stream<Item = Result<AuditEntry>> + Send + 'static> {
+        let stream = self
+            .client
+            .clone()
+            .events(v1::EventsRequest {
+                window,
+                from,
+                follow,
+            })
+            .await?
+            .into_inner();
+        Ok(stream.map(|event| event.map(entry).map_err(Error::from)))
+    }
+
+    /// Every rank's public copy after event `at` (`None`: the end of the log).
+    ///
+    /// # Errors
+    /// NOT_FOUND for a window with no events; DATA_LOSS for a history that cannot be replayed.
+    pub async fn replay(&self, window: u64, at: Option<u64>) -> Result<Replayed> {
+        let response = self
+            .client
+            .clone()
+            .replay(v1::ReplayRequest {
+                window,
+                at: at.unwrap_or(0),
+            })
+            .await?
+            .into_inner();
+        Ok(Replayed {
+            at: response.at,
+            ranks: response
+                .ranks
+                .into_iter()
+                .map(|rank| rank.to_vec())
+                .collect(),
+        })
+    }
+
+    /// Checks the window's hash chain and sequence.
+    ///
+    /// # Errors
+    /// NOT_FOUND for a window with no events.
+    pub async fn verify(&self, window: u64) -> Result<Verification> {
+        let response = self
+            .client
+            .clone()
+            .verify(v1::VerifyRequest { window })
+            .await?
+            .into_inner();
+        Ok(Verification {
+            events: response.events,
+            first_bad: (!response.intact).then_some(response.first_bad),
+        })
+    }
+}

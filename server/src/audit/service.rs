@@ -1,0 +1,190 @@
+//! The Audit gRPC service: list recorded windows, stream a window's events (and follow live
+//! ones, gap-free), replay, verify. Authenticated with the admin token.
+
+use std::pin::Pin;
+
+use onesided_core::audit::{replay, verify, StoredRow};
+use onesided_proto::v1::{self, audit_server::Audit};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use super::{AuditHandle, AuditStore, Committed};
+
+/// The Audit service.
+#[derive(Clone, Debug)]
+pub struct AuditService {
+    store: Option<AuditStore>,
+    live: AuditHandle,
+}
+
+impl AuditService {
+    /// Serves `store` (none when the audit is off); live rows come from `live`.
+    pub fn new(store: Option<AuditStore>, live: AuditHandle) -> Self {
+        AuditService { store, live }
+    }
+
+    fn store(&self) -> Result<&AuditStore, Status> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| Status::failed_precondition("the audit log is off on this server"))
+    }
+}
+
+fn internal(error: anyhow::Error) -> Status {
+    tracing::error!(error = %format!("{error:#}"), "audit store failed");
+    Status::unavailable("the audit store is unavailable")
+}
+
+fn wire(row: &StoredRow) -> v1::AuditEvent {
+    v1::AuditEvent {
+        window: row.record.window,
+        seq: row.record.seq,
+        at_ns: row.record.at_ns,
+        rank: row.record.rank,
+        incarnation: row.record.incarnation,
+        kind: row.record.event.kind().to_string(),
+        body: row.body.clone(),
+        hash: row.hash.clone().into(),
+    }
+}
+
+fn wire_committed(row: &Committed) -> v1::AuditEvent {
+    v1::AuditEvent {
+        window: row.record.window,
+        seq: row.record.seq,
+        at_ns: row.record.at_ns,
+        rank: row.record.rank,
+        incarnation: row.record.incarnation,
+        kind: row.record.event.kind().to_string(),
+        body: row.body.clone(),
+        hash: row.hash.to_vec().into(),
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<v1::AuditEvent, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Audit for AuditService {
+    async fn list_windows(
+        &self,
+        _request: Request<v1::AuditWindowsRequest>,
+    ) -> Result<Response<v1::AuditWindowsResponse>, Status> {
+        let windows = self
+            .store()?
+            .windows()
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|window| v1::AuditWindow {
+                id: window.id,
+                world: window.world,
+                name: window.name,
+                events: window.events,
+            })
+            .collect();
+        Ok(Response::new(v1::AuditWindowsResponse { windows }))
+    }
+
+    type EventsStream = EventStream;
+
+    async fn events(
+        &self,
+        request: Request<v1::EventsRequest>,
+    ) -> Result<Response<Self::EventsStream>, Status> {
+        let request = request.into_inner();
+        let store = self.store()?.clone();
+        // subscribe before reading so that nothing committed in between is missed
+        let mut live = request.follow.then(|| self.live.subscribe());
+        let (sender, receiver) = mpsc::channel(256);
+        let window = request.window;
+        tokio::spawn(async move {
+            let mut next = request.from.max(1);
+            loop {
+                let rows = match store.rows(window, next).await {
+                    Ok(rows) => rows,
+                    Err(error) => {
+                        let _ = sender.send(Err(internal(error))).await;
+                        return;
+                    }
+                };
+                for row in &rows {
+                    if sender.send(Ok(wire(row))).await.is_err() {
+                        return;
+                    }
+                    next = row.record.seq + 1;
+                }
+                let Some(live) = live.as_mut() else {
+                    return;
+                };
+                // forward live rows; on overflow, read the gap back from the store
+                loop {
+                    match live.recv().await {
+                        Ok(row) if row.record.window != window || row.record.seq < next => {}
+                        Ok(row) if row.record.seq == next => {
+                            if sender.send(Ok(wire_committed(&row))).await.is_err() {
+                                return;
+                            }
+                            next += 1;
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn replay(
+        &self,
+        request: Request<v1::ReplayRequest>,
+    ) -> Result<Response<v1::ReplayResponse>, Status> {
+        let request = request.into_inner();
+        let rows = self
+            .store()?
+            .rows(request.window, 1)
+            .await
+            .map_err(internal)?;
+        if rows.is_empty() {
+            return Err(Status::not_found(format!(
+                "no recorded window {}",
+                request.window
+            )));
+        }
+        let at = (request.at != 0).then_some(request.at);
+        let records: Vec<_> = rows.into_iter().map(|row| row.record).collect();
+        let last = records.last().map_or(0, |record| record.seq);
+        let copies = replay(&records, at).map_err(|error| Status::data_loss(error.message))?;
+        Ok(Response::new(v1::ReplayResponse {
+            ranks: copies.into_iter().map(Into::into).collect(),
+            at: at.unwrap_or(last).min(last),
+        }))
+    }
+
+    async fn verify(
+        &self,
+        request: Request<v1::VerifyRequest>,
+    ) -> Result<Response<v1::VerifyResponse>, Status> {
+        let window = request.into_inner().window;
+        let rows = self.store()?.rows(window, 1).await.map_err(internal)?;
+        if rows.is_empty() {
+            return Err(Status::not_found(format!("no recorded window {window}")));
+        }
+        let events = rows.len() as u64;
+        let response = match verify(&rows) {
+            Ok(()) => v1::VerifyResponse {
+                intact: true,
+                first_bad: 0,
+                events,
+            },
+            Err(first_bad) => v1::VerifyResponse {
+                intact: false,
+                first_bad,
+                events,
+            },
+        };
+        Ok(Response::new(response))
+    }
+}
