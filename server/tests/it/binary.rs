@@ -76,3 +76,58 @@ async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     let error = waiting.await.unwrap().unwrap_err();
     assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
+    use onesided_client::{Audit, AuditEvent, LockType};
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let token = ["--admin-token", "t"];
+    let (mut child, url) = start(&data, &token);
+    let admin = Admin::connect(&url, "t").await.unwrap();
+    let world = admin.create_world("w", 2).await.unwrap();
+    let desc = admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .await
+        .unwrap();
+    let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
+    let window = session.window("x").await.unwrap();
+    window.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    window.put(1, 0, &[4242i64]).unwrap();
+    window.unlock(1).await.unwrap();
+    // acknowledged: now kill -9, no chance to flush anything
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(window);
+    drop(session);
+
+    let (mut child, url) = start(&data, &token);
+    let audit = Audit::connect(&url, "t").await.unwrap();
+    let events = audit.events(desc.id, 1).await.unwrap();
+    let put = events.iter().find_map(|event| match &event.event {
+        Some(AuditEvent::Op { data, .. }) => Some(data.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        put,
+        Some(4242i64.to_le_bytes().to_vec()),
+        "the acknowledged put is in the log"
+    );
+    assert!(events
+        .iter()
+        .any(|event| matches!(event.event, Some(AuditEvent::LockRelease { .. }))));
+    assert_eq!(audit.verify(desc.id).await.unwrap().first_bad, None);
+    let replayed = audit.replay(desc.id, None).await.unwrap();
+    assert_eq!(replayed.ranks[1], 4242i64.to_le_bytes());
+    // a window created after the restart never reuses a recorded id
+    let admin = Admin::connect(&url, "t").await.unwrap();
+    admin.create_world("w", 2).await.unwrap();
+    let again = admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .await
+        .unwrap();
+    assert!(again.id > desc.id);
+    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success());
+}

@@ -1,5 +1,6 @@
 //! Integration tests: the real server on 127.0.0.1:0, driven through the real client.
 
+mod audit;
 mod binary;
 mod concurrency;
 mod errors;
@@ -22,7 +23,7 @@ pub struct TestServer {
     pub url: String,
     pub admin: Admin,
     _stop: oneshot::Sender<()>,
-    _data: TempDir,
+    pub data: TempDir,
 }
 
 /// A directory removed on drop.
@@ -46,10 +47,17 @@ pub fn unique(prefix: &str) -> String {
 }
 
 pub async fn spawn_server() -> TestServer {
+    spawn_server_with(|_| {}).await
+}
+
+/// A server whose default configuration (SQLite audit in a fresh data dir, sync durability)
+/// `adjust` may change.
+pub async fn spawn_server_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let data = TempDir(std::env::temp_dir().join(unique("onesided-it")));
-    let config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
+    let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
+    adjust(&mut config);
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         run(listener, config, async {
@@ -63,7 +71,7 @@ pub async fn spawn_server() -> TestServer {
         url,
         admin,
         _stop: stop,
-        _data: data,
+        data,
     }
 }
 
@@ -79,7 +87,11 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn new(nranks: u32) -> Self {
-        let server = spawn_server().await;
+        Self::on(spawn_server().await, nranks).await
+    }
+
+    /// A world of `nranks` on an already running server.
+    pub async fn on(server: TestServer, nranks: u32) -> Self {
         let world = unique("world");
         let created = server.admin.create_world(&world, nranks).await.unwrap();
         let mut sessions = Vec::new();
