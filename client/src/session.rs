@@ -56,6 +56,7 @@ struct Inner {
     world: String,
     rank: u32,
     nranks: u32,
+    audited: bool,
     outbound: mpsc::UnboundedSender<ClientMessage>,
     next_id: AtomicU64,
     waiters: Arc<Mutex<Waiters>>,
@@ -165,6 +166,7 @@ impl Session {
                 world: attached.world,
                 rank: attached.rank,
                 nranks: attached.ranks,
+                audited: attached.audited,
                 outbound,
                 next_id: AtomicU64::new(1),
                 waiters,
@@ -189,6 +191,12 @@ impl Session {
     /// The number of ranks of the world.
     pub fn nranks(&self) -> u32 {
         self.inner.nranks
+    }
+
+    /// Whether the server keeps an audit log (this session then ships its side of the
+    /// history: local loads and stores, and the returns of blocking calls).
+    pub fn audited(&self) -> bool {
+        self.inner.audited
     }
 
     /// Messages written and read so far on this session's stream.

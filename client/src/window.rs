@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use futures::future::{FutureExt, Shared};
+use onesided_core::audit::Event as AuditEvent;
 use onesided_core::epoch::{EpochState, LockType};
 use onesided_core::layout::Layout;
 use onesided_core::ranges::RangeSet;
@@ -39,6 +40,9 @@ struct State {
     private: Vec<u8>,
     dirty: RangeSet,
     outstanding: Vec<Outstanding>,
+    /// Bytes stored and loaded locally since the last call (for the audit log).
+    stored: RangeSet,
+    loaded: RangeSet,
 }
 
 /// One rank's handle on a window. Calls take `&self`; a rank's calls on one window are
@@ -210,6 +214,8 @@ impl Window {
                 private: vec![0; size],
                 dirty: RangeSet::new(),
                 outstanding: Vec::new(),
+                stored: RangeSet::new(),
+                loaded: RangeSet::new(),
             }),
         }
     }
@@ -267,6 +273,7 @@ impl Window {
         let (start, end) = local_range("store", offset, bytes.len() as u64, size)?;
         state.private[start..end].copy_from_slice(bytes);
         state.dirty.insert(start as u64, end as u64);
+        state.stored.insert(start as u64, end as u64);
         Ok(())
     }
 
@@ -286,9 +293,51 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_RANGE` outside the window.
     pub fn load_bytes(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let state = self.state();
+        let mut state = self.state();
         let (start, end) = local_range("load", offset, len, state.private.len() as u64)?;
+        state.loaded.insert(start as u64, end as u64);
         Ok(state.private[start..end].to_vec())
+    }
+
+    /// Ships what only this rank sees — the loads and stores since the last call, then
+    /// `events` — to the audit log, ahead of the next call (it travels with it).
+    fn note(&self, events: Vec<AuditEvent>) {
+        if !self.session.audited() {
+            return;
+        }
+        let mut recorded = Vec::new();
+        {
+            let mut state = self.state();
+            if !state.stored.is_empty() {
+                recorded.push(AuditEvent::Store {
+                    ranges: state.stored.iter().collect(),
+                });
+                state.stored.clear();
+            }
+            if !state.loaded.is_empty() {
+                recorded.push(AuditEvent::Load {
+                    ranges: state.loaded.iter().collect(),
+                });
+                state.loaded.clear();
+            }
+        }
+        recorded.extend(events);
+        if recorded.is_empty() {
+            return;
+        }
+        let call = Call::Record(v1::Record {
+            window: self.id(),
+            events: recorded.iter().map(AuditEvent::to_json).collect(),
+        });
+        // the answer only says it was recorded; a failure shows in the log, not here
+        drop(self.session.defer(call));
+    }
+
+    fn returned(&self, call: &str, target: Option<u32>) {
+        self.note(vec![AuditEvent::Returned {
+            call: call.to_string(),
+            target,
+        }]);
     }
 
     fn take_push(state: &mut State) -> Vec<Segment> {
@@ -380,6 +429,7 @@ impl Window {
     /// `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` inside a PSCW or lock epoch; a failure of an
     /// operation it completed.
     pub async fn fence(&self, assert: u32) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             let plan = state.epoch.fence(assert)?;
@@ -396,6 +446,7 @@ impl Window {
         };
         let reply = self.finish(reply, |_| true).await?;
         self.apply_pull(synced(reply)?.pull);
+        self.returned("fence", None);
         Ok(())
     }
 
@@ -405,6 +456,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_ASSERT`, `MPI_ERR_RANK`, `MPI_ERR_GROUP`; `MPI_ERR_RMA_SYNC` when already posted.
     pub fn post(&self, group: &[u32], assert: u32) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             let plan = state.epoch.post(group, assert)?;
@@ -431,6 +483,7 @@ impl Window {
     /// `MPI_ERR_ASSERT`, `MPI_ERR_RANK`, `MPI_ERR_GROUP`; `MPI_ERR_RMA_SYNC` inside another
     /// access epoch.
     pub fn start(&self, group: &[u32], assert: u32) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             let group = state.epoch.start(group, assert)?;
@@ -450,6 +503,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without start; a failure of an operation it completed.
     pub async fn complete(&self) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             state.epoch.complete()?;
@@ -457,6 +511,7 @@ impl Window {
                 .call(Call::Complete(v1::Complete { window: self.id() }))
         };
         self.finish(reply, |_| true).await?;
+        self.returned("complete", None);
         Ok(())
     }
 
@@ -466,6 +521,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without post.
     pub async fn wait(&self) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             state.epoch.wait()?;
@@ -474,6 +530,7 @@ impl Window {
         };
         let reply = self.finish(reply, |item| item.target.is_none()).await?;
         self.apply_pull(synced(reply)?.pull);
+        self.returned("wait", None);
         Ok(())
     }
 
@@ -483,6 +540,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without post.
     pub async fn test(&self) -> Result<bool> {
+        self.note(Vec::new());
         let reply = {
             let state = self.state();
             state.epoch.test()?;
@@ -494,6 +552,7 @@ impl Window {
             self.state().epoch.wait()?;
             self.apply_pull(answer.pull);
         }
+        self.returned("test", None);
         Ok(answer.flag)
     }
 
@@ -505,6 +564,7 @@ impl Window {
     /// `MPI_ERR_RANK`, `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` for a second lock of `target`, a lock
     /// inside PSCW or lock_all, or on a `no_locks` window.
     pub async fn lock(&self, lock_type: LockType, target: u32, assert: u32) -> Result<()> {
+        self.note(Vec::new());
         let (eager, reply) = {
             let mut state = self.state();
             let eager = state.epoch.lock(lock_type, target, assert)?;
@@ -533,6 +593,7 @@ impl Window {
                 reply,
             });
         }
+        self.returned("lock", Some(target));
         Ok(())
     }
 
@@ -542,6 +603,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` when `target` is not locked; a failure of an operation it completed.
     pub async fn unlock(&self, target: u32) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             state.epoch.unlock(target)?;
@@ -556,6 +618,7 @@ impl Window {
             item.target == Some(target) || item.target.is_none()
         })
         .await?;
+        self.returned("unlock", Some(target));
         Ok(())
     }
 
@@ -566,6 +629,7 @@ impl Window {
     /// `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` inside another access epoch or on a `no_locks`
     /// window.
     pub async fn lock_all(&self, assert: u32) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             state.epoch.lock_all(assert)?;
@@ -576,6 +640,7 @@ impl Window {
         };
         let answer = synced(reply.await?)?;
         self.apply_pull(answer.pull);
+        self.returned("lock_all", None);
         Ok(())
     }
 
@@ -584,6 +649,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without lock_all.
     pub async fn unlock_all(&self) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             state.epoch.unlock_all()?;
@@ -594,6 +660,7 @@ impl Window {
             }))
         };
         self.finish(reply, |_| true).await?;
+        self.returned("unlock_all", None);
         Ok(())
     }
 
@@ -603,6 +670,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
     pub async fn flush(&self, target: u32) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let state = self.state();
             state.epoch.flush(target)?;
@@ -616,6 +684,7 @@ impl Window {
             item.target == Some(target) || item.target.is_none()
         })
         .await?;
+        self.returned("flush", Some(target));
         Ok(())
     }
 
@@ -624,6 +693,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn flush_all(&self) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let state = self.state();
             state.epoch.flush_all()?;
@@ -633,6 +703,7 @@ impl Window {
             }))
         };
         self.finish(reply, |_| true).await?;
+        self.returned("flush_all", None);
         Ok(())
     }
 
@@ -643,6 +714,9 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
     pub async fn flush_local(&self, target: u32) -> Result<()> {
         self.state().epoch.flush(target)?;
+        self.note(vec![AuditEvent::FlushLocal {
+            target: Some(target),
+        }]);
         self.await_outstanding(|item| item.returns_data && item.target == Some(target))
             .await
     }
@@ -653,6 +727,7 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn flush_local_all(&self) -> Result<()> {
         self.state().epoch.flush_all()?;
+        self.note(vec![AuditEvent::FlushLocal { target: None }]);
         self.await_outstanding(|item| item.returns_data).await
     }
 
@@ -662,6 +737,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn sync(&self) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let mut state = self.state();
             state.epoch.sync()?;
@@ -673,6 +749,7 @@ impl Window {
         };
         let answer = synced(self.finish(reply, |item| item.target.is_none()).await?)?;
         self.apply_pull(answer.pull);
+        self.returned("sync", None);
         Ok(())
     }
 
@@ -683,6 +760,7 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` while this rank has an epoch open (nothing changes; close it and call
     /// again).
     pub async fn free(&self) -> Result<()> {
+        self.note(Vec::new());
         let reply = {
             let state = self.state();
             state.epoch.free()?;
@@ -702,6 +780,7 @@ impl Window {
     /// `MPI_ERR_RANK`, `MPI_ERR_RMA_RANGE`, `MPI_ERR_TYPE`, `MPI_ERR_OP`, `MPI_ERR_COUNT`,
     /// `MPI_ERR_RMA_SYNC` — the call is refused and nothing is sent.
     pub fn issue(&self, target: u32, spec: OpSpec, request_based: bool) -> Result<Pending<Bytes>> {
+        self.note(Vec::new());
         let nranks = self.desc.nranks();
         if target >= nranks {
             return Err(RmaError::new(

@@ -133,10 +133,64 @@ pub enum Event {
     },
     /// `MPI_WIN_SYNC`.
     Sync,
+    /// The world barrier was entered (recorded on every window the rank has open).
+    BarrierEnter,
+    /// The world barrier returned.
+    BarrierExit,
+    /// A synchronization call without an event of its own reached the server from this rank:
+    /// `lock`, `unlock`, `lock_all`, `unlock_all`, `flush`, `flush_all`, `win_free`.
+    Issued {
+        /// The call's name.
+        call: String,
+        /// Its target rank, if it has one.
+        target: Option<u32>,
+    },
+    /// A blocking call returned at this rank (recorded by the client: only it sees the
+    /// return): `fence`, `complete`, `wait`, `test`, `lock`, `unlock`, `lock_all`,
+    /// `unlock_all`, `flush`, `flush_all`, `flush_local`, `flush_local_all`, `sync`.
+    Returned {
+        /// The call's name.
+        call: String,
+        /// Its target rank, if it has one.
+        target: Option<u32>,
+    },
+    /// `flush_local` / `flush_local_all` was called (it sends nothing to the server; the client
+    /// records it).
+    FlushLocal {
+        /// The target, or `None` for flush_local_all.
+        target: Option<u32>,
+    },
+    /// An operation was issued by this rank (recorded by its session when the call arrives).
+    OpIssued {
+        /// The call's id in the session (with the rank and incarnation, unique).
+        op_id: u64,
+        /// Target rank.
+        target: u32,
+        /// What it does.
+        op: RecordedOp,
+        /// Datatype name.
+        datatype: String,
+        /// Absolute byte runs at the target.
+        runs: Vec<(u64, u64)>,
+    },
+    /// A local store into this rank's private copy (recorded by the client).
+    Store {
+        /// Byte ranges `[start, end)`.
+        ranges: Vec<(u64, u64)>,
+    },
+    /// A local load from this rank's private copy (recorded by the client).
+    Load {
+        /// Byte ranges `[start, end)`.
+        ranges: Vec<(u64, u64)>,
+    },
     /// An operation applied at this target.
     Op {
         /// Origin rank.
         origin: u32,
+        /// The origin session's incarnation.
+        origin_incarnation: u64,
+        /// The id of its [`Event::OpIssued`].
+        op_id: u64,
         /// What it did.
         op: RecordedOp,
         /// Datatype name.
@@ -180,6 +234,14 @@ impl Event {
             Event::LockRelease { .. } => "lock_release",
             Event::Flush { .. } => "flush",
             Event::Sync => "sync",
+            Event::BarrierEnter => "barrier_enter",
+            Event::BarrierExit => "barrier_exit",
+            Event::Issued { .. } => "issued",
+            Event::Returned { .. } => "returned",
+            Event::FlushLocal { .. } => "flush_local",
+            Event::OpIssued { .. } => "op_issued",
+            Event::Store { .. } => "store",
+            Event::Load { .. } => "load",
             Event::Op { .. } => "op",
         }
     }
@@ -456,6 +518,8 @@ mod tests {
                 1,
                 Event::Op {
                     origin: 0,
+                    origin_incarnation: 1,
+                    op_id: 1,
                     op: RecordedOp::Accumulate("sum".into()),
                     datatype: "i32".into(),
                     disp: 0,
@@ -470,6 +534,8 @@ mod tests {
                 0,
                 Event::Op {
                     origin: 1,
+                    origin_incarnation: 1,
+                    op_id: 1,
                     op: RecordedOp::Put,
                     datatype: "i32".into(),
                     disp: 1,

@@ -29,6 +29,10 @@ const INBOX: usize = 1024;
 pub enum AccessItem {
     /// An operation, applied once the target may be accessed under `tag`.
     Op {
+        /// The call's id in the origin's session (for the audit log).
+        op_id: u64,
+        /// The origin session's incarnation.
+        incarnation: u64,
         /// When it may be applied.
         tag: AccessTag,
         /// The validated operation.
@@ -541,7 +545,12 @@ impl WindowServer {
     fn process(&mut self, origin: u32, item: AccessItem) -> bool {
         match item {
             AccessItem::Op {
-                op, access, reply, ..
+                op,
+                access,
+                reply,
+                op_id,
+                incarnation,
+                ..
             } => {
                 match apply(&mut self.public, &access, &op) {
                     Ok(data) => {
@@ -552,6 +561,8 @@ impl WindowServer {
                         }
                         self.record(Event::Op {
                             origin,
+                            origin_incarnation: incarnation,
+                            op_id,
                             op: recorded(op.kind),
                             datatype: op.dtype.name().to_string(),
                             disp: op.disp,
@@ -709,7 +720,8 @@ fn reply_of(item: AccessItem) -> Option<Reply> {
     }
 }
 
-fn recorded(kind: OpKind) -> RecordedOp {
+/// The audit log's name of an operation kind.
+pub fn recorded(kind: OpKind) -> RecordedOp {
     match kind {
         OpKind::Put => RecordedOp::Put,
         OpKind::Get => RecordedOp::Get,

@@ -27,7 +27,7 @@ use crate::actor::{AccessItem, Command, WindowServerHandle};
 use crate::admin::describe;
 use crate::audit::{Durability, Pending as AuditPending};
 use crate::registry::{Membership, Registry, WindowEntry};
-use crate::reply::{message, Answer, Collector, Gather, Outbound, Reply};
+use crate::reply::{Answer, Collector, Gather, Outbound, Reply};
 use crate::world::Collective;
 
 struct OpenWindow {
@@ -35,7 +35,15 @@ struct OpenWindow {
     epoch: EpochState,
 }
 
-type Pending = futures::future::BoxFuture<'static, (u64, u64, Answer)>;
+/// A call whose answer the session handles before it goes out.
+enum Control {
+    /// `test` on a window: a true flag ends the exposure epoch.
+    Test(u64),
+    /// The world barrier, entered with these windows open.
+    Barrier(Vec<u64>),
+}
+
+type Pending = futures::future::BoxFuture<'static, (Control, Reply, Answer)>;
 
 /// The server side of one session.
 pub struct Session {
@@ -43,7 +51,7 @@ pub struct Session {
     member: Membership,
     out: Outbound,
     windows: HashMap<u64, OpenWindow>,
-    tests: FuturesUnordered<Pending>,
+    control: FuturesUnordered<Pending>,
     /// While the calls of a batch are handled: where their answers go.
     batch: Option<(Arc<Collector>, usize)>,
     /// How many sessions of this rank came before, plus one.
@@ -69,7 +77,7 @@ impl Session {
             member,
             out,
             windows: HashMap::new(),
-            tests: FuturesUnordered::new(),
+            control: FuturesUnordered::new(),
             batch: None,
         }
     }
@@ -83,6 +91,7 @@ impl Session {
                 world: self.member.world.clone(),
                 rank: self.member.rank,
                 ranks: self.member.nranks,
+                audited: self.registry.audit().durability() != Durability::Off,
             })),
         };
         if self.out.send(Ok(greeting)).is_err() {
@@ -103,8 +112,8 @@ impl Session {
                         break;
                     }
                 },
-                Some((window, id, answer)) = self.tests.next(), if !self.tests.is_empty() => {
-                    self.finish_test(window, id, answer);
+                Some((control, reply, answer)) = self.control.next(), if !self.control.is_empty() => {
+                    self.finish(control, reply, answer).await;
                 }
             }
         }
@@ -143,12 +152,9 @@ impl Session {
                 for (index, inner) in batch.calls.into_iter().enumerate() {
                     self.batch = Some((Arc::clone(&collector), index));
                     match inner.call {
-                        Some(Call::Batch(_)) | Some(Call::Test(_)) => {
-                            self.reply(inner.id).send(Err(RmaError::new(
-                                ErrorClass::Arg,
-                                "batch and test cannot be batched",
-                            )))
-                        }
+                        Some(Call::Batch(_)) => self
+                            .reply(inner.id)
+                            .send(Err(RmaError::new(ErrorClass::Arg, "batches do not nest"))),
                         call => self.dispatch_one(inner.id, call).await,
                     }
                 }
@@ -277,9 +283,9 @@ impl Session {
                     group: plan.group.clone(),
                     assert: post.assert,
                 };
-                self.log(post.window, event, None).await;
+                let reply = self.reply(id);
+                self.log(post.window, event, Some(reply)).await;
                 own.send(Command::Post { group: plan.group }).await?;
-                self.reply(id).done();
             }
             Call::Start(start) => {
                 let window = self.window(start.window)?;
@@ -294,7 +300,9 @@ impl Session {
                 let window = self.window(complete.window)?;
                 let markers = window.epoch.complete()?;
                 let ranks = window.entry.ranks.clone();
-                self.log(complete.window, Event::Complete, None).await;
+                let reply = self.reply(id);
+                self.log(complete.window, Event::Complete, Some(reply))
+                    .await;
                 for (target, generation) in markers {
                     access(
                         &ranks[target as usize],
@@ -303,7 +311,6 @@ impl Session {
                     )
                     .await?;
                 }
-                self.reply(id).done();
             }
             Call::Wait(wait) => {
                 let window = self.window(wait.window)?;
@@ -329,17 +336,25 @@ impl Session {
                     reply: Reply::Session(sender),
                 })
                 .await?;
-                self.tests.push(Box::pin(async move {
+                let reply = self.reply(id);
+                self.control.push(Box::pin(async move {
                     let answer = answer.await.unwrap_or_else(|_| {
                         Err(RmaError::new(ErrorClass::Win, "the window was freed"))
                     });
-                    (window_id, id, answer)
+                    (Control::Test(window_id), reply, answer)
                 }));
             }
             Call::Lock(lock) => {
                 let lock_type = LockType::from_code(lock.lock_type)?;
                 let window = self.window(lock.window)?;
                 let eager = window.epoch.lock(lock_type, lock.target, lock.assert)?;
+                let issued = issued("lock", Some(lock.target));
+                let window = lock.window;
+                // a lazy lock is answered once its request is in the log; an eager one at the
+                // grant
+                let answer = (!eager).then(|| self.reply(id));
+                self.log(window, issued, answer).await;
+                let window = self.window(window)?;
                 if eager {
                     let own = window.entry.ranks[me as usize].clone();
                     let request = LockRequest {
@@ -355,8 +370,6 @@ impl Session {
                         },
                     )
                     .await?;
-                } else {
-                    self.reply(id).done();
                 }
             }
             Call::Unlock(unlock) => {
@@ -364,6 +377,8 @@ impl Session {
                 check_segments(&window.entry, me, &unlock.push)?;
                 let plan = window.epoch.unlock(unlock.target)?;
                 let ranks = window.entry.ranks.clone();
+                self.log(unlock.window, issued("unlock", Some(unlock.target)), None)
+                    .await;
                 push(&ranks[me as usize], unlock.push).await?;
                 let target = &ranks[unlock.target as usize];
                 if !plan.requested {
@@ -390,6 +405,8 @@ impl Session {
                 let window = self.window(lock_all.window)?;
                 let request = window.epoch.lock_all(lock_all.assert)?;
                 let own = window.entry.ranks[me as usize].clone();
+                self.log(lock_all.window, issued("lock_all", None), None)
+                    .await;
                 access(
                     &own,
                     me,
@@ -405,6 +422,8 @@ impl Session {
                 check_segments(&window.entry, me, &unlock_all.push)?;
                 let released = window.epoch.unlock_all()?;
                 let ranks = window.entry.ranks.clone();
+                self.log(unlock_all.window, issued("unlock_all", None), None)
+                    .await;
                 push(&ranks[me as usize], unlock_all.push).await?;
                 let gather = Gather::new(released.len(), self.reply(id));
                 for target in released {
@@ -426,6 +445,8 @@ impl Session {
                     self.reply(id).done();
                 } else {
                     let target = window.entry.ranks[flush.target as usize].clone();
+                    self.log(flush.window, issued("flush", Some(flush.target)), None)
+                        .await;
                     access(
                         &target,
                         me,
@@ -443,6 +464,8 @@ impl Session {
                     self.reply(id).done();
                 } else {
                     let ranks = window.entry.ranks.clone();
+                    self.log(flush_all.window, issued("flush_all", None), None)
+                        .await;
                     let gather = Gather::new(targets.len(), self.reply(id));
                     for target in targets {
                         access(
@@ -473,15 +496,59 @@ impl Session {
                 return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
             }
             Call::Barrier(_) => {
+                let open: Vec<u64> = self.windows.keys().copied().collect();
+                for &window in &open {
+                    self.log(window, Event::BarrierEnter, None).await;
+                }
                 let reply = self.reply(id);
+                let (sender, answer) = oneshot::channel();
                 self.member
                     .collectives
-                    .arrive(Collective::Barrier, me, reply)
+                    .arrive(Collective::Barrier, me, Reply::Session(sender))
                     .await?;
+                self.control.push(Box::pin(async move {
+                    let answer = answer.await.unwrap_or_else(|_| {
+                        Err(RmaError::new(ErrorClass::Other, "the world was deleted"))
+                    });
+                    (Control::Barrier(open), reply, answer)
+                }));
+            }
+            Call::Record(record) => {
+                let mut events = Vec::with_capacity(record.events.len());
+                for body in &record.events {
+                    let event = Event::from_json(body)
+                        .map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
+                    if !matches!(
+                        event,
+                        Event::Returned { .. }
+                            | Event::FlushLocal { .. }
+                            | Event::Store { .. }
+                            | Event::Load { .. }
+                    ) {
+                        return Err(RmaError::new(
+                            ErrorClass::Arg,
+                            format!("a client may not record {} events", event.kind()),
+                        ));
+                    }
+                    events.push(event);
+                }
+                self.window(record.window)?;
+                let last = events.len().saturating_sub(1);
+                let mut reply = Some(self.reply(id));
+                for (index, event) in events.into_iter().enumerate() {
+                    let answer = if index == last { reply.take() } else { None };
+                    self.log(record.window, event, answer).await;
+                }
+                if let Some(reply) = reply {
+                    reply.done();
+                }
             }
             Call::WinFree(free) => {
                 let window = self.window(free.window)?;
                 window.epoch.free()?;
+                let window_id = free.window;
+                self.log(window_id, issued("win_free", None), None).await;
+                let window = self.window(window_id)?;
                 let collective = Collective::Free {
                     window: free.window,
                     barrier: !window.entry.desc.info.no_locks,
@@ -527,6 +594,19 @@ impl Session {
         )?;
         let plan = window.epoch.op(op.target, op.request_based)?;
         let handle = window.entry.ranks[target].clone();
+        let issued = Event::OpIssued {
+            op_id: id,
+            target: op.target,
+            op: crate::actor::recorded(target_op.kind),
+            datatype: target_op.dtype.name().to_string(),
+            runs: access_runs
+                .runs
+                .iter()
+                .map(|run| (run.offset, run.offset + run.len))
+                .collect(),
+        };
+        let incarnation = self.incarnation;
+        self.log(op.window, issued, None).await;
         if let Some(request) = plan.request_lock {
             access(
                 &handle,
@@ -542,6 +622,8 @@ impl Session {
             &handle,
             me,
             AccessItem::Op {
+                op_id: id,
+                incarnation,
                 tag: plan.tag,
                 op: target_op,
                 access: access_runs,
@@ -551,16 +633,38 @@ impl Session {
         .await
     }
 
-    fn finish_test(&mut self, window: u64, id: u64, answer: Answer) {
-        if let Ok(server_message::Reply::Synced(synced)) = &answer {
-            if synced.flag {
-                if let Some(open) = self.windows.get_mut(&window) {
-                    // test returned true: it has exactly the effect of wait
-                    let _ = open.epoch.wait();
+    async fn finish(&mut self, control: Control, reply: Reply, answer: Answer) {
+        match control {
+            Control::Test(window) => {
+                if let Ok(server_message::Reply::Synced(synced)) = &answer {
+                    if synced.flag {
+                        if let Some(open) = self.windows.get_mut(&window) {
+                            // test returned true: it has exactly the effect of wait
+                            let _ = open.epoch.wait();
+                        }
+                    }
                 }
+                reply.send(answer);
+            }
+            Control::Barrier(windows) => {
+                let Some((&last, others)) = windows.split_last().filter(|_| answer.is_ok()) else {
+                    reply.send(answer);
+                    return;
+                };
+                for &window in others {
+                    self.log(window, Event::BarrierExit, None).await;
+                }
+                // answered once its exit is in the log (sync durability)
+                self.log(last, Event::BarrierExit, Some(reply)).await;
             }
         }
-        let _ = self.out.send(Ok(message(id, answer)));
+    }
+}
+
+fn issued(call: &str, target: Option<u32>) -> Event {
+    Event::Issued {
+        call: call.to_string(),
+        target,
     }
 }
 
@@ -640,5 +744,6 @@ fn call_name(call: &Call) -> &'static str {
         Call::Barrier(_) => "barrier",
         Call::WinFree(_) => "win_free",
         Call::Batch(_) => "batch",
+        Call::Record(_) => "record",
     }
 }

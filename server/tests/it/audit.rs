@@ -285,3 +285,68 @@ async fn followers_see_live_events_without_gaps() {
     }
     assert_eq!(seen, (1..=total).collect::<Vec<_>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_side_of_the_history_is_recorded_in_program_order() {
+    let server = spawn_server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let fixture = Fixture::on(server, 2).await;
+    let w = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
+        .await;
+    let id = w[0].desc().id;
+    assert!(w[1].session().audited());
+    w[1].store(2, &[5i64]).unwrap();
+    w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    let _ = w[1].load::<i64>(0, 4).unwrap();
+    w[1].unlock(1).await.unwrap();
+    w[0].lock_all(0).await.unwrap();
+    let got = w[0].get::<i64>(1, 0, 4).unwrap();
+    w[0].flush_local(1).await.unwrap();
+    w[0].unlock_all().await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![0, 0, 5, 0]);
+    // one more call of each rank carries their last notes
+    let (a, b) = tokio::join!(w[0].session().barrier(), w[1].session().barrier());
+    a.unwrap();
+    b.unwrap();
+    let events = audit.events(id, 1).await.unwrap();
+    let of_rank = |rank: u32| -> Vec<String> {
+        events
+            .iter()
+            .filter(|event| event.rank == rank && event.incarnation > 0)
+            .map(|event| match &event.event {
+                Some(AuditEvent::Issued { call, .. }) => format!("issued {call}"),
+                Some(AuditEvent::Returned { call, .. }) => format!("returned {call}"),
+                Some(AuditEvent::Store { ranges }) => format!("store {ranges:?}"),
+                Some(AuditEvent::Load { ranges }) => format!("load {ranges:?}"),
+                Some(other) => other.kind().to_string(),
+                None => "unreadable".to_string(),
+            })
+            .collect()
+    };
+    assert_eq!(
+        of_rank(1),
+        vec![
+            "attach",
+            "store [(16, 24)]",
+            "issued lock",
+            "returned lock",
+            "load [(0, 32)]",
+            "issued unlock",
+            "returned unlock",
+            "barrier_enter",
+            "barrier_exit",
+        ]
+    );
+    let rank0 = of_rank(0);
+    let position = |name: &str| rank0.iter().position(|kind| kind == name);
+    assert!(position("op_issued") < position("flush_local"), "{rank0:?}");
+    assert!(
+        position("flush_local") < position("issued unlock_all"),
+        "{rank0:?}"
+    );
+    assert!(
+        rank0.contains(&"returned unlock_all".to_string()),
+        "{rank0:?}"
+    );
+}

@@ -67,6 +67,8 @@ pub async fn spawn_server_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestSe
         .expect("server failed");
     });
     let admin = Admin::connect(&url, ADMIN_TOKEN).await.unwrap();
+    // the first answer comes once the server runs (its audit store is open)
+    admin.list_worlds().await.unwrap();
     TestServer {
         url,
         admin,
