@@ -32,6 +32,18 @@ fn help_matches_the_snapshot() {
     let run = Cli::new("http://127.0.0.1:1").args(["run", "--help"]).run();
     run.success();
     snapshot("run-help.txt", &run.stdout);
+    let audit = Cli::new("http://127.0.0.1:1")
+        .args(["audit", "--help"])
+        .run();
+    audit.success();
+    snapshot("audit-help.txt", &audit.stdout);
+    for command in ["ls", "log", "replay", "verify"] {
+        let sub = Cli::new("http://127.0.0.1:1")
+            .args(["audit", command, "--help"])
+            .run();
+        sub.success();
+        snapshot(&format!("audit-{command}-help.txt"), &sub.stdout);
+    }
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! 127.0.0.1:0, the built binary driven as a user would, its output and exit codes checked.
 
 mod admin;
+mod audit;
 mod epoch;
 mod examples;
 mod help;
@@ -65,13 +66,20 @@ pub struct Server {
     pub url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    _data: TempDir,
+    data: TempDir,
 }
 
 impl Server {
     pub fn start() -> Self {
+        Server::start_with(|_| {})
+    }
+
+    /// A server whose default configuration (SQLite audit in its data dir, `sync`) `adjust`
+    /// changes first.
+    pub fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> Self {
         let data = TempDir::new();
-        let config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
+        let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
+        adjust(&mut config);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -93,8 +101,13 @@ impl Server {
             url,
             stop: Some(stop),
             thread: Some(thread),
-            _data: data,
+            data,
         }
+    }
+
+    /// The server's data directory (its SQLite audit store is `audit.db` inside).
+    pub fn data_dir(&self) -> &Path {
+        &self.data.0
     }
 
     /// `onesided` against this server with the admin token.

@@ -114,6 +114,13 @@ expect public B W[0] == 0.0
         "fresh windows per run"
     );
     assert_eq!(document["distribution"]["A a"]["0"], 2);
+    // and at the top level, every run's windows in one list
+    assert_eq!(
+        document["windows"],
+        serde_json::json!([runs[0]["windows"][0], runs[1]["windows"][0]])
+    );
+    let keys: Vec<&String> = document["windows"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["id", "name"]);
 }
 
 #[test]
@@ -121,6 +128,7 @@ fn without_audit_no_window_ids() {
     let server = Server::start();
     let document = report(&server, "window W ranks=1 size=1 type=u8\nA: fence\n");
     assert!(document["runs"][0].get("windows").is_none());
+    assert!(document.get("windows").is_none());
 }
 
 #[test]

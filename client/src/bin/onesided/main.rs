@@ -4,6 +4,7 @@
 //! class first) and maps it to an exit code scripts can rely on (see [`EXIT_CODES`]).
 
 mod admin;
+mod audit;
 mod epoch;
 mod exit;
 mod json;
@@ -20,15 +21,16 @@ use crate::exit::{exit_code, Usage};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  a scenario failed: an expectation did not hold, or a call failed unexpectedly
+  1  a scenario failed: an expectation did not hold, or a call failed unexpectedly;
+     `audit verify` found the log broken
   2  usage error: bad arguments, a scenario or value that does not parse, an unreadable file
   3  the server refused: an MPI error class (printed first, as MPI_ERR_RMA_RANGE) or a gRPC
      refusal (unauthenticated, not found, already exists)
   4  the server could not be reached, or the connection broke
 
-Credentials: ONESIDED_TOKEN (or --token) is the admin token for `world`, `window` and `run`,
-and a rank's token (as printed by `world create`) for `get`, `put`, `acc`, `fop`, `cas` and
-`shell`: the token decides the world and rank; --world and --rank are checked against it.";
+Credentials: ONESIDED_TOKEN (or --token) is the admin token for `world`, `window`, `run` and
+`audit`, and a rank's token (as printed by `world create`) for `get`, `put`, `acc`, `fop`, `cas`
+and `shell`: the token decides the world and rank; --world and --rank are checked against it.";
 
 /// onesided: MPI one-sided communication (RMA) windows as a network service.
 #[derive(Debug, Parser)]
@@ -44,8 +46,8 @@ struct Cli {
     )]
     addr: String,
 
-    /// Token: the admin token (world, window, run) or a rank's token (get, put, acc, fop, cas,
-    /// shell)
+    /// Token: the admin token (world, window, run, audit) or a rank's token (get, put, acc, fop,
+    /// cas, shell)
     #[arg(long, global = true, env = "ONESIDED_TOKEN", hide_env_values = true)]
     token: Option<String>,
 
@@ -75,6 +77,9 @@ enum Command {
     Fop(epoch::FopArgs),
     /// One-shot MPI_Compare_and_swap in its own lock epoch; prints the old value (rank token)
     Cas(epoch::CasArgs),
+    /// Read the audit log: recorded windows, their events, replay, verification (admin token)
+    #[command(subcommand, after_long_help = audit::AFTER_HELP)]
+    Audit(audit::AuditCommand),
     /// Run a scenario file (.rma, see SCENARIOS.md) in a fresh world (admin token)
     Run(run::RunArgs),
     /// An interactive session as one rank: each line a scenario call (rank token)
@@ -139,6 +144,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Acc(args) => epoch::acc(&global, args).await,
         Command::Fop(args) => epoch::fop(&global, args).await,
         Command::Cas(args) => epoch::cas(&global, args).await,
+        Command::Audit(command) => audit::audit(&global, command).await,
         Command::Run(args) => run::run(&global, args).await,
         Command::Shell(args) => shell::shell(&global, args).await,
         Command::Completions(args) => {

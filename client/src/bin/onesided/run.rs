@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use clap::Args;
 use onesided_client::scenario::{self, rank_name, RunConfig, RunReport, Scenario};
+use onesided_client::Audit;
 use serde_json::{json, Value as Json};
 
 use crate::exit::Usage;
@@ -25,15 +26,19 @@ reached.
 Not yet guaranteed: `crash` drops the rank's session without any cleanup (its locks and epochs \
 stay as they were: the server has no leases yet, so peers that need them wait until --timeout); \
 `attach` attaches a new session with the same token and reopens the windows, with a fresh, \
-zeroed private copy. --audit only prints the ids of the windows each run created: the audit log \
-itself comes with a later version.")]
+zeroed private copy.
+
+--audit prints the ids of the windows each run created (with --json: a top-level \"windows\" list \
+of {name, id} over all runs, and the same per run); read their history with `onesided audit log \
+ID`, `audit replay ID`, `audit verify ID`. The server records whenever its audit is on (the \
+default); --audit warns on stderr when it is off.")]
 pub struct RunArgs {
     /// The scenario file (.rma)
     file: PathBuf,
     /// Run it this many times and print the distribution of observed values
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
-    /// Report the ids of the windows each run created (the audit log itself is not there yet)
+    /// Report the ids of the windows each run created, to read with `onesided audit`
     #[arg(long)]
     audit: bool,
     /// Admin token (default: --token / ONESIDED_TOKEN)
@@ -196,6 +201,28 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
     }
 }
 
+/// Warns on stderr about windows the run created that the server did not record (its audit is
+/// off, or its store failed): their ids lead nowhere.
+async fn warn_unrecorded(config: &RunConfig, reports: &[RunReport]) {
+    let recorded = match Audit::connect(&config.url, &config.admin_token).await {
+        Ok(audit) => audit.windows().await,
+        Err(error) => Err(error),
+    };
+    match recorded {
+        Ok(recorded) => {
+            for window in reports.iter().flat_map(|report| &report.windows) {
+                if !recorded.iter().any(|r| r.id == window.id) {
+                    eprintln!(
+                        "onesided: warning: window {} (id {}) is not in the audit log",
+                        window.name, window.id
+                    );
+                }
+            }
+        }
+        Err(error) => eprintln!("onesided: warning: cannot read the audit log: {error}"),
+    }
+}
+
 pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let file = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file)
@@ -230,17 +257,28 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
         reports.push(scenario::run(&scenario, &config, index as usize).await?);
     }
     let ok = reports.iter().all(RunReport::ok);
+    if args.audit {
+        warn_unrecorded(&config, &reports).await;
+    }
     if global.json {
         let runs: Vec<Json> = reports
             .iter()
             .map(|report| report_json(report, &scenario, args.audit))
             .collect();
-        json::print(&json!({
+        let mut document = json!({
             "file": file,
             "runs": runs,
             "distribution": distribution(&reports, &scenario),
             "ok": ok,
-        }));
+        });
+        if args.audit {
+            document["windows"] = reports
+                .iter()
+                .flat_map(|report| &report.windows)
+                .map(|window| json!({"name": window.name, "id": window.id}))
+                .collect();
+        }
+        json::print(&document);
     } else {
         print_text(&file, &reports, &scenario, args.audit);
     }
