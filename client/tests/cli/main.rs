@@ -3,6 +3,7 @@
 
 mod admin;
 mod audit;
+mod compose;
 mod epoch;
 mod examples;
 mod help;

@@ -1,0 +1,412 @@
+//! The top-level `docker-compose.yml` and `Dockerfile`. These machines have no Docker engine, so
+//! this checks what can be checked without one: the file parses; the two services are there;
+//! onesided waits for a healthy PostgreSQL and points its audit store at it (same database,
+//! user and port); and every flag and environment variable the file hands to `onesided-server`
+//! is one the server really has.
+//!
+//! Where the server's flags come from: its `Args` are private to `server/src/main.rs`, and this
+//! crate cannot name another crate's binary (`CARGO_BIN_EXE_*` is for its own). So the flags
+//! are read from that source file's clap attributes (`#[arg(long, env = "…")]` on each field)
+//! — always — and, when `cargo test --workspace` has built the server binary next to ours (and
+//! it is newer than its source), also from the binary's own `--help`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn compose() -> Yaml {
+    let text = read("docker-compose.yml");
+    let mut documents = YamlLoader::load_from_str(&text).expect("docker-compose.yml parses");
+    assert_eq!(documents.len(), 1, "one YAML document");
+    documents.remove(0)
+}
+
+/// A scalar as text (compose accepts numbers and booleans where it means strings).
+fn scalar(value: &Yaml) -> Option<String> {
+    match value {
+        Yaml::String(text) | Yaml::Real(text) => Some(text.clone()),
+        Yaml::Integer(number) => Some(number.to_string()),
+        Yaml::Boolean(flag) => Some(flag.to_string()),
+        _ => None,
+    }
+}
+
+/// Compose's `${NAME:-default}` / `${NAME-default}` / `${NAME}` interpolation, with nothing set
+/// in the environment (what a fresh checkout gets).
+fn interpolate(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find('}').expect("an unclosed ${") + start;
+        let inner = &rest[start + 2..end];
+        if let Some((_, default)) = inner.split_once(":-").or_else(|| inner.split_once('-')) {
+            out.push_str(default);
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `environment:` as pairs, in either of compose's forms (a map, or a list of `K=V`).
+fn environment(service: &Yaml) -> Vec<(String, String)> {
+    match &service["environment"] {
+        Yaml::Hash(map) => map
+            .iter()
+            .map(|(key, value)| {
+                (
+                    scalar(key).unwrap(),
+                    interpolate(&scalar(value).unwrap_or_default()),
+                )
+            })
+            .collect(),
+        Yaml::Array(items) => items
+            .iter()
+            .map(|item| {
+                let text = scalar(item).unwrap();
+                let (key, value) = text.split_once('=').unwrap_or((&text, ""));
+                (key.to_string(), interpolate(value))
+            })
+            .collect(),
+        Yaml::BadValue | Yaml::Null => Vec::new(),
+        other => panic!("environment is neither a map nor a list: {other:?}"),
+    }
+}
+
+fn env_value(service: &Yaml, key: &str) -> Option<String> {
+    environment(service)
+        .into_iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value)
+}
+
+/// `command:` / `entrypoint:` as words (a list, or a string split on whitespace).
+fn words(value: &Yaml) -> Vec<String> {
+    match value {
+        Yaml::Array(items) => items
+            .iter()
+            .map(|item| interpolate(&scalar(item).unwrap()))
+            .collect(),
+        Yaml::String(text) => text.split_whitespace().map(interpolate).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The server's long flags and environment variables, from the clap attributes of the fields
+/// of `struct Args` in `server/src/main.rs`.
+fn flags_from_source() -> (BTreeSet<String>, BTreeSet<String>) {
+    let source = read("server/src/main.rs");
+    let start = source
+        .find("struct Args {")
+        .expect("server/src/main.rs has `struct Args`");
+    let body = &source[start..];
+    let body = &body[..body.find("\n}").expect("struct Args ends")];
+    let mut flags = BTreeSet::new();
+    let mut envs = BTreeSet::new();
+    let mut attribute = String::new();
+    let mut in_attribute = false;
+    for line in body.lines().skip(1) {
+        let line = line.trim();
+        if line.starts_with("///") || line.is_empty() {
+            continue;
+        }
+        if line.starts_with("#[arg(") {
+            in_attribute = true;
+            attribute.clear();
+        }
+        if in_attribute {
+            attribute.push_str(line);
+            attribute.push(' ');
+            if line.ends_with(")]") {
+                in_attribute = false;
+            }
+            continue;
+        }
+        let Some((field, _)) = line.split_once(':') else {
+            continue;
+        };
+        let field = field.trim().trim_start_matches("pub ").trim();
+        let settings: Vec<&str> = attribute
+            .trim()
+            .trim_start_matches("#[arg(")
+            .trim_end_matches(")]")
+            .split(',')
+            .map(str::trim)
+            .collect();
+        for setting in &settings {
+            if *setting == "long" {
+                flags.insert(format!("--{}", field.replace('_', "-")));
+            } else if let Some(name) = setting.strip_prefix("long = ") {
+                flags.insert(format!("--{}", name.trim_matches('"')));
+            } else if let Some(name) = setting.strip_prefix("env = ") {
+                envs.insert(name.trim_matches('"').to_string());
+            }
+        }
+        attribute.clear();
+    }
+    (flags, envs)
+}
+
+/// The built server binary's `--help`, when it is there and not older than its source.
+fn help_of_built_server() -> Option<String> {
+    let ours = PathBuf::from(env!("CARGO_BIN_EXE_onesided"));
+    let server = ours.with_file_name(format!("onesided-server{}", std::env::consts::EXE_SUFFIX));
+    let built = std::fs::metadata(&server).ok()?.modified().ok()?;
+    let source = std::fs::metadata(repo().join("server/src/main.rs"))
+        .ok()?
+        .modified()
+        .ok()?;
+    if built < source {
+        return None;
+    }
+    let out = std::process::Command::new(&server)
+        .arg("--help")
+        .env_clear()
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "onesided-server --help fails");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn the_source_reading_finds_the_servers_flags() {
+    // a guard on the parser above: these exist today, so it must find them
+    let (flags, envs) = flags_from_source();
+    for flag in [
+        "--listen",
+        "--data-dir",
+        "--database-url",
+        "--audit-durability",
+    ] {
+        assert!(flags.contains(flag), "{flag} not found in {flags:?}");
+    }
+    for env in ["ONESIDED_LISTEN", "DATABASE_URL", "ONESIDED_ADMIN_TOKEN"] {
+        assert!(envs.contains(env), "{env} not found in {envs:?}");
+    }
+}
+
+#[test]
+fn compose_runs_the_server_against_a_healthy_postgres() {
+    let compose = compose();
+    let services = compose["services"].as_hash().expect("services");
+    assert_eq!(services.len(), 2, "postgres and onesided");
+    let postgres = &compose["services"]["postgres"];
+    let onesided = &compose["services"]["onesided"];
+    assert!(!postgres.is_badvalue() && !onesided.is_badvalue());
+
+    // postgres: the image, its database and password, a named volume, pg_isready
+    assert_eq!(postgres["image"].as_str(), Some("postgres:16"));
+    let db = env_value(postgres, "POSTGRES_DB").expect("POSTGRES_DB");
+    let password = env_value(postgres, "POSTGRES_PASSWORD").expect("POSTGRES_PASSWORD");
+    let user = env_value(postgres, "POSTGRES_USER").unwrap_or_else(|| "postgres".into());
+    let healthcheck = words(&postgres["healthcheck"]["test"]).join(" ");
+    assert!(healthcheck.contains("pg_isready"), "{healthcheck}");
+    let named_volumes = compose["volumes"].as_hash().expect("top-level volumes");
+    let declared = |volume: &Yaml| {
+        let text = scalar(volume).unwrap();
+        let name = text.split(':').next().unwrap().to_string();
+        assert!(
+            named_volumes.contains_key(&Yaml::String(name.clone())),
+            "volume {name} is not declared at the top level"
+        );
+        text
+    };
+    let pg_volumes: Vec<String> = postgres["volumes"]
+        .as_vec()
+        .expect("postgres volumes")
+        .iter()
+        .map(declared)
+        .collect();
+    assert!(pg_volumes
+        .iter()
+        .any(|v| v.ends_with(":/var/lib/postgresql/data")));
+
+    // onesided: built here, started once postgres is healthy, with a data volume and a check
+    assert_eq!(
+        onesided["depends_on"]["postgres"]["condition"].as_str(),
+        Some("service_healthy")
+    );
+    let context = scalar(&onesided["build"]["context"])
+        .or_else(|| scalar(&onesided["build"]))
+        .expect("onesided is built");
+    assert_eq!(context, ".");
+    let dockerfile =
+        scalar(&onesided["build"]["dockerfile"]).unwrap_or_else(|| "Dockerfile".into());
+    assert!(repo().join(&context).join(&dockerfile).is_file());
+    let data_volumes: Vec<String> = onesided["volumes"]
+        .as_vec()
+        .expect("onesided volumes")
+        .iter()
+        .map(declared)
+        .collect();
+    assert!(data_volumes.iter().any(|v| v.ends_with(":/data")));
+    let check = words(&onesided["healthcheck"]["test"]).join(" ");
+    assert!(check.contains("/dev/tcp/127.0.0.1/50051"), "{check}");
+
+    // every flag and variable it gives the server exists
+    let (flags, envs) = flags_from_source();
+    let mut passed = words(&onesided["entrypoint"]);
+    passed.extend(words(&onesided["command"]));
+    let passed_flags: Vec<String> = passed
+        .iter()
+        .filter(|word| word.starts_with("--"))
+        .map(|word| word.split('=').next().unwrap().to_string())
+        .collect();
+    let given_env: Vec<(String, String)> = environment(onesided);
+    let passed_env: Vec<&String> = given_env
+        .iter()
+        .map(|(key, _)| key)
+        .filter(|key| key.starts_with("ONESIDED_") || *key == "DATABASE_URL")
+        .collect();
+    for flag in &passed_flags {
+        assert!(flags.contains(flag), "onesided-server has no {flag}");
+    }
+    for env in &passed_env {
+        assert!(envs.contains(*env), "onesided-server reads no {env}");
+    }
+    if let Some(help) = help_of_built_server() {
+        for flag in &passed_flags {
+            assert!(
+                help.contains(&format!("{flag} ")),
+                "onesided-server --help has no {flag}"
+            );
+        }
+        for env in &passed_env {
+            assert!(
+                help.contains(&format!("[env: {env}")),
+                "onesided-server --help reads no {env}"
+            );
+        }
+    }
+    for (key, _) in &given_env {
+        if !key.starts_with("ONESIDED_") && key != "DATABASE_URL" {
+            assert_eq!(
+                key, "RUST_LOG",
+                "an environment variable the server ignores"
+            );
+            assert!(read("server/src/main.rs").contains("EnvFilter::try_from_default_env"));
+        }
+    }
+
+    // what the file configures: all interfaces, the data volume, sync durability, an admin
+    // token with a default, and the audit store in that PostgreSQL
+    let setting = |flag: &str, env: &str| {
+        passed
+            .iter()
+            .position(|word| word == flag)
+            .map(|at| passed[at + 1].clone())
+            .or_else(|| {
+                passed
+                    .iter()
+                    .find_map(|word| word.strip_prefix(&format!("{flag}=")))
+                    .map(str::to_string)
+            })
+            .or_else(|| env_value(onesided, env))
+    };
+    assert_eq!(
+        setting("--listen", "ONESIDED_LISTEN").as_deref(),
+        Some("0.0.0.0:50051")
+    );
+    assert_eq!(
+        setting("--data-dir", "ONESIDED_DATA_DIR").as_deref(),
+        Some("/data")
+    );
+    assert_eq!(
+        setting("--audit-durability", "ONESIDED_AUDIT_DURABILITY").as_deref(),
+        Some("sync")
+    );
+    let token = setting("--admin-token", "ONESIDED_ADMIN_TOKEN").expect("an admin token");
+    assert!(!token.is_empty(), "the token has a default");
+    let url = setting("--database-url", "DATABASE_URL").expect("a database URL");
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+        .unwrap_or_else(|| panic!("{url} is not a PostgreSQL URL"));
+    let (credentials, location) = rest.rsplit_once('@').expect("user@host");
+    assert_eq!(
+        credentials,
+        format!("{user}:{password}"),
+        "the URL's user and password are POSTGRES_USER's and POSTGRES_PASSWORD's"
+    );
+    let (host, database) = location.split_once('/').expect("host/database");
+    assert_eq!(host, "postgres:5432", "the postgres service, its port");
+    let database = database.split('?').next().unwrap();
+    assert_eq!(database, db, "the URL's database is POSTGRES_DB");
+}
+
+/// The lines of the Dockerfile's stages, by stage (continuation lines joined).
+fn stages() -> Vec<Vec<String>> {
+    let text = read("Dockerfile").replace("\\\n", " ");
+    let mut stages: Vec<Vec<String>> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with("FROM ") {
+            stages.push(Vec::new());
+        }
+        stages
+            .last_mut()
+            .expect("the Dockerfile starts with FROM")
+            .push(line.to_string());
+    }
+    stages
+}
+
+#[test]
+fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
+    let stages = stages();
+    assert_eq!(stages.len(), 2, "a builder and a runtime stage");
+    let builder = &stages[0];
+    assert!(builder[0].starts_with("FROM rust:1-bookworm AS "));
+    let name = builder[0].rsplit(' ').next().unwrap();
+    assert!(builder
+        .iter()
+        .any(|l| l.contains("cargo build --release -p onesided-server --locked")));
+
+    let runtime = &stages[1];
+    assert_eq!(runtime[0], "FROM debian:bookworm-slim");
+    let copy = runtime
+        .iter()
+        .find(|l| l.starts_with(&format!("COPY --from={name} ")))
+        .expect("the runtime stage copies from the builder");
+    assert!(
+        copy.contains("/target/release/onesided-server "),
+        "the binary named onesided-server: {copy}"
+    );
+    let installs = runtime
+        .iter()
+        .find(|l| l.contains("apt-get install"))
+        .expect("packages");
+    assert!(installs.contains("ca-certificates"));
+    assert!(
+        installs.contains(" bash"),
+        "the compose health check runs bash"
+    );
+    let user = runtime
+        .iter()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER");
+    assert!(user != "root" && user != "0", "not root");
+    assert!(runtime.iter().any(|l| l == "EXPOSE 50051"));
+    assert!(runtime
+        .iter()
+        .any(|l| l == "ENTRYPOINT [\"onesided-server\"]"));
+    let ignored = read(".dockerignore");
+    assert!(ignored.lines().any(|l| l.trim() == "target/"));
+}
+
+#[test]
+fn interpolation_takes_the_defaults() {
+    assert_eq!(interpolate("a${X:-b}c${Y}d${Z-e}"), "abcde");
+}
