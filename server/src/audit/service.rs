@@ -3,7 +3,7 @@
 
 use std::pin::Pin;
 
-use onesided_core::audit::{replay, verify, StoredRow};
+use onesided_core::audit::{replay, verify, AuditRecord, StoredRow};
 use onesided_proto::v1::{self, audit_server::Audit};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -37,30 +37,25 @@ fn internal(error: anyhow::Error) -> Status {
     Status::unavailable("the audit store is unavailable")
 }
 
-fn wire(row: &StoredRow) -> v1::AuditEvent {
+fn wire(record: &AuditRecord, body: &str, hash: &[u8]) -> v1::AuditEvent {
     v1::AuditEvent {
-        window: row.record.window,
-        seq: row.record.seq,
-        at_ns: row.record.at_ns,
-        rank: row.record.rank,
-        incarnation: row.record.incarnation,
-        kind: row.record.event.kind().to_string(),
-        body: row.body.clone(),
-        hash: row.hash.clone().into(),
+        window: record.window,
+        seq: record.seq,
+        at_ns: record.at_ns,
+        rank: record.rank,
+        incarnation: record.incarnation,
+        kind: record.event.kind().to_string(),
+        body: body.to_string(),
+        hash: hash.to_vec().into(),
     }
 }
 
+fn wire_stored(row: &StoredRow) -> v1::AuditEvent {
+    wire(&row.record, &row.body, &row.hash)
+}
+
 fn wire_committed(row: &Committed) -> v1::AuditEvent {
-    v1::AuditEvent {
-        window: row.record.window,
-        seq: row.record.seq,
-        at_ns: row.record.at_ns,
-        rank: row.record.rank,
-        incarnation: row.record.incarnation,
-        kind: row.record.event.kind().to_string(),
-        body: row.body.clone(),
-        hash: row.hash.to_vec().into(),
-    }
+    wire(&row.record, &row.body, &row.hash)
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::AuditEvent, Status>> + Send + 'static>>;
@@ -110,7 +105,7 @@ impl Audit for AuditService {
                     }
                 };
                 for row in &rows {
-                    if sender.send(Ok(wire(row))).await.is_err() {
+                    if sender.send(Ok(wire_stored(row))).await.is_err() {
                         return;
                     }
                     next = row.record.seq + 1;
