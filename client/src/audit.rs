@@ -53,6 +53,36 @@ pub struct Verification {
     pub first_bad: Option<u64>,
 }
 
+/// One side of a finding: the recorded access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FindingSide {
+    /// Its sequence number in the log.
+    pub seq: u64,
+    /// The rank that made it.
+    pub rank: u32,
+    /// What it was (`put`, `accumulate(sum)`, `store`, …).
+    pub call: String,
+}
+
+/// A pair of conflicting accesses that no synchronization orders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule's name (`put_put`, `get_store`, `store_while_pending`, …).
+    pub rule: String,
+    /// The rule in one line.
+    pub description: String,
+    /// The rank whose window the accesses touch.
+    pub target: u32,
+    /// The bytes concerned, `[start, end)`.
+    pub bytes: (u64, u64),
+    /// The earlier access.
+    pub first: FindingSide,
+    /// The later access.
+    pub second: FindingSide,
+    /// For a person.
+    pub message: String,
+}
+
 /// Every rank's public copy at a sequence number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replayed {
@@ -180,6 +210,59 @@ impl Audit {
                 .map(|rank| rank.to_vec())
                 .collect(),
         })
+    }
+
+    /// Finds the pairs of conflicting accesses in the window's history that no synchronization
+    /// orders (happens-before from fences, PSCW, locks, flushes and barriers).
+    ///
+    /// # Errors
+    /// NOT_FOUND for a window with no events.
+    pub async fn check(&self, window: u64) -> Result<Vec<Finding>> {
+        let response = self
+            .client
+            .clone()
+            .check(v1::CheckRequest { window })
+            .await?
+            .into_inner();
+        let side = |side: Option<v1::FindingSide>| {
+            let side = side.unwrap_or_default();
+            FindingSide {
+                seq: side.seq,
+                rank: side.rank,
+                call: side.call,
+            }
+        };
+        Ok(response
+            .findings
+            .into_iter()
+            .map(|finding| Finding {
+                rule: finding.rule,
+                description: finding.description,
+                target: finding.target,
+                bytes: (finding.start, finding.end),
+                first: side(finding.first),
+                second: side(finding.second),
+                message: finding.message,
+            })
+            .collect())
+    }
+
+    /// The window's timeline as Chrome trace-event JSON (opens in the Perfetto UI): one track
+    /// per rank, epochs as slices, operations as flow arrows.
+    ///
+    /// # Errors
+    /// NOT_FOUND for a window with no events.
+    pub async fn export_perfetto(&self, window: u64) -> Result<String> {
+        let response = self
+            .client
+            .clone()
+            .export(v1::ExportRequest {
+                window,
+                format: "perfetto".into(),
+            })
+            .await?
+            .into_inner();
+        Ok(response.trace)
     }
 
     /// Checks the window's hash chain and sequence.

@@ -37,7 +37,7 @@ mod window;
 pub mod scenario;
 
 pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
-pub use audit::{Audit, AuditEntry, RecordedWindow, Replayed, Verification};
+pub use audit::{Audit, AuditEntry, Finding, FindingSide, RecordedWindow, Replayed, Verification};
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;

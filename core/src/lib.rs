@@ -13,12 +13,16 @@
 //! - [`assert`]: the `MPI_MODE_*` assertion bits and which call accepts which.
 //! - [`epoch`]: the origin-side epoch state machine that accepts or refuses each call.
 //! - [`audit`]: the audit vocabulary, the hash chain, verification and replay.
+//! - [`check`]: happens-before over an audit log and the access pairs it leaves unordered.
+//! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
 
 pub mod assert;
 pub mod audit;
+pub mod check;
 pub mod datatype;
 pub mod epoch;
 pub mod error;
+pub mod export;
 pub mod layout;
 pub mod ranges;
 pub mod reduce;

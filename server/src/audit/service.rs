@@ -20,6 +20,14 @@ pub struct AuditService {
 }
 
 impl AuditService {
+    async fn records(&self, window: u64) -> Result<Vec<AuditRecord>, Status> {
+        let rows = self.store()?.rows(window, 1).await.map_err(internal)?;
+        if rows.is_empty() {
+            return Err(Status::not_found(format!("no recorded window {window}")));
+        }
+        Ok(rows.into_iter().map(|row| row.record).collect())
+    }
+
     /// Serves `store` (none when the audit is off); live rows come from `live`.
     pub fn new(store: Option<AuditStore>, live: AuditHandle) -> Self {
         AuditService { store, live }
@@ -181,5 +189,48 @@ impl Audit for AuditService {
             },
         };
         Ok(Response::new(response))
+    }
+
+    async fn check(
+        &self,
+        request: Request<v1::CheckRequest>,
+    ) -> Result<Response<v1::CheckResponse>, Status> {
+        let window = request.into_inner().window;
+        let records = self.records(window).await?;
+        let side = |side: &onesided_core::check::Side| v1::FindingSide {
+            seq: side.seq,
+            rank: side.rank,
+            call: side.call.clone(),
+        };
+        let findings = onesided_core::check::check(&records)
+            .iter()
+            .map(|finding| v1::Finding {
+                rule: finding.rule.name().to_string(),
+                description: finding.rule.describe().to_string(),
+                target: finding.target,
+                start: finding.bytes.0,
+                end: finding.bytes.1,
+                first: Some(side(&finding.first)),
+                second: Some(side(&finding.second)),
+                message: finding.message.clone(),
+            })
+            .collect();
+        Ok(Response::new(v1::CheckResponse { findings }))
+    }
+
+    async fn export(
+        &self,
+        request: Request<v1::ExportRequest>,
+    ) -> Result<Response<v1::ExportResponse>, Status> {
+        let request = request.into_inner();
+        if !matches!(request.format.as_str(), "" | "perfetto") {
+            return Err(Status::invalid_argument(format!(
+                "unknown export format {:?}: use perfetto",
+                request.format
+            )));
+        }
+        let records = self.records(request.window).await?;
+        let trace = onesided_core::export::perfetto(&records).to_string();
+        Ok(Response::new(v1::ExportResponse { trace }))
     }
 }
