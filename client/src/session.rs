@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::rma_client::RmaClient;
 use onesided_proto::v1::{
-    server_message::Reply, Barrier, Batch, ClientMessage, OpenWindow, ServerMessage,
+    server_message::Reply, Barrier, Batch, ClientMessage, OpenWindow, Record, ServerMessage,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -16,7 +16,8 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use crate::admin::desc_from_wire;
 use crate::connect::{channel, Bearer};
 use crate::error::{Error, Result};
-use crate::window::Window;
+use crate::window::{take_accesses, State, Window};
+use onesided_core::audit::Event as AuditEvent;
 
 type Waiter = oneshot::Sender<Result<Reply>>;
 
@@ -61,6 +62,8 @@ struct Inner {
     next_id: AtomicU64,
     waiters: Arc<Mutex<Waiters>>,
     deferred: Mutex<Deferred>,
+    /// The open windows' states, whose pending accesses a barrier notes first.
+    windows: Mutex<Vec<(u64, Weak<Mutex<State>>)>>,
     sent: AtomicU64,
     received: Arc<AtomicU64>,
     reader: tokio::task::JoinHandle<()>,
@@ -171,6 +174,7 @@ impl Session {
                 next_id: AtomicU64::new(1),
                 waiters,
                 deferred: Mutex::new(Deferred::default()),
+                windows: Mutex::new(Vec::new()),
                 sent: AtomicU64::new(0),
                 received,
                 reader,
@@ -281,6 +285,27 @@ impl Session {
         }
     }
 
+    /// Remembers an open window so that session calls note its pending accesses first.
+    pub(crate) fn watch(&self, window: u64, state: Weak<Mutex<State>>) {
+        let mut windows = lock(&self.inner.windows);
+        windows.retain(|(_, state)| state.strong_count() > 0);
+        windows.push((window, state));
+    }
+
+    /// Ships `events` of `window` to the audit log with the next call (nothing when the server
+    /// keeps no log).
+    pub(crate) fn record(&self, window: u64, events: Vec<AuditEvent>) {
+        if !self.audited() || events.is_empty() {
+            return;
+        }
+        let call = Call::Record(Record {
+            window,
+            events: events.iter().map(AuditEvent::to_json).collect(),
+        });
+        // the answer only says it was recorded; a failure shows in the log, not here
+        drop(self.defer(call));
+    }
+
     /// Sends every deferred call now.
     pub(crate) fn flush_deferred(&self) {
         let mut deferred = lock(&self.inner.deferred);
@@ -311,6 +336,13 @@ impl Session {
     /// # Errors
     /// When the session ends.
     pub async fn barrier(&self) -> Result<()> {
+        let windows: Vec<_> = lock(&self.inner.windows)
+            .iter()
+            .filter_map(|(id, state)| state.upgrade().map(|state| (*id, state)))
+            .collect();
+        for (id, state) in windows {
+            self.record(id, take_accesses(&state));
+        }
         self.call(Call::Barrier(Barrier {})).await?;
         Ok(())
     }

@@ -35,7 +35,7 @@ struct Outstanding {
 }
 
 #[derive(Debug)]
-struct State {
+pub(crate) struct State {
     epoch: EpochState,
     private: Vec<u8>,
     dirty: RangeSet,
@@ -51,7 +51,7 @@ struct State {
 pub struct Window {
     session: Session,
     desc: Arc<WindowDesc>,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 /// The result of a get-like operation; defined once the operation completed (after the flush,
@@ -171,6 +171,25 @@ pub fn unpack<T: Element>(packed: &[T], buffer: &mut [T], layout: &Layout) -> Re
     )?)
 }
 
+/// The local loads and stores since the last call, as audit events (and forgets them).
+pub(crate) fn take_accesses(state: &Mutex<State>) -> Vec<AuditEvent> {
+    let mut state = state.lock().unwrap_or_else(|poison| poison.into_inner());
+    let mut events = Vec::new();
+    if !state.stored.is_empty() {
+        events.push(AuditEvent::Store {
+            ranges: state.stored.iter().collect(),
+        });
+        state.stored.clear();
+    }
+    if !state.loaded.is_empty() {
+        events.push(AuditEvent::Load {
+            ranges: state.loaded.iter().collect(),
+        });
+        state.loaded.clear();
+    }
+    events
+}
+
 /// What an RMA call sends: the general form behind the typed methods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpSpec {
@@ -206,17 +225,20 @@ impl Window {
         let me = session.rank();
         let size = desc.sizes.get(me as usize).copied().unwrap_or(0) as usize;
         let epoch = EpochState::new(me, desc.nranks(), desc.info.no_locks);
+        let state = Arc::new(Mutex::new(State {
+            epoch,
+            private: vec![0; size],
+            dirty: RangeSet::new(),
+            outstanding: Vec::new(),
+            stored: RangeSet::new(),
+            loaded: RangeSet::new(),
+        }));
+        // a barrier is a session call: it notes this window's accesses before it goes
+        session.watch(desc.id, Arc::downgrade(&state));
         Window {
             session,
             desc: Arc::new(desc),
-            state: Mutex::new(State {
-                epoch,
-                private: vec![0; size],
-                dirty: RangeSet::new(),
-                outstanding: Vec::new(),
-                stored: RangeSet::new(),
-                loaded: RangeSet::new(),
-            }),
+            state,
         }
     }
 
@@ -305,32 +327,9 @@ impl Window {
         if !self.session.audited() {
             return;
         }
-        let mut recorded = Vec::new();
-        {
-            let mut state = self.state();
-            if !state.stored.is_empty() {
-                recorded.push(AuditEvent::Store {
-                    ranges: state.stored.iter().collect(),
-                });
-                state.stored.clear();
-            }
-            if !state.loaded.is_empty() {
-                recorded.push(AuditEvent::Load {
-                    ranges: state.loaded.iter().collect(),
-                });
-                state.loaded.clear();
-            }
-        }
+        let mut recorded = take_accesses(&self.state);
         recorded.extend(events);
-        if recorded.is_empty() {
-            return;
-        }
-        let call = Call::Record(v1::Record {
-            window: self.id(),
-            events: recorded.iter().map(AuditEvent::to_json).collect(),
-        });
-        // the answer only says it was recorded; a failure shows in the log, not here
-        drop(self.session.defer(call));
+        self.session.record(self.id(), recorded);
     }
 
     fn returned(&self, call: &str, target: Option<u32>) {

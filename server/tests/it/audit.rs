@@ -350,3 +350,72 @@ async fn the_clients_side_of_the_history_is_recorded_in_program_order() {
         "{rank0:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_flags_forum_example_3_and_passes_example_2() {
+    let server = spawn_server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let fixture = Fixture::on(server, 2).await;
+
+    // example 3: B's store before its shared lock races with A's get
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    let racy = windows[0].desc().id;
+    ranks(windows, |rank, w| async move {
+        if rank == 1 {
+            w.store(0, &[7i64]).unwrap();
+            w.lock(LockType::Shared, 1, 0).await.unwrap();
+            w.session().barrier().await.unwrap();
+            w.session().barrier().await.unwrap();
+            w.unlock(1).await.unwrap();
+        } else {
+            w.session().barrier().await.unwrap();
+            w.lock(LockType::Shared, 1, 0).await.unwrap();
+            let x = w.get::<i64>(1, 0, 1).unwrap();
+            w.unlock(1).await.unwrap();
+            x.value().await.unwrap();
+            w.session().barrier().await.unwrap();
+        }
+    })
+    .await;
+    let findings = audit.check(racy).await.unwrap();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.rule == "get_store" && f.target == 1 && f.bytes == (0, 8)),
+        "{findings:#?}"
+    );
+
+    // example 2: put under an exclusive lock, barrier, the owner locks its window and loads
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    let correct = windows[0].desc().id;
+    ranks(windows, |rank, w| async move {
+        if rank == 0 {
+            w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+            w.put(1, 0, &[7i64]).unwrap();
+            w.unlock(1).await.unwrap();
+            w.session().barrier().await.unwrap();
+        } else {
+            w.session().barrier().await.unwrap();
+            w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+            assert_eq!(w.load::<i64>(0, 1).unwrap(), vec![7]);
+            w.unlock(1).await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(audit.check(correct).await.unwrap(), Vec::new());
+
+    let trace: serde_json::Value =
+        serde_json::from_str(&audit.export_perfetto(racy).await.unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let tracks = events
+        .iter()
+        .filter(|event| event["ph"] == "M" && event["name"] == "thread_name")
+        .count();
+    assert_eq!(tracks, 2, "one track per rank");
+    assert!(events.iter().any(|event| event["ph"] == "s"));
+    assert!(events.iter().any(|event| event["ph"] == "f"));
+}
