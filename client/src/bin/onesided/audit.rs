@@ -1,16 +1,20 @@
 //! `onesided audit …`: the recorded history of windows, as an admin reads it.
 //!
 //! `ls` lists the recorded windows, `log` prints a window's events (and follows live ones),
-//! `replay` rebuilds every rank's public copy at a sequence number, `verify` checks the hash
-//! chain. The race checker and the timeline exporter are not there yet.
+//! `replay` rebuilds every rank's public copy at a sequence number, `check` reports the pairs of
+//! conflicting accesses no synchronization orders, `verify` checks the hash chain, `export`
+//! writes the timeline as a Perfetto trace.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
 
 use anyhow::Result;
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use futures::StreamExt;
-use onesided_client::{Assert, Audit, AuditEntry, AuditEvent, Datatype, RecordedOp};
+use onesided_client::{
+    Assert, Audit, AuditEntry, AuditEvent, Datatype, Finding, FindingSide, RecordedOp,
+};
 use onesided_core::datatype;
 use serde_json::{json, Value as Json};
 
@@ -20,15 +24,16 @@ use crate::{json, Global};
 /// The end of `audit --help`.
 pub const AFTER_HELP: &str = "\
 WINDOW is a window id (as `audit ls` and `run --audit` print them) or WORLD/NAME, the newest \
-recorded window of that name. Every subcommand takes --json: `ls` one document, `log` one \
-object per line (the event's body as an object), `replay` and `verify` one document.
+recorded window of that name. Every subcommand but `export` takes --json: `ls` one document, \
+`log` one object per line (the event's body as an object), `replay`, `check` and `verify` one \
+document. `export --format perfetto` writes Chrome trace-event JSON (one track per rank, epochs \
+as slices, operations as flow arrows) to stdout or --output; open it in https://ui.perfetto.dev.
 
-Exit status: 0 success; 1 when `verify` finds the log broken (it prints the first bad sequence \
-number); 2 usage errors (a WINDOW that is neither, an unknown --type, a --type that does not \
-divide a rank's copy); 3 the server refused (no such window, a wrong token, an audit that is off \
-on the server); 4 it cannot be reached.
-
-Not there yet: the race checker (`audit check`) and the timeline export (`audit export`).";
+Exit status: 0 success; 1 when `check` reports findings or `verify` finds the log broken (it \
+prints the first bad sequence number); 2 usage errors (a WINDOW that is neither, an unknown \
+--type or --format, a --type that does not divide a rank's copy, an unwritable --output); 3 the \
+server refused (no such window, a wrong token, an audit that is off on the server); 4 it cannot \
+be reached.";
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -38,8 +43,12 @@ pub enum AuditCommand {
     Log(LogArgs),
     /// Rebuild every rank's public copy from the log, at the end or after event --at
     Replay(ReplayArgs),
+    /// Report the conflicting accesses no synchronization orders: exit 0 none, 1 findings
+    Check(CheckArgs),
     /// Check a window's hash chain: exit 0 intact, 1 broken (naming the first bad seq)
     Verify(VerifyArgs),
+    /// Write a window's timeline as a trace (Perfetto: one track per rank)
+    Export(ExportArgs),
 }
 
 /// A recorded window: its numeric id, or `WORLD/NAME` (the newest window of that name).
@@ -98,6 +107,31 @@ pub struct VerifyArgs {
     window: WindowRef,
 }
 
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The window: its id or WORLD/NAME
+    window: WindowRef,
+}
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON, as the Perfetto UI opens it
+    Perfetto,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The window: its id or WORLD/NAME
+    window: WindowRef,
+    /// The trace format
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: ExportFormat,
+    /// Write the trace to this file instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
 async fn connect(global: &Global) -> Result<Audit> {
     let token = global.token("the admin token")?;
     Ok(Audit::connect(&global.addr, token).await?)
@@ -130,7 +164,9 @@ pub async fn audit(global: &Global, command: AuditCommand) -> Result<ExitCode> {
         AuditCommand::Ls => ls(global, &audit).await,
         AuditCommand::Log(args) => log(global, &audit, args).await,
         AuditCommand::Replay(args) => replay(global, &audit, args).await,
+        AuditCommand::Check(args) => check(global, &audit, args).await,
         AuditCommand::Verify(args) => verify(global, &audit, args).await,
+        AuditCommand::Export(args) => export(&audit, args).await,
     }
 }
 
@@ -520,6 +556,92 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
         None => ExitCode::SUCCESS,
         Some(_) => ExitCode::from(1),
     })
+}
+
+fn side_json(side: &FindingSide) -> Json {
+    json!({"seq": side.seq, "rank": side.rank, "call": side.call})
+}
+
+fn finding_json(finding: &Finding) -> Json {
+    json!({
+        "rule": finding.rule,
+        "description": finding.description,
+        "target": finding.target,
+        "bytes": [finding.bytes.0, finding.bytes.1],
+        "first": side_json(&finding.first),
+        "second": side_json(&finding.second),
+        "message": finding.message,
+    })
+}
+
+fn side_text(side: &FindingSide) -> String {
+    format!("seq {} rank {} {}", side.seq, side.rank, side.call)
+}
+
+/// One line: the rule, the bytes at the target, both sides, the message.
+fn finding_text(finding: &Finding) -> String {
+    let mut line = format!(
+        "{} bytes [{},{}) at rank {}: {} / {}",
+        finding.rule,
+        finding.bytes.0,
+        finding.bytes.1,
+        finding.target,
+        side_text(&finding.first),
+        side_text(&finding.second),
+    );
+    if !finding.message.is_empty() {
+        line.push_str(": ");
+        line.push_str(&finding.message);
+    }
+    line
+}
+
+async fn check(global: &Global, audit: &Audit, args: CheckArgs) -> Result<ExitCode> {
+    let window = resolve(audit, &args.window).await?;
+    let findings = audit.check(window).await?;
+    if global.json {
+        let list: Vec<Json> = findings.iter().map(finding_json).collect();
+        json::print(&json!({
+            "window": window,
+            "findings": list,
+            "ok": findings.is_empty(),
+        }));
+    } else {
+        for finding in &findings {
+            println!("{}", finding_text(finding));
+        }
+        match findings.len() {
+            0 => println!("window {window}: no findings"),
+            1 => println!("window {window}: 1 finding"),
+            n => println!("window {window}: {n} findings"),
+        }
+    }
+    Ok(if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn export(audit: &Audit, args: ExportArgs) -> Result<ExitCode> {
+    let window = resolve(audit, &args.window).await?;
+    let trace = match args.format {
+        ExportFormat::Perfetto => audit.export_perfetto(window).await?,
+    };
+    match &args.output {
+        Some(path) => std::fs::write(path, trace.as_bytes())
+            .map_err(|error| Usage(format!("cannot write {}: {error}", path.display())))?,
+        None => {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(trace.as_bytes())?;
+            if !trace.ends_with('\n') {
+                stdout.write_all(b"\n")?;
+            }
+            stdout.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
