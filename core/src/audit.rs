@@ -191,6 +191,13 @@ pub enum Event {
         origin_incarnation: u64,
         /// The id of its [`Event::OpIssued`].
         op_id: u64,
+        /// The epoch it belongs to: the origin's fence epoch number, or its PSCW generation
+        /// towards this target; 0 under a lock.
+        #[serde(default)]
+        epoch: u64,
+        /// The fencing token of the lock it was applied under (0 outside passive target).
+        #[serde(default)]
+        token: u64,
         /// What it did.
         op: RecordedOp,
         /// Datatype name.
@@ -520,6 +527,8 @@ mod tests {
                     origin: 0,
                     origin_incarnation: 1,
                     op_id: 1,
+                    epoch: 0,
+                    token: 0,
                     op: RecordedOp::Accumulate("sum".into()),
                     datatype: "i32".into(),
                     disp: 0,
@@ -536,6 +545,8 @@ mod tests {
                     origin: 1,
                     origin_incarnation: 1,
                     op_id: 1,
+                    epoch: 0,
+                    token: 0,
                     op: RecordedOp::Put,
                     datatype: "i32".into(),
                     disp: 1,

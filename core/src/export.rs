@@ -316,6 +316,8 @@ mod tests {
                 origin: 0,
                 origin_incarnation: 1,
                 op_id: 4,
+                epoch: 0,
+                token: 0,
                 op: RecordedOp::Put,
                 datatype: "u8".into(),
                 disp: 0,

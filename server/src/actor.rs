@@ -219,6 +219,10 @@ impl LockTable {
         self.holders.contains_key(&origin)
     }
 
+    fn token_of(&self, origin: u32) -> u64 {
+        self.holders.get(&origin).map_or(0, |holder| holder.token)
+    }
+
     fn compatible(&self, lock_type: LockType) -> bool {
         let checked = self.holders.values().filter(|holder| !holder.nocheck);
         match lock_type {
@@ -550,8 +554,13 @@ impl WindowServer {
                 reply,
                 op_id,
                 incarnation,
-                ..
+                tag,
             } => {
+                let (epoch, token) = match tag {
+                    AccessTag::Fence { epoch } => (epoch, 0),
+                    AccessTag::Pscw { generation } => (generation, 0),
+                    AccessTag::Lock => (0, self.locks.token_of(origin)),
+                };
                 match apply(&mut self.public, &access, &op) {
                     Ok(data) => {
                         if op.kind.writes() {
@@ -563,6 +572,8 @@ impl WindowServer {
                             origin,
                             origin_incarnation: incarnation,
                             op_id,
+                            epoch,
+                            token,
                             op: recorded(op.kind),
                             datatype: op.dtype.name().to_string(),
                             disp: op.disp,

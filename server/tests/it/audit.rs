@@ -3,7 +3,7 @@
 //! acknowledged epochs survive kill -9.
 
 use futures::StreamExt;
-use onesided_client::{Audit, AuditEvent, LockType, Op, Window, WindowSpec};
+use onesided_client::{Assert, Audit, AuditEvent, LockType, Op, Window, WindowSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -193,6 +193,19 @@ async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks() {
         .filter(|event| matches!(event.event, Some(AuditEvent::Op { .. })))
         .count();
     assert_eq!(ops, 800, "every accumulate is recorded once");
+    let tokens: std::collections::BTreeSet<u64> = events
+        .iter()
+        .filter_map(|event| match event.event {
+            Some(AuditEvent::Op { token, .. }) => Some(token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tokens.len(),
+        8,
+        "each rank's lock_all grant has its own fencing token"
+    );
+    assert!(!tokens.contains(&0));
     assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
     let replayed = audit.replay(id, None).await.unwrap();
     assert_eq!(replayed.ranks[0], 800i64.to_le_bytes());
@@ -418,4 +431,39 @@ async fn check_flags_forum_example_3_and_passes_example_2() {
     assert_eq!(tracks, 2, "one track per rank");
     assert!(events.iter().any(|event| event["ph"] == "s"));
     assert!(events.iter().any(|event| event["ph"] == "f"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_record_their_fence_epoch() {
+    let server = spawn_server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let fixture = Fixture::on(server, 2).await;
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    let id = windows[0].desc().id;
+    ranks(windows, |rank, w| async move {
+        w.fence(0).await.unwrap();
+        w.fence(0).await.unwrap();
+        if rank == 0 {
+            w.put(1, 0, &[1i64]).unwrap();
+        }
+        w.fence(Assert::NOSUCCEED).await.unwrap();
+    })
+    .await;
+    let epochs: Vec<(u64, u64)> = audit
+        .events(id, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|event| match event.event {
+            Some(AuditEvent::Op { epoch, token, .. }) => Some((epoch, token)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        epochs,
+        vec![(2, 0)],
+        "issued after the second fence, no lock"
+    );
 }
