@@ -38,7 +38,7 @@ fn recorded_window(server: &Server) -> u64 {
 /// Follows window `id`'s log until it is complete: the window freed and every session that
 /// attached detached (the sessions of a run close as it ends, so their detaches may be
 /// recorded just after the `run` process exits). Returns the complete history.
-fn settled(server: &Server, id: u64) -> Vec<Value> {
+pub(crate) fn settled(server: &Server, id: u64) -> Vec<Value> {
     let mut child = follower(server, &id.to_string());
     let lines = line_reader(child.stdout.take().unwrap());
     let mut events: Vec<Value> = Vec::new();
@@ -481,9 +481,6 @@ fn exit_codes_and_refusals() {
     let odd = audit(&server, &["replay", "w/B", "--type", "i16"]);
     odd.code(2);
     assert!(odd.stderr.contains("5 bytes"), "{}", odd.stderr);
-    // the checker and the exporter are not there: no such subcommands
-    audit(&server, &["check", &id]).code(2);
-    audit(&server, &["export", &id, "--format", "perfetto"]).code(2);
     // refusals: an unknown window, an unknown name, a wrong token
     let missing = audit(&server, &["verify", "999999"]);
     missing.code(3);

@@ -37,7 +37,7 @@ fn help_matches_the_snapshot() {
         .run();
     audit.success();
     snapshot("audit-help.txt", &audit.stdout);
-    for command in ["ls", "log", "replay", "verify"] {
+    for command in ["ls", "log", "replay", "check", "verify", "export"] {
         let sub = Cli::new("http://127.0.0.1:1")
             .args(["audit", command, "--help"])
             .run();

@@ -3,6 +3,7 @@
 
 mod admin;
 mod audit;
+mod check;
 mod compose;
 mod epoch;
 mod examples;

@@ -77,7 +77,8 @@ enum Command {
     Fop(epoch::FopArgs),
     /// One-shot MPI_Compare_and_swap in its own lock epoch; prints the old value (rank token)
     Cas(epoch::CasArgs),
-    /// Read the audit log: recorded windows, their events, replay, verification (admin token)
+    /// Read the audit log: recorded windows, events, replay, race check, verification, trace
+    /// export (admin token)
     #[command(subcommand, after_long_help = audit::AFTER_HELP)]
     Audit(audit::AuditCommand),
     /// Run a scenario file (.rma, see SCENARIOS.md) in a fresh world (admin token)

@@ -1,0 +1,697 @@
+//! `onesided audit check` and `audit export` against a real server recording into its default
+//! SQLite store: racy scenarios exit 1 naming the rule they break, correct programs (and every
+//! correct example in `examples/`) exit 0 with no findings, the Perfetto trace is valid
+//! trace-event JSON, the JSON shapes and the exit codes.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::audit::settled;
+use crate::{examples_dir, Output, Server, TempDir, ADMIN_TOKEN};
+
+/// Runs the scenario file with `--audit --json`, waits for each recorded window's history to
+/// be complete, and returns their ids (the top-level `windows` list).
+fn record_file(server: &Server, file: &Path) -> Vec<u64> {
+    let out = server
+        .cli()
+        .arg("run")
+        .arg(file)
+        .args(["--audit", "--json"])
+        .run();
+    out.success();
+    let document = out.json();
+    let ids: Vec<u64> = document["windows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no windows list: {document:#}"))
+        .iter()
+        .map(|window| window["id"].as_u64().unwrap())
+        .collect();
+    assert!(!ids.is_empty(), "{document:#}");
+    for id in &ids {
+        settled(server, *id);
+    }
+    ids
+}
+
+/// `record_file` for scenario text: the one window it declares.
+fn record(server: &Server, name: &str, scenario: &str) -> u64 {
+    let dir = TempDir::new();
+    let file = dir.file(&format!("{name}.rma"), scenario);
+    let ids = record_file(server, &file);
+    assert_eq!(ids.len(), 1, "{name}: one window");
+    ids[0]
+}
+
+fn audit(server: &Server, args: &[&str]) -> Output {
+    server.cli().arg("audit").args(args).run()
+}
+
+/// `audit check ID --json`: the exit code and the document.
+fn check(server: &Server, id: u64) -> (Option<i32>, Value) {
+    let out = audit(server, &["check", &id.to_string(), "--json"]);
+    let document = out.json();
+    (out.code, document)
+}
+
+fn rules(document: &Value) -> Vec<&str> {
+    document["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|finding| finding["rule"].as_str().unwrap())
+        .collect()
+}
+
+/// The scenario breaks `rule`: exit 1, `ok` false, a finding with that rule.
+#[track_caller]
+fn assert_racy(server: &Server, name: &str, scenario: &str, rule: &str) -> Value {
+    let id = record(server, name, scenario);
+    let (code, document) = check(server, id);
+    assert_eq!(code, Some(1), "{name}: {document:#}");
+    assert_eq!(document["ok"], false, "{name}: {document:#}");
+    assert_eq!(document["window"], id);
+    assert!(
+        rules(&document).contains(&rule),
+        "{name}: expected a {rule} finding: {document:#}"
+    );
+    document
+}
+
+/// The recorded window has no findings: exit 0, `ok` true, an empty list.
+#[track_caller]
+fn assert_clean_window(server: &Server, name: &str, id: u64) {
+    let (code, document) = check(server, id);
+    assert_eq!(
+        document["findings"],
+        Value::Array(vec![]),
+        "{name}: no findings expected: {document:#}"
+    );
+    assert_eq!(document["ok"], true, "{name}: {document:#}");
+    assert_eq!(code, Some(0), "{name}: {document:#}");
+}
+
+#[track_caller]
+fn assert_clean(server: &Server, name: &str, scenario: &str) {
+    let id = record(server, name, scenario);
+    assert_clean_window(server, name, id);
+}
+
+// --- racy programs ------------------------------------------------------------------------
+
+/// Two origins put to one location in the same fence epoch.
+const FENCE_PUT_PUT: &str = "\
+window W ranks=3 size=2 type=i64
+A: fence
+B: fence
+C: fence
+A: put C W[0] = 1
+B: put C W[0] = 2
+A: fence
+B: fence
+C: fence
+";
+
+#[test]
+fn two_puts_to_one_location_in_a_fence_epoch_are_put_put() {
+    let server = Server::start();
+    let document = assert_racy(&server, "fence-put-put", FENCE_PUT_PUT, "put_put");
+    let finding = document["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "put_put")
+        .unwrap();
+    assert_eq!(finding["target"], 2);
+    assert_eq!(finding["bytes"], serde_json::json!([0, 8]));
+    let mut origins = [
+        finding["first"]["rank"].as_u64().unwrap(),
+        finding["second"]["rank"].as_u64().unwrap(),
+    ];
+    origins.sort_unstable();
+    assert_eq!(origins, [0, 1]);
+    assert_eq!(finding["first"]["call"], "put");
+    assert_eq!(finding["second"]["call"], "put");
+    assert!(finding["first"]["seq"].as_u64().unwrap() < finding["second"]["seq"].as_u64().unwrap());
+}
+
+#[test]
+fn a_store_while_a_put_is_pending_in_a_fence_epoch() {
+    let server = Server::start();
+    // the store is to other bytes than the put's: in the separate model a store while a put to
+    // the window is pending is erroneous even then
+    assert_racy(
+        &server,
+        "store-while-pending",
+        "\
+window W ranks=2 size=2 type=i64
+A: fence
+B: fence
+A: put B W[0] = 1
+B: store W[1] = 2
+A: fence
+B: fence
+",
+        "store_while_pending",
+    );
+}
+
+#[test]
+fn shared_locks_do_not_guard_conflicting_puts() {
+    let server = Server::start();
+    assert_racy(
+        &server,
+        "shared-put-put",
+        "\
+window W ranks=3 size=1 type=i64
+A: lock shared C
+B: lock shared C
+A: put C W[0] = 1
+B: put C W[0] = 2
+A: unlock C
+B: unlock C
+",
+        "put_put",
+    );
+}
+
+#[test]
+fn different_accumulate_ops_on_one_element() {
+    let server = Server::start();
+    assert_racy(
+        &server,
+        "accumulate-ops",
+        "\
+window W ranks=3 size=1 type=i64
+A: lock_all
+B: lock_all
+A: acc C W[0] op=sum = 1
+B: acc C W[0] op=max = 5
+A: unlock_all
+B: unlock_all
+",
+        "accumulate_ops",
+    );
+}
+
+#[test]
+fn forum_example_3_is_get_store() {
+    let server = Server::start();
+    let file = examples_dir().join("forum3_store_before_shared_lock.rma");
+    let ids = record_file(&server, &file);
+    let (code, document) = check(&server, ids[0]);
+    assert_eq!(code, Some(1), "{document:#}");
+    assert!(rules(&document).contains(&"get_store"), "{document:#}");
+    let finding = document["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "get_store")
+        .unwrap();
+    assert_eq!(finding["target"], 1, "B's window");
+    let calls = [
+        finding["first"]["call"].as_str().unwrap(),
+        finding["second"]["call"].as_str().unwrap(),
+    ];
+    assert!(
+        calls.contains(&"store") && calls.contains(&"get"),
+        "{finding:#}"
+    );
+}
+
+/// A put completed by unlock, a barrier, then the owner's plain load: no refresh call orders
+/// the load after the put (forum example 2, broken).
+const PUT_LOAD: &str = "\
+window W ranks=2 size=1 type=i64
+A: lock exclusive B
+A: put B W[0] = 42
+A: unlock B
+barrier
+B: load W[0] -> b
+";
+
+#[test]
+#[ignore = "the client library records a rank's loads only at its next call: a load that is \
+            the rank's last access is never recorded (reported)"]
+fn a_load_after_unlock_and_barrier_without_a_refresh_is_put_load() {
+    let server = Server::start();
+    assert_racy(&server, "put-load", PUT_LOAD, "put_load");
+}
+
+#[test]
+fn a_load_after_unlock_and_barrier_is_put_load_when_a_later_call_records_it() {
+    // the same race; the trailing barrier (after the load, so it orders nothing before it)
+    // only makes the library ship the load to the log
+    let server = Server::start();
+    let scenario = format!("{PUT_LOAD}barrier\n");
+    let document = assert_racy(&server, "put-load-recorded", &scenario, "put_load");
+    let finding = document["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "put_load")
+        .unwrap();
+    assert_eq!(finding["target"], 1);
+    assert_eq!(finding["bytes"], serde_json::json!([0, 8]));
+    assert_eq!(finding["first"]["call"], "put");
+    assert_eq!(finding["first"]["rank"], 0);
+    assert_eq!(finding["second"]["call"], "load");
+    assert_eq!(finding["second"]["rank"], 1);
+}
+
+// --- correct programs ---------------------------------------------------------------------
+
+#[test]
+fn same_op_accumulates_under_lock_all_are_not_races() {
+    let server = Server::start();
+    // no `expect public`: the runner reads it under a shared lock of its own after the run,
+    // which nothing orders after B's and C's accumulates (see `example_counter_is_clean`);
+    // the replay shows the sum instead
+    let id = record(
+        &server,
+        "same-op-accumulates",
+        "\
+window W ranks=3 size=1 type=i64
+A: lock_all
+B: lock_all
+C: lock_all
+A: acc A W[0] op=sum = 1
+B: acc A W[0] op=sum = 2
+C: acc A W[0] op=sum = 3
+A: unlock_all
+B: unlock_all
+C: unlock_all
+",
+    );
+    assert_clean_window(&server, "same-op-accumulates", id);
+    let replay = audit(
+        &server,
+        &["replay", &id.to_string(), "--type", "i64", "--json"],
+    );
+    replay.success();
+    assert_eq!(replay.json()["ranks"][0]["values"], serde_json::json!([6]));
+}
+
+#[test]
+fn disjoint_puts_in_one_fence_epoch() {
+    let server = Server::start();
+    assert_clean(
+        &server,
+        "disjoint-puts",
+        "\
+window W ranks=3 size=2 type=i64
+A: fence
+B: fence
+C: fence
+A: put C W[0] = 1
+B: put C W[1] = 2
+A: fence
+B: fence
+C: fence
+expect public C W[0..2] == 1,2
+",
+    );
+}
+
+#[test]
+fn exclusive_locks_guard_conflicting_puts() {
+    let server = Server::start();
+    assert_clean(
+        &server,
+        "exclusive-puts",
+        "\
+window W ranks=3 size=1 type=i64
+A: lock exclusive C
+A: put C W[0] = 1
+A: unlock C
+B: lock exclusive C
+B: put C W[0] = 2
+B: unlock C
+expect public C W[0] in {1,2}
+",
+    );
+}
+
+#[test]
+fn put_flush_get_by_one_origin() {
+    let server = Server::start();
+    assert_clean(
+        &server,
+        "put-flush-get",
+        "\
+window W ranks=2 size=1 type=i64
+A: lock shared B
+A: put B W[0] = 7
+A: flush B
+A: get B W[0] -> x
+A: unlock B
+expect A x == 7
+",
+    );
+}
+
+#[test]
+fn fence_separated_accesses_by_different_ranks() {
+    let server = Server::start();
+    assert_clean(
+        &server,
+        "fence-separated",
+        "\
+window W ranks=3 size=1 type=i64
+A: fence
+B: fence
+C: fence
+A: put B W[0] = 4
+A: fence
+B: fence
+C: fence
+C: get B W[0] -> x
+A: fence
+B: fence
+C: fence
+expect C x == 4
+",
+    );
+}
+
+/// The examples whose header says they are correct (a fix, or a guarantee): no findings.
+const CORRECT_EXAMPLES: &[&str] = &[
+    "counter.rma",
+    "fence_semantics.rma",
+    "forum1_unlock_publishes.rma",
+    "forum2_lock_pulls.rma",
+    "forum3_win_sync.rma",
+    "forum4_put_to_self.rma",
+    "forum5_load_after_wait.rma",
+    "forum5_local_get.rma",
+];
+
+/// The broken forum examples: each has at least one finding.
+const BROKEN_EXAMPLES: &[&str] = &[
+    "forum1_store_without_lock.rma",
+    "forum2_load_without_lock.rma",
+    "forum3_store_before_shared_lock.rma",
+    "forum4_store_in_pscw.rma",
+    "forum5_load_in_pscw.rma",
+];
+
+fn example_is_clean(name: &str) {
+    let server = Server::start();
+    for id in record_file(&server, &examples_dir().join(name)) {
+        assert_clean_window(&server, name, id);
+    }
+}
+
+#[test]
+#[ignore = "the runner's `expect public` read (a fresh session of A: lock shared, get, unlock) \
+            is recorded and nothing orders it after B's, C's and D's fetch_and_ops: \
+            accumulate_get against the harness, not the program (reported)"]
+fn example_counter_is_clean() {
+    example_is_clean("counter.rma");
+}
+
+#[test]
+fn example_fence_semantics_is_clean() {
+    example_is_clean("fence_semantics.rma");
+}
+
+#[test]
+fn example_forum1_unlock_publishes_is_clean() {
+    example_is_clean("forum1_unlock_publishes.rma");
+}
+
+#[test]
+fn example_forum2_lock_pulls_is_clean() {
+    example_is_clean("forum2_lock_pulls.rma");
+}
+
+#[test]
+fn example_forum3_win_sync_is_clean() {
+    example_is_clean("forum3_win_sync.rma");
+}
+
+#[test]
+fn example_forum4_put_to_self_is_clean() {
+    example_is_clean("forum4_put_to_self.rma");
+}
+
+#[test]
+fn example_forum5_load_after_wait_is_clean() {
+    example_is_clean("forum5_load_after_wait.rma");
+}
+
+#[test]
+fn example_forum5_local_get_is_clean() {
+    example_is_clean("forum5_local_get.rma");
+}
+
+#[test]
+fn every_example_is_classified_and_broken_ones_have_findings() {
+    let mut files: Vec<String> = std::fs::read_dir(examples_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rma"))
+        .collect();
+    files.sort();
+    let mut known: Vec<String> = CORRECT_EXAMPLES
+        .iter()
+        .chain(BROKEN_EXAMPLES)
+        .map(|name| name.to_string())
+        .collect();
+    known.sort();
+    assert_eq!(
+        files, known,
+        "a new example: say here whether it is correct (and add its test) or broken"
+    );
+    let server = Server::start();
+    // forum2_load_without_lock's racy load is the last thing B does: not recorded (see
+    // `a_load_after_unlock_and_barrier_without_a_refresh_is_put_load`)
+    for name in BROKEN_EXAMPLES
+        .iter()
+        .filter(|name| **name != "forum2_load_without_lock.rma")
+    {
+        let ids = record_file(&server, &examples_dir().join(name));
+        let (code, document) = check(&server, ids[0]);
+        assert_eq!(code, Some(1), "{name}: {document:#}");
+        assert!(
+            !document["findings"].as_array().unwrap().is_empty(),
+            "{name}: {document:#}"
+        );
+    }
+}
+
+// --- the interface ------------------------------------------------------------------------
+
+#[test]
+fn check_json_shape_and_text() {
+    let server = Server::start();
+    let id = record(&server, "fence-put-put", FENCE_PUT_PUT);
+    let id_text = id.to_string();
+    let (_, document) = check(&server, id);
+    let keys: Vec<&String> = document.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["findings", "ok", "window"]);
+    let findings = document["findings"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    for finding in findings {
+        let keys: Vec<&String> = finding.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "bytes",
+                "description",
+                "first",
+                "message",
+                "rule",
+                "second",
+                "target"
+            ],
+            "{finding:#}"
+        );
+        for side in [&finding["first"], &finding["second"]] {
+            let keys: Vec<&String> = side.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["call", "rank", "seq"], "{side}");
+            assert!(side["seq"].is_u64() && side["rank"].is_u64() && side["call"].is_string());
+        }
+        let bytes = finding["bytes"].as_array().unwrap();
+        assert_eq!(bytes.len(), 2);
+        assert!(bytes[0].as_u64().unwrap() < bytes[1].as_u64().unwrap());
+        assert!(!finding["description"].as_str().unwrap().is_empty());
+        assert!(finding["target"].is_u64());
+    }
+
+    // WORLD/NAME names the same window
+    let events = audit(&server, &["log", &id_text, "--json"]);
+    let first: Value = serde_json::from_str(events.stdout.lines().next().unwrap()).unwrap();
+    let world = first["event"]["world"].as_str().unwrap();
+    let named = audit(&server, &["check", &format!("{world}/W"), "--json"]);
+    named.code(1);
+    assert_eq!(named.json(), document);
+
+    // text: one line per finding with the rule, the bytes at the target and both sides, then
+    // a summary
+    let text = audit(&server, &["check", &id_text]);
+    text.code(1);
+    let rows: Vec<&str> = text.stdout.lines().collect();
+    assert_eq!(rows.len(), findings.len() + 1, "{}", text.stdout);
+    for (row, finding) in rows.iter().zip(findings) {
+        let side = |side: &Value| {
+            format!(
+                "seq {} rank {} {}",
+                side["seq"],
+                side["rank"],
+                side["call"].as_str().unwrap()
+            )
+        };
+        let expected = format!(
+            "{} bytes [{},{}) at rank {}: {} / {}",
+            finding["rule"].as_str().unwrap(),
+            finding["bytes"][0],
+            finding["bytes"][1],
+            finding["target"],
+            side(&finding["first"]),
+            side(&finding["second"]),
+        );
+        assert!(row.starts_with(&expected), "{row}\nexpected: {expected}");
+    }
+    let summary = rows.last().unwrap();
+    assert!(
+        summary.contains(&format!("window {id}")) && summary.contains("finding"),
+        "{summary}"
+    );
+
+    // no findings: exit 0, a summary line only
+    let clean = record(
+        &server,
+        "clean",
+        "window W ranks=1 size=1 type=i64\nA: fence\nA: fence\n",
+    );
+    let out = audit(&server, &["check", &clean.to_string()]);
+    out.success();
+    assert_eq!(out.stdout, format!("window {clean}: no findings\n"));
+    let document = audit(&server, &["check", &clean.to_string(), "--json"]);
+    document.success();
+    assert_eq!(
+        document.json(),
+        serde_json::json!({"window": clean, "findings": [], "ok": true})
+    );
+}
+
+/// Checks that `trace` is a Perfetto trace of `ranks` ranks with at least one flow.
+#[track_caller]
+fn assert_trace(trace: &str, ranks: u64) {
+    let document: Value =
+        serde_json::from_str(trace).unwrap_or_else(|e| panic!("not JSON ({e}): {trace}"));
+    let events = document["traceEvents"].as_array().expect("traceEvents");
+    for event in events {
+        assert!(event["ph"].is_string(), "{event}");
+        assert!(event["pid"].is_number(), "{event}");
+    }
+    let mut threads: Vec<u64> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| e["tid"].as_u64().unwrap())
+        .collect();
+    threads.sort_unstable();
+    assert_eq!(
+        threads,
+        (0..ranks).collect::<Vec<_>>(),
+        "one track per rank"
+    );
+    let starts: Vec<&Value> = events.iter().filter(|e| e["ph"] == "s").collect();
+    assert!(!starts.is_empty(), "a flow for the put: {trace}");
+    for start in starts {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "f" && e["id"] == start["id"]),
+            "every flow start has its end: {start}"
+        );
+    }
+}
+
+#[test]
+fn export_writes_a_perfetto_trace() {
+    let server = Server::start();
+    let id = record(&server, "fence-put-put", FENCE_PUT_PUT).to_string();
+    let out = audit(&server, &["export", &id, "--format", "perfetto"]);
+    out.success();
+    assert_trace(&out.stdout, 3);
+
+    let dir = TempDir::new();
+    let file = dir.0.join("trace.json");
+    let written = audit(
+        &server,
+        &[
+            "export",
+            &id,
+            "--format",
+            "perfetto",
+            "--output",
+            file.to_str().unwrap(),
+        ],
+    );
+    written.success();
+    assert_eq!(written.stdout, "");
+    let trace = std::fs::read_to_string(&file).unwrap();
+    assert_trace(&trace, 3);
+    assert_eq!(
+        serde_json::from_str::<Value>(&trace).unwrap(),
+        serde_json::from_str::<Value>(&out.stdout).unwrap()
+    );
+}
+
+#[test]
+fn check_and_export_exit_codes() {
+    let server = Server::start();
+    let id = record(
+        &server,
+        "disjoint",
+        "window W ranks=1 size=1 type=i64\nA: fence\n",
+    );
+    let id = id.to_string();
+    // usage: no window, a window that is neither, no format, an unknown format, an unwritable
+    // output
+    audit(&server, &["check"]).code(2);
+    audit(&server, &["check", "nothing"]).code(2);
+    audit(&server, &["export", &id]).code(2);
+    let svg = audit(&server, &["export", &id, "--format", "svg"]);
+    svg.code(2);
+    assert!(svg.stderr.contains("perfetto"), "{}", svg.stderr);
+    let dir = TempDir::new();
+    let nowhere = dir.0.join("missing").join("trace.json");
+    let out = audit(
+        &server,
+        &[
+            "export",
+            &id,
+            "--format",
+            "perfetto",
+            "--output",
+            nowhere.to_str().unwrap(),
+        ],
+    );
+    out.code(2);
+    assert!(out.stderr.contains("trace.json"), "{}", out.stderr);
+    // refusals: an unknown window, an unknown name, a wrong token
+    let missing = audit(&server, &["check", "999999"]);
+    missing.code(3);
+    assert!(missing.stderr.contains("999999"), "{}", missing.stderr);
+    audit(&server, &["export", "999999", "--format", "perfetto"]).code(3);
+    audit(&server, &["check", "nowhere/W"]).code(3);
+    crate::Cli::new(&server.url)
+        .token("wrong")
+        .args(["audit", "check", &id])
+        .run()
+        .code(3);
+    // unreachable
+    for args in [
+        vec!["audit", "check", "1"],
+        vec!["audit", "export", "1", "--format", "perfetto"],
+    ] {
+        crate::Cli::new("http://127.0.0.1:1")
+            .token(ADMIN_TOKEN)
+            .args(args)
+            .run()
+            .code(4);
+    }
+}
