@@ -687,6 +687,24 @@ async fn run_in_world(
     for token in tokens {
         executors.push(RankExecutor::attach(&config.url, token, opened.clone()).await?);
     }
+    // When every rank is attached at the end, the runner closes the run with one more world
+    // barrier, so that the reads of `expect public` come after every rank's last access in the
+    // audit log's happens-before (otherwise `audit check` would see them as races).
+    let alive_at_end = (0..scenario.ranks).all(|rank| {
+        scenario
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Call(call) if call.rank == rank => match call.call {
+                    Call::Crash => Some(false),
+                    Call::Attach => Some(true),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .next_back()
+            .unwrap_or(true)
+    });
     let progress: Vec<Arc<AtomicUsize>> = (0..scenario.ranks)
         .map(|_| Arc::new(AtomicUsize::new(0)))
         .collect();
@@ -723,6 +741,17 @@ async fn run_in_world(
                         at.store(call.line, Ordering::Relaxed);
                         executor.execute(call).await;
                     }
+                }
+            }
+            if alive_at_end {
+                if let Err(error) = executor.barrier().await {
+                    executor.problems.push(Problem {
+                        line: 0,
+                        message: format!(
+                            "{}: the closing barrier failed: {error}",
+                            rank_name(rank as u32, executor.nranks)
+                        ),
+                    });
                 }
             }
             executor

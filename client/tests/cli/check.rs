@@ -231,8 +231,6 @@ B: load W[0] -> b
 ";
 
 #[test]
-#[ignore = "the client library records a rank's loads only at its next call: a load that is \
-            the rank's last access is never recorded (reported)"]
 fn a_load_after_unlock_and_barrier_without_a_refresh_is_put_load() {
     let server = Server::start();
     assert_racy(&server, "put-load", PUT_LOAD, "put_load");
@@ -403,9 +401,6 @@ fn example_is_clean(name: &str) {
 }
 
 #[test]
-#[ignore = "the runner's `expect public` read (a fresh session of A: lock shared, get, unlock) \
-            is recorded and nothing orders it after B's, C's and D's fetch_and_ops: \
-            accumulate_get against the harness, not the program (reported)"]
 fn example_counter_is_clean() {
     example_is_clean("counter.rma");
 }
@@ -464,12 +459,7 @@ fn every_example_is_classified_and_broken_ones_have_findings() {
         "a new example: say here whether it is correct (and add its test) or broken"
     );
     let server = Server::start();
-    // forum2_load_without_lock's racy load is the last thing B does: not recorded (see
-    // `a_load_after_unlock_and_barrier_without_a_refresh_is_put_load`)
-    for name in BROKEN_EXAMPLES
-        .iter()
-        .filter(|name| **name != "forum2_load_without_lock.rma")
-    {
+    for name in BROKEN_EXAMPLES {
         let ids = record_file(&server, &examples_dir().join(name));
         let (code, document) = check(&server, ids[0]);
         assert_eq!(code, Some(1), "{name}: {document:#}");
