@@ -32,6 +32,21 @@ pub enum RecordedOp {
     CompareAndSwap,
 }
 
+impl std::fmt::Display for RecordedOp {
+    /// `put`, `get`, `accumulate(sum)`, `get_accumulate(no_op)`, `fetch_and_op(sum)`,
+    /// `compare_and_swap`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordedOp::Put => f.write_str("put"),
+            RecordedOp::Get => f.write_str("get"),
+            RecordedOp::Accumulate(name) => write!(f, "accumulate({name})"),
+            RecordedOp::GetAccumulate(name) => write!(f, "get_accumulate({name})"),
+            RecordedOp::FetchAndOp(name) => write!(f, "fetch_and_op({name})"),
+            RecordedOp::CompareAndSwap => f.write_str("compare_and_swap"),
+        }
+    }
+}
+
 /// One recorded event. `rank` in [`AuditRecord`] says where it happened: the calling rank for
 /// calls, the target rank for what a target did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,23 +8,12 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Value};
 
-use crate::audit::{AuditRecord, Event, RecordedOp};
+use crate::audit::{AuditRecord, Event};
 
 const PID: u32 = 1;
 
 fn ts(at_ns: u64) -> f64 {
     at_ns as f64 / 1000.0
-}
-
-fn op_name(op: &RecordedOp) -> String {
-    match op {
-        RecordedOp::Put => "put".into(),
-        RecordedOp::Get => "get".into(),
-        RecordedOp::Accumulate(name) => format!("accumulate({name})"),
-        RecordedOp::GetAccumulate(name) => format!("get_accumulate({name})"),
-        RecordedOp::FetchAndOp(name) => format!("fetch_and_op({name})"),
-        RecordedOp::CompareAndSwap => "compare_and_swap".into(),
-    }
 }
 
 struct Trace {
@@ -183,7 +172,7 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
                 runs,
                 ..
             } => {
-                let name = op_name(op);
+                let name = op.to_string();
                 let key = (rank, r.incarnation, *op_id);
                 trace.instant(
                     r,
@@ -206,7 +195,7 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
                 runs,
                 ..
             } => {
-                let name = op_name(op);
+                let name = op.to_string();
                 trace.instant(
                     r,
                     rank,
@@ -260,6 +249,7 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::RecordedOp;
 
     fn history() -> Vec<AuditRecord> {
         let mut records = Vec::new();

@@ -12,9 +12,7 @@ use std::str::FromStr;
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use futures::StreamExt;
-use onesided_client::{
-    Assert, Audit, AuditEntry, AuditEvent, Datatype, Finding, FindingSide, RecordedOp,
-};
+use onesided_client::{Assert, Audit, AuditEntry, AuditEvent, Datatype, Finding, FindingSide};
 use onesided_core::datatype;
 use serde_json::{json, Value as Json};
 
@@ -261,17 +259,6 @@ fn typed(datatype: &str, bytes: &[u8]) -> String {
         .unwrap_or_else(|| short_hex(bytes))
 }
 
-fn op_name(op: &RecordedOp) -> String {
-    match op {
-        RecordedOp::Put => "put".into(),
-        RecordedOp::Get => "get".into(),
-        RecordedOp::Accumulate(name) => format!("accumulate({name})"),
-        RecordedOp::GetAccumulate(name) => format!("get_accumulate({name})"),
-        RecordedOp::FetchAndOp(name) => format!("fetch_and_op({name})"),
-        RecordedOp::CompareAndSwap => "compare_and_swap".into(),
-    }
-}
-
 /// A JSON field's value: strings bare, `null` as `-`, lists comma-separated, pairs as `a..b`
 /// (the byte ranges of loads, stores, pulls and issued operations are `[start, end)`).
 fn field_text(value: &Json) -> String {
@@ -359,7 +346,7 @@ pub fn summary(event: &AuditEvent, body: &str) -> String {
         } => {
             let mut text = format!(
                 "{} origin={origin} {datatype} disp={disp} bytes={}",
-                op_name(op),
+                op,
                 ranges(runs)
             );
             if !data.is_empty() {

@@ -137,24 +137,7 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
     };
     let token = global.token("the token of the rank to act as")?;
     let session = Session::attach(&global.addr, token).await?;
-    if let Some(world) = &args.world {
-        if world != session.world() {
-            return Err(Usage(format!(
-                "the token belongs to world {}, not {world}",
-                session.world()
-            ))
-            .into());
-        }
-    }
-    if let Some(rank) = args.rank {
-        if rank != session.rank() {
-            return Err(Usage(format!(
-                "the token belongs to rank {}, not {rank}",
-                session.rank()
-            ))
-            .into());
-        }
-    }
+    check_membership(&session, args.world.as_deref(), args.rank)?;
     let window = session.window(&args.window).await?;
     let lock = match args.lock {
         Some(LockArg::Shared) => LockType::Shared,
@@ -404,4 +387,32 @@ pub async fn cas(global: &Global, args: CasArgs) -> Result<ExitCode> {
     let old = epoch.one(spec).await?;
     print_values(global, target, &old, "old");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses a `--world`/`--rank` that the token does not belong to.
+///
+/// # Errors
+/// A usage error naming what the token does belong to.
+pub(crate) fn check_membership(
+    session: &Session,
+    world: Option<&str>,
+    rank: Option<u32>,
+) -> Result<(), Usage> {
+    if let Some(world) = world {
+        if world != session.world() {
+            return Err(Usage(format!(
+                "the token belongs to world {}, not {world}",
+                session.world()
+            )));
+        }
+    }
+    if let Some(rank) = rank {
+        if rank != session.rank() {
+            return Err(Usage(format!(
+                "the token belongs to rank {}, not {rank}",
+                session.rank()
+            )));
+        }
+    }
+    Ok(())
 }

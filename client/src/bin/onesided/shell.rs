@@ -215,24 +215,7 @@ pub async fn shell(global: &Global, args: ShellArgs) -> Result<ExitCode> {
     let Some(session) = executor.session() else {
         return Err(Usage("the session ended".into()).into());
     };
-    if let Some(world) = &args.world {
-        if world != session.world() {
-            return Err(Usage(format!(
-                "the token belongs to world {}, not {world}",
-                session.world()
-            ))
-            .into());
-        }
-    }
-    if let Some(rank) = args.rank {
-        if rank != session.rank() {
-            return Err(Usage(format!(
-                "the token belongs to rank {}, not {rank}",
-                session.rank()
-            ))
-            .into());
-        }
-    }
+    crate::epoch::check_membership(session, args.world.as_deref(), args.rank)?;
     let ranks = session.nranks();
     let banner = format!(
         "onesided shell: rank {} of {} in world {} (type `help`)",
