@@ -10,7 +10,7 @@
 //! - [`layout`]: contiguous, vector and indexed layouts flattened to byte runs.
 //! - [`ranges`]: byte-range sets (dirty and remotely changed ranges of a window).
 //! - [`window`]: window descriptions, info keys, and target-side `apply` of one operation.
-//! - [`assert`]: the `MPI_MODE_*` assertion bits and which call accepts which.
+//! - [`mod@assert`]: the `MPI_MODE_*` assertion bits and which call accepts which.
 //! - [`epoch`]: the origin-side epoch state machine that accepts or refuses each call.
 //! - [`audit`]: the audit vocabulary, the hash chain, verification and replay.
 //! - [`check`]: happens-before over an audit log and the access pairs it leaves unordered.

@@ -1,5 +1,5 @@
 //! The parsed form of a scenario: windows, per-rank calls in file order, barriers, and
-//! expectations. Plain data; [`super::parse`] builds it and [`super::run`] executes it.
+//! expectations. Plain data; [`mod@super::parse`] builds it and [`mod@super::run`] executes it.
 
 use onesided_core::datatype::Value;
 use onesided_core::epoch::LockType;
