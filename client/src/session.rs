@@ -331,6 +331,41 @@ impl Session {
         Ok(Window::new(self.clone(), desc_from_wire(desc)?))
     }
 
+    /// Ends the session cleanly: ships every open window's pending loads and stores (what a
+    /// rank did after its last call) and every deferred call, and waits until the server has
+    /// answered them — in sync durability, until they are in the audit log. Dropping a session
+    /// instead may lose them.
+    ///
+    /// # Errors
+    /// When the session already ended.
+    pub async fn close(self) -> Result<()> {
+        let watched: Vec<_> = lock(&self.inner.windows).clone();
+        for (window, state) in &watched {
+            if let Some(state) = state.upgrade() {
+                self.record(*window, take_accesses(&state));
+            }
+        }
+        // an empty record is answered once everything before it is in the audit log
+        let Some((window, _)) = watched.first() else {
+            self.flush_deferred();
+            return Ok(());
+        };
+        if !self.audited() {
+            self.flush_deferred();
+            return Ok(());
+        }
+        let drained = self
+            .call(Call::Record(Record {
+                window: *window,
+                events: Vec::new(),
+            }))
+            .await;
+        match drained {
+            Err(error) if error.class() == Some(onesided_core::ErrorClass::Win) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
     /// `MPI_Barrier` over the world: returns once every rank has called it.
     ///
     /// # Errors

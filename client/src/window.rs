@@ -54,6 +54,15 @@ pub struct Window {
     state: Arc<Mutex<State>>,
 }
 
+impl Drop for Window {
+    /// The loads and stores since the last call still reach the audit log (with the session's
+    /// next message, or at [`Session::close`]).
+    fn drop(&mut self) {
+        let pending = take_accesses(&self.state);
+        self.session.record(self.desc.id, pending);
+    }
+}
+
 /// The result of a get-like operation; defined once the operation completed (after the flush,
 /// unlock, fence or complete that completes it).
 #[derive(Debug)]

@@ -467,3 +467,32 @@ async fn operations_record_their_fence_epoch() {
         "issued after the second fence, no lock"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_session_records_its_last_loads_and_stores() {
+    let server = spawn_server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let fixture = Fixture::on(server, 1).await;
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 1, 2))
+        .await;
+    let id = windows[0].desc().id;
+    windows[0].store(1, &[3i64]).unwrap();
+    let _ = windows[0].load::<i64>(0, 1).unwrap();
+    let session = windows[0].session().clone();
+    // the window handle is gone; its pending accesses are still shipped at close
+    drop(windows);
+    session.close().await.unwrap();
+    let kinds: Vec<String> = audit
+        .events(id, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|event| match event.event {
+            Some(AuditEvent::Store { ranges }) => Some(format!("store {ranges:?}")),
+            Some(AuditEvent::Load { ranges }) => Some(format!("load {ranges:?}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, vec!["store [(8, 16)]", "load [(0, 8)]"]);
+}
