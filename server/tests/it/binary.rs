@@ -33,26 +33,30 @@ fn start(data: &TempDir, extra: &[&str]) -> (std::process::Child, String) {
     (child, format!("http://{address}"))
 }
 
-fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+fn terminate(mut child: std::process::Child) -> std::process::ExitStatus {
+    let pid = child.id();
     let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &pid.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    for _ in 0..200 {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    panic!("the server did not stop within 10 s of SIGTERM");
+    let (exited, exit) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = exited.send(child.wait().unwrap());
+    });
+    exit.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the server did not stop within 10 s of SIGTERM");
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let (mut child, url) = start(&data, &[]);
+    let (child, url) = start(&data, &[]);
     // no --admin-token: one was generated into the data directory
     let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
     let admin = Admin::connect(&url, token.trim()).await.unwrap();
@@ -69,7 +73,7 @@ async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
         let session = session.clone();
         async move { session.barrier().await }
     });
-    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+    let status = tokio::task::spawn_blocking(move || terminate(child))
         .await
         .unwrap();
     assert!(status.success(), "{status}");
@@ -100,7 +104,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
     drop(window);
     drop(session);
 
-    let (mut child, url) = start(&data, &token);
+    let (child, url) = start(&data, &token);
     let audit = Audit::connect(&url, "t").await.unwrap();
     let events = audit.events(desc.id, 1).await.unwrap();
     let put = events.iter().find_map(|event| match &event.event {
@@ -126,7 +130,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
         .await
         .unwrap();
     assert!(again.id > desc.id);
-    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+    let status = tokio::task::spawn_blocking(move || terminate(child))
         .await
         .unwrap();
     assert!(status.success());
