@@ -1,0 +1,342 @@
+//! onesided-bench: what onesided's RMA calls cost, measured side by side with references.
+//!
+//! [`run`] attaches ranks to a server (one given by URL, or one started in this process on
+//! `127.0.0.1:0` with a temporary data directory), times the patterns of issue 6 and returns a
+//! [`Report`]: medians of per-iteration latencies in microseconds after a warm-up of 10 % that
+//! is not measured, and throughputs. The references — a raw TCP ping-pong and, when a Redis
+//! answers on `127.0.0.1:6379` and `redis-benchmark` is on `PATH`, Redis GET/SET and INCR —
+//! are measured in the same run, so that the ratios compare like with like.
+//!
+//! Nothing here asserts a speed: the figures are printed ([`Report::table`]) or emitted as one
+//! JSON object ([`Report::to_json`]).
+
+mod measure;
+mod reference;
+mod server;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Map, Value};
+
+pub use measure::median;
+pub use server::InProcess;
+
+/// How the in-process server records its audit log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Audit {
+    /// No audit log.
+    Off,
+    /// Recorded in the background.
+    Async,
+    /// Every answer waits for its events' commit.
+    Sync,
+}
+
+impl Audit {
+    /// The name used on the command line and in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Audit::Off => "off",
+            Audit::Async => "async",
+            Audit::Sync => "sync",
+        }
+    }
+}
+
+/// What to run against and how long.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// A running server (`http://host:port`) and its admin token; `None` starts one in-process.
+    pub remote: Option<(String, String)>,
+    /// The in-process server's audit durability.
+    pub audit: Audit,
+    /// The in-process server's audit store (`postgres://…`); `None` for SQLite in the data dir.
+    pub database_url: Option<String>,
+    /// Measured iterations of each latency pattern (a warm-up of 10 % more runs first).
+    pub iterations: usize,
+    /// Tiny counts, 4 MiB bulk, fence scaling at 2 and 8 ranks only: a smoke run.
+    pub quick: bool,
+}
+
+impl Options {
+    /// In-process, audit off, `iterations` per pattern.
+    pub fn in_process(iterations: usize) -> Self {
+        Options {
+            remote: None,
+            audit: Audit::Off,
+            database_url: None,
+            iterations,
+            quick: false,
+        }
+    }
+
+    /// A smoke run: in-process, audit off, a handful of iterations.
+    pub fn quick() -> Self {
+        Options {
+            quick: true,
+            ..Options::in_process(QUICK_ITERATIONS)
+        }
+    }
+
+    fn bulk_bytes(&self) -> usize {
+        if self.quick {
+            4 << 20
+        } else {
+            64 << 20
+        }
+    }
+
+    fn scaling_ranks(&self) -> &'static [u32] {
+        if self.quick {
+            &[2, 8]
+        } else {
+            &[2, 8, 32, 64]
+        }
+    }
+}
+
+/// Iterations of each pattern in a `--quick` run.
+pub const QUICK_ITERATIONS: usize = 20;
+
+/// The latency patterns, in table order, with what each times.
+pub const LATENCY_KEYS: [(&str, &str); 7] = [
+    ("lock_put_unlock_us", "lock(X) + put 8 B + unlock"),
+    ("fence_put_us", "fence epoch, 2 ranks, 1 put each"),
+    (
+        "lock_acc_unlock_us",
+        "lock(S) + accumulate sum i64 + unlock",
+    ),
+    ("lock_get_unlock_us", "lock(S) + get 8 B + unlock"),
+    ("fop_flush_us", "fetch_and_op + flush (lock_all)"),
+    ("cas_flush_us", "compare_and_swap + flush (lock_all)"),
+    ("pscw_put_us", "PSCW epoch with 1 put"),
+];
+
+/// Every figure of one run. Missing references are `None`.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// `off`, `async`, `sync`, or for a remote server `remote` (`remote-audited` when it logs).
+    pub audit: String,
+    /// Measured iterations per latency pattern.
+    pub iterations: usize,
+    /// Median latencies in µs, keyed as [`LATENCY_KEYS`].
+    pub latencies: Vec<(&'static str, f64)>,
+    /// 64 ranks accumulating into rank 0's element 0, a flush after every op: total ops/s.
+    pub hot_counter_ops_per_s: f64,
+    /// One put of `bulk_bytes` inside lock/unlock: MiB/s.
+    pub bulk_put_mib_per_s: f64,
+    /// Size of the bulk put in bytes.
+    pub bulk_bytes: usize,
+    /// When one put of `bulk_bytes` failed: why (the figure is then of 1 MiB puts in one
+    /// lock/unlock epoch).
+    pub bulk_single_put_failed: Option<String>,
+    /// Fence epochs with one put per rank: (ranks, median µs per epoch).
+    pub fence_scaling_us: Vec<(u32, f64)>,
+    /// Raw TCP ping-pong of 8 bytes, median µs.
+    pub raw_tcp_pingpong_us: f64,
+    /// Redis GET and SET with one client: mean of their p50s, µs.
+    pub redis_get_set_us: Option<f64>,
+    /// Redis INCR with 50 clients: requests/s.
+    pub redis_incr_50_clients_per_s: Option<f64>,
+    /// Why Redis was not measured, when it was not.
+    pub redis_missing: Option<String>,
+}
+
+/// Runs every pattern and every reference.
+///
+/// # Errors
+/// When the server cannot be started or reached, or an RMA call fails.
+pub async fn run(options: &Options) -> anyhow::Result<Report> {
+    let in_process;
+    let (url, token) = match &options.remote {
+        Some((url, token)) => (url.clone(), token.clone()),
+        None => {
+            in_process = InProcess::start(options.audit, options.database_url.clone())
+                .await
+                .context("cannot start the in-process server")?;
+            (in_process.url.clone(), in_process.admin_token.clone())
+        }
+    };
+    let bench = measure::Bench::connect(&url, &token, options).await?;
+
+    let mut latencies = Vec::new();
+    for (key, _) in LATENCY_KEYS {
+        let value = bench
+            .latency(key)
+            .await
+            .with_context(|| format!("while measuring {key}"))?;
+        latencies.push((key, value));
+    }
+    let hot_counter_ops_per_s = bench.hot_counter().await.context("hot counter")?;
+    let bulk_bytes = options.bulk_bytes();
+    let (bulk_put_mib_per_s, bulk_single_put_failed) =
+        bench.bulk_put(bulk_bytes).await.context("bulk put")?;
+    let mut fence_scaling_us = Vec::new();
+    for &ranks in options.scaling_ranks() {
+        let value = bench
+            .fence_scaling(ranks)
+            .await
+            .with_context(|| format!("fence scaling at {ranks} ranks"))?;
+        fence_scaling_us.push((ranks, value));
+    }
+    let audit = match &options.remote {
+        None => options.audit.name().to_string(),
+        Some(_) if bench.audited => "remote-audited".to_string(),
+        Some(_) => "remote".to_string(),
+    };
+    drop(bench);
+
+    let iterations = options.iterations;
+    let raw_tcp_pingpong_us =
+        tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
+            .await?
+            .context("raw TCP ping-pong")?;
+    let requests = if options.quick { 2_000 } else { 20_000 };
+    let redis = tokio::task::spawn_blocking(move || reference::redis(requests)).await?;
+    let (redis_get_set_us, redis_incr_50_clients_per_s, redis_missing) = match redis {
+        Ok((get_set, incr)) => (Some(get_set), Some(incr), None),
+        Err(why) => (None, None, Some(format!("{why:#}"))),
+    };
+    Ok(Report {
+        audit,
+        iterations,
+        latencies,
+        hot_counter_ops_per_s,
+        bulk_put_mib_per_s,
+        bulk_bytes,
+        bulk_single_put_failed,
+        fence_scaling_us,
+        raw_tcp_pingpong_us,
+        redis_get_set_us,
+        redis_incr_50_clients_per_s,
+        redis_missing,
+    })
+}
+
+fn ratio(value: f64, reference: Option<f64>) -> String {
+    match reference {
+        Some(reference) if reference > 0.0 => format!("{:.2}×", value / reference),
+        _ => "—".to_string(),
+    }
+}
+
+fn number(value: Option<f64>) -> Value {
+    value.map_or(Value::Null, Value::from)
+}
+
+impl Report {
+    /// One JSON object: every metric by its key, the references both at the top level and
+    /// under `"references"`, plus `"audit"` and `"iterations"`.
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        object.insert("audit".into(), json!(self.audit));
+        object.insert("iterations".into(), json!(self.iterations));
+        for (key, value) in &self.latencies {
+            object.insert((*key).into(), json!(value));
+        }
+        object.insert(
+            "hot_counter_ops_per_s".into(),
+            json!(self.hot_counter_ops_per_s),
+        );
+        object.insert("bulk_put_mib_per_s".into(), json!(self.bulk_put_mib_per_s));
+        object.insert("bulk_put_bytes".into(), json!(self.bulk_bytes));
+        object.insert(
+            "bulk_put_single_message".into(),
+            json!(self.bulk_single_put_failed.is_none()),
+        );
+        object.insert(
+            "bulk_put_single_failure".into(),
+            json!(self.bulk_single_put_failed),
+        );
+        let scaling: Map<String, Value> = self
+            .fence_scaling_us
+            .iter()
+            .map(|(ranks, value)| (ranks.to_string(), json!(value)))
+            .collect();
+        object.insert("fence_scaling_us".into(), Value::Object(scaling));
+        let references = json!({
+            "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
+            "redis_get_set_us": number(self.redis_get_set_us),
+            "redis_incr_50_clients_per_s": number(self.redis_incr_50_clients_per_s),
+        });
+        for (key, value) in references.as_object().expect("an object") {
+            object.insert(key.clone(), value.clone());
+        }
+        object.insert("references".into(), references);
+        Value::Object(object)
+    }
+
+    /// A Markdown table: metric, value, the reference it is compared with, and the ratio.
+    pub fn table(&self) -> String {
+        let tcp = Some(self.raw_tcp_pingpong_us);
+        let mut out = format!(
+            "onesided-bench: audit {}, {} iterations per latency pattern (median after warm-up)\n\n",
+            self.audit, self.iterations
+        );
+        out.push_str("| metric | value | reference | ratio |\n|---|---|---|---|\n");
+        let tcp_name = format!("raw TCP ping-pong {:.1} µs", self.raw_tcp_pingpong_us);
+        for (key, value) in &self.latencies {
+            out.push_str(&format!(
+                "| `{key}` | {value:.1} µs | {tcp_name} | {} |\n",
+                ratio(*value, tcp)
+            ));
+        }
+        let incr = match self.redis_incr_50_clients_per_s {
+            Some(rps) => format!("Redis INCR 50 clients {rps:.0}/s"),
+            None => "Redis INCR: not available".to_string(),
+        };
+        out.push_str(&format!(
+            "| `hot_counter_ops_per_s` (64 ranks) | {:.0} ops/s | {incr} | {} |\n",
+            self.hot_counter_ops_per_s,
+            ratio(self.hot_counter_ops_per_s, self.redis_incr_50_clients_per_s)
+        ));
+        let how = match self.bulk_single_put_failed {
+            None => "one put",
+            Some(_) => "1 MiB puts, one epoch",
+        };
+        out.push_str(&format!(
+            "| `bulk_put_mib_per_s` ({} MiB, {how}) | {:.0} MiB/s | — | — |\n",
+            self.bulk_bytes >> 20,
+            self.bulk_put_mib_per_s
+        ));
+        for (ranks, value) in &self.fence_scaling_us {
+            out.push_str(&format!(
+                "| `fence_scaling_us` {ranks} ranks | {value:.1} µs | {tcp_name} | {} |\n",
+                ratio(*value, tcp)
+            ));
+        }
+        out.push_str(&format!(
+            "| `raw_tcp_pingpong_us` | {:.1} µs | | |\n",
+            self.raw_tcp_pingpong_us
+        ));
+        match (self.redis_get_set_us, self.redis_incr_50_clients_per_s) {
+            (Some(get_set), Some(incr)) => {
+                out.push_str(&format!(
+                    "| `redis_get_set_us` (p50, 1 client) | {get_set:.1} µs | | |\n"
+                ));
+                out.push_str(&format!(
+                    "| `redis_incr_50_clients_per_s` | {incr:.0}/s | | |\n"
+                ));
+            }
+            _ => {
+                out.push_str("| `redis_get_set_us` | not available | | |\n");
+                out.push_str("| `redis_incr_50_clients_per_s` | not available | | |\n");
+            }
+        }
+        if let Some(why) = &self.bulk_single_put_failed {
+            out.push_str(&format!(
+                "\nOne {} MiB put failed: {why}\n",
+                self.bulk_bytes >> 20
+            ));
+        }
+        if let Some(why) = &self.redis_missing {
+            out.push_str(&format!("\nRedis not measured: {why}\n"));
+        }
+        out
+    }
+}
+
+/// How long a many-rank pattern (hot counter, fence epochs) may take before it is reported
+/// as stuck.
+pub(crate) const PATTERN_TIMEOUT: Duration = Duration::from_secs(300);

@@ -1,0 +1,154 @@
+//! The references measured in the same run: a raw TCP ping-pong, and Redis through
+//! `redis-benchmark` when both are there.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::measure::{median, warm_up};
+
+/// A blocking ping-pong of 8 bytes between two threads over loopback with `TCP_NODELAY`:
+/// median µs per round trip.
+///
+/// # Errors
+/// A socket error.
+pub fn tcp_pingpong(iterations: usize) -> anyhow::Result<f64> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    let total = iterations + warm_up(iterations);
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut stream, _) = listener.accept()?;
+        stream.set_nodelay(true)?;
+        let mut buffer = [0u8; 8];
+        for _ in 0..total {
+            stream.read_exact(&mut buffer)?;
+            stream.write_all(&buffer)?;
+        }
+        Ok(())
+    });
+    let mut stream = TcpStream::connect(address)?;
+    stream.set_nodelay(true)?;
+    let mut buffer = [0u8; 8];
+    let mut samples = Vec::with_capacity(total);
+    for i in 0..total {
+        let started = Instant::now();
+        stream.write_all(&(i as u64).to_le_bytes())?;
+        stream.read_exact(&mut buffer)?;
+        samples.push(started.elapsed());
+    }
+    echo.join()
+        .map_err(|_| anyhow::anyhow!("the echo thread panicked"))??;
+    Ok(median(&samples[warm_up(iterations)..]))
+}
+
+/// Whether a Redis answers PING on 127.0.0.1:6379.
+fn redis_answers() -> anyhow::Result<()> {
+    let address = "127.0.0.1:6379".parse()?;
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500))
+        .context("no Redis on 127.0.0.1:6379")?;
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    stream.write_all(b"PING\r\n")?;
+    let mut reply = [0u8; 7];
+    stream.read_exact(&mut reply)?;
+    if &reply != b"+PONG\r\n" {
+        bail!("127.0.0.1:6379 does not answer PING like Redis");
+    }
+    Ok(())
+}
+
+/// One `redis-benchmark -q --csv` run: (test name, requests/s, p50 µs if reported).
+fn redis_benchmark(args: &[&str]) -> anyhow::Result<Vec<(String, f64, Option<f64>)>> {
+    let output = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", "6379", "-q", "--csv"])
+        .args(args)
+        .output()
+        .context("redis-benchmark is not on PATH")?;
+    if !output.status.success() {
+        bail!(
+            "redis-benchmark failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    parse_csv(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Parses `redis-benchmark --csv`: a header naming the columns (Redis 7: `"test","rps",
+/// "avg_latency_ms","min_latency_ms","p50_latency_ms",…`), or bare `"TEST","rps"` lines.
+pub fn parse_csv(text: &str) -> anyhow::Result<Vec<(String, f64, Option<f64>)>> {
+    let mut p50_column = None;
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line
+            .split(',')
+            .map(|f| f.trim().trim_matches('"'))
+            .collect();
+        if fields.len() < 2 {
+            continue;
+        }
+        if fields[0] == "test" {
+            p50_column = fields.iter().position(|f| *f == "p50_latency_ms");
+            continue;
+        }
+        let Ok(rps) = fields[1].parse::<f64>() else {
+            continue;
+        };
+        let p50 = p50_column
+            .and_then(|column| fields.get(column))
+            .and_then(|f| f.parse::<f64>().ok())
+            .map(|ms| ms * 1000.0);
+        rows.push((fields[0].to_string(), rps, p50));
+    }
+    if rows.is_empty() {
+        bail!("redis-benchmark printed no results");
+    }
+    Ok(rows)
+}
+
+/// Redis GET/SET with one client (mean of the two p50s, µs; 1/rps when no p50 is printed)
+/// and INCR with 50 clients (requests/s).
+///
+/// # Errors
+/// When no Redis answers or `redis-benchmark` is missing or fails.
+pub fn redis(requests: usize) -> anyhow::Result<(f64, f64)> {
+    redis_answers()?;
+    let n = requests.to_string();
+    let get_set = redis_benchmark(&["-n", &n, "-t", "get,set", "-c", "1"])?;
+    let latencies: Vec<f64> = get_set
+        .iter()
+        .map(|(_, rps, p50)| p50.unwrap_or(1e6 / rps))
+        .collect();
+    let get_set_us = latencies.iter().sum::<f64>() / latencies.len() as f64;
+    let incr = redis_benchmark(&["-n", &n, "-t", "incr", "-c", "50"])?;
+    let incr_rps = incr
+        .iter()
+        .find(|(test, _, _)| test.eq_ignore_ascii_case("INCR"))
+        .map(|(_, rps, _)| *rps)
+        .context("redis-benchmark printed no INCR line")?;
+    Ok((get_set_us, incr_rps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_csv;
+
+    #[test]
+    fn parses_redis_7_csv_with_a_header() {
+        let text = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\"\n\
+                    \"SET\",\"41666.67\",\"0.024\",\"0.008\",\"0.023\",\"0.031\"\n\
+                    \"GET\",\"43478.26\",\"0.022\",\"0.008\",\"0.021\",\"0.031\"\n";
+        let rows = parse_csv(text).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].0, "SET");
+        assert!((rows[1].1 - 43478.26).abs() < 1e-6);
+        assert!((rows[1].2.unwrap() - 21.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn parses_bare_lines_without_p50() {
+        let rows = parse_csv("\"INCR\",\"100000.00\"\n").unwrap();
+        assert_eq!(rows, [("INCR".to_string(), 100000.0, None)]);
+    }
+}

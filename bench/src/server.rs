@@ -1,0 +1,107 @@
+//! A server started in this process, on its own thread and tokio runtime (as a separate
+//! process would have), listening on `127.0.0.1:0` with a temporary data directory.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use onesided_server::audit::Durability;
+use onesided_server::ServerConfig;
+use tokio::sync::oneshot;
+
+use crate::Audit;
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A running in-process server; stopped (and its data directory removed) on drop.
+#[derive(Debug)]
+pub struct InProcess {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Its admin token (random per run).
+    pub admin_token: String,
+    data_dir: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl InProcess {
+    /// Starts a server with `audit` durability; `database_url` selects PostgreSQL.
+    ///
+    /// # Errors
+    /// When the port cannot be bound or the runtime cannot be built.
+    pub async fn start(audit: Audit, database_url: Option<String>) -> anyhow::Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let unique = format!(
+            "{}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        );
+        let admin_token = format!("bench-admin-{unique}");
+        let data_dir = std::env::temp_dir().join(format!("onesided-bench-{unique}"));
+        let mut config = ServerConfig::new(&admin_token, data_dir.clone());
+        config.database_url = database_url;
+        config.durability = match audit {
+            Audit::Off => Durability::Off,
+            Audit::Async => Durability::Async,
+            Audit::Sync => Durability::Sync,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("onesided-server")
+            .build()
+            .context("cannot build the server's runtime")?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (ready, started) = oneshot::channel::<anyhow::Result<()>>();
+        std::thread::Builder::new()
+            .name("onesided-server".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(e) => {
+                            let _ = ready.send(Err(e.into()));
+                            return;
+                        }
+                    };
+                    let _ = ready.send(Ok(()));
+                    let served = onesided_server::run(listener, config, async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+                    if let Err(e) = served {
+                        eprintln!("onesided-bench: in-process server failed: {e:#}");
+                    }
+                });
+            })
+            .context("cannot start the server thread")?;
+        started.await.context("the server thread ended")??;
+        let server = InProcess {
+            url,
+            admin_token,
+            data_dir,
+            stop: Some(stop),
+        };
+        // the first answer comes once the server runs (its audit store is open)
+        let admin = onesided_client::Admin::connect(&server.url, &server.admin_token).await?;
+        admin
+            .list_worlds()
+            .await
+            .context("the in-process server does not answer")?;
+        Ok(server)
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}

@@ -1,0 +1,42 @@
+//! A smoke run of the bench logic against an in-process server: every key is there with a
+//! positive number. It asserts no speed.
+
+use onesided_bench::{run, Options};
+use serde_json::Value;
+
+fn positive(value: &Value) -> bool {
+    value.as_f64().is_some_and(|v| v.is_finite() && v > 0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_run_reports_every_key_with_a_positive_number() {
+    let report = run(&Options::quick()).await.expect("the quick run failed");
+    let json = report.to_json();
+    for key in [
+        "lock_put_unlock_us",
+        "fence_put_us",
+        "lock_acc_unlock_us",
+        "lock_get_unlock_us",
+        "fop_flush_us",
+        "cas_flush_us",
+        "pscw_put_us",
+        "hot_counter_ops_per_s",
+        "bulk_put_mib_per_s",
+        "raw_tcp_pingpong_us",
+    ] {
+        assert!(positive(&json[key]), "{key} is {:?}", json[key]);
+    }
+    for ranks in ["2", "8"] {
+        let value = &json["fence_scaling_us"][ranks];
+        assert!(positive(value), "fence_scaling_us[{ranks}] is {value:?}");
+    }
+    // Redis is a reference only when one runs here: null or a positive number
+    for key in ["redis_get_set_us", "redis_incr_50_clients_per_s"] {
+        let value = &json["references"][key];
+        assert!(value.is_null() || positive(value), "{key} is {value:?}");
+        assert_eq!(&json[key], value);
+    }
+    assert!(positive(&json["references"]["raw_tcp_pingpong_us"]));
+    assert_eq!(json["audit"], "off");
+    assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
+}
