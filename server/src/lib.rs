@@ -32,13 +32,18 @@ use onesided_proto::v1::rma_server::{Rma, RmaServer};
 use onesided_proto::v1::{ClientMessage, ServerMessage};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use crate::registry::Registry;
+
+/// Largest message a session may send or receive (a put or a get of up to this many bytes
+/// in one call).
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// What the server needs to run.
 #[derive(Clone)]
@@ -144,11 +149,14 @@ pub async fn run(
         auth::AdminAuth::new(&config.admin_token),
     );
     let stopping = CancellationToken::new();
-    let rma = RmaServer::with_interceptor(
-        RmaService {
+    let rma = tonic::service::interceptor::InterceptedService::new(
+        RmaServer::new(RmaService {
             registry: Arc::clone(&registry),
             shutdown: stopping.clone(),
-        },
+        })
+        // a put may carry a large part of a window in one message (tonic's default is 4 MiB)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES),
         auth::RankAuth::new(Arc::clone(&registry)),
     );
     let (health_reporter, health) = tonic_health::server::health_reporter();
@@ -165,14 +173,16 @@ pub async fn run(
         .local_addr()
         .context("the listener has no local address")?;
     tracing::info!(%address, data_dir = %config.data_dir.display(), "onesided server listening");
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(health)
         .add_service(reflection)
         .add_service(admin)
         .add_service(audit_service)
         .add_service(rma)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+        // Server::tcp_nodelay does not reach sockets accepted from our own listener: without
+        // this, Nagle's algorithm meets delayed ACKs and a fence epoch takes ~40 ms
+        .serve_with_incoming_shutdown(incoming, async move {
             shutdown.await;
             tracing::info!("draining sessions");
             stopping.cancel();

@@ -269,3 +269,23 @@ async fn origin_layouts_pack_and_unpack() {
     let too_short = onesided_client::unpack(&picked, &mut buffer[..3], &origin_layout).unwrap_err();
     assert_eq!(too_short.class(), Some(ErrorClass::RmaRange));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_and_a_get_larger_than_grpcs_default_message_size() {
+    let fixture = Fixture::new(2).await;
+    // 6 MiB: past tonic's default limit of 4 MiB per message
+    let count = 768 * 1024u64;
+    let w = fixture
+        .window(WindowSpec::of::<u64>(&unique("w"), 2, count))
+        .await;
+    let values: Vec<u64> = (0..count).map(|i| i * 7 + 1).collect();
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, 0, &values).unwrap();
+    w[0].flush(1).await.unwrap();
+    let back = w[0].get::<u64>(1, 0, count).unwrap();
+    w[0].unlock(1).await.unwrap();
+    assert!(
+        back.value().await.unwrap() == values,
+        "6 MiB came back changed"
+    );
+}
