@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, Weak};
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::rma_client::RmaClient;
 use onesided_proto::v1::{
-    server_message::Reply, Barrier, Batch, ClientMessage, OpenWindow, Record, ServerMessage,
+    server_message::Reply, Barrier, Batch, ClientMessage, Heartbeat, OpenWindow, Record,
+    ServerMessage,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -67,12 +68,42 @@ struct Inner {
     sent: AtomicU64,
     received: Arc<AtomicU64>,
     reader: tokio::task::JoinHandle<()>,
+    heartbeat: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         self.reader.abort();
+        self.heartbeat.abort();
     }
+}
+
+/// Keeps the session's lease alive: a heartbeat every third of the lease, whether or not
+/// calls are flowing (a heartbeat is a few bytes; tracking idleness would cost every call).
+/// It holds the stream only weakly, so dropping the session still ends it.
+fn heartbeat(
+    outbound: mpsc::WeakUnboundedSender<ClientMessage>,
+    lease: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    let period = (lease / 3).max(std::time::Duration::from_millis(10));
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let Some(outbound) = outbound.upgrade() else {
+                return;
+            };
+            let beat = ClientMessage {
+                id: 0,
+                call: Some(Call::Heartbeat(Heartbeat {})),
+            };
+            if outbound.send(beat).is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// An attached rank. Cheap to clone; the stream closes when the last clone is dropped.
@@ -164,6 +195,12 @@ impl Session {
             }
             waiters.closed = Some(ended);
         });
+        let lease = match attached.lease_ttl_ms {
+            // a server that names no lease keeps sessions without one
+            0 => std::time::Duration::from_secs(3600),
+            ms => std::time::Duration::from_millis(ms),
+        };
+        let heartbeat = heartbeat(outbound.downgrade(), lease);
         Ok(Session {
             inner: Arc::new(Inner {
                 world: attached.world,
@@ -178,6 +215,7 @@ impl Session {
                 sent: AtomicU64::new(0),
                 received,
                 reader,
+                heartbeat,
             }),
         })
     }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use futures::future::{FutureExt, Shared};
 use onesided_core::audit::Event as AuditEvent;
-use onesided_core::epoch::{EpochState, LockType};
+use onesided_core::epoch::{AccessTag, EpochState, LockType};
 use onesided_core::layout::Layout;
 use onesided_core::ranges::RangeSet;
 use onesided_core::window::{OpKind, TargetOp, WindowDesc};
@@ -43,6 +43,9 @@ pub(crate) struct State {
     /// Bytes stored and loaded locally since the last call (for the audit log).
     stored: RangeSet,
     loaded: RangeSet,
+    /// Per target: the fencing token of the lock held there, once its grant was seen (0
+    /// otherwise). Operations carry it, so the target refuses them after a revocation.
+    tokens: Vec<u64>,
 }
 
 /// One rank's handle on a window. Calls take `&self`; a rank's calls on one window are
@@ -241,6 +244,7 @@ impl Window {
             outstanding: Vec::new(),
             stored: RangeSet::new(),
             loaded: RangeSet::new(),
+            tokens: vec![0; desc.nranks() as usize],
         }));
         // a barrier is a session call: it notes this window's accesses before it goes
         session.watch(desc.id, Arc::downgrade(&state));
@@ -274,6 +278,17 @@ impl Window {
 
     fn id(&self) -> u64 {
         self.desc.id
+    }
+
+    /// The fencing token of the lock this rank holds on `target`, once its grant has been seen
+    /// (a lock of one's own rank, or `lock_all`'s own part); `None` otherwise. Operations carry
+    /// it: after the lock was revoked (this session's lease lapsed) the target refuses them.
+    pub fn fencing_token(&self, target: u32) -> Option<u64> {
+        self.state()
+            .tokens
+            .get(target as usize)
+            .copied()
+            .filter(|&token| token != 0)
     }
 
     fn call(&self, call: Call) -> SharedReply {
@@ -592,6 +607,7 @@ impl Window {
         };
         if eager {
             let answer = synced(reply.await?)?;
+            self.state().tokens[target as usize] = answer.token;
             self.apply_pull(answer.pull);
         } else {
             let reply = async move { bytes_of(reply.await?) }.boxed().shared();
@@ -615,6 +631,7 @@ impl Window {
         let reply = {
             let mut state = self.state();
             state.epoch.unlock(target)?;
+            state.tokens[target as usize] = 0;
             let push = Self::take_push(&mut state);
             self.session.call(Call::Unlock(v1::Unlock {
                 window: self.id(),
@@ -647,6 +664,7 @@ impl Window {
             }))
         };
         let answer = synced(reply.await?)?;
+        self.state().tokens[self.session.rank() as usize] = answer.token;
         self.apply_pull(answer.pull);
         self.returned("lock_all", None);
         Ok(())
@@ -661,6 +679,7 @@ impl Window {
         let reply = {
             let mut state = self.state();
             state.epoch.unlock_all()?;
+            state.tokens.iter_mut().for_each(|token| *token = 0);
             let push = Self::take_push(&mut state);
             self.session.call(Call::UnlockAll(v1::UnlockAll {
                 window: self.id(),
@@ -819,7 +838,11 @@ impl Window {
         };
         let returns_data = target_op.kind.returns_data();
         let mut state = self.state();
-        state.epoch.op(target, request_based)?;
+        let plan = state.epoch.op(target, request_based)?;
+        let token = match plan.tag {
+            AccessTag::Lock => state.tokens[target as usize],
+            AccessTag::Fence { .. } | AccessTag::Pscw { .. } => 0,
+        };
         let reply = self.session.defer(Call::Op(v1::RmaOp {
             window: self.id(),
             target,
@@ -831,6 +854,7 @@ impl Window {
             data: target_op.data,
             compare: target_op.compare,
             request_based,
+            token,
         }));
         let reply = async move { bytes_of(reply.await?) }.boxed().shared();
         state.outstanding.push(Outstanding {

@@ -141,6 +141,33 @@ pub enum Event {
         /// Its fencing token.
         token: u64,
     },
+    /// This target took `origin`'s lock away because its session ended without unlocking (its
+    /// lease lapsed, its stream broke, or a new incarnation of the rank attached).
+    LockRevoke {
+        /// Former holder.
+        origin: u32,
+        /// Its fencing token, refused from now on.
+        token: u64,
+        /// Why: `lease lapsed`, `session ended`, `superseded`.
+        reason: String,
+    },
+    /// A call of this rank failed with `PROC_FAILED` because rank `peer`, which it needs, is
+    /// gone (recorded at this rank's actor, or at the world barrier).
+    PeerFailed {
+        /// The gone rank.
+        peer: u32,
+        /// The call that failed: `fence`, `wait`, `barrier`, `win_free`, or an operation.
+        call: String,
+    },
+    /// A session of this rank ended: `clean` when the stream was closed by the client with
+    /// nothing held, otherwise why (`lease lapsed`, `stream broke`, `superseded`, …). Recorded
+    /// on every window of the world, after the rank's locks were revoked.
+    Departed {
+        /// The session's incarnation.
+        incarnation: u64,
+        /// Why it ended.
+        reason: String,
+    },
     /// A flush of `origin`'s operations completed at this target.
     Flush {
         /// The flushing rank.
@@ -254,6 +281,9 @@ impl Event {
             Event::LockRequest { .. } => "lock_request",
             Event::LockGrant { .. } => "lock_grant",
             Event::LockRelease { .. } => "lock_release",
+            Event::LockRevoke { .. } => "lock_revoke",
+            Event::PeerFailed { .. } => "peer_failed",
+            Event::Departed { .. } => "departed",
             Event::Flush { .. } => "flush",
             Event::Sync => "sync",
             Event::BarrierEnter => "barrier_enter",

@@ -378,6 +378,8 @@ impl Pass {
             | Event::Published { .. }
             | Event::Pulled { .. }
             | Event::TestFalse
+            | Event::PeerFailed { .. }
+            | Event::Departed { .. }
             | Event::Flush { .. }
             | Event::Op { .. } => {}
             Event::Attach | Event::Detach | Event::Start { .. } | Event::WaitEnter => {
@@ -544,12 +546,12 @@ impl Pass {
                 lock_type,
                 token,
             } => self.grant(rank, *origin, lock_type == "exclusive", *token),
-            Event::LockRelease { origin, token } => {
-                let Some(clock) = self
-                    .unlock_clock
-                    .get(&(*origin, rank))
-                    .cloned()
-                    .or_else(|| self.clock.get(*origin as usize).cloned())
+            Event::LockRelease { origin, token } | Event::LockRevoke { origin, token, .. } => {
+                // a revoked holder never unlocked: everything it did until then is before
+                let unlocked = matches!(record.event, Event::LockRelease { .. })
+                    .then(|| self.unlock_clock.get(&(*origin, rank)).cloned())
+                    .flatten();
+                let Some(clock) = unlocked.or_else(|| self.clock.get(*origin as usize).cloned())
                 else {
                     return;
                 };

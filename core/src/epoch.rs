@@ -167,6 +167,8 @@ pub struct EpochState {
     access: Access,
     exposure: Exposure,
     start_generations: Vec<u64>,
+    /// Whether this rank ever fenced, posted or started on the window.
+    active_target: bool,
 }
 
 impl EpochState {
@@ -182,7 +184,14 @@ impl EpochState {
             access: Access::None,
             exposure: Exposure::None,
             start_generations: vec![0; nranks as usize],
+            active_target: false,
         }
+    }
+
+    /// Whether this rank took part in active-target synchronization (fence, post, start) on
+    /// the window: its departure then breaks that synchronization for the others.
+    pub fn used_active_target(&self) -> bool {
+        self.active_target
     }
 
     /// This rank.
@@ -267,6 +276,7 @@ impl EpochState {
             pull: !self.noput_since_last_fence,
         };
         self.fences += 1;
+        self.active_target = true;
         self.noput_since_last_fence = assert.has(Assert::NOPUT);
         self.fence = if assert.has(Assert::NOSUCCEED) {
             FenceAccess::Closed
@@ -548,6 +558,7 @@ impl EpochState {
             group: group.clone(),
             noput: assert.has(Assert::NOPUT),
         };
+        self.active_target = true;
         Ok(PostPlan {
             group,
             push: !assert.has(Assert::NOSTORE),
@@ -569,6 +580,7 @@ impl EpochState {
         for &rank in &group {
             self.start_generations[rank as usize] += 1;
         }
+        self.active_target = true;
         self.access = Access::Pscw {
             group: group.clone(),
         };

@@ -6,7 +6,7 @@
 //! ranks"). What an operation does is core's [`apply`]. Must not: take locks, await anything but
 //! its inbox, or block on another actor (replies go out through [`Reply`], never back in).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use onesided_core::audit::{Event, RecordedOp};
@@ -35,6 +35,9 @@ pub enum AccessItem {
         incarnation: u64,
         /// When it may be applied.
         tag: AccessTag,
+        /// The fencing token of the lock the origin believes it holds (0: whatever lock it
+        /// holds, as for a lazy lock whose grant it has not seen).
+        token: u64,
         /// The validated operation.
         op: TargetOp<Bytes>,
         /// Its byte runs at this target.
@@ -78,8 +81,34 @@ pub enum Command {
     Access {
         /// The origin rank.
         origin: u32,
+        /// The origin session's incarnation.
+        incarnation: u64,
         /// What it sent.
         item: AccessItem,
+    },
+    /// A session of `origin` ended: revoke its locks, drop what it still had queued here and,
+    /// when it took part in active-target synchronization, fail what needs it.
+    Departed {
+        /// The rank.
+        origin: u32,
+        /// The ended session's incarnation.
+        incarnation: u64,
+        /// Why it ended (for the revocation's audit event and the errors).
+        reason: String,
+        /// Whether it fenced, posted or started on this window: then fences and waits that
+        /// need it fail from now on (a new incarnation cannot resume its epochs).
+        active: bool,
+        /// Whether no newer incarnation of the rank is attached: then the fence or wait that
+        /// waits for it now fails.
+        vanished: bool,
+        /// Answered once handled.
+        done: oneshot::Sender<()>,
+    },
+    /// A new session of `origin` opened the window: it may take part in epochs again (unless
+    /// an earlier session of it left an active-target epoch behind).
+    Opened {
+        /// The rank.
+        origin: u32,
     },
     /// The owner publishes private bytes (rule 5).
     Push {
@@ -192,6 +221,7 @@ struct PendingWait {
 
 #[derive(Debug, Clone, Copy)]
 struct Holder {
+    incarnation: u64,
     lock_type: LockType,
     token: u64,
     nocheck: bool,
@@ -200,6 +230,7 @@ struct Holder {
 #[derive(Debug)]
 struct Waiter {
     origin: u32,
+    incarnation: u64,
     lock_type: LockType,
     grant: Option<Reply>,
 }
@@ -215,8 +246,10 @@ struct LockTable {
 }
 
 impl LockTable {
-    fn holds(&self, origin: u32) -> bool {
-        self.holders.contains_key(&origin)
+    fn holds(&self, origin: u32, incarnation: u64) -> bool {
+        self.holders
+            .get(&origin)
+            .is_some_and(|holder| holder.incarnation == incarnation)
     }
 
     fn token_of(&self, origin: u32) -> u64 {
@@ -233,12 +266,13 @@ impl LockTable {
         }
     }
 
-    fn grant(&mut self, origin: u32, lock_type: LockType, nocheck: bool) -> u64 {
+    fn grant(&mut self, origin: u32, incarnation: u64, lock_type: LockType, nocheck: bool) -> u64 {
         self.next_token += 1;
         let token = self.next_token;
         self.holders.insert(
             origin,
             Holder {
+                incarnation,
                 lock_type,
                 token,
                 nocheck,
@@ -260,7 +294,8 @@ struct WindowServer {
     /// Bytes changed by operations since the owner's last pull.
     changed: RangeSet,
     fence_entered: u64,
-    fence_markers: BTreeMap<u64, u32>,
+    /// Per closed epoch: the ranks whose end-of-epoch marker arrived.
+    fence_markers: BTreeMap<u64, BTreeSet<u32>>,
     pending_fence: Option<PendingFence>,
     /// Per origin: how many posts of this rank included it.
     posts: Vec<u64>,
@@ -269,7 +304,14 @@ struct WindowServer {
     post_group: Option<Vec<u32>>,
     pending_wait: Option<PendingWait>,
     locks: LockTable,
-    queues: Vec<VecDeque<AccessItem>>,
+    /// Per origin, in arrival order: what it sent, with its session's incarnation.
+    queues: Vec<VecDeque<(u64, AccessItem)>>,
+    /// Ranks whose session ended after they took part in fence or PSCW on this window, and
+    /// why: every fence, wait or operation that needs them fails with `PROC_FAILED`.
+    gone: BTreeMap<u32, String>,
+    /// Ranks whose session ended with no newer one attached, until a new session of theirs
+    /// opens the window: what needs them fails meanwhile.
+    absent: BTreeMap<u32, String>,
 }
 
 impl WindowServer {
@@ -292,6 +334,8 @@ impl WindowServer {
             pending_wait: None,
             locks: LockTable::default(),
             queues: (0..nranks).map(|_| VecDeque::new()).collect(),
+            gone: BTreeMap::new(),
+            absent: BTreeMap::new(),
         }
     }
 
@@ -317,7 +361,11 @@ impl WindowServer {
 
     fn handle(&mut self, command: Command) {
         match command {
-            Command::Access { origin, item } => {
+            Command::Access {
+                origin,
+                incarnation,
+                item,
+            } => {
                 if origin >= self.nranks {
                     if let Some(reply) = reply_of(item) {
                         let error = RmaError::new(ErrorClass::Rank, "origin outside the window");
@@ -325,10 +373,26 @@ impl WindowServer {
                     }
                     return;
                 }
-                self.queues[origin as usize].push_back(item);
+                self.queues[origin as usize].push_back((incarnation, item));
                 self.drain(origin);
             }
+            Command::Departed {
+                origin,
+                incarnation,
+                reason,
+                active,
+                vanished,
+                done,
+            } => {
+                if origin < self.nranks {
+                    self.depart(origin, incarnation, &reason, active, vanished);
+                }
+                let _ = done.send(());
+            }
             Command::Push { segments } => self.push(segments),
+            Command::Opened { origin } => {
+                self.absent.remove(&origin);
+            }
             Command::FenceEnter {
                 fence,
                 closes,
@@ -389,7 +453,7 @@ impl WindowServer {
         let freed = || RmaError::new(ErrorClass::Win, "the window was freed");
         let mut refused = Vec::new();
         for queue in &mut self.queues {
-            refused.extend(queue.drain(..).filter_map(reply_of));
+            refused.extend(queue.drain(..).filter_map(|(_, item)| reply_of(item)));
         }
         refused.extend(self.locks.queue.drain(..).filter_map(|waiter| waiter.grant));
         refused.extend(self.pending_fence.take().map(|pending| pending.reply));
@@ -491,14 +555,14 @@ impl WindowServer {
         self.answer(reply, answer);
     }
 
-    fn enabled(&self, origin: u32, item: &AccessItem) -> bool {
+    fn enabled(&self, origin: u32, incarnation: u64, item: &AccessItem) -> bool {
         match item {
             AccessItem::Op { tag, .. } => match *tag {
                 AccessTag::Fence { epoch } => self.fence_entered >= epoch,
                 AccessTag::Pscw { generation } => self.posts[origin as usize] >= generation,
-                AccessTag::Lock => self.locks.holds(origin),
+                AccessTag::Lock => self.locks.holds(origin, incarnation),
             },
-            AccessItem::Unlock { .. } => self.locks.holds(origin),
+            AccessItem::Unlock { .. } => self.locks.holds(origin, incarnation),
             AccessItem::LockRequest { .. }
             | AccessItem::Flush { .. }
             | AccessItem::FenceMarker { .. }
@@ -531,30 +595,156 @@ impl WindowServer {
         let mut lock_changed = false;
         loop {
             let queue = &self.queues[origin as usize];
-            let Some(head) = queue.front() else {
+            let Some((incarnation, head)) = queue.front() else {
                 break;
             };
-            if !self.enabled(origin, head) {
+            let incarnation = *incarnation;
+            let refusal = self.refusal(origin, incarnation, head);
+            if refusal.is_none() && !self.enabled(origin, incarnation, head) {
                 break;
             }
-            let Some(item) = self.queues[origin as usize].pop_front() else {
+            let Some((_, item)) = self.queues[origin as usize].pop_front() else {
                 break;
             };
-            lock_changed |= self.process(origin, item);
+            match refusal {
+                Some(error) => {
+                    if let AccessItem::Op { .. } = item {
+                        if let Some(peer) = self.needed_gone_owner(origin, &item) {
+                            self.record(Event::PeerFailed {
+                                peer,
+                                call: "op".to_string(),
+                            });
+                        }
+                    }
+                    if let Some(reply) = reply_of(item) {
+                        self.answer(reply, Err(error));
+                    }
+                }
+                None => lock_changed |= self.process(origin, incarnation, item),
+            }
         }
         lock_changed
     }
 
+    /// Why the head of `origin`'s queue must be refused rather than wait: an operation under
+    /// a fencing token it no longer holds, or one that waits for this rank's own fence or post
+    /// after this rank's session ended.
+    fn refusal(&self, origin: u32, incarnation: u64, item: &AccessItem) -> Option<RmaError> {
+        let AccessItem::Op { tag, token, .. } = item else {
+            return None;
+        };
+        if *tag == AccessTag::Lock && *token != 0 {
+            let held = self
+                .locks
+                .holders
+                .get(&origin)
+                .filter(|holder| holder.incarnation == incarnation)
+                .map(|holder| holder.token);
+            if held != Some(*token) {
+                return Some(RmaError::new(
+                    ErrorClass::RmaSync,
+                    format!(
+                        "fencing token {token} of rank {origin} is not held at rank {}: the \
+                         lock was revoked or released",
+                        self.rank
+                    ),
+                ));
+            }
+        }
+        let peer = self.needed_gone_owner(origin, item)?;
+        Some(proc_failed(peer, self.missing(peer)?))
+    }
+
+    /// This rank, when `item` waits for its fence or post and its session ended.
+    fn needed_gone_owner(&self, origin: u32, item: &AccessItem) -> Option<u32> {
+        let AccessItem::Op { tag, .. } = item else {
+            return None;
+        };
+        self.missing(self.rank)?;
+        let waits = match *tag {
+            AccessTag::Fence { epoch } => self.fence_entered < epoch,
+            AccessTag::Pscw { generation } => self.posts[origin as usize] < generation,
+            AccessTag::Lock => false,
+        };
+        waits.then_some(self.rank)
+    }
+
+    /// A session of `origin` ended: its locks are revoked (the next waiter is granted), what it
+    /// still had queued or waiting here is dropped, and when it took part in active-target
+    /// synchronization the fence or wait that needs it fails.
+    fn depart(
+        &mut self,
+        origin: u32,
+        incarnation: u64,
+        reason: &str,
+        active: bool,
+        vanished: bool,
+    ) {
+        let held = self
+            .locks
+            .holders
+            .get(&origin)
+            .is_some_and(|holder| holder.incarnation == incarnation);
+        if held {
+            if let Some(holder) = self.locks.holders.remove(&origin) {
+                tracing::info!(origin, token = holder.token, reason, "lock revoked");
+                self.record(Event::LockRevoke {
+                    origin,
+                    token: holder.token,
+                    reason: reason.to_string(),
+                });
+            }
+        }
+        let ended = || {
+            RmaError::new(
+                ErrorClass::ProcFailed,
+                format!("the session of rank {origin} ended ({reason})"),
+            )
+        };
+        let (dropped, kept): (VecDeque<Waiter>, VecDeque<Waiter>) =
+            std::mem::take(&mut self.locks.queue)
+                .into_iter()
+                .partition(|waiter| waiter.origin == origin && waiter.incarnation == incarnation);
+        self.locks.queue = kept;
+        for reply in dropped.into_iter().filter_map(|waiter| waiter.grant) {
+            self.answer(reply, Err(ended()));
+        }
+        let (dropped, kept): (VecDeque<_>, VecDeque<_>) =
+            std::mem::take(&mut self.queues[origin as usize])
+                .into_iter()
+                .partition(|(from, _)| *from == incarnation);
+        self.queues[origin as usize] = kept;
+        for reply in dropped.into_iter().filter_map(|(_, item)| reply_of(item)) {
+            self.answer(reply, Err(ended()));
+        }
+        if active {
+            self.gone.insert(origin, reason.to_string());
+        } else if vanished {
+            // it never synchronized actively here: a new incarnation that opens the window may
+            // still do so, until then what needs it fails
+            self.absent.insert(origin, reason.to_string());
+        }
+        self.check_fence();
+        self.check_wait();
+        self.grant_waiters();
+        self.drain_all();
+    }
+
+    /// Why `rank` cannot take part in a fence or PSCW epoch here, if it cannot.
+    fn missing(&self, rank: u32) -> Option<&String> {
+        self.gone.get(&rank).or_else(|| self.absent.get(&rank))
+    }
+
     /// Returns whether lock state changed.
-    fn process(&mut self, origin: u32, item: AccessItem) -> bool {
+    fn process(&mut self, origin: u32, incarnation: u64, item: AccessItem) -> bool {
         match item {
             AccessItem::Op {
                 op,
                 access,
                 reply,
                 op_id,
-                incarnation,
                 tag,
+                ..
             } => {
                 let (epoch, token) = match tag {
                     AccessTag::Fence { epoch } => (epoch, 0),
@@ -606,7 +796,9 @@ impl WindowServer {
                     nocheck: request.nocheck,
                 });
                 if request.nocheck {
-                    let token = self.locks.grant(origin, request.lock_type, true);
+                    let token = self
+                        .locks
+                        .grant(origin, incarnation, request.lock_type, true);
                     self.record_grant(origin, request.lock_type, token);
                     if let Some(reply) = grant {
                         self.answer_synced(reply, true, false, token);
@@ -614,6 +806,7 @@ impl WindowServer {
                 } else {
                     self.locks.queue.push_back(Waiter {
                         origin,
+                        incarnation,
                         lock_type: request.lock_type,
                         grant,
                     });
@@ -622,7 +815,8 @@ impl WindowServer {
                 true
             }
             AccessItem::Unlock { reply } => {
-                if let Some(holder) = self.locks.holders.remove(&origin) {
+                let held = self.locks.holds(origin, incarnation);
+                if let Some(holder) = held.then(|| self.locks.holders.remove(&origin)).flatten() {
                     tracing::debug!(origin, token = holder.token, "lock released");
                     self.record(Event::LockRelease {
                         origin,
@@ -639,7 +833,7 @@ impl WindowServer {
                 false
             }
             AccessItem::FenceMarker { epoch } => {
-                *self.fence_markers.entry(epoch).or_insert(0) += 1;
+                self.fence_markers.entry(epoch).or_default().insert(origin);
                 self.check_fence();
                 false
             }
@@ -668,7 +862,9 @@ impl WindowServer {
             let Some(waiter) = self.locks.queue.pop_front() else {
                 break;
             };
-            let token = self.locks.grant(waiter.origin, waiter.lock_type, false);
+            let token =
+                self.locks
+                    .grant(waiter.origin, waiter.incarnation, waiter.lock_type, false);
             self.record_grant(waiter.origin, waiter.lock_type, token);
             tracing::debug!(
                 origin = waiter.origin,
@@ -686,12 +882,25 @@ impl WindowServer {
         let Some(pending) = &self.pending_fence else {
             return;
         };
-        let arrived = self
-            .fence_markers
-            .get(&pending.closes)
-            .copied()
-            .unwrap_or(0);
-        if arrived < self.nranks {
+        let arrived = self.fence_markers.get(&pending.closes);
+        let count = arrived.map_or(0, BTreeSet::len);
+        let missing_gone = self
+            .gone
+            .iter()
+            .chain(&self.absent)
+            .find(|(rank, _)| !arrived.is_some_and(|ranks| ranks.contains(rank)))
+            .map(|(rank, reason)| (*rank, reason.clone()));
+        if let Some((peer, reason)) = missing_gone {
+            if let Some(pending) = self.pending_fence.take() {
+                self.record(Event::PeerFailed {
+                    peer,
+                    call: "fence".to_string(),
+                });
+                self.answer(pending.reply, Err(proc_failed(peer, &reason)));
+            }
+            return;
+        }
+        if count < self.nranks as usize {
             return;
         }
         if let Some(pending) = self.pending_fence.take() {
@@ -707,6 +916,25 @@ impl WindowServer {
         let (Some(group), Some(_)) = (&self.post_group, &self.pending_wait) else {
             return;
         };
+        let missing_gone = group
+            .iter()
+            .find(|&&origin| {
+                self.missing(origin).is_some()
+                    && self.completes[origin as usize] < self.posts[origin as usize]
+            })
+            .copied();
+        if let Some(peer) = missing_gone {
+            self.post_group = None;
+            if let Some(waiting) = self.pending_wait.take() {
+                self.record(Event::PeerFailed {
+                    peer,
+                    call: "wait".to_string(),
+                });
+                let error = proc_failed(peer, self.missing(peer).map_or("", String::as_str));
+                self.answer(waiting.reply, Err(error));
+            }
+            return;
+        }
         let all_completed = group
             .iter()
             .all(|&origin| self.completes[origin as usize] >= self.posts[origin as usize]);
@@ -719,6 +947,14 @@ impl WindowServer {
             self.answer_synced(waiting.reply, waiting.pull, true, 0);
         }
     }
+}
+
+/// `PROC_FAILED` naming the rank a call needs.
+pub fn proc_failed(peer: u32, reason: &str) -> RmaError {
+    RmaError::new(
+        ErrorClass::ProcFailed,
+        format!("rank {peer} failed: its session ended ({reason})"),
+    )
 }
 
 fn reply_of(item: AccessItem) -> Option<Reply> {

@@ -45,6 +45,9 @@ use crate::registry::Registry;
 /// in one call).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
+/// The lease of a session unless configured otherwise.
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the server needs to run.
 #[derive(Clone)]
 pub struct ServerConfig {
@@ -56,6 +59,9 @@ pub struct ServerConfig {
     pub database_url: Option<String>,
     /// How much a call's answer waits for its audit events.
     pub durability: audit::Durability,
+    /// A session that sends nothing for this long loses its lease: its locks are revoked and
+    /// whatever needs it fails with `PROC_FAILED`.
+    pub lease_ttl: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -66,6 +72,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             database_url: None,
             durability: audit::Durability::Sync,
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 }
@@ -80,6 +87,7 @@ impl std::fmt::Debug for ServerConfig {
                 &self.database_url.as_ref().map(|_| "<redacted>"),
             )
             .field("durability", &self.durability)
+            .field("lease_ttl", &self.lease_ttl)
             .finish()
     }
 }
@@ -143,7 +151,7 @@ pub async fn run(
         audit::service::AuditService::new(store, audit.clone()),
         auth::AdminAuth::new(&config.admin_token),
     );
-    let registry = Registry::new(audit.clone(), last_window);
+    let registry = Registry::new(audit.clone(), last_window, config.lease_ttl);
     let admin = AdminServer::with_interceptor(
         admin::AdminService::new(Arc::clone(&registry)),
         auth::AdminAuth::new(&config.admin_token),

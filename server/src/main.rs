@@ -34,6 +34,23 @@ struct Args {
         default_value = "sync"
     )]
     audit_durability: onesided_server::audit::Durability,
+    /// Seconds a session may send nothing (clients send heartbeats when idle) before its lease
+    /// lapses: its locks are revoked and fences, waits and barriers that need it fail with
+    /// PROC_FAILED. Fractions are allowed (0.5).
+    #[arg(long, env = "ONESIDED_LEASE_TTL", default_value = "10", value_parser = lease_ttl)]
+    lease_ttl: std::time::Duration,
+}
+
+fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.05..=86_400.0).contains(&seconds) {
+        return Err(format!(
+            "a lease of {seconds} s is outside 0.05 s to one day"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 fn admin_token(args: &Args) -> anyhow::Result<String> {
@@ -98,6 +115,7 @@ async fn serve() -> anyhow::Result<()> {
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
+        lease_ttl: args.lease_ttl,
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

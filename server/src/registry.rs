@@ -10,6 +10,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use rand::Rng;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use onesided_core::audit::Event;
 
@@ -57,6 +60,29 @@ struct Inner {
     windows: HashMap<u64, Arc<WindowEntry>>,
     next_window: u64,
     incarnations: HashMap<(String, u32), u64>,
+    /// The live session of each attached rank.
+    live: HashMap<(String, u32), LiveSession>,
+}
+
+#[derive(Debug)]
+struct LiveSession {
+    incarnation: u64,
+    superseded: CancellationToken,
+    ended: watch::Receiver<bool>,
+}
+
+/// A session's place in the directory: its incarnation, the token that ends it when a newer
+/// incarnation of its rank attaches, and the session it replaces.
+#[derive(Debug)]
+pub struct SessionSlot {
+    /// How many sessions of this rank came before, plus one.
+    pub incarnation: u64,
+    /// Cancelled when a newer incarnation of the rank attaches.
+    pub superseded: CancellationToken,
+    /// Set once this session's departure is handled everywhere.
+    pub ended: watch::Sender<bool>,
+    /// The previous live session of the rank: end it, then wait until its departure is handled.
+    pub previous: Option<(CancellationToken, watch::Receiver<bool>)>,
 }
 
 /// Why an admin request was refused.
@@ -79,6 +105,7 @@ pub struct Registry {
     inner: RwLock<Inner>,
     me: Weak<Registry>,
     audit: AuditHandle,
+    lease_ttl: Duration,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -105,7 +132,8 @@ fn new_token() -> String {
 impl Registry {
     /// An empty directory whose windows record into `audit` and get ids after `last_window`
     /// (the highest id the audit store has seen, so ids are never reused).
-    pub fn new(audit: AuditHandle, last_window: u64) -> Arc<Self> {
+    /// Sessions that send nothing for `lease_ttl` are ended.
+    pub fn new(audit: AuditHandle, last_window: u64, lease_ttl: Duration) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             inner: RwLock::new(Inner {
                 next_window: last_window,
@@ -113,18 +141,62 @@ impl Registry {
             }),
             me: me.clone(),
             audit,
+            lease_ttl,
         })
     }
 
-    /// A new session incarnation of `rank` of `world` (1 for its first session).
-    pub fn next_incarnation(&self, world: &str, rank: u32) -> u64 {
+    /// How long a session may stay silent before its lease lapses.
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    /// A new session of `rank` of `world`: its incarnation (1 for the rank's first session)
+    /// becomes the rank's live one.
+    pub fn begin_session(&self, world: &str, rank: u32) -> SessionSlot {
         let mut inner = self.write();
-        let count = inner
-            .incarnations
-            .entry((world.to_string(), rank))
-            .or_insert(0);
+        let key = (world.to_string(), rank);
+        let count = inner.incarnations.entry(key.clone()).or_insert(0);
         *count += 1;
-        *count
+        let incarnation = *count;
+        let superseded = CancellationToken::new();
+        let (ended, watcher) = watch::channel(false);
+        let previous = inner.live.insert(
+            key,
+            LiveSession {
+                incarnation,
+                superseded: superseded.clone(),
+                ended: watcher,
+            },
+        );
+        SessionSlot {
+            incarnation,
+            superseded,
+            ended,
+            previous: previous.map(|live| (live.superseded, live.ended)),
+        }
+    }
+
+    /// Whether `incarnation` is still the live session of `rank` (no newer one attached).
+    pub fn is_live(&self, world: &str, rank: u32, incarnation: u64) -> bool {
+        self.read()
+            .live
+            .get(&(world.to_string(), rank))
+            .is_some_and(|live| live.incarnation == incarnation)
+    }
+
+    /// The session `incarnation` of `rank` ended; it stays the rank's last one unless a newer
+    /// one attached. Returns whether no newer one did.
+    pub fn end_session(&self, world: &str, rank: u32, incarnation: u64) -> bool {
+        let mut inner = self.write();
+        let key = (world.to_string(), rank);
+        let last = inner
+            .live
+            .get(&key)
+            .is_some_and(|live| live.incarnation == incarnation);
+        if last {
+            inner.live.remove(&key);
+        }
+        last
     }
 
     /// The audit writer windows record into.

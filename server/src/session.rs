@@ -56,6 +56,39 @@ pub struct Session {
     batch: Option<(Arc<Collector>, usize)>,
     /// How many sessions of this rank came before, plus one.
     incarnation: u64,
+    /// Ends the session when a newer incarnation of the rank attaches.
+    superseded: CancellationToken,
+    /// Set once this session's departure is handled everywhere.
+    ended: tokio::sync::watch::Sender<bool>,
+    /// The rank's previous session, to end and wait for before this one starts.
+    previous: Option<(CancellationToken, tokio::sync::watch::Receiver<bool>)>,
+}
+
+/// Why a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// The client closed its stream.
+    Closed,
+    /// The stream failed (the client's process or connection died).
+    Broken,
+    /// Nothing arrived for the lease's time.
+    Lapsed,
+    /// A newer incarnation of the rank attached.
+    Superseded,
+    /// The server is shutting down.
+    Shutdown,
+}
+
+impl Ending {
+    fn reason(self) -> &'static str {
+        match self {
+            Ending::Closed => "session ended",
+            Ending::Broken => "stream broke",
+            Ending::Lapsed => "lease lapsed",
+            Ending::Superseded => "superseded by a new incarnation",
+            Ending::Shutdown => "server shutdown",
+        }
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -70,9 +103,12 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session of `member`, answering into `out`.
     pub fn new(registry: Arc<Registry>, member: Membership, out: Outbound) -> Self {
-        let incarnation = registry.next_incarnation(&member.world, member.rank);
+        let slot = registry.begin_session(&member.world, member.rank);
         Session {
-            incarnation,
+            incarnation: slot.incarnation,
+            superseded: slot.superseded,
+            ended: slot.ended,
+            previous: slot.previous,
             registry,
             member,
             out,
@@ -85,6 +121,16 @@ impl Session {
     /// Greets the client and serves its calls until the stream ends.
     pub async fn run(mut self, mut inbound: Streaming<ClientMessage>, ended: CancellationToken) {
         let _end_replies = ended.clone().drop_guard();
+        let lease = self.registry.lease_ttl();
+        if let Some((superseded, mut previous_ended)) = self.previous.take() {
+            // the rank's previous session ends and gives up what it held before this one acts
+            superseded.cancel();
+            let handled = previous_ended.wait_for(|&ended| ended);
+            if tokio::time::timeout(lease, handled).await.is_err() {
+                tracing::warn!("the previous session of this rank did not end in time");
+            }
+        }
+        self.member.collectives.joined(self.member.rank).await;
         let greeting = ServerMessage {
             id: 0,
             reply: Some(server_message::Reply::Attached(Attached {
@@ -92,24 +138,50 @@ impl Session {
                 rank: self.member.rank,
                 ranks: self.member.nranks,
                 audited: self.registry.audit().durability() != Durability::Off,
+                lease_ttl_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
             })),
         };
-        if self.out.send(Ok(greeting)).is_err() {
-            return;
-        }
-        tracing::info!("session attached");
+        let ending = if self.out.send(Ok(greeting)).is_err() {
+            Ending::Closed
+        } else {
+            tracing::info!(incarnation = self.incarnation, "session attached");
+            self.serve(&mut inbound, &ended, lease).await
+        };
+        self.depart(ending).await;
+    }
+
+    async fn serve(
+        &mut self,
+        inbound: &mut Streaming<ClientMessage>,
+        ended: &CancellationToken,
+        lease: std::time::Duration,
+    ) -> Ending {
+        let superseded = self.superseded.clone();
+        let lapse = tokio::time::sleep(lease);
+        tokio::pin!(lapse);
         loop {
             tokio::select! {
                 () = ended.cancelled() => {
                     tracing::info!("session closed by shutdown");
-                    break;
+                    return Ending::Shutdown;
+                }
+                () = superseded.cancelled() => {
+                    tracing::info!("session superseded by a new incarnation");
+                    return Ending::Superseded;
+                }
+                () = &mut lapse => {
+                    tracing::warn!(?lease, "session lease lapsed");
+                    return Ending::Lapsed;
                 }
                 incoming = inbound.message() => match incoming {
-                    Ok(Some(message)) => self.dispatch(message).await,
-                    Ok(None) => break,
+                    Ok(Some(message)) => {
+                        lapse.as_mut().reset(tokio::time::Instant::now() + lease);
+                        self.dispatch(message).await;
+                    }
+                    Ok(None) => return Ending::Closed,
                     Err(status) => {
                         tracing::debug!(%status, "session stream failed");
-                        break;
+                        return Ending::Broken;
                     }
                 },
                 Some((control, reply, answer)) = self.control.next(), if !self.control.is_empty() => {
@@ -117,11 +189,60 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The session ended: every window it had open revokes its locks and drops what it still
+    /// had queued (failing, where it took part in fence or PSCW, what needs it), the world
+    /// fails collectives waiting for it, and only then may a newer incarnation act.
+    async fn depart(&mut self, ending: Ending) {
+        let me = self.member.rank;
+        let reason = ending.reason();
+        // gone: no newer incarnation took over, so nothing it still owed can come
+        let vanished = ending != Ending::Superseded
+            && self
+                .registry
+                .is_live(&self.member.world, me, self.incarnation);
+        if ending != Ending::Shutdown {
+            let mut handled = Vec::new();
+            for open in self.windows.values() {
+                let active = open.epoch.used_active_target();
+                for actor in &open.entry.ranks {
+                    let (done, answer) = oneshot::channel();
+                    let departed = Command::Departed {
+                        origin: me,
+                        incarnation: self.incarnation,
+                        reason: reason.to_string(),
+                        active,
+                        vanished,
+                        done,
+                    };
+                    if actor.send(departed).await.is_ok() {
+                        handled.push(answer);
+                    }
+                }
+            }
+            for answer in handled {
+                let _ = answer.await;
+            }
+        }
         let open: Vec<u64> = self.windows.keys().copied().collect();
         for window in open {
+            if ending != Ending::Closed && ending != Ending::Shutdown {
+                let departed = Event::Departed {
+                    incarnation: self.incarnation,
+                    reason: reason.to_string(),
+                };
+                self.log(window, departed, None).await;
+            }
             self.log(window, Event::Detach, None).await;
         }
-        tracing::info!("session detached");
+        self.registry
+            .end_session(&self.member.world, me, self.incarnation);
+        if ending != Ending::Shutdown {
+            self.member.collectives.departed(me, reason, vanished).await;
+        }
+        self.ended.send_replace(true);
+        tracing::info!(reason, "session detached");
     }
 
     fn reply(&self, id: u64) -> Reply {
@@ -217,6 +338,7 @@ impl Session {
 
     async fn handle(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
         let me = self.member.rank;
+        let inc = self.incarnation;
         match call {
             Call::OpenWindow(open) => {
                 let entry = self
@@ -234,6 +356,9 @@ impl Session {
                 let desc = describe(&entry.desc);
                 let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
                 let window_id = entry.desc.id;
+                for actor in &entry.ranks {
+                    actor.send(Command::Opened { origin: me }).await?;
+                }
                 self.windows.insert(window_id, OpenWindow { entry, epoch });
                 self.log(window_id, Event::Attach, None).await;
                 self.reply(id).send(Ok(server_message::Reply::Window(desc)));
@@ -257,7 +382,7 @@ impl Session {
                 }
                 if let Some(epoch) = plan.closes {
                     for target in &ranks {
-                        access(target, me, AccessItem::FenceMarker { epoch }).await?;
+                        access(target, (me, inc), AccessItem::FenceMarker { epoch }).await?;
                     }
                 }
                 own.send(Command::FenceEnter {
@@ -306,7 +431,7 @@ impl Session {
                 for (target, generation) in markers {
                     access(
                         &ranks[target as usize],
-                        me,
+                        (me, inc),
                         AccessItem::CompleteMarker { generation },
                     )
                     .await?;
@@ -363,7 +488,7 @@ impl Session {
                     };
                     access(
                         &own,
-                        me,
+                        (me, inc),
                         AccessItem::LockRequest {
                             request,
                             grant: Some(self.reply(id)),
@@ -384,7 +509,7 @@ impl Session {
                 if !plan.requested {
                     access(
                         target,
-                        me,
+                        (me, inc),
                         AccessItem::LockRequest {
                             request: plan.lock,
                             grant: None,
@@ -394,7 +519,7 @@ impl Session {
                 }
                 access(
                     target,
-                    me,
+                    (me, inc),
                     AccessItem::Unlock {
                         reply: self.reply(id),
                     },
@@ -409,7 +534,7 @@ impl Session {
                     .await;
                 access(
                     &own,
-                    me,
+                    (me, inc),
                     AccessItem::LockRequest {
                         request,
                         grant: Some(self.reply(id)),
@@ -429,7 +554,7 @@ impl Session {
                 for target in released {
                     access(
                         &ranks[target as usize],
-                        me,
+                        (me, inc),
                         AccessItem::Unlock {
                             reply: Reply::Gather(Arc::clone(&gather)),
                         },
@@ -449,7 +574,7 @@ impl Session {
                         .await;
                     access(
                         &target,
-                        me,
+                        (me, inc),
                         AccessItem::Flush {
                             reply: self.reply(id),
                         },
@@ -470,7 +595,7 @@ impl Session {
                     for target in targets {
                         access(
                             &ranks[target as usize],
-                            me,
+                            (me, inc),
                             AccessItem::Flush {
                                 reply: Reply::Gather(Arc::clone(&gather)),
                             },
@@ -492,6 +617,8 @@ impl Session {
                 .await?;
             }
             Call::Op(op) => self.op(id, op).await?,
+            // it only kept the lease alive, which any message does
+            Call::Heartbeat(_) => {}
             Call::Batch(_) => {
                 return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
             }
@@ -574,6 +701,7 @@ impl Session {
 
     async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {
         let me = self.member.rank;
+        let inc = self.incarnation;
         let reply = self.reply(id);
         let window = self.window(op.window)?;
         let nranks = window.entry.desc.nranks();
@@ -613,12 +741,11 @@ impl Session {
                 .map(|run| (run.offset, run.offset + run.len))
                 .collect(),
         };
-        let incarnation = self.incarnation;
         self.log(op.window, issued, None).await;
         if let Some(request) = plan.request_lock {
             access(
                 &handle,
-                me,
+                (me, inc),
                 AccessItem::LockRequest {
                     request,
                     grant: None,
@@ -628,11 +755,12 @@ impl Session {
         }
         access(
             &handle,
-            me,
+            (me, inc),
             AccessItem::Op {
                 op_id: id,
-                incarnation,
+                incarnation: inc,
                 tag: plan.tag,
+                token: op.token,
                 op: target_op,
                 access: access_runs,
                 reply,
@@ -676,12 +804,19 @@ fn issued(call: &str, target: Option<u32>) -> Event {
     }
 }
 
+/// Sends `item` from `(rank, incarnation)` to `target`.
 async fn access(
     target: &WindowServerHandle,
-    origin: u32,
+    (origin, incarnation): (u32, u64),
     item: AccessItem,
 ) -> Result<(), RmaError> {
-    target.send(Command::Access { origin, item }).await
+    target
+        .send(Command::Access {
+            origin,
+            incarnation,
+            item,
+        })
+        .await
 }
 
 async fn push(own: &WindowServerHandle, segments: Vec<Segment>) -> Result<(), RmaError> {
@@ -753,5 +888,6 @@ fn call_name(call: &Call) -> &'static str {
         Call::WinFree(_) => "win_free",
         Call::Batch(_) => "batch",
         Call::Record(_) => "record",
+        Call::Heartbeat(_) => "heartbeat",
     }
 }

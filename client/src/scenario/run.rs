@@ -744,7 +744,16 @@ async fn run_in_world(
                 }
             }
             if alive_at_end {
-                if let Err(error) = executor.barrier().await {
+                let mut closing = executor.barrier().await;
+                let crashed_meanwhile = closing
+                    .as_ref()
+                    .is_err_and(|error| error.class() == Some(ErrorClass::ProcFailed));
+                if crashed_meanwhile {
+                    // a rank that crashed and attached again failed this barrier instance
+                    // for every rank alike; the next one meets
+                    closing = executor.barrier().await;
+                }
+                if let Err(error) = closing {
                     executor.problems.push(Problem {
                         line: 0,
                         message: format!(

@@ -7,6 +7,7 @@ mod check;
 mod compose;
 mod epoch;
 mod examples;
+mod failure;
 mod help;
 mod scenario;
 mod shell;
@@ -200,6 +201,16 @@ impl Cli {
     pub fn stdin(mut self, text: &str) -> Self {
         self.stdin = Some(text.to_string());
         self
+    }
+
+    /// Starts the binary with piped stdin and stdout, for a conversation (an interactive
+    /// shell the test drives line by line, then kills).
+    pub fn spawn(mut self) -> std::process::Child {
+        self.command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        self.command.spawn().expect("the binary runs")
     }
 
     pub fn run(mut self) -> Output {

@@ -337,20 +337,40 @@ fn crash_and_attach() {
         &server,
         "\
 window W ranks=2 size=1 type=i64
-B: lock shared B
-B: crash                       # its shared lock stays held (no leases yet)
-B: attach
-B: lock shared A
+B: lock exclusive A
 B: put A W[0] = 4
+B: flush A
+B: crash                       # the exclusive lock stays held, the epoch open
+B: attach
+B: lock exclusive A            # granted: the crashed incarnation's lock was revoked
+B: get A W[0] -> seen
 B: unlock A
-barrier
-A: lock shared A
-A: load W[0] -> seen
-A: unlock A
-expect A seen == 4
+expect B seen == 4
+expect public A W[0] == 4
 ",
     );
-    assert_eq!(var(&document, 0, "seen"), 4);
+    assert_eq!(var(&document, 1, "seen"), 4);
+}
+
+#[test]
+fn a_fence_with_a_crashed_rank_fails_with_proc_failed() {
+    let server = Server::start();
+    let document = report(
+        &server,
+        "\
+window W ranks=3 size=1 type=i64
+A: fence
+B: fence
+C: fence
+C: crash                       # inside the fence epoch: the others' next fence needs it
+A: put B W[0] = 1
+A: fence !PROC_FAILED
+B: fence !PROC_FAILED
+",
+    );
+    assert_eq!(document["ok"], true, "{document:#}");
+    let failed = &document["runs"][0]["ranks"][0]["failed_calls"];
+    assert!(failed.to_string().contains("PROC_FAILED"), "{document:#}");
 }
 
 #[test]

@@ -458,6 +458,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
         data: vec![0u8; 8].into(),
         compare: Default::default(),
         request_based: false,
+        token: 0,
     };
     let cases: Vec<(Call, ErrorClass)> = vec![
         (

@@ -4,6 +4,7 @@ mod audit;
 mod binary;
 mod concurrency;
 mod errors;
+mod failure;
 mod fence;
 mod forum;
 mod protocol;

@@ -1,0 +1,383 @@
+//! A dead rank never hangs the living: sessions that end (crash, broken stream, lapsed lease,
+//! a new incarnation) have their locks revoked and make what needs them fail with
+//! `PROC_FAILED`, and a revoked fencing token is refused.
+
+use std::time::Duration;
+
+use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_core::audit::Event;
+use onesided_proto::v1::{
+    self, client_message::Call, rma_client::RmaClient, server_message::Reply, ClientMessage,
+    ServerMessage,
+};
+
+use crate::{spawn_server_with, unique, Fixture, ADMIN_TOKEN};
+
+/// A session driven by hand, as a client that stops cooperating would.
+struct RawSession {
+    sender: tokio::sync::mpsc::UnboundedSender<ClientMessage>,
+    replies: tonic::Streaming<ServerMessage>,
+    next_id: u64,
+}
+
+impl RawSession {
+    async fn attach(url: &str, token: &str) -> Self {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+        let mut client =
+            RmaClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
+                request
+                    .metadata_mut()
+                    .insert("authorization", bearer.clone());
+                Ok(request)
+            });
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let mut replies = client
+            .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let greeting = replies.message().await.unwrap().unwrap();
+        assert!(matches!(greeting.reply, Some(Reply::Attached(_))));
+        RawSession {
+            sender,
+            replies,
+            next_id: 0,
+        }
+    }
+
+    /// Sends `call` and returns its answer (the next message: calls here are sequential).
+    async fn call(&mut self, call: Call) -> Reply {
+        self.next_id += 1;
+        self.sender
+            .send(ClientMessage {
+                id: self.next_id,
+                call: Some(call),
+            })
+            .unwrap();
+        let reply = self.replies.message().await.unwrap().unwrap();
+        assert_eq!(reply.id, self.next_id);
+        reply.reply.unwrap()
+    }
+
+    async fn open(&mut self, name: &str) -> u64 {
+        let Reply::Window(desc) = self
+            .call(Call::OpenWindow(v1::OpenWindow {
+                name: name.to_string(),
+            }))
+            .await
+        else {
+            panic!("no window");
+        };
+        desc.id
+    }
+
+    /// An exclusive lock of `target` (the own rank: eager, answered at the grant with its
+    /// fencing token).
+    async fn lock_own(&mut self, window: u64, target: u32) -> u64 {
+        let reply = self
+            .call(Call::Lock(v1::Lock {
+                window,
+                lock_type: LockType::Exclusive.code(),
+                target,
+                assert: 0,
+            }))
+            .await;
+        let Reply::Synced(synced) = reply else {
+            panic!("lock answered {reply:?}");
+        };
+        synced.token
+    }
+
+    async fn put(&mut self, window: u64, target: u32, value: i64, token: u64) -> Reply {
+        self.call(Call::Op(v1::RmaOp {
+            window,
+            target,
+            kind: v1::OpKind::Put as i32,
+            datatype: onesided_client::Datatype::I64.code(),
+            op: 0,
+            disp: 0,
+            layout: Some(v1::Layout {
+                kind: Some(v1::layout::Kind::Contiguous(v1::Contiguous { count: 1 })),
+            }),
+            data: value.to_le_bytes().to_vec().into(),
+            compare: Default::default(),
+            request_based: false,
+            token,
+        }))
+        .await
+    }
+}
+
+fn class_of(reply: &Reply) -> Option<ErrorClass> {
+    match reply {
+        Reply::Error(failure) => {
+            ErrorClass::from_code(failure.error.as_ref().map_or(0, |error| error.class))
+        }
+        _ => None,
+    }
+}
+
+async fn events(url: &str, window: u64) -> Vec<Event> {
+    let audit = Audit::connect(url, ADMIN_TOKEN).await.unwrap();
+    audit
+        .events(window, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|entry| entry.event)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_lock_holder_is_revoked_and_the_next_holder_sees_its_flushed_writes() {
+    let fixture = Fixture::new(3).await;
+    let name = unique("w");
+    let w = fixture.window(WindowSpec::of::<i64>(&name, 3, 1)).await;
+    let [holder, waiter, _target]: [_; 3] = w.try_into().unwrap();
+    holder.lock(LockType::Exclusive, 2, 0).await.unwrap();
+    holder.put(2, 0, &[42i64]).unwrap();
+    holder.flush(2).await.unwrap();
+    // the waiter's request is queued behind the held lock (lazy: it travels with the get)
+    waiter.lock(LockType::Exclusive, 2, 0).await.unwrap();
+    let seen = waiter.get::<i64>(2, 0, 1).unwrap();
+    // the holder's process dies: every handle is dropped, nothing is unlocked
+    let mut sessions = fixture.sessions;
+    drop(holder);
+    drop(sessions.remove(0));
+    let value = tokio::time::timeout(Duration::from_secs(10), seen.value())
+        .await
+        .expect("the lock was never revoked")
+        .unwrap();
+    assert_eq!(value, vec![42], "the dead holder's flushed write is there");
+    waiter.unlock(2).await.unwrap();
+    let id = waiter.desc().id;
+    let log = events(&fixture.server.url, id).await;
+    let revoked = log
+        .iter()
+        .position(|event| {
+            matches!(event, Event::LockRevoke { origin: 0, reason, .. } if reason == "session ended")
+        })
+        .expect("the revocation is audited");
+    let granted = log
+        .iter()
+        .rposition(|event| matches!(event, Event::LockGrant { origin: 1, .. }))
+        .unwrap();
+    assert!(
+        revoked < granted,
+        "the next holder is granted after the revocation"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_session_loses_its_lease_and_its_lock_within_two_leases() {
+    let lease = Duration::from_millis(600);
+    let server = spawn_server_with(|config| config.lease_ttl = lease).await;
+    let fixture = Fixture::on(server, 2).await;
+    let name = unique("w");
+    let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 1)).await;
+    // rank 0 attaches by hand, takes rank 1's lock, writes, flushes — then goes silent
+    // without closing its stream (a hung process)
+    let mut silent = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    let window = silent.open(&name).await;
+    let lock = silent
+        .call(Call::Lock(v1::Lock {
+            window,
+            lock_type: LockType::Exclusive.code(),
+            target: 1,
+            assert: 0,
+        }))
+        .await;
+    assert!(matches!(lock, Reply::Done(_)), "{lock:?}");
+    assert!(matches!(silent.put(window, 1, 7, 0).await, Reply::Done(_)));
+    let flushed = silent
+        .call(Call::Flush(v1::Flush {
+            window,
+            target: 1,
+            local: false,
+        }))
+        .await;
+    assert!(matches!(flushed, Reply::Done(_)), "{flushed:?}");
+    let owner = &w[1];
+    tokio::time::timeout(2 * lease, owner.lock(LockType::Exclusive, 1, 0))
+        .await
+        .expect("the lock was not revoked within two leases")
+        .unwrap();
+    assert_eq!(owner.load::<i64>(0, 1).unwrap(), vec![7]);
+    owner.unlock(1).await.unwrap();
+    // the silent session was ended
+    let ended = silent.replies.message().await;
+    assert!(!matches!(ended, Ok(Some(_))), "{ended:?}");
+    let log = events(&fixture.server.url, window).await;
+    assert!(log.iter().any(|event| matches!(
+        event,
+        Event::LockRevoke { origin: 0, reason, .. } if reason == "lease lapsed"
+    )));
+    assert!(log.iter().any(|event| matches!(
+        event,
+        Event::Departed { reason, .. } if reason == "lease lapsed"
+    )));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_keeps_its_lease_with_heartbeats() {
+    let lease = Duration::from_millis(300);
+    let server = spawn_server_with(|config| config.lease_ttl = lease).await;
+    let fixture = Fixture::on(server, 2).await;
+    let w = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    w[0].lock(LockType::Exclusive, 0, 0).await.unwrap();
+    assert!(w[0].fencing_token(0).is_some());
+    // idle for several leases, holding the lock: heartbeats keep the session alive, so the
+    // other rank's request (lazy: it travels with the get) waits instead of being granted
+    w[1].lock(LockType::Exclusive, 0, 0).await.unwrap();
+    let mut got = Box::pin(w[1].get::<i64>(0, 0, 1).unwrap().value());
+    let waited = tokio::time::timeout(4 * lease, &mut got).await;
+    assert!(
+        waited.is_err(),
+        "the lock of a live, idle holder was taken away"
+    );
+    w[0].store(0, &[5i64]).unwrap();
+    w[0].unlock(0).await.unwrap();
+    assert_eq!(w[0].fencing_token(0), None);
+    assert_eq!(got.await.unwrap(), vec![5], "granted after the unlock");
+    w[1].unlock(0).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_with_a_crashed_rank_fails_with_proc_failed_naming_it() {
+    let fixture = Fixture::new(3).await;
+    let w = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 3, 1))
+        .await;
+    let results = crate::ranks(w, |_, window| async move {
+        window.fence(0).await.map(|()| window)
+    })
+    .await;
+    let mut w: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+    let mut sessions = fixture.sessions;
+    // rank 2 dies inside the fence epoch
+    drop(w.pop());
+    drop(sessions.pop());
+    let outcomes = crate::ranks(w, |_, window| async move {
+        tokio::time::timeout(Duration::from_secs(10), window.fence(0))
+            .await
+            .expect("the fence hung")
+    })
+    .await;
+    for outcome in outcomes {
+        let error = outcome.unwrap_err();
+        assert_eq!(error.class(), Some(ErrorClass::ProcFailed), "{error}");
+        assert!(error.to_string().contains("rank 2"), "{error}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barrier_with_a_departed_rank_fails_and_works_again_after_it_reattaches() {
+    let fixture = Fixture::new(2).await;
+    let mut sessions = fixture.sessions;
+    drop(sessions.pop());
+    let error = tokio::time::timeout(Duration::from_secs(10), sessions[0].barrier())
+        .await
+        .expect("the barrier hung")
+        .unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::ProcFailed), "{error}");
+    assert!(error.to_string().contains("rank 1"), "{error}");
+    let again = Session::attach(&fixture.server.url, &fixture.tokens[1])
+        .await
+        .unwrap();
+    // the rank's first barrier after attaching again is the one the others failed: it fails
+    // alike, so that every rank's next barrier meets
+    let late = again.barrier().await.unwrap_err();
+    assert_eq!(late.class(), Some(ErrorClass::ProcFailed), "{late}");
+    let (left, right) = tokio::join!(sessions[0].barrier(), again.barrier());
+    left.unwrap();
+    right.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_crashed_origin_fails_with_proc_failed() {
+    let fixture = Fixture::new(2).await;
+    let w = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    let [target, origin]: [_; 2] = w.try_into().unwrap();
+    target.post(&[1], 0).unwrap();
+    origin.start(&[0], 0).unwrap();
+    origin.put(0, 0, &[3i64]).unwrap();
+    // the origin dies before complete
+    let mut sessions = fixture.sessions;
+    drop(origin);
+    drop(sessions.pop());
+    let error = tokio::time::timeout(Duration::from_secs(10), target.wait())
+        .await
+        .expect("the wait hung")
+        .unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::ProcFailed), "{error}");
+    assert!(error.to_string().contains("rank 1"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_incarnation_supersedes_the_old_and_its_fencing_token_is_refused() {
+    let fixture = Fixture::new(2).await;
+    let name = unique("w");
+    fixture
+        .server
+        .admin
+        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 2, 1))
+        .await
+        .unwrap();
+    let mut old = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    let window = old.open(&name).await;
+    let old_token = old.lock_own(window, 0).await;
+    assert!(old_token > 0);
+    // the rank's process restarts and attaches again while the old session still holds
+    // the lock: the old one is ended and its lock revoked before the new one acts
+    let mut new = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    let ended = old.replies.message().await;
+    assert!(!matches!(ended, Ok(Some(_))), "{ended:?}");
+    assert_eq!(new.open(&name).await, window);
+    let new_token = new.lock_own(window, 0).await;
+    assert!(new_token > old_token, "{new_token} after {old_token}");
+    let refused = new.put(window, 0, 1, old_token).await;
+    assert_eq!(class_of(&refused), Some(ErrorClass::RmaSync), "{refused:?}");
+    let Reply::Error(failure) = &refused else {
+        unreachable!()
+    };
+    assert_eq!(failure.code, tonic::Code::FailedPrecondition as i32);
+    assert!(matches!(
+        new.put(window, 0, 9, new_token).await,
+        Reply::Done(_)
+    ));
+    let log = events(&fixture.server.url, window).await;
+    assert!(log.iter().any(|event| matches!(
+        event,
+        Event::LockRevoke { origin: 0, token, reason }
+            if *token == old_token && reason.starts_with("superseded")
+    )));
+    // the refused put changed nothing; the accepted one is there
+    let Reply::Done(_) = new
+        .call(Call::Unlock(v1::Unlock {
+            window,
+            target: 0,
+            push: Vec::new(),
+        }))
+        .await
+    else {
+        panic!("unlock failed");
+    };
+    let replayed = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap()
+        .replay(window, None)
+        .await
+        .unwrap();
+    assert_eq!(replayed.ranks[0], 9i64.to_le_bytes());
+}
