@@ -408,26 +408,37 @@ pub fn replay(records: &[AuditRecord], at: Option<u64>) -> RmaResult<Vec<Vec<u8>
             Event::WindowCreated { sizes, .. } => {
                 copies = Some(sizes.iter().map(|&size| vec![0u8; size as usize]).collect());
             }
-            Event::Published { offset, data } => {
-                let copy = rank_copy(&mut copies, record)?;
-                let range = span(*offset, data.len() as u64, copy.len(), record.seq)?;
-                copy[range].copy_from_slice(data);
-            }
-            Event::Op {
-                op,
-                datatype,
-                runs,
-                data,
-                compare,
-                ..
-            } => {
-                let copy = rank_copy(&mut copies, record)?;
-                replay_op(copy, op, datatype, runs, data, compare, record.seq)?;
+            Event::Published { .. } | Event::Op { .. } => {
+                apply_record(rank_copy(&mut copies, record)?, record)?;
             }
             _ => {}
         }
     }
     copies.ok_or_else(|| rma_err!(Other, "the history has no window creation"))
+}
+
+/// Applies what `record` did to its rank's public copy `copy` (a publication or an
+/// operation; other events change no bytes). Recovery uses it to roll a snapshot forward.
+///
+/// # Errors
+/// `MPI_ERR_OTHER` when the event does not fit the copy.
+pub fn apply_record(copy: &mut [u8], record: &AuditRecord) -> RmaResult<()> {
+    match &record.event {
+        Event::Published { offset, data } => {
+            let range = span(*offset, data.len() as u64, copy.len(), record.seq)?;
+            copy[range].copy_from_slice(data);
+        }
+        Event::Op {
+            op,
+            datatype,
+            runs,
+            data,
+            compare,
+            ..
+        } => replay_op(copy, op, datatype, runs, data, compare, record.seq)?,
+        _ => {}
+    }
+    Ok(())
 }
 
 fn rank_copy<'a>(

@@ -55,11 +55,14 @@ pub enum ErrorClass {
     Intern = 22,
     /// Other error.
     Other = 23,
+    /// The audit store cannot be written (MPI_ERR_IO): in `sync` durability nothing is
+    /// acknowledged that is not stored, so the call is refused (UNAVAILABLE) until it is back.
+    Io = 24,
 }
 
 impl ErrorClass {
     /// Every class, in wire order.
-    pub const ALL: [ErrorClass; 23] = [
+    pub const ALL: [ErrorClass; 24] = [
         ErrorClass::Win,
         ErrorClass::Base,
         ErrorClass::Size,
@@ -83,6 +86,7 @@ impl ErrorClass {
         ErrorClass::NoMem,
         ErrorClass::Intern,
         ErrorClass::Other,
+        ErrorClass::Io,
     ];
 
     /// The short name used in scenarios and CLI output (`RMA_SYNC`, `TYPE`, …).
@@ -111,6 +115,7 @@ impl ErrorClass {
             ErrorClass::NoMem => "NO_MEM",
             ErrorClass::Intern => "INTERN",
             ErrorClass::Other => "OTHER",
+            ErrorClass::Io => "IO",
         }
     }
 

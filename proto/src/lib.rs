@@ -43,7 +43,7 @@ pub fn grpc_code(class: ErrorClass) -> Code {
         ErrorClass::RmaAttach | ErrorClass::RmaShared | ErrorClass::NoMem => {
             Code::ResourceExhausted
         }
-        ErrorClass::ProcFailed => Code::Unavailable,
+        ErrorClass::ProcFailed | ErrorClass::Io => Code::Unavailable,
         ErrorClass::Intern | ErrorClass::Other => Code::Internal,
     }
 }

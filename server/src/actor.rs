@@ -24,6 +24,10 @@ use crate::reply::{Answer, Reply};
 /// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
 const INBOX: usize = 1024;
 
+/// A rank's public copy is snapshotted once this many bytes of publications and operations
+/// (or its own size, if larger) were logged since the last snapshot.
+const SNAPSHOT_BYTES: u64 = 64 * 1024;
+
 /// Something an origin sends to a target, processed in order per origin.
 #[derive(Debug)]
 pub enum AccessItem {
@@ -162,10 +166,11 @@ pub struct WindowServerHandle {
 }
 
 impl WindowServerHandle {
-    /// Starts the actor of `rank` of window `window` with a zeroed public copy of `size` bytes.
-    pub fn spawn(window: u64, rank: u32, nranks: u32, size: u64, audit: AuditHandle) -> Self {
+    /// Starts the actor of `rank` of window `window` with the public copy `public` (zeroed for
+    /// a new window, rebuilt from snapshot and log after a restart).
+    pub fn spawn(window: u64, rank: u32, nranks: u32, public: Vec<u8>, audit: AuditHandle) -> Self {
         let (sender, inbox) = mpsc::channel(INBOX);
-        let actor = WindowServer::new(window, rank, nranks, size as usize, audit);
+        let actor = WindowServer::new(window, rank, nranks, public, audit);
         let span = tracing::info_span!("window_server", window, rank);
         tokio::spawn(actor.run(inbox).instrument(span));
         WindowServerHandle { sender, rank }
@@ -283,6 +288,8 @@ impl LockTable {
 }
 
 struct WindowServer {
+    /// Bytes of publications and operations logged since the last snapshot.
+    logged: u64,
     window: u64,
     audit: AuditHandle,
     /// Events of the command being handled, and the answers that wait for them.
@@ -315,15 +322,16 @@ struct WindowServer {
 }
 
 impl WindowServer {
-    fn new(window: u64, rank: u32, nranks: u32, size: usize, audit: AuditHandle) -> Self {
+    fn new(window: u64, rank: u32, nranks: u32, public: Vec<u8>, audit: AuditHandle) -> Self {
         WindowServer {
+            logged: 0,
             window,
             audit,
             events: Vec::new(),
             answers: Vec::new(),
             rank,
             nranks,
-            public: vec![0; size],
+            public,
             changed: RangeSet::new(),
             fence_entered: 0,
             fence_markers: BTreeMap::new(),
@@ -352,6 +360,12 @@ impl WindowServer {
             let events = std::mem::take(&mut self.events);
             let answers = std::mem::take(&mut self.answers);
             self.audit.submit(events, answers).await;
+            if self.logged >= SNAPSHOT_BYTES.max(self.public.len() as u64) {
+                // recovery replays at most about a window's worth of log after a snapshot
+                self.logged = 0;
+                let copy = self.public.clone();
+                self.audit.snapshot(self.window, self.rank, copy).await;
+            }
             if stopping {
                 break;
             }
@@ -478,6 +492,11 @@ impl WindowServer {
         if self.audit.durability() == Durability::Off {
             return;
         }
+        self.logged += match &event {
+            Event::Published { data, .. } => 64 + data.len() as u64,
+            Event::Op { data, .. } => 64 + data.len() as u64,
+            _ => 0,
+        };
         self.events.push(Pending {
             window: self.window,
             rank: self.rank,

@@ -52,6 +52,10 @@ fn status(error: RegistryError) -> Status {
             )
         }
         RegistryError::Rma(error) => status_from_rma(&error),
+        RegistryError::Unavailable(why) => status_from_rma(&RmaError::new(
+            ErrorClass::Io,
+            format!("the audit store is unavailable: {why}"),
+        )),
     }
 }
 
@@ -111,6 +115,7 @@ impl Admin for AdminService {
         let tokens = self
             .registry
             .create_world(&request.name, request.ranks)
+            .await
             .map_err(status)?;
         Ok(Response::new(v1::CreateWorldResponse {
             name: request.name,
@@ -142,6 +147,7 @@ impl Admin for AdminService {
     ) -> Result<Response<v1::DeleteWorldResponse>, Status> {
         self.registry
             .delete_world(&request.get_ref().name)
+            .await
             .map_err(status)?;
         Ok(Response::new(v1::DeleteWorldResponse {}))
     }

@@ -15,6 +15,7 @@ pub mod actor;
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod recovery;
 pub mod registry;
 pub mod reply;
 pub mod session;
@@ -138,20 +139,30 @@ pub async fn run(
     use anyhow::Context;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    let (audit, store, last_window) = if config.durability == audit::Durability::Off {
-        (audit::AuditHandle::off(), None, 0)
+    let (audit, store, last_window, recovered) = if config.durability == audit::Durability::Off {
+        (
+            audit::AuditHandle::off(),
+            None,
+            0,
+            recovery::Recovered::default(),
+        )
     } else {
         let store =
             audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
         let last_window = store.max_window_id().await?;
-        let (audit, _writer) = audit::AuditHandle::spawn(store.clone(), config.durability);
-        (audit, Some(store), last_window)
+        let recovered = recovery::recover(&store)
+            .await
+            .context("cannot recover the windows of the previous run")?;
+        let last_at = store.last_at_ns().await?;
+        let (audit, _writer) = audit::AuditHandle::spawn(store.clone(), config.durability, last_at);
+        (audit, Some(store), last_window, recovered)
     };
     let audit_service = AuditServer::with_interceptor(
-        audit::service::AuditService::new(store, audit.clone()),
+        audit::service::AuditService::new(store.clone(), audit.clone()),
         auth::AdminAuth::new(&config.admin_token),
     );
-    let registry = Registry::new(audit.clone(), last_window, config.lease_ttl);
+    let registry = Registry::new(audit.clone(), store.clone(), last_window, config.lease_ttl);
+    registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
     let admin = AdminServer::with_interceptor(
         admin::AdminService::new(Arc::clone(&registry)),
         auth::AdminAuth::new(&config.admin_token),

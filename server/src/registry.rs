@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use onesided_core::audit::Event;
 
 use crate::actor::WindowServerHandle;
-use crate::audit::{AuditHandle, Durability, Pending};
+use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
 use crate::world::WorldHandle;
 
 /// Largest world a server accepts.
@@ -48,7 +48,8 @@ pub struct Membership {
 #[derive(Debug)]
 struct World {
     nranks: u32,
-    tokens: Vec<String>,
+    /// SHA-256 of each rank's token (the tokens themselves are only handed out).
+    tokens: Vec<[u8; 32]>,
     collectives: WorldHandle,
     windows: BTreeMap<String, u64>,
 }
@@ -56,7 +57,10 @@ struct World {
 #[derive(Debug, Default)]
 struct Inner {
     worlds: BTreeMap<String, World>,
-    tokens: HashMap<String, (String, u32)>,
+    /// Names of worlds being created (their store rows are being written).
+    reserved: std::collections::HashSet<String>,
+    /// Token SHA-256 → (world, rank).
+    tokens: HashMap<[u8; 32], (String, u32)>,
     windows: HashMap<u64, Arc<WindowEntry>>,
     next_window: u64,
     incarnations: HashMap<(String, u32), u64>,
@@ -97,6 +101,75 @@ pub enum RegistryError {
     /// Refused with an MPI class.
     #[error(transparent)]
     Rma(#[from] RmaError),
+    /// The store did not take the change; nothing changed.
+    #[error("the audit store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+fn unavailable(error: anyhow::Error) -> RegistryError {
+    RegistryError::Unavailable(format!("{error:#}"))
+}
+
+/// SHA-256 of a token: the directory and the store keep only this.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).into()
+}
+
+/// The JSON a window's shape and info are stored as.
+fn spec_json(desc: &WindowDesc) -> String {
+    let info: serde_json::Map<String, serde_json::Value> = desc
+        .info
+        .to_pairs()
+        .into_iter()
+        .map(|(key, value)| (key, serde_json::Value::String(value)))
+        .collect();
+    serde_json::json!({
+        "flavor": desc.flavor.name(),
+        "sizes": desc.sizes,
+        "disp_units": desc.disp_units,
+        "info": info,
+    })
+    .to_string()
+}
+
+/// A window rebuilt from the store: its description and every rank's public copy.
+#[derive(Debug)]
+pub struct RecoveredWindow {
+    /// The description.
+    pub desc: WindowDesc,
+    /// Public copies, index = rank.
+    pub copies: Vec<Vec<u8>>,
+}
+
+/// Parses a stored spec back into a description.
+///
+/// # Errors
+/// A spec this version cannot read.
+pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::Result<WindowDesc> {
+    use anyhow::Context;
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        flavor: String,
+        sizes: Vec<u64>,
+        disp_units: Vec<u32>,
+        info: BTreeMap<String, String>,
+    }
+    let spec: Spec = serde_json::from_str(spec).context("unreadable window spec")?;
+    let flavor =
+        Flavor::parse(&spec.flavor).with_context(|| format!("unknown flavor {:?}", spec.flavor))?;
+    let info = WindowInfo::parse(spec.info.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+    Ok(WindowDesc {
+        id,
+        name: name.to_string(),
+        world: world.to_string(),
+        flavor,
+        model: MemoryModel::Separate,
+        sizes: spec.sizes,
+        disp_units: spec.disp_units,
+        info,
+    })
 }
 
 /// The directory.
@@ -105,6 +178,8 @@ pub struct Registry {
     inner: RwLock<Inner>,
     me: Weak<Registry>,
     audit: AuditHandle,
+    /// Where worlds and window shapes are kept across restarts (`None`: audit off).
+    store: Option<AuditStore>,
     lease_ttl: Duration,
 }
 
@@ -132,8 +207,14 @@ fn new_token() -> String {
 impl Registry {
     /// An empty directory whose windows record into `audit` and get ids after `last_window`
     /// (the highest id the audit store has seen, so ids are never reused).
-    /// Sessions that send nothing for `lease_ttl` are ended.
-    pub fn new(audit: AuditHandle, last_window: u64, lease_ttl: Duration) -> Arc<Self> {
+    /// Sessions that send nothing for `lease_ttl` are ended. With a `store`, worlds and
+    /// windows are kept there too, so a restarted server can [`Registry::restore`] them.
+    pub fn new(
+        audit: AuditHandle,
+        store: Option<AuditStore>,
+        last_window: u64,
+        lease_ttl: Duration,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             inner: RwLock::new(Inner {
                 next_window: last_window,
@@ -141,8 +222,70 @@ impl Registry {
             }),
             me: me.clone(),
             audit,
+            store,
             lease_ttl,
         })
+    }
+
+    /// Brings back what a previous run of the server left in the store: every world with its
+    /// tokens, every window not freed with its public copies, and the rank incarnations.
+    pub fn restore(
+        &self,
+        worlds: Vec<StoredWorld>,
+        windows: Vec<RecoveredWindow>,
+        incarnations: Vec<(String, u32, u64)>,
+    ) {
+        let mut inner = self.write();
+        for world in worlds {
+            let mut tokens = vec![[0u8; 32]; world.nranks as usize];
+            for (hash, rank) in &world.tokens {
+                if let Some(slot) = tokens.get_mut(*rank as usize) {
+                    *slot = *hash;
+                }
+                inner.tokens.insert(*hash, (world.name.clone(), *rank));
+            }
+            let collectives = WorldHandle::spawn(&world.name, world.nranks, self.me.clone());
+            inner.worlds.insert(
+                world.name.clone(),
+                World {
+                    nranks: world.nranks,
+                    tokens,
+                    collectives,
+                    windows: BTreeMap::new(),
+                },
+            );
+        }
+        for window in windows {
+            let desc = Arc::new(window.desc);
+            let Some(world) = inner.worlds.get_mut(&desc.world) else {
+                continue;
+            };
+            world.windows.insert(desc.name.clone(), desc.id);
+            let nranks = desc.nranks();
+            let ranks = window
+                .copies
+                .into_iter()
+                .enumerate()
+                .map(|(rank, copy)| {
+                    WindowServerHandle::spawn(
+                        desc.id,
+                        rank as u32,
+                        nranks,
+                        copy,
+                        self.audit.clone(),
+                    )
+                })
+                .collect();
+            inner.next_window = inner.next_window.max(desc.id);
+            tracing::info!(world = %desc.world, window = %desc.name, id = desc.id, "window recovered");
+            inner
+                .windows
+                .insert(desc.id, Arc::new(WindowEntry { desc, ranks }));
+        }
+        for (world, rank, incarnation) in incarnations {
+            let count = inner.incarnations.entry((world, rank)).or_insert(0);
+            *count = (*count).max(incarnation);
+        }
     }
 
     /// How long a session may stay silent before its lease lapses.
@@ -216,11 +359,17 @@ impl Registry {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// Creates a world of `nranks` ranks and returns one token per rank.
+    /// Creates a world of `nranks` ranks and returns one token per rank (kept in the store
+    /// as SHA-256 only, before the world exists).
     ///
     /// # Errors
-    /// A taken name, a bad name, or a size outside 1..=[`MAX_RANKS`].
-    pub fn create_world(&self, name: &str, nranks: u32) -> Result<Vec<String>, RegistryError> {
+    /// A taken name, a bad name, a size outside 1..=[`MAX_RANKS`], or a store that does not
+    /// take it.
+    pub async fn create_world(
+        &self,
+        name: &str,
+        nranks: u32,
+    ) -> Result<Vec<String>, RegistryError> {
         check_name("world", name)?;
         if nranks == 0 {
             return Err(RmaError::new(ErrorClass::Arg, "a world needs at least one rank").into());
@@ -232,22 +381,36 @@ impl Registry {
             )
             .into());
         }
-        let mut inner = self.write();
-        if inner.worlds.contains_key(name) {
-            return Err(RegistryError::AlreadyExists(format!("world {name}")));
+        {
+            let mut inner = self.write();
+            if inner.worlds.contains_key(name) || !inner.reserved.insert(name.to_string()) {
+                return Err(RegistryError::AlreadyExists(format!("world {name}")));
+            }
         }
         let tokens: Vec<String> = (0..nranks).map(|_| new_token()).collect();
-        for (rank, token) in tokens.iter().enumerate() {
-            inner
-                .tokens
-                .insert(token.clone(), (name.to_string(), rank as u32));
+        let hashes: Vec<[u8; 32]> = tokens.iter().map(|token| token_hash(token)).collect();
+        if let Some(store) = &self.store {
+            let stored = StoredWorld {
+                name: name.to_string(),
+                nranks,
+                tokens: hashes.iter().copied().zip(0..nranks).collect(),
+            };
+            if let Err(error) = store.save_world(&stored).await {
+                self.write().reserved.remove(name);
+                return Err(unavailable(error));
+            }
+        }
+        let mut inner = self.write();
+        inner.reserved.remove(name);
+        for (rank, hash) in hashes.iter().enumerate() {
+            inner.tokens.insert(*hash, (name.to_string(), rank as u32));
         }
         let collectives = WorldHandle::spawn(name, nranks, self.me.clone());
         inner.worlds.insert(
             name.to_string(),
             World {
                 nranks,
-                tokens: tokens.clone(),
+                tokens: hashes,
                 collectives,
                 windows: BTreeMap::new(),
             },
@@ -268,8 +431,14 @@ impl Registry {
     /// Deletes a world, its tokens and its windows.
     ///
     /// # Errors
-    /// An unknown world.
-    pub fn delete_world(&self, name: &str) -> Result<(), RegistryError> {
+    /// An unknown world, or a store that does not take it.
+    pub async fn delete_world(&self, name: &str) -> Result<(), RegistryError> {
+        if !self.read().worlds.contains_key(name) {
+            return Err(RegistryError::NoWorld(name.to_string()));
+        }
+        if let Some(store) = &self.store {
+            store.delete_world(name).await.map_err(unavailable)?;
+        }
         let mut inner = self.write();
         let world = inner
             .worlds
@@ -290,7 +459,7 @@ impl Registry {
     /// The membership a rank token grants.
     pub fn authenticate(&self, token: &str) -> Option<Membership> {
         let inner = self.read();
-        let (world, rank) = inner.tokens.get(token)?;
+        let (world, rank) = inner.tokens.get(&token_hash(token))?;
         let entry = inner.worlds.get(world)?;
         Some(Membership {
             world: world.clone(),
@@ -363,13 +532,29 @@ impl Registry {
         if self.audit.durability() == Durability::Sync {
             self.audit.flush().await;
         }
+        if let Some(store) = &self.store {
+            let stored = StoredWindow {
+                id: desc.id,
+                world: world.to_string(),
+                name: name.to_string(),
+                spec: spec_json(&desc),
+            };
+            if let Err(error) = store.save_window(&stored).await {
+                let mut inner = self.write();
+                if let Some(entry) = inner.worlds.get_mut(world) {
+                    entry.windows.remove(name);
+                }
+                return Err(unavailable(error));
+            }
+        }
         let nranks = desc.nranks();
         let ranks = desc
             .sizes
             .iter()
             .enumerate()
             .map(|(rank, &size)| {
-                WindowServerHandle::spawn(desc.id, rank as u32, nranks, size, self.audit.clone())
+                let public = vec![0; size as usize];
+                WindowServerHandle::spawn(desc.id, rank as u32, nranks, public, self.audit.clone())
             })
             .collect();
         let mut inner = self.write();

@@ -294,6 +294,14 @@ impl Session {
             return;
         };
         let name = call_name(&call);
+        if self.registry.audit().is_down() && !matches!(call, Call::Heartbeat(_)) {
+            // nothing may happen that the log cannot take: refused before any state changes
+            self.reply(id).send(Err(RmaError::new(
+                ErrorClass::Io,
+                "the audit store is unavailable; the call changed nothing, try again",
+            )));
+            return;
+        }
         if let Err(error) = self.handle(id, call).await {
             tracing::debug!(call = name, %error, "call refused");
             self.reply(id).send(Err(error));

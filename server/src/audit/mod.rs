@@ -10,14 +10,16 @@ pub mod service;
 pub mod store;
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use onesided_core::audit::{chain_hash, AuditRecord, Event, GENESIS};
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::reply::{Answer, Reply};
-pub use store::{AuditStore, NewRow, RecordedWindow};
+pub use store::{AuditStore, NewRow, RecordedWindow, Snapshot, StoredWindow, StoredWorld};
 
 /// How much the answer to a call waits for its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -56,6 +58,12 @@ enum Message {
         events: Vec<Pending>,
         answers: Vec<(Reply, Answer)>,
     },
+    /// A rank's public copy after every event its actor submitted before.
+    Snapshot {
+        window: u64,
+        rank: u32,
+        data: Vec<u8>,
+    },
     Flush(oneshot::Sender<()>),
 }
 
@@ -66,6 +74,12 @@ impl std::fmt::Debug for Message {
                 .debug_struct("Record")
                 .field("events", &events.len())
                 .field("answers", &answers.len())
+                .finish(),
+            Message::Snapshot { window, rank, data } => f
+                .debug_struct("Snapshot")
+                .field("window", window)
+                .field("rank", rank)
+                .field("bytes", &data.len())
                 .finish(),
             Message::Flush(_) => f.write_str("Flush"),
         }
@@ -81,7 +95,11 @@ pub struct AuditHandle {
     sender: Option<mpsc::Sender<Message>>,
     durability: Durability,
     started: Instant,
+    /// The log's clock at `started` (it continues after a restart's stored timestamps).
+    base_ns: u64,
     committed: broadcast::Sender<Committed>,
+    /// Set while the store refuses commits.
+    down: Arc<AtomicBool>,
 }
 
 impl AuditHandle {
@@ -91,21 +109,31 @@ impl AuditHandle {
             sender: None,
             durability: Durability::Off,
             started: Instant::now(),
+            base_ns: 0,
             committed: broadcast::channel(1).0,
+            down: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Starts the writer over `store`.
-    pub fn spawn(store: AuditStore, durability: Durability) -> (Self, tokio::task::JoinHandle<()>) {
+    /// Starts the writer over `store`; the log's clock starts after `last_at_ns` (the latest
+    /// stored timestamp).
+    pub fn spawn(
+        store: AuditStore,
+        durability: Durability,
+        last_at_ns: u64,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         if durability == Durability::Off {
             return (Self::off(), tokio::spawn(async {}));
         }
         let (sender, inbox) = mpsc::channel(INBOX);
         let (committed, _) = broadcast::channel(65536);
+        let down = Arc::new(AtomicBool::new(false));
         let writer = Writer {
             store,
             tails: HashMap::new(),
             committed: committed.clone(),
+            down: Arc::clone(&down),
+            last_at: HashMap::new(),
         };
         let task = tokio::spawn(writer.run(inbox));
         (
@@ -113,10 +141,26 @@ impl AuditHandle {
                 sender: Some(sender),
                 durability,
                 started: Instant::now(),
+                base_ns: last_at_ns.saturating_add(1),
                 committed,
+                down,
             },
             task,
         )
+    }
+
+    /// Whether the store currently refuses commits (calls are then refused with
+    /// `UNAVAILABLE` before they change anything).
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// Hands a snapshot of `rank`'s public copy to the writer, behind the events that rank's
+    /// actor submitted before.
+    pub async fn snapshot(&self, window: u64, rank: u32, data: Vec<u8>) {
+        if let Some(sender) = &self.sender {
+            let _ = sender.send(Message::Snapshot { window, rank, data }).await;
+        }
     }
 
     /// The durability in force.
@@ -126,7 +170,7 @@ impl AuditHandle {
 
     /// Nanoseconds since the server started (the log's clock).
     pub fn now(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
+        self.base_ns + self.started.elapsed().as_nanos() as u64
     }
 
     /// Live committed rows.
@@ -177,14 +221,22 @@ fn send_all(answers: Vec<(Reply, Answer)>) {
 
 fn fail_all(answers: Vec<(Reply, Answer)>, why: &str) {
     for (reply, _) in answers {
-        reply.send(Err(RmaError::new(ErrorClass::Intern, why)));
+        reply.send(Err(RmaError::new(ErrorClass::Io, why)));
     }
 }
+
+/// The first wait before a failed commit is tried again; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
 
 struct Writer {
     store: AuditStore,
     tails: HashMap<u64, (u64, [u8; 32])>,
     committed: broadcast::Sender<Committed>,
+    down: Arc<AtomicBool>,
+    /// Per window, the latest timestamp written: events from different actors reach the
+    /// writer slightly out of clock order, and a window's timestamps must not go back.
+    last_at: HashMap<u64, u64>,
 }
 
 impl Writer {
@@ -205,75 +257,135 @@ impl Writer {
         Ok(tail)
     }
 
+    /// Commits a batch. When the store fails, the answers waiting for it fail with
+    /// `MPI_ERR_IO` (UNAVAILABLE: not acknowledged), but the events are kept and retried until
+    /// the store takes them: their effects happened, so the log must not lose them.
     async fn commit(&mut self, messages: Vec<Message>) {
-        let mut rows = Vec::new();
+        let mut events = Vec::new();
         let mut answers = Vec::new();
         let mut flushed = Vec::new();
-        let mut tails: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
-        let mut failure = None;
+        // snapshots, each after the events submitted before it
+        let mut snapshots = Vec::new();
         for message in messages {
             match message {
                 Message::Flush(done) => flushed.push(done),
                 Message::Record {
-                    events,
+                    events: more,
                     answers: waiting,
                 } => {
                     answers.extend(waiting);
-                    for pending in events {
-                        let tail = match tails.get(&pending.window) {
-                            Some(tail) => Ok(*tail),
-                            None => self.tail(pending.window).await,
-                        };
-                        let (seq, previous) = match tail {
-                            Ok(tail) => tail,
-                            Err(error) => {
-                                failure.get_or_insert(error);
-                                continue;
-                            }
-                        };
-                        let record = AuditRecord {
-                            window: pending.window,
-                            seq: seq + 1,
-                            at_ns: pending.at_ns,
-                            rank: pending.rank,
-                            incarnation: pending.incarnation,
-                            event: pending.event,
-                        };
-                        let body = record.event.to_json();
-                        let hash = chain_hash(&previous, &record, &body);
-                        tails.insert(record.window, (record.seq, hash));
-                        rows.push(NewRow {
-                            record,
-                            body,
-                            prev_hash: previous,
-                            hash,
-                        });
-                    }
+                    events.extend(more);
+                }
+                Message::Snapshot { window, rank, data } => {
+                    snapshots.push((events.len(), window, rank, data));
                 }
             }
         }
-        let stored = match failure {
-            Some(error) => Err(error),
-            None => self.store.insert(&rows).await,
-        };
-        match stored {
-            Ok(()) => {
-                self.tails.extend(tails);
-                for row in rows {
-                    let _ = self.committed.send(std::sync::Arc::new(row));
+        let mut delay = RETRY_FIRST;
+        let mut waiting = Some(answers);
+        loop {
+            let attempt = match self.rows(&events, &snapshots).await {
+                Ok((rows, tails, snapshots)) => self
+                    .store
+                    .insert(&rows, &snapshots)
+                    .await
+                    .map(|()| (rows, tails)),
+                Err(error) => Err(error),
+            };
+            match attempt {
+                Ok((rows, tails)) => {
+                    self.tails.extend(tails);
+                    if self.down.swap(false, Ordering::Relaxed) {
+                        tracing::info!("the audit store is back: commits resumed");
+                    }
+                    for row in rows {
+                        let _ = self.committed.send(std::sync::Arc::new(row));
+                    }
+                    send_all(waiting.take().unwrap_or_default());
+                    break;
                 }
-                send_all(answers);
-            }
-            Err(error) => {
-                // nothing of this batch is stored: nothing of it is acknowledged, and the next
-                // batch starts again from the stored tails
-                tracing::error!(error = %format!("{error:#}"), events = rows.len(), "audit commit failed");
-                self.tails.clear();
-                fail_all(answers, "the audit store is unavailable");
+                Err(error) => {
+                    if !self.down.swap(true, Ordering::Relaxed) {
+                        tracing::error!(error = %format!("{error:#}"), events = events.len(), "audit commit failed; retrying until the store is back");
+                    }
+                    // the next attempt starts again from the stored tails
+                    self.tails.clear();
+                    if let Some(answers) = waiting.take() {
+                        fail_all(answers, "the audit store is unavailable: not recorded yet");
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
             }
         }
         for done in flushed {
             let _ = done.send(());
         }
+    }
+
+    /// Numbers and chains `events` after each window's tail, and places each snapshot at the
+    /// sequence number its window had reached when it was taken.
+    async fn rows(
+        &mut self,
+        events: &[Pending],
+        snapshots: &[(usize, u64, u32, Vec<u8>)],
+    ) -> anyhow::Result<(Vec<NewRow>, HashMap<u64, (u64, [u8; 32])>, Vec<Snapshot>)> {
+        let mut rows = Vec::with_capacity(events.len());
+        let mut tails: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
+        let mut placed = Vec::with_capacity(snapshots.len());
+        let mut next_snapshot = snapshots.iter().peekable();
+        for (index, pending) in events.iter().enumerate() {
+            while let Some((_, window, rank, data)) =
+                next_snapshot.next_if(|(before, ..)| *before == index)
+            {
+                let (seq, _) = self.tail_in(&tails, *window).await?;
+                placed.push(snapshot(*window, *rank, seq, data));
+            }
+            let (seq, previous) = self.tail_in(&tails, pending.window).await?;
+            let last_at = self.last_at.entry(pending.window).or_insert(0);
+            *last_at = (*last_at).max(pending.at_ns);
+            let record = AuditRecord {
+                window: pending.window,
+                seq: seq + 1,
+                at_ns: *last_at,
+                rank: pending.rank,
+                incarnation: pending.incarnation,
+                event: pending.event.clone(),
+            };
+            let body = record.event.to_json();
+            let hash = chain_hash(&previous, &record, &body);
+            tails.insert(record.window, (record.seq, hash));
+            rows.push(NewRow {
+                record,
+                body,
+                prev_hash: previous,
+                hash,
+            });
+        }
+        for (_, window, rank, data) in next_snapshot {
+            let (seq, _) = self.tail_in(&tails, *window).await?;
+            placed.push(snapshot(*window, *rank, seq, data));
+        }
+        Ok((rows, tails, placed))
+    }
+
+    async fn tail_in(
+        &mut self,
+        batch: &HashMap<u64, (u64, [u8; 32])>,
+        window: u64,
+    ) -> anyhow::Result<(u64, [u8; 32])> {
+        match batch.get(&window) {
+            Some(tail) => Ok(*tail),
+            None => self.tail(window).await,
+        }
+    }
+}
+
+fn snapshot(window: u64, rank: u32, seq: u64, data: &[u8]) -> Snapshot {
+    Snapshot {
+        window,
+        rank,
+        seq,
+        data: data.to_vec(),
     }
 }

@@ -41,6 +41,60 @@ pub struct RecordedWindow {
     pub events: u64,
 }
 
+/// A world as stored: its size and the SHA-256 of each rank's token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredWorld {
+    /// Name.
+    pub name: String,
+    /// Number of ranks.
+    pub nranks: u32,
+    /// `(token SHA-256, rank)`.
+    pub tokens: Vec<([u8; 32], u32)>,
+}
+
+/// A window that was created and not freed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredWindow {
+    /// Window id.
+    pub id: u64,
+    /// World name.
+    pub world: String,
+    /// Window name.
+    pub name: String,
+    /// Its shape and info as JSON (`registry` writes and reads it).
+    pub spec: String,
+}
+
+/// The latest snapshot of one rank's public copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Window id.
+    pub window: u64,
+    /// The rank.
+    pub rank: u32,
+    /// The copy after every event of the window up to this sequence number.
+    pub seq: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// Runs `$body` with `$pool` bound to whichever pool the store has (the SQL is the same).
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match $store {
+            AuditStore::Sqlite($pool) => $body,
+            AuditStore::Postgres($pool) => $body,
+        }
+    };
+}
+
+fn hash32(bytes: &[u8]) -> [u8; 32] {
+    let mut fixed = [0u8; 32];
+    let len = bytes.len().min(32);
+    fixed[..len].copy_from_slice(&bytes[..len]);
+    fixed
+}
+
 /// Where the audit log lives.
 #[derive(Clone, Debug)]
 pub enum AuditStore {
@@ -71,6 +125,9 @@ impl AuditStore {
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 let pool = PgPoolOptions::new()
                     .max_connections(4)
+                    // while the database is away, a commit fails within this (and is retried)
+                    // instead of waiting sqlx's default 30 s for a connection
+                    .acquire_timeout(std::time::Duration::from_secs(3))
                     .connect(url)
                     .await
                     .context("cannot connect to the PostgreSQL audit store")?;
@@ -152,18 +209,190 @@ impl AuditStore {
         }))
     }
 
-    /// Inserts rows (and the windows they create) in one transaction.
+    /// Inserts rows (and the windows they create) and replaces snapshots, in one transaction.
     ///
     /// # Errors
     /// Database failures; nothing is stored then.
-    pub async fn insert(&self, rows: &[NewRow]) -> anyhow::Result<()> {
-        if rows.is_empty() {
+    pub async fn insert(&self, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
+        if rows.is_empty() && snapshots.is_empty() {
             return Ok(());
         }
         match self {
-            AuditStore::Sqlite(pool) => insert_sqlite(pool, rows).await,
-            AuditStore::Postgres(pool) => insert_postgres(pool, rows).await,
+            AuditStore::Sqlite(pool) => insert_sqlite(pool, rows, snapshots).await,
+            AuditStore::Postgres(pool) => insert_postgres(pool, rows, snapshots).await,
         }
+    }
+
+    /// Records a new world and the SHA-256 of its rank tokens.
+    ///
+    /// # Errors
+    /// Database failures (nothing is stored then).
+    pub async fn save_world(&self, world: &StoredWorld) -> anyhow::Result<()> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
+                .bind(&world.name)
+                .bind(world.nranks as i32)
+                .execute(&mut *tx)
+                .await?;
+            for (hash, rank) in &world.tokens {
+                sqlx::query("INSERT INTO world_tokens (token_sha256, world, rank) VALUES ($1, $2, $3)")
+                    .bind(hash.to_vec())
+                    .bind(&world.name)
+                    .bind(*rank as i32)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Forgets a world and its tokens; its windows count as freed.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn delete_world(&self, name: &str) -> anyhow::Result<()> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for sql in [
+                "DELETE FROM world_tokens WHERE world = $1",
+                "DELETE FROM worlds WHERE name = $1",
+                "UPDATE window_specs SET freed = TRUE WHERE world = $1",
+            ] {
+                sqlx::query(sql).bind(name).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Records a window's shape (its creation event is in the log).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn save_window(&self, window: &StoredWindow) -> anyhow::Result<()> {
+        let sql = "INSERT INTO window_specs (window_id, world, name, spec) VALUES ($1, $2, $3, $4)";
+        on_pool!(self, pool => {
+            sqlx::query(sql)
+                .bind(window.id as i64)
+                .bind(&window.world)
+                .bind(&window.name)
+                .bind(&window.spec)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Marks a window freed: a restart does not bring it back.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn free_window(&self, id: u64) -> anyhow::Result<()> {
+        let sql = "UPDATE window_specs SET freed = TRUE WHERE window_id = $1";
+        on_pool!(self, pool => {
+            sqlx::query(sql).bind(id as i64).execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Every stored world with its token hashes, and every window not freed.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn directory(&self) -> anyhow::Result<(Vec<StoredWorld>, Vec<StoredWindow>)> {
+        type Rows = (
+            Vec<(String, i32)>,
+            Vec<(Vec<u8>, String, i32)>,
+            Vec<(i64, String, String, String)>,
+        );
+        let (worlds, tokens, windows): Rows = on_pool!(self, pool => (
+            sqlx::query_as("SELECT name, nranks FROM worlds ORDER BY name")
+                .fetch_all(pool)
+                .await?,
+            sqlx::query_as("SELECT token_sha256, world, rank FROM world_tokens")
+                .fetch_all(pool)
+                .await?,
+            sqlx::query_as(
+                "SELECT window_id, world, name, spec FROM window_specs \
+                 WHERE freed = FALSE ORDER BY window_id",
+            )
+            .fetch_all(pool)
+            .await?,
+        ));
+        let mut worlds: Vec<StoredWorld> = worlds
+            .into_iter()
+            .map(|(name, nranks)| StoredWorld {
+                name,
+                nranks: nranks as u32,
+                tokens: Vec::new(),
+            })
+            .collect();
+        for (hash, world, rank) in tokens {
+            if let Some(entry) = worlds.iter_mut().find(|entry| entry.name == world) {
+                entry.tokens.push((hash32(&hash), rank as u32));
+            }
+        }
+        let windows = windows
+            .into_iter()
+            .map(|(id, world, name, spec)| StoredWindow {
+                id: id as u64,
+                world,
+                name,
+                spec,
+            })
+            .collect();
+        Ok((worlds, windows))
+    }
+
+    /// The latest snapshot of each rank of `window`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn snapshots(&self, window: u64) -> anyhow::Result<Vec<Snapshot>> {
+        let sql = "SELECT CAST(rank AS BIGINT), seq, data FROM snapshots WHERE window_id = $1";
+        let rows: Vec<(i64, i64, Vec<u8>)> = on_pool!(self, pool => {
+            sqlx::query_as(sql).bind(window as i64).fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(rank, seq, data)| Snapshot {
+                window,
+                rank: rank as u32,
+                seq: seq as u64,
+                data,
+            })
+            .collect())
+    }
+
+    /// The highest session incarnation recorded per `(world, rank)`, so a restarted server
+    /// never hands out an incarnation twice.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn incarnations(&self) -> anyhow::Result<Vec<(String, u32, u64)>> {
+        let sql = "SELECT w.world, CAST(e.rank AS BIGINT), MAX(e.incarnation) FROM audit_events e \
+                   JOIN audit_windows w ON w.window_id = e.window_id \
+                   WHERE e.incarnation > 0 GROUP BY w.world, e.rank";
+        let rows: Vec<(String, i64, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(sql).fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(world, rank, max)| (world, rank as u32, max as u64))
+            .collect())
+    }
+
+    /// The latest timestamp in the log (0 when empty): a restarted server's clock continues
+    /// after it, so timestamps stay monotonic per window.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn last_at_ns(&self) -> anyhow::Result<u64> {
+        let sql = "SELECT COALESCE(MAX(at_ns), 0) FROM audit_events";
+        let max: i64 = on_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?);
+        Ok(max as u64)
     }
 
     /// Every recorded window with its event count.
@@ -237,8 +466,20 @@ impl AuditStore {
 
 macro_rules! insert_fn {
     ($name:ident, $pool:ty, $db:ty) => {
-        async fn $name(pool: &$pool, rows: &[NewRow]) -> anyhow::Result<()> {
+        async fn $name(pool: &$pool, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
             let mut tx = pool.begin().await?;
+            for snapshot in snapshots {
+                sqlx::query(
+                    "INSERT INTO snapshots (window_id, rank, seq, data) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (window_id, rank) DO UPDATE SET seq = excluded.seq, data = excluded.data",
+                )
+                .bind(snapshot.window as i64)
+                .bind(snapshot.rank as i32)
+                .bind(snapshot.seq as i64)
+                .bind(snapshot.data.as_slice())
+                .execute(&mut *tx)
+                .await?;
+            }
             for chunk in rows.chunks(500) {
                 let created: Vec<(u64, &str, &str)> = chunk
                     .iter()

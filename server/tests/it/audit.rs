@@ -105,14 +105,14 @@ async fn replay_equals_live_on_sqlite() {
 
 /// A fresh PostgreSQL database on the machine's server (trust auth on 127.0.0.1:5432), dropped
 /// when the test ends.
-struct PgDatabase {
+pub(crate) struct PgDatabase {
     admin_url: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl PgDatabase {
-    async fn create() -> Self {
+    pub(crate) async fn create() -> Self {
         let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
         let name = unique("onesided_test").replace('-', "_");

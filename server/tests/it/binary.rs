@@ -122,14 +122,125 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
     assert_eq!(audit.verify(desc.id).await.unwrap().first_bad, None);
     let replayed = audit.replay(desc.id, None).await.unwrap();
     assert_eq!(replayed.ranks[1], 4242i64.to_le_bytes());
+    // the world, its tokens and the window came back, rebuilt from the log
+    let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
+    let window = session.window("x").await.unwrap();
+    assert_eq!(window.desc().id, desc.id);
+    window.lock(LockType::Shared, 1, 0).await.unwrap();
+    let live = window.get::<i64>(1, 0, 1).unwrap();
+    window.unlock(1).await.unwrap();
+    assert_eq!(live.value().await.unwrap(), vec![4242]);
+    drop(window);
+    session.close().await.unwrap();
     // a window created after the restart never reuses a recorded id
     let admin = Admin::connect(&url, "t").await.unwrap();
-    admin.create_world("w", 2).await.unwrap();
     let again = admin
-        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .create_window("w", &WindowSpec::of::<i64>("y", 2, 1))
         .await
         .unwrap();
     assert!(again.id > desc.id);
+    let status = tokio::task::spawn_blocking(move || terminate(child))
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use onesided_client::{Audit, AuditEvent, LockType, Op};
+    const CLIENTS: u32 = 16;
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let token = ["--admin-token", "t"];
+    let (mut child, url) = start(&data, &token);
+    let admin = Admin::connect(&url, "t").await.unwrap();
+    let world = admin.create_world("load", CLIENTS).await.unwrap();
+    let desc = admin
+        .create_window("load", &WindowSpec::of::<i64>("counter", CLIENTS, 1))
+        .await
+        .unwrap();
+    let acknowledged = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for token in &world.tokens {
+        let (url, token) = (url.clone(), token.clone());
+        let acknowledged = Arc::clone(&acknowledged);
+        clients.push(tokio::spawn(async move {
+            // every old value this client was told, until the server dies under it
+            let mut seen = Vec::new();
+            let Ok(session) = Session::attach(&url, &token).await else {
+                return seen;
+            };
+            let Ok(window) = session.window("counter").await else {
+                return seen;
+            };
+            if window.lock(LockType::Shared, 0, 0).await.is_err() {
+                return seen;
+            }
+            loop {
+                let Ok(old) = window.fetch_and_op(0, 0, 1i64, Op::Sum) else {
+                    return seen;
+                };
+                if window.flush(0).await.is_err() {
+                    return seen;
+                }
+                match old.value().await {
+                    Ok(old) => {
+                        seen.push(old);
+                        acknowledged.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => return seen,
+                }
+            }
+        }));
+    }
+    // kill -9 in the middle of the load
+    while acknowledged.load(Ordering::Relaxed) < 400 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut told = Vec::new();
+    for client in clients {
+        told.extend(client.await.unwrap());
+    }
+    assert!(told.len() >= 400);
+
+    let (child, url) = start(&data, &token);
+    // the clients attach again with their tokens and find the counter rebuilt
+    let session = Session::attach(&url, &world.tokens[3]).await.unwrap();
+    let window = session.window("counter").await.unwrap();
+    window.lock(LockType::Shared, 0, 0).await.unwrap();
+    let counter = window.get::<i64>(0, 0, 1).unwrap();
+    window.unlock(0).await.unwrap();
+    let counter = counter.value().await.unwrap()[0];
+    drop(window);
+    session.close().await.unwrap();
+    let mut distinct = told.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), told.len(), "no increment was applied twice");
+    assert!(
+        told.iter().all(|&old| old < counter),
+        "every acknowledged increment is in the recovered counter {counter}"
+    );
+    let audit = Audit::connect(&url, "t").await.unwrap();
+    let logged = audit
+        .events(desc.id, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|entry| {
+            matches!(&entry.event, Some(AuditEvent::Op { op, .. }) if op.to_string() == "fetch_and_op(sum)")
+        })
+        .count();
+    assert_eq!(
+        logged as i64, counter,
+        "the recovered counter is exactly the logged increments"
+    );
+    assert_eq!(audit.verify(desc.id).await.unwrap().first_bad, None);
     let status = tokio::task::spawn_blocking(move || terminate(child))
         .await
         .unwrap();

@@ -8,6 +8,7 @@ mod failure;
 mod fence;
 mod forum;
 mod protocol;
+mod recovery;
 mod service;
 
 use std::sync::atomic::{AtomicU64, Ordering};
