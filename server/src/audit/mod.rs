@@ -237,6 +237,7 @@ impl Writer {
                             at_ns: pending.at_ns,
                             rank: pending.rank,
                             incarnation: pending.incarnation,
+                            cseq: None,
                             event: pending.event,
                         };
                         let body = record.event.to_json();

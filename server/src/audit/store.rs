@@ -223,6 +223,7 @@ impl AuditStore {
                         at_ns: at_ns as u64,
                         rank: rank as u32,
                         incarnation: incarnation as u64,
+                        cseq: None,
                         // an unreadable body fails verification, which parses it again
                         event: Event::from_json(&body).unwrap_or(Event::Detach),
                     },
