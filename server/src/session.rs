@@ -33,6 +33,8 @@ use crate::world::Collective;
 struct OpenWindow {
     entry: Arc<WindowEntry>,
     epoch: EpochState,
+    /// The first cseq the client's next marker of persisted rows must name.
+    next_cseq: u64,
 }
 
 /// A call whose answer the session handles before it goes out.
@@ -92,6 +94,7 @@ impl Session {
                 rank: self.member.rank,
                 ranks: self.member.nranks,
                 audited: self.registry.audit().durability() != Durability::Off,
+                incarnation: self.incarnation,
             })),
         };
         if self.out.send(Ok(greeting)).is_err() {
@@ -234,7 +237,14 @@ impl Session {
                 let desc = describe(&entry.desc);
                 let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
                 let window_id = entry.desc.id;
-                self.windows.insert(window_id, OpenWindow { entry, epoch });
+                self.windows.insert(
+                    window_id,
+                    OpenWindow {
+                        entry,
+                        epoch,
+                        next_cseq: 1,
+                    },
+                );
                 self.log(window_id, Event::Attach, None).await;
                 self.reply(id).send(Ok(server_message::Reply::Window(desc)));
             }
@@ -513,18 +523,16 @@ impl Session {
                     (Control::Barrier(open), reply, answer)
                 }));
             }
+            Call::Record(record) if record.rows.is_some() => {
+                let marker = self.client_rows(&record)?;
+                self.log(record.window, marker, Some(self.reply(id))).await;
+            }
             Call::Record(record) => {
                 let mut events = Vec::with_capacity(record.events.len());
                 for body in &record.events {
                     let event = Event::from_json(body)
                         .map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
-                    if !matches!(
-                        event,
-                        Event::Returned { .. }
-                            | Event::FlushLocal { .. }
-                            | Event::Store { .. }
-                            | Event::Load { .. }
-                    ) {
+                    if !event.is_client_side() {
                         return Err(RmaError::new(
                             ErrorClass::Arg,
                             format!("a client may not record {} events", event.kind()),
@@ -570,6 +578,49 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The marker of a record of rows the client persisted itself, once they continue its
+    /// chain of that window (then the chain's next cseq moves on).
+    fn client_rows(&mut self, record: &v1::Record) -> Result<Event, RmaError> {
+        let Some(rows) = &record.rows else {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "a record without client rows",
+            ));
+        };
+        if !record.events.is_empty() {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "a record carries events or client rows, not both",
+            ));
+        }
+        let window = self.window(record.window)?;
+        if rows.from != window.next_cseq || rows.to < rows.from {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                format!(
+                    "client rows {}..={} do not continue this session's chain of window {}: \
+                     the next is {}",
+                    rows.from, rows.to, record.window, window.next_cseq
+                ),
+            ));
+        }
+        if rows.hash.len() != 32 {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                format!(
+                    "the hash of client rows is 32 bytes, not {}",
+                    rows.hash.len()
+                ),
+            ));
+        }
+        window.next_cseq = rows.to + 1;
+        Ok(Event::ClientEvents {
+            from: rows.from,
+            to: rows.to,
+            hash: rows.hash.to_vec(),
+        })
     }
 
     async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {

@@ -375,6 +375,18 @@ impl RankExecutor {
         observed(dtype, loc.shape.is_list(), &bytes)
     }
 
+    /// Reads the private copy like [`RankExecutor::private`], without recording a load: the
+    /// runner's look at the outcome is no access of the program.
+    fn inspect(&self, loc: &Loc) -> Result<Observed, Error> {
+        let dtype = self.dtypes[loc.window];
+        let window = self.window(loc.window)?;
+        let mut bytes = Vec::new();
+        for offset in element_offsets(loc, dtype) {
+            bytes.extend(window.inspect_bytes(offset, dtype.size() as u64)?);
+        }
+        observed(dtype, loc.shape.is_list(), &bytes)
+    }
+
     /// Moves every completed pending result into its variable.
     fn resolve_ready(&mut self) {
         for slot in self.vars.values_mut() {
@@ -804,11 +816,27 @@ async fn run_in_world(
         };
         ranks.push(report);
     }
-    problems.sort_by_key(|problem| problem.line);
     let mut expectations = Vec::new();
     for expectation in &scenario.expectations {
         expectations.push(check(expectation, scenario, config, tokens, &mut finished).await);
     }
+    // every session ends cleanly: the last loads and stores, and the client's own audit rows
+    // when it writes them itself, are in the log before the run reports
+    for (rank, executor) in finished.iter_mut().enumerate() {
+        let Some(session) = executor
+            .as_mut()
+            .and_then(|executor| executor.session.take())
+        else {
+            continue;
+        };
+        if let Err(error) = session.close().await {
+            problems.push(Problem {
+                line: 0,
+                message: format!("rank {rank}: closing the session failed: {error}"),
+            });
+        }
+    }
+    problems.sort_by_key(|problem| problem.line);
     Ok(RunReport {
         run,
         world: world.to_string(),
@@ -839,7 +867,7 @@ async fn check(
             _ => Err(format!("rank {rank} did not finish")),
         },
         Subject::Private { rank, loc } => match executors.get(*rank as usize) {
-            Some(Some(executor)) => executor.private(loc).map_err(|e| e.to_string()),
+            Some(Some(executor)) => executor.inspect(loc).map_err(|e| e.to_string()),
             _ => Err(format!("rank {rank} did not finish")),
         },
         Subject::Public { rank, loc } => {
@@ -894,5 +922,7 @@ async fn read_public(
     let unlocked = window.unlock(rank).await;
     let bytes = issued?.value().await?;
     unlocked?;
+    drop(window);
+    session.close().await?;
     observed(decl.dtype, loc.shape.is_list(), &bytes)
 }
