@@ -238,6 +238,12 @@ impl Session {
             ));
         };
         let persisted = match database {
+            // a server that does not say the session's incarnation cannot name client rows
+            Some(_) if attached.audited && attached.incarnation == 0 => {
+                return Err(Error::AuditStore(
+                    "the server does not record client rows (it is older than this client)".into(),
+                ));
+            }
             Some(database) if attached.audited => {
                 Some(ClientEventWriter::open(&database, attached.rank, attached.incarnation).await?)
             }
