@@ -1,5 +1,6 @@
 //! The audit log, as an admin reads it: recorded windows, their events (live too), replay and
-//! verification.
+//! verification. Rows a client persisted itself appear behind the `client_events` marker that
+//! names them, with their `cseq`.
 
 use futures::{Stream, StreamExt};
 use onesided_core::audit::Event;
@@ -28,9 +29,14 @@ pub struct RecordedWindow {
 pub struct AuditEntry {
     /// Window id.
     pub window: u64,
-    /// Gap-free sequence number, from 1.
+    /// Gap-free sequence number, from 1 (for a client row: its marker's).
     pub seq: u64,
-    /// Monotonic nanoseconds since the recording server started.
+    /// For a row a client persisted itself: its number in that client's chain (window, rank,
+    /// incarnation); it follows the `client_events` marker at `seq` that names it. `None` for
+    /// the window's own rows.
+    pub cseq: Option<u64>,
+    /// Monotonic nanoseconds since the recording server started (for a client row: since its
+    /// session attached, on the client's clock).
     pub at_ns: u64,
     /// Where it happened.
     pub rank: u32,
@@ -40,24 +46,61 @@ pub struct AuditEntry {
     pub event: Option<Event>,
     /// The event as stored (JSON).
     pub body: String,
-    /// The row's hash in the chain.
+    /// The row's hash in its chain (the window's, or for a client row its client's).
     pub hash: Vec<u8>,
 }
 
-/// The result of `verify`.
+impl AuditEntry {
+    /// Where the entry is, as a person reads it: `12`, or `12:3` for row 3 of a client's chain
+    /// behind the marker at seq 12.
+    pub fn place(&self) -> String {
+        onesided_core::audit::place(self.seq, self.cseq)
+    }
+}
+
+pub use onesided_core::audit::{ClientFault, ClientSpan};
+
+/// Where a client's chain is broken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientBreak {
+    /// The client's rank.
+    pub rank: u32,
+    /// Its session incarnation.
+    pub incarnation: u64,
+    /// The bad row's cseq.
+    pub cseq: u64,
+    /// What is wrong (`None`: a fault this library does not know).
+    pub fault: Option<ClientFault>,
+}
+
+/// The result of `verify`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verification {
-    /// Number of rows.
+    /// Number of rows of the window's chain.
     pub events: u64,
-    /// The first bad sequence number; `None` when the chain is intact.
+    /// The first bad sequence number — a bad row, or the `client_events` marker whose client
+    /// rows are bad; `None` when everything is intact.
     pub first_bad: Option<u64>,
+    /// When the first bad place is in a client's chain: where.
+    pub client_break: Option<ClientBreak>,
+    /// Client rows the markers name (all checked, up to the first bad place).
+    pub client_events: u64,
+    /// Stored client rows no marker names: a client that crashed before shipping its marker,
+    /// or one still running. They do not make the log broken; they are not merged.
+    pub unmarked: Vec<ClientSpan>,
+    /// Rows markers name that a client still attached has not stored yet (its writer commits
+    /// them while the server logs the marker). Not a break while it lives; once it detached,
+    /// missing rows break the log.
+    pub pending: Vec<ClientSpan>,
 }
 
 /// One side of a finding: the recorded access.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FindingSide {
-    /// Its sequence number in the log.
+    /// Its sequence number in the log (for a client row, its marker's).
     pub seq: u64,
+    /// For a row a client persisted itself: its cseq in that client's chain.
+    pub cseq: Option<u64>,
     /// The rank that made it.
     pub rank: u32,
     /// What it was (`put`, `accumulate(sum)`, `store`, …).
@@ -92,10 +135,23 @@ pub struct Replayed {
     pub ranks: Vec<Vec<u8>>,
 }
 
+fn spans(spans: Vec<v1::ClientSpan>) -> Vec<ClientSpan> {
+    spans
+        .into_iter()
+        .map(|span| ClientSpan {
+            rank: span.rank,
+            incarnation: span.incarnation,
+            from: span.from,
+            to: span.to,
+        })
+        .collect()
+}
+
 fn entry(event: v1::AuditEvent) -> AuditEntry {
     AuditEntry {
         window: event.window,
         seq: event.seq,
+        cseq: (event.cseq != 0).then_some(event.cseq),
         at_ns: event.at_ns,
         rank: event.rank,
         incarnation: event.incarnation,
@@ -228,6 +284,7 @@ impl Audit {
             let side = side.unwrap_or_default();
             FindingSide {
                 seq: side.seq,
+                cseq: (side.cseq != 0).then_some(side.cseq),
                 rank: side.rank,
                 call: side.call,
             }
@@ -265,7 +322,8 @@ impl Audit {
         Ok(response.trace)
     }
 
-    /// Checks the window's hash chain and sequence.
+    /// Checks the window's hash chain and sequence, and for every `client_events` marker that
+    /// the client rows it names exist, chain correctly and end at the marker's hash.
     ///
     /// # Errors
     /// NOT_FOUND for a window with no events.
@@ -279,6 +337,15 @@ impl Audit {
         Ok(Verification {
             events: response.events,
             first_bad: (!response.intact).then_some(response.first_bad),
+            client_break: response.client_break.map(|at| ClientBreak {
+                rank: at.rank,
+                incarnation: at.incarnation,
+                cseq: at.cseq,
+                fault: ClientFault::parse(&at.fault),
+            }),
+            client_events: response.client_events,
+            unmarked: spans(response.unmarked),
+            pending: spans(response.pending),
         })
     }
 }

@@ -40,6 +40,11 @@ pub enum Error {
     /// The server answered with something this library did not expect.
     #[error("unexpected answer from the server: {0}")]
     Protocol(String),
+    /// The audit store this session writes its own events to (given a database URL) cannot
+    /// be used, or failed to store them (then every later call fails too: the session's chain
+    /// of rows has a hole).
+    #[error("client audit store: {0}")]
+    AuditStore(String),
 }
 
 impl Error {
@@ -55,7 +60,9 @@ impl Error {
     pub fn code(&self) -> Code {
         match self {
             Error::Mpi { code, .. } | Error::Status { code, .. } => *code,
-            Error::Connect { .. } | Error::Disconnected(_) => Code::Unavailable,
+            Error::Connect { .. } | Error::Disconnected(_) | Error::AuditStore(_) => {
+                Code::Unavailable
+            }
             Error::Protocol(_) => Code::Internal,
         }
     }

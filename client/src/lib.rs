@@ -2,6 +2,9 @@
 //!
 //! - [`Admin`]: create worlds (one token per rank) and windows.
 //! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`].
+//!   Its own audit events travel over the stream, or — given a database URL
+//!   ([`SessionBuilder::audit_database_url`], [`AUDIT_DATABASE_URL_ENV`]) — it writes them to
+//!   the audit store itself.
 //! - [`Audit`]: the audit log — recorded windows, events (live too), replay, verify.
 //! - [`Window`]: every MPI RMA call with its MPI name, on this rank's private copy of the
 //!   window, with exactly the separate model's visibility rules.
@@ -28,6 +31,7 @@
 
 mod admin;
 mod audit;
+mod client_events;
 mod connect;
 mod element;
 mod error;
@@ -37,7 +41,10 @@ mod window;
 pub mod scenario;
 
 pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
-pub use audit::{Audit, AuditEntry, Finding, FindingSide, RecordedWindow, Replayed, Verification};
+pub use audit::{
+    Audit, AuditEntry, ClientBreak, ClientFault, ClientSpan, Finding, FindingSide, RecordedWindow,
+    Replayed, Verification,
+};
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;
@@ -46,7 +53,7 @@ pub use onesided_core::epoch::LockType;
 pub use onesided_core::layout::{Block, Layout};
 pub use onesided_core::window::{Flavor, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
-pub use session::{Session, WireStats};
+pub use session::{Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV};
 pub use window::{pack, unpack, OpSpec, Pending, Request, Window};
 
 /// The README's Rust example is compiled as a doctest, so it stays true to the code.

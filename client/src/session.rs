@@ -1,5 +1,9 @@
 //! A session: this process attached as one rank of a world, over one bidirectional stream.
 //! Calls are written in order and pipelined; each reply finds its caller by id.
+//!
+//! The session records what only it sees (local loads and stores, returns of blocking calls,
+//! flush_local) in the audit log: shipped over the stream, or — given a database URL —
+//! written to the store by [`crate::client_events`], with only a marker shipped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +18,10 @@ use onesided_proto::v1::{
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+pub use crate::client_events::AUDIT_DATABASE_URL_ENV;
+
 use crate::admin::desc_from_wire;
+use crate::client_events::ClientEventWriter;
 use crate::connect::{channel, Bearer};
 use crate::error::{Error, Result};
 use crate::window::{take_accesses, State, Window};
@@ -59,6 +66,9 @@ struct Inner {
     rank: u32,
     nranks: u32,
     audited: bool,
+    incarnation: u64,
+    /// Given a database URL: the writer of this session's own audit rows.
+    persisted: Option<ClientEventWriter>,
     outbound: mpsc::UnboundedSender<ClientMessage>,
     next_id: AtomicU64,
     waiters: Arc<Mutex<Waiters>>,
@@ -150,12 +160,96 @@ fn data_bytes(call: &Call) -> usize {
     }
 }
 
-impl Session {
-    /// Attaches to the server at `url` as the rank whose token this is.
+/// Where a session's own audit events go.
+#[derive(Clone, PartialEq, Eq)]
+enum AuditDestination {
+    /// [`AUDIT_DATABASE_URL_ENV`] when set, else over the session.
+    FromEnv,
+    /// Written to this database.
+    Database(String),
+    /// Over the session.
+    Ship,
+}
+
+/// How to attach: [`Session::builder`].
+#[derive(Clone)]
+pub struct SessionBuilder {
+    url: String,
+    token: String,
+    audit: AuditDestination,
+}
+
+impl std::fmt::Debug for SessionBuilder {
+    /// Never prints the token or the database URL (it may hold a password).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let audit = match self.audit {
+            AuditDestination::FromEnv => "from the environment",
+            AuditDestination::Database(_) => "database",
+            AuditDestination::Ship => "shipped",
+        };
+        f.debug_struct("SessionBuilder")
+            .field("url", &self.url)
+            .field("audit", &audit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionBuilder {
+    /// The session writes its own audit events (local loads and stores, returns of blocking
+    /// calls, flush_local) to the audit store at `url` (`postgres://…` or `sqlite:…`, the
+    /// database the server records into) itself, and ships only a marker naming them. Without
+    /// this option, [`AUDIT_DATABASE_URL_ENV`] gives the URL when it is set.
+    pub fn audit_database_url(mut self, url: impl Into<String>) -> Self {
+        self.audit = AuditDestination::Database(url.into());
+        self
+    }
+
+    /// The session ships its own audit events over its stream (the default without a URL),
+    /// whatever [`AUDIT_DATABASE_URL_ENV`] says.
+    pub fn ship_audit_events(mut self) -> Self {
+        self.audit = AuditDestination::Ship;
+        self
+    }
+
+    /// Attaches.
     ///
     /// # Errors
-    /// [`Error::Connect`] when nobody answers; UNAUTHENTICATED for a bad token.
+    /// [`Error::Connect`] when nobody answers; UNAUTHENTICATED for a bad token;
+    /// [`Error::AuditStore`] when a database URL is given (and the server keeps an audit log)
+    /// but the database cannot be opened or has no `client_events` table.
+    pub async fn attach(self) -> Result<Session> {
+        let database = match self.audit {
+            AuditDestination::Database(url) => Some(url),
+            AuditDestination::Ship => None,
+            AuditDestination::FromEnv => std::env::var(AUDIT_DATABASE_URL_ENV)
+                .ok()
+                .filter(|url| !url.is_empty()),
+        };
+        Session::open(&self.url, &self.token, database).await
+    }
+}
+
+impl Session {
+    /// Attaches to the server at `url` as the rank whose token this is; the session's own
+    /// audit events go to the database [`AUDIT_DATABASE_URL_ENV`] names, or over the session
+    /// without it ([`Session::builder`] chooses).
+    ///
+    /// # Errors
+    /// As [`SessionBuilder::attach`].
     pub async fn attach(url: &str, token: &str) -> Result<Self> {
+        Session::builder(url, token).attach().await
+    }
+
+    /// A session to attach with options.
+    pub fn builder(url: &str, token: &str) -> SessionBuilder {
+        SessionBuilder {
+            url: url.to_string(),
+            token: token.to_string(),
+            audit: AuditDestination::FromEnv,
+        }
+    }
+
+    async fn open(url: &str, token: &str, database: Option<String>) -> Result<Self> {
         let channel = channel(url).await?;
         let mut client = RmaClient::with_interceptor(channel, Bearer::new(token)?)
             .max_decoding_message_size(usize::MAX)
@@ -173,6 +267,18 @@ impl Session {
             return Err(Error::Protocol(
                 "the session did not start with a greeting".into(),
             ));
+        };
+        let persisted = match database {
+            // a server that does not say the session's incarnation cannot name client rows
+            Some(_) if attached.audited && attached.incarnation == 0 => {
+                return Err(Error::AuditStore(
+                    "the server does not record client rows (it is older than this client)".into(),
+                ));
+            }
+            Some(database) if attached.audited => {
+                Some(ClientEventWriter::open(&database, attached.rank, attached.incarnation).await?)
+            }
+            _ => None,
         };
         let waiters = Arc::new(Mutex::new(Waiters::default()));
         let reader_waiters = Arc::clone(&waiters);
@@ -207,6 +313,8 @@ impl Session {
                 rank: attached.rank,
                 nranks: attached.ranks,
                 audited: attached.audited,
+                incarnation: attached.incarnation,
+                persisted,
                 outbound,
                 next_id: AtomicU64::new(1),
                 waiters,
@@ -239,6 +347,17 @@ impl Session {
     /// history: local loads and stores, and the returns of blocking calls).
     pub fn audited(&self) -> bool {
         self.inner.audited
+    }
+
+    /// This session's incarnation of its rank (1 for the rank's first session).
+    pub fn incarnation(&self) -> u64 {
+        self.inner.incarnation
+    }
+
+    /// Whether this session writes its own audit events to the store itself (it was given a
+    /// database URL and the server keeps a log) rather than shipping them.
+    pub fn persists_audit_events(&self) -> bool {
+        self.inner.persisted.is_some()
     }
 
     /// Messages written and read so far on this session's stream.
@@ -295,12 +414,25 @@ impl Session {
     }
 
     /// Sends `call` now, after (and with) every deferred call, and returns its reply's future.
+    /// When the session persists its own audit events, the reply also waits until the rows
+    /// handed to the writer so far are committed (in parallel with the call), so that a call
+    /// returns only once the client events before it are stored.
     pub(crate) fn call(&self, call: Call) -> ReplyFuture {
         match self.register(call) {
             Ok((message, reply)) => {
-                let mut deferred = lock(&self.inner.deferred);
-                self.write(&mut deferred, Some(message));
-                reply
+                {
+                    let mut deferred = lock(&self.inner.deferred);
+                    self.write(&mut deferred, Some(message));
+                }
+                let Some(writer) = self.inner.persisted.clone() else {
+                    return reply;
+                };
+                let ticket = writer.submitted();
+                Box::pin(async move {
+                    let answer = reply.await;
+                    writer.committed(ticket).await?;
+                    answer
+                })
             }
             Err(ended) => Box::pin(async move { Err(ended) }),
         }
@@ -330,18 +462,31 @@ impl Session {
         windows.push((window, state));
     }
 
-    /// Ships `events` of `window` to the audit log with the next call (nothing when the server
-    /// keeps no log).
+    /// Ships `events` of `window` to the audit log with the next call — or, when the session
+    /// persists them itself, hands them to its writer and ships their marker (nothing when the
+    /// server keeps no log).
     pub(crate) fn record(&self, window: u64, events: Vec<AuditEvent>) {
         if !self.audited() || events.is_empty() {
             return;
         }
-        let call = Call::Record(Record {
-            window,
-            events: events.iter().map(AuditEvent::to_json).collect(),
-        });
         // the answer only says it was recorded; a failure shows in the log, not here
-        drop(self.defer(call));
+        match &self.inner.persisted {
+            Some(writer) => writer.append(window, events, |rows| {
+                drop(self.defer(Call::Record(Record {
+                    window,
+                    events: Vec::new(),
+                    rows: Some(rows),
+                })));
+            }),
+            None => {
+                let call = Call::Record(Record {
+                    window,
+                    events: events.iter().map(AuditEvent::to_json).collect(),
+                    rows: None,
+                });
+                drop(self.defer(call));
+            }
+        }
     }
 
     /// Sends every deferred call now.
@@ -371,8 +516,9 @@ impl Session {
 
     /// Ends the session cleanly: ships every open window's pending loads and stores (what a
     /// rank did after its last call) and every deferred call, and waits until the server has
-    /// answered them — in sync durability, until they are in the audit log. Dropping a session
-    /// instead may lose them.
+    /// answered them — in sync durability, until they are in the audit log — and, when the
+    /// session persists its own events, until its writer has committed them. Dropping a
+    /// session instead may lose them.
     ///
     /// # Errors
     /// When the session already ended.
@@ -396,6 +542,7 @@ impl Session {
             .call(Call::Record(Record {
                 window: *window,
                 events: Vec::new(),
+                rows: None,
             }))
             .await;
         match drained {

@@ -345,6 +345,17 @@ impl Window {
         Ok(state.private[start..end].to_vec())
     }
 
+    /// Reads raw bytes of the private copy without recording a load: for tools that observe a
+    /// program rather than take part in it (the scenario runner's `expect private`).
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window.
+    pub fn inspect_bytes(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let state = self.state();
+        let (start, end) = local_range("load", offset, len, state.private.len() as u64)?;
+        Ok(state.private[start..end].to_vec())
+    }
+
     /// Ships what only this rank sees — the loads and stores since the last call, then
     /// `events` — to the audit log, ahead of the next call (it travels with it).
     fn note(&self, events: Vec<AuditEvent>) {

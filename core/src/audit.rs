@@ -5,6 +5,8 @@
 //! Owns: event meaning, canonical encoding for hashing, verification and replay. Must not:
 //! store anything (the server's audit writer does).
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -225,6 +227,19 @@ pub enum Event {
         /// Byte ranges `[start, end)`.
         ranges: Vec<(u64, u64)>,
     },
+    /// The client of this session persisted its own events `from..=to` for this window itself
+    /// (table `client_events`: its chain of this window, rank and incarnation, numbered by
+    /// `cseq` from 1) instead of shipping them. Recorded where the shipped events would have
+    /// gone, so the window's chain commits to the client's and fixes the rows' place.
+    ClientEvents {
+        /// The first cseq.
+        from: u64,
+        /// The last cseq.
+        to: u64,
+        /// The chain hash of row `to`.
+        #[serde(with = "hex_bytes")]
+        hash: Vec<u8>,
+    },
     /// An operation applied at this target.
     Op {
         /// Origin rank.
@@ -294,8 +309,21 @@ impl Event {
             Event::OpIssued { .. } => "op_issued",
             Event::Store { .. } => "store",
             Event::Load { .. } => "load",
+            Event::ClientEvents { .. } => "client_events",
             Event::Op { .. } => "op",
         }
+    }
+
+    /// Whether a client may record this event of its own (what only it sees): the returns of
+    /// blocking calls, flush_local, local loads and stores.
+    pub fn is_client_side(&self) -> bool {
+        matches!(
+            self,
+            Event::Returned { .. }
+                | Event::FlushLocal { .. }
+                | Event::Store { .. }
+                | Event::Load { .. }
+        )
     }
 
     /// The canonical JSON body.
@@ -324,16 +352,38 @@ impl Event {
 pub struct AuditRecord {
     /// Window id.
     pub window: u64,
-    /// Gap-free sequence number within the window, from 1.
+    /// Gap-free sequence number within the window, from 1. For a row of a client's own chain
+    /// as stored and hashed: its cseq. For a client row [`merge`]d into the window's history:
+    /// the sequence number of the marker that names it.
     pub seq: u64,
-    /// Monotonic nanoseconds since the recording server started.
+    /// Monotonic nanoseconds since the recording server started (for a client row as stored:
+    /// since its session attached, on the client's clock).
     pub at_ns: u64,
     /// Where it happened.
     pub rank: u32,
     /// Session incarnation of that rank (0 for target-side events).
     pub incarnation: u64,
+    /// For a client row merged behind its marker: its cseq in the client's chain. `None` for
+    /// the window's own rows (and for client rows as stored, whose `seq` is their cseq).
+    pub cseq: Option<u64>,
     /// What happened.
     pub event: Event,
+}
+
+impl AuditRecord {
+    /// Where the record is in the log, as a person reads it: `12`, or `12:3` for row 3 of a
+    /// client's chain merged behind the marker at seq 12.
+    pub fn place(&self) -> String {
+        place(self.seq, self.cseq)
+    }
+}
+
+/// `seq`, or `seq:cseq` for a merged client row.
+pub fn place(seq: u64, cseq: Option<u64>) -> String {
+    match cseq {
+        Some(cseq) => format!("{seq}:{cseq}"),
+        None => seq.to_string(),
+    }
 }
 
 /// The hash before the first row of a window.
@@ -390,6 +440,321 @@ pub fn verify(rows: &[StoredRow]) -> Result<(), u64> {
         previous = hash;
     }
     Ok(())
+}
+
+/// The rows of the client chains of one window, by (rank, incarnation) and cseq.
+type Chains<'a> = BTreeMap<(u32, u64), BTreeMap<u64, &'a StoredRow>>;
+
+fn chains(client: &[StoredRow]) -> Chains<'_> {
+    let mut chains: Chains<'_> = BTreeMap::new();
+    for row in client {
+        chains
+            .entry((row.record.rank, row.record.incarnation))
+            .or_default()
+            .insert(row.record.seq, row);
+    }
+    chains
+}
+
+/// A window's history as readers see it: its records in order, each
+/// [`Event::ClientEvents`] marker replaced by the client rows it names, in cseq order — the
+/// order they would have had if the client had shipped them. A merged row keeps its rank,
+/// incarnation and event; `seq` and `at_ns` are the marker's (one clock for the timeline) and
+/// `cseq` its number in the client's chain. Rows that are missing, unreadable or of a kind a
+/// client may not record are left out ([`verify_history`] names them).
+///
+/// `client` holds the stored rows of the window's client chains (`record.seq` = cseq).
+pub fn merge(window: Vec<AuditRecord>, client: &[StoredRow]) -> Vec<AuditRecord> {
+    let chains = chains(client);
+    let mut merged = Vec::with_capacity(window.len() + client.len());
+    for record in window {
+        let Event::ClientEvents { from, to, .. } = &record.event else {
+            merged.push(record);
+            continue;
+        };
+        let Some(chain) = chains.get(&(record.rank, record.incarnation)) else {
+            continue;
+        };
+        for row in chain.range(*from..=*to).map(|(_, row)| *row) {
+            let Ok(event) = Event::from_json(&row.body) else {
+                continue;
+            };
+            if !event.is_client_side() {
+                continue;
+            }
+            merged.push(AuditRecord {
+                window: record.window,
+                seq: record.seq,
+                at_ns: record.at_ns,
+                rank: record.rank,
+                incarnation: record.incarnation,
+                cseq: Some(row.record.seq),
+                event,
+            });
+        }
+    }
+    merged
+}
+
+/// What is wrong with a client row a marker names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientFault {
+    /// The marker does not continue its client's chain (its range skips or repeats cseqs).
+    Range,
+    /// The row is not stored (deleted, or not yet written by a client still running).
+    Missing,
+    /// The row does not hash to what is stored, or does not follow the row before it.
+    Altered,
+    /// The row is intact but holds an event a client may not record.
+    NotClientSide,
+    /// The rows chain correctly but end at another hash than the marker names.
+    Unnamed,
+}
+
+impl ClientFault {
+    /// Every fault.
+    pub const ALL: [ClientFault; 5] = [
+        ClientFault::Range,
+        ClientFault::Missing,
+        ClientFault::Altered,
+        ClientFault::NotClientSide,
+        ClientFault::Unnamed,
+    ];
+
+    /// The stable name (`missing`, `altered`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientFault::Range => "range",
+            ClientFault::Missing => "missing",
+            ClientFault::Altered => "altered",
+            ClientFault::NotClientSide => "not_client_side",
+            ClientFault::Unnamed => "unnamed",
+        }
+    }
+
+    /// The fault of a name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|fault| fault.name() == name)
+    }
+
+    /// In words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ClientFault::Range => "the marker does not continue the client's chain",
+            ClientFault::Missing => "the row is missing",
+            ClientFault::Altered => "the row was changed, or does not follow the row before it",
+            ClientFault::NotClientSide => "the row holds an event a client may not record",
+            ClientFault::Unnamed => "the rows end at another hash than the marker names",
+        }
+    }
+}
+
+/// Where a client's chain is broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientBreak {
+    /// The window sequence number of the marker naming the bad row.
+    pub marker: u64,
+    /// The client's rank.
+    pub rank: u32,
+    /// Its session incarnation.
+    pub incarnation: u64,
+    /// The bad row's cseq.
+    pub cseq: u64,
+    /// What is wrong.
+    pub fault: ClientFault,
+}
+
+/// A range of one client's chain (window, rank, incarnation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientSpan {
+    /// The client's rank.
+    pub rank: u32,
+    /// Its session incarnation.
+    pub incarnation: u64,
+    /// The first cseq.
+    pub from: u64,
+    /// The last.
+    pub to: u64,
+}
+
+/// The verdict on a window's history: its own chain, and the client chains its markers name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The first bad window sequence number: a bad row of the window's chain, or the marker
+    /// whose client rows are bad, whichever comes first. `None` when everything is intact.
+    pub first_bad: Option<u64>,
+    /// When the first bad place is in a client's chain: where.
+    pub client: Option<ClientBreak>,
+    /// How many client rows the markers name and were checked (up to the first bad place).
+    pub client_events: u64,
+    /// Rows markers name that are not stored yet, at the end of the chain of a session that is
+    /// still attached (its writer commits them while the server logs the marker): not a break
+    /// while it lives, [`ClientFault::Missing`] once it detached.
+    pub pending: Vec<ClientSpan>,
+    /// Stored client rows no marker names (a client that stopped before shipping their marker,
+    /// or one still running); not merged. Reported for an intact history only.
+    pub unmarked: Vec<ClientSpan>,
+}
+
+/// How one marker's rows check out.
+enum Named {
+    /// Every row is there and right; the chain ends at this hash.
+    Intact([u8; 32]),
+    /// From this cseq on nothing is stored yet.
+    Unstored(u64),
+    Broken(u64, ClientFault),
+}
+
+/// Checks the rows `from..=to` of `chain` after the row whose hash is `previous`.
+fn check_named(
+    chain: Option<&BTreeMap<u64, &StoredRow>>,
+    from: u64,
+    to: u64,
+    previous: [u8; 32],
+    counted: &mut u64,
+) -> Named {
+    let mut previous = previous;
+    for cseq in from..=to {
+        let Some(stored) = chain.and_then(|chain| chain.get(&cseq)) else {
+            let later = chain.is_some_and(|chain| chain.range(cseq..).next().is_some());
+            return if later {
+                Named::Broken(cseq, ClientFault::Missing)
+            } else {
+                Named::Unstored(cseq)
+            };
+        };
+        let readable = Event::from_json(&stored.body).ok();
+        let recomputed = chain_hash(&previous, &stored.record, &stored.body);
+        if stored.prev_hash.as_slice() != previous.as_slice()
+            || stored.hash.as_slice() != recomputed.as_slice()
+            || readable.as_ref() != Some(&stored.record.event)
+        {
+            return Named::Broken(cseq, ClientFault::Altered);
+        }
+        if !stored.record.event.is_client_side() {
+            return Named::Broken(cseq, ClientFault::NotClientSide);
+        }
+        previous = recomputed;
+        *counted += 1;
+    }
+    Named::Intact(previous)
+}
+
+/// Checks a window's chain ([`verify`]) and, for every [`Event::ClientEvents`] marker before
+/// its first bad row, that the client rows it names exist, chain correctly from
+/// [`GENESIS`] (each chain is its window, rank and incarnation, `cseq` gap-free from 1, hashed
+/// with [`chain_hash`] with `seq` = cseq), hold client-side events only, and end at the
+/// marker's hash. Rows missing at the end of the chain of a session the log shows still
+/// attached are [`Verdict::pending`], not a break.
+pub fn verify_history(window: &[StoredRow], client: &[StoredRow]) -> Verdict {
+    let window_bad = verify(window).err();
+    let checked: Vec<&StoredRow> = window
+        .iter()
+        .take_while(|row| window_bad.is_none_or(|bad| row.record.seq < bad))
+        .collect();
+    let chains = chains(client);
+    // the sessions still attached, and the last cseq each chain's markers name
+    let mut attached = HashSet::new();
+    let mut last_named: HashMap<(u32, u64), u64> = HashMap::new();
+    for row in &checked {
+        let key = (row.record.rank, row.record.incarnation);
+        match &row.record.event {
+            Event::Attach => {
+                attached.insert(key);
+            }
+            Event::Detach => {
+                attached.remove(&key);
+            }
+            Event::ClientEvents { to, .. } => {
+                last_named.insert(key, *to);
+            }
+            _ => {}
+        }
+    }
+    // per chain: the next cseq and the hash of the row before it
+    let mut tails: HashMap<(u32, u64), (u64, [u8; 32])> = HashMap::new();
+    let mut pending = Vec::new();
+    let mut client_events = 0;
+    let mut broken = None;
+    for row in &checked {
+        let Event::ClientEvents { from, to, hash } = &row.record.event else {
+            continue;
+        };
+        let key = (row.record.rank, row.record.incarnation);
+        if pending
+            .iter()
+            .any(|span: &ClientSpan| (span.rank, span.incarnation) == key)
+        {
+            continue;
+        }
+        let (next, previous) = tails.entry(key).or_insert((1, GENESIS));
+        let at = |cseq: u64, fault: ClientFault| ClientBreak {
+            marker: row.record.seq,
+            rank: key.0,
+            incarnation: key.1,
+            cseq,
+            fault,
+        };
+        if *from != *next || to < from {
+            broken = Some(at(*next, ClientFault::Range));
+            break;
+        }
+        match check_named(chains.get(&key), *from, *to, *previous, &mut client_events) {
+            Named::Intact(last) if last.as_slice() == hash.as_slice() => {
+                *next = to + 1;
+                *previous = last;
+            }
+            Named::Intact(_) => {
+                broken = Some(at(*to, ClientFault::Unnamed));
+                break;
+            }
+            Named::Unstored(cseq) if attached.contains(&key) => pending.push(ClientSpan {
+                rank: key.0,
+                incarnation: key.1,
+                from: cseq,
+                to: last_named.get(&key).copied().unwrap_or(*to),
+            }),
+            Named::Unstored(cseq) => {
+                broken = Some(at(cseq, ClientFault::Missing));
+                break;
+            }
+            Named::Broken(cseq, fault) => {
+                broken = Some(at(cseq, fault));
+                break;
+            }
+        }
+    }
+    let first_bad = broken.map(|at| at.marker).or(window_bad);
+    let unmarked = if first_bad.is_some() {
+        Vec::new()
+    } else {
+        chains
+            .iter()
+            .filter_map(|(&(rank, incarnation), chain)| {
+                let next = tails.get(&(rank, incarnation)).map_or(1, |tail| tail.0);
+                let mut beyond = chain.range(next..).map(|(&cseq, _)| cseq);
+                let from = beyond.next()?;
+                let to = beyond.next_back().unwrap_or(from);
+                Some(ClientSpan {
+                    rank,
+                    incarnation,
+                    from,
+                    to,
+                })
+            })
+            .collect()
+    };
+    Verdict {
+        first_bad,
+        client: broken,
+        client_events,
+        pending: if first_bad.is_some() {
+            Vec::new()
+        } else {
+            pending
+        },
+        unmarked,
+    }
 }
 
 /// Every rank's public copy after the events with `seq <= at` (all of them with `None`),
@@ -552,6 +917,7 @@ mod tests {
             at_ns: seq * 10,
             rank,
             incarnation: 1,
+            cseq: None,
             event,
         }
     }
@@ -651,6 +1017,261 @@ mod tests {
             let body = record.event.to_json();
             assert_eq!(Event::from_json(&body).unwrap(), record.event, "{body}");
         }
+    }
+
+    /// A client chain of rank 1, incarnation 1 on window 7: its rows as stored, and the
+    /// marker of each range.
+    fn client_chain(events: &[Event]) -> Vec<StoredRow> {
+        let mut previous = GENESIS;
+        events
+            .iter()
+            .enumerate()
+            .map(|(index, event)| {
+                let record = AuditRecord {
+                    window: 7,
+                    seq: index as u64 + 1,
+                    at_ns: 5 + index as u64,
+                    rank: 1,
+                    incarnation: 1,
+                    cseq: None,
+                    event: event.clone(),
+                };
+                let body = event.to_json();
+                let hash = chain_hash(&previous, &record, &body);
+                let row = StoredRow {
+                    record,
+                    body,
+                    prev_hash: previous.to_vec(),
+                    hash: hash.to_vec(),
+                };
+                previous = hash;
+                row
+            })
+            .collect()
+    }
+
+    fn marker(client: &[StoredRow], from: u64, to: u64) -> Event {
+        Event::ClientEvents {
+            from,
+            to,
+            hash: client[to as usize - 1].hash.clone(),
+        }
+    }
+
+    /// Window rows: creation, marker of client rows 1..=2, a put at rank 1, marker of 3..=3.
+    fn with_markers() -> (Vec<StoredRow>, Vec<StoredRow>) {
+        let client = client_chain(&[
+            Event::Store {
+                ranges: vec![(0, 8)],
+            },
+            Event::Returned {
+                call: "lock".into(),
+                target: Some(1),
+            },
+            Event::Load {
+                ranges: vec![(0, 4)],
+            },
+        ]);
+        let mut records = history();
+        records.truncate(2);
+        let mut push = |rank: u32, event: Event| {
+            let seq = records.len() as u64 + 1;
+            records.push(record(seq, rank, event));
+        };
+        push(1, marker(&client, 1, 2));
+        push(1, Event::Sync);
+        push(1, marker(&client, 3, 3));
+        (stored(&records), client)
+    }
+
+    #[test]
+    fn merge_puts_client_rows_where_their_marker_is() {
+        let (window, client) = with_markers();
+        let records: Vec<AuditRecord> = window.iter().map(|row| row.record.clone()).collect();
+        let merged = merge(records, &client);
+        let places: Vec<(String, &str)> = merged
+            .iter()
+            .map(|record| (record.place(), record.event.kind()))
+            .collect();
+        assert_eq!(
+            places,
+            [
+                ("1".to_string(), "window_created"),
+                ("2".to_string(), "published"),
+                ("3:1".to_string(), "store"),
+                ("3:2".to_string(), "returned"),
+                ("4".to_string(), "sync"),
+                ("5:3".to_string(), "load"),
+            ]
+        );
+        // the marker's clock, so the timeline has one clock
+        assert_eq!(merged[2].at_ns, 30);
+        assert_eq!(merged[2].rank, 1);
+    }
+
+    #[test]
+    fn merge_leaves_out_rows_a_client_may_not_record() {
+        let client = client_chain(&[Event::WindowFreed]);
+        let mut records = history();
+        records.truncate(1);
+        records.push(record(2, 1, marker(&client, 1, 1)));
+        let merged = merge(records, &client);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(
+            verify_history(&stored(&history()[..1]), &client).first_bad,
+            None,
+            "without a marker nothing names it"
+        );
+    }
+
+    #[test]
+    fn verify_history_checks_every_marked_client_row() {
+        let (window, client) = with_markers();
+        let intact = verify_history(&window, &client);
+        assert_eq!(
+            intact,
+            Verdict {
+                first_bad: None,
+                client: None,
+                client_events: 3,
+                pending: Vec::new(),
+                unmarked: Vec::new(),
+            }
+        );
+        let broken_at = |client: &[StoredRow]| {
+            let verdict = verify_history(&window, client);
+            let at = verdict.client.expect("a client break");
+            assert_eq!(verdict.first_bad, Some(at.marker));
+            assert_eq!((at.rank, at.incarnation), (1, 1));
+            (at.marker, at.cseq, at.fault)
+        };
+        let mut changed = client.clone();
+        changed[1].body = changed[1].body.replace("lock", "unlock");
+        changed[1].record.event = Event::from_json(&changed[1].body).unwrap();
+        assert_eq!(broken_at(&changed), (3, 2, ClientFault::Altered));
+        let mut deleted = client.clone();
+        deleted.remove(2);
+        assert_eq!(broken_at(&deleted), (5, 3, ClientFault::Missing));
+        let mut reordered = client.clone();
+        reordered[0].record.seq = 2;
+        reordered[1].record.seq = 1;
+        assert_eq!(broken_at(&reordered), (3, 1, ClientFault::Altered));
+        // a consistent re-chaining of changed rows still differs from what the window names
+        let rechained = client_chain(&[
+            Event::Store {
+                ranges: vec![(0, 16)],
+            },
+            client[1].record.event.clone(),
+            client[2].record.event.clone(),
+        ]);
+        assert_eq!(broken_at(&rechained), (3, 2, ClientFault::Unnamed));
+        let forbidden = client_chain(&[
+            Event::Store {
+                ranges: vec![(0, 8)],
+            },
+            Event::Sync,
+            client[2].record.event.clone(),
+        ]);
+        let (forbidden_window, _) = {
+            let mut records: Vec<AuditRecord> =
+                window.iter().map(|row| row.record.clone()).collect();
+            records[2].event = marker(&forbidden, 1, 2);
+            records[4].event = marker(&forbidden, 3, 3);
+            (stored(&records), ())
+        };
+        let verdict = verify_history(&forbidden_window, &forbidden);
+        assert_eq!(
+            verdict.client.map(|at| (at.cseq, at.fault)),
+            Some((2, ClientFault::NotClientSide))
+        );
+    }
+
+    #[test]
+    fn rows_a_live_client_has_not_stored_yet_are_pending() {
+        let (window, client) = with_markers();
+        // the client's session attached after the creation; detached at the end or not
+        let history = |detached: bool| {
+            let mut records: Vec<AuditRecord> =
+                window.iter().map(|row| row.record.clone()).collect();
+            records.insert(1, record(0, 1, Event::Attach));
+            if detached {
+                records.push(record(0, 1, Event::Detach));
+            }
+            for (index, record) in records.iter_mut().enumerate() {
+                record.seq = index as u64 + 1;
+            }
+            stored(&records)
+        };
+        let live = history(false);
+        let verdict = verify_history(&live, &client[..2]);
+        assert_eq!(verdict.first_bad, None);
+        let span = |from, to| ClientSpan {
+            rank: 1,
+            incarnation: 1,
+            from,
+            to,
+        };
+        assert_eq!(verdict.pending, [span(3, 3)]);
+        assert_eq!(verdict.client_events, 2);
+        let verdict = verify_history(&live, &client[..1]);
+        assert_eq!(
+            (verdict.first_bad, verdict.pending),
+            (None, vec![span(2, 3)])
+        );
+        // a hole is no client still writing
+        let holed = [client[0].clone(), client[2].clone()];
+        let verdict = verify_history(&live, &holed);
+        assert_eq!(
+            verdict.client.map(|at| (at.cseq, at.fault)),
+            Some((2, ClientFault::Missing))
+        );
+        // once the session detached, what its markers name must be there
+        let verdict = verify_history(&history(true), &client[..2]);
+        assert_eq!(
+            verdict.client.map(|at| (at.marker, at.cseq, at.fault)),
+            Some((6, 3, ClientFault::Missing))
+        );
+        assert_eq!(verdict.pending, []);
+    }
+
+    #[test]
+    fn verify_history_reports_unmarked_rows_and_bad_ranges() {
+        let (window, mut client) = with_markers();
+        // rows written after the last marker (a client that crashed before shipping it)
+        let more = client_chain(&[
+            client[0].record.event.clone(),
+            client[1].record.event.clone(),
+            client[2].record.event.clone(),
+            Event::FlushLocal { target: None },
+            Event::Store {
+                ranges: vec![(8, 16)],
+            },
+        ]);
+        client.extend(more[3..].iter().cloned());
+        let verdict = verify_history(&window, &client);
+        assert_eq!(verdict.first_bad, None);
+        assert_eq!(
+            verdict.unmarked,
+            [ClientSpan {
+                rank: 1,
+                incarnation: 1,
+                from: 4,
+                to: 5
+            }]
+        );
+        // a marker that skips rows
+        let mut records: Vec<AuditRecord> = window.iter().map(|row| row.record.clone()).collect();
+        records[4].event = marker(&client, 4, 4);
+        let verdict = verify_history(&stored(&records), &client);
+        assert_eq!(
+            verdict.client.map(|at| (at.marker, at.cseq, at.fault)),
+            Some((5, 3, ClientFault::Range))
+        );
+        // a broken window row before any marker: the window's own break, no client detail
+        let mut window = window;
+        window[1].body = window[1].body.replace("05", "06");
+        let verdict = verify_history(&window, &client);
+        assert_eq!((verdict.first_bad, verdict.client), (Some(2), None));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::assert::Assert;
-use crate::audit::{AuditRecord, Event, RecordedOp};
+use crate::audit::{place, AuditRecord, Event, RecordedOp};
 use crate::reduce::Op;
 
 /// The rule a finding breaks.
@@ -99,8 +99,11 @@ impl Rule {
 /// One side of a finding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Side {
-    /// Sequence number of the `op_issued`, `store` or `load` record.
+    /// Sequence number of the `op_issued`, `store` or `load` record (for a client row merged
+    /// behind its marker, the marker's).
     pub seq: u64,
+    /// For a merged client row: its cseq in the client's chain (see [`crate::audit::merge`]).
+    pub cseq: Option<u64>,
     /// The rank that made the access.
     pub rank: u32,
     /// What it was: `put`, `get`, `accumulate(sum)`, `store`, `load`, …
@@ -178,6 +181,7 @@ enum Epoch {
 #[derive(Clone, Debug)]
 struct Access {
     seq: u64,
+    cseq: Option<u64>,
     rank: u32,
     target: u32,
     call: String,
@@ -351,6 +355,7 @@ impl Pass {
         let index = self.accesses.len();
         self.accesses.push(Access {
             seq: record.seq,
+            cseq: record.cseq,
             rank,
             target: rank,
             call: if store { "store" } else { "load" }.into(),
@@ -381,6 +386,7 @@ impl Pass {
             | Event::PeerFailed { .. }
             | Event::Departed { .. }
             | Event::Flush { .. }
+            | Event::ClientEvents { .. }
             | Event::Op { .. } => {}
             Event::Attach | Event::Detach | Event::Start { .. } | Event::WaitEnter => {
                 self.tick(rank);
@@ -521,6 +527,7 @@ impl Pass {
                 let index = self.accesses.len();
                 self.accesses.push(Access {
                     seq: record.seq,
+                    cseq: record.cseq,
                     rank,
                     target,
                     call,
@@ -724,6 +731,7 @@ fn conflict(a: &Access, b: &Access) -> Option<(Rule, (u64, u64))> {
 fn side(access: &Access) -> Side {
     Side {
         seq: access.seq,
+        cseq: access.cseq,
         rank: access.rank,
         call: access.call.clone(),
     }
@@ -751,7 +759,7 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
     }
     pass.finish_starts();
     let mut accesses = pass.accesses;
-    accesses.sort_by_key(|access| access.seq);
+    accesses.sort_by_key(|access| (access.seq, access.cseq));
     let mut by_target: HashMap<u32, Vec<&Access>> = HashMap::new();
     for access in &accesses {
         by_target.entry(access.target).or_default().push(access);
@@ -779,10 +787,10 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
                      {} are not ordered: {}",
                     a.call,
                     a.rank,
-                    a.seq,
+                    place(a.seq, a.cseq),
                     b.call,
                     b.rank,
-                    b.seq,
+                    place(b.seq, b.cseq),
                     bytes.0,
                     bytes.1,
                     a.target,
@@ -799,7 +807,12 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
             }
         }
     }
-    findings.sort_by_key(|finding| (finding.first.seq, finding.second.seq));
+    findings.sort_by_key(|finding| {
+        (
+            (finding.first.seq, finding.first.cseq),
+            (finding.second.seq, finding.second.cseq),
+        )
+    });
     findings
 }
 
@@ -851,6 +864,7 @@ mod tests {
                 at_ns: seq * 1000,
                 rank,
                 incarnation,
+                cseq: None,
                 event,
             });
             seq

@@ -60,6 +60,11 @@ impl Trace {
     }
 
     fn instant(&mut self, record: &AuditRecord, rank: u32, name: &str, cat: &str, args: Value) {
+        let mut args = args;
+        // a client row merged behind its marker: name its row in the client's chain too
+        if let (Some(cseq), Some(fields)) = (record.cseq, args.as_object_mut()) {
+            fields.insert("cseq".into(), json!(cseq));
+        }
         self.events.push(json!({
             "name": name,
             "cat": cat,
@@ -261,6 +266,7 @@ mod tests {
                 at_ns: seq * 1500,
                 rank,
                 incarnation,
+                cseq: None,
                 event,
             });
         };

@@ -33,6 +33,8 @@ use crate::world::Collective;
 struct OpenWindow {
     entry: Arc<WindowEntry>,
     epoch: EpochState,
+    /// The first cseq the client's next marker of persisted rows must name.
+    next_cseq: u64,
 }
 
 /// A call whose answer the session handles before it goes out.
@@ -139,6 +141,7 @@ impl Session {
                 ranks: self.member.nranks,
                 audited: self.registry.audit().durability() != Durability::Off,
                 lease_ttl_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+                incarnation: self.incarnation,
             })),
         };
         let ending = if self.out.send(Ok(greeting)).is_err() {
@@ -367,7 +370,14 @@ impl Session {
                 for actor in &entry.ranks {
                     actor.send(Command::Opened { origin: me }).await?;
                 }
-                self.windows.insert(window_id, OpenWindow { entry, epoch });
+                self.windows.insert(
+                    window_id,
+                    OpenWindow {
+                        entry,
+                        epoch,
+                        next_cseq: 1,
+                    },
+                );
                 self.log(window_id, Event::Attach, None).await;
                 self.reply(id).send(Ok(server_message::Reply::Window(desc)));
             }
@@ -648,18 +658,16 @@ impl Session {
                     (Control::Barrier(open), reply, answer)
                 }));
             }
+            Call::Record(record) if record.rows.is_some() => {
+                let marker = self.client_rows(&record)?;
+                self.log(record.window, marker, Some(self.reply(id))).await;
+            }
             Call::Record(record) => {
                 let mut events = Vec::with_capacity(record.events.len());
                 for body in &record.events {
                     let event = Event::from_json(body)
                         .map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
-                    if !matches!(
-                        event,
-                        Event::Returned { .. }
-                            | Event::FlushLocal { .. }
-                            | Event::Store { .. }
-                            | Event::Load { .. }
-                    ) {
+                    if !event.is_client_side() {
                         return Err(RmaError::new(
                             ErrorClass::Arg,
                             format!("a client may not record {} events", event.kind()),
@@ -705,6 +713,49 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The marker of a record of rows the client persisted itself, once they continue its
+    /// chain of that window (then the chain's next cseq moves on).
+    fn client_rows(&mut self, record: &v1::Record) -> Result<Event, RmaError> {
+        let Some(rows) = &record.rows else {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "a record without client rows",
+            ));
+        };
+        if !record.events.is_empty() {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "a record carries events or client rows, not both",
+            ));
+        }
+        let window = self.window(record.window)?;
+        if rows.from != window.next_cseq || rows.to < rows.from {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                format!(
+                    "client rows {}..={} do not continue this session's chain of window {}: \
+                     the next is {}",
+                    rows.from, rows.to, record.window, window.next_cseq
+                ),
+            ));
+        }
+        if rows.hash.len() != 32 {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                format!(
+                    "the hash of client rows is 32 bytes, not {}",
+                    rows.hash.len()
+                ),
+            ));
+        }
+        window.next_cseq = rows.to + 1;
+        Ok(Event::ClientEvents {
+            from: rows.from,
+            to: rows.to,
+            hash: rows.hash.to_vec(),
+        })
     }
 
     async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {

@@ -375,6 +375,18 @@ impl RankExecutor {
         observed(dtype, loc.shape.is_list(), &bytes)
     }
 
+    /// Reads the private copy like [`RankExecutor::private`], without recording a load: the
+    /// runner's look at the outcome is no access of the program.
+    fn inspect(&self, loc: &Loc) -> Result<Observed, Error> {
+        let dtype = self.dtypes[loc.window];
+        let window = self.window(loc.window)?;
+        let mut bytes = Vec::new();
+        for offset in element_offsets(loc, dtype) {
+            bytes.extend(window.inspect_bytes(offset, dtype.size() as u64)?);
+        }
+        observed(dtype, loc.shape.is_list(), &bytes)
+    }
+
     /// Moves every completed pending result into its variable.
     fn resolve_ready(&mut self) {
         for slot in self.vars.values_mut() {
@@ -745,12 +757,18 @@ async fn run_in_world(
             }
             if alive_at_end {
                 let mut closing = executor.barrier().await;
-                let crashed_meanwhile = closing
-                    .as_ref()
-                    .is_err_and(|error| error.class() == Some(ErrorClass::ProcFailed));
-                if crashed_meanwhile {
-                    // a rank that crashed and attached again failed this barrier instance
-                    // for every rank alike; the next one meets
+                // A rank that crashed and attached again failed the barrier instances that were
+                // entered while it was gone, for every rank alike; a rank that comes later
+                // fails through them at once, so retrying meets at the first instance that
+                // did not fail. The pause only spaces the retries of a rank that is early.
+                let mut retries = 0;
+                while retries < 500
+                    && closing
+                        .as_ref()
+                        .is_err_and(|error| error.class() == Some(ErrorClass::ProcFailed))
+                {
+                    retries += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     closing = executor.barrier().await;
                 }
                 if let Err(error) = closing {
@@ -813,11 +831,29 @@ async fn run_in_world(
         };
         ranks.push(report);
     }
-    problems.sort_by_key(|problem| problem.line);
+    // every session ends cleanly: the last loads and stores, and the client's own audit rows
+    // when it writes them itself, are in the log before the run reports. Before the
+    // expectations are read: `expect public` attaches a fresh session of the rank, which
+    // ends any session of it still attached (a rank has one live session)
+    for (rank, executor) in finished.iter_mut().enumerate() {
+        let Some(session) = executor
+            .as_mut()
+            .and_then(|executor| executor.session.take())
+        else {
+            continue;
+        };
+        if let Err(error) = session.close().await {
+            problems.push(Problem {
+                line: 0,
+                message: format!("rank {rank}: closing the session failed: {error}"),
+            });
+        }
+    }
     let mut expectations = Vec::new();
     for expectation in &scenario.expectations {
         expectations.push(check(expectation, scenario, config, tokens, &mut finished).await);
     }
+    problems.sort_by_key(|problem| problem.line);
     Ok(RunReport {
         run,
         world: world.to_string(),
@@ -848,7 +884,7 @@ async fn check(
             _ => Err(format!("rank {rank} did not finish")),
         },
         Subject::Private { rank, loc } => match executors.get(*rank as usize) {
-            Some(Some(executor)) => executor.private(loc).map_err(|e| e.to_string()),
+            Some(Some(executor)) => executor.inspect(loc).map_err(|e| e.to_string()),
             _ => Err(format!("rank {rank} did not finish")),
         },
         Subject::Public { rank, loc } => {
@@ -903,5 +939,7 @@ async fn read_public(
     let unlocked = window.unlock(rank).await;
     let bytes = issued?.value().await?;
     unlocked?;
+    drop(window);
+    session.close().await?;
     observed(decl.dtype, loc.shape.is_list(), &bytes)
 }

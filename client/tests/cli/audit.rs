@@ -1,7 +1,9 @@
-//! `onesided audit …` against a real server recording into its default SQLite store: the
-//! windows a scenario run recorded, their events gap-free and in order, replay equal to what the
-//! scenario expected, verification (also after tampering with one stored row), following live
-//! events, the JSON shapes and the exit codes.
+//! `onesided audit …` against a real server recording into its default SQLite store (and, for
+//! verification, into PostgreSQL too): the windows a scenario run recorded, their events
+//! gap-free and in order, replay equal to what the scenario expected, verification (also after
+//! tampering with one stored row, of the window's chain or of a client's own), rows a client
+//! persisted itself shown behind their marker, following live events, the JSON shapes and the
+//! exit codes.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -10,6 +12,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use onesided_client::AUDIT_DATABASE_URL_ENV;
+
+use crate::store::{Bind, Store};
 use crate::{Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Two ranks, two fence epochs: B's store published by the first fence, a put and an
@@ -30,7 +35,13 @@ expect public A W[0..3] == 0,0,0
 /// Runs `SCENARIO` with `--audit --json` and returns the recorded window's id once its history
 /// is complete (see [`settled`]).
 fn recorded_window(server: &Server) -> u64 {
-    let id = unsettled_window(server);
+    recorded_window_persisting(server, None)
+}
+
+/// [`recorded_window`], the run's sessions writing their own audit events to `database`
+/// (`ONESIDED_AUDIT_DATABASE_URL`) when given one.
+fn recorded_window_persisting(server: &Server, database: Option<&str>) -> u64 {
+    let id = unsettled_window(server, database);
     settled(server, id);
     id
 }
@@ -68,15 +79,14 @@ fn follower(server: &Server, window: &str) -> std::process::Child {
         .unwrap()
 }
 
-fn unsettled_window(server: &Server) -> u64 {
+fn unsettled_window(server: &Server, database: Option<&str>) -> u64 {
     let dir = TempDir::new();
     let file = dir.file("fences.rma", SCENARIO);
-    let out = server
-        .cli()
-        .arg("run")
-        .arg(&file)
-        .args(["--audit", "--json"])
-        .run();
+    let mut cli = server.cli();
+    if let Some(database) = database {
+        cli = cli.env(AUDIT_DATABASE_URL_ENV, database);
+    }
+    let out = cli.arg("run").arg(&file).args(["--audit", "--json"]).run();
     out.success();
     assert_eq!(out.stderr, "", "no warning: the server records");
     let document = out.json();
@@ -307,27 +317,23 @@ fn replay_equals_the_scenarios_public_expectations() {
     assert_eq!(at_put.json()["ranks"][1]["values"], json!([5, 9, 0]));
 }
 
-async fn tamper(server: &Server, window: u64, seq: u64, from: &str, to: &str) {
-    use sqlx::Connection;
-    let url = format!("sqlite:{}", server.data_dir().join("audit.db").display());
-    let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    let done = sqlx::query(
-        "UPDATE audit_events SET body = replace(body, ?, ?) WHERE window_id = ? AND seq = ?",
-    )
-    .bind(from)
-    .bind(to)
-    .bind(window as i64)
-    .bind(seq as i64)
-    .execute(&mut db)
-    .await
-    .unwrap();
-    assert_eq!(done.rows_affected(), 1);
-    db.close().await.unwrap();
+/// Rewrites `from` to `to` in the body of the window's row `seq`.
+fn tamper(store: &Store, server: &Server, window: u64, seq: u64, from: &str, to: &str) {
+    let changed = store.execute(
+        server,
+        "UPDATE audit_events SET body = replace(body, $1, $2) WHERE window_id = $3 AND seq = $4",
+        &[
+            Bind::Text(from),
+            Bind::Text(to),
+            Bind::Int(window as i64),
+            Bind::Int(seq as i64),
+        ],
+    );
+    assert_eq!(changed, 1);
 }
 
-#[test]
-fn verify_exits_0_when_intact_and_1_naming_the_changed_row() {
-    let server = Server::start();
+fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
+    let server = store.server();
     let id = recorded_window(&server);
     let id_text = id.to_string();
     let intact = audit(&server, &["verify", &id_text]);
@@ -337,7 +343,8 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row() {
     let document = audit(&server, &["verify", &id_text, "--json"]).json();
     assert_eq!(
         document,
-        json!({"window": id, "events": count, "intact": true, "first_bad": null})
+        json!({"window": id, "events": count, "client_events": 0, "intact": true,
+               "first_bad": null, "client_break": null, "pending": [], "unmarked": []})
     );
 
     // rewrite the put's data in the stored row: 9 becomes 10
@@ -348,14 +355,14 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row() {
         .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(tamper(
+    tamper(
+        &store,
         &server,
         id,
         put,
         "\"data\":\"0900000000000000\"",
         "\"data\":\"0a00000000000000\"",
-    ));
+    );
 
     let broken = audit(&server, &["verify", &id_text]);
     broken.code(1);
@@ -368,7 +375,8 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row() {
     document.code(1);
     assert_eq!(
         document.json(),
-        json!({"window": id, "events": count, "intact": false, "first_bad": put})
+        json!({"window": id, "events": count, "client_events": 0, "intact": false,
+               "first_bad": put, "client_break": null, "pending": [], "unmarked": []})
     );
     // the log shows what is stored now, the lie included
     let changed = lines(&audit(&server, &["log", &id_text, "--json"]));
@@ -376,6 +384,133 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row() {
         changed[put as usize - 1]["event"]["data"],
         "0a00000000000000"
     );
+}
+
+#[test]
+fn verify_exits_0_when_intact_and_1_naming_the_changed_row_on_sqlite() {
+    verify_exits_0_when_intact_and_1_naming_the_changed_row(Store::Sqlite);
+}
+
+#[test]
+fn verify_exits_0_when_intact_and_1_naming_the_changed_row_on_postgres() {
+    verify_exits_0_when_intact_and_1_naming_the_changed_row(Store::postgres());
+}
+
+/// The scenario run with its sessions writing their own events: the log shows each marker
+/// followed by the rows it names (SEQ:CSEQ), replay is what the scenario expected, verify
+/// checks the client rows too and names a changed one.
+fn client_rows_behind_their_markers(store: Store) {
+    let server = store.server();
+    let database = store.url(&server);
+    let id = recorded_window_persisting(&server, Some(&database));
+    let id_text = id.to_string();
+
+    let events = lines(&audit(&server, &["log", &id_text, "--json"]));
+    let window_rows: Vec<&Value> = events.iter().filter(|e| e["cseq"].is_null()).collect();
+    for (index, event) in window_rows.iter().enumerate() {
+        assert_eq!(
+            event["seq"],
+            index as u64 + 1,
+            "the window's chain is gap-free"
+        );
+    }
+    let client_rows: Vec<&Value> = events.iter().filter(|e| e["cseq"].is_u64()).collect();
+    assert!(!client_rows.is_empty(), "{events:#?}");
+    // every client row follows the marker that names it, in cseq order, and no client kind is
+    // in the window's own chain
+    let mut marker: Option<&Value> = None;
+    for event in events.iter() {
+        if event["cseq"].is_null() {
+            assert!(
+                !["store", "load", "returned", "flush_local"]
+                    .contains(&event["kind"].as_str().unwrap()),
+                "shipped, not persisted: {event}"
+            );
+            marker = (event["kind"] == "client_events").then_some(event);
+            continue;
+        }
+        let named = marker.expect("a client row behind its marker");
+        assert_eq!(event["seq"], named["seq"], "{event}");
+        assert_eq!(event["rank"], named["rank"]);
+        assert_eq!(event["incarnation"], named["incarnation"]);
+        let cseq = event["cseq"].as_u64().unwrap();
+        let range = &named["event"];
+        assert!(
+            range["from"].as_u64().unwrap() <= cseq && cseq <= range["to"].as_u64().unwrap(),
+            "{event} / {named}"
+        );
+        assert_eq!(event["kind"], event["event"]["event"]);
+    }
+    // B's store, published by the first fence
+    let store_row = client_rows
+        .iter()
+        .find(|e| e["kind"] == "store")
+        .expect("B's store");
+    assert_eq!(store_row["rank"], 1);
+    assert_eq!(store_row["event"]["ranges"], json!([[0, 8]]));
+    let place = format!("{}:{}", store_row["seq"], store_row["cseq"]);
+    let text = audit(&server, &["log", &id_text]);
+    text.success();
+    assert!(
+        text.stdout
+            .lines()
+            .any(|row| row.trim_start().starts_with(&format!("{place} ")) && row.contains("store")),
+        "{}",
+        text.stdout
+    );
+
+    let replay = audit(&server, &["replay", &id_text, "--type", "i64", "--json"]);
+    replay.success();
+    assert_eq!(replay.json()["ranks"][1]["values"], json!([5, 9, 3]));
+
+    let intact = audit(&server, &["verify", &id_text, "--json"]);
+    intact.success();
+    let document = intact.json();
+    assert_eq!(document["intact"], true, "{document:#}");
+    assert_eq!(document["client_events"], client_rows.len() as u64);
+    assert_eq!(document["unmarked"], json!([]), "every session closed");
+    assert_eq!(document["pending"], json!([]));
+
+    // change B's store in its client row: the window's chain is intact, the client's is not
+    let changed = store.execute(
+        &server,
+        "UPDATE client_events SET body = replace(body, '[[0,8]]', '[[0,16]]') \
+         WHERE window_id = $1 AND rank = $2 AND incarnation = $3 AND cseq = $4",
+        &[
+            Bind::Int(id as i64),
+            Bind::Int(1),
+            Bind::Int(store_row["incarnation"].as_i64().unwrap()),
+            Bind::Int(store_row["cseq"].as_i64().unwrap()),
+        ],
+    );
+    assert_eq!(changed, 1);
+    let broken = audit(&server, &["verify", &id_text]);
+    broken.code(1);
+    let expected = format!(
+        "broken at seq {}: the client rows of rank 1 incarnation {} it names are broken at \
+         cseq {} (the row was changed",
+        store_row["seq"], store_row["incarnation"], store_row["cseq"]
+    );
+    assert!(broken.stdout.contains(&expected), "{}", broken.stdout);
+    let document = audit(&server, &["verify", &id_text, "--json"]);
+    document.code(1);
+    let document = document.json();
+    assert_eq!(document["first_bad"], store_row["seq"]);
+    assert_eq!(
+        document["client_break"],
+        json!({"rank": 1, "incarnation": store_row["incarnation"],
+               "cseq": store_row["cseq"], "fault": "altered"})
+    );
+}
+
+#[test]
+fn client_rows_behind_their_markers_on_sqlite() {
+    client_rows_behind_their_markers(Store::Sqlite);
+}
+
+#[test]
+fn client_rows_behind_their_markers_on_postgres() {
+    client_rows_behind_their_markers(Store::postgres());
 }
 
 /// Reads `child`'s stdout lines on a thread; the receiver gets each line.

@@ -1,24 +1,33 @@
 //! `onesided audit check` and `audit export` against a real server recording into its default
 //! SQLite store: racy scenarios exit 1 naming the rule they break, correct programs (and every
 //! correct example in `examples/`) exit 0 with no findings, the Perfetto trace is valid
-//! trace-event JSON, the JSON shapes and the exit codes.
+//! trace-event JSON, the JSON shapes and the exit codes. The same programs are judged alike on
+//! PostgreSQL, and with the sessions persisting their own events instead of shipping them.
 
 use std::path::Path;
 
 use serde_json::Value;
 
+use onesided_client::AUDIT_DATABASE_URL_ENV;
+
 use crate::audit::settled;
+use crate::store::Store;
 use crate::{examples_dir, Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Runs the scenario file with `--audit --json`, waits for each recorded window's history to
 /// be complete, and returns their ids (the top-level `windows` list).
 fn record_file(server: &Server, file: &Path) -> Vec<u64> {
-    let out = server
-        .cli()
-        .arg("run")
-        .arg(file)
-        .args(["--audit", "--json"])
-        .run();
+    record_file_persisting(server, file, None)
+}
+
+/// [`record_file`], the run's sessions writing their own audit events to `database` when
+/// given one.
+fn record_file_persisting(server: &Server, file: &Path, database: Option<&str>) -> Vec<u64> {
+    let mut cli = server.cli();
+    if let Some(database) = database {
+        cli = cli.env(AUDIT_DATABASE_URL_ENV, database);
+    }
+    let out = cli.arg("run").arg(file).args(["--audit", "--json"]).run();
     out.success();
     let document = out.json();
     let ids: Vec<u64> = document["windows"]
@@ -112,6 +121,134 @@ B: fence
 C: fence
 ";
 
+/// The store is to other bytes than the put's: in the separate model a store while a put to
+/// the window is pending is erroneous even then.
+const STORE_WHILE_PENDING: &str = "\
+window W ranks=2 size=2 type=i64
+A: fence
+B: fence
+A: put B W[0] = 1
+B: store W[1] = 2
+A: fence
+B: fence
+";
+
+/// Shared locks do not guard conflicting puts.
+const SHARED_PUT_PUT: &str = "\
+window W ranks=3 size=1 type=i64
+A: lock shared C
+B: lock shared C
+A: put C W[0] = 1
+B: put C W[0] = 2
+A: unlock C
+B: unlock C
+";
+
+/// Different accumulate ops on one element.
+const ACCUMULATE_OPS: &str = "\
+window W ranks=3 size=1 type=i64
+A: lock_all
+B: lock_all
+A: acc C W[0] op=sum = 1
+B: acc C W[0] op=max = 5
+A: unlock_all
+B: unlock_all
+";
+
+/// B's local store races with A's put to the same element in one fence epoch.
+const STORE_RACES_PUT: &str = "\
+window W ranks=2 size=1 type=i64
+A: fence
+B: fence
+A: put B W[0] = 1
+B: store W[0] = 2
+A: fence
+B: fence
+";
+
+const DISJOINT_PUTS: &str = "\
+window W ranks=3 size=2 type=i64
+A: fence
+B: fence
+C: fence
+A: put C W[0] = 1
+B: put C W[1] = 2
+A: fence
+B: fence
+C: fence
+expect public C W[0..2] == 1,2
+";
+
+const EXCLUSIVE_PUTS: &str = "\
+window W ranks=3 size=1 type=i64
+A: lock exclusive C
+A: put C W[0] = 1
+A: unlock C
+B: lock exclusive C
+B: put C W[0] = 2
+B: unlock C
+expect public C W[0] in {1,2}
+";
+
+const PUT_FLUSH_GET: &str = "\
+window W ranks=2 size=1 type=i64
+A: lock shared B
+A: put B W[0] = 7
+A: flush B
+A: get B W[0] -> x
+A: unlock B
+expect A x == 7
+";
+
+const FENCE_SEPARATED: &str = "\
+window W ranks=3 size=1 type=i64
+A: fence
+B: fence
+C: fence
+A: put B W[0] = 4
+A: fence
+B: fence
+C: fence
+C: get B W[0] -> x
+A: fence
+B: fence
+C: fence
+expect C x == 4
+";
+
+/// The owner stores, then locks its own window and loads: correct, and all of it local.
+const LOCAL_STORE_LOCK_LOAD: &str = "\
+window W ranks=2 size=1 type=i64
+B: store W[0] = 3
+B: lock exclusive B
+B: load W[0] -> b
+B: unlock B
+expect B b == 3
+";
+
+/// The racy programs and a rule each breaks.
+const RACY: &[(&str, &str, &str)] = &[
+    ("fence-put-put", FENCE_PUT_PUT, "put_put"),
+    (
+        "store-while-pending",
+        STORE_WHILE_PENDING,
+        "store_while_pending",
+    ),
+    ("store-races-put", STORE_RACES_PUT, "store_while_pending"),
+    ("shared-put-put", SHARED_PUT_PUT, "put_put"),
+    ("accumulate-ops", ACCUMULATE_OPS, "accumulate_ops"),
+    ("put-load", PUT_LOAD, "put_load"),
+];
+
+/// Correct programs: no findings.
+const CORRECT: &[(&str, &str)] = &[
+    ("disjoint-puts", DISJOINT_PUTS),
+    ("exclusive-puts", EXCLUSIVE_PUTS),
+    ("put-flush-get", PUT_FLUSH_GET),
+    ("fence-separated", FENCE_SEPARATED),
+    ("local-store-lock-load", LOCAL_STORE_LOCK_LOAD),
+];
+
 #[test]
 fn two_puts_to_one_location_in_a_fence_epoch_are_put_put() {
     let server = Server::start();
@@ -143,15 +280,7 @@ fn a_store_while_a_put_is_pending_in_a_fence_epoch() {
     assert_racy(
         &server,
         "store-while-pending",
-        "\
-window W ranks=2 size=2 type=i64
-A: fence
-B: fence
-A: put B W[0] = 1
-B: store W[1] = 2
-A: fence
-B: fence
-",
+        STORE_WHILE_PENDING,
         "store_while_pending",
     );
 }
@@ -159,39 +288,13 @@ B: fence
 #[test]
 fn shared_locks_do_not_guard_conflicting_puts() {
     let server = Server::start();
-    assert_racy(
-        &server,
-        "shared-put-put",
-        "\
-window W ranks=3 size=1 type=i64
-A: lock shared C
-B: lock shared C
-A: put C W[0] = 1
-B: put C W[0] = 2
-A: unlock C
-B: unlock C
-",
-        "put_put",
-    );
+    assert_racy(&server, "shared-put-put", SHARED_PUT_PUT, "put_put");
 }
 
 #[test]
 fn different_accumulate_ops_on_one_element() {
     let server = Server::start();
-    assert_racy(
-        &server,
-        "accumulate-ops",
-        "\
-window W ranks=3 size=1 type=i64
-A: lock_all
-B: lock_all
-A: acc C W[0] op=sum = 1
-B: acc C W[0] op=max = 5
-A: unlock_all
-B: unlock_all
-",
-        "accumulate_ops",
-    );
+    assert_racy(&server, "accumulate-ops", ACCUMULATE_OPS, "accumulate_ops");
 }
 
 #[test]
@@ -293,83 +396,25 @@ C: unlock_all
 #[test]
 fn disjoint_puts_in_one_fence_epoch() {
     let server = Server::start();
-    assert_clean(
-        &server,
-        "disjoint-puts",
-        "\
-window W ranks=3 size=2 type=i64
-A: fence
-B: fence
-C: fence
-A: put C W[0] = 1
-B: put C W[1] = 2
-A: fence
-B: fence
-C: fence
-expect public C W[0..2] == 1,2
-",
-    );
+    assert_clean(&server, "disjoint-puts", DISJOINT_PUTS);
 }
 
 #[test]
 fn exclusive_locks_guard_conflicting_puts() {
     let server = Server::start();
-    assert_clean(
-        &server,
-        "exclusive-puts",
-        "\
-window W ranks=3 size=1 type=i64
-A: lock exclusive C
-A: put C W[0] = 1
-A: unlock C
-B: lock exclusive C
-B: put C W[0] = 2
-B: unlock C
-expect public C W[0] in {1,2}
-",
-    );
+    assert_clean(&server, "exclusive-puts", EXCLUSIVE_PUTS);
 }
 
 #[test]
 fn put_flush_get_by_one_origin() {
     let server = Server::start();
-    assert_clean(
-        &server,
-        "put-flush-get",
-        "\
-window W ranks=2 size=1 type=i64
-A: lock shared B
-A: put B W[0] = 7
-A: flush B
-A: get B W[0] -> x
-A: unlock B
-expect A x == 7
-",
-    );
+    assert_clean(&server, "put-flush-get", PUT_FLUSH_GET);
 }
 
 #[test]
 fn fence_separated_accesses_by_different_ranks() {
     let server = Server::start();
-    assert_clean(
-        &server,
-        "fence-separated",
-        "\
-window W ranks=3 size=1 type=i64
-A: fence
-B: fence
-C: fence
-A: put B W[0] = 4
-A: fence
-B: fence
-C: fence
-C: get B W[0] -> x
-A: fence
-B: fence
-C: fence
-expect C x == 4
-",
-    );
+    assert_clean(&server, "fence-separated", FENCE_SEPARATED);
 }
 
 /// The examples whose header says they are correct (a fix, or a guarantee): no findings.
@@ -470,6 +515,132 @@ fn every_example_is_classified_and_broken_ones_have_findings() {
     }
 }
 
+// --- on PostgreSQL, and with the sessions persisting their own events ----------------------
+
+/// What a program's check must say.
+#[derive(Clone, Copy, Debug)]
+enum Verdict<'a> {
+    Breaks(&'a str),
+    SomeFinding,
+    Clean,
+}
+
+/// A finding as two recordings of one program agree on: the rule, the target, the bytes and
+/// the two accesses (rank, call) without their places, in either order (the ranks' calls may
+/// interleave differently in the log).
+type Judged = (String, u64, (u64, u64), Vec<(u64, String)>);
+
+fn judged(document: &Value) -> Vec<Judged> {
+    let mut findings: Vec<Judged> = document["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|finding| {
+            let side = |side: &Value| {
+                (
+                    side["rank"].as_u64().unwrap(),
+                    side["call"].as_str().unwrap().to_string(),
+                )
+            };
+            let mut sides = vec![side(&finding["first"]), side(&finding["second"])];
+            sides.sort();
+            (
+                finding["rule"].as_str().unwrap().to_string(),
+                finding["target"].as_u64().unwrap(),
+                (
+                    finding["bytes"][0].as_u64().unwrap(),
+                    finding["bytes"][1].as_u64().unwrap(),
+                ),
+                sides,
+            )
+        })
+        .collect();
+    findings.sort();
+    findings
+}
+
+/// Every program of the tables above and of `examples/`, recorded twice on `store`: with the
+/// sessions shipping their own events, and with them writing those to the store themselves.
+/// Both recordings are judged alike — the racy ones break their rule, the correct ones are
+/// clean — and in the persisted one every local access a finding names is a client row behind
+/// its marker, and verify checks all client rows.
+fn programs_are_judged_alike_shipped_or_persisted(store: Store) {
+    let server = store.server();
+    let database = store.url(&server);
+    let dir = TempDir::new();
+    let mut programs: Vec<(String, std::path::PathBuf, Verdict<'_>)> = Vec::new();
+    for (name, scenario, rule) in RACY {
+        let file = dir.file(&format!("{name}.rma"), scenario);
+        programs.push((name.to_string(), file, Verdict::Breaks(rule)));
+    }
+    for (name, scenario) in CORRECT {
+        let file = dir.file(&format!("{name}.rma"), scenario);
+        programs.push((name.to_string(), file, Verdict::Clean));
+    }
+    for name in CORRECT_EXAMPLES {
+        programs.push((name.to_string(), examples_dir().join(name), Verdict::Clean));
+    }
+    programs.push((
+        "forum3_store_before_shared_lock.rma".into(),
+        examples_dir().join("forum3_store_before_shared_lock.rma"),
+        Verdict::Breaks("get_store"),
+    ));
+    for name in BROKEN_EXAMPLES {
+        programs.push((
+            name.to_string(),
+            examples_dir().join(name),
+            Verdict::SomeFinding,
+        ));
+    }
+    for (name, file, verdict) in programs {
+        let shipped = record_file_persisting(&server, &file, None);
+        let persisted = record_file_persisting(&server, &file, Some(&database));
+        assert_eq!(shipped.len(), persisted.len(), "{name}");
+        for (shipped, persisted) in shipped.into_iter().zip(persisted) {
+            let (shipped_code, shipped_document) = check(&server, shipped);
+            let (code, document) = check(&server, persisted);
+            assert_eq!(
+                judged(&document),
+                judged(&shipped_document),
+                "{name}: persisted {document:#} / shipped {shipped_document:#}"
+            );
+            assert_eq!(code, shipped_code, "{name}");
+            match verdict {
+                Verdict::Breaks(rule) => {
+                    assert_eq!(code, Some(1), "{name}: {document:#}");
+                    assert!(rules(&document).contains(&rule), "{name}: {document:#}");
+                }
+                Verdict::SomeFinding => assert_eq!(code, Some(1), "{name}: {document:#}"),
+                Verdict::Clean => assert_eq!(code, Some(0), "{name}: {document:#}"),
+            }
+            for finding in document["findings"].as_array().unwrap() {
+                for side in [&finding["first"], &finding["second"]] {
+                    let local = side["call"] == "store" || side["call"] == "load";
+                    assert_eq!(side["cseq"].is_u64(), local, "{name}: {side}");
+                }
+            }
+            let verified = audit(&server, &["verify", &persisted.to_string(), "--json"]);
+            verified.success();
+            let verified = verified.json();
+            assert!(
+                verified["client_events"].as_u64().unwrap() > 0,
+                "{name}: {verified:#}"
+            );
+            assert_eq!(verified["unmarked"], serde_json::json!([]), "{name}");
+        }
+    }
+}
+
+#[test]
+fn programs_are_judged_alike_shipped_or_persisted_on_sqlite() {
+    programs_are_judged_alike_shipped_or_persisted(Store::Sqlite);
+}
+
+#[test]
+fn programs_are_judged_alike_shipped_or_persisted_on_postgres() {
+    programs_are_judged_alike_shipped_or_persisted(Store::postgres());
+}
+
 // --- the interface ------------------------------------------------------------------------
 
 #[test]
@@ -499,8 +670,12 @@ fn check_json_shape_and_text() {
         );
         for side in [&finding["first"], &finding["second"]] {
             let keys: Vec<&String> = side.as_object().unwrap().keys().collect();
-            assert_eq!(keys, ["call", "rank", "seq"], "{side}");
+            assert_eq!(keys, ["call", "cseq", "rank", "seq"], "{side}");
             assert!(side["seq"].is_u64() && side["rank"].is_u64() && side["call"].is_string());
+            assert!(
+                side["cseq"].is_null(),
+                "shipped events are the window's rows: {side}"
+            );
         }
         let bytes = finding["bytes"].as_array().unwrap();
         assert_eq!(bytes.len(), 2);

@@ -11,6 +11,7 @@ mod failure;
 mod help;
 mod scenario;
 mod shell;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -176,6 +177,11 @@ impl Cli {
 
     pub fn token(mut self, token: &str) -> Self {
         self.command.env("ONESIDED_TOKEN", token);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.command.env(key, value);
         self
     }
 

@@ -350,6 +350,7 @@ impl Writer {
                 at_ns: *last_at,
                 rank: pending.rank,
                 incarnation: pending.incarnation,
+                cseq: None,
                 event: pending.event.clone(),
             };
             let body = record.event.to_json();

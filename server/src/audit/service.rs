@@ -1,16 +1,28 @@
 //! The Audit gRPC service: list recorded windows, stream a window's events (and follow live
-//! ones, gap-free), replay, verify. Authenticated with the admin token.
+//! ones, gap-free), replay, verify, check, export. Authenticated with the admin token.
+//!
+//! Every reader sees the window's chain with each `client_events` marker expanded into the
+//! rows the client persisted itself (core's `merge`); verify checks both chains.
 
 use std::pin::Pin;
 
-use onesided_core::audit::{replay, verify, AuditRecord, StoredRow};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Event, StoredRow};
 use onesided_proto::v1::{self, audit_server::Audit};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+use super::store::ClientRows;
 use super::{AuditHandle, AuditStore, Committed};
+
+/// How long a follower waits for the client rows a live marker names (the client commits them
+/// while the server commits the marker), polling every [`CLIENT_ROWS_POLL`].
+const CLIENT_ROWS_WAIT: Duration = Duration::from_secs(5);
+const CLIENT_ROWS_POLL: Duration = Duration::from_millis(10);
 
 /// The Audit service.
 #[derive(Clone, Debug)]
@@ -20,12 +32,30 @@ pub struct AuditService {
 }
 
 impl AuditService {
-    async fn records(&self, window: u64) -> Result<Vec<AuditRecord>, Status> {
-        let rows = self.store()?.rows(window, 1).await.map_err(internal)?;
+    /// The window's rows and the rows of its client chains (none read when no marker names
+    /// any).
+    async fn stored(&self, window: u64) -> Result<(Vec<StoredRow>, Vec<StoredRow>), Status> {
+        let store = self.store()?;
+        let rows = store.rows(window, 1).await.map_err(internal)?;
         if rows.is_empty() {
             return Err(Status::not_found(format!("no recorded window {window}")));
         }
-        Ok(rows.into_iter().map(|row| row.record).collect())
+        let client = if rows.iter().any(is_marker) {
+            store
+                .client_rows(window, ClientRows::All)
+                .await
+                .map_err(internal)?
+        } else {
+            Vec::new()
+        };
+        Ok((rows, client))
+    }
+
+    /// The window's history as readers see it: markers expanded into their client rows.
+    async fn records(&self, window: u64) -> Result<Vec<AuditRecord>, Status> {
+        let (rows, client) = self.stored(window).await?;
+        let records = rows.into_iter().map(|row| row.record).collect();
+        Ok(merge(records, &client))
     }
 
     /// Serves `store` (none when the audit is off); live rows come from `live`.
@@ -55,6 +85,7 @@ fn wire(record: &AuditRecord, body: &str, hash: &[u8]) -> v1::AuditEvent {
         kind: record.event.kind().to_string(),
         body: body.to_string(),
         hash: hash.to_vec().into(),
+        cseq: 0,
     }
 }
 
@@ -62,8 +93,102 @@ fn wire_stored(row: &StoredRow) -> v1::AuditEvent {
     wire(&row.record, &row.body, &row.hash)
 }
 
+fn is_marker(row: &StoredRow) -> bool {
+    matches!(row.record.event, Event::ClientEvents { .. })
+}
+
+/// A client row as the log shows it: behind the marker at `marker_seq`, with its own cseq,
+/// clock and hash (in its client's chain).
+fn wire_client(marker_seq: u64, row: &StoredRow) -> v1::AuditEvent {
+    let kind = Event::from_json(&row.body)
+        .map(|event| event.kind().to_string())
+        .unwrap_or_else(|_| "unreadable".into());
+    v1::AuditEvent {
+        window: row.record.window,
+        seq: marker_seq,
+        at_ns: row.record.at_ns,
+        rank: row.record.rank,
+        incarnation: row.record.incarnation,
+        kind,
+        body: row.body.clone(),
+        hash: row.hash.clone().into(),
+        cseq: row.record.seq,
+    }
+}
+
+/// The range of client rows a marker names, as a query.
+fn named_rows(marker: &AuditRecord) -> Option<(ClientRows, u64)> {
+    match marker.event {
+        Event::ClientEvents { from, to, .. } => Some((
+            ClientRows::Range {
+                rank: marker.rank,
+                incarnation: marker.incarnation,
+                from,
+                to,
+            },
+            to.saturating_sub(from) + 1,
+        )),
+        _ => None,
+    }
+}
+
+/// The client rows a live marker names, waiting up to [`CLIENT_ROWS_WAIT`] for the client to
+/// commit them; whatever is stored then (verify names what is missing).
+async fn live_client_rows(
+    store: &AuditStore,
+    marker: &AuditRecord,
+) -> anyhow::Result<Vec<StoredRow>> {
+    let Some((which, count)) = named_rows(marker) else {
+        return Ok(Vec::new());
+    };
+    let deadline = tokio::time::Instant::now() + CLIENT_ROWS_WAIT;
+    loop {
+        let rows = store.client_rows(marker.window, which).await?;
+        if rows.len() as u64 >= count || tokio::time::Instant::now() >= deadline {
+            return Ok(rows);
+        }
+        tokio::time::sleep(CLIENT_ROWS_POLL).await;
+    }
+}
+
 fn wire_committed(row: &Committed) -> v1::AuditEvent {
     wire(&row.record, &row.body, &row.hash)
+}
+
+/// The stored rows of `window` from `from` on, each marker followed by the client rows it
+/// names.
+async fn stored_from(
+    store: &AuditStore,
+    window: u64,
+    from: u64,
+) -> anyhow::Result<Vec<v1::AuditEvent>> {
+    let rows = store.rows(window, from).await?;
+    let client = if rows.iter().any(is_marker) {
+        store.client_rows(window, ClientRows::All).await?
+    } else {
+        Vec::new()
+    };
+    let mut chains: BTreeMap<(u32, u64), BTreeMap<u64, &StoredRow>> = BTreeMap::new();
+    for row in &client {
+        chains
+            .entry((row.record.rank, row.record.incarnation))
+            .or_default()
+            .insert(row.record.seq, row);
+    }
+    let mut events = Vec::with_capacity(rows.len() + client.len());
+    for row in &rows {
+        events.push(wire_stored(row));
+        let Event::ClientEvents { from, to, .. } = row.record.event else {
+            continue;
+        };
+        let Some(chain) = chains.get(&(row.record.rank, row.record.incarnation)) else {
+            continue;
+        };
+        for client_row in chain.range(from..=to).map(|(_, row)| *row) {
+            events.push(wire_client(row.record.seq, client_row));
+        }
+    }
+    Ok(events)
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::AuditEvent, Status>> + Send + 'static>>;
@@ -105,18 +230,18 @@ impl Audit for AuditService {
         tokio::spawn(async move {
             let mut next = request.from.max(1);
             loop {
-                let rows = match store.rows(window, next).await {
-                    Ok(rows) => rows,
+                let stored = match stored_from(&store, window, next).await {
+                    Ok(stored) => stored,
                     Err(error) => {
                         let _ = sender.send(Err(internal(error))).await;
                         return;
                     }
                 };
-                for row in &rows {
-                    if sender.send(Ok(wire_stored(row))).await.is_err() {
+                for event in stored {
+                    next = event.seq + 1;
+                    if sender.send(Ok(event)).await.is_err() {
                         return;
                     }
-                    next = row.record.seq + 1;
                 }
                 let Some(live) = live.as_mut() else {
                     return;
@@ -128,6 +253,19 @@ impl Audit for AuditService {
                         Ok(row) if row.record.seq == next => {
                             if sender.send(Ok(wire_committed(&row))).await.is_err() {
                                 return;
+                            }
+                            let client = match live_client_rows(&store, &row.record).await {
+                                Ok(client) => client,
+                                Err(error) => {
+                                    let _ = sender.send(Err(internal(error))).await;
+                                    return;
+                                }
+                            };
+                            for client_row in &client {
+                                let event = wire_client(row.record.seq, client_row);
+                                if sender.send(Ok(event)).await.is_err() {
+                                    return;
+                                }
                             }
                             next += 1;
                         }
@@ -145,19 +283,8 @@ impl Audit for AuditService {
         request: Request<v1::ReplayRequest>,
     ) -> Result<Response<v1::ReplayResponse>, Status> {
         let request = request.into_inner();
-        let rows = self
-            .store()?
-            .rows(request.window, 1)
-            .await
-            .map_err(internal)?;
-        if rows.is_empty() {
-            return Err(Status::not_found(format!(
-                "no recorded window {}",
-                request.window
-            )));
-        }
+        let records = self.records(request.window).await?;
         let at = (request.at != 0).then_some(request.at);
-        let records: Vec<_> = rows.into_iter().map(|row| row.record).collect();
         let last = records.last().map_or(0, |record| record.seq);
         let copies = replay(&records, at).map_err(|error| Status::data_loss(error.message))?;
         Ok(Response::new(v1::ReplayResponse {
@@ -171,22 +298,32 @@ impl Audit for AuditService {
         request: Request<v1::VerifyRequest>,
     ) -> Result<Response<v1::VerifyResponse>, Status> {
         let window = request.into_inner().window;
-        let rows = self.store()?.rows(window, 1).await.map_err(internal)?;
-        if rows.is_empty() {
-            return Err(Status::not_found(format!("no recorded window {window}")));
-        }
-        let events = rows.len() as u64;
-        let response = match verify(&rows) {
-            Ok(()) => v1::VerifyResponse {
-                intact: true,
-                first_bad: 0,
-                events,
-            },
-            Err(first_bad) => v1::VerifyResponse {
-                intact: false,
-                first_bad,
-                events,
-            },
+        let (rows, client) = self.stored(window).await?;
+        let verdict = verify_history(&rows, &client);
+        let spans = |spans: &[onesided_core::audit::ClientSpan]| -> Vec<v1::ClientSpan> {
+            spans
+                .iter()
+                .map(|span| v1::ClientSpan {
+                    rank: span.rank,
+                    incarnation: span.incarnation,
+                    from: span.from,
+                    to: span.to,
+                })
+                .collect()
+        };
+        let response = v1::VerifyResponse {
+            intact: verdict.first_bad.is_none(),
+            first_bad: verdict.first_bad.unwrap_or(0),
+            events: rows.len() as u64,
+            client_break: verdict.client.map(|at| v1::ClientBreak {
+                rank: at.rank,
+                incarnation: at.incarnation,
+                cseq: at.cseq,
+                fault: at.fault.name().to_string(),
+            }),
+            client_events: verdict.client_events,
+            unmarked: spans(&verdict.unmarked),
+            pending: spans(&verdict.pending),
         };
         Ok(Response::new(response))
     }
@@ -201,6 +338,7 @@ impl Audit for AuditService {
             seq: side.seq,
             rank: side.rank,
             call: side.call.clone(),
+            cseq: side.cseq.unwrap_or(0),
         };
         let findings = onesided_core::check::check(&records)
             .iter()

@@ -1,5 +1,7 @@
 //! The audit store: SQLite (an embedded file, the default) or PostgreSQL, with migrations
-//! applied at start-up. The only place that talks SQL.
+//! applied at start-up. The only place in the server that talks SQL. It writes the window
+//! chains (`audit_events`) and reads the rows clients persisted themselves (`client_events`,
+//! written by the client library).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -452,6 +454,94 @@ impl AuditStore {
                         at_ns: at_ns as u64,
                         rank: rank as u32,
                         incarnation: incarnation as u64,
+                        cseq: None,
+                        // an unreadable body fails verification, which parses it again
+                        event: Event::from_json(&body).unwrap_or(Event::Detach),
+                    },
+                    body,
+                    prev_hash,
+                    hash,
+                },
+            )
+            .collect())
+    }
+}
+
+/// Which client rows to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientRows {
+    /// Every client row of the window.
+    All,
+    /// Rows `from..=to` of one chain.
+    Range {
+        /// The client's rank.
+        rank: u32,
+        /// Its session incarnation.
+        incarnation: u64,
+        /// The first cseq.
+        from: u64,
+        /// The last.
+        to: u64,
+    },
+}
+
+impl AuditStore {
+    /// Rows clients persisted themselves for `window` (table `client_events`), ordered by rank,
+    /// incarnation and cseq; `record.seq` is the cseq (the row's place in its own chain).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn client_rows(
+        &self,
+        window: u64,
+        which: ClientRows,
+    ) -> anyhow::Result<Vec<StoredRow>> {
+        const COLUMNS: &str = "SELECT cseq, at_ns, CAST(rank AS BIGINT), incarnation, body, \
+                               prev_hash, hash FROM client_events WHERE window_id = $1";
+        let (sql, chain) = match which {
+            ClientRows::All => (format!("{COLUMNS} ORDER BY rank, incarnation, cseq"), None),
+            ClientRows::Range {
+                rank,
+                incarnation,
+                from,
+                to,
+            } => (
+                format!(
+                    "{COLUMNS} AND rank = $2 AND incarnation = $3 AND cseq >= $4 AND cseq <= $5 \
+                     ORDER BY cseq"
+                ),
+                Some((rank, incarnation, from, to)),
+            ),
+        };
+        type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
+        macro_rules! fetch {
+            ($pool:expr) => {{
+                let mut query = sqlx::query_as::<_, Raw>(&sql).bind(window as i64);
+                if let Some((rank, incarnation, from, to)) = chain {
+                    query = query
+                        .bind(rank as i32)
+                        .bind(incarnation as i64)
+                        .bind(from as i64)
+                        .bind(to as i64);
+                }
+                query.fetch_all($pool).await?
+            }};
+        }
+        let raw: Vec<Raw> = match self {
+            AuditStore::Sqlite(pool) => fetch!(pool),
+            AuditStore::Postgres(pool) => fetch!(pool),
+        };
+        Ok(raw
+            .into_iter()
+            .map(
+                |(cseq, at_ns, rank, incarnation, body, prev_hash, hash)| StoredRow {
+                    record: AuditRecord {
+                        window,
+                        seq: cseq as u64,
+                        at_ns: at_ns as u64,
+                        rank: rank as u32,
+                        incarnation: incarnation as u64,
+                        cseq: None,
                         // an unreadable body fails verification, which parses it again
                         event: Event::from_json(&body).unwrap_or(Event::Detach),
                     },

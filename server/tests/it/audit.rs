@@ -1,13 +1,18 @@
 //! The audit log against SQLite (the default) and a real PostgreSQL: replay equals live,
-//! sequence numbers are gap-free under concurrent ranks, tampering is detected at the row, and
-//! acknowledged epochs survive kill -9.
+//! sequence numbers are gap-free under concurrent ranks, tampering is detected at the row —
+//! with the clients shipping their own events, and with them persisting those themselves.
 
 use futures::StreamExt;
-use onesided_client::{Assert, Audit, AuditEvent, LockType, Op, Window, WindowSpec};
+use onesided_client::{
+    Assert, Audit, AuditEntry, AuditEvent, ClientBreak, ClientFault, ClientSpan, Finding, LockType,
+    Op, Window, WindowSpec,
+};
+use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{ranks, spawn_server, spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
+use crate::store::Store;
+use crate::{ranks, spawn_server, unique, Fixture, TestServer, ADMIN_TOKEN};
 
 const ELEMENTS: u64 = 8;
 
@@ -69,11 +74,35 @@ async fn workload(fixture: &Fixture, seed: u64) -> (u64, Vec<Vec<u8>>) {
     (id, live)
 }
 
-async fn replay_equals_live(server: TestServer) {
+/// The rows of the window's own chain (not the client rows behind their markers).
+fn window_rows(events: &[AuditEntry]) -> Vec<&AuditEntry> {
+    events.iter().filter(|event| event.cseq.is_none()).collect()
+}
+
+/// Whether an event is one only a client sees (shipped, or persisted by it).
+fn client_side(event: &AuditEntry) -> bool {
+    event.event.as_ref().is_some_and(AuditEvent::is_client_side)
+}
+
+/// Every session of the fixture enters a world barrier: what each noted before is in the log.
+async fn settle(fixture: &Fixture) {
+    let barriers = fixture.sessions.iter().map(|session| session.barrier());
+    for entered in futures::future::join_all(barriers).await {
+        entered.unwrap();
+    }
+}
+
+/// Random workloads; with `database`, the sessions persist their own events there.
+async fn replay_equals_live(server: TestServer, database: Option<String>) {
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 3).await;
+    let fixture = match &database {
+        Some(database) => Fixture::persisting(server, 3, database).await,
+        None => Fixture::on(server, 3).await,
+    };
     for seed in 0..6 {
         let (window, live) = workload(&fixture, seed).await;
+        // a world barrier returns once each session's rows before it are stored and named
+        settle(&fixture).await;
         let replayed = audit.replay(window, None).await.unwrap();
         assert_eq!(
             replayed.ranks, live,
@@ -82,12 +111,33 @@ async fn replay_equals_live(server: TestServer) {
         let verification = audit.verify(window).await.unwrap();
         assert_eq!(verification.first_bad, None, "seed {seed}");
         let events = audit.events(window, 1).await.unwrap();
-        let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+        let seqs: Vec<u64> = window_rows(&events).iter().map(|event| event.seq).collect();
         assert_eq!(
             seqs,
-            (1..=events.len() as u64).collect::<Vec<_>>(),
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
             "gap-free"
         );
+        // the client's side: in the window's chain when shipped, behind markers when persisted
+        let shipped = window_rows(&events)
+            .into_iter()
+            .filter(|event| client_side(event))
+            .count();
+        let persisted: Vec<&AuditEntry> = events.iter().filter(|e| e.cseq.is_some()).collect();
+        if database.is_some() {
+            assert_eq!(shipped, 0, "seed {seed}");
+            assert!(!persisted.is_empty(), "seed {seed}");
+            assert!(persisted.iter().all(|event| client_side(event)));
+            assert_eq!(
+                verification.client_events,
+                persisted.len() as u64,
+                "seed {seed}"
+            );
+            assert_eq!(verification.pending, [], "seed {seed}: settled");
+        } else {
+            assert!(shipped > 0, "seed {seed}");
+            assert!(persisted.is_empty(), "seed {seed}");
+            assert_eq!(verification.client_events, 0, "seed {seed}");
+        }
         assert!(matches!(
             events[0].event,
             Some(AuditEvent::WindowCreated { .. })
@@ -100,77 +150,32 @@ async fn replay_equals_live(server: TestServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_equals_live_on_sqlite() {
-    replay_equals_live(spawn_server().await).await;
-}
-
-/// A fresh PostgreSQL database on the machine's server (trust auth on 127.0.0.1:5432), dropped
-/// when the test ends.
-pub(crate) struct PgDatabase {
-    admin_url: String,
-    name: String,
-    pub(crate) url: String,
-}
-
-impl PgDatabase {
-    pub(crate) async fn create() -> Self {
-        let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        let name = unique("onesided_test").replace('-', "_");
-        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-            .await
-            .expect("PostgreSQL must be running for the audit tests (see .ci/run)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut connection)
-            .await
-            .unwrap();
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        PgDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let name = self.name.clone();
-        // a drop cannot await: use a short-lived runtime on another thread
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                if let Ok(mut connection) =
-                    <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url).await
-                {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut connection)
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
+    replay_equals_live(spawn_server().await, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_equals_live_on_postgres() {
-    let database = PgDatabase::create().await;
-    let url = database.url.clone();
-    let server = spawn_server_with(move |config| config.database_url = Some(url)).await;
-    replay_equals_live(server).await;
-    drop(database);
+    let store = Store::postgres().await;
+    replay_equals_live(store.server().await, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks() {
+async fn replay_equals_live_with_clients_persisting_on_sqlite() {
     let server = spawn_server().await;
+    let database = Store::Sqlite.url(&server);
+    replay_equals_live(server, Some(database)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_equals_live_with_clients_persisting_on_postgres() {
+    let store = Store::postgres().await;
+    let server = store.server().await;
+    let database = store.url(&server);
+    replay_equals_live(server, Some(database)).await;
+}
+
+async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(store: Store) {
+    let server = store.server().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let fixture = Fixture::on(server, 8).await;
     let windows = fixture
@@ -211,28 +216,39 @@ async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks() {
     assert_eq!(replayed.ranks[0], 800i64.to_le_bytes());
 }
 
-async fn sqlite(server: &TestServer) -> sqlx::SqlitePool {
-    let path = server.data.0.join("audit.db");
-    sqlx::SqlitePool::connect(&format!("sqlite:{}", path.display()))
-        .await
-        .unwrap()
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks_on_sqlite() {
+    sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(Store::Sqlite).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row() {
-    let server = spawn_server().await;
+async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks_on_postgres() {
+    sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(Store::postgres().await).await;
+}
+
+/// The three statements that swap the rows whose `key` is `$1` and `$2` through a free key
+/// value; `scope` is the rest of the WHERE clause (binding `$3`, …).
+fn swap_statements(table: &str, key: &str, scope: &str) -> [String; 3] {
+    let update = |from: &str, to: &str| {
+        format!("UPDATE {table} SET {key} = {to} WHERE {key} = {from} AND {scope}")
+    };
+    [update("$1", "-1"), update("$2", "$1"), update("-1", "$2")]
+}
+
+async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: Store) {
+    let server = store.server().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let database = sqlite(&server).await;
+    let mut database = store.connect(&server).await;
     let fixture = Fixture::on(server, 3).await;
     for (case, sql) in [
         (
             "changed",
             "UPDATE audit_events SET body = replace(body, '\"origin\":0', '\"origin\":2') \
-             WHERE window_id = ?1 AND seq = ?2",
+             WHERE window_id = $1 AND seq = $2",
         ),
         (
             "deleted",
-            "DELETE FROM audit_events WHERE window_id = ?1 AND seq = ?2",
+            "DELETE FROM audit_events WHERE window_id = $1 AND seq = $2",
         ),
         ("reordered", ""),
     ] {
@@ -245,37 +261,42 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row() {
             .seq;
         if case == "reordered" {
             // swap rows target and target+1 through a free sequence number
-            let mut tx = database.begin().await.unwrap();
-            let target = target as i64;
-            for (from, to) in [(target, -1), (target + 1, target), (-1, target + 1)] {
-                sqlx::query("UPDATE audit_events SET seq = ?3 WHERE window_id = ?1 AND seq = ?2")
-                    .bind(window as i64)
-                    .bind(from)
-                    .bind(to)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-            }
-            tx.commit().await.unwrap();
+            let swap = swap_statements("audit_events", "seq", "window_id = $3");
+            let binds = [target as i64, target as i64 + 1, window as i64];
+            let statements: Vec<(&str, &[i64])> =
+                swap.iter().map(|sql| (sql.as_str(), &binds[..])).collect();
+            assert_eq!(database.execute(&statements).await, [1, 1, 1]);
         } else {
-            let done = sqlx::query(sql)
-                .bind(window as i64)
-                .bind(target as i64)
-                .execute(&database)
-                .await
-                .unwrap();
-            assert_eq!(done.rows_affected(), 1, "{case}");
+            let binds = [window as i64, target as i64];
+            assert_eq!(database.execute(&[(sql, &binds)]).await, [1], "{case}");
         }
         let verification = audit.verify(window).await.unwrap();
         assert_eq!(verification.first_bad, Some(target), "{case}");
+        assert_eq!(verification.client_break, None, "{case}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn followers_see_live_events_without_gaps() {
+async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_sqlite() {
+    changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_postgres() {
+    changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(Store::postgres().await).await;
+}
+
+/// With `persisting`, the sessions write their own events and the follower sees each marker
+/// followed by the client rows it names, as the stored log has them.
+async fn followers_see_live_events_without_gaps(persisting: bool) {
     let server = spawn_server().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 2).await;
+    let fixture = if persisting {
+        let database = Store::Sqlite.url(&server);
+        Fixture::persisting(server, 2, &database).await
+    } else {
+        Fixture::on(server, 2).await
+    };
     let windows = fixture
         .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
         .await;
@@ -286,17 +307,45 @@ async fn followers_see_live_events_without_gaps() {
         windows[0].put(1, 0, &[round]).unwrap();
         windows[0].unlock(1).await.unwrap();
     }
-    let total = audit.events(id, 1).await.unwrap().len() as u64;
+    let stored: Vec<String> = audit
+        .events(id, 1)
+        .await
+        .unwrap()
+        .iter()
+        .map(AuditEntry::place)
+        .collect();
     let mut seen = Vec::new();
-    while (seen.len() as u64) < total {
+    while seen.len() < stored.len() {
         let event = tokio::time::timeout(std::time::Duration::from_secs(10), follower.next())
             .await
             .expect("the follower stalled")
             .unwrap()
             .unwrap();
-        seen.push(event.seq);
+        seen.push(event.place());
     }
-    assert_eq!(seen, (1..=total).collect::<Vec<_>>());
+    assert_eq!(seen, stored);
+    let window_seqs: Vec<String> = stored
+        .iter()
+        .filter(|p| !p.contains(':'))
+        .cloned()
+        .collect();
+    let expected: Vec<String> = (1..=window_seqs.len()).map(|seq| seq.to_string()).collect();
+    assert_eq!(window_seqs, expected, "gap-free");
+    assert_eq!(
+        stored.iter().any(|place| place.contains(':')),
+        persisting,
+        "{stored:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_see_live_events_without_gaps_shipped() {
+    followers_see_live_events_without_gaps(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_see_live_events_and_client_rows_without_gaps_persisted() {
+    followers_see_live_events_without_gaps(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,11 +517,16 @@ async fn operations_record_their_fence_epoch() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn closing_a_session_records_its_last_loads_and_stores() {
+/// With `persisting`, close also waits until the session's writer committed its rows.
+async fn closing_a_session_records_its_last_loads_and_stores(persisting: bool) {
     let server = spawn_server().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 1).await;
+    let fixture = if persisting {
+        let database = Store::Sqlite.url(&server);
+        Fixture::persisting(server, 1, &database).await
+    } else {
+        Fixture::on(server, 1).await
+    };
     let windows = fixture
         .window(WindowSpec::of::<i64>(&unique("w"), 1, 2))
         .await;
@@ -483,16 +537,621 @@ async fn closing_a_session_records_its_last_loads_and_stores() {
     // the window handle is gone; its pending accesses are still shipped at close
     drop(windows);
     session.close().await.unwrap();
-    let kinds: Vec<String> = audit
-        .events(id, 1)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|event| match event.event {
+    let events = audit.events(id, 1).await.unwrap();
+    let kinds: Vec<String> = events
+        .iter()
+        .filter_map(|event| match &event.event {
             Some(AuditEvent::Store { ranges }) => Some(format!("store {ranges:?}")),
             Some(AuditEvent::Load { ranges }) => Some(format!("load {ranges:?}")),
             _ => None,
         })
         .collect();
     assert_eq!(kinds, vec!["store [(8, 16)]", "load [(0, 8)]"]);
+    let verification = audit.verify(id).await.unwrap();
+    assert_eq!(verification.first_bad, None);
+    assert_eq!(verification.unmarked, [], "nothing left unnamed");
+    let persisted = events.iter().filter(|event| event.cseq.is_some()).count();
+    assert_eq!(persisted, if persisting { 2 } else { 0 });
+    assert_eq!(verification.client_events, persisted as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_session_records_its_last_loads_and_stores_shipped() {
+    closing_a_session_records_its_last_loads_and_stores(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_persisting_session_commits_its_last_loads_and_stores() {
+    closing_a_session_records_its_last_loads_and_stores(true).await;
+}
+
+// --- clients persisting their own events ---------------------------------------------------
+
+/// A finding as two recordings of one program agree on: the rule, the target, the bytes and
+/// the two accesses (rank, call) without their places, in either order.
+type Judged = (String, u32, (u64, u64), Vec<(u32, String)>);
+
+fn judged(findings: &[Finding]) -> Vec<Judged> {
+    let mut judged: Vec<_> = findings
+        .iter()
+        .map(|finding| {
+            let mut sides = vec![
+                (finding.first.rank, finding.first.call.clone()),
+                (finding.second.rank, finding.second.call.clone()),
+            ];
+            sides.sort();
+            (finding.rule.clone(), finding.target, finding.bytes, sides)
+        })
+        .collect();
+    judged.sort();
+    judged
+}
+
+/// Rank 1 stores into its element 0 while rank 0 puts there, in one fence epoch; after the
+/// closing fence rank 1 loads it. Once the live public copies are read, a world barrier ships
+/// every rank's last notes. Returns the window and the live copies.
+async fn store_races_put(fixture: &Fixture) -> (u64, Vec<Vec<u8>>) {
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
+        .await;
+    let id = windows[0].desc().id;
+    let windows = ranks(windows, |rank, w| async move {
+        w.fence(0).await.unwrap();
+        if rank == 0 {
+            w.put(1, 0, &[7i64]).unwrap();
+        } else {
+            w.store(0, &[5i64, 6]).unwrap();
+        }
+        w.fence(0).await.unwrap();
+        if rank == 1 {
+            let _ = w.load::<i64>(0, 2).unwrap();
+        }
+        w.fence(Assert::NOSUCCEED).await.unwrap();
+        w
+    })
+    .await;
+    let mut live = Vec::new();
+    for target in 0..2 {
+        let reader = &windows[0];
+        reader.lock(LockType::Shared, target, 0).await.unwrap();
+        let copy = reader.get::<u8>(target, 0, 16).unwrap();
+        reader.unlock(target).await.unwrap();
+        live.push(copy.value().await.unwrap());
+    }
+    settle(fixture).await;
+    (id, live)
+}
+
+async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
+    shipped_store: Store,
+    persisted_store: Store,
+) {
+    let shipped_server = shipped_store.server().await;
+    let shipped_audit = Audit::connect(&shipped_server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let shipped_fixture = Fixture::on(shipped_server, 2).await;
+    let (shipped, _) = store_races_put(&shipped_fixture).await;
+    let shipped_findings = shipped_audit.check(shipped).await.unwrap();
+    assert!(
+        shipped_findings
+            .iter()
+            .any(|f| f.rule == "store_while_pending" && f.target == 1),
+        "{shipped_findings:#?}"
+    );
+
+    let server = persisted_store.server().await;
+    let database = persisted_store.url(&server);
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let mut connection = persisted_store.connect(&server).await;
+    let fixture = Fixture::persisting(server, 2, &database).await;
+    let (window, live) = store_races_put(&fixture).await;
+    let findings = audit.check(window).await.unwrap();
+    assert_eq!(judged(&findings), judged(&shipped_findings));
+    let events = audit.events(window, 1).await.unwrap();
+    // every local access a finding names is a client row behind its marker
+    for side in findings.iter().flat_map(|f| [&f.first, &f.second]) {
+        if side.call == "store" || side.call == "load" {
+            let cseq = side.cseq.expect("a client row");
+            let row = events
+                .iter()
+                .find(|e| (e.seq, e.cseq) == (side.seq, Some(cseq)) && e.rank == side.rank)
+                .unwrap_or_else(|| panic!("{side:?} is not in the log"));
+            assert_eq!(
+                row.event.as_ref().map(AuditEvent::kind),
+                Some(side.call.as_str())
+            );
+            let marker = events
+                .iter()
+                .find(|e| e.seq == side.seq && e.cseq.is_none())
+                .unwrap();
+            assert!(matches!(
+                marker.event,
+                Some(AuditEvent::ClientEvents { from, to, .. }) if from <= cseq && cseq <= to
+            ));
+        } else {
+            assert_eq!(side.cseq, None, "{side:?}");
+        }
+    }
+    assert_eq!(audit.replay(window, None).await.unwrap().ranks, live);
+    let intact = audit.verify(window).await.unwrap();
+    assert_eq!(intact.first_bad, None);
+    let client_rows = events.iter().filter(|e| e.cseq.is_some()).count() as u64;
+    assert!(client_rows > 0);
+    assert_eq!(intact.client_events, client_rows);
+    assert_eq!(intact.unmarked, []);
+
+    // change rank 1's store in its client row: verify names the marker and the row
+    let stored = events
+        .iter()
+        .find(|e| e.rank == 1 && matches!(e.event, Some(AuditEvent::Store { .. })))
+        .unwrap();
+    let binds = [
+        window as i64,
+        1,
+        stored.incarnation as i64,
+        stored.cseq.unwrap() as i64,
+    ];
+    let changed = connection
+        .execute(&[(
+            "UPDATE client_events SET body = replace(body, '[[0,16]]', '[[0,8]]') \
+             WHERE window_id = $1 AND rank = $2 AND incarnation = $3 AND cseq = $4",
+            &binds,
+        )])
+        .await;
+    assert_eq!(changed, [1]);
+    let broken = audit.verify(window).await.unwrap();
+    assert_eq!(broken.first_bad, Some(stored.seq));
+    assert_eq!(
+        broken.client_break,
+        Some(ClientBreak {
+            rank: 1,
+            incarnation: stored.incarnation,
+            cseq: stored.cseq.unwrap(),
+            fault: Some(ClientFault::Altered),
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted_on_sqlite() {
+    local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
+        Store::Sqlite,
+        Store::Sqlite,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted_on_postgres() {
+    local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
+        Store::postgres().await,
+        Store::postgres().await,
+    )
+    .await;
+}
+
+/// Rank 0 stores, loads and locks its own window a few times: a chain of client rows under
+/// several markers. A closing barrier ships its last notes.
+async fn local_program(fixture: &Fixture) -> u64 {
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 1, 2))
+        .await;
+    let w = &windows[0];
+    for round in 0..3i64 {
+        w.store(round as u64 % 2, &[round]).unwrap();
+        w.lock(LockType::Exclusive, 0, 0).await.unwrap();
+        let _ = w.load::<i64>(0, 2).unwrap();
+        w.unlock(0).await.unwrap();
+    }
+    w.session().barrier().await.unwrap();
+    w.desc().id
+}
+
+async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported(store: Store) {
+    let server = store.server().await;
+    let database = store.url(&server);
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let mut connection = store.connect(&server).await;
+    let fixture = Fixture::persisting(server, 1, &database).await;
+    let incarnation = fixture.sessions[0].incarnation();
+    let chain = "window_id = $3 AND rank = 0 AND incarnation = $4";
+    for (case, fault) in [
+        ("deleted", ClientFault::Missing),
+        ("reordered", ClientFault::Altered),
+    ] {
+        let window = local_program(&fixture).await;
+        let events = audit.events(window, 1).await.unwrap();
+        assert!(events.iter().filter(|e| e.cseq.is_some()).count() >= 6);
+        assert_eq!(
+            audit.verify(window).await.unwrap().first_bad,
+            None,
+            "{case}"
+        );
+        // the third client row, and the marker naming it
+        let third = events.iter().find(|e| e.cseq == Some(3)).unwrap();
+        let binds = [3, 4, window as i64, incarnation as i64];
+        let changed = if case == "deleted" {
+            let sql = "DELETE FROM client_events \
+                       WHERE cseq = $1 AND window_id = $2 AND rank = 0 AND incarnation = $3";
+            let row = [binds[0], binds[2], binds[3]];
+            connection.execute(&[(sql, &row)]).await
+        } else {
+            let swap = swap_statements("client_events", "cseq", chain);
+            let statements: Vec<(&str, &[i64])> =
+                swap.iter().map(|sql| (sql.as_str(), &binds[..])).collect();
+            connection.execute(&statements).await
+        };
+        assert!(changed.iter().all(|&rows| rows == 1), "{case}: {changed:?}");
+        let broken = audit.verify(window).await.unwrap();
+        assert_eq!(broken.first_bad, Some(third.seq), "{case}");
+        assert_eq!(
+            broken.client_break,
+            Some(ClientBreak {
+                rank: 0,
+                incarnation,
+                cseq: 3,
+                fault: Some(fault),
+            }),
+            "{case}"
+        );
+    }
+
+    // rows a client wrote and never named (it stopped before shipping their marker) are
+    // reported, not merged; the log stays intact
+    let window = local_program(&fixture).await;
+    let events = audit.events(window, 1).await.unwrap();
+    let last = events.iter().filter_map(|e| e.cseq).max().unwrap();
+    let findings = audit.check(window).await.unwrap();
+    for cseq in [last + 1, last + 2] {
+        let binds = [window as i64, incarnation as i64, cseq as i64];
+        let inserted = connection
+            .execute(&[(
+                "INSERT INTO client_events \
+                 (window_id, rank, incarnation, cseq, at_ns, kind, body, prev_hash, hash) \
+                 VALUES ($1, 0, $2, $3, 0, 'store', '{\"event\":\"store\",\"ranges\":[[0,8]]}', \
+                 '', '')",
+                &binds,
+            )])
+            .await;
+        assert_eq!(inserted, [1]);
+    }
+    let verification = audit.verify(window).await.unwrap();
+    assert_eq!(verification.first_bad, None);
+    assert_eq!(
+        verification.unmarked,
+        [ClientSpan {
+            rank: 0,
+            incarnation,
+            from: last + 1,
+            to: last + 2,
+        }]
+    );
+    assert_eq!(audit.events(window, 1).await.unwrap(), events, "not merged");
+    assert_eq!(audit.check(window).await.unwrap(), findings);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported_on_sqlite() {
+    deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported(Store::Sqlite)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported_on_postgres() {
+    deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported(
+        Store::postgres().await,
+    )
+    .await;
+}
+
+/// Follows window `id`'s log until the session `incarnation` of `rank` detached.
+async fn detached(audit: &Audit, id: u64, rank: u32, incarnation: u64) {
+    let mut follower = Box::pin(audit.follow(id, 1).await.unwrap());
+    loop {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), follower.next())
+            .await
+            .expect("no detach within 10 s")
+            .unwrap()
+            .unwrap();
+        if (event.rank, event.incarnation) == (rank, incarnation)
+            && matches!(event.event, Some(AuditEvent::Detach))
+        {
+            return;
+        }
+    }
+}
+
+async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches(
+    store: Store,
+) {
+    let server = store.server().await;
+    let database = store.url(&server);
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let mut connection = store.connect(&server).await;
+    let fixture = Fixture::persisting(server, 1, &database).await;
+    let id = local_program(&fixture).await;
+    let incarnation = fixture.sessions[0].incarnation();
+    // as if the client's writer had not committed the last marker's rows yet
+    let events = audit.events(id, 1).await.unwrap();
+    let Some(AuditEvent::ClientEvents { from, to, .. }) =
+        events.iter().rev().find_map(|event| match &event.event {
+            Some(marker @ AuditEvent::ClientEvents { .. }) => Some(marker.clone()),
+            _ => None,
+        })
+    else {
+        panic!("no marker: {events:#?}");
+    };
+    let deleted = connection
+        .execute(&[(
+            "DELETE FROM client_events WHERE window_id = $1 AND rank = 0 AND incarnation = $2 \
+             AND cseq >= $3",
+            &[id as i64, incarnation as i64, from as i64],
+        )])
+        .await;
+    assert_eq!(deleted, [to - from + 1]);
+    let live = audit.verify(id).await.unwrap();
+    assert_eq!(live.first_bad, None, "the client may still be writing them");
+    let span = ClientSpan {
+        rank: 0,
+        incarnation,
+        from,
+        to,
+    };
+    assert_eq!(live.pending, [span]);
+    // once the session is gone, what its markers name must be there
+    let Fixture {
+        server, sessions, ..
+    } = fixture;
+    drop(sessions);
+    detached(&audit, id, 0, incarnation).await;
+    let gone = audit.verify(id).await.unwrap();
+    assert_eq!(gone.pending, []);
+    assert_eq!(
+        gone.client_break.map(|at| (at.cseq, at.fault)),
+        Some((from, Some(ClientFault::Missing)))
+    );
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_sqlite() {
+    rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches(Store::Sqlite)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_postgres() {
+    rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches(
+        Store::postgres().await,
+    )
+    .await;
+}
+
+/// A rank's session spoken to over raw gRPC, as a hostile client would.
+struct RawSession {
+    sender: tokio::sync::mpsc::UnboundedSender<v1::ClientMessage>,
+    replies: tonic::Streaming<v1::ServerMessage>,
+    greeting: v1::Attached,
+    next_id: u64,
+}
+
+impl RawSession {
+    async fn attach(url: &str, token: &str) -> Self {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+        let mut client = v1::rma_client::RmaClient::with_interceptor(
+            channel,
+            move |mut request: tonic::Request<()>| {
+                request
+                    .metadata_mut()
+                    .insert("authorization", bearer.clone());
+                Ok(request)
+            },
+        );
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let mut replies = client
+            .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let greeting = replies.message().await.unwrap().unwrap();
+        let Some(Reply::Attached(greeting)) = greeting.reply else {
+            panic!("no greeting: {greeting:?}");
+        };
+        RawSession {
+            sender,
+            replies,
+            greeting,
+            next_id: 0,
+        }
+    }
+
+    async fn call(&mut self, call: Call) -> Reply {
+        self.next_id += 1;
+        self.sender
+            .send(v1::ClientMessage {
+                id: self.next_id,
+                call: Some(call),
+            })
+            .unwrap();
+        let reply = self.replies.message().await.unwrap().unwrap();
+        assert_eq!(reply.id, self.next_id);
+        reply.reply.unwrap()
+    }
+}
+
+fn marker(window: u64, from: u64, to: u64, hash_len: usize) -> Call {
+    Call::Record(v1::Record {
+        window,
+        events: Vec::new(),
+        rows: Some(v1::ClientRows {
+            from,
+            to,
+            hash: vec![7u8; hash_len].into(),
+        }),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their_rows() {
+    let fixture = Fixture::new(1).await;
+    let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let spec = WindowSpec::of::<i64>(&unique("w"), 1, 1);
+    let windows = fixture.window(spec.clone()).await;
+    let id = windows[0].desc().id;
+    assert_eq!(fixture.sessions[0].incarnation(), 1);
+    let mut raw = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    assert_eq!(raw.greeting.incarnation, 2, "the rank's second session");
+    assert!(matches!(
+        raw.call(Call::OpenWindow(v1::OpenWindow { name: spec.name }))
+            .await,
+        Reply::Window(_)
+    ));
+    let with_events = Call::Record(v1::Record {
+        window: id,
+        events: vec![AuditEvent::Load {
+            ranges: vec![(0, 8)],
+        }
+        .to_json()],
+        rows: Some(v1::ClientRows {
+            from: 1,
+            to: 1,
+            hash: vec![7u8; 32].into(),
+        }),
+    });
+    let refused = |reply: Reply| match reply {
+        Reply::Error(failure) => {
+            let error = failure.error.unwrap();
+            (
+                onesided_client::ErrorClass::from_code(error.class),
+                error.message,
+            )
+        }
+        other => panic!("accepted: {other:?}"),
+    };
+    use onesided_client::ErrorClass::{Arg, Win};
+    for (call, class, says) in [
+        (marker(id, 2, 2, 32), Arg, "the next is 1"),
+        (marker(id, 1, 0, 32), Arg, "the next is 1"),
+        (marker(id, 1, 1, 5), Arg, "32 bytes, not 5"),
+        (with_events, Arg, "not both"),
+        (marker(999, 1, 1, 32), Win, "999"),
+    ] {
+        let (refused_class, message) = refused(raw.call(call).await);
+        assert_eq!(refused_class, Some(class), "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+    // nothing refused moved the chain on: 1..=2 is accepted, then 3 is next
+    assert!(matches!(
+        raw.call(marker(id, 1, 2, 32)).await,
+        Reply::Done(_)
+    ));
+    let (_, message) = refused(raw.call(marker(id, 2, 3, 32)).await);
+    assert!(message.contains("the next is 3"), "{message}");
+    assert!(matches!(
+        raw.call(marker(id, 3, 3, 32)).await,
+        Reply::Done(_)
+    ));
+    let markers: Vec<(u64, u64, u64)> = audit
+        .events(id, 1)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|event| match &event.event {
+            Some(AuditEvent::ClientEvents { from, to, hash }) => {
+                assert_eq!((event.rank, event.incarnation), (0, 2));
+                assert_eq!(hash, &vec![7u8; 32]);
+                Some((event.seq, *from, *to))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(markers.len(), 2, "{markers:?}");
+    // the server logs what a client claims; verify holds the claim to the rows, of which this
+    // client stored none: pending while it is attached, missing once it is gone
+    let live = audit.verify(id).await.unwrap();
+    assert_eq!(live.first_bad, None);
+    assert_eq!(
+        live.pending,
+        [ClientSpan {
+            rank: 0,
+            incarnation: 2,
+            from: 1,
+            to: 3
+        }]
+    );
+    drop(raw);
+    detached(&audit, id, 0, 2).await;
+    let gone = audit.verify(id).await.unwrap();
+    assert_eq!(gone.first_bad, Some(markers[0].0));
+    assert_eq!(
+        gone.client_break,
+        Some(ClientBreak {
+            rank: 0,
+            incarnation: 2,
+            cseq: 1,
+            fault: Some(ClientFault::Missing),
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_a_client_cannot_write_its_rows_to_is_refused_at_attach() {
+    use onesided_client::{Error, Session};
+    let fixture = Fixture::new(1).await;
+    let data = &fixture.server.data.0;
+    // an SQLite file that is not an audit store
+    let other = data.join("other.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&other)
+        .create_if_missing(true);
+    sqlx::SqlitePool::connect_with(options)
+        .await
+        .unwrap()
+        .close()
+        .await;
+    let postgres = std::env::var("ONESIDED_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    for (url, says) in [
+        (
+            format!("sqlite:{}", other.display()),
+            "no client_events table",
+        ),
+        (postgres, "no client_events table"),
+        (
+            format!("sqlite:{}", data.join("missing.db").display()),
+            "cannot open the SQLite audit store",
+        ),
+        ("mysql://127.0.0.1/audit".to_string(), "unsupported"),
+    ] {
+        let error = Session::builder(&fixture.server.url, &fixture.tokens[0])
+            .audit_database_url(url)
+            .attach()
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::AuditStore(_)), "{error:?}");
+        assert!(error.to_string().contains(says), "{error}");
+        assert_eq!(error.code(), tonic::Code::Unavailable);
+    }
+    // a server that records nothing needs no client rows: the URL is not even opened
+    let quiet = crate::spawn_server_with(|config| {
+        config.durability = onesided_server::audit::Durability::Off;
+    })
+    .await;
+    let world = quiet.admin.create_world("w", 1).await.unwrap();
+    let session = Session::builder(&quiet.url, &world.tokens[0])
+        .audit_database_url("mysql://127.0.0.1/audit")
+        .attach()
+        .await
+        .unwrap();
+    assert!(!session.audited() && !session.persists_audit_events());
 }

@@ -1,5 +1,6 @@
-//! The `onesided-server` binary: embedded defaults, and a graceful stop on SIGTERM while
-//! sessions are attached.
+//! The `onesided-server` binary: embedded defaults, a graceful stop on SIGTERM while sessions
+//! are attached, and acknowledged history surviving kill -9 (on SQLite and PostgreSQL, with
+//! the clients' own events shipped or persisted by them).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use onesided_client::{Admin, Session, WindowSpec};
 
+use crate::store::Store;
 use crate::{unique, TempDir};
 
 /// Starts the binary and returns it with the address it printed.
@@ -81,20 +83,32 @@ async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
+/// With `persisting`, the session writes its own events to the store itself.
+async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, persisting: bool) {
     use onesided_client::{Audit, AuditEvent, LockType};
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let token = ["--admin-token", "t"];
-    let (mut child, url) = start(&data, &token);
+    let mut flags = vec!["--admin-token".to_string(), "t".to_string()];
+    if let Some(database) = store.database_url() {
+        flags.extend(["--database-url".to_string(), database]);
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (mut child, url) = start(&data, &flags);
     let admin = Admin::connect(&url, "t").await.unwrap();
     let world = admin.create_world("w", 2).await.unwrap();
     let desc = admin
         .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
         .await
         .unwrap();
-    let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
+    let builder = Session::builder(&url, &world.tokens[0]);
+    let builder = if persisting {
+        builder.audit_database_url(store.url_in(&data.0))
+    } else {
+        builder.ship_audit_events()
+    };
+    let session = builder.attach().await.unwrap();
+    assert_eq!(session.persists_audit_events(), persisting);
     let window = session.window("x").await.unwrap();
+    window.store(0, &[17i64]).unwrap();
     window.lock(LockType::Exclusive, 1, 0).await.unwrap();
     window.put(1, 0, &[4242i64]).unwrap();
     window.unlock(1).await.unwrap();
@@ -104,7 +118,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
     drop(window);
     drop(session);
 
-    let (child, url) = start(&data, &token);
+    let (child, url) = start(&data, &flags);
     let audit = Audit::connect(&url, "t").await.unwrap();
     let events = audit.events(desc.id, 1).await.unwrap();
     let put = events.iter().find_map(|event| match &event.event {
@@ -119,7 +133,15 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability() {
     assert!(events
         .iter()
         .any(|event| matches!(event.event, Some(AuditEvent::LockRelease { .. }))));
-    assert_eq!(audit.verify(desc.id).await.unwrap().first_bad, None);
+    // the store before the lock: shipped with the lock, or persisted and named by its marker
+    let store = events
+        .iter()
+        .find(|event| matches!(event.event, Some(AuditEvent::Store { .. })))
+        .expect("the acknowledged store is in the log");
+    assert_eq!(store.cseq.is_some(), persisting);
+    let verification = audit.verify(desc.id).await.unwrap();
+    assert_eq!(verification.first_bad, None);
+    assert_eq!(verification.client_events > 0, persisting);
     let replayed = audit.replay(desc.id, None).await.unwrap();
     assert_eq!(replayed.ranks[1], 4242i64.to_le_bytes());
     // the world, its tokens and the window came back, rebuilt from the log
@@ -245,4 +267,24 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
         .await
         .unwrap();
     assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_epochs_survive_kill_9_in_sync_durability_on_sqlite() {
+    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_epochs_survive_kill_9_in_sync_durability_on_postgres() {
+    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_client_rows_survive_kill_9_on_sqlite() {
+    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_client_rows_survive_kill_9_on_postgres() {
+    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, true).await;
 }

@@ -10,6 +10,7 @@ mod forum;
 mod protocol;
 mod recovery;
 mod service;
+mod store;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -96,11 +97,28 @@ impl Fixture {
 
     /// A world of `nranks` on an already running server.
     pub async fn on(server: TestServer, nranks: u32) -> Self {
+        Self::attached(server, nranks, None).await
+    }
+
+    /// [`Fixture::on`], every session writing its own audit events to the store at
+    /// `database` itself.
+    pub async fn persisting(server: TestServer, nranks: u32, database: &str) -> Self {
+        Self::attached(server, nranks, Some(database)).await
+    }
+
+    async fn attached(server: TestServer, nranks: u32, database: Option<&str>) -> Self {
         let world = unique("world");
         let created = server.admin.create_world(&world, nranks).await.unwrap();
         let mut sessions = Vec::new();
         for token in &created.tokens {
-            sessions.push(Session::attach(&server.url, token).await.unwrap());
+            let builder = Session::builder(&server.url, token);
+            let builder = match database {
+                Some(database) => builder.audit_database_url(database),
+                None => builder.ship_audit_events(),
+            };
+            let session = builder.attach().await.unwrap();
+            assert_eq!(session.persists_audit_events(), database.is_some());
+            sessions.push(session);
         }
         Fixture {
             server,

@@ -255,7 +255,7 @@ async fn increment(w: &onesided_client::Window) -> Result<i64, onesided_client::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged() {
-    let database = crate::audit::PgDatabase::create().await;
+    let database = crate::store::PgDatabase::create().await;
     let proxy = Cuttable::start("127.0.0.1:5432").await;
     let url = database.url.replace(":5432/", &format!(":{}/", proxy.port));
     let data = TempDir(std::env::temp_dir().join(unique("onesided-outage")));

@@ -12,7 +12,9 @@ use std::str::FromStr;
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use futures::StreamExt;
-use onesided_client::{Assert, Audit, AuditEntry, AuditEvent, Datatype, Finding, FindingSide};
+use onesided_client::{
+    Assert, Audit, AuditEntry, AuditEvent, ClientFault, ClientSpan, Datatype, Finding, FindingSide,
+};
 use onesided_core::datatype;
 use serde_json::{json, Value as Json};
 
@@ -26,6 +28,11 @@ recorded window of that name. Every subcommand but `export` takes --json: `ls` o
 `log` one object per line (the event's body as an object), `replay`, `check` and `verify` one \
 document. `export --format perfetto` writes Chrome trace-event JSON (one track per rank, epochs \
 as slices, operations as flow arrows) to stdout or --output; open it in https://ui.perfetto.dev.
+
+Rows a client persisted itself (a session with ONESIDED_AUDIT_DATABASE_URL) follow the \
+`client_events` marker that names them: `log` shows them as SEQ:CSEQ (the marker's seq, the \
+row's number in its client's chain; JSON: `cseq`), `check` names them the same way, and \
+`verify` also checks each client's chain against its markers.
 
 Exit status: 0 success; 1 when `check` reports findings or `verify` finds the log broken (it \
 prints the first bad sequence number); 2 usage errors (a WINDOW that is neither, an unknown \
@@ -43,7 +50,7 @@ pub enum AuditCommand {
     Replay(ReplayArgs),
     /// Report the conflicting accesses no synchronization orders: exit 0 none, 1 findings
     Check(CheckArgs),
-    /// Check a window's hash chain: exit 0 intact, 1 broken (naming the first bad seq)
+    /// Check a window's hash chain and its client chains: exit 0 intact, 1 broken (naming where)
     Verify(VerifyArgs),
     /// Write a window's timeline as a trace (Perfetto: one track per rank)
     Export(ExportArgs),
@@ -379,6 +386,7 @@ fn entry_json(entry: &AuditEntry) -> Json {
     json!({
         "window": entry.window,
         "seq": entry.seq,
+        "cseq": entry.cseq,
         "at_ns": entry.at_ns,
         "rank": entry.rank,
         "incarnation": entry.incarnation,
@@ -388,7 +396,7 @@ fn entry_json(entry: &AuditEntry) -> Json {
     })
 }
 
-const LOG_HEADER: &str = "   SEQ         T_MS  RANK   INC KIND            EVENT";
+const LOG_HEADER: &str = "      SEQ         T_MS  RANK   INC KIND            EVENT";
 
 fn entry_text(entry: &AuditEntry) -> String {
     let summary = match &entry.event {
@@ -396,8 +404,8 @@ fn entry_text(entry: &AuditEntry) -> String {
         None => generic_summary(&entry.body),
     };
     let line = format!(
-        "{:>6} {:>12.3} {:>5} {:>5} {:<15} {summary}",
-        entry.seq,
+        "{:>9} {:>12.3} {:>5} {:>5} {:<15} {summary}",
+        entry.place(),
         entry.at_ns as f64 / 1e6,
         entry.rank,
         entry.incarnation,
@@ -523,20 +531,65 @@ async fn replay(global: &Global, audit: &Audit, args: ReplayArgs) -> Result<Exit
 async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<ExitCode> {
     let window = resolve(audit, &args.window).await?;
     let verification = audit.verify(window).await?;
+    let spans = |spans: &[ClientSpan]| -> Vec<Json> {
+        spans
+            .iter()
+            .map(|span| {
+                json!({"rank": span.rank, "incarnation": span.incarnation,
+                       "from": span.from, "to": span.to})
+            })
+            .collect()
+    };
     if global.json {
+        let client_break = verification.client_break.map(|at| {
+            json!({
+                "rank": at.rank,
+                "incarnation": at.incarnation,
+                "cseq": at.cseq,
+                "fault": at.fault.map(ClientFault::name),
+            })
+        });
         json::print(&json!({
             "window": window,
             "events": verification.events,
+            "client_events": verification.client_events,
             "intact": verification.first_bad.is_none(),
             "first_bad": verification.first_bad,
+            "client_break": client_break,
+            "pending": spans(&verification.pending),
+            "unmarked": spans(&verification.unmarked),
         }));
     } else {
-        match verification.first_bad {
-            None => println!("window {window}: intact ({} events)", verification.events),
-            Some(seq) => println!(
-                "window {window}: broken at seq {seq} ({} events)",
-                verification.events
+        let counts = match verification.client_events {
+            0 => format!("{} events", verification.events),
+            client => format!("{} events, {client} client events", verification.events),
+        };
+        match (verification.first_bad, verification.client_break) {
+            (None, _) => println!("window {window}: intact ({counts})"),
+            (Some(seq), None) => println!("window {window}: broken at seq {seq} ({counts})"),
+            (Some(seq), Some(at)) => println!(
+                "window {window}: broken at seq {seq}: the client rows of rank {} incarnation {} \
+                 it names are broken at cseq {} ({}) ({counts})",
+                at.rank,
+                at.incarnation,
+                at.cseq,
+                at.fault
+                    .map_or("a fault this version does not know", ClientFault::describe),
             ),
+        }
+        for span in &verification.pending {
+            println!(
+                "rank {} incarnation {}: client rows {}..={} are named but not stored yet (the \
+                 client is still attached and writing them)",
+                span.rank, span.incarnation, span.from, span.to
+            );
+        }
+        for span in &verification.unmarked {
+            println!(
+                "rank {} incarnation {}: client rows {}..={} are named by no marker (the client \
+                 stopped before shipping it, or is still running); they are not merged",
+                span.rank, span.incarnation, span.from, span.to
+            );
         }
     }
     Ok(match verification.first_bad {
@@ -546,7 +599,7 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
 }
 
 fn side_json(side: &FindingSide) -> Json {
-    json!({"seq": side.seq, "rank": side.rank, "call": side.call})
+    json!({"seq": side.seq, "cseq": side.cseq, "rank": side.rank, "call": side.call})
 }
 
 fn finding_json(finding: &Finding) -> Json {
@@ -562,7 +615,8 @@ fn finding_json(finding: &Finding) -> Json {
 }
 
 fn side_text(side: &FindingSide) -> String {
-    format!("seq {} rank {} {}", side.seq, side.rank, side.call)
+    let place = onesided_core::audit::place(side.seq, side.cseq);
+    format!("seq {place} rank {} {}", side.rank, side.call)
 }
 
 /// One line: the rule, the bytes at the target, both sides, the message.

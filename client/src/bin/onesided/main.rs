@@ -30,7 +30,12 @@ Exit codes:
 
 Credentials: ONESIDED_TOKEN (or --token) is the admin token for `world`, `window`, `run` and
 `audit`, and a rank's token (as printed by `world create`) for `get`, `put`, `acc`, `fop`, `cas`
-and `shell`: the token decides the world and rank; --world and --rank are checked against it.";
+and `shell`: the token decides the world and rank; --world and --rank are checked against it.
+
+Client audit events: with ONESIDED_AUDIT_DATABASE_URL set (postgres://… or sqlite:…, the
+database the server records into), every session a command attaches writes its own audit
+events (loads, stores, returns of blocking calls) to that database itself and ships only a
+marker naming them; without it they travel over the session.";
 
 /// onesided: MPI one-sided communication (RMA) windows as a network service.
 #[derive(Debug, Parser)]

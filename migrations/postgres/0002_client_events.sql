@@ -1,0 +1,18 @@
+-- Events a client persisted itself (local loads and stores, returns of blocking calls,
+-- flush_local) instead of shipping them over its session. Each (window, rank, incarnation) is
+-- one hash chain from the zero hash, cseq gap-free from 1; a `client_events` marker in the
+-- window's chain (audit_events) names each range and the hash of its last row.
+CREATE TABLE client_events (
+    window_id BIGINT NOT NULL,
+    rank INTEGER NOT NULL,
+    incarnation BIGINT NOT NULL,
+    cseq BIGINT NOT NULL,
+    -- monotonic nanoseconds since the client's session attached (the client's clock)
+    at_ns BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    -- the event as canonical JSON (onesided_core::audit::Event)
+    body TEXT NOT NULL,
+    prev_hash BYTEA NOT NULL,
+    hash BYTEA NOT NULL,
+    PRIMARY KEY (window_id, rank, incarnation, cseq)
+);

@@ -1,0 +1,162 @@
+//! The audit stores the tests run against: the server's default SQLite file, and a fresh
+//! database on the machine's PostgreSQL (trust auth on 127.0.0.1:5432, or
+//! `ONESIDED_TEST_POSTGRES`), dropped when the test ends.
+
+use onesided_server::ServerConfig;
+
+use crate::{spawn_server_with, unique, TestServer};
+
+/// A fresh PostgreSQL database, dropped on drop.
+#[derive(Debug)]
+pub struct PgDatabase {
+    admin_url: String,
+    name: String,
+    pub url: String,
+}
+
+impl PgDatabase {
+    pub async fn create() -> Self {
+        let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+        let name = unique("onesided_test").replace('-', "_");
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
+            .await
+            .expect("PostgreSQL must be running for the audit tests (see .ci/run)");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut connection)
+            .await
+            .unwrap();
+        let base = admin_url
+            .rsplit_once('/')
+            .map_or(admin_url.as_str(), |(base, _)| base);
+        let url = format!("{base}/{name}");
+        PgDatabase {
+            admin_url,
+            name,
+            url,
+        }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let name = self.name.clone();
+        // a drop cannot await: use a short-lived runtime on another thread
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                if let Ok(mut connection) =
+                    <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url).await
+                {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut connection)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Where the server under test records.
+#[derive(Debug)]
+pub enum Store {
+    /// `audit.db` in the server's data directory (the default).
+    Sqlite,
+    /// A fresh PostgreSQL database.
+    Postgres(PgDatabase),
+}
+
+impl Store {
+    pub async fn postgres() -> Self {
+        Store::Postgres(PgDatabase::create().await)
+    }
+
+    /// The `--database-url` of a server recording here (`None`: the SQLite default).
+    pub fn database_url(&self) -> Option<String> {
+        match self {
+            Store::Sqlite => None,
+            Store::Postgres(database) => Some(database.url.clone()),
+        }
+    }
+
+    /// A server recording into this store (SQLite: in its own data directory).
+    pub async fn server(&self) -> TestServer {
+        self.server_with(|_| {}).await
+    }
+
+    pub async fn server_with(&self, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let url = self.database_url();
+        spawn_server_with(move |config| {
+            config.database_url = url;
+            adjust(config);
+        })
+        .await
+    }
+
+    /// The URL of the store of a server whose data directory is `data`: what a client that
+    /// persists its own events is given, and what the tests tamper through.
+    pub fn url_in(&self, data: &std::path::Path) -> String {
+        match self {
+            Store::Sqlite => format!("sqlite:{}", data.join("audit.db").display()),
+            Store::Postgres(database) => database.url.clone(),
+        }
+    }
+
+    /// [`Store::url_in`] of `server`.
+    pub fn url(&self, server: &TestServer) -> String {
+        self.url_in(&server.data.0)
+    }
+
+    /// A connection to `server`'s store.
+    pub async fn connect(&self, server: &TestServer) -> Connection {
+        use sqlx::Connection as _;
+        let url = self.url(server);
+        match self {
+            Store::Sqlite => {
+                Connection::Sqlite(sqlx::SqliteConnection::connect(&url).await.unwrap())
+            }
+            Store::Postgres(_) => {
+                Connection::Postgres(sqlx::PgConnection::connect(&url).await.unwrap())
+            }
+        }
+    }
+}
+
+/// A connection to the store under test, to tamper with it.
+#[derive(Debug)]
+pub enum Connection {
+    Sqlite(sqlx::SqliteConnection),
+    Postgres(sqlx::PgConnection),
+}
+
+impl Connection {
+    /// Runs each statement (`$1`, `$2`, … bound to its integers in order) in one transaction
+    /// and returns the number of rows each changed.
+    pub async fn execute(&mut self, statements: &[(&str, &[i64])]) -> Vec<u64> {
+        use sqlx::Connection as _;
+        macro_rules! run {
+            ($connection:expr) => {{
+                let mut tx = $connection.begin().await.unwrap();
+                let mut changed = Vec::new();
+                for (sql, binds) in statements {
+                    let mut query = sqlx::query(sql);
+                    for value in *binds {
+                        query = query.bind(*value);
+                    }
+                    changed.push(query.execute(&mut *tx).await.unwrap().rows_affected());
+                }
+                tx.commit().await.unwrap();
+                changed
+            }};
+        }
+        match self {
+            Connection::Sqlite(connection) => run!(connection),
+            Connection::Postgres(connection) => run!(connection),
+        }
+    }
+}
