@@ -38,6 +38,7 @@ pub mod scenario;
 
 pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
 pub use audit::{Audit, AuditEntry, Finding, FindingSide, RecordedWindow, Replayed, Verification};
+pub use connect::Claim;
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;

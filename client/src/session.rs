@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::admin::desc_from_wire;
-use crate::connect::{channel, Bearer};
+use crate::connect::{channel, Bearer, Claim};
 use crate::error::{Error, Result};
 use crate::window::{take_accesses, State, Window};
 use onesided_core::audit::Event as AuditEvent;
@@ -154,10 +154,21 @@ impl Session {
     /// Attaches to the server at `url` as the rank whose token this is.
     ///
     /// # Errors
-    /// [`Error::Connect`] when nobody answers; UNAUTHENTICATED for a bad token.
+    /// [`Error::Connect`] when nobody answers; UNAUTHENTICATED for a bad token,
+    /// PERMISSION_DENIED for the admin token.
     pub async fn attach(url: &str, token: &str) -> Result<Self> {
+        Self::attach_as(url, token, &Claim::default()).await
+    }
+
+    /// Attaches as the rank whose token this is, after the server checked that it is the world
+    /// and rank `claim` names.
+    ///
+    /// # Errors
+    /// As [`Session::attach`]; PERMISSION_DENIED when the token is of another world or rank.
+    pub async fn attach_as(url: &str, token: &str, claim: &Claim) -> Result<Self> {
         let channel = channel(url).await?;
-        let mut client = RmaClient::with_interceptor(channel, Bearer::new(token)?)
+        let credentials = Bearer::new(token)?.claiming(claim)?;
+        let mut client = RmaClient::with_interceptor(channel, credentials)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         let (outbound, requests) = mpsc::unbounded_channel();

@@ -5,7 +5,7 @@
 //! - [`world`]: the per-world actor running barriers and the barrier of window free.
 //! - [`session`]: one attached rank's stream; runs core's epoch state machine and routes calls.
 //! - [`admin`]: the Admin gRPC service.
-//! - [`auth`]: bearer-token interceptors.
+//! - [`auth`]: bearer-token interceptors, identity claims.
 //! - [`reply`]: where answers go.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0 and stop
@@ -157,16 +157,15 @@ pub async fn run(
         let (audit, _writer) = audit::AuditHandle::spawn(store.clone(), config.durability, last_at);
         (audit, Some(store), last_window, recovered)
     };
-    let audit_service = AuditServer::with_interceptor(
-        audit::service::AuditService::new(store.clone(), audit.clone()),
-        auth::AdminAuth::new(&config.admin_token),
-    );
     let registry = Registry::new(audit.clone(), store.clone(), last_window, config.lease_ttl);
     registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
-    let admin = AdminServer::with_interceptor(
-        admin::AdminService::new(Arc::clone(&registry)),
-        auth::AdminAuth::new(&config.admin_token),
+    let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
+    let audit_service = AuditServer::with_interceptor(
+        audit::service::AuditService::new(store.clone(), audit.clone()),
+        admin_auth.clone(),
     );
+    let admin =
+        AdminServer::with_interceptor(admin::AdminService::new(Arc::clone(&registry)), admin_auth);
     let stopping = CancellationToken::new();
     let rma = tonic::service::interceptor::InterceptedService::new(
         RmaServer::new(RmaService {
@@ -176,7 +175,7 @@ pub async fn run(
         // a put may carry a large part of a window in one message (tonic's default is 4 MiB)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        auth::RankAuth::new(Arc::clone(&registry)),
+        auth::RankAuth::new(Arc::clone(&registry), &config.admin_token),
     );
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
