@@ -197,6 +197,11 @@ impl Session {
                         deliver(&reader_waiters, message);
                     }
                     Ok(None) => break Error::Disconnected("the server closed the session".into()),
+                    // a refusal of the stream itself (a message over the server's size limit)
+                    // keeps its class
+                    Err(status) if onesided_proto::rma_from_status(&status).is_some() => {
+                        break Error::from(status)
+                    }
                     Err(status) => break Error::Disconnected(status.message().to_string()),
                 }
             };

@@ -7,7 +7,9 @@ mod errors;
 mod failure;
 mod fence;
 mod forum;
+mod limits;
 mod protocol;
+mod raw;
 mod recovery;
 mod service;
 
