@@ -4,6 +4,8 @@
 use std::pin::Pin;
 
 use onesided_core::audit::{replay, verify, AuditRecord, StoredRow};
+use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, audit_server::Audit};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -23,7 +25,7 @@ impl AuditService {
     async fn records(&self, window: u64) -> Result<Vec<AuditRecord>, Status> {
         let rows = self.store()?.rows(window, 1).await.map_err(internal)?;
         if rows.is_empty() {
-            return Err(Status::not_found(format!("no recorded window {window}")));
+            return Err(no_window(window));
         }
         Ok(rows.into_iter().map(|row| row.record).collect())
     }
@@ -38,6 +40,14 @@ impl AuditService {
             .as_ref()
             .ok_or_else(|| Status::failed_precondition("the audit log is off on this server"))
     }
+}
+
+/// NOT_FOUND, `MPI_ERR_WIN`.
+fn no_window(window: u64) -> Status {
+    status_from_rma(&RmaError::new(
+        ErrorClass::Win,
+        format!("no recorded window {window}"),
+    ))
 }
 
 fn internal(error: anyhow::Error) -> Status {
@@ -151,10 +161,7 @@ impl Audit for AuditService {
             .await
             .map_err(internal)?;
         if rows.is_empty() {
-            return Err(Status::not_found(format!(
-                "no recorded window {}",
-                request.window
-            )));
+            return Err(no_window(request.window));
         }
         let at = (request.at != 0).then_some(request.at);
         let records: Vec<_> = rows.into_iter().map(|row| row.record).collect();
@@ -173,7 +180,7 @@ impl Audit for AuditService {
         let window = request.into_inner().window;
         let rows = self.store()?.rows(window, 1).await.map_err(internal)?;
         if rows.is_empty() {
-            return Err(Status::not_found(format!("no recorded window {window}")));
+            return Err(no_window(window));
         }
         let events = rows.len() as u64;
         let response = match verify(&rows) {
@@ -224,9 +231,9 @@ impl Audit for AuditService {
     ) -> Result<Response<v1::ExportResponse>, Status> {
         let request = request.into_inner();
         if !matches!(request.format.as_str(), "" | "perfetto") {
-            return Err(Status::invalid_argument(format!(
-                "unknown export format {:?}: use perfetto",
-                request.format
+            return Err(status_from_rma(&RmaError::new(
+                ErrorClass::Arg,
+                format!("unknown export format {:?}: use perfetto", request.format),
             )));
         }
         let records = self.records(request.window).await?;

@@ -7,6 +7,8 @@ mod errors;
 mod failure;
 mod fence;
 mod forum;
+mod hostile;
+mod identity;
 mod limits;
 mod protocol;
 mod raw;

@@ -103,6 +103,19 @@ impl Meta {
     }
 }
 
+pub async fn unary(
+    grpc: &mut tonic::client::Grpc<Channel>,
+    path: &'static str,
+    meta: &Meta,
+    body: Bytes,
+) -> Result<Bytes, Status> {
+    grpc.ready().await.unwrap();
+    let request = meta.apply(tonic::Request::new(body));
+    grpc.unary(request, PathAndQuery::from_static(path), RawCodec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
 /// A session whose every message is written by hand.
 pub struct RawSession {
     sender: mpsc::UnboundedSender<Bytes>,
