@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
-use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_client::{Admin, Audit, ErrorClass, LockType, Session, WindowSpec};
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::{self, server_message::Reply};
+use onesided_server::ServerConfig;
 use tonic::Code;
 
 use crate::raw::{bare_call, contiguous, encode, raw, Meta, RawSession};
-use crate::{spawn_server_with, unique, Fixture, ADMIN_TOKEN};
+use crate::recovery::start_on;
+use crate::{spawn_server_with, unique, Fixture, TempDir, ADMIN_TOKEN};
 
 fn no_mem<T: std::fmt::Debug>(result: onesided_client::Result<T>) -> (Code, Option<ErrorClass>) {
     let error = result.expect_err("over a limit");
@@ -77,6 +79,26 @@ async fn window_bytes_come_back_when_windows_are_freed_or_their_world_deleted() 
     }
     admin.create_window(&world, &spec("e", 400)).await.unwrap();
     assert_eq!(names(admin.list_windows(&world).await.unwrap()), ["b", "e"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_a_restart_brings_back_count_toward_the_servers_bytes() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-limits")));
+    let limited = |config: &mut ServerConfig| config.limits.max_window_bytes = 1000;
+    let spec = |name: &str, size: u64| WindowSpec::bytes(name, 2, size, 1);
+    let first = start_on(&data.0, limited).await;
+    let admin = Admin::connect(&first.url, ADMIN_TOKEN).await.unwrap();
+    admin.create_world("w", 2).await.unwrap();
+    admin.create_window("w", &spec("a", 400)).await.unwrap();
+    first.stop().await;
+    let second = start_on(&data.0, limited).await;
+    let admin = Admin::connect(&second.url, ADMIN_TOKEN).await.unwrap();
+    assert_eq!(
+        no_mem(admin.create_window("w", &spec("b", 150)).await),
+        EXHAUSTED
+    );
+    admin.create_window("w", &spec("b", 100)).await.unwrap();
+    second.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
