@@ -45,6 +45,7 @@ pub use audit::{
     Audit, AuditEntry, ClientBreak, ClientFault, ClientSpan, Finding, FindingSide, RecordedWindow,
     Replayed, Verification,
 };
+pub use connect::Claim;
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;

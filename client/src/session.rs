@@ -22,7 +22,7 @@ pub use crate::client_events::AUDIT_DATABASE_URL_ENV;
 
 use crate::admin::desc_from_wire;
 use crate::client_events::ClientEventWriter;
-use crate::connect::{channel, Bearer};
+use crate::connect::{channel, Bearer, Claim};
 use crate::error::{Error, Result};
 use crate::window::{take_accesses, State, Window};
 use onesided_core::audit::Event as AuditEvent;
@@ -177,6 +177,7 @@ pub struct SessionBuilder {
     url: String,
     token: String,
     audit: AuditDestination,
+    claim: Claim,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -225,7 +226,14 @@ impl SessionBuilder {
                 .ok()
                 .filter(|url| !url.is_empty()),
         };
-        Session::open(&self.url, &self.token, database).await
+        Session::open(&self.url, &self.token, &self.claim, database).await
+    }
+
+    /// Has the server check first that the token is of the world and rank `claim` names
+    /// (PERMISSION_DENIED otherwise).
+    pub fn claim(mut self, claim: &Claim) -> Self {
+        self.claim = claim.clone();
+        self
     }
 }
 
@@ -240,18 +248,29 @@ impl Session {
         Session::builder(url, token).attach().await
     }
 
+    /// Attaches as the rank whose token this is, after the server checked that it is the world
+    /// and rank `claim` names.
+    ///
+    /// # Errors
+    /// As [`Session::attach`]; PERMISSION_DENIED when the token is of another world or rank.
+    pub async fn attach_as(url: &str, token: &str, claim: &Claim) -> Result<Self> {
+        Session::builder(url, token).claim(claim).attach().await
+    }
+
     /// A session to attach with options.
     pub fn builder(url: &str, token: &str) -> SessionBuilder {
         SessionBuilder {
             url: url.to_string(),
             token: token.to_string(),
             audit: AuditDestination::FromEnv,
+            claim: Claim::default(),
         }
     }
 
-    async fn open(url: &str, token: &str, database: Option<String>) -> Result<Self> {
+    async fn open(url: &str, token: &str, claim: &Claim, database: Option<String>) -> Result<Self> {
         let channel = channel(url).await?;
-        let mut client = RmaClient::with_interceptor(channel, Bearer::new(token)?)
+        let credentials = Bearer::new(token)?.claiming(claim)?;
+        let mut client = RmaClient::with_interceptor(channel, credentials)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         let (outbound, requests) = mpsc::unbounded_channel();
@@ -292,6 +311,11 @@ impl Session {
                         deliver(&reader_waiters, message);
                     }
                     Ok(None) => break Error::Disconnected("the server closed the session".into()),
+                    // a refusal of the stream itself (a message over the server's size limit)
+                    // keeps its class
+                    Err(status) if onesided_proto::rma_from_status(&status).is_some() => {
+                        break Error::from(status)
+                    }
                     Err(status) => break Error::Disconnected(status.message().to_string()),
                 }
             };

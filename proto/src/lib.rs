@@ -169,6 +169,14 @@ pub fn layout_from_wire(layout: Option<&v1::Layout>) -> Result<Layout, RmaError>
 /// The metadata key that carries credentials.
 pub const AUTHORIZATION: &str = "authorization";
 
+/// Optional metadata of a session: the world it means to act in. A rank token of another world
+/// is refused with PERMISSION_DENIED.
+pub const CLAIM_WORLD: &str = "x-onesided-world";
+
+/// Optional metadata of a session: the rank it means to act as (decimal). A token of another
+/// rank is refused with PERMISSION_DENIED.
+pub const CLAIM_RANK: &str = "x-onesided-rank";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, admin_server::Admin};
 use tonic::{Code, Request, Response, Status};
+use tracing::Instrument;
 
 use crate::registry::{Registry, RegistryError};
 
@@ -57,6 +58,18 @@ fn status(error: RegistryError) -> Status {
             format!("the audit store is unavailable: {why}"),
         )),
     }
+}
+
+/// Runs a change of the registry in its own task: a call dropped half-way (its deadline passed,
+/// its client went away) must not leave a name, tokens or window bytes half reserved, or the
+/// store and the registry disagreeing.
+async fn to_the_end<T: Send + 'static>(
+    change: impl std::future::Future<Output = Result<T, RegistryError>> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::spawn(change.in_current_span())
+        .await
+        .map_err(|_| Status::unavailable("the server is stopping"))?
+        .map_err(status)
 }
 
 /// The wire description of a window.
@@ -112,11 +125,10 @@ impl Admin for AdminService {
         request: Request<v1::CreateWorldRequest>,
     ) -> Result<Response<v1::CreateWorldResponse>, Status> {
         let request = request.into_inner();
-        let tokens = self
-            .registry
-            .create_world(&request.name, request.ranks)
-            .await
-            .map_err(status)?;
+        let registry = Arc::clone(&self.registry);
+        let name = request.name.clone();
+        let tokens =
+            to_the_end(async move { registry.create_world(&name, request.ranks).await }).await?;
         Ok(Response::new(v1::CreateWorldResponse {
             name: request.name,
             tokens,
@@ -145,10 +157,9 @@ impl Admin for AdminService {
         &self,
         request: Request<v1::DeleteWorldRequest>,
     ) -> Result<Response<v1::DeleteWorldResponse>, Status> {
-        self.registry
-            .delete_world(&request.get_ref().name)
-            .await
-            .map_err(status)?;
+        let registry = Arc::clone(&self.registry);
+        let name = request.into_inner().name;
+        to_the_end(async move { registry.delete_world(&name).await }).await?;
         Ok(Response::new(v1::DeleteWorldResponse {}))
     }
 
@@ -167,19 +178,21 @@ impl Admin for AdminService {
                 .map(|entry| (entry.key.as_str(), entry.value.as_str())),
         )
         .map_err(|e| status_from_rma(&e))?;
-        let desc = self
-            .registry
-            .create_window(
-                &request.world,
-                &request.name,
-                flavor,
-                model,
-                request.sizes,
-                request.disp_units,
-                info,
-            )
-            .await
-            .map_err(status)?;
+        let registry = Arc::clone(&self.registry);
+        let desc = to_the_end(async move {
+            registry
+                .create_window(
+                    &request.world,
+                    &request.name,
+                    flavor,
+                    model,
+                    request.sizes,
+                    request.disp_units,
+                    info,
+                )
+                .await
+        })
+        .await?;
         Ok(Response::new(describe(&desc)))
     }
 

@@ -1,11 +1,19 @@
-//! Authentication: `authorization: Bearer <token>` metadata, checked by interceptors before a
-//! request is decoded, so a call without valid credentials is UNAUTHENTICATED whatever it holds.
+//! Authentication and identity: `authorization: Bearer <token>` metadata, checked by
+//! interceptors before a request is decoded, so a call without valid credentials is
+//! UNAUTHENTICATED whatever it holds.
 //!
-//! Owns: token extraction and comparison. Must not: log tokens.
+//! A valid token used where it does not belong is PERMISSION_DENIED: a rank token on the Admin
+//! or Audit service, the admin token on the Rma service, and a rank token whose session claims
+//! (`x-onesided-world`, `x-onesided-rank` metadata, both optional) to be another world or rank.
+//! These refusals are of the caller, not of an MPI call: they carry no MPI error class, except
+//! a rank claim that is not a number (INVALID_ARGUMENT, `MPI_ERR_RANK`).
+//!
+//! Owns: token extraction and comparison, claims. Must not: log tokens.
 
 use std::sync::Arc;
 
-use onesided_proto::AUTHORIZATION;
+use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::{status_from_rma, AUTHORIZATION, CLAIM_RANK, CLAIM_WORLD};
 use tonic::{Request, Status};
 
 use crate::registry::{Membership, Registry};
@@ -32,10 +40,11 @@ fn same(left: &str, right: &str) -> bool {
             == 0
 }
 
-/// Interceptor of the Admin service.
+/// Interceptor of the Admin and Audit services.
 #[derive(Clone)]
 pub struct AdminAuth {
     token: Arc<str>,
+    registry: Arc<Registry>,
 }
 
 impl std::fmt::Debug for AdminAuth {
@@ -45,43 +54,107 @@ impl std::fmt::Debug for AdminAuth {
 }
 
 impl AdminAuth {
-    /// Checks requests against `token`.
-    pub fn new(token: &str) -> Self {
+    /// Checks requests against `token`; rank tokens of `registry` are known but refused.
+    pub fn new(token: &str, registry: Arc<Registry>) -> Self {
         AdminAuth {
             token: Arc::from(token),
+            registry,
         }
     }
 }
 
 impl tonic::service::Interceptor for AdminAuth {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        if same(bearer(&request)?, &self.token) {
+        let presented = bearer(&request)?;
+        if same(presented, &self.token) {
             Ok(request)
+        } else if self.registry.authenticate(presented).is_some() {
+            Err(Status::permission_denied(
+                "a rank token may not call the admin or audit service",
+            ))
         } else {
             Err(Status::unauthenticated("invalid admin token"))
         }
     }
 }
 
-/// Interceptor of the Rma service: resolves the rank token to its [`Membership`].
-#[derive(Clone, Debug)]
+/// Interceptor of the Rma service: resolves the rank token to its [`Membership`] and checks
+/// the session's claims against it.
+#[derive(Clone)]
 pub struct RankAuth {
     registry: Arc<Registry>,
+    admin_token: Arc<str>,
+}
+
+impl std::fmt::Debug for RankAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RankAuth { .. }")
+    }
 }
 
 impl RankAuth {
-    /// Resolves tokens in `registry`.
-    pub fn new(registry: Arc<Registry>) -> Self {
-        RankAuth { registry }
+    /// Resolves tokens in `registry`; `admin_token` is known but refused.
+    pub fn new(registry: Arc<Registry>, admin_token: &str) -> Self {
+        RankAuth {
+            registry,
+            admin_token: Arc::from(admin_token),
+        }
     }
+}
+
+/// The text of an optional metadata entry.
+fn claim<'a, T>(request: &'a Request<T>, key: &str) -> Result<Option<&'a str>, Status> {
+    request
+        .metadata()
+        .get(key)
+        .map(|value| {
+            value.to_str().map_err(|_| {
+                status_from_rma(&RmaError::new(
+                    ErrorClass::Arg,
+                    format!("{key} metadata is not text"),
+                ))
+            })
+        })
+        .transpose()
+}
+
+fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), Status> {
+    if let Some(world) = claim(request, CLAIM_WORLD)? {
+        if world != member.world {
+            return Err(Status::permission_denied(format!(
+                "the token is not of world {world:?}"
+            )));
+        }
+    }
+    if let Some(text) = claim(request, CLAIM_RANK)? {
+        let rank: u32 = text.parse().map_err(|_| {
+            status_from_rma(&RmaError::new(
+                ErrorClass::Rank,
+                format!("{CLAIM_RANK} {text:?} is not a rank"),
+            ))
+        })?;
+        if rank != member.rank {
+            return Err(Status::permission_denied(format!(
+                "the token belongs to rank {}, not rank {rank}",
+                member.rank
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl tonic::service::Interceptor for RankAuth {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let member = self
-            .registry
-            .authenticate(bearer(&request)?)
-            .ok_or_else(|| Status::unauthenticated("invalid rank token"))?;
+        let presented = bearer(&request)?;
+        let Some(member) = self.registry.authenticate(presented) else {
+            if same(presented, &self.admin_token) {
+                return Err(Status::permission_denied(
+                    "the admin token is not a rank's: attach with a rank token",
+                ));
+            }
+            return Err(Status::unauthenticated("invalid rank token"));
+        };
+        check_claims(&request, &member)?;
         request.extensions_mut().insert(member);
         Ok(request)
     }

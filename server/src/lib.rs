@@ -5,7 +5,8 @@
 //! - [`world`]: the per-world actor running barriers and the barrier of window free.
 //! - [`session`]: one attached rank's stream; runs core's epoch state machine and routes calls.
 //! - [`admin`]: the Admin gRPC service.
-//! - [`auth`]: bearer-token interceptors.
+//! - [`auth`]: bearer-token interceptors, identity claims.
+//! - [`limits`]: the server's limits; the message-size and deadline layers.
 //! - [`reply`]: where answers go.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0 and stop
@@ -15,6 +16,7 @@ pub mod actor;
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod limits;
 pub mod recovery;
 pub mod registry;
 pub mod reply;
@@ -40,11 +42,8 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
+use crate::limits::Limits;
 use crate::registry::Registry;
-
-/// Largest message a session may send or receive (a put or a get of up to this many bytes
-/// in one call).
-pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// The lease of a session unless configured otherwise.
 pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -63,6 +62,8 @@ pub struct ServerConfig {
     /// A session that sends nothing for this long loses its lease: its locks are revoked and
     /// whatever needs it fails with `PROC_FAILED`.
     pub lease_ttl: std::time::Duration,
+    /// Message size, window bytes, ranks per world, pending operations per session.
+    pub limits: Limits,
 }
 
 impl ServerConfig {
@@ -74,6 +75,7 @@ impl ServerConfig {
             database_url: None,
             durability: audit::Durability::Sync,
             lease_ttl: DEFAULT_LEASE_TTL,
+            limits: Limits::default(),
         }
     }
 }
@@ -89,6 +91,7 @@ impl std::fmt::Debug for ServerConfig {
             )
             .field("durability", &self.durability)
             .field("lease_ttl", &self.lease_ttl)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -117,12 +120,17 @@ impl Rma for RmaService {
         // still hold reply senders.
         let ended = self.shutdown.child_token();
         let session = session::Session::new(Arc::clone(&self.registry), member, out);
-        tokio::spawn(
+        let served = tokio::spawn(
             session
                 .run(request.into_inner(), ended.clone())
                 .instrument(span),
         );
-        let replies = UnboundedReceiverStream::new(outbound).take_until(ended.cancelled_owned());
+        // a stream that failed (a message over the limit) ends with that status
+        let failure = futures::stream::once(served)
+            .filter_map(|failure| std::future::ready(failure.ok().flatten().map(Err)));
+        let replies = UnboundedReceiverStream::new(outbound)
+            .take_until(ended.cancelled_owned())
+            .chain(failure);
         Ok(Response::new(Box::pin(replies)))
     }
 }
@@ -157,15 +165,30 @@ pub async fn run(
         let (audit, _writer) = audit::AuditHandle::spawn(store.clone(), config.durability, last_at);
         (audit, Some(store), last_window, recovered)
     };
-    let audit_service = AuditServer::with_interceptor(
-        audit::service::AuditService::new(store.clone(), audit.clone()),
-        auth::AdminAuth::new(&config.admin_token),
+    let registry = Registry::new(
+        audit.clone(),
+        store.clone(),
+        last_window,
+        config.lease_ttl,
+        config.limits,
     );
-    let registry = Registry::new(audit.clone(), store.clone(), last_window, config.lease_ttl);
     registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
-    let admin = AdminServer::with_interceptor(
-        admin::AdminService::new(Arc::clone(&registry)),
-        auth::AdminAuth::new(&config.admin_token),
+    let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
+    // MessageLimitLayer measures what clients send (tonic's own limit answers OUT_OF_RANGE and
+    // only after buffering a message); what the server sends is bounded by window sizes
+    let audit_service = tonic::service::interceptor::InterceptedService::new(
+        AuditServer::new(audit::service::AuditService::new(
+            store.clone(),
+            audit.clone(),
+        ))
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX),
+        admin_auth.clone(),
+    );
+    let admin = tonic::service::interceptor::InterceptedService::new(
+        AdminServer::new(admin::AdminService::new(Arc::clone(&registry)))
+            .max_decoding_message_size(usize::MAX),
+        admin_auth,
     );
     let stopping = CancellationToken::new();
     let rma = tonic::service::interceptor::InterceptedService::new(
@@ -173,10 +196,9 @@ pub async fn run(
             registry: Arc::clone(&registry),
             shutdown: stopping.clone(),
         })
-        // a put may carry a large part of a window in one message (tonic's default is 4 MiB)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        auth::RankAuth::new(Arc::clone(&registry)),
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX),
+        auth::RankAuth::new(Arc::clone(&registry), &config.admin_token),
     );
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
@@ -194,6 +216,10 @@ pub async fn run(
     tracing::info!(%address, data_dir = %config.data_dir.display(), "onesided server listening");
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
+        .layer(limits::DeadlineLayer)
+        .layer(limits::MessageLimitLayer::new(
+            config.limits.max_message_bytes,
+        ))
         .add_service(health)
         .add_service(reflection)
         .add_service(admin)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
+use onesided_server::limits::Limits;
 use onesided_server::{run, ServerConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -39,6 +40,21 @@ struct Args {
     /// PROC_FAILED. Fractions are allowed (0.5).
     #[arg(long, env = "ONESIDED_LEASE_TTL", default_value = "10", value_parser = lease_ttl)]
     lease_ttl: std::time::Duration,
+    /// Largest message a client may send, in bytes (about the largest put in one call).
+    #[arg(long, env = "ONESIDED_MAX_MESSAGE_BYTES", default_value_t = Limits::default().max_message_bytes)]
+    max_message_bytes: usize,
+    /// Most bytes one rank may expose in one window.
+    #[arg(long, env = "ONESIDED_MAX_WINDOW_BYTES_PER_RANK", default_value_t = Limits::default().max_window_bytes_per_rank)]
+    max_window_bytes_per_rank: u64,
+    /// Most bytes all windows of the server may expose together.
+    #[arg(long, env = "ONESIDED_MAX_WINDOW_BYTES", default_value_t = Limits::default().max_window_bytes)]
+    max_window_bytes: u64,
+    /// Most ranks a world may have.
+    #[arg(long, env = "ONESIDED_MAX_RANKS_PER_WORLD", default_value_t = Limits::default().max_ranks_per_world)]
+    max_ranks_per_world: u32,
+    /// Most operations one session may have sent and not yet had answered.
+    #[arg(long, env = "ONESIDED_MAX_PENDING_OPS", default_value_t = Limits::default().max_pending_ops)]
+    max_pending_ops: usize,
 }
 
 fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -116,6 +132,13 @@ async fn serve() -> anyhow::Result<()> {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
         lease_ttl: args.lease_ttl,
+        limits: Limits {
+            max_message_bytes: args.max_message_bytes,
+            max_window_bytes_per_rank: args.max_window_bytes_per_rank,
+            max_window_bytes: args.max_window_bytes,
+            max_ranks_per_world: args.max_ranks_per_world,
+            max_pending_ops: args.max_pending_ops,
+        },
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

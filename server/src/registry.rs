@@ -18,10 +18,8 @@ use onesided_core::audit::Event;
 
 use crate::actor::WindowServerHandle;
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
+use crate::limits::{exhausted, Limits};
 use crate::world::WorldHandle;
-
-/// Largest world a server accepts.
-pub const MAX_RANKS: u32 = 4096;
 
 /// A window: its description and the address of each rank's actor.
 #[derive(Debug)]
@@ -66,6 +64,8 @@ struct Inner {
     incarnations: HashMap<(String, u32), u64>,
     /// The live session of each attached rank.
     live: HashMap<(String, u32), LiveSession>,
+    /// Bytes of all windows, those being created included.
+    window_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -181,6 +181,7 @@ pub struct Registry {
     /// Where worlds and window shapes are kept across restarts (`None`: audit off).
     store: Option<AuditStore>,
     lease_ttl: Duration,
+    limits: Limits,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -199,6 +200,11 @@ fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
     }
 }
 
+/// The bytes a window takes on the server (its sum passed [`Registry::room`], so it fits).
+fn bytes_of(desc: &WindowDesc) -> u64 {
+    desc.sizes.iter().sum()
+}
+
 fn new_token() -> String {
     let bytes: [u8; 24] = rand::rng().random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -207,13 +213,15 @@ fn new_token() -> String {
 impl Registry {
     /// An empty directory whose windows record into `audit` and get ids after `last_window`
     /// (the highest id the audit store has seen, so ids are never reused).
-    /// Sessions that send nothing for `lease_ttl` are ended. With a `store`, worlds and
-    /// windows are kept there too, so a restarted server can [`Registry::restore`] them.
+    /// Sessions that send nothing for `lease_ttl` are ended; `limits` bound what is created.
+    /// With a `store`, worlds and windows are kept there too, so a restarted server can
+    /// [`Registry::restore`] them.
     pub fn new(
         audit: AuditHandle,
         store: Option<AuditStore>,
         last_window: u64,
         lease_ttl: Duration,
+        limits: Limits,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             inner: RwLock::new(Inner {
@@ -224,6 +232,7 @@ impl Registry {
             audit,
             store,
             lease_ttl,
+            limits,
         })
     }
 
@@ -277,6 +286,8 @@ impl Registry {
                 })
                 .collect();
             inner.next_window = inner.next_window.max(desc.id);
+            // counted even past a limit lowered since: new windows wait for room
+            inner.window_bytes += bytes_of(&desc);
             tracing::info!(world = %desc.world, window = %desc.name, id = desc.id, "window recovered");
             inner
                 .windows
@@ -286,6 +297,11 @@ impl Registry {
             let count = inner.incarnations.entry((world, rank)).or_insert(0);
             *count = (*count).max(incarnation);
         }
+    }
+
+    /// The limits the server enforces.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// How long a session may stay silent before its lease lapses.
@@ -363,8 +379,8 @@ impl Registry {
     /// as SHA-256 only, before the world exists).
     ///
     /// # Errors
-    /// A taken name, a bad name, a size outside 1..=[`MAX_RANKS`], or a store that does not
-    /// take it.
+    /// A taken name, a bad name, no ranks, more than the limit of ranks per world
+    /// (`MPI_ERR_NO_MEM`), or a store that does not take it.
     pub async fn create_world(
         &self,
         name: &str,
@@ -374,11 +390,11 @@ impl Registry {
         if nranks == 0 {
             return Err(RmaError::new(ErrorClass::Arg, "a world needs at least one rank").into());
         }
-        if nranks > MAX_RANKS {
-            return Err(RmaError::new(
-                ErrorClass::NoMem,
-                format!("a world may have at most {MAX_RANKS} ranks, not {nranks}"),
-            )
+        let max_ranks = self.limits.max_ranks_per_world;
+        if nranks > max_ranks {
+            return Err(exhausted(format!(
+                "a world may have at most {max_ranks} ranks on this server, not {nranks}"
+            ))
             .into());
         }
         {
@@ -449,6 +465,7 @@ impl Registry {
         }
         for id in world.windows.values() {
             if let Some(entry) = inner.windows.remove(id) {
+                inner.window_bytes -= bytes_of(&entry.desc);
                 entry.ranks.iter().for_each(WindowServerHandle::stop);
             }
         }
@@ -472,8 +489,9 @@ impl Registry {
     /// Creates a window on `world`: records its creation, then starts one actor per rank.
     ///
     /// # Errors
-    /// An unknown world, a taken or bad name, or a bad shape or info (`MPI_ERR_SIZE`,
-    /// `MPI_ERR_DISP`, `MPI_ERR_INFO`).
+    /// An unknown world, a taken or bad name, a bad shape or info (`MPI_ERR_SIZE`,
+    /// `MPI_ERR_DISP`, `MPI_ERR_INFO`), or more bytes than the limits allow
+    /// (`MPI_ERR_NO_MEM`).
     #[allow(clippy::too_many_arguments)]
     pub async fn create_window(
         &self,
@@ -500,6 +518,8 @@ impl Registry {
                     "window {name} in world {world}"
                 )));
             }
+            let bytes = self.room(&inner, &sizes)?;
+            inner.window_bytes += bytes;
             inner.next_window += 1;
             let id = inner.next_window;
             if let Some(entry) = inner.worlds.get_mut(world) {
@@ -544,6 +564,7 @@ impl Registry {
                 if let Some(entry) = inner.worlds.get_mut(world) {
                     entry.windows.remove(name);
                 }
+                inner.window_bytes -= bytes_of(&desc);
                 return Err(unavailable(error));
             }
         }
@@ -568,6 +589,7 @@ impl Registry {
         });
         if !still_wanted {
             // the world was deleted meanwhile
+            inner.window_bytes -= bytes_of(&desc);
             entry.ranks.iter().for_each(WindowServerHandle::stop);
             return Err(RegistryError::NoWorld(world.to_string()));
         }
@@ -610,6 +632,31 @@ impl Registry {
         if let Some(world) = inner.worlds.get_mut(&entry.desc.world) {
             world.windows.remove(&entry.desc.name);
         }
+        inner.window_bytes -= bytes_of(&entry.desc);
         entry.ranks.iter().for_each(WindowServerHandle::stop);
+    }
+
+    /// The bytes a window of `sizes` takes, if the limits leave room for them.
+    fn room(&self, inner: &Inner, sizes: &[u64]) -> Result<u64, RmaError> {
+        let per_rank = self.limits.max_window_bytes_per_rank;
+        if let Some((rank, size)) = sizes.iter().enumerate().find(|(_, &size)| size > per_rank) {
+            return Err(exhausted(format!(
+                "rank {rank} asks for {size} bytes, more than the {per_rank} bytes a rank may \
+                 expose on this server"
+            )));
+        }
+        let bytes = sizes
+            .iter()
+            .try_fold(0u64, |sum, &size| sum.checked_add(size))
+            .unwrap_or(u64::MAX);
+        let total = self.limits.max_window_bytes;
+        let in_use = inner.window_bytes;
+        if in_use.checked_add(bytes).is_none_or(|after| after > total) {
+            return Err(exhausted(format!(
+                "a window of {bytes} bytes does not fit: windows take {in_use} of the server's \
+                 {total} bytes"
+            )));
+        }
+        Ok(bytes)
     }
 }

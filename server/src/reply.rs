@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use onesided_core::RmaError;
 use onesided_proto::failure_from_rma;
 use onesided_proto::v1::{server_message, Batched, Done, ServerMessage};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tonic::Status;
 
 /// The outbound half of a session's stream.
@@ -38,6 +38,14 @@ pub enum Reply {
         /// The batch.
         batch: Arc<Collector>,
     },
+    /// An operation's answer, which frees its slot of the session's pending-operation budget
+    /// once sent (or dropped).
+    Counted {
+        /// Where the answer goes.
+        reply: Box<Reply>,
+        /// The slot.
+        permit: OwnedSemaphorePermit,
+    },
 }
 
 impl Reply {
@@ -52,6 +60,10 @@ impl Reply {
                 let _ = sender.send(answer);
             }
             Reply::Collect { index, batch } => batch.arrive(index, answer),
+            Reply::Counted { reply, permit } => {
+                reply.send(answer);
+                drop(permit);
+            }
         }
     }
 

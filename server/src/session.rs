@@ -19,9 +19,9 @@ use onesided_proto::v1::{
     ServerMessage,
 };
 use onesided_proto::{datatype_from_wire, layout_from_wire, op_from_wire, v1};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tonic::Streaming;
+use tonic::{Status, Streaming};
 
 use crate::actor::{AccessItem, Command, WindowServerHandle};
 use crate::admin::describe;
@@ -64,6 +64,11 @@ pub struct Session {
     ended: tokio::sync::watch::Sender<bool>,
     /// The rank's previous session, to end and wait for before this one starts.
     previous: Option<(CancellationToken, tokio::sync::watch::Receiver<bool>)>,
+    /// One permit per operation sent and not yet answered (the answer frees it).
+    pending: Arc<Semaphore>,
+    /// The status the stream failed with (a message over the size limit, one that does not
+    /// decode), for the client.
+    failure: Option<Status>,
 }
 
 /// Why a session ended.
@@ -106,7 +111,13 @@ impl Session {
     /// A session of `member`, answering into `out`.
     pub fn new(registry: Arc<Registry>, member: Membership, out: Outbound) -> Self {
         let slot = registry.begin_session(&member.world, member.rank);
+        let max_pending = registry
+            .limits()
+            .max_pending_ops
+            .min(Semaphore::MAX_PERMITS);
         Session {
+            pending: Arc::new(Semaphore::new(max_pending)),
+            failure: None,
             incarnation: slot.incarnation,
             superseded: slot.superseded,
             ended: slot.ended,
@@ -120,8 +131,13 @@ impl Session {
         }
     }
 
-    /// Greets the client and serves its calls until the stream ends.
-    pub async fn run(mut self, mut inbound: Streaming<ClientMessage>, ended: CancellationToken) {
+    /// Greets the client and serves its calls until the stream ends. Returns the status the
+    /// stream failed with, if it failed.
+    pub async fn run(
+        mut self,
+        mut inbound: Streaming<ClientMessage>,
+        ended: CancellationToken,
+    ) -> Option<Status> {
         let _end_replies = ended.clone().drop_guard();
         let lease = self.registry.lease_ttl();
         if let Some((superseded, mut previous_ended)) = self.previous.take() {
@@ -151,6 +167,7 @@ impl Session {
             self.serve(&mut inbound, &ended, lease).await
         };
         self.depart(ending).await;
+        self.failure.take()
     }
 
     async fn serve(
@@ -184,6 +201,7 @@ impl Session {
                     Ok(None) => return Ending::Closed,
                     Err(status) => {
                         tracing::debug!(%status, "session stream failed");
+                        self.failure = Some(status);
                         return Ending::Broken;
                     }
                 },
@@ -761,7 +779,16 @@ impl Session {
     async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {
         let me = self.member.rank;
         let inc = self.incarnation;
-        let reply = self.reply(id);
+        let permit = Arc::clone(&self.pending).try_acquire_owned().map_err(|_| {
+            crate::limits::exhausted(format!(
+                "this session has {} operations unanswered, the server's limit",
+                self.registry.limits().max_pending_ops
+            ))
+        })?;
+        let reply = Reply::Counted {
+            reply: Box::new(self.reply(id)),
+            permit,
+        };
         let window = self.window(op.window)?;
         let nranks = window.entry.desc.nranks();
         if op.target >= nranks {

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Event, StoredRow};
+use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, audit_server::Audit};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -38,7 +40,7 @@ impl AuditService {
         let store = self.store()?;
         let rows = store.rows(window, 1).await.map_err(internal)?;
         if rows.is_empty() {
-            return Err(Status::not_found(format!("no recorded window {window}")));
+            return Err(no_window(window));
         }
         let client = if rows.iter().any(is_marker) {
             store
@@ -68,6 +70,14 @@ impl AuditService {
             .as_ref()
             .ok_or_else(|| Status::failed_precondition("the audit log is off on this server"))
     }
+}
+
+/// NOT_FOUND, `MPI_ERR_WIN`.
+fn no_window(window: u64) -> Status {
+    status_from_rma(&RmaError::new(
+        ErrorClass::Win,
+        format!("no recorded window {window}"),
+    ))
 }
 
 fn internal(error: anyhow::Error) -> Status {
@@ -362,9 +372,9 @@ impl Audit for AuditService {
     ) -> Result<Response<v1::ExportResponse>, Status> {
         let request = request.into_inner();
         if !matches!(request.format.as_str(), "" | "perfetto") {
-            return Err(Status::invalid_argument(format!(
-                "unknown export format {:?}: use perfetto",
-                request.format
+            return Err(status_from_rma(&RmaError::new(
+                ErrorClass::Arg,
+                format!("unknown export format {:?}: use perfetto", request.format),
             )));
         }
         let records = self.records(request.window).await?;

@@ -16,13 +16,13 @@ use tokio::sync::oneshot;
 use crate::{unique, TempDir, ADMIN_TOKEN};
 
 /// A server on `data` that can be stopped (gracefully) and started again on the same files.
-struct Running {
-    url: String,
+pub(crate) struct Running {
+    pub(crate) url: String,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
-async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Running {
+pub(crate) async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let mut config = ServerConfig::new(ADMIN_TOKEN, data.to_path_buf());
@@ -46,7 +46,7 @@ async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Runnin
 }
 
 impl Running {
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         self.task.await.unwrap();
     }

@@ -1,9 +1,9 @@
 //! The service around the windows: admin calls, authentication, health and reflection.
 
-use onesided_client::{Admin, ErrorClass, Session, WindowSpec};
+use onesided_client::{Admin, Claim, ErrorClass, Session, WindowSpec};
 use tonic::Code;
 
-use crate::{spawn_server, unique, Fixture};
+use crate::{spawn_server, unique, Fixture, ADMIN_TOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worlds_and_windows_are_created_listed_described_and_freed() {
@@ -90,15 +90,19 @@ async fn credentials_are_checked_before_anything_else() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), Code::Unauthenticated);
-    // a rank token is not an admin token
+    // a rank token is a valid identity, but not the admin's; the admin token is not a rank's
     let fixture = Fixture::new(1).await;
     let rank_as_admin = Admin::connect(&fixture.server.url, &fixture.tokens[0])
         .await
         .unwrap();
     assert_eq!(
         rank_as_admin.list_worlds().await.unwrap_err().code(),
-        Code::Unauthenticated
+        Code::PermissionDenied
     );
+    let admin_as_rank = Session::attach(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap_err();
+    assert_eq!(admin_as_rank.code(), Code::PermissionDenied);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,6 +124,24 @@ async fn a_session_acts_only_as_its_own_rank() {
         .unwrap();
     let error = fixture.sessions[0].window("elsewhere").await.unwrap_err();
     assert_eq!(error.class(), Some(ErrorClass::Win));
+    // a session that says whom it means to act as is refused a token of anyone else
+    let url = &fixture.server.url;
+    let claim = |world: &str, rank: Option<u32>| Claim {
+        world: Some(world.to_string()),
+        rank,
+    };
+    let right = Session::attach_as(url, &fixture.tokens[1], &claim(&fixture.world, Some(1)))
+        .await
+        .unwrap();
+    assert_eq!((right.world(), right.rank()), (fixture.world.as_str(), 1));
+    let wrong_rank = Session::attach_as(url, &fixture.tokens[1], &claim(&fixture.world, Some(0)))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong_rank.code(), Code::PermissionDenied, "{wrong_rank}");
+    let wrong_world = Session::attach_as(url, &fixture.tokens[1], &claim(&other, None))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong_world.code(), Code::PermissionDenied, "{wrong_world}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

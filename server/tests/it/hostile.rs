@@ -1,0 +1,843 @@
+//! A table of malformed and hostile requests, sent as a hostile client would: raw bytes,
+//! hand-built messages of the generated types, hand-written metadata. Each row gets its exact
+//! gRPC code and MPI class (or none, for refusals of the caller rather than of an MPI call), and
+//! after each row the worlds, the windows, the audit log and every rank's public copy are as
+//! before, and the hostile session's own epoch state still allows a fresh epoch.
+
+use bytes::Bytes;
+use onesided_client::{Audit, ErrorClass, WindowSpec};
+use onesided_core::audit::Event;
+use onesided_core::Datatype;
+use onesided_proto::v1::client_message::Call;
+use onesided_proto::v1::{self, server_message::Reply, ClientMessage, ServerMessage};
+use tonic::{Code, Status};
+
+use crate::raw::{contiguous, encode, raw, unary, Meta, RawSession};
+use crate::{spawn_server_with, unique, ADMIN_TOKEN};
+
+const CREATE_WORLD: &str = "/onesided.v1.Admin/CreateWorld";
+const CREATE_WINDOW: &str = "/onesided.v1.Admin/CreateWindow";
+const LIST_WORLDS: &str = "/onesided.v1.Admin/ListWorlds";
+const REPLAY: &str = "/onesided.v1.Audit/Replay";
+const EXPORT: &str = "/onesided.v1.Audit/Export";
+
+/// Limits of the server under attack: small enough to reach, large enough for the layouts.
+const MAX_MESSAGE: usize = 8 << 20;
+const MAX_RANK_BYTES: u64 = 4096;
+const MAX_SERVER_BYTES: u64 = 8192;
+const MAX_RANKS: u32 = 64;
+
+/// What rank r's public copy of window W holds throughout.
+fn pattern(rank: usize) -> Vec<u8> {
+    (0..32).map(|i| (rank * 64 + i) as u8 + 1).collect()
+}
+
+/// How a row's request travels.
+enum Send {
+    /// One call on the hostile session (rank 0, window W open, no epoch).
+    Call(Option<Call>),
+    /// One message as bytes on a fresh session of rank 2 (a new one of rank 0 would supersede
+    /// the hostile session): the stream must end with the status.
+    SessionBytes(Bytes),
+    /// A session opened with this metadata: refused before it starts.
+    Attach(Meta),
+    /// A unary call with this metadata and body.
+    Unary(&'static str, Meta, Bytes),
+}
+
+struct Row {
+    name: &'static str,
+    send: Send,
+    code: Code,
+    class: Option<ErrorClass>,
+}
+
+fn row(name: &'static str, send: Send, code: Code, class: Option<ErrorClass>) -> Row {
+    Row {
+        name,
+        send,
+        code,
+        class,
+    }
+}
+
+/// Everything a row must leave as it was (the public copies are checked by the probe).
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    worlds: Vec<onesided_client::WorldSummary>,
+    windows: Vec<Vec<onesided_client::WindowDesc>>,
+    recorded: Vec<onesided_client::RecordedWindow>,
+}
+
+fn failure_of(reply: ServerMessage) -> Option<(Code, Option<ErrorClass>)> {
+    let failures: Vec<v1::MpiFailure> = match reply.reply {
+        Some(Reply::Error(failure)) => vec![failure],
+        Some(Reply::Batched(batched)) => batched
+            .replies
+            .into_iter()
+            .filter_map(|reply| match reply.reply {
+                Some(Reply::Error(failure)) => Some(failure),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let [failure] = failures.as_slice() else {
+        return None;
+    };
+    let class = failure
+        .error
+        .as_ref()
+        .and_then(|error| ErrorClass::from_code(error.class));
+    Some((Code::from_i32(failure.code), class))
+}
+
+fn outcome(status: &Status) -> (Code, Option<ErrorClass>) {
+    (
+        status.code(),
+        onesided_proto::rma_from_status(status).map(|error| error.class),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hostile_request_gets_its_status_and_changes_nothing() {
+    let server = spawn_server_with(|config| {
+        config.limits.max_message_bytes = MAX_MESSAGE;
+        config.limits.max_window_bytes_per_rank = MAX_RANK_BYTES;
+        config.limits.max_window_bytes = MAX_SERVER_BYTES;
+        config.limits.max_ranks_per_world = MAX_RANKS;
+    })
+    .await;
+    let admin = &server.admin;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = unique("world");
+    let tokens = admin.create_world(&world, 3).await.unwrap().tokens;
+    let w_name = unique("w");
+    admin
+        .create_window(&world, &WindowSpec::of::<i64>(&w_name, 3, 4))
+        .await
+        .unwrap();
+    let other = unique("other");
+    let other_tokens = admin.create_world(&other, 2).await.unwrap().tokens;
+    let v_name = unique("v");
+    let v = admin
+        .create_window(&other, &WindowSpec::of::<i64>(&v_name, 2, 2))
+        .await
+        .unwrap();
+    let doomed = unique("doomed");
+    let doomed_token = admin.create_world(&doomed, 1).await.unwrap().tokens[0].clone();
+    admin.delete_world(&doomed).await.unwrap();
+
+    let mut grpc = raw(&server.url).await;
+    let rank0 = Meta::bearer(&tokens[0]);
+    let rank2 = Meta::bearer(&tokens[2]);
+    let admin_meta = Meta::bearer(ADMIN_TOKEN);
+    let wrong = Meta::bearer("not-a-token");
+    let (mut hostile, _) = RawSession::open(&mut grpc, &rank0).await.unwrap();
+    let Reply::Window(desc) = hostile
+        .ok(Call::OpenWindow(v1::OpenWindow {
+            name: w_name.clone(),
+        }))
+        .await
+    else {
+        panic!("no window description");
+    };
+    let w = desc.id;
+    let byte = Datatype::Byte.code();
+    let i64_code = Datatype::I64.code();
+    let put = |target: u32, data: Vec<u8>| v1::RmaOp {
+        window: w,
+        target,
+        kind: v1::OpKind::Put as i32,
+        datatype: byte,
+        op: 0,
+        disp: 0,
+        layout: contiguous(data.len() as u64),
+        data: data.into(),
+        compare: Bytes::new(),
+        request_based: false,
+        token: 0,
+    };
+    let get = |target: u32, layout: Option<v1::Layout>| v1::RmaOp {
+        window: w,
+        target,
+        kind: v1::OpKind::Get as i32,
+        datatype: byte,
+        op: 0,
+        disp: 0,
+        layout,
+        data: Bytes::new(),
+        compare: Bytes::new(),
+        request_based: false,
+        token: 0,
+    };
+    // every rank's public copy holds its pattern
+    hostile
+        .ok(Call::LockAll(v1::LockAll {
+            window: w,
+            assert: 0,
+        }))
+        .await;
+    for target in 0..3u32 {
+        hostile
+            .ok(Call::Op(put(target, pattern(target as usize))))
+            .await;
+    }
+    hostile
+        .ok(Call::UnlockAll(v1::UnlockAll {
+            window: w,
+            push: Vec::new(),
+        }))
+        .await;
+
+    let with_i64 = |mut op: v1::RmaOp| {
+        op.datatype = i64_code;
+        op
+    };
+    let session_message = |call: Call| {
+        encode(&ClientMessage {
+            id: 1,
+            call: Some(call),
+        })
+    };
+    let world_request = |name: &str, ranks: u32| {
+        encode(&v1::CreateWorldRequest {
+            name: name.to_string(),
+            ranks,
+        })
+    };
+    let window_request = |sizes: Vec<u64>, flavor: i32, model: i32| {
+        let disp_units = vec![1; sizes.len()];
+        encode(&v1::CreateWindowRequest {
+            world: world.clone(),
+            name: unique("new"),
+            flavor,
+            model,
+            sizes,
+            disp_units,
+            info: Vec::new(),
+        })
+    };
+    let oversized = vec![7u8; MAX_MESSAGE + 1];
+    // field 2 (ranks, a varint) sent length-delimited
+    let wrong_wire_type = Bytes::from_static(&[0x12, 0x01, 0x00]);
+    let garbage = Bytes::from_static(&[0xff; 16]);
+    let record = |window: u64, events: Vec<String>| {
+        Call::Record(v1::Record {
+            window,
+            events,
+            rows: None,
+        })
+    };
+    let store_event = Event::Store {
+        ranges: vec![(0, 8)],
+    }
+    .to_json();
+
+    let rows = {
+        use Code::*;
+        use ErrorClass as C;
+        vec![
+            // ---- credentials come first ----
+            row(
+                "admin call without credentials",
+                Send::Unary(LIST_WORLDS, Meta::default(), Bytes::new()),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "admin call with a Basic scheme",
+                Send::Unary(
+                    LIST_WORLDS,
+                    Meta::default().with("authorization", &format!("Basic {ADMIN_TOKEN}")),
+                    Bytes::new(),
+                ),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a wrong admin token creating a world",
+                Send::Unary(CREATE_WORLD, wrong.clone(), world_request("intruder", 2)),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a wrong token with a body that is not protobuf",
+                Send::Unary(CREATE_WORLD, wrong.clone(), garbage.clone()),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a wrong token with a message over the size limit",
+                Send::Unary(CREATE_WORLD, wrong.clone(), oversized.clone().into()),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a rank token on the admin service",
+                Send::Unary(CREATE_WORLD, rank0.clone(), world_request("mine", 2)),
+                PermissionDenied,
+                None,
+            ),
+            row(
+                "a rank token on the audit service",
+                Send::Unary(
+                    REPLAY,
+                    rank0.clone(),
+                    encode(&v1::ReplayRequest { window: w, at: 0 }),
+                ),
+                PermissionDenied,
+                None,
+            ),
+            row(
+                "the admin token attaching as a rank",
+                Send::Attach(admin_meta.clone()),
+                PermissionDenied,
+                None,
+            ),
+            row(
+                "an unknown rank token",
+                Send::Attach(wrong.clone()),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "the token of a deleted world",
+                Send::Attach(Meta::bearer(&doomed_token)),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a rank token without the Bearer scheme",
+                Send::Attach(Meta::default().with("authorization", &tokens[0])),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "rank 1's token claiming to be rank 0",
+                Send::Attach(Meta::bearer(&tokens[1]).with("x-onesided-rank", "0")),
+                PermissionDenied,
+                None,
+            ),
+            row(
+                "a token claiming another world",
+                Send::Attach(Meta::bearer(&other_tokens[0]).with("x-onesided-world", &world)),
+                PermissionDenied,
+                None,
+            ),
+            row(
+                "a rank claim that is not a number",
+                Send::Attach(rank0.clone().with("x-onesided-rank", "zero")),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a wrong token with a malformed claim",
+                Send::Attach(wrong.clone().with("x-onesided-rank", "zero")),
+                Unauthenticated,
+                None,
+            ),
+            // ---- limits ----
+            row(
+                "a session message over the size limit",
+                Send::SessionBytes(session_message(Call::Op(put(1, oversized.clone())))),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            row(
+                "an admin message over the size limit",
+                Send::Unary(
+                    CREATE_WORLD,
+                    admin_meta.clone(),
+                    world_request(&"x".repeat(MAX_MESSAGE), 2),
+                ),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            row(
+                "a world over the limit of ranks",
+                Send::Unary(
+                    CREATE_WORLD,
+                    admin_meta.clone(),
+                    world_request(&unique("big"), MAX_RANKS + 1),
+                ),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            row(
+                "a rank's window over the per-rank limit",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    window_request(vec![MAX_RANK_BYTES + 1, 8, 8], 0, 0),
+                ),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            row(
+                "windows over the server's limit of bytes",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    window_request(vec![MAX_RANK_BYTES; 3], 0, 0),
+                ),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            // ---- bytes that are not the message they claim to be (gRPC: INTERNAL) ----
+            row(
+                "an admin body that is not protobuf",
+                Send::Unary(CREATE_WORLD, admin_meta.clone(), garbage.clone()),
+                Internal,
+                None,
+            ),
+            row(
+                "a field of the wrong wire type",
+                Send::Unary(CREATE_WORLD, admin_meta.clone(), wrong_wire_type),
+                Internal,
+                None,
+            ),
+            row(
+                "a session message that is not protobuf",
+                Send::SessionBytes(garbage.clone()),
+                Internal,
+                None,
+            ),
+            // ---- unknown enums ----
+            row(
+                "an unknown window flavor",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    window_request(vec![8; 3], 99, 0),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "an unknown memory model",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    window_request(vec![8; 3], 0, 5),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "an unspecified lock type",
+                Send::Call(Some(Call::Lock(v1::Lock {
+                    window: w,
+                    lock_type: 0,
+                    target: 1,
+                    assert: 0,
+                }))),
+                InvalidArgument,
+                Some(C::LockType),
+            ),
+            row(
+                "an unknown operation kind",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: 42,
+                    ..get(1, contiguous(1))
+                }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "an unspecified operation kind",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: 0,
+                    ..get(1, contiguous(1))
+                }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a negative datatype",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    datatype: -1,
+                    ..get(1, contiguous(1))
+                }))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "an unknown reduction op",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::Accumulate as i32,
+                    op: 99,
+                    ..with_i64(put(1, vec![0; 8]))
+                }))),
+                InvalidArgument,
+                Some(C::Op),
+            ),
+            // ---- layouts, counts, displacements ----
+            row(
+                "an operation without a layout",
+                Send::Call(Some(Call::Op(get(1, None)))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a layout without a kind",
+                Send::Call(Some(Call::Op(get(1, Some(v1::Layout { kind: None }))))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a put whose data is shorter than its layout",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    layout: contiguous(2),
+                    ..with_i64(put(1, vec![0; 8]))
+                }))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a vector whose count × blocklen overflows",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Vector(v1::Vector {
+                            count: 2,
+                            blocklen: u64::MAX,
+                            stride: 1,
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a vector whose stride overflows",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Vector(v1::Vector {
+                            count: 3,
+                            blocklen: 1,
+                            stride: u64::MAX,
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "an indexed block past the end of u64",
+                Send::Call(Some(Call::Op(with_i64(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
+                            blocks: vec![v1::Block {
+                                disp: u64::MAX / 4,
+                                len: 1,
+                            }],
+                        })),
+                    }),
+                ))))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "more indexed blocks than the limit",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
+                            blocks: vec![
+                                v1::Block { disp: 0, len: 1 };
+                                onesided_core::layout::MAX_BLOCKS + 1
+                            ],
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a count whose bytes overflow",
+                Send::Call(Some(Call::Op(with_i64(get(1, contiguous(u64::MAX)))))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a displacement × disp_unit that overflows",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    disp: u64::MAX,
+                    ..with_i64(get(1, contiguous(1)))
+                }))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            row(
+                "a get of a terabyte",
+                Send::Call(Some(Call::Op(get(1, contiguous(1 << 40))))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            row(
+                "compare_and_swap without a compare value",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::CompareAndSwap as i32,
+                    layout: contiguous(1),
+                    ..with_i64(put(1, vec![0; 8]))
+                }))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "fetch_and_op of two elements",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::FetchAndOp as i32,
+                    op: onesided_core::Op::Sum.code(),
+                    layout: contiguous(2),
+                    ..with_i64(put(1, vec![0; 16]))
+                }))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a bitwise accumulate on floats",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::GetAccumulate as i32,
+                    datatype: Datatype::F32.code(),
+                    op: onesided_core::Op::Band.code(),
+                    layout: contiguous(1),
+                    ..put(1, vec![0; 4])
+                }))),
+                InvalidArgument,
+                Some(C::Op),
+            ),
+            row(
+                "an operation on a rank outside the group",
+                Send::Call(Some(Call::Op(get(u32::MAX, contiguous(1))))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a lock of a rank outside the group",
+                Send::Call(Some(Call::Lock(v1::Lock {
+                    window: w,
+                    lock_type: v1::LockType::Shared as i32,
+                    target: 3,
+                    assert: 0,
+                }))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a fence with every assert bit set",
+                Send::Call(Some(Call::Fence(v1::Fence {
+                    window: w,
+                    assert: u32::MAX,
+                    push: Vec::new(),
+                }))),
+                InvalidArgument,
+                Some(C::Assert),
+            ),
+            row(
+                "a post group naming a rank outside",
+                Send::Call(Some(Call::Post(v1::Post {
+                    window: w,
+                    group: vec![1, 99],
+                    assert: 0,
+                    push: Vec::new(),
+                }))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a start group naming a rank twice",
+                Send::Call(Some(Call::Start(v1::Start {
+                    window: w,
+                    group: vec![2, 2],
+                    assert: 0,
+                }))),
+                InvalidArgument,
+                Some(C::Group),
+            ),
+            row(
+                "pushed bytes whose end overflows",
+                Send::Call(Some(Call::Fence(v1::Fence {
+                    window: w,
+                    assert: 0,
+                    push: vec![v1::Segment {
+                        offset: u64::MAX,
+                        data: Bytes::from_static(&[1]),
+                    }],
+                }))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            // ---- messages the protocol does not allow ----
+            row(
+                "a message without a call",
+                Send::Call(None),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a batch inside a batch",
+                Send::Call(Some(Call::Batch(v1::Batch {
+                    calls: vec![ClientMessage {
+                        id: 1000,
+                        call: Some(Call::Batch(v1::Batch::default())),
+                    }],
+                }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "recording an event only the server records",
+                Send::Call(Some(record(w, vec![Event::Sync.to_json()]))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "recording a body that is not an event",
+                Send::Call(Some(record(w, vec!["{".to_string()]))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            // ---- another world's windows do not exist for this session ----
+            row(
+                "recording on another world's window",
+                Send::Call(Some(record(v.id, vec![store_event.clone()]))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "an operation on another world's window",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    window: v.id,
+                    ..get(1, contiguous(1))
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "opening another world's window by name",
+                Send::Call(Some(Call::OpenWindow(v1::OpenWindow {
+                    name: v_name.clone(),
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "freeing another world's window",
+                Send::Call(Some(Call::WinFree(v1::WinFree { window: v.id }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "a fence on a window id that never existed",
+                Send::Call(Some(Call::Fence(v1::Fence {
+                    window: u64::MAX,
+                    assert: 0,
+                    push: Vec::new(),
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            // ---- the audit service ----
+            row(
+                "replay of a window never recorded",
+                Send::Unary(
+                    REPLAY,
+                    admin_meta.clone(),
+                    encode(&v1::ReplayRequest {
+                        window: u64::MAX,
+                        at: 0,
+                    }),
+                ),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "an export in an unknown format",
+                Send::Unary(
+                    EXPORT,
+                    admin_meta.clone(),
+                    encode(&v1::ExportRequest {
+                        window: w,
+                        format: "svg".to_string(),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+        ]
+    };
+    assert!(rows.len() >= 30, "only {} rows", rows.len());
+
+    let (audit, world, other) = (&audit, &world, &other);
+    let snapshot = || async move {
+        Snapshot {
+            worlds: admin.list_worlds().await.unwrap(),
+            windows: vec![
+                admin.list_windows(world).await.unwrap(),
+                admin.list_windows(other).await.unwrap(),
+            ],
+            recorded: audit.windows().await.unwrap(),
+        }
+    };
+    for Row {
+        name,
+        send,
+        code,
+        class,
+    } in rows
+    {
+        let before = snapshot().await;
+        let got = match send {
+            Send::Call(call) => failure_of(hostile.call(call).await)
+                .unwrap_or_else(|| panic!("{name}: not refused with exactly one failure")),
+            Send::SessionBytes(bytes) => {
+                let (mut fresh, _) = RawSession::open(&mut grpc, &rank2).await.unwrap();
+                fresh.send_bytes(bytes);
+                match fresh.next().await {
+                    Ok(Some(reply)) => panic!("{name}: answered {reply:?}"),
+                    Ok(None) => panic!("{name}: the stream ended without a status"),
+                    Err(status) => outcome(&status),
+                }
+            }
+            Send::Attach(meta) => match RawSession::open(&mut grpc, &meta).await {
+                Ok(_) => panic!("{name}: the session was attached"),
+                Err(status) => outcome(&status),
+            },
+            Send::Unary(path, meta, body) => match unary(&mut grpc, path, &meta, body).await {
+                Ok(_) => panic!("{name}: accepted"),
+                Err(status) => outcome(&status),
+            },
+        };
+        assert_eq!(got, (code, class), "{name}");
+        assert_eq!(snapshot().await, before, "{name}: state changed");
+        // the hostile session's epoch state is untouched (a fresh epoch opens), and so is
+        // every public copy
+        hostile
+            .ok(Call::LockAll(v1::LockAll {
+                window: w,
+                assert: 0,
+            }))
+            .await;
+        for target in 0..3u32 {
+            let Reply::Result(result) = hostile.ok(Call::Op(get(target, contiguous(32)))).await
+            else {
+                panic!("{name}: a get without a result");
+            };
+            assert_eq!(
+                result.data.to_vec(),
+                pattern(target as usize),
+                "{name}: rank {target}'s public copy changed"
+            );
+        }
+        hostile
+            .ok(Call::UnlockAll(v1::UnlockAll {
+                window: w,
+                push: Vec::new(),
+            }))
+            .await;
+    }
+}

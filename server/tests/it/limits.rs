@@ -1,0 +1,386 @@
+//! The server's limits with the state behind them (window bytes come back when windows go,
+//! pending operations free their slots when answered, an oversized message ends only its own
+//! session), and client deadlines on unary calls, response streams and sessions.
+
+use std::time::Duration;
+
+use onesided_client::{Admin, Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_proto::v1::client_message::Call;
+use onesided_proto::v1::{self, server_message::Reply};
+use onesided_server::ServerConfig;
+use tonic::Code;
+
+use crate::raw::{bare_call, contiguous, encode, raw, Meta, RawSession};
+use crate::recovery::start_on;
+use crate::{spawn_server_with, unique, Fixture, TempDir, ADMIN_TOKEN};
+
+fn no_mem<T: std::fmt::Debug>(result: onesided_client::Result<T>) -> (Code, Option<ErrorClass>) {
+    let error = result.expect_err("over a limit");
+    (error.code(), error.class())
+}
+
+const EXHAUSTED: (Code, Option<ErrorClass>) = (Code::ResourceExhausted, Some(ErrorClass::NoMem));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_bytes_come_back_when_windows_are_freed_or_their_world_deleted() {
+    let server = spawn_server_with(|config| {
+        config.limits.max_window_bytes_per_rank = 500;
+        config.limits.max_window_bytes = 1000;
+    })
+    .await;
+    let admin = &server.admin;
+    let world = unique("world");
+    let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+    let spec = |name: &str, size: u64| WindowSpec::bytes(name, 2, size, 1);
+    assert_eq!(
+        no_mem(admin.create_window(&world, &spec("wide", 501)).await),
+        EXHAUSTED,
+        "one rank over its limit"
+    );
+    admin.create_window(&world, &spec("a", 400)).await.unwrap();
+    assert_eq!(
+        no_mem(admin.create_window(&world, &spec("b", 150)).await),
+        EXHAUSTED,
+        "1100 of 1000 bytes"
+    );
+    // exactly the limit fits
+    admin.create_window(&world, &spec("b", 100)).await.unwrap();
+    let names = |windows: Vec<onesided_client::WindowDesc>| {
+        windows
+            .into_iter()
+            .map(|desc| desc.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(admin.list_windows(&world).await.unwrap()), ["a", "b"]);
+
+    admin.free_window(&world, "a").await.unwrap();
+    let other = unique("other");
+    admin.create_world(&other, 2).await.unwrap();
+    admin.create_window(&other, &spec("c", 400)).await.unwrap();
+    admin.delete_world(&other).await.unwrap();
+    admin.create_window(&world, &spec("d", 400)).await.unwrap();
+
+    // MPI_Win_free by every rank gives the bytes back too
+    let mut sessions = Vec::new();
+    for token in &tokens {
+        sessions.push(Session::attach(&server.url, token).await.unwrap());
+    }
+    let mut windows = Vec::new();
+    for session in &sessions {
+        windows.push(session.window("d").await.unwrap());
+    }
+    assert_eq!(
+        no_mem(admin.create_window(&world, &spec("e", 400)).await),
+        EXHAUSTED
+    );
+    let frees = windows.iter().map(|window| window.free());
+    for freed in futures::future::join_all(frees).await {
+        freed.unwrap();
+    }
+    admin.create_window(&world, &spec("e", 400)).await.unwrap();
+    assert_eq!(names(admin.list_windows(&world).await.unwrap()), ["b", "e"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_a_restart_brings_back_count_toward_the_servers_bytes() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-limits")));
+    let limited = |config: &mut ServerConfig| config.limits.max_window_bytes = 1000;
+    let spec = |name: &str, size: u64| WindowSpec::bytes(name, 2, size, 1);
+    let first = start_on(&data.0, limited).await;
+    let admin = Admin::connect(&first.url, ADMIN_TOKEN).await.unwrap();
+    admin.create_world("w", 2).await.unwrap();
+    admin.create_window("w", &spec("a", 400)).await.unwrap();
+    first.stop().await;
+    let second = start_on(&data.0, limited).await;
+    let admin = Admin::connect(&second.url, ADMIN_TOKEN).await.unwrap();
+    assert_eq!(
+        no_mem(admin.create_window("w", &spec("b", 150)).await),
+        EXHAUSTED
+    );
+    admin.create_window("w", &spec("b", 100)).await.unwrap();
+    second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_may_have_only_so_many_operations_unanswered() {
+    let server = spawn_server_with(|config| config.limits.max_pending_ops = 4).await;
+    let world = unique("world");
+    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
+    let name = unique("w");
+    let desc = server
+        .admin
+        .create_window(&world, &WindowSpec::bytes(&name, 2, 16, 1))
+        .await
+        .unwrap();
+    let mut grpc = raw(&server.url).await;
+    let mut ranks = Vec::new();
+    for token in &tokens {
+        let (mut session, _) = RawSession::open(&mut grpc, &Meta::bearer(token))
+            .await
+            .unwrap();
+        session
+            .ok(Call::OpenWindow(v1::OpenWindow { name: name.clone() }))
+            .await;
+        ranks.push(session);
+    }
+    let fence = |assert| {
+        Call::Fence(v1::Fence {
+            window: desc.id,
+            assert,
+            push: Vec::new(),
+        })
+    };
+    let put = |disp: u64, value: u8| {
+        Call::Op(v1::RmaOp {
+            window: desc.id,
+            target: 1,
+            kind: v1::OpKind::Put as i32,
+            datatype: onesided_core::Datatype::Byte.code(),
+            op: 0,
+            disp,
+            layout: contiguous(1),
+            data: vec![value].into(),
+            compare: Default::default(),
+            request_based: false,
+            token: 0,
+        })
+    };
+    let noprecede = onesided_client::Assert::NOPRECEDE;
+    for session in &mut ranks {
+        session.ok(fence(noprecede)).await;
+    }
+    let (r0, r1) = ranks.split_at_mut(1);
+    let (r0, r1) = (&mut r0[0], &mut r1[0]);
+    for round in 0..2u64 {
+        // rank 1 has not entered this epoch's closing fence: these puts wait, unanswered
+        let sent: Vec<u64> = (0..4)
+            .map(|i| r0.send(Some(put(round * 8 + i, i as u8 + 1))))
+            .collect();
+        let refused = r0.call(Some(put(round * 8 + 4, 99))).await;
+        let Some(Reply::Error(failure)) = refused.reply else {
+            panic!("round {round}: a fifth operation was accepted: {refused:?}");
+        };
+        assert_eq!(Code::from_i32(failure.code), Code::ResourceExhausted);
+        assert_eq!(
+            failure.error.map(|error| error.class),
+            Some(ErrorClass::NoMem.code())
+        );
+        // both fences close the epoch: the four are applied and answered, freeing their slots
+        let closing = r0.send(Some(fence(0)));
+        r1.ok(fence(0)).await;
+        let mut answered = Vec::new();
+        while answered.len() < 5 {
+            let reply = r0.next().await.unwrap().expect("an answer");
+            assert!(
+                !matches!(reply.reply, Some(Reply::Error(_))),
+                "round {round}: {reply:?}"
+            );
+            answered.push(reply.id);
+        }
+        answered.sort_unstable();
+        let mut expected = sent.clone();
+        expected.push(closing);
+        assert_eq!(answered, expected, "round {round}");
+    }
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let replayed = audit.replay(desc.id, None).await.unwrap();
+    assert_eq!(
+        replayed.ranks[1],
+        [1, 2, 3, 4, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0],
+        "the refused puts changed nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_size_limit_ends_only_its_own_session() {
+    let server = spawn_server_with(|config| config.limits.max_message_bytes = 64 << 10).await;
+    let fixture = Fixture::on(server, 2).await;
+    let name = unique("w");
+    let w = fixture
+        .window(WindowSpec::bytes(&name, 2, 128 << 10, 1))
+        .await;
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, 0, &vec![7u8; 100 << 10]).unwrap();
+    let refused = w[0].unlock(1).await.unwrap_err();
+    assert_eq!((refused.code(), refused.class()), EXHAUSTED, "{refused}");
+    assert!(
+        w[0].session().barrier().await.is_err(),
+        "the session is over"
+    );
+    // another rank, and a new session of the same rank, carry on: nothing was applied
+    w[1].lock(LockType::Shared, 1, 0).await.unwrap();
+    let seen = w[1].get::<u8>(1, 0, 128 << 10).unwrap();
+    w[1].unlock(1).await.unwrap();
+    assert!(seen.value().await.unwrap().iter().all(|&byte| byte == 0));
+    let again = Session::attach(&fixture.server.url, &fixture.tokens[0])
+        .await
+        .unwrap()
+        .window(&name)
+        .await
+        .unwrap();
+    again.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    again.put(1, 0, &vec![7u8; 60 << 10]).unwrap();
+    again.unlock(1).await.unwrap();
+}
+
+const DEADLINE: Duration = Duration::from_millis(300);
+
+/// Answered at the deadline, give or take: not before, and not much after.
+fn at_the_deadline(took: Duration) -> bool {
+    took >= DEADLINE && took < Duration::from_secs(10)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unary_call_that_cannot_finish_in_time_is_deadline_exceeded() {
+    let database = crate::store::PgDatabase::create().await;
+    let url = database.url.clone();
+    let server = spawn_server_with(move |config| config.database_url = Some(url)).await;
+    let world = unique("world");
+    server.admin.create_world(&world, 2).await.unwrap();
+    let desc = server
+        .admin
+        .create_window(&world, &WindowSpec::bytes("w", 2, 8, 1))
+        .await
+        .unwrap();
+    // the log can be neither read nor written while this transaction holds its table
+    let mut lock = <sqlx::PgConnection as sqlx::Connection>::connect(&database.url)
+        .await
+        .unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let verify = encode(&v1::VerifyRequest { window: desc.id });
+    let (_, code, took) = bare_call(
+        &server.url,
+        "/onesided.v1.Audit/Verify",
+        ADMIN_TOKEN,
+        "300m",
+        Some(verify),
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded);
+    assert!(at_the_deadline(took), "answered after {took:?}");
+    // a window's creation waits for its commit: answered at the deadline, it still finishes,
+    // exactly once, when the log is free again
+    let create = encode(&v1::CreateWindowRequest {
+        world: world.clone(),
+        name: "late".to_string(),
+        flavor: 0,
+        model: 0,
+        sizes: vec![8, 8],
+        disp_units: vec![1, 1],
+        info: Vec::new(),
+    });
+    let (_, code, took) = bare_call(
+        &server.url,
+        "/onesided.v1.Admin/CreateWindow",
+        ADMIN_TOKEN,
+        "300m",
+        Some(create),
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded);
+    assert!(at_the_deadline(took), "answered after {took:?}");
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    assert_eq!(audit.verify(desc.id).await.unwrap().first_bad, None);
+    // nothing tells a client when the creation it gave up on finishes: wait for it, bounded
+    let appeared = tokio::time::timeout(Duration::from_secs(10), async {
+        while server.admin.describe_window(&world, "late").await.is_err() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(appeared.is_ok(), "the window never appeared");
+    let again = server
+        .admin
+        .create_window(&world, &WindowSpec::bytes("late", 2, 8, 1))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists, "{again}");
+    let names: Vec<String> = server
+        .admin
+        .list_windows(&world)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|desc| desc.name)
+        .collect();
+    assert_eq!(names, ["late", "w"]);
+    drop(server);
+    drop(database);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_deadline_passed_on_arrival_is_not_started() {
+    let server = spawn_server_with(|_| {}).await;
+    let name = unique("late");
+    let create = encode(&v1::CreateWorldRequest {
+        name: name.clone(),
+        ranks: 2,
+    });
+    let (_, code, _) = bare_call(
+        &server.url,
+        "/onesided.v1.Admin/CreateWorld",
+        ADMIN_TOKEN,
+        "0n",
+        Some(create),
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded);
+    let worlds = server.admin.list_worlds().await.unwrap();
+    assert!(worlds.iter().all(|world| world.name != name), "{worlds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_end_at_the_clients_deadline() {
+    let server = spawn_server_with(|_| {}).await;
+    let world = unique("world");
+    let tokens = server.admin.create_world(&world, 1).await.unwrap().tokens;
+    let desc = server
+        .admin
+        .create_window(&world, &WindowSpec::bytes("w", 1, 8, 1))
+        .await
+        .unwrap();
+
+    // following the log: what is recorded arrives, then the deadline ends the stream
+    let follow = encode(&v1::EventsRequest {
+        window: desc.id,
+        from: 1,
+        follow: true,
+    });
+    let (events, code, took) = bare_call(
+        &server.url,
+        "/onesided.v1.Audit/Events",
+        ADMIN_TOKEN,
+        "300m",
+        Some(follow),
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded);
+    assert!(at_the_deadline(took), "ended after {took:?}");
+    let kinds: Vec<String> = events
+        .into_iter()
+        .map(|bytes| {
+            <v1::AuditEvent as prost::Message>::decode(bytes)
+                .unwrap()
+                .kind
+        })
+        .collect();
+    assert_eq!(kinds, ["window_created"]);
+
+    // a session: greeted, then ended at its deadline
+    let (messages, code, took) = bare_call(
+        &server.url,
+        "/onesided.v1.Rma/Session",
+        &tokens[0],
+        "300m",
+        None,
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded);
+    assert!(at_the_deadline(took), "ended after {took:?}");
+    assert_eq!(messages.len(), 1, "the greeting");
+}

@@ -1,0 +1,265 @@
+//! Raw gRPC for tests whose point is a hostile or unusual client: bytes in and out through the
+//! generated paths, hand-written metadata, hand-built sessions, and bare HTTP/2 (no client
+//! library keeping its own timer).
+
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use onesided_proto::v1::client_message::Call;
+use onesided_proto::v1::{self, server_message::Reply, ClientMessage, ServerMessage};
+use prost::Message;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+use tonic::{Code, Status, Streaming};
+
+/// Bytes in, bytes out: the codec of a client that writes its own messages.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawCodec;
+
+#[derive(Debug)]
+pub struct RawEncoder;
+
+#[derive(Debug)]
+pub struct RawDecoder;
+
+impl Encoder for RawEncoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawDecoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+pub const SESSION: &str = "/onesided.v1.Rma/Session";
+
+pub fn encode(message: &impl Message) -> Bytes {
+    message.encode_to_vec().into()
+}
+
+/// A gRPC client for raw bytes.
+pub async fn raw(url: &str) -> tonic::client::Grpc<Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic::client::Grpc::new(channel)
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX)
+}
+
+/// Metadata a row sends.
+#[derive(Clone, Debug, Default)]
+pub struct Meta {
+    pub entries: Vec<(&'static str, String)>,
+}
+
+impl Meta {
+    pub fn bearer(token: &str) -> Self {
+        Meta::default().with("authorization", &format!("Bearer {token}"))
+    }
+
+    pub fn with(mut self, key: &'static str, value: &str) -> Self {
+        self.entries.push((key, value.to_string()));
+        self
+    }
+
+    pub fn apply<T>(&self, mut request: tonic::Request<T>) -> tonic::Request<T> {
+        for (key, value) in &self.entries {
+            request
+                .metadata_mut()
+                .insert(*key, value.parse().expect("ASCII metadata"));
+        }
+        request
+    }
+}
+
+pub async fn unary(
+    grpc: &mut tonic::client::Grpc<Channel>,
+    path: &'static str,
+    meta: &Meta,
+    body: Bytes,
+) -> Result<Bytes, Status> {
+    grpc.ready().await.unwrap();
+    let request = meta.apply(tonic::Request::new(body));
+    grpc.unary(request, PathAndQuery::from_static(path), RawCodec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// A session whose every message is written by hand.
+pub struct RawSession {
+    sender: mpsc::UnboundedSender<Bytes>,
+    replies: Streaming<Bytes>,
+    next_id: u64,
+}
+
+impl RawSession {
+    /// Opens a session and reads its greeting.
+    pub async fn open(
+        grpc: &mut tonic::client::Grpc<Channel>,
+        meta: &Meta,
+    ) -> Result<(Self, v1::Attached), Status> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        grpc.ready().await.unwrap();
+        let request = meta.apply(tonic::Request::new(UnboundedReceiverStream::new(receiver)));
+        let mut replies = grpc
+            .streaming(request, PathAndQuery::from_static(SESSION), RawCodec)
+            .await?
+            .into_inner();
+        let greeting = replies.message().await?.expect("a greeting");
+        let Some(Reply::Attached(attached)) = ServerMessage::decode(greeting).unwrap().reply else {
+            panic!("the session did not start with a greeting");
+        };
+        let session = RawSession {
+            sender,
+            replies,
+            next_id: 0,
+        };
+        Ok((session, attached))
+    }
+
+    /// Sends one message as it is.
+    pub fn send_bytes(&self, bytes: Bytes) {
+        self.sender.send(bytes).unwrap();
+    }
+
+    /// The next message from the server, or the status the stream ended with.
+    pub async fn next(&mut self) -> Result<Option<ServerMessage>, Status> {
+        Ok(self
+            .replies
+            .message()
+            .await?
+            .map(|bytes| ServerMessage::decode(bytes).unwrap()))
+    }
+
+    /// Sends `call` without waiting for its answer; returns its id.
+    pub fn send(&mut self, call: Option<Call>) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send_bytes(encode(&ClientMessage { id, call }));
+        id
+    }
+
+    /// Sends `call` and returns its answer.
+    pub async fn call(&mut self, call: Option<Call>) -> ServerMessage {
+        let id = self.send(call);
+        let reply = self
+            .next()
+            .await
+            .unwrap()
+            .expect("the session ended instead of answering");
+        assert_eq!(reply.id, id, "answers come in call order here");
+        reply
+    }
+
+    /// Sends `call` and returns what it answered, failing the test on a refusal.
+    pub async fn ok(&mut self, call: Call) -> Reply {
+        let description = format!("{call:?}");
+        match self.call(Some(call)).await.reply {
+            Some(Reply::Error(failure)) => panic!("{description} was refused: {failure:?}"),
+            Some(reply) => reply,
+            None => panic!("{description}: an empty answer"),
+        }
+    }
+}
+
+pub fn contiguous(count: u64) -> Option<v1::Layout> {
+    Some(v1::Layout {
+        kind: Some(v1::layout::Kind::Contiguous(v1::Contiguous { count })),
+    })
+}
+
+/// A gRPC call over a bare HTTP/2 stream, with `grpc-timeout: timeout` (tonic's client would
+/// also time the call itself, answering CANCELLED before the server's answer arrives). Sends
+/// `message` and ends the request, or with `None` keeps it open; returns the messages that
+/// arrived before the status, the status, and how long it took.
+pub async fn bare_call(
+    url: &str,
+    path: &str,
+    token: &str,
+    timeout: &str,
+    message: Option<Bytes>,
+) -> (Vec<Bytes>, Code, Duration) {
+    let address = url.trim_start_matches("http://");
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("{url}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .header("grpc-timeout", timeout)
+        .body(())
+        .unwrap();
+    let started = Instant::now();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    if let Some(message) = message {
+        let mut framed = BytesMut::with_capacity(5 + message.len());
+        framed.put_u8(0);
+        framed.put_u32(message.len() as u32);
+        framed.extend_from_slice(&message);
+        // the server may have answered already (a deadline past on arrival)
+        let _ = send.send_data(framed.freeze(), true);
+    }
+    let (parts, mut body) = response.await.unwrap().into_parts();
+    let status = |headers: &http::HeaderMap| {
+        headers
+            .get("grpc-status")
+            .map(|value| Code::from_bytes(value.as_bytes()))
+    };
+    if let Some(code) = status(&parts.headers) {
+        return (Vec::new(), code, started.elapsed());
+    }
+    let mut buffer = BytesMut::new();
+    let mut messages = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buffer.extend_from_slice(&chunk);
+        while buffer.len() >= 5 {
+            let length = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
+            if buffer.len() < 5 + length {
+                break;
+            }
+            buffer.advance(5);
+            messages.push(buffer.split_to(length).freeze());
+        }
+    }
+    let trailers = body.trailers().await.unwrap().expect("trailers");
+    let took = started.elapsed();
+    drop(send);
+    (messages, status(&trailers).expect("a grpc-status"), took)
+}
