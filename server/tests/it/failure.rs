@@ -6,64 +6,33 @@ use std::time::Duration;
 
 use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
 use onesided_core::audit::Event;
-use onesided_proto::v1::{
-    self, client_message::Call, rma_client::RmaClient, server_message::Reply, ClientMessage,
-    ServerMessage,
-};
+use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 
+use crate::raw::{self, Meta, RawSession};
 use crate::{spawn_server_with, unique, Fixture, ADMIN_TOKEN};
 
 /// A session driven by hand, as a client that stops cooperating would.
-struct RawSession {
-    sender: tokio::sync::mpsc::UnboundedSender<ClientMessage>,
-    replies: tonic::Streaming<ServerMessage>,
-    next_id: u64,
+struct Hand {
+    session: RawSession,
 }
 
-impl RawSession {
+impl Hand {
     async fn attach(url: &str, token: &str) -> Self {
-        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-            .unwrap()
-            .connect()
+        let mut grpc = raw::raw(url).await;
+        let (session, _) = RawSession::open(&mut grpc, &Meta::bearer(token))
             .await
             .unwrap();
-        let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
-        let mut client =
-            RmaClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
-                request
-                    .metadata_mut()
-                    .insert("authorization", bearer.clone());
-                Ok(request)
-            });
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let mut replies = client
-            .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
-                receiver,
-            ))
-            .await
-            .unwrap()
-            .into_inner();
-        let greeting = replies.message().await.unwrap().unwrap();
-        assert!(matches!(greeting.reply, Some(Reply::Attached(_))));
-        RawSession {
-            sender,
-            replies,
-            next_id: 0,
-        }
+        Hand { session }
     }
 
-    /// Sends `call` and returns its answer (the next message: calls here are sequential).
+    /// Sends `call` and returns its answer (calls here are sequential).
     async fn call(&mut self, call: Call) -> Reply {
-        self.next_id += 1;
-        self.sender
-            .send(ClientMessage {
-                id: self.next_id,
-                call: Some(call),
-            })
-            .unwrap();
-        let reply = self.replies.message().await.unwrap().unwrap();
-        assert_eq!(reply.id, self.next_id);
-        reply.reply.unwrap()
+        self.session.call(Some(call)).await.reply.unwrap()
+    }
+
+    /// Whether the server ended the session (nothing more arrives).
+    async fn ended(&mut self) -> bool {
+        !matches!(self.session.next().await, Ok(Some(_)))
     }
 
     async fn open(&mut self, name: &str) -> u64 {
@@ -103,9 +72,7 @@ impl RawSession {
             datatype: onesided_client::Datatype::I64.code(),
             op: 0,
             disp: 0,
-            layout: Some(v1::Layout {
-                kind: Some(v1::layout::Kind::Contiguous(v1::Contiguous { count: 1 })),
-            }),
+            layout: raw::contiguous(1),
             data: value.to_le_bytes().to_vec().into(),
             compare: Default::default(),
             request_based: false,
@@ -184,7 +151,7 @@ async fn a_silent_session_loses_its_lease_and_its_lock_within_two_leases() {
     let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 1)).await;
     // rank 0 attaches by hand, takes rank 1's lock, writes, flushes — then goes silent
     // without closing its stream (a hung process)
-    let mut silent = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    let mut silent = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
     let window = silent.open(&name).await;
     let lock = silent
         .call(Call::Lock(v1::Lock {
@@ -212,8 +179,7 @@ async fn a_silent_session_loses_its_lease_and_its_lock_within_two_leases() {
     assert_eq!(owner.load::<i64>(0, 1).unwrap(), vec![7]);
     owner.unlock(1).await.unwrap();
     // the silent session was ended
-    let ended = silent.replies.message().await;
-    assert!(!matches!(ended, Ok(Some(_))), "{ended:?}");
+    assert!(silent.ended().await, "the silent session was not ended");
     let log = events(&fixture.server.url, window).await;
     assert!(log.iter().any(|event| matches!(
         event,
@@ -334,15 +300,17 @@ async fn a_new_incarnation_supersedes_the_old_and_its_fencing_token_is_refused()
         .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 2, 1))
         .await
         .unwrap();
-    let mut old = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    let mut old = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
     let window = old.open(&name).await;
     let old_token = old.lock_own(window, 0).await;
     assert!(old_token > 0);
     // the rank's process restarts and attaches again while the old session still holds
     // the lock: the old one is ended and its lock revoked before the new one acts
-    let mut new = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
-    let ended = old.replies.message().await;
-    assert!(!matches!(ended, Ok(Some(_))), "{ended:?}");
+    let mut new = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    assert!(
+        old.ended().await,
+        "the old incarnation's session was not ended"
+    );
     assert_eq!(new.open(&name).await, window);
     let new_token = new.lock_own(window, 0).await;
     assert!(new_token > old_token, "{new_token} after {old_token}");
