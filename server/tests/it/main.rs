@@ -7,6 +7,7 @@ mod errors;
 mod failure;
 mod fence;
 mod forum;
+mod linearizable;
 mod protocol;
 mod service;
 
