@@ -259,6 +259,13 @@ impl Writer {
         match stored {
             Ok(()) => {
                 self.tails.extend(tails);
+                // a freed window's tail goes: a long-running server would otherwise keep one
+                // per window it ever had; a late event of it reloads the tail from the store
+                for row in &rows {
+                    if matches!(row.record.event, Event::WindowFreed) {
+                        self.tails.remove(&row.record.window);
+                    }
+                }
                 for row in rows {
                     let _ = self.committed.send(std::sync::Arc::new(row));
                 }
@@ -275,5 +282,59 @@ impl Writer {
         for done in flushed {
             let _ = done.send(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(window: u64, event: Event) -> Pending {
+        Pending {
+            window,
+            rank: 0,
+            incarnation: 0,
+            at_ns: 0,
+            event,
+        }
+    }
+
+    fn record(events: Vec<Pending>) -> Message {
+        Message::Record {
+            events,
+            answers: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_freed_window_leaves_no_tail_and_a_late_event_continues_its_chain() {
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-freed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (committed, mut rows) = broadcast::channel(16);
+        let mut writer = Writer {
+            store: store.clone(),
+            tails: HashMap::new(),
+            committed,
+        };
+        writer
+            .commit(vec![record(vec![
+                event(7, Event::Attach),
+                event(8, Event::Attach),
+                event(7, Event::WindowFreed),
+            ])])
+            .await;
+        assert_eq!(writer.tails.keys().collect::<Vec<_>>(), vec![&8]);
+        let freed = (0..3).map(|_| rows.try_recv().unwrap()).last().unwrap();
+        writer
+            .commit(vec![record(vec![event(7, Event::Detach)])])
+            .await;
+        let late = rows.try_recv().unwrap();
+        assert_eq!(late.record.seq, 3);
+        assert_eq!(late.prev_hash, freed.hash);
+        assert_eq!(writer.tails[&7].0, 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
