@@ -9,10 +9,14 @@
 //!
 //! Nothing here asserts a speed: the figures are printed ([`Report::table`]) or emitted as one
 //! JSON object ([`Report::to_json`]).
+//!
+//! [`soak`] is the other mode: a mixed workload for a fixed time with the process's resident
+//! memory sampled, and a verdict on whether it stayed flat.
 
 mod measure;
 mod reference;
 mod server;
+pub mod soak;
 
 use std::time::Duration;
 

@@ -1,8 +1,10 @@
 //! `onesided-bench`: times onesided's RMA calls against a server (given by `--addr`, or started
-//! in this process) and prints a table, or with `--json` one JSON object. See BENCHMARKS.md.
+//! in this process) and prints a table, or with `--json` one JSON object. With `--soak SECONDS`
+//! it runs a mixed workload that long instead and fails unless memory stayed flat. See
+//! BENCHMARKS.md.
 
 use clap::Parser;
-use onesided_bench::{Audit, Options, QUICK_ITERATIONS};
+use onesided_bench::{soak, Audit, Options, QUICK_ITERATIONS};
 
 /// Latency and throughput of onesided's RMA calls, with raw TCP and Redis as references.
 #[derive(Debug, Parser)]
@@ -29,11 +31,18 @@ struct Args {
     /// Tiny counts, a 4 MiB bulk put, fence scaling at 2 and 8 ranks: a smoke run for CI.
     #[arg(long)]
     quick: bool,
+    /// Instead of timing: a mixed workload for SECONDS against an in-process server, printing
+    /// the process's resident memory every few seconds; fails unless it stayed flat.
+    #[arg(long, value_name = "SECONDS", conflicts_with_all = ["addr", "json", "quick"])]
+    soak: Option<u64>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(seconds) = args.soak {
+        return run_soak(seconds, args.audit, args.database_url).await;
+    }
     let remote = match (args.addr, args.token) {
         (Some(addr), Some(token)) => Some((addr, token)),
         (Some(_), None) => anyhow::bail!("--addr needs --token (or ONESIDED_ADMIN_TOKEN)"),
@@ -56,5 +65,31 @@ async fn main() -> anyhow::Result<()> {
     } else {
         print!("{}", report.table());
     }
+    Ok(())
+}
+
+async fn run_soak(seconds: u64, audit: Audit, database_url: Option<String>) -> anyhow::Result<()> {
+    println!(
+        "soak: {seconds} s, audit {}, sampling every {} s",
+        audit.name(),
+        soak::sampling_interval(seconds).as_secs()
+    );
+    let report = soak::soak(seconds, audit, database_url, |sample| {
+        println!(
+            "soak: {:>5.1} s  RSS {:>7.1} MiB  {:>6} cycles",
+            sample.elapsed.as_secs_f64(),
+            sample.rss_kib as f64 / 1024.0,
+            sample.cycles
+        );
+    })
+    .await?;
+    print!("{}", report.summary());
+    anyhow::ensure!(
+        report.flatness.flat(),
+        "resident memory grew: the last third's median exceeds the middle third's by more \
+         than {:.0} % + {} MiB",
+        soak::FLAT_RATIO * 100.0,
+        soak::FLAT_SLACK_KIB >> 10
+    );
     Ok(())
 }

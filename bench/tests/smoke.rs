@@ -40,3 +40,24 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     assert_eq!(json["audit"], "off");
     assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_soak_runs_the_workload_and_samples_memory() {
+    let mut printed = 0;
+    let report = onesided_bench::soak::soak(6, onesided_bench::Audit::Off, None, |_| printed += 1)
+        .await
+        .expect("the soak's workload failed");
+    // one sample at the start and one a second; memory is not judged on so short a run
+    assert_eq!(report.samples.len(), 7);
+    assert_eq!(printed, 7);
+    assert!(report.samples.iter().all(|sample| sample.rss_kib > 0));
+    assert!(
+        report.world_cycles > 0 && report.window_cycles > 0,
+        "{report:?}"
+    );
+    let cycles: Vec<u64> = report.samples.iter().map(|sample| sample.cycles).collect();
+    assert!(
+        cycles.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{cycles:?}"
+    );
+}

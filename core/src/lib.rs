@@ -15,6 +15,7 @@
 //! - [`audit`]: the audit vocabulary, the hash chain, verification and replay.
 //! - [`check`]: happens-before over an audit log and the access pairs it leaves unordered.
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
+//! - [`linearizable`]: a linearizability checker for a register under fetch-and-op and CAS.
 
 pub mod assert;
 pub mod audit;
@@ -24,6 +25,7 @@ pub mod epoch;
 pub mod error;
 pub mod export;
 pub mod layout;
+pub mod linearizable;
 pub mod ranges;
 pub mod reduce;
 pub mod window;

@@ -354,6 +354,10 @@ impl Registry {
             .is_some_and(|live| live.incarnation == incarnation);
         if last {
             inner.live.remove(&key);
+            // the world was deleted while this session outlived it: nothing needs its count
+            if !inner.worlds.contains_key(world) {
+                inner.incarnations.remove(&key);
+            }
         }
         last
     }
@@ -462,6 +466,14 @@ impl Registry {
             .ok_or_else(|| RegistryError::NoWorld(name.to_string()))?;
         for token in &world.tokens {
             inner.tokens.remove(token);
+        }
+        // a rank's session count goes with the world, unless a session still runs (it is
+        // dropped when that ends, and until then a world of the same name counts on from it)
+        for rank in 0..world.nranks {
+            let key = (name.to_string(), rank);
+            if !inner.live.contains_key(&key) {
+                inner.incarnations.remove(&key);
+            }
         }
         for id in world.windows.values() {
             if let Some(entry) = inner.windows.remove(id) {
@@ -658,5 +670,59 @@ impl Registry {
             )));
         }
         Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Arc<Registry> {
+        Registry::new(
+            AuditHandle::off(),
+            None,
+            0,
+            Duration::from_secs(60),
+            Limits::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_deleted_world_leaves_no_session_counts_behind() {
+        let registry = registry();
+        for cycle in 0..3 {
+            let name = format!("w{cycle}");
+            registry.create_world(&name, 2).await.unwrap();
+            for rank in 0..2 {
+                let slot = registry.begin_session(&name, rank);
+                assert_eq!(slot.incarnation, 1);
+                assert!(registry.end_session(&name, rank, slot.incarnation));
+            }
+            registry.delete_world(&name).await.unwrap();
+        }
+        assert!(registry.read().incarnations.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_session_outliving_its_world_drops_the_count_when_it_ends() {
+        let registry = registry();
+        registry.create_world("w", 1).await.unwrap();
+        let first = registry.begin_session("w", 0);
+        registry.delete_world("w").await.unwrap();
+        // a world of the same name while the old session runs: counts on, no clash
+        registry.create_world("w", 1).await.unwrap();
+        let second = registry.begin_session("w", 0);
+        assert_eq!(second.incarnation, 2);
+        assert!(!registry.end_session("w", 0, first.incarnation));
+        assert!(registry.is_live("w", 0, second.incarnation));
+        assert!(registry.end_session("w", 0, second.incarnation));
+        registry.delete_world("w").await.unwrap();
+        assert!(registry.read().incarnations.is_empty());
+        // and one that ends after its world went takes its count with it
+        registry.create_world("v", 1).await.unwrap();
+        let orphan = registry.begin_session("v", 0);
+        registry.delete_world("v").await.unwrap();
+        assert!(registry.end_session("v", 0, orphan.incarnation));
+        assert!(registry.read().incarnations.is_empty());
     }
 }

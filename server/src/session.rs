@@ -195,8 +195,10 @@ impl Session {
                 }
                 incoming = inbound.message() => match incoming {
                     Ok(Some(message)) => {
-                        lapse.as_mut().reset(tokio::time::Instant::now() + lease);
                         self.dispatch(message).await;
+                        // the lease counts the client's silence from here: time this task spent
+                        // blocked (a busy actor, the audit writer's back-pressure) is not its
+                        lapse.as_mut().reset(tokio::time::Instant::now() + lease);
                     }
                     Ok(None) => return Ending::Closed,
                     Err(status) => {
@@ -206,7 +208,10 @@ impl Session {
                     }
                 },
                 Some((control, reply, answer)) = self.control.next(), if !self.control.is_empty() => {
+                    let busy = tokio::time::Instant::now();
                     self.finish(control, reply, answer).await;
+                    let deadline = lapse.deadline() + busy.elapsed();
+                    lapse.as_mut().reset(deadline);
                 }
             }
         }

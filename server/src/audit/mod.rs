@@ -295,6 +295,15 @@ impl Writer {
             match attempt {
                 Ok((rows, tails)) => {
                     self.tails.extend(tails);
+                    // a freed window's tail and clock go: a long-running server would
+                    // otherwise keep them for every window it ever had; a late event of it
+                    // reloads the tail from the store
+                    for row in &rows {
+                        if matches!(row.record.event, Event::WindowFreed) {
+                            self.tails.remove(&row.record.window);
+                            self.last_at.remove(&row.record.window);
+                        }
+                    }
                     if self.down.swap(false, Ordering::Relaxed) {
                         tracing::info!("the audit store is back: commits resumed");
                     }
@@ -388,5 +397,61 @@ fn snapshot(window: u64, rank: u32, seq: u64, data: &[u8]) -> Snapshot {
         rank,
         seq,
         data: data.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(window: u64, event: Event) -> Pending {
+        Pending {
+            window,
+            rank: 0,
+            incarnation: 0,
+            at_ns: 0,
+            event,
+        }
+    }
+
+    fn record(events: Vec<Pending>) -> Message {
+        Message::Record {
+            events,
+            answers: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_freed_window_leaves_no_tail_and_a_late_event_continues_its_chain() {
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-freed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (committed, mut rows) = broadcast::channel(16);
+        let mut writer = Writer {
+            store: store.clone(),
+            tails: HashMap::new(),
+            committed,
+            down: Arc::new(AtomicBool::new(false)),
+            last_at: HashMap::new(),
+        };
+        writer
+            .commit(vec![record(vec![
+                event(7, Event::Attach),
+                event(8, Event::Attach),
+                event(7, Event::WindowFreed),
+            ])])
+            .await;
+        assert_eq!(writer.tails.keys().collect::<Vec<_>>(), vec![&8]);
+        let freed = (0..3).map(|_| rows.try_recv().unwrap()).last().unwrap();
+        writer
+            .commit(vec![record(vec![event(7, Event::Detach)])])
+            .await;
+        let late = rows.try_recv().unwrap();
+        assert_eq!(late.record.seq, 3);
+        assert_eq!(late.prev_hash, freed.hash);
+        assert_eq!(writer.tails[&7].0, 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on 127.0.0.1:0, driven through the real client.
 
 mod audit;
+mod backpressure;
 mod binary;
 mod concurrency;
 mod errors;
@@ -10,6 +11,7 @@ mod forum;
 mod hostile;
 mod identity;
 mod limits;
+mod linearizable;
 mod protocol;
 mod raw;
 mod recovery;
