@@ -5,7 +5,7 @@ use onesided_proto::v1::{self, admin_client::AdminClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use crate::connect::{channel, Bearer};
+use crate::connect::{Bearer, Endpoint};
 use crate::element::Element;
 use crate::error::{Error, Result};
 
@@ -123,12 +123,12 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Connects to `url` with the admin token.
+    /// Connects to the server (a URL or an [`Endpoint`]) with the admin token.
     ///
     /// # Errors
-    /// [`Error::Connect`] when nobody answers.
-    pub async fn connect(url: &str, token: &str) -> Result<Self> {
-        let channel = channel(url).await?;
+    /// [`Error::Connect`] when nobody answers or TLS fails.
+    pub async fn connect(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
+        let channel = server.into().channel().await?;
         Ok(Admin {
             client: AdminClient::with_interceptor(channel, Bearer::new(token)?),
         })

@@ -8,7 +8,7 @@ use onesided_proto::v1::{self, audit_client::AuditClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use crate::connect::{channel, Bearer};
+use crate::connect::{Bearer, Endpoint};
 use crate::error::{Error, Result};
 
 /// A recorded window.
@@ -168,12 +168,12 @@ pub struct Audit {
 }
 
 impl Audit {
-    /// Connects to `url` with the admin token.
+    /// Connects to the server (a URL or an [`Endpoint`]) with the admin token.
     ///
     /// # Errors
-    /// [`Error::Connect`] when nobody answers.
-    pub async fn connect(url: &str, token: &str) -> Result<Self> {
-        let channel = channel(url).await?;
+    /// [`Error::Connect`] when nobody answers or TLS fails.
+    pub async fn connect(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
+        let channel = server.into().channel().await?;
         Ok(Audit {
             client: AuditClient::with_interceptor(channel, Bearer::new(token)?)
                 .max_decoding_message_size(usize::MAX),

@@ -1,8 +1,13 @@
-//! Channels and credentials.
+//! Channels and credentials: where the server is ([`Endpoint`], with TLS for `https://`) and
+//! the bearer token every call carries.
 
+use std::path::Path;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
-use tonic::transport::{Channel, Endpoint};
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
 use tonic::{Request, Status};
 
 use crate::error::{Error, Result};
@@ -77,19 +82,169 @@ impl Interceptor for Bearer {
     }
 }
 
-/// Opens a channel to `url`.
+/// Where the server is and how to trust it: a URL, `http://` for plain HTTP/2 or `https://`
+/// for TLS, and for TLS the CA certificates that vouch for the server (the system's trusted
+/// roots when none are given).
 ///
-/// # Errors
-/// [`Error::Connect`] when the URL is bad or nobody answers.
-pub async fn channel(url: &str) -> Result<Channel> {
-    let connect_error = |message: String| Error::Connect {
-        url: url.to_string(),
-        message,
-    };
-    Endpoint::from_shared(url.to_string())
-        .map_err(|e| connect_error(e.to_string()))?
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .map_err(|e| connect_error(format!("{e}")))
+/// Every way to connect ([`Admin::connect`](crate::Admin::connect),
+/// [`Session::attach`](crate::Session::attach), [`Session::attach_as`](crate::Session::attach_as),
+/// [`Session::builder`](crate::Session::builder), [`Audit::connect`](crate::Audit::connect))
+/// takes an `Endpoint` or a plain URL.
+///
+/// ```no_run
+/// # async fn demo(ca_pem: Vec<u8>) -> onesided_client::Result<()> {
+/// use onesided_client::{Admin, Endpoint};
+/// let server = Endpoint::new("https://rma.example.org:50051").ca_pem(ca_pem)?;
+/// let admin = Admin::connect(&server, "admin-token").await?;
+/// # let _ = admin; Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    url: String,
+    ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("ca", &self.ca_pem.is_some())
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// The server at `url`, trusted (for `https://`) through the system's roots.
+    pub fn new(url: impl Into<String>) -> Self {
+        Endpoint {
+            url: url.into(),
+            ca_pem: None,
+        }
+    }
+
+    /// Trusts the CA certificates in `pem` (one or more PEM certificates) for this server,
+    /// and only them: the system's roots are then not consulted.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `pem` holds no certificate or one that does not parse, or the
+    /// URL is not `https://`.
+    pub fn ca_pem(self, pem: impl Into<Vec<u8>>) -> Result<Self> {
+        let pem = pem.into();
+        if !self.is_tls() {
+            return Err(Error::Config(format!(
+                "a CA certificate is only for https:// URLs, not {}",
+                self.url
+            )));
+        }
+        let certificates = CertificateDer::pem_slice_iter(&pem)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Config(format!("the CA certificate does not parse: {e}")))?;
+        if certificates.is_empty() {
+            return Err(Error::Config("the CA file holds no PEM certificate".into()));
+        }
+        Ok(Endpoint {
+            ca_pem: Some(pem),
+            ..self
+        })
+    }
+
+    /// [`Endpoint::ca_pem`] with the PEM file at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the file cannot be read, or as [`Endpoint::ca_pem`].
+    pub fn ca_file(self, path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let pem = std::fs::read(path).map_err(|e| {
+            Error::Config(format!(
+                "cannot read the CA certificate {}: {e}",
+                path.display()
+            ))
+        })?;
+        self.ca_pem(pem)
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether the URL asks for TLS (`https://`).
+    pub fn is_tls(&self) -> bool {
+        self.url
+            .get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+    }
+
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Connect {
+            url: self.url.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// The TLS settings of an `https://` URL.
+    fn tls(&self) -> ClientTlsConfig {
+        match &self.ca_pem {
+            Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+            None => ClientTlsConfig::new().with_native_roots(),
+        }
+    }
+
+    /// Opens a channel.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when the URL or the CA is bad, nobody answers, or the TLS handshake
+    /// fails (a server certificate no trusted CA signed, a plain server behind `https://`).
+    pub(crate) async fn channel(&self) -> Result<Channel> {
+        let mut endpoint = TonicEndpoint::from_shared(self.url.clone())
+            .map_err(|e| self.error(causes(&e)))?
+            .tcp_nodelay(true);
+        if self.is_tls() {
+            endpoint = endpoint
+                .tls_config(self.tls())
+                .map_err(|e| self.error(causes(&e)))?;
+        }
+        endpoint.connect().await.map_err(|e| self.error(causes(&e)))
+    }
+}
+
+impl From<&str> for Endpoint {
+    fn from(url: &str) -> Self {
+        Endpoint::new(url)
+    }
+}
+
+impl From<String> for Endpoint {
+    fn from(url: String) -> Self {
+        Endpoint::new(url)
+    }
+}
+
+impl From<&String> for Endpoint {
+    fn from(url: &String) -> Self {
+        Endpoint::new(url.as_str())
+    }
+}
+
+impl From<&Endpoint> for Endpoint {
+    fn from(endpoint: &Endpoint) -> Self {
+        endpoint.clone()
+    }
+}
+
+/// An error and its sources, one after the other (tonic's transport error says only
+/// "transport error" itself; why is in its sources).
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let text = error.to_string();
+        // some layers repeat their source's text in their own
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        next = error.source();
+    }
+    parts.join(": ")
 }

@@ -37,6 +37,9 @@ pub enum Error {
     /// The session's stream ended; calls in flight have failed.
     #[error("the session ended: {0}")]
     Disconnected(String),
+    /// A client-side setting cannot be used (a CA file without a certificate).
+    #[error("{0}")]
+    Config(String),
     /// The server answered with something this library did not expect.
     #[error("unexpected answer from the server: {0}")]
     Protocol(String),
@@ -64,6 +67,7 @@ impl Error {
                 Code::Unavailable
             }
             Error::Protocol(_) => Code::Internal,
+            Error::Config(_) => Code::InvalidArgument,
         }
     }
 }
@@ -78,6 +82,18 @@ impl From<RmaError> for Error {
     }
 }
 
+/// Whether tonic made `status` of a transport error rather than received it.
+fn from_transport(status: &Status) -> bool {
+    let mut next = std::error::Error::source(status);
+    while let Some(cause) = next {
+        if cause.is::<tonic::transport::Error>() {
+            return true;
+        }
+        next = cause.source();
+    }
+    false
+}
+
 impl From<Status> for Error {
     fn from(status: Status) -> Self {
         match onesided_proto::rma_from_status(&status) {
@@ -85,6 +101,18 @@ impl From<Status> for Error {
                 class: error.class,
                 code: status.code(),
                 message: error.message,
+            },
+            // a status tonic made of a transport failure (one the server sent has no
+            // source): no gRPC conversation took place, like when an http:// client meets a
+            // TLS server (the failure then reads "h2 protocol error" or "operation was
+            // canceled", depending on when the server hangs up)
+            None if from_transport(&status) => Error::Status {
+                code: Code::Unavailable,
+                message: format!(
+                    "{}: the connection failed (the server went away, or it serves TLS and the \
+                     address is an http:// one)",
+                    status.message()
+                ),
             },
             None => Error::Status {
                 code: status.code(),

@@ -1,5 +1,6 @@
 //! onesided-client: the Rust client library of onesided.
 //!
+//! - [`Endpoint`]: where the server is; `https://` with a CA for TLS (a plain URL does too).
 //! - [`Admin`]: create worlds (one token per rank) and windows.
 //! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`].
 //!   Its own audit events travel over the stream, or — given a database URL
@@ -45,7 +46,7 @@ pub use audit::{
     Audit, AuditEntry, ClientBreak, ClientFault, ClientSpan, Finding, FindingSide, RecordedWindow,
     Replayed, Verification,
 };
-pub use connect::Claim;
+pub use connect::{Claim, Endpoint};
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;

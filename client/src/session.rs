@@ -22,7 +22,7 @@ pub use crate::client_events::AUDIT_DATABASE_URL_ENV;
 
 use crate::admin::desc_from_wire;
 use crate::client_events::ClientEventWriter;
-use crate::connect::{channel, Bearer, Claim};
+use crate::connect::{Bearer, Claim, Endpoint};
 use crate::error::{Error, Result};
 use crate::window::{take_accesses, State, Window};
 use onesided_core::audit::Event as AuditEvent;
@@ -174,7 +174,7 @@ enum AuditDestination {
 /// How to attach: [`Session::builder`].
 #[derive(Clone)]
 pub struct SessionBuilder {
-    url: String,
+    server: Endpoint,
     token: String,
     audit: AuditDestination,
     claim: Claim,
@@ -189,7 +189,7 @@ impl std::fmt::Debug for SessionBuilder {
             AuditDestination::Ship => "shipped",
         };
         f.debug_struct("SessionBuilder")
-            .field("url", &self.url)
+            .field("server", &self.server)
             .field("audit", &audit)
             .finish_non_exhaustive()
     }
@@ -215,7 +215,7 @@ impl SessionBuilder {
     /// Attaches.
     ///
     /// # Errors
-    /// [`Error::Connect`] when nobody answers; UNAUTHENTICATED for a bad token;
+    /// [`Error::Connect`] when nobody answers or TLS fails; UNAUTHENTICATED for a bad token;
     /// [`Error::AuditStore`] when a database URL is given (and the server keeps an audit log)
     /// but the database cannot be opened or has no `client_events` table.
     pub async fn attach(self) -> Result<Session> {
@@ -226,7 +226,7 @@ impl SessionBuilder {
                 .ok()
                 .filter(|url| !url.is_empty()),
         };
-        Session::open(&self.url, &self.token, &self.claim, database).await
+        Session::open(&self.server, &self.token, &self.claim, database).await
     }
 
     /// Has the server check first that the token is of the world and rank `claim` names
@@ -238,14 +238,14 @@ impl SessionBuilder {
 }
 
 impl Session {
-    /// Attaches to the server at `url` as the rank whose token this is; the session's own
-    /// audit events go to the database [`AUDIT_DATABASE_URL_ENV`] names, or over the session
-    /// without it ([`Session::builder`] chooses).
+    /// Attaches to the server (a URL or an [`Endpoint`]) as the rank whose token this is; the
+    /// session's own audit events go to the database [`AUDIT_DATABASE_URL_ENV`] names, or over
+    /// the session without it ([`Session::builder`] chooses).
     ///
     /// # Errors
     /// As [`SessionBuilder::attach`].
-    pub async fn attach(url: &str, token: &str) -> Result<Self> {
-        Session::builder(url, token).attach().await
+    pub async fn attach(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
+        Session::builder(server, token).attach().await
     }
 
     /// Attaches as the rank whose token this is, after the server checked that it is the world
@@ -253,22 +253,31 @@ impl Session {
     ///
     /// # Errors
     /// As [`Session::attach`]; PERMISSION_DENIED when the token is of another world or rank.
-    pub async fn attach_as(url: &str, token: &str, claim: &Claim) -> Result<Self> {
-        Session::builder(url, token).claim(claim).attach().await
+    pub async fn attach_as(
+        server: impl Into<Endpoint>,
+        token: &str,
+        claim: &Claim,
+    ) -> Result<Self> {
+        Session::builder(server, token).claim(claim).attach().await
     }
 
-    /// A session to attach with options.
-    pub fn builder(url: &str, token: &str) -> SessionBuilder {
+    /// A session to attach to the server (a URL or an [`Endpoint`]) with options.
+    pub fn builder(server: impl Into<Endpoint>, token: &str) -> SessionBuilder {
         SessionBuilder {
-            url: url.to_string(),
+            server: server.into(),
             token: token.to_string(),
             audit: AuditDestination::FromEnv,
             claim: Claim::default(),
         }
     }
 
-    async fn open(url: &str, token: &str, claim: &Claim, database: Option<String>) -> Result<Self> {
-        let channel = channel(url).await?;
+    async fn open(
+        server: &Endpoint,
+        token: &str,
+        claim: &Claim,
+        database: Option<String>,
+    ) -> Result<Self> {
+        let channel = server.channel().await?;
         let credentials = Bearer::new(token)?.claiming(claim)?;
         let mut client = RmaClient::with_interceptor(channel, credentials)
             .max_decoding_message_size(usize::MAX)

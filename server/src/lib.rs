@@ -8,6 +8,7 @@
 //! - [`auth`]: bearer-token interceptors, identity claims.
 //! - [`limits`]: the server's limits; the message-size and deadline layers.
 //! - [`reply`]: where answers go.
+//! - [`tls`]: the server's optional TLS identity.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0 and stop
 //! the server themselves.
@@ -21,6 +22,7 @@ pub mod recovery;
 pub mod registry;
 pub mod reply;
 pub mod session;
+pub mod tls;
 pub mod world;
 
 use std::future::Future;
@@ -64,6 +66,8 @@ pub struct ServerConfig {
     pub lease_ttl: std::time::Duration,
     /// Message size, window bytes, ranks per world, pending operations per session.
     pub limits: Limits,
+    /// With an identity the server speaks only TLS (`https://`); without, only plain HTTP/2.
+    pub tls: Option<tls::TlsIdentity>,
 }
 
 impl ServerConfig {
@@ -76,6 +80,7 @@ impl ServerConfig {
             durability: audit::Durability::Sync,
             lease_ttl: DEFAULT_LEASE_TTL,
             limits: Limits::default(),
+            tls: None,
         }
     }
 }
@@ -92,6 +97,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("durability", &self.durability)
             .field("lease_ttl", &self.lease_ttl)
             .field("limits", &self.limits)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -138,13 +144,21 @@ impl Rma for RmaService {
 /// Serves on `listener` until `shutdown` resolves, then drains.
 ///
 /// # Errors
-/// When the data directory cannot be created or the transport fails.
+/// When the data directory cannot be created, the TLS key does not belong to its certificate,
+/// or the transport fails.
 pub async fn run(
     listener: TcpListener,
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
+    let mut server = tonic::transport::Server::builder();
+    if let Some(identity) = &config.tls {
+        // before anything else starts: a key that does not match its certificate is refused here
+        server = server
+            .tls_config(identity.server_config())
+            .context("cannot use the TLS certificate and key")?;
+    }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let (audit, store, last_window, recovered) = if config.durability == audit::Durability::Off {
@@ -213,9 +227,14 @@ pub async fn run(
     let address = listener
         .local_addr()
         .context("the listener has no local address")?;
-    tracing::info!(%address, data_dir = %config.data_dir.display(), "onesided server listening");
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(%address, scheme, data_dir = %config.data_dir.display(), "onesided server listening");
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
+    server
         .layer(limits::DeadlineLayer)
         .layer(limits::MessageLimitLayer::new(
             config.limits.max_message_bytes,

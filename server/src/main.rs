@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use onesided_server::limits::Limits;
+use onesided_server::tls::TlsIdentity;
 use onesided_server::{run, ServerConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -55,6 +56,12 @@ struct Args {
     /// Most operations one session may have sent and not yet had answered.
     #[arg(long, env = "ONESIDED_MAX_PENDING_OPS", default_value_t = Limits::default().max_pending_ops)]
     max_pending_ops: usize,
+    /// Serve TLS only, with this certificate chain (PEM, leaf first). Needs --tls-key.
+    #[arg(long, env = "ONESIDED_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert. Needs --tls-cert.
+    #[arg(long, env = "ONESIDED_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -128,6 +135,11 @@ async fn main() -> std::process::ExitCode {
 
 async fn serve() -> anyhow::Result<()> {
     let args = Args::parse();
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsIdentity::from_files(cert, key)?),
+        // clap's `requires` makes these usage errors before we get here
+        _ => None,
+    };
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
@@ -139,6 +151,7 @@ async fn serve() -> anyhow::Result<()> {
             max_ranks_per_world: args.max_ranks_per_world,
             max_pending_ops: args.max_pending_ops,
         },
+        tls,
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

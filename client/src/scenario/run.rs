@@ -22,13 +22,13 @@ use super::ast::{
     Subject, WindowDecl,
 };
 use super::parse::rank_name;
-use crate::{Admin, Error, OpSpec, Session, Window, WindowSpec};
+use crate::{Admin, Endpoint, Error, OpSpec, Session, Window, WindowSpec};
 
 /// Where and how to run.
 #[derive(Clone)]
 pub struct RunConfig {
-    /// The server's address.
-    pub url: String,
+    /// The server: its URL, and its CA for TLS.
+    pub endpoint: Endpoint,
     /// The admin token (to create and delete the world).
     pub admin_token: String,
     /// How long every rank together may take before the run is declared stuck.
@@ -40,7 +40,7 @@ pub struct RunConfig {
 impl std::fmt::Debug for RunConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunConfig")
-            .field("url", &self.url)
+            .field("endpoint", &self.endpoint)
             .field("timeout", &self.timeout)
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
@@ -221,7 +221,7 @@ fn not_attached() -> Error {
 /// One rank's interpreter of scenario calls: its session, its window handles, its variables
 /// and requests, and what failed.
 pub struct RankExecutor {
-    url: String,
+    endpoint: Endpoint,
     token: String,
     rank: u32,
     nranks: u32,
@@ -252,14 +252,15 @@ impl RankExecutor {
     /// # Errors
     /// The attach or an open fails.
     pub async fn attach(
-        url: &str,
+        endpoint: impl Into<Endpoint>,
         token: &str,
         windows: Vec<(String, Datatype)>,
     ) -> Result<Self, Error> {
-        let session = Session::attach(url, token).await?;
+        let endpoint = endpoint.into();
+        let session = Session::attach(&endpoint, token).await?;
         let (window_names, dtypes) = windows.into_iter().unzip();
         let mut executor = RankExecutor {
-            url: url.to_string(),
+            endpoint,
             token: token.to_string(),
             rank: session.rank(),
             nranks: session.nranks(),
@@ -608,7 +609,7 @@ impl RankExecutor {
                 Ok(())
             }
             Call::Attach => {
-                self.session = Some(Session::attach(&self.url, &self.token).await?);
+                self.session = Some(Session::attach(&self.endpoint, &self.token).await?);
                 self.open_all().await
             }
         }
@@ -664,7 +665,7 @@ pub async fn run(
     run: usize,
 ) -> Result<RunReport, RunError> {
     check_supported(scenario)?;
-    let admin = Admin::connect(&config.url, &config.admin_token).await?;
+    let admin = Admin::connect(&config.endpoint, &config.admin_token).await?;
     let world = format!("{}-{run}", config.prefix);
     let created = admin.create_world(&world, scenario.ranks).await?;
     let outcome = run_in_world(scenario, config, run, &admin, &world, &created.tokens).await;
@@ -697,7 +698,7 @@ async fn run_in_world(
         .collect();
     let mut executors = Vec::new();
     for token in tokens {
-        executors.push(RankExecutor::attach(&config.url, token, opened.clone()).await?);
+        executors.push(RankExecutor::attach(&config.endpoint, token, opened.clone()).await?);
     }
     // When every rank is attached at the end, the runner closes the run with one more world
     // barrier, so that the reads of `expect public` come after every rank's last access in the
@@ -922,7 +923,7 @@ async fn read_public(
     loc: &Loc,
 ) -> Result<Observed, Error> {
     let decl = &scenario.windows[loc.window];
-    let session = Session::attach(&config.url, &tokens[rank as usize]).await?;
+    let session = Session::attach(&config.endpoint, &tokens[rank as usize]).await?;
     let window = session.window(&decl.name).await?;
     window
         .lock(onesided_core::epoch::LockType::Shared, rank, 0)

@@ -12,6 +12,7 @@ mod help;
 mod scenario;
 mod shell;
 mod store;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -180,7 +181,7 @@ impl Cli {
         self
     }
 
-    pub fn env(mut self, key: &str, value: &str) -> Self {
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
         self.command.env(key, value);
         self
     }

@@ -17,6 +17,7 @@ mod raw;
 mod recovery;
 mod service;
 mod store;
+mod tls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -94,7 +94,7 @@ pub enum WindowCommand {
 
 async fn connect(global: &Global) -> Result<Admin> {
     let token = global.token("the admin token")?;
-    Ok(Admin::connect(&global.addr, token).await?)
+    Ok(Admin::connect(global.endpoint()?, token).await?)
 }
 
 /// Parses a datatype name given on the command line.

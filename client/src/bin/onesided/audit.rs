@@ -139,7 +139,7 @@ pub struct ExportArgs {
 
 async fn connect(global: &Global) -> Result<Audit> {
     let token = global.token("the admin token")?;
-    Ok(Audit::connect(&global.addr, token).await?)
+    Ok(Audit::connect(global.endpoint()?, token).await?)
 }
 
 /// The window id `window` names: itself, or the newest recorded window of that world and name.

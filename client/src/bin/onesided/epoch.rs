@@ -136,7 +136,7 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
         (None, false) => return Err(Usage("--type is required".into()).into()),
     };
     let token = global.token("the token of the rank to act as")?;
-    let session = Session::attach(&global.addr, token).await?;
+    let session = Session::attach(global.endpoint()?, token).await?;
     check_membership(&session, args.world.as_deref(), args.rank)?;
     let window = session.window(&args.window).await?;
     let lock = match args.lock {

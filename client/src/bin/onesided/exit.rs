@@ -16,6 +16,7 @@ pub struct Failed(pub String);
 fn client_code(error: &Error) -> u8 {
     match error {
         Error::Connect { .. } | Error::Disconnected(_) => 4,
+        Error::Config(_) => 2,
         Error::Status { code, .. } if *code == tonic::Code::Unavailable => 4,
         _ => 3,
     }

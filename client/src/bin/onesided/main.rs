@@ -11,9 +11,11 @@ mod json;
 mod run;
 mod shell;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use onesided_client::Endpoint;
 
 use crate::exit::{exit_code, Usage};
 
@@ -35,7 +37,10 @@ and `shell`: the token decides the world and rank; --world and --rank are checke
 Client audit events: with ONESIDED_AUDIT_DATABASE_URL set (postgres://… or sqlite:…, the
 database the server records into), every session a command attaches writes its own audit
 events (loads, stores, returns of blocking calls) to that database itself and ships only a
-marker naming them; without it they travel over the session.";
+marker naming them; without it they travel over the session.
+
+TLS: an https:// address (--addr, ONESIDED_ADDR) is verified against the system's trusted roots,
+or only against the CA certificate --ca (ONESIDED_CA) names.";
 
 /// onesided: MPI one-sided communication (RMA) windows as a network service.
 #[derive(Debug, Parser)]
@@ -50,6 +55,11 @@ struct Cli {
         default_value = "http://127.0.0.1:50051"
     )]
     addr: String,
+
+    /// CA certificate (PEM) that signed the server's TLS certificate, for https:// addresses;
+    /// without it the system's trusted roots are used
+    #[arg(long, global = true, env = "ONESIDED_CA", value_name = "PATH")]
+    ca: Option<PathBuf>,
 
     /// Token: the admin token (world, window, run, audit) or a rank's token (get, put, acc, fop,
     /// cas, shell)
@@ -106,6 +116,8 @@ struct CompletionArgs {
 pub struct Global {
     /// Server address.
     pub addr: String,
+    /// `--ca`.
+    pub ca: Option<PathBuf>,
     /// The token, if given.
     pub token: Option<String>,
     /// `--json`.
@@ -113,6 +125,18 @@ pub struct Global {
 }
 
 impl Global {
+    /// The server: `--addr`, with `--ca` when given.
+    ///
+    /// # Errors
+    /// An unreadable CA file, one without a certificate, or a CA for a plain http:// address.
+    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        let endpoint = Endpoint::new(self.addr.as_str());
+        Ok(match &self.ca {
+            Some(path) => endpoint.ca_file(path)?,
+            None => endpoint,
+        })
+    }
+
     /// The token, or a usage error naming what it is for.
     ///
     /// # Errors
@@ -139,6 +163,7 @@ pub enum LockArg {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = Global {
         addr: cli.addr,
+        ca: cli.ca,
         token: cli.token,
         json: cli.json,
     };

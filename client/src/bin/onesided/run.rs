@@ -204,7 +204,7 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
 /// Warns on stderr about windows the run created that the server did not record (its audit is
 /// off, or its store failed): their ids lead nowhere.
 async fn warn_unrecorded(config: &RunConfig, reports: &[RunReport]) {
-    let recorded = match Audit::connect(&config.url, &config.admin_token).await {
+    let recorded = match Audit::connect(&config.endpoint, &config.admin_token).await {
         Ok(audit) => audit.windows().await,
         Err(error) => Err(error),
     };
@@ -247,7 +247,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let config = RunConfig {
-        url: global.addr.clone(),
+        endpoint: global.endpoint()?,
         admin_token,
         timeout: Duration::from_secs(args.timeout),
         prefix: format!("run-{stem}-{}-{nanos}", std::process::id()),

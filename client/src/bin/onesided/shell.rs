@@ -211,7 +211,7 @@ impl Shell {
 
 pub async fn shell(global: &Global, args: ShellArgs) -> Result<ExitCode> {
     let token = global.token("the token of the rank to act as")?;
-    let executor = RankExecutor::attach(&global.addr, token, Vec::new()).await?;
+    let executor = RankExecutor::attach(global.endpoint()?, token, Vec::new()).await?;
     let Some(session) = executor.session() else {
         return Err(Usage("the session ended".into()).into());
     };

@@ -1,0 +1,253 @@
+//! TLS: a server with `tls` set speaks only TLS; a client reaches it through an `https://`
+//! endpoint with the CA that signed its certificate, and nothing else gets in. The CA and the
+//! server's certificate are made afresh for each test (rcgen).
+
+use onesided_client::{Admin, Endpoint, Error, LockType, Session, WindowSpec};
+use onesided_server::tls::TlsIdentity;
+use onesided_server::{run, ServerConfig};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use tokio::sync::oneshot;
+
+use crate::{unique, TempDir, TestServer, ADMIN_TOKEN};
+
+/// A throwaway CA and a server certificate it signed.
+pub struct Pki {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Pki {
+    /// A CA, and a certificate from it for `names` (DNS names or IP addresses).
+    pub fn new(names: &[&str]) -> Pki {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "onesided test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        let leaf = CertificateParams::new(names).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert_pem = leaf.signed_by(&key, &issuer).unwrap().pem();
+        Pki {
+            ca_pem,
+            cert_pem,
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    pub fn identity(&self) -> TlsIdentity {
+        TlsIdentity::from_pem(self.cert_pem.clone(), self.key_pem.clone()).unwrap()
+    }
+}
+
+/// A server serving TLS with `pki`'s certificate for `localhost`, and its `https://` URL.
+async fn spawn_tls_server(pki: &Pki) -> TestServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let url = format!("https://localhost:{port}");
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-tls")));
+    let config = ServerConfig {
+        tls: Some(pki.identity()),
+        ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        run(listener, config, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("server failed");
+    });
+    let endpoint = Endpoint::new(url.as_str())
+        .ca_pem(pki.ca_pem.clone())
+        .unwrap();
+    let admin = Admin::connect(&endpoint, ADMIN_TOKEN).await.unwrap();
+    admin.list_worlds().await.unwrap();
+    TestServer {
+        url,
+        admin,
+        _stop: stop,
+        data,
+    }
+}
+
+fn with_ca(url: &str, pki: &Pki) -> Endpoint {
+    Endpoint::new(url).ca_pem(pki.ca_pem.clone()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranks_attach_put_and_get_over_tls() {
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+    let endpoint = with_ca(&server.url, &pki);
+    let world = unique("tls");
+    let created = server.admin.create_world(&world, 2).await.unwrap();
+    server
+        .admin
+        .create_window(&world, &WindowSpec::of::<i64>("x", 2, 4))
+        .await
+        .unwrap();
+    let origin = Session::attach(&endpoint, &created.tokens[0])
+        .await
+        .unwrap();
+    let target = Session::attach(&endpoint, &created.tokens[1])
+        .await
+        .unwrap();
+    let origin = origin.window("x").await.unwrap();
+    let target = target.window("x").await.unwrap();
+
+    origin.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    origin.put(1, 1, &[7i64, 8, 9]).unwrap();
+    origin.unlock(1).await.unwrap();
+
+    target.lock(LockType::Shared, 1, 0).await.unwrap();
+    let read = target.get::<i64>(1, 0, 4).unwrap();
+    target.unlock(1).await.unwrap();
+    assert_eq!(read.value().await.unwrap(), vec![0, 7, 8, 9]);
+}
+
+fn connect_message(error: Error) -> String {
+    match error {
+        Error::Connect { message, .. } => message,
+        other => panic!("not a connect error: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_trust_the_ca_cannot_connect() {
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+
+    // the system's roots (no CA given) do not know the test CA
+    let error = Admin::connect(server.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap_err();
+    let message = connect_message(error);
+    assert!(message.contains("certificate"), "{message}");
+
+    // nor does another CA
+    let stranger = Pki::new(&["localhost"]);
+    let error = Admin::connect(with_ca(&server.url, &stranger), ADMIN_TOKEN)
+        .await
+        .unwrap_err();
+    let message = connect_message(error);
+    assert!(message.contains("invalid peer certificate"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_certificate_must_name_the_server() {
+    let pki = Pki::new(&["other.example"]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-tls")));
+    let config = ServerConfig {
+        tls: Some(pki.identity()),
+        ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
+    };
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(run(listener, config, async {
+        let _ = stopped.await;
+    }));
+    let error = Admin::connect(
+        with_ca(&format!("https://localhost:{port}"), &pki),
+        ADMIN_TOKEN,
+    )
+    .await
+    .unwrap_err();
+    let message = connect_message(error);
+    assert!(
+        message.contains("certificate not valid for name \"localhost\""),
+        "{message}"
+    );
+}
+
+/// A refusal that tells a user what to check: the server's scheme.
+fn says_why(error: &Error) -> bool {
+    matches!(error, Error::Connect { .. }) || error.to_string().contains("serves TLS")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_http_client_gets_nothing_from_a_tls_server() {
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+    let plain = server.url.replace("https://", "http://");
+    let world = unique("tls");
+    let created = server.admin.create_world(&world, 1).await.unwrap();
+    let refused = async {
+        Admin::connect(plain.as_str(), ADMIN_TOKEN)
+            .await?
+            .list_worlds()
+            .await
+    };
+    let error = refused.await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
+    assert!(says_why(&error), "{error}");
+    let error = Session::attach(plain.as_str(), &created.tokens[0])
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
+    assert!(says_why(&error), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_is_not_the_certificates_is_refused_at_start() {
+    let pki = Pki::new(&["localhost"]);
+    let other = Pki::new(&["localhost"]);
+    let identity = TlsIdentity::from_pem(pki.cert_pem.clone(), other.key_pem.clone()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-tls")));
+    let config = ServerConfig {
+        tls: Some(identity),
+        ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
+    };
+    let error = run(listener, config, std::future::pending())
+        .await
+        .unwrap_err();
+    let message = format!("{error:#}");
+    assert!(
+        message.contains("cannot use the TLS certificate and key"),
+        "{message}"
+    );
+}
+
+#[test]
+fn files_without_a_certificate_or_a_key_are_refused_without_quoting_the_key() {
+    let pki = Pki::new(&["localhost"]);
+    let error = TlsIdentity::from_pem(pki.key_pem.clone(), pki.key_pem.clone()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the certificate file holds no PEM certificate"
+    );
+    let error = TlsIdentity::from_pem(pki.cert_pem.clone(), pki.cert_pem.clone()).unwrap_err();
+    assert!(error.to_string().contains("private key"), "{error}");
+    // a damaged key: its lines are not in the message
+    let damaged = pki.key_pem.replace('A', "*");
+    let error = TlsIdentity::from_pem(pki.cert_pem.clone(), damaged.clone()).unwrap_err();
+    let message = format!("{error:#}");
+    assert!(message.contains("private key"), "{message}");
+    for line in damaged.lines().filter(|line| !line.starts_with("-----")) {
+        assert!(!message.contains(line), "{message}");
+    }
+    // the Debug form of a good identity does not carry the key either
+    let shown = format!("{:?}", pki.identity());
+    assert!(
+        !shown.contains(pki.key_pem.lines().nth(1).unwrap()),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_ca_is_checked_when_given() {
+    let pki = Pki::new(&["localhost"]);
+    let error = Endpoint::new("https://localhost:1")
+        .ca_pem(pki.key_pem.clone())
+        .unwrap_err();
+    assert!(matches!(error, Error::Config(_)), "{error:?}");
+    let error = Endpoint::new("http://localhost:1")
+        .ca_pem(pki.ca_pem.clone())
+        .unwrap_err();
+    assert!(error.to_string().contains("only for https://"), "{error}");
+}
