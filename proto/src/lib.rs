@@ -12,6 +12,15 @@ pub mod v1 {
     tonic::include_proto!("onesided.v1");
 }
 
+impl std::fmt::Debug for v1::CreateWorldResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateWorldResponse")
+            .field("name", &self.name)
+            .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .finish()
+    }
+}
+
 /// The encoded file descriptor set, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("onesided_descriptor");
 
@@ -189,6 +198,17 @@ mod tests {
             assert_eq!(status.code(), grpc_code(class));
             assert_eq!(rma_from_status(&status), Some(error));
         }
+    }
+
+    #[test]
+    fn a_created_worlds_tokens_are_not_in_its_debug_form() {
+        let response = v1::CreateWorldResponse {
+            name: "w".into(),
+            tokens: vec!["secret-token-0".into(), "secret-token-1".into()],
+        };
+        let shown = format!("{response:?}");
+        assert!(!shown.contains("secret-token"), "{shown}");
+        assert!(shown.contains("<2 redacted>"), "{shown}");
     }
 
     #[test]

@@ -84,13 +84,43 @@ fn admin_token(args: &Args) -> anyhow::Result<String> {
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
     let path = args.data_dir.join("admin-token");
     if let Ok(existing) = std::fs::read_to_string(&path) {
+        warn_if_others_can_read(&path);
         return Ok(existing.trim().to_string());
     }
     let bytes: [u8; 24] = rand::random();
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
+    write_private(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
     tracing::info!(path = %path.display(), "generated an admin token");
     Ok(token)
+}
+
+/// Writes a new file only its owner may read (mode 0600 on Unix).
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(text.as_bytes())
+}
+
+fn warn_if_others_can_read(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            let mode = metadata.permissions().mode();
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format_args!("{:o}", mode & 0o777),
+                    "the admin token file is readable by others than its owner"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 async fn shutdown_signal() {

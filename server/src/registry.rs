@@ -43,7 +43,6 @@ pub struct Membership {
     pub collectives: WorldHandle,
 }
 
-#[derive(Debug)]
 struct World {
     nranks: u32,
     /// SHA-256 of each rank's token (the tokens themselves are only handed out).
@@ -52,7 +51,18 @@ struct World {
     windows: BTreeMap<String, u64>,
 }
 
-#[derive(Debug, Default)]
+// by hand, like Inner's: the derived forms would print every rank token's hash, which a log
+// has no use for
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("nranks", &self.nranks)
+            .field("windows", &self.windows)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
 struct Inner {
     worlds: BTreeMap<String, World>,
     /// Names of worlds being created (their store rows are being written).
@@ -87,6 +97,16 @@ pub struct SessionSlot {
     pub ended: watch::Sender<bool>,
     /// The previous live session of the rank: end it, then wait until its departure is handled.
     pub previous: Option<(CancellationToken, watch::Receiver<bool>)>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("worlds", &self.worlds)
+            .field("windows", &self.windows.len())
+            .field("next_window", &self.next_window)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why an admin request was refused.

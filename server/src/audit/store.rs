@@ -143,7 +143,11 @@ impl AuditStore {
                 Self::sqlite(SqliteConnectOptions::from_str(url)?).await
             }
             Some(other) => {
-                anyhow::bail!("unsupported database URL {other:?}: use postgres:// or sqlite:")
+                // not the URL itself: it may carry a password
+                let scheme = other.split_once(':').map_or("(none)", |(scheme, _)| scheme);
+                anyhow::bail!(
+                    "unsupported database URL scheme {scheme:?}: use postgres:// or sqlite:"
+                )
             }
             None => {
                 let path = data_dir.join("audit.db");

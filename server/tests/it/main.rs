@@ -15,6 +15,7 @@ mod linearizable;
 mod protocol;
 mod raw;
 mod recovery;
+mod secrets;
 mod service;
 mod store;
 mod tls;

@@ -43,7 +43,8 @@ TLS: an https:// address (--addr, ONESIDED_ADDR) is verified against the system'
 or only against the CA certificate --ca (ONESIDED_CA) names.";
 
 /// onesided: MPI one-sided communication (RMA) windows as a network service.
-#[derive(Debug, Parser)]
+// no Debug: it holds the token
+#[derive(Parser)]
 #[command(name = "onesided", version, after_long_help = EXIT_CODES)]
 struct Cli {
     /// Server address
@@ -112,7 +113,7 @@ struct CompletionArgs {
 }
 
 /// What every subcommand gets besides its own arguments.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Global {
     /// Server address.
     pub addr: String,
@@ -122,6 +123,17 @@ pub struct Global {
     pub token: Option<String>,
     /// `--json`.
     pub json: bool,
+}
+
+impl std::fmt::Debug for Global {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // never the token
+        f.debug_struct("Global")
+            .field("addr", &self.addr)
+            .field("ca", &self.ca)
+            .field("json", &self.json)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Global {

@@ -1,0 +1,189 @@
+//! Secrets stay secret (SECURITY.md): no token reaches the server's log, even at trace level;
+//! the generated admin token file is its owner's alone; the registry's Debug form, which any
+//! future `?registry` in a log line would print, holds no token.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use onesided_client::{Admin, LockType, Session, WindowSpec};
+use onesided_server::audit::AuditHandle;
+use onesided_server::registry::Registry;
+
+use crate::{unique, TempDir};
+
+/// The binary, its address, and the threads collecting everything it prints (joined once it
+/// has exited).
+struct Running {
+    child: Child,
+    url: String,
+    output: Vec<JoinHandle<Vec<String>>>,
+}
+
+fn start(data: &TempDir, extra: &[&str], log: &str) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data.0)
+        .args(extra)
+        .env("RUST_LOG", log)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (address, told) = mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let output = vec![
+        std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for line in stdout.lines() {
+                let line = line.unwrap();
+                if let Some(rest) = line.split("address=").nth(1) {
+                    let _ = address.send(rest.split_whitespace().next().unwrap().to_string());
+                }
+                lines.push(line);
+            }
+            lines
+        }),
+        std::thread::spawn(move || stderr.lines().map(Result::unwrap).collect()),
+    ];
+    let address = told.recv().expect("the server exited before listening");
+    Running {
+        child,
+        url: format!("http://{address}"),
+        output,
+    }
+}
+
+impl Running {
+    /// SIGTERM, wait, and everything it printed.
+    fn stop(mut self) -> Vec<String> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(self.child.wait().unwrap().success());
+        self.output
+            .into_iter()
+            .flat_map(|thread| thread.join().unwrap())
+            .collect()
+    }
+}
+
+/// One admin call answered: the server is up, its SIGTERM handler too (it is polled with the
+/// first connection), so [`Running::stop`] sees a clean exit.
+async fn served(url: &str, token: &str) {
+    Admin::connect(url, token)
+        .await
+        .unwrap()
+        .list_worlds()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_reaches_the_servers_log_even_at_trace_level() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
+    let admin_token = format!("admin-{}", unique("secret"));
+    let server = start(&data, &["--admin-token", &admin_token], "trace");
+    let admin = Admin::connect(&server.url, &admin_token).await.unwrap();
+    let world = admin.create_world("w", 2).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .await
+        .unwrap();
+    let session = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let window = session.window("x").await.unwrap();
+    window.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    window.put(1, 0, &[7i64]).unwrap();
+    window.unlock(1).await.unwrap();
+    // refused credentials are not logged either
+    let wrong_rank = format!("rank-{}", unique("wrong"));
+    Session::attach(&server.url, &wrong_rank).await.unwrap_err();
+    let wrong_admin = format!("admin-{}", unique("wrong"));
+    let stranger = Admin::connect(&server.url, &wrong_admin).await.unwrap();
+    stranger.list_worlds().await.unwrap_err();
+    drop(window);
+    drop(session);
+
+    let log = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    // the log is there, and detailed: a check of nothing would pass too
+    assert!(log.iter().any(|line| line.contains("session attached")));
+    assert!(log.iter().any(|line| line.contains("TRACE")));
+    let mut secrets = world.tokens.clone();
+    secrets.extend([admin_token, wrong_rank, wrong_admin]);
+    for secret in &secrets {
+        if let Some(line) = log.iter().find(|line| line.contains(secret.as_str())) {
+            panic!("a token is in the server's log: {line}");
+        }
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_admin_token_file_is_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
+    let server = start(&data, &[], "info");
+    let path = data.0.join("admin-token");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "mode {:o}", mode & 0o777);
+    let token = std::fs::read_to_string(&path).unwrap();
+    served(&server.url, token.trim()).await;
+    tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+
+    // a token file others can read is used, with a warning
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let server = start(&data, &[], "info");
+    served(&server.url, token.trim()).await;
+    let log = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    assert!(
+        log.iter()
+            .any(|line| line.contains("readable by others than its owner")),
+        "{log:#?}"
+    );
+}
+
+#[tokio::test]
+async fn the_registrys_debug_form_holds_no_token() {
+    let registry = Registry::new(
+        AuditHandle::off(),
+        None,
+        0,
+        onesided_server::DEFAULT_LEASE_TTL,
+        onesided_server::limits::Limits::default(),
+    );
+    let tokens = registry.create_world("w", 3).await.unwrap();
+    let shown = format!("{registry:?}");
+    assert!(shown.contains("nranks: 3"), "{shown}");
+    for token in &tokens {
+        assert!(!shown.contains(token.as_str()), "{shown}");
+    }
+}
+
+#[tokio::test]
+async fn an_unsupported_database_url_is_refused_without_its_password() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
+    let config = onesided_server::ServerConfig {
+        database_url: Some("mysql://audit:hunter2@db.example/audit".into()),
+        ..onesided_server::ServerConfig::new("t", data.0.clone())
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let error = onesided_server::run(listener, config, std::future::pending())
+        .await
+        .unwrap_err();
+    let message = format!("{error:#}");
+    assert!(message.contains("\"mysql\""), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+}
