@@ -25,6 +25,7 @@ impl std::fmt::Debug for v1::CreateWorldResponse {
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("onesided_descriptor");
 
 use onesided_core::layout::Block;
+use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
 use prost::Message;
 use tonic::{Code, Status};
@@ -105,6 +106,68 @@ pub fn datatype_from_wire(code: i32) -> Result<Datatype, RmaError> {
 /// `MPI_ERR_OP` for an unknown value.
 pub fn op_from_wire(code: i32) -> Result<Op, RmaError> {
     Op::from_code(code).ok_or_else(|| RmaError::new(ErrorClass::Op, format!("unknown op {code}")))
+}
+
+/// The core operation kind of a wire op's `kind` and `op` fields.
+///
+/// # Errors
+/// `MPI_ERR_ARG` for an unknown or unspecified kind, `MPI_ERR_OP` for an unknown op of a kind
+/// that takes one.
+pub fn op_kind_from_wire(kind: i32, op: i32) -> Result<OpKind, RmaError> {
+    let kind = v1::OpKind::try_from(kind)
+        .map_err(|_| RmaError::new(ErrorClass::Arg, format!("unknown operation kind {kind}")))?;
+    Ok(match kind {
+        v1::OpKind::Put => OpKind::Put,
+        v1::OpKind::Get => OpKind::Get,
+        v1::OpKind::Accumulate => OpKind::Accumulate(op_from_wire(op)?),
+        v1::OpKind::GetAccumulate => OpKind::GetAccumulate(op_from_wire(op)?),
+        v1::OpKind::FetchAndOp => OpKind::FetchAndOp(op_from_wire(op)?),
+        v1::OpKind::CompareAndSwap => OpKind::CompareAndSwap,
+        v1::OpKind::Unspecified => {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "operation kind is unspecified",
+            ))
+        }
+    })
+}
+
+/// The operation a wire op asks of its target, not yet checked against the target's window
+/// (that is [`TargetOp::validate`]). The data is shared, not copied.
+///
+/// # Errors
+/// As [`op_kind_from_wire`], [`datatype_from_wire`] and [`layout_from_wire`], in that order.
+pub fn target_op_from_wire(op: &v1::RmaOp) -> Result<TargetOp<bytes::Bytes>, RmaError> {
+    Ok(TargetOp {
+        kind: op_kind_from_wire(op.kind, op.op)?,
+        dtype: datatype_from_wire(op.datatype)?,
+        disp: op.disp,
+        layout: layout_from_wire(op.layout.as_ref())?,
+        data: op.data.clone(),
+        compare: op.compare.clone(),
+    })
+}
+
+/// Checks that bytes a rank pushes to its own public copy (at a fence, post, unlock or sync)
+/// lie inside its window of `size` bytes.
+///
+/// # Errors
+/// `MPI_ERR_RMA_RANGE` for a segment that does not.
+pub fn check_segments(size: u64, segments: &[v1::Segment]) -> Result<(), RmaError> {
+    for segment in segments {
+        let end = segment.offset.checked_add(segment.data.len() as u64);
+        if end.is_none_or(|end| end > size) {
+            return Err(RmaError::new(
+                ErrorClass::RmaRange,
+                format!(
+                    "pushed bytes at {} of length {} are outside the window of {size} bytes",
+                    segment.offset,
+                    segment.data.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The wire form of a layout.
@@ -209,6 +272,36 @@ mod tests {
         let shown = format!("{response:?}");
         assert!(!shown.contains("secret-token"), "{shown}");
         assert!(shown.contains("<2 redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn pushed_segments_must_lie_inside_the_window() {
+        let segment = |offset: u64, len: usize| v1::Segment {
+            offset,
+            data: vec![0u8; len].into(),
+        };
+        assert_eq!(check_segments(8, &[segment(0, 8), segment(8, 0)]), Ok(()));
+        for bad in [segment(1, 8), segment(9, 0), segment(u64::MAX, 1)] {
+            let error = check_segments(8, &[segment(0, 1), bad]).unwrap_err();
+            assert_eq!(error.class, ErrorClass::RmaRange);
+        }
+    }
+
+    #[test]
+    fn op_kinds_from_the_wire() {
+        assert_eq!(
+            op_kind_from_wire(v1::OpKind::Accumulate as i32, Op::Max.code()),
+            Ok(OpKind::Accumulate(Op::Max))
+        );
+        assert_eq!(
+            op_kind_from_wire(v1::OpKind::Put as i32, 9999),
+            Ok(OpKind::Put),
+            "a put ignores the op field"
+        );
+        let class = |kind: i32, op: i32| op_kind_from_wire(kind, op).unwrap_err().class;
+        assert_eq!(class(0, 0), ErrorClass::Arg);
+        assert_eq!(class(77, 0), ErrorClass::Arg);
+        assert_eq!(class(v1::OpKind::FetchAndOp as i32, 9999), ErrorClass::Op);
     }
 
     #[test]

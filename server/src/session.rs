@@ -12,13 +12,13 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use onesided_core::audit::Event;
 use onesided_core::epoch::{EpochState, LockRequest, LockType};
-use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::target_op_from_wire;
+use onesided_proto::v1;
 use onesided_proto::v1::{
     client_message::Call, server_message, Attached, ClientMessage, Done, RmaOp, Segment,
     ServerMessage,
 };
-use onesided_proto::{datatype_from_wire, layout_from_wire, op_from_wire, v1};
 use tokio::sync::{oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tonic::{Status, Streaming};
@@ -805,15 +805,7 @@ impl Session {
                 ),
             ));
         }
-        let kind = kind_from_wire(&op)?;
-        let target_op = TargetOp {
-            kind,
-            dtype: datatype_from_wire(op.datatype)?,
-            disp: op.disp,
-            layout: layout_from_wire(op.layout.as_ref())?,
-            data: op.data,
-            compare: op.compare,
-        };
+        let target_op = target_op_from_wire(&op)?;
         let target = op.target as usize;
         let access_runs = target_op.validate(
             window.entry.desc.sizes[target],
@@ -918,44 +910,7 @@ async fn push(own: &WindowServerHandle, segments: Vec<Segment>) -> Result<(), Rm
 }
 
 fn check_segments(entry: &WindowEntry, rank: u32, segments: &[Segment]) -> Result<(), RmaError> {
-    let size = entry.desc.sizes[rank as usize];
-    for segment in segments {
-        let end = segment.offset.checked_add(segment.data.len() as u64);
-        if end.is_none_or(|end| end > size) {
-            return Err(RmaError::new(
-                ErrorClass::RmaRange,
-                format!(
-                    "pushed bytes at {} of length {} are outside the window of {size} bytes",
-                    segment.offset,
-                    segment.data.len()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn kind_from_wire(op: &RmaOp) -> Result<OpKind, RmaError> {
-    let kind = v1::OpKind::try_from(op.kind).map_err(|_| {
-        RmaError::new(
-            ErrorClass::Arg,
-            format!("unknown operation kind {}", op.kind),
-        )
-    })?;
-    Ok(match kind {
-        v1::OpKind::Put => OpKind::Put,
-        v1::OpKind::Get => OpKind::Get,
-        v1::OpKind::Accumulate => OpKind::Accumulate(op_from_wire(op.op)?),
-        v1::OpKind::GetAccumulate => OpKind::GetAccumulate(op_from_wire(op.op)?),
-        v1::OpKind::FetchAndOp => OpKind::FetchAndOp(op_from_wire(op.op)?),
-        v1::OpKind::CompareAndSwap => OpKind::CompareAndSwap,
-        v1::OpKind::Unspecified => {
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                "operation kind is unspecified",
-            ))
-        }
-    })
+    onesided_proto::check_segments(entry.desc.sizes[rank as usize], segments)
 }
 
 fn call_name(call: &Call) -> &'static str {
