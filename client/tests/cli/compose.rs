@@ -187,10 +187,17 @@ fn the_source_reading_finds_the_servers_flags() {
         "--data-dir",
         "--database-url",
         "--audit-durability",
+        "--tls-cert",
+        "--tls-key",
     ] {
         assert!(flags.contains(flag), "{flag} not found in {flags:?}");
     }
-    for env in ["ONESIDED_LISTEN", "DATABASE_URL", "ONESIDED_ADMIN_TOKEN"] {
+    for env in [
+        "ONESIDED_LISTEN",
+        "DATABASE_URL",
+        "ONESIDED_ADMIN_TOKEN",
+        "ONESIDED_TLS_CERT",
+    ] {
         assert!(envs.contains(env), "{env} not found in {envs:?}");
     }
 }

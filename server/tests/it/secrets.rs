@@ -15,13 +15,13 @@ use crate::{unique, TempDir};
 
 /// The binary, its address, and the threads collecting everything it prints (joined once it
 /// has exited).
-struct Running {
+pub struct Running {
     child: Child,
-    url: String,
+    pub url: String,
     output: Vec<JoinHandle<Vec<String>>>,
 }
 
-fn start(data: &TempDir, extra: &[&str], log: &str) -> Running {
+pub fn start(data: &TempDir, extra: &[&str], log: &str) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data.0)
@@ -59,7 +59,7 @@ fn start(data: &TempDir, extra: &[&str], log: &str) -> Running {
 
 impl Running {
     /// SIGTERM, wait, and everything it printed.
-    fn stop(mut self) -> Vec<String> {
+    pub fn stop(mut self) -> Vec<String> {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -75,7 +75,7 @@ impl Running {
 
 /// One admin call answered: the server is up, its SIGTERM handler too (it is polled with the
 /// first connection), so [`Running::stop`] sees a clean exit.
-async fn served(url: &str, token: &str) {
+pub async fn served(url: &str, token: &str) {
     Admin::connect(url, token)
         .await
         .unwrap()

@@ -251,3 +251,92 @@ fn a_ca_is_checked_when_given() {
         .unwrap_err();
     assert!(error.to_string().contains("only for https://"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_tls_from_its_flags() {
+    let pki = Pki::new(&["localhost"]);
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-tls-bin")));
+    std::fs::create_dir_all(&data.0).unwrap();
+    let cert = data.0.join("cert.pem");
+    let key = data.0.join("key.pem");
+    std::fs::write(&cert, &pki.cert_pem).unwrap();
+    std::fs::write(&key, &pki.key_pem).unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let server = crate::secrets::start(
+        &data,
+        &["--admin-token", "t", "--tls-cert", cert, "--tls-key", key],
+        "info",
+    );
+    let url = server.url.replace("http://127.0.0.1", "https://localhost");
+    let admin = Admin::connect(with_ca(&url, &pki), "t").await.unwrap();
+    admin.create_world("w", 1).await.unwrap();
+    assert_eq!(admin.list_worlds().await.unwrap().len(), 1);
+    let log = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    assert!(
+        log.iter().any(|line| line.contains("scheme=\"https\"")),
+        "{log:#?}"
+    );
+}
+
+/// The binary with these arguments, expected to exit at once: its exit code and stderr.
+fn refused_start(data: &TempDir, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            "t",
+            "--data-dir",
+        ])
+        .arg(&data.0)
+        .args(args)
+        .env_remove("ONESIDED_TLS_CERT")
+        .env_remove("ONESIDED_TLS_KEY")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_binary_refuses_half_or_wrong_tls_flags() {
+    let pki = Pki::new(&["localhost"]);
+    let other = Pki::new(&["localhost"]);
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-tls-bin")));
+    std::fs::create_dir_all(&data.0).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = data.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let cert = write("cert.pem", &pki.cert_pem);
+    let key = write("key.pem", &pki.key_pem);
+    let foreign_key = write("other-key.pem", &other.key_pem);
+
+    let (code, stderr) = refused_start(&data, &["--tls-cert", &cert]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--tls-key"), "{stderr}");
+    let (code, stderr) = refused_start(&data, &["--tls-key", &key]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--tls-cert"), "{stderr}");
+
+    let (code, stderr) = refused_start(&data, &["--tls-cert", &key, "--tls-key", &key]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("no PEM certificate"), "{stderr}");
+    assert!(stderr.contains(&key), "the file is named: {stderr}");
+
+    let (code, stderr) = refused_start(&data, &["--tls-cert", &cert, "--tls-key", &foreign_key]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot use the TLS certificate and key"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(other.key_pem.lines().nth(1).unwrap()),
+        "{stderr}"
+    );
+}
