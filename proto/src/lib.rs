@@ -24,6 +24,7 @@ impl std::fmt::Debug for v1::CreateWorldResponse {
 /// The encoded file descriptor set, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("onesided_descriptor");
 
+use onesided_core::audit::Event;
 use onesided_core::layout::Block;
 use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
@@ -170,6 +171,94 @@ pub fn check_segments(size: u64, segments: &[v1::Segment]) -> Result<(), RmaErro
     Ok(())
 }
 
+/// The client-side events a `Record` ships (no client rows), decoded.
+///
+/// # Errors
+/// `MPI_ERR_ARG` for an event that does not decode, or one a client may not record (only the
+/// client-side kinds: loads, stores, returns, flush_local).
+pub fn recorded_events(record: &v1::Record) -> Result<Vec<Event>, RmaError> {
+    let mut events = Vec::with_capacity(record.events.len());
+    for body in &record.events {
+        let event =
+            Event::from_json(body).map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
+        if !event.is_client_side() {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                format!("a client may not record {} events", event.kind()),
+            ));
+        }
+        events.push(event);
+    }
+    Ok(events)
+}
+
+/// The client rows a `Record` names, when it names only them.
+///
+/// # Errors
+/// `MPI_ERR_ARG` for a record without rows, or with events too.
+pub fn record_rows(record: &v1::Record) -> Result<&v1::ClientRows, RmaError> {
+    let Some(rows) = &record.rows else {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            "a record without client rows",
+        ));
+    };
+    if !record.events.is_empty() {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            "a record carries events or client rows, not both",
+        ));
+    }
+    Ok(rows)
+}
+
+/// The `client_events` marker of `rows` of `window`, once they continue the session's chain
+/// of that window, whose next row is `next_cseq`; and the chain's next row after them.
+///
+/// # Errors
+/// `MPI_ERR_ARG` for rows that do not start at `next_cseq`, end before they start or at the
+/// last possible cseq, or a hash that is not 32 bytes.
+pub fn client_rows_marker(
+    window: u64,
+    rows: &v1::ClientRows,
+    next_cseq: u64,
+) -> Result<(Event, u64), RmaError> {
+    if rows.from != next_cseq || rows.to < rows.from {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            format!(
+                "client rows {}..={} do not continue this session's chain of window {window}: \
+                 the next is {next_cseq}",
+                rows.from, rows.to
+            ),
+        ));
+    }
+    if rows.hash.len() != 32 {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            format!(
+                "the hash of client rows is 32 bytes, not {}",
+                rows.hash.len()
+            ),
+        ));
+    }
+    let Some(next) = rows.to.checked_add(1) else {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            format!(
+                "client rows may not end at cseq {}: no row could follow",
+                rows.to
+            ),
+        ));
+    };
+    let marker = Event::ClientEvents {
+        from: rows.from,
+        to: rows.to,
+        hash: rows.hash.to_vec(),
+    };
+    Ok((marker, next))
+}
+
 /// The wire form of a layout.
 pub fn layout_to_wire(layout: &Layout) -> v1::Layout {
     use v1::layout::Kind;
@@ -284,6 +373,36 @@ mod tests {
         for bad in [segment(1, 8), segment(9, 0), segment(u64::MAX, 1)] {
             let error = check_segments(8, &[segment(0, 1), bad]).unwrap_err();
             assert_eq!(error.class, ErrorClass::RmaRange);
+        }
+    }
+
+    #[test]
+    fn client_rows_must_continue_the_chain() {
+        let rows = |from: u64, to: u64, hash: usize| v1::ClientRows {
+            from,
+            to,
+            hash: vec![7u8; hash].into(),
+        };
+        let (marker, next) = client_rows_marker(1, &rows(3, 5, 32), 3).unwrap();
+        assert_eq!(
+            marker,
+            Event::ClientEvents {
+                from: 3,
+                to: 5,
+                hash: vec![7u8; 32]
+            }
+        );
+        assert_eq!(next, 6);
+        // a gap, a repeat, a backwards range, the last cseq (no next row), a short hash
+        for (bad, next_cseq) in [
+            (rows(4, 5, 32), 3),
+            (rows(2, 5, 32), 3),
+            (rows(3, 2, 32), 3),
+            (rows(u64::MAX, u64::MAX, 32), u64::MAX),
+            (rows(3, 5, 31), 3),
+        ] {
+            let error = client_rows_marker(1, &bad, next_cseq).unwrap_err();
+            assert_eq!(error.class, ErrorClass::Arg, "{bad:?}");
         }
     }
 

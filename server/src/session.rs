@@ -686,18 +686,7 @@ impl Session {
                 self.log(record.window, marker, Some(self.reply(id))).await;
             }
             Call::Record(record) => {
-                let mut events = Vec::with_capacity(record.events.len());
-                for body in &record.events {
-                    let event = Event::from_json(body)
-                        .map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
-                    if !event.is_client_side() {
-                        return Err(RmaError::new(
-                            ErrorClass::Arg,
-                            format!("a client may not record {} events", event.kind()),
-                        ));
-                    }
-                    events.push(event);
-                }
+                let events = onesided_proto::recorded_events(&record)?;
                 self.window(record.window)?;
                 if events.is_empty() {
                     // a drain: answered once everything this session submitted is committed
@@ -741,44 +730,12 @@ impl Session {
     /// The marker of a record of rows the client persisted itself, once they continue its
     /// chain of that window (then the chain's next cseq moves on).
     fn client_rows(&mut self, record: &v1::Record) -> Result<Event, RmaError> {
-        let Some(rows) = &record.rows else {
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                "a record without client rows",
-            ));
-        };
-        if !record.events.is_empty() {
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                "a record carries events or client rows, not both",
-            ));
-        }
+        let rows = onesided_proto::record_rows(record)?;
         let window = self.window(record.window)?;
-        if rows.from != window.next_cseq || rows.to < rows.from {
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                format!(
-                    "client rows {}..={} do not continue this session's chain of window {}: \
-                     the next is {}",
-                    rows.from, rows.to, record.window, window.next_cseq
-                ),
-            ));
-        }
-        if rows.hash.len() != 32 {
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                format!(
-                    "the hash of client rows is 32 bytes, not {}",
-                    rows.hash.len()
-                ),
-            ));
-        }
-        window.next_cseq = rows.to + 1;
-        Ok(Event::ClientEvents {
-            from: rows.from,
-            to: rows.to,
-            hash: rows.hash.to_vec(),
-        })
+        let (marker, next) =
+            onesided_proto::client_rows_marker(record.window, rows, window.next_cseq)?;
+        window.next_cseq = next;
+        Ok(marker)
     }
 
     async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {

@@ -229,6 +229,17 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
             rows: None,
         })
     };
+    let client_rows = |window: u64, from: u64, to: u64, hash: usize| {
+        Call::Record(v1::Record {
+            window,
+            events: Vec::new(),
+            rows: Some(v1::ClientRows {
+                from,
+                to,
+                hash: vec![0xab; hash].into(),
+            }),
+        })
+    };
     let store_event = Event::Store {
         ranges: vec![(0, 8)],
     }
@@ -698,6 +709,24 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
             row(
                 "recording a body that is not an event",
                 Send::Call(Some(record(w, vec!["{".to_string()]))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "client rows that skip ahead of the session's chain",
+                Send::Call(Some(client_rows(w, 2, 3, 32))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "client rows ending at the last possible cseq",
+                Send::Call(Some(client_rows(w, 1, u64::MAX, 32))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "client rows whose hash is not 32 bytes",
+                Send::Call(Some(client_rows(w, 1, 1, 31))),
                 InvalidArgument,
                 Some(C::Arg),
             ),
