@@ -8,7 +8,8 @@
 //! - an operation [`TargetOp::validate`] accepts is one [`apply`] performs on a public copy of
 //!   the target's size (the actor applies without checking again), and
 //! - the byte runs validate returns are inside that copy, and
-//! - a refused call leaves the epoch state and the public copies as they were.
+//! - a refused call leaves the epoch state, the public copies and the client chain as they
+//!   were.
 
 #![no_main]
 
@@ -19,7 +20,9 @@ use onesided_core::window::apply;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::ClientMessage;
-use onesided_proto::{check_segments, target_op_from_wire};
+use onesided_proto::{
+    check_segments, client_rows_marker, record_rows, recorded_events, target_op_from_wire,
+};
 use prost::Message;
 
 /// The window: one size and disp_unit per rank (a zero-size rank, a non-power-of-two unit).
@@ -31,6 +34,8 @@ const ME: u32 = 1;
 struct Window {
     epoch: EpochState,
     public: Vec<Vec<u8>>,
+    /// The next row of the session's client chain of this window (client-persisted events).
+    next_cseq: u64,
 }
 
 impl Window {
@@ -38,6 +43,7 @@ impl Window {
         Window {
             epoch: EpochState::new(ME, SIZES.len() as u32, no_locks),
             public: SIZES.iter().map(|&size| vec![0u8; size as usize]).collect(),
+            next_cseq: 1,
         }
     }
 
@@ -160,10 +166,16 @@ impl Window {
                     }
                 }
             }
+            Call::Record(record) if record.rows.is_some() => {
+                let rows = record_rows(&record)?;
+                let (marker, next) = client_rows_marker(record.window, rows, self.next_cseq)?;
+                assert!(next > self.next_cseq, "the client chain went back");
+                assert!(matches!(marker, Event::ClientEvents { .. }));
+                self.next_cseq = next;
+            }
             Call::Record(record) => {
-                for body in &record.events {
-                    let event = Event::from_json(body)?;
-                    let _ = event.kind();
+                for event in recorded_events(&record)? {
+                    assert!(event.is_client_side(), "a server-side event was accepted");
                 }
             }
             Call::WinFree(_) => {
@@ -225,6 +237,7 @@ fuzz_target!(|data: &[u8]| {
             // a refused call leaves the state as it was; the next one goes on from there
             let epoch = window.epoch.clone();
             let public = window.public.clone();
+            let next_cseq = window.next_cseq;
             if window.call(call).is_err() {
                 assert_eq!(
                     window.epoch, epoch,
@@ -233,6 +246,10 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(
                     window.public, public,
                     "a refused call changed a public copy"
+                );
+                assert_eq!(
+                    window.next_cseq, next_cseq,
+                    "a refused call moved the client chain"
                 );
             }
         }

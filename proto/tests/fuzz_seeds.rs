@@ -218,6 +218,35 @@ fn seeds() -> Vec<(&'static str, ClientMessage)> {
                 }),
             ),
         ),
+        (
+            // a client that persists its own rows ships their markers; heartbeats keep its
+            // lease
+            "client_rows",
+            batch(
+                110,
+                vec![
+                    Call::Heartbeat(v1::Heartbeat {}),
+                    Call::Record(v1::Record {
+                        window: 1,
+                        events: Vec::new(),
+                        rows: Some(v1::ClientRows {
+                            from: 1,
+                            to: 3,
+                            hash: vec![0xab; 32].into(),
+                        }),
+                    }),
+                    Call::Record(v1::Record {
+                        window: 1,
+                        events: Vec::new(),
+                        rows: Some(v1::ClientRows {
+                            from: 4,
+                            to: 4,
+                            hash: vec![0xcd; 32].into(),
+                        }),
+                    }),
+                ],
+            ),
+        ),
     ]
 }
 
