@@ -1,13 +1,14 @@
-//! Secrets stay secret (SECURITY.md): no token reaches the server's log, even at trace level;
-//! the generated admin token file is its owner's alone; the registry's Debug form, which any
-//! future `?registry` in a log line would print, holds no token.
+//! Secrets stay secret (SECURITY.md): the generated admin token file is its owner's alone; the
+//! registry's Debug form, which any future `?registry` in a log line would print, holds no
+//! token; a bad database URL is reported without its password. (That no token reaches the
+//! server's log, at any level, is `identity::no_token_is_ever_logged`.)
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use onesided_client::{Admin, LockType, Session, WindowSpec};
+use onesided_client::Admin;
 use onesided_server::audit::AuditHandle;
 use onesided_server::registry::Registry;
 
@@ -82,48 +83,6 @@ pub async fn served(url: &str, token: &str) {
         .list_worlds()
         .await
         .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_token_reaches_the_servers_log_even_at_trace_level() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
-    let admin_token = format!("admin-{}", unique("secret"));
-    let server = start(&data, &["--admin-token", &admin_token], "trace");
-    let admin = Admin::connect(&server.url, &admin_token).await.unwrap();
-    let world = admin.create_world("w", 2).await.unwrap();
-    admin
-        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
-        .await
-        .unwrap();
-    let session = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let window = session.window("x").await.unwrap();
-    window.lock(LockType::Exclusive, 1, 0).await.unwrap();
-    window.put(1, 0, &[7i64]).unwrap();
-    window.unlock(1).await.unwrap();
-    // refused credentials are not logged either
-    let wrong_rank = format!("rank-{}", unique("wrong"));
-    Session::attach(&server.url, &wrong_rank).await.unwrap_err();
-    let wrong_admin = format!("admin-{}", unique("wrong"));
-    let stranger = Admin::connect(&server.url, &wrong_admin).await.unwrap();
-    stranger.list_worlds().await.unwrap_err();
-    drop(window);
-    drop(session);
-
-    let log = tokio::task::spawn_blocking(move || server.stop())
-        .await
-        .unwrap();
-    // the log is there, and detailed: a check of nothing would pass too
-    assert!(log.iter().any(|line| line.contains("session attached")));
-    assert!(log.iter().any(|line| line.contains("TRACE")));
-    let mut secrets = world.tokens.clone();
-    secrets.extend([admin_token, wrong_rank, wrong_admin]);
-    for secret in &secrets {
-        if let Some(line) = log.iter().find(|line| line.contains(secret.as_str())) {
-            panic!("a token is in the server's log: {line}");
-        }
-    }
 }
 
 #[cfg(unix)]
