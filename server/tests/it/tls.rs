@@ -2,11 +2,12 @@
 //! endpoint with the CA that signed its certificate, and nothing else gets in. The CA and the
 //! server's certificate are made afresh for each test (rcgen).
 
-use onesided_client::{Admin, Endpoint, Error, LockType, Session, WindowSpec};
+use onesided_client::{Admin, Audit, Claim, Endpoint, Error, LockType, Session, WindowSpec};
 use onesided_server::tls::TlsIdentity;
 use onesided_server::{run, ServerConfig};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tokio::sync::oneshot;
+use tonic::Code;
 
 use crate::{unique, TempDir, TestServer, ADMIN_TOKEN};
 
@@ -107,6 +108,54 @@ async fn ranks_attach_put_and_get_over_tls() {
     let read = target.get::<i64>(1, 0, 4).unwrap();
     target.unlock(1).await.unwrap();
     assert_eq!(read.value().await.unwrap(), vec![0, 7, 8, 9]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_claim_who_they_are_and_persist_their_events_over_tls() {
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+    let endpoint = with_ca(&server.url, &pki);
+    let world = unique("tls");
+    let created = server.admin.create_world(&world, 2).await.unwrap();
+    let window = server
+        .admin
+        .create_window(&world, &WindowSpec::of::<i64>("x", 2, 4))
+        .await
+        .unwrap();
+
+    // a claim travels over TLS like the token: the wrong rank is refused, the right one attaches
+    let claim = |rank: u32| Claim {
+        world: Some(world.clone()),
+        rank: Some(rank),
+    };
+    let refused = Session::attach_as(&endpoint, &created.tokens[0], &claim(1))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let claimed = Session::attach_as(&endpoint, &created.tokens[1], &claim(1))
+        .await
+        .unwrap();
+    assert_eq!(claimed.rank(), 1);
+
+    // a builder's session writes its own events to the server's store
+    let store = format!("sqlite:{}", server.data.0.join("audit.db").display());
+    let session = Session::builder(&endpoint, &created.tokens[0])
+        .audit_database_url(store)
+        .attach()
+        .await
+        .unwrap();
+    assert!(session.persists_audit_events());
+    let x = session.window("x").await.unwrap();
+    x.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    x.store(0, &[5i64]).unwrap();
+    x.unlock(0).await.unwrap();
+    drop(x);
+    session.close().await.unwrap();
+
+    let audit = Audit::connect(&endpoint, ADMIN_TOKEN).await.unwrap();
+    let verified = audit.verify(window.id).await.unwrap();
+    assert_eq!(verified.first_bad, None, "{verified:?}");
+    assert!(verified.client_events > 0, "{verified:?}");
 }
 
 fn connect_message(error: Error) -> String {
