@@ -123,27 +123,36 @@ fn warn_if_others_can_read(path: &std::path::Path) {
     let _ = path;
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves at SIGINT or SIGTERM. The handlers are installed when this is called, not when
+/// the future is first polled: the server prints its address before it serves, and a signal
+/// that follows at once must stop it gracefully rather than kill it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot listen for SIGTERM");
-                    let _ = ctrl_c.await;
-                    return;
+    let signals = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut interrupt), Ok(mut term)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = term.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            }
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::warn!(%error, "cannot listen for SIGINT and SIGTERM; only for Ctrl-C");
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
 }
 
 #[tokio::main]
@@ -184,8 +193,9 @@ async fn serve() -> anyhow::Result<()> {
         tls,
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
+    let shutdown = shutdown_signal();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    run(listener, config, shutdown_signal()).await
+    run(listener, config, shutdown).await
 }
