@@ -66,16 +66,18 @@ impl Running {
             .status()
             .unwrap();
         assert!(status.success());
-        assert!(self.child.wait().unwrap().success());
-        self.output
+        let exit = self.child.wait().unwrap();
+        let output: Vec<String> = self
+            .output
             .into_iter()
             .flat_map(|thread| thread.join().unwrap())
-            .collect()
+            .collect();
+        assert!(exit.success(), "the server ended with {exit}: {output:#?}");
+        output
     }
 }
 
-/// One admin call answered: the server is up, its SIGTERM handler too (it is polled with the
-/// first connection), so [`Running::stop`] sees a clean exit.
+/// One admin call answered with `token`: the server is up and takes it.
 pub async fn served(url: &str, token: &str) {
     Admin::connect(url, token)
         .await
