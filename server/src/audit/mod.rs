@@ -243,7 +243,8 @@ impl Writer {
     async fn run(mut self, mut inbox: mpsc::Receiver<Message>) {
         let mut batch = Vec::with_capacity(BATCH);
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
-            self.commit(std::mem::take(&mut batch)).await;
+            self.commit_from(std::mem::take(&mut batch), Some(&mut inbox))
+                .await;
         }
         tracing::info!("audit writer stopped");
     }
@@ -260,7 +261,19 @@ impl Writer {
     /// Commits a batch. When the store fails, the answers waiting for it fail with
     /// `MPI_ERR_IO` (UNAVAILABLE: not acknowledged), but the events are kept and retried until
     /// the store takes them: their effects happened, so the log must not lose them.
+    #[cfg(test)]
     async fn commit(&mut self, messages: Vec<Message>) {
+        self.commit_from(messages, None).await;
+    }
+
+    /// Commits `messages`; while the store refuses them, what arrives meanwhile on `inbox`
+    /// joins the batch and its answers fail at once (an outage must not hang calls that were
+    /// already under way when it began).
+    async fn commit_from(
+        &mut self,
+        messages: Vec<Message>,
+        mut inbox: Option<&mut mpsc::Receiver<Message>>,
+    ) {
         let mut events = Vec::new();
         let mut answers = Vec::new();
         let mut flushed = Vec::new();
@@ -322,7 +335,36 @@ impl Writer {
                     if let Some(answers) = waiting.take() {
                         fail_all(answers, "the audit store is unavailable: not recorded yet");
                     }
-                    tokio::time::sleep(delay).await;
+                    let pause = tokio::time::sleep(delay);
+                    tokio::pin!(pause);
+                    let mut more = Vec::new();
+                    loop {
+                        let Some(inbox) = inbox.as_mut() else {
+                            (&mut pause).await;
+                            break;
+                        };
+                        tokio::select! {
+                            () = &mut pause => break,
+                            received = inbox.recv_many(&mut more, BATCH) => {
+                                if received == 0 {
+                                    (&mut pause).await;
+                                    break;
+                                }
+                                for message in more.drain(..) {
+                                    match message {
+                                        Message::Flush(done) => flushed.push(done),
+                                        Message::Record { events: later, answers } => {
+                                            fail_all(answers, "the audit store is unavailable: not recorded yet");
+                                            events.extend(later);
+                                        }
+                                        Message::Snapshot { window, rank, data } => {
+                                            snapshots.push((events.len(), window, rank, data));
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
                     delay = (delay * 2).min(RETRY_MAX);
                 }
             }
