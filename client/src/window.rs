@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::future::{FutureExt, Shared};
 use onesided_core::audit::Event as AuditEvent;
 use onesided_core::epoch::{AccessTag, EpochState, LockType};
@@ -122,6 +122,74 @@ impl<T: Send + 'static> Request<T> {
             RequestInner::Pending(pending) => pending.value().await,
         }
     }
+}
+
+/// A contiguous put, get or accumulate larger than this travels as several operations of at
+/// most this many bytes each. One message of a whole 64 MiB put is copied into a fresh buffer at
+/// every step (encoding, the server's decoding), each paying its page faults, and nothing
+/// overlaps; pieces stream, reuse allocations and let the server apply one while the next
+/// arrives. MPI gives a put, get or accumulate no atomicity beyond one element, so a split at
+/// element boundaries means the same.
+pub(crate) const PIECE_BYTES: usize = 1 << 20;
+
+/// One wire operation of a call.
+#[derive(Debug)]
+struct Piece {
+    disp: u64,
+    layout: Layout,
+    data: Bytes,
+}
+
+/// The wire operations of `op`: itself, or — a large contiguous put, get or accumulate that is
+/// not request-based — pieces of at most [`PIECE_BYTES`] that start on element and
+/// displacement-unit boundaries.
+fn pieces(op: &TargetOp<Bytes>, disp_unit: u32, request_based: bool) -> Vec<Piece> {
+    let whole = || {
+        vec![Piece {
+            disp: op.disp,
+            layout: op.layout.clone(),
+            data: op.data.clone(),
+        }]
+    };
+    let splittable = matches!(op.kind, OpKind::Put | OpKind::Get | OpKind::Accumulate(_));
+    let Layout::Contiguous { count } = op.layout else {
+        return whole();
+    };
+    let element = op.dtype.size() as u64;
+    let unit = u64::from(disp_unit.max(1));
+    // a piece's first byte must be a whole number of displacement units in
+    let step = lcm(element, unit);
+    let per_piece = (PIECE_BYTES as u64 / step) * step / element;
+    if !splittable || request_based || per_piece == 0 || count <= per_piece {
+        return whole();
+    }
+    let carries_data = !op.data.is_empty();
+    let mut pieces = Vec::new();
+    let mut first = 0;
+    while first < count {
+        let elements = per_piece.min(count - first);
+        let start = (first * element) as usize;
+        let end = start + (elements * element) as usize;
+        pieces.push(Piece {
+            disp: op.disp + first * element / unit,
+            layout: Layout::Contiguous { count: elements },
+            data: if carries_data {
+                op.data.slice(start..end)
+            } else {
+                Bytes::new()
+            },
+        });
+        first += elements;
+    }
+    pieces
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
 }
 
 fn bytes_of(reply: Reply) -> Result<Bytes> {
@@ -848,26 +916,47 @@ impl Window {
             OpKind::CompareAndSwap => (v1::OpKind::CompareAndSwap, 0),
         };
         let returns_data = target_op.kind.returns_data();
-        let mut state = self.state();
-        let plan = state.epoch.op(target, request_based)?;
-        let token = match plan.tag {
-            AccessTag::Lock => state.tokens[target as usize],
-            AccessTag::Fence { .. } | AccessTag::Pscw { .. } => 0,
-        };
-        let reply = self.session.defer(Call::Op(v1::RmaOp {
-            window: self.id(),
-            target,
-            kind: kind as i32,
-            datatype: target_op.dtype.code(),
-            op,
-            disp: target_op.disp,
-            layout: Some(layout_to_wire(&target_op.layout)),
-            data: target_op.data,
-            compare: target_op.compare,
+        let pieces = pieces(
+            &target_op,
+            self.desc.disp_units[target as usize],
             request_based,
-            token,
-        }));
-        let reply = async move { bytes_of(reply.await?) }.boxed().shared();
+        );
+        let mut state = self.state();
+        let mut replies = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            let plan = state.epoch.op(target, request_based)?;
+            let token = match plan.tag {
+                AccessTag::Lock => state.tokens[target as usize],
+                AccessTag::Fence { .. } | AccessTag::Pscw { .. } => 0,
+            };
+            replies.push(self.session.defer(Call::Op(v1::RmaOp {
+                window: self.id(),
+                target,
+                kind: kind as i32,
+                datatype: target_op.dtype.code(),
+                op,
+                disp: piece.disp,
+                layout: Some(layout_to_wire(&piece.layout)),
+                data: piece.data,
+                compare: target_op.compare.clone(),
+                request_based,
+                token,
+            })));
+        }
+        let reply = match <[_; 1]>::try_from(replies) {
+            Ok([reply]) => async move { bytes_of(reply.await?) }.boxed().shared(),
+            Err(replies) => async move {
+                // every piece is awaited, so the call completes only when all of it did
+                let answers = futures::future::join_all(replies).await;
+                let mut data = BytesMut::new();
+                for answer in answers {
+                    data.extend_from_slice(&bytes_of(answer?)?);
+                }
+                Ok(data.freeze())
+            }
+            .boxed()
+            .shared(),
+        };
         state.outstanding.push(Outstanding {
             target: Some(target),
             returns_data,

@@ -289,3 +289,57 @@ async fn a_put_and_a_get_larger_than_grpcs_default_message_size() {
         "6 MiB came back changed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_transfers_travel_in_pieces_and_arrive_whole() {
+    let server = crate::spawn_server_with(|config| {
+        config.durability = onesided_server::audit::Durability::Off;
+    })
+    .await;
+    let fixture = crate::Fixture::on(server, 2).await;
+    // 3 MiB of i64 at displacement 5 of a 3-byte disp_unit: pieces must start on a byte that
+    // is both a whole element and a whole number of units in
+    let count = 3 << 17;
+    let spec = WindowSpec {
+        sizes: vec![0, 15 + 8 * count + 9],
+        disp_units: vec![1, 3],
+        ..WindowSpec::bytes(&unique("w"), 2, 0, 1)
+    };
+    let w = fixture.window(spec).await;
+    let values: Vec<i64> = (0..count as i64).map(|i| i * 7 - 3).collect();
+    let session = w[0].session();
+    let before = session.wire_stats();
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, 5, &values).unwrap();
+    w[0].unlock(1).await.unwrap();
+    let sent = session.wire_stats().sent - before.sent;
+    // 4 pieces of at most 1 MiB; as one message it would be [lock, put] then [unlock]
+    assert!(sent >= 3, "a 3 MiB put streams in pieces: {sent} messages");
+
+    w[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    w[0].accumulate(1, 5, &values, Op::Sum).unwrap();
+    let whole = w[0].get::<u8>(1, 0, 15 + 8 * count + 9).unwrap();
+    w[0].unlock(1).await.unwrap();
+    let whole = whole.value().await.unwrap();
+    assert_eq!(&whole[..15], &[0; 15], "nothing before the displacement");
+    assert_eq!(
+        &whole[15 + 8 * count as usize..],
+        &[0; 9],
+        "nothing after the data"
+    );
+    let doubled: Vec<i64> = whole[15..15 + 8 * count as usize]
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let expected: Vec<i64> = values.iter().map(|v| v * 2).collect();
+    assert!(
+        doubled == expected,
+        "put then accumulate of every piece, in order"
+    );
+
+    // a get that spans pieces gives the elements in order
+    w[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    let got = w[0].get::<i64>(1, 5, count).unwrap();
+    w[0].unlock(1).await.unwrap();
+    assert!(got.value().await.unwrap() == expected);
+}
