@@ -574,7 +574,7 @@ macro_rules! insert_fn {
                 .execute(&mut *tx)
                 .await?;
             }
-            for chunk in rows.chunks(500) {
+            for chunk in shaped_chunks(rows) {
                 let created: Vec<(u64, &str, &str)> = chunk
                     .iter()
                     .filter_map(|row| match &row.record.event {
@@ -616,5 +616,49 @@ macro_rules! insert_fn {
     };
 }
 
+/// The most rows one INSERT carries.
+const MAX_ROWS_PER_INSERT: usize = 256;
+
+/// `rows` cut into chunks whose lengths are powers of two (largest first), so that an INSERT of
+/// any batch is built from at most nine statement shapes, each prepared once per connection and
+/// then served from sqlx's statement cache. With one shape per batch length, nearly every
+/// group commit prepared a fresh multi-row statement, which cost more than its fsync.
+fn shaped_chunks<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let take = if rest.len() >= MAX_ROWS_PER_INSERT {
+            MAX_ROWS_PER_INSERT
+        } else {
+            1 << rest.len().ilog2()
+        };
+        let (chunk, tail) = rest.split_at(take);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
 insert_fn!(insert_sqlite, SqlitePool, Sqlite);
 insert_fn!(insert_postgres, PgPool, Postgres);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shaped_chunks_cover_every_row_once_in_order_in_few_shapes() {
+        let mut shapes = std::collections::BTreeSet::new();
+        for len in 0..=1100usize {
+            let rows: Vec<usize> = (0..len).collect();
+            let chunks: Vec<&[usize]> = shaped_chunks(&rows).collect();
+            assert_eq!(chunks.concat(), rows, "{len} rows");
+            for chunk in chunks {
+                assert!(chunk.len().is_power_of_two() && chunk.len() <= MAX_ROWS_PER_INSERT);
+                shapes.insert(chunk.len());
+            }
+        }
+        assert_eq!(shapes.len(), 9, "1, 2, 4 … 256 rows");
+    }
+}
