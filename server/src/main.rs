@@ -56,6 +56,11 @@ struct Args {
     /// Most operations one session may have sent and not yet had answered.
     #[arg(long, env = "ONESIDED_MAX_PENDING_OPS", default_value_t = Limits::default().max_pending_ops)]
     max_pending_ops: usize,
+    /// Threads that run the server's tasks: 1 runs everything on one thread (no hand-offs
+    /// between threads, the lowest latency per call); more serve more clients at once. Default:
+    /// one per CPU.
+    #[arg(long, env = "ONESIDED_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    worker_threads: Option<u16>,
     /// Serve TLS only, with this certificate chain (PEM, leaf first). Needs --tls-key.
     #[arg(long, env = "ONESIDED_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -155,15 +160,16 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
     tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    match serve().await {
+    let served = runtime(args.worker_threads).and_then(|runtime| runtime.block_on(serve(args)));
+    match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("onesided-server: {error:#}");
@@ -172,8 +178,25 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn serve() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// One worker: a current-thread runtime, where a task woken by another never crosses to a
+/// different thread (on 2 cores a cross-thread wake-up costs as much as the network hop).
+fn runtime(workers: Option<u16>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = match workers {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(workers) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(usize::from(workers));
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsIdentity::from_files(cert, key)?),
         // clap's `requires` makes these usage errors before we get here

@@ -83,6 +83,47 @@ async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_thread_serves_epochs_among_ranks_and_stops_on_sigterm() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let (child, url) = start(&data, &["--worker-threads", "1", "--admin-token", "t"]);
+    let admin = Admin::connect(&url, "t").await.unwrap();
+    let world = admin.create_world("w", 2).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .await
+        .unwrap();
+    let mut windows = Vec::new();
+    for token in &world.tokens {
+        let session = Session::attach(&url, token).await.unwrap();
+        windows.push(session.window("x").await.unwrap());
+    }
+    // a fence epoch needs every rank's session served while another's fence waits
+    let epochs = windows.iter().enumerate().map(|(rank, window)| async move {
+        window.fence(0).await.unwrap();
+        window.put(1 - rank as u32, 0, &[rank as i64 + 10]).unwrap();
+        window.fence(0).await.unwrap();
+        window.load::<i64>(0, 1).unwrap()
+    });
+    let seen = futures::future::join_all(epochs).await;
+    assert_eq!(seen, vec![vec![11], vec![10]]);
+    let status = tokio::task::spawn_blocking(move || terminate(child))
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn zero_worker_threads_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+        .args(["--worker-threads", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--worker-threads"), "{stderr}");
+}
+
 /// With `persisting`, the session writes its own events to the store itself.
 async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, persisting: bool) {
     use onesided_client::{Audit, AuditEvent, LockType};
