@@ -7,6 +7,8 @@
 //! its inbox, or block on another actor (replies go out through [`Reply`], never back in).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use onesided_core::audit::{Event, RecordedOp};
@@ -19,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::audit::{AuditHandle, Durability, Pending};
+use crate::metrics::{Metrics, QueueReport};
 use crate::reply::{Answer, Reply};
 
 /// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
@@ -168,9 +171,16 @@ pub struct WindowServerHandle {
 impl WindowServerHandle {
     /// Starts the actor of `rank` of window `window` with the public copy `public` (zeroed for
     /// a new window, rebuilt from snapshot and log after a restart).
-    pub fn spawn(window: u64, rank: u32, nranks: u32, public: Vec<u8>, audit: AuditHandle) -> Self {
+    pub fn spawn(
+        window: u64,
+        rank: u32,
+        nranks: u32,
+        public: Vec<u8>,
+        audit: AuditHandle,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let (sender, inbox) = mpsc::channel(INBOX);
-        let actor = WindowServer::new(window, rank, nranks, public, audit);
+        let actor = WindowServer::new(window, rank, nranks, public, audit, metrics);
         let span = tracing::info_span!("window_server", window, rank);
         tokio::spawn(actor.run(inbox).instrument(span));
         WindowServerHandle { sender, rank }
@@ -238,6 +248,8 @@ struct Waiter {
     incarnation: u64,
     lock_type: LockType,
     grant: Option<Reply>,
+    /// When this target took the request up (for the lock-wait metric).
+    since: Instant,
 }
 
 /// The lock table of one target: holders and a FIFO of waiters. A waiter is granted only when
@@ -319,10 +331,21 @@ struct WindowServer {
     /// Ranks whose session ended with no newer one attached, until a new session of theirs
     /// opens the window: what needs them fails meanwhile.
     absent: BTreeMap<u32, String>,
+    /// Where lock waits and queue depths are recorded.
+    metrics: Arc<Metrics>,
+    /// What this actor last added to the server-wide queue gauges.
+    reported: QueueReport,
 }
 
 impl WindowServer {
-    fn new(window: u64, rank: u32, nranks: u32, public: Vec<u8>, audit: AuditHandle) -> Self {
+    fn new(
+        window: u64,
+        rank: u32,
+        nranks: u32,
+        public: Vec<u8>,
+        audit: AuditHandle,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         WindowServer {
             logged: 0,
             window,
@@ -344,6 +367,8 @@ impl WindowServer {
             queues: (0..nranks).map(|_| VecDeque::new()).collect(),
             gone: BTreeMap::new(),
             absent: BTreeMap::new(),
+            metrics,
+            reported: QueueReport::default(),
         }
     }
 
@@ -356,6 +381,7 @@ impl WindowServer {
             } else {
                 self.handle(command);
             }
+            self.report_queues();
             // answers leave after their events: in sync durability, after the commit
             let events = std::mem::take(&mut self.events);
             let answers = std::mem::take(&mut self.answers);
@@ -370,7 +396,17 @@ impl WindowServer {
                 break;
             }
         }
+        self.metrics.report_queues(&mut self.reported, 0, 0);
         tracing::debug!("window server stopped");
+    }
+
+    /// Brings the server-wide queue gauges up to date with this actor's queues.
+    fn report_queues(&mut self) {
+        // one length per origin: a handful of loads, no lock
+        let queued = self.queues.iter().map(VecDeque::len).sum();
+        let waiters = self.locks.queue.len();
+        self.metrics
+            .report_queues(&mut self.reported, queued, waiters);
     }
 
     fn handle(&mut self, command: Command) {
@@ -819,6 +855,7 @@ impl WindowServer {
                         .locks
                         .grant(origin, incarnation, request.lock_type, true);
                     self.record_grant(origin, request.lock_type, token);
+                    self.metrics.lock_granted(request.lock_type, Duration::ZERO);
                     if let Some(reply) = grant {
                         self.answer_synced(reply, true, false, token);
                     }
@@ -828,6 +865,7 @@ impl WindowServer {
                         incarnation,
                         lock_type: request.lock_type,
                         grant,
+                        since: Instant::now(),
                     });
                     self.grant_waiters();
                 }
@@ -885,6 +923,8 @@ impl WindowServer {
                 self.locks
                     .grant(waiter.origin, waiter.incarnation, waiter.lock_type, false);
             self.record_grant(waiter.origin, waiter.lock_type, token);
+            self.metrics
+                .lock_granted(waiter.lock_type, waiter.since.elapsed());
             tracing::debug!(
                 origin = waiter.origin,
                 lock = waiter.lock_type.name(),

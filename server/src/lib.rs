@@ -7,6 +7,7 @@
 //! - [`admin`]: the Admin gRPC service.
 //! - [`auth`]: bearer-token interceptors, identity claims.
 //! - [`limits`]: the server's limits; the message-size and deadline layers.
+//! - [`metrics`]: the server's Prometheus metrics and the optional `/metrics` endpoint.
 //! - [`reply`]: where answers go.
 //! - [`tls`]: the server's optional TLS identity.
 //!
@@ -18,6 +19,7 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod limits;
+pub mod metrics;
 pub mod recovery;
 pub mod registry;
 pub mod reply;
@@ -68,6 +70,8 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// With an identity the server speaks only TLS (`https://`); without, only plain HTTP/2.
     pub tls: Option<tls::TlsIdentity>,
+    /// Where `GET /metrics` is served (plain HTTP/1); `None`: nowhere.
+    pub metrics: Option<metrics::MetricsListener>,
 }
 
 impl ServerConfig {
@@ -81,6 +85,7 @@ impl ServerConfig {
             lease_ttl: DEFAULT_LEASE_TTL,
             limits: Limits::default(),
             tls: None,
+            metrics: None,
         }
     }
 }
@@ -98,6 +103,13 @@ impl std::fmt::Debug for ServerConfig {
             .field("lease_ttl", &self.lease_ttl)
             .field("limits", &self.limits)
             .field("tls", &self.tls)
+            .field(
+                "metrics",
+                &self
+                    .metrics
+                    .as_ref()
+                    .map(metrics::MetricsListener::local_addr),
+            )
             .finish()
     }
 }
@@ -125,11 +137,16 @@ impl Rma for RmaService {
         // The reply stream ends with the session or at shutdown, even while queued operations
         // still hold reply senders.
         let ended = self.shutdown.child_token();
+        let attached = self.registry.metrics().session_attached();
         let session = session::Session::new(Arc::clone(&self.registry), member, out);
+        let run = session.run(request.into_inner(), ended.clone());
         let served = tokio::spawn(
-            session
-                .run(request.into_inner(), ended.clone())
-                .instrument(span),
+            async move {
+                let failure = run.await;
+                drop(attached);
+                failure
+            }
+            .instrument(span),
         );
         // a stream that failed (a message over the limit) ends with that status
         let failure = futures::stream::once(served)
@@ -161,6 +178,7 @@ pub async fn run(
     }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    let metrics = metrics::Metrics::new();
     let (audit, store, last_window, recovered) = if config.durability == audit::Durability::Off {
         (
             audit::AuditHandle::off(),
@@ -176,15 +194,21 @@ pub async fn run(
             .await
             .context("cannot recover the windows of the previous run")?;
         let last_at = store.last_at_ns().await?;
-        let (audit, _writer) = audit::AuditHandle::spawn(store.clone(), config.durability, last_at);
+        let (audit, _writer) = audit::AuditHandle::spawn(
+            store.clone(),
+            config.durability,
+            last_at,
+            Arc::clone(&metrics),
+        );
         (audit, Some(store), last_window, recovered)
     };
-    let registry = Registry::new(
+    let registry = Registry::with_metrics(
         audit.clone(),
         store.clone(),
         last_window,
         config.lease_ttl,
         config.limits,
+        Arc::clone(&metrics),
     );
     registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
     let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
@@ -233,6 +257,19 @@ pub async fn run(
         "http"
     };
     tracing::info!(%address, scheme, data_dir = %config.data_dir.display(), "onesided server listening");
+    // stopped after the drain (or when `run` returns early), so scrapes see the shutdown
+    let metrics_stop = CancellationToken::new();
+    let _stop_metrics = metrics_stop.clone().drop_guard();
+    let metrics_served = match &config.metrics {
+        Some(listener) => {
+            let served = metrics::serve(listener, Arc::clone(&metrics), metrics_stop.clone())
+                .context("cannot serve metrics")?;
+            let url = format!("http://{}/metrics", listener.local_addr());
+            tracing::info!(%url, "serving metrics");
+            Some(served)
+        }
+        None => None,
+    };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     server
         .layer(limits::DeadlineLayer)
@@ -255,6 +292,10 @@ pub async fn run(
         .context("gRPC transport failed")?;
     // everything acknowledged or submitted is in the store before we return
     audit.flush().await;
+    metrics_stop.cancel();
+    if let Some(served) = metrics_served {
+        let _ = served.await;
+    }
     tracing::info!("onesided server stopped");
     Ok(())
 }

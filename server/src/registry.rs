@@ -19,6 +19,7 @@ use onesided_core::audit::Event;
 use crate::actor::WindowServerHandle;
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
 use crate::limits::{exhausted, Limits};
+use crate::metrics::Metrics;
 use crate::world::WorldHandle;
 
 /// A window: its description and the address of each rank's actor.
@@ -202,6 +203,8 @@ pub struct Registry {
     store: Option<AuditStore>,
     lease_ttl: Duration,
     limits: Limits,
+    /// What sessions and actors record into.
+    metrics: Arc<Metrics>,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -243,6 +246,18 @@ impl Registry {
         lease_ttl: Duration,
         limits: Limits,
     ) -> Arc<Self> {
+        Self::with_metrics(audit, store, last_window, lease_ttl, limits, Metrics::new())
+    }
+
+    /// [`Registry::new`] whose sessions and actors record into `metrics`.
+    pub fn with_metrics(
+        audit: AuditHandle,
+        store: Option<AuditStore>,
+        last_window: u64,
+        lease_ttl: Duration,
+        limits: Limits,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             inner: RwLock::new(Inner {
                 next_window: last_window,
@@ -253,6 +268,7 @@ impl Registry {
             store,
             lease_ttl,
             limits,
+            metrics,
         })
     }
 
@@ -302,6 +318,7 @@ impl Registry {
                         nranks,
                         copy,
                         self.audit.clone(),
+                        Arc::clone(&self.metrics),
                     )
                 })
                 .collect();
@@ -385,6 +402,11 @@ impl Registry {
     /// The audit writer windows record into.
     pub fn audit(&self) -> &AuditHandle {
         &self.audit
+    }
+
+    /// What sessions and actors record into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
@@ -607,7 +629,14 @@ impl Registry {
             .enumerate()
             .map(|(rank, &size)| {
                 let public = vec![0; size as usize];
-                WindowServerHandle::spawn(desc.id, rank as u32, nranks, public, self.audit.clone())
+                WindowServerHandle::spawn(
+                    desc.id,
+                    rank as u32,
+                    nranks,
+                    public,
+                    self.audit.clone(),
+                    Arc::clone(&self.metrics),
+                )
             })
             .collect();
         let mut inner = self.write();

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use onesided_core::RmaError;
 use onesided_proto::failure_from_rma;
 use onesided_proto::v1::{server_message, Batched, Done, ServerMessage};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
+
+use crate::metrics::{CallTimer, PendingOp};
 
 /// The outbound half of a session's stream.
 pub type Outbound = mpsc::UnboundedSender<Result<ServerMessage, Status>>;
@@ -26,6 +28,8 @@ pub enum Reply {
         id: u64,
         /// The session's outbound stream.
         out: Outbound,
+        /// Times the call until this answer is sent.
+        timer: Option<CallTimer>,
     },
     /// One share of an answer that several actors give together.
     Gather(Arc<Gather>),
@@ -37,6 +41,8 @@ pub enum Reply {
         index: usize,
         /// The batch.
         batch: Arc<Collector>,
+        /// Times the call until its answer is sent (with the batch, or after it).
+        timer: Option<CallTimer>,
     },
     /// An operation's answer, which frees its slot of the session's pending-operation budget
     /// once sent (or dropped).
@@ -44,7 +50,7 @@ pub enum Reply {
         /// Where the answer goes.
         reply: Box<Reply>,
         /// The slot.
-        permit: OwnedSemaphorePermit,
+        permit: PendingOp,
     },
 }
 
@@ -52,14 +58,22 @@ impl Reply {
     /// Sends the answer. A vanished receiver (the session ended) is not an error.
     pub fn send(self, answer: Answer) {
         match self {
-            Reply::Direct { id, out } => {
+            Reply::Direct { id, out, timer } => {
+                // counted before it leaves: a client that saw its answer finds it counted
+                if let Some(timer) = timer {
+                    timer.answered(failed(&answer));
+                }
                 let _ = out.send(Ok(message(id, answer)));
             }
             Reply::Gather(gather) => gather.arrive(answer),
             Reply::Session(sender) => {
                 let _ = sender.send(answer);
             }
-            Reply::Collect { index, batch } => batch.arrive(index, answer),
+            Reply::Collect {
+                index,
+                batch,
+                timer,
+            } => batch.arrive(index, answer, timer),
             Reply::Counted { reply, permit } => {
                 reply.send(answer);
                 drop(permit);
@@ -71,6 +85,11 @@ impl Reply {
     pub fn done(self) {
         self.send(Ok(server_message::Reply::Done(Done {})));
     }
+}
+
+/// The error class of an answer that is an error.
+fn failed(answer: &Answer) -> Option<onesided_core::ErrorClass> {
+    answer.as_ref().err().map(|error| error.class)
 }
 
 /// Builds the message for an answer.
@@ -101,6 +120,8 @@ pub struct Collector {
 struct CollectorState {
     ids: Vec<u64>,
     replies: Vec<ServerMessage>,
+    /// The timers of the replies held for the batch's reply, with their outcome.
+    timers: Vec<(CallTimer, Option<onesided_core::ErrorClass>)>,
     sent: bool,
 }
 
@@ -112,13 +133,14 @@ impl Collector {
             out,
             state: Mutex::new(CollectorState {
                 replies: Vec::with_capacity(ids.len()),
+                timers: Vec::new(),
                 ids,
                 sent: false,
             }),
         })
     }
 
-    fn arrive(&self, index: usize, answer: Answer) {
+    fn arrive(&self, index: usize, answer: Answer, timer: Option<CallTimer>) {
         // The lock guards the list for the instant of one push; nothing awaits under it.
         let mut state = self
             .state
@@ -127,12 +149,17 @@ impl Collector {
         let Some(call_id) = state.ids.get(index).copied() else {
             return;
         };
+        let failed = failed(&answer);
         let reply = message(call_id, answer);
         if state.sent {
+            if let Some(timer) = timer {
+                timer.answered(failed);
+            }
             let _ = self.out.send(Ok(reply));
             return;
         }
         state.replies.push(reply);
+        state.timers.extend(timer.map(|timer| (timer, failed)));
         if index + 1 == state.ids.len() {
             state.sent = true;
             let replies = std::mem::take(&mut state.replies);
@@ -140,6 +167,9 @@ impl Collector {
                 id: self.id,
                 reply: Some(server_message::Reply::Batched(Batched { replies })),
             };
+            for (timer, failed) in state.timers.drain(..) {
+                timer.answered(failed);
+            }
             let _ = self.out.send(Ok(batched));
         }
     }

@@ -26,6 +26,7 @@ use tonic::{Status, Streaming};
 use crate::actor::{AccessItem, Command, WindowServerHandle};
 use crate::admin::describe;
 use crate::audit::{Durability, Pending as AuditPending};
+use crate::metrics::{CallKind, CallTimer, PendingOp};
 use crate::registry::{Membership, Registry, WindowEntry};
 use crate::reply::{Answer, Collector, Gather, Outbound, Reply};
 use crate::world::Collective;
@@ -56,6 +57,8 @@ pub struct Session {
     control: FuturesUnordered<Pending>,
     /// While the calls of a batch are handled: where their answers go.
     batch: Option<(Arc<Collector>, usize)>,
+    /// While a call is handled: its kind and when it was taken up (for its answer's timer).
+    call: Option<(CallKind, std::time::Instant)>,
     /// How many sessions of this rank came before, plus one.
     incarnation: u64,
     /// Ends the session when a newer incarnation of the rank attaches.
@@ -128,6 +131,7 @@ impl Session {
             windows: HashMap::new(),
             control: FuturesUnordered::new(),
             batch: None,
+            call: None,
         }
     }
 
@@ -272,14 +276,19 @@ impl Session {
     }
 
     fn reply(&self, id: u64) -> Reply {
+        let timer = self.call.map(|(kind, started)| {
+            CallTimer::new(Arc::clone(self.registry.metrics()), kind, started)
+        });
         match &self.batch {
             Some((batch, index)) => Reply::Collect {
                 index: *index,
                 batch: Arc::clone(batch),
+                timer,
             },
             None => Reply::Direct {
                 id,
                 out: self.out.clone(),
+                timer,
             },
         }
     }
@@ -319,19 +328,23 @@ impl Session {
             )));
             return;
         };
-        let name = call_name(&call);
+        let kind = CallKind::of(&call);
+        let name = kind.name();
+        self.call = Some((kind, self.registry.metrics().call_started(kind)));
         if self.registry.audit().is_down() && !matches!(call, Call::Heartbeat(_)) {
             // nothing may happen that the log cannot take: refused before any state changes
             self.reply(id).send(Err(RmaError::new(
                 ErrorClass::Io,
                 "the audit store is unavailable; the call changed nothing, try again",
             )));
+            self.call = None;
             return;
         }
         if let Err(error) = self.handle(id, call).await {
             tracing::debug!(call = name, %error, "call refused");
             self.reply(id).send(Err(error));
         }
+        self.call = None;
     }
 
     /// Records `event` of this rank on `window` (before anything it causes is forwarded) and
@@ -749,7 +762,7 @@ impl Session {
         })?;
         let reply = Reply::Counted {
             reply: Box::new(self.reply(id)),
-            permit,
+            permit: PendingOp::new(permit, self.registry.metrics()),
         };
         let window = self.window(op.window)?;
         let nranks = window.entry.desc.nranks();
@@ -868,29 +881,4 @@ async fn push(own: &WindowServerHandle, segments: Vec<Segment>) -> Result<(), Rm
 
 fn check_segments(entry: &WindowEntry, rank: u32, segments: &[Segment]) -> Result<(), RmaError> {
     onesided_proto::check_segments(entry.desc.sizes[rank as usize], segments)
-}
-
-fn call_name(call: &Call) -> &'static str {
-    match call {
-        Call::OpenWindow(_) => "open_window",
-        Call::Fence(_) => "fence",
-        Call::Post(_) => "post",
-        Call::Start(_) => "start",
-        Call::Complete(_) => "complete",
-        Call::Wait(_) => "wait",
-        Call::Test(_) => "test",
-        Call::Lock(_) => "lock",
-        Call::Unlock(_) => "unlock",
-        Call::LockAll(_) => "lock_all",
-        Call::UnlockAll(_) => "unlock_all",
-        Call::Flush(_) => "flush",
-        Call::FlushAll(_) => "flush_all",
-        Call::Sync(_) => "sync",
-        Call::Op(_) => "op",
-        Call::Barrier(_) => "barrier",
-        Call::WinFree(_) => "win_free",
-        Call::Batch(_) => "batch",
-        Call::Record(_) => "record",
-        Call::Heartbeat(_) => "heartbeat",
-    }
 }

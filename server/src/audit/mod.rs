@@ -18,6 +18,7 @@ use onesided_core::audit::{chain_hash, AuditRecord, Event, GENESIS};
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::metrics::Metrics;
 use crate::reply::{Answer, Reply};
 pub use store::{AuditStore, NewRow, RecordedWindow, Snapshot, StoredWindow, StoredWorld};
 
@@ -116,11 +117,12 @@ impl AuditHandle {
     }
 
     /// Starts the writer over `store`; the log's clock starts after `last_at_ns` (the latest
-    /// stored timestamp).
+    /// stored timestamp). Commits are recorded in `metrics`.
     pub fn spawn(
         store: AuditStore,
         durability: Durability,
         last_at_ns: u64,
+        metrics: Arc<Metrics>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         if durability == Durability::Off {
             return (Self::off(), tokio::spawn(async {}));
@@ -128,20 +130,24 @@ impl AuditHandle {
         let (sender, inbox) = mpsc::channel(INBOX);
         let (committed, _) = broadcast::channel(65536);
         let down = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let base_ns = last_at_ns.saturating_add(1);
         let writer = Writer {
             store,
             tails: HashMap::new(),
             committed: committed.clone(),
             down: Arc::clone(&down),
             last_at: HashMap::new(),
+            metrics,
+            clock: (started, base_ns),
         };
         let task = tokio::spawn(writer.run(inbox));
         (
             AuditHandle {
                 sender: Some(sender),
                 durability,
-                started: Instant::now(),
-                base_ns: last_at_ns.saturating_add(1),
+                started,
+                base_ns,
                 committed,
                 down,
             },
@@ -237,14 +243,20 @@ struct Writer {
     /// Per window, the latest timestamp written: events from different actors reach the
     /// writer slightly out of clock order, and a window's timestamps must not go back.
     last_at: HashMap<u64, u64>,
+    metrics: Arc<Metrics>,
+    /// The handle's clock (`started`, `base_ns`), to measure each event's lag.
+    clock: (Instant, u64),
 }
 
 impl Writer {
     async fn run(mut self, mut inbox: mpsc::Receiver<Message>) {
         let mut batch = Vec::with_capacity(BATCH);
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
+            self.metrics.audit_inbox(inbox.len());
             self.commit_from(std::mem::take(&mut batch), Some(&mut inbox))
                 .await;
+            // what piled up while the commit ran
+            self.metrics.audit_inbox(inbox.len());
         }
         tracing::info!("audit writer stopped");
     }
@@ -297,6 +309,7 @@ impl Writer {
         let mut delay = RETRY_FIRST;
         let mut waiting = Some(answers);
         loop {
+            let began = Instant::now();
             let attempt = match self.rows(&events, &snapshots).await {
                 Ok((rows, tails, snapshots)) => self
                     .store
@@ -307,6 +320,15 @@ impl Writer {
             };
             match attempt {
                 Ok((rows, tails)) => {
+                    if !events.is_empty() {
+                        self.metrics.audit_committed(events.len(), began.elapsed());
+                        let (started, base_ns) = self.clock;
+                        let now_ns = base_ns + started.elapsed().as_nanos() as u64;
+                        for event in &events {
+                            let lag = now_ns.saturating_sub(event.at_ns);
+                            self.metrics.audit_lag(Duration::from_nanos(lag));
+                        }
+                    }
                     self.tails.extend(tails);
                     // a freed window's tail and clock go: a long-running server would
                     // otherwise keep them for every window it ever had; a late event of it
@@ -327,6 +349,7 @@ impl Writer {
                     break;
                 }
                 Err(error) => {
+                    self.metrics.audit_commit_failed();
                     if !self.down.swap(true, Ordering::Relaxed) {
                         tracing::error!(error = %format!("{error:#}"), events = events.len(), "audit commit failed; retrying until the store is back");
                     }
@@ -476,6 +499,8 @@ mod tests {
             committed,
             down: Arc::new(AtomicBool::new(false)),
             last_at: HashMap::new(),
+            metrics: Metrics::new(),
+            clock: (Instant::now(), 0),
         };
         writer
             .commit(vec![record(vec![

@@ -12,6 +12,7 @@ mod hostile;
 mod identity;
 mod limits;
 mod linearizable;
+mod metrics;
 mod protocol;
 mod raw;
 mod recovery;

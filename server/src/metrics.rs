@@ -1,0 +1,650 @@
+//! Prometheus metrics of one server, and the optional `GET /metrics` endpoint that serves them
+//! in the Prometheus text format (`--metrics-listen`).
+//!
+//! Owns: the server's metric values (one [`Metrics`] per [`crate::run`], a value rather than a
+//! global, so servers in one process keep theirs apart) and the endpoint's HTTP/1 listener.
+//! Sessions, actors, replies and the audit writer record through the methods here.
+//!
+//! Must not: decide anything, or slow the call path. On it there are only atomic updates and a
+//! histogram's short, never-awaited lock; label values are `&'static str` from precomputed
+//! tables (one histogram per call kind and lock type, created at start), so recording
+//! allocates nothing. Labels never name a world, window or rank: the endpoint is
+//! unauthenticated and the series count stays fixed.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use onesided_core::epoch::LockType;
+use onesided_core::ErrorClass;
+use onesided_proto::v1::client_message::Call;
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+
+/// The kinds of call a session handles, one metric series each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// `open_window`.
+    OpenWindow,
+    /// `fence`.
+    Fence,
+    /// `post`.
+    Post,
+    /// `start`.
+    Start,
+    /// `complete`.
+    Complete,
+    /// `wait`.
+    Wait,
+    /// `test`.
+    Test,
+    /// `lock`.
+    Lock,
+    /// `unlock`.
+    Unlock,
+    /// `lock_all`.
+    LockAll,
+    /// `unlock_all`.
+    UnlockAll,
+    /// `flush` (and `flush_local`).
+    Flush,
+    /// `flush_all` (and `flush_local_all`).
+    FlushAll,
+    /// `sync`.
+    Sync,
+    /// Any RMA operation (put, get, accumulate, …).
+    Op,
+    /// The world barrier.
+    Barrier,
+    /// `win_free`.
+    WinFree,
+    /// A batch (its inner calls count as their own).
+    Batch,
+    /// A record of the client's own audit events.
+    Record,
+    /// A heartbeat.
+    Heartbeat,
+}
+
+impl CallKind {
+    /// Every kind, in index order.
+    pub const ALL: [CallKind; 20] = [
+        CallKind::OpenWindow,
+        CallKind::Fence,
+        CallKind::Post,
+        CallKind::Start,
+        CallKind::Complete,
+        CallKind::Wait,
+        CallKind::Test,
+        CallKind::Lock,
+        CallKind::Unlock,
+        CallKind::LockAll,
+        CallKind::UnlockAll,
+        CallKind::Flush,
+        CallKind::FlushAll,
+        CallKind::Sync,
+        CallKind::Op,
+        CallKind::Barrier,
+        CallKind::WinFree,
+        CallKind::Batch,
+        CallKind::Record,
+        CallKind::Heartbeat,
+    ];
+
+    /// The kind of `call`.
+    pub fn of(call: &Call) -> Self {
+        match call {
+            Call::OpenWindow(_) => CallKind::OpenWindow,
+            Call::Fence(_) => CallKind::Fence,
+            Call::Post(_) => CallKind::Post,
+            Call::Start(_) => CallKind::Start,
+            Call::Complete(_) => CallKind::Complete,
+            Call::Wait(_) => CallKind::Wait,
+            Call::Test(_) => CallKind::Test,
+            Call::Lock(_) => CallKind::Lock,
+            Call::Unlock(_) => CallKind::Unlock,
+            Call::LockAll(_) => CallKind::LockAll,
+            Call::UnlockAll(_) => CallKind::UnlockAll,
+            Call::Flush(_) => CallKind::Flush,
+            Call::FlushAll(_) => CallKind::FlushAll,
+            Call::Sync(_) => CallKind::Sync,
+            Call::Op(_) => CallKind::Op,
+            Call::Barrier(_) => CallKind::Barrier,
+            Call::WinFree(_) => CallKind::WinFree,
+            Call::Batch(_) => CallKind::Batch,
+            Call::Record(_) => CallKind::Record,
+            Call::Heartbeat(_) => CallKind::Heartbeat,
+        }
+    }
+
+    /// The call's name (the `call` label, and the name in logs).
+    pub fn name(self) -> &'static str {
+        match self {
+            CallKind::OpenWindow => "open_window",
+            CallKind::Fence => "fence",
+            CallKind::Post => "post",
+            CallKind::Start => "start",
+            CallKind::Complete => "complete",
+            CallKind::Wait => "wait",
+            CallKind::Test => "test",
+            CallKind::Lock => "lock",
+            CallKind::Unlock => "unlock",
+            CallKind::LockAll => "lock_all",
+            CallKind::UnlockAll => "unlock_all",
+            CallKind::Flush => "flush",
+            CallKind::FlushAll => "flush_all",
+            CallKind::Sync => "sync",
+            CallKind::Op => "op",
+            CallKind::Barrier => "barrier",
+            CallKind::WinFree => "win_free",
+            CallKind::Batch => "batch",
+            CallKind::Record => "record",
+            CallKind::Heartbeat => "heartbeat",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+type Labels<const N: usize> = [(&'static str, &'static str); N];
+type HistogramFamily<const N: usize> = Family<Labels<N>, Histogram, fn() -> Histogram>;
+
+/// Buckets of durations: 10 µs to about 84 s, doubling.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(1e-5, 2.0, 24))
+}
+
+/// Buckets of event counts: 1 to 32768, doubling.
+fn events() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 16))
+}
+
+const LOCK_TYPES: [LockType; 2] = [LockType::Shared, LockType::Exclusive];
+
+fn lock_index(lock_type: LockType) -> usize {
+    match lock_type {
+        LockType::Shared => 0,
+        LockType::Exclusive => 1,
+    }
+}
+
+/// The metrics of one server. Cheap to share (`Arc`); every method takes `&self`.
+pub struct Metrics {
+    /// Immutable once built: scraping only reads it.
+    registry: Registry,
+    calls: Vec<Counter>,
+    call_seconds: Vec<Histogram>,
+    call_errors: Family<Labels<2>, Counter>,
+    lock_wait: Vec<Histogram>,
+    lock_waiters: Gauge,
+    queued_items: Gauge,
+    pending_ops: Gauge,
+    sessions: Gauge,
+    audit_inbox: Gauge,
+    audit_commit_events: Histogram,
+    audit_commit_seconds: Histogram,
+    audit_lag_seconds: Histogram,
+    audit_commit_failures: Counter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("sessions", &self.sessions.get())
+            .field("pending_ops", &self.pending_ops.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Fresh metrics, every series of a call kind or lock type already present (at zero).
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("onesided");
+
+        let calls = Family::<Labels<1>, Counter>::default();
+        registry.register(
+            "calls",
+            "Calls taken up by sessions, by call (a batch's inner calls each count)",
+            calls.clone(),
+        );
+        let call_seconds = HistogramFamily::<1>::new_with_constructor(seconds);
+        registry.register_with_unit(
+            "call_duration",
+            "Time from when a session takes up a call to when its answer is sent, by call",
+            Unit::Seconds,
+            call_seconds.clone(),
+        );
+        let call_errors = Family::<Labels<2>, Counter>::default();
+        registry.register(
+            "call_errors",
+            "Calls answered with an error, by call and MPI error class",
+            call_errors.clone(),
+        );
+        let lock_wait = HistogramFamily::<1>::new_with_constructor(seconds);
+        registry.register_with_unit(
+            "lock_wait",
+            "Time from when a target takes up a lock request to its grant, by lock type",
+            Unit::Seconds,
+            lock_wait.clone(),
+        );
+        let lock_waiters = Gauge::default();
+        registry.register(
+            "lock_waiters",
+            "Lock requests waiting in targets' lock queues",
+            lock_waiters.clone(),
+        );
+        let queued_items = Gauge::default();
+        registry.register(
+            "actor_queued_items",
+            "Items waiting in targets' per-origin queues until the target may be accessed",
+            queued_items.clone(),
+        );
+        let pending_ops = Gauge::default();
+        registry.register(
+            "pending_ops",
+            "Operations sent by sessions and not yet answered (the per-session budget in use)",
+            pending_ops.clone(),
+        );
+        let sessions = Gauge::default();
+        registry.register("sessions_attached", "Sessions attached", sessions.clone());
+        let audit_inbox = Gauge::default();
+        registry.register(
+            "audit_inbox_depth",
+            "Messages waiting in the audit writer's inbox",
+            audit_inbox.clone(),
+        );
+        let audit_commit_events = events();
+        registry.register(
+            "audit_commit_events",
+            "Events per audit commit",
+            audit_commit_events.clone(),
+        );
+        let audit_commit_seconds = seconds();
+        registry.register_with_unit(
+            "audit_commit_duration",
+            "Time one successful audit commit took",
+            Unit::Seconds,
+            audit_commit_seconds.clone(),
+        );
+        let audit_lag_seconds = seconds();
+        registry.register_with_unit(
+            "audit_lag",
+            "Time from an event's submission to its commit",
+            Unit::Seconds,
+            audit_lag_seconds.clone(),
+        );
+        let audit_commit_failures = Counter::default();
+        registry.register(
+            "audit_commit_failures",
+            "Audit commits the store refused (each is retried)",
+            audit_commit_failures.clone(),
+        );
+
+        Arc::new(Metrics {
+            calls: CallKind::ALL
+                .iter()
+                .map(|kind| calls.get_or_create(&[("call", kind.name())]).clone())
+                .collect(),
+            call_seconds: CallKind::ALL
+                .iter()
+                .map(|kind| call_seconds.get_or_create(&[("call", kind.name())]).clone())
+                .collect(),
+            call_errors,
+            lock_wait: LOCK_TYPES
+                .iter()
+                .map(|lock| {
+                    lock_wait
+                        .get_or_create(&[("lock_type", lock.name())])
+                        .clone()
+                })
+                .collect(),
+            lock_waiters,
+            queued_items,
+            pending_ops,
+            sessions,
+            audit_inbox,
+            audit_commit_events,
+            audit_commit_seconds,
+            audit_lag_seconds,
+            audit_commit_failures,
+            registry,
+        })
+    }
+
+    /// Everything, in the Prometheus text format (version 0.0.4).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // writing into a String cannot fail
+        let _ = prometheus_text::encode(&mut text, &self.registry);
+        text
+    }
+
+    /// A session takes up a call of `kind` now: counts it and returns the instant its
+    /// [`CallTimer`]s start from.
+    pub fn call_started(&self, kind: CallKind) -> Instant {
+        self.calls[kind.index()].inc();
+        Instant::now()
+    }
+
+    /// A lock request of `lock_type` was granted after waiting `waited` at its target.
+    pub fn lock_granted(&self, lock_type: LockType, waited: Duration) {
+        self.lock_wait[lock_index(lock_type)].observe(waited.as_secs_f64());
+    }
+
+    /// One actor's queues now hold `queued` items and `waiters` lock requests; `report` is what
+    /// that actor added to the server-wide gauges before, updated here.
+    pub fn report_queues(&self, report: &mut QueueReport, queued: usize, waiters: usize) {
+        let queued = i64::try_from(queued).unwrap_or(i64::MAX);
+        let waiters = i64::try_from(waiters).unwrap_or(i64::MAX);
+        if queued != report.queued {
+            self.queued_items.inc_by(queued - report.queued);
+            report.queued = queued;
+        }
+        if waiters != report.waiters {
+            self.lock_waiters.inc_by(waiters - report.waiters);
+            report.waiters = waiters;
+        }
+    }
+
+    /// A session attached; it counts until the guard is dropped.
+    pub fn session_attached(&self) -> AttachedSession {
+        self.sessions.inc();
+        AttachedSession {
+            sessions: self.sessions.clone(),
+        }
+    }
+
+    /// The audit writer's inbox holds `depth` messages.
+    pub fn audit_inbox(&self, depth: usize) {
+        self.audit_inbox
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// The audit writer committed `events` events in `took`.
+    pub fn audit_committed(&self, events: usize, took: Duration) {
+        self.audit_commit_events.observe(events as f64);
+        self.audit_commit_seconds.observe(took.as_secs_f64());
+    }
+
+    /// An event was committed `lag` after it was submitted.
+    pub fn audit_lag(&self, lag: Duration) {
+        self.audit_lag_seconds.observe(lag.as_secs_f64());
+    }
+
+    /// The store refused a commit.
+    pub fn audit_commit_failed(&self) {
+        self.audit_commit_failures.inc();
+    }
+}
+
+/// What one actor added to the server-wide queue gauges.
+#[derive(Debug, Default)]
+pub struct QueueReport {
+    queued: i64,
+    waiters: i64,
+}
+
+/// Counts one attached session while it lives.
+#[derive(Debug)]
+pub struct AttachedSession {
+    sessions: Gauge,
+}
+
+impl Drop for AttachedSession {
+    fn drop(&mut self) {
+        self.sessions.dec();
+    }
+}
+
+/// One slot of a session's pending-operation budget, counted server-wide while it is held.
+#[derive(Debug)]
+pub struct PendingOp {
+    _permit: OwnedSemaphorePermit,
+    pending: Gauge,
+}
+
+impl PendingOp {
+    /// Counts `permit` until it is dropped (when the operation's answer is sent or dropped).
+    pub fn new(permit: OwnedSemaphorePermit, metrics: &Metrics) -> Self {
+        metrics.pending_ops.inc();
+        PendingOp {
+            _permit: permit,
+            pending: metrics.pending_ops.clone(),
+        }
+    }
+}
+
+impl Drop for PendingOp {
+    fn drop(&mut self) {
+        self.pending.dec();
+    }
+}
+
+/// Times one call from when its session took it up until its answer is sent. Dropped without
+/// an answer (the session ended first), it records nothing.
+#[derive(Debug)]
+pub struct CallTimer {
+    metrics: Arc<Metrics>,
+    kind: CallKind,
+    started: Instant,
+}
+
+impl CallTimer {
+    /// A timer of a call of `kind` taken up at `started`.
+    pub fn new(metrics: Arc<Metrics>, kind: CallKind, started: Instant) -> Self {
+        CallTimer {
+            metrics,
+            kind,
+            started,
+        }
+    }
+
+    /// The call's answer was sent now; `failed` is its error class if it was an error.
+    pub fn answered(self, failed: Option<ErrorClass>) {
+        let kind = self.kind.index();
+        self.metrics.call_seconds[kind].observe(self.started.elapsed().as_secs_f64());
+        if let Some(class) = failed {
+            // errors are the rare path: the family's lookup (a read lock) is fine here
+            self.metrics
+                .call_errors
+                .get_or_create(&[("call", self.kind.name()), ("class", class.name())])
+                .inc();
+        }
+    }
+}
+
+/// Where the endpoint listens: bound before the server starts (so tests bind port 0 and
+/// learn the address), shared by clones of the configuration.
+#[derive(Clone, Debug)]
+pub struct MetricsListener {
+    listener: Arc<std::net::TcpListener>,
+    address: SocketAddr,
+}
+
+impl MetricsListener {
+    /// Binds `address` (port 0 picks a free port).
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub fn bind(address: SocketAddr) -> std::io::Result<Self> {
+        Self::from_std(std::net::TcpListener::bind(address)?)
+    }
+
+    /// Serves on an already-bound listener.
+    ///
+    /// # Errors
+    /// When the listener has no local address.
+    pub fn from_std(listener: std::net::TcpListener) -> std::io::Result<Self> {
+        let address = listener.local_addr()?;
+        Ok(MetricsListener {
+            listener: Arc::new(listener),
+            address,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.address
+    }
+
+    fn to_tokio(&self) -> std::io::Result<tokio::net::TcpListener> {
+        let listener = self.listener.try_clone()?;
+        listener.set_nonblocking(true)?;
+        tokio::net::TcpListener::from_std(listener)
+    }
+}
+
+/// Starts the endpoint on `listener`; it stops when `stop` is cancelled (open connections
+/// finish their request and close).
+///
+/// # Errors
+/// When the listener cannot be handed to the runtime.
+pub fn serve(
+    listener: &MetricsListener,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let listener = listener.to_tokio()?;
+    Ok(tokio::spawn(accept(listener, metrics, stop)))
+}
+
+async fn accept(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, stop: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // out of descriptors, or a connection reset before it was accepted
+                    tracing::warn!(%error, "metrics endpoint cannot accept a connection");
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                    }
+                }
+            },
+        };
+        let metrics = Arc::clone(&metrics);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let response = respond(&metrics, &request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = served {
+                tracing::debug!(%error, "metrics connection failed");
+            }
+        });
+    }
+}
+
+fn respond<B>(metrics: &Metrics, request: &http::Request<B>) -> http::Response<Full<Bytes>> {
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&http::Method::GET, "/metrics") => (
+            http::StatusCode::OK,
+            prometheus_text::CONTENT_TYPE,
+            Bytes::from(metrics.encode()),
+        ),
+        (_, "/metrics") => (
+            http::StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"only GET\n"),
+        ),
+        _ => (
+            http::StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"metrics are at /metrics\n"),
+        ),
+    };
+    let mut response = http::Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    if status == http::StatusCode::METHOD_NOT_ALLOWED {
+        response
+            .headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_kind_has_its_series_and_index() {
+        for (index, kind) in CallKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), index);
+        }
+        let text = Metrics::new().encode();
+        for kind in CallKind::ALL {
+            let count = format!(
+                "onesided_call_duration_seconds_count{{call=\"{}\"}} 0",
+                kind.name()
+            );
+            assert!(text.contains(&count), "{count} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_timer_counts_its_call_and_its_error_class() {
+        let metrics = Metrics::new();
+        let started = metrics.call_started(CallKind::Fence);
+        CallTimer::new(Arc::clone(&metrics), CallKind::Fence, started).answered(None);
+        let started = metrics.call_started(CallKind::Fence);
+        CallTimer::new(Arc::clone(&metrics), CallKind::Fence, started)
+            .answered(Some(ErrorClass::RmaSync));
+        let text = metrics.encode();
+        assert!(
+            text.contains("onesided_calls_total{call=\"fence\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("onesided_call_duration_seconds_count{call=\"fence\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("onesided_call_errors_total{call=\"fence\",class=\"RMA_SYNC\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn queue_reports_add_up_across_actors() {
+        let metrics = Metrics::new();
+        let (mut first, mut second) = (QueueReport::default(), QueueReport::default());
+        metrics.report_queues(&mut first, 3, 1);
+        metrics.report_queues(&mut second, 2, 0);
+        metrics.report_queues(&mut first, 1, 0);
+        assert_eq!(metrics.queued_items.get(), 3);
+        assert_eq!(metrics.lock_waiters.get(), 0);
+        metrics.report_queues(&mut first, 0, 0);
+        metrics.report_queues(&mut second, 0, 0);
+        assert_eq!(metrics.queued_items.get(), 0);
+    }
+}

@@ -1,0 +1,297 @@
+//! The `/metrics` endpoint, scraped over real HTTP while real clients make real calls: what an
+//! operator reads there matches what the clients did.
+
+use std::time::{Duration, Instant};
+
+use onesided_client::{Assert, Audit, ErrorClass, LockType, WindowSpec};
+use onesided_server::metrics::MetricsListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
+
+/// A server with its metrics endpoint on a free port, and that endpoint's address.
+async fn server_with_metrics() -> (TestServer, std::net::SocketAddr) {
+    let listener = MetricsListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let address = listener.local_addr();
+    let server = spawn_server_with(|config| config.metrics = Some(listener)).await;
+    (server, address)
+}
+
+/// `GET path` over a plain TCP connection: the status code and the body.
+pub async fn get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    if status == 200 {
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: text/plain; version=0.0.4"),
+            "not the Prometheus text format: {head}"
+        );
+    }
+    (status, body.to_string())
+}
+
+async fn scrape(address: std::net::SocketAddr) -> String {
+    let (status, body) = get(address, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The value of the sample named exactly `series` (name and labels as exposed).
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(series))
+        .find_map(|rest| rest.strip_prefix(' '))
+        .map(|number| number.trim().parse().unwrap())
+}
+
+fn sample(text: &str, series: &str) -> f64 {
+    value(text, series).unwrap_or_else(|| panic!("{series} missing from\n{text}"))
+}
+
+/// Scrapes until `settled` holds, for at most ten seconds; returns the last scrape.
+async fn scrape_until(
+    address: std::net::SocketAddr,
+    what: &str,
+    settled: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape(address).await;
+        if settled(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what} never happened:\n{text}");
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_and_batched_puts_are_counted_and_timed_per_call() {
+    const FENCES: usize = 5;
+    let (server, metrics) = server_with_metrics().await;
+    let fixture = Fixture::on(server, 2).await;
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    let ranks = windows.len();
+    let puts = crate::ranks(windows, |rank, w| async move {
+        w.fence(Assert::NOPRECEDE).await.unwrap();
+        let mut puts = 0;
+        for round in 1..FENCES {
+            // the put travels in one batch with the fence that ends its epoch
+            w.put(1 - rank, 0, &[round as i64]).unwrap();
+            puts += 1;
+            w.fence(0).await.unwrap();
+        }
+        puts
+    })
+    .await
+    .into_iter()
+    .sum::<usize>();
+    // every fence returned, so every fence's answer was sent: nothing to wait for
+    let text = scrape(metrics).await;
+    let fences = (FENCES * ranks) as f64;
+    assert_eq!(
+        sample(
+            &text,
+            "onesided_call_duration_seconds_count{call=\"fence\"}"
+        ),
+        fences
+    );
+    assert_eq!(
+        sample(&text, "onesided_calls_total{call=\"fence\"}"),
+        fences
+    );
+    assert_eq!(
+        sample(&text, "onesided_call_duration_seconds_count{call=\"op\"}"),
+        puts as f64,
+        "a batch's inner calls count as their own"
+    );
+    assert!(sample(&text, "onesided_call_duration_seconds_sum{call=\"fence\"}") > 0.0);
+    assert_eq!(
+        sample(
+            &text,
+            "onesided_call_duration_seconds_bucket{call=\"fence\",le=\"+Inf\"}"
+        ),
+        fences
+    );
+    assert_eq!(sample(&text, "onesided_sessions_attached"), ranks as f64);
+    assert_eq!(
+        value(&text, "onesided_call_errors_total{call=\"fence\""),
+        None
+    );
+    // the answers sent, every operation's budget slot comes back
+    scrape_until(metrics, "the pending operations drained", |text| {
+        sample(text, "onesided_pending_ops") == 0.0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_lasts_at_least_as_long_as_the_holder_kept_the_lock() {
+    const HOLD: Duration = Duration::from_millis(200);
+    let (server, metrics) = server_with_metrics().await;
+    let fixture = Fixture::on(server, 2).await;
+    let mut windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    let waiter = windows.pop().unwrap();
+    let holder = windows.pop().unwrap();
+    // rank 0 locks its own rank: granted at once (an eager lock waits for its grant)
+    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    // rank 1's lazy request travels with its put; the flush waits for the grant
+    waiter.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    waiter.put(0, 0, &[7i64]).unwrap();
+    let waited = tokio::spawn(async move {
+        waiter.flush(0).await.unwrap();
+        waiter.unlock(0).await.unwrap();
+    });
+    scrape_until(metrics, "rank 1's request queued at rank 0", |text| {
+        sample(text, "onesided_lock_waiters") == 1.0
+    })
+    .await;
+    // the request waits from before this instant until after the unlock
+    tokio::time::sleep(HOLD).await;
+    holder.unlock(0).await.unwrap();
+    waited.await.unwrap();
+
+    let text = scrape(metrics).await;
+    let exclusive = "lock_type=\"exclusive\"";
+    let grants = sample(
+        &text,
+        &format!("onesided_lock_wait_seconds_count{{{exclusive}}}"),
+    );
+    assert_eq!(grants, 2.0, "the holder's grant and the waiter's");
+    assert!(
+        sample(
+            &text,
+            &format!("onesided_lock_wait_seconds_sum{{{exclusive}}}")
+        ) >= HOLD.as_secs_f64()
+    );
+    // the largest bucket bound not above HOLD holds fewer grants than all: one waited longer
+    let (bound, below) = text
+        .lines()
+        .filter(|line| {
+            line.starts_with("onesided_lock_wait_seconds_bucket{") && line.contains(exclusive)
+        })
+        .filter_map(|line| {
+            let le: f64 = line
+                .split("le=\"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse()
+                .ok()?;
+            let count: f64 = line.rsplit(' ').next()?.parse().ok()?;
+            (le <= HOLD.as_secs_f64()).then_some((le, count))
+        })
+        .next_back()
+        .expect("a bucket below the hold");
+    assert_eq!(below, 1.0, "one grant waited more than {bound} s:\n{text}");
+    assert_eq!(sample(&text, "onesided_lock_waiters"), 0.0);
+    assert_eq!(sample(&text, "onesided_actor_queued_items"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_commits_count_every_event_of_the_log_in_sync_mode() {
+    let (server, metrics) = server_with_metrics().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let fixture = Fixture::on(server, 2).await;
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
+        .await;
+    crate::ranks(windows, |rank, w| async move {
+        w.fence(Assert::NOPRECEDE).await.unwrap();
+        for round in 0..3i64 {
+            w.put(1 - rank, 0, &[round, round + 1]).unwrap();
+            w.fence(0).await.unwrap();
+        }
+        w.lock(LockType::Shared, 1 - rank, 0).await.unwrap();
+        w.accumulate(1 - rank, 2, &[1i64], onesided_client::Op::Sum)
+            .unwrap();
+        w.unlock(1 - rank).await.unwrap();
+    })
+    .await;
+    // the log's rows and the commits' events, until the writer's last commit is counted
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (text, logged) = loop {
+        let logged: u64 = audit
+            .windows()
+            .await
+            .unwrap()
+            .iter()
+            .map(|window| window.events)
+            .sum();
+        let text = scrape(metrics).await;
+        let committed = sample(&text, "onesided_audit_commit_events_sum");
+        let lags = sample(&text, "onesided_audit_lag_seconds_count");
+        if committed == logged as f64 && lags == committed {
+            break (text, logged);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{logged} rows logged, {committed} events committed, {lags} lags:\n{text}"
+        );
+        tokio::task::yield_now().await;
+    };
+    assert!(logged > 0);
+    let commits = sample(&text, "onesided_audit_commit_events_count");
+    assert!(commits >= 1.0);
+    assert_eq!(
+        sample(&text, "onesided_audit_commit_duration_seconds_count"),
+        commits
+    );
+    assert_eq!(sample(&text, "onesided_audit_commit_failures_total"), 0.0);
+    assert!(value(&text, "onesided_audit_inbox_depth").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_call_counts_as_an_error_of_its_class() {
+    let (server, metrics) = server_with_metrics().await;
+    let fixture = Fixture::on(server, 1).await;
+    let session = &fixture.sessions[0];
+    let refused = session.window("no-such-window").await.unwrap_err();
+    assert_eq!(refused.class(), Some(ErrorClass::Win));
+    let text = scrape(metrics).await;
+    assert_eq!(
+        sample(
+            &text,
+            "onesided_call_errors_total{call=\"open_window\",class=\"WIN\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "onesided_call_duration_seconds_count{call=\"open_window\"}"
+        ),
+        1.0,
+        "a refused call is timed too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_serves_only_metrics() {
+    let (_server, metrics) = server_with_metrics().await;
+    let (status, _) = get(metrics, "/other").await;
+    assert_eq!(status, 404);
+    let (status, _) = get(metrics, "/").await;
+    assert_eq!(status, 404);
+    let text = scrape(metrics).await;
+    assert!(
+        text.contains("# TYPE onesided_call_duration_seconds histogram"),
+        "{text}"
+    );
+}
