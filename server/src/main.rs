@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use onesided_server::limits::Limits;
+use onesided_server::metrics::MetricsListener;
 use onesided_server::tls::TlsIdentity;
 use onesided_server::{run, ServerConfig};
 use tracing_subscriber::EnvFilter;
@@ -67,6 +68,10 @@ struct Args {
     /// The private key (PEM) of --tls-cert. Needs --tls-cert.
     #[arg(long, env = "ONESIDED_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (plain HTTP, no authentication: bind it
+    /// where only your monitoring can reach it). Default: not served.
+    #[arg(long, env = "ONESIDED_METRICS_LISTEN", value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -202,6 +207,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         // clap's `requires` makes these usage errors before we get here
         _ => None,
     };
+    let metrics = args
+        .metrics_listen
+        .map(|address| {
+            MetricsListener::bind(address)
+                .with_context(|| format!("cannot listen for metrics on {address}"))
+        })
+        .transpose()?;
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
@@ -214,6 +226,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             max_pending_ops: args.max_pending_ops,
         },
         tls,
+        metrics,
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let shutdown = shutdown_signal();

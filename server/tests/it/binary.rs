@@ -13,6 +13,24 @@ use crate::{unique, TempDir};
 
 /// Starts the binary and returns it with the address it printed.
 fn start(data: &TempDir, extra: &[&str]) -> (std::process::Child, String) {
+    let (child, printed) = start_until(data, extra, "address=");
+    let address = field(&printed, "address=");
+    (child, format!("http://{address}"))
+}
+
+/// The value of the first `name=value` field in `lines`.
+fn field(lines: &[String], name: &str) -> String {
+    lines
+        .iter()
+        .find_map(|line| line.split(name).nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {name} in {lines:#?}"))
+        .to_string()
+}
+
+/// Starts the binary and returns it with what it printed up to the first line containing
+/// `until`.
+fn start_until(data: &TempDir, extra: &[&str], until: &str) -> (std::process::Child, Vec<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data.0)
@@ -24,15 +42,18 @@ fn start(data: &TempDir, extra: &[&str]) -> (std::process::Child, String) {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let address = loop {
+    let mut printed = Vec::new();
+    loop {
         let line = lines.next().expect("the server exited").unwrap();
-        if let Some(rest) = line.split("address=").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
+        let done = line.contains(until);
+        printed.push(line);
+        if done {
+            break;
         }
-    };
+    }
     // keep draining its output so it never blocks on a full pipe
     std::thread::spawn(move || for _ in lines {});
-    (child, format!("http://{address}"))
+    (child, printed)
 }
 
 fn terminate(mut child: std::process::Child) -> std::process::ExitStatus {
@@ -328,4 +349,35 @@ async fn acknowledged_client_rows_survive_kill_9_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_client_rows_survive_kill_9_on_postgres() {
     acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_metrics_where_it_says_with_metrics_listen() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let flags = ["--admin-token", "t", "--metrics-listen", "127.0.0.1:0"];
+    let (child, printed) = start_until(&data, &flags, "serving metrics");
+    let url = format!("http://{}", field(&printed, "address="));
+    let metrics_url = field(&printed, "url=");
+    let metrics: std::net::SocketAddr = metrics_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("not a metrics URL: {metrics_url}"))
+        .parse()
+        .unwrap();
+    assert_ne!(metrics.port(), 0, "the bound port is printed");
+    let admin = Admin::connect(&url, "t").await.unwrap();
+    let world = admin.create_world("w", 1).await.unwrap();
+    let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
+    let (status, text) = crate::metrics::get(metrics, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        text.lines()
+            .any(|line| line == "onesided_sessions_attached 1"),
+        "{text}"
+    );
+    session.close().await.unwrap();
+    let status = tokio::task::spawn_blocking(move || terminate(child))
+        .await
+        .unwrap();
+    assert!(status.success());
 }
