@@ -330,11 +330,9 @@ impl Metrics {
         text
     }
 
-    /// A session takes up a call of `kind` now: counts it and returns the instant its
-    /// [`CallTimer`]s start from.
-    pub fn call_started(&self, kind: CallKind) -> Instant {
+    /// A session takes up a call of `kind`.
+    pub fn count_call(&self, kind: CallKind) {
         self.calls[kind.index()].inc();
-        Instant::now()
     }
 
     /// A lock request of `lock_type` was granted after waiting `waited` at its target.
@@ -614,10 +612,10 @@ mod tests {
     #[test]
     fn a_timer_counts_its_call_and_its_error_class() {
         let metrics = Metrics::new();
-        let started = metrics.call_started(CallKind::Fence);
-        CallTimer::new(Arc::clone(&metrics), CallKind::Fence, started).answered(None);
-        let started = metrics.call_started(CallKind::Fence);
-        CallTimer::new(Arc::clone(&metrics), CallKind::Fence, started)
+        metrics.count_call(CallKind::Fence);
+        CallTimer::new(Arc::clone(&metrics), CallKind::Fence, Instant::now()).answered(None);
+        metrics.count_call(CallKind::Fence);
+        CallTimer::new(Arc::clone(&metrics), CallKind::Fence, Instant::now())
             .answered(Some(ErrorClass::RmaSync));
         let text = metrics.encode();
         assert!(

@@ -297,6 +297,7 @@ impl Session {
         let id = message.id;
         match message.call {
             Some(Call::Batch(batch)) => {
+                self.registry.metrics().count_call(CallKind::Batch);
                 let ids: Vec<u64> = batch.calls.iter().map(|call| call.id).collect();
                 if ids.is_empty() {
                     self.reply(id).send(Ok(server_message::Reply::Batched(
@@ -330,7 +331,8 @@ impl Session {
         };
         let kind = CallKind::of(&call);
         let name = kind.name();
-        self.call = Some((kind, self.registry.metrics().call_started(kind)));
+        self.registry.metrics().count_call(kind);
+        self.call = Some((kind, std::time::Instant::now()));
         if self.registry.audit().is_down() && !matches!(call, Call::Heartbeat(_)) {
             // nothing may happen that the log cannot take: refused before any state changes
             self.reply(id).send(Err(RmaError::new(

@@ -119,6 +119,7 @@ async fn fences_and_batched_puts_are_counted_and_timed_per_call() {
         puts as f64,
         "a batch's inner calls count as their own"
     );
+    assert!(sample(&text, "onesided_calls_total{call=\"batch\"}") >= puts as f64);
     assert!(sample(&text, "onesided_call_duration_seconds_sum{call=\"fence\"}") > 0.0);
     assert_eq!(
         sample(
