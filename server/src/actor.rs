@@ -325,6 +325,8 @@ struct WindowServer {
     locks: LockTable,
     /// Per origin, in arrival order: what it sent, with its session's incarnation.
     queues: Vec<VecDeque<(u64, AccessItem)>>,
+    /// Items in `queues`, kept as they are pushed and taken (for the queue gauge).
+    queued: usize,
     /// Ranks whose session ended after they took part in fence or PSCW on this window, and
     /// why: every fence, wait or operation that needs them fails with `PROC_FAILED`.
     gone: BTreeMap<u32, String>,
@@ -365,6 +367,7 @@ impl WindowServer {
             pending_wait: None,
             locks: LockTable::default(),
             queues: (0..nranks).map(|_| VecDeque::new()).collect(),
+            queued: 0,
             gone: BTreeMap::new(),
             absent: BTreeMap::new(),
             metrics,
@@ -402,11 +405,14 @@ impl WindowServer {
 
     /// Brings the server-wide queue gauges up to date with this actor's queues.
     fn report_queues(&mut self) {
-        // one length per origin: a handful of loads, no lock
-        let queued = self.queues.iter().map(VecDeque::len).sum();
+        debug_assert_eq!(
+            self.queued,
+            self.queues.iter().map(VecDeque::len).sum::<usize>(),
+            "the count of queued items is off"
+        );
         let waiters = self.locks.queue.len();
         self.metrics
-            .report_queues(&mut self.reported, queued, waiters);
+            .report_queues(&mut self.reported, self.queued, waiters);
     }
 
     fn handle(&mut self, command: Command) {
@@ -424,6 +430,7 @@ impl WindowServer {
                     return;
                 }
                 self.queues[origin as usize].push_back((incarnation, item));
+                self.queued += 1;
                 self.drain(origin);
             }
             Command::Departed {
@@ -505,6 +512,7 @@ impl WindowServer {
         for queue in &mut self.queues {
             refused.extend(queue.drain(..).filter_map(|(_, item)| reply_of(item)));
         }
+        self.queued = 0;
         refused.extend(self.locks.queue.drain(..).filter_map(|waiter| waiter.grant));
         refused.extend(self.pending_fence.take().map(|pending| pending.reply));
         refused.extend(self.pending_wait.take().map(|pending| pending.reply));
@@ -661,6 +669,7 @@ impl WindowServer {
             let Some((_, item)) = self.queues[origin as usize].pop_front() else {
                 break;
             };
+            self.queued -= 1;
             match refusal {
                 Some(error) => {
                     if let AccessItem::Op { .. } = item {
@@ -769,6 +778,7 @@ impl WindowServer {
                 .into_iter()
                 .partition(|(from, _)| *from == incarnation);
         self.queues[origin as usize] = kept;
+        self.queued -= dropped.len();
         for reply in dropped.into_iter().filter_map(|(_, item)| reply_of(item)) {
             self.answer(reply, Err(ended()));
         }

@@ -159,9 +159,15 @@ async fn a_lock_wait_lasts_at_least_as_long_as_the_holder_kept_the_lock() {
         waiter.flush(0).await.unwrap();
         waiter.unlock(0).await.unwrap();
     });
-    scrape_until(metrics, "rank 1's request queued at rank 0", |text| {
-        sample(text, "onesided_lock_waiters") == 1.0
-    })
+    // its request in rank 0's lock queue, its put in rank 0's queue of what rank 1 sent
+    scrape_until(
+        metrics,
+        "rank 1's request and put queued at rank 0",
+        |text| {
+            sample(text, "onesided_lock_waiters") == 1.0
+                && sample(text, "onesided_actor_queued_items") >= 1.0
+        },
+    )
     .await;
     // the request waits from before this instant until after the unlock
     tokio::time::sleep(HOLD).await;
