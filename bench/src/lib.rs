@@ -14,6 +14,7 @@
 //! memory sampled, and a verdict on whether it stayed flat.
 
 mod measure;
+pub mod mpich;
 mod reference;
 mod server;
 pub mod soak;
