@@ -3,9 +3,10 @@
 //! [`run`] attaches ranks to a server (one given by URL, or one started in this process on
 //! `127.0.0.1:0` with a temporary data directory), times the patterns of issue 6 and returns a
 //! [`Report`]: medians of per-iteration latencies in microseconds after a warm-up of 10 % that
-//! is not measured, and throughputs. The references — a raw TCP ping-pong and, when a Redis
-//! answers on `127.0.0.1:6379` and `redis-benchmark` is on `PATH`, Redis GET/SET and INCR —
-//! are measured in the same run, so that the ratios compare like with like.
+//! is not measured, and throughputs. The references — a raw TCP ping-pong, raw TCP bulk
+//! throughput and, when a Redis answers on `127.0.0.1:6379` and `redis-benchmark` is on
+//! `PATH`, Redis GET/SET and INCR — are measured in the same run, so that the ratios compare
+//! like with like.
 //!
 //! Nothing here asserts a speed: the figures are printed ([`Report::table`]) or emitted as one
 //! JSON object ([`Report::to_json`]).
@@ -92,6 +93,15 @@ impl Options {
         }
     }
 
+    /// Messages of 4 MiB in the raw TCP bulk reference.
+    fn tcp_bulk_messages(&self) -> usize {
+        if self.quick {
+            4
+        } else {
+            64
+        }
+    }
+
     fn scaling_ranks(&self) -> &'static [u32] {
         if self.quick {
             &[2, 8]
@@ -140,6 +150,8 @@ pub struct Report {
     pub fence_scaling_us: Vec<(u32, f64)>,
     /// Raw TCP ping-pong of 8 bytes, median µs.
     pub raw_tcp_pingpong_us: f64,
+    /// Raw TCP stream over loopback in 4 MiB messages, MiB/s.
+    pub raw_tcp_bulk_mib_per_s: f64,
     /// Redis GET and SET with one client: mean of their p50s, µs.
     pub redis_get_set_us: Option<f64>,
     /// Redis INCR with 50 clients: requests/s.
@@ -197,6 +209,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
             .await?
             .context("raw TCP ping-pong")?;
+    let messages = options.tcp_bulk_messages();
+    let raw_tcp_bulk_mib_per_s = tokio::task::spawn_blocking(move || reference::tcp_bulk(messages))
+        .await?
+        .context("raw TCP bulk")?;
     let requests = if options.quick { 2_000 } else { 20_000 };
     let redis = tokio::task::spawn_blocking(move || reference::redis(requests)).await?;
     let (redis_get_set_us, redis_incr_50_clients_per_s, redis_missing) = match redis {
@@ -213,6 +229,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         bulk_single_put_failed,
         fence_scaling_us,
         raw_tcp_pingpong_us,
+        raw_tcp_bulk_mib_per_s,
         redis_get_set_us,
         redis_incr_50_clients_per_s,
         redis_missing,
@@ -262,6 +279,7 @@ impl Report {
         object.insert("fence_scaling_us".into(), Value::Object(scaling));
         let references = json!({
             "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
+            "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
             "redis_get_set_us": number(self.redis_get_set_us),
             "redis_incr_50_clients_per_s": number(self.redis_incr_50_clients_per_s),
         });
@@ -301,9 +319,11 @@ impl Report {
             Some(_) => "1 MiB puts, one epoch",
         };
         out.push_str(&format!(
-            "| `bulk_put_mib_per_s` ({} MiB, {how}) | {:.0} MiB/s | — | — |\n",
+            "| `bulk_put_mib_per_s` ({} MiB, {how}) | {:.0} MiB/s | raw TCP bulk {:.0} MiB/s | {} |\n",
             self.bulk_bytes >> 20,
-            self.bulk_put_mib_per_s
+            self.bulk_put_mib_per_s,
+            self.raw_tcp_bulk_mib_per_s,
+            ratio(self.bulk_put_mib_per_s, Some(self.raw_tcp_bulk_mib_per_s))
         ));
         for (ranks, value) in &self.fence_scaling_us {
             out.push_str(&format!(
@@ -314,6 +334,10 @@ impl Report {
         out.push_str(&format!(
             "| `raw_tcp_pingpong_us` | {:.1} µs | | |\n",
             self.raw_tcp_pingpong_us
+        ));
+        out.push_str(&format!(
+            "| `raw_tcp_bulk_mib_per_s` (4 MiB messages) | {:.0} MiB/s | | |\n",
+            self.raw_tcp_bulk_mib_per_s
         ));
         match (self.redis_get_set_us, self.redis_incr_50_clients_per_s) {
             (Some(get_set), Some(incr)) => {

@@ -1,5 +1,5 @@
-//! The references measured in the same run: a raw TCP ping-pong, and Redis through
-//! `redis-benchmark` when both are there.
+//! The references measured in the same run: a raw TCP ping-pong, raw TCP bulk throughput, and
+//! Redis through `redis-benchmark` when both are there. (MPICH is in `mpich.rs`.)
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -42,6 +42,50 @@ pub fn tcp_pingpong(iterations: usize) -> anyhow::Result<f64> {
     echo.join()
         .map_err(|_| anyhow::anyhow!("the echo thread panicked"))??;
     Ok(median(&samples[warm_up(iterations)..]))
+}
+
+/// The size of one message of [`tcp_bulk`].
+pub const TCP_BULK_MESSAGE: usize = 4 << 20;
+
+/// Raw TCP stream throughput over loopback: one thread writes `messages` messages of
+/// [`TCP_BULK_MESSAGE`] bytes, the other reads them and answers one byte at the end; MiB/s from
+/// the first write to that answer. The same, 10 % of the count (at least one message), runs
+/// first unmeasured. Default socket options.
+///
+/// # Errors
+/// A socket error.
+pub fn tcp_bulk(messages: usize) -> anyhow::Result<f64> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    let messages = messages.max(1);
+    let rounds = [warm_up(messages), messages];
+    let sink = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut stream, _) = listener.accept()?;
+        let mut buffer = vec![0u8; TCP_BULK_MESSAGE];
+        for count in rounds {
+            for _ in 0..count {
+                stream.read_exact(&mut buffer)?;
+            }
+            stream.write_all(&[1])?;
+        }
+        Ok(())
+    });
+    let mut stream = TcpStream::connect(address)?;
+    let message: Vec<u8> = (0..TCP_BULK_MESSAGE).map(|i| (i % 251) as u8).collect();
+    let mut done = [0u8; 1];
+    let mut elapsed = Duration::ZERO;
+    for count in rounds {
+        let started = Instant::now();
+        for _ in 0..count {
+            stream.write_all(&message)?;
+        }
+        stream.read_exact(&mut done)?;
+        elapsed = started.elapsed();
+    }
+    sink.join()
+        .map_err(|_| anyhow::anyhow!("the reading thread panicked"))??;
+    let mib = (messages * TCP_BULK_MESSAGE) as f64 / f64::from(1u32 << 20);
+    Ok(mib / elapsed.as_secs_f64())
 }
 
 /// Whether a Redis answers PING on 127.0.0.1:6379.

@@ -23,6 +23,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "hot_counter_ops_per_s",
         "bulk_put_mib_per_s",
         "raw_tcp_pingpong_us",
+        "raw_tcp_bulk_mib_per_s",
     ] {
         assert!(positive(&json[key]), "{key} is {:?}", json[key]);
     }
@@ -36,7 +37,10 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         assert!(value.is_null() || positive(value), "{key} is {value:?}");
         assert_eq!(&json[key], value);
     }
-    assert!(positive(&json["references"]["raw_tcp_pingpong_us"]));
+    for key in ["raw_tcp_pingpong_us", "raw_tcp_bulk_mib_per_s"] {
+        assert!(positive(&json["references"][key]), "references.{key}");
+        assert_eq!(&json[key], &json["references"][key]);
+    }
     assert_eq!(json["audit"], "off");
     assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
 }
