@@ -4,7 +4,8 @@
 //! `127.0.0.1:0` with a temporary data directory), times the patterns of issue 6 and returns a
 //! [`Report`]: medians of per-iteration latencies in microseconds after a warm-up of 10 % that
 //! is not measured, and throughputs. The references — a raw TCP ping-pong, raw TCP bulk
-//! throughput and, when a Redis answers on `127.0.0.1:6379` and `redis-benchmark` is on
+//! throughput, MPICH timing the same patterns over TCP when `mpicc` and `mpiexec` are on `PATH`
+//! ([`mpich`]), and, when a Redis answers on `127.0.0.1:6379` and `redis-benchmark` is on
 //! `PATH`, Redis GET/SET and INCR — are measured in the same run, so that the ratios compare
 //! like with like.
 //!
@@ -152,6 +153,10 @@ pub struct Report {
     pub raw_tcp_pingpong_us: f64,
     /// Raw TCP stream over loopback in 4 MiB messages, MiB/s.
     pub raw_tcp_bulk_mib_per_s: f64,
+    /// MPICH timing the same patterns between two processes over TCP.
+    pub mpich: Option<mpich::Mpich>,
+    /// Why MPICH was not measured, when it was not.
+    pub mpich_missing: Option<String>,
     /// Redis GET and SET with one client: mean of their p50s, µs.
     pub redis_get_set_us: Option<f64>,
     /// Redis INCR with 50 clients: requests/s.
@@ -213,6 +218,13 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let raw_tcp_bulk_mib_per_s = tokio::task::spawn_blocking(move || reference::tcp_bulk(messages))
         .await?
         .context("raw TCP bulk")?;
+    let limit = mpich::time_limit(iterations);
+    let mpich =
+        tokio::task::spawn_blocking(move || mpich::run(iterations, bulk_bytes, limit)).await?;
+    let (mpich, mpich_missing) = match mpich {
+        Ok(mpich) => (Some(mpich), None),
+        Err(why) => (None, Some(format!("{why:#}"))),
+    };
     let requests = if options.quick { 2_000 } else { 20_000 };
     let redis = tokio::task::spawn_blocking(move || reference::redis(requests)).await?;
     let (redis_get_set_us, redis_incr_50_clients_per_s, redis_missing) = match redis {
@@ -230,6 +242,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         fence_scaling_us,
         raw_tcp_pingpong_us,
         raw_tcp_bulk_mib_per_s,
+        mpich,
+        mpich_missing,
         redis_get_set_us,
         redis_incr_50_clients_per_s,
         redis_missing,
@@ -249,7 +263,9 @@ fn number(value: Option<f64>) -> Value {
 
 impl Report {
     /// One JSON object: every metric by its key, the references both at the top level and
-    /// under `"references"`, plus `"audit"` and `"iterations"`.
+    /// under `"references"`, plus `"audit"` and `"iterations"`. MPICH's figures are an object
+    /// under `references.mpich` only (`null`, with `references.mpich_missing` saying why, when
+    /// it was not measured).
     pub fn to_json(&self) -> Value {
         let mut object = Map::new();
         object.insert("audit".into(), json!(self.audit));
@@ -277,7 +293,7 @@ impl Report {
             .map(|(ranks, value)| (ranks.to_string(), json!(value)))
             .collect();
         object.insert("fence_scaling_us".into(), Value::Object(scaling));
-        let references = json!({
+        let mut references = json!({
             "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
             "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
             "redis_get_set_us": number(self.redis_get_set_us),
@@ -286,23 +302,38 @@ impl Report {
         for (key, value) in references.as_object().expect("an object") {
             object.insert(key.clone(), value.clone());
         }
+        references["mpich"] = self
+            .mpich
+            .as_ref()
+            .map_or(Value::Null, mpich::Mpich::to_json);
+        references["mpich_missing"] = json!(self.mpich_missing);
         object.insert("references".into(), references);
         Value::Object(object)
     }
 
-    /// A Markdown table: metric, value, the reference it is compared with, and the ratio.
+    /// A Markdown table: metric, value, the reference it is compared with and the ratio, then
+    /// MPICH's figure for the same pattern and the ratio ours / MPICH.
     pub fn table(&self) -> String {
         let tcp = Some(self.raw_tcp_pingpong_us);
+        let mpich = |key: &str| self.mpich.as_ref().and_then(|m| m.latency(key));
+        let mpich_cells = |value: f64, reference: Option<f64>, unit: &str| match reference {
+            Some(reference) => format!("{reference:.1} {unit} | {}", ratio(value, Some(reference))),
+            None => "— | —".to_string(),
+        };
         let mut out = format!(
             "onesided-bench: audit {}, {} iterations per latency pattern (median after warm-up)\n\n",
             self.audit, self.iterations
         );
-        out.push_str("| metric | value | reference | ratio |\n|---|---|---|---|\n");
+        out.push_str(
+            "| metric | value | reference | ratio | MPICH | ours / MPICH |\n\
+             |---|---|---|---|---|---|\n",
+        );
         let tcp_name = format!("raw TCP ping-pong {:.1} µs", self.raw_tcp_pingpong_us);
         for (key, value) in &self.latencies {
             out.push_str(&format!(
-                "| `{key}` | {value:.1} µs | {tcp_name} | {} |\n",
-                ratio(*value, tcp)
+                "| `{key}` | {value:.1} µs | {tcp_name} | {} | {} |\n",
+                ratio(*value, tcp),
+                mpich_cells(*value, mpich(key), "µs")
             ));
         }
         let incr = match self.redis_incr_50_clients_per_s {
@@ -310,7 +341,7 @@ impl Report {
             None => "Redis INCR: not available".to_string(),
         };
         out.push_str(&format!(
-            "| `hot_counter_ops_per_s` (64 ranks) | {:.0} ops/s | {incr} | {} |\n",
+            "| `hot_counter_ops_per_s` (64 ranks) | {:.0} ops/s | {incr} | {} | — | — |\n",
             self.hot_counter_ops_per_s,
             ratio(self.hot_counter_ops_per_s, self.redis_incr_50_clients_per_s)
         ));
@@ -319,45 +350,75 @@ impl Report {
             Some(_) => "1 MiB puts, one epoch",
         };
         out.push_str(&format!(
-            "| `bulk_put_mib_per_s` ({} MiB, {how}) | {:.0} MiB/s | raw TCP bulk {:.0} MiB/s | {} |\n",
+            "| `bulk_put_mib_per_s` ({} MiB, {how}) | {:.0} MiB/s | raw TCP bulk {:.0} MiB/s | {} | {} |\n",
             self.bulk_bytes >> 20,
             self.bulk_put_mib_per_s,
             self.raw_tcp_bulk_mib_per_s,
-            ratio(self.bulk_put_mib_per_s, Some(self.raw_tcp_bulk_mib_per_s))
+            ratio(self.bulk_put_mib_per_s, Some(self.raw_tcp_bulk_mib_per_s)),
+            mpich_cells(
+                self.bulk_put_mib_per_s,
+                self.mpich.as_ref().map(|m| m.bulk_put_mib_per_s),
+                "MiB/s"
+            )
         ));
         for (ranks, value) in &self.fence_scaling_us {
             out.push_str(&format!(
-                "| `fence_scaling_us` {ranks} ranks | {value:.1} µs | {tcp_name} | {} |\n",
+                "| `fence_scaling_us` {ranks} ranks | {value:.1} µs | {tcp_name} | {} | — | — |\n",
                 ratio(*value, tcp)
             ));
         }
         out.push_str(&format!(
-            "| `raw_tcp_pingpong_us` | {:.1} µs | | |\n",
+            "| `raw_tcp_pingpong_us` | {:.1} µs | | | | |\n",
             self.raw_tcp_pingpong_us
         ));
         out.push_str(&format!(
-            "| `raw_tcp_bulk_mib_per_s` (4 MiB messages) | {:.0} MiB/s | | |\n",
+            "| `raw_tcp_bulk_mib_per_s` (4 MiB messages) | {:.0} MiB/s | | | | |\n",
             self.raw_tcp_bulk_mib_per_s
         ));
         match (self.redis_get_set_us, self.redis_incr_50_clients_per_s) {
             (Some(get_set), Some(incr)) => {
                 out.push_str(&format!(
-                    "| `redis_get_set_us` (p50, 1 client) | {get_set:.1} µs | | |\n"
+                    "| `redis_get_set_us` (p50, 1 client) | {get_set:.1} µs | | | | |\n"
                 ));
                 out.push_str(&format!(
-                    "| `redis_incr_50_clients_per_s` | {incr:.0}/s | | |\n"
+                    "| `redis_incr_50_clients_per_s` | {incr:.0}/s | | | | |\n"
                 ));
             }
             _ => {
-                out.push_str("| `redis_get_set_us` | not available | | |\n");
-                out.push_str("| `redis_incr_50_clients_per_s` | not available | | |\n");
+                out.push_str("| `redis_get_set_us` | not available | | | | |\n");
+                out.push_str("| `redis_incr_50_clients_per_s` | not available | | | | |\n");
             }
+        }
+        if let Some(mpich) = &self.mpich {
+            let environment: Vec<String> = mpich
+                .environment
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect();
+            let segments = match mpich.tcp_segments_sent {
+                Some(n) => format!("; {n} TCP segments sent during its run"),
+                None => String::new(),
+            };
+            let finalize = if mpich.hung_in_finalize {
+                "; hung in MPI_Finalize after its figures and was killed"
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "\nMPICH {}: {} ({}){segments}{finalize}\n",
+                mpich.version,
+                mpich.transport,
+                environment.join(" ")
+            ));
         }
         if let Some(why) = &self.bulk_single_put_failed {
             out.push_str(&format!(
                 "\nOne {} MiB put failed: {why}\n",
                 self.bulk_bytes >> 20
             ));
+        }
+        if let Some(why) = &self.mpich_missing {
+            out.push_str(&format!("\nMPICH not measured: {why}\n"));
         }
         if let Some(why) = &self.redis_missing {
             out.push_str(&format!("\nRedis not measured: {why}\n"));

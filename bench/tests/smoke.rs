@@ -1,7 +1,7 @@
 //! A smoke run of the bench logic against an in-process server: every key is there with a
 //! positive number. It asserts no speed.
 
-use onesided_bench::{run, Options};
+use onesided_bench::{run, Options, LATENCY_KEYS, QUICK_ITERATIONS};
 use serde_json::Value;
 
 fn positive(value: &Value) -> bool {
@@ -41,8 +41,52 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         assert!(positive(&json["references"][key]), "references.{key}");
         assert_eq!(&json[key], &json["references"][key]);
     }
+    check_mpich(&json["references"]);
     assert_eq!(json["audit"], "off");
     assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
+}
+
+/// MPICH is measured whenever `mpicc` runs here (`.ci/run` installs it), else it is null with a
+/// reason.
+fn check_mpich(references: &Value) {
+    let mpich = &references["mpich"];
+    let why = &references["mpich_missing"];
+    let mpicc = std::process::Command::new("mpicc")
+        .arg("-show")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !mpicc {
+        assert!(
+            mpich.is_null(),
+            "mpicc is not on PATH, yet mpich is {mpich:?}"
+        );
+        assert!(why.as_str().is_some_and(|why| !why.is_empty()), "{why:?}");
+        return;
+    }
+    assert!(
+        why.is_null(),
+        "mpicc is on PATH, yet MPICH was not measured: {why}"
+    );
+    for (key, _) in LATENCY_KEYS {
+        assert!(positive(&mpich[key]), "mpich.{key} is {:?}", mpich[key]);
+    }
+    assert!(positive(&mpich["bulk_put_mib_per_s"]), "{mpich:?}");
+    assert!(
+        mpich["transport"]
+            .as_str()
+            .is_some_and(|t| t.contains("TCP")),
+        "{mpich:?}"
+    );
+    // Over TCP every iteration of every pattern sends at least one segment from rank 0 (the
+    // counter is the machine's, so other traffic can only add to it); over shared memory the
+    // run sends a few dozen, the launcher's.
+    if let Some(segments) = mpich["tcp_segments_sent"].as_u64() {
+        let iterations = (QUICK_ITERATIONS + QUICK_ITERATIONS / 10) * LATENCY_KEYS.len();
+        assert!(
+            segments >= iterations as u64,
+            "MPICH sent {segments} TCP segments for {iterations} iterations: not over TCP?"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
