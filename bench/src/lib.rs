@@ -15,6 +15,7 @@
 //! [`soak`] is the other mode: a mixed workload for a fixed time with the process's resident
 //! memory sampled, and a verdict on whether it stayed flat.
 
+mod awake;
 mod measure;
 pub mod mpich;
 mod reference;
@@ -64,6 +65,55 @@ pub struct Options {
     pub iterations: usize,
     /// Tiny counts, 4 MiB bulk, fence scaling at 2 and 8 ranks only: a smoke run.
     pub quick: bool,
+    /// Worker threads of the in-process server's runtime (1: a current-thread runtime).
+    pub server_threads: Threads,
+    /// Keep every CPU busy at the lowest priority for the whole run (`--keep-awake`;
+    /// BENCHMARKS.md, "Idle CPUs").
+    pub keep_awake: bool,
+}
+
+/// Worker threads of a tokio runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// One thread: a current-thread runtime, so no wake-up crosses threads.
+    One,
+    /// A multi-thread runtime with this many workers (at least 2).
+    Workers(usize),
+}
+
+impl Threads {
+    /// `1` is [`Threads::One`]; more is [`Threads::Workers`].
+    pub fn new(count: usize) -> Self {
+        if count <= 1 {
+            Threads::One
+        } else {
+            Threads::Workers(count)
+        }
+    }
+
+    /// How many threads.
+    pub fn count(self) -> usize {
+        match self {
+            Threads::One => 1,
+            Threads::Workers(count) => count,
+        }
+    }
+
+    /// A runtime of this many threads, with every driver enabled.
+    ///
+    /// # Errors
+    /// When the runtime cannot be built.
+    pub fn runtime(self, name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = match self {
+            Threads::One => tokio::runtime::Builder::new_current_thread(),
+            Threads::Workers(count) => {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(count);
+                builder
+            }
+        };
+        builder.enable_all().thread_name(name).build()
+    }
 }
 
 impl Options {
@@ -75,6 +125,8 @@ impl Options {
             database_url: None,
             iterations,
             quick: false,
+            server_threads: Threads::One,
+            keep_awake: false,
         }
     }
 
@@ -136,6 +188,12 @@ pub struct Report {
     pub audit: String,
     /// Measured iterations per latency pattern.
     pub iterations: usize,
+    /// Worker threads of the in-process server (`None` for a server given by address).
+    pub server_threads: Option<usize>,
+    /// Worker threads of the runtime the clients ran on.
+    pub client_threads: usize,
+    /// Whether every CPU was kept busy at the lowest priority (`--keep-awake`).
+    pub keep_awake: bool,
     /// Median latencies in µs, keyed as [`LATENCY_KEYS`].
     pub latencies: Vec<(&'static str, f64)>,
     /// 64 ranks accumulating into rank 0's element 0, a flush after every op: total ops/s.
@@ -170,13 +228,21 @@ pub struct Report {
 /// # Errors
 /// When the server cannot be started or reached, or an RMA call fails.
 pub async fn run(options: &Options) -> anyhow::Result<Report> {
+    let _awake = options
+        .keep_awake
+        .then(awake::KeepAwake::start)
+        .transpose()?;
     let in_process;
     let (url, token) = match &options.remote {
         Some((url, token)) => (url.clone(), token.clone()),
         None => {
-            in_process = InProcess::start(options.audit, options.database_url.clone())
-                .await
-                .context("cannot start the in-process server")?;
+            in_process = InProcess::start(
+                options.audit,
+                options.database_url.clone(),
+                options.server_threads,
+            )
+            .await
+            .context("cannot start the in-process server")?;
             (in_process.url.clone(), in_process.admin_token.clone())
         }
     };
@@ -231,9 +297,20 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         Ok((get_set, incr)) => (Some(get_set), Some(incr), None),
         Err(why) => (None, None, Some(format!("{why:#}"))),
     };
+    let client_runtime = tokio::runtime::Handle::current();
+    let client_threads = match client_runtime.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => 1,
+        _ => client_runtime.metrics().num_workers(),
+    };
     Ok(Report {
         audit,
         iterations,
+        server_threads: options
+            .remote
+            .is_none()
+            .then(|| options.server_threads.count()),
+        client_threads,
+        keep_awake: options.keep_awake,
         latencies,
         hot_counter_ops_per_s,
         bulk_put_mib_per_s,
@@ -270,6 +347,9 @@ impl Report {
         let mut object = Map::new();
         object.insert("audit".into(), json!(self.audit));
         object.insert("iterations".into(), json!(self.iterations));
+        object.insert("server_threads".into(), json!(self.server_threads));
+        object.insert("client_threads".into(), json!(self.client_threads));
+        object.insert("keep_awake".into(), json!(self.keep_awake));
         for (key, value) in &self.latencies {
             object.insert((*key).into(), json!(value));
         }
@@ -321,8 +401,18 @@ impl Report {
             None => "— | —".to_string(),
         };
         let mut out = format!(
-            "onesided-bench: audit {}, {} iterations per latency pattern (median after warm-up)\n\n",
-            self.audit, self.iterations
+            "onesided-bench: audit {}, {} iterations per latency pattern (median after warm-up), \
+             server threads {}, client threads {}{}\n\n",
+            self.audit,
+            self.iterations,
+            self.server_threads
+                .map_or_else(|| "remote".to_string(), |n| n.to_string()),
+            self.client_threads,
+            if self.keep_awake {
+                ", CPUs kept awake"
+            } else {
+                ""
+            }
         );
         out.push_str(
             "| metric | value | reference | ratio | MPICH | ours / MPICH |\n\

@@ -4,7 +4,7 @@
 //! BENCHMARKS.md.
 
 use clap::Parser;
-use onesided_bench::{soak, Audit, Options, QUICK_ITERATIONS};
+use onesided_bench::{soak, Audit, Options, Threads, QUICK_ITERATIONS};
 
 /// Latency and throughput of onesided's RMA calls, with raw TCP and Redis as references.
 #[derive(Debug, Parser)]
@@ -31,15 +31,34 @@ struct Args {
     /// Tiny counts, a 4 MiB bulk put, fence scaling at 2 and 8 ranks: a smoke run for CI.
     #[arg(long)]
     quick: bool,
+    /// Worker threads of the in-process server's runtime; 1 runs it on one thread (a
+    /// current-thread runtime).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    server_threads: u16,
+    /// Worker threads of the runtime the bench's clients run on; 1 runs them on one thread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    client_threads: u16,
+    /// Keep every CPU busy with a lowest-priority (nice 19) loop for the whole run, so that no
+    /// virtual CPU halts between messages (BENCHMARKS.md, "Idle CPUs").
+    #[arg(long)]
+    keep_awake: bool,
     /// Instead of timing: a mixed workload for SECONDS against an in-process server, printing
     /// the process's resident memory every few seconds; fails unless it stayed flat.
     #[arg(long, value_name = "SECONDS", conflicts_with_all = ["addr", "json", "quick"])]
     soak: Option<u64>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // the soak's churn runs on every CPU, as a service's clients would
+    let threads = match args.soak {
+        Some(_) => Threads::new(std::thread::available_parallelism().map_or(2, usize::from)),
+        None => Threads::new(usize::from(args.client_threads)),
+    };
+    threads.runtime("onesided-bench")?.block_on(bench(args))
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
     if let Some(seconds) = args.soak {
         return run_soak(seconds, args.audit, args.database_url).await;
     }
@@ -58,6 +77,8 @@ async fn main() -> anyhow::Result<()> {
             args.iterations
         },
         quick: args.quick,
+        server_threads: Threads::new(usize::from(args.server_threads)),
+        keep_awake: args.keep_awake,
     };
     let report = onesided_bench::run(&options).await?;
     if args.json {

@@ -9,7 +9,7 @@ use onesided_server::audit::Durability;
 use onesided_server::ServerConfig;
 use tokio::sync::oneshot;
 
-use crate::Audit;
+use crate::{Audit, Threads};
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -29,7 +29,11 @@ impl InProcess {
     ///
     /// # Errors
     /// When the port cannot be bound or the runtime cannot be built.
-    pub async fn start(audit: Audit, database_url: Option<String>) -> anyhow::Result<Self> {
+    pub async fn start(
+        audit: Audit,
+        database_url: Option<String>,
+        threads: Threads,
+    ) -> anyhow::Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -51,10 +55,8 @@ impl InProcess {
             Audit::Async => Durability::Async,
             Audit::Sync => Durability::Sync,
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("onesided-server")
-            .build()
+        let runtime = threads
+            .runtime("onesided-server")
             .context("cannot build the server's runtime")?;
         let (stop, stopped) = oneshot::channel::<()>();
         let (ready, started) = oneshot::channel::<anyhow::Result<()>>();

@@ -355,7 +355,8 @@ pub async fn soak(
             "a soak of {seconds} s takes {expected_samples} samples; it needs at least {MIN_SAMPLES}"
         );
     }
-    let server = InProcess::start(audit, database_url)
+    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+    let server = InProcess::start(audit, database_url, crate::Threads::new(cpus))
         .await
         .context("cannot start the in-process server")?;
     let workload = Arc::new(Workload {

@@ -44,6 +44,10 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     check_mpich(&json["references"]);
     assert_eq!(json["audit"], "off");
     assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
+    // the in-process server's runtime as configured; the clients' as this test built it
+    assert_eq!(json["server_threads"], 1);
+    assert_eq!(json["client_threads"], 2);
+    assert_eq!(json["keep_awake"], false);
 }
 
 /// MPICH is measured whenever `mpicc` runs here (`.ci/run` installs it), else it is null with a
