@@ -32,6 +32,8 @@ type Waiter = oneshot::Sender<Result<Reply>>;
 #[derive(Debug, Default)]
 struct Waiters {
     by_id: HashMap<u64, Waiter>,
+    /// Callers of calls that were coalesced into the call with this id: answered with it.
+    joined: HashMap<u64, Vec<Waiter>>,
     closed: Option<Error>,
 }
 
@@ -144,12 +146,20 @@ fn deliver(waiters: &Mutex<Waiters>, message: ServerMessage) {
         }
         return;
     }
-    let waiter = lock(waiters).by_id.remove(&message.id);
+    let (waiter, joined) = {
+        let mut waiters = lock(waiters);
+        let joined = waiters.joined.remove(&message.id).unwrap_or_default();
+        (waiters.by_id.remove(&message.id), joined)
+    };
+    let answer = answer_of(message);
+    for other in joined {
+        let _ = other.send(answer.clone());
+    }
     match waiter {
         Some(waiter) => {
-            let _ = waiter.send(answer_of(message));
+            let _ = waiter.send(answer);
         }
-        None => tracing::warn!(id = message.id, "reply to no call"),
+        None => tracing::warn!("reply to no call"),
     }
 }
 
@@ -158,6 +168,62 @@ fn data_bytes(call: &Call) -> usize {
         Call::Op(op) => op.data.len() + op.compare.len(),
         _ => 0,
     }
+}
+
+/// Folds the accumulate `next` into `queued` when it is the same operation on the same elements
+/// (window, target, displacement, layout, datatype, op, fencing token; neither request-based)
+/// and the op is exact and associative on that datatype: integer `SUM`, `PROD`, `MAX`, `MIN`,
+/// the logical and bitwise ops, and `REPLACE` (the later data wins). Applying `a ⊕ b` once is then
+/// the same as applying `a` and then `b`, nothing of this origin comes between them, and
+/// accumulates of other origins interleaving between the two are only one of the orders MPI
+/// allows, so no execution becomes possible that was not. Float ops are never folded: `(x + a)
+/// + b` need not equal `x + (a + b)`. Returns the id of the call `next` joined.
+fn coalesce(queued: &mut ClientMessage, next: &onesided_proto::v1::RmaOp) -> Option<u64> {
+    use onesided_core::Op;
+    use onesided_proto::v1::OpKind;
+    let Some(Call::Op(op)) = &mut queued.call else {
+        return None;
+    };
+    let same = op.kind == OpKind::Accumulate as i32
+        && next.kind == op.kind
+        && next.window == op.window
+        && next.target == op.target
+        && next.disp == op.disp
+        && next.layout == op.layout
+        && next.datatype == op.datatype
+        && next.op == op.op
+        && next.token == op.token
+        && !op.request_based
+        && !next.request_based
+        && next.data.len() == op.data.len()
+        && op.data.len() <= DEFER_BYTES;
+    if !same {
+        return None;
+    }
+    let dtype = onesided_core::Datatype::from_code(op.datatype)?;
+    let folded = Op::from_code(op.op)?;
+    let exact = dtype.is_integer()
+        && matches!(
+            folded,
+            Op::Sum
+                | Op::Prod
+                | Op::Max
+                | Op::Min
+                | Op::Land
+                | Op::Band
+                | Op::Lor
+                | Op::Bor
+                | Op::Lxor
+                | Op::Bxor
+                | Op::Replace
+        );
+    if !exact {
+        return None;
+    }
+    let mut combined = op.data.to_vec();
+    onesided_core::reduce::reduce(folded, dtype, &mut combined, &next.data).ok()?;
+    op.data = bytes::Bytes::from(combined);
+    Some(queued.id)
 }
 
 /// Where a session's own audit events go.
@@ -332,6 +398,11 @@ impl Session {
             for (_, waiter) in waiters.by_id.drain() {
                 let _ = waiter.send(Err(ended.clone()));
             }
+            for (_, joined) in waiters.joined.drain() {
+                for waiter in joined {
+                    let _ = waiter.send(Err(ended.clone()));
+                }
+            }
             waiters.closed = Some(ended);
         });
         let lease = match attached.lease_ttl_ms {
@@ -472,7 +543,19 @@ impl Session {
     }
 
     /// Queues `call` to travel with the next call sent (or sends it when enough is queued).
+    /// An accumulate that only repeats the one queued just before it, where the rules allow
+    /// ([`coalesce`]), joins it instead: one operation travels, and both callers get its answer.
     pub(crate) fn defer(&self, call: Call) -> ReplyFuture {
+        if let Call::Op(op) = &call {
+            let mut deferred = lock(&self.inner.deferred);
+            if let Some(joined) = deferred
+                .calls
+                .last_mut()
+                .and_then(|last| coalesce(last, op))
+            {
+                return self.join(joined);
+            }
+        }
         let bytes = data_bytes(&call);
         match self.register(call) {
             Ok((message, reply)) => {
@@ -486,6 +569,24 @@ impl Session {
             }
             Err(ended) => Box::pin(async move { Err(ended) }),
         }
+    }
+
+    /// A reply future for a caller whose call was coalesced into the call `id`.
+    fn join(&self, id: u64) -> ReplyFuture {
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut waiters = lock(&self.inner.waiters);
+            if let Some(ended) = &waiters.closed {
+                let ended = ended.clone();
+                return Box::pin(async move { Err(ended) });
+            }
+            waiters.joined.entry(id).or_default().push(sender);
+        }
+        Box::pin(async move {
+            receiver
+                .await
+                .unwrap_or_else(|_| Err(Error::Disconnected("the session is closed".into())))
+        })
     }
 
     /// Remembers an open window so that session calls note its pending accesses first.

@@ -179,13 +179,15 @@ async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(store: Stor
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let fixture = Fixture::on(server, 8).await;
     let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 8, 1))
+        .window(WindowSpec::of::<i64>(&unique("w"), 8, 2))
         .await;
     let id = windows[0].desc().id;
     ranks(windows, |_, w| async move {
         w.lock_all(0).await.unwrap();
-        for _ in 0..100 {
-            w.accumulate(0, 0, &[1i64], Op::Sum).unwrap();
+        // alternating elements: an accumulate repeating the one just before it would be
+        // folded into it by the client, and this is about 800 operations in the log
+        for i in 0..100 {
+            w.accumulate(0, i % 2, &[1i64], Op::Sum).unwrap();
         }
         w.unlock_all().await.unwrap();
     })
@@ -213,7 +215,8 @@ async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(store: Stor
     assert!(!tokens.contains(&0));
     assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
     let replayed = audit.replay(id, None).await.unwrap();
-    assert_eq!(replayed.ranks[0], 800i64.to_le_bytes());
+    let halves = [400i64.to_le_bytes(), 400i64.to_le_bytes()].concat();
+    assert_eq!(replayed.ranks[0], halves);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

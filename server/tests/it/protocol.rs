@@ -343,3 +343,57 @@ async fn large_transfers_travel_in_pieces_and_arrive_whole() {
     w[0].unlock(1).await.unwrap();
     assert!(got.value().await.unwrap() == expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_integer_accumulates_travel_as_one_operation_and_floats_do_not() {
+    let fixture = Fixture::new(2).await;
+    let name = unique("w");
+    let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 2)).await;
+    let fw = fixture
+        .window(WindowSpec::of::<f64>(&unique("f"), 2, 1))
+        .await;
+    w[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    for _ in 0..100 {
+        w[0].accumulate(1, 0, &[3i64], Op::Sum).unwrap();
+    }
+    // another element, then the first again: only neighbours fold
+    w[0].accumulate(1, 1, &[5i64], Op::Max).unwrap();
+    w[0].accumulate(1, 1, &[2i64], Op::Max).unwrap();
+    w[0].accumulate(1, 0, &[1i64], Op::Sum).unwrap();
+    let got = w[0].get::<i64>(1, 0, 2).unwrap();
+    w[0].unlock(1).await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![301, 5]);
+
+    fw[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    for value in [1e16, 1.0, -1e16] {
+        fw[0].accumulate(1, 0, &[value], Op::Sum).unwrap();
+    }
+    let sum = fw[0].get::<f64>(1, 0, 1).unwrap();
+    fw[0].unlock(1).await.unwrap();
+    // applied one by one, as written: (1e16 + 1) rounds to 1e16, then back to 0
+    assert_eq!(sum.value().await.unwrap(), vec![0.0]);
+
+    let audit = onesided_client::Audit::connect(&fixture.server.url, crate::ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let applied = |window: u64| {
+        let audit = &audit;
+        async move {
+            let events = audit.events(window, 1).await.unwrap();
+            events
+                .iter()
+                .filter(|entry| {
+                    entry.rank == 1
+                        && matches!(entry.event, Some(onesided_core::audit::Event::Op { .. }))
+                })
+                .count()
+        }
+    };
+    // the 100 sums, the two maxes, the sum, the get
+    assert_eq!(applied(w[0].desc().id).await, 4);
+    assert_eq!(
+        applied(fw[0].desc().id).await,
+        4,
+        "three float sums and a get"
+    );
+}
