@@ -29,9 +29,14 @@ impl KeepAwake {
         let mut awake = KeepAwake {
             spinners: Vec::with_capacity(cpus),
         };
+        // a spinner stops by itself when the bench is gone, even after a kill -9 of it
+        let spin = format!(
+            "while kill -0 {} 2>/dev/null; do :; done",
+            std::process::id()
+        );
         for _ in 0..cpus {
             let spinner = Command::new("nice")
-                .args(["-n", "19", "sh", "-c", "while :; do :; done"])
+                .args(["-n", "19", "sh", "-c", &spin])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
