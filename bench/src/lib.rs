@@ -207,6 +207,9 @@ pub struct Report {
     pub bulk_single_put_failed: Option<String>,
     /// Fence epochs with one put per rank: (ranks, median µs per epoch).
     pub fence_scaling_us: Vec<(u32, f64)>,
+    /// Given `--database-url` with the audit off: the same patterns against a second server
+    /// whose every answer waits for its audit commit into that database.
+    pub sync: Option<Patterns>,
     /// Raw TCP ping-pong of 8 bytes, median µs.
     pub raw_tcp_pingpong_us: f64,
     /// Raw TCP stream over loopback in 4 MiB messages, MiB/s.
@@ -223,6 +226,110 @@ pub struct Report {
     pub redis_missing: Option<String>,
 }
 
+/// What one server gave for every pattern.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Patterns {
+    /// Median latencies in µs, keyed as [`LATENCY_KEYS`].
+    pub latencies: Vec<(&'static str, f64)>,
+    /// 64 ranks accumulating into rank 0's element 0, a flush after every op: total ops/s.
+    pub hot_counter_ops_per_s: f64,
+    /// One put of the bulk size inside lock/unlock: MiB/s.
+    pub bulk_put_mib_per_s: f64,
+    /// When one put of the bulk size failed: why.
+    pub bulk_single_put_failed: Option<String>,
+    /// Fence epochs with one put per rank: (ranks, median µs per epoch).
+    pub fence_scaling_us: Vec<(u32, f64)>,
+}
+
+impl Patterns {
+    /// Every pattern against a server started in this process with `audit` into `database`.
+    async fn in_process(
+        options: &Options,
+        audit: Audit,
+        database: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let server = InProcess::start(audit, database, options.server_threads)
+            .await
+            .context("cannot start the in-process server")?;
+        let bench = measure::Bench::connect(&server.url, &server.admin_token, options).await?;
+        Patterns::measure(&bench, options).await
+    }
+
+    async fn measure(bench: &measure::Bench, options: &Options) -> anyhow::Result<Self> {
+        let mut latencies = Vec::new();
+        for (key, _) in LATENCY_KEYS {
+            let value = bench
+                .latency(key)
+                .await
+                .with_context(|| format!("while measuring {key}"))?;
+            latencies.push((key, value));
+        }
+        let hot_counter_ops_per_s = bench.hot_counter().await.context("hot counter")?;
+        let (bulk_put_mib_per_s, bulk_single_put_failed) = bench
+            .bulk_put(options.bulk_bytes())
+            .await
+            .context("bulk put")?;
+        let mut fence_scaling_us = Vec::new();
+        for &ranks in options.scaling_ranks() {
+            let value = bench
+                .fence_scaling(ranks)
+                .await
+                .with_context(|| format!("fence scaling at {ranks} ranks"))?;
+            fence_scaling_us.push((ranks, value));
+        }
+        Ok(Patterns {
+            latencies,
+            hot_counter_ops_per_s,
+            bulk_put_mib_per_s,
+            bulk_single_put_failed,
+            fence_scaling_us,
+        })
+    }
+
+    /// The figures by key, as in the report's JSON.
+    fn to_json(&self) -> Map<String, Value> {
+        let mut object = Map::new();
+        for (key, value) in &self.latencies {
+            object.insert((*key).into(), json!(value));
+        }
+        object.insert(
+            "hot_counter_ops_per_s".into(),
+            json!(self.hot_counter_ops_per_s),
+        );
+        object.insert("bulk_put_mib_per_s".into(), json!(self.bulk_put_mib_per_s));
+        let scaling: Map<String, Value> = self
+            .fence_scaling_us
+            .iter()
+            .map(|(ranks, value)| (ranks.to_string(), json!(value)))
+            .collect();
+        object.insert("fence_scaling_us".into(), Value::Object(scaling));
+        object
+    }
+
+    /// Every figure with its key (fence scaling as `fence_scaling_us N ranks`) and unit.
+    fn rows(&self) -> Vec<(String, f64, &'static str)> {
+        let mut rows: Vec<(String, f64, &'static str)> = self
+            .latencies
+            .iter()
+            .map(|(key, value)| (format!("`{key}`"), *value, "µs"))
+            .collect();
+        rows.push((
+            "`hot_counter_ops_per_s`".into(),
+            self.hot_counter_ops_per_s,
+            "ops/s",
+        ));
+        rows.push((
+            "`bulk_put_mib_per_s`".into(),
+            self.bulk_put_mib_per_s,
+            "MiB/s",
+        ));
+        for (ranks, value) in &self.fence_scaling_us {
+            rows.push((format!("`fence_scaling_us` {ranks} ranks"), *value, "µs"));
+        }
+        rows
+    }
+}
+
 /// Runs every pattern and every reference.
 ///
 /// # Errors
@@ -232,48 +339,41 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         .keep_awake
         .then(awake::KeepAwake::start)
         .transpose()?;
-    let in_process;
-    let (url, token) = match &options.remote {
-        Some((url, token)) => (url.clone(), token.clone()),
+    let (audit, patterns) = match &options.remote {
+        Some((url, token)) => {
+            let bench = measure::Bench::connect(url, token, options).await?;
+            let patterns = Patterns::measure(&bench, options).await?;
+            let audit = if bench.audited {
+                "remote-audited"
+            } else {
+                "remote"
+            };
+            (audit.to_string(), patterns)
+        }
         None => {
-            in_process = InProcess::start(
-                options.audit,
-                options.database_url.clone(),
-                options.server_threads,
-            )
-            .await
-            .context("cannot start the in-process server")?;
-            (in_process.url.clone(), in_process.admin_token.clone())
+            let database = options.database_url.clone();
+            let patterns = Patterns::in_process(options, options.audit, database).await?;
+            (options.audit.name().to_string(), patterns)
         }
     };
-    let bench = measure::Bench::connect(&url, &token, options).await?;
-
-    let mut latencies = Vec::new();
-    for (key, _) in LATENCY_KEYS {
-        let value = bench
-            .latency(key)
-            .await
-            .with_context(|| format!("while measuring {key}"))?;
-        latencies.push((key, value));
-    }
-    let hot_counter_ops_per_s = bench.hot_counter().await.context("hot counter")?;
-    let bulk_bytes = options.bulk_bytes();
-    let (bulk_put_mib_per_s, bulk_single_put_failed) =
-        bench.bulk_put(bulk_bytes).await.context("bulk put")?;
-    let mut fence_scaling_us = Vec::new();
-    for &ranks in options.scaling_ranks() {
-        let value = bench
-            .fence_scaling(ranks)
-            .await
-            .with_context(|| format!("fence scaling at {ranks} ranks"))?;
-        fence_scaling_us.push((ranks, value));
-    }
-    let audit = match &options.remote {
-        None => options.audit.name().to_string(),
-        Some(_) if bench.audited => "remote-audited".to_string(),
-        Some(_) => "remote".to_string(),
+    // side by side: the same patterns with every answer waiting for its audit commit
+    let sync = match (&options.remote, &options.database_url, options.audit) {
+        (None, Some(database), Audit::Off) => {
+            let patterns = Patterns::in_process(options, Audit::Sync, Some(database.clone()))
+                .await
+                .context("the run with the audit in sync mode")?;
+            Some(patterns)
+        }
+        _ => None,
     };
-    drop(bench);
+    let Patterns {
+        latencies,
+        hot_counter_ops_per_s,
+        bulk_put_mib_per_s,
+        bulk_single_put_failed,
+        fence_scaling_us,
+    } = patterns;
+    let bulk_bytes = options.bulk_bytes();
 
     let iterations = options.iterations;
     let raw_tcp_pingpong_us =
@@ -317,6 +417,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         bulk_bytes,
         bulk_single_put_failed,
         fence_scaling_us,
+        sync,
         raw_tcp_pingpong_us,
         raw_tcp_bulk_mib_per_s,
         mpich,
@@ -373,6 +474,23 @@ impl Report {
             .map(|(ranks, value)| (ranks.to_string(), json!(value)))
             .collect();
         object.insert("fence_scaling_us".into(), Value::Object(scaling));
+        object.insert(
+            "sync".into(),
+            self.sync.as_ref().map_or(Value::Null, |sync| {
+                let mut figures = sync.to_json();
+                // the share of the off figure that sync keeps, per key (latency: how many times)
+                let off = self.patterns().to_json();
+                let ratios: Map<String, Value> = figures
+                    .iter()
+                    .filter_map(|(key, value)| {
+                        let ratio = value.as_f64()? / off.get(key)?.as_f64()?;
+                        Some((key.clone(), json!(ratio)))
+                    })
+                    .collect();
+                figures.insert("ratio_to_off".into(), Value::Object(ratios));
+                Value::Object(figures)
+            }),
+        );
         let mut references = json!({
             "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
             "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
@@ -513,7 +631,33 @@ impl Report {
         if let Some(why) = &self.redis_missing {
             out.push_str(&format!("\nRedis not measured: {why}\n"));
         }
+        if let Some(sync) = &self.sync {
+            out.push_str(
+                "\nThe same patterns with the audit in sync mode (every answer after its commit \
+                 into --database-url), in the same run:\n\n\
+                 | metric | audit off | audit sync | sync / off |\n|---|---|---|---|\n",
+            );
+            for ((name, off, unit), (_, synced, _)) in
+                self.patterns().rows().into_iter().zip(sync.rows())
+            {
+                out.push_str(&format!(
+                    "| {name} | {off:.1} {unit} | {synced:.1} {unit} | {} |\n",
+                    ratio(synced, Some(off))
+                ));
+            }
+        }
         out
+    }
+
+    /// The figures of the main run.
+    fn patterns(&self) -> Patterns {
+        Patterns {
+            latencies: self.latencies.clone(),
+            hot_counter_ops_per_s: self.hot_counter_ops_per_s,
+            bulk_put_mib_per_s: self.bulk_put_mib_per_s,
+            bulk_single_put_failed: self.bulk_single_put_failed.clone(),
+            fence_scaling_us: self.fence_scaling_us.clone(),
+        }
     }
 }
 

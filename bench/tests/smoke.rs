@@ -48,6 +48,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     assert_eq!(json["server_threads"], 1);
     assert_eq!(json["client_threads"], 2);
     assert_eq!(json["keep_awake"], false);
+    assert!(json["sync"].is_null(), "no database URL, no sync run");
 }
 
 /// MPICH is measured whenever `mpicc` runs here (`.ci/run` installs it), else it is null with a
@@ -111,5 +112,61 @@ async fn a_short_soak_runs_the_workload_and_samples_memory() {
     assert!(
         cycles.windows(2).all(|pair| pair[0] <= pair[1]),
         "{cycles:?}"
+    );
+}
+
+/// A fresh PostgreSQL database for one test, dropped at its end.
+async fn fresh_database(admin_url: &str, name: &str) -> String {
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(admin_url)
+        .await
+        .expect("PostgreSQL must be running for this test (see .ci/run)");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let base = admin_url
+        .rsplit_once('/')
+        .map_or(admin_url, |(base, _)| base);
+    format!("{base}/{name}")
+}
+
+async fn drop_database(admin_url: &str, name: &str) {
+    if let Ok(mut connection) = <sqlx::PgConnection as sqlx::Connection>::connect(admin_url).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut connection)
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
+    let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    let name = format!("onesided_bench_{}", std::process::id());
+    let url = fresh_database(&admin_url, &name).await;
+    let options = Options {
+        database_url: Some(url),
+        ..Options::quick()
+    };
+    let report = run(&options).await;
+    drop_database(&admin_url, &name).await;
+    let report = report.expect("the quick run failed");
+    let json = report.to_json();
+    assert_eq!(json["audit"], "off", "the main run keeps the audit off");
+    let sync = &json["sync"];
+    for (key, _) in LATENCY_KEYS {
+        assert!(positive(&sync[key]), "sync.{key} is {:?}", sync[key]);
+        let ratio = sync["ratio_to_off"][key].as_f64().unwrap();
+        let expected = sync[key].as_f64().unwrap() / json[key].as_f64().unwrap();
+        assert!((ratio - expected).abs() < 1e-9, "sync.ratio_to_off.{key}");
+    }
+    for key in ["hot_counter_ops_per_s", "bulk_put_mib_per_s"] {
+        assert!(positive(&sync[key]), "sync.{key} is {:?}", sync[key]);
+    }
+    assert!(positive(&sync["fence_scaling_us"]["8"]));
+    let table = report.table();
+    assert!(
+        table.contains("| metric | audit off | audit sync | sync / off |"),
+        "{table}"
     );
 }
