@@ -172,12 +172,10 @@ fn data_bytes(call: &Call) -> usize {
 
 /// Folds the accumulate `next` into `queued` when it is the same operation on the same elements
 /// (window, target, displacement, layout, datatype, op, fencing token; neither request-based)
-/// and the op is exact and associative on that datatype: integer `SUM`, `PROD`, `MAX`, `MIN`,
-/// the logical and bitwise ops, and `REPLACE` (the later data wins). Applying `a ⊕ b` once is then
-/// the same as applying `a` and then `b`, nothing of this origin comes between them, and
-/// accumulates of other origins interleaving between the two are only one of the orders MPI
-/// allows, so no execution becomes possible that was not. Float ops are never folded: `(x + a)
-/// + b` need not equal `x + (a + b)`. Returns the id of the call `next` joined.
+/// and core says the op folds exactly on that datatype ([`onesided_core::reduce::folds_exactly`]):
+/// applying `a ⊕ b` once is then the same as applying `a` and then `b`, nothing of this origin
+/// comes between them, and accumulates of other origins interleaving between the two are only
+/// one of the orders MPI allows. Returns the id of the call `next` joined.
 fn coalesce(queued: &mut ClientMessage, next: &onesided_proto::v1::RmaOp) -> Option<u64> {
     use onesided_core::Op;
     use onesided_proto::v1::OpKind;
@@ -202,22 +200,7 @@ fn coalesce(queued: &mut ClientMessage, next: &onesided_proto::v1::RmaOp) -> Opt
     }
     let dtype = onesided_core::Datatype::from_code(op.datatype)?;
     let folded = Op::from_code(op.op)?;
-    let exact = dtype.is_integer()
-        && matches!(
-            folded,
-            Op::Sum
-                | Op::Prod
-                | Op::Max
-                | Op::Min
-                | Op::Land
-                | Op::Band
-                | Op::Lor
-                | Op::Bor
-                | Op::Lxor
-                | Op::Bxor
-                | Op::Replace
-        );
-    if !exact {
+    if !onesided_core::reduce::folds_exactly(folded, dtype) {
         return None;
     }
     let mut combined = op.data.to_vec();

@@ -125,72 +125,11 @@ impl<T: Send + 'static> Request<T> {
 }
 
 /// A contiguous put, get or accumulate larger than this travels as several operations of at
-/// most this many bytes each. One message of a whole 64 MiB put is copied into a fresh buffer at
-/// every step (encoding, the server's decoding), each paying its page faults, and nothing
-/// overlaps; pieces stream, reuse allocations and let the server apply one while the next
-/// arrives. MPI gives a put, get or accumulate no atomicity beyond one element, so a split at
-/// element boundaries means the same.
-pub(crate) const PIECE_BYTES: usize = 1 << 20;
-
-/// One wire operation of a call.
-#[derive(Debug)]
-struct Piece {
-    disp: u64,
-    layout: Layout,
-    data: Bytes,
-}
-
-/// The wire operations of `op`: itself, or — a large contiguous put, get or accumulate that is
-/// not request-based — pieces of at most [`PIECE_BYTES`] that start on element and
-/// displacement-unit boundaries.
-fn pieces(op: &TargetOp<Bytes>, disp_unit: u32, request_based: bool) -> Vec<Piece> {
-    let whole = || {
-        vec![Piece {
-            disp: op.disp,
-            layout: op.layout.clone(),
-            data: op.data.clone(),
-        }]
-    };
-    let splittable = matches!(op.kind, OpKind::Put | OpKind::Get | OpKind::Accumulate(_));
-    let Layout::Contiguous { count } = op.layout else {
-        return whole();
-    };
-    let element = op.dtype.size() as u64;
-    let unit = u64::from(disp_unit.max(1));
-    // a piece's first byte must be a whole number of displacement units in
-    let step = lcm(element, unit);
-    let per_piece = (PIECE_BYTES as u64 / step) * step / element;
-    if !splittable || request_based || per_piece == 0 || count <= per_piece {
-        return whole();
-    }
-    let carries_data = !op.data.is_empty();
-    let mut pieces = Vec::new();
-    let mut first = 0;
-    while first < count {
-        let elements = per_piece.min(count - first);
-        let start = (first * element) as usize;
-        let end = start + (elements * element) as usize;
-        pieces.push(Piece {
-            disp: op.disp + first * element / unit,
-            layout: Layout::Contiguous { count: elements },
-            data: if carries_data {
-                op.data.slice(start..end)
-            } else {
-                Bytes::new()
-            },
-        });
-        first += elements;
-    }
-    pieces
-}
-
-fn lcm(a: u64, b: u64) -> u64 {
-    let (mut x, mut y) = (a, b);
-    while y != 0 {
-        (x, y) = (y, x % y);
-    }
-    a / x * b
-}
+/// most this many bytes each ([`TargetOp::pieces`]). One message of a whole 64 MiB put is copied
+/// into a fresh buffer at every step (encoding, the server's decoding), each paying its page
+/// faults, and nothing overlaps; pieces stream, reuse allocations and let the server apply one
+/// while the next arrives.
+const PIECE_BYTES: u64 = 1 << 20;
 
 fn bytes_of(reply: Reply) -> Result<Bytes> {
     match reply {
@@ -916,14 +855,30 @@ impl Window {
             OpKind::CompareAndSwap => (v1::OpKind::CompareAndSwap, 0),
         };
         let returns_data = target_op.kind.returns_data();
-        let pieces = pieces(
-            &target_op,
-            self.desc.disp_units[target as usize],
-            request_based,
-        );
+        // a request completes on one answer, so it travels whole
+        let split = (!request_based)
+            .then(|| target_op.pieces(self.desc.disp_units[target as usize], PIECE_BYTES))
+            .flatten();
+        let pieces: Vec<(u64, Layout, std::ops::Range<usize>)> = match split {
+            Some(pieces) => pieces
+                .into_iter()
+                .map(|piece| {
+                    (
+                        piece.disp,
+                        Layout::Contiguous { count: piece.count },
+                        piece.data,
+                    )
+                })
+                .collect(),
+            None => vec![(
+                target_op.disp,
+                target_op.layout.clone(),
+                0..target_op.data.len(),
+            )],
+        };
         let mut state = self.state();
         let mut replies = Vec::with_capacity(pieces.len());
-        for piece in pieces {
+        for (disp, layout, data) in pieces {
             let plan = state.epoch.op(target, request_based)?;
             let token = match plan.tag {
                 AccessTag::Lock => state.tokens[target as usize],
@@ -935,9 +890,9 @@ impl Window {
                 kind: kind as i32,
                 datatype: target_op.dtype.code(),
                 op,
-                disp: piece.disp,
-                layout: Some(layout_to_wire(&piece.layout)),
-                data: piece.data,
+                disp,
+                layout: Some(layout_to_wire(&layout)),
+                data: target_op.data.slice(data),
                 compare: target_op.compare.clone(),
                 request_based,
                 token,

@@ -151,6 +151,29 @@ impl FromStr for Op {
     }
 }
 
+/// Whether two accumulates of `op` on the same elements of `dtype` may be applied as one,
+/// `a ⊕ b`, with exactly the result of applying `a` and then `b`: the op is associative with no
+/// rounding on that type. Integer `SUM`, `PROD`, `MAX`, `MIN` (wrapping arithmetic), the logical
+/// and bitwise ops, and `REPLACE` (the later data wins). Never a float op: `(x + a) + b` need
+/// not equal `x + (a + b)`.
+pub fn folds_exactly(op: Op, dtype: Datatype) -> bool {
+    dtype.is_integer()
+        && matches!(
+            op,
+            Op::Sum
+                | Op::Prod
+                | Op::Max
+                | Op::Min
+                | Op::Land
+                | Op::Band
+                | Op::Lor
+                | Op::Bor
+                | Op::Lxor
+                | Op::Bxor
+                | Op::Replace
+        )
+}
+
 /// Checks that `op` is defined for `dtype` (MPI-3.1 §5.9.2).
 ///
 /// `sum`, `prod`, `max`, `min`: integers and floats. `land`, `lor`, `lxor`: integers and
@@ -455,6 +478,57 @@ where
         _ => return Err(unreachable_kernel(op, "pair")),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod folding {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn applied(op: Op, dtype: Datatype, target: &[u8], updates: &[&[u8]]) -> Vec<u8> {
+        let mut target = target.to_vec();
+        for update in updates {
+            reduce(op, dtype, &mut target, update).unwrap();
+        }
+        target
+    }
+
+    proptest! {
+        #[test]
+        fn an_op_that_folds_exactly_gives_the_same_bytes_folded(
+            target in any::<[u8; 8]>(),
+            a in any::<[u8; 8]>(),
+            b in any::<[u8; 8]>(),
+            op_code in 1i32..=13,
+        ) {
+            let op = Op::from_code(op_code).unwrap();
+            for dtype in [Datatype::I8, Datatype::U16, Datatype::I32, Datatype::U64, Datatype::I64] {
+                if !folds_exactly(op, dtype) {
+                    continue;
+                }
+                let mut folded = a.to_vec();
+                reduce(op, dtype, &mut folded, &b).unwrap();
+                prop_assert_eq!(
+                    applied(op, dtype, &target, &[&folded]),
+                    applied(op, dtype, &target, &[&a, &b]),
+                    "{:?} on {:?}", op, dtype
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn float_sums_never_fold() {
+        for dtype in [Datatype::F32, Datatype::F64] {
+            assert!(!folds_exactly(Op::Sum, dtype));
+        }
+        // why: applied one by one to 1.0, the 1 rounds away against 1e16; folded, it stays
+        let (x, a, b) = (1.0f64, 1e16f64, -1e16f64);
+        assert_eq!((x + a) + b, 0.0);
+        assert_eq!(x + (a + b), 1.0);
+        assert!(!folds_exactly(Op::MaxLoc, Datatype::PairF64I32));
+        assert!(!folds_exactly(Op::NoOp, Datatype::I64));
+    }
 }
 
 #[cfg(test)]

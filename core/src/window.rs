@@ -361,6 +361,18 @@ pub struct TargetOp<D> {
     pub compare: D,
 }
 
+/// One wire operation of a call split by [`TargetOp::pieces`]: its own displacement and
+/// contiguous count, and the bytes of the call's origin data it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Displacement in the target's disp_units.
+    pub disp: u64,
+    /// Elements of the call's datatype.
+    pub count: u64,
+    /// Its share of the call's origin data (empty for a get).
+    pub data: std::ops::Range<usize>,
+}
+
 /// A validated operation's target byte runs, absolute in the target's window.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetAccess {
@@ -371,6 +383,40 @@ pub struct TargetAccess {
 }
 
 impl<D: AsRef<[u8]>> TargetOp<D> {
+    /// How a contiguous put, get or accumulate travels as operations of at most `max_bytes`
+    /// each, every piece starting on an element and a `disp_unit` boundary; `None` when it
+    /// travels whole (another kind or layout, or it fits). MPI gives these operations no
+    /// atomicity beyond one element, so the pieces, applied in order, mean the call.
+    pub fn pieces(&self, disp_unit: u32, max_bytes: u64) -> Option<Vec<Piece>> {
+        let splittable = matches!(self.kind, OpKind::Put | OpKind::Get | OpKind::Accumulate(_));
+        let Layout::Contiguous { count } = self.layout else {
+            return None;
+        };
+        let element = self.dtype.size() as u64;
+        let unit = u64::from(disp_unit.max(1));
+        // a piece's first byte is a whole number of elements and of units in
+        let step = lcm(element, unit);
+        let per_piece = max_bytes / step * step / element;
+        if !splittable || per_piece == 0 || count <= per_piece {
+            return None;
+        }
+        let carries_data = !self.data.as_ref().is_empty();
+        let mut pieces = Vec::new();
+        let mut first = 0;
+        while first < count {
+            let elements = per_piece.min(count - first);
+            let start = (first * element) as usize;
+            let end = start + (elements * element) as usize;
+            pieces.push(Piece {
+                disp: self.disp + first * element / unit,
+                count: elements,
+                data: if carries_data { start..end } else { 0..0 },
+            });
+            first += elements;
+        }
+        Some(pieces)
+    }
+
     /// Checks the operation against the target's size and disp_unit and returns the byte runs
     /// it touches. The origin and the server both call this: the origin to refuse a bad call at
     /// once, the server so that no bad request reaches a public copy.
@@ -569,6 +615,104 @@ pub fn apply<D: AsRef<[u8]>>(
 /// The [`ErrorClass`] a refused window request maps to when the window is unknown.
 pub fn unknown_window(name: &str) -> crate::error::RmaError {
     crate::error::RmaError::new(ErrorClass::Win, format!("no window named {name}"))
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
+#[cfg(test)]
+mod pieces {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn put(dtype: Datatype, disp: u64, count: u64) -> TargetOp<Vec<u8>> {
+        TargetOp {
+            kind: OpKind::Put,
+            dtype,
+            disp,
+            layout: Layout::Contiguous { count },
+            data: (0..count as usize * dtype.size())
+                .map(|i| i as u8)
+                .collect(),
+            compare: Vec::new(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn pieces_cover_the_call_in_order_on_element_and_unit_boundaries(
+            disp in 0u64..50,
+            count in 1u64..5000,
+            unit in 1u32..12,
+            max_bytes in 1u64..4096,
+            wide in any::<bool>(),
+        ) {
+            let dtype = if wide { Datatype::F64 } else { Datatype::I16 };
+            let op = put(dtype, disp, count);
+            let element = dtype.size() as u64;
+            let Some(pieces) = op.pieces(unit, max_bytes) else {
+                return Ok(());
+            };
+            prop_assert!(pieces.len() > 1);
+            let mut next_byte = disp * u64::from(unit);
+            let mut next_data = 0;
+            for piece in &pieces {
+                // each piece targets exactly the bytes after the previous one
+                prop_assert_eq!(piece.disp * u64::from(unit), next_byte);
+                prop_assert_eq!(piece.data.start, next_data);
+                prop_assert_eq!((piece.data.end - piece.data.start) as u64, piece.count * element);
+                prop_assert!(piece.count * element <= max_bytes);
+                next_byte += piece.count * element;
+                next_data = piece.data.end;
+            }
+            prop_assert_eq!(next_data, op.data.len());
+        }
+    }
+
+    #[test]
+    fn only_large_contiguous_puts_gets_and_accumulates_split() {
+        assert_eq!(put(Datatype::I64, 0, 4).pieces(1, 32), None, "it fits");
+        assert_eq!(
+            put(Datatype::I64, 0, 5).pieces(1, 32).map(|p| p.len()),
+            Some(2)
+        );
+        let get = TargetOp {
+            kind: OpKind::Get,
+            data: Vec::new(),
+            ..put(Datatype::I64, 0, 5)
+        };
+        let pieces = get.pieces(1, 32).unwrap();
+        assert!(pieces.iter().all(|piece| piece.data.is_empty()));
+        let fop = TargetOp {
+            kind: OpKind::GetAccumulate(Op::Sum),
+            ..put(Datatype::I64, 0, 5)
+        };
+        assert_eq!(
+            fop.pieces(1, 32),
+            None,
+            "get_accumulate returns the old values whole"
+        );
+        let vector = TargetOp {
+            layout: Layout::Vector {
+                count: 5,
+                blocklen: 1,
+                stride: 2,
+            },
+            ..put(Datatype::I64, 0, 5)
+        };
+        assert_eq!(vector.pieces(1, 32), None);
+        // 8-byte elements, 3-byte units: a piece starts every 24 bytes
+        assert_eq!(
+            put(Datatype::I64, 0, 4).pieces(3, 20),
+            None,
+            "no 24-byte step fits"
+        );
+    }
 }
 
 #[cfg(test)]
