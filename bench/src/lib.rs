@@ -194,19 +194,10 @@ pub struct Report {
     pub client_threads: usize,
     /// Whether every CPU was kept busy at the lowest priority (`--keep-awake`).
     pub keep_awake: bool,
-    /// Median latencies in µs, keyed as [`LATENCY_KEYS`].
-    pub latencies: Vec<(&'static str, f64)>,
-    /// 64 ranks accumulating into rank 0's element 0, a flush after every op: total ops/s.
-    pub hot_counter_ops_per_s: f64,
-    /// One put of `bulk_bytes` inside lock/unlock: MiB/s.
-    pub bulk_put_mib_per_s: f64,
+    /// What the server (in `audit` mode) gave for every pattern.
+    pub patterns: Patterns,
     /// Size of the bulk put in bytes.
     pub bulk_bytes: usize,
-    /// When one put of `bulk_bytes` failed: why (the figure is then of 1 MiB puts in one
-    /// lock/unlock epoch).
-    pub bulk_single_put_failed: Option<String>,
-    /// Fence epochs with one put per rank: (ranks, median µs per epoch).
-    pub fence_scaling_us: Vec<(u32, f64)>,
     /// Given `--database-url` with the audit off: the same patterns against a second server
     /// whose every answer waits for its audit commit into that database.
     pub sync: Option<Patterns>,
@@ -366,13 +357,6 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         }
         _ => None,
     };
-    let Patterns {
-        latencies,
-        hot_counter_ops_per_s,
-        bulk_put_mib_per_s,
-        bulk_single_put_failed,
-        fence_scaling_us,
-    } = patterns;
     let bulk_bytes = options.bulk_bytes();
 
     let iterations = options.iterations;
@@ -411,12 +395,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             .then(|| options.server_threads.count()),
         client_threads,
         keep_awake: options.keep_awake,
-        latencies,
-        hot_counter_ops_per_s,
-        bulk_put_mib_per_s,
+        patterns,
         bulk_bytes,
-        bulk_single_put_failed,
-        fence_scaling_us,
         sync,
         raw_tcp_pingpong_us,
         raw_tcp_bulk_mib_per_s,
@@ -451,35 +431,23 @@ impl Report {
         object.insert("server_threads".into(), json!(self.server_threads));
         object.insert("client_threads".into(), json!(self.client_threads));
         object.insert("keep_awake".into(), json!(self.keep_awake));
-        for (key, value) in &self.latencies {
-            object.insert((*key).into(), json!(value));
-        }
-        object.insert(
-            "hot_counter_ops_per_s".into(),
-            json!(self.hot_counter_ops_per_s),
-        );
-        object.insert("bulk_put_mib_per_s".into(), json!(self.bulk_put_mib_per_s));
+        // the latencies, hot counter, bulk and fence scaling, as the sync run has them
+        object.extend(self.patterns.to_json());
         object.insert("bulk_put_bytes".into(), json!(self.bulk_bytes));
         object.insert(
             "bulk_put_single_message".into(),
-            json!(self.bulk_single_put_failed.is_none()),
+            json!(self.patterns.bulk_single_put_failed.is_none()),
         );
         object.insert(
             "bulk_put_single_failure".into(),
-            json!(self.bulk_single_put_failed),
+            json!(self.patterns.bulk_single_put_failed),
         );
-        let scaling: Map<String, Value> = self
-            .fence_scaling_us
-            .iter()
-            .map(|(ranks, value)| (ranks.to_string(), json!(value)))
-            .collect();
-        object.insert("fence_scaling_us".into(), Value::Object(scaling));
         object.insert(
             "sync".into(),
             self.sync.as_ref().map_or(Value::Null, |sync| {
                 let mut figures = sync.to_json();
                 // the share of the off figure that sync keeps, per key (latency: how many times)
-                let off = self.patterns().to_json();
+                let off = self.patterns.to_json();
                 let ratios: Map<String, Value> = figures
                     .iter()
                     .filter_map(|(key, value)| {
@@ -537,7 +505,7 @@ impl Report {
              |---|---|---|---|---|---|\n",
         );
         let tcp_name = format!("raw TCP ping-pong {:.1} µs", self.raw_tcp_pingpong_us);
-        for (key, value) in &self.latencies {
+        for (key, value) in &self.patterns.latencies {
             out.push_str(&format!(
                 "| `{key}` | {value:.1} µs | {tcp_name} | {} | {} |\n",
                 ratio(*value, tcp),
@@ -550,26 +518,29 @@ impl Report {
         };
         out.push_str(&format!(
             "| `hot_counter_ops_per_s` (64 ranks) | {:.0} ops/s | {incr} | {} | — | — |\n",
-            self.hot_counter_ops_per_s,
-            ratio(self.hot_counter_ops_per_s, self.redis_incr_50_clients_per_s)
+            self.patterns.hot_counter_ops_per_s,
+            ratio(
+                self.patterns.hot_counter_ops_per_s,
+                self.redis_incr_50_clients_per_s
+            )
         ));
-        let how = match self.bulk_single_put_failed {
+        let how = match self.patterns.bulk_single_put_failed {
             None => "one put",
             Some(_) => "1 MiB puts, one epoch",
         };
         out.push_str(&format!(
             "| `bulk_put_mib_per_s` ({} MiB, {how}) | {:.0} MiB/s | raw TCP bulk {:.0} MiB/s | {} | {} |\n",
             self.bulk_bytes >> 20,
-            self.bulk_put_mib_per_s,
+            self.patterns.bulk_put_mib_per_s,
             self.raw_tcp_bulk_mib_per_s,
-            ratio(self.bulk_put_mib_per_s, Some(self.raw_tcp_bulk_mib_per_s)),
+            ratio(self.patterns.bulk_put_mib_per_s, Some(self.raw_tcp_bulk_mib_per_s)),
             mpich_cells(
-                self.bulk_put_mib_per_s,
+                self.patterns.bulk_put_mib_per_s,
                 self.mpich.as_ref().map(|m| m.bulk_put_mib_per_s),
                 "MiB/s"
             )
         ));
-        for (ranks, value) in &self.fence_scaling_us {
+        for (ranks, value) in &self.patterns.fence_scaling_us {
             out.push_str(&format!(
                 "| `fence_scaling_us` {ranks} ranks | {value:.1} µs | {tcp_name} | {} | — | — |\n",
                 ratio(*value, tcp)
@@ -619,7 +590,7 @@ impl Report {
                 environment.join(" ")
             ));
         }
-        if let Some(why) = &self.bulk_single_put_failed {
+        if let Some(why) = &self.patterns.bulk_single_put_failed {
             out.push_str(&format!(
                 "\nOne {} MiB put failed: {why}\n",
                 self.bulk_bytes >> 20
@@ -638,7 +609,7 @@ impl Report {
                  | metric | audit off | audit sync | sync / off |\n|---|---|---|---|\n",
             );
             for ((name, off, unit), (_, synced, _)) in
-                self.patterns().rows().into_iter().zip(sync.rows())
+                self.patterns.rows().into_iter().zip(sync.rows())
             {
                 out.push_str(&format!(
                     "| {name} | {off:.1} {unit} | {synced:.1} {unit} | {} |\n",
@@ -647,17 +618,6 @@ impl Report {
             }
         }
         out
-    }
-
-    /// The figures of the main run.
-    fn patterns(&self) -> Patterns {
-        Patterns {
-            latencies: self.latencies.clone(),
-            hot_counter_ops_per_s: self.hot_counter_ops_per_s,
-            bulk_put_mib_per_s: self.bulk_put_mib_per_s,
-            bulk_single_put_failed: self.bulk_single_put_failed.clone(),
-            fence_scaling_us: self.fence_scaling_us.clone(),
-        }
     }
 }
 
