@@ -26,13 +26,20 @@ fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
     let text = value
         .to_str()
         .map_err(|_| Status::unauthenticated("authorization metadata is not text"))?;
-    text.strip_prefix("Bearer ")
-        .ok_or_else(|| Status::unauthenticated("authorization must be `Bearer <token>`"))
+    let token = text
+        .strip_prefix("Bearer ")
+        .ok_or_else(|| Status::unauthenticated("authorization must be `Bearer <token>`"))?;
+    if token.is_empty() {
+        // an empty credential is never a match, whatever is configured
+        return Err(Status::unauthenticated("the bearer token is empty"));
+    }
+    Ok(token)
 }
 
-/// Compares in time independent of where the strings differ.
+/// Compares in time independent of where the strings differ. Empty strings match nothing.
 fn same(left: &str, right: &str) -> bool {
-    left.len() == right.len()
+    !left.is_empty()
+        && left.len() == right.len()
         && left
             .bytes()
             .zip(right.bytes())

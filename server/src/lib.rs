@@ -52,6 +52,29 @@ use crate::registry::Registry;
 /// The lease of a session unless configured otherwise.
 pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The fewest characters an admin token may have: anything shorter is not a secret (an empty
+/// token would let any caller that sends `authorization: Bearer ` administer the server).
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+
+/// Whether `token` may be the admin token: at least [`MIN_ADMIN_TOKEN_CHARS`] characters, none
+/// of them whitespace or control characters (it travels in `authorization: Bearer <token>`).
+///
+/// # Errors
+/// Why it may not, without the token itself.
+pub fn check_admin_token(token: &str) -> Result<(), String> {
+    let chars = token.chars().count();
+    if chars < MIN_ADMIN_TOKEN_CHARS {
+        return Err(format!(
+            "the admin token has {chars} characters; at least {MIN_ADMIN_TOKEN_CHARS} are \
+             required (generate one with `openssl rand -hex 24`)"
+        ));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("the admin token contains whitespace or control characters".to_string());
+    }
+    Ok(())
+}
+
 /// What the server needs to run.
 #[derive(Clone)]
 pub struct ServerConfig {
@@ -161,14 +184,16 @@ impl Rma for RmaService {
 /// Serves on `listener` until `shutdown` resolves, then drains.
 ///
 /// # Errors
-/// When the data directory cannot be created, the TLS key does not belong to its certificate,
-/// or the transport fails.
+/// When the admin token is too short to be a secret ([`check_admin_token`]), the data
+/// directory cannot be created, the TLS key does not belong to its certificate, or the
+/// transport fails.
 pub async fn run(
     listener: TcpListener,
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
+    check_admin_token(&config.admin_token).map_err(|reason| anyhow::anyhow!(reason))?;
     let mut server = tonic::transport::Server::builder();
     if let Some(identity) = &config.tls {
         // before anything else starts: a key that does not match its certificate is refused here

@@ -8,7 +8,7 @@ use clap::Parser;
 use onesided_server::limits::Limits;
 use onesided_server::metrics::MetricsListener;
 use onesided_server::tls::TlsIdentity;
-use onesided_server::{run, ServerConfig};
+use onesided_server::{check_admin_token, run, ServerConfig};
 use tracing_subscriber::EnvFilter;
 
 /// MPI one-sided communication (RMA) as a network service.
@@ -88,30 +88,82 @@ fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
 
 fn admin_token(args: &Args) -> anyhow::Result<String> {
     if let Some(token) = &args.admin_token {
+        check_admin_token(token)
+            .map_err(|reason| anyhow::anyhow!("--admin-token / ONESIDED_ADMIN_TOKEN: {reason}"))?;
         return Ok(token.clone());
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
     let path = args.data_dir.join("admin-token");
-    if let Ok(existing) = std::fs::read_to_string(&path) {
-        warn_if_others_can_read(&path);
-        return Ok(existing.trim().to_string());
+    if let Some(existing) = read_token_file(&path)? {
+        return Ok(existing);
     }
     let bytes: [u8; 24] = rand::random();
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    write_private(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
-    tracing::info!(path = %path.display(), "generated an admin token");
-    Ok(token)
+    match write_private_atomically(&path, &token) {
+        Ok(()) => {
+            tracing::info!(path = %path.display(), "generated an admin token");
+            Ok(token)
+        }
+        // another server starting on the same directory wrote one first: use it
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => read_token_file(&path)?
+            .with_context(|| format!("{} vanished while it was read", path.display())),
+        Err(error) => Err(error).with_context(|| format!("cannot write {}", path.display())),
+    }
 }
 
-/// Writes a new file only its owner may read (mode 0600 on Unix).
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+/// The token in `path`, if the file exists; one too short to be a secret (an empty file left by
+/// a crash of an older version, or written by hand) is refused, never used.
+fn read_token_file(path: &std::path::Path) -> anyhow::Result<Option<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot read {}", path.display()));
+        }
+    };
+    warn_if_others_can_read(path);
+    let token = text.trim().to_string();
+    check_admin_token(&token).map_err(|reason| {
+        anyhow::anyhow!(
+            "{}: {reason}; delete the file to have a new token generated, or give one with \
+             --admin-token",
+            path.display()
+        )
+    })?;
+    Ok(Some(token))
+}
+
+/// Writes `text` to a new file at `path` that only its owner may read (mode 0600 on Unix), so
+/// that the file is either absent or whole: the text goes to a temporary file in the same
+/// directory, is synced, and is then linked to `path` (which fails with `AlreadyExists` rather
+/// than replace a file another process wrote meanwhile).
+fn write_private_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
+    let directory = path.parent().unwrap_or_else(|| std::path::Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "admin-token".into(), |name| name.to_string_lossy());
+    let temporary = directory.join(format!(
+        ".{name}.{}.{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(text.as_bytes())
+    let written = options.open(&temporary).and_then(|mut file| {
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| std::fs::hard_link(&temporary, path));
+    let _ = std::fs::remove_file(&temporary);
+    linked?;
+    // the new name must survive a crash too
+    #[cfg(unix)]
+    std::fs::File::open(directory)?.sync_all()?;
+    Ok(())
 }
 
 fn warn_if_others_can_read(path: &std::path::Path) {

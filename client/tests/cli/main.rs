@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use onesided_server::{run, ServerConfig};
 
-pub const ADMIN_TOKEN: &str = "cli-test-admin";
+pub const ADMIN_TOKEN: &str = "cli-test-admin-token";
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 

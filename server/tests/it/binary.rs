@@ -107,8 +107,18 @@ async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_thread_serves_epochs_among_ranks_and_stops_on_sigterm() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let (child, url) = start(&data, &["--worker-threads", "1", "--admin-token", "t"]);
-    let admin = Admin::connect(&url, "t").await.unwrap();
+    let (child, url) = start(
+        &data,
+        &[
+            "--worker-threads",
+            "1",
+            "--admin-token",
+            "binary-test-admin-token",
+        ],
+    );
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let world = admin.create_world("w", 2).await.unwrap();
     admin
         .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
@@ -149,13 +159,18 @@ fn zero_worker_threads_is_a_usage_error() {
 async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, persisting: bool) {
     use onesided_client::{Audit, AuditEvent, LockType};
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let mut flags = vec!["--admin-token".to_string(), "t".to_string()];
+    let mut flags = vec![
+        "--admin-token".to_string(),
+        "binary-test-admin-token".to_string(),
+    ];
     if let Some(database) = store.database_url() {
         flags.extend(["--database-url".to_string(), database]);
     }
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (mut child, url) = start(&data, &flags);
-    let admin = Admin::connect(&url, "t").await.unwrap();
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let world = admin.create_world("w", 2).await.unwrap();
     let desc = admin
         .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
@@ -181,7 +196,9 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     drop(session);
 
     let (child, url) = start(&data, &flags);
-    let audit = Audit::connect(&url, "t").await.unwrap();
+    let audit = Audit::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let events = audit.events(desc.id, 1).await.unwrap();
     let put = events.iter().find_map(|event| match &event.event {
         Some(AuditEvent::Op { data, .. }) => Some(data.clone()),
@@ -217,7 +234,9 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     drop(window);
     session.close().await.unwrap();
     // a window created after the restart never reuses a recorded id
-    let admin = Admin::connect(&url, "t").await.unwrap();
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let again = admin
         .create_window("w", &WindowSpec::of::<i64>("y", 2, 1))
         .await
@@ -237,9 +256,11 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
     use onesided_client::{Audit, AuditEvent, LockType, Op};
     const CLIENTS: u32 = 16;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let token = ["--admin-token", "t"];
+    let token = ["--admin-token", "binary-test-admin-token"];
     let (mut child, url) = start(&data, &token);
-    let admin = Admin::connect(&url, "t").await.unwrap();
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let world = admin.create_world("load", CLIENTS).await.unwrap();
     let desc = admin
         .create_window("load", &WindowSpec::of::<i64>("counter", CLIENTS, 1))
@@ -310,7 +331,9 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
         told.iter().all(|&old| old < counter),
         "every acknowledged increment is in the recovered counter {counter}"
     );
-    let audit = Audit::connect(&url, "t").await.unwrap();
+    let audit = Audit::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let logged = audit
         .events(desc.id, 1)
         .await
@@ -354,7 +377,12 @@ async fn acknowledged_client_rows_survive_kill_9_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_metrics_where_it_says_with_metrics_listen() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let flags = ["--admin-token", "t", "--metrics-listen", "127.0.0.1:0"];
+    let flags = [
+        "--admin-token",
+        "binary-test-admin-token",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
     let (child, printed) = start_until(&data, &flags, "serving metrics");
     let url = format!("http://{}", field(&printed, "address="));
     let metrics_url = field(&printed, "url=");
@@ -365,7 +393,9 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
         .parse()
         .unwrap();
     assert_ne!(metrics.port(), 0, "the bound port is printed");
-    let admin = Admin::connect(&url, "t").await.unwrap();
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
     let world = admin.create_world("w", 1).await.unwrap();
     let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
     let (status, text) = crate::metrics::get(metrics, "/metrics").await;
@@ -380,4 +410,118 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
         .await
         .unwrap();
     assert!(status.success());
+}
+
+/// Runs the binary with `extra` until it exits; it must exit unsuccessfully before it listens.
+/// Returns what it printed (stdout and stderr).
+fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_onesided-server"));
+    command
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data.0)
+        .args(extra)
+        .env_remove("ONESIDED_ADMIN_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output().unwrap());
+    });
+    let output = finished
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the server started with {extra:?} {env:?} instead of refusing to");
+        });
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.status.success(), "{printed}");
+    assert!(!printed.contains("listening"), "{printed}");
+    printed
+}
+
+#[test]
+fn an_admin_token_too_short_to_be_a_secret_is_refused_at_start() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    // an empty one by flag or environment, and one shorter than 16 characters
+    let by_flag = refused_at_start(&data, &["--admin-token", ""], &[]);
+    assert!(by_flag.contains("at least 16"), "{by_flag}");
+    let by_env = refused_at_start(&data, &[], &[("ONESIDED_ADMIN_TOKEN", "")]);
+    assert!(by_env.contains("at least 16"), "{by_env}");
+    let short = refused_at_start(&data, &["--admin-token", "fifteen-chars-x"], &[]);
+    assert!(short.contains("15 characters"), "{short}");
+    assert!(
+        !short.contains("fifteen-chars-x"),
+        "the token is echoed: {short}"
+    );
+    // an empty token file (as a crash between creating and writing it used to leave) is
+    // refused and named, not used
+    std::fs::create_dir_all(&data.0).unwrap();
+    let file = data.0.join("admin-token");
+    std::fs::write(&file, "").unwrap();
+    let empty_file = refused_at_start(&data, &[], &[]);
+    assert!(empty_file.contains("admin-token"), "{empty_file}");
+    assert!(empty_file.contains("at least 16"), "{empty_file}");
+    std::fs::write(&file, "  \n").unwrap();
+    let blank_file = refused_at_start(&data, &[], &[]);
+    assert!(blank_file.contains("0 characters"), "{blank_file}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "  \n",
+        "left as it was"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_admin_token_file_is_whole_private_and_the_only_file_written_for_it() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let (child, url) = start(&data, &[]);
+    let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
+    assert_eq!(token.len(), 48, "{token:?}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(data.0.join("admin-token"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // no temporary file is left beside it
+    let names: Vec<String> = std::fs::read_dir(&data.0)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("admin-token"))
+        .collect();
+    assert_eq!(names, vec!["admin-token".to_string()]);
+    // an empty bearer is refused; the generated token works
+    let empty = Admin::connect(&url, "").await.unwrap().list_worlds().await;
+    assert_eq!(empty.unwrap_err().code(), tonic::Code::Unauthenticated);
+    let admin = Admin::connect(&url, &token).await.unwrap();
+    admin.list_worlds().await.unwrap();
+    assert!(terminate(child).success());
+    // a second start reads the same token
+    let (child, url) = start(&data, &[]);
+    Admin::connect(&url, &token)
+        .await
+        .unwrap()
+        .list_worlds()
+        .await
+        .unwrap();
+    assert!(terminate(child).success());
 }

@@ -138,7 +138,7 @@ async fn an_unsupported_database_url_is_refused_without_its_password() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
     let config = onesided_server::ServerConfig {
         database_url: Some("mysql://audit:hunter2@db.example/audit".into()),
-        ..onesided_server::ServerConfig::new("t", data.0.clone())
+        ..onesided_server::ServerConfig::new("secrets-test-admin-token", data.0.clone())
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let error = onesided_server::run(listener, config, std::future::pending())
@@ -147,4 +147,33 @@ async fn an_unsupported_database_url_is_refused_without_its_password() {
     let message = format!("{error:#}");
     assert!(message.contains("\"mysql\""), "{message}");
     assert!(!message.contains("hunter2"), "{message}");
+}
+
+#[tokio::test]
+async fn a_server_with_an_empty_or_short_admin_token_does_not_start() {
+    for token in ["", "short"] {
+        let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
+        let config = onesided_server::ServerConfig::new(token, data.0.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let error = onesided_server::run(listener, config, std::future::pending())
+            .await
+            .unwrap_err();
+        let message = format!("{error:#}");
+        assert!(message.contains("at least 16"), "{message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_bearer_token_is_never_a_credential() {
+    let server = crate::spawn_server().await;
+    let admin = onesided_client::Admin::connect(&server.url, "")
+        .await
+        .unwrap();
+    let refused = admin.list_worlds().await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused}");
+    let attach = onesided_client::Session::attach(&server.url, "").await;
+    assert_eq!(
+        attach.map(|_| ()).unwrap_err().code(),
+        tonic::Code::Unauthenticated
+    );
 }

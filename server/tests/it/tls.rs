@@ -313,11 +313,20 @@ async fn the_binary_serves_tls_from_its_flags() {
     let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
     let server = crate::secrets::start(
         &data,
-        &["--admin-token", "t", "--tls-cert", cert, "--tls-key", key],
+        &[
+            "--admin-token",
+            "binary-test-admin-token",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ],
         "info",
     );
     let url = server.url.replace("http://127.0.0.1", "https://localhost");
-    let admin = Admin::connect(with_ca(&url, &pki), "t").await.unwrap();
+    let admin = Admin::connect(with_ca(&url, &pki), "binary-test-admin-token")
+        .await
+        .unwrap();
     admin.create_world("w", 1).await.unwrap();
     assert_eq!(admin.list_worlds().await.unwrap().len(), 1);
     let log = tokio::task::spawn_blocking(move || server.stop())
@@ -336,7 +345,7 @@ fn refused_start(data: &TempDir, args: &[&str]) -> (Option<i32>, String) {
             "--listen",
             "127.0.0.1:0",
             "--admin-token",
-            "t",
+            "binary-test-admin-token",
             "--data-dir",
         ])
         .arg(&data.0)
