@@ -441,6 +441,18 @@ impl EpochState {
         })
     }
 
+    /// Whether this rank holds, or is deemed to hold, a lock at a target other than `target`:
+    /// inside `lock_all` (a shared lock at every target from the call on, MPI-3.1 §11.5.3),
+    /// or with another lock epoch open. A target never holds such a rank's request back
+    /// behind waiting exclusive requests (core's `locks`: they may be waiting for it).
+    pub fn holds_locks_besides(&self, target: u32) -> bool {
+        match &self.access {
+            Access::LockAll { .. } => true,
+            Access::Locks(locks) => locks.keys().any(|&other| other != target),
+            Access::None | Access::Pscw { .. } => false,
+        }
+    }
+
     /// `MPI_WIN_LOCK_ALL`. The caller's own shared lock is taken eagerly.
     ///
     /// # Errors

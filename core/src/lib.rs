@@ -16,6 +16,7 @@
 //! - [`check`]: happens-before over an audit log and the access pairs it leaves unordered.
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
 //! - [`linearizable`]: a linearizability checker for a register under fetch-and-op and CAS.
+//! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
 
 pub mod assert;
 pub mod audit;
@@ -26,6 +27,7 @@ pub mod error;
 pub mod export;
 pub mod layout;
 pub mod linearizable;
+pub mod locks;
 pub mod ranges;
 pub mod reduce;
 pub mod window;

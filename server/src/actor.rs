@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use onesided_core::audit::{Event, RecordedOp};
 use onesided_core::epoch::{AccessTag, LockRequest, LockType};
+use onesided_core::locks::{Granted, LockTable, Waiter};
 use onesided_core::ranges::RangeSet;
 use onesided_core::window::{apply, OpKind, TargetAccess, TargetOp};
 use onesided_core::{ErrorClass, RmaError};
@@ -56,6 +57,10 @@ pub enum AccessItem {
     LockRequest {
         /// Shared or exclusive, nocheck.
         request: LockRequest,
+        /// The origin holds, or is deemed to hold, locks at other targets of the window (a
+        /// `lock_all` epoch, or several lock epochs open): its request is never held back
+        /// behind waiting exclusive requests (core's `locks`).
+        holding_elsewhere: bool,
         /// For an eager lock (one's own rank): answered at the grant with the pulled bytes.
         grant: Option<Reply>,
     },
@@ -178,9 +183,10 @@ impl WindowServerHandle {
         public: Vec<u8>,
         audit: AuditHandle,
         metrics: Arc<Metrics>,
+        lock_fairness: Duration,
     ) -> Self {
         let (sender, inbox) = mpsc::channel(INBOX);
-        let actor = WindowServer::new(window, rank, nranks, public, audit, metrics);
+        let actor = WindowServer::new(window, rank, nranks, public, audit, metrics, lock_fairness);
         let span = tracing::info_span!("window_server", window, rank);
         tokio::spawn(actor.run(inbox).instrument(span));
         WindowServerHandle { sender, rank }
@@ -234,71 +240,6 @@ struct PendingWait {
     reply: Reply,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Holder {
-    incarnation: u64,
-    lock_type: LockType,
-    token: u64,
-    nocheck: bool,
-}
-
-#[derive(Debug)]
-struct Waiter {
-    origin: u32,
-    incarnation: u64,
-    lock_type: LockType,
-    grant: Option<Reply>,
-    /// When this target took the request up (for the lock-wait metric).
-    since: Instant,
-}
-
-/// The lock table of one target: holders and a FIFO of waiters. A waiter is granted only when
-/// it is at the head of the queue, so a shared request never overtakes a waiting exclusive one
-/// (no writer starvation).
-#[derive(Debug, Default)]
-struct LockTable {
-    holders: BTreeMap<u32, Holder>,
-    queue: VecDeque<Waiter>,
-    next_token: u64,
-}
-
-impl LockTable {
-    fn holds(&self, origin: u32, incarnation: u64) -> bool {
-        self.holders
-            .get(&origin)
-            .is_some_and(|holder| holder.incarnation == incarnation)
-    }
-
-    fn token_of(&self, origin: u32) -> u64 {
-        self.holders.get(&origin).map_or(0, |holder| holder.token)
-    }
-
-    fn compatible(&self, lock_type: LockType) -> bool {
-        let checked = self.holders.values().filter(|holder| !holder.nocheck);
-        match lock_type {
-            LockType::Exclusive => checked.count() == 0,
-            LockType::Shared => checked
-                .into_iter()
-                .all(|holder| holder.lock_type == LockType::Shared),
-        }
-    }
-
-    fn grant(&mut self, origin: u32, incarnation: u64, lock_type: LockType, nocheck: bool) -> u64 {
-        self.next_token += 1;
-        let token = self.next_token;
-        self.holders.insert(
-            origin,
-            Holder {
-                incarnation,
-                lock_type,
-                token,
-                nocheck,
-            },
-        );
-        token
-    }
-}
-
 struct WindowServer {
     /// Bytes of publications and operations logged since the last snapshot.
     logged: u64,
@@ -322,7 +263,7 @@ struct WindowServer {
     completes: Vec<u64>,
     post_group: Option<Vec<u32>>,
     pending_wait: Option<PendingWait>,
-    locks: LockTable,
+    locks: LockTable<Option<Reply>>,
     /// Per origin, in arrival order: what it sent, with its session's incarnation.
     queues: Vec<VecDeque<(u64, AccessItem)>>,
     /// Items in `queues`, kept as they are pushed and taken (for the queue gauge).
@@ -347,6 +288,7 @@ impl WindowServer {
         public: Vec<u8>,
         audit: AuditHandle,
         metrics: Arc<Metrics>,
+        lock_fairness: Duration,
     ) -> Self {
         WindowServer {
             logged: 0,
@@ -365,7 +307,7 @@ impl WindowServer {
             completes: vec![0; nranks as usize],
             post_group: None,
             pending_wait: None,
-            locks: LockTable::default(),
+            locks: LockTable::new(lock_fairness),
             queues: (0..nranks).map(|_| VecDeque::new()).collect(),
             queued: 0,
             gone: BTreeMap::new(),
@@ -377,11 +319,30 @@ impl WindowServer {
 
     async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
         tracing::debug!(size = self.public.len(), "window server started");
-        while let Some(command) = inbox.recv().await {
-            let stopping = matches!(command, Command::Stop);
+        loop {
+            // a shared lock request held back behind a waiting exclusive one is granted when
+            // its fairness wait ends, whether or not another command arrives
+            let command = match self.locks.next_deadline(Instant::now()) {
+                Some(deadline) => tokio::select! {
+                    command = inbox.recv() => match command {
+                        Some(command) => Some(command),
+                        None => break,
+                    },
+                    () = tokio::time::sleep_until(deadline.into()) => {
+                        self.grant_waiters();
+                        self.drain_all();
+                        None
+                    }
+                },
+                None => match inbox.recv().await {
+                    Some(command) => Some(command),
+                    None => break,
+                },
+            };
+            let stopping = matches!(command, Some(Command::Stop));
             if stopping {
                 self.stop();
-            } else {
+            } else if let Some(command) = command {
                 self.handle(command);
             }
             self.report_queues();
@@ -410,7 +371,7 @@ impl WindowServer {
             self.queues.iter().map(VecDeque::len).sum::<usize>(),
             "the count of queued items is off"
         );
-        let waiters = self.locks.queue.len();
+        let waiters = self.locks.waiting();
         self.metrics
             .report_queues(&mut self.reported, self.queued, waiters);
     }
@@ -513,7 +474,12 @@ impl WindowServer {
             refused.extend(queue.drain(..).filter_map(|(_, item)| reply_of(item)));
         }
         self.queued = 0;
-        refused.extend(self.locks.queue.drain(..).filter_map(|waiter| waiter.grant));
+        refused.extend(
+            self.locks
+                .drain_waiters()
+                .into_iter()
+                .filter_map(|waiter| waiter.grant),
+        );
         refused.extend(self.pending_fence.take().map(|pending| pending.reply));
         refused.extend(self.pending_wait.take().map(|pending| pending.reply));
         for reply in refused {
@@ -551,10 +517,10 @@ impl WindowServer {
     }
 
     fn busy(&self) -> Option<String> {
-        if let Some(holder) = self.locks.holders.keys().next() {
+        if let Some((holder, _)) = self.locks.holders().next() {
             return Some(format!("rank {holder} holds a lock on rank {}", self.rank));
         }
-        if !self.locks.queue.is_empty() {
+        if self.locks.waiting() > 0 {
             return Some(format!("lock requests are waiting at rank {}", self.rank));
         }
         if self.post_group.is_some() {
@@ -698,12 +664,7 @@ impl WindowServer {
             return None;
         };
         if *tag == AccessTag::Lock && *token != 0 {
-            let held = self
-                .locks
-                .holders
-                .get(&origin)
-                .filter(|holder| holder.incarnation == incarnation)
-                .map(|holder| holder.token);
+            let held = self.locks.held_token(origin, incarnation);
             if held != Some(*token) {
                 return Some(RmaError::new(
                     ErrorClass::RmaSync,
@@ -744,20 +705,13 @@ impl WindowServer {
         active: bool,
         vanished: bool,
     ) {
-        let held = self
-            .locks
-            .holders
-            .get(&origin)
-            .is_some_and(|holder| holder.incarnation == incarnation);
-        if held {
-            if let Some(holder) = self.locks.holders.remove(&origin) {
-                tracing::info!(origin, token = holder.token, reason, "lock revoked");
-                self.record(Event::LockRevoke {
-                    origin,
-                    token: holder.token,
-                    reason: reason.to_string(),
-                });
-            }
+        if let Some(holder) = self.locks.release(origin, incarnation) {
+            tracing::info!(origin, token = holder.token, reason, "lock revoked");
+            self.record(Event::LockRevoke {
+                origin,
+                token: holder.token,
+                reason: reason.to_string(),
+            });
         }
         let ended = || {
             RmaError::new(
@@ -765,11 +719,7 @@ impl WindowServer {
                 format!("the session of rank {origin} ended ({reason})"),
             )
         };
-        let (dropped, kept): (VecDeque<Waiter>, VecDeque<Waiter>) =
-            std::mem::take(&mut self.locks.queue)
-                .into_iter()
-                .partition(|waiter| waiter.origin == origin && waiter.incarnation == incarnation);
-        self.locks.queue = kept;
+        let dropped = self.locks.drop_waiters(origin, incarnation);
         for reply in dropped.into_iter().filter_map(|waiter| waiter.grant) {
             self.answer(reply, Err(ended()));
         }
@@ -854,7 +804,11 @@ impl WindowServer {
                 }
                 false
             }
-            AccessItem::LockRequest { request, grant } => {
+            AccessItem::LockRequest {
+                request,
+                holding_elsewhere,
+                grant,
+            } => {
                 self.record(Event::LockRequest {
                     origin,
                     lock_type: request.lock_type.name().to_string(),
@@ -863,27 +817,27 @@ impl WindowServer {
                 if request.nocheck {
                     let token = self
                         .locks
-                        .grant(origin, incarnation, request.lock_type, true);
+                        .grant_nocheck(origin, incarnation, request.lock_type);
                     self.record_grant(origin, request.lock_type, token);
                     self.metrics.lock_granted(request.lock_type, Duration::ZERO);
                     if let Some(reply) = grant {
                         self.answer_synced(reply, true, false, token);
                     }
                 } else {
-                    self.locks.queue.push_back(Waiter {
+                    self.locks.request(Waiter {
                         origin,
                         incarnation,
                         lock_type: request.lock_type,
-                        grant,
+                        holding_elsewhere,
                         since: Instant::now(),
+                        grant,
                     });
                     self.grant_waiters();
                 }
                 true
             }
             AccessItem::Unlock { reply } => {
-                let held = self.locks.holds(origin, incarnation);
-                if let Some(holder) = held.then(|| self.locks.holders.remove(&origin)).flatten() {
+                if let Some(holder) = self.locks.release(origin, incarnation) {
                     tracing::debug!(origin, token = holder.token, "lock released");
                     self.record(Event::LockRelease {
                         origin,
@@ -921,17 +875,9 @@ impl WindowServer {
         });
     }
 
+    /// Grants every lock request the lock table allows now.
     fn grant_waiters(&mut self) {
-        while let Some(head) = self.locks.queue.front() {
-            if !self.locks.compatible(head.lock_type) {
-                break;
-            }
-            let Some(waiter) = self.locks.queue.pop_front() else {
-                break;
-            };
-            let token =
-                self.locks
-                    .grant(waiter.origin, waiter.incarnation, waiter.lock_type, false);
+        for Granted { waiter, token } in self.locks.grant_ready(Instant::now()) {
             self.record_grant(waiter.origin, waiter.lock_type, token);
             self.metrics
                 .lock_granted(waiter.lock_type, waiter.since.elapsed());

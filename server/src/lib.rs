@@ -95,6 +95,10 @@ pub struct ServerConfig {
     pub tls: Option<tls::TlsIdentity>,
     /// Where `GET /metrics` is served (plain HTTP/1); `None`: nowhere.
     pub metrics: Option<metrics::MetricsListener>,
+    /// How long, at most, a shared lock request waits behind a waiting exclusive one when no
+    /// conflicting lock is held (writers first, without ever deadlocking a correct program;
+    /// core's `locks`).
+    pub lock_fairness: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -109,6 +113,7 @@ impl ServerConfig {
             limits: Limits::default(),
             tls: None,
             metrics: None,
+            lock_fairness: onesided_core::locks::DEFAULT_FAIRNESS,
         }
     }
 }
@@ -124,6 +129,7 @@ impl std::fmt::Debug for ServerConfig {
             )
             .field("durability", &self.durability)
             .field("lease_ttl", &self.lease_ttl)
+            .field("lock_fairness", &self.lock_fairness)
             .field("limits", &self.limits)
             .field("tls", &self.tls)
             .field(
@@ -235,6 +241,7 @@ pub async fn run(
         config.limits,
         Arc::clone(&metrics),
     );
+    registry.set_lock_fairness(config.lock_fairness);
     registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
     let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
     // MessageLimitLayer measures what clients send (tonic's own limit answers OUT_OF_RANGE and

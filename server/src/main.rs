@@ -62,6 +62,11 @@ struct Args {
     /// one per CPU.
     #[arg(long, env = "ONESIDED_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
+    /// Milliseconds a shared lock request may be held back behind a waiting exclusive one
+    /// when no conflicting lock is held (writers usually first, never a deadlock; requests of
+    /// a rank in lock_all or with other locks open are never held back).
+    #[arg(long, env = "ONESIDED_LOCK_FAIRNESS_MS", default_value_t = onesided_core::locks::DEFAULT_FAIRNESS.as_millis() as u64)]
+    lock_fairness_ms: u64,
     /// Serve TLS only, with this certificate chain (PEM, leaf first). Needs --tls-key.
     #[arg(long, env = "ONESIDED_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -279,6 +284,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         },
         tls,
         metrics,
+        lock_fairness: std::time::Duration::from_millis(args.lock_fairness_ms),
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let shutdown = shutdown_signal();

@@ -205,6 +205,9 @@ pub struct Registry {
     limits: Limits,
     /// What sessions and actors record into.
     metrics: Arc<Metrics>,
+    /// How long a new window's actors hold a shared lock request back behind a waiting
+    /// exclusive one, in nanoseconds (core's `locks`).
+    lock_fairness_ns: std::sync::atomic::AtomicU64,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -269,7 +272,25 @@ impl Registry {
             lease_ttl,
             limits,
             metrics,
+            lock_fairness_ns: std::sync::atomic::AtomicU64::new(
+                onesided_core::locks::DEFAULT_FAIRNESS.as_nanos() as u64,
+            ),
         })
+    }
+
+    /// Sets how long windows created from now on hold a shared lock request back behind a
+    /// waiting exclusive one (at most; see core's `locks`).
+    pub fn set_lock_fairness(&self, fairness: Duration) {
+        let nanos = u64::try_from(fairness.as_nanos()).unwrap_or(u64::MAX);
+        self.lock_fairness_ns
+            .store(nanos, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn lock_fairness(&self) -> Duration {
+        Duration::from_nanos(
+            self.lock_fairness_ns
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// Brings back what a previous run of the server left in the store: every world with its
@@ -319,6 +340,7 @@ impl Registry {
                         copy,
                         self.audit.clone(),
                         Arc::clone(&self.metrics),
+                        self.lock_fairness(),
                     )
                 })
                 .collect();
@@ -636,6 +658,7 @@ impl Registry {
                     public,
                     self.audit.clone(),
                     Arc::clone(&self.metrics),
+                    self.lock_fairness(),
                 )
             })
             .collect();

@@ -542,11 +542,13 @@ impl Session {
                         lock_type,
                         nocheck: lock.assert & onesided_core::assert::Assert::NOCHECK != 0,
                     };
+                    let holding_elsewhere = window.epoch.holds_locks_besides(me);
                     access(
                         &own,
                         (me, inc),
                         AccessItem::LockRequest {
                             request,
+                            holding_elsewhere,
                             grant: Some(self.reply(id)),
                         },
                     )
@@ -557,6 +559,7 @@ impl Session {
                 let window = self.window(unlock.window)?;
                 check_segments(&window.entry, me, &unlock.push)?;
                 let plan = window.epoch.unlock(unlock.target)?;
+                let holding_elsewhere = window.epoch.holds_locks_besides(unlock.target);
                 let ranks = window.entry.ranks.clone();
                 self.log(unlock.window, issued("unlock", Some(unlock.target)), None)
                     .await;
@@ -568,6 +571,7 @@ impl Session {
                         (me, inc),
                         AccessItem::LockRequest {
                             request: plan.lock,
+                            holding_elsewhere,
                             grant: None,
                         },
                     )
@@ -593,6 +597,7 @@ impl Session {
                     (me, inc),
                     AccessItem::LockRequest {
                         request,
+                        holding_elsewhere: true,
                         grant: Some(self.reply(id)),
                     },
                 )
@@ -784,6 +789,7 @@ impl Session {
             window.entry.desc.disp_units[target],
         )?;
         let plan = window.epoch.op(op.target, op.request_based)?;
+        let holding_elsewhere = window.epoch.holds_locks_besides(op.target);
         let handle = window.entry.ranks[target].clone();
         let issued = Event::OpIssued {
             op_id: id,
@@ -803,6 +809,7 @@ impl Session {
                 (me, inc),
                 AccessItem::LockRequest {
                     request,
+                    holding_elsewhere,
                     grant: None,
                 },
             )

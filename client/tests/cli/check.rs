@@ -427,6 +427,7 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "forum4_put_to_self.rma",
     "forum5_load_after_wait.rma",
     "forum5_local_get.rma",
+    "lock_all_behind_writers.rma",
 ];
 
 /// The broken forum examples: each has at least one finding.
@@ -483,6 +484,11 @@ fn example_forum5_load_after_wait_is_clean() {
 #[test]
 fn example_forum5_local_get_is_clean() {
     example_is_clean("forum5_local_get.rma");
+}
+
+#[test]
+fn example_lock_all_behind_writers_is_clean() {
+    example_is_clean("lock_all_behind_writers.rma");
 }
 
 #[test]

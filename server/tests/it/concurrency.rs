@@ -114,7 +114,13 @@ async fn compare_and_swap_spin_lock_gives_mutual_exclusion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exclusive_locks_exclude_and_shared_locks_overlap() {
-    let fixture = Fixture::new(4).await;
+    // writers first is a bounded preference (core's `locks`): with an hour's bound, a shared
+    // request behind a waiting writer waits for the writer throughout this test
+    let server = crate::spawn_server_with(|config| {
+        config.lock_fairness = Duration::from_secs(3600);
+    })
+    .await;
+    let fixture = Fixture::on(server, 4).await;
     let windows = fixture
         .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
         .await;
@@ -193,7 +199,8 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
         writer_order.lock().unwrap().push("writer");
         writer.unlock(0).await.unwrap();
     });
-    // a later shared request must not overtake the waiting writer (no writer starvation)
+    // a later shared request does not overtake the waiting writer while the holder releases
+    // within the fairness bound
     reader.lock(LockType::Shared, 0, 0).await.unwrap();
     let seen = reader.get::<i64>(0, 0, 1).unwrap();
     reader.session().window(&probe(1)).await.unwrap();
@@ -441,4 +448,127 @@ async fn vector_and_indexed_layouts() {
         "indexed get in type-map order"
     );
     assert_eq!(seen[1].1, vec![1, 11, 1, 1, 41, 1, 1, 71, 1, 1, 101, 1]);
+}
+
+/// Opens a window of `fixture`'s world on every rank's session, as a round trip that changes
+/// nothing: when it returns, everything the session sent before it reached its targets' actors.
+async fn round_trip(fixture: &Fixture, session: &onesided_client::Session) {
+    let name = unique("probe");
+    fixture
+        .server
+        .admin
+        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 4, 1))
+        .await
+        .unwrap();
+    session.window(&name).await.unwrap();
+}
+
+/// Issue 11: A and B are in `lock_all` epochs (a shared lock at every target from the call on);
+/// C and D queue exclusive requests on A and B, which wait for those shared locks; then A and
+/// B read each other. Their requests must not queue behind C's and D's. The fairness bound is
+/// an hour here, so only the `lock_all` rule can let them through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_all_readers_never_wait_for_writers_that_wait_for_them() {
+    let server = crate::spawn_server_with(|config| {
+        config.lock_fairness = Duration::from_secs(3600);
+    })
+    .await;
+    let fixture = Fixture::on(server, 4).await;
+    let mut windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
+        .await
+        .into_iter();
+    let (a, b, c, d) = (
+        windows.next().unwrap(),
+        windows.next().unwrap(),
+        windows.next().unwrap(),
+        windows.next().unwrap(),
+    );
+    a.lock_all(0).await.unwrap();
+    b.lock_all(0).await.unwrap();
+    c.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    c.put(0, 0, &[1i64]).unwrap();
+    d.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    d.put(1, 0, &[2i64]).unwrap();
+    round_trip(&fixture, c.session()).await;
+    round_trip(&fixture, d.session()).await;
+    let writers = tokio::spawn(async move {
+        c.unlock(0).await.unwrap();
+        d.unlock(1).await.unwrap();
+    });
+    let a_reads = a.get::<i64>(1, 0, 1).unwrap();
+    let b_reads = b.get::<i64>(0, 0, 1).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        a.flush(1).await.unwrap();
+        b.flush(0).await.unwrap();
+    })
+    .await
+    .expect("the lock_all readers deadlocked behind the queued writers");
+    // the writers cannot have gone first: they wait for A's and B's shared locks
+    assert_eq!(a_reads.value().await.unwrap(), vec![0]);
+    assert_eq!(b_reads.value().await.unwrap(), vec![0]);
+    a.unlock_all().await.unwrap();
+    b.unlock_all().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), writers)
+        .await
+        .expect("the writers were never granted")
+        .unwrap();
+    // both puts landed
+    a.lock_all(0).await.unwrap();
+    let at_a = a.get::<i64>(0, 0, 1).unwrap();
+    let at_b = a.get::<i64>(1, 0, 1).unwrap();
+    a.unlock_all().await.unwrap();
+    assert_eq!(at_a.value().await.unwrap(), vec![1]);
+    assert_eq!(at_b.value().await.unwrap(), vec![2]);
+}
+
+/// MPI's progress rule: when no conflicting lock is held, a lock/get/unlock completes, even
+/// when an exclusive request waits ahead of it and the shared holder that exclusive request
+/// waits for releases only after hearing from the reader (here through the test itself, as
+/// services would over their own channels). The reader is held back at most the fairness
+/// bound, and never sees the writer's value: the writer waits for the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_request_behind_a_waiting_writer_completes_within_the_fairness_bound() {
+    let server = crate::spawn_server_with(|config| {
+        config.lock_fairness = Duration::from_millis(200);
+    })
+    .await;
+    let fixture = Fixture::on(server, 4).await;
+    let mut windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
+        .await
+        .into_iter();
+    let (holder, writer, reader) = (
+        windows.next().unwrap(),
+        windows.next().unwrap(),
+        windows.next().unwrap(),
+    );
+    let target = 3;
+    holder.lock(LockType::Shared, target, 0).await.unwrap();
+    holder.get::<i64>(target, 0, 1).unwrap();
+    holder.flush(target).await.unwrap();
+    writer.lock(LockType::Exclusive, target, 0).await.unwrap();
+    writer.put(target, 0, &[7i64]).unwrap();
+    round_trip(&fixture, writer.session()).await;
+    let writer_task = tokio::spawn(async move { writer.unlock(target).await.unwrap() });
+    reader.lock(LockType::Shared, target, 0).await.unwrap();
+    let seen = reader.get::<i64>(target, 0, 1).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), reader.unlock(target))
+        .await
+        .expect("the reader waited behind a writer that waits for a compatible holder")
+        .unwrap();
+    assert_eq!(
+        seen.value().await.unwrap(),
+        vec![0],
+        "the writer went first"
+    );
+    assert!(
+        !writer_task.is_finished(),
+        "the writer was granted beside a holder"
+    );
+    holder.unlock(target).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), writer_task)
+        .await
+        .expect("the writer was never granted")
+        .unwrap();
 }
