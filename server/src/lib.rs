@@ -86,6 +86,9 @@ pub struct ServerConfig {
     pub database_url: Option<String>,
     /// How much a call's answer waits for its audit events.
     pub durability: audit::Durability,
+    /// In `async` durability, the most events of answered calls that may be uncommitted at
+    /// once (what a crash can lose); calls wait for room beyond it.
+    pub async_max_unrecorded: usize,
     /// A session that sends nothing for this long loses its lease: its locks are revoked and
     /// whatever needs it fails with `PROC_FAILED`.
     pub lease_ttl: std::time::Duration,
@@ -109,6 +112,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             database_url: None,
             durability: audit::Durability::Sync,
+            async_max_unrecorded: audit::DEFAULT_MAX_UNRECORDED,
             lease_ttl: DEFAULT_LEASE_TTL,
             limits: Limits::default(),
             tls: None,
@@ -128,6 +132,7 @@ impl std::fmt::Debug for ServerConfig {
                 &self.database_url.as_ref().map(|_| "<redacted>"),
             )
             .field("durability", &self.durability)
+            .field("async_max_unrecorded", &self.async_max_unrecorded)
             .field("lease_ttl", &self.lease_ttl)
             .field("lock_fairness", &self.lock_fairness)
             .field("limits", &self.limits)
@@ -225,11 +230,12 @@ pub async fn run(
             .await
             .context("cannot recover the windows of the previous run")?;
         let last_at = store.last_at_ns().await?;
-        let (audit, _writer) = audit::AuditHandle::spawn(
+        let (audit, _writer) = audit::AuditHandle::spawn_bounded(
             store.clone(),
             config.durability,
             last_at,
             Arc::clone(&metrics),
+            config.async_max_unrecorded,
         );
         (audit, Some(store), last_window, recovered)
     };

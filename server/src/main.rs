@@ -28,8 +28,10 @@ struct Args {
     /// Audit store: a postgres:// URL, or sqlite:PATH. Default: DATA_DIR/audit.db (SQLite).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// How much a call's answer waits for its audit events: off (nothing recorded), async
-    /// (recorded in the background, never dropped), sync (answered only once committed).
+    /// How much a call's answer waits for its audit events: sync (answered only once
+    /// committed: a crash loses nothing acknowledged), async (answered at once, recorded in
+    /// the background: a crash loses up to --audit-async-max-unrecorded acknowledged events),
+    /// off (nothing recorded; a restart starts empty).
     #[arg(
         long,
         env = "ONESIDED_AUDIT_DURABILITY",
@@ -37,6 +39,10 @@ struct Args {
         default_value = "sync"
     )]
     audit_durability: onesided_server::audit::Durability,
+    /// With --audit-durability async: the most events of answered calls that may be
+    /// uncommitted at once, so the most a crash can lose; calls wait for room beyond it.
+    #[arg(long, env = "ONESIDED_AUDIT_ASYNC_MAX_UNRECORDED", default_value_t = onesided_server::audit::DEFAULT_MAX_UNRECORDED as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    audit_async_max_unrecorded: u32,
     /// Seconds a session may send nothing (clients send heartbeats when idle) before its lease
     /// lapses: its locks are revoked and fences, waits and barriers that need it fail with
     /// PROC_FAILED. Fractions are allowed (0.5).
@@ -274,6 +280,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
+        async_max_unrecorded: args.audit_async_max_unrecorded as usize,
         lease_ttl: args.lease_ttl,
         limits: Limits {
             max_message_bytes: args.max_message_bytes,

@@ -192,6 +192,7 @@ pub struct Metrics {
     pending_ops: Gauge,
     sessions: Gauge,
     audit_inbox: Gauge,
+    audit_unrecorded: Gauge,
     audit_commit_events: Histogram,
     audit_commit_seconds: Histogram,
     audit_lag_seconds: Histogram,
@@ -264,6 +265,13 @@ impl Metrics {
             "Messages waiting in the audit writer's inbox",
             audit_inbox.clone(),
         );
+        let audit_unrecorded = Gauge::default();
+        registry.register(
+            "audit_unrecorded_events",
+            "Events of calls already answered (async durability) that are not committed yet: \
+             what a crash would lose, at most --audit-async-max-unrecorded",
+            audit_unrecorded.clone(),
+        );
         let audit_commit_events = events();
         registry.register(
             "audit_commit_events",
@@ -314,6 +322,7 @@ impl Metrics {
             pending_ops,
             sessions,
             audit_inbox,
+            audit_unrecorded,
             audit_commit_events,
             audit_commit_seconds,
             audit_lag_seconds,
@@ -363,7 +372,13 @@ impl Metrics {
         }
     }
 
-    /// The audit writer's inbox holds `depth` messages.
+    /// Events of answered calls not committed yet (async durability).
+    pub fn audit_unrecorded(&self, events: usize) {
+        self.audit_unrecorded
+            .set(i64::try_from(events).unwrap_or(i64::MAX));
+    }
+
+    /// Messages waiting in the audit writer's inbox.
     pub fn audit_inbox(&self, depth: usize) {
         self.audit_inbox
             .set(i64::try_from(depth).unwrap_or(i64::MAX));

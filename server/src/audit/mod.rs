@@ -27,7 +27,9 @@ pub use store::{AuditStore, NewRow, RecordedWindow, Snapshot, StoredWindow, Stor
 pub enum Durability {
     /// Nothing is recorded.
     Off,
-    /// Recorded in the background; the channel pushes back, nothing is dropped.
+    /// Answered at once, recorded in the background: a crash loses the events not committed
+    /// yet, at most [`DEFAULT_MAX_UNRECORDED`] (or as configured); calls wait when that many
+    /// are outstanding.
     Async,
     /// A call is answered only after its events are committed.
     Sync,
@@ -38,6 +40,10 @@ const INBOX: usize = 4096;
 
 /// Most messages folded into one commit.
 const BATCH: usize = 1024;
+
+/// In `async` durability, the most events of answered calls that may be uncommitted at once
+/// unless configured otherwise: what a crash can lose.
+pub const DEFAULT_MAX_UNRECORDED: usize = 4096;
 
 /// An event as an actor or session reports it.
 #[derive(Clone, Debug)]
@@ -58,6 +64,8 @@ enum Message {
     Record {
         events: Vec<Pending>,
         answers: Vec<(Reply, Answer)>,
+        /// Permits of the unrecorded-events budget (async) to return after the commit.
+        permits: u32,
     },
     /// A rank's public copy after every event its actor submitted before.
     Snapshot {
@@ -71,10 +79,15 @@ enum Message {
 impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Message::Record { events, answers } => f
+            Message::Record {
+                events,
+                answers,
+                permits,
+            } => f
                 .debug_struct("Record")
                 .field("events", &events.len())
                 .field("answers", &answers.len())
+                .field("permits", permits)
                 .finish(),
             Message::Snapshot { window, rank, data } => f
                 .debug_struct("Snapshot")
@@ -101,6 +114,32 @@ pub struct AuditHandle {
     committed: broadcast::Sender<Committed>,
     /// Set while the store refuses commits.
     down: Arc<AtomicBool>,
+    /// `async`: the budget of answered-but-uncommitted events (see [`Unrecorded`]).
+    unrecorded: Option<Unrecorded>,
+}
+
+/// The budget of events whose calls were answered before their commit (`async`): a submission
+/// takes a permit per event (all of them for one larger than the budget) and the writer gives
+/// them back after the commit, so a crash loses at most `max` acknowledged events.
+#[derive(Clone, Debug)]
+struct Unrecorded {
+    permits: Arc<tokio::sync::Semaphore>,
+    max: usize,
+}
+
+impl Unrecorded {
+    fn new(max: usize) -> Self {
+        let max = max.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Unrecorded {
+            permits: Arc::new(tokio::sync::Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// Events taken and not given back.
+    fn outstanding(&self) -> usize {
+        self.max - self.permits.available_permits()
+    }
 }
 
 impl AuditHandle {
@@ -113,6 +152,7 @@ impl AuditHandle {
             base_ns: 0,
             committed: broadcast::channel(1).0,
             down: Arc::new(AtomicBool::new(false)),
+            unrecorded: None,
         }
     }
 
@@ -124,9 +164,28 @@ impl AuditHandle {
         last_at_ns: u64,
         metrics: Arc<Metrics>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
+        Self::spawn_bounded(
+            store,
+            durability,
+            last_at_ns,
+            metrics,
+            DEFAULT_MAX_UNRECORDED,
+        )
+    }
+
+    /// [`AuditHandle::spawn`]; in `async` durability at most `max_unrecorded` events of
+    /// answered calls are uncommitted at once (calls wait for room).
+    pub fn spawn_bounded(
+        store: AuditStore,
+        durability: Durability,
+        last_at_ns: u64,
+        metrics: Arc<Metrics>,
+        max_unrecorded: usize,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         if durability == Durability::Off {
             return (Self::off(), tokio::spawn(async {}));
         }
+        let unrecorded = (durability == Durability::Async).then(|| Unrecorded::new(max_unrecorded));
         let (sender, inbox) = mpsc::channel(INBOX);
         let (committed, _) = broadcast::channel(65536);
         let down = Arc::new(AtomicBool::new(false));
@@ -140,6 +199,7 @@ impl AuditHandle {
             last_at: HashMap::new(),
             metrics,
             clock: (started, base_ns),
+            unrecorded: unrecorded.clone(),
         };
         let task = tokio::spawn(writer.run(inbox));
         (
@@ -150,6 +210,7 @@ impl AuditHandle {
                 base_ns,
                 committed,
                 down,
+                unrecorded,
             },
             task,
         )
@@ -199,8 +260,22 @@ impl AuditHandle {
             Durability::Sync => (events, answers, Vec::new()),
             _ => (events, Vec::new(), answers),
         };
+        let mut permits = 0;
+        if let Some(unrecorded) = &self.unrecorded {
+            // wait for room before answering: what a crash may lose stays bounded
+            let wanted = u32::try_from(events.len().min(unrecorded.max)).unwrap_or(u32::MAX);
+            if let Ok(taken) = unrecorded.permits.acquire_many(wanted).await {
+                taken.forget();
+                permits = wanted;
+            }
+        }
+        let record = Message::Record {
+            events,
+            answers,
+            permits,
+        };
         if let Err(mpsc::error::SendError(Message::Record { answers, .. })) =
-            sender.send(Message::Record { events, answers }).await
+            sender.send(record).await
         {
             fail_all(answers, "the audit writer stopped");
         }
@@ -246,6 +321,8 @@ struct Writer {
     metrics: Arc<Metrics>,
     /// The handle's clock (`started`, `base_ns`), to measure each event's lag.
     clock: (Instant, u64),
+    /// `async`: the budget whose permits go back after each commit.
+    unrecorded: Option<Unrecorded>,
 }
 
 impl Writer {
@@ -253,6 +330,9 @@ impl Writer {
         let mut batch = Vec::with_capacity(BATCH);
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
             self.metrics.audit_inbox(inbox.len());
+            if let Some(unrecorded) = &self.unrecorded {
+                self.metrics.audit_unrecorded(unrecorded.outstanding());
+            }
             self.commit_from(std::mem::take(&mut batch), Some(&mut inbox))
                 .await;
             // what piled up while the commit ran
@@ -289,6 +369,7 @@ impl Writer {
         let mut events = Vec::new();
         let mut answers = Vec::new();
         let mut flushed = Vec::new();
+        let mut permits = 0usize;
         // snapshots, each after the events submitted before it
         let mut snapshots = Vec::new();
         for message in messages {
@@ -297,9 +378,11 @@ impl Writer {
                 Message::Record {
                     events: more,
                     answers: waiting,
+                    permits: taken,
                 } => {
                     answers.extend(waiting);
                     events.extend(more);
+                    permits += taken as usize;
                 }
                 Message::Snapshot { window, rank, data } => {
                     snapshots.push((events.len(), window, rank, data));
@@ -346,6 +429,10 @@ impl Writer {
                         let _ = self.committed.send(std::sync::Arc::new(row));
                     }
                     send_all(waiting.take().unwrap_or_default());
+                    if let Some(unrecorded) = &self.unrecorded {
+                        unrecorded.permits.add_permits(permits);
+                        self.metrics.audit_unrecorded(unrecorded.outstanding());
+                    }
                     break;
                 }
                 Err(error) => {
@@ -376,9 +463,10 @@ impl Writer {
                                 for message in more.drain(..) {
                                     match message {
                                         Message::Flush(done) => flushed.push(done),
-                                        Message::Record { events: later, answers } => {
+                                        Message::Record { events: later, answers, permits: taken } => {
                                             fail_all(answers, "the audit store is unavailable: not recorded yet");
                                             events.extend(later);
+                                            permits += taken as usize;
                                         }
                                         Message::Snapshot { window, rank, data } => {
                                             snapshots.push((events.len(), window, rank, data));
@@ -483,6 +571,7 @@ mod tests {
         Message::Record {
             events,
             answers: Vec::new(),
+            permits: 0,
         }
     }
 
@@ -501,6 +590,7 @@ mod tests {
             last_at: HashMap::new(),
             metrics: Metrics::new(),
             clock: (Instant::now(), 0),
+            unrecorded: None,
         };
         writer
             .commit(vec![record(vec![
@@ -518,6 +608,67 @@ mod tests {
         assert_eq!(late.record.seq, 3);
         assert_eq!(late.prev_hash, freed.hash);
         assert_eq!(writer.tails[&7].0, 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `async` answers before the commit, but never more than its bound ahead of it: with the
+    /// store's write lock held by another connection nothing commits, the first `max` events
+    /// are taken at once, and the next submission waits until the store takes them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_keeps_at_most_its_bound_of_answered_events_uncommitted() {
+        use sqlx::Connection;
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let metrics = Metrics::new();
+        let (handle, _task) = AuditHandle::spawn_bounded(
+            store.clone(),
+            Durability::Async,
+            0,
+            Arc::clone(&metrics),
+            4,
+        );
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(dir.join("audit.db"));
+        let mut blocker = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut blocker)
+            .await
+            .unwrap();
+        for _ in 0..4 {
+            handle
+                .submit(vec![event(9, Event::Attach)], Vec::new())
+                .await;
+        }
+        let unrecorded = handle.unrecorded.clone().unwrap();
+        assert_eq!(unrecorded.outstanding(), 4);
+        let fifth = handle.submit(vec![event(9, Event::Attach)], Vec::new());
+        tokio::pin!(fifth);
+        // polled once: it waits, since nothing can commit
+        assert!(
+            tokio::time::timeout(Duration::ZERO, &mut fifth)
+                .await
+                .is_err(),
+            "a fifth answered event went past the bound of 4"
+        );
+        sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(60), fifth)
+            .await
+            .expect("the bound was never given back after the store took the events");
+        handle.flush().await;
+        assert_eq!(unrecorded.outstanding(), 0);
+        assert_eq!(store.rows(9, 1).await.unwrap().len(), 5);
+        assert!(
+            metrics
+                .encode()
+                .contains("onesided_audit_unrecorded_events 0"),
+            "{}",
+            metrics.encode()
+        );
+        drop(blocker);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
