@@ -90,6 +90,13 @@ macro_rules! on_pool {
     };
 }
 
+/// A key or lower bound read from a request, as SQL's BIGINT: `None` past `i64::MAX`, which no
+/// stored window id or sequence number reaches. (`as i64` wraps such a value to a negative
+/// one, and `seq >= $2` then matches the whole log.)
+fn bigint(value: u64) -> Option<i64> {
+    i64::try_from(value).ok()
+}
+
 fn hash32(bytes: &[u8]) -> [u8; 32] {
     let mut fixed = [0u8; 32];
     let len = bytes.len().min(32);
@@ -432,22 +439,16 @@ impl AuditStore {
         let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, prev_hash, hash FROM audit_events \
                    WHERE window_id = $1 AND seq >= $2 ORDER BY seq";
         type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
-        let raw: Vec<Raw> = match self {
-            AuditStore::Sqlite(pool) => {
-                sqlx::query_as(sql)
-                    .bind(window as i64)
-                    .bind(from as i64)
-                    .fetch_all(pool)
-                    .await?
-            }
-            AuditStore::Postgres(pool) => {
-                sqlx::query_as(sql)
-                    .bind(window as i64)
-                    .bind(from as i64)
-                    .fetch_all(pool)
-                    .await?
-            }
+        let (Some(window_id), Some(from)) = (bigint(window), bigint(from)) else {
+            return Ok(Vec::new());
         };
+        let raw: Vec<Raw> = on_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(window_id)
+                .bind(from)
+                .fetch_all(pool)
+                .await?
+        });
         Ok(raw
             .into_iter()
             .map(
@@ -518,15 +519,27 @@ impl AuditStore {
             ),
         };
         type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
+        let Some(window_id) = bigint(window) else {
+            return Ok(Vec::new());
+        };
+        let chain = match chain {
+            None => None,
+            Some((rank, incarnation, from, to)) => {
+                let (Some(incarnation), Some(from)) = (bigint(incarnation), bigint(from)) else {
+                    return Ok(Vec::new());
+                };
+                Some((rank, incarnation, from, bigint(to).unwrap_or(i64::MAX)))
+            }
+        };
         macro_rules! fetch {
             ($pool:expr) => {{
-                let mut query = sqlx::query_as::<_, Raw>(&sql).bind(window as i64);
+                let mut query = sqlx::query_as::<_, Raw>(&sql).bind(window_id);
                 if let Some((rank, incarnation, from, to)) = chain {
                     query = query
                         .bind(rank as i32)
-                        .bind(incarnation as i64)
-                        .bind(from as i64)
-                        .bind(to as i64);
+                        .bind(incarnation)
+                        .bind(from)
+                        .bind(to);
                 }
                 query.fetch_all($pool).await?
             }};
