@@ -113,6 +113,45 @@ pub enum AuditStore {
     Postgres(PgPool),
 }
 
+/// Creates the SQLite file at `path` as its owner's alone (mode 0600 on Unix) before SQLite
+/// opens it: SQLite would create it readable by everyone (0644 under the usual umask), and its
+/// write-ahead log and shared-memory index take the database file's mode. It holds every event
+/// and the hashes of the rank tokens. An existing file is left as it is, with a warning when
+/// others may read it.
+fn create_private(path: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+        match created {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?
+                    .permissions()
+                    .mode();
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format_args!("{:o}", mode & 0o777),
+                        "the SQLite audit store is readable by others than its owner"
+                    );
+                }
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot create {}", path.display()))
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 fn migration_error(error: sqlx::migrate::MigrateError) -> anyhow::Error {
     match error {
         sqlx::migrate::MigrateError::VersionMissing(version) => anyhow::anyhow!(
@@ -147,7 +186,17 @@ impl AuditStore {
                 Ok(AuditStore::Postgres(pool))
             }
             Some(url) if url.starts_with("sqlite:") => {
-                Self::sqlite(SqliteConnectOptions::from_str(url)?).await
+                let options = SqliteConnectOptions::from_str(url)?;
+                let name = options.get_filename();
+                // sqlx names an in-memory database `file:…`; `mode=memory` keeps one off disk
+                let on_disk = !name.as_os_str().is_empty()
+                    && !name.starts_with("file:")
+                    && name != Path::new(":memory:")
+                    && !url.contains("mode=memory");
+                if on_disk {
+                    create_private(name)?;
+                }
+                Self::sqlite(options).await
             }
             Some(other) => {
                 // not the URL itself: it may carry a password
@@ -158,6 +207,7 @@ impl AuditStore {
             }
             None => {
                 let path = data_dir.join("audit.db");
+                create_private(&path)?;
                 Self::sqlite(SqliteConnectOptions::new().filename(path)).await
             }
         }
