@@ -1201,3 +1201,54 @@ async fn events_from_past_i64_max_are_none_and_replay_there_is_the_end() {
         assert_eq!(status.class(), Some(ErrorClass::Win), "{status:?}");
     }
 }
+
+/// Under `async` durability a window's creation is committed after its answer: an audit read
+/// of a window that exists waits for that commit instead of answering NOT_FOUND. A window id
+/// never used is still NOT_FOUND.
+async fn a_window_just_created_under_async_durability_is_found(store: Store) {
+    let server = store
+        .server_with(|config| config.durability = onesided_server::audit::Durability::Async)
+        .await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = unique("world");
+    server.admin.create_world(&world, 2).await.unwrap();
+    let mut last = 0;
+    for _ in 0..20 {
+        let spec = WindowSpec::of::<i64>(&unique("w"), 2, 4);
+        let id = server.admin.create_window(&world, &spec).await.unwrap().id;
+        // every read at once, each as the first to ask about the window
+        let (replayed, verified, checked, exported) = tokio::join!(
+            audit.replay(id, None),
+            audit.verify(id),
+            audit.check(id),
+            audit.export_perfetto(id),
+        );
+        assert_eq!(
+            replayed.unwrap().ranks,
+            vec![vec![0u8; 32]; 2],
+            "window {id}"
+        );
+        assert_eq!(verified.unwrap().first_bad, None, "window {id}");
+        assert_eq!(checked.unwrap(), Vec::new(), "window {id}");
+        exported.unwrap();
+        last = id;
+    }
+    for never in [last + 1, last + 1000, u64::MAX] {
+        let error = audit.replay(never, None).await.unwrap_err();
+        assert_eq!(
+            (error.code(), error.class()),
+            (tonic::Code::NotFound, Some(ErrorClass::Win)),
+            "window {never}: {error}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_just_created_under_async_durability_is_found_on_sqlite() {
+    a_window_just_created_under_async_durability_is_found(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_just_created_under_async_durability_is_found_on_postgres() {
+    a_window_just_created_under_async_durability_is_found(Store::postgres().await).await;
+}
