@@ -59,17 +59,35 @@ pub fn grpc_code(class: ErrorClass) -> Code {
     }
 }
 
+/// The most bytes of an error's message a status or failure carries. Echoed input is already
+/// cut short where it is quoted (`onesided_core::error::quoted`); this bounds every message
+/// whatever builds it, so an answer's headers stay small.
+pub const MAX_MESSAGE_BYTES: usize = 400;
+
+/// `message`, cut at a character boundary to at most [`MAX_MESSAGE_BYTES`] (and a `…`).
+pub fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
 /// A status for a refused call: the gRPC code of its class and an encoded [`v1::MpiError`] in
-/// the details.
+/// the details; messages bounded by [`bounded_message`].
 pub fn status_from_rma(error: &RmaError) -> Status {
+    let message = bounded_message(&error.message);
     let details = v1::MpiError {
         class: error.class.code(),
-        message: error.message.clone(),
+        message: message.clone(),
     }
     .encode_to_vec();
     Status::with_details(
         grpc_code(error.class),
-        error.to_string(),
+        format!("{}: {message}", error.class),
         bytes::Bytes::from(details),
     )
 }
@@ -81,13 +99,13 @@ pub fn rma_from_status(status: &Status) -> Option<RmaError> {
     Some(RmaError::new(class, detail.message))
 }
 
-/// A session failure for a refused call.
+/// A session failure for a refused call (its message bounded by [`bounded_message`]).
 pub fn failure_from_rma(error: &RmaError) -> v1::MpiFailure {
     v1::MpiFailure {
         code: grpc_code(error.class) as i32,
         error: Some(v1::MpiError {
             class: error.class.code(),
-            message: error.message.clone(),
+            message: bounded_message(&error.message),
         }),
     }
 }
@@ -350,6 +368,20 @@ mod tests {
             assert_eq!(status.code(), grpc_code(class));
             assert_eq!(rma_from_status(&status), Some(error));
         }
+    }
+
+    #[test]
+    fn status_and_failure_messages_are_bounded_at_a_character_boundary() {
+        let error = RmaError::new(ErrorClass::Arg, "é".repeat(10_000));
+        let status = status_from_rma(&error);
+        let detail = rma_from_status(&status).unwrap();
+        assert!(detail.message.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(detail.message.starts_with("éé") && detail.message.ends_with('…'));
+        assert_eq!(status.message(), format!("MPI_ERR_ARG: {}", detail.message));
+        let failure = failure_from_rma(&error).error.unwrap();
+        assert_eq!(failure.message, detail.message);
+        let short = RmaError::new(ErrorClass::Arg, "x".repeat(MAX_MESSAGE_BYTES));
+        assert_eq!(rma_from_status(&status_from_rma(&short)), Some(short));
     }
 
     #[test]

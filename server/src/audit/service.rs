@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Event, StoredRow};
+use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, audit_server::Audit};
@@ -402,7 +403,10 @@ impl Audit for AuditService {
         if !matches!(request.format.as_str(), "" | "perfetto") {
             return Err(status_from_rma(&RmaError::new(
                 ErrorClass::Arg,
-                format!("unknown export format {:?}: use perfetto", request.format),
+                format!(
+                    "unknown export format {}: use perfetto",
+                    quoted(&request.format)
+                ),
             )));
         }
         let records = self.records(request.window).await?;
