@@ -31,6 +31,32 @@ use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
 use prost::Message;
 use tonic::{Code, Status};
 
+/// The paths (`/package.Service/Method`) of the methods of an encoded file descriptor set that
+/// take exactly one request message: unary and server-streaming ones. gRPC calls a second
+/// request message on them a cardinality violation.
+///
+/// # Errors
+/// When the bytes are not a file descriptor set.
+pub fn single_request_methods(descriptor_set: &[u8]) -> Result<Vec<String>, prost::DecodeError> {
+    let set = prost_types::FileDescriptorSet::decode(descriptor_set)?;
+    let mut paths = Vec::new();
+    for file in &set.file {
+        let package = file.package();
+        for service in &file.service {
+            let service_name = match package {
+                "" => service.name().to_string(),
+                package => format!("{package}.{}", service.name()),
+            };
+            for method in &service.method {
+                if !method.client_streaming() {
+                    paths.push(format!("/{service_name}/{}", method.name()));
+                }
+            }
+        }
+    }
+    Ok(paths)
+}
+
 /// The gRPC code for each MPI error class: the one table (STYLE.md, after quickwit).
 pub fn grpc_code(class: ErrorClass) -> Code {
     match class {
@@ -368,6 +394,27 @@ mod tests {
             assert_eq!(status.code(), grpc_code(class));
             assert_eq!(rma_from_status(&status), Some(error));
         }
+    }
+
+    #[test]
+    fn every_method_but_the_session_takes_one_request_message() {
+        let single = single_request_methods(FILE_DESCRIPTOR_SET).unwrap();
+        for path in [
+            "/onesided.v1.Admin/CreateWorld",
+            "/onesided.v1.Admin/FreeWindow",
+            "/onesided.v1.Audit/Events",
+            "/onesided.v1.Audit/Export",
+        ] {
+            assert!(
+                single.iter().any(|known| known == path),
+                "{path}: {single:?}"
+            );
+        }
+        assert!(
+            !single.iter().any(|path| path.contains("Session")),
+            "{single:?}"
+        );
+        assert_eq!(single.len(), 13, "{single:?}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::{self, server_message::Reply, ClientMessage, ServerMessage};
 use tonic::{Code, Status};
 
-use crate::raw::{contiguous, encode, raw, unary, Meta, RawSession};
+use crate::raw::{contiguous, encode, raw, unary, unary_messages, Meta, RawSession};
 use crate::{spawn_server_with, unique, ADMIN_TOKEN};
 
 const CREATE_WORLD: &str = "/onesided.v1.Admin/CreateWorld";
@@ -20,6 +20,8 @@ const CREATE_WINDOW: &str = "/onesided.v1.Admin/CreateWindow";
 const LIST_WORLDS: &str = "/onesided.v1.Admin/ListWorlds";
 const REPLAY: &str = "/onesided.v1.Audit/Replay";
 const EXPORT: &str = "/onesided.v1.Audit/Export";
+const EVENTS: &str = "/onesided.v1.Audit/Events";
+const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
 
 /// Limits of the server under attack: small enough to reach, large enough for the layouts.
 const MAX_MESSAGE: usize = 8 << 20;
@@ -43,6 +45,8 @@ enum Send {
     Attach(Meta),
     /// A unary call with this metadata and body.
     Unary(&'static str, Meta, Bytes),
+    /// A unary method called with this metadata and several request messages.
+    UnaryMany(&'static str, Meta, Vec<Bytes>),
 }
 
 struct Row {
@@ -489,6 +493,101 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 NotFound,
                 Some(C::Win),
             ),
+            // ---- a unary method takes exactly one request message (gRPC: a cardinality
+            // violation is UNIMPLEMENTED) ----
+            row(
+                "two worlds in one CreateWorld call",
+                Send::UnaryMany(
+                    CREATE_WORLD,
+                    admin_meta.clone(),
+                    vec![
+                        world_request(&unique("first"), 2),
+                        world_request(&unique("second"), 2),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two windows in one CreateWindow call",
+                Send::UnaryMany(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    vec![
+                        window_request(vec![8; 3], 0, 0),
+                        window_request(vec![8; 3], 0, 0),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "a request followed by garbage in one ListWorlds call",
+                Send::UnaryMany(
+                    LIST_WORLDS,
+                    admin_meta.clone(),
+                    vec![Bytes::new(), garbage.clone()],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two requests in one Replay call",
+                Send::UnaryMany(
+                    REPLAY,
+                    admin_meta.clone(),
+                    vec![
+                        encode(&v1::ReplayRequest { window: w, at: 0 }),
+                        encode(&v1::ReplayRequest { window: w, at: 1 }),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two requests opening one Events stream",
+                Send::UnaryMany(
+                    EVENTS,
+                    admin_meta.clone(),
+                    vec![
+                        encode(&v1::EventsRequest {
+                            window: w,
+                            from: 1,
+                            follow: false,
+                        }),
+                        encode(&v1::EventsRequest {
+                            window: w,
+                            from: 1,
+                            follow: false,
+                        }),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two requests in one health check",
+                Send::UnaryMany(
+                    HEALTH_CHECK,
+                    Meta::default(),
+                    vec![Bytes::new(), Bytes::new()],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "a wrong token with two requests",
+                Send::UnaryMany(
+                    CREATE_WORLD,
+                    wrong.clone(),
+                    vec![
+                        world_request(&unique("first"), 2),
+                        world_request(&unique("second"), 2),
+                    ],
+                ),
+                Unauthenticated,
+                None,
+            ),
             // ---- unknown enums ----
             row(
                 "an unknown window flavor",
@@ -915,6 +1014,12 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Ok(_) => panic!("{name}: accepted"),
                 Err(status) => outcome(&status),
             },
+            Send::UnaryMany(path, meta, bodies) => {
+                match unary_messages(&mut grpc, path, &meta, bodies).await {
+                    Ok(_) => panic!("{name}: accepted"),
+                    Err(status) => outcome(&status),
+                }
+            }
         };
         assert_eq!(got, (code, class), "{name}");
         assert_eq!(snapshot().await, before, "{name}: state changed");
