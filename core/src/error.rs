@@ -169,6 +169,25 @@ impl RmaError {
     }
 }
 
+/// How many characters of a client's input an error message shows whole (the longest world or
+/// window name).
+pub const ECHO_WHOLE: usize = 128;
+
+/// How many characters of a longer input it shows.
+pub const ECHO_CUT: usize = 64;
+
+/// A client's input as an error message shows it: quoted and escaped, whole up to
+/// [`ECHO_WHOLE`] characters, else its first [`ECHO_CUT`] and its length. Every value a message
+/// echoes goes through here, so a refusal stays short whatever was sent (a 20 000-character
+/// name once came back whole, and the client failed on the size of the response headers).
+pub fn quoted(input: &str) -> String {
+    if input.chars().count() <= ECHO_WHOLE {
+        return format!("{input:?}");
+    }
+    let cut: String = input.chars().take(ECHO_CUT).collect();
+    format!("{cut:?}…({} bytes)", input.len())
+}
+
 /// Shorthand for a core result.
 pub type RmaResult<T> = Result<T, RmaError>;
 
@@ -192,5 +211,15 @@ mod tests {
             assert_eq!(ErrorClass::from_code(class.code()), Some(class));
         }
         assert_eq!(ErrorClass::parse("NOPE"), None);
+    }
+
+    #[test]
+    fn quoted_input_is_whole_up_to_its_bound_and_cut_after_it() {
+        let whole = "é".repeat(ECHO_WHOLE);
+        assert_eq!(quoted(&whole), format!("\"{whole}\""));
+        assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
+        let long = "é".repeat(20_000);
+        let shown = quoted(&long);
+        assert_eq!(shown, format!("\"{}\"…(40000 bytes)", "é".repeat(ECHO_CUT)));
     }
 }

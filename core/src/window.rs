@@ -6,7 +6,7 @@
 //! server's actor owns the public copy and calls [`apply`] on it).
 
 use crate::datatype::Datatype;
-use crate::error::{ErrorClass, RmaResult};
+use crate::error::{quoted, ErrorClass, RmaResult};
 use crate::layout::{Layout, Run};
 use crate::reduce::{self, Op};
 use crate::rma_err;
@@ -150,7 +150,8 @@ impl WindowInfo {
                         _ => {
                             return Err(rma_err!(
                                 Info,
-                                "accumulate_ops must be same_op or same_op_no_op, not {value}"
+                                "accumulate_ops must be same_op or same_op_no_op, not {}",
+                                quoted(value)
                             ))
                         }
                     }
@@ -187,7 +188,11 @@ fn parse_bool(key: &str, value: &str) -> RmaResult<bool> {
     match value {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(rma_err!(Info, "{key} must be true or false, not {value}")),
+        _ => Err(rma_err!(
+            Info,
+            "{key} must be true or false, not {}",
+            quoted(value)
+        )),
     }
 }
 
@@ -215,7 +220,8 @@ fn parse_ordering(value: &str) -> RmaResult<AccumulateOrdering> {
             _ => {
                 return Err(rma_err!(
                     Info,
-                    "accumulate_ordering must be none or a list of rar,raw,war,waw, not {value}"
+                    "accumulate_ordering must be none or a list of rar,raw,war,waw, not {}",
+                    quoted(value)
                 ))
             }
         }
@@ -614,7 +620,7 @@ pub fn apply<D: AsRef<[u8]>>(
 
 /// The [`ErrorClass`] a refused window request maps to when the window is unknown.
 pub fn unknown_window(name: &str) -> crate::error::RmaError {
-    crate::error::RmaError::new(ErrorClass::Win, format!("no window named {name}"))
+    crate::error::RmaError::new(ErrorClass::Win, format!("no window named {}", quoted(name)))
 }
 
 fn lcm(a: u64, b: u64) -> u64 {

@@ -31,6 +31,32 @@ use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
 use prost::Message;
 use tonic::{Code, Status};
 
+/// The paths (`/package.Service/Method`) of the methods of an encoded file descriptor set that
+/// take exactly one request message: unary and server-streaming ones. gRPC calls a second
+/// request message on them a cardinality violation.
+///
+/// # Errors
+/// When the bytes are not a file descriptor set.
+pub fn single_request_methods(descriptor_set: &[u8]) -> Result<Vec<String>, prost::DecodeError> {
+    let set = prost_types::FileDescriptorSet::decode(descriptor_set)?;
+    let mut paths = Vec::new();
+    for file in &set.file {
+        let package = file.package();
+        for service in &file.service {
+            let service_name = match package {
+                "" => service.name().to_string(),
+                package => format!("{package}.{}", service.name()),
+            };
+            for method in &service.method {
+                if !method.client_streaming() {
+                    paths.push(format!("/{service_name}/{}", method.name()));
+                }
+            }
+        }
+    }
+    Ok(paths)
+}
+
 /// The gRPC code for each MPI error class: the one table (STYLE.md, after quickwit).
 pub fn grpc_code(class: ErrorClass) -> Code {
     match class {
@@ -59,17 +85,35 @@ pub fn grpc_code(class: ErrorClass) -> Code {
     }
 }
 
+/// The most bytes of an error's message a status or failure carries. Echoed input is already
+/// cut short where it is quoted (`onesided_core::error::quoted`); this bounds every message
+/// whatever builds it, so an answer's headers stay small.
+pub const MAX_MESSAGE_BYTES: usize = 400;
+
+/// `message`, cut at a character boundary to at most [`MAX_MESSAGE_BYTES`] (and a `…`).
+pub fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
 /// A status for a refused call: the gRPC code of its class and an encoded [`v1::MpiError`] in
-/// the details.
+/// the details; messages bounded by [`bounded_message`].
 pub fn status_from_rma(error: &RmaError) -> Status {
+    let message = bounded_message(&error.message);
     let details = v1::MpiError {
         class: error.class.code(),
-        message: error.message.clone(),
+        message: message.clone(),
     }
     .encode_to_vec();
     Status::with_details(
         grpc_code(error.class),
-        error.to_string(),
+        format!("{}: {message}", error.class),
         bytes::Bytes::from(details),
     )
 }
@@ -81,13 +125,13 @@ pub fn rma_from_status(status: &Status) -> Option<RmaError> {
     Some(RmaError::new(class, detail.message))
 }
 
-/// A session failure for a refused call.
+/// A session failure for a refused call (its message bounded by [`bounded_message`]).
 pub fn failure_from_rma(error: &RmaError) -> v1::MpiFailure {
     v1::MpiFailure {
         code: grpc_code(error.class) as i32,
         error: Some(v1::MpiError {
             class: error.class.code(),
-            message: error.message.clone(),
+            message: bounded_message(&error.message),
         }),
     }
 }
@@ -350,6 +394,41 @@ mod tests {
             assert_eq!(status.code(), grpc_code(class));
             assert_eq!(rma_from_status(&status), Some(error));
         }
+    }
+
+    #[test]
+    fn every_method_but_the_session_takes_one_request_message() {
+        let single = single_request_methods(FILE_DESCRIPTOR_SET).unwrap();
+        for path in [
+            "/onesided.v1.Admin/CreateWorld",
+            "/onesided.v1.Admin/FreeWindow",
+            "/onesided.v1.Audit/Events",
+            "/onesided.v1.Audit/Export",
+        ] {
+            assert!(
+                single.iter().any(|known| known == path),
+                "{path}: {single:?}"
+            );
+        }
+        assert!(
+            !single.iter().any(|path| path.contains("Session")),
+            "{single:?}"
+        );
+        assert_eq!(single.len(), 13, "{single:?}");
+    }
+
+    #[test]
+    fn status_and_failure_messages_are_bounded_at_a_character_boundary() {
+        let error = RmaError::new(ErrorClass::Arg, "é".repeat(10_000));
+        let status = status_from_rma(&error);
+        let detail = rma_from_status(&status).unwrap();
+        assert!(detail.message.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(detail.message.starts_with("éé") && detail.message.ends_with('…'));
+        assert_eq!(status.message(), format!("MPI_ERR_ARG: {}", detail.message));
+        let failure = failure_from_rma(&error).error.unwrap();
+        assert_eq!(failure.message, detail.message);
+        let short = RmaError::new(ErrorClass::Arg, "x".repeat(MAX_MESSAGE_BYTES));
+        assert_eq!(rma_from_status(&status_from_rma(&short)), Some(short));
     }
 
     #[test]

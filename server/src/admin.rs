@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use onesided_core::error::quoted;
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
@@ -44,7 +45,7 @@ fn status(error: RegistryError) -> Status {
         RegistryError::NoWorld(name) => {
             let base = status_from_rma(&RmaError::new(
                 ErrorClass::Arg,
-                format!("no world named {name}"),
+                format!("no world named {}", quoted(&name)),
             ));
             Status::with_details(
                 Code::NotFound,

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::{status_from_rma, AUTHORIZATION, CLAIM_RANK, CLAIM_WORLD};
 use tonic::{Request, Status};
@@ -129,7 +130,8 @@ fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), Stat
     if let Some(world) = claim(request, CLAIM_WORLD)? {
         if world != member.world {
             return Err(Status::permission_denied(format!(
-                "the token is not of world {world:?}"
+                "the token is not of world {}",
+                quoted(world)
             )));
         }
     }
@@ -137,7 +139,7 @@ fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), Stat
         let rank: u32 = text.parse().map_err(|_| {
             status_from_rma(&RmaError::new(
                 ErrorClass::Rank,
-                format!("{CLAIM_RANK} {text:?} is not a rank"),
+                format!("{CLAIM_RANK} {} is not a rank", quoted(text)),
             ))
         })?;
         if rank != member.rank {

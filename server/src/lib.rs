@@ -308,12 +308,23 @@ pub async fn run(
         }
         None => None,
     };
+    let single_request = [
+        onesided_proto::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+    ]
+    .into_iter()
+    .map(onesided_proto::single_request_methods)
+    .collect::<Result<Vec<_>, _>>()
+    .context("cannot read the methods' descriptors")?
+    .into_iter()
+    .flatten();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     server
         .layer(limits::DeadlineLayer)
-        .layer(limits::MessageLimitLayer::new(
-            config.limits.max_message_bytes,
-        ))
+        .layer(
+            limits::MessageLimitLayer::new(config.limits.max_message_bytes)
+                .single_request(single_request),
+        )
         .add_service(health)
         .add_service(reflection)
         .add_service(admin)

@@ -1,6 +1,6 @@
 //! Resource limits, and the tower layers that enforce the ones a request carries on its face:
-//! the size of each message a client sends ([`MessageLimitLayer`]) and the client's deadline
-//! ([`DeadlineLayer`]).
+//! the size of each message a client sends and the number of request messages of a unary method
+//! ([`MessageLimitLayer`]), and the client's deadline ([`DeadlineLayer`]).
 //!
 //! Owns: the [`Limits`] of a server and the two layers. Must not: keep state across requests;
 //! limits that need state (window bytes, ranks per world, pending operations) are checked where
@@ -9,8 +9,10 @@
 //! Both layers sit inside tonic's router stack, so credentials are still checked first: a
 //! message is measured only once an interceptor let its call through and the service reads it.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -61,15 +63,32 @@ pub fn exhausted(message: impl Into<String>) -> RmaError {
 /// Refuses any gRPC message longer than a limit, as soon as its length prefix arrives (before
 /// its bytes are buffered): RESOURCE_EXHAUSTED, `MPI_ERR_NO_MEM`. On a stream the message
 /// carries the call id, so the whole stream ends with that status.
-#[derive(Clone, Copy, Debug)]
+///
+/// On the methods that take one request message (unary and server-streaming), the length
+/// prefix of a second one fails the call with UNIMPLEMENTED, gRPC's code for a cardinality
+/// violation (its status-code table; tonic would read the first message, drop the rest and
+/// answer OK). tonic reads a unary request to its end before calling the method, so the method
+/// never runs and nothing changes.
+#[derive(Clone, Debug)]
 pub struct MessageLimitLayer {
     max: usize,
+    single: Arc<HashSet<String>>,
 }
 
 impl MessageLimitLayer {
-    /// Messages of at most `max` bytes pass.
+    /// Messages of at most `max` bytes pass; no method is held to one request message.
     pub fn new(max: usize) -> Self {
-        MessageLimitLayer { max }
+        MessageLimitLayer {
+            max,
+            single: Arc::new(HashSet::new()),
+        }
+    }
+
+    /// Calls of the methods at `paths` (`/package.Service/Method`) may carry only one request
+    /// message.
+    pub fn single_request(mut self, paths: impl IntoIterator<Item = String>) -> Self {
+        self.single = Arc::new(paths.into_iter().collect());
+        self
     }
 }
 
@@ -80,6 +99,7 @@ impl<S> Layer<S> for MessageLimitLayer {
         MessageLimit {
             inner,
             max: self.max,
+            single: Arc::clone(&self.single),
         }
     }
 }
@@ -89,6 +109,7 @@ impl<S> Layer<S> for MessageLimitLayer {
 pub struct MessageLimit<S> {
     inner: S,
     max: usize,
+    single: Arc<HashSet<String>>,
 }
 
 impl<S> Service<http::Request<Body>> for MessageLimit<S>
@@ -105,10 +126,13 @@ where
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let max = self.max;
+        let single = self.single.contains(request.uri().path());
         self.inner.call(request.map(|body| {
             Body::new(LimitedBody {
                 body,
                 max,
+                single,
+                messages: 0,
                 prefix: [0; 5],
                 filled: 0,
                 skip: 0,
@@ -122,6 +146,10 @@ where
 struct LimitedBody {
     body: Body,
     max: usize,
+    /// Whether the method takes exactly one request message.
+    single: bool,
+    /// Length prefixes read so far.
+    messages: u64,
     /// The length prefix being read: a compression flag and a big-endian `u32`.
     prefix: [u8; 5],
     filled: usize,
@@ -147,6 +175,12 @@ impl LimitedBody {
             data = &data[taken..];
             if self.filled == self.prefix.len() {
                 self.filled = 0;
+                self.messages += 1;
+                if self.single && self.messages > 1 {
+                    return Err(Status::unimplemented(
+                        "this method takes one request message and the call sent more",
+                    ));
+                }
                 let length = u32::from_be_bytes([
                     self.prefix[1],
                     self.prefix[2],
@@ -405,9 +439,15 @@ mod tests {
     }
 
     fn body_of(chunks: &[&[u8]], max: usize) -> Result<(), Status> {
+        scanned(chunks, max, false)
+    }
+
+    fn scanned(chunks: &[&[u8]], max: usize, single: bool) -> Result<(), Status> {
         let mut body = LimitedBody {
             body: Body::empty(),
             max,
+            single,
+            messages: 0,
             prefix: [0; 5],
             filled: 0,
             skip: 0,
@@ -421,6 +461,19 @@ mod tests {
         bytes.extend_from_slice(&length.to_be_bytes());
         bytes.extend(std::iter::repeat_n(7u8, length as usize));
         bytes
+    }
+
+    #[test]
+    fn a_second_request_message_of_a_unary_method_is_refused_at_its_prefix() {
+        let mut two = message(3);
+        two.extend(message(0));
+        // the prefix of the second message split across chunks
+        let (first, second) = two.split_at(10);
+        let error = scanned(&[first, second], 10, true).unwrap_err();
+        assert_eq!(error.code(), tonic::Code::Unimplemented);
+        assert!(scanned(&[&two[..8]], 10, true).is_ok());
+        assert!(scanned(&[&two], 10, false).is_ok());
+        assert!(scanned(&[&message(3)], 10, true).is_ok());
     }
 
     #[test]

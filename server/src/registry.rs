@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
+use onesided_core::error::quoted;
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use rand::Rng;
@@ -221,7 +222,10 @@ fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
     } else {
         Err(RmaError::new(
             ErrorClass::Arg,
-            format!("{what} name {name:?} must be 1 to 128 characters of letters, digits, _ - ."),
+            format!(
+                "{what} name {} must be 1 to 128 characters of letters, digits, _ - .",
+                quoted(name)
+            ),
         ))
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Event, StoredRow};
+use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, audit_server::Audit};
@@ -26,6 +27,11 @@ use super::{AuditHandle, AuditStore, Committed};
 const CLIENT_ROWS_WAIT: Duration = Duration::from_secs(5);
 const CLIENT_ROWS_POLL: Duration = Duration::from_millis(10);
 
+/// How long a read of a window with no stored rows waits for the writer to commit what was
+/// submitted before it (in `async` durability a window is created before its first row is
+/// committed).
+const COMMIT_WAIT: Duration = Duration::from_secs(5);
+
 /// The Audit service.
 #[derive(Clone, Debug)]
 pub struct AuditService {
@@ -38,7 +44,19 @@ impl AuditService {
     /// any).
     async fn stored(&self, window: u64) -> Result<(Vec<StoredRow>, Vec<StoredRow>), Status> {
         let store = self.store()?;
-        let rows = store.rows(window, 1).await.map_err(internal)?;
+        let mut rows = store.rows(window, 1).await.map_err(internal)?;
+        if rows.is_empty() {
+            // under `async` durability a window's creation is committed after its answer: a
+            // window that exists is never "not found", so wait for what was submitted before
+            // this read, then look again
+            if tokio::time::timeout(COMMIT_WAIT, self.live.flush())
+                .await
+                .is_err()
+            {
+                return Err(not_committed(window));
+            }
+            rows = store.rows(window, 1).await.map_err(internal)?;
+        }
         if rows.is_empty() {
             return Err(no_window(window));
         }
@@ -70,6 +88,17 @@ impl AuditService {
             .as_ref()
             .ok_or_else(|| Status::failed_precondition("the audit log is off on this server"))
     }
+}
+
+/// UNAVAILABLE, `MPI_ERR_IO`: the writer did not commit within [`COMMIT_WAIT`] (the store is
+/// refusing commits), so whether the window exists cannot be told yet.
+fn not_committed(window: u64) -> Status {
+    status_from_rma(&RmaError::new(
+        ErrorClass::Io,
+        format!(
+            "window {window} has no committed events yet (the audit store is behind); try again"
+        ),
+    ))
 }
 
 /// NOT_FOUND, `MPI_ERR_WIN`.
@@ -374,7 +403,10 @@ impl Audit for AuditService {
         if !matches!(request.format.as_str(), "" | "perfetto") {
             return Err(status_from_rma(&RmaError::new(
                 ErrorClass::Arg,
-                format!("unknown export format {:?}: use perfetto", request.format),
+                format!(
+                    "unknown export format {}: use perfetto",
+                    quoted(&request.format)
+                ),
             )));
         }
         let records = self.records(request.window).await?;

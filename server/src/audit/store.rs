@@ -90,6 +90,13 @@ macro_rules! on_pool {
     };
 }
 
+/// A key or lower bound read from a request, as SQL's BIGINT: `None` past `i64::MAX`, which no
+/// stored window id or sequence number reaches. (`as i64` wraps such a value to a negative
+/// one, and `seq >= $2` then matches the whole log.)
+fn bigint(value: u64) -> Option<i64> {
+    i64::try_from(value).ok()
+}
+
 fn hash32(bytes: &[u8]) -> [u8; 32] {
     let mut fixed = [0u8; 32];
     let len = bytes.len().min(32);
@@ -104,6 +111,45 @@ pub enum AuditStore {
     Sqlite(SqlitePool),
     /// A PostgreSQL database.
     Postgres(PgPool),
+}
+
+/// Creates the SQLite file at `path` as its owner's alone (mode 0600 on Unix) before SQLite
+/// opens it: SQLite would create it readable by everyone (0644 under the usual umask), and its
+/// write-ahead log and shared-memory index take the database file's mode. It holds every event
+/// and the hashes of the rank tokens. An existing file is left as it is, with a warning when
+/// others may read it.
+fn create_private(path: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+        match created {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?
+                    .permissions()
+                    .mode();
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format_args!("{:o}", mode & 0o777),
+                        "the SQLite audit store is readable by others than its owner"
+                    );
+                }
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot create {}", path.display()))
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 fn migration_error(error: sqlx::migrate::MigrateError) -> anyhow::Error {
@@ -140,7 +186,17 @@ impl AuditStore {
                 Ok(AuditStore::Postgres(pool))
             }
             Some(url) if url.starts_with("sqlite:") => {
-                Self::sqlite(SqliteConnectOptions::from_str(url)?).await
+                let options = SqliteConnectOptions::from_str(url)?;
+                let name = options.get_filename();
+                // sqlx names an in-memory database `file:…`; `mode=memory` keeps one off disk
+                let on_disk = !name.as_os_str().is_empty()
+                    && !name.starts_with("file:")
+                    && name != Path::new(":memory:")
+                    && !url.contains("mode=memory");
+                if on_disk {
+                    create_private(name)?;
+                }
+                Self::sqlite(options).await
             }
             Some(other) => {
                 // not the URL itself: it may carry a password
@@ -151,6 +207,7 @@ impl AuditStore {
             }
             None => {
                 let path = data_dir.join("audit.db");
+                create_private(&path)?;
                 Self::sqlite(SqliteConnectOptions::new().filename(path)).await
             }
         }
@@ -432,22 +489,16 @@ impl AuditStore {
         let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, prev_hash, hash FROM audit_events \
                    WHERE window_id = $1 AND seq >= $2 ORDER BY seq";
         type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
-        let raw: Vec<Raw> = match self {
-            AuditStore::Sqlite(pool) => {
-                sqlx::query_as(sql)
-                    .bind(window as i64)
-                    .bind(from as i64)
-                    .fetch_all(pool)
-                    .await?
-            }
-            AuditStore::Postgres(pool) => {
-                sqlx::query_as(sql)
-                    .bind(window as i64)
-                    .bind(from as i64)
-                    .fetch_all(pool)
-                    .await?
-            }
+        let (Some(window_id), Some(from)) = (bigint(window), bigint(from)) else {
+            return Ok(Vec::new());
         };
+        let raw: Vec<Raw> = on_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(window_id)
+                .bind(from)
+                .fetch_all(pool)
+                .await?
+        });
         Ok(raw
             .into_iter()
             .map(
@@ -518,15 +569,27 @@ impl AuditStore {
             ),
         };
         type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
+        let Some(window_id) = bigint(window) else {
+            return Ok(Vec::new());
+        };
+        let chain = match chain {
+            None => None,
+            Some((rank, incarnation, from, to)) => {
+                let (Some(incarnation), Some(from)) = (bigint(incarnation), bigint(from)) else {
+                    return Ok(Vec::new());
+                };
+                Some((rank, incarnation, from, bigint(to).unwrap_or(i64::MAX)))
+            }
+        };
         macro_rules! fetch {
             ($pool:expr) => {{
-                let mut query = sqlx::query_as::<_, Raw>(&sql).bind(window as i64);
+                let mut query = sqlx::query_as::<_, Raw>(&sql).bind(window_id);
                 if let Some((rank, incarnation, from, to)) = chain {
                     query = query
                         .bind(rank as i32)
-                        .bind(incarnation as i64)
-                        .bind(from as i64)
-                        .bind(to as i64);
+                        .bind(incarnation)
+                        .bind(from)
+                        .bind(to);
                 }
                 query.fetch_all($pool).await?
             }};

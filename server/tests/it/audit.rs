@@ -4,8 +4,8 @@
 
 use futures::StreamExt;
 use onesided_client::{
-    Assert, Audit, AuditEntry, AuditEvent, ClientBreak, ClientFault, ClientSpan, Finding, LockType,
-    Op, Window, WindowSpec,
+    Assert, Audit, AuditEntry, AuditEvent, ClientBreak, ClientFault, ClientSpan, ErrorClass,
+    Finding, LockType, Op, Window, WindowSpec,
 };
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 use rand::rngs::StdRng;
@@ -1157,4 +1157,98 @@ async fn a_database_a_client_cannot_write_its_rows_to_is_refused_at_attach() {
         .await
         .unwrap();
     assert!(!session.audited() && !session.persists_audit_events());
+}
+
+/// A read from a sequence number past `i64::MAX` (SQL's BIGINT) starts after every recorded
+/// event: it must not wrap to a negative bound and stream the log from the beginning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_from_past_i64_max_are_none_and_replay_there_is_the_end() {
+    let audit_fixture = Fixture::new(2).await;
+    let audit = Audit::connect(&audit_fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let windows = audit_fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
+        .await;
+    let id = windows[0].desc().id;
+    ranks(windows, |rank, w| async move {
+        w.fence(0).await.unwrap();
+        w.put(1 - rank, 0, &[i64::from(rank) + 7]).unwrap();
+        w.fence(0).await.unwrap();
+    })
+    .await;
+    let all = audit.events(id, 1).await.unwrap();
+    assert!(all.len() > 4, "the workload is recorded: {}", all.len());
+    for from in [1u64 << 63, (1 << 63) + 1, u64::MAX] {
+        let events = audit.events(id, from).await.unwrap();
+        assert!(
+            events.is_empty(),
+            "events from {from}: {} rows, first seq {:?}",
+            events.len(),
+            events.first().map(|event| event.seq)
+        );
+    }
+    let end = audit.replay(id, None).await.unwrap();
+    for at in [1u64 << 63, u64::MAX] {
+        assert_eq!(
+            audit.replay(id, Some(at)).await.unwrap(),
+            end,
+            "replay at {at}"
+        );
+    }
+    for window in [id | (1 << 63), u64::MAX] {
+        let status = audit.verify(window).await.unwrap_err();
+        assert_eq!(status.class(), Some(ErrorClass::Win), "{status:?}");
+    }
+}
+
+/// Under `async` durability a window's creation is committed after its answer: an audit read
+/// of a window that exists waits for that commit instead of answering NOT_FOUND. A window id
+/// never used is still NOT_FOUND.
+async fn a_window_just_created_under_async_durability_is_found(store: Store) {
+    let server = store
+        .server_with(|config| config.durability = onesided_server::audit::Durability::Async)
+        .await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = unique("world");
+    server.admin.create_world(&world, 2).await.unwrap();
+    let mut last = 0;
+    for _ in 0..20 {
+        let spec = WindowSpec::of::<i64>(&unique("w"), 2, 4);
+        let id = server.admin.create_window(&world, &spec).await.unwrap().id;
+        // every read at once, each as the first to ask about the window
+        let (replayed, verified, checked, exported) = tokio::join!(
+            audit.replay(id, None),
+            audit.verify(id),
+            audit.check(id),
+            audit.export_perfetto(id),
+        );
+        assert_eq!(
+            replayed.unwrap().ranks,
+            vec![vec![0u8; 32]; 2],
+            "window {id}"
+        );
+        assert_eq!(verified.unwrap().first_bad, None, "window {id}");
+        assert_eq!(checked.unwrap(), Vec::new(), "window {id}");
+        exported.unwrap();
+        last = id;
+    }
+    for never in [last + 1, last + 1000, u64::MAX] {
+        let error = audit.replay(never, None).await.unwrap_err();
+        assert_eq!(
+            (error.code(), error.class()),
+            (tonic::Code::NotFound, Some(ErrorClass::Win)),
+            "window {never}: {error}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_just_created_under_async_durability_is_found_on_sqlite() {
+    a_window_just_created_under_async_durability_is_found(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_just_created_under_async_durability_is_found_on_postgres() {
+    a_window_just_created_under_async_durability_is_found(Store::postgres().await).await;
 }

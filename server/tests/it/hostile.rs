@@ -12,7 +12,7 @@ use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::{self, server_message::Reply, ClientMessage, ServerMessage};
 use tonic::{Code, Status};
 
-use crate::raw::{contiguous, encode, raw, unary, Meta, RawSession};
+use crate::raw::{contiguous, encode, raw, unary, unary_messages, Meta, RawSession};
 use crate::{spawn_server_with, unique, ADMIN_TOKEN};
 
 const CREATE_WORLD: &str = "/onesided.v1.Admin/CreateWorld";
@@ -20,6 +20,8 @@ const CREATE_WINDOW: &str = "/onesided.v1.Admin/CreateWindow";
 const LIST_WORLDS: &str = "/onesided.v1.Admin/ListWorlds";
 const REPLAY: &str = "/onesided.v1.Audit/Replay";
 const EXPORT: &str = "/onesided.v1.Audit/Export";
+const EVENTS: &str = "/onesided.v1.Audit/Events";
+const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
 
 /// Limits of the server under attack: small enough to reach, large enough for the layouts.
 const MAX_MESSAGE: usize = 8 << 20;
@@ -43,6 +45,8 @@ enum Send {
     Attach(Meta),
     /// A unary call with this metadata and body.
     Unary(&'static str, Meta, Bytes),
+    /// A unary method called with this metadata and several request messages.
+    UnaryMany(&'static str, Meta, Vec<Bytes>),
 }
 
 struct Row {
@@ -85,6 +89,14 @@ fn failure_of(reply: ServerMessage) -> Option<(Code, Option<ErrorClass>)> {
     let [failure] = failures.as_slice() else {
         return None;
     };
+    let message = failure
+        .error
+        .as_ref()
+        .map_or(0, |error| error.message.len());
+    assert!(
+        message <= MAX_STATUS_MESSAGE,
+        "a failure message of {message} bytes"
+    );
     let class = failure
         .error
         .as_ref()
@@ -93,6 +105,11 @@ fn failure_of(reply: ServerMessage) -> Option<(Code, Option<ErrorClass>)> {
 }
 
 fn outcome(status: &Status) -> (Code, Option<ErrorClass>) {
+    assert!(
+        status.message().len() <= MAX_STATUS_MESSAGE,
+        "a status message of {} bytes",
+        status.message().len()
+    );
     (
         status.code(),
         onesided_proto::rma_from_status(status).map(|error| error.class),
@@ -337,6 +354,18 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 None,
             ),
             row(
+                "a claim of a world named by 8 000 characters",
+                Send::Attach(rank0.clone().with("x-onesided-world", &"w".repeat(8_000))),
+                PermissionDenied,
+                None,
+            ),
+            row(
+                "a rank claim of 8 000 digits",
+                Send::Attach(rank0.clone().with("x-onesided-rank", &"9".repeat(8_000))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
                 "a rank claim that is not a number",
                 Send::Attach(rank0.clone().with("x-onesided-rank", "zero")),
                 InvalidArgument,
@@ -412,6 +441,151 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 "a session message that is not protobuf",
                 Send::SessionBytes(garbage.clone()),
                 Internal,
+                None,
+            ),
+            // ---- what a refusal echoes is bounded ----
+            row(
+                "a world name of 20 000 characters",
+                Send::Unary(
+                    CREATE_WORLD,
+                    admin_meta.clone(),
+                    world_request(&"n".repeat(20_000), 2),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a window name of 20 000 characters",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        world: world.clone(),
+                        name: "n".repeat(20_000),
+                        flavor: 0,
+                        model: 0,
+                        sizes: vec![8; 3],
+                        disp_units: vec![1; 3],
+                        info: Vec::new(),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "an export format of 20 000 characters",
+                Send::Unary(
+                    EXPORT,
+                    admin_meta.clone(),
+                    encode(&v1::ExportRequest {
+                        window: w,
+                        format: "f".repeat(20_000),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "opening a window named by 20 000 characters",
+                Send::Call(Some(Call::OpenWindow(v1::OpenWindow {
+                    name: "n".repeat(20_000),
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            // ---- a unary method takes exactly one request message (gRPC: a cardinality
+            // violation is UNIMPLEMENTED) ----
+            row(
+                "two worlds in one CreateWorld call",
+                Send::UnaryMany(
+                    CREATE_WORLD,
+                    admin_meta.clone(),
+                    vec![
+                        world_request(&unique("first"), 2),
+                        world_request(&unique("second"), 2),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two windows in one CreateWindow call",
+                Send::UnaryMany(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    vec![
+                        window_request(vec![8; 3], 0, 0),
+                        window_request(vec![8; 3], 0, 0),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "a request followed by garbage in one ListWorlds call",
+                Send::UnaryMany(
+                    LIST_WORLDS,
+                    admin_meta.clone(),
+                    vec![Bytes::new(), garbage.clone()],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two requests in one Replay call",
+                Send::UnaryMany(
+                    REPLAY,
+                    admin_meta.clone(),
+                    vec![
+                        encode(&v1::ReplayRequest { window: w, at: 0 }),
+                        encode(&v1::ReplayRequest { window: w, at: 1 }),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two requests opening one Events stream",
+                Send::UnaryMany(
+                    EVENTS,
+                    admin_meta.clone(),
+                    vec![
+                        encode(&v1::EventsRequest {
+                            window: w,
+                            from: 1,
+                            follow: false,
+                        }),
+                        encode(&v1::EventsRequest {
+                            window: w,
+                            from: 1,
+                            follow: false,
+                        }),
+                    ],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "two requests in one health check",
+                Send::UnaryMany(
+                    HEALTH_CHECK,
+                    Meta::default(),
+                    vec![Bytes::new(), Bytes::new()],
+                ),
+                Unimplemented,
+                None,
+            ),
+            row(
+                "a wrong token with two requests",
+                Send::UnaryMany(
+                    CREATE_WORLD,
+                    wrong.clone(),
+                    vec![
+                        world_request(&unique("first"), 2),
+                        world_request(&unique("second"), 2),
+                    ],
+                ),
+                Unauthenticated,
                 None,
             ),
             // ---- unknown enums ----
@@ -840,6 +1014,12 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Ok(_) => panic!("{name}: accepted"),
                 Err(status) => outcome(&status),
             },
+            Send::UnaryMany(path, meta, bodies) => {
+                match unary_messages(&mut grpc, path, &meta, bodies).await {
+                    Ok(_) => panic!("{name}: accepted"),
+                    Err(status) => outcome(&status),
+                }
+            }
         };
         assert_eq!(got, (code, class), "{name}");
         assert_eq!(snapshot().await, before, "{name}: state changed");
@@ -869,4 +1049,109 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
             }))
             .await;
     }
+}
+
+/// The longest status message a refusal may carry: what a client echoes back is bounded (a
+/// 20 000-character name once came back whole, and a client then failed on the size of the
+/// response headers instead of seeing its INVALID_ARGUMENT).
+const MAX_STATUS_MESSAGE: usize = 512;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_names_and_values_are_refused_with_a_short_message() {
+    let server = spawn_server_with(|_| {}).await;
+    let admin = &server.admin;
+    let huge = "n".repeat(20_000);
+    let world = unique("world");
+    let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+    let session = onesided_client::Session::attach(&server.url, &tokens[0])
+        .await
+        .unwrap();
+    let spec = WindowSpec::of::<i64>(&unique("w"), 2, 2);
+    admin.create_window(&world, &spec).await.unwrap();
+    let before = (
+        admin.list_worlds().await.unwrap(),
+        admin.list_windows(&world).await.unwrap(),
+    );
+    let cases: Vec<(&str, onesided_client::Error, Code, ErrorClass)> = vec![
+        (
+            "a world name",
+            admin.create_world(&huge, 2).await.unwrap_err(),
+            Code::InvalidArgument,
+            ErrorClass::Arg,
+        ),
+        (
+            "a window name",
+            admin
+                .create_window(&world, &WindowSpec::of::<i64>(&huge, 2, 2))
+                .await
+                .unwrap_err(),
+            Code::InvalidArgument,
+            ErrorClass::Arg,
+        ),
+        (
+            "an info value",
+            admin
+                .create_window(
+                    &world,
+                    &WindowSpec::of::<i64>(&unique("w"), 2, 2).info("accumulate_ops", &huge),
+                )
+                .await
+                .unwrap_err(),
+            Code::InvalidArgument,
+            ErrorClass::Info,
+        ),
+        (
+            "a world to delete",
+            admin.delete_world(&huge).await.unwrap_err(),
+            Code::NotFound,
+            ErrorClass::Arg,
+        ),
+        (
+            "a world to create a window in",
+            admin.create_window(&huge, &spec).await.unwrap_err(),
+            Code::NotFound,
+            ErrorClass::Arg,
+        ),
+        (
+            "a window to describe",
+            admin.describe_window(&world, &huge).await.unwrap_err(),
+            Code::NotFound,
+            ErrorClass::Win,
+        ),
+        (
+            "a window to free",
+            admin.free_window(&world, &huge).await.unwrap_err(),
+            Code::NotFound,
+            ErrorClass::Win,
+        ),
+        (
+            "a window a rank opens",
+            session.window(&huge).await.unwrap_err(),
+            Code::NotFound,
+            ErrorClass::Win,
+        ),
+    ];
+    for (what, error, code, class) in cases {
+        assert_eq!(
+            (error.code(), error.class()),
+            (code, Some(class)),
+            "{what}: {error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.len() <= MAX_STATUS_MESSAGE,
+            "{what}: a message of {} bytes",
+            message.len()
+        );
+        assert!(message.contains("20000 bytes"), "{what}: {message}");
+    }
+    // a name as long as allowed is still shown whole
+    let long = "l".repeat(128);
+    let error = admin.describe_window(&world, &long).await.unwrap_err();
+    assert!(error.to_string().contains(&long), "{error}");
+    let after = (
+        admin.list_worlds().await.unwrap(),
+        admin.list_windows(&world).await.unwrap(),
+    );
+    assert_eq!(after, before);
 }

@@ -116,6 +116,21 @@ pub async fn unary(
         .map(tonic::Response::into_inner)
 }
 
+/// A call of a unary method that sends `bodies`, each as its own request message (a client
+/// streaming them where the method takes one).
+pub async fn unary_messages(
+    grpc: &mut tonic::client::Grpc<Channel>,
+    path: &'static str,
+    meta: &Meta,
+    bodies: Vec<Bytes>,
+) -> Result<Bytes, Status> {
+    grpc.ready().await.unwrap();
+    let request = meta.apply(tonic::Request::new(tokio_stream::iter(bodies)));
+    grpc.client_streaming(request, PathAndQuery::from_static(path), RawCodec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
 /// A session whose every message is written by hand.
 pub struct RawSession {
     sender: mpsc::UnboundedSender<Bytes>,

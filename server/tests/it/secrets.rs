@@ -177,3 +177,43 @@ async fn an_empty_bearer_token_is_never_a_credential() {
         tonic::Code::Unauthenticated
     );
 }
+
+/// The SQLite audit store holds every event and the hashes of the rank tokens: like the token
+/// file, it and its WAL companions are their owner's alone; an existing store others can read
+/// is used, with a warning.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_audit_store_is_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
+    let server = start(&data, &[], "info");
+    let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
+    let admin = Admin::connect(server.url.as_str(), token.trim())
+        .await
+        .unwrap();
+    // a commit, so the write-ahead log and its index exist
+    admin.create_world(&unique("world"), 2).await.unwrap();
+    for name in ["audit.db", "audit.db-wal", "audit.db-shm"] {
+        let mode = std::fs::metadata(data.0.join(name))
+            .unwrap_or_else(|error| panic!("{name}: {error}"))
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}: mode {:o}", mode & 0o777);
+    }
+    tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+
+    let path = data.0.join("audit.db");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let server = start(&data, &[], "info");
+    served(&server.url, token.trim()).await;
+    let log = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    assert!(
+        log.iter()
+            .any(|line| line.contains("audit.db") && line.contains("readable by others")),
+        "{log:#?}"
+    );
+}
