@@ -596,12 +596,15 @@ impl Session {
                 })));
             }),
             None => {
-                let call = Call::Record(Record {
-                    window,
-                    events: events.iter().map(AuditEvent::to_json).collect(),
-                    rows: None,
-                });
-                drop(self.defer(call));
+                // within the server's bounds per message
+                for chunk in onesided_proto::recorded_chunks(events) {
+                    let call = Call::Record(Record {
+                        window,
+                        events: chunk.iter().map(AuditEvent::to_json).collect(),
+                        rows: None,
+                    });
+                    drop(self.defer(call));
+                }
             }
         }
     }

@@ -174,8 +174,14 @@ impl Window {
                 self.next_cseq = next;
             }
             Call::Record(record) => {
-                for event in recorded_events(&record)? {
+                for event in recorded_events(&record, SIZES[ME as usize], SIZES.len() as u32)? {
                     assert!(event.is_client_side(), "a server-side event was accepted");
+                    if let Event::Store { ranges } | Event::Load { ranges } = &event {
+                        assert!(
+                            ranges.iter().all(|&(start, end)| start < end && end <= SIZES[ME as usize]),
+                            "a recorded access outside the private copy was accepted"
+                        );
+                    }
                 }
             }
             Call::WinFree(_) => {

@@ -215,13 +215,37 @@ pub fn check_segments(size: u64, segments: &[v1::Segment]) -> Result<(), RmaErro
     Ok(())
 }
 
-/// The client-side events a `Record` ships (no client rows), decoded.
+/// Most events one `Record` message may ship (the client sends a few per call).
+pub const MAX_RECORDED_EVENTS: usize = 1024;
+
+/// Most byte ranges the loads and stores of one `Record` message may name together.
+pub const MAX_RECORDED_RANGES: usize = 65_536;
+
+/// The client-side events a `Record` ships (no client rows), decoded and checked against the
+/// recording rank's window: its private copy has `own_size` bytes, the window `nranks` ranks.
 ///
 /// # Errors
-/// `MPI_ERR_ARG` for an event that does not decode, or one a client may not record (only the
-/// client-side kinds: loads, stores, returns, flush_local).
-pub fn recorded_events(record: &v1::Record) -> Result<Vec<Event>, RmaError> {
+/// `MPI_ERR_ARG` for an event that does not decode, one a client may not record (only the
+/// client-side kinds: loads, stores, returns, flush_local), or an empty or reversed byte
+/// range; `MPI_ERR_RMA_RANGE` for bytes outside the private copy; `MPI_ERR_RANK` for a target
+/// outside the window; `MPI_ERR_NO_MEM` for more than [`MAX_RECORDED_EVENTS`] events or
+/// [`MAX_RECORDED_RANGES`] ranges in one message.
+pub fn recorded_events(
+    record: &v1::Record,
+    own_size: u64,
+    nranks: u32,
+) -> Result<Vec<Event>, RmaError> {
+    if record.events.len() > MAX_RECORDED_EVENTS {
+        return Err(RmaError::new(
+            ErrorClass::NoMem,
+            format!(
+                "{} recorded events in one message: at most {MAX_RECORDED_EVENTS}",
+                record.events.len()
+            ),
+        ));
+    }
     let mut events = Vec::with_capacity(record.events.len());
+    let mut ranges = 0usize;
     for body in &record.events {
         let event =
             Event::from_json(body).map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
@@ -231,9 +255,108 @@ pub fn recorded_events(record: &v1::Record) -> Result<Vec<Event>, RmaError> {
                 format!("a client may not record {} events", event.kind()),
             ));
         }
+        match &event {
+            Event::Store { ranges: accessed } | Event::Load { ranges: accessed } => {
+                ranges += accessed.len();
+                if ranges > MAX_RECORDED_RANGES {
+                    return Err(RmaError::new(
+                        ErrorClass::NoMem,
+                        format!(
+                            "more than {MAX_RECORDED_RANGES} recorded byte ranges in one message"
+                        ),
+                    ));
+                }
+                for &(start, end) in accessed {
+                    if start >= end {
+                        return Err(RmaError::new(
+                            ErrorClass::Arg,
+                            format!(
+                                "a recorded {} of bytes [{start}, {end}): a range must not be \
+                                 empty or reversed",
+                                event.kind()
+                            ),
+                        ));
+                    }
+                    if end > own_size {
+                        return Err(RmaError::new(
+                            ErrorClass::RmaRange,
+                            format!(
+                                "a recorded {} of bytes [{start}, {end}) of a private copy of \
+                                 {own_size} bytes",
+                                event.kind()
+                            ),
+                        ));
+                    }
+                }
+            }
+            Event::Returned {
+                target: Some(target),
+                ..
+            }
+            | Event::FlushLocal {
+                target: Some(target),
+            } if *target >= nranks => {
+                return Err(RmaError::new(
+                    ErrorClass::Rank,
+                    format!(
+                        "a recorded {} naming rank {target} of a window of {nranks} ranks",
+                        event.kind()
+                    ),
+                ));
+            }
+            _ => {}
+        }
         events.push(event);
     }
     Ok(events)
+}
+
+/// `events` in messages [`recorded_events`] takes: at most [`MAX_RECORDED_EVENTS`] events
+/// and [`MAX_RECORDED_RANGES`] ranges each, a load or store over more ranges split into
+/// several of the same kind, in order.
+pub fn recorded_chunks(events: Vec<Event>) -> Vec<Vec<Event>> {
+    let mut chunks = Vec::new();
+    let mut chunk: Vec<Event> = Vec::new();
+    let mut ranges = 0;
+    let mut push = |event: Event, count: usize, chunk: &mut Vec<Event>, ranges: &mut usize| {
+        if chunk.len() == MAX_RECORDED_EVENTS || *ranges + count > MAX_RECORDED_RANGES {
+            chunks.push(std::mem::take(chunk));
+            *ranges = 0;
+        }
+        chunk.push(event);
+        *ranges += count;
+    };
+    for event in events {
+        match event {
+            Event::Store { ranges: accessed } if accessed.len() > MAX_RECORDED_RANGES => {
+                for part in accessed.chunks(MAX_RECORDED_RANGES) {
+                    let event = Event::Store {
+                        ranges: part.to_vec(),
+                    };
+                    push(event, part.len(), &mut chunk, &mut ranges);
+                }
+            }
+            Event::Load { ranges: accessed } if accessed.len() > MAX_RECORDED_RANGES => {
+                for part in accessed.chunks(MAX_RECORDED_RANGES) {
+                    let event = Event::Load {
+                        ranges: part.to_vec(),
+                    };
+                    push(event, part.len(), &mut chunk, &mut ranges);
+                }
+            }
+            event => {
+                let count = match &event {
+                    Event::Store { ranges } | Event::Load { ranges } => ranges.len(),
+                    _ => 0,
+                };
+                push(event, count, &mut chunk, &mut ranges);
+            }
+        }
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
 }
 
 /// The client rows a `Record` names, when it names only them.
@@ -520,5 +643,45 @@ mod tests {
             assert_eq!(layout_from_wire(Some(&wire)).unwrap(), layout);
         }
         assert_eq!(layout_from_wire(None).unwrap_err().class, ErrorClass::Type);
+    }
+
+    #[test]
+    fn recorded_chunks_fit_the_bounds_and_keep_every_range_in_order() {
+        let many: Vec<(u64, u64)> = (0..(MAX_RECORDED_RANGES as u64 * 2 + 5))
+            .map(|i| (2 * i, 2 * i + 1))
+            .collect();
+        let mut events = vec![Event::Store {
+            ranges: many.clone(),
+        }];
+        events.extend((0..MAX_RECORDED_EVENTS + 3).map(|_| Event::FlushLocal { target: None }));
+        events.push(Event::Load {
+            ranges: vec![(0, 1)],
+        });
+        let chunks = recorded_chunks(events.clone());
+        let size = 2 * many.len() as u64;
+        let mut stored = Vec::new();
+        let mut flushes = 0;
+        for chunk in &chunks {
+            let record = v1::Record {
+                window: 1,
+                events: chunk.iter().map(Event::to_json).collect(),
+                rows: None,
+            };
+            let accepted = recorded_events(&record, size, 1).unwrap();
+            assert_eq!(&accepted, chunk);
+            for event in chunk {
+                match event {
+                    Event::Store { ranges } => stored.extend(ranges.iter().copied()),
+                    Event::FlushLocal { .. } => flushes += 1,
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(stored, many);
+        assert_eq!(flushes, MAX_RECORDED_EVENTS + 3);
+        assert!(matches!(
+            chunks.last().unwrap().last(),
+            Some(Event::Load { .. })
+        ));
     }
 }

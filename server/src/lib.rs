@@ -39,7 +39,6 @@ use onesided_proto::v1::rma_server::{Rma, RmaServer};
 use onesided_proto::v1::{ClientMessage, ServerMessage};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
@@ -185,9 +184,25 @@ impl Rma for RmaService {
         // a stream that failed (a message over the limit) ends with that status
         let failure = futures::stream::once(served)
             .filter_map(|failure| std::future::ready(failure.ok().flatten().map(Err)));
-        let replies = UnboundedReceiverStream::new(outbound)
-            .take_until(ended.cancelled_owned())
-            .chain(failure);
+        // once the session ends, what is already queued for the client still goes out (the
+        // answers that failed its pending calls), then the stream ends
+        let replies = futures::stream::unfold(
+            (outbound, ended, false),
+            |(mut outbound, ended, closed)| async move {
+                if !closed {
+                    tokio::select! {
+                        biased;
+                        reply = outbound.recv() => {
+                            return reply.map(|reply| (reply, (outbound, ended, false)));
+                        }
+                        () = ended.cancelled() => outbound.close(),
+                    }
+                }
+                let reply = outbound.recv().await?;
+                Some((reply, (outbound, ended, true)))
+            },
+        )
+        .chain(failure);
         Ok(Response::new(Box::pin(replies)))
     }
 }

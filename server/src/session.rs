@@ -171,6 +171,19 @@ impl Session {
             self.serve(&mut inbound, &ended, lease).await
         };
         self.depart(ending).await;
+        if ending == Ending::Lapsed {
+            // the stream ends saying why, after the answers that failed what was pending
+            let why = RmaError::new(
+                ErrorClass::ProcFailed,
+                format!(
+                    "the session's lease lapsed: nothing arrived for {} ms (clients send \
+                     heartbeats); its locks were revoked and its pending calls failed, attach \
+                     again",
+                    lease.as_millis()
+                ),
+            );
+            self.failure = Some(onesided_proto::status_from_rma(&why));
+        }
         self.failure.take()
     }
 
@@ -253,6 +266,17 @@ impl Session {
             }
             for answer in handled {
                 let _ = answer.await;
+            }
+            if ending == Ending::Lapsed {
+                // the client may still be reading: the answers that failed its pending calls
+                // leave each actor after its departure is handled (a round trip behind it
+                // shows they were handed on) and, in sync durability, after their commit
+                for open in self.windows.values() {
+                    for actor in &open.entry.ranks {
+                        let _ = actor.busy().await;
+                    }
+                }
+                self.registry.audit().flush().await;
             }
         }
         let open: Vec<u64> = self.windows.keys().copied().collect();
@@ -706,8 +730,10 @@ impl Session {
                 self.log(record.window, marker, Some(self.reply(id))).await;
             }
             Call::Record(record) => {
-                let events = onesided_proto::recorded_events(&record)?;
-                self.window(record.window)?;
+                let window = self.window(record.window)?;
+                let own_size = window.entry.desc.sizes[me as usize];
+                let nranks = window.entry.desc.nranks();
+                let events = onesided_proto::recorded_events(&record, own_size, nranks)?;
                 if events.is_empty() {
                     // a drain: answered once everything this session submitted is committed
                     let audit = self.registry.audit().clone();

@@ -349,3 +349,71 @@ async fn a_new_incarnation_supersedes_the_old_and_its_fencing_token_is_refused()
         .unwrap();
     assert_eq!(replayed.ranks[0], 9i64.to_le_bytes());
 }
+
+/// Issue 11: a session whose lease lapses gets an answer for each call it still had pending
+/// (failed, saying why), and its stream ends with a status that says the lease lapsed, not OK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_session_fails_its_pending_calls_and_ends_saying_why() {
+    let lease = Duration::from_millis(600);
+    let server = spawn_server_with(|config| config.lease_ttl = lease).await;
+    let fixture = Fixture::on(server, 2).await;
+    let name = unique("w");
+    let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 1)).await;
+    // rank 1 holds its own window exclusively, so what rank 0 sends there waits
+    let owner = &w[1];
+    owner.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    let mut silent = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
+    let window = silent.open(&name).await;
+    let lock = silent
+        .call(Call::Lock(v1::Lock {
+            window,
+            lock_type: LockType::Exclusive.code(),
+            target: 1,
+            assert: 0,
+        }))
+        .await;
+    assert!(matches!(lock, Reply::Done(_)), "{lock:?}");
+    let put = silent.session.send(Some(Call::Op(v1::RmaOp {
+        window,
+        target: 1,
+        kind: v1::OpKind::Put as i32,
+        datatype: onesided_client::Datatype::I64.code(),
+        op: 0,
+        disp: 0,
+        layout: raw::contiguous(1),
+        data: 7i64.to_le_bytes().to_vec().into(),
+        compare: Default::default(),
+        request_based: false,
+        token: 0,
+    })));
+    // then it goes silent, its put waiting for the lock
+    let answer = tokio::time::timeout(10 * lease, silent.session.next())
+        .await
+        .expect("the pending put got no answer")
+        .expect("the stream ended before answering the pending put")
+        .expect("the stream ended before answering the pending put");
+    assert_eq!(answer.id, put);
+    let Some(Reply::Error(failure)) = answer.reply else {
+        panic!("the pending put was not failed: {answer:?}");
+    };
+    let error = failure.error.clone().expect("an MPI error");
+    assert_eq!(
+        ErrorClass::from_code(error.class),
+        Some(ErrorClass::ProcFailed),
+        "{failure:?}"
+    );
+    assert!(error.message.contains("lease lapsed"), "{failure:?}");
+    let end = tokio::time::timeout(10 * lease, silent.session.next())
+        .await
+        .expect("the stream did not end");
+    let status = end.expect_err("the lapsed session's stream ended with OK");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("lease lapsed"), "{status:?}");
+    assert_eq!(
+        onesided_proto::rma_from_status(&status).map(|error| error.class),
+        Some(ErrorClass::ProcFailed)
+    );
+    // the put never landed
+    owner.unlock(1).await.unwrap();
+    assert_eq!(owner.load::<i64>(0, 1).unwrap(), vec![0]);
+}

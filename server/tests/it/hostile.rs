@@ -887,6 +887,69 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Arg),
             ),
             row(
+                "recording a store over bytes [0, 2^64-1) of a 32-byte copy",
+                Send::Call(Some(record(
+                    w,
+                    vec![Event::Store {
+                        ranges: vec![(0, u64::MAX)],
+                    }
+                    .to_json()],
+                ))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            row(
+                "recording a load just past the private copy",
+                Send::Call(Some(record(
+                    w,
+                    vec![Event::Load {
+                        ranges: vec![(0, 8), (24, 33)],
+                    }
+                    .to_json()],
+                ))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            row(
+                "recording a reversed byte range",
+                Send::Call(Some(record(
+                    w,
+                    vec![Event::Store {
+                        ranges: vec![(16, 8)],
+                    }
+                    .to_json()],
+                ))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "recording a flush_local naming a rank outside the window",
+                Send::Call(Some(record(
+                    w,
+                    vec![Event::FlushLocal { target: Some(3) }.to_json()],
+                ))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "recording 1025 events in one message",
+                Send::Call(Some(record(w, vec![store_event.clone(); 1025]))),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            row(
+                "recording 65 537 byte ranges in one message",
+                Send::Call(Some(record(
+                    w,
+                    vec![Event::Load {
+                        ranges: (0..65_537).map(|_| (0, 1)).collect(),
+                    }
+                    .to_json()],
+                ))),
+                ResourceExhausted,
+                Some(C::NoMem),
+            ),
+            row(
                 "client rows that skip ahead of the session's chain",
                 Send::Call(Some(client_rows(w, 2, 3, 32))),
                 InvalidArgument,
