@@ -404,7 +404,13 @@ async fn the_clients_side_of_the_history_is_recorded_in_program_order() {
         ]
     );
     let rank0 = of_rank(0);
-    let position = |name: &str| rank0.iter().position(|kind| kind == name);
+    // a missing event fails here (None would compare below every Some)
+    let position = |name: &str| {
+        rank0
+            .iter()
+            .position(|kind| kind == name)
+            .unwrap_or_else(|| panic!("no {name} in {rank0:?}"))
+    };
     assert!(position("op_issued") < position("flush_local"), "{rank0:?}");
     assert!(
         position("flush_local") < position("issued unlock_all"),

@@ -125,7 +125,7 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
         .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
         .await;
     // exclusive: read-modify-write with plain get/put loses nothing
-    ranks(windows, |_, w| async move {
+    let finals = ranks(windows, |_, w| async move {
         for _ in 0..20 {
             w.lock(LockType::Exclusive, 0, 0).await.unwrap();
             let value = w.get::<i64>(0, 0, 1).unwrap();
@@ -134,8 +134,14 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
             w.put(0, 0, &[value + 1]).unwrap();
             w.unlock(0).await.unwrap();
         }
+        w.session().barrier().await.unwrap();
+        w.lock(LockType::Shared, 0, 0).await.unwrap();
+        let total = w.get::<i64>(0, 0, 1).unwrap();
+        w.unlock(0).await.unwrap();
+        total.value().await.unwrap()[0]
     })
     .await;
+    assert_eq!(finals, vec![80; 4], "an increment was lost");
     let windows = fixture
         .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
         .await;

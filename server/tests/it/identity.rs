@@ -95,27 +95,43 @@ async fn no_token_is_ever_logged() {
     window.put(1, 0, &[5i64]).unwrap();
     window.unlock(1).await.unwrap();
     let wrong = format!("wrong-secret-{}", unique("t"));
+    // each refusal has its one right code: an unknown token is UNAUTHENTICATED, a valid one
+    // in the wrong place PERMISSION_DENIED
     let refusals = [
-        Session::attach(&url, &wrong).await.map(|_| ()),
-        Session::attach(&url, &admin_token).await.map(|_| ()),
-        Admin::connect(&url, &wrong)
-            .await
-            .unwrap()
-            .list_worlds()
-            .await
-            .map(|_| ()),
-        Admin::connect(&url, &world.tokens[1])
-            .await
-            .unwrap()
-            .list_worlds()
-            .await
-            .map(|_| ()),
+        (
+            "an unknown rank token",
+            Session::attach(&url, &wrong).await.map(|_| ()),
+            Code::Unauthenticated,
+        ),
+        (
+            "the admin token on the Rma service",
+            Session::attach(&url, &admin_token).await.map(|_| ()),
+            Code::PermissionDenied,
+        ),
+        (
+            "an unknown admin token",
+            Admin::connect(&url, &wrong)
+                .await
+                .unwrap()
+                .list_worlds()
+                .await
+                .map(|_| ()),
+            Code::Unauthenticated,
+        ),
+        (
+            "a rank token on the Admin service",
+            Admin::connect(&url, &world.tokens[1])
+                .await
+                .unwrap()
+                .list_worlds()
+                .await
+                .map(|_| ()),
+            Code::PermissionDenied,
+        ),
     ];
-    for refusal in refusals {
-        assert!(matches!(
-            refusal.unwrap_err().code(),
-            Code::Unauthenticated | Code::PermissionDenied
-        ));
+    for (what, refusal, code) in refusals {
+        let error = refusal.expect_err(what);
+        assert_eq!(error.code(), code, "{what}: {error}");
     }
     drop(window);
     drop(session);
