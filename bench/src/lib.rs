@@ -7,7 +7,14 @@
 //! throughput, MPICH timing the same patterns over TCP when `mpicc` and `mpiexec` are on `PATH`
 //! ([`mpich`]), and, when a Redis answers on `127.0.0.1:6379` and `redis-benchmark` is on
 //! `PATH`, Redis GET/SET and INCR — are measured in the same run, so that the ratios compare
-//! like with like.
+//! like with like. So are the storage references of the audit's latency targets ([`storage`]):
+//! a 200-byte append + `fdatasync` and bulk writes in the data directory's file system, and a
+//! commit into PostgreSQL when one is given.
+//!
+//! With the audit off (the default) the patterns run again against the server's default
+//! configuration — audit `sync` into SQLite in its data directory — and, given a PostgreSQL
+//! `--database-url`, a third time in `sync` into that database; the report puts them side by
+//! side with the `off` figures.
 //!
 //! Nothing here asserts a speed: the figures are printed ([`Report::table`]) or emitted as one
 //! JSON object ([`Report::to_json`]).
@@ -21,6 +28,7 @@ pub mod mpich;
 mod reference;
 mod server;
 pub mod soak;
+pub mod storage;
 
 use std::time::Duration;
 
@@ -59,7 +67,9 @@ pub struct Options {
     pub remote: Option<(String, String)>,
     /// The in-process server's audit durability.
     pub audit: Audit,
-    /// The in-process server's audit store (`postgres://…`); `None` for SQLite in the data dir.
+    /// The in-process server's audit store (`postgres://…` or `sqlite:…`); `None` for SQLite in
+    /// the data dir. With the audit off, a PostgreSQL URL adds a third run in `sync` into it,
+    /// and a SQLite one replaces the data dir's store in the `sync` SQLite run.
     pub database_url: Option<String>,
     /// Measured iterations of each latency pattern (a warm-up of 10 % more runs first).
     pub iterations: usize,
@@ -155,6 +165,31 @@ impl Options {
         }
     }
 
+    /// Bytes of the `disk_write_mib_per_s` reference.
+    fn disk_write_bytes(&self) -> usize {
+        if self.quick {
+            16 << 20
+        } else {
+            256 << 20
+        }
+    }
+
+    /// The database URL when it names PostgreSQL.
+    fn postgres_url(&self) -> Option<&str> {
+        self.database_url
+            .as_deref()
+            .filter(|url| url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    }
+
+    /// The audit store of the `sync` SQLite run: a `sqlite:` URL when one is given, else `None`
+    /// (the data directory's `audit.db`).
+    fn sqlite_url(&self) -> Option<String> {
+        match self.postgres_url() {
+            Some(_) => None,
+            None => self.database_url.clone(),
+        }
+    }
+
     fn scaling_ranks(&self) -> &'static [u32] {
         if self.quick {
             &[2, 8]
@@ -181,6 +216,11 @@ pub const LATENCY_KEYS: [(&str, &str); 7] = [
     ("pscw_put_us", "PSCW epoch with 1 put"),
 ];
 
+/// How much a `sync` latency may exceed the `off` one, in storage references (issue 12): the
+/// target of a `sync` latency is the `off` figure + this × `fdatasync_us` (SQLite) or
+/// `pg_commit_us` (PostgreSQL).
+pub const SYNC_TARGET_REFERENCES: f64 = 1.5;
+
 /// Every figure of one run. Missing references are `None`.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -198,9 +238,21 @@ pub struct Report {
     pub patterns: Patterns,
     /// Size of the bulk put in bytes.
     pub bulk_bytes: usize,
-    /// Given `--database-url` with the audit off: the same patterns against a second server
-    /// whose every answer waits for its audit commit into that database.
-    pub sync: Option<Patterns>,
+    /// With the audit off and the server in-process: the same patterns against a server in
+    /// its default configuration, every answer waiting for its audit commit into SQLite (in its
+    /// data directory, or the `sqlite:` URL given).
+    pub sync_sqlite: Option<Patterns>,
+    /// Given a PostgreSQL `--database-url` with the audit off: the same patterns against a
+    /// server whose every answer waits for its audit commit into that database.
+    pub sync_postgres: Option<Patterns>,
+    /// 200 bytes appended + `fdatasync` in the data directory's file system, median µs.
+    pub fdatasync_us: f64,
+    /// `disk_write_bytes` written in 8 MiB chunks + `fdatasync` there, MiB/s.
+    pub disk_write_mib_per_s: f64,
+    /// Size of the disk write in bytes.
+    pub disk_write_bytes: usize,
+    /// One single-row INSERT committed into the PostgreSQL `--database-url`.
+    pub pg_commit: Option<storage::PgCommit>,
     /// Raw TCP ping-pong of 8 bytes, median µs.
     pub raw_tcp_pingpong_us: f64,
     /// Raw TCP stream over loopback in 4 MiB messages, MiB/s.
@@ -216,6 +268,9 @@ pub struct Report {
     /// Why Redis was not measured, when it was not.
     pub redis_missing: Option<String>,
 }
+
+/// One figure of a table: the metric's name, its value, its unit.
+type Row = (String, f64, &'static str);
 
 /// What one server gave for every pattern.
 #[derive(Clone, Debug, PartialEq)]
@@ -298,8 +353,8 @@ impl Patterns {
     }
 
     /// Every figure with its key (fence scaling as `fence_scaling_us N ranks`) and unit.
-    fn rows(&self) -> Vec<(String, f64, &'static str)> {
-        let mut rows: Vec<(String, f64, &'static str)> = self
+    fn rows(&self) -> Vec<Row> {
+        let mut rows: Vec<Row> = self
             .latencies
             .iter()
             .map(|(key, value)| (format!("`{key}`"), *value, "µs"))
@@ -347,19 +402,45 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             (options.audit.name().to_string(), patterns)
         }
     };
-    // side by side: the same patterns with every answer waiting for its audit commit
-    let sync = match (&options.remote, &options.database_url, options.audit) {
-        (None, Some(database), Audit::Off) => {
-            let patterns = Patterns::in_process(options, Audit::Sync, Some(database.clone()))
+    // side by side: the same patterns with every answer waiting for its audit commit, first
+    // in the server's default configuration (SQLite), then into PostgreSQL when given
+    let side_by_side = options.remote.is_none() && options.audit == Audit::Off;
+    let sync_sqlite = if side_by_side {
+        let patterns = Patterns::in_process(options, Audit::Sync, options.sqlite_url())
+            .await
+            .context("the run with the audit in sync mode into SQLite")?;
+        Some(patterns)
+    } else {
+        None
+    };
+    let sync_postgres = match (side_by_side, options.postgres_url()) {
+        (true, Some(url)) => Some(
+            Patterns::in_process(options, Audit::Sync, Some(url.to_string()))
                 .await
-                .context("the run with the audit in sync mode")?;
-            Some(patterns)
-        }
+                .context("the run with the audit in sync mode into PostgreSQL")?,
+        ),
         _ => None,
     };
     let bulk_bytes = options.bulk_bytes();
 
     let iterations = options.iterations;
+    let storage_iterations = storage::iterations(iterations);
+    let fdatasync_us = tokio::task::spawn_blocking(move || storage::fdatasync(storage_iterations))
+        .await?
+        .context("the fdatasync reference")?;
+    let disk_write_bytes = options.disk_write_bytes();
+    let disk_write_mib_per_s =
+        tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
+            .await?
+            .context("the disk write reference")?;
+    let pg_commit = match options.postgres_url() {
+        Some(url) => Some(
+            storage::pg_commit(url, storage_iterations)
+                .await
+                .context("the PostgreSQL commit reference")?,
+        ),
+        None => None,
+    };
     let raw_tcp_pingpong_us =
         tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
             .await?
@@ -397,7 +478,12 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         keep_awake: options.keep_awake,
         patterns,
         bulk_bytes,
-        sync,
+        sync_sqlite,
+        sync_postgres,
+        fdatasync_us,
+        disk_write_mib_per_s,
+        disk_write_bytes,
+        pg_commit,
         raw_tcp_pingpong_us,
         raw_tcp_bulk_mib_per_s,
         mpich,
@@ -417,6 +503,65 @@ fn ratio(value: f64, reference: Option<f64>) -> String {
 
 fn number(value: Option<f64>) -> Value {
     value.map_or(Value::Null, Value::from)
+}
+
+/// Issue 12's target for a `sync` latency whose `off` figure is `off_us`, against a storage
+/// reference of `reference_us`.
+pub fn latency_target(off_us: f64, reference_us: f64) -> f64 {
+    off_us + SYNC_TARGET_REFERENCES * reference_us
+}
+
+/// `figure(off, sync)` of every latency (µs) figure, keyed as in the report's JSON: the
+/// patterns of [`LATENCY_KEYS`], and `fence_scaling_us` as an object by ranks.
+fn per_latency(
+    off: &Patterns,
+    sync: &Patterns,
+    figure: impl Fn(f64, f64) -> Value,
+) -> Map<String, Value> {
+    let mut object: Map<String, Value> = off
+        .latencies
+        .iter()
+        .zip(&sync.latencies)
+        .map(|((key, off), (_, synced))| ((*key).to_string(), figure(*off, *synced)))
+        .collect();
+    let scaling: Map<String, Value> = off
+        .fence_scaling_us
+        .iter()
+        .zip(&sync.fence_scaling_us)
+        .map(|((ranks, off), (_, synced))| (ranks.to_string(), figure(*off, *synced)))
+        .collect();
+    object.insert("fence_scaling_us".into(), Value::Object(scaling));
+    object
+}
+
+/// Where a `sync` run's audit goes, and so which storage reference its target is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Store {
+    Sqlite,
+    Postgres,
+}
+
+impl Store {
+    fn name(self) -> &'static str {
+        match self {
+            Store::Sqlite => "sqlite",
+            Store::Postgres => "postgres",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Store::Sqlite => "sync SQLite",
+            Store::Postgres => "sync PostgreSQL",
+        }
+    }
+
+    fn reference_key(self) -> &'static str {
+        match self {
+            Store::Sqlite => "fdatasync_us",
+            Store::Postgres => "pg_commit_us",
+        }
+    }
 }
 
 impl Report {
@@ -442,28 +587,33 @@ impl Report {
             "bulk_put_single_failure".into(),
             json!(self.patterns.bulk_single_put_failed),
         );
-        object.insert(
-            "sync".into(),
-            self.sync.as_ref().map_or(Value::Null, |sync| {
-                let mut figures = sync.to_json();
-                // the share of the off figure that sync keeps, per key (latency: how many times)
-                let off = self.patterns.to_json();
-                let ratios: Map<String, Value> = figures
-                    .iter()
-                    .filter_map(|(key, value)| {
-                        let ratio = value.as_f64()? / off.get(key)?.as_f64()?;
-                        Some((key.clone(), json!(ratio)))
-                    })
-                    .collect();
-                figures.insert("ratio_to_off".into(), Value::Object(ratios));
-                Value::Object(figures)
-            }),
-        );
+        let sync_sqlite = self
+            .sync_sqlite
+            .as_ref()
+            .map(|sync| self.sync_json(sync, Store::Sqlite));
+        let sync_postgres = self
+            .sync_postgres
+            .as_ref()
+            .map(|sync| self.sync_json(sync, Store::Postgres));
+        // `sync` as before the SQLite run was added: the run into --database-url when there
+        // is one, else the only sync run
+        let sync = sync_postgres.clone().or_else(|| sync_sqlite.clone());
+        object.insert("sync".into(), sync.unwrap_or(Value::Null));
+        object.insert("sync_sqlite".into(), sync_sqlite.unwrap_or(Value::Null));
+        object.insert("sync_postgres".into(), sync_postgres.unwrap_or(Value::Null));
         let mut references = json!({
             "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
             "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
             "redis_get_set_us": number(self.redis_get_set_us),
             "redis_incr_50_clients_per_s": number(self.redis_incr_50_clients_per_s),
+            "fdatasync_us": self.fdatasync_us,
+            "disk_write_mib_per_s": self.disk_write_mib_per_s,
+            "disk_write_bytes": self.disk_write_bytes,
+            "pg_commit_us": number(self.pg_commit.as_ref().map(|commit| commit.median_us)),
+            "pg_synchronous_commit": self
+                .pg_commit
+                .as_ref()
+                .map(|commit| commit.synchronous_commit.clone()),
         });
         for (key, value) in references.as_object().expect("an object") {
             object.insert(key.clone(), value.clone());
@@ -475,6 +625,51 @@ impl Report {
         references["mpich_missing"] = json!(self.mpich_missing);
         object.insert("references".into(), references);
         Value::Object(object)
+    }
+
+    /// The storage reference a `sync` run into `store` is held to, in µs (`None`: not measured).
+    fn store_reference_us(&self, store: Store) -> Option<f64> {
+        match store {
+            Store::Sqlite => Some(self.fdatasync_us),
+            Store::Postgres => self.pg_commit.as_ref().map(|commit| commit.median_us),
+        }
+    }
+
+    /// A `sync` run's figures by key, with `ratio_to_off` (each figure divided by the `off`
+    /// one), `store`, `target_reference` (the key of the storage reference), and, for every
+    /// latency, `latency_target_us` (`off` + [`SYNC_TARGET_REFERENCES`] × that reference) and
+    /// `latency_target_met` (the `sync` figure is within it).
+    fn sync_json(&self, sync: &Patterns, store: Store) -> Value {
+        let mut figures = sync.to_json();
+        // the share of the off figure that sync keeps, per key (latency: how many times)
+        let off = self.patterns.to_json();
+        let mut ratios: Map<String, Value> = figures
+            .iter()
+            .filter_map(|(key, value)| {
+                let ratio = value.as_f64()? / off.get(key)?.as_f64()?;
+                Some((key.clone(), json!(ratio)))
+            })
+            .collect();
+        let mut scaling_ratios =
+            per_latency(&self.patterns, sync, |off, synced| json!(synced / off));
+        if let Some(scaling) = scaling_ratios.remove("fence_scaling_us") {
+            ratios.insert("fence_scaling_us".into(), scaling);
+        }
+        figures.insert("ratio_to_off".into(), Value::Object(ratios));
+        figures.insert("store".into(), json!(store.name()));
+        figures.insert("target_reference".into(), json!(store.reference_key()));
+        let reference = self.store_reference_us(store);
+        let targets = per_latency(&self.patterns, sync, |off, _| {
+            number(reference.map(|reference| latency_target(off, reference)))
+        });
+        let met = per_latency(&self.patterns, sync, |off, synced| {
+            reference.map_or(Value::Null, |reference| {
+                json!(synced <= latency_target(off, reference))
+            })
+        });
+        figures.insert("latency_target_us".into(), Value::Object(targets));
+        figures.insert("latency_target_met".into(), Value::Object(met));
+        Value::Object(figures)
     }
 
     /// A Markdown table: metric, value, the reference it is compared with and the ratio, then
@@ -554,6 +749,30 @@ impl Report {
             "| `raw_tcp_bulk_mib_per_s` (4 MiB messages) | {:.0} MiB/s | | | | |\n",
             self.raw_tcp_bulk_mib_per_s
         ));
+        out.push_str(&format!(
+            "| `fdatasync_us` (200 B append + fdatasync, data dir's file system) | {:.1} µs | | | | |\n",
+            self.fdatasync_us
+        ));
+        let quick = if self.disk_write_bytes < 256 << 20 {
+            ", --quick"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "| `disk_write_mib_per_s` ({} MiB in {} MiB writes + fdatasync{quick}) | {:.0} MiB/s | | | | |\n",
+            self.disk_write_bytes >> 20,
+            storage::WRITE_CHUNK >> 20,
+            self.disk_write_mib_per_s
+        ));
+        match &self.pg_commit {
+            Some(commit) => out.push_str(&format!(
+                "| `pg_commit_us` (1-row INSERT, autocommit, synchronous_commit {}) | {:.1} µs | | | | |\n",
+                commit.synchronous_commit, commit.median_us
+            )),
+            None => out.push_str(
+                "| `pg_commit_us` | not measured (no PostgreSQL --database-url) | | | | |\n",
+            ),
+        }
         match (self.redis_get_set_us, self.redis_incr_50_clients_per_s) {
             (Some(get_set), Some(incr)) => {
                 out.push_str(&format!(
@@ -602,20 +821,76 @@ impl Report {
         if let Some(why) = &self.redis_missing {
             out.push_str(&format!("\nRedis not measured: {why}\n"));
         }
-        if let Some(sync) = &self.sync {
-            out.push_str(
-                "\nThe same patterns with the audit in sync mode (every answer after its commit \
-                 into --database-url), in the same run:\n\n\
-                 | metric | audit off | audit sync | sync / off |\n|---|---|---|---|\n",
-            );
-            for ((name, off, unit), (_, synced, _)) in
-                self.patterns.rows().into_iter().zip(sync.rows())
-            {
+        out.push_str(&self.sync_table());
+        out
+    }
+
+    /// The `sync` runs beside the `off` one: per metric, each run's figure, its ratio to `off`,
+    /// and for latencies issue 12's target and whether it is met. Empty without a `sync` run.
+    fn sync_table(&self) -> String {
+        let runs: Vec<(Store, &Patterns)> = [
+            (Store::Sqlite, self.sync_sqlite.as_ref()),
+            (Store::Postgres, self.sync_postgres.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(store, run)| Some((store, run?)))
+        .collect();
+        if runs.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from(
+            "\nThe same patterns with the audit in sync mode (every answer after its commit), \
+             in the same run; sync SQLite is the server's default configuration. Target (issue \
+             12, reported, not asserted): off + ",
+        );
+        let references: Vec<String> = runs
+            .iter()
+            .map(|(store, _)| {
+                let reference = self
+                    .store_reference_us(*store)
+                    .map_or_else(|| "not measured".to_string(), |us| format!("{us:.1} µs"));
+                format!(
+                    "{SYNC_TARGET_REFERENCES} × `{}` ({reference}) for {}",
+                    store.reference_key(),
+                    store.label()
+                )
+            })
+            .collect();
+        out.push_str(&references.join(", "));
+        out.push_str(".\n\n| metric | audit off |");
+        let mut rule = String::from("|---|---|");
+        for (store, _) in &runs {
+            out.push_str(&format!(" {} | sync / off | target | met |", store.label()));
+            rule.push_str("---|---|---|---|");
+        }
+        out.push('\n');
+        out.push_str(&rule);
+        out.push('\n');
+        let run_rows: Vec<(Store, Vec<Row>)> = runs
+            .iter()
+            .map(|(store, run)| (*store, run.rows()))
+            .collect();
+        for (index, (name, off, unit)) in self.patterns.rows().into_iter().enumerate() {
+            out.push_str(&format!("| {name} | {off:.1} {unit} |"));
+            for (store, rows) in &run_rows {
+                let synced = rows[index].1;
+                let target = match (unit, self.store_reference_us(*store)) {
+                    ("µs", Some(reference)) => Some(latency_target(off, reference)),
+                    _ => None,
+                };
+                let (target, met) = match target {
+                    Some(target) => (
+                        format!("{target:.1} µs"),
+                        if synced <= target { "yes" } else { "no" },
+                    ),
+                    None => ("—".to_string(), "—"),
+                };
                 out.push_str(&format!(
-                    "| {name} | {off:.1} {unit} | {synced:.1} {unit} | {} |\n",
+                    " {synced:.1} {unit} | {} | {target} | {met} |",
                     ratio(synced, Some(off))
                 ));
             }
+            out.push('\n');
         }
         out
     }

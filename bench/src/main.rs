@@ -6,7 +6,8 @@
 use clap::Parser;
 use onesided_bench::{soak, Audit, Options, Threads, QUICK_ITERATIONS};
 
-/// Latency and throughput of onesided's RMA calls, with raw TCP and Redis as references.
+/// Latency and throughput of onesided's RMA calls, with raw TCP, MPICH, Redis and the disk as
+/// references.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
@@ -16,10 +17,14 @@ struct Args {
     /// The admin token of the server given by `--addr`.
     #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Audit durability of the in-process server (ignored with `--addr`).
+    /// Audit durability of the in-process server (ignored with `--addr`). At `off` every
+    /// pattern also runs against a server in its default configuration (`sync`, SQLite in its
+    /// data directory), side by side.
     #[arg(long, value_enum, default_value = "off")]
     audit: Audit,
     /// Audit store of the in-process server (`postgres://…`); SQLite in a temp dir otherwise.
+    /// With the audit off, a PostgreSQL URL adds a third run in `sync` into it, and the
+    /// reference `pg_commit_us`.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// Measured iterations per latency pattern (10 % more run first as a warm-up).

@@ -37,17 +37,9 @@ impl InProcess {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let url = format!("http://{}", listener.local_addr()?);
-        let unique = format!(
-            "{}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0)
-        );
+        let unique = unique();
         let admin_token = format!("bench-admin-{unique}");
-        let data_dir = std::env::temp_dir().join(format!("onesided-bench-{unique}"));
+        let data_dir = data_parent().join(format!("onesided-bench-{unique}"));
         let mut config = ServerConfig::new(&admin_token, data_dir.clone());
         config.database_url = database_url;
         config.durability = match audit {
@@ -97,6 +89,26 @@ impl InProcess {
             .context("the in-process server does not answer")?;
         Ok(server)
     }
+}
+
+/// Where in-process servers make their data directories (and the storage references their
+/// scratch files, so that both are on one file system).
+pub(crate) fn data_parent() -> PathBuf {
+    std::env::temp_dir()
+}
+
+/// A name no other server or scratch file of this or another bench process uses: the process
+/// id, a counter and the clock's nanoseconds, joined by `-`.
+pub(crate) fn unique() -> String {
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    )
 }
 
 impl Drop for InProcess {

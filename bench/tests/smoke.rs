@@ -24,6 +24,9 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "bulk_put_mib_per_s",
         "raw_tcp_pingpong_us",
         "raw_tcp_bulk_mib_per_s",
+        "fdatasync_us",
+        "disk_write_mib_per_s",
+        "disk_write_bytes",
     ] {
         assert!(positive(&json[key]), "{key} is {:?}", json[key]);
     }
@@ -37,10 +40,18 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         assert!(value.is_null() || positive(value), "{key} is {value:?}");
         assert_eq!(&json[key], value);
     }
-    for key in ["raw_tcp_pingpong_us", "raw_tcp_bulk_mib_per_s"] {
+    for key in [
+        "raw_tcp_pingpong_us",
+        "raw_tcp_bulk_mib_per_s",
+        "fdatasync_us",
+        "disk_write_mib_per_s",
+        "disk_write_bytes",
+    ] {
         assert!(positive(&json["references"][key]), "references.{key}");
         assert_eq!(&json[key], &json["references"][key]);
     }
+    assert!(json["pg_commit_us"].is_null(), "no database URL, no commit");
+    assert!(json["references"]["pg_commit_us"].is_null());
     check_mpich(&json["references"]);
     assert_eq!(json["audit"], "off");
     assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
@@ -48,7 +59,51 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     assert_eq!(json["server_threads"], 1);
     assert_eq!(json["client_threads"], 2);
     assert_eq!(json["keep_awake"], false);
-    assert!(json["sync"].is_null(), "no database URL, no sync run");
+    // the server's default configuration (sync, SQLite) beside off, with no flag asking
+    let sync = &json["sync_sqlite"];
+    check_sync(&json, sync, "fdatasync_us");
+    assert_eq!(
+        &json["sync"], sync,
+        "sync is the SQLite run without a database URL"
+    );
+    assert!(
+        json["sync_postgres"].is_null(),
+        "no database URL, no PostgreSQL run"
+    );
+    let table = report.table();
+    assert!(
+        table.contains("| metric | audit off | sync SQLite | sync / off | target | met |\n"),
+        "{table}"
+    );
+}
+
+/// A `sync` run's figures are there and positive, each with its ratio to `off`, and every
+/// latency with its target (off + 1.5 × the store's reference) and whether it was met — a
+/// verdict either way, never asserted.
+fn check_sync(json: &Value, sync: &Value, reference: &str) {
+    assert_eq!(sync["target_reference"], reference);
+    let reference_us = json[reference].as_f64().unwrap();
+    for (key, _) in LATENCY_KEYS {
+        assert!(positive(&sync[key]), "{key} is {:?}", sync[key]);
+        let ratio = sync["ratio_to_off"][key].as_f64().unwrap();
+        let expected = sync[key].as_f64().unwrap() / json[key].as_f64().unwrap();
+        assert!((ratio - expected).abs() < 1e-9, "ratio_to_off.{key}");
+        let target = sync["latency_target_us"][key].as_f64().unwrap();
+        let expected = json[key].as_f64().unwrap() + 1.5 * reference_us;
+        assert!((target - expected).abs() < 1e-9, "latency_target_us.{key}");
+        assert!(sync["latency_target_met"][key].is_boolean(), "{sync}");
+    }
+    for key in ["hot_counter_ops_per_s", "bulk_put_mib_per_s"] {
+        assert!(positive(&sync[key]), "{key} is {:?}", sync[key]);
+    }
+    for ranks in ["2", "8"] {
+        assert!(positive(&sync["fence_scaling_us"][ranks]), "{sync}");
+        assert!(positive(&sync["ratio_to_off"]["fence_scaling_us"][ranks]));
+        assert!(positive(
+            &sync["latency_target_us"]["fence_scaling_us"][ranks]
+        ));
+        assert!(sync["latency_target_met"]["fence_scaling_us"][ranks].is_boolean());
+    }
 }
 
 /// MPICH is measured whenever `mpicc` runs here (`.ci/run` installs it), else it is null with a
@@ -153,20 +208,24 @@ async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
     let report = report.expect("the quick run failed");
     let json = report.to_json();
     assert_eq!(json["audit"], "off", "the main run keeps the audit off");
-    let sync = &json["sync"];
-    for (key, _) in LATENCY_KEYS {
-        assert!(positive(&sync[key]), "sync.{key} is {:?}", sync[key]);
-        let ratio = sync["ratio_to_off"][key].as_f64().unwrap();
-        let expected = sync[key].as_f64().unwrap() / json[key].as_f64().unwrap();
-        assert!((ratio - expected).abs() < 1e-9, "sync.ratio_to_off.{key}");
+    for key in ["pg_commit_us", "fdatasync_us"] {
+        assert!(positive(&json[key]), "{key} is {:?}", json[key]);
+        assert_eq!(&json[key], &json["references"][key]);
     }
-    for key in ["hot_counter_ops_per_s", "bulk_put_mib_per_s"] {
-        assert!(positive(&sync[key]), "sync.{key} is {:?}", sync[key]);
-    }
-    assert!(positive(&sync["fence_scaling_us"]["8"]));
+    assert!(json["pg_synchronous_commit"].is_string());
+    // three columns: off, sync SQLite (the default configuration), sync PostgreSQL
+    check_sync(&json, &json["sync_sqlite"], "fdatasync_us");
+    check_sync(&json, &json["sync_postgres"], "pg_commit_us");
+    assert_eq!(
+        json["sync"], json["sync_postgres"],
+        "sync is the --database-url run"
+    );
     let table = report.table();
     assert!(
-        table.contains("| metric | audit off | audit sync | sync / off |"),
+        table.contains(
+            "| metric | audit off | sync SQLite | sync / off | target | met | \
+             sync PostgreSQL | sync / off | target | met |"
+        ),
         "{table}"
     );
 }

@@ -1,0 +1,175 @@
+//! The storage references measured in the same run: what one durable write costs on the file
+//! system the in-process server keeps its data in ([`fdatasync`]), what that file system writes
+//! in bulk ([`disk_write`]), and, given a PostgreSQL URL, what one committed single-row INSERT
+//! costs there ([`pg_commit`]). Issue 12 states the audit's `sync` latency targets in these
+//! units: an answer that waits for its commit cannot cost less than one of them.
+//!
+//! The files go in a scratch directory of their own beside the in-process servers' data
+//! directories ([`crate::server::data_parent`]) and are removed at the end. The PostgreSQL
+//! table is an ordinary (logged) one, so that every commit waits for its WAL flush, and is
+//! dropped at the end.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use sqlx::Connection;
+
+use crate::measure::{median, warm_up};
+use crate::server::{data_parent, unique};
+
+/// Bytes of one append in [`fdatasync`] and of the payload in [`pg_commit`]: about one audit row.
+pub const RECORD_BYTES: usize = 200;
+
+/// The size of one write in [`disk_write`].
+pub const WRITE_CHUNK: usize = 8 << 20;
+
+/// At most this many measured iterations of [`fdatasync`] and [`pg_commit`]: a few thousand
+/// samples give a stable median, and more only make a slow disk's run long.
+pub const MAX_ITERATIONS: usize = 1_000;
+
+/// Measured iterations of [`fdatasync`] and [`pg_commit`] for a bench of `iterations`.
+pub fn iterations(iterations: usize) -> usize {
+    iterations.clamp(1, MAX_ITERATIONS)
+}
+
+/// A directory beside the servers' data directories, removed with what it holds on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> anyhow::Result<Self> {
+        let path = data_parent().join(format!("onesided-bench-{what}-{}", unique()));
+        std::fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One append of [`RECORD_BYTES`] to a file opened for appending, then `File::sync_data`
+/// (`fdatasync` on Linux), `iterations` times after an unmeasured 10 %: median µs. Every append
+/// grows the file, so each sync also writes the file's new size, as an append to a log does.
+///
+/// # Errors
+/// When the scratch file cannot be created, written or synced.
+pub fn fdatasync(iterations: usize) -> anyhow::Result<f64> {
+    let scratch = Scratch::new("fdatasync")?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(scratch.0.join("appended"))
+        .context("cannot create the append file")?;
+    let record = [0x5a_u8; RECORD_BYTES];
+    let skip = warm_up(iterations);
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..iterations + skip {
+        let started = Instant::now();
+        file.write_all(&record)?;
+        file.sync_data().context("fdatasync")?;
+        if i >= skip {
+            samples.push(started.elapsed());
+        }
+    }
+    Ok(median(&samples))
+}
+
+/// `bytes` written to a new file in chunks of [`WRITE_CHUNK`], then `File::sync_data`: MiB/s
+/// from the creation of the file to the end of the sync. The file is deleted afterwards.
+///
+/// # Errors
+/// When the scratch file cannot be created, written, synced or removed.
+pub fn disk_write(bytes: usize) -> anyhow::Result<f64> {
+    let scratch = Scratch::new("disk-write")?;
+    let path = scratch.0.join("written");
+    // not zeros, so that no layer below can skip or compress them
+    let chunk: Vec<u8> = (0..WRITE_CHUNK).map(|i| (i % 251) as u8).collect();
+    let started = Instant::now();
+    let mut file = File::create(&path).context("cannot create the write file")?;
+    let mut left = bytes;
+    while left > 0 {
+        let size = left.min(chunk.len());
+        file.write_all(&chunk[..size])?;
+        left -= size;
+    }
+    file.sync_data().context("fdatasync")?;
+    let elapsed = started.elapsed();
+    drop(file);
+    std::fs::remove_file(&path).context("cannot remove the write file")?;
+    Ok(bytes as f64 / f64::from(1 << 20) / elapsed.as_secs_f64())
+}
+
+/// What one commit into PostgreSQL costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PgCommit {
+    /// Median µs of one single-row INSERT in autocommit.
+    pub median_us: f64,
+    /// The server's `synchronous_commit` (`on` unless configured otherwise; at `off` a commit
+    /// does not wait for its WAL flush, and neither does the audit store's).
+    pub synchronous_commit: String,
+}
+
+/// Over one sqlx connection to `url`: creates an ordinary table, times `iterations` single-row
+/// INSERTs of a [`RECORD_BYTES`] payload, each its own transaction (autocommit), after an
+/// unmeasured 10 %, then drops the table.
+///
+/// # Errors
+/// When the database cannot be reached, or the table cannot be created, written or dropped.
+pub async fn pg_commit(url: &str, iterations: usize) -> anyhow::Result<PgCommit> {
+    let mut connection = sqlx::PgConnection::connect(url)
+        .await
+        .context("cannot connect to the database")?;
+    let synchronous_commit: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut connection)
+        .await
+        .context("SHOW synchronous_commit")?;
+    let table = format!("onesided_bench_commit_{}", unique().replace('-', "_"));
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, payload bytea NOT NULL)"
+    ))
+    .execute(&mut connection)
+    .await
+    .with_context(|| format!("cannot create table {table}"))?;
+    let timed = time_inserts(&mut connection, &table, iterations).await;
+    let dropped = sqlx::query(&format!("DROP TABLE {table}"))
+        .execute(&mut connection)
+        .await
+        .with_context(|| format!("cannot drop table {table}"));
+    let median_us = timed?;
+    dropped?;
+    let _ = connection.close().await;
+    Ok(PgCommit {
+        median_us,
+        synchronous_commit,
+    })
+}
+
+async fn time_inserts(
+    connection: &mut sqlx::PgConnection,
+    table: &str,
+    iterations: usize,
+) -> anyhow::Result<f64> {
+    let insert = format!("INSERT INTO {table} (id, payload) VALUES ($1, $2)");
+    let payload = vec![0x5a_u8; RECORD_BYTES];
+    let skip = warm_up(iterations);
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..iterations + skip {
+        let id = i64::try_from(i)?;
+        let started = Instant::now();
+        sqlx::query(&insert)
+            .bind(id)
+            .bind(&payload)
+            .execute(&mut *connection)
+            .await
+            .context("INSERT")?;
+        if i >= skip {
+            samples.push(started.elapsed());
+        }
+    }
+    Ok(median(&samples))
+}
