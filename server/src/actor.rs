@@ -248,6 +248,10 @@ struct WindowServer {
     /// Events of the command being handled, and the answers that wait for them.
     events: Vec<Pending>,
     answers: Vec<(Reply, Answer)>,
+    /// Answers that complete nothing a client may rely on (an operation that returns no data
+    /// was applied): sent as soon as their events are handed on, never waiting for a commit;
+    /// the call that completes them (flush, unlock, fence, …) waits for it.
+    early: Vec<(Reply, Answer)>,
     rank: u32,
     nranks: u32,
     public: Vec<u8>,
@@ -296,6 +300,7 @@ impl WindowServer {
             audit,
             events: Vec::new(),
             answers: Vec::new(),
+            early: Vec::new(),
             rank,
             nranks,
             public,
@@ -349,7 +354,8 @@ impl WindowServer {
             // answers leave after their events: in sync durability, after the commit
             let events = std::mem::take(&mut self.events);
             let answers = std::mem::take(&mut self.answers);
-            self.audit.submit(events, answers).await;
+            let early = std::mem::take(&mut self.early);
+            self.audit.submit_early(events, answers, early).await;
             if self.logged >= SNAPSHOT_BYTES.max(self.public.len() as u64) {
                 // recovery replays at most about a window's worth of log after a snapshot
                 self.logged = 0;
@@ -496,6 +502,11 @@ impl WindowServer {
 
     fn done(&mut self, reply: Reply) {
         self.answer(reply, Ok(server_message::Reply::Done(Done {})));
+    }
+
+    /// An answer that need not wait for its events' commit (see `early`).
+    fn answer_early(&mut self, reply: Reply, answer: Answer) {
+        self.early.push((reply, answer));
     }
 
     fn record(&mut self, event: Event) {
@@ -792,15 +803,25 @@ impl WindowServer {
                             result: data.clone(),
                         });
                         if op.kind.returns_data() {
+                            // a result is seen by the client before the call that completes
+                            // it: it waits for the commit of what it read
                             let answer = Ok(server_message::Reply::Result(OpResult {
                                 data: Bytes::from(data),
                             }));
                             self.answer(reply, answer);
+                        } else if tag == AccessTag::Lock {
+                            // under a lock, MPI completes a put or accumulate at a flush or
+                            // unlock, which this actor answers after this event, so that
+                            // answer's commit covers it. (A fence or complete is answered by
+                            // the origin's own actor, which cannot vouch for this one's
+                            // commit: there the origin waits for this answer's.)
+                            self.answer_early(reply, Ok(server_message::Reply::Done(Done {})));
                         } else {
                             self.done(reply);
                         }
                     }
-                    Err(error) => self.answer(reply, Err(error)),
+                    // a refusal changed nothing: nothing to make durable
+                    Err(error) => self.answer_early(reply, Err(error)),
                 }
                 false
             }

@@ -555,10 +555,13 @@ impl Session {
                 let eager = window.epoch.lock(lock_type, lock.target, lock.assert)?;
                 let issued = issued("lock", Some(lock.target));
                 let window = lock.window;
-                // a lazy lock is answered once its request is in the log; an eager one at the
-                // grant
-                let answer = (!eager).then(|| self.reply(id));
-                self.log(window, issued, answer).await;
+                // a lazy lock is answered once its request is handed to the log (it completes
+                // nothing: the unlock, whose answer waits for the commit, does); an eager one
+                // at the grant
+                self.log(window, issued, None).await;
+                if !eager {
+                    self.reply(id).done();
+                }
                 let window = self.window(window)?;
                 if eager {
                     let own = window.entry.ranks[me as usize].clone();
@@ -742,15 +745,12 @@ impl Session {
                     reply.done();
                     return Ok(());
                 }
-                let last = events.len().saturating_sub(1);
-                let mut reply = Some(self.reply(id));
-                for (index, event) in events.into_iter().enumerate() {
-                    let answer = if index == last { reply.take() } else { None };
-                    self.log(record.window, event, answer).await;
+                for event in events {
+                    self.log(record.window, event, None).await;
                 }
-                if let Some(reply) = reply {
-                    reply.done();
-                }
+                // answered once handed to the log: the client's next completing call (or the
+                // drain above, at close) waits for their commit, which is behind them
+                self.reply(id).done();
             }
             Call::WinFree(free) => {
                 let window = self.window(free.window)?;

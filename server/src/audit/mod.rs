@@ -41,6 +41,12 @@ const INBOX: usize = 4096;
 /// Most messages folded into one commit.
 const BATCH: usize = 1024;
 
+/// In `sync` durability, how long a batch that no answer waits for may wait for one that does
+/// before it is committed: events nobody waits for ride along with the next commit someone
+/// waits for (one sync of the disk for a whole lock-put-unlock), instead of a commit of their
+/// own that the waiting one would queue behind.
+const DEFER: Duration = Duration::from_millis(10);
+
 /// In `async` durability, the most events of answered calls that may be uncommitted at once
 /// unless configured otherwise: what a crash can lose.
 pub const DEFAULT_MAX_UNRECORDED: usize = 4096;
@@ -74,6 +80,17 @@ enum Message {
         data: Vec<u8>,
     },
     Flush(oneshot::Sender<()>),
+}
+
+impl Message {
+    /// Whether someone waits for this message's commit (answers, a flush).
+    fn awaited(&self) -> bool {
+        match self {
+            Message::Record { answers, .. } => !answers.is_empty(),
+            Message::Flush(_) => true,
+            Message::Snapshot { .. } => false,
+        }
+    }
 }
 
 impl std::fmt::Debug for Message {
@@ -200,6 +217,7 @@ impl AuditHandle {
             metrics,
             clock: (started, base_ns),
             unrecorded: unrecorded.clone(),
+            defer: durability == Durability::Sync,
         };
         let task = tokio::spawn(writer.run(inbox));
         (
@@ -248,6 +266,23 @@ impl AuditHandle {
     /// Records `events` and sends `answers` — after the commit in `sync` durability, at once
     /// otherwise. Waits when the writer is behind (back-pressure).
     pub async fn submit(&self, events: Vec<Pending>, answers: Vec<(Reply, Answer)>) {
+        self.submit_early(events, answers, Vec::new()).await;
+    }
+
+    /// [`AuditHandle::submit`], and sends `early` as soon as the events are handed to the
+    /// writer, whatever the durability: answers that complete nothing a client may rely on
+    /// (the call that completes them waits for a later commit, which includes these events).
+    pub async fn submit_early(
+        &self,
+        events: Vec<Pending>,
+        answers: Vec<(Reply, Answer)>,
+        early: Vec<(Reply, Answer)>,
+    ) {
+        self.submit_answers(events, answers).await;
+        send_all(early);
+    }
+
+    async fn submit_answers(&self, events: Vec<Pending>, answers: Vec<(Reply, Answer)>) {
         let Some(sender) = &self.sender else {
             send_all(answers);
             return;
@@ -323,12 +358,28 @@ struct Writer {
     clock: (Instant, u64),
     /// `async`: the budget whose permits go back after each commit.
     unrecorded: Option<Unrecorded>,
+    /// `sync`: a batch no answer waits for waits up to [`DEFER`] for one that does.
+    defer: bool,
 }
 
 impl Writer {
     async fn run(mut self, mut inbox: mpsc::Receiver<Message>) {
         let mut batch = Vec::with_capacity(BATCH);
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
+            if self.defer {
+                let deadline = tokio::time::Instant::now() + DEFER;
+                while batch.len() < BATCH && !batch.iter().any(Message::awaited) {
+                    let room = BATCH - batch.len();
+                    tokio::select! {
+                        received = inbox.recv_many(&mut batch, room) => {
+                            if received == 0 {
+                                break;
+                            }
+                        }
+                        () = tokio::time::sleep_until(deadline) => break,
+                    }
+                }
+            }
             self.metrics.audit_inbox(inbox.len());
             if let Some(unrecorded) = &self.unrecorded {
                 self.metrics.audit_unrecorded(unrecorded.outstanding());
@@ -591,6 +642,7 @@ mod tests {
             metrics: Metrics::new(),
             clock: (Instant::now(), 0),
             unrecorded: None,
+            defer: false,
         };
         writer
             .commit(vec![record(vec![
