@@ -5,7 +5,7 @@
 //! units: an answer that waits for its commit cannot cost less than one of them.
 //!
 //! The files go in a scratch directory of their own beside the in-process servers' data
-//! directories ([`crate::server::data_parent`]) and are removed at the end. The PostgreSQL
+//! directories (`server::data_parent`) and are removed at the end. The PostgreSQL
 //! table is an ordinary (logged) one, so that every commit waits for its WAL flush, and is
 //! dropped at the end.
 
