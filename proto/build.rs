@@ -10,5 +10,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // it carries rank tokens: its Debug (in lib.rs) shows how many, never which
         .skip_debug(["onesided.v1.CreateWorldResponse"])
         .compile_protos(&["proto/onesided/v1/onesided.proto"], &["proto"])?;
+    // how the audit store holds an event, for other languages; the tests hold core's encoder
+    // to it
+    println!("cargo:rerun-if-changed=proto/onesided/audit/v1/event.proto");
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_protos(&["proto/onesided/audit/v1/event.proto"], &["proto"])?;
     Ok(())
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use onesided_core::audit::{chain_hash, AuditRecord, Event, GENESIS};
+use onesided_core::audit::{chain_hash, AuditRecord, Body, Event, GENESIS};
 use onesided_proto::v1::ClientRows;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
@@ -53,7 +53,8 @@ struct Row {
     cseq: u64,
     at_ns: u64,
     kind: &'static str,
-    body: String,
+    /// As stored: protobuf bytes ([`Body::Binary`]) for every row written now.
+    body: Body,
     prev_hash: [u8; 32],
     hash: [u8; 32],
 }
@@ -211,7 +212,7 @@ impl ClientEventWriter {
                 cseq: None,
                 event,
             };
-            let body = record.event.to_json();
+            let body = Body::encode(&record.event);
             let hash = chain_hash(&tail.hash, &record, &body);
             rows.push(Row {
                 window,
@@ -319,9 +320,13 @@ macro_rules! insert_fn {
             for chunk in rows.chunks(CHUNK) {
                 let mut query: QueryBuilder<'_, $db> = QueryBuilder::new(
                     "INSERT INTO client_events \
-                     (window_id, rank, incarnation, cseq, at_ns, kind, body, prev_hash, hash) ",
+                     (window_id, rank, incarnation, cseq, at_ns, kind, body, event, prev_hash, hash) ",
                 );
                 query.push_values(chunk, |mut values, row| {
+                    let (json, binary) = match &row.body {
+                        Body::Json(text) => (Some(text.as_str()), None),
+                        Body::Binary(bytes) => (None, Some(bytes.as_slice())),
+                    };
                     values
                         .push_bind(row.window as i64)
                         .push_bind(rank as i32)
@@ -329,9 +334,10 @@ macro_rules! insert_fn {
                         .push_bind(row.cseq as i64)
                         .push_bind(row.at_ns as i64)
                         .push_bind(row.kind)
-                        .push_bind(row.body.as_str())
-                        .push_bind(row.prev_hash.to_vec())
-                        .push_bind(row.hash.to_vec());
+                        .push_bind(json)
+                        .push_bind(binary)
+                        .push_bind(row.prev_hash.as_slice())
+                        .push_bind(row.hash.as_slice());
                 });
                 query.build().execute(&mut *tx).await?;
             }

@@ -16,6 +16,8 @@ use crate::layout::Run;
 use crate::reduce::{self, Op};
 use crate::rma_err;
 
+mod binary;
+
 /// What an operation did, as recorded at its target.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -347,6 +349,65 @@ impl Event {
     }
 }
 
+/// An event as the store holds it. The hash chain covers these bytes, so a row keeps the
+/// encoding it was written in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// Canonical JSON text, payloads in hex: every row written before schema version 4 (still
+    /// read, verified and replayed).
+    Json(String),
+    /// Protobuf bytes (`onesided.audit.v1.Event`, `proto/onesided/audit/v1/event.proto`),
+    /// payloads as bytes: every row written since.
+    Binary(Vec<u8>),
+}
+
+impl Body {
+    /// How new rows store `event`.
+    pub fn encode(event: &Event) -> Self {
+        Body::Binary(binary::encode(event))
+    }
+
+    /// The event.
+    ///
+    /// # Errors
+    /// `MPI_ERR_OTHER` for a body this version cannot read.
+    pub fn decode(&self) -> RmaResult<Event> {
+        match self {
+            Body::Json(text) => Event::from_json(text),
+            Body::Binary(bytes) => binary::decode(bytes),
+        }
+    }
+
+    /// The event as canonical JSON, as the audit service shows it: a JSON body as stored; an
+    /// unreadable binary one as `{"event":"unreadable",…}` (verification names its row).
+    pub fn to_json(&self) -> String {
+        match self {
+            Body::Json(text) => text.clone(),
+            Body::Binary(bytes) => match binary::decode(bytes) {
+                Ok(event) => event.to_json(),
+                Err(error) => serde_json::json!({
+                    "event": "unreadable",
+                    "error": error.message,
+                })
+                .to_string(),
+            },
+        }
+    }
+
+    /// Stored bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Body::Json(text) => text.len(),
+            Body::Binary(bytes) => bytes.len(),
+        }
+    }
+
+    /// Whether nothing is stored (never for a written row).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// An event with its place in the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditRecord {
@@ -389,8 +450,10 @@ pub fn place(seq: u64, cseq: Option<u64>) -> String {
 /// The hash before the first row of a window.
 pub const GENESIS: [u8; 32] = [0; 32];
 
-/// The hash a row commits to: SHA-256 over the previous hash and the row's canonical fields.
-pub fn chain_hash(previous: &[u8; 32], record: &AuditRecord, body: &str) -> [u8; 32] {
+/// The hash a row commits to: SHA-256 over the previous hash, the row's fields and its stored
+/// body. A binary body is preceded by a zero byte, which no JSON body starts with: the same
+/// bytes cannot hash alike as both encodings.
+pub fn chain_hash(previous: &[u8; 32], record: &AuditRecord, body: &Body) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(previous);
     hasher.update(record.window.to_le_bytes());
@@ -398,7 +461,13 @@ pub fn chain_hash(previous: &[u8; 32], record: &AuditRecord, body: &str) -> [u8;
     hasher.update(record.at_ns.to_le_bytes());
     hasher.update(record.rank.to_le_bytes());
     hasher.update(record.incarnation.to_le_bytes());
-    hasher.update(body.as_bytes());
+    match body {
+        Body::Json(text) => hasher.update(text.as_bytes()),
+        Body::Binary(bytes) => {
+            hasher.update([0u8]);
+            hasher.update(bytes);
+        }
+    }
     hasher.finalize().into()
 }
 
@@ -407,8 +476,8 @@ pub fn chain_hash(previous: &[u8; 32], record: &AuditRecord, body: &str) -> [u8;
 pub struct StoredRow {
     /// The record (its event parsed from `body`).
     pub record: AuditRecord,
-    /// The stored JSON body.
-    pub body: String,
+    /// The stored body.
+    pub body: Body,
     /// The stored previous hash.
     pub prev_hash: Vec<u8>,
     /// The stored hash.
@@ -434,7 +503,7 @@ pub fn verify(rows: &[StoredRow]) -> Result<(), u64> {
         }
         // the body must say what the parsed event says (a rewritten body changes the hash
         // anyway; this catches a body the parser reads differently)
-        if Event::from_json(&row.body).ok().as_ref() != Some(&row.record.event) {
+        if row.body.decode().ok().as_ref() != Some(&row.record.event) {
             return Err(row.record.seq);
         }
         previous = hash;
@@ -476,7 +545,7 @@ pub fn merge(window: Vec<AuditRecord>, client: &[StoredRow]) -> Vec<AuditRecord>
             continue;
         };
         for row in chain.range(*from..=*to).map(|(_, row)| *row) {
-            let Ok(event) = Event::from_json(&row.body) else {
+            let Ok(event) = row.body.decode() else {
                 continue;
             };
             if !event.is_client_side() {
@@ -623,7 +692,7 @@ fn check_named(
                 Named::Unstored(cseq)
             };
         };
-        let readable = Event::from_json(&stored.body).ok();
+        let readable = stored.body.decode().ok();
         let recomputed = chain_hash(&previous, &stored.record, &stored.body);
         if stored.prev_hash.as_slice() != previous.as_slice()
             || stored.hash.as_slice() != recomputed.as_slice()
@@ -986,7 +1055,7 @@ mod tests {
         records
             .iter()
             .map(|record| {
-                let body = record.event.to_json();
+                let body = Body::encode(&record.event);
                 let hash = chain_hash(&previous, record, &body);
                 let row = StoredRow {
                     record: record.clone(),
@@ -998,6 +1067,219 @@ mod tests {
                 row
             })
             .collect()
+    }
+
+    /// Changes a stored row's event as someone editing the store would: body and event, not
+    /// the hashes.
+    fn rewrite(row: &mut StoredRow, change: impl FnOnce(&mut Event)) {
+        change(&mut row.record.event);
+        row.body = Body::encode(&row.record.event);
+    }
+
+    /// Every kind of event, with payloads, optional fields set and unset.
+    fn every_kind() -> Vec<Event> {
+        let op = |op: RecordedOp| Event::Op {
+            origin: 3,
+            origin_incarnation: 9,
+            op_id: u64::MAX,
+            epoch: 2,
+            token: 17,
+            op,
+            datatype: "f64".into(),
+            disp: 1 << 40,
+            runs: vec![(0, 8), (16, 24)],
+            data: (0..=255).collect(),
+            compare: vec![1, 2],
+            result: vec![0; 3],
+        };
+        let mut events = vec![
+            Event::WindowCreated {
+                world: "wörld".into(),
+                name: "x".into(),
+                sizes: vec![8, 0, u64::MAX],
+                disp_units: vec![1, 4, 8],
+            },
+            Event::WindowFreed,
+            Event::Attach,
+            Event::Detach,
+            Event::Published {
+                offset: 12,
+                data: vec![0, 255, 7],
+            },
+            Event::Pulled {
+                ranges: vec![(0, 4), (8, 12)],
+            },
+            Event::FenceEnter {
+                fence: 4,
+                assert: 0x1000,
+            },
+            Event::FenceExit { fence: 4 },
+            Event::Post {
+                group: vec![0, 2],
+                assert: 0,
+            },
+            Event::Start {
+                group: vec![],
+                assert: 8,
+            },
+            Event::Complete,
+            Event::WaitEnter,
+            Event::WaitExit,
+            Event::TestFalse,
+            Event::LockRequest {
+                origin: 1,
+                lock_type: "exclusive".into(),
+                nocheck: true,
+            },
+            Event::LockGrant {
+                origin: 1,
+                lock_type: "shared".into(),
+                token: 5,
+            },
+            Event::LockRelease {
+                origin: 1,
+                token: 5,
+            },
+            Event::LockRevoke {
+                origin: 1,
+                token: 5,
+                reason: "lease lapsed".into(),
+            },
+            Event::PeerFailed {
+                peer: 2,
+                call: "fence".into(),
+            },
+            Event::Departed {
+                incarnation: 3,
+                reason: "clean".into(),
+            },
+            Event::Flush { origin: 0 },
+            Event::Sync,
+            Event::BarrierEnter,
+            Event::BarrierExit,
+            Event::Issued {
+                call: "lock".into(),
+                target: Some(0),
+            },
+            Event::Returned {
+                call: "fence".into(),
+                target: None,
+            },
+            Event::FlushLocal { target: None },
+            Event::FlushLocal { target: Some(7) },
+            Event::OpIssued {
+                op_id: 1,
+                target: 0,
+                op: RecordedOp::GetAccumulate("no_op".into()),
+                datatype: "i32".into(),
+                runs: vec![(4, 8)],
+            },
+            Event::Store {
+                ranges: vec![(0, 1)],
+            },
+            Event::Load { ranges: vec![] },
+            Event::ClientEvents {
+                from: 1,
+                to: 3,
+                hash: vec![7; 32],
+            },
+        ];
+        for recorded in [
+            RecordedOp::Put,
+            RecordedOp::Get,
+            RecordedOp::Accumulate("sum".into()),
+            RecordedOp::GetAccumulate("replace".into()),
+            RecordedOp::FetchAndOp("max".into()),
+            RecordedOp::CompareAndSwap,
+        ] {
+            events.push(op(recorded));
+        }
+        events
+    }
+
+    #[test]
+    fn every_event_round_trips_through_both_encodings() {
+        let events = every_kind();
+        let kinds: HashSet<&str> = events.iter().map(Event::kind).collect();
+        assert_eq!(kinds.len(), 32, "one of each of the 32 kinds");
+        for event in events {
+            let binary = Body::encode(&event);
+            assert!(matches!(binary, Body::Binary(_)));
+            assert_eq!(binary.decode().unwrap(), event);
+            assert_eq!(binary.to_json(), event.to_json());
+            let json = Body::Json(event.to_json());
+            assert_eq!(json.decode().unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn a_binary_payload_is_stored_as_its_bytes() {
+        let data = vec![0xab; 1 << 20];
+        let event = Event::Op {
+            origin: 0,
+            origin_incarnation: 1,
+            op_id: 1,
+            epoch: 0,
+            token: 3,
+            op: RecordedOp::Put,
+            datatype: "u8".into(),
+            disp: 0,
+            runs: vec![(0, data.len() as u64)],
+            data: data.clone(),
+            compare: Vec::new(),
+            result: Vec::new(),
+        };
+        let binary = Body::encode(&event).len();
+        assert!(binary < data.len() + 64, "{binary} bytes for 1 MiB");
+        assert!(Body::Json(event.to_json()).len() > 2 * data.len());
+    }
+
+    #[test]
+    fn unreadable_binary_bodies_are_errors_not_panics() {
+        for bytes in [&[0xff][..], &[0x0a, 0x05, 0x01], &[], &[0xfa, 0x01, 0x05]] {
+            let body = Body::Binary(bytes.to_vec());
+            assert_eq!(
+                body.decode().map_err(|error| error.class),
+                Err(crate::ErrorClass::Other),
+                "{bytes:?}"
+            );
+            assert!(body.to_json().contains("unreadable"), "{}", body.to_json());
+        }
+    }
+
+    #[test]
+    fn a_chain_of_json_rows_continued_in_binary_verifies() {
+        // a store written before schema version 4 holds JSON rows; new rows follow in binary
+        let records = history();
+        let mut previous = GENESIS;
+        let rows: Vec<StoredRow> = records
+            .iter()
+            .enumerate()
+            .map(|(index, record)| {
+                let body = if index < 2 {
+                    Body::Json(record.event.to_json())
+                } else {
+                    Body::encode(&record.event)
+                };
+                let hash = chain_hash(&previous, record, &body);
+                let row = StoredRow {
+                    record: record.clone(),
+                    body,
+                    prev_hash: previous.to_vec(),
+                    hash: hash.to_vec(),
+                };
+                previous = hash;
+                row
+            })
+            .collect();
+        assert_eq!(verify(&rows), Ok(()));
+        // the same event in the other encoding is another row: the hash says so
+        let mut switched = rows.clone();
+        switched[2].body = Body::Json(switched[2].record.event.to_json());
+        assert_eq!(verify(&switched), Err(3));
+        let mut switched = rows;
+        switched[0].body = Body::encode(&switched[0].record.event);
+        assert_eq!(verify(&switched), Err(1));
     }
 
     #[test]
@@ -1036,7 +1318,7 @@ mod tests {
                     cseq: None,
                     event: event.clone(),
                 };
-                let body = event.to_json();
+                let body = Body::encode(event);
                 let hash = chain_hash(&previous, &record, &body);
                 let row = StoredRow {
                     record,
@@ -1146,8 +1428,12 @@ mod tests {
             (at.marker, at.cseq, at.fault)
         };
         let mut changed = client.clone();
-        changed[1].body = changed[1].body.replace("lock", "unlock");
-        changed[1].record.event = Event::from_json(&changed[1].body).unwrap();
+        rewrite(&mut changed[1], |event| {
+            let Event::Returned { call, .. } = event else {
+                panic!("{event:?}")
+            };
+            *call = "unlock".into();
+        });
         assert_eq!(broken_at(&changed), (3, 2, ClientFault::Altered));
         let mut deleted = client.clone();
         deleted.remove(2);
@@ -1269,7 +1555,11 @@ mod tests {
         );
         // a broken window row before any marker: the window's own break, no client detail
         let mut window = window;
-        window[1].body = window[1].body.replace("05", "06");
+        // the body says 6 where the row was written with 5
+        window[1].body = Body::encode(&Event::Published {
+            offset: 0,
+            data: 6i32.to_le_bytes().to_vec(),
+        });
         let verdict = verify_history(&window, &client);
         assert_eq!((verdict.first_bad, verdict.client), (Some(2), None));
     }
@@ -1279,8 +1569,12 @@ mod tests {
         let rows = stored(&history());
         assert_eq!(verify(&rows), Ok(()));
         let mut changed = rows.clone();
-        changed[2].body = changed[2].body.replace("sum", "prod");
-        changed[2].record.event = Event::from_json(&changed[2].body).unwrap();
+        rewrite(&mut changed[2], |event| {
+            let Event::Op { op, .. } = event else {
+                panic!("{event:?}")
+            };
+            *op = RecordedOp::Accumulate("prod".into());
+        });
         assert_eq!(verify(&changed), Err(3));
         let mut deleted = rows.clone();
         deleted.remove(1);

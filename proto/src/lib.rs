@@ -6,6 +6,17 @@
 
 #![allow(missing_docs, clippy::large_enum_variant)]
 
+/// Generated code of package `onesided.audit.v1`: how the audit store holds an event
+/// (`proto/onesided/audit/v1/event.proto`). Core encodes and decodes it without codegen
+/// (`onesided_core::audit::Body`); this is what another reader would generate.
+pub mod audit {
+    /// Version 1.
+    #[allow(clippy::all, missing_debug_implementations, rust_2018_idioms)]
+    pub mod v1 {
+        tonic::include_proto!("onesided.audit.v1");
+    }
+}
+
 /// Generated code of package `onesided.v1`.
 #[allow(clippy::all, missing_debug_implementations, rust_2018_idioms)]
 pub mod v1 {

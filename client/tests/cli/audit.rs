@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use onesided_client::AUDIT_DATABASE_URL_ENV;
+use onesided_client::{AuditEvent as Event, AUDIT_DATABASE_URL_ENV};
 
-use crate::store::{Bind, Store};
+use crate::store::Store;
 use crate::{Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Two ranks, two fence epochs: B's store published by the first fence, a put and an
@@ -317,19 +317,15 @@ fn replay_equals_the_scenarios_public_expectations() {
     assert_eq!(at_put.json()["ranks"][1]["values"], json!([5, 9, 0]));
 }
 
-/// Rewrites `from` to `to` in the body of the window's row `seq`.
-fn tamper(store: &Store, server: &Server, window: u64, seq: u64, from: &str, to: &str) {
-    let changed = store.execute(
+/// Changes the event of the window's row `seq` in the store, hashes left as they were.
+fn tamper(store: &Store, server: &Server, window: u64, seq: u64, change: impl FnOnce(&mut Event)) {
+    store.rewrite_event(
         server,
-        "UPDATE audit_events SET body = replace(body, $1, $2) WHERE window_id = $3 AND seq = $4",
-        &[
-            Bind::Text(from),
-            Bind::Text(to),
-            Bind::Int(window as i64),
-            Bind::Int(seq as i64),
-        ],
+        "audit_events",
+        "window_id = $1 AND seq = $2",
+        &[window as i64, seq as i64],
+        change,
     );
-    assert_eq!(changed, 1);
 }
 
 fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
@@ -355,14 +351,13 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
         .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    tamper(
-        &store,
-        &server,
-        id,
-        put,
-        "\"data\":\"0900000000000000\"",
-        "\"data\":\"0a00000000000000\"",
-    );
+    tamper(&store, &server, id, put, |event| match event {
+        Event::Op { data, .. } => {
+            assert_eq!(*data, 9i64.to_le_bytes());
+            *data = 10i64.to_le_bytes().to_vec();
+        }
+        other => panic!("not the put: {other:?}"),
+    });
 
     let broken = audit(&server, &["verify", &id_text]);
     broken.code(1);
@@ -472,18 +467,24 @@ fn client_rows_behind_their_markers(store: Store) {
     assert_eq!(document["pending"], json!([]));
 
     // change B's store in its client row: the window's chain is intact, the client's is not
-    let changed = store.execute(
+    store.rewrite_event(
         &server,
-        "UPDATE client_events SET body = replace(body, '[[0,8]]', '[[0,16]]') \
-         WHERE window_id = $1 AND rank = $2 AND incarnation = $3 AND cseq = $4",
+        "client_events",
+        "window_id = $1 AND rank = $2 AND incarnation = $3 AND cseq = $4",
         &[
-            Bind::Int(id as i64),
-            Bind::Int(1),
-            Bind::Int(store_row["incarnation"].as_i64().unwrap()),
-            Bind::Int(store_row["cseq"].as_i64().unwrap()),
+            id as i64,
+            1,
+            store_row["incarnation"].as_i64().unwrap(),
+            store_row["cseq"].as_i64().unwrap(),
         ],
+        |event| match event {
+            Event::Store { ranges } => {
+                assert_eq!(*ranges, [(0, 8)]);
+                *ranges = vec![(0, 16)];
+            }
+            other => panic!("not B's store: {other:?}"),
+        },
     );
-    assert_eq!(changed, 1);
     let broken = audit(&server, &["verify", &id_text]);
     broken.code(1);
     let expected = format!(

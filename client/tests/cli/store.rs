@@ -104,24 +104,50 @@ impl Store {
         }
     }
 
-    /// Runs one statement against `server`'s store (`$1`, `$2`, … bound to `binds` in order)
-    /// and returns the number of rows it changed: how the tests tamper with the log.
-    pub fn execute(&self, server: &Server, sql: &str, binds: &[Bind<'_>]) -> u64 {
+    /// Rewrites the event of the one row of `table` that `filter` (a WHERE clause over
+    /// `binds`) selects, as someone editing the store would: decodes it (either encoding),
+    /// applies `change`, writes it back in the binary encoding, leaves the hashes as they
+    /// were.
+    pub fn rewrite_event(
+        &self,
+        server: &Server,
+        table: &str,
+        filter: &str,
+        binds: &[i64],
+        change: impl FnOnce(&mut onesided_core::audit::Event),
+    ) {
+        use onesided_core::audit::Body;
         use sqlx::Connection;
         let url = self.url(server);
+        let select = format!("SELECT body, event FROM {table} WHERE {filter}");
+        let update = format!(
+            "UPDATE {table} SET body = NULL, event = ${} WHERE {filter}",
+            binds.len() + 1
+        );
         macro_rules! run {
             ($connection:ty) => {{
                 let mut connection = <$connection>::connect(&url).await.unwrap();
-                let mut query = sqlx::query(sql);
+                let mut query = sqlx::query_as::<_, (Option<String>, Option<Vec<u8>>)>(&select);
                 for bind in binds {
-                    query = match bind {
-                        Bind::Int(value) => query.bind(*value),
-                        Bind::Text(value) => query.bind(*value),
-                    };
+                    query = query.bind(*bind);
                 }
-                let done = query.execute(&mut connection).await.unwrap();
+                let (json, binary) = query.fetch_one(&mut connection).await.unwrap();
+                let body = match (binary, json) {
+                    (Some(bytes), _) => Body::Binary(bytes),
+                    (None, text) => Body::Json(text.unwrap()),
+                };
+                let mut event = body.decode().unwrap();
+                change(&mut event);
+                let Body::Binary(bytes) = Body::encode(&event) else {
+                    unreachable!()
+                };
+                let mut query = sqlx::query(&update);
+                for bind in binds {
+                    query = query.bind(*bind);
+                }
+                let done = query.bind(bytes).execute(&mut connection).await.unwrap();
                 connection.close().await.unwrap();
-                done.rows_affected()
+                assert_eq!(done.rows_affected(), 1, "{update}");
             }};
         }
         block_on(async {
@@ -131,11 +157,4 @@ impl Store {
             }
         })
     }
-}
-
-/// A value bound to a statement of [`Store::execute`].
-#[derive(Clone, Copy, Debug)]
-pub enum Bind<'a> {
-    Int(i64),
-    Text(&'a str),
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use onesided_core::audit::{chain_hash, AuditRecord, Event, GENESIS};
+use onesided_core::audit::{chain_hash, AuditRecord, Body, Event, GENESIS};
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -566,7 +566,7 @@ impl Writer {
                 cseq: None,
                 event: pending.event.clone(),
             };
-            let body = record.event.to_json();
+            let body = Body::encode(&record.event);
             let hash = chain_hash(&previous, &record, &body);
             tails.insert(record.window, (record.seq, hash));
             rows.push(NewRow {

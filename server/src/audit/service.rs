@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Event, StoredRow};
+use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Body, Event, StoredRow};
 use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
@@ -114,7 +114,7 @@ fn internal(error: anyhow::Error) -> Status {
     Status::unavailable("the audit store is unavailable")
 }
 
-fn wire(record: &AuditRecord, body: &str, hash: &[u8]) -> v1::AuditEvent {
+fn wire(record: &AuditRecord, body: &Body, hash: &[u8]) -> v1::AuditEvent {
     v1::AuditEvent {
         window: record.window,
         seq: record.seq,
@@ -122,7 +122,7 @@ fn wire(record: &AuditRecord, body: &str, hash: &[u8]) -> v1::AuditEvent {
         rank: record.rank,
         incarnation: record.incarnation,
         kind: record.event.kind().to_string(),
-        body: body.to_string(),
+        body: body.to_json(),
         hash: hash.to_vec().into(),
         cseq: 0,
     }
@@ -139,7 +139,9 @@ fn is_marker(row: &StoredRow) -> bool {
 /// A client row as the log shows it: behind the marker at `marker_seq`, with its own cseq,
 /// clock and hash (in its client's chain).
 fn wire_client(marker_seq: u64, row: &StoredRow) -> v1::AuditEvent {
-    let kind = Event::from_json(&row.body)
+    let kind = row
+        .body
+        .decode()
         .map(|event| event.kind().to_string())
         .unwrap_or_else(|_| "unreadable".into());
     v1::AuditEvent {
@@ -149,7 +151,7 @@ fn wire_client(marker_seq: u64, row: &StoredRow) -> v1::AuditEvent {
         rank: row.record.rank,
         incarnation: row.record.incarnation,
         kind,
-        body: row.body.clone(),
+        body: row.body.to_json(),
         hash: row.hash.clone().into(),
         cseq: row.record.seq,
     }
@@ -191,7 +193,11 @@ async fn live_client_rows(
 }
 
 fn wire_committed(row: &Committed) -> v1::AuditEvent {
-    wire(&row.record, &row.body, &row.hash)
+    // written just now from this event: no need to decode the body again
+    v1::AuditEvent {
+        body: row.record.event.to_json(),
+        ..wire(&row.record, &Body::Json(String::new()), &row.hash)
+    }
 }
 
 /// The stored rows of `window` from `from` on, each marker followed by the client rows it

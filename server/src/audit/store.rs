@@ -7,7 +7,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::Context;
-use onesided_core::audit::{AuditRecord, Event, StoredRow};
+use onesided_core::audit::{AuditRecord, Body, Event, StoredRow};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -22,8 +22,8 @@ static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migration
 pub struct NewRow {
     /// The record.
     pub record: AuditRecord,
-    /// Its JSON body.
-    pub body: String,
+    /// Its stored body (always [`Body::Binary`] for a new row).
+    pub body: Body,
     /// The previous row's hash.
     pub prev_hash: [u8; 32],
     /// This row's hash.
@@ -173,6 +173,9 @@ impl AuditStore {
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 let pool = PgPoolOptions::new()
                     .max_connections(4)
+                    // no ping (a network round trip) before each use: a broken connection fails
+                    // the commit, which is retried
+                    .test_before_acquire(false)
                     // while the database is away, a commit fails within this (and is retried)
                     // instead of waiting sqlx's default 30 s for a connection
                     .acquire_timeout(std::time::Duration::from_secs(3))
@@ -220,6 +223,9 @@ impl AuditStore {
             .synchronous(SqliteSynchronous::Full);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            // no ping before each use: a commit is then one hop to the connection's thread, and a
+            // broken connection fails the commit, which is retried
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .context("cannot open the SQLite audit store")?;
@@ -486,9 +492,9 @@ impl AuditStore {
     /// # Errors
     /// Database failures, or a body this version cannot read.
     pub async fn rows(&self, window: u64, from: u64) -> anyhow::Result<Vec<StoredRow>> {
-        let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, prev_hash, hash FROM audit_events \
-                   WHERE window_id = $1 AND seq >= $2 ORDER BY seq";
-        type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
+        let sql =
+            "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, hash \
+                   FROM audit_events WHERE window_id = $1 AND seq >= $2 ORDER BY seq";
         let (Some(window_id), Some(from)) = (bigint(window), bigint(from)) else {
             return Ok(Vec::new());
         };
@@ -499,26 +505,46 @@ impl AuditStore {
                 .fetch_all(pool)
                 .await?
         });
-        Ok(raw
-            .into_iter()
-            .map(
-                |(seq, at_ns, rank, incarnation, body, prev_hash, hash)| StoredRow {
-                    record: AuditRecord {
-                        window,
-                        seq: seq as u64,
-                        at_ns: at_ns as u64,
-                        rank: rank as u32,
-                        incarnation: incarnation as u64,
-                        cseq: None,
-                        // an unreadable body fails verification, which parses it again
-                        event: Event::from_json(&body).unwrap_or(Event::Detach),
-                    },
-                    body,
-                    prev_hash,
-                    hash,
-                },
-            )
-            .collect())
+        Ok(raw.into_iter().map(|raw| stored_row(window, raw)).collect())
+    }
+}
+
+/// A row as selected: seq (or cseq), at_ns, rank, incarnation, JSON body, binary event, hashes.
+type Raw = (
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    Option<Vec<u8>>,
+    Vec<u8>,
+    Vec<u8>,
+);
+
+fn stored_row(
+    window: u64,
+    (seq, at_ns, rank, incarnation, json, binary, prev_hash, hash): Raw,
+) -> StoredRow {
+    // the schema's CHECK keeps exactly one; a row with neither reads as empty JSON and fails
+    // verification
+    let body = match (binary, json) {
+        (Some(bytes), _) => Body::Binary(bytes),
+        (None, text) => Body::Json(text.unwrap_or_default()),
+    };
+    StoredRow {
+        record: AuditRecord {
+            window,
+            seq: seq as u64,
+            at_ns: at_ns as u64,
+            rank: rank as u32,
+            incarnation: incarnation as u64,
+            cseq: None,
+            // an unreadable body fails verification, which decodes it again
+            event: body.decode().unwrap_or(Event::Detach),
+        },
+        body,
+        prev_hash,
+        hash,
     }
 }
 
@@ -552,7 +578,7 @@ impl AuditStore {
         which: ClientRows,
     ) -> anyhow::Result<Vec<StoredRow>> {
         const COLUMNS: &str = "SELECT cseq, at_ns, CAST(rank AS BIGINT), incarnation, body, \
-                               prev_hash, hash FROM client_events WHERE window_id = $1";
+                               event, prev_hash, hash FROM client_events WHERE window_id = $1";
         let (sql, chain) = match which {
             ClientRows::All => (format!("{COLUMNS} ORDER BY rank, incarnation, cseq"), None),
             ClientRows::Range {
@@ -568,7 +594,6 @@ impl AuditStore {
                 Some((rank, incarnation, from, to)),
             ),
         };
-        type Raw = (i64, i64, i64, i64, String, Vec<u8>, Vec<u8>);
         let Some(window_id) = bigint(window) else {
             return Ok(Vec::new());
         };
@@ -598,32 +623,59 @@ impl AuditStore {
             AuditStore::Sqlite(pool) => fetch!(pool),
             AuditStore::Postgres(pool) => fetch!(pool),
         };
-        Ok(raw
-            .into_iter()
-            .map(
-                |(cseq, at_ns, rank, incarnation, body, prev_hash, hash)| StoredRow {
-                    record: AuditRecord {
-                        window,
-                        seq: cseq as u64,
-                        at_ns: at_ns as u64,
-                        rank: rank as u32,
-                        incarnation: incarnation as u64,
-                        cseq: None,
-                        // an unreadable body fails verification, which parses it again
-                        event: Event::from_json(&body).unwrap_or(Event::Detach),
-                    },
-                    body,
-                    prev_hash,
-                    hash,
-                },
-            )
-            .collect())
+        // record.seq is the cseq: the row's place in its own chain
+        Ok(raw.into_iter().map(|raw| stored_row(window, raw)).collect())
     }
+}
+
+/// Binds `rows` as the VALUES of an INSERT into `audit_events`.
+fn push_rows<'a, DB: sqlx::Database>(query: &mut QueryBuilder<'a, DB>, rows: &'a [NewRow])
+where
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    query.push(
+        "INSERT INTO audit_events \
+         (window_id, seq, at_ns, rank, incarnation, kind, body, event, prev_hash, hash) ",
+    );
+    query.push_values(rows, |mut values, row| {
+        let (json, binary) = match &row.body {
+            Body::Json(text) => (Some(text.as_str()), None),
+            Body::Binary(bytes) => (None, Some(bytes.as_slice())),
+        };
+        values
+            .push_bind(row.record.window as i64)
+            .push_bind(row.record.seq as i64)
+            .push_bind(row.record.at_ns as i64)
+            .push_bind(row.record.rank as i32)
+            .push_bind(row.record.incarnation as i64)
+            .push_bind(row.record.event.kind())
+            .push_bind(json)
+            .push_bind(binary)
+            .push_bind(row.prev_hash.as_slice())
+            .push_bind(row.hash.as_slice());
+    });
 }
 
 macro_rules! insert_fn {
     ($name:ident, $pool:ty, $db:ty) => {
         async fn $name(pool: &$pool, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
+            let creates = rows
+                .iter()
+                .any(|row| matches!(row.record.event, Event::WindowCreated { .. }));
+            if snapshots.is_empty() && !creates && rows.len() <= MAX_ROWS_AUTOCOMMIT {
+                // one statement is its own transaction: no BEGIN and COMMIT round trips to the
+                // database (sqlite's worker thread, or PostgreSQL over the network); the
+                // statement of each length up to the bound is prepared once per connection
+                let mut query: QueryBuilder<'_, $db> = QueryBuilder::new("");
+                push_rows(&mut query, rows);
+                query.build().persistent(true).execute(pool).await?;
+                return Ok(());
+            }
             let mut tx = pool.begin().await?;
             for snapshot in snapshots {
                 sqlx::query(
@@ -655,22 +707,8 @@ macro_rules! insert_fn {
                     });
                     query.build().execute(&mut *tx).await?;
                 }
-                let mut query: QueryBuilder<'_, $db> = QueryBuilder::new(
-                    "INSERT INTO audit_events \
-                     (window_id, seq, at_ns, rank, incarnation, kind, body, prev_hash, hash) ",
-                );
-                query.push_values(chunk, |mut values, row| {
-                    values
-                        .push_bind(row.record.window as i64)
-                        .push_bind(row.record.seq as i64)
-                        .push_bind(row.record.at_ns as i64)
-                        .push_bind(row.record.rank as i32)
-                        .push_bind(row.record.incarnation as i64)
-                        .push_bind(row.record.event.kind())
-                        .push_bind(row.body.as_str())
-                        .push_bind(row.prev_hash.to_vec())
-                        .push_bind(row.hash.to_vec());
-                });
+                let mut query: QueryBuilder<'_, $db> = QueryBuilder::new("");
+                push_rows(&mut query, chunk);
                 query.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
@@ -678,6 +716,11 @@ macro_rules! insert_fn {
         }
     };
 }
+
+/// A batch of at most this many rows, with no snapshot and no new window, is one INSERT in
+/// autocommit; each length is one statement prepared per connection, within sqlx's statement
+/// cache (100 per connection).
+const MAX_ROWS_AUTOCOMMIT: usize = 64;
 
 /// The most rows one INSERT carries.
 const MAX_ROWS_PER_INSERT: usize = 256;

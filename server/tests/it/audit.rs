@@ -244,11 +244,7 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
     let mut database = store.connect(&server).await;
     let fixture = Fixture::on(server, 3).await;
     for (case, sql) in [
-        (
-            "changed",
-            "UPDATE audit_events SET body = replace(body, '\"origin\":0', '\"origin\":2') \
-             WHERE window_id = $1 AND seq = $2",
-        ),
+        ("changed", ""),
         (
             "deleted",
             "DELETE FROM audit_events WHERE window_id = $1 AND seq = $2",
@@ -262,7 +258,25 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
             .find(|event| event.body.contains("\"origin\":0") && event.seq > 3)
             .expect("an operation of rank 0")
             .seq;
-        if case == "reordered" {
+        if case == "changed" {
+            // the row now says rank 2 did it
+            database
+                .rewrite_event(
+                    "audit_events",
+                    "window_id = $1 AND seq = $2",
+                    &[window as i64, target as i64],
+                    |event| match event {
+                        AuditEvent::Op { origin, .. }
+                        | AuditEvent::LockRequest { origin, .. }
+                        | AuditEvent::LockGrant { origin, .. }
+                        | AuditEvent::LockRelease { origin, .. }
+                        | AuditEvent::LockRevoke { origin, .. }
+                        | AuditEvent::Flush { origin } => *origin = 2,
+                        other => panic!("no origin in {other:?}"),
+                    },
+                )
+                .await;
+        } else if case == "reordered" {
             // swap rows target and target+1 through a free sequence number
             let swap = swap_statements("audit_events", "seq", "window_id = $3");
             let binds = [target as i64, target as i64 + 1, window as i64];
@@ -701,14 +715,20 @@ async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
         stored.incarnation as i64,
         stored.cseq.unwrap() as i64,
     ];
-    let changed = connection
-        .execute(&[(
-            "UPDATE client_events SET body = replace(body, '[[0,16]]', '[[0,8]]') \
-             WHERE window_id = $1 AND rank = $2 AND incarnation = $3 AND cseq = $4",
+    connection
+        .rewrite_event(
+            "client_events",
+            "window_id = $1 AND rank = $2 AND incarnation = $3 AND cseq = $4",
             &binds,
-        )])
+            |event| match event {
+                AuditEvent::Store { ranges } => {
+                    assert_eq!(*ranges, [(0, 16)]);
+                    *ranges = vec![(0, 8)];
+                }
+                other => panic!("not rank 1's store: {other:?}"),
+            },
+        )
         .await;
-    assert_eq!(changed, [1]);
     let broken = audit.verify(window).await.unwrap();
     assert_eq!(broken.first_bad, Some(stored.seq));
     assert_eq!(

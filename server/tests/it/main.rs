@@ -10,6 +10,7 @@ mod fence;
 mod forum;
 mod hostile;
 mod identity;
+mod legacy;
 mod limits;
 mod linearizable;
 mod metrics;

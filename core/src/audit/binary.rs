@@ -1,0 +1,611 @@
+//! The binary encoding of an [`Event`]: protobuf, as `proto/onesided/audit/v1/event.proto`
+//! describes it for other languages (the proto crate's tests decode these bytes with code
+//! generated from that file). Payloads are bytes, not hex inside JSON: a put of N bytes stores
+//! N bytes and a few of framing.
+//!
+//! The messages are declared here with prost's derives rather than generated, so that core
+//! (which the client library and the server share) needs no build step.
+
+use prost::Message;
+
+use super::{Event, RecordedOp};
+use crate::error::RmaResult;
+use crate::rma_err;
+
+/// `onesided.audit.v1.Event`.
+#[derive(Clone, PartialEq, Message)]
+pub(super) struct EventMessage {
+    #[prost(
+        oneof = "Kind",
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, \
+                23, 24, 25, 26, 27, 28, 29, 30, 31, 32"
+    )]
+    kind: Option<Kind>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum Kind {
+    #[prost(message, tag = "1")]
+    WindowCreated(WindowCreated),
+    #[prost(message, tag = "2")]
+    WindowFreed(Empty),
+    #[prost(message, tag = "3")]
+    Attach(Empty),
+    #[prost(message, tag = "4")]
+    Detach(Empty),
+    #[prost(message, tag = "5")]
+    Published(Published),
+    #[prost(message, tag = "6")]
+    Pulled(Ranges),
+    #[prost(message, tag = "7")]
+    FenceEnter(FenceEnter),
+    #[prost(message, tag = "8")]
+    FenceExit(FenceExit),
+    #[prost(message, tag = "9")]
+    Post(Group),
+    #[prost(message, tag = "10")]
+    Start(Group),
+    #[prost(message, tag = "11")]
+    Complete(Empty),
+    #[prost(message, tag = "12")]
+    WaitEnter(Empty),
+    #[prost(message, tag = "13")]
+    WaitExit(Empty),
+    #[prost(message, tag = "14")]
+    TestFalse(Empty),
+    #[prost(message, tag = "15")]
+    LockRequest(LockRequest),
+    #[prost(message, tag = "16")]
+    LockGrant(LockGrant),
+    #[prost(message, tag = "17")]
+    LockRelease(LockRelease),
+    #[prost(message, tag = "18")]
+    LockRevoke(LockRevoke),
+    #[prost(message, tag = "19")]
+    PeerFailed(PeerFailed),
+    #[prost(message, tag = "20")]
+    Departed(Departed),
+    #[prost(message, tag = "21")]
+    Flush(Flush),
+    #[prost(message, tag = "22")]
+    Sync(Empty),
+    #[prost(message, tag = "23")]
+    BarrierEnter(Empty),
+    #[prost(message, tag = "24")]
+    BarrierExit(Empty),
+    #[prost(message, tag = "25")]
+    Issued(Call),
+    #[prost(message, tag = "26")]
+    Returned(Call),
+    #[prost(message, tag = "27")]
+    FlushLocal(FlushLocal),
+    #[prost(message, tag = "28")]
+    OpIssued(OpIssued),
+    #[prost(message, tag = "29")]
+    Store(Ranges),
+    #[prost(message, tag = "30")]
+    Load(Ranges),
+    #[prost(message, tag = "31")]
+    ClientEvents(ClientEvents),
+    #[prost(message, tag = "32")]
+    Op(Op),
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Empty {}
+
+#[derive(Clone, PartialEq, Message)]
+struct WindowCreated {
+    #[prost(string, tag = "1")]
+    world: String,
+    #[prost(string, tag = "2")]
+    name: String,
+    #[prost(uint64, repeated, tag = "3")]
+    sizes: Vec<u64>,
+    #[prost(uint32, repeated, tag = "4")]
+    disp_units: Vec<u32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Published {
+    #[prost(uint64, tag = "1")]
+    offset: u64,
+    #[prost(bytes = "vec", tag = "2")]
+    data: Vec<u8>,
+}
+
+/// Byte ranges `[start, end)` flattened: start, end, start, end, …
+#[derive(Clone, PartialEq, Message)]
+struct Ranges {
+    #[prost(uint64, repeated, tag = "1")]
+    bounds: Vec<u64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct FenceEnter {
+    #[prost(uint64, tag = "1")]
+    fence: u64,
+    #[prost(uint32, tag = "2")]
+    assert: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct FenceExit {
+    #[prost(uint64, tag = "1")]
+    fence: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Group {
+    #[prost(uint32, repeated, tag = "1")]
+    group: Vec<u32>,
+    #[prost(uint32, tag = "2")]
+    assert: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct LockRequest {
+    #[prost(uint32, tag = "1")]
+    origin: u32,
+    #[prost(string, tag = "2")]
+    lock_type: String,
+    #[prost(bool, tag = "3")]
+    nocheck: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct LockGrant {
+    #[prost(uint32, tag = "1")]
+    origin: u32,
+    #[prost(string, tag = "2")]
+    lock_type: String,
+    #[prost(uint64, tag = "3")]
+    token: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct LockRelease {
+    #[prost(uint32, tag = "1")]
+    origin: u32,
+    #[prost(uint64, tag = "2")]
+    token: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct LockRevoke {
+    #[prost(uint32, tag = "1")]
+    origin: u32,
+    #[prost(uint64, tag = "2")]
+    token: u64,
+    #[prost(string, tag = "3")]
+    reason: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PeerFailed {
+    #[prost(uint32, tag = "1")]
+    peer: u32,
+    #[prost(string, tag = "2")]
+    call: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Departed {
+    #[prost(uint64, tag = "1")]
+    incarnation: u64,
+    #[prost(string, tag = "2")]
+    reason: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Flush {
+    #[prost(uint32, tag = "1")]
+    origin: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Call {
+    #[prost(string, tag = "1")]
+    call: String,
+    #[prost(uint32, optional, tag = "2")]
+    target: Option<u32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct FlushLocal {
+    #[prost(uint32, optional, tag = "1")]
+    target: Option<u32>,
+}
+
+/// `onesided.audit.v1.OpKind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
+#[repr(i32)]
+enum OpKind {
+    Unspecified = 0,
+    Put = 1,
+    Get = 2,
+    Accumulate = 3,
+    GetAccumulate = 4,
+    FetchAndOp = 5,
+    CompareAndSwap = 6,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct OpIssued {
+    #[prost(uint64, tag = "1")]
+    op_id: u64,
+    #[prost(uint32, tag = "2")]
+    target: u32,
+    #[prost(enumeration = "OpKind", tag = "3")]
+    kind: i32,
+    /// The reduction's name, for the accumulating kinds.
+    #[prost(string, tag = "4")]
+    reduction: String,
+    #[prost(string, tag = "5")]
+    datatype: String,
+    #[prost(message, optional, tag = "6")]
+    runs: Option<Ranges>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ClientEvents {
+    #[prost(uint64, tag = "1")]
+    from: u64,
+    #[prost(uint64, tag = "2")]
+    to: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    hash: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Op {
+    #[prost(uint32, tag = "1")]
+    origin: u32,
+    #[prost(uint64, tag = "2")]
+    origin_incarnation: u64,
+    #[prost(uint64, tag = "3")]
+    op_id: u64,
+    #[prost(uint64, tag = "4")]
+    epoch: u64,
+    #[prost(uint64, tag = "5")]
+    token: u64,
+    #[prost(enumeration = "OpKind", tag = "6")]
+    kind: i32,
+    #[prost(string, tag = "7")]
+    reduction: String,
+    #[prost(string, tag = "8")]
+    datatype: String,
+    #[prost(uint64, tag = "9")]
+    disp: u64,
+    #[prost(message, optional, tag = "10")]
+    runs: Option<Ranges>,
+    #[prost(bytes = "vec", tag = "11")]
+    data: Vec<u8>,
+    #[prost(bytes = "vec", tag = "12")]
+    compare: Vec<u8>,
+    #[prost(bytes = "vec", tag = "13")]
+    result: Vec<u8>,
+}
+
+fn ranges(pairs: &[(u64, u64)]) -> Ranges {
+    Ranges {
+        bounds: pairs
+            .iter()
+            .flat_map(|&(start, end)| [start, end])
+            .collect(),
+    }
+}
+
+fn pairs(ranges: Option<Ranges>) -> RmaResult<Vec<(u64, u64)>> {
+    let bounds = ranges.map(|ranges| ranges.bounds).unwrap_or_default();
+    if !bounds.len().is_multiple_of(2) {
+        return Err(rma_err!(
+            Other,
+            "unreadable audit event: an odd number of range bounds"
+        ));
+    }
+    Ok(bounds
+        .chunks_exact(2)
+        .map(|pair| (pair[0], pair[1]))
+        .collect())
+}
+
+fn op_kind(op: &RecordedOp) -> (OpKind, String) {
+    match op {
+        RecordedOp::Put => (OpKind::Put, String::new()),
+        RecordedOp::Get => (OpKind::Get, String::new()),
+        RecordedOp::Accumulate(name) => (OpKind::Accumulate, name.clone()),
+        RecordedOp::GetAccumulate(name) => (OpKind::GetAccumulate, name.clone()),
+        RecordedOp::FetchAndOp(name) => (OpKind::FetchAndOp, name.clone()),
+        RecordedOp::CompareAndSwap => (OpKind::CompareAndSwap, String::new()),
+    }
+}
+
+fn recorded_op(kind: i32, reduction: String) -> RmaResult<RecordedOp> {
+    Ok(match OpKind::try_from(kind) {
+        Ok(OpKind::Put) => RecordedOp::Put,
+        Ok(OpKind::Get) => RecordedOp::Get,
+        Ok(OpKind::Accumulate) => RecordedOp::Accumulate(reduction),
+        Ok(OpKind::GetAccumulate) => RecordedOp::GetAccumulate(reduction),
+        Ok(OpKind::FetchAndOp) => RecordedOp::FetchAndOp(reduction),
+        Ok(OpKind::CompareAndSwap) => RecordedOp::CompareAndSwap,
+        Ok(OpKind::Unspecified) | Err(_) => {
+            return Err(rma_err!(
+                Other,
+                "unreadable audit event: operation kind {kind}"
+            ))
+        }
+    })
+}
+
+/// The protobuf bytes of `event`.
+pub(super) fn encode(event: &Event) -> Vec<u8> {
+    let kind = match event {
+        Event::WindowCreated {
+            world,
+            name,
+            sizes,
+            disp_units,
+        } => Kind::WindowCreated(WindowCreated {
+            world: world.clone(),
+            name: name.clone(),
+            sizes: sizes.clone(),
+            disp_units: disp_units.clone(),
+        }),
+        Event::WindowFreed => Kind::WindowFreed(Empty {}),
+        Event::Attach => Kind::Attach(Empty {}),
+        Event::Detach => Kind::Detach(Empty {}),
+        Event::Published { offset, data } => Kind::Published(Published {
+            offset: *offset,
+            data: data.clone(),
+        }),
+        Event::Pulled { ranges: pulled } => Kind::Pulled(ranges(pulled)),
+        Event::FenceEnter { fence, assert } => Kind::FenceEnter(FenceEnter {
+            fence: *fence,
+            assert: *assert,
+        }),
+        Event::FenceExit { fence } => Kind::FenceExit(FenceExit { fence: *fence }),
+        Event::Post { group, assert } => Kind::Post(Group {
+            group: group.clone(),
+            assert: *assert,
+        }),
+        Event::Start { group, assert } => Kind::Start(Group {
+            group: group.clone(),
+            assert: *assert,
+        }),
+        Event::Complete => Kind::Complete(Empty {}),
+        Event::WaitEnter => Kind::WaitEnter(Empty {}),
+        Event::WaitExit => Kind::WaitExit(Empty {}),
+        Event::TestFalse => Kind::TestFalse(Empty {}),
+        Event::LockRequest {
+            origin,
+            lock_type,
+            nocheck,
+        } => Kind::LockRequest(LockRequest {
+            origin: *origin,
+            lock_type: lock_type.clone(),
+            nocheck: *nocheck,
+        }),
+        Event::LockGrant {
+            origin,
+            lock_type,
+            token,
+        } => Kind::LockGrant(LockGrant {
+            origin: *origin,
+            lock_type: lock_type.clone(),
+            token: *token,
+        }),
+        Event::LockRelease { origin, token } => Kind::LockRelease(LockRelease {
+            origin: *origin,
+            token: *token,
+        }),
+        Event::LockRevoke {
+            origin,
+            token,
+            reason,
+        } => Kind::LockRevoke(LockRevoke {
+            origin: *origin,
+            token: *token,
+            reason: reason.clone(),
+        }),
+        Event::PeerFailed { peer, call } => Kind::PeerFailed(PeerFailed {
+            peer: *peer,
+            call: call.clone(),
+        }),
+        Event::Departed {
+            incarnation,
+            reason,
+        } => Kind::Departed(Departed {
+            incarnation: *incarnation,
+            reason: reason.clone(),
+        }),
+        Event::Flush { origin } => Kind::Flush(Flush { origin: *origin }),
+        Event::Sync => Kind::Sync(Empty {}),
+        Event::BarrierEnter => Kind::BarrierEnter(Empty {}),
+        Event::BarrierExit => Kind::BarrierExit(Empty {}),
+        Event::Issued { call, target } => Kind::Issued(Call {
+            call: call.clone(),
+            target: *target,
+        }),
+        Event::Returned { call, target } => Kind::Returned(Call {
+            call: call.clone(),
+            target: *target,
+        }),
+        Event::FlushLocal { target } => Kind::FlushLocal(FlushLocal { target: *target }),
+        Event::OpIssued {
+            op_id,
+            target,
+            op,
+            datatype,
+            runs,
+        } => {
+            let (kind, reduction) = op_kind(op);
+            Kind::OpIssued(OpIssued {
+                op_id: *op_id,
+                target: *target,
+                kind: kind as i32,
+                reduction,
+                datatype: datatype.clone(),
+                runs: Some(ranges(runs)),
+            })
+        }
+        Event::Store { ranges: stored } => Kind::Store(ranges(stored)),
+        Event::Load { ranges: loaded } => Kind::Load(ranges(loaded)),
+        Event::ClientEvents { from, to, hash } => Kind::ClientEvents(ClientEvents {
+            from: *from,
+            to: *to,
+            hash: hash.clone(),
+        }),
+        Event::Op {
+            origin,
+            origin_incarnation,
+            op_id,
+            epoch,
+            token,
+            op,
+            datatype,
+            disp,
+            runs,
+            data,
+            compare,
+            result,
+        } => {
+            let (kind, reduction) = op_kind(op);
+            Kind::Op(Op {
+                origin: *origin,
+                origin_incarnation: *origin_incarnation,
+                op_id: *op_id,
+                epoch: *epoch,
+                token: *token,
+                kind: kind as i32,
+                reduction,
+                datatype: datatype.clone(),
+                disp: *disp,
+                runs: Some(ranges(runs)),
+                data: data.clone(),
+                compare: compare.clone(),
+                result: result.clone(),
+            })
+        }
+    };
+    EventMessage { kind: Some(kind) }.encode_to_vec()
+}
+
+/// The event of protobuf bytes.
+pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
+    let message = EventMessage::decode(bytes)
+        .map_err(|error| rma_err!(Other, "unreadable audit event: {error}"))?;
+    let Some(kind) = message.kind else {
+        return Err(rma_err!(
+            Other,
+            "unreadable audit event: no event of a kind this version knows"
+        ));
+    };
+    Ok(match kind {
+        Kind::WindowCreated(m) => Event::WindowCreated {
+            world: m.world,
+            name: m.name,
+            sizes: m.sizes,
+            disp_units: m.disp_units,
+        },
+        Kind::WindowFreed(_) => Event::WindowFreed,
+        Kind::Attach(_) => Event::Attach,
+        Kind::Detach(_) => Event::Detach,
+        Kind::Published(m) => Event::Published {
+            offset: m.offset,
+            data: m.data,
+        },
+        Kind::Pulled(m) => Event::Pulled {
+            ranges: pairs(Some(m))?,
+        },
+        Kind::FenceEnter(m) => Event::FenceEnter {
+            fence: m.fence,
+            assert: m.assert,
+        },
+        Kind::FenceExit(m) => Event::FenceExit { fence: m.fence },
+        Kind::Post(m) => Event::Post {
+            group: m.group,
+            assert: m.assert,
+        },
+        Kind::Start(m) => Event::Start {
+            group: m.group,
+            assert: m.assert,
+        },
+        Kind::Complete(_) => Event::Complete,
+        Kind::WaitEnter(_) => Event::WaitEnter,
+        Kind::WaitExit(_) => Event::WaitExit,
+        Kind::TestFalse(_) => Event::TestFalse,
+        Kind::LockRequest(m) => Event::LockRequest {
+            origin: m.origin,
+            lock_type: m.lock_type,
+            nocheck: m.nocheck,
+        },
+        Kind::LockGrant(m) => Event::LockGrant {
+            origin: m.origin,
+            lock_type: m.lock_type,
+            token: m.token,
+        },
+        Kind::LockRelease(m) => Event::LockRelease {
+            origin: m.origin,
+            token: m.token,
+        },
+        Kind::LockRevoke(m) => Event::LockRevoke {
+            origin: m.origin,
+            token: m.token,
+            reason: m.reason,
+        },
+        Kind::PeerFailed(m) => Event::PeerFailed {
+            peer: m.peer,
+            call: m.call,
+        },
+        Kind::Departed(m) => Event::Departed {
+            incarnation: m.incarnation,
+            reason: m.reason,
+        },
+        Kind::Flush(m) => Event::Flush { origin: m.origin },
+        Kind::Sync(_) => Event::Sync,
+        Kind::BarrierEnter(_) => Event::BarrierEnter,
+        Kind::BarrierExit(_) => Event::BarrierExit,
+        Kind::Issued(m) => Event::Issued {
+            call: m.call,
+            target: m.target,
+        },
+        Kind::Returned(m) => Event::Returned {
+            call: m.call,
+            target: m.target,
+        },
+        Kind::FlushLocal(m) => Event::FlushLocal { target: m.target },
+        Kind::OpIssued(m) => Event::OpIssued {
+            op_id: m.op_id,
+            target: m.target,
+            op: recorded_op(m.kind, m.reduction)?,
+            datatype: m.datatype,
+            runs: pairs(m.runs)?,
+        },
+        Kind::Store(m) => Event::Store {
+            ranges: pairs(Some(m))?,
+        },
+        Kind::Load(m) => Event::Load {
+            ranges: pairs(Some(m))?,
+        },
+        Kind::ClientEvents(m) => Event::ClientEvents {
+            from: m.from,
+            to: m.to,
+            hash: m.hash,
+        },
+        Kind::Op(m) => Event::Op {
+            origin: m.origin,
+            origin_incarnation: m.origin_incarnation,
+            op_id: m.op_id,
+            epoch: m.epoch,
+            token: m.token,
+            op: recorded_op(m.kind, m.reduction)?,
+            datatype: m.datatype,
+            disp: m.disp,
+            runs: pairs(m.runs)?,
+            data: m.data,
+            compare: m.compare,
+            result: m.result,
+        },
+    })
+}

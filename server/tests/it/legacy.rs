@@ -1,0 +1,360 @@
+//! A store written by onesided 0.1.0 (events as JSON, schema version 3:
+//! `tests/fixtures/store-0.1.0`, made as its README says) works with this version: it is
+//! migrated, every window verifies intact, replays as it did, the recovered window holds its
+//! bytes, and new events continue its chains in the binary encoding — across a restart too.
+//! SQLite as the file was written; PostgreSQL with the same rows loaded into a database at
+//! schema version 3 (0.1.0's migrations).
+
+use std::path::Path;
+
+use onesided_client::{Audit, LockType, Session};
+use sqlx::{Connection, PgConnection, SqliteConnection};
+
+use crate::recovery::start_on;
+use crate::store::PgDatabase;
+use crate::{unique, TempDir, ADMIN_TOKEN};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/store-0.1.0/audit.db"
+);
+const RANK0: &str = "6084e3ae8e30b7aba2bf0670c124d51b1161a507403aa1dc";
+const RANK1: &str = "c3490f31aa9c851762c9debf2c20e0ea62b654131d9a9884";
+
+fn i64s(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .map(|chunk| i64::from_le_bytes(chunk.try_into().unwrap()))
+        .collect()
+}
+
+/// Rows with a JSON body, rows with a binary event (both tables), and the schema version.
+macro_rules! encodings {
+    ($connection:expr) => {{
+        let connection = $connection;
+        let version: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        let mut counts = (0i64, 0i64);
+        for table in ["audit_events", "client_events"] {
+            let columns = if version >= 4 {
+                "COUNT(body), COUNT(event)"
+            } else {
+                "COUNT(body), CAST(0 AS BIGINT)"
+            };
+            let (json, binary): (i64, i64) =
+                sqlx::query_as(&format!("SELECT {columns} FROM {table}"))
+                    .fetch_one(&mut *connection)
+                    .await
+                    .unwrap();
+            counts = (counts.0 + json, counts.1 + binary);
+        }
+        (counts, version)
+    }};
+}
+
+enum Legacy {
+    Sqlite(std::path::PathBuf),
+    Postgres(PgDatabase),
+}
+
+impl Legacy {
+    async fn encodings(&self) -> ((i64, i64), i64) {
+        match self {
+            Legacy::Sqlite(path) => {
+                let url = format!("sqlite:{}", path.display());
+                encodings!(&mut SqliteConnection::connect(&url).await.unwrap())
+            }
+            Legacy::Postgres(database) => {
+                encodings!(&mut PgConnection::connect(&database.url).await.unwrap())
+            }
+        }
+    }
+
+    fn url(&self) -> Option<String> {
+        match self {
+            Legacy::Sqlite(_) => None,
+            Legacy::Postgres(database) => Some(database.url.clone()),
+        }
+    }
+}
+
+/// A PostgreSQL database at 0.1.0's schema (its three migrations, as 0.1.0 applied them)
+/// holding the fixture's rows.
+async fn postgres_of_0_1_0(fixture: &Path) -> PgDatabase {
+    let database = PgDatabase::create().await;
+    let old = TempDir(std::env::temp_dir().join(unique("onesided-migrations-0.1.0")));
+    std::fs::create_dir_all(&old.0).unwrap();
+    let mut migrations = Vec::new();
+    for entry in std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../migrations/postgres"
+    ))
+    .unwrap()
+    {
+        migrations.push(entry.unwrap().path());
+    }
+    migrations.sort();
+    for path in &migrations[..3] {
+        std::fs::copy(path, old.0.join(path.file_name().unwrap())).unwrap();
+    }
+    let mut pg = PgConnection::connect(&database.url).await.unwrap();
+    sqlx::migrate::Migrator::new(old.0.as_path())
+        .await
+        .unwrap()
+        .run(&mut pg)
+        .await
+        .unwrap();
+    let url = format!("sqlite:{}", fixture.display());
+    let mut lite = SqliteConnection::connect(&url).await.unwrap();
+    let worlds: Vec<(String, i32)> = sqlx::query_as("SELECT name, nranks FROM worlds")
+        .fetch_all(&mut lite)
+        .await
+        .unwrap();
+    for (name, nranks) in worlds {
+        sqlx::query("INSERT INTO worlds VALUES ($1, $2)")
+            .bind(name)
+            .bind(nranks)
+            .execute(&mut pg)
+            .await
+            .unwrap();
+    }
+    let tokens: Vec<(Vec<u8>, String, i32)> =
+        sqlx::query_as("SELECT token_sha256, world, rank FROM world_tokens")
+            .fetch_all(&mut lite)
+            .await
+            .unwrap();
+    for (hash, world, rank) in tokens {
+        sqlx::query("INSERT INTO world_tokens VALUES ($1, $2, $3)")
+            .bind(hash)
+            .bind(world)
+            .bind(rank)
+            .execute(&mut pg)
+            .await
+            .unwrap();
+    }
+    let specs: Vec<(i64, String, String, String, bool)> =
+        sqlx::query_as("SELECT window_id, world, name, spec, freed FROM window_specs")
+            .fetch_all(&mut lite)
+            .await
+            .unwrap();
+    for (id, world, name, spec, freed) in specs {
+        sqlx::query("INSERT INTO window_specs VALUES ($1, $2, $3, $4, $5)")
+            .bind(id)
+            .bind(world)
+            .bind(name)
+            .bind(spec)
+            .bind(freed)
+            .execute(&mut pg)
+            .await
+            .unwrap();
+    }
+    let snapshots: Vec<(i64, i32, i64, Vec<u8>)> =
+        sqlx::query_as("SELECT window_id, rank, seq, data FROM snapshots")
+            .fetch_all(&mut lite)
+            .await
+            .unwrap();
+    for (id, rank, seq, data) in snapshots {
+        sqlx::query("INSERT INTO snapshots VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(rank)
+            .bind(seq)
+            .bind(data)
+            .execute(&mut pg)
+            .await
+            .unwrap();
+    }
+    let windows: Vec<(i64, String, String)> =
+        sqlx::query_as("SELECT window_id, world, name FROM audit_windows")
+            .fetch_all(&mut lite)
+            .await
+            .unwrap();
+    for (id, world, name) in windows {
+        sqlx::query("INSERT INTO audit_windows VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(world)
+            .bind(name)
+            .execute(&mut pg)
+            .await
+            .unwrap();
+    }
+    type Row = (i64, i64, i64, i32, i64, String, String, Vec<u8>, Vec<u8>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT window_id, seq, at_ns, rank, incarnation, kind, body, prev_hash, hash \
+         FROM audit_events",
+    )
+    .fetch_all(&mut lite)
+    .await
+    .unwrap();
+    for (id, seq, at_ns, rank, incarnation, kind, body, prev_hash, hash) in rows {
+        sqlx::query(
+            "INSERT INTO audit_events (window_id, seq, at_ns, rank, incarnation, kind, body, \
+             prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(id)
+        .bind(seq)
+        .bind(at_ns)
+        .bind(rank)
+        .bind(incarnation)
+        .bind(kind)
+        .bind(body)
+        .bind(prev_hash)
+        .bind(hash)
+        .execute(&mut pg)
+        .await
+        .unwrap();
+    }
+    type ClientRow = (i64, i32, i64, i64, i64, String, String, Vec<u8>, Vec<u8>);
+    let rows: Vec<ClientRow> = sqlx::query_as(
+        "SELECT window_id, rank, incarnation, cseq, at_ns, kind, body, prev_hash, hash \
+         FROM client_events",
+    )
+    .fetch_all(&mut lite)
+    .await
+    .unwrap();
+    for (id, rank, incarnation, cseq, at_ns, kind, body, prev_hash, hash) in rows {
+        sqlx::query(
+            "INSERT INTO client_events (window_id, rank, incarnation, cseq, at_ns, kind, body, \
+             prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(id)
+        .bind(rank)
+        .bind(incarnation)
+        .bind(cseq)
+        .bind(at_ns)
+        .bind(kind)
+        .bind(body)
+        .bind(prev_hash)
+        .bind(hash)
+        .execute(&mut pg)
+        .await
+        .unwrap();
+    }
+    database
+}
+
+/// Every recorded window verifies intact; returns how many client rows the markers name.
+async fn all_intact(audit: &Audit) -> u64 {
+    let windows = audit.windows().await.unwrap();
+    assert_eq!(windows.len(), 6, "{windows:?}");
+    let mut client_rows = 0;
+    for window in windows {
+        let verification = audit.verify(window.id).await.unwrap();
+        assert_eq!(verification.first_bad, None, "{window:?}: {verification:?}");
+        // at least every row listed (a just-closed session's departure may still be landing)
+        assert!(
+            verification.events >= window.events,
+            "{window:?}: {verification:?}"
+        );
+        client_rows += verification.client_events;
+    }
+    client_rows
+}
+
+async fn counters(url: &str) -> Vec<Vec<i64>> {
+    let session = Session::attach(url, RANK0).await.unwrap();
+    let w = session.window("counters").await.unwrap();
+    w.lock_all(0).await.unwrap();
+    let reads: Vec<_> = (0..2)
+        .map(|rank| w.get::<i64>(rank, 0, 4).unwrap())
+        .collect();
+    w.unlock_all().await.unwrap();
+    let mut copies = Vec::new();
+    for read in reads {
+        copies.push(read.value().await.unwrap());
+    }
+    drop(w);
+    session.close().await.unwrap();
+    copies
+}
+
+async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(postgres: bool) {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-legacy")));
+    std::fs::create_dir_all(&data.0).unwrap();
+    let store = if postgres {
+        Legacy::Postgres(postgres_of_0_1_0(Path::new(FIXTURE)).await)
+    } else {
+        let database = data.0.join("audit.db");
+        std::fs::copy(FIXTURE, &database).unwrap();
+        Legacy::Sqlite(database)
+    };
+    let ((json_rows, _), version) = store.encodings().await;
+    assert_eq!(version, 3, "a store of 0.1.0");
+    assert_eq!(json_rows, 391 + 50);
+    let url = store.url();
+    let start = || start_on(&data.0, |config| config.database_url = url.clone());
+
+    let server = start().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    // the old rows, as they were written
+    assert_eq!(all_intact(&audit).await, 50);
+    let before = [vec![3, 0, 41, 3], vec![5, 7, 11, 0]];
+    let replayed = audit.replay(1, None).await.unwrap();
+    assert_eq!(
+        replayed.ranks.iter().map(|r| i64s(r)).collect::<Vec<_>>(),
+        before
+    );
+    assert_eq!(counters(&server.url).await, before);
+    let log = audit.events(1, 1).await.unwrap();
+    let put = log
+        .iter()
+        .find(|e| e.body.starts_with("{\"event\":\"op\",") && e.body.contains("\"op\":\"put\""))
+        .expect("the put of 0.1.0");
+    assert!(
+        put.body
+            .contains("\"data\":\"050000000000000007000000000000000b00000000000000\""),
+        "{}",
+        put.body
+    );
+
+    // new events continue the window's chain in the new encoding
+    let session = Session::attach(&server.url, RANK1).await.unwrap();
+    let w = session.window("counters").await.unwrap();
+    w.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    w.put::<i64>(0, 1, &[-8]).unwrap();
+    w.unlock(0).await.unwrap();
+    drop(w);
+    session.close().await.unwrap();
+    let after = [vec![3, -8, 41, 3], vec![5, 7, 11, 0]];
+    assert_eq!(counters(&server.url).await, after);
+    assert_eq!(all_intact(&audit).await, 50);
+    let replayed = audit.replay(1, None).await.unwrap();
+    assert_eq!(
+        replayed.ranks.iter().map(|r| i64s(r)).collect::<Vec<_>>(),
+        after
+    );
+    // the log reads the same either way: the new put's payload shows as the old one did
+    let log = audit.events(1, 1).await.unwrap();
+    assert!(
+        log.iter()
+            .any(|e| e.body.contains("\"data\":\"f8ffffffffffffff\"")),
+        "the new put in the log"
+    );
+    server.stop().await;
+    let ((json_rows, binary_rows), version) = store.encodings().await;
+    assert_eq!(version, 4);
+    assert_eq!(
+        json_rows,
+        391 + 50,
+        "old rows keep the encoding their hashes cover"
+    );
+    assert!(binary_rows > 0);
+
+    // and a restart recovers the window from the mixed log
+    let server = start().await;
+    assert_eq!(counters(&server.url).await, after);
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    assert_eq!(all_intact(&audit).await, 50);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued() {
+    a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued() {
+    a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(true).await;
+}
