@@ -338,9 +338,54 @@ fn recorded_op(kind: i32, reduction: String) -> RmaResult<RecordedOp> {
     })
 }
 
-/// The protobuf bytes of `event`.
+/// The protobuf bytes of `event`. Payloads are copied once, from the event into the output:
+/// the message is encoded without them ([`head`]) and they follow as its last fields. Their
+/// tags are its highest, so these are the bytes of the whole message in canonical field order.
 pub(super) fn encode(event: &Event) -> Vec<u8> {
-    let kind = match event {
+    use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
+    let head = head(event);
+    let (tag, payloads): (u32, [(u32, &[u8]); 3]) = match event {
+        Event::Published { data, .. } => (5, [(2, data), (0, &[]), (0, &[])]),
+        Event::Op {
+            data,
+            compare,
+            result,
+            ..
+        } => (32, [(11, data), (12, compare), (13, result)]),
+        _ => return EventMessage { kind: Some(head) }.encode_to_vec(),
+    };
+    let payloads = payloads.into_iter().filter(|(_, bytes)| !bytes.is_empty());
+    let head_len = match &head {
+        Kind::Published(message) => message.encoded_len(),
+        Kind::Op(message) => message.encoded_len(),
+        _ => 0,
+    };
+    let inner = head_len
+        + payloads
+            .clone()
+            .map(|(field, bytes)| {
+                key_len(field) + encoded_len_varint(bytes.len() as u64) + bytes.len()
+            })
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(key_len(tag) + encoded_len_varint(inner as u64) + inner);
+    encode_key(tag, WireType::LengthDelimited, &mut out);
+    encode_varint(inner as u64, &mut out);
+    match &head {
+        Kind::Published(message) => message.encode_raw(&mut out),
+        Kind::Op(message) => message.encode_raw(&mut out),
+        _ => {}
+    }
+    for (field, bytes) in payloads {
+        encode_key(field, WireType::LengthDelimited, &mut out);
+        encode_varint(bytes.len() as u64, &mut out);
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+/// The message of `event` with its payload fields (`data`, `compare`, `result`) left empty.
+fn head(event: &Event) -> Kind {
+    match event {
         Event::WindowCreated {
             world,
             name,
@@ -355,9 +400,9 @@ pub(super) fn encode(event: &Event) -> Vec<u8> {
         Event::WindowFreed => Kind::WindowFreed(Empty {}),
         Event::Attach => Kind::Attach(Empty {}),
         Event::Detach => Kind::Detach(Empty {}),
-        Event::Published { offset, data } => Kind::Published(Published {
+        Event::Published { offset, .. } => Kind::Published(Published {
             offset: *offset,
-            data: data.clone(),
+            data: Vec::new(),
         }),
         Event::Pulled { ranges: pulled } => Kind::Pulled(ranges(pulled)),
         Event::FenceEnter { fence, assert } => Kind::FenceEnter(FenceEnter {
@@ -466,9 +511,7 @@ pub(super) fn encode(event: &Event) -> Vec<u8> {
             datatype,
             disp,
             runs,
-            data,
-            compare,
-            result,
+            ..
         } => {
             let (kind, reduction) = op_kind(op);
             Kind::Op(Op {
@@ -482,13 +525,12 @@ pub(super) fn encode(event: &Event) -> Vec<u8> {
                 datatype: datatype.clone(),
                 disp: *disp,
                 runs: Some(ranges(runs)),
-                data: data.clone(),
-                compare: compare.clone(),
-                result: result.clone(),
+                data: Vec::new(),
+                compare: Vec::new(),
+                result: Vec::new(),
             })
         }
-    };
-    EventMessage { kind: Some(kind) }.encode_to_vec()
+    }
 }
 
 /// The event of protobuf bytes.

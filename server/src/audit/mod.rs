@@ -444,22 +444,30 @@ impl Writer {
         let mut waiting = Some(answers);
         loop {
             let began = Instant::now();
-            let attempt = match self.rows(&events, &snapshots).await {
-                Ok((rows, tails, snapshots)) => self
-                    .store
-                    .insert(&rows, &snapshots)
-                    .await
-                    .map(|()| (rows, tails)),
+            // the events and snapshots move into rows and back for a retry: their payloads
+            // are never copied here (only encoded, once per attempt)
+            let attempt = match self.load_tails(&events, &snapshots).await {
+                Ok(()) => {
+                    let built =
+                        self.number(std::mem::take(&mut events), std::mem::take(&mut snapshots));
+                    match self.store.insert(&built.rows, &built.snapshots).await {
+                        Ok(()) => Ok(built),
+                        Err(error) => {
+                            (events, snapshots) = built.undo();
+                            Err(error)
+                        }
+                    }
+                }
                 Err(error) => Err(error),
             };
             match attempt {
-                Ok((rows, tails)) => {
-                    if !events.is_empty() {
-                        self.metrics.audit_committed(events.len(), began.elapsed());
+                Ok(Built { rows, tails, .. }) => {
+                    if !rows.is_empty() {
+                        self.metrics.audit_committed(rows.len(), began.elapsed());
                         let (started, base_ns) = self.clock;
                         let now_ns = base_ns + started.elapsed().as_nanos() as u64;
-                        for event in &events {
-                            let lag = now_ns.saturating_sub(event.at_ns);
+                        for row in &rows {
+                            let lag = now_ns.saturating_sub(row.record.at_ns);
                             self.metrics.audit_lag(Duration::from_nanos(lag));
                         }
                     }
@@ -536,25 +544,48 @@ impl Writer {
         }
     }
 
-    /// Numbers and chains `events` after each window's tail, and places each snapshot at the
-    /// sequence number its window had reached when it was taken.
-    async fn rows(
-        &mut self,
-        events: &[Pending],
-        snapshots: &[(usize, u64, u32, Vec<u8>)],
-    ) -> anyhow::Result<(Vec<NewRow>, HashMap<u64, (u64, [u8; 32])>, Vec<Snapshot>)> {
+    /// Loads the stored tail of every window of `events` and `snapshots` not known yet.
+    async fn load_tails(&mut self, events: &[Pending], snapshots: &[Taken]) -> anyhow::Result<()> {
+        let windows = events
+            .iter()
+            .map(|pending| pending.window)
+            .chain(snapshots.iter().map(|(_, window, ..)| *window));
+        for window in windows {
+            self.tail(window).await?;
+        }
+        Ok(())
+    }
+
+    /// Numbers and chains `events` after each window's tail (all loaded), and places each
+    /// snapshot at the sequence number its window had reached when it was taken.
+    fn number(&mut self, events: Vec<Pending>, snapshots: Vec<Taken>) -> Built {
         let mut rows = Vec::with_capacity(events.len());
         let mut tails: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
         let mut placed = Vec::with_capacity(snapshots.len());
-        let mut next_snapshot = snapshots.iter().peekable();
-        for (index, pending) in events.iter().enumerate() {
-            while let Some((_, window, rank, data)) =
+        let mut places = Vec::with_capacity(snapshots.len());
+        let known = &self.tails;
+        let tail = |tails: &HashMap<u64, (u64, [u8; 32])>, window: u64| {
+            tails
+                .get(&window)
+                .or_else(|| known.get(&window))
+                .copied()
+                .unwrap_or((0, GENESIS))
+        };
+        let mut next_snapshot = snapshots.into_iter().peekable();
+        for (index, pending) in events.into_iter().enumerate() {
+            while let Some((before, window, rank, data)) =
                 next_snapshot.next_if(|(before, ..)| *before == index)
             {
-                let (seq, _) = self.tail_in(&tails, *window).await?;
-                placed.push(snapshot(*window, *rank, seq, data));
+                let (seq, _) = tail(&tails, window);
+                placed.push(Snapshot {
+                    window,
+                    rank,
+                    seq,
+                    data,
+                });
+                places.push(before);
             }
-            let (seq, previous) = self.tail_in(&tails, pending.window).await?;
+            let (seq, previous) = tail(&tails, pending.window);
             let last_at = self.last_at.entry(pending.window).or_insert(0);
             *last_at = (*last_at).max(pending.at_ns);
             let record = AuditRecord {
@@ -564,7 +595,7 @@ impl Writer {
                 rank: pending.rank,
                 incarnation: pending.incarnation,
                 cseq: None,
-                event: pending.event.clone(),
+                event: pending.event,
             };
             let body = Body::encode(&record.event);
             let hash = chain_hash(&previous, &record, &body);
@@ -576,31 +607,60 @@ impl Writer {
                 hash,
             });
         }
-        for (_, window, rank, data) in next_snapshot {
-            let (seq, _) = self.tail_in(&tails, *window).await?;
-            placed.push(snapshot(*window, *rank, seq, data));
+        for (before, window, rank, data) in next_snapshot {
+            let (seq, _) = tail(&tails, window);
+            placed.push(Snapshot {
+                window,
+                rank,
+                seq,
+                data,
+            });
+            places.push(before);
         }
-        Ok((rows, tails, placed))
-    }
-
-    async fn tail_in(
-        &mut self,
-        batch: &HashMap<u64, (u64, [u8; 32])>,
-        window: u64,
-    ) -> anyhow::Result<(u64, [u8; 32])> {
-        match batch.get(&window) {
-            Some(tail) => Ok(*tail),
-            None => self.tail(window).await,
+        Built {
+            rows,
+            tails,
+            snapshots: placed,
+            places,
         }
     }
 }
 
-fn snapshot(window: u64, rank: u32, seq: u64, data: &[u8]) -> Snapshot {
-    Snapshot {
-        window,
-        rank,
-        seq,
-        data: data.to_vec(),
+/// A snapshot as the writer receives it: the number of the batch's events submitted before it,
+/// window, rank, the public copy.
+type Taken = (usize, u64, u32, Vec<u8>);
+
+/// A batch numbered and chained, ready to insert.
+struct Built {
+    rows: Vec<NewRow>,
+    /// Each window's tail after these rows.
+    tails: HashMap<u64, (u64, [u8; 32])>,
+    snapshots: Vec<Snapshot>,
+    /// Where each snapshot stood among the events.
+    places: Vec<usize>,
+}
+
+impl Built {
+    /// The events and snapshots again, to retry the batch.
+    fn undo(self) -> (Vec<Pending>, Vec<Taken>) {
+        let events = self
+            .rows
+            .into_iter()
+            .map(|row| Pending {
+                window: row.record.window,
+                rank: row.record.rank,
+                incarnation: row.record.incarnation,
+                at_ns: row.record.at_ns,
+                event: row.record.event,
+            })
+            .collect();
+        let snapshots = self
+            .snapshots
+            .into_iter()
+            .zip(self.places)
+            .map(|(snapshot, before)| (before, snapshot.window, snapshot.rank, snapshot.data))
+            .collect();
+        (events, snapshots)
     }
 }
 
