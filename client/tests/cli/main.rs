@@ -9,9 +9,11 @@ mod epoch;
 mod examples;
 mod failure;
 mod help;
+mod pipe;
 mod scenario;
 mod shell;
 mod store;
+mod timeout;
 mod tls;
 
 use std::path::{Path, PathBuf};

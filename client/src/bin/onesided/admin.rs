@@ -118,9 +118,9 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
             if global.json {
                 json::print(&json!({"world": world.name, "tokens": world.tokens}));
             } else {
-                println!("world {} with {} ranks", world.name, world.tokens.len());
+                outln!("world {} with {} ranks", world.name, world.tokens.len());
                 for (rank, token) in world.tokens.iter().enumerate() {
-                    println!("rank {rank}: {token}");
+                    outln!("rank {rank}: {token}");
                 }
             }
         }
@@ -133,9 +133,9 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
                     .collect();
                 json::print(&json!({ "worlds": list }));
             } else {
-                println!("{:<32} {:>6} {:>8}", "NAME", "RANKS", "WINDOWS");
+                outln!("{:<32} {:>6} {:>8}", "NAME", "RANKS", "WINDOWS");
                 for w in worlds {
-                    println!("{:<32} {:>6} {:>8}", w.name, w.ranks, w.windows);
+                    outln!("{:<32} {:>6} {:>8}", w.name, w.ranks, w.windows);
                 }
             }
         }
@@ -222,9 +222,11 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
     if global.json {
         json::print(&desc_json(&desc));
     } else {
-        println!(
+        outln!(
             "window {} (id {}) on world {}",
-            desc.name, desc.id, desc.world
+            desc.name,
+            desc.id,
+            desc.world
         );
     }
     Ok(())
@@ -240,12 +242,15 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
                 let list: Vec<_> = windows.iter().map(desc_json).collect();
                 json::print(&json!({ "windows": list }));
             } else {
-                println!(
+                outln!(
                     "{:<24} {:>6} {:<9} {:<20} DISP_UNITS",
-                    "NAME", "ID", "FLAVOR", "SIZES"
+                    "NAME",
+                    "ID",
+                    "FLAVOR",
+                    "SIZES"
                 );
                 for w in windows {
-                    println!(
+                    outln!(
                         "{:<24} {:>6} {:<9} {:<20} {}",
                         w.name,
                         w.id,
@@ -261,15 +266,15 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
             if global.json {
                 json::print(&desc_json(&desc));
             } else {
-                println!("name:       {}", desc.name);
-                println!("id:         {}", desc.id);
-                println!("world:      {}", desc.world);
-                println!("flavor:     {}", desc.flavor.name());
-                println!("model:      separate");
-                println!("sizes:      {}", list(&desc.sizes));
-                println!("disp_units: {}", list(&desc.disp_units));
+                outln!("name:       {}", desc.name);
+                outln!("id:         {}", desc.id);
+                outln!("world:      {}", desc.world);
+                outln!("flavor:     {}", desc.flavor.name());
+                outln!("model:      separate");
+                outln!("sizes:      {}", list(&desc.sizes));
+                outln!("disp_units: {}", list(&desc.disp_units));
                 for (key, value) in desc.info.to_pairs() {
-                    println!("info:       {key}={value}");
+                    outln!("info:       {key}={value}");
                 }
             }
         }

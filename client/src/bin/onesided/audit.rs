@@ -184,9 +184,9 @@ async fn ls(global: &Global, audit: &Audit) -> Result<ExitCode> {
             .collect();
         json::print(&json!({ "windows": list }));
     } else {
-        println!("{:>6} {:<40} {:<24} {:>8}", "ID", "WORLD", "NAME", "EVENTS");
+        outln!("{:>6} {:<40} {:<24} {:>8}", "ID", "WORLD", "NAME", "EVENTS");
         for w in windows {
-            println!("{:>6} {:<40} {:<24} {:>8}", w.id, w.world, w.name, w.events);
+            outln!("{:>6} {:<40} {:<24} {:>8}", w.id, w.world, w.name, w.events);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -418,14 +418,14 @@ fn print_entry(global: &Global, entry: &AuditEntry) {
     if global.json {
         json::print(&entry_json(entry));
     } else {
-        println!("{}", entry_text(entry));
+        outln!("{}", entry_text(entry));
     }
 }
 
 async fn log(global: &Global, audit: &Audit, args: LogArgs) -> Result<ExitCode> {
     let window = resolve(audit, &args.window).await?;
     if !global.json {
-        println!("{LOG_HEADER}");
+        outln!("{LOG_HEADER}");
     }
     if args.follow {
         let mut stream = Box::pin(audit.follow(window, args.from).await?);
@@ -512,7 +512,7 @@ async fn replay(global: &Global, audit: &Audit, args: ReplayArgs) -> Result<Exit
             "ranks": list,
         }));
     } else {
-        println!("window {window} after seq {}", replayed.at);
+        outln!("window {window} after seq {}", replayed.at);
         for (rank, copy, values) in &ranks {
             let text = match values {
                 Some(values) => values
@@ -522,7 +522,7 @@ async fn replay(global: &Global, audit: &Audit, args: ReplayArgs) -> Result<Exit
                     .join(" "),
                 None => grouped_hex(copy, disp_units.get(*rank).copied().unwrap_or(1) as usize),
             };
-            println!("rank {rank}: {text}");
+            outln!("rank {rank}: {text}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -565,9 +565,9 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
             client => format!("{} events, {client} client events", verification.events),
         };
         match (verification.first_bad, verification.client_break) {
-            (None, _) => println!("window {window}: intact ({counts})"),
-            (Some(seq), None) => println!("window {window}: broken at seq {seq} ({counts})"),
-            (Some(seq), Some(at)) => println!(
+            (None, _) => outln!("window {window}: intact ({counts})"),
+            (Some(seq), None) => outln!("window {window}: broken at seq {seq} ({counts})"),
+            (Some(seq), Some(at)) => outln!(
                 "window {window}: broken at seq {seq}: the client rows of rank {} incarnation {} \
                  it names are broken at cseq {} ({}) ({counts})",
                 at.rank,
@@ -578,17 +578,23 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
             ),
         }
         for span in &verification.pending {
-            println!(
+            outln!(
                 "rank {} incarnation {}: client rows {}..={} are named but not stored yet (the \
                  client is still attached and writing them)",
-                span.rank, span.incarnation, span.from, span.to
+                span.rank,
+                span.incarnation,
+                span.from,
+                span.to
             );
         }
         for span in &verification.unmarked {
-            println!(
+            outln!(
                 "rank {} incarnation {}: client rows {}..={} are named by no marker (the client \
                  stopped before shipping it, or is still running); they are not merged",
-                span.rank, span.incarnation, span.from, span.to
+                span.rank,
+                span.incarnation,
+                span.from,
+                span.to
             );
         }
     }
@@ -649,12 +655,12 @@ async fn check(global: &Global, audit: &Audit, args: CheckArgs) -> Result<ExitCo
         }));
     } else {
         for finding in &findings {
-            println!("{}", finding_text(finding));
+            outln!("{}", finding_text(finding));
         }
         match findings.len() {
-            0 => println!("window {window}: no findings"),
-            1 => println!("window {window}: 1 finding"),
-            n => println!("window {window}: {n} findings"),
+            0 => outln!("window {window}: no findings"),
+            1 => outln!("window {window}: 1 finding"),
+            n => outln!("window {window}: {n} findings"),
         }
     }
     Ok(if findings.is_empty() {
@@ -673,13 +679,10 @@ async fn export(audit: &Audit, args: ExportArgs) -> Result<ExitCode> {
         Some(path) => std::fs::write(path, trace.as_bytes())
             .map_err(|error| Usage(format!("cannot write {}: {error}", path.display())))?,
         None => {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(trace.as_bytes())?;
+            crate::out::bytes(trace.as_bytes());
             if !trace.ends_with('\n') {
-                stdout.write_all(b"\n")?;
+                crate::out::bytes(b"\n");
             }
-            stdout.flush()?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -223,7 +223,7 @@ fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str)
         json::print(&body);
     } else {
         let texts: Vec<String> = values.iter().map(Value::to_string).collect();
-        println!("{}", texts.join(" "));
+        outln!("{}", texts.join(" "));
     }
 }
 

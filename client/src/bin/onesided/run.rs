@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use clap::Args;
@@ -44,9 +44,6 @@ pub struct RunArgs {
     /// Admin token (default: --token / ONESIDED_TOKEN)
     #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Seconds every rank together may take in one run before it counts as stuck
-    #[arg(long, default_value_t = 30)]
-    timeout: u64,
 }
 
 fn observed_text(value: &scenario::Observed) -> String {
@@ -143,14 +140,14 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
     let single = reports.len() == 1;
     for report in reports {
         let verdict = if report.ok() { "ok" } else { "FAILED" };
-        println!("run {}: {verdict}", report.run);
+        outln!("run {}: {verdict}", report.run);
         if audit {
             for window in &report.windows {
-                println!("  window {} id {}", window.name, window.id);
+                outln!("  window {} id {}", window.name, window.id);
             }
         }
         for problem in &report.problems {
-            println!("  {file}:{}: {}", problem.line, problem.message);
+            outln!("  {file}:{}: {}", problem.line, problem.message);
         }
         for outcome in &report.expectations {
             if single || !outcome.held {
@@ -160,16 +157,17 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
                     (None, None) => "nothing observed".into(),
                 };
                 let verdict = if outcome.held { "held" } else { "did NOT hold" };
-                println!(
+                outln!(
                     "  {file}:{}: {}: {verdict} ({observed})",
-                    outcome.line, outcome.text
+                    outcome.line,
+                    outcome.text
                 );
             }
         }
         if single {
             for rank in &report.ranks {
                 for call in rank.failed_calls.iter().filter(|call| call.expected) {
-                    println!(
+                    outln!(
                         "  {file}:{}: {} `{}` failed as expected: {}",
                         call.line,
                         rank_name(rank.rank, scenario.ranks),
@@ -182,22 +180,22 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
     }
     let seen = distribution(reports, scenario);
     if !seen.is_empty() {
-        println!("variables over {} run(s):", reports.len());
+        outln!("variables over {} run(s):", reports.len());
         for (var, values) in &seen {
             let parts: Vec<String> = values
                 .iter()
                 .map(|(value, count)| format!("{value} ×{count}"))
                 .collect();
-            println!("  {var}: {}", parts.join(", "));
+            outln!("  {var}: {}", parts.join(", "));
         }
     }
     let runs = reports.len();
     let failed = reports.iter().filter(|r| !r.ok()).count();
     let expectations = scenario.expectations.len();
     if failed == 0 {
-        println!("ok: {expectations} expectation(s) held in {runs} run(s)");
+        outln!("ok: {expectations} expectation(s) held in {runs} run(s)");
     } else {
-        println!("FAILED: {failed} of {runs} run(s) failed");
+        outln!("FAILED: {failed} of {runs} run(s) failed");
     }
 }
 
@@ -249,7 +247,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let config = RunConfig {
         endpoint: global.endpoint()?,
         admin_token,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: global.timeout,
         prefix: format!("run-{stem}-{}-{nanos}", std::process::id()),
     };
     let mut reports = Vec::new();

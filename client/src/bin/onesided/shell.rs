@@ -69,7 +69,7 @@ impl Shell {
         if self.json {
             json::print(&value);
         } else {
-            println!("{text}");
+            outln!("{text}");
         }
     }
 
@@ -83,13 +83,13 @@ impl Shell {
         };
         match first {
             "quit" | "exit" => return Ok(false),
-            "help" => println!("{HELP}"),
+            "help" => outln!("{HELP}"),
             "vars" => {
                 let vars = self.executor.vars();
                 let mut document = serde_json::Map::new();
                 for (name, value) in &vars {
                     if !self.json {
-                        println!("{name} = {}", value.value);
+                        outln!("{name} = {}", value.value);
                     }
                     document.insert(name.clone(), json::observed(&value.value));
                 }
