@@ -1,6 +1,6 @@
 //! The admin side: worlds and windows.
 
-use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -54,10 +54,13 @@ pub struct WindowSpec {
 }
 
 impl WindowSpec {
-    /// `nranks` ranks exposing `count` elements of `T` each, disp_unit = size of `T`.
+    /// `nranks` ranks exposing `count` elements of `T` each, disp_unit = size of `T`; the
+    /// window records `T` as its element type (info key `onesided_element_type`), which the
+    /// `onesided` CLI uses when no `--type` is given.
     pub fn of<T: Element>(name: &str, nranks: u32, count: u64) -> Self {
         let unit = std::mem::size_of::<T>() as u64;
         WindowSpec::bytes(name, nranks, count * unit, unit as u32)
+            .info(ELEMENT_TYPE_KEY, T::DATATYPE.name())
     }
 
     /// `nranks` ranks exposing `size` bytes each with `disp_unit`.

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use onesided_client::{Admin, Datatype, Flavor, WindowDesc, WindowSpec};
+use onesided_core::window::ELEMENT_TYPE_KEY;
 use serde_json::json;
 
 use crate::exit::Usage;
@@ -50,7 +51,9 @@ pub struct WindowCreate {
     /// Elements of --type per rank; a comma list gives each rank its own
     #[arg(long, requires = "dtype")]
     count: Option<String>,
-    /// Element type (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte …): disp_unit and --count unit
+    /// Element type (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte …): disp_unit and --count
+    /// unit; the window remembers it (info onesided_element_type), so get, put, acc, fop and cas
+    /// need no --type for it
     #[arg(long = "type", value_name = "TYPE")]
     dtype: Option<String>,
     /// disp_unit in bytes (default: the size of --type, or 1)
@@ -207,6 +210,12 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
             .split_once('=')
             .ok_or_else(|| Usage(format!("--info takes KEY=VALUE, not \"{pair}\"")))?;
         info.push((key.to_string(), value.to_string()));
+    }
+    // the window remembers its element type, so get/put/acc need no --type for it
+    if let Some(dtype) = dtype {
+        if !info.iter().any(|(key, _)| key == ELEMENT_TYPE_KEY) {
+            info.push((ELEMENT_TYPE_KEY.to_string(), dtype.name().to_string()));
+        }
     }
     let spec = WindowSpec {
         name: args.name,

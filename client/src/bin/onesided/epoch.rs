@@ -37,7 +37,8 @@ pub struct EpochArgs {
     /// Displacement at the target, in the target's disp_units
     #[arg(long, default_value_t = 0)]
     disp: u64,
-    /// Element type (i8 … u64, f32, f64, byte, bool, pairs as f64_i32 …)
+    /// Element type (i8 … u64, f32, f64, byte, bool, pairs as f64_i32 …); default: the
+    /// window's own, when it was created with one (for files: byte)
     #[arg(long = "type", value_name = "TYPE")]
     dtype: Option<String>,
     /// The epoch's lock (default: shared for get, exclusive for the others)
@@ -130,15 +131,12 @@ fn typed(dtype: Datatype, texts: &[String]) -> Result<Vec<Value>> {
 }
 
 async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) -> Result<Epoch> {
-    let dtype = match (&args.dtype, file) {
-        (Some(name), _) => datatype(name)?,
-        (None, true) => Datatype::Byte,
-        (None, false) => return Err(Usage("--type is required".into()).into()),
-    };
+    let given = args.dtype.as_deref().map(datatype).transpose()?;
     let token = global.token("the token of the rank to act as")?;
     let session = Session::attach(global.endpoint()?, token).await?;
     check_membership(&session, args.world.as_deref(), args.rank)?;
     let window = session.window(&args.window).await?;
+    let dtype = element_type(given, window.desc().info.element_type, file, &args.window)?;
     let lock = match args.lock {
         Some(LockArg::Shared) => LockType::Shared,
         Some(LockArg::Exclusive) => LockType::Exclusive,
@@ -151,6 +149,23 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
         disp: args.disp,
         dtype,
     })
+}
+
+/// The operation's type: --type, else the window's own (when its creator named one), else
+/// bytes for a file transfer.
+fn element_type(
+    given: Option<Datatype>,
+    window_type: Option<Datatype>,
+    file: bool,
+    window: &str,
+) -> Result<Datatype, Usage> {
+    match (given, window_type, file) {
+        (Some(dtype), _, _) | (None, Some(dtype), false) => Ok(dtype),
+        (None, _, true) => Ok(Datatype::Byte),
+        (None, None, false) => Err(Usage(format!(
+            "--type is required: window {window} was created without an element type"
+        ))),
+    }
 }
 
 impl Epoch {
