@@ -5,6 +5,7 @@ mod admin;
 mod audit;
 mod check;
 mod compose;
+mod docs;
 mod element_type;
 mod epoch;
 mod examples;

@@ -127,7 +127,7 @@ enum Command {
     /// export (admin token)
     #[command(subcommand, after_long_help = audit::AFTER_HELP)]
     Audit(audit::AuditCommand),
-    /// Run a scenario file (.rma, see SCENARIOS.md) in a fresh world (admin token)
+    /// Run a scenario file (.rma, see docs/scenarios.md) in a fresh world (admin token)
     Run(run::RunArgs),
     /// An interactive session as one rank: each line a scenario call (rank token)
     Shell(shell::ShellArgs),

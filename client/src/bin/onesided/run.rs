@@ -16,17 +16,19 @@ use crate::{json, Global};
 
 #[derive(Debug, Args)]
 #[command(after_long_help = "\
-The format is SCENARIOS.md's. Each run creates a fresh world and fresh windows, attaches one \
-session per rank, runs every rank concurrently, checks the expectations, and deletes the world. \
-Exit status: 0 when every expectation held in every run, 1 when one did not (or a call failed \
-without `!CLASS`, or a rank got stuck past --timeout), 2 when the file does not parse \
-(FILE:LINE:COLUMN: message), 3 when the server refused to set the run up, 4 when it cannot be \
-reached.
+The .rma format is described in docs/scenarios.md in the repository (the `window`, `alias`, \
+`R: CALL`, `barrier` and `expect` lines, every call and its MPI counterpart). Each run creates \
+a fresh world and fresh windows, attaches one session per rank, runs every rank concurrently, \
+checks the expectations, and deletes the world. Exit status: 0 when every expectation held in \
+every run, 1 when one did not (or a call failed without `!CLASS`, or a rank got stuck past \
+--timeout, 30 s by default), 2 when the file does not parse (FILE:LINE:COLUMN: message), 3 when \
+the server refused to set the run up, 4 when it cannot be reached.
 
-Not yet guaranteed: `crash` drops the rank's session without any cleanup (its locks and epochs \
-stay as they were: the server has no leases yet, so peers that need them wait until --timeout); \
-`attach` attaches a new session with the same token and reopens the windows, with a fresh, \
-zeroed private copy.
+`crash` ends the rank's session without any cleanup, as a killed process would: the server \
+sees its stream end, revokes its locks, and fails with PROC_FAILED the fences, waits and \
+barriers of other ranks that need it (a client that hangs instead of dying is treated so once \
+its lease lapses, after the server's --lease-ttl). `attach` attaches a new session with the \
+same token (a new incarnation) and reopens the windows, with a fresh, zeroed private copy.
 
 --audit prints the ids of the windows each run created (with --json: a top-level \"windows\" list \
 of {name, id} over all runs, and the same per run); read their history with `onesided audit log \
