@@ -11,6 +11,7 @@ mod epoch;
 mod examples;
 mod failure;
 mod help;
+mod ls;
 mod pipe;
 mod scenario;
 mod shell;

@@ -9,6 +9,7 @@ use onesided_core::window::ELEMENT_TYPE_KEY;
 use serde_json::json;
 
 use crate::exit::Usage;
+use crate::table::{self, Align};
 use crate::{json, Global};
 
 #[derive(Debug, Subcommand)]
@@ -136,10 +137,16 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
                     .collect();
                 json::print(&json!({ "worlds": list }));
             } else {
-                outln!("{:<32} {:>6} {:>8}", "NAME", "RANKS", "WINDOWS");
-                for w in worlds {
-                    outln!("{:<32} {:>6} {:>8}", w.name, w.ranks, w.windows);
-                }
+                table::print(
+                    &[
+                        ("NAME", Align::Left),
+                        ("RANKS", Align::Right),
+                        ("WINDOWS", Align::Right),
+                    ],
+                    worlds
+                        .iter()
+                        .map(|w| vec![w.name.clone(), w.ranks.to_string(), w.windows.to_string()]),
+                );
             }
         }
         WorldCommand::Rm { name } => {
@@ -251,23 +258,28 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
                 let list: Vec<_> = windows.iter().map(desc_json).collect();
                 json::print(&json!({ "windows": list }));
             } else {
-                outln!(
-                    "{:<24} {:>6} {:<9} {:<20} DISP_UNITS",
-                    "NAME",
-                    "ID",
-                    "FLAVOR",
-                    "SIZES"
+                table::print(
+                    &[
+                        ("NAME", Align::Left),
+                        ("ID", Align::Right),
+                        ("FLAVOR", Align::Left),
+                        ("TYPE", Align::Left),
+                        ("SIZES", Align::Left),
+                        ("DISP_UNITS", Align::Left),
+                    ],
+                    windows.iter().map(|w| {
+                        vec![
+                            w.name.clone(),
+                            w.id.to_string(),
+                            w.flavor.name().to_string(),
+                            w.info
+                                .element_type
+                                .map_or_else(|| "-".to_string(), |t| t.name().to_string()),
+                            list(&w.sizes),
+                            list(&w.disp_units),
+                        ]
+                    }),
                 );
-                for w in windows {
-                    outln!(
-                        "{:<24} {:>6} {:<9} {:<20} {}",
-                        w.name,
-                        w.id,
-                        w.flavor.name(),
-                        list(&w.sizes),
-                        list(&w.disp_units)
-                    );
-                }
             }
         }
         WindowCommand::Show { world, name } => {

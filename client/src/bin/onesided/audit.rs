@@ -19,6 +19,7 @@ use onesided_core::datatype;
 use serde_json::{json, Value as Json};
 
 use crate::exit::Usage;
+use crate::table::{self, Align};
 use crate::{json, Global};
 
 /// The end of `audit --help`.
@@ -184,10 +185,22 @@ async fn ls(global: &Global, audit: &Audit) -> Result<ExitCode> {
             .collect();
         json::print(&json!({ "windows": list }));
     } else {
-        outln!("{:>6} {:<40} {:<24} {:>8}", "ID", "WORLD", "NAME", "EVENTS");
-        for w in windows {
-            outln!("{:>6} {:<40} {:<24} {:>8}", w.id, w.world, w.name, w.events);
-        }
+        table::print(
+            &[
+                ("ID", Align::Right),
+                ("WORLD", Align::Left),
+                ("NAME", Align::Left),
+                ("EVENTS", Align::Right),
+            ],
+            windows.iter().map(|w| {
+                vec![
+                    w.id.to_string(),
+                    w.world.clone(),
+                    w.name.clone(),
+                    w.events.to_string(),
+                ]
+            }),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,6 +13,7 @@ mod exit;
 mod json;
 mod run;
 mod shell;
+mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
