@@ -13,6 +13,7 @@ mod failure;
 mod help;
 mod ls;
 mod pipe;
+mod progress;
 mod scenario;
 mod shell;
 mod store;

@@ -3,14 +3,13 @@
 //! Large `put --from-file` / `get --to-file` transfers go in chunks inside the one epoch, with
 //! a progress bar advancing per completed chunk.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use onesided_client::{Datatype, Layout, LockType, Op, OpKind, OpSpec, Session, Window};
 use onesided_core::datatype::{decode, encode_all, parse_value, Value};
 use serde_json::json;
@@ -216,16 +215,7 @@ impl Epoch {
 }
 
 fn progress(global: &Global, total: u64) -> ProgressBar {
-    if global.json || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    if let Ok(style) =
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-    {
-        bar.set_style(style);
-    }
-    bar
+    crate::progress::bytes(global, total)
 }
 
 fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str) {

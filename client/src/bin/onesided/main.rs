@@ -11,6 +11,7 @@ mod audit;
 mod epoch;
 mod exit;
 mod json;
+mod progress;
 mod run;
 mod shell;
 mod table;
