@@ -14,6 +14,7 @@ mod help;
 mod ls;
 mod pipe;
 mod progress;
+mod readme;
 mod scenario;
 mod shell;
 mod store;
