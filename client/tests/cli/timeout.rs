@@ -1,10 +1,11 @@
 //! `--connect-timeout` and `--timeout` against servers that never answer (issue 17): the
-//! command gives up within its bound, exit 4, and says which limit it hit.
+//! command gives up within its bound, exit 4, and says which limit it hit. And what the timeout
+//! must not do: cut a call that legitimately waits for another rank (a queued lock).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::{Cli, Output};
+use crate::{Cli, Output, Server, ADMIN_TOKEN};
 
 /// A bound no correct run comes near, far below what waiting for the server would take.
 const GIVES_UP_WITHIN: Duration = Duration::from_secs(15);
@@ -122,4 +123,72 @@ fn timeouts_must_be_positive_numbers_of_seconds() {
             assert!(out.stderr.contains(flag), "{flag} {bad}: {}", out.stderr);
         }
     }
+}
+
+#[test]
+fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
+    use futures::StreamExt;
+    use onesided_client::{Audit, AuditEvent, LockType, Session};
+
+    let server = Server::start();
+    let tokens = server.world("wait", 2);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "wait", "W", "--count", "1", "--type", "i64",
+        ])
+        .run()
+        .success();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // rank 0 holds an exclusive lock on its own window and writes 42 under it
+    let (holder, window) = runtime.block_on(async {
+        let holder = Session::attach(&server.url, &tokens[0]).await.unwrap();
+        let window = holder.window("W").await.unwrap();
+        window.lock(LockType::Exclusive, 0, 0).await.unwrap();
+        window.put(0, 0, &[42i64]).unwrap();
+        (holder, window)
+    });
+    // rank 1 reads it with a 1 s timeout: its shared lock must wait behind rank 0's
+    let reader = Cli::new(&server.url)
+        .token(&tokens[1])
+        .args(["--timeout", "1"])
+        .args(["get", "--window", "W", "--target", "0"]);
+    let started = Instant::now();
+    let waiting = std::thread::spawn(move || reader.run());
+    // once the target has queued rank 1's request (the audit log records it) ...
+    runtime.block_on(async {
+        let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+        let id = audit
+            .windows()
+            .await
+            .unwrap()
+            .iter()
+            .find(|w| w.world == "wait" && w.name == "W")
+            .unwrap()
+            .id;
+        let mut events = Box::pin(audit.follow(id, 1).await.unwrap());
+        let queued = async {
+            while let Some(entry) = events.next().await {
+                if let Some(AuditEvent::LockRequest { origin: 1, .. }) = entry.unwrap().event {
+                    return;
+                }
+            }
+            panic!("the log ended before rank 1's lock request");
+        };
+        tokio::time::timeout(GIVES_UP_WITHIN, queued)
+            .await
+            .expect("rank 1's lock request reaches the target");
+    });
+    // ... it keeps waiting well past --timeout: that is the point of this test, not a race
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!waiting.is_finished(), "the get waits for the lock");
+    runtime.block_on(async {
+        window.unlock(0).await.unwrap();
+        drop(window);
+        holder.close().await.unwrap();
+    });
+    let out = waiting.join().unwrap();
+    out.success();
+    assert_eq!(out.stdout, "42\n");
+    assert!(started.elapsed() > Duration::from_secs(2));
 }
