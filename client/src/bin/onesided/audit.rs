@@ -172,7 +172,7 @@ pub async fn audit(global: &Global, command: AuditCommand) -> Result<ExitCode> {
         AuditCommand::Replay(args) => replay(global, &audit, args).await,
         AuditCommand::Check(args) => check(global, &audit, args).await,
         AuditCommand::Verify(args) => verify(global, &audit, args).await,
-        AuditCommand::Export(args) => export(&audit, args).await,
+        AuditCommand::Export(args) => export(global, &audit, args).await,
     }
 }
 
@@ -683,11 +683,14 @@ async fn check(global: &Global, audit: &Audit, args: CheckArgs) -> Result<ExitCo
     })
 }
 
-async fn export(audit: &Audit, args: ExportArgs) -> Result<ExitCode> {
+async fn export(global: &Global, audit: &Audit, args: ExportArgs) -> Result<ExitCode> {
     let window = resolve(audit, &args.window).await?;
-    let trace = match args.format {
-        ExportFormat::Perfetto => audit.export_perfetto(window).await?,
+    let spinner = crate::progress::waiting(global, &format!("exporting window {window}"));
+    let exported = match args.format {
+        ExportFormat::Perfetto => audit.export_perfetto(window).await,
     };
+    spinner.finish_and_clear();
+    let trace = exported?;
     match &args.output {
         Some(path) => std::fs::write(path, trace.as_bytes())
             .map_err(|error| Usage(format!("cannot write {}: {error}", path.display())))?,

@@ -1,4 +1,5 @@
-//! The progress bar of long transfers (`put --from-file`, `get --to-file`), on stderr.
+//! The progress bar of long transfers (`put --from-file`, `get --to-file`), and the spinner of
+//! a long wait whose progress nobody reports (`audit export`), on stderr.
 //!
 //! It counts bytes the server acknowledged, not bytes handed to the connection, and its rate
 //! and ETA are the average over the whole transfer so far: indicatif's own `{eta}` follows a
@@ -53,6 +54,20 @@ pub fn bytes(global: &Global, total: u64) -> ProgressBar {
     }
     bar.enable_steady_tick(Duration::from_millis(250));
     bar
+}
+
+/// A spinner with the time waited, for a call whose progress the server does not report (an
+/// export: the trace arrives in one message). Hidden like [`bytes()`].
+pub fn waiting(global: &Global, what: &str) -> ProgressBar {
+    if global.json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let spinner = ProgressBar::new_spinner().with_message(what.to_string());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+        spinner.set_style(style);
+    }
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    spinner
 }
 
 /// The average rate of a transfer so far and the time left at that rate.
