@@ -102,7 +102,15 @@ fn the_readme_walk_through_runs_as_written() {
     assert!(checked >= 2, "the walk-through says what it prints");
     assert!(output_of("onesided world create").contains("rank 1: "));
     let log = output_of("onesided audit log");
-    for kind in ["window_created", "attach", "lock_grant", "op", "detach"] {
+    for kind in [
+        "window_created",
+        "attach",
+        "lock_request",
+        "lock_grant",
+        "op",
+        "lock_release",
+        "detach",
+    ] {
         assert!(
             log.lines()
                 .any(|row| row.split_whitespace().nth(4) == Some(kind)),
