@@ -111,8 +111,8 @@ pub struct Endpoint {
     timeout: Option<Duration>,
 }
 
-/// How often an open connection with calls in flight is pinged when the server has sent
-/// nothing for that long (only with [`Endpoint::timeout`]).
+/// How long the server may stay silent on a connection with calls in flight before it is
+/// pinged (only with [`Endpoint::timeout`]; a shorter timeout pings sooner).
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Endpoint {
@@ -153,9 +153,9 @@ impl Endpoint {
     ///
     /// What legitimately waits for other ranks or for the future — a lock request queued
     /// behind another rank's lock, a fence, a barrier, a large transfer, following the audit
-    /// log — is not cut: instead, once the server has sent nothing for 10 s, it is pinged
-    /// (HTTP/2 keep-alive), and a server that does not answer within `limit` is taken for dead:
-    /// the connection closes and the calls on it fail.
+    /// log — is not cut: instead, once the server has sent nothing for 10 s (or `limit`, if
+    /// shorter), it is pinged (HTTP/2 keep-alive), and a server that does not answer within
+    /// `limit` is taken for dead: the connection closes and the calls on it fail.
     pub fn timeout(self, limit: Duration) -> Self {
         Endpoint {
             timeout: Some(limit),
@@ -253,7 +253,7 @@ impl Endpoint {
         }
         if let Some(limit) = self.timeout {
             endpoint = endpoint
-                .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+                .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL.min(limit))
                 .keep_alive_timeout(limit);
         }
         let connecting = endpoint.connect();

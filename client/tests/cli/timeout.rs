@@ -192,3 +192,126 @@ fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
     assert_eq!(out.stdout, "42\n");
     assert!(started.elapsed() > Duration::from_secs(2));
 }
+
+/// A TCP proxy to `upstream` that can be frozen: from then on it forwards nothing, in either
+/// direction, and keeps every connection open — a server that went silent without closing.
+/// Dropping it closes every connection (the server's shutdown waits for its connections).
+struct FreezableProxy {
+    addr: SocketAddr,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+}
+
+impl Drop for FreezableProxy {
+    fn drop(&mut self) {
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        for connection in connections.iter() {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl FreezableProxy {
+    fn new(upstream: &str) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let upstream: SocketAddr = upstream.trim_start_matches("http://").parse().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let forwarding = Arc::clone(&frozen);
+        let connections = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let opened = Arc::clone(&connections);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    return;
+                };
+                if let Ok(mut opened) = opened.lock() {
+                    opened.extend(client.try_clone().ok());
+                    opened.extend(server.try_clone().ok());
+                }
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let frozen = Arc::clone(&forwarding);
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buffer = [0u8; 16 * 1024];
+                        while let Ok(read) = from.read(&mut buffer) {
+                            if read == 0 {
+                                break;
+                            }
+                            // frozen: read and drop, so nothing arrives and nothing closes
+                            if !frozen.load(Ordering::SeqCst)
+                                && to.write_all(&buffer[..read]).is_err()
+                            {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        FreezableProxy {
+            addr,
+            frozen,
+            connections,
+        }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_follower_notices_a_server_that_went_silent() {
+    use std::io::{BufRead, BufReader};
+
+    let server = Server::start();
+    server.world("s", 1);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "s", "W", "--count", "1", "--type", "i64",
+        ])
+        .run()
+        .success();
+    let proxy = FreezableProxy::new(&server.url);
+    let mut follower = std::process::Command::new(env!("CARGO_BIN_EXE_onesided"))
+        .env_clear()
+        .env("ONESIDED_ADDR", format!("http://{}", proxy.addr))
+        .env("ONESIDED_TOKEN", ADMIN_TOKEN)
+        .args(["--timeout", "1", "audit", "log", "s/W", "--follow"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the header and the creation event: the follower is live, then waits for new events
+    let mut stdout = BufReader::new(follower.stdout.take().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(!line.is_empty());
+    }
+    proxy.freeze();
+    let started = Instant::now();
+    let (sender, exited) = std::sync::mpsc::channel();
+    let mut stderr = follower.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        let _ = sender.send((follower.wait().unwrap().code(), text));
+    });
+    // silent for the ping interval (1 s, the timeout), then 1 s without an answer to the ping
+    let (code, stderr) = exited
+        .recv_timeout(GIVES_UP_WITHIN)
+        .expect("the follower gives up on a silent server");
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.starts_with("onesided: "), "{stderr}");
+    assert!(started.elapsed() < GIVES_UP_WITHIN);
+}
