@@ -1,11 +1,11 @@
 //! The admin side: worlds and windows.
 
-use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use crate::connect::{Bearer, Endpoint};
+use crate::connect::{Bearer, CallLimit, Endpoint};
 use crate::element::Element;
 use crate::error::{Error, Result};
 
@@ -54,10 +54,13 @@ pub struct WindowSpec {
 }
 
 impl WindowSpec {
-    /// `nranks` ranks exposing `count` elements of `T` each, disp_unit = size of `T`.
+    /// `nranks` ranks exposing `count` elements of `T` each, disp_unit = size of `T`; the
+    /// window records `T` as its element type (info key `onesided_element_type`), which the
+    /// `onesided` CLI uses when no `--type` is given.
     pub fn of<T: Element>(name: &str, nranks: u32, count: u64) -> Self {
         let unit = std::mem::size_of::<T>() as u64;
         WindowSpec::bytes(name, nranks, count * unit, unit as u32)
+            .info(ELEMENT_TYPE_KEY, T::DATATYPE.name())
     }
 
     /// `nranks` ranks exposing `size` bytes each with `disp_unit`.
@@ -120,6 +123,7 @@ pub fn desc_from_wire(desc: v1::WindowDescription) -> Result<WindowDesc> {
 #[derive(Clone, Debug)]
 pub struct Admin {
     client: AdminClient<InterceptedService<Channel, Bearer>>,
+    limit: CallLimit,
 }
 
 impl Admin {
@@ -128,8 +132,10 @@ impl Admin {
     /// # Errors
     /// [`Error::Connect`] when nobody answers or TLS fails.
     pub async fn connect(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
-        let channel = server.into().channel().await?;
+        let server = server.into();
+        let channel = server.channel().await?;
         Ok(Admin {
+            limit: server.call_limit(),
             client: AdminClient::with_interceptor(channel, Bearer::new(token)?),
         })
     }
@@ -140,12 +146,11 @@ impl Admin {
     /// A taken name (ALREADY_EXISTS), a bad name or size (`MPI_ERR_ARG`).
     pub async fn create_world(&self, name: &str, ranks: u32) -> Result<WorldTokens> {
         let response = self
-            .client
-            .clone()
-            .create_world(v1::CreateWorldRequest {
+            .limit
+            .bound(self.client.clone().create_world(v1::CreateWorldRequest {
                 name: name.to_string(),
                 ranks,
-            })
+            }))
             .await?
             .into_inner();
         Ok(WorldTokens {
@@ -160,9 +165,8 @@ impl Admin {
     /// Transport failures.
     pub async fn list_worlds(&self) -> Result<Vec<WorldSummary>> {
         let response = self
-            .client
-            .clone()
-            .list_worlds(v1::ListWorldsRequest {})
+            .limit
+            .bound(self.client.clone().list_worlds(v1::ListWorldsRequest {}))
             .await?
             .into_inner();
         Ok(response
@@ -181,11 +185,10 @@ impl Admin {
     /// # Errors
     /// NOT_FOUND for an unknown world.
     pub async fn delete_world(&self, name: &str) -> Result<()> {
-        self.client
-            .clone()
-            .delete_world(v1::DeleteWorldRequest {
+        self.limit
+            .bound(self.client.clone().delete_world(v1::DeleteWorldRequest {
                 name: name.to_string(),
-            })
+            }))
             .await?;
         Ok(())
     }
@@ -215,9 +218,8 @@ impl Admin {
                 .collect(),
         };
         let desc = self
-            .client
-            .clone()
-            .create_window(request)
+            .limit
+            .bound(self.client.clone().create_window(request))
             .await?
             .into_inner();
         desc_from_wire(desc)
@@ -229,11 +231,10 @@ impl Admin {
     /// NOT_FOUND for an unknown world.
     pub async fn list_windows(&self, world: &str) -> Result<Vec<WindowDesc>> {
         let response = self
-            .client
-            .clone()
-            .list_windows(v1::ListWindowsRequest {
+            .limit
+            .bound(self.client.clone().list_windows(v1::ListWindowsRequest {
                 world: world.to_string(),
-            })
+            }))
             .await?
             .into_inner();
         response.windows.into_iter().map(desc_from_wire).collect()
@@ -245,12 +246,15 @@ impl Admin {
     /// `MPI_ERR_WIN` for an unknown window.
     pub async fn describe_window(&self, world: &str, name: &str) -> Result<WindowDesc> {
         let desc = self
-            .client
-            .clone()
-            .describe_window(v1::DescribeWindowRequest {
-                world: world.to_string(),
-                name: name.to_string(),
-            })
+            .limit
+            .bound(
+                self.client
+                    .clone()
+                    .describe_window(v1::DescribeWindowRequest {
+                        world: world.to_string(),
+                        name: name.to_string(),
+                    }),
+            )
             .await?
             .into_inner();
         desc_from_wire(desc)
@@ -262,12 +266,11 @@ impl Admin {
     /// `MPI_ERR_RMA_SYNC` while a rank holds a lock, is posted or has operations pending;
     /// `MPI_ERR_WIN` for an unknown window.
     pub async fn free_window(&self, world: &str, name: &str) -> Result<()> {
-        self.client
-            .clone()
-            .free_window(v1::FreeWindowRequest {
+        self.limit
+            .bound(self.client.clone().free_window(v1::FreeWindowRequest {
                 world: world.to_string(),
                 name: name.to_string(),
-            })
+            }))
             .await?;
         Ok(())
     }

@@ -8,7 +8,7 @@ use onesided_proto::v1::{self, audit_client::AuditClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use crate::connect::{Bearer, Endpoint};
+use crate::connect::{Bearer, CallLimit, Endpoint};
 use crate::error::{Error, Result};
 
 /// A recorded window.
@@ -165,6 +165,7 @@ fn entry(event: v1::AuditEvent) -> AuditEntry {
 #[derive(Clone, Debug)]
 pub struct Audit {
     client: AuditClient<InterceptedService<Channel, Bearer>>,
+    limit: CallLimit,
 }
 
 impl Audit {
@@ -173,8 +174,10 @@ impl Audit {
     /// # Errors
     /// [`Error::Connect`] when nobody answers or TLS fails.
     pub async fn connect(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
-        let channel = server.into().channel().await?;
+        let server = server.into();
+        let channel = server.channel().await?;
         Ok(Audit {
+            limit: server.call_limit(),
             client: AuditClient::with_interceptor(channel, Bearer::new(token)?)
                 .max_decoding_message_size(usize::MAX),
         })
@@ -186,9 +189,8 @@ impl Audit {
     /// FAILED_PRECONDITION when the server records nothing; UNAVAILABLE when its store is.
     pub async fn windows(&self) -> Result<Vec<RecordedWindow>> {
         let response = self
-            .client
-            .clone()
-            .list_windows(v1::AuditWindowsRequest {})
+            .limit
+            .bound(self.client.clone().list_windows(v1::AuditWindowsRequest {}))
             .await?
             .into_inner();
         Ok(response
@@ -225,6 +227,8 @@ impl Audit {
         self.stream(window, from, true).await
     }
 
+    /// The events stream. Only its opening is bounded by the endpoint's timeout, since a
+    /// follower waits for new events as long as the server lives.
     async fn stream(
         &self,
         window: u64,
@@ -232,13 +236,12 @@ impl Audit {
         follow: bool,
     ) -> Result<impl Stream<Item = Result<AuditEntry>> + Send + 'static> {
         let stream = self
-            .client
-            .clone()
-            .events(v1::EventsRequest {
+            .limit
+            .bound(self.client.clone().events(v1::EventsRequest {
                 window,
                 from,
                 follow,
-            })
+            }))
             .await?
             .into_inner();
         Ok(stream.map(|event| event.map(entry).map_err(Error::from)))
@@ -250,12 +253,11 @@ impl Audit {
     /// NOT_FOUND for a window with no events; DATA_LOSS for a history that cannot be replayed.
     pub async fn replay(&self, window: u64, at: Option<u64>) -> Result<Replayed> {
         let response = self
-            .client
-            .clone()
-            .replay(v1::ReplayRequest {
+            .limit
+            .bound(self.client.clone().replay(v1::ReplayRequest {
                 window,
                 at: at.unwrap_or(0),
-            })
+            }))
             .await?
             .into_inner();
         Ok(Replayed {
@@ -275,9 +277,8 @@ impl Audit {
     /// NOT_FOUND for a window with no events.
     pub async fn check(&self, window: u64) -> Result<Vec<Finding>> {
         let response = self
-            .client
-            .clone()
-            .check(v1::CheckRequest { window })
+            .limit
+            .bound(self.client.clone().check(v1::CheckRequest { window }))
             .await?
             .into_inner();
         let side = |side: Option<v1::FindingSide>| {
@@ -311,12 +312,11 @@ impl Audit {
     /// NOT_FOUND for a window with no events.
     pub async fn export_perfetto(&self, window: u64) -> Result<String> {
         let response = self
-            .client
-            .clone()
-            .export(v1::ExportRequest {
+            .limit
+            .bound(self.client.clone().export(v1::ExportRequest {
                 window,
                 format: "perfetto".into(),
-            })
+            }))
             .await?
             .into_inner();
         Ok(response.trace)
@@ -329,9 +329,8 @@ impl Audit {
     /// NOT_FOUND for a window with no events.
     pub async fn verify(&self, window: u64) -> Result<Verification> {
         let response = self
-            .client
-            .clone()
-            .verify(v1::VerifyRequest { window })
+            .limit
+            .bound(self.client.clone().verify(v1::VerifyRequest { window }))
             .await?
             .into_inner();
         Ok(Verification {

@@ -1,7 +1,9 @@
 //! Channels and credentials: where the server is ([`Endpoint`], with TLS for `https://`) and
 //! the bearer token every call carries.
 
+use std::future::Future;
 use std::path::Path;
+use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 
@@ -98,17 +100,28 @@ impl Interceptor for Bearer {
 /// let admin = Admin::connect(&server, "admin-token").await?;
 /// # let _ = admin; Ok(()) }
 /// ```
+///
+/// Without [`Endpoint::connect_timeout`] and [`Endpoint::timeout`] nothing is bounded by the
+/// client: a server that never answers keeps a call waiting.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint {
     url: String,
     ca_pem: Option<Vec<u8>>,
+    connect_timeout: Option<Duration>,
+    timeout: Option<Duration>,
 }
+
+/// How long the server may stay silent on a connection with calls in flight before it is
+/// pinged (only with [`Endpoint::timeout`]; a shorter timeout pings sooner).
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("url", &self.url)
             .field("ca", &self.ca_pem.is_some())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -119,7 +132,40 @@ impl Endpoint {
         Endpoint {
             url: url.into(),
             ca_pem: None,
+            connect_timeout: None,
+            timeout: None,
         }
+    }
+
+    /// Gives up connecting after `limit`: the TCP connection, the TLS handshake and the
+    /// HTTP/2 handshake together ([`Error::Connect`] naming the limit).
+    pub fn connect_timeout(self, limit: Duration) -> Self {
+        Endpoint {
+            connect_timeout: Some(limit),
+            ..self
+        }
+    }
+
+    /// Bounds what needs only the server by `limit`: every [`Admin`](crate::Admin) call,
+    /// every [`Audit`](crate::Audit) call but the events stream (of which only the opening),
+    /// and attaching a session, up to the server's greeting. Past it the call fails with
+    /// DEADLINE_EXCEEDED (the call's stream is reset, so the server stops working on it).
+    ///
+    /// What legitimately waits for other ranks or for the future — a lock request queued
+    /// behind another rank's lock, a fence, a barrier, a large transfer, following the audit
+    /// log — is not cut: instead, once the server has sent nothing for 10 s (or `limit`, if
+    /// shorter), it is pinged (HTTP/2 keep-alive), and a server that does not answer within
+    /// `limit` is taken for dead: the connection closes and the calls on it fail.
+    pub fn timeout(self, limit: Duration) -> Self {
+        Endpoint {
+            timeout: Some(limit),
+            ..self
+        }
+    }
+
+    /// The bound of calls that need only the server.
+    pub(crate) fn call_limit(&self) -> CallLimit {
+        CallLimit(self.timeout)
     }
 
     /// Trusts the CA certificates in `pem` (one or more PEM certificates) for this server,
@@ -205,7 +251,19 @@ impl Endpoint {
                 .tls_config(self.tls())
                 .map_err(|e| self.error(causes(&e)))?;
         }
-        endpoint.connect().await.map_err(|e| self.error(causes(&e)))
+        if let Some(limit) = self.timeout {
+            endpoint = endpoint
+                .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL.min(limit))
+                .keep_alive_timeout(limit);
+        }
+        let connecting = endpoint.connect();
+        let connected = match self.connect_timeout {
+            None => connecting.await,
+            Some(limit) => tokio::time::timeout(limit, connecting)
+                .await
+                .map_err(|_| self.error(format!("no connection within {}", seconds(limit))))?,
+        };
+        connected.map_err(|e| self.error(causes(&e)))
     }
 }
 
@@ -231,6 +289,39 @@ impl From<&Endpoint> for Endpoint {
     fn from(endpoint: &Endpoint) -> Self {
         endpoint.clone()
     }
+}
+
+/// How long a call that needs only the server may take ([`Endpoint::timeout`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CallLimit(Option<Duration>);
+
+impl CallLimit {
+    /// Awaits `call` for at most the limit. The bound is the client's own: a server that
+    /// never answers would never say DEADLINE_EXCEEDED either; dropping the call at the limit
+    /// resets its HTTP/2 stream, which stops the server's work on it.
+    ///
+    /// # Errors
+    /// The call's own error, or DEADLINE_EXCEEDED past the limit.
+    pub(crate) async fn bound<T, E: Into<Error>>(
+        self,
+        call: impl Future<Output = std::result::Result<T, E>>,
+    ) -> Result<T> {
+        let Some(limit) = self.0 else {
+            return call.await.map_err(Into::into);
+        };
+        match tokio::time::timeout(limit, call).await {
+            Ok(answer) => answer.map_err(Into::into),
+            Err(_) => Err(Error::Status {
+                code: tonic::Code::DeadlineExceeded,
+                message: format!("no answer from the server within {}", seconds(limit)),
+            }),
+        }
+    }
+}
+
+/// A duration as people write it on a command line: `10s`, `0.5s`.
+fn seconds(limit: Duration) -> String {
+    format!("{}s", limit.as_secs_f64())
 }
 
 /// An error and its sources, one after the other (tonic's transport error says only

@@ -82,16 +82,12 @@ impl From<RmaError> for Error {
     }
 }
 
-/// Whether tonic made `status` of a transport error rather than received it.
+/// Whether tonic made `status` of a failure of the connection rather than received it: a
+/// status the server sent has no source, one tonic made of a transport, HTTP/2 or I/O error
+/// (a refused connection, a TLS mismatch, a keep-alive ping the server never answered) keeps
+/// that error as its source.
 fn from_transport(status: &Status) -> bool {
-    let mut next = std::error::Error::source(status);
-    while let Some(cause) = next {
-        if cause.is::<tonic::transport::Error>() {
-            return true;
-        }
-        next = cause.source();
-    }
-    false
+    std::error::Error::source(status).is_some()
 }
 
 impl From<Status> for Error {
@@ -105,7 +101,8 @@ impl From<Status> for Error {
             // a status tonic made of a transport failure (one the server sent has no
             // source): no gRPC conversation took place, like when an http:// client meets a
             // TLS server (the failure then reads "h2 protocol error" or "operation was
-            // canceled", depending on when the server hangs up)
+            // canceled", depending on when the server hangs up), or it broke off, like when
+            // the server stops answering keep-alive pings
             None if from_transport(&status) => Error::Status {
                 code: Code::Unavailable,
                 message: format!(

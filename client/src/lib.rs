@@ -9,7 +9,7 @@
 //! - [`Audit`]: the audit log — recorded windows, events (live too), replay, verify.
 //! - [`Window`]: every MPI RMA call with its MPI name, on this rank's private copy of the
 //!   window, with exactly the separate model's visibility rules.
-//! - [`scenario`]: `.rma` scenario files (SCENARIOS.md), parsed and run one session per rank.
+//! - [`scenario`]: `.rma` scenario files (docs/scenarios.md), parsed and run one session per rank.
 //!
 //! ```no_run
 //! use onesided_client::{Admin, Assert, Op, Session, WindowSpec};

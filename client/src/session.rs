@@ -332,14 +332,21 @@ impl Session {
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         let (outbound, requests) = mpsc::unbounded_channel();
-        let mut inbound = client
-            .session(UnboundedReceiverStream::new(requests))
-            .await?
-            .into_inner();
-        let greeting = inbound
-            .message()
-            .await?
-            .ok_or_else(|| Error::Disconnected("the server closed the session".into()))?;
+        // attaching needs only the server: bounded by the endpoint's timeout, up to the
+        // greeting (never the stream's life, so no grpc-timeout)
+        let (mut inbound, greeting) = server
+            .call_limit()
+            .bound(async {
+                let mut inbound = client
+                    .session(UnboundedReceiverStream::new(requests))
+                    .await?
+                    .into_inner();
+                let greeting = inbound.message().await?;
+                Ok::<_, Error>((inbound, greeting))
+            })
+            .await?;
+        let greeting =
+            greeting.ok_or_else(|| Error::Disconnected("the server closed the session".into()))?;
         let Some(Reply::Attached(attached)) = greeting.reply else {
             return Err(Error::Protocol(
                 "the session did not start with a greeting".into(),

@@ -116,7 +116,14 @@ pub struct WindowInfo {
     pub same_size: bool,
     /// `same_disp_unit`.
     pub same_disp_unit: bool,
+    /// `onesided_element_type` (ours, not MPI's): the type of the window's elements, when its
+    /// creator said. Nothing checks operations against it; clients use it as the type of an
+    /// operation that names none (`onesided get` without `--type`).
+    pub element_type: Option<Datatype>,
 }
+
+/// The info key that names a window's element type ([`WindowInfo::element_type`]).
+pub const ELEMENT_TYPE_KEY: &str = "onesided_element_type";
 
 impl Default for WindowInfo {
     fn default() -> Self {
@@ -126,6 +133,7 @@ impl Default for WindowInfo {
             accumulate_ops: AccumulateOps::SameOpNoOp,
             same_size: false,
             same_disp_unit: false,
+            element_type: None,
         }
     }
 }
@@ -159,6 +167,16 @@ impl WindowInfo {
                 "accumulate_ordering" => {
                     info.accumulate_ordering = parse_ordering(value)?;
                 }
+                ELEMENT_TYPE_KEY => {
+                    info.element_type = Some(Datatype::parse(value).ok_or_else(|| {
+                        rma_err!(
+                            Info,
+                            "{ELEMENT_TYPE_KEY} must name a datatype (i8 … u64, f32, f64, \
+                             byte, bool, pairs as f64_i32 …), not {}",
+                            quoted(value)
+                        )
+                    })?);
+                }
                 _ => {}
             }
         }
@@ -181,6 +199,12 @@ impl WindowInfo {
             ("same_size".into(), self.same_size.to_string()),
             ("same_disp_unit".into(), self.same_disp_unit.to_string()),
         ]
+        .into_iter()
+        .chain(
+            self.element_type
+                .map(|dtype| (ELEMENT_TYPE_KEY.to_string(), dtype.name().to_string())),
+        )
+        .collect()
     }
 }
 
@@ -835,6 +859,23 @@ mod tests {
             9i32.to_le_bytes()
         );
         assert_eq!(public, 9i32.to_le_bytes());
+    }
+
+    #[test]
+    fn the_element_type_key_round_trips_and_refuses_unknown_types() {
+        let info = WindowInfo::parse([(ELEMENT_TYPE_KEY, "i64")]).unwrap();
+        assert_eq!(info.element_type, Some(Datatype::I64));
+        let pairs = info.to_pairs();
+        assert!(pairs.contains(&(ELEMENT_TYPE_KEY.to_string(), "i64".to_string())));
+        let again = WindowInfo::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        assert_eq!(again.unwrap(), info);
+        let error = WindowInfo::parse([(ELEMENT_TYPE_KEY, "i65")]).unwrap_err();
+        assert_eq!(error.class, ErrorClass::Info);
+        assert!(error.message.contains("\"i65\""), "{}", error.message);
+        assert!(!WindowInfo::default()
+            .to_pairs()
+            .iter()
+            .any(|(key, _)| key == ELEMENT_TYPE_KEY));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Scenarios: small multi-rank RMA programs in the `.rma` format of SCENARIOS.md (a published
+//! Scenarios: small multi-rank RMA programs in the `.rma` format of docs/scenarios.md (a published
 //! interface), parsed and run against a server.
 //!
 //! - [`ast`]: the parsed form.

@@ -1,6 +1,6 @@
 //! The `.rma` parser: text to [`Scenario`], with a line and column on every error.
 //!
-//! Owns: the grammar of SCENARIOS.md and the checks that need no server (names declared
+//! Owns: the grammar of docs/scenarios.md and the checks that need no server (names declared
 //! before use, values of the window's type, value counts matching the location, which rank
 //! may run which line). Must not: decide what a call means at run time; out-of-range indices
 //! and ranks are left for the run, where they fail as MPI would (`RMA_RANGE`, `RANK`).

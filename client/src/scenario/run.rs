@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use onesided_core::datatype::{decode, encode_all, Value};
 use onesided_core::layout::Layout;
-use onesided_core::window::{Flavor, OpKind};
+use onesided_core::window::{Flavor, OpKind, ELEMENT_TYPE_KEY};
 use onesided_core::{Datatype, ErrorClass, Op};
 
 use super::ast::{
@@ -650,8 +650,17 @@ fn spec_of(decl: &WindowDecl) -> WindowSpec {
         },
         sizes: decl.sizes.iter().map(|count| count * unit).collect(),
         disp_units: vec![unit as u32; decl.sizes.len()],
-        info: decl.info.clone(),
+        info: with_element_type(&decl.info, decl.dtype),
     }
+}
+
+/// The declared info keys, plus the window's element type unless the file names one itself.
+fn with_element_type(info: &[(String, String)], dtype: Datatype) -> Vec<(String, String)> {
+    let mut info = info.to_vec();
+    if !info.iter().any(|(key, _)| key == ELEMENT_TYPE_KEY) {
+        info.push((ELEMENT_TYPE_KEY.to_string(), dtype.name().to_string()));
+    }
+    info
 }
 
 /// Runs the scenario once (run number `run`) in a fresh world that is deleted afterwards.

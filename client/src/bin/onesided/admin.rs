@@ -5,9 +5,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use onesided_client::{Admin, Datatype, Flavor, WindowDesc, WindowSpec};
+use onesided_core::window::ELEMENT_TYPE_KEY;
 use serde_json::json;
 
 use crate::exit::Usage;
+use crate::table::{self, Align};
 use crate::{json, Global};
 
 #[derive(Debug, Subcommand)]
@@ -50,7 +52,9 @@ pub struct WindowCreate {
     /// Elements of --type per rank; a comma list gives each rank its own
     #[arg(long, requires = "dtype")]
     count: Option<String>,
-    /// Element type (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte …): disp_unit and --count unit
+    /// Element type (i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 byte …): disp_unit and --count
+    /// unit; the window remembers it (info onesided_element_type), so get, put, acc, fop and cas
+    /// need no --type for it
     #[arg(long = "type", value_name = "TYPE")]
     dtype: Option<String>,
     /// disp_unit in bytes (default: the size of --type, or 1)
@@ -118,9 +122,9 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
             if global.json {
                 json::print(&json!({"world": world.name, "tokens": world.tokens}));
             } else {
-                println!("world {} with {} ranks", world.name, world.tokens.len());
+                outln!("world {} with {} ranks", world.name, world.tokens.len());
                 for (rank, token) in world.tokens.iter().enumerate() {
-                    println!("rank {rank}: {token}");
+                    outln!("rank {rank}: {token}");
                 }
             }
         }
@@ -133,10 +137,16 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
                     .collect();
                 json::print(&json!({ "worlds": list }));
             } else {
-                println!("{:<32} {:>6} {:>8}", "NAME", "RANKS", "WINDOWS");
-                for w in worlds {
-                    println!("{:<32} {:>6} {:>8}", w.name, w.ranks, w.windows);
-                }
+                table::print(
+                    &[
+                        ("NAME", Align::Left),
+                        ("RANKS", Align::Right),
+                        ("WINDOWS", Align::Right),
+                    ],
+                    worlds
+                        .iter()
+                        .map(|w| vec![w.name.clone(), w.ranks.to_string(), w.windows.to_string()]),
+                );
             }
         }
         WorldCommand::Rm { name } => {
@@ -208,6 +218,12 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
             .ok_or_else(|| Usage(format!("--info takes KEY=VALUE, not \"{pair}\"")))?;
         info.push((key.to_string(), value.to_string()));
     }
+    // the window remembers its element type, so get/put/acc need no --type for it
+    if let Some(dtype) = dtype {
+        if !info.iter().any(|(key, _)| key == ELEMENT_TYPE_KEY) {
+            info.push((ELEMENT_TYPE_KEY.to_string(), dtype.name().to_string()));
+        }
+    }
     let spec = WindowSpec {
         name: args.name,
         flavor: match args.flavor {
@@ -222,9 +238,11 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
     if global.json {
         json::print(&desc_json(&desc));
     } else {
-        println!(
+        outln!(
             "window {} (id {}) on world {}",
-            desc.name, desc.id, desc.world
+            desc.name,
+            desc.id,
+            desc.world
         );
     }
     Ok(())
@@ -240,20 +258,28 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
                 let list: Vec<_> = windows.iter().map(desc_json).collect();
                 json::print(&json!({ "windows": list }));
             } else {
-                println!(
-                    "{:<24} {:>6} {:<9} {:<20} DISP_UNITS",
-                    "NAME", "ID", "FLAVOR", "SIZES"
+                table::print(
+                    &[
+                        ("NAME", Align::Left),
+                        ("ID", Align::Right),
+                        ("FLAVOR", Align::Left),
+                        ("TYPE", Align::Left),
+                        ("SIZES", Align::Left),
+                        ("DISP_UNITS", Align::Left),
+                    ],
+                    windows.iter().map(|w| {
+                        vec![
+                            w.name.clone(),
+                            w.id.to_string(),
+                            w.flavor.name().to_string(),
+                            w.info
+                                .element_type
+                                .map_or_else(|| "-".to_string(), |t| t.name().to_string()),
+                            list(&w.sizes),
+                            list(&w.disp_units),
+                        ]
+                    }),
                 );
-                for w in windows {
-                    println!(
-                        "{:<24} {:>6} {:<9} {:<20} {}",
-                        w.name,
-                        w.id,
-                        w.flavor.name(),
-                        list(&w.sizes),
-                        list(&w.disp_units)
-                    );
-                }
             }
         }
         WindowCommand::Show { world, name } => {
@@ -261,15 +287,15 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
             if global.json {
                 json::print(&desc_json(&desc));
             } else {
-                println!("name:       {}", desc.name);
-                println!("id:         {}", desc.id);
-                println!("world:      {}", desc.world);
-                println!("flavor:     {}", desc.flavor.name());
-                println!("model:      separate");
-                println!("sizes:      {}", list(&desc.sizes));
-                println!("disp_units: {}", list(&desc.disp_units));
+                outln!("name:       {}", desc.name);
+                outln!("id:         {}", desc.id);
+                outln!("world:      {}", desc.world);
+                outln!("flavor:     {}", desc.flavor.name());
+                outln!("model:      separate");
+                outln!("sizes:      {}", list(&desc.sizes));
+                outln!("disp_units: {}", list(&desc.disp_units));
                 for (key, value) in desc.info.to_pairs() {
-                    println!("info:       {key}={value}");
+                    outln!("info:       {key}={value}");
                 }
             }
         }

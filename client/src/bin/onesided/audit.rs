@@ -19,6 +19,7 @@ use onesided_core::datatype;
 use serde_json::{json, Value as Json};
 
 use crate::exit::Usage;
+use crate::table::{self, Align};
 use crate::{json, Global};
 
 /// The end of `audit --help`.
@@ -171,7 +172,7 @@ pub async fn audit(global: &Global, command: AuditCommand) -> Result<ExitCode> {
         AuditCommand::Replay(args) => replay(global, &audit, args).await,
         AuditCommand::Check(args) => check(global, &audit, args).await,
         AuditCommand::Verify(args) => verify(global, &audit, args).await,
-        AuditCommand::Export(args) => export(&audit, args).await,
+        AuditCommand::Export(args) => export(global, &audit, args).await,
     }
 }
 
@@ -184,10 +185,22 @@ async fn ls(global: &Global, audit: &Audit) -> Result<ExitCode> {
             .collect();
         json::print(&json!({ "windows": list }));
     } else {
-        println!("{:>6} {:<40} {:<24} {:>8}", "ID", "WORLD", "NAME", "EVENTS");
-        for w in windows {
-            println!("{:>6} {:<40} {:<24} {:>8}", w.id, w.world, w.name, w.events);
-        }
+        table::print(
+            &[
+                ("ID", Align::Right),
+                ("WORLD", Align::Left),
+                ("NAME", Align::Left),
+                ("EVENTS", Align::Right),
+            ],
+            windows.iter().map(|w| {
+                vec![
+                    w.id.to_string(),
+                    w.world.clone(),
+                    w.name.clone(),
+                    w.events.to_string(),
+                ]
+            }),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -418,14 +431,14 @@ fn print_entry(global: &Global, entry: &AuditEntry) {
     if global.json {
         json::print(&entry_json(entry));
     } else {
-        println!("{}", entry_text(entry));
+        outln!("{}", entry_text(entry));
     }
 }
 
 async fn log(global: &Global, audit: &Audit, args: LogArgs) -> Result<ExitCode> {
     let window = resolve(audit, &args.window).await?;
     if !global.json {
-        println!("{LOG_HEADER}");
+        outln!("{LOG_HEADER}");
     }
     if args.follow {
         let mut stream = Box::pin(audit.follow(window, args.from).await?);
@@ -512,7 +525,7 @@ async fn replay(global: &Global, audit: &Audit, args: ReplayArgs) -> Result<Exit
             "ranks": list,
         }));
     } else {
-        println!("window {window} after seq {}", replayed.at);
+        outln!("window {window} after seq {}", replayed.at);
         for (rank, copy, values) in &ranks {
             let text = match values {
                 Some(values) => values
@@ -522,7 +535,7 @@ async fn replay(global: &Global, audit: &Audit, args: ReplayArgs) -> Result<Exit
                     .join(" "),
                 None => grouped_hex(copy, disp_units.get(*rank).copied().unwrap_or(1) as usize),
             };
-            println!("rank {rank}: {text}");
+            outln!("rank {rank}: {text}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -565,9 +578,9 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
             client => format!("{} events, {client} client events", verification.events),
         };
         match (verification.first_bad, verification.client_break) {
-            (None, _) => println!("window {window}: intact ({counts})"),
-            (Some(seq), None) => println!("window {window}: broken at seq {seq} ({counts})"),
-            (Some(seq), Some(at)) => println!(
+            (None, _) => outln!("window {window}: intact ({counts})"),
+            (Some(seq), None) => outln!("window {window}: broken at seq {seq} ({counts})"),
+            (Some(seq), Some(at)) => outln!(
                 "window {window}: broken at seq {seq}: the client rows of rank {} incarnation {} \
                  it names are broken at cseq {} ({}) ({counts})",
                 at.rank,
@@ -578,17 +591,23 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
             ),
         }
         for span in &verification.pending {
-            println!(
+            outln!(
                 "rank {} incarnation {}: client rows {}..={} are named but not stored yet (the \
                  client is still attached and writing them)",
-                span.rank, span.incarnation, span.from, span.to
+                span.rank,
+                span.incarnation,
+                span.from,
+                span.to
             );
         }
         for span in &verification.unmarked {
-            println!(
+            outln!(
                 "rank {} incarnation {}: client rows {}..={} are named by no marker (the client \
                  stopped before shipping it, or is still running); they are not merged",
-                span.rank, span.incarnation, span.from, span.to
+                span.rank,
+                span.incarnation,
+                span.from,
+                span.to
             );
         }
     }
@@ -649,12 +668,12 @@ async fn check(global: &Global, audit: &Audit, args: CheckArgs) -> Result<ExitCo
         }));
     } else {
         for finding in &findings {
-            println!("{}", finding_text(finding));
+            outln!("{}", finding_text(finding));
         }
         match findings.len() {
-            0 => println!("window {window}: no findings"),
-            1 => println!("window {window}: 1 finding"),
-            n => println!("window {window}: {n} findings"),
+            0 => outln!("window {window}: no findings"),
+            1 => outln!("window {window}: 1 finding"),
+            n => outln!("window {window}: {n} findings"),
         }
     }
     Ok(if findings.is_empty() {
@@ -664,22 +683,22 @@ async fn check(global: &Global, audit: &Audit, args: CheckArgs) -> Result<ExitCo
     })
 }
 
-async fn export(audit: &Audit, args: ExportArgs) -> Result<ExitCode> {
+async fn export(global: &Global, audit: &Audit, args: ExportArgs) -> Result<ExitCode> {
     let window = resolve(audit, &args.window).await?;
-    let trace = match args.format {
-        ExportFormat::Perfetto => audit.export_perfetto(window).await?,
+    let spinner = crate::progress::waiting(global, &format!("exporting window {window}"));
+    let exported = match args.format {
+        ExportFormat::Perfetto => audit.export_perfetto(window).await,
     };
+    spinner.finish_and_clear();
+    let trace = exported?;
     match &args.output {
         Some(path) => std::fs::write(path, trace.as_bytes())
             .map_err(|error| Usage(format!("cannot write {}: {error}", path.display())))?,
         None => {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(trace.as_bytes())?;
+            crate::out::bytes(trace.as_bytes());
             if !trace.ends_with('\n') {
-                stdout.write_all(b"\n")?;
+                crate::out::bytes(b"\n");
             }
-            stdout.flush()?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -3,14 +3,13 @@
 //! Large `put --from-file` / `get --to-file` transfers go in chunks inside the one epoch, with
 //! a progress bar advancing per completed chunk.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use onesided_client::{Datatype, Layout, LockType, Op, OpKind, OpSpec, Session, Window};
 use onesided_core::datatype::{decode, encode_all, parse_value, Value};
 use serde_json::json;
@@ -37,7 +36,8 @@ pub struct EpochArgs {
     /// Displacement at the target, in the target's disp_units
     #[arg(long, default_value_t = 0)]
     disp: u64,
-    /// Element type (i8 … u64, f32, f64, byte, bool, pairs as f64_i32 …)
+    /// Element type (i8 … u64, f32, f64, byte, bool, pairs as f64_i32 …); default: the
+    /// window's own, when it was created with one (for files: byte)
     #[arg(long = "type", value_name = "TYPE")]
     dtype: Option<String>,
     /// The epoch's lock (default: shared for get, exclusive for the others)
@@ -130,15 +130,12 @@ fn typed(dtype: Datatype, texts: &[String]) -> Result<Vec<Value>> {
 }
 
 async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) -> Result<Epoch> {
-    let dtype = match (&args.dtype, file) {
-        (Some(name), _) => datatype(name)?,
-        (None, true) => Datatype::Byte,
-        (None, false) => return Err(Usage("--type is required".into()).into()),
-    };
+    let given = args.dtype.as_deref().map(datatype).transpose()?;
     let token = global.token("the token of the rank to act as")?;
     let session = Session::attach(global.endpoint()?, token).await?;
     check_membership(&session, args.world.as_deref(), args.rank)?;
     let window = session.window(&args.window).await?;
+    let dtype = element_type(given, window.desc().info.element_type, file, &args.window)?;
     let lock = match args.lock {
         Some(LockArg::Shared) => LockType::Shared,
         Some(LockArg::Exclusive) => LockType::Exclusive,
@@ -151,6 +148,23 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
         disp: args.disp,
         dtype,
     })
+}
+
+/// The operation's type: --type, else the window's own (when its creator named one), else
+/// bytes for a file transfer.
+fn element_type(
+    given: Option<Datatype>,
+    window_type: Option<Datatype>,
+    file: bool,
+    window: &str,
+) -> Result<Datatype, Usage> {
+    match (given, window_type, file) {
+        (Some(dtype), _, _) | (None, Some(dtype), false) => Ok(dtype),
+        (None, _, true) => Ok(Datatype::Byte),
+        (None, None, false) => Err(Usage(format!(
+            "--type is required: window {window} was created without an element type"
+        ))),
+    }
 }
 
 impl Epoch {
@@ -201,16 +215,7 @@ impl Epoch {
 }
 
 fn progress(global: &Global, total: u64) -> ProgressBar {
-    if global.json || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    if let Ok(style) =
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-    {
-        bar.set_style(style);
-    }
-    bar
+    crate::progress::bytes(global, total)
 }
 
 fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str) {
@@ -223,7 +228,7 @@ fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str)
         json::print(&body);
     } else {
         let texts: Vec<String> = values.iter().map(Value::to_string).collect();
-        println!("{}", texts.join(" "));
+        outln!("{}", texts.join(" "));
     }
 }
 

@@ -17,7 +17,11 @@ fn client_code(error: &Error) -> u8 {
     match error {
         Error::Connect { .. } | Error::Disconnected(_) => 4,
         Error::Config(_) => 2,
-        Error::Status { code, .. } if *code == tonic::Code::Unavailable => 4,
+        // unreachable, or no answer within --timeout (ours or the server's deadline)
+        Error::Status {
+            code: tonic::Code::Unavailable | tonic::Code::DeadlineExceeded,
+            ..
+        } => 4,
         _ => 3,
     }
 }

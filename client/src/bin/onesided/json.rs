@@ -40,5 +40,5 @@ pub fn observed(observed: &Observed) -> Json {
 
 /// Prints a JSON document on stdout.
 pub fn print(document: &Json) {
-    println!("{document}");
+    outln!("{document}");
 }

@@ -3,16 +3,22 @@
 //! `main` parses the command line, runs one subcommand, prints the error (one line, the MPI
 //! class first) and maps it to an exit code scripts can rely on (see [`EXIT_CODES`]).
 
+#[macro_use]
+mod out;
+
 mod admin;
 mod audit;
 mod epoch;
 mod exit;
 mod json;
+mod progress;
 mod run;
 mod shell;
+mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use onesided_client::Endpoint;
@@ -28,7 +34,8 @@ Exit codes:
   2  usage error: bad arguments, a scenario or value that does not parse, an unreadable file
   3  the server refused: an MPI error class (printed first, as MPI_ERR_RMA_RANGE) or a gRPC
      refusal (unauthenticated, not found, already exists)
-  4  the server could not be reached, or the connection broke
+  4  the server could not be reached (within --connect-timeout), did not answer (within
+     --timeout), or the connection broke
 
 Credentials: ONESIDED_TOKEN (or --token) is the admin token for `world`, `window`, `run` and
 `audit`, and a rank's token (as printed by `world create`) for `get`, `put`, `acc`, `fop`, `cas`
@@ -71,6 +78,31 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
+    /// Seconds to wait for a connection to the server (TCP, TLS and HTTP/2 handshakes)
+    #[arg(
+        long,
+        global = true,
+        env = "ONESIDED_CONNECT_TIMEOUT",
+        value_name = "SECONDS",
+        default_value = "10",
+        value_parser = seconds
+    )]
+    connect_timeout: Duration,
+
+    /// Seconds the server may take to answer a call that needs only the server (world,
+    /// window, audit, attaching a session) or a keep-alive ping while a call waits for other
+    /// ranks (a lock, a fence, a transfer, `audit log --follow`: those are not cut while the
+    /// server answers); for `run`, the seconds every rank together may take in one run
+    #[arg(
+        long,
+        global = true,
+        env = "ONESIDED_TIMEOUT",
+        value_name = "SECONDS",
+        default_value = "30",
+        value_parser = seconds
+    )]
+    timeout: Duration,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -97,7 +129,7 @@ enum Command {
     /// export (admin token)
     #[command(subcommand, after_long_help = audit::AFTER_HELP)]
     Audit(audit::AuditCommand),
-    /// Run a scenario file (.rma, see SCENARIOS.md) in a fresh world (admin token)
+    /// Run a scenario file (.rma, see docs/scenarios.md) in a fresh world (admin token)
     Run(run::RunArgs),
     /// An interactive session as one rank: each line a scenario call (rank token)
     Shell(shell::ShellArgs),
@@ -123,6 +155,10 @@ pub struct Global {
     pub token: Option<String>,
     /// `--json`.
     pub json: bool,
+    /// `--connect-timeout`.
+    pub connect_timeout: Duration,
+    /// `--timeout`.
+    pub timeout: Duration,
 }
 
 impl std::fmt::Debug for Global {
@@ -132,17 +168,21 @@ impl std::fmt::Debug for Global {
             .field("addr", &self.addr)
             .field("ca", &self.ca)
             .field("json", &self.json)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl Global {
-    /// The server: `--addr`, with `--ca` when given.
+    /// The server: `--addr`, with `--ca` when given, and the timeouts.
     ///
     /// # Errors
     /// An unreadable CA file, one without a certificate, or a CA for a plain http:// address.
     pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
-        let endpoint = Endpoint::new(self.addr.as_str());
+        let endpoint = Endpoint::new(self.addr.as_str())
+            .connect_timeout(self.connect_timeout)
+            .timeout(self.timeout);
         Ok(match &self.ca {
             Some(path) => endpoint.ca_file(path)?,
             None => endpoint,
@@ -163,6 +203,17 @@ impl Global {
     }
 }
 
+/// A positive number of seconds, fractions allowed (`0.5`).
+fn seconds(text: &str) -> Result<Duration, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a number of seconds"))?;
+    if value.is_nan() || value <= 0.0 {
+        return Err(format!("{text} is not a positive number of seconds"));
+    }
+    Duration::try_from_secs_f64(value).map_err(|_| format!("{text} seconds is too long"))
+}
+
 /// `shared` or `exclusive`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LockArg {
@@ -178,6 +229,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         ca: cli.ca,
         token: cli.token,
         json: cli.json,
+        connect_timeout: cli.connect_timeout,
+        timeout: cli.timeout,
     };
     match cli.command {
         Command::World(command) => admin::world(&global, command).await,
@@ -191,12 +244,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&global, args).await,
         Command::Shell(args) => shell::shell(&global, args).await,
         Command::Completions(args) => {
-            clap_complete::generate(
-                args.shell,
-                &mut Cli::command(),
-                "onesided",
-                &mut std::io::stdout(),
-            );
+            // clap_complete panics when its writer fails: it writes into memory, we write out
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "onesided", &mut script);
+            out::bytes(&script);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use clap::Args;
@@ -16,17 +16,19 @@ use crate::{json, Global};
 
 #[derive(Debug, Args)]
 #[command(after_long_help = "\
-The format is SCENARIOS.md's. Each run creates a fresh world and fresh windows, attaches one \
-session per rank, runs every rank concurrently, checks the expectations, and deletes the world. \
-Exit status: 0 when every expectation held in every run, 1 when one did not (or a call failed \
-without `!CLASS`, or a rank got stuck past --timeout), 2 when the file does not parse \
-(FILE:LINE:COLUMN: message), 3 when the server refused to set the run up, 4 when it cannot be \
-reached.
+The .rma format is described in docs/scenarios.md in the repository (the `window`, `alias`, \
+`R: CALL`, `barrier` and `expect` lines, every call and its MPI counterpart). Each run creates \
+a fresh world and fresh windows, attaches one session per rank, runs every rank concurrently, \
+checks the expectations, and deletes the world. Exit status: 0 when every expectation held in \
+every run, 1 when one did not (or a call failed without `!CLASS`, or a rank got stuck past \
+--timeout, 30 s by default), 2 when the file does not parse (FILE:LINE:COLUMN: message), 3 when \
+the server refused to set the run up, 4 when it cannot be reached.
 
-Not yet guaranteed: `crash` drops the rank's session without any cleanup (its locks and epochs \
-stay as they were: the server has no leases yet, so peers that need them wait until --timeout); \
-`attach` attaches a new session with the same token and reopens the windows, with a fresh, \
-zeroed private copy.
+`crash` ends the rank's session without any cleanup, as a killed process would: the server \
+sees its stream end, revokes its locks, and fails with PROC_FAILED the fences, waits and \
+barriers of other ranks that need it (a client that hangs instead of dying is treated so once \
+its lease lapses, after the server's --lease-ttl). `attach` attaches a new session with the \
+same token (a new incarnation) and reopens the windows, with a fresh, zeroed private copy.
 
 --audit prints the ids of the windows each run created (with --json: a top-level \"windows\" list \
 of {name, id} over all runs, and the same per run); read their history with `onesided audit log \
@@ -44,9 +46,6 @@ pub struct RunArgs {
     /// Admin token (default: --token / ONESIDED_TOKEN)
     #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Seconds every rank together may take in one run before it counts as stuck
-    #[arg(long, default_value_t = 30)]
-    timeout: u64,
 }
 
 fn observed_text(value: &scenario::Observed) -> String {
@@ -143,14 +142,14 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
     let single = reports.len() == 1;
     for report in reports {
         let verdict = if report.ok() { "ok" } else { "FAILED" };
-        println!("run {}: {verdict}", report.run);
+        outln!("run {}: {verdict}", report.run);
         if audit {
             for window in &report.windows {
-                println!("  window {} id {}", window.name, window.id);
+                outln!("  window {} id {}", window.name, window.id);
             }
         }
         for problem in &report.problems {
-            println!("  {file}:{}: {}", problem.line, problem.message);
+            outln!("  {file}:{}: {}", problem.line, problem.message);
         }
         for outcome in &report.expectations {
             if single || !outcome.held {
@@ -160,16 +159,17 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
                     (None, None) => "nothing observed".into(),
                 };
                 let verdict = if outcome.held { "held" } else { "did NOT hold" };
-                println!(
+                outln!(
                     "  {file}:{}: {}: {verdict} ({observed})",
-                    outcome.line, outcome.text
+                    outcome.line,
+                    outcome.text
                 );
             }
         }
         if single {
             for rank in &report.ranks {
                 for call in rank.failed_calls.iter().filter(|call| call.expected) {
-                    println!(
+                    outln!(
                         "  {file}:{}: {} `{}` failed as expected: {}",
                         call.line,
                         rank_name(rank.rank, scenario.ranks),
@@ -182,22 +182,22 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
     }
     let seen = distribution(reports, scenario);
     if !seen.is_empty() {
-        println!("variables over {} run(s):", reports.len());
+        outln!("variables over {} run(s):", reports.len());
         for (var, values) in &seen {
             let parts: Vec<String> = values
                 .iter()
                 .map(|(value, count)| format!("{value} ×{count}"))
                 .collect();
-            println!("  {var}: {}", parts.join(", "));
+            outln!("  {var}: {}", parts.join(", "));
         }
     }
     let runs = reports.len();
     let failed = reports.iter().filter(|r| !r.ok()).count();
     let expectations = scenario.expectations.len();
     if failed == 0 {
-        println!("ok: {expectations} expectation(s) held in {runs} run(s)");
+        outln!("ok: {expectations} expectation(s) held in {runs} run(s)");
     } else {
-        println!("FAILED: {failed} of {runs} run(s) failed");
+        outln!("FAILED: {failed} of {runs} run(s) failed");
     }
 }
 
@@ -249,7 +249,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let config = RunConfig {
         endpoint: global.endpoint()?,
         admin_token,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: global.timeout,
         prefix: format!("run-{stem}-{}-{nanos}", std::process::id()),
     };
     let mut reports = Vec::new();

@@ -18,7 +18,8 @@ use crate::{json, Global};
 
 #[derive(Debug, Args)]
 #[command(after_long_help = "\
-In the shell, `help` lists the commands. Without a terminal, lines are read from stdin, \
+In the shell, `help` lists the commands; each call is written as in a .rma scenario file \
+(docs/scenarios.md in the repository describes them). Without a terminal, lines are read from stdin, \
 results go to stdout and errors to stderr, and the exit status is 1 when any line failed.")]
 pub struct ShellArgs {
     /// The world (checked against the token)
@@ -31,7 +32,8 @@ pub struct ShellArgs {
 
 const HELP: &str = "\
 commands (one rank, the token's):
-  open NAME [type=T]        open a window of the world; T defaults from its disp_unit
+  open NAME [type=T]        open a window of the world; T defaults to the window's element
+                            type, else to a signed integer of its disp_unit (bytes for 1)
   alias X = NAME[i]         name a location
   CALL [!CLASS]             any scenario call of this rank, for example:
     store W[0] = 7          load W[0] -> v
@@ -69,7 +71,7 @@ impl Shell {
         if self.json {
             json::print(&value);
         } else {
-            println!("{text}");
+            outln!("{text}");
         }
     }
 
@@ -83,13 +85,13 @@ impl Shell {
         };
         match first {
             "quit" | "exit" => return Ok(false),
-            "help" => println!("{HELP}"),
+            "help" => outln!("{HELP}"),
             "vars" => {
                 let vars = self.executor.vars();
                 let mut document = serde_json::Map::new();
                 for (name, value) in &vars {
                     if !self.json {
-                        println!("{name} = {}", value.value);
+                        outln!("{name} = {}", value.value);
                     }
                     document.insert(name.clone(), json::observed(&value.value));
                 }
@@ -129,10 +131,10 @@ impl Shell {
                     .map_err(|e| e.to_string())?;
                 let desc = window.desc().clone();
                 let me = window.rank() as usize;
-                let dtype = if explicit {
-                    dtype
-                } else {
-                    default_type(desc.disp_units.get(me).copied().unwrap_or(1))
+                let dtype = match (explicit, desc.info.element_type) {
+                    (true, _) => dtype,
+                    (false, Some(window_type)) => window_type,
+                    (false, None) => default_type(desc.disp_units.get(me).copied().unwrap_or(1)),
                 };
                 let unit = dtype.size() as u64;
                 self.executor.set_window_type(index, dtype);

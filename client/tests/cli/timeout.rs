@@ -1,0 +1,317 @@
+//! `--connect-timeout` and `--timeout` against servers that never answer (issue 17): the
+//! command gives up within its bound, exit 4, and says which limit it hit. And what the timeout
+//! must not do: cut a call that legitimately waits for another rank (a queued lock).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::{Cli, Output, Server, ADMIN_TOKEN};
+
+/// A bound no correct run comes near, far below what waiting for the server would take.
+const GIVES_UP_WITHIN: Duration = Duration::from_secs(15);
+
+/// Runs `cli` and returns its output and how long it took.
+fn timed(cli: Cli) -> (Output, Duration) {
+    let started = Instant::now();
+    let out = cli.run();
+    (out, started.elapsed())
+}
+
+#[test]
+fn a_server_that_accepts_and_never_speaks_times_out_every_kind_of_call() {
+    // the kernel completes TCP handshakes for it; nobody ever reads or writes
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let scenario = crate::examples_dir().join("forum3_store_before_shared_lock.rma");
+    let scenario = scenario.to_str().unwrap();
+    let calls: [&[&str]; 4] = [
+        // a unary admin call
+        &["world", "ls"],
+        // attaching a session (rank token: any string, the server never reads it)
+        &["get", "--window", "W", "--target", "0", "--type", "i64"],
+        // opening the events stream that would then follow
+        &["audit", "log", "1", "--follow"],
+        // a scenario run's set-up
+        &["run", scenario],
+    ];
+    for args in calls {
+        let (out, took) = timed(
+            Cli::new(&url)
+                .token("some-token")
+                .args(["--timeout", "1"])
+                .args(args),
+        );
+        out.code(4);
+        assert!(out.stderr.contains("within 1s"), "{args:?}: {}", out.stderr);
+        assert!(took >= Duration::from_secs(1), "{args:?}: {took:?}");
+        assert!(took < GIVES_UP_WITHIN, "{args:?}: {took:?}");
+    }
+    drop(silent);
+}
+
+/// A listener whose accept queue is full: the kernel drops further connection attempts, so
+/// a client's TCP connect hangs (SYN retransmits) instead of completing or being refused.
+struct FullBacklog {
+    addr: SocketAddr,
+    _listener: tokio::net::TcpListener,
+    _queued: Vec<TcpStream>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl FullBacklog {
+    fn new() -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let listener = runtime.block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            socket.listen(1).unwrap()
+        });
+        let addr = listener.local_addr().unwrap();
+        let mut queued = Vec::new();
+        for _ in 0..16 {
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+                Ok(stream) => queued.push(stream),
+                Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+                    return FullBacklog {
+                        addr,
+                        _listener: listener,
+                        _queued: queued,
+                        _runtime: runtime,
+                    };
+                }
+                Err(error) => panic!("filling the accept queue: {error}"),
+            }
+        }
+        panic!("16 connections never filled an accept queue of 1");
+    }
+}
+
+#[test]
+fn a_connection_that_never_completes_hits_the_connect_timeout() {
+    let full = FullBacklog::new();
+    let url = format!("http://{}", full.addr);
+    let (out, took) = timed(
+        Cli::new(&url)
+            .token("some-token")
+            .env("ONESIDED_CONNECT_TIMEOUT", "0.5")
+            .args(["world", "ls"]),
+    );
+    out.code(4);
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot connect to {url}: no connection within 0.5s"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+    assert!(took < GIVES_UP_WITHIN, "{took:?}");
+}
+
+#[test]
+fn timeouts_must_be_positive_numbers_of_seconds() {
+    for bad in ["0", "-1", "soon", "NaN"] {
+        for flag in ["--timeout", "--connect-timeout"] {
+            let out = Cli::new("http://127.0.0.1:1")
+                .arg(format!("{flag}={bad}"))
+                .args(["world", "ls"])
+                .run();
+            out.code(2);
+            assert!(out.stderr.contains(flag), "{flag} {bad}: {}", out.stderr);
+        }
+    }
+}
+
+#[test]
+fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
+    use futures::StreamExt;
+    use onesided_client::{Audit, AuditEvent, LockType, Session};
+
+    let server = Server::start();
+    let tokens = server.world("wait", 2);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "wait", "W", "--count", "1", "--type", "i64",
+        ])
+        .run()
+        .success();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // rank 0 holds an exclusive lock on its own window and writes 42 under it
+    let (holder, window) = runtime.block_on(async {
+        let holder = Session::attach(&server.url, &tokens[0]).await.unwrap();
+        let window = holder.window("W").await.unwrap();
+        window.lock(LockType::Exclusive, 0, 0).await.unwrap();
+        window.put(0, 0, &[42i64]).unwrap();
+        (holder, window)
+    });
+    // rank 1 reads it with a 1 s timeout: its shared lock must wait behind rank 0's
+    let reader = Cli::new(&server.url)
+        .token(&tokens[1])
+        .args(["--timeout", "1"])
+        .args(["get", "--window", "W", "--target", "0"]);
+    let started = Instant::now();
+    let waiting = std::thread::spawn(move || reader.run());
+    // once the target has queued rank 1's request (the audit log records it) ...
+    runtime.block_on(async {
+        let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+        let id = audit
+            .windows()
+            .await
+            .unwrap()
+            .iter()
+            .find(|w| w.world == "wait" && w.name == "W")
+            .unwrap()
+            .id;
+        let mut events = Box::pin(audit.follow(id, 1).await.unwrap());
+        let queued = async {
+            while let Some(entry) = events.next().await {
+                if let Some(AuditEvent::LockRequest { origin: 1, .. }) = entry.unwrap().event {
+                    return;
+                }
+            }
+            panic!("the log ended before rank 1's lock request");
+        };
+        tokio::time::timeout(GIVES_UP_WITHIN, queued)
+            .await
+            .expect("rank 1's lock request reaches the target");
+    });
+    // ... it keeps waiting well past --timeout: that is the point of this test, not a race
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!waiting.is_finished(), "the get waits for the lock");
+    runtime.block_on(async {
+        window.unlock(0).await.unwrap();
+        drop(window);
+        holder.close().await.unwrap();
+    });
+    let out = waiting.join().unwrap();
+    out.success();
+    assert_eq!(out.stdout, "42\n");
+    assert!(started.elapsed() > Duration::from_secs(2));
+}
+
+/// A TCP proxy to `upstream` that can be frozen: from then on it forwards nothing, in either
+/// direction, and keeps every connection open — a server that went silent without closing.
+/// Dropping it closes every connection (the server's shutdown waits for its connections).
+struct FreezableProxy {
+    addr: SocketAddr,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+}
+
+impl Drop for FreezableProxy {
+    fn drop(&mut self) {
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        for connection in connections.iter() {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl FreezableProxy {
+    fn new(upstream: &str) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let upstream: SocketAddr = upstream.trim_start_matches("http://").parse().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let forwarding = Arc::clone(&frozen);
+        let connections = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let opened = Arc::clone(&connections);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    return;
+                };
+                if let Ok(mut opened) = opened.lock() {
+                    opened.extend(client.try_clone().ok());
+                    opened.extend(server.try_clone().ok());
+                }
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let frozen = Arc::clone(&forwarding);
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buffer = [0u8; 16 * 1024];
+                        while let Ok(read) = from.read(&mut buffer) {
+                            if read == 0 {
+                                break;
+                            }
+                            // frozen: read and drop, so nothing arrives and nothing closes
+                            if !frozen.load(Ordering::SeqCst)
+                                && to.write_all(&buffer[..read]).is_err()
+                            {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        FreezableProxy {
+            addr,
+            frozen,
+            connections,
+        }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_follower_notices_a_server_that_went_silent() {
+    use std::io::{BufRead, BufReader};
+
+    let server = Server::start();
+    server.world("s", 1);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "s", "W", "--count", "1", "--type", "i64",
+        ])
+        .run()
+        .success();
+    let proxy = FreezableProxy::new(&server.url);
+    let mut follower = std::process::Command::new(env!("CARGO_BIN_EXE_onesided"))
+        .env_clear()
+        .env("ONESIDED_ADDR", format!("http://{}", proxy.addr))
+        .env("ONESIDED_TOKEN", ADMIN_TOKEN)
+        .args(["--timeout", "1", "audit", "log", "s/W", "--follow"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the header and the creation event: the follower is live, then waits for new events
+    let mut stdout = BufReader::new(follower.stdout.take().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(!line.is_empty());
+    }
+    proxy.freeze();
+    let started = Instant::now();
+    let (sender, exited) = std::sync::mpsc::channel();
+    let mut stderr = follower.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        let _ = sender.send((follower.wait().unwrap().code(), text));
+    });
+    // silent for the ping interval (1 s, the timeout), then 1 s without an answer to the ping
+    let (code, stderr) = exited
+        .recv_timeout(GIVES_UP_WITHIN)
+        .expect("the follower gives up on a silent server");
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.starts_with("onesided: "), "{stderr}");
+    assert!(started.elapsed() < GIVES_UP_WITHIN);
+}
