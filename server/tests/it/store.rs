@@ -18,7 +18,13 @@ impl PgDatabase {
     pub async fn create() -> Self {
         let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        let name = unique("onesided_test").replace('-', "_");
+        // the process id and a counter are unique among running tests; the clock keeps a
+        // database left behind by a killed run with a reused process id from clashing
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let name = format!("{}_{nanos}", unique("onesided_test").replace('-', "_"));
         let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
             .await
             .expect("PostgreSQL must be running for the audit tests (see .ci/run)");
