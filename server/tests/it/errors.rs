@@ -393,17 +393,13 @@ async fn unknown_and_freed_windows_are_win() {
     w[0].free().await.unwrap();
 }
 
-/// Requests the client library would never send still get their class from the server.
+/// Requests the client library would never send still get their class from the server, and
+/// change neither the window's bytes nor the raw session's epoch state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_validates_what_a_raw_client_sends() {
-    let fixture = Fixture::new(2).await;
-    let name = unique("w");
-    fixture
-        .server
-        .admin
-        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 2, 2))
-        .await
-        .unwrap();
+    let fixture = Fixture::new(3).await;
+    let w = prepared(&fixture).await;
+    let name = w[0].desc().name.clone();
     let channel = tonic::transport::Endpoint::from_shared(fixture.server.url.clone())
         .unwrap()
         .connect()
@@ -445,6 +441,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
         panic!("no window");
     };
     let window = desc.id;
+    // data that differs from every byte of PATTERN, so that an applied refusal shows
     let op = |target, datatype, disp| v1::RmaOp {
         window,
         target,
@@ -455,7 +452,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
         layout: Some(v1::Layout {
             kind: Some(v1::layout::Kind::Contiguous(v1::Contiguous { count: 1 })),
         }),
-        data: vec![0u8; 8].into(),
+        data: (-99i64).to_le_bytes().to_vec().into(),
         compare: Default::default(),
         request_based: false,
         token: 0,
@@ -473,15 +470,21 @@ async fn the_server_validates_what_a_raw_client_sends() {
         (Call::Op(op(1, 4, 0)), ErrorClass::RmaSync),
         (Call::Op(op(1, 99, 0)), ErrorClass::Type),
         (Call::Op(op(5, 4, 0)), ErrorClass::Rank),
-        (Call::Op(op(1, 4, 2)), ErrorClass::RmaRange),
+        (Call::Op(op(1, 4, 4)), ErrorClass::RmaRange),
         (
             Call::Fence(v1::Fence {
                 window,
                 assert: 0,
-                push: vec![v1::Segment {
-                    offset: 12,
-                    data: vec![0u8; 8].into(),
-                }],
+                push: vec![
+                    v1::Segment {
+                        offset: 0,
+                        data: vec![0x5a; 8].into(),
+                    },
+                    v1::Segment {
+                        offset: 28,
+                        data: vec![0x5a; 8].into(),
+                    },
+                ],
             }),
             ErrorClass::RmaRange,
         ),
@@ -498,5 +501,31 @@ async fn the_server_validates_what_a_raw_client_sends() {
         };
         let class = ErrorClass::from_code(failure.error.unwrap().class);
         assert_eq!(class, Some(expected), "{description}");
+    }
+    assert_unchanged(&w, "raw client").await;
+    // nor did they leave an epoch open: no fence epoch, no lock, so a lock and an unlock of
+    // rank 1 are accepted
+    for request in [
+        Call::Lock(v1::Lock {
+            window,
+            lock_type: v1::LockType::Exclusive as i32,
+            target: 1,
+            assert: 0,
+        }),
+        Call::Unlock(v1::Unlock {
+            window,
+            target: 1,
+            push: Vec::new(),
+        }),
+    ] {
+        let description = format!("{request:?}");
+        let id = call(request);
+        let reply = replies.message().await.unwrap().unwrap();
+        assert_eq!(reply.id, id);
+        assert!(
+            !matches!(reply.reply, Some(Reply::Error(_))),
+            "{description} was refused: {:?}",
+            reply.reply
+        );
     }
 }
