@@ -363,9 +363,25 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
             }
         }));
     }
-    // kill -9 in the middle of the load
+    // kill -9 in the middle of the load; a load that stalls, or whose clients all gave up,
+    // fails the test (and stops the server) instead of hanging it
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while acknowledged.load(Ordering::Relaxed) < 400 {
-        tokio::task::yield_now().await;
+        let stalled = if clients.iter().all(tokio::task::JoinHandle::is_finished) {
+            Some("every client stopped")
+        } else if tokio::time::Instant::now() >= deadline {
+            Some("60 s passed")
+        } else {
+            None
+        };
+        if let Some(why) = stalled {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{why} with only {} increments acknowledged",
+                acknowledged.load(Ordering::Relaxed)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     child.kill().unwrap();
