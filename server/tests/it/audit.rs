@@ -1128,14 +1128,14 @@ async fn a_database_a_client_cannot_write_its_rows_to_is_refused_at_attach() {
         .unwrap()
         .close()
         .await;
-    let postgres = std::env::var("ONESIDED_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    // a fresh, empty PostgreSQL database: the shared one may well hold a client_events table
+    let empty = crate::store::PgDatabase::create().await;
     for (url, says) in [
         (
             format!("sqlite:{}", other.display()),
             "no client_events table",
         ),
-        (postgres, "no client_events table"),
+        (empty.url.clone(), "no client_events table"),
         (
             format!("sqlite:{}", data.join("missing.db").display()),
             "cannot open the SQLite audit store",
