@@ -178,70 +178,10 @@ async fn a_short_soak_runs_the_workload_and_samples_memory() {
     );
 }
 
-/// A fresh PostgreSQL database on `ONESIDED_TEST_POSTGRES` (or the machine's), dropped on
-/// drop, whether the test passed or not.
-struct TestDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl TestDatabase {
-    async fn create() -> Self {
-        let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        // the clock keeps a database a killed run left behind with a reused pid from clashing
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let name = format!("onesided_bench_{}_{nanos}", std::process::id());
-        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-            .await
-            .expect("PostgreSQL must be running for this test (see .ci/run)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut connection)
-            .await
-            .unwrap();
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        TestDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let name = self.name.clone();
-        // a drop cannot await: a short-lived runtime on another thread
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                if let Ok(mut connection) =
-                    <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url).await
-                {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut connection)
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
-    let database = TestDatabase::create().await;
+    // dropped on drop, whether the run succeeds or not
+    let database = onesided_test_support::PgDatabase::create().await;
     let options = Options {
         database_url: Some(database.url.clone()),
         ..Options::quick()
