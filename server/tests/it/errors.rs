@@ -3,8 +3,9 @@
 
 use onesided_client::{Assert, ErrorClass, LockType, Op, Window, WindowSpec};
 use onesided_proto::v1::client_message::Call;
-use onesided_proto::v1::{self, rma_client::RmaClient, server_message::Reply, ClientMessage};
+use onesided_proto::v1::{self, server_message::Reply};
 
+use crate::raw::{Meta, RawSession};
 use crate::{unique, Fixture};
 
 const PATTERN: [[i64; 4]; 3] = [[1, 2, 3, 4], [11, 12, 13, 14], [21, 22, 23, 24]];
@@ -400,44 +401,11 @@ async fn the_server_validates_what_a_raw_client_sends() {
     let fixture = Fixture::new(3).await;
     let w = prepared(&fixture).await;
     let name = w[0].desc().name.clone();
-    let channel = tonic::transport::Endpoint::from_shared(fixture.server.url.clone())
-        .unwrap()
-        .connect()
+    let mut grpc = crate::raw::raw(&fixture.server.url).await;
+    let (mut raw, _) = RawSession::open(&mut grpc, &Meta::bearer(&fixture.tokens[0]))
         .await
         .unwrap();
-    let token: tonic::metadata::MetadataValue<_> =
-        format!("Bearer {}", fixture.tokens[0]).parse().unwrap();
-    let mut client = RmaClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", token.clone());
-        Ok(request)
-    });
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let mut replies = client
-        .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
-            receiver,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let greeting = replies.message().await.unwrap().unwrap();
-    assert!(matches!(greeting.reply, Some(Reply::Attached(_))));
-    let mut next_id = 0;
-    let mut call = |call: Call| {
-        next_id += 1;
-        sender
-            .send(ClientMessage {
-                id: next_id,
-                call: Some(call),
-            })
-            .unwrap();
-        next_id
-    };
-    let open = call(Call::OpenWindow(v1::OpenWindow { name: name.clone() }));
-    let reply = replies.message().await.unwrap().unwrap();
-    assert_eq!(reply.id, open);
-    let Some(Reply::Window(desc)) = reply.reply else {
+    let Reply::Window(desc) = raw.ok(Call::OpenWindow(v1::OpenWindow { name })).await else {
         panic!("no window");
     };
     let window = desc.id;
@@ -493,10 +461,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
     ];
     for (request, expected) in cases {
         let description = format!("{request:?}");
-        let id = call(request);
-        let reply = replies.message().await.unwrap().unwrap();
-        assert_eq!(reply.id, id);
-        let Some(Reply::Error(failure)) = reply.reply else {
+        let Some(Reply::Error(failure)) = raw.call(Some(request)).await.reply else {
             panic!("{description} was accepted");
         };
         let class = ErrorClass::from_code(failure.error.unwrap().class);
@@ -505,27 +470,17 @@ async fn the_server_validates_what_a_raw_client_sends() {
     assert_unchanged(&w, "raw client").await;
     // nor did they leave an epoch open: no fence epoch, no lock, so a lock and an unlock of
     // rank 1 are accepted
-    for request in [
-        Call::Lock(v1::Lock {
-            window,
-            lock_type: v1::LockType::Exclusive as i32,
-            target: 1,
-            assert: 0,
-        }),
-        Call::Unlock(v1::Unlock {
-            window,
-            target: 1,
-            push: Vec::new(),
-        }),
-    ] {
-        let description = format!("{request:?}");
-        let id = call(request);
-        let reply = replies.message().await.unwrap().unwrap();
-        assert_eq!(reply.id, id);
-        assert!(
-            !matches!(reply.reply, Some(Reply::Error(_))),
-            "{description} was refused: {:?}",
-            reply.reply
-        );
-    }
+    raw.ok(Call::Lock(v1::Lock {
+        window,
+        lock_type: v1::LockType::Exclusive as i32,
+        target: 1,
+        assert: 0,
+    }))
+    .await;
+    raw.ok(Call::Unlock(v1::Unlock {
+        window,
+        target: 1,
+        push: Vec::new(),
+    }))
+    .await;
 }
