@@ -1,12 +1,15 @@
 //! What the test suites share, so that each fix is made once: names unique among running
-//! tests ([`unique`]), temporary directories removed on drop ([`TempDir`]), and fresh
+//! tests ([`unique`]), temporary directories removed on drop ([`TempDir`]), fresh
 //! PostgreSQL databases dropped on drop ([`PgDatabase`]), on `ONESIDED_TEST_POSTGRES` or the
-//! machine's PostgreSQL. Dev-only: no crate depends on it outside its tests.
+//! machine's PostgreSQL, and a throwaway test PKI ([`Pki`]). Dev-only: no crate depends on it
+//! outside its tests.
 //!
 //! It must not start servers or clients: the suites do that through the real server and the
 //! real client, each in its own way (in process, or as a binary).
 
 use std::path::{Path, PathBuf};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The PostgreSQL the suites create their databases on when `ONESIDED_TEST_POSTGRES` is unset.
@@ -143,4 +146,37 @@ fn on_own_runtime<T: Send + 'static>(
     })
     .join()
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// A throwaway CA and a server certificate from it, as PEM.
+#[derive(Debug)]
+pub struct Pki {
+    /// The CA's certificate: what a client is told to trust.
+    pub ca_pem: String,
+    /// The server's certificate.
+    pub cert_pem: String,
+    /// The server's private key.
+    pub key_pem: String,
+}
+
+impl Pki {
+    /// A CA, and a certificate from it for `names` (DNS names or IP addresses).
+    pub fn new(names: &[&str]) -> Pki {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "onesided test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        let leaf = CertificateParams::new(names).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert_pem = leaf.signed_by(&key, &issuer).unwrap().pem();
+        Pki {
+            ca_pem,
+            cert_pem,
+            key_pem: key.serialize_pem(),
+        }
+    }
 }
