@@ -204,10 +204,12 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn an_unreachable_server_exits_4() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    // a socket bound but never listening: the port stays ours for the whole test (no other
+    // process can take it, as it could once a listener was dropped), and connecting to it is
+    // refused
+    let bound = tokio::net::TcpSocket::new_v4().unwrap();
+    bound.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = bound.local_addr().unwrap().port();
     let out = Cli::new(&format!("http://127.0.0.1:{port}"))
         .token("t")
         .args(["world", "ls"])
@@ -218,4 +220,5 @@ fn an_unreachable_server_exits_4() {
         "{}",
         out.stderr
     );
+    drop(bound);
 }

@@ -238,9 +238,10 @@ fn the_token_decides_the_rank() {
 fn files_travel_in_chunks_inside_one_epoch() {
     let server = Server::start();
     let tokens = server.world("f", 2);
-    server
+    let created = server
         .cli()
         .args([
+            "--json",
             "window",
             "create",
             "--world",
@@ -251,8 +252,9 @@ fn files_travel_in_chunks_inside_one_epoch() {
             "--disp-unit",
             "4",
         ])
-        .run()
-        .success();
+        .run();
+    created.success();
+    let id = created.json()["id"].as_u64().unwrap().to_string();
     let dir = TempDir::new();
     let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let source = dir.0.join("in.bin");
@@ -276,6 +278,35 @@ fn files_travel_in_chunks_inside_one_epoch() {
         .run();
     put.success();
     assert_eq!(put.json()["bytes"], 40_000);
+    // ten puts of at most 4096 bytes, all under the one lock the put took: each carries the
+    // fencing token of the only grant rank 0 had, and the release follows the last of them
+    let log = server.cli().args(["audit", "log", &id, "--json"]).run();
+    log.success();
+    let events: Vec<serde_json::Value> = log
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let by_rank_0 = |kind: &str| -> Vec<(usize, &serde_json::Value)> {
+        events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["kind"] == kind && e["event"]["origin"] == 0)
+            .collect()
+    };
+    let grants = by_rank_0("lock_grant");
+    let releases = by_rank_0("lock_release");
+    let puts = by_rank_0("op");
+    assert_eq!(grants.len(), 1, "one epoch: {}", log.stdout);
+    assert_eq!(releases.len(), 1, "one epoch: {}", log.stdout);
+    let token = &grants[0].1["event"]["token"];
+    assert_eq!(puts.len(), 10, "in chunks: {}", log.stdout);
+    for (index, (at, put)) in puts.iter().enumerate() {
+        assert_eq!(put["event"]["op"], "put", "{put}");
+        assert_eq!(put["event"]["disp"], 10 + index as u64 * 1024, "{put}");
+        assert_eq!(&put["event"]["token"], token, "{put}");
+        assert!(grants[0].0 < *at && *at < releases[0].0, "{put}");
+    }
 
     let target = dir.0.join("out.bin");
     let get = crate::Cli::new(&server.url)
@@ -313,6 +344,8 @@ fn files_travel_in_chunks_inside_one_epoch() {
         format!("{} {} {}\n", data[0], data[1], data[2])
     );
 
+    // bytes 80000.. of the window cannot take the 40000 of the file; its first chunks would
+    // fit, and none of them may be written: the whole transfer is refused before any is sent
     let too_big = crate::Cli::new(&server.url)
         .token(&tokens[0])
         .args([
@@ -323,6 +356,8 @@ fn files_travel_in_chunks_inside_one_epoch() {
             "1",
             "--disp",
             "20000",
+            "--chunk",
+            "4096",
             "--from-file",
         ])
         .arg(&source)
@@ -333,4 +368,26 @@ fn files_travel_in_chunks_inside_one_epoch() {
         "{}",
         too_big.stderr
     );
+    let tail = dir.0.join("tail.bin");
+    crate::Cli::new(&server.url)
+        .token(&tokens[1])
+        .args([
+            "get",
+            "--window",
+            "blob",
+            "--target",
+            "1",
+            "--disp",
+            "10",
+            "--count",
+            "99960",
+            "--to-file",
+        ])
+        .arg(&tail)
+        .run()
+        .success();
+    let after = std::fs::read(&tail).unwrap();
+    assert_eq!(after[..40_000], data[..], "the earlier put is intact");
+    let written = after[40_000..].iter().filter(|&&byte| byte != 0).count();
+    assert_eq!(written, 0, "the refused put wrote {written} bytes");
 }

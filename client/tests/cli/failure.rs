@@ -2,7 +2,7 @@
 //! another client gets the lock within two leases and sees the dead one's flushed writes.
 
 use std::io::{BufRead, BufReader, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::{unique, Cli, Server};
 
@@ -14,31 +14,45 @@ fn signal(child: &std::process::Child, name: &str) {
     assert!(status.success(), "kill -{name} failed");
 }
 
+/// A child process killed on drop: a holder left frozen by a failed assertion would keep its
+/// connection, and with it the server's graceful stop (and so the test), waiting forever.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Rank 0's shell takes rank 1's exclusive lock, writes 42 and flushes; once it printed the
-/// flushed value, it gets `signal_name`; rank 2 must then lock, read 42 and unlock within two
-/// leases.
-fn holder_gets(signal_name: &str) {
+/// flushed value, it gets `signal_name`; the server must revoke its lock, for `reason`, within
+/// two leases of its last recorded event, and rank 2 then lock, read 42 and unlock.
+fn holder_gets(signal_name: &str, reason: &str) {
     let lease = Duration::from_secs(2);
     let server = Server::start_with(|config| config.lease_ttl = lease);
     let world = unique("dying");
     let tokens = server.world(&world, 3);
-    server
+    let created = server
         .cli()
         .args([
-            "window", "create", "--world", &world, "W", "--count", "1", "--type", "i64",
+            "--json", "window", "create", "--world", &world, "W", "--count", "1", "--type", "i64",
         ])
-        .run()
-        .success();
-    let mut holder = Cli::new(&server.url)
-        .token(&tokens[0])
-        .args(["shell", "--world", &world, "--rank", "0"])
-        .spawn();
-    let mut input = holder.stdin.take().unwrap();
+        .run();
+    created.success();
+    let id = created.json()["id"].as_u64().unwrap().to_string();
+    let mut holder = KillOnDrop(
+        Cli::new(&server.url)
+            .token(&tokens[0])
+            .args(["shell", "--world", &world, "--rank", "0"])
+            .spawn(),
+    );
+    let mut input = holder.0.stdin.take().unwrap();
     input
         .write_all(b"open W\nlock exclusive 1\nput 1 W[0] = 42\nflush 1\nget 1 W[0] -> x\nflush 1\nprint x\n")
         .unwrap();
     input.flush().unwrap();
-    let mut output = BufReader::new(holder.stdout.take().unwrap());
+    let mut output = BufReader::new(holder.0.stdout.take().unwrap());
     let mut line = String::new();
     loop {
         line.clear();
@@ -51,35 +65,64 @@ fn holder_gets(signal_name: &str) {
         }
     }
     // the holder's stdin stays open: it would wait for more lines, holding the lock
-    signal(&holder, signal_name);
-    let started = Instant::now();
+    signal(&holder.0, signal_name);
     let reader = Cli::new(&server.url)
         .token(&tokens[2])
         .args(["shell", "--world", &world, "--rank", "2"])
         .stdin("open W\nlock exclusive 1\nget 1 W[0] -> y\nunlock 1\nprint y\n")
         .run();
-    let took = started.elapsed();
     reader.success();
     assert!(
         reader.stdout.lines().any(|line| line == "y = 42"),
         "the dead holder's flushed write: {}",
         reader.stdout
     );
+    // timed by the server's own clock in the audit log, not around spawning processes: from
+    // the holder's last recorded event to the revocation of its lock
+    let log = server.cli().args(["audit", "log", &id, "--json"]).run();
+    log.success();
+    let events: Vec<serde_json::Value> = log
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let revoked = events
+        .iter()
+        .position(|e| e["kind"] == "lock_revoke" && e["event"]["origin"] == 0)
+        .unwrap_or_else(|| panic!("no lock_revoke of rank 0: {}", log.stdout));
+    assert_eq!(events[revoked]["event"]["reason"], reason, "{}", log.stdout);
+    let by_holder = |e: &&serde_json::Value| {
+        e["event"]["origin"] == 0 || (e["rank"] == 0 && e["kind"] != "lock_revoke")
+    };
+    let last_alive = events[..revoked]
+        .iter()
+        .filter(by_holder)
+        .map(|e| e["at_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let took = Duration::from_nanos(events[revoked]["at_ns"].as_u64().unwrap() - last_alive);
     assert!(
         took < 2 * lease,
-        "the lock came after {took:?}, more than two leases of {lease:?}"
+        "the lock was revoked {took:?} after the holder's last event, more than two leases of \
+         {lease:?}"
     );
-    signal(&holder, "KILL");
+    assert!(
+        events[revoked..]
+            .iter()
+            .any(|e| e["kind"] == "lock_grant" && e["event"]["origin"] == 2),
+        "the reader's lock came after the revocation: {}",
+        log.stdout
+    );
     drop(input);
-    let _ = holder.wait();
+    drop(holder);
 }
 
 #[test]
 fn a_killed_lock_holder_loses_the_lock_within_two_leases() {
-    holder_gets("KILL");
+    holder_gets("KILL", "stream broke");
 }
 
 #[test]
 fn a_frozen_lock_holder_loses_the_lock_when_its_lease_lapses() {
-    holder_gets("STOP");
+    holder_gets("STOP", "lease lapsed");
 }

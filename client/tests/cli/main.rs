@@ -23,53 +23,12 @@ mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use onesided_server::{run, ServerConfig};
 
 pub const ADMIN_TOKEN: &str = "cli-test-admin-token";
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A name no other test uses.
-pub fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A directory removed on drop.
-#[derive(Debug)]
-pub struct TempDir(pub PathBuf);
-
-impl Default for TempDir {
-    fn default() -> Self {
-        TempDir::new()
-    }
-}
-
-impl TempDir {
-    pub fn new() -> Self {
-        let path = std::env::temp_dir().join(unique("onesided-cli"));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-
-    /// Writes `text` to `name` inside and returns its path.
-    pub fn file(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use onesided_test_support::{unique, TempDir};
 
 /// A server on its own thread and runtime, stopped and joined on drop. The listener is bound
 /// before `start` returns, so clients can connect at once (no readiness sleep).

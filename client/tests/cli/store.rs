@@ -4,7 +4,7 @@
 
 use onesided_server::ServerConfig;
 
-use crate::{unique, Server};
+use crate::Server;
 
 /// Runs `body` on a current-thread runtime of its own (the tests are synchronous).
 fn block_on<T>(body: impl std::future::Future<Output = T>) -> T {
@@ -15,56 +15,7 @@ fn block_on<T>(body: impl std::future::Future<Output = T>) -> T {
         .block_on(body)
 }
 
-/// A fresh PostgreSQL database, dropped on drop.
-#[derive(Debug)]
-pub struct PgDatabase {
-    admin_url: String,
-    name: String,
-    pub url: String,
-}
-
-impl PgDatabase {
-    pub fn create() -> Self {
-        let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        let name = unique("onesided_cli").replace('-', "_");
-        block_on(async {
-            let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-                .await
-                .expect("PostgreSQL must be running for the audit tests (see .ci/run)");
-            sqlx::query(&format!("CREATE DATABASE {name}"))
-                .execute(&mut connection)
-                .await
-                .unwrap();
-        });
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        PgDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let name = self.name.clone();
-        // the server of the test may still hold connections: FORCE ends them
-        block_on(async move {
-            if let Ok(mut connection) =
-                <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url).await
-            {
-                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&mut connection)
-                    .await;
-            }
-        });
-    }
-}
+pub use onesided_test_support::PgDatabase;
 
 /// Where the server under test records.
 #[derive(Debug)]
@@ -77,7 +28,7 @@ pub enum Store {
 
 impl Store {
     pub fn postgres() -> Self {
-        Store::Postgres(PgDatabase::create())
+        Store::Postgres(PgDatabase::create_blocking())
     }
 
     /// A server recording into this store (SQLite: its own data directory).

@@ -3,29 +3,18 @@
 //! plain address, the command fails with its own exit code and says why.
 
 use onesided_server::tls::TlsIdentity;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use onesided_test_support::Pki;
 
 use crate::{Cli, Server, TempDir, ADMIN_TOKEN};
 
 /// A TLS server with a certificate for `localhost` from a fresh CA; the CA's PEM file and the
 /// server's https:// address.
 fn tls_server(dir: &TempDir) -> (Server, std::path::PathBuf, String) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "onesided CLI test CA");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let identity = TlsIdentity::from_pem(cert.pem(), key.serialize_pem()).unwrap();
+    let pki = Pki::new(&["localhost"]);
+    let identity = TlsIdentity::from_pem(pki.cert_pem, pki.key_pem).unwrap();
     let server = Server::start_with(|config| config.tls = Some(identity));
     let url = server.url.replace("http://127.0.0.1", "https://localhost");
-    (server, dir.file("ca.pem", &ca_pem), url)
+    (server, dir.file("ca.pem", &pki.ca_pem), url)
 }
 
 #[test]

@@ -11,6 +11,7 @@ use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::raw::{Meta, RawSession};
 use crate::store::Store;
 use crate::{ranks, spawn_server, unique, Fixture, TestServer, ADMIN_TOKEN};
 
@@ -957,63 +958,17 @@ async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_postgres
     .await;
 }
 
-/// A rank's session spoken to over raw gRPC, as a hostile client would.
-struct RawSession {
-    sender: tokio::sync::mpsc::UnboundedSender<v1::ClientMessage>,
-    replies: tonic::Streaming<v1::ServerMessage>,
-    greeting: v1::Attached,
-    next_id: u64,
+/// A rank's session spoken to over raw gRPC, as a hostile client would, and its greeting.
+async fn raw_session(url: &str, token: &str) -> (RawSession, v1::Attached) {
+    let mut grpc = crate::raw::raw(url).await;
+    RawSession::open(&mut grpc, &Meta::bearer(token))
+        .await
+        .unwrap()
 }
 
-impl RawSession {
-    async fn attach(url: &str, token: &str) -> Self {
-        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
-        let mut client = v1::rma_client::RmaClient::with_interceptor(
-            channel,
-            move |mut request: tonic::Request<()>| {
-                request
-                    .metadata_mut()
-                    .insert("authorization", bearer.clone());
-                Ok(request)
-            },
-        );
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let mut replies = client
-            .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
-                receiver,
-            ))
-            .await
-            .unwrap()
-            .into_inner();
-        let greeting = replies.message().await.unwrap().unwrap();
-        let Some(Reply::Attached(greeting)) = greeting.reply else {
-            panic!("no greeting: {greeting:?}");
-        };
-        RawSession {
-            sender,
-            replies,
-            greeting,
-            next_id: 0,
-        }
-    }
-
-    async fn call(&mut self, call: Call) -> Reply {
-        self.next_id += 1;
-        self.sender
-            .send(v1::ClientMessage {
-                id: self.next_id,
-                call: Some(call),
-            })
-            .unwrap();
-        let reply = self.replies.message().await.unwrap().unwrap();
-        assert_eq!(reply.id, self.next_id);
-        reply.reply.unwrap()
-    }
+/// Sends `call` on `raw` and returns its answer, whatever it is.
+async fn answer(raw: &mut RawSession, call: Call) -> Reply {
+    raw.call(Some(call)).await.reply.expect("an empty answer")
 }
 
 fn marker(window: u64, from: u64, to: u64, hash_len: usize) -> Call {
@@ -1038,11 +993,14 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
     let windows = fixture.window(spec.clone()).await;
     let id = windows[0].desc().id;
     assert_eq!(fixture.sessions[0].incarnation(), 1);
-    let mut raw = RawSession::attach(&fixture.server.url, &fixture.tokens[0]).await;
-    assert_eq!(raw.greeting.incarnation, 2, "the rank's second session");
+    let (mut raw, greeting) = raw_session(&fixture.server.url, &fixture.tokens[0]).await;
+    assert_eq!(greeting.incarnation, 2, "the rank's second session");
     assert!(matches!(
-        raw.call(Call::OpenWindow(v1::OpenWindow { name: spec.name }))
-            .await,
+        answer(
+            &mut raw,
+            Call::OpenWindow(v1::OpenWindow { name: spec.name })
+        )
+        .await,
         Reply::Window(_)
     ));
     let with_events = Call::Record(v1::Record {
@@ -1075,19 +1033,19 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
         (with_events, Arg, "not both"),
         (marker(999, 1, 1, 32), Win, "999"),
     ] {
-        let (refused_class, message) = refused(raw.call(call).await);
+        let (refused_class, message) = refused(answer(&mut raw, call).await);
         assert_eq!(refused_class, Some(class), "{message}");
         assert!(message.contains(says), "{message}");
     }
     // nothing refused moved the chain on: 1..=2 is accepted, then 3 is next
     assert!(matches!(
-        raw.call(marker(id, 1, 2, 32)).await,
+        answer(&mut raw, marker(id, 1, 2, 32)).await,
         Reply::Done(_)
     ));
-    let (_, message) = refused(raw.call(marker(id, 2, 3, 32)).await);
+    let (_, message) = refused(answer(&mut raw, marker(id, 2, 3, 32)).await);
     assert!(message.contains("the next is 3"), "{message}");
     assert!(matches!(
-        raw.call(marker(id, 3, 3, 32)).await,
+        answer(&mut raw, marker(id, 3, 3, 32)).await,
         Reply::Done(_)
     ));
     let markers: Vec<(u64, u64, u64)> = audit
@@ -1148,14 +1106,14 @@ async fn a_database_a_client_cannot_write_its_rows_to_is_refused_at_attach() {
         .unwrap()
         .close()
         .await;
-    let postgres = std::env::var("ONESIDED_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    // a fresh, empty PostgreSQL database: the shared one may well hold a client_events table
+    let empty = crate::store::PgDatabase::create().await;
     for (url, says) in [
         (
             format!("sqlite:{}", other.display()),
             "no client_events table",
         ),
-        (postgres, "no client_events table"),
+        (empty.url.clone(), "no client_events table"),
         (
             format!("sqlite:{}", data.join("missing.db").display()),
             "cannot open the SQLite audit store",

@@ -2,36 +2,34 @@
 //! session whose task waits on the audit writer's back-pressure for longer than the lease keeps
 //! its lease, since its client kept sending.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use onesided_client::WindowSpec;
 use onesided_server::audit::Durability;
 use sqlx::Connection;
 
+use crate::store::PgDatabase;
 use crate::{spawn_server_with, unique, Fixture};
+
+/// Events the server may answer before they are committed: far fewer than the puts below, so
+/// the session task must wait for the store.
+const MAX_UNRECORDED: usize = 256;
+
+/// Few enough to be handled well within the stall when nothing blocks.
+const PUTS: i64 = 2_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_blocked_behind_a_stalled_audit_store_keeps_its_lease() {
-    let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let name = unique("onesided_stall").replace('-', "_");
-    let mut admin = sqlx::PgConnection::connect(&admin_url)
-        .await
-        .expect("PostgreSQL must be running for the audit tests (see .ci/run)");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let base = admin_url
-        .rsplit_once('/')
-        .map_or(admin_url.as_str(), |(base, _)| base);
-    let url = format!("{base}/{name}");
+    // dropped on drop, whether the test passes or not
+    let database = PgDatabase::create().await;
+    let url = database.url.clone();
     let lease = Duration::from_secs(1);
     let store = url.clone();
     let server = spawn_server_with(move |config| {
         config.database_url = Some(store);
         config.durability = Durability::Async;
         config.lease_ttl = lease;
+        config.async_max_unrecorded = MAX_UNRECORDED;
     })
     .await;
     let fixture = Fixture::on(server, 2).await;
@@ -50,26 +48,36 @@ async fn a_session_blocked_behind_a_stalled_audit_store_keeps_its_lease() {
         .execute(&mut blocker)
         .await
         .unwrap();
-    for i in 0..20_000i64 {
+    for i in 0..PUTS {
         w.put(1, 0, &[i]).unwrap();
     }
     // the stall itself: three leases long, while the client sends heartbeats
     let stall = async {
         tokio::time::sleep(lease * 3).await;
+        let released = Instant::now();
         sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+        released
     };
-    let (flushed, ()) = tokio::join!(w.flush(1), stall);
+    let flush = async {
+        let flushed = w.flush(1).await;
+        (flushed, Instant::now())
+    };
+    let ((flushed, answered), released) = tokio::join!(flush, stall);
     flushed.expect("the session survives the stall");
+    // the flush is answered by the session task after the puts ahead of it, which cannot all
+    // be taken before the store takes rows again: the session really waited past its lease
+    assert!(
+        answered > released,
+        "the flush was answered {:?} before the store was released: nothing blocked",
+        released - answered
+    );
     w.unlock_all().await.unwrap();
     w.lock_all(0).await.unwrap();
     let last = w.get::<i64>(1, 0, 1).unwrap();
     w.unlock_all().await.unwrap();
-    assert_eq!(last.value().await.unwrap(), vec![19_999]);
+    assert_eq!(last.value().await.unwrap(), vec![PUTS - 1]);
 
     drop(windows);
     drop(fixture);
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
+    drop(database);
 }

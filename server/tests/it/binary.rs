@@ -155,6 +155,69 @@ fn zero_worker_threads_is_a_usage_error() {
     assert!(stderr.contains("--worker-threads"), "{stderr}");
 }
 
+/// Every flag and environment variable `docker-compose.yml` hands the server is one this
+/// binary's `--help` lists (the CLI suite's compose test reads them from the source, which
+/// cannot name this binary).
+#[test]
+fn the_compose_file_passes_only_flags_and_variables_the_binary_has() {
+    use yaml_rust2::{Yaml, YamlLoader};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker-compose.yml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let documents = YamlLoader::load_from_str(&text).unwrap();
+    let service = &documents[0]["services"]["onesided"];
+    let words = |value: &Yaml| -> Vec<String> {
+        match value {
+            Yaml::Array(items) => items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_string))
+                .collect(),
+            Yaml::String(line) => line.split_whitespace().map(str::to_string).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut passed = words(&service["entrypoint"]);
+    passed.extend(words(&service["command"]));
+    let flags: Vec<&str> = passed
+        .iter()
+        .filter(|word| word.starts_with("--"))
+        .map(|word| word.split('=').next().unwrap())
+        .collect();
+    let variables: Vec<&str> = match &service["environment"] {
+        Yaml::Hash(map) => map.keys().filter_map(Yaml::as_str).collect(),
+        Yaml::Array(items) => items
+            .iter()
+            .filter_map(Yaml::as_str)
+            .map(|item| item.split('=').next().unwrap())
+            .collect(),
+        other => panic!("environment is neither a map nor a list: {other:?}"),
+    };
+    let variables: Vec<&str> = variables
+        .into_iter()
+        .filter(|key| key.starts_with("ONESIDED_") || *key == "DATABASE_URL")
+        .collect();
+    assert!(!flags.is_empty(), "compose passes the server no flag");
+    assert!(!variables.is_empty(), "compose sets the server no variable");
+    let output = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+        .arg("--help")
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "onesided-server --help fails");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in &flags {
+        assert!(
+            help.contains(&format!("{flag} ")),
+            "onesided-server --help has no {flag}"
+        );
+    }
+    for variable in &variables {
+        assert!(
+            help.contains(&format!("[env: {variable}")),
+            "onesided-server --help reads no {variable}"
+        );
+    }
+}
+
 /// With `persisting`, the session writes its own events to the store itself.
 async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, persisting: bool) {
     use onesided_client::{Audit, AuditEvent, LockType};
@@ -300,9 +363,25 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
             }
         }));
     }
-    // kill -9 in the middle of the load
+    // kill -9 in the middle of the load; a load that stalls, or whose clients all gave up,
+    // fails the test (and stops the server) instead of hanging it
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while acknowledged.load(Ordering::Relaxed) < 400 {
-        tokio::task::yield_now().await;
+        let stalled = if clients.iter().all(tokio::task::JoinHandle::is_finished) {
+            Some("every client stopped")
+        } else if tokio::time::Instant::now() >= deadline {
+            Some("60 s passed")
+        } else {
+            None
+        };
+        if let Some(why) = stalled {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{why} with only {} increments acknowledged",
+                acknowledged.load(Ordering::Relaxed)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     child.kill().unwrap();

@@ -3,8 +3,9 @@
 
 use onesided_client::{Assert, ErrorClass, LockType, Op, Window, WindowSpec};
 use onesided_proto::v1::client_message::Call;
-use onesided_proto::v1::{self, rma_client::RmaClient, server_message::Reply, ClientMessage};
+use onesided_proto::v1::{self, server_message::Reply};
 
+use crate::raw::{Meta, RawSession};
 use crate::{unique, Fixture};
 
 const PATTERN: [[i64; 4]; 3] = [[1, 2, 3, 4], [11, 12, 13, 14], [21, 22, 23, 24]];
@@ -393,58 +394,22 @@ async fn unknown_and_freed_windows_are_win() {
     w[0].free().await.unwrap();
 }
 
-/// Requests the client library would never send still get their class from the server.
+/// Requests the client library would never send still get their class from the server, and
+/// change neither the window's bytes nor the raw session's epoch state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_validates_what_a_raw_client_sends() {
-    let fixture = Fixture::new(2).await;
-    let name = unique("w");
-    fixture
-        .server
-        .admin
-        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 2, 2))
+    let fixture = Fixture::new(3).await;
+    let w = prepared(&fixture).await;
+    let name = w[0].desc().name.clone();
+    let mut grpc = crate::raw::raw(&fixture.server.url).await;
+    let (mut raw, _) = RawSession::open(&mut grpc, &Meta::bearer(&fixture.tokens[0]))
         .await
         .unwrap();
-    let channel = tonic::transport::Endpoint::from_shared(fixture.server.url.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let token: tonic::metadata::MetadataValue<_> =
-        format!("Bearer {}", fixture.tokens[0]).parse().unwrap();
-    let mut client = RmaClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", token.clone());
-        Ok(request)
-    });
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let mut replies = client
-        .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
-            receiver,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let greeting = replies.message().await.unwrap().unwrap();
-    assert!(matches!(greeting.reply, Some(Reply::Attached(_))));
-    let mut next_id = 0;
-    let mut call = |call: Call| {
-        next_id += 1;
-        sender
-            .send(ClientMessage {
-                id: next_id,
-                call: Some(call),
-            })
-            .unwrap();
-        next_id
-    };
-    let open = call(Call::OpenWindow(v1::OpenWindow { name: name.clone() }));
-    let reply = replies.message().await.unwrap().unwrap();
-    assert_eq!(reply.id, open);
-    let Some(Reply::Window(desc)) = reply.reply else {
+    let Reply::Window(desc) = raw.ok(Call::OpenWindow(v1::OpenWindow { name })).await else {
         panic!("no window");
     };
     let window = desc.id;
+    // data that differs from every byte of PATTERN, so that an applied refusal shows
     let op = |target, datatype, disp| v1::RmaOp {
         window,
         target,
@@ -455,7 +420,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
         layout: Some(v1::Layout {
             kind: Some(v1::layout::Kind::Contiguous(v1::Contiguous { count: 1 })),
         }),
-        data: vec![0u8; 8].into(),
+        data: (-99i64).to_le_bytes().to_vec().into(),
         compare: Default::default(),
         request_based: false,
         token: 0,
@@ -473,15 +438,21 @@ async fn the_server_validates_what_a_raw_client_sends() {
         (Call::Op(op(1, 4, 0)), ErrorClass::RmaSync),
         (Call::Op(op(1, 99, 0)), ErrorClass::Type),
         (Call::Op(op(5, 4, 0)), ErrorClass::Rank),
-        (Call::Op(op(1, 4, 2)), ErrorClass::RmaRange),
+        (Call::Op(op(1, 4, 4)), ErrorClass::RmaRange),
         (
             Call::Fence(v1::Fence {
                 window,
                 assert: 0,
-                push: vec![v1::Segment {
-                    offset: 12,
-                    data: vec![0u8; 8].into(),
-                }],
+                push: vec![
+                    v1::Segment {
+                        offset: 0,
+                        data: vec![0x5a; 8].into(),
+                    },
+                    v1::Segment {
+                        offset: 28,
+                        data: vec![0x5a; 8].into(),
+                    },
+                ],
             }),
             ErrorClass::RmaRange,
         ),
@@ -490,13 +461,26 @@ async fn the_server_validates_what_a_raw_client_sends() {
     ];
     for (request, expected) in cases {
         let description = format!("{request:?}");
-        let id = call(request);
-        let reply = replies.message().await.unwrap().unwrap();
-        assert_eq!(reply.id, id);
-        let Some(Reply::Error(failure)) = reply.reply else {
+        let Some(Reply::Error(failure)) = raw.call(Some(request)).await.reply else {
             panic!("{description} was accepted");
         };
         let class = ErrorClass::from_code(failure.error.unwrap().class);
         assert_eq!(class, Some(expected), "{description}");
     }
+    assert_unchanged(&w, "raw client").await;
+    // nor did they leave an epoch open: no fence epoch, no lock, so a lock and an unlock of
+    // rank 1 are accepted
+    raw.ok(Call::Lock(v1::Lock {
+        window,
+        lock_type: v1::LockType::Exclusive as i32,
+        target: 1,
+        assert: 0,
+    }))
+    .await;
+    raw.ok(Call::Unlock(v1::Unlock {
+        window,
+        target: 1,
+        push: Vec::new(),
+    }))
+    .await;
 }

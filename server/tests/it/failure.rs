@@ -193,7 +193,9 @@ async fn a_silent_session_loses_its_lease_and_its_lock_within_two_leases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_client_keeps_its_lease_with_heartbeats() {
-    let lease = Duration::from_millis(300);
+    // heartbeats go every third of the lease, so a live session survives a stall of about two
+    // thirds of it: long enough that a busy two-core machine does not end it
+    let lease = Duration::from_millis(1500);
     let server = spawn_server_with(|config| config.lease_ttl = lease).await;
     let fixture = Fixture::on(server, 2).await;
     let w = fixture
@@ -205,7 +207,7 @@ async fn an_idle_client_keeps_its_lease_with_heartbeats() {
     // other rank's request (lazy: it travels with the get) waits instead of being granted
     w[1].lock(LockType::Exclusive, 0, 0).await.unwrap();
     let mut got = Box::pin(w[1].get::<i64>(0, 0, 1).unwrap().value());
-    let waited = tokio::time::timeout(4 * lease, &mut got).await;
+    let waited = tokio::time::timeout(5 * lease / 2, &mut got).await;
     assert!(
         waited.is_err(),
         "the lock of a live, idle holder was taken away"

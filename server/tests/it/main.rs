@@ -22,8 +22,6 @@ mod service;
 mod store;
 mod tls;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use onesided_client::{Admin, Session, Window, WindowSpec};
 use onesided_server::{run, ServerConfig};
 use tokio::sync::oneshot;
@@ -39,25 +37,7 @@ pub struct TestServer {
     pub data: TempDir,
 }
 
-/// A directory removed on drop.
-#[derive(Debug)]
-pub struct TempDir(pub std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-pub fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use onesided_test_support::{unique, TempDir};
 
 pub async fn spawn_server() -> TestServer {
     spawn_server_with(|_| {}).await

@@ -189,7 +189,42 @@ async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
         times.windows(2).all(|pair| pair[0] <= pair[1]),
         "timestamps stay monotonic across the restart"
     );
+
+    // the rebuild starts from the snapshots: with the log rows they cover gone, a restart
+    // still brings back every byte, which a rebuild from the log alone could not
+    let latest = public_copies(&server.url, &world.tokens[0], "w", 3, 4).await;
     server.stop().await;
+    let ops_removed = forget_what_snapshots_cover(&data.0.join("audit.db"), id).await;
+    assert!(
+        ops_removed >= 100,
+        "only {ops_removed} operations were behind the snapshots"
+    );
+    let server = start_on(&data.0, |_| {}).await;
+    let rebuilt = public_copies(&server.url, &world.tokens[0], "w", 3, 4).await;
+    assert_eq!(rebuilt, latest, "the snapshots were not used");
+    server.stop().await;
+}
+
+/// Deletes window `window`'s log rows up to the oldest of its snapshots from the SQLite store
+/// at `database`; returns how many of them were operations.
+async fn forget_what_snapshots_cover(database: &Path, window: u64) -> u64 {
+    use sqlx::Connection;
+    let url = format!("sqlite:{}", database.display());
+    let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let covered = "window_id = ?1 AND seq <= (SELECT MIN(seq) FROM snapshots WHERE window_id = ?1)";
+    let ops: i64 = sqlx::query_scalar(&format!(
+        "SELECT COUNT(*) FROM audit_events WHERE {covered} AND kind = 'op'"
+    ))
+    .bind(window as i64)
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    sqlx::query(&format!("DELETE FROM audit_events WHERE {covered}"))
+        .bind(window as i64)
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    ops as u64
 }
 
 /// A TCP forwarder to PostgreSQL that can be cut (every connection dropped, new ones refused)
@@ -246,18 +281,67 @@ impl Cuttable {
     }
 }
 
-/// One fetch_and_op(+1) on rank 0, completed by a flush: its old value once acknowledged.
-async fn increment(w: &onesided_client::Window) -> Result<i64, onesided_client::Error> {
-    let old = w.fetch_and_op(0, 0, 1i64, Op::Sum)?;
-    w.flush(0).await?;
-    old.value().await
+/// The `host:port` a PostgreSQL URL points at (5432 when it names no port).
+fn postgres_address(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host_port)| host_port);
+    if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:5432")
+    }
+}
+
+/// What became of one fetch_and_op(+1) on rank 0.
+enum Increment {
+    /// Acknowledged: its old value.
+    Acknowledged(i64),
+    /// Refused before it changed anything (the server knew the store was away).
+    Unchanged,
+    /// Applied, but not recorded when it was answered: refused, and written once the store
+    /// is back (the call was under way when the outage began).
+    NotRecordedYet,
+}
+
+/// One fetch_and_op(+1) on rank 0, completed by a flush, and what became of it. Only the
+/// operation's own answer says whether it was applied; a flush refused after it says nothing.
+async fn increment(w: &onesided_client::Window) -> Increment {
+    let old = w
+        .fetch_and_op(0, 0, 1i64, Op::Sum)
+        .expect("checked at the origin");
+    let _ = w.flush(0).await;
+    match old.value().await {
+        Ok(old) => Increment::Acknowledged(old),
+        Err(error) => {
+            assert_eq!(error.class(), Some(ErrorClass::Io), "{error}");
+            assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
+            let message = error.to_string();
+            if message.contains("changed nothing") {
+                Increment::Unchanged
+            } else {
+                assert!(message.contains("not recorded yet"), "{message}");
+                Increment::NotRecordedYet
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged() {
     let database = crate::store::PgDatabase::create().await;
-    let proxy = Cuttable::start("127.0.0.1:5432").await;
-    let url = database.url.replace(":5432/", &format!(":{}/", proxy.port));
+    // the database of ONESIDED_TEST_POSTGRES, reached through the forwarder
+    let address = postgres_address(&database.url);
+    let proxy = Cuttable::start(&address).await;
+    let url = database
+        .url
+        .replacen(&address, &format!("127.0.0.1:{}", proxy.port), 1);
+    assert_ne!(
+        url, database.url,
+        "the server must go through the forwarder"
+    );
     let data = TempDir(std::env::temp_dir().join(unique("onesided-outage")));
     let server = start_on(&data.0, move |config| config.database_url = Some(url)).await;
     let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
@@ -272,46 +356,61 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
     let w = session.window("c").await.unwrap();
     w.lock_all(0).await.unwrap();
     let mut acknowledged = Vec::new();
-    let mut refused = 0;
+    // refused calls: those that changed nothing, and those applied but not recorded yet
+    let mut unchanged = 0;
+    let mut not_recorded_yet = 0;
+    let mut tally = |outcome: Increment, acknowledged: &mut Vec<i64>| match outcome {
+        Increment::Acknowledged(old) => acknowledged.push(old),
+        Increment::Unchanged => unchanged += 1,
+        Increment::NotRecordedYet => not_recorded_yet += 1,
+    };
     for _ in 0..20 {
-        acknowledged.push(increment(&w).await.unwrap());
+        let Increment::Acknowledged(old) = increment(&w).await else {
+            panic!("refused while the database is up");
+        };
+        acknowledged.push(old);
     }
     proxy.cut();
     // calls keep coming while the database is away: each is acknowledged only if stored, and
-    // once the server knows, refused with UNAVAILABLE before it changes anything
-    let mut saw_refusal = false;
+    // once the server knows, refused with UNAVAILABLE before it changes anything; every one
+    // of those is counted, whether before or after the store returns
+    let mut refusals = 0;
     for _ in 0..200 {
-        match increment(&w).await {
-            Ok(old) => acknowledged.push(old),
-            Err(error) => {
-                assert_eq!(error.class(), Some(ErrorClass::Io), "{error}");
-                assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
-                refused += 1;
-                saw_refusal = true;
+        let outcome = increment(&w).await;
+        let refused = !matches!(outcome, Increment::Acknowledged(_));
+        tally(outcome, &mut acknowledged);
+        if refused {
+            refusals += 1;
+            // a few more, so that some arrive once the server knows
+            if refusals == 5 {
                 break;
             }
         }
     }
-    assert!(saw_refusal, "no call failed while the database was away");
+    assert_eq!(
+        refusals, 5,
+        "calls kept succeeding while the database was away"
+    );
     proxy.restore();
     // service resumes once the store is back
-    let resumed = tokio::time::timeout(Duration::from_secs(30), async {
+    tokio::time::timeout(Duration::from_secs(30), async {
         loop {
-            match increment(&w).await {
-                Ok(old) => break old,
-                Err(error) => {
-                    assert_eq!(error.class(), Some(ErrorClass::Io), "{error}");
-                    refused += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+            let outcome = increment(&w).await;
+            let resumed = matches!(outcome, Increment::Acknowledged(_));
+            tally(outcome, &mut acknowledged);
+            if resumed {
+                break;
             }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
     .await
     .expect("service did not resume within 30 s of the database's return");
-    acknowledged.push(resumed);
     for _ in 0..20 {
-        acknowledged.push(increment(&w).await.unwrap());
+        let Increment::Acknowledged(old) = increment(&w).await else {
+            panic!("refused once the database is back");
+        };
+        acknowledged.push(old);
     }
     w.unlock_all().await.unwrap();
     drop(w);
@@ -350,7 +449,19 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
         logged.len() as i64,
         "live, log and replay agree"
     );
-    assert!(refused >= 1);
+    // every refusal that said it changed nothing did not: the counter holds exactly the
+    // acknowledged increments plus some of those applied but not recorded when answered
+    assert!(
+        unchanged >= 1,
+        "no call was refused before it changed anything"
+    );
+    let applied = live[0][0] as usize;
+    assert!(
+        (acknowledged.len()..=acknowledged.len() + not_recorded_yet).contains(&applied),
+        "{applied} increments applied: {} acknowledged, {not_recorded_yet} not recorded yet, \
+         {unchanged} refused as unchanged",
+        acknowledged.len()
+    );
     server.stop().await;
     drop(database);
 }

@@ -4,63 +4,9 @@
 
 use onesided_server::ServerConfig;
 
-use crate::{spawn_server_with, unique, TestServer};
+use crate::{spawn_server_with, TestServer};
 
-/// A fresh PostgreSQL database, dropped on drop.
-#[derive(Debug)]
-pub struct PgDatabase {
-    admin_url: String,
-    name: String,
-    pub url: String,
-}
-
-impl PgDatabase {
-    pub async fn create() -> Self {
-        let admin_url = std::env::var("ONESIDED_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        let name = unique("onesided_test").replace('-', "_");
-        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-            .await
-            .expect("PostgreSQL must be running for the audit tests (see .ci/run)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut connection)
-            .await
-            .unwrap();
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        PgDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let name = self.name.clone();
-        // a drop cannot await: use a short-lived runtime on another thread
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                if let Ok(mut connection) =
-                    <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url).await
-                {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut connection)
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
+pub use onesided_test_support::PgDatabase;
 
 /// Where the server under test records.
 #[derive(Debug)]

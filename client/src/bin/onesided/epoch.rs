@@ -12,6 +12,7 @@ use clap::Args;
 use indicatif::ProgressBar;
 use onesided_client::{Datatype, Layout, LockType, Op, OpKind, OpSpec, Session, Window};
 use onesided_core::datatype::{decode, encode_all, parse_value, Value};
+use onesided_core::window::TargetOp;
 use serde_json::json;
 
 use crate::admin::datatype;
@@ -188,6 +189,34 @@ impl Epoch {
         Ok(decode(self.dtype, &bytes)?)
     }
 
+    /// Checks `spec` against the target's window as [`Window::issue`] does, sending nothing.
+    fn check(&self, spec: &OpSpec) -> Result<(), onesided_client::Error> {
+        let size = self
+            .window
+            .desc()
+            .sizes
+            .get(self.target as usize)
+            .copied()
+            .unwrap_or(0);
+        let whole = TargetOp {
+            kind: spec.kind,
+            dtype: spec.dtype,
+            disp: spec.disp,
+            layout: spec.layout.clone(),
+            data: spec.data.clone(),
+            compare: spec.compare.clone(),
+        };
+        let disp_unit = self
+            .window
+            .desc()
+            .disp_units
+            .get(self.target as usize)
+            .copied()
+            .unwrap_or(1);
+        whole.validate(size, disp_unit)?;
+        Ok(())
+    }
+
     /// A chunk size in bytes that is a whole number of elements and of disp_units.
     fn chunk_bytes(&self, wanted: u64) -> u64 {
         let unit = self.dtype.size() as u64
@@ -315,6 +344,14 @@ pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
         ))
         .into());
     }
+    // the whole transfer is checked before any chunk is sent: a file that does not fit
+    // leaves the target as it was, rather than with its first chunks written
+    let whole = epoch.spec(OpKind::Put, data.len() as u64 / elem, data);
+    if let Err(error) = epoch.check(&whole) {
+        let _ = epoch.window.unlock(epoch.target).await;
+        return Err(error.into());
+    }
+    let data = whole.data;
     let chunk = epoch.chunk_bytes(args.chunk);
     let bar = progress(global, data.len() as u64);
     let mut pending = Vec::new();
