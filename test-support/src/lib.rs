@@ -1,8 +1,9 @@
 //! What the test suites share, so that each fix is made once: names unique among running
 //! tests ([`unique`]), temporary directories removed on drop ([`TempDir`]), fresh
 //! PostgreSQL databases dropped on drop ([`PgDatabase`]), on `ONESIDED_TEST_POSTGRES` or the
-//! machine's PostgreSQL, and a throwaway test PKI ([`Pki`]). Dev-only: no crate depends on it
-//! outside its tests.
+//! machine's PostgreSQL, a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
+//! [`rewrite_event_postgres`], how the tests tamper with a stored audit row. Dev-only: no crate
+//! depends on it outside its tests.
 //!
 //! It must not start servers or clients: the suites do that through the real server and the
 //! real client, each in its own way (in process, or as a binary).
@@ -180,3 +181,48 @@ impl Pki {
         }
     }
 }
+
+/// Rewrites the event of the one row of `table` that `filter` (a WHERE clause over `binds`, as
+/// `$1`, `$2`, …) selects, as someone editing the store would: decodes it (either encoding),
+/// applies `change`, writes it back in the binary encoding, leaves the hashes as they were.
+macro_rules! rewrite_event {
+    ($name:ident, $connection:ty) => {
+        pub async fn $name(
+            connection: &mut $connection,
+            table: &str,
+            filter: &str,
+            binds: &[i64],
+            change: impl FnOnce(&mut onesided_core::audit::Event),
+        ) {
+            use onesided_core::audit::Body;
+            let select = format!("SELECT body, event FROM {table} WHERE {filter}");
+            let update = format!(
+                "UPDATE {table} SET body = NULL, event = ${} WHERE {filter}",
+                binds.len() + 1
+            );
+            let mut query = sqlx::query_as::<_, (Option<String>, Option<Vec<u8>>)>(&select);
+            for bind in binds {
+                query = query.bind(*bind);
+            }
+            let (json, binary) = query.fetch_one(&mut *connection).await.unwrap();
+            let body = match (binary, json) {
+                (Some(bytes), _) => Body::Binary(bytes),
+                (None, text) => Body::Json(text.expect("a row with neither body nor event")),
+            };
+            let mut event = body.decode().unwrap();
+            change(&mut event);
+            let Body::Binary(bytes) = Body::encode(&event) else {
+                unreachable!("new bodies are binary")
+            };
+            let mut query = sqlx::query(&update);
+            for bind in binds {
+                query = query.bind(*bind);
+            }
+            let done = query.bind(bytes).execute(&mut *connection).await.unwrap();
+            assert_eq!(done.rows_affected(), 1, "{update}");
+        }
+    };
+}
+
+rewrite_event!(rewrite_event_sqlite, sqlx::SqliteConnection);
+rewrite_event!(rewrite_event_postgres, sqlx::PgConnection);

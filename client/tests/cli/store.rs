@@ -55,10 +55,7 @@ impl Store {
         }
     }
 
-    /// Rewrites the event of the one row of `table` that `filter` (a WHERE clause over
-    /// `binds`) selects, as someone editing the store would: decodes it (either encoding),
-    /// applies `change`, writes it back in the binary encoding, leaves the hashes as they
-    /// were.
+    /// [`onesided_test_support::rewrite_event_sqlite`] or `_postgres` on `server`'s store.
     pub fn rewrite_event(
         &self,
         server: &Server,
@@ -67,44 +64,34 @@ impl Store {
         binds: &[i64],
         change: impl FnOnce(&mut onesided_core::audit::Event),
     ) {
-        use onesided_core::audit::Body;
         use sqlx::Connection;
         let url = self.url(server);
-        let select = format!("SELECT body, event FROM {table} WHERE {filter}");
-        let update = format!(
-            "UPDATE {table} SET body = NULL, event = ${} WHERE {filter}",
-            binds.len() + 1
-        );
-        macro_rules! run {
-            ($connection:ty) => {{
-                let mut connection = <$connection>::connect(&url).await.unwrap();
-                let mut query = sqlx::query_as::<_, (Option<String>, Option<Vec<u8>>)>(&select);
-                for bind in binds {
-                    query = query.bind(*bind);
-                }
-                let (json, binary) = query.fetch_one(&mut connection).await.unwrap();
-                let body = match (binary, json) {
-                    (Some(bytes), _) => Body::Binary(bytes),
-                    (None, text) => Body::Json(text.unwrap()),
-                };
-                let mut event = body.decode().unwrap();
-                change(&mut event);
-                let Body::Binary(bytes) = Body::encode(&event) else {
-                    unreachable!()
-                };
-                let mut query = sqlx::query(&update);
-                for bind in binds {
-                    query = query.bind(*bind);
-                }
-                let done = query.bind(bytes).execute(&mut connection).await.unwrap();
-                connection.close().await.unwrap();
-                assert_eq!(done.rows_affected(), 1, "{update}");
-            }};
-        }
         block_on(async {
             match self {
-                Store::Sqlite => run!(sqlx::SqliteConnection),
-                Store::Postgres(_) => run!(sqlx::PgConnection),
+                Store::Sqlite => {
+                    let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
+                    onesided_test_support::rewrite_event_sqlite(
+                        &mut connection,
+                        table,
+                        filter,
+                        binds,
+                        change,
+                    )
+                    .await;
+                    connection.close().await.unwrap();
+                }
+                Store::Postgres(_) => {
+                    let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
+                    onesided_test_support::rewrite_event_postgres(
+                        &mut connection,
+                        table,
+                        filter,
+                        binds,
+                        change,
+                    )
+                    .await;
+                    connection.close().await.unwrap();
+                }
             }
         })
     }

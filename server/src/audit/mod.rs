@@ -571,10 +571,13 @@ impl Writer {
                 .copied()
                 .unwrap_or((0, GENESIS))
         };
-        let mut next_snapshot = snapshots.into_iter().peekable();
-        for (index, pending) in events.into_iter().enumerate() {
-            while let Some((before, window, rank, data)) =
-                next_snapshot.next_if(|(before, ..)| *before == index)
+        let mut snapshots = snapshots.into_iter().peekable();
+        let mut events = events.into_iter().enumerate().peekable();
+        loop {
+            // a snapshot goes before the first event submitted after it
+            let next = events.peek().map(|(index, _)| *index);
+            if let Some((before, window, rank, data)) =
+                snapshots.next_if(|(before, ..)| next.is_none_or(|index| *before <= index))
             {
                 let (seq, _) = tail(&tails, window);
                 placed.push(Snapshot {
@@ -584,7 +587,11 @@ impl Writer {
                     data,
                 });
                 places.push(before);
+                continue;
             }
+            let Some((_, pending)) = events.next() else {
+                break;
+            };
             let (seq, previous) = tail(&tails, pending.window);
             let last_at = self.last_at.entry(pending.window).or_insert(0);
             *last_at = (*last_at).max(pending.at_ns);
@@ -606,16 +613,6 @@ impl Writer {
                 prev_hash: previous,
                 hash,
             });
-        }
-        for (before, window, rank, data) in next_snapshot {
-            let (seq, _) = tail(&tails, window);
-            placed.push(Snapshot {
-                window,
-                rank,
-                seq,
-                data,
-            });
-            places.push(before);
         }
         Built {
             rows,

@@ -81,9 +81,7 @@ pub enum Connection {
 }
 
 impl Connection {
-    /// Rewrites the event of the one row of `table` that `filter` (a WHERE clause over `binds`)
-    /// selects, as someone editing the store would: decodes it (either encoding), applies
-    /// `change`, writes it back in the binary encoding, leaves the hashes as they were.
+    /// [`onesided_test_support::rewrite_event_sqlite`] or `_postgres` on this connection.
     pub async fn rewrite_event(
         &mut self,
         table: &str,
@@ -91,39 +89,19 @@ impl Connection {
         binds: &[i64],
         change: impl FnOnce(&mut onesided_core::audit::Event),
     ) {
-        use onesided_core::audit::Body;
-        let select = format!("SELECT body, event FROM {table} WHERE {filter}");
-        let update = format!(
-            "UPDATE {table} SET body = NULL, event = ${} WHERE {filter}",
-            binds.len() + 1
-        );
-        macro_rules! run {
-            ($connection:expr) => {{
-                let mut query = sqlx::query_as::<_, (Option<String>, Option<Vec<u8>>)>(&select);
-                for bind in binds {
-                    query = query.bind(*bind);
-                }
-                let (json, binary) = query.fetch_one(&mut *$connection).await.unwrap();
-                let body = match (binary, json) {
-                    (Some(bytes), _) => Body::Binary(bytes),
-                    (None, text) => Body::Json(text.unwrap()),
-                };
-                let mut event = body.decode().unwrap();
-                change(&mut event);
-                let Body::Binary(bytes) = Body::encode(&event) else {
-                    unreachable!()
-                };
-                let mut query = sqlx::query(&update);
-                for bind in binds {
-                    query = query.bind(*bind);
-                }
-                let done = query.bind(bytes).execute(&mut *$connection).await.unwrap();
-                assert_eq!(done.rows_affected(), 1, "{update}");
-            }};
-        }
         match self {
-            Connection::Sqlite(connection) => run!(connection),
-            Connection::Postgres(connection) => run!(connection),
+            Connection::Sqlite(connection) => {
+                onesided_test_support::rewrite_event_sqlite(
+                    connection, table, filter, binds, change,
+                )
+                .await
+            }
+            Connection::Postgres(connection) => {
+                onesided_test_support::rewrite_event_postgres(
+                    connection, table, filter, binds, change,
+                )
+                .await
+            }
         }
     }
 
