@@ -6,8 +6,9 @@
 //! is not measured, and throughputs. The references — a raw TCP ping-pong, raw TCP bulk
 //! throughput, MPICH timing the same patterns over TCP when `mpicc` and `mpiexec` are on `PATH`
 //! ([`mpich`]), and, when a Redis answers on `127.0.0.1:6379` and `redis-benchmark` is on
-//! `PATH`, Redis GET/SET and INCR — are measured in the same run, so that the ratios compare
-//! like with like. So are the storage references of the audit's latency targets ([`storage`]):
+//! `PATH`, Redis GET/SET and INCR, and, when `redis-server` and `redis-benchmark` are on
+//! `PATH`, Redis INCR with every write fsynced before its reply on a Redis the bench starts
+//! ([`redis`]) — are measured in the same run, so that the ratios compare like with like. So are the storage references of the audit's latency targets ([`storage`]):
 //! a 200-byte append + `fdatasync` and bulk writes in the data directory's file system, and a
 //! commit into PostgreSQL when one is given.
 //!
@@ -25,6 +26,7 @@
 mod awake;
 mod measure;
 pub mod mpich;
+pub mod redis;
 mod reference;
 mod server;
 pub mod soak;
@@ -267,10 +269,17 @@ pub struct Report {
     pub redis_incr_50_clients_per_s: Option<f64>,
     /// Why Redis was not measured, when it was not.
     pub redis_missing: Option<String>,
+    /// Redis INCR with `appendfsync always` on a `redis-server` the bench started ([`redis`]).
+    pub redis_durable: Option<redis::Durable>,
+    /// Why the durable Redis was not measured, when it was not.
+    pub redis_durable_missing: Option<String>,
 }
 
 /// One figure of a table: the metric's name, its value, its unit.
 type Row = (String, f64, &'static str);
+
+/// The hot counter's name in [`Patterns::rows`].
+const HOT_COUNTER_ROW: &str = "`hot_counter_ops_per_s`";
 
 /// What one server gave for every pattern.
 #[derive(Clone, Debug, PartialEq)]
@@ -359,11 +368,7 @@ impl Patterns {
             .iter()
             .map(|(key, value)| (format!("`{key}`"), *value, "µs"))
             .collect();
-        rows.push((
-            "`hot_counter_ops_per_s`".into(),
-            self.hot_counter_ops_per_s,
-            "ops/s",
-        ));
+        rows.push((HOT_COUNTER_ROW.into(), self.hot_counter_ops_per_s, "ops/s"));
         rows.push((
             "`bulk_put_mib_per_s`".into(),
             self.bulk_put_mib_per_s,
@@ -428,6 +433,15 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let fdatasync_us = tokio::task::spawn_blocking(move || storage::fdatasync(storage_iterations))
         .await?
         .context("the fdatasync reference")?;
+    // right after fdatasync_us and before the bulk write dirties the disk, so that the two
+    // durable-write references see the same disk: Redis fdatasyncs its appendonly file once
+    // per reply with one client
+    let requests = if options.quick { 2_000 } else { 20_000 };
+    let redis_durable = tokio::task::spawn_blocking(move || redis::durable(requests)).await?;
+    let (redis_durable, redis_durable_missing) = match redis_durable {
+        Ok(durable) => (Some(durable), None),
+        Err(why) => (None, Some(format!("{why:#}"))),
+    };
     let disk_write_bytes = options.disk_write_bytes();
     let disk_write_mib_per_s =
         tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
@@ -456,7 +470,6 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         Ok(mpich) => (Some(mpich), None),
         Err(why) => (None, Some(format!("{why:#}"))),
     };
-    let requests = if options.quick { 2_000 } else { 20_000 };
     let redis = tokio::task::spawn_blocking(move || reference::redis(requests)).await?;
     let (redis_get_set_us, redis_incr_50_clients_per_s, redis_missing) = match redis {
         Ok((get_set, incr)) => (Some(get_set), Some(incr), None),
@@ -491,6 +504,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         redis_get_set_us,
         redis_incr_50_clients_per_s,
         redis_missing,
+        redis_durable,
+        redis_durable_missing,
     })
 }
 
@@ -606,6 +621,14 @@ impl Report {
             "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
             "redis_get_set_us": number(self.redis_get_set_us),
             "redis_incr_50_clients_per_s": number(self.redis_incr_50_clients_per_s),
+            "redis_durable_incr_1_client_p50_us": number(
+                self.redis_durable.as_ref().map(|redis| redis.incr_1_client_p50_us)
+            ),
+            "redis_durable_incr_1_client_per_s": number(
+                self.redis_durable.as_ref().map(|redis| redis.incr_1_client_per_s)
+            ),
+            "redis_durable_incr_50_clients_per_s": self.redis_durable_50_clients(),
+            "redis_durable_missing": self.redis_durable_missing,
             "fdatasync_us": self.fdatasync_us,
             "disk_write_mib_per_s": self.disk_write_mib_per_s,
             "disk_write_bytes": self.disk_write_bytes,
@@ -627,6 +650,15 @@ impl Report {
         Value::Object(object)
     }
 
+    /// The durable Redis's INCR with 50 clients, requests/s, or `null`.
+    fn redis_durable_50_clients(&self) -> Value {
+        number(
+            self.redis_durable
+                .as_ref()
+                .map(|redis| redis.incr_50_clients_per_s),
+        )
+    }
+
     /// The storage reference a `sync` run into `store` is held to, in µs (`None`: not measured).
     fn store_reference_us(&self, store: Store) -> Option<f64> {
         match store {
@@ -638,7 +670,9 @@ impl Report {
     /// A `sync` run's figures by key, with `ratio_to_off` (each figure divided by the `off`
     /// one), `store`, `target_reference` (the key of the storage reference), and, for every
     /// latency, `latency_target_us` (`off` + [`SYNC_TARGET_REFERENCES`] × that reference) and
-    /// `latency_target_met` (the `sync` figure is within it).
+    /// `latency_target_met` (the `sync` figure is within it), and
+    /// `hot_counter_ratio_to_redis_durable` (the hot counter divided by the durable Redis's
+    /// INCR with 50 clients, issue 12's stretch: ≥ 1; `null` without it).
     fn sync_json(&self, sync: &Patterns, store: Store) -> Value {
         let mut figures = sync.to_json();
         // the share of the off figure that sync keeps, per key (latency: how many times)
@@ -669,6 +703,12 @@ impl Report {
         });
         figures.insert("latency_target_us".into(), Value::Object(targets));
         figures.insert("latency_target_met".into(), Value::Object(met));
+        // issue 12's stretch target for the hot counter: at least the durable Redis's INCR
+        let durable = self.redis_durable_50_clients().as_f64();
+        figures.insert(
+            "hot_counter_ratio_to_redis_durable".into(),
+            number(durable.map(|rps| sync.hot_counter_ops_per_s / rps)),
+        );
         Value::Object(figures)
     }
 
@@ -787,6 +827,32 @@ impl Report {
                 out.push_str("| `redis_incr_50_clients_per_s` | not available | | | | |\n");
             }
         }
+        match &self.redis_durable {
+            Some(redis) => {
+                let p50 = if redis.p50_from_csv {
+                    "p50"
+                } else {
+                    "mean 1/rps: no p50 in the CSV"
+                };
+                out.push_str(&format!(
+                    "| `redis_durable_incr_1_client_p50_us` (appendfsync always, {p50}) | {:.1} µs | | | | |\n\
+                     | `redis_durable_incr_1_client_per_s` (appendfsync always) | {:.0}/s | | | | |\n\
+                     | `redis_durable_incr_50_clients_per_s` (appendfsync always) | {:.0}/s | | | | |\n",
+                    redis.incr_1_client_p50_us,
+                    redis.incr_1_client_per_s,
+                    redis.incr_50_clients_per_s
+                ));
+            }
+            None => {
+                for key in [
+                    "redis_durable_incr_1_client_p50_us",
+                    "redis_durable_incr_1_client_per_s",
+                    "redis_durable_incr_50_clients_per_s",
+                ] {
+                    out.push_str(&format!("| `{key}` | not available | | | | |\n"));
+                }
+            }
+        }
         if let Some(mpich) = &self.mpich {
             let environment: Vec<String> = mpich
                 .environment
@@ -820,6 +886,11 @@ impl Report {
         }
         if let Some(why) = &self.redis_missing {
             out.push_str(&format!("\nRedis not measured: {why}\n"));
+        }
+        if let Some(why) = &self.redis_durable_missing {
+            out.push_str(&format!(
+                "\nDurable Redis (appendfsync always) not measured: {why}\n"
+            ));
         }
         out.push_str(&self.sync_table());
         out
@@ -857,6 +928,16 @@ impl Report {
             })
             .collect();
         out.push_str(&references.join(", "));
+        out.push_str(&match &self.redis_durable {
+            Some(redis) => format!(
+                ". Stretch for the hot counter: at least Redis INCR with `appendfsync always` and \
+                 50 clients ({:.0}/s, `redis_durable_incr_50_clients_per_s`)",
+                redis.incr_50_clients_per_s
+            ),
+            None => {
+                ". Durable Redis not measured, so no stretch target for the hot counter".to_string()
+            }
+        });
         out.push_str(".\n\n| metric | audit off |");
         let mut rule = String::from("|---|---|");
         for (store, _) in &runs {
@@ -878,12 +959,18 @@ impl Report {
                     ("µs", Some(reference)) => Some(latency_target(off, reference)),
                     _ => None,
                 };
-                let (target, met) = match target {
-                    Some(target) => (
+                let durable = self.redis_durable_50_clients().as_f64();
+                let (target, met) = match (target, durable) {
+                    (Some(target), _) => (
                         format!("{target:.1} µs"),
                         if synced <= target { "yes" } else { "no" },
                     ),
-                    None => ("—".to_string(), "—"),
+                    // issue 12's stretch: the hot counter at least the durable Redis's INCR
+                    (None, Some(rps)) if name == HOT_COUNTER_ROW => (
+                        format!("stretch ≥ {rps:.0} ops/s (durable Redis INCR, 50 clients)"),
+                        if synced >= rps { "yes" } else { "no" },
+                    ),
+                    (None, _) => ("—".to_string(), "—"),
                 };
                 out.push_str(&format!(
                     " {synced:.1} {unit} | {} | {target} | {met} |",

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -103,20 +103,58 @@ fn redis_answers() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One `redis-benchmark -q --csv` run: (test name, requests/s, p50 µs if reported).
-fn redis_benchmark(args: &[&str]) -> anyhow::Result<Vec<(String, f64, Option<f64>)>> {
-    let output = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", "6379", "-q", "--csv"])
+/// How long one `redis-benchmark` run of `requests` may take before it is killed: a minute, and
+/// 20 ms a request (a request that waits for a slow disk's fsync can take a few ms).
+pub(crate) fn benchmark_limit(requests: usize) -> Duration {
+    Duration::from_secs(60)
+        + Duration::from_millis(20) * u32::try_from(requests).unwrap_or(u32::MAX)
+}
+
+/// One `redis-benchmark -h 127.0.0.1 -p PORT -q --csv` run against the Redis on `port`, killed
+/// after `limit`: (test name, requests/s, p50 µs if reported).
+pub(crate) fn redis_benchmark(
+    port: u16,
+    args: &[&str],
+    limit: Duration,
+) -> anyhow::Result<Vec<(String, f64, Option<f64>)>> {
+    let port = port.to_string();
+    let mut child = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port, "-q", "--csv"])
         .args(args)
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("redis-benchmark is not on PATH")?;
-    if !output.status.success() {
-        bail!(
-            "redis-benchmark failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+    // its output is a few lines, far less than a pipe holds, so polling cannot block it
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "redis-benchmark {} did not finish in {} s and was killed",
+                args.join(" "),
+                limit.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        pipe.read_to_string(&mut stdout)?;
     }
-    parse_csv(&String::from_utf8_lossy(&output.stdout))
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut stderr)?;
+    }
+    if !status.success() {
+        bail!("redis-benchmark failed ({status}): {}", stderr.trim());
+    }
+    parse_csv(&stdout)
 }
 
 /// Parses `redis-benchmark --csv`: a header naming the columns (Redis 7: `"test","rps",
@@ -159,13 +197,14 @@ pub fn parse_csv(text: &str) -> anyhow::Result<Vec<(String, f64, Option<f64>)>> 
 pub fn redis(requests: usize) -> anyhow::Result<(f64, f64)> {
     redis_answers()?;
     let n = requests.to_string();
-    let get_set = redis_benchmark(&["-n", &n, "-t", "get,set", "-c", "1"])?;
+    let limit = benchmark_limit(requests);
+    let get_set = redis_benchmark(6379, &["-n", &n, "-t", "get,set", "-c", "1"], limit)?;
     let latencies: Vec<f64> = get_set
         .iter()
         .map(|(_, rps, p50)| p50.unwrap_or(1e6 / rps))
         .collect();
     let get_set_us = latencies.iter().sum::<f64>() / latencies.len() as f64;
-    let incr = redis_benchmark(&["-n", &n, "-t", "incr", "-c", "50"])?;
+    let incr = redis_benchmark(6379, &["-n", &n, "-t", "incr", "-c", "50"], limit)?;
     let incr_rps = incr
         .iter()
         .find(|(test, _, _)| test.eq_ignore_ascii_case("INCR"))

@@ -11,7 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -36,13 +36,20 @@ pub fn iterations(iterations: usize) -> usize {
 }
 
 /// A directory beside the servers' data directories, removed with what it holds on drop.
-struct Scratch(PathBuf);
+#[derive(Debug)]
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(what: &str) -> anyhow::Result<Self> {
+    /// A new empty directory `onesided-bench-WHAT-…` beside the servers' data directories.
+    pub(crate) fn new(what: &str) -> anyhow::Result<Self> {
         let path = data_parent().join(format!("onesided-bench-{what}-{}", unique()));
         std::fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
         Ok(Scratch(path))
+    }
+
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
     }
 }
 

@@ -53,6 +53,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     assert!(json["pg_commit_us"].is_null(), "no database URL, no commit");
     assert!(json["references"]["pg_commit_us"].is_null());
     check_mpich(&json["references"]);
+    check_redis_durable(&json);
     assert_eq!(json["audit"], "off");
     assert!(json["iterations"].as_u64().is_some_and(|n| n > 0));
     // the in-process server's runtime as configured; the clients' as this test built it
@@ -104,6 +105,58 @@ fn check_sync(json: &Value, sync: &Value, reference: &str) {
         ));
         assert!(sync["latency_target_met"]["fence_scaling_us"][ranks].is_boolean());
     }
+}
+
+/// The durable Redis (`appendfsync always`, started by the bench) is measured whenever
+/// `redis-server` and `redis-benchmark` run here, else its keys are null with a reason; the same
+/// at the top level and under `references`, and the hot counter's stretch ratio in `sync`.
+fn check_redis_durable(json: &Value) {
+    let keys = [
+        "redis_durable_incr_1_client_p50_us",
+        "redis_durable_incr_1_client_per_s",
+        "redis_durable_incr_50_clients_per_s",
+        "redis_durable_missing",
+    ];
+    for key in keys {
+        assert_eq!(&json[key], &json["references"][key], "{key}");
+    }
+    let why = &json["redis_durable_missing"];
+    let runs = |program: &str| {
+        std::process::Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    let ratio = &json["sync_sqlite"]["hot_counter_ratio_to_redis_durable"];
+    if !(runs("redis-server") && runs("redis-benchmark")) {
+        for key in &keys[..3] {
+            assert!(
+                json[key].is_null(),
+                "no Redis here, yet {key} is {:?}",
+                json[key]
+            );
+        }
+        assert!(why.as_str().is_some_and(|why| !why.is_empty()), "{why:?}");
+        assert!(ratio.is_null(), "{ratio:?}");
+        return;
+    }
+    assert!(
+        why.is_null(),
+        "redis-server is on PATH, yet the durable Redis was not measured: {why}"
+    );
+    for key in &keys[..3] {
+        assert!(positive(&json[key]), "{key} is {:?}", json[key]);
+    }
+    let expected = json["sync_sqlite"]["hot_counter_ops_per_s"]
+        .as_f64()
+        .unwrap()
+        / json["redis_durable_incr_50_clients_per_s"]
+            .as_f64()
+            .unwrap();
+    assert!(
+        ratio.as_f64().is_some_and(|r| (r - expected).abs() < 1e-9),
+        "{ratio:?}"
+    );
 }
 
 /// MPICH is measured whenever `mpicc` runs here (`.ci/run` installs it), else it is null with a
