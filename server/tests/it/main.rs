@@ -14,6 +14,7 @@ mod legacy;
 mod limits;
 mod linearizable;
 mod metrics;
+mod promises;
 mod protocol;
 mod raw;
 mod recovery;

@@ -53,7 +53,7 @@ impl Running {
 }
 
 /// Every rank's public copy, read through a session of `token`'s rank under lock_all.
-async fn public_copies(
+pub(crate) async fn public_copies(
     url: &str,
     token: &str,
     window: &str,
