@@ -1051,11 +1051,20 @@ mod tests {
     }
 
     fn stored(records: &[AuditRecord]) -> Vec<StoredRow> {
+        stored_as(records, |_| Body::encode)
+    }
+
+    /// The rows of `records` as stored, the body of row `index` encoded by `encoding(index)`.
+    fn stored_as(
+        records: &[AuditRecord],
+        encoding: impl Fn(usize) -> fn(&Event) -> Body,
+    ) -> Vec<StoredRow> {
         let mut previous = GENESIS;
         records
             .iter()
-            .map(|record| {
-                let body = Body::encode(&record.event);
+            .enumerate()
+            .map(|(index, record)| {
+                let body = encoding(index)(&record.event);
                 let hash = chain_hash(&previous, record, &body);
                 let row = StoredRow {
                     record: record.clone(),
@@ -1251,27 +1260,11 @@ mod tests {
     fn a_chain_of_json_rows_continued_in_binary_verifies() {
         // a store written before schema version 4 holds JSON rows; new rows follow in binary
         let records = history();
-        let mut previous = GENESIS;
-        let rows: Vec<StoredRow> = records
-            .iter()
-            .enumerate()
-            .map(|(index, record)| {
-                let body = if index < 2 {
-                    Body::Json(record.event.to_json())
-                } else {
-                    Body::encode(&record.event)
-                };
-                let hash = chain_hash(&previous, record, &body);
-                let row = StoredRow {
-                    record: record.clone(),
-                    body,
-                    prev_hash: previous.to_vec(),
-                    hash: hash.to_vec(),
-                };
-                previous = hash;
-                row
-            })
-            .collect();
+        let json: fn(&Event) -> Body = |event| Body::Json(event.to_json());
+        let rows = stored_as(
+            &records,
+            |index| if index < 2 { json } else { Body::encode },
+        );
         assert_eq!(verify(&rows), Ok(()));
         // the same event in the other encoding is another row: the hash says so
         let mut switched = rows.clone();

@@ -108,129 +108,58 @@ async fn postgres_of_0_1_0(fixture: &Path) -> PgDatabase {
         .unwrap();
     let url = format!("sqlite:{}", fixture.display());
     let mut lite = SqliteConnection::connect(&url).await.unwrap();
-    let worlds: Vec<(String, i32)> = sqlx::query_as("SELECT name, nranks FROM worlds")
-        .fetch_all(&mut lite)
-        .await
-        .unwrap();
-    for (name, nranks) in worlds {
-        sqlx::query("INSERT INTO worlds VALUES ($1, $2)")
-            .bind(name)
-            .bind(nranks)
-            .execute(&mut pg)
-            .await
-            .unwrap();
+    // every row of `table`, its columns read with these types and inserted as they are
+    macro_rules! copy {
+        ($table:literal, $($column:ident: $type:ty),+) => {{
+            let columns = [$(stringify!($column)),+];
+            let select = format!("SELECT {} FROM {}", columns.join(", "), $table);
+            let places: Vec<String> = (1..=columns.len()).map(|n| format!("${n}")).collect();
+            let insert = format!(
+                "INSERT INTO {} ({}) VALUES ({})",
+                $table,
+                columns.join(", "),
+                places.join(", ")
+            );
+            let rows: Vec<($($type,)+)> =
+                sqlx::query_as(&select).fetch_all(&mut lite).await.unwrap();
+            for ($($column,)+) in rows {
+                sqlx::query(&insert)
+                    $(.bind($column))+
+                    .execute(&mut pg)
+                    .await
+                    .unwrap();
+            }
+        }};
     }
-    let tokens: Vec<(Vec<u8>, String, i32)> =
-        sqlx::query_as("SELECT token_sha256, world, rank FROM world_tokens")
-            .fetch_all(&mut lite)
-            .await
-            .unwrap();
-    for (hash, world, rank) in tokens {
-        sqlx::query("INSERT INTO world_tokens VALUES ($1, $2, $3)")
-            .bind(hash)
-            .bind(world)
-            .bind(rank)
-            .execute(&mut pg)
-            .await
-            .unwrap();
-    }
-    let specs: Vec<(i64, String, String, String, bool)> =
-        sqlx::query_as("SELECT window_id, world, name, spec, freed FROM window_specs")
-            .fetch_all(&mut lite)
-            .await
-            .unwrap();
-    for (id, world, name, spec, freed) in specs {
-        sqlx::query("INSERT INTO window_specs VALUES ($1, $2, $3, $4, $5)")
-            .bind(id)
-            .bind(world)
-            .bind(name)
-            .bind(spec)
-            .bind(freed)
-            .execute(&mut pg)
-            .await
-            .unwrap();
-    }
-    let snapshots: Vec<(i64, i32, i64, Vec<u8>)> =
-        sqlx::query_as("SELECT window_id, rank, seq, data FROM snapshots")
-            .fetch_all(&mut lite)
-            .await
-            .unwrap();
-    for (id, rank, seq, data) in snapshots {
-        sqlx::query("INSERT INTO snapshots VALUES ($1, $2, $3, $4)")
-            .bind(id)
-            .bind(rank)
-            .bind(seq)
-            .bind(data)
-            .execute(&mut pg)
-            .await
-            .unwrap();
-    }
-    let windows: Vec<(i64, String, String)> =
-        sqlx::query_as("SELECT window_id, world, name FROM audit_windows")
-            .fetch_all(&mut lite)
-            .await
-            .unwrap();
-    for (id, world, name) in windows {
-        sqlx::query("INSERT INTO audit_windows VALUES ($1, $2, $3)")
-            .bind(id)
-            .bind(world)
-            .bind(name)
-            .execute(&mut pg)
-            .await
-            .unwrap();
-    }
-    type Row = (i64, i64, i64, i32, i64, String, String, Vec<u8>, Vec<u8>);
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT window_id, seq, at_ns, rank, incarnation, kind, body, prev_hash, hash \
-         FROM audit_events",
-    )
-    .fetch_all(&mut lite)
-    .await
-    .unwrap();
-    for (id, seq, at_ns, rank, incarnation, kind, body, prev_hash, hash) in rows {
-        sqlx::query(
-            "INSERT INTO audit_events (window_id, seq, at_ns, rank, incarnation, kind, body, \
-             prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(id)
-        .bind(seq)
-        .bind(at_ns)
-        .bind(rank)
-        .bind(incarnation)
-        .bind(kind)
-        .bind(body)
-        .bind(prev_hash)
-        .bind(hash)
-        .execute(&mut pg)
-        .await
-        .unwrap();
-    }
-    type ClientRow = (i64, i32, i64, i64, i64, String, String, Vec<u8>, Vec<u8>);
-    let rows: Vec<ClientRow> = sqlx::query_as(
-        "SELECT window_id, rank, incarnation, cseq, at_ns, kind, body, prev_hash, hash \
-         FROM client_events",
-    )
-    .fetch_all(&mut lite)
-    .await
-    .unwrap();
-    for (id, rank, incarnation, cseq, at_ns, kind, body, prev_hash, hash) in rows {
-        sqlx::query(
-            "INSERT INTO client_events (window_id, rank, incarnation, cseq, at_ns, kind, body, \
-             prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(id)
-        .bind(rank)
-        .bind(incarnation)
-        .bind(cseq)
-        .bind(at_ns)
-        .bind(kind)
-        .bind(body)
-        .bind(prev_hash)
-        .bind(hash)
-        .execute(&mut pg)
-        .await
-        .unwrap();
-    }
+    copy!("worlds", name: String, nranks: i32);
+    copy!("world_tokens", token_sha256: Vec<u8>, world: String, rank: i32);
+    copy!("window_specs", window_id: i64, world: String, name: String, spec: String, freed: bool);
+    copy!("snapshots", window_id: i64, rank: i32, seq: i64, data: Vec<u8>);
+    copy!("audit_windows", window_id: i64, world: String, name: String);
+    copy!(
+        "audit_events",
+        window_id: i64,
+        seq: i64,
+        at_ns: i64,
+        rank: i32,
+        incarnation: i64,
+        kind: String,
+        body: String,
+        prev_hash: Vec<u8>,
+        hash: Vec<u8>
+    );
+    copy!(
+        "client_events",
+        window_id: i64,
+        rank: i32,
+        incarnation: i64,
+        cseq: i64,
+        at_ns: i64,
+        kind: String,
+        body: String,
+        prev_hash: Vec<u8>,
+        hash: Vec<u8>
+    );
     database
 }
 
