@@ -17,6 +17,7 @@
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
 //! - [`linearizable`]: a linearizability checker for a register under fetch-and-op and CAS.
 //! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
+//! - [`target`]: the target half of the protocol, sans I/O: when what origins send is applied.
 
 pub mod assert;
 pub mod audit;
@@ -30,6 +31,7 @@ pub mod linearizable;
 pub mod locks;
 pub mod ranges;
 pub mod reduce;
+pub mod target;
 pub mod window;
 
 pub use datatype::Datatype;

@@ -204,6 +204,41 @@ pub fn target_op_from_wire(op: &v1::RmaOp) -> Result<TargetOp<bytes::Bytes>, Rma
     })
 }
 
+/// Pushed bytes as the target engine takes them (moved, not copied).
+pub fn segments_from_wire(segments: Vec<v1::Segment>) -> Vec<onesided_core::target::Segment> {
+    segments
+        .into_iter()
+        .map(|segment| onesided_core::target::Segment {
+            offset: segment.offset,
+            data: segment.data,
+        })
+        .collect()
+}
+
+/// The target engine's answer as the wire carries it: the one mapping from
+/// [`onesided_core::target::Outcome`] to a reply.
+pub fn reply_from_outcome(outcome: onesided_core::target::Outcome) -> v1::server_message::Reply {
+    use onesided_core::target::Outcome;
+    use v1::server_message::Reply;
+    match outcome {
+        Outcome::Done => Reply::Done(v1::Done {}),
+        Outcome::Data(data) => Reply::Result(v1::OpResult {
+            data: bytes::Bytes::from(data),
+        }),
+        Outcome::Synced { pull, flag, token } => Reply::Synced(v1::Synced {
+            pull: pull
+                .into_iter()
+                .map(|segment| v1::Segment {
+                    offset: segment.offset,
+                    data: segment.data,
+                })
+                .collect(),
+            flag,
+            token,
+        }),
+    }
+}
+
 /// Checks that bytes a rank pushes to its own public copy (at a fence, post, unlock or sync)
 /// lie inside its window of `size` bytes.
 ///

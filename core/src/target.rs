@@ -1,0 +1,980 @@
+//! The target half of the protocol between ranks, sans I/O: what one rank's window does with
+//! what origins send it (DESIGN.md "The protocol between ranks").
+//!
+//! Owns: *when* an operation may be applied at this target — the lock table (core's
+//! [`LockTable`]: compatibility, NOCHECK, fairness, fencing tokens), one FIFO queue per origin
+//! of items that may not be processed yet, fence markers and completion, PSCW post/complete
+//! counting and `test`, and ranks that are gone or absent. What an operation does is
+//! [`apply`]. Must not: do I/O, read a clock (the caller passes `now`) or know how answers
+//! travel (`R` is the caller's opaque reply address).
+//!
+//! A [`Target`] takes [`Input`]s ([`Target::handle`], [`Target::tick`]) and leaves
+//! [`Effects`] for the caller to carry out ([`Target::take_effects`]): events to record,
+//! answers to send — after those events are durable, or at once — and lock grants to count.
+//! The server's actor carries them over tokio and the audit writer; tests drive it directly.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::audit::{Event, RecordedOp};
+use crate::epoch::{AccessTag, LockRequest, LockType};
+use crate::locks::{Granted, LockTable, Waiter};
+use crate::ranges::RangeSet;
+use crate::window::{apply, OpKind, TargetAccess, TargetOp};
+use crate::{ErrorClass, RmaError};
+
+/// Bytes of a rank's copy at an offset: pushed by its owner, or pulled back by it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Where the bytes start in the copy.
+    pub offset: u64,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// Something an origin sends to a target, processed in order per origin.
+#[derive(Debug)]
+pub enum Access<R> {
+    /// An operation, applied once the target may be accessed under `tag`.
+    Op {
+        /// The call's id in the origin's session (for the audit log).
+        op_id: u64,
+        /// The origin session's incarnation.
+        incarnation: u64,
+        /// When it may be applied.
+        tag: AccessTag,
+        /// The fencing token of the lock the origin believes it holds (0: whatever lock it
+        /// holds, as for a lazy lock whose grant it has not seen).
+        token: u64,
+        /// The validated operation.
+        op: TargetOp<Bytes>,
+        /// Its byte runs at this target.
+        access: TargetAccess,
+        /// Where the result goes.
+        reply: R,
+    },
+    /// A lock request (lazy ones travel in front of the first operation or the unlock).
+    LockRequest {
+        /// Shared or exclusive, nocheck.
+        request: LockRequest,
+        /// The origin holds, or is deemed to hold, locks at other targets of the window (a
+        /// `lock_all` epoch, or several lock epochs open): its request is never held back
+        /// behind waiting exclusive requests ([`crate::locks`]).
+        holding_elsewhere: bool,
+        /// For an eager lock (one's own rank): answered at the grant with the pulled bytes.
+        grant: Option<R>,
+    },
+    /// Release this origin's lock.
+    Unlock {
+        /// Answered once released.
+        reply: R,
+    },
+    /// Answered once everything this origin sent before it is applied.
+    Flush {
+        /// The answer.
+        reply: R,
+    },
+    /// End of the origin's fence epoch `epoch`.
+    FenceMarker {
+        /// The closed epoch.
+        epoch: u64,
+    },
+    /// End of the origin's access epoch of generation `generation` to this target.
+    CompleteMarker {
+        /// The generation.
+        generation: u64,
+    },
+}
+
+impl<R> Access<R> {
+    /// Where this item's answer goes, if it has one.
+    pub fn into_reply(self) -> Option<R> {
+        match self {
+            Access::Op { reply, .. } | Access::Unlock { reply } | Access::Flush { reply } => {
+                Some(reply)
+            }
+            Access::LockRequest { grant, .. } => grant,
+            Access::FenceMarker { .. } | Access::CompleteMarker { .. } => None,
+        }
+    }
+}
+
+/// What a target takes in.
+#[derive(Debug)]
+pub enum Input<R> {
+    /// From an origin (any rank, including the owner).
+    Access {
+        /// The origin rank.
+        origin: u32,
+        /// The origin session's incarnation.
+        incarnation: u64,
+        /// What it sent.
+        item: Access<R>,
+    },
+    /// A session of `origin` ended: its locks are revoked, what it still had queued here is
+    /// dropped and, when it took part in active-target synchronization, what needs it fails.
+    Departed {
+        /// The rank.
+        origin: u32,
+        /// The ended session's incarnation.
+        incarnation: u64,
+        /// Why it ended (for the revocation's audit event and the errors).
+        reason: String,
+        /// Whether it fenced, posted or started on this window: then fences and waits that
+        /// need it fail from now on (a new incarnation cannot resume its epochs).
+        active: bool,
+        /// Whether no newer incarnation of the rank is attached: then the fence or wait that
+        /// waits for it now fails.
+        vanished: bool,
+    },
+    /// A new session of `origin` opened the window: it may take part in epochs again (unless
+    /// an earlier session of it left an active-target epoch behind).
+    Opened {
+        /// The rank.
+        origin: u32,
+    },
+    /// The owner publishes private bytes (rule 5).
+    Push {
+        /// The bytes and where they go (inside the copy: the caller checked).
+        segments: Vec<Segment>,
+    },
+    /// The owner entered its fence number `fence`.
+    FenceEnter {
+        /// The fence number.
+        fence: u64,
+        /// The epoch it closes (wait for everyone's marker), if any.
+        closes: Option<u64>,
+        /// Pull when done.
+        pull: bool,
+        /// Answered when the fence may return.
+        reply: R,
+    },
+    /// The owner posted to `group`.
+    Post {
+        /// The sorted exposure group.
+        group: Vec<u32>,
+    },
+    /// The owner waits (or tests) for the end of its exposure epoch.
+    Wait {
+        /// Pull when done.
+        pull: bool,
+        /// Answer at once with `flag = false` if not done.
+        test: bool,
+        /// The answer.
+        reply: R,
+    },
+    /// The owner pulls what changed remotely (sync).
+    Pull {
+        /// The answer.
+        reply: R,
+    },
+    /// The window was freed: everything pending fails with `MPI_ERR_WIN`.
+    Stop,
+}
+
+/// A successful answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The call is done.
+    Done,
+    /// The bytes an operation returns (get, get_accumulate, fetch_and_op, compare_and_swap).
+    Data(Vec<u8>),
+    /// A synchronization call returned: the owner's pulled bytes, `test`'s flag, a lock's
+    /// fencing token.
+    Synced {
+        /// What changed remotely since the owner's last pull, when it pulls.
+        pull: Vec<Segment>,
+        /// `test`'s answer (true for a wait that returned).
+        flag: bool,
+        /// The fencing token of a granted lock (0 otherwise).
+        token: u64,
+    },
+}
+
+/// One answer to one call.
+pub type Answer = Result<Outcome, RmaError>;
+
+/// What a target leaves for its caller to do, in order within each kind: record the events
+/// first; send `answers` once those events are durable (in the caller's durability), `early`
+/// as soon as they are handed on.
+#[derive(Debug)]
+pub struct Effects<R> {
+    /// Audit events, in the order they happened (empty when the target does not record).
+    pub events: Vec<Event>,
+    /// Answers that must not leave before the events above are durable.
+    pub answers: Vec<(R, Answer)>,
+    /// Answers that complete nothing a client may rely on (an operation that returns no data
+    /// was applied under a lock; a refusal that changed nothing): the call that completes them
+    /// (flush, unlock) waits for a later commit, which includes these events.
+    pub early: Vec<(R, Answer)>,
+    /// Locks granted, with how long each request waited (NOCHECK grants wait zero).
+    pub lock_grants: Vec<(LockType, Duration)>,
+}
+
+impl<R> Default for Effects<R> {
+    fn default() -> Self {
+        Effects {
+            events: Vec::new(),
+            answers: Vec::new(),
+            early: Vec::new(),
+            lock_grants: Vec::new(),
+        }
+    }
+}
+
+impl<R> Effects<R> {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+            && self.answers.is_empty()
+            && self.early.is_empty()
+            && self.lock_grants.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct PendingFence<R> {
+    fence: u64,
+    closes: u64,
+    pull: bool,
+    reply: R,
+}
+
+#[derive(Debug)]
+struct PendingWait<R> {
+    pull: bool,
+    reply: R,
+}
+
+/// One rank's window as a target: its public copy and everything that decides when origins
+/// may access it.
+#[derive(Debug)]
+pub struct Target<R> {
+    rank: u32,
+    nranks: u32,
+    /// Whether events are produced at all (audit off: none).
+    recording: bool,
+    public: Vec<u8>,
+    /// Bytes changed by operations since the owner's last pull.
+    changed: RangeSet,
+    fence_entered: u64,
+    /// Per closed epoch: the ranks whose end-of-epoch marker arrived.
+    fence_markers: BTreeMap<u64, BTreeSet<u32>>,
+    pending_fence: Option<PendingFence<R>>,
+    /// Per origin: how many posts of this rank included it.
+    posts: Vec<u64>,
+    /// Per origin: the highest generation it completed towards this rank.
+    completes: Vec<u64>,
+    post_group: Option<Vec<u32>>,
+    pending_wait: Option<PendingWait<R>>,
+    locks: LockTable<Option<R>>,
+    /// Per origin, in arrival order: what it sent, with its session's incarnation.
+    queues: Vec<VecDeque<(u64, Access<R>)>>,
+    /// Items in `queues`, kept as they are pushed and taken.
+    queued: usize,
+    /// Ranks whose session ended after they took part in fence or PSCW on this window, and
+    /// why: every fence, wait or operation that needs them fails with `PROC_FAILED`.
+    gone: BTreeMap<u32, String>,
+    /// Ranks whose session ended with no newer one attached, until a new session of theirs
+    /// opens the window: what needs them fails meanwhile.
+    absent: BTreeMap<u32, String>,
+    /// The clock reading of the input being handled.
+    now: Instant,
+    effects: Effects<R>,
+}
+
+impl<R> Target<R> {
+    /// Rank `rank` of a window of `nranks` ranks, with the public copy `public`. `recording`
+    /// says whether it produces audit events; `lock_fairness` is [`LockTable::new`]'s.
+    pub fn new(
+        rank: u32,
+        nranks: u32,
+        public: Vec<u8>,
+        recording: bool,
+        lock_fairness: Duration,
+        now: Instant,
+    ) -> Self {
+        Target {
+            rank,
+            nranks,
+            recording,
+            public,
+            changed: RangeSet::new(),
+            fence_entered: 0,
+            fence_markers: BTreeMap::new(),
+            pending_fence: None,
+            posts: vec![0; nranks as usize],
+            completes: vec![0; nranks as usize],
+            post_group: None,
+            pending_wait: None,
+            locks: LockTable::new(lock_fairness),
+            queues: (0..nranks).map(|_| VecDeque::new()).collect(),
+            queued: 0,
+            gone: BTreeMap::new(),
+            absent: BTreeMap::new(),
+            now,
+            effects: Effects::default(),
+        }
+    }
+
+    /// The public copy.
+    pub fn public(&self) -> &[u8] {
+        &self.public
+    }
+
+    /// Items queued here that may not be processed yet.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Lock requests waiting for their grant.
+    pub fn waiting(&self) -> usize {
+        self.locks.waiting()
+    }
+
+    /// What the caller must do now (and the target forgets).
+    pub fn take_effects(&mut self) -> Effects<R> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// When to call [`Target::tick`] if nothing else arrives (a shared lock request held back
+    /// behind a waiting exclusive one is granted when its fairness wait ends).
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        self.locks.next_deadline(now)
+    }
+
+    /// Time passed: grants what the lock table allows now, and processes what that enabled.
+    pub fn tick(&mut self, now: Instant) {
+        self.now = now;
+        self.grant_waiters();
+        self.drain_all();
+    }
+
+    /// Is any epoch open or anything pending here? `Some(reason)` when busy.
+    pub fn busy(&self) -> Option<String> {
+        if let Some((holder, _)) = self.locks.holders().next() {
+            return Some(format!("rank {holder} holds a lock on rank {}", self.rank));
+        }
+        if self.locks.waiting() > 0 {
+            return Some(format!("lock requests are waiting at rank {}", self.rank));
+        }
+        if self.post_group.is_some() {
+            return Some(format!("rank {} is exposed by post", self.rank));
+        }
+        if self.pending_fence.is_some() {
+            return Some(format!("rank {} is inside a fence", self.rank));
+        }
+        if self.queues.iter().any(|queue| !queue.is_empty()) {
+            return Some(format!("operations are pending at rank {}", self.rank));
+        }
+        None
+    }
+
+    /// Takes one input at `now`.
+    pub fn handle(&mut self, input: Input<R>, now: Instant) {
+        self.now = now;
+        match input {
+            Input::Access {
+                origin,
+                incarnation,
+                item,
+            } => {
+                if origin >= self.nranks {
+                    if let Some(reply) = item.into_reply() {
+                        let error = RmaError::new(ErrorClass::Rank, "origin outside the window");
+                        self.answer(reply, Err(error));
+                    }
+                    return;
+                }
+                self.queues[origin as usize].push_back((incarnation, item));
+                self.queued += 1;
+                self.drain(origin);
+            }
+            Input::Departed {
+                origin,
+                incarnation,
+                reason,
+                active,
+                vanished,
+            } => {
+                if origin < self.nranks {
+                    self.depart(origin, incarnation, &reason, active, vanished);
+                }
+            }
+            Input::Push { segments } => self.push(segments),
+            Input::Opened { origin } => {
+                self.absent.remove(&origin);
+            }
+            Input::FenceEnter {
+                fence,
+                closes,
+                pull,
+                reply,
+            } => {
+                self.fence_entered = fence;
+                self.drain_all();
+                match closes {
+                    Some(closes) => {
+                        self.pending_fence = Some(PendingFence {
+                            fence,
+                            closes,
+                            pull,
+                            reply,
+                        });
+                        self.check_fence();
+                    }
+                    None => {
+                        self.record(Event::FenceExit { fence });
+                        self.answer_synced(reply, pull, false, 0);
+                    }
+                }
+            }
+            Input::Post { group } => {
+                for &origin in &group {
+                    if let Some(count) = self.posts.get_mut(origin as usize) {
+                        *count += 1;
+                    }
+                }
+                self.post_group = Some(group);
+                self.drain_all();
+            }
+            Input::Wait { pull, test, reply } => {
+                self.pending_wait = Some(PendingWait { pull, reply });
+                self.check_wait();
+                if test {
+                    if let Some(waiting) = self.pending_wait.take() {
+                        self.record(Event::TestFalse);
+                        let answer = Ok(Outcome::Synced {
+                            pull: Vec::new(),
+                            flag: false,
+                            token: 0,
+                        });
+                        self.answer(waiting.reply, answer);
+                    }
+                }
+            }
+            Input::Pull { reply } => self.answer_synced(reply, true, false, 0),
+            Input::Stop => self.stop(),
+        }
+    }
+
+    fn stop(&mut self) {
+        let freed = || RmaError::new(ErrorClass::Win, "the window was freed");
+        let mut refused = Vec::new();
+        for queue in &mut self.queues {
+            refused.extend(queue.drain(..).filter_map(|(_, item)| item.into_reply()));
+        }
+        self.queued = 0;
+        refused.extend(
+            self.locks
+                .drain_waiters()
+                .into_iter()
+                .filter_map(|waiter| waiter.grant),
+        );
+        refused.extend(self.pending_fence.take().map(|pending| pending.reply));
+        refused.extend(self.pending_wait.take().map(|pending| pending.reply));
+        for reply in refused {
+            self.answer(reply, Err(freed()));
+        }
+        if self.rank == 0 {
+            self.record(Event::WindowFreed);
+        }
+    }
+
+    fn answer(&mut self, reply: R, answer: Answer) {
+        self.effects.answers.push((reply, answer));
+    }
+
+    fn done(&mut self, reply: R) {
+        self.answer(reply, Ok(Outcome::Done));
+    }
+
+    /// An answer that need not wait for its events' commit (see [`Effects::early`]).
+    fn answer_early(&mut self, reply: R, answer: Answer) {
+        self.effects.early.push((reply, answer));
+    }
+
+    fn record(&mut self, event: Event) {
+        if self.recording {
+            self.effects.events.push(event);
+        }
+    }
+
+    fn push(&mut self, segments: Vec<Segment>) {
+        for segment in segments {
+            self.record(Event::Published {
+                offset: segment.offset,
+                data: segment.data.to_vec(),
+            });
+            let start = segment.offset as usize;
+            // The caller validated the bounds; a segment outside the copy is dropped, not
+            // allowed to panic.
+            if let Some(bytes) = start
+                .checked_add(segment.data.len())
+                .and_then(|end| self.public.get_mut(start..end))
+            {
+                bytes.copy_from_slice(&segment.data);
+            }
+        }
+    }
+
+    /// Segments of everything changed since the last pull; clears the record.
+    fn take_changed(&mut self) -> Vec<Segment> {
+        let segments = self
+            .changed
+            .iter()
+            .map(|(start, end)| Segment {
+                offset: start,
+                data: Bytes::copy_from_slice(&self.public[start as usize..end as usize]),
+            })
+            .collect();
+        self.changed.clear();
+        segments
+    }
+
+    fn answer_synced(&mut self, reply: R, pull: bool, flag: bool, token: u64) {
+        let pull = if pull {
+            self.take_changed()
+        } else {
+            Vec::new()
+        };
+        if !pull.is_empty() {
+            let ranges = pull
+                .iter()
+                .map(|segment| (segment.offset, segment.offset + segment.data.len() as u64))
+                .collect();
+            self.record(Event::Pulled { ranges });
+        }
+        self.answer(reply, Ok(Outcome::Synced { pull, flag, token }));
+    }
+
+    fn enabled(&self, origin: u32, incarnation: u64, item: &Access<R>) -> bool {
+        match item {
+            Access::Op { tag, .. } => match *tag {
+                AccessTag::Fence { epoch } => self.fence_entered >= epoch,
+                AccessTag::Pscw { generation } => self.posts[origin as usize] >= generation,
+                AccessTag::Lock => self.locks.holds(origin, incarnation),
+            },
+            Access::Unlock { .. } => self.locks.holds(origin, incarnation),
+            Access::LockRequest { .. }
+            | Access::Flush { .. }
+            | Access::FenceMarker { .. }
+            | Access::CompleteMarker { .. } => true,
+        }
+    }
+
+    /// Processes the head of `origin`'s queue while it may be processed; if that changed what
+    /// other origins may do (a lock released or granted), drains them too.
+    fn drain(&mut self, origin: u32) {
+        if self.drain_one(origin) {
+            self.drain_all();
+        }
+    }
+
+    fn drain_all(&mut self) {
+        loop {
+            let mut unblocked = false;
+            for origin in 0..self.nranks {
+                unblocked |= self.drain_one(origin);
+            }
+            if !unblocked {
+                break;
+            }
+        }
+    }
+
+    /// Returns whether lock state changed.
+    fn drain_one(&mut self, origin: u32) -> bool {
+        let mut lock_changed = false;
+        loop {
+            let queue = &self.queues[origin as usize];
+            let Some((incarnation, head)) = queue.front() else {
+                break;
+            };
+            let incarnation = *incarnation;
+            let refusal = self.refusal(origin, incarnation, head);
+            if refusal.is_none() && !self.enabled(origin, incarnation, head) {
+                break;
+            }
+            let Some((_, item)) = self.queues[origin as usize].pop_front() else {
+                break;
+            };
+            self.queued -= 1;
+            match refusal {
+                Some(error) => {
+                    if let Access::Op { .. } = item {
+                        if let Some(peer) = self.needed_gone_owner(origin, &item) {
+                            self.record(Event::PeerFailed {
+                                peer,
+                                call: "op".to_string(),
+                            });
+                        }
+                    }
+                    if let Some(reply) = item.into_reply() {
+                        self.answer(reply, Err(error));
+                    }
+                }
+                None => lock_changed |= self.process(origin, incarnation, item),
+            }
+        }
+        lock_changed
+    }
+
+    /// Why the head of `origin`'s queue must be refused rather than wait: an operation under
+    /// a fencing token it no longer holds, or one that waits for this rank's own fence or post
+    /// after this rank's session ended.
+    fn refusal(&self, origin: u32, incarnation: u64, item: &Access<R>) -> Option<RmaError> {
+        let Access::Op { tag, token, .. } = item else {
+            return None;
+        };
+        if *tag == AccessTag::Lock && *token != 0 {
+            let held = self.locks.held_token(origin, incarnation);
+            if held != Some(*token) {
+                return Some(RmaError::new(
+                    ErrorClass::RmaSync,
+                    format!(
+                        "fencing token {token} of rank {origin} is not held at rank {}: the \
+                         lock was revoked or released",
+                        self.rank
+                    ),
+                ));
+            }
+        }
+        let peer = self.needed_gone_owner(origin, item)?;
+        Some(proc_failed(peer, self.missing(peer)?))
+    }
+
+    /// This rank, when `item` waits for its fence or post and its session ended.
+    fn needed_gone_owner(&self, origin: u32, item: &Access<R>) -> Option<u32> {
+        let Access::Op { tag, .. } = item else {
+            return None;
+        };
+        self.missing(self.rank)?;
+        let waits = match *tag {
+            AccessTag::Fence { epoch } => self.fence_entered < epoch,
+            AccessTag::Pscw { generation } => self.posts[origin as usize] < generation,
+            AccessTag::Lock => false,
+        };
+        waits.then_some(self.rank)
+    }
+
+    /// A session of `origin` ended: its locks are revoked (the next waiter is granted), what it
+    /// still had queued or waiting here is dropped, and when it took part in active-target
+    /// synchronization the fence or wait that needs it fails.
+    fn depart(
+        &mut self,
+        origin: u32,
+        incarnation: u64,
+        reason: &str,
+        active: bool,
+        vanished: bool,
+    ) {
+        if let Some(holder) = self.locks.release(origin, incarnation) {
+            tracing::info!(origin, token = holder.token, reason, "lock revoked");
+            self.record(Event::LockRevoke {
+                origin,
+                token: holder.token,
+                reason: reason.to_string(),
+            });
+        }
+        let ended = || {
+            RmaError::new(
+                ErrorClass::ProcFailed,
+                format!("the session of rank {origin} ended ({reason})"),
+            )
+        };
+        let dropped = self.locks.drop_waiters(origin, incarnation);
+        for reply in dropped.into_iter().filter_map(|waiter| waiter.grant) {
+            self.answer(reply, Err(ended()));
+        }
+        let (dropped, kept): (VecDeque<_>, VecDeque<_>) =
+            std::mem::take(&mut self.queues[origin as usize])
+                .into_iter()
+                .partition(|(from, _)| *from == incarnation);
+        self.queues[origin as usize] = kept;
+        self.queued -= dropped.len();
+        for reply in dropped
+            .into_iter()
+            .filter_map(|(_, item)| item.into_reply())
+        {
+            self.answer(reply, Err(ended()));
+        }
+        if active {
+            self.gone.insert(origin, reason.to_string());
+        } else if vanished {
+            // it never synchronized actively here: a new incarnation that opens the window may
+            // still do so, until then what needs it fails
+            self.absent.insert(origin, reason.to_string());
+        }
+        self.check_fence();
+        self.check_wait();
+        self.grant_waiters();
+        self.drain_all();
+    }
+
+    /// Why `rank` cannot take part in a fence or PSCW epoch here, if it cannot.
+    fn missing(&self, rank: u32) -> Option<&String> {
+        self.gone.get(&rank).or_else(|| self.absent.get(&rank))
+    }
+
+    /// Returns whether lock state changed.
+    fn process(&mut self, origin: u32, incarnation: u64, item: Access<R>) -> bool {
+        match item {
+            Access::Op {
+                op,
+                access,
+                reply,
+                op_id,
+                tag,
+                ..
+            } => {
+                self.operate(origin, incarnation, op_id, tag, &op, &access, reply);
+                false
+            }
+            Access::LockRequest {
+                request,
+                holding_elsewhere,
+                grant,
+            } => {
+                self.record(Event::LockRequest {
+                    origin,
+                    lock_type: request.lock_type.name().to_string(),
+                    nocheck: request.nocheck,
+                });
+                if request.nocheck {
+                    let token = self
+                        .locks
+                        .grant_nocheck(origin, incarnation, request.lock_type);
+                    self.record_grant(origin, request.lock_type, token);
+                    self.effects
+                        .lock_grants
+                        .push((request.lock_type, Duration::ZERO));
+                    if let Some(reply) = grant {
+                        self.answer_synced(reply, true, false, token);
+                    }
+                } else {
+                    self.locks.request(Waiter {
+                        origin,
+                        incarnation,
+                        lock_type: request.lock_type,
+                        holding_elsewhere,
+                        since: self.now,
+                        grant,
+                    });
+                    self.grant_waiters();
+                }
+                true
+            }
+            Access::Unlock { reply } => {
+                if let Some(holder) = self.locks.release(origin, incarnation) {
+                    tracing::debug!(origin, token = holder.token, "lock released");
+                    self.record(Event::LockRelease {
+                        origin,
+                        token: holder.token,
+                    });
+                }
+                self.done(reply);
+                self.grant_waiters();
+                true
+            }
+            Access::Flush { reply } => {
+                self.record(Event::Flush { origin });
+                self.done(reply);
+                false
+            }
+            Access::FenceMarker { epoch } => {
+                self.fence_markers.entry(epoch).or_default().insert(origin);
+                self.check_fence();
+                false
+            }
+            Access::CompleteMarker { generation } => {
+                let done = &mut self.completes[origin as usize];
+                *done = (*done).max(generation);
+                self.check_wait();
+                false
+            }
+        }
+    }
+
+    /// Applies an enabled operation and answers it.
+    #[allow(clippy::too_many_arguments)]
+    fn operate(
+        &mut self,
+        origin: u32,
+        incarnation: u64,
+        op_id: u64,
+        tag: AccessTag,
+        op: &TargetOp<Bytes>,
+        access: &TargetAccess,
+        reply: R,
+    ) {
+        let (epoch, token) = match tag {
+            AccessTag::Fence { epoch } => (epoch, 0),
+            AccessTag::Pscw { generation } => (generation, 0),
+            AccessTag::Lock => (0, self.locks.token_of(origin)),
+        };
+        match apply(&mut self.public, access, op) {
+            Ok(data) => {
+                if op.kind.writes() {
+                    for run in &access.runs {
+                        self.changed.insert(run.offset, run.offset + run.len);
+                    }
+                }
+                if self.recording {
+                    self.record(Event::Op {
+                        origin,
+                        origin_incarnation: incarnation,
+                        op_id,
+                        epoch,
+                        token,
+                        op: recorded(op.kind),
+                        datatype: op.dtype.name().to_string(),
+                        disp: op.disp,
+                        runs: access
+                            .runs
+                            .iter()
+                            .map(|run| (run.offset, run.len))
+                            .collect(),
+                        data: op.data.to_vec(),
+                        compare: op.compare.to_vec(),
+                        result: data.clone(),
+                    });
+                }
+                if op.kind.returns_data() {
+                    // a result is seen by the client before the call that completes it: it
+                    // waits for the commit of what it read
+                    self.answer(reply, Ok(Outcome::Data(data)));
+                } else if tag == AccessTag::Lock {
+                    // under a lock, MPI completes a put or accumulate at a flush or unlock,
+                    // which this target answers after this event, so that answer's commit
+                    // covers it. (A fence or complete is answered by the origin's own target,
+                    // which cannot vouch for this one's commit: there the origin waits for this
+                    // answer's.)
+                    self.answer_early(reply, Ok(Outcome::Done));
+                } else {
+                    self.done(reply);
+                }
+            }
+            // a refusal changed nothing: nothing to make durable
+            Err(error) => self.answer_early(reply, Err(error)),
+        }
+    }
+
+    fn record_grant(&mut self, origin: u32, lock_type: LockType, token: u64) {
+        self.record(Event::LockGrant {
+            origin,
+            lock_type: lock_type.name().to_string(),
+            token,
+        });
+    }
+
+    /// Grants every lock request the lock table allows now.
+    fn grant_waiters(&mut self) {
+        for Granted { waiter, token } in self.locks.grant_ready(self.now) {
+            self.record_grant(waiter.origin, waiter.lock_type, token);
+            let waited = self.now.saturating_duration_since(waiter.since);
+            self.effects.lock_grants.push((waiter.lock_type, waited));
+            tracing::debug!(
+                origin = waiter.origin,
+                lock = waiter.lock_type.name(),
+                token,
+                "lock granted"
+            );
+            if let Some(reply) = waiter.grant {
+                self.answer_synced(reply, true, false, token);
+            }
+        }
+    }
+
+    fn check_fence(&mut self) {
+        let Some(pending) = &self.pending_fence else {
+            return;
+        };
+        let arrived = self.fence_markers.get(&pending.closes);
+        let count = arrived.map_or(0, BTreeSet::len);
+        let missing_gone = self
+            .gone
+            .iter()
+            .chain(&self.absent)
+            .find(|(rank, _)| !arrived.is_some_and(|ranks| ranks.contains(rank)))
+            .map(|(rank, reason)| (*rank, reason.clone()));
+        if let Some((peer, reason)) = missing_gone {
+            if let Some(pending) = self.pending_fence.take() {
+                self.record(Event::PeerFailed {
+                    peer,
+                    call: "fence".to_string(),
+                });
+                self.answer(pending.reply, Err(proc_failed(peer, &reason)));
+            }
+            return;
+        }
+        if count < self.nranks as usize {
+            return;
+        }
+        if let Some(pending) = self.pending_fence.take() {
+            self.fence_markers.remove(&pending.closes);
+            self.record(Event::FenceExit {
+                fence: pending.fence,
+            });
+            self.answer_synced(pending.reply, pending.pull, false, 0);
+        }
+    }
+
+    fn check_wait(&mut self) {
+        let (Some(group), Some(_)) = (&self.post_group, &self.pending_wait) else {
+            return;
+        };
+        let missing_gone = group
+            .iter()
+            .find(|&&origin| {
+                self.missing(origin).is_some()
+                    && self.completes[origin as usize] < self.posts[origin as usize]
+            })
+            .copied();
+        if let Some(peer) = missing_gone {
+            self.post_group = None;
+            if let Some(waiting) = self.pending_wait.take() {
+                self.record(Event::PeerFailed {
+                    peer,
+                    call: "wait".to_string(),
+                });
+                let error = proc_failed(peer, self.missing(peer).map_or("", String::as_str));
+                self.answer(waiting.reply, Err(error));
+            }
+            return;
+        }
+        let all_completed = group
+            .iter()
+            .all(|&origin| self.completes[origin as usize] >= self.posts[origin as usize]);
+        if !all_completed {
+            return;
+        }
+        self.post_group = None;
+        if let Some(waiting) = self.pending_wait.take() {
+            self.record(Event::WaitExit);
+            self.answer_synced(waiting.reply, waiting.pull, true, 0);
+        }
+    }
+}
+
+/// `PROC_FAILED` naming the rank a call needs.
+pub fn proc_failed(peer: u32, reason: &str) -> RmaError {
+    RmaError::new(
+        ErrorClass::ProcFailed,
+        format!("rank {peer} failed: its session ended ({reason})"),
+    )
+}
+
+/// The audit log's name of an operation kind.
+pub fn recorded(kind: OpKind) -> RecordedOp {
+    match kind {
+        OpKind::Put => RecordedOp::Put,
+        OpKind::Get => RecordedOp::Get,
+        OpKind::Accumulate(op) => RecordedOp::Accumulate(op.name().to_string()),
+        OpKind::GetAccumulate(op) => RecordedOp::GetAccumulate(op.name().to_string()),
+        OpKind::FetchAndOp(op) => RecordedOp::FetchAndOp(op.name().to_string()),
+        OpKind::CompareAndSwap => RecordedOp::CompareAndSwap,
+    }
+}

@@ -1,0 +1,643 @@
+//! The target engine driven directly, with no network: the rules of when what origins send is
+//! applied, checked over random interleavings of arrivals.
+//!
+//! Replies are plain call ids (`u64`); every test reads only the engine's effects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use onesided_core::audit::Event;
+use onesided_core::epoch::{AccessTag, LockRequest, LockType};
+use onesided_core::target::{Access, Answer, Effects, Input, Outcome, Target};
+use onesided_core::window::{OpKind, TargetOp};
+use onesided_core::{Datatype, ErrorClass, Layout};
+use proptest::prelude::*;
+
+const FAIRNESS: Duration = Duration::from_millis(50);
+
+/// A target of `nranks` ranks with `size` bytes, recording events.
+fn target(rank: u32, nranks: u32, size: usize) -> Target<u64> {
+    Target::new(rank, nranks, vec![0; size], true, FAIRNESS, Instant::now())
+}
+
+/// A one-byte put of `value` at `offset`, answered to `reply`.
+fn put(offset: u64, value: u8, tag: AccessTag, reply: u64) -> Access<u64> {
+    let op = TargetOp {
+        kind: OpKind::Put,
+        dtype: Datatype::U8,
+        disp: offset,
+        layout: Layout::contiguous(1),
+        data: Bytes::from(vec![value]),
+        compare: Bytes::new(),
+    };
+    let access = op.validate(u64::MAX >> 8, 1).expect("a valid put");
+    Access::Op {
+        op_id: reply,
+        incarnation: 1,
+        tag,
+        token: 0,
+        op,
+        access,
+        reply,
+    }
+}
+
+fn from(origin: u32, item: Access<u64>) -> Input<u64> {
+    Input::Access {
+        origin,
+        incarnation: 1,
+        item,
+    }
+}
+
+/// Everything answered, in order (waiting and early answers alike).
+fn answered(effects: &Effects<u64>) -> Vec<(u64, Answer)> {
+    effects
+        .answers
+        .iter()
+        .chain(&effects.early)
+        .map(|(reply, answer)| (*reply, answer.clone()))
+        .collect()
+}
+
+fn ops_applied(effects: &Effects<u64>) -> usize {
+    effects
+        .events
+        .iter()
+        .filter(|event| matches!(event, Event::Op { .. }))
+        .count()
+}
+
+/// One random merge of several sequences, each kept in its own order: `choices[i]` picks
+/// which non-empty sequence gives the next item.
+fn interleave<T>(mut sequences: Vec<Vec<T>>, choices: &[usize]) -> Vec<T> {
+    for sequence in &mut sequences {
+        sequence.reverse();
+    }
+    let mut merged = Vec::new();
+    let mut choice = choices.iter().copied().cycle();
+    loop {
+        let open: Vec<usize> = (0..sequences.len())
+            .filter(|&index| !sequences[index].is_empty())
+            .collect();
+        if open.is_empty() {
+            return merged;
+        }
+        let pick = open[choice.next().unwrap_or(0) % open.len()];
+        merged.extend(sequences[pick].pop());
+    }
+}
+
+/// What drives one exposure test: an origin's item, the owner's post, or the owner's test.
+#[allow(clippy::large_enum_variant)]
+enum Exposure {
+    Origin(u32, Access<u64>),
+    Post,
+    Probe,
+}
+
+/// What drives one fence test: either an origin's item or the owner's own call.
+enum Step {
+    Origin(u32, Access<u64>),
+    Owner(Input<u64>),
+}
+
+proptest! {
+    /// A fence that closes epoch 1 at rank 0 returns exactly when every rank's end-of-epoch
+    /// marker has arrived, and by then every operation of the epoch is applied; no operation
+    /// of the epoch is applied before rank 0 entered it.
+    #[test]
+    fn a_fence_completes_exactly_when_every_marker_and_access_arrived(
+        nranks in 2u32..6,
+        ops in proptest::collection::vec(0usize..4, 6),
+        choices in proptest::collection::vec(0usize..64, 1..64),
+    ) {
+        const FENCE_1: u64 = 1_000;
+        const FENCE_2: u64 = 2_000;
+        let mut engine = target(0, nranks, 8);
+        let mut sequences = Vec::new();
+        let mut total_ops = 0;
+        for origin in 0..nranks {
+            let mut sequence = Vec::new();
+            if origin == 0 {
+                sequence.push(Step::Owner(Input::FenceEnter { fence: 1, closes: None, pull: false, reply: FENCE_1 }));
+            }
+            for index in 0..ops[origin as usize] {
+                let reply = u64::from(origin) * 100 + index as u64;
+                sequence.push(Step::Origin(origin, put(u64::from(origin), index as u8 + 1, AccessTag::Fence { epoch: 1 }, reply)));
+                total_ops += 1;
+            }
+            sequence.push(Step::Origin(origin, Access::FenceMarker { epoch: 1 }));
+            if origin == 0 {
+                // the owner sends its markers before it enters its next fence
+                sequence.push(Step::Owner(Input::FenceEnter { fence: 2, closes: Some(1), pull: true, reply: FENCE_2 }));
+            }
+            sequences.push(sequence);
+        }
+        let mut entered = false;
+        let mut markers = 0;
+        let mut applied = 0;
+        let mut fence_2_answered = false;
+        for step in interleave(sequences, &choices) {
+            match step {
+                Step::Origin(origin, item) => {
+                    markers += usize::from(matches!(item, Access::FenceMarker { .. }));
+                    engine.handle(from(origin, item), Instant::now());
+                }
+                Step::Owner(input) => {
+                    entered |= matches!(input, Input::FenceEnter { fence: 1, .. });
+                    engine.handle(input, Instant::now());
+                }
+            }
+            let effects = engine.take_effects();
+            applied += ops_applied(&effects);
+            prop_assert!(entered || applied == 0, "an operation was applied before the fence opened its epoch");
+            for (reply, answer) in answered(&effects) {
+                prop_assert!(answer.is_ok(), "call {reply} failed: {answer:?}");
+                if reply == FENCE_2 {
+                    prop_assert_eq!(markers, nranks as usize, "the fence returned before every marker arrived");
+                    prop_assert_eq!(applied, total_ops, "the fence returned before every operation was applied");
+                    fence_2_answered = true;
+                }
+            }
+        }
+        prop_assert!(fence_2_answered, "the fence never returned");
+        prop_assert_eq!(engine.busy(), None);
+        // the last put of each origin is what its byte holds
+        for origin in 0..nranks {
+            prop_assert_eq!(engine.public()[origin as usize], ops[origin as usize] as u8);
+        }
+    }
+
+    /// PSCW at rank 0 over a random exposure group: `test` says true exactly when every
+    /// member's complete has arrived (and then has wait's effect), `wait` returns exactly then,
+    /// and the epoch's operations are all applied by that time.
+    #[test]
+    fn wait_and_test_end_the_exposure_exactly_when_the_group_completed(
+        nranks in 2u32..6,
+        members in proptest::collection::vec(any::<bool>(), 6),
+        ops in proptest::collection::vec(0usize..3, 6),
+        tests in proptest::collection::vec(any::<bool>(), 24),
+        choices in proptest::collection::vec(0usize..64, 1..64),
+        use_test in any::<bool>(),
+    ) {
+        const WAIT: u64 = 9_000;
+        let mut group: Vec<u32> = (0..nranks).filter(|&rank| members[rank as usize]).collect();
+        if group.is_empty() {
+            group.push(nranks - 1);
+        }
+        let mut engine = target(0, nranks, 8);
+        let mut sequences = Vec::new();
+        let mut total_ops = 0;
+        for &origin in &group {
+            let mut sequence = Vec::new();
+            for index in 0..ops[origin as usize] {
+                let reply = u64::from(origin) * 100 + index as u64;
+                sequence.push(Exposure::Origin(origin, put(u64::from(origin), 7, AccessTag::Pscw { generation: 1 }, reply)));
+                total_ops += 1;
+            }
+            sequence.push(Exposure::Origin(origin, Access::CompleteMarker { generation: 1 }));
+            sequences.push(sequence);
+        }
+        // the owner: post, then (between arrivals) tests, then a wait unless a test ended it
+        let mut owner = vec![Exposure::Post];
+        owner.extend(tests.iter().map(|_| Exposure::Probe));
+        sequences.push(owner);
+        let mut posted = false;
+        let mut completes = 0;
+        let mut applied = 0;
+        let mut ended = false;
+        let mut probe = 0u64;
+        for step in interleave(sequences, &choices) {
+            match step {
+                Exposure::Origin(origin, item) => {
+                    completes += usize::from(matches!(item, Access::CompleteMarker { .. }));
+                    engine.handle(from(origin, item), Instant::now());
+                }
+                Exposure::Post => {
+                    posted = true;
+                    engine.handle(Input::Post { group: group.clone() }, Instant::now());
+                }
+                Exposure::Probe if use_test && !ended => {
+                    probe += 1;
+                    engine.handle(Input::Wait { pull: false, test: true, reply: probe }, Instant::now());
+                    let effects = engine.take_effects();
+                    applied += ops_applied(&effects);
+                    let answers = answered(&effects);
+                    prop_assert_eq!(answers.len(), 1, "test answers at once");
+                    let Ok(Outcome::Synced { flag, .. }) = &answers[0].1 else {
+                        panic!("test answered {:?}", answers[0].1);
+                    };
+                    prop_assert_eq!(*flag, completes == group.len(), "test's flag");
+                    if *flag {
+                        prop_assert_eq!(applied, total_ops);
+                        ended = true;
+                    }
+                    continue;
+                }
+                Exposure::Probe => continue,
+            }
+            let effects = engine.take_effects();
+            applied += ops_applied(&effects);
+            prop_assert!(posted || applied == 0, "an operation was applied before the post");
+            prop_assert!(answered(&effects).iter().all(|(_, answer)| answer.is_ok()));
+        }
+        if !ended {
+            engine.handle(Input::Wait { pull: true, test: false, reply: WAIT }, Instant::now());
+            let effects = engine.take_effects();
+            let answers = answered(&effects);
+            prop_assert_eq!(answers.len(), 1, "every member completed: wait returns at once");
+            let waited = matches!(answers[0], (WAIT, Ok(Outcome::Synced { flag: true, .. })));
+            prop_assert!(waited, "wait answered {:?}", answers[0]);
+            prop_assert_eq!(applied, total_ops);
+        }
+        prop_assert_eq!(engine.busy(), None, "the exposure epoch ended");
+    }
+
+    /// Random lock programs at one target (each origin: lock, an operation, unlock, a few
+    /// times): the holders are always compatible, exclusive requests are granted in the order
+    /// they arrived, and every program completes once time passes the fairness bound.
+    #[test]
+    fn lock_grants_are_compatible_fifo_for_writers_and_every_program_completes(
+        kinds in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 1..4), 2..6),
+        choices in proptest::collection::vec(0usize..64, 1..128),
+    ) {
+        let nranks = kinds.len() as u32;
+        let start = Instant::now();
+        let mut engine = target(0, nranks, 8);
+        let mut sequences = Vec::new();
+        let mut unlocks = 0;
+        for (origin, epochs) in kinds.iter().enumerate() {
+            let mut sequence = Vec::new();
+            for (index, &exclusive) in epochs.iter().enumerate() {
+                let lock_type = if exclusive { LockType::Exclusive } else { LockType::Shared };
+                let reply = origin as u64 * 100 + index as u64 * 10;
+                sequence.push((origin as u32, Access::LockRequest {
+                    request: LockRequest { lock_type, nocheck: false },
+                    holding_elsewhere: false,
+                    grant: None,
+                }));
+                sequence.push((origin as u32, put(origin as u64, 1, AccessTag::Lock, reply + 1)));
+                sequence.push((origin as u32, Access::Unlock { reply: reply + 2 }));
+                unlocks += 1;
+            }
+            sequences.push(sequence);
+        }
+        let mut holders: BTreeMap<u32, LockType> = BTreeMap::new();
+        let mut exclusive_requests = Vec::new();
+        let mut exclusive_grants = Vec::new();
+        // requests in arrival order, and whether each was granted; each origin has at most one
+        // outstanding
+        let mut requests: Vec<(u32, bool)> = Vec::new();
+        let mut arrived: Vec<Instant> = Vec::new();
+        let mut released = 0;
+        let mut now = start;
+        let mut check = |effects: Effects<u64>, now: Instant| -> Result<(), TestCaseError> {
+            for event in &effects.events {
+                match event {
+                    Event::LockRequest { origin, lock_type, .. } => {
+                        if lock_type == "exclusive" {
+                            exclusive_requests.push(*origin);
+                        }
+                        requests.push((*origin, false));
+                        arrived.push(now);
+                    }
+                    Event::LockGrant { origin, lock_type, .. } => {
+                        let lock_type = if lock_type == "exclusive" { LockType::Exclusive } else { LockType::Shared };
+                        let index = requests.iter().position(|&(from, granted)| from == *origin && !granted);
+                        let Some(index) = index else {
+                            return Err(TestCaseError::fail(format!("rank {origin} granted without a request")));
+                        };
+                        requests[index].1 = true;
+                        if lock_type == LockType::Exclusive {
+                            exclusive_grants.push(*origin);
+                            // an exclusive request waits for every request ahead of it
+                            prop_assert!(requests[..index].iter().all(|&(_, granted)| granted), "an exclusive request overtook a waiting one");
+                        } else {
+                            // writer-fair: a shared request overtakes a waiting exclusive one only
+                            // once its fairness wait is over
+                            let overtakes = exclusive_requests.len() > exclusive_grants.len()
+                                && requests[..index].iter().any(|&(from, granted)| !granted && exclusive_requests.contains(&from));
+                            prop_assert!(!overtakes || now.duration_since(arrived[index]) >= FAIRNESS, "a shared request overtook a waiting exclusive one at once");
+                        }
+                        holders.insert(*origin, lock_type);
+                        let exclusive = holders.values().filter(|&&held| held == LockType::Exclusive).count();
+                        prop_assert!(exclusive == 0 || holders.len() == 1, "incompatible holders {holders:?}");
+                    }
+                    Event::LockRelease { origin, .. } => {
+                        holders.remove(origin);
+                        released += 1;
+                    }
+                    _ => {}
+                }
+            }
+            for (reply, answer) in answered(&effects) {
+                prop_assert!(answer.is_ok(), "call {reply} failed: {answer:?}");
+            }
+            Ok(())
+        };
+        for (origin, item) in interleave(sequences, &choices) {
+            now += Duration::from_millis(1);
+            engine.handle(from(origin, item), now);
+            check(engine.take_effects(), now)?;
+        }
+        // held-back shared requests are granted when their fairness wait ends
+        while let Some(deadline) = engine.next_deadline(now) {
+            now = deadline;
+            engine.tick(now);
+            check(engine.take_effects(), now)?;
+        }
+        prop_assert_eq!(released, unlocks, "every lock epoch completed");
+        prop_assert_eq!(&exclusive_grants, &exclusive_requests, "exclusive grants in arrival order");
+        prop_assert_eq!(engine.busy(), None);
+    }
+}
+
+fn proc_failed_naming(answer: &Answer, rank: u32) -> bool {
+    matches!(answer, Err(error) if error.class == ErrorClass::ProcFailed
+        && error.message.contains(&format!("rank {rank}")))
+}
+
+fn departed(origin: u32, active: bool) -> Input<u64> {
+    Input::Departed {
+        origin,
+        incarnation: 1,
+        reason: "stream broke".to_string(),
+        active,
+        vanished: true,
+    }
+}
+
+/// A departure fails exactly the epochs that need the departed rank: a fence still missing its
+/// marker, a wait still missing its complete — and not those it had already done its part in.
+#[test]
+fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
+    for marker_sent in [false, true] {
+        let mut engine = target(0, 3, 4);
+        engine.handle(
+            Input::FenceEnter {
+                fence: 1,
+                closes: None,
+                pull: false,
+                reply: 1,
+            },
+            Instant::now(),
+        );
+        for origin in [0, 1] {
+            engine.handle(
+                from(origin, Access::FenceMarker { epoch: 1 }),
+                Instant::now(),
+            );
+        }
+        if marker_sent {
+            engine.handle(from(2, Access::FenceMarker { epoch: 1 }), Instant::now());
+        }
+        engine.take_effects();
+        engine.handle(departed(2, true), Instant::now());
+        engine.handle(
+            Input::FenceEnter {
+                fence: 2,
+                closes: Some(1),
+                pull: false,
+                reply: 2,
+            },
+            Instant::now(),
+        );
+        let answers = answered(&engine.take_effects());
+        assert_eq!(answers.len(), 1, "the fence is answered either way");
+        if marker_sent {
+            assert!(
+                matches!(answers[0].1, Ok(Outcome::Synced { .. })),
+                "{answers:?}"
+            );
+        } else {
+            assert!(proc_failed_naming(&answers[0].1, 2), "{answers:?}");
+        }
+    }
+
+    for completed in [false, true] {
+        let mut engine = target(0, 3, 4);
+        engine.handle(Input::Post { group: vec![1, 2] }, Instant::now());
+        engine.handle(
+            Input::Wait {
+                pull: false,
+                test: false,
+                reply: 7,
+            },
+            Instant::now(),
+        );
+        if completed {
+            engine.handle(
+                from(2, Access::CompleteMarker { generation: 1 }),
+                Instant::now(),
+            );
+        }
+        engine.handle(departed(2, true), Instant::now());
+        let answers = answered(&engine.take_effects());
+        if completed {
+            assert!(answers.is_empty(), "rank 2 had done its part: {answers:?}");
+            engine.handle(
+                from(1, Access::CompleteMarker { generation: 1 }),
+                Instant::now(),
+            );
+            let answers = answered(&engine.take_effects());
+            assert!(
+                matches!(answers[..], [(7, Ok(Outcome::Synced { flag: true, .. }))]),
+                "{answers:?}"
+            );
+        } else {
+            assert!(
+                matches!(&answers[..], [(7, answer)] if proc_failed_naming(answer, 2)),
+                "{answers:?}"
+            );
+        }
+    }
+
+    // a rank that never synchronized actively here fails nothing by leaving while a newer
+    // incarnation is attached
+    let mut engine = target(0, 3, 4);
+    engine.handle(Input::Post { group: vec![1] }, Instant::now());
+    engine.handle(
+        Input::Departed {
+            origin: 2,
+            incarnation: 1,
+            reason: "superseded".to_string(),
+            active: false,
+            vanished: false,
+        },
+        Instant::now(),
+    );
+    engine.handle(
+        from(1, Access::CompleteMarker { generation: 1 }),
+        Instant::now(),
+    );
+    engine.handle(
+        Input::Wait {
+            pull: false,
+            test: false,
+            reply: 7,
+        },
+        Instant::now(),
+    );
+    let answers = answered(&engine.take_effects());
+    assert!(
+        matches!(answers[..], [(7, Ok(Outcome::Synced { flag: true, .. }))]),
+        "{answers:?}"
+    );
+}
+
+/// The holder's departure revokes its lock (recorded as a revocation) and the next waiter is
+/// granted; what the departed session still had queued fails, a newer incarnation's does not.
+#[test]
+fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
+    let now = Instant::now();
+    let mut engine = target(0, 3, 4);
+    let lock = |lock_type, grant| Access::LockRequest {
+        request: LockRequest {
+            lock_type,
+            nocheck: false,
+        },
+        holding_elsewhere: false,
+        grant,
+    };
+    engine.handle(from(1, lock(LockType::Exclusive, Some(11))), now);
+    engine.handle(from(2, lock(LockType::Exclusive, Some(21))), now);
+    // queued behind rank 2's request: an operation of rank 2's first incarnation, and one of
+    // its second
+    engine.handle(
+        Input::Access {
+            origin: 1,
+            incarnation: 1,
+            item: put(0, 5, AccessTag::Lock, 12),
+        },
+        now,
+    );
+    let effects = engine.take_effects();
+    assert!(matches!(
+        answered(&effects)[..],
+        [
+            (11, Ok(Outcome::Synced { token: 1, .. })),
+            (12, Ok(Outcome::Done))
+        ]
+    ));
+    engine.handle(departed(1, false), now);
+    let effects = engine.take_effects();
+    assert!(
+        effects.events.iter().any(|event| matches!(
+            event,
+            Event::LockRevoke {
+                origin: 1,
+                token: 1,
+                ..
+            }
+        )),
+        "{:?}",
+        effects.events
+    );
+    assert!(
+        matches!(
+            answered(&effects)[..],
+            [(21, Ok(Outcome::Synced { token: 2, .. }))]
+        ),
+        "the waiter is granted with the next token: {:?}",
+        answered(&effects)
+    );
+    // an operation of the revoked holder under its old token is refused, not applied
+    let mut stale = put(1, 9, AccessTag::Lock, 13);
+    if let Access::Op { token, .. } = &mut stale {
+        *token = 1;
+    }
+    engine.handle(from(1, stale), now);
+    let answers = answered(&engine.take_effects());
+    assert!(
+        matches!(&answers[..], [(13, Err(error))] if error.class == ErrorClass::RmaSync),
+        "{answers:?}"
+    );
+    assert_eq!(engine.public()[1], 0, "the refused put changed nothing");
+
+    // a session of rank 2 (incarnation 2) queues behind rank 2's incarnation 1, which departs
+    let mut engine = target(0, 3, 4);
+    engine.handle(from(0, lock(LockType::Exclusive, Some(1))), now);
+    engine.handle(
+        Input::Access {
+            origin: 2,
+            incarnation: 1,
+            item: Access::Unlock { reply: 30 },
+        },
+        now,
+    );
+    engine.handle(
+        Input::Access {
+            origin: 2,
+            incarnation: 2,
+            item: Access::Flush { reply: 31 },
+        },
+        now,
+    );
+    engine.take_effects();
+    engine.handle(departed(2, false), now);
+    let answers = answered(&engine.take_effects());
+    assert!(
+        matches!(&answers[..], [(30, answer), (31, Ok(Outcome::Done))] if proc_failed_naming_session(answer, 2)),
+        "{answers:?}"
+    );
+}
+
+fn proc_failed_naming_session(answer: &Answer, rank: u32) -> bool {
+    matches!(answer, Err(error) if error.class == ErrorClass::ProcFailed
+        && error.message.contains(&format!("session of rank {rank}")))
+}
+
+/// Freeing the window fails everything still waiting with `MPI_ERR_WIN`.
+#[test]
+fn stop_fails_everything_pending_with_err_win() {
+    let now = Instant::now();
+    let mut engine = target(1, 3, 4);
+    engine.handle(
+        from(
+            0,
+            Access::LockRequest {
+                request: LockRequest {
+                    lock_type: LockType::Exclusive,
+                    nocheck: false,
+                },
+                holding_elsewhere: false,
+                grant: None,
+            },
+        ),
+        now,
+    );
+    engine.handle(
+        from(
+            2,
+            Access::LockRequest {
+                request: LockRequest {
+                    lock_type: LockType::Shared,
+                    nocheck: false,
+                },
+                holding_elsewhere: false,
+                grant: Some(1),
+            },
+        ),
+        now,
+    );
+    engine.handle(from(2, put(0, 1, AccessTag::Fence { epoch: 3 }, 2)), now);
+    engine.handle(
+        Input::Wait {
+            pull: false,
+            test: false,
+            reply: 3,
+        },
+        now,
+    );
+    engine.take_effects();
+    engine.handle(Input::Stop, now);
+    let answers = answered(&engine.take_effects());
+    let failed: BTreeSet<u64> = answers
+        .iter()
+        .filter(|(_, answer)| matches!(answer, Err(error) if error.class == ErrorClass::Win))
+        .map(|(reply, _)| *reply)
+        .collect();
+    assert_eq!(failed, BTreeSet::from([1, 2, 3]), "{answers:?}");
+}
