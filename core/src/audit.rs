@@ -13,8 +13,9 @@ use sha2::{Digest, Sha256};
 use crate::datatype::Datatype;
 use crate::error::RmaResult;
 use crate::layout::Run;
-use crate::reduce::{self, Op};
+use crate::reduce::Op;
 use crate::rma_err;
+use crate::window::{OpKind, TargetAccess, TargetOp};
 
 mod binary;
 
@@ -34,6 +35,33 @@ pub enum RecordedOp {
     FetchAndOp(String),
     /// `MPI_COMPARE_AND_SWAP`.
     CompareAndSwap,
+}
+
+impl RecordedOp {
+    /// How the log names an operation kind (the one mapping; [`RecordedOp::kind`] reverses it).
+    pub fn of(kind: OpKind) -> Self {
+        match kind {
+            OpKind::Put => RecordedOp::Put,
+            OpKind::Get => RecordedOp::Get,
+            OpKind::Accumulate(op) => RecordedOp::Accumulate(op.name().to_string()),
+            OpKind::GetAccumulate(op) => RecordedOp::GetAccumulate(op.name().to_string()),
+            OpKind::FetchAndOp(op) => RecordedOp::FetchAndOp(op.name().to_string()),
+            OpKind::CompareAndSwap => RecordedOp::CompareAndSwap,
+        }
+    }
+
+    /// The operation kind a recorded name stands for; `None` for an op name core does not
+    /// know.
+    pub fn kind(&self) -> Option<OpKind> {
+        Some(match self {
+            RecordedOp::Put => OpKind::Put,
+            RecordedOp::Get => OpKind::Get,
+            RecordedOp::Accumulate(name) => OpKind::Accumulate(Op::parse(name)?),
+            RecordedOp::GetAccumulate(name) => OpKind::GetAccumulate(Op::parse(name)?),
+            RecordedOp::FetchAndOp(name) => OpKind::FetchAndOp(Op::parse(name)?),
+            RecordedOp::CompareAndSwap => OpKind::CompareAndSwap,
+        })
+    }
 }
 
 impl std::fmt::Display for RecordedOp {
@@ -474,14 +502,37 @@ pub fn chain_hash(previous: &[u8; 32], record: &AuditRecord, body: &Body) -> [u8
 /// A stored row as verification reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredRow {
-    /// The record (its event parsed from `body`).
+    /// The record (its event parsed from `body`; see `unreadable`).
     pub record: AuditRecord,
+    /// Why `body` could not be read, if it could not: then `record.event` is a placeholder,
+    /// which [`readable`] refuses to hand on (verification names the row).
+    pub unreadable: Option<String>,
     /// The stored body.
     pub body: Body,
     /// The stored previous hash.
     pub prev_hash: Vec<u8>,
     /// The stored hash.
     pub hash: Vec<u8>,
+}
+
+/// The records of `rows`, for readers that act on events (replay, recovery, check, export).
+///
+/// # Errors
+/// `MPI_ERR_OTHER` naming the first row whose stored event cannot be read: acting on the rest
+/// would silently leave out what it did.
+pub fn readable(rows: Vec<StoredRow>) -> RmaResult<Vec<AuditRecord>> {
+    rows.into_iter()
+        .map(|row| match row.unreadable {
+            None => Ok(row.record),
+            Some(why) => Err(rma_err!(
+                Other,
+                "event {} of window {} cannot be read ({why}); `onesided audit verify` names \
+                 the first bad row",
+                row.record.seq,
+                row.record.window
+            )),
+        })
+        .collect()
 }
 
 /// Checks a window's rows in stored order: sequence numbers 1, 2, … without gaps, each row's
@@ -906,6 +957,8 @@ fn span(offset: u64, len: u64, size: usize, seq: u64) -> RmaResult<std::ops::Ran
     }
 }
 
+/// Rebuilds the access a recorded operation made and applies it with the live target's
+/// [`apply`](crate::window::apply): replay and live change bytes through the same function.
 fn replay_op(
     copy: &mut [u8],
     op: &RecordedOp,
@@ -917,42 +970,41 @@ fn replay_op(
 ) -> RmaResult<()> {
     let dtype = Datatype::parse(datatype)
         .ok_or_else(|| rma_err!(Other, "event {seq} has unknown datatype {datatype}"))?;
+    let kind = op
+        .kind()
+        .ok_or_else(|| rma_err!(Other, "event {seq} has an unknown op"))?;
     let runs: Vec<Run> = runs
         .iter()
         .map(|&(offset, len)| Run { offset, len })
         .collect();
-    let parse_op = |name: &str| {
-        Op::parse(name).ok_or_else(|| rma_err!(Other, "event {seq} has unknown op {name}"))
-    };
-    let mut consumed = 0usize;
+    let mut bytes = 0u64;
     for run in &runs {
-        let range = span(run.offset, run.len, copy.len(), seq)?;
-        let len = range.len();
-        let origin = data.get(consumed..consumed + len);
-        match op {
-            RecordedOp::Get => {}
-            RecordedOp::Put => {
-                let origin =
-                    origin.ok_or_else(|| rma_err!(Other, "event {seq} is short of data"))?;
-                copy[range].copy_from_slice(origin);
-            }
-            RecordedOp::CompareAndSwap => {
-                reduce::compare_and_swap(dtype, &mut copy[range], compare, data)?;
-            }
-            RecordedOp::Accumulate(name)
-            | RecordedOp::GetAccumulate(name)
-            | RecordedOp::FetchAndOp(name) => {
-                let reduction = parse_op(name)?;
-                if reduction != Op::NoOp {
-                    let origin =
-                        origin.ok_or_else(|| rma_err!(Other, "event {seq} is short of data"))?;
-                    reduce::reduce(reduction, dtype, &mut copy[range], origin)?;
-                }
-            }
-        }
-        consumed += len;
+        span(run.offset, run.len, copy.len(), seq)?;
+        bytes += run.len;
     }
-    Ok(())
+    let carries = match kind {
+        OpKind::Put => true,
+        OpKind::Accumulate(op) | OpKind::GetAccumulate(op) | OpKind::FetchAndOp(op) => {
+            op != Op::NoOp
+        }
+        OpKind::Get | OpKind::CompareAndSwap => false,
+    };
+    if carries && (data.len() as u64) < bytes {
+        return Err(rma_err!(Other, "event {seq} is short of data"));
+    }
+    let element = dtype.size() as u64;
+    let target_op = TargetOp {
+        kind,
+        dtype,
+        disp: 0,
+        layout: crate::layout::Layout::contiguous(bytes / element.max(1)),
+        data,
+        compare,
+    };
+    let access = TargetAccess { runs, bytes };
+    crate::window::apply(copy, &access, &target_op)
+        .map(drop)
+        .map_err(|error| rma_err!(Other, "event {seq} cannot be applied: {error}"))
 }
 
 mod hex_bytes {
@@ -1068,6 +1120,7 @@ mod tests {
                 let hash = chain_hash(&previous, record, &body);
                 let row = StoredRow {
                     record: record.clone(),
+                    unreadable: None,
                     body,
                     prev_hash: previous.to_vec(),
                     hash: hash.to_vec(),
@@ -1315,6 +1368,7 @@ mod tests {
                 let hash = chain_hash(&previous, &record, &body);
                 let row = StoredRow {
                     record,
+                    unreadable: None,
                     body,
                     prev_hash: previous.to_vec(),
                     hash: hash.to_vec(),

@@ -22,7 +22,7 @@ use crate::audit::{Event, RecordedOp};
 use crate::epoch::{AccessTag, LockRequest, LockType};
 use crate::locks::{Granted, LockTable, Waiter};
 use crate::ranges::RangeSet;
-use crate::window::{apply, OpKind, TargetAccess, TargetOp};
+use crate::window::{apply, TargetAccess, TargetOp};
 use crate::{ErrorClass, RmaError};
 
 /// Bytes of a rank's copy at an offset: pushed by its owner, or pulled back by it.
@@ -829,7 +829,7 @@ impl<R> Target<R> {
                         op_id,
                         epoch,
                         token,
-                        op: recorded(op.kind),
+                        op: RecordedOp::of(op.kind),
                         datatype: op.dtype.name().to_string(),
                         disp: op.disp,
                         runs: access
@@ -965,16 +965,4 @@ pub fn proc_failed(peer: u32, reason: &str) -> RmaError {
         ErrorClass::ProcFailed,
         format!("rank {peer} failed: its session ended ({reason})"),
     )
-}
-
-/// The audit log's name of an operation kind.
-pub fn recorded(kind: OpKind) -> RecordedOp {
-    match kind {
-        OpKind::Put => RecordedOp::Put,
-        OpKind::Get => RecordedOp::Get,
-        OpKind::Accumulate(op) => RecordedOp::Accumulate(op.name().to_string()),
-        OpKind::GetAccumulate(op) => RecordedOp::GetAccumulate(op.name().to_string()),
-        OpKind::FetchAndOp(op) => RecordedOp::FetchAndOp(op.name().to_string()),
-        OpKind::CompareAndSwap => RecordedOp::CompareAndSwap,
-    }
 }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use anyhow::Context;
-use onesided_core::audit::{apply_record, Event};
+use onesided_core::audit::{apply_record, readable, Event};
 
 use crate::audit::{AuditStore, StoredWorld};
 use crate::registry::{desc_from_spec, RecoveredWindow};
@@ -51,6 +51,9 @@ pub async fn recover(store: &AuditStore) -> anyhow::Result<Recovered> {
         {
             continue;
         }
+        // a row that cannot be read is refused, not skipped: the copy would silently lack it
+        let rows = readable(rows)
+            .map_err(|error| anyhow::anyhow!("window {} cannot be rebuilt: {error}", window.id))?;
         let mut copies = Vec::with_capacity(desc.sizes.len());
         let mut since = Vec::with_capacity(desc.sizes.len());
         for (rank, &size) in desc.sizes.iter().enumerate() {
@@ -65,10 +68,10 @@ pub async fn recover(store: &AuditStore) -> anyhow::Result<Recovered> {
             copies.push(copy);
             since.push(seq);
         }
-        for row in &rows {
-            let rank = row.record.rank as usize;
-            if rank < copies.len() && row.record.seq > since[rank] {
-                apply_record(&mut copies[rank], &row.record).map_err(|error| {
+        for record in &rows {
+            let rank = record.rank as usize;
+            if rank < copies.len() && record.seq > since[rank] {
+                apply_record(&mut copies[rank], record).map_err(|error| {
                     anyhow::anyhow!("window {} cannot be rebuilt: {error}", window.id)
                 })?;
             }

@@ -820,7 +820,7 @@ impl Session {
         let issued = Event::OpIssued {
             op_id: id,
             target: op.target,
-            op: onesided_core::target::recorded(target_op.kind),
+            op: onesided_core::audit::RecordedOp::of(target_op.kind),
             datatype: target_op.dtype.name().to_string(),
             runs: access_runs
                 .runs

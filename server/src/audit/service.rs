@@ -9,7 +9,9 @@ use std::pin::Pin;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use onesided_core::audit::{merge, replay, verify_history, AuditRecord, Body, Event, StoredRow};
+use onesided_core::audit::{
+    merge, readable, replay, verify_history, AuditRecord, Body, Event, StoredRow,
+};
 use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
@@ -74,7 +76,12 @@ impl AuditService {
     /// The window's history as readers see it: markers expanded into their client rows.
     async fn records(&self, window: u64) -> Result<Vec<AuditRecord>, Status> {
         let (rows, client) = self.stored(window).await?;
-        let records = rows.into_iter().map(|row| row.record).collect();
+        let unreadable = |error: onesided_core::RmaError| Status::data_loss(error.message);
+        // a client row that cannot be read must not silently drop out of the merge either
+        if let Some(row) = client.iter().find(|row| row.unreadable.is_some()) {
+            readable(vec![row.clone()]).map_err(unreadable)?;
+        }
+        let records = readable(rows).map_err(unreadable)?;
         Ok(merge(records, &client))
     }
 

@@ -531,6 +531,12 @@ fn stored_row(
         (Some(bytes), _) => Body::Binary(bytes),
         (None, text) => Body::Json(text.unwrap_or_default()),
     };
+    // an unreadable body fails verification, which names its row; readers that act on events
+    // refuse it (core's `readable`)
+    let (event, unreadable) = match body.decode() {
+        Ok(event) => (event, None),
+        Err(error) => (Event::Detach, Some(error.message)),
+    };
     StoredRow {
         record: AuditRecord {
             window,
@@ -539,9 +545,9 @@ fn stored_row(
             rank: rank as u32,
             incarnation: incarnation as u64,
             cseq: None,
-            // an unreadable body fails verification, which decodes it again
-            event: body.decode().unwrap_or(Event::Detach),
+            event,
         },
+        unreadable,
         body,
         prev_hash,
         hash,

@@ -294,6 +294,51 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
     }
 }
 
+/// A row whose stored event cannot be read is named by verify, and readers that act on
+/// events (replay, check) refuse with DATA_LOSS naming it instead of silently leaving it out.
+async fn an_unreadable_row_is_named_never_skipped(store: Store) {
+    let server = store.server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let mut database = store.connect(&server).await;
+    let fixture = Fixture::on(server, 3).await;
+    let (window, _) = workload(&fixture, 11).await;
+    let events = audit.events(window, 1).await.unwrap();
+    let target = events
+        .iter()
+        .find(|event| event.body.contains("\"event\":\"op\""))
+        .expect("an applied operation")
+        .seq;
+    assert!(audit.replay(window, None).await.is_ok());
+    // bytes that are no protobuf event (a field number 0 is never valid)
+    let garbage = match store {
+        Store::Sqlite => "x'00ff'",
+        Store::Postgres(_) => "'\\x00ff'::bytea",
+    };
+    let sql =
+        format!("UPDATE audit_events SET event = {garbage} WHERE window_id = $1 AND seq = $2");
+    let binds = [window as i64, target as i64];
+    assert_eq!(database.execute(&[(&sql, &binds)]).await, [1]);
+
+    assert_eq!(audit.verify(window).await.unwrap().first_bad, Some(target));
+    let named = format!("event {target} of window {window} cannot be read");
+    let replayed = audit.replay(window, None).await.unwrap_err();
+    assert_eq!(replayed.code(), tonic::Code::DataLoss, "{replayed}");
+    assert!(replayed.to_string().contains(&named), "{replayed}");
+    let checked = audit.check(window).await.unwrap_err();
+    assert_eq!(checked.code(), tonic::Code::DataLoss, "{checked}");
+    assert!(checked.to_string().contains(&named), "{checked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_row_is_named_never_skipped_on_sqlite() {
+    an_unreadable_row_is_named_never_skipped(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_row_is_named_never_skipped_on_postgres() {
+    an_unreadable_row_is_named_never_skipped(Store::postgres().await).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_sqlite() {
     changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(Store::Sqlite).await;
