@@ -1,28 +1,27 @@
-//! Arbitrary bytes as a session's `ClientMessage`, through every check the server makes before
-//! a call reaches an actor, and then through what the actor does with a call that passed them.
+//! Arbitrary bytes as a session's `ClientMessage`, through the server's own admission
+//! (`onesided_proto::admit::admit`, the function the session calls) and then, for what it
+//! admits, through core's target engine (`onesided_core::target::Target`, what the actors run).
 //!
-//! The server's session (server/src/session.rs, `Session::handle` and `Session::op`) refuses
-//! calls with pure functions of core and proto; this target calls the same ones in the same
-//! order, on one rank's epoch state of a fixed four-rank window, and indexes the window's ranks
-//! wherever the session does. It must never panic, and it checks two promises on the way:
-//! - an operation [`TargetOp::validate`] accepts is one [`apply`] performs on a public copy of
-//!   the target's size (the actor applies without checking again), and
-//! - the byte runs validate returns are inside that copy, and
+//! It runs one rank's session on a fixed four-rank window and indexes the window's ranks
+//! wherever the session does. It must never panic, and it checks on the way:
+//! - an operation admission accepts is one the target engine applies (the engine applies
+//!   without checking again), answering with as many bytes as the access covers, and
 //! - a refused call leaves the epoch state, the public copies and the client chain as they
 //!   were.
 
 #![no_main]
 
+use std::time::{Duration, Instant};
+
 use libfuzzer_sys::fuzz_target;
 use onesided_core::audit::Event;
-use onesided_core::epoch::{EpochState, LockType};
-use onesided_core::window::apply;
-use onesided_core::{ErrorClass, RmaError};
+use onesided_core::epoch::{AccessTag, EpochState, LockRequest, LockType};
+use onesided_core::target::{Access, Input, Outcome, Segment, Target};
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::RmaError;
+use onesided_proto::admit::{admit, Admitted, OpenState, OpenWindows};
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::ClientMessage;
-use onesided_proto::{
-    check_segments, client_rows_marker, record_rows, recorded_events, target_op_from_wire,
-};
 use prost::Message;
 
 /// The window: one size and disp_unit per rank (a zero-size rank, a non-power-of-two unit).
@@ -32,18 +31,53 @@ const DISP_UNITS: [u32; 4] = [1, 8, 4, 3];
 const ME: u32 = 1;
 
 struct Window {
+    desc: WindowDesc,
     epoch: EpochState,
-    public: Vec<Vec<u8>>,
     /// The next row of the session's client chain of this window (client-persisted events).
     next_cseq: u64,
+    /// Every rank's target engine.
+    targets: Vec<Target<u64>>,
+}
+
+impl OpenWindows for Window {
+    /// Every window id names the one window (the session's lookup is a map).
+    fn open(&mut self, _id: u64) -> Option<OpenState<'_>> {
+        Some(OpenState {
+            desc: &self.desc,
+            epoch: &mut self.epoch,
+            next_cseq: &mut self.next_cseq,
+        })
+    }
 }
 
 impl Window {
     fn new(no_locks: bool) -> Self {
+        let info = WindowInfo {
+            no_locks,
+            ..WindowInfo::default()
+        };
         Window {
+            desc: WindowDesc {
+                id: 1,
+                name: "fuzz".to_string(),
+                world: "fuzz".to_string(),
+                flavor: Flavor::Create,
+                model: MemoryModel::Separate,
+                sizes: SIZES.to_vec(),
+                disp_units: DISP_UNITS.to_vec(),
+                info,
+            },
             epoch: EpochState::new(ME, SIZES.len() as u32, no_locks),
-            public: SIZES.iter().map(|&size| vec![0u8; size as usize]).collect(),
             next_cseq: 1,
+            targets: SIZES
+                .iter()
+                .enumerate()
+                .map(|(rank, &size)| {
+                    let public = vec![0u8; size as usize];
+                    let now = Instant::now();
+                    Target::new(rank as u32, 4, public, true, Duration::ZERO, now)
+                })
+                .collect(),
         }
     }
 
@@ -54,127 +88,118 @@ impl Window {
         index
     }
 
-    fn call(&mut self, call: Call) -> Result<(), RmaError> {
-        let me = ME as usize;
-        match call {
-            Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_) => {}
-            Call::Fence(fence) => {
-                check_segments(SIZES[me], &fence.push)?;
-                let plan = self.epoch.fence(fence.assert)?;
-                if plan.push {
-                    push(&mut self.public[me], &fence.push);
-                }
-            }
-            Call::Post(post) => {
-                check_segments(SIZES[me], &post.push)?;
-                let plan = self.epoch.post(&post.group, post.assert)?;
-                if plan.push {
-                    push(&mut self.public[me], &post.push);
-                }
-            }
-            Call::Start(start) => {
-                self.epoch.start(&start.group, start.assert)?;
-            }
-            Call::Complete(_) => {
-                for (target, _generation) in self.epoch.complete()? {
-                    self.rank(target);
-                }
-            }
-            Call::Wait(_) => {
-                self.epoch.wait()?;
-            }
-            Call::Test(_) => {
-                // a true flag has the effect of wait (its answer comes from the actor)
-                if self.epoch.test()? {
-                    let _ = self.epoch.wait();
-                }
-            }
-            Call::Lock(lock) => {
-                let lock_type = LockType::from_code(lock.lock_type)?;
-                self.epoch.lock(lock_type, lock.target, lock.assert)?;
-            }
-            Call::Unlock(unlock) => {
-                check_segments(SIZES[me], &unlock.push)?;
-                self.epoch.unlock(unlock.target)?;
-                push(&mut self.public[me], &unlock.push);
-                self.rank(unlock.target);
-            }
-            Call::LockAll(lock_all) => {
-                self.epoch.lock_all(lock_all.assert)?;
-            }
-            Call::UnlockAll(unlock_all) => {
-                check_segments(SIZES[me], &unlock_all.push)?;
-                let released = self.epoch.unlock_all()?;
-                push(&mut self.public[me], &unlock_all.push);
-                for target in released {
-                    self.rank(target);
-                }
-            }
-            Call::Flush(flush) => {
-                let travelled = self.epoch.flush(flush.target)?;
-                if !flush.local && travelled {
-                    self.rank(flush.target);
-                }
-            }
-            Call::FlushAll(flush_all) => {
-                let targets = self.epoch.flush_all()?;
-                if !flush_all.local {
-                    for target in targets {
+    fn publics(&self) -> Vec<Vec<u8>> {
+        self.targets.iter().map(|target| target.public().to_vec()).collect()
+    }
+
+    /// What one's own rank does with pushed bytes.
+    fn push(&mut self, segments: Vec<Segment>) {
+        if !segments.is_empty() {
+            let own = &mut self.targets[ME as usize];
+            own.handle(Input::Push { segments }, Instant::now());
+            own.take_effects();
+        }
+    }
+
+    fn call(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
+        if matches!(call, Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_)) {
+            return Ok(());
+        }
+        match admit(self, ME, id, call)? {
+            Admitted::Fence { push, closes, .. } => {
+                self.push(push);
+                if closes.is_some() {
+                    for target in 0..SIZES.len() as u32 {
                         self.rank(target);
                     }
                 }
             }
-            Call::Sync(sync) => {
-                check_segments(SIZES[me], &sync.push)?;
-                self.epoch.sync()?;
-                push(&mut self.public[me], &sync.push);
-            }
-            Call::Op(op) => {
-                if op.target >= SIZES.len() as u32 {
-                    // the session's own range check
-                    return Err(RmaError::new(ErrorClass::Rank, "outside the group"));
-                }
-                let target_op = target_op_from_wire(&op)?;
-                let target = op.target as usize;
-                let access = target_op.validate(SIZES[target], DISP_UNITS[target])?;
-                self.epoch.op(op.target, op.request_based)?;
-                // what the target's actor does with it
-                for run in &access.runs {
-                    let end = run.offset.checked_add(run.len);
-                    assert!(
-                        end.is_some_and(|end| end <= SIZES[target]),
-                        "validate let a run at {} of {} bytes through to a window of {}",
-                        run.offset,
-                        run.len,
-                        SIZES[target]
-                    );
-                }
-                let public = &mut self.public[target];
-                let before = public.clone();
-                match apply(public, &access, &target_op) {
-                    Ok(result) => {
-                        let expected = if target_op.kind.returns_data() {
-                            access.bytes
-                        } else {
-                            0
-                        };
-                        assert_eq!(result.len() as u64, expected, "the answer's length");
-                    }
-                    Err(error) => {
-                        assert_eq!(*public, before, "a refused apply changed the public copy");
-                        panic!("validate accepted what apply refuses: {error}");
-                    }
+            Admitted::Post { push, .. }
+            | Admitted::Unlock { push, .. }
+            | Admitted::Sync { push } => self.push(push),
+            Admitted::UnlockAll { push, released, .. } => {
+                self.push(push);
+                for target in released {
+                    self.rank(target);
                 }
             }
-            Call::Record(record) if record.rows.is_some() => {
-                let rows = record_rows(&record)?;
-                let (marker, next) = client_rows_marker(record.window, rows, self.next_cseq)?;
-                assert!(next > self.next_cseq, "the client chain went back");
+            Admitted::Complete { markers } => {
+                for (target, _generation) in markers {
+                    self.rank(target);
+                }
+            }
+            Admitted::Test { pull } => {
+                // the flag comes from the actor: explore both ways (a true flag has the effect
+                // of wait)
+                if pull {
+                    let _ = self.epoch.wait();
+                }
+            }
+            Admitted::Flush {
+                travels: Some((_, target)),
+            } => {
+                self.rank(target);
+            }
+            Admitted::FlushAll {
+                travels: Some((_, targets)),
+            } => {
+                for target in targets {
+                    self.rank(target);
+                }
+            }
+            Admitted::Op {
+                target, op, access, ..
+            } => {
+                let index = self.rank(target);
+                let expected = if op.kind.returns_data() { access.bytes } else { 0 };
+                // the engine applies it under a NOCHECK lock of this origin
+                let engine = &mut self.targets[index];
+                let now = Instant::now();
+                let lock = Access::LockRequest {
+                    request: LockRequest {
+                        lock_type: LockType::Exclusive,
+                        nocheck: true,
+                    },
+                    holding_elsewhere: false,
+                    grant: None,
+                };
+                let applied = Access::Op {
+                    op_id: id,
+                    incarnation: 1,
+                    tag: AccessTag::Lock,
+                    token: 0,
+                    op,
+                    access,
+                    reply: 0,
+                };
+                for item in [lock, applied, Access::Unlock { reply: 1 }] {
+                    let input = Input::Access {
+                        origin: ME,
+                        incarnation: 1,
+                        item,
+                    };
+                    engine.handle(input, now);
+                }
+                let effects = engine.take_effects();
+                let answer = effects
+                    .answers
+                    .iter()
+                    .chain(&effects.early)
+                    .find(|(reply, _)| *reply == 0)
+                    .map(|(_, answer)| answer.clone());
+                match answer {
+                    Some(Ok(Outcome::Data(data))) => {
+                        assert_eq!(data.len() as u64, expected, "the answer's length")
+                    }
+                    Some(Ok(Outcome::Done)) => assert_eq!(expected, 0, "no data came back"),
+                    other => panic!("admission accepted what the engine refuses: {other:?}"),
+                }
+            }
+            Admitted::ClientRows { marker } => {
                 assert!(matches!(marker, Event::ClientEvents { .. }));
-                self.next_cseq = next;
             }
-            Call::Record(record) => {
-                for event in recorded_events(&record, SIZES[ME as usize], SIZES.len() as u32)? {
+            Admitted::Recorded { events } => {
+                for event in events {
                     assert!(event.is_client_side(), "a server-side event was accepted");
                     if let Event::Store { ranges } | Event::Load { ranges } = &event {
                         assert!(
@@ -184,20 +209,15 @@ impl Window {
                     }
                 }
             }
-            Call::WinFree(_) => {
-                self.epoch.free()?;
-            }
-            Call::Batch(_) => unreachable!("batches are flattened by the caller"),
+            Admitted::Start { .. }
+            | Admitted::Wait { .. }
+            | Admitted::Lock { .. }
+            | Admitted::LockAll { .. }
+            | Admitted::Flush { travels: None }
+            | Admitted::FlushAll { travels: None }
+            | Admitted::Free { .. } => {}
         }
         Ok(())
-    }
-}
-
-/// What the rank's actor does with pushed bytes (checked by `check_segments` before).
-fn push(public: &mut [u8], segments: &[onesided_proto::v1::Segment]) {
-    for segment in segments {
-        let start = segment.offset as usize;
-        public[start..start + segment.data.len()].copy_from_slice(&segment.data);
     }
 }
 
@@ -242,15 +262,16 @@ fuzz_target!(|data: &[u8]| {
         for call in calls.iter().cloned() {
             // a refused call leaves the state as it was; the next one goes on from there
             let epoch = window.epoch.clone();
-            let public = window.public.clone();
+            let public = window.publics();
             let next_cseq = window.next_cseq;
-            if window.call(call).is_err() {
+            if window.call(message.id, call).is_err() {
                 assert_eq!(
                     window.epoch, epoch,
                     "a refused call changed the epoch state"
                 );
                 assert_eq!(
-                    window.public, public,
+                    window.publics(),
+                    public,
                     "a refused call changed a public copy"
                 );
                 assert_eq!(

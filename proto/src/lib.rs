@@ -2,7 +2,9 @@
 //! core's types.
 //!
 //! Owns: prost/tonic codegen (the only crate that knows it), the table from MPI error class to
-//! gRPC code, and conversions of layouts, datatypes and ops. Must not: decide semantics.
+//! gRPC code, conversions of layouts, datatypes and ops, and [`admit`]: whether a session's
+//! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
+//! Must not: do I/O.
 
 #![allow(missing_docs, clippy::large_enum_variant)]
 
@@ -16,6 +18,8 @@ pub mod audit {
         tonic::include_proto!("onesided.audit.v1");
     }
 }
+
+pub mod admit;
 
 /// Generated code of package `onesided.v1`.
 #[allow(clippy::all, missing_debug_implementations, rust_2018_idioms)]

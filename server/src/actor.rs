@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided_core::audit::Event;
-use onesided_core::target::{self, Access, Effects, Input, Target};
+use onesided_core::target::{self, Access, Effects, Input, Segment, Target};
 use onesided_core::{ErrorClass, RmaError};
-use onesided_proto::v1::Segment;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -301,9 +300,7 @@ impl WindowServer {
                 return Some(done);
             }
             Command::Opened { origin } => Input::Opened { origin },
-            Command::Push { segments } => Input::Push {
-                segments: onesided_proto::segments_from_wire(segments),
-            },
+            Command::Push { segments } => Input::Push { segments },
             Command::FenceEnter {
                 fence,
                 closes,

@@ -11,13 +11,12 @@ use std::sync::Arc;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use onesided_core::audit::Event;
-use onesided_core::epoch::{EpochState, LockRequest, LockType};
+use onesided_core::epoch::EpochState;
+use onesided_core::target::Segment;
 use onesided_core::{ErrorClass, RmaError};
-use onesided_proto::target_op_from_wire;
-use onesided_proto::v1;
+use onesided_proto::admit::{self, Admitted};
 use onesided_proto::v1::{
-    client_message::Call, server_message, Attached, ClientMessage, Done, RmaOp, Segment,
-    ServerMessage,
+    client_message::Call, server_message, Attached, ClientMessage, Done, ServerMessage,
 };
 use tokio::sync::{oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -400,140 +399,95 @@ impl Session {
         async move { audit.submit(events, answers).await }
     }
 
-    fn window(&mut self, id: u64) -> Result<&mut OpenWindow, RmaError> {
-        self.windows.get_mut(&id).ok_or_else(|| {
-            RmaError::new(
-                ErrorClass::Win,
-                format!("window {id} is not open in this session"),
-            )
-        })
-    }
-
     async fn handle(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
         let me = self.member.rank;
         let inc = self.incarnation;
-        match call {
-            Call::OpenWindow(open) => {
-                let entry = self
-                    .registry
-                    .window(&self.member.world, &open.name)
-                    .ok_or_else(|| onesided_core::window::unknown_window(&open.name))?;
-                if self.windows.contains_key(&entry.desc.id) {
-                    // the epoch state (and PSCW generations) live on: a second handle with a
-                    // fresh private copy would silently diverge from it
-                    return Err(RmaError::new(
-                        ErrorClass::Arg,
-                        format!("window {} is already open in this session", open.name),
-                    ));
-                }
-                let desc = describe(&entry.desc);
-                let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
-                let window_id = entry.desc.id;
-                for actor in &entry.ranks {
-                    actor.send(Command::Opened { origin: me }).await?;
-                }
-                self.windows.insert(
-                    window_id,
-                    OpenWindow {
-                        entry,
-                        epoch,
-                        next_cseq: 1,
-                    },
-                );
-                self.log(window_id, Event::Attach, None).await;
-                self.reply(id).send(Ok(server_message::Reply::Window(desc)));
+        let window_id = match &call {
+            Call::OpenWindow(open) => return self.open_window(id, &open.name).await,
+            // it only kept the lease alive, which any message does
+            Call::Heartbeat(_) => return Ok(()),
+            Call::Batch(_) => {
+                return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
             }
-            Call::Fence(fence) => {
-                let window = self.window(fence.window)?;
-                check_segments(&window.entry, me, &fence.push)?;
-                let plan = window.epoch.fence(fence.assert)?;
-                let ranks = window.entry.ranks.clone();
-                let enter = Event::FenceEnter {
-                    fence: plan.fence,
-                    assert: fence.assert,
-                };
-                self.log(fence.window, enter, None).await;
-                let own = &ranks[me as usize];
-                if plan.push {
-                    own.send(Command::Push {
-                        segments: fence.push,
-                    })
-                    .await?;
-                }
-                if let Some(epoch) = plan.closes {
-                    for target in &ranks {
+            Call::Barrier(_) => return self.barrier(id).await,
+            call => admit::window_of(call).unwrap_or_default(),
+        };
+        // an operation takes a slot of the session's pending budget before anything else
+        let reply = if matches!(call, Call::Op(_)) {
+            let permit = Arc::clone(&self.pending).try_acquire_owned().map_err(|_| {
+                crate::limits::exhausted(format!(
+                    "this session has {} operations unanswered, the server's limit",
+                    self.registry.limits().max_pending_ops
+                ))
+            })?;
+            Reply::Counted {
+                reply: Box::new(self.reply(id)),
+                permit: PendingOp::new(permit, self.registry.metrics()),
+            }
+        } else {
+            self.reply(id)
+        };
+        let admitted = admit::admit(&mut Opened(&mut self.windows), me, id, call)?;
+        // admission found the window open
+        let Some(entry) = self
+            .windows
+            .get(&window_id)
+            .map(|open| Arc::clone(&open.entry))
+        else {
+            return Err(RmaError::new(ErrorClass::Win, "the window is not open"));
+        };
+        let ranks = &entry.ranks;
+        let own = &ranks[me as usize];
+        match admitted {
+            Admitted::Fence {
+                event,
+                fence,
+                closes,
+                pull,
+                push: segments,
+            } => {
+                self.log(window_id, event, None).await;
+                push(own, segments).await?;
+                if let Some(epoch) = closes {
+                    for target in ranks {
                         access(target, (me, inc), AccessItem::FenceMarker { epoch }).await?;
                     }
                 }
                 own.send(Command::FenceEnter {
-                    fence: plan.fence,
-                    closes: plan.closes,
-                    pull: plan.pull,
-                    reply: self.reply(id),
+                    fence,
+                    closes,
+                    pull,
+                    reply,
                 })
                 .await?;
             }
-            Call::Post(post) => {
-                let window = self.window(post.window)?;
-                check_segments(&window.entry, me, &post.push)?;
-                let plan = window.epoch.post(&post.group, post.assert)?;
-                let own = window.entry.ranks[me as usize].clone();
-                if plan.push {
-                    own.send(Command::Push {
-                        segments: post.push,
-                    })
-                    .await?;
-                }
-                let event = Event::Post {
-                    group: plan.group.clone(),
-                    assert: post.assert,
-                };
-                let reply = self.reply(id);
-                self.log(post.window, event, Some(reply)).await;
-                own.send(Command::Post { group: plan.group }).await?;
+            Admitted::Post {
+                event,
+                group,
+                push: segments,
+            } => {
+                push(own, segments).await?;
+                self.log(window_id, event, Some(reply)).await;
+                own.send(Command::Post { group }).await?;
             }
-            Call::Start(start) => {
-                let window = self.window(start.window)?;
-                let group = window.epoch.start(&start.group, start.assert)?;
-                let event = Event::Start {
-                    group,
-                    assert: start.assert,
-                };
-                self.log(start.window, event, Some(self.reply(id))).await;
-            }
-            Call::Complete(complete) => {
-                let window = self.window(complete.window)?;
-                let markers = window.epoch.complete()?;
-                let ranks = window.entry.ranks.clone();
-                let reply = self.reply(id);
-                self.log(complete.window, Event::Complete, Some(reply))
-                    .await;
+            Admitted::Start { event } => self.log(window_id, event, Some(reply)).await,
+            Admitted::Complete { markers } => {
+                self.log(window_id, Event::Complete, Some(reply)).await;
                 for (target, generation) in markers {
-                    access(
-                        &ranks[target as usize],
-                        (me, inc),
-                        AccessItem::CompleteMarker { generation },
-                    )
-                    .await?;
+                    let marker = AccessItem::CompleteMarker { generation };
+                    access(&ranks[target as usize], (me, inc), marker).await?;
                 }
             }
-            Call::Wait(wait) => {
-                let window = self.window(wait.window)?;
-                let pull = window.epoch.wait()?;
-                let own = window.entry.ranks[me as usize].clone();
-                self.log(wait.window, Event::WaitEnter, None).await;
+            Admitted::Wait { pull } => {
+                self.log(window_id, Event::WaitEnter, None).await;
                 own.send(Command::Wait {
                     pull,
                     test: false,
-                    reply: self.reply(id),
+                    reply,
                 })
                 .await?;
             }
-            Call::Test(test) => {
-                let window_id = test.window;
-                let window = self.window(window_id)?;
-                let pull = window.epoch.test()?;
-                let own = window.entry.ranks[me as usize].clone();
+            Admitted::Test { pull } => {
                 let (sender, answer) = oneshot::channel();
                 own.send(Command::Wait {
                     pull,
@@ -541,7 +495,6 @@ impl Session {
                     reply: Reply::Session(sender),
                 })
                 .await?;
-                let reply = self.reply(id);
                 self.control.push(Box::pin(async move {
                     let answer = answer.await.unwrap_or_else(|_| {
                         Err(RmaError::new(ErrorClass::Win, "the window was freed"))
@@ -549,221 +502,135 @@ impl Session {
                     (Control::Test(window_id), reply, answer)
                 }));
             }
-            Call::Lock(lock) => {
-                let lock_type = LockType::from_code(lock.lock_type)?;
-                let window = self.window(lock.window)?;
-                let eager = window.epoch.lock(lock_type, lock.target, lock.assert)?;
-                let issued = issued("lock", Some(lock.target));
-                let window = lock.window;
+            Admitted::Lock { event, eager } => {
                 // a lazy lock is answered once its request is handed to the log (it completes
                 // nothing: the unlock, whose answer waits for the commit, does); an eager one
                 // at the grant
-                self.log(window, issued, None).await;
-                if !eager {
-                    self.reply(id).done();
-                }
-                let window = self.window(window)?;
-                if eager {
-                    let own = window.entry.ranks[me as usize].clone();
-                    let request = LockRequest {
-                        lock_type,
-                        nocheck: lock.assert & onesided_core::assert::Assert::NOCHECK != 0,
-                    };
-                    let holding_elsewhere = window.epoch.holds_locks_besides(me);
-                    access(
-                        &own,
-                        (me, inc),
-                        AccessItem::LockRequest {
-                            request,
-                            holding_elsewhere,
-                            grant: Some(self.reply(id)),
-                        },
-                    )
-                    .await?;
-                }
-            }
-            Call::Unlock(unlock) => {
-                let window = self.window(unlock.window)?;
-                check_segments(&window.entry, me, &unlock.push)?;
-                let plan = window.epoch.unlock(unlock.target)?;
-                let holding_elsewhere = window.epoch.holds_locks_besides(unlock.target);
-                let ranks = window.entry.ranks.clone();
-                self.log(unlock.window, issued("unlock", Some(unlock.target)), None)
-                    .await;
-                push(&ranks[me as usize], unlock.push).await?;
-                let target = &ranks[unlock.target as usize];
-                if !plan.requested {
-                    access(
-                        target,
-                        (me, inc),
-                        AccessItem::LockRequest {
-                            request: plan.lock,
-                            holding_elsewhere,
-                            grant: None,
-                        },
-                    )
-                    .await?;
-                }
-                access(
-                    target,
-                    (me, inc),
-                    AccessItem::Unlock {
-                        reply: self.reply(id),
-                    },
-                )
-                .await?;
-            }
-            Call::LockAll(lock_all) => {
-                let window = self.window(lock_all.window)?;
-                let request = window.epoch.lock_all(lock_all.assert)?;
-                let own = window.entry.ranks[me as usize].clone();
-                self.log(lock_all.window, issued("lock_all", None), None)
-                    .await;
-                access(
-                    &own,
-                    (me, inc),
-                    AccessItem::LockRequest {
-                        request,
-                        holding_elsewhere: true,
-                        grant: Some(self.reply(id)),
-                    },
-                )
-                .await?;
-            }
-            Call::UnlockAll(unlock_all) => {
-                let window = self.window(unlock_all.window)?;
-                check_segments(&window.entry, me, &unlock_all.push)?;
-                let released = window.epoch.unlock_all()?;
-                let ranks = window.entry.ranks.clone();
-                self.log(unlock_all.window, issued("unlock_all", None), None)
-                    .await;
-                push(&ranks[me as usize], unlock_all.push).await?;
-                let gather = Gather::new(released.len(), self.reply(id));
-                for target in released {
-                    access(
-                        &ranks[target as usize],
-                        (me, inc),
-                        AccessItem::Unlock {
-                            reply: Reply::Gather(Arc::clone(&gather)),
-                        },
-                    )
-                    .await?;
-                }
-            }
-            Call::Flush(flush) => {
-                let window = self.window(flush.window)?;
-                let travelled = window.epoch.flush(flush.target)?;
-                if flush.local || !travelled {
-                    // Local completion is the client's: its results arrive on their own.
-                    self.reply(id).done();
-                } else {
-                    let target = window.entry.ranks[flush.target as usize].clone();
-                    self.log(flush.window, issued("flush", Some(flush.target)), None)
-                        .await;
-                    access(
-                        &target,
-                        (me, inc),
-                        AccessItem::Flush {
-                            reply: self.reply(id),
-                        },
-                    )
-                    .await?;
-                }
-            }
-            Call::FlushAll(flush_all) => {
-                let window = self.window(flush_all.window)?;
-                let targets = window.epoch.flush_all()?;
-                if flush_all.local {
-                    self.reply(id).done();
-                } else {
-                    let ranks = window.entry.ranks.clone();
-                    self.log(flush_all.window, issued("flush_all", None), None)
-                        .await;
-                    let gather = Gather::new(targets.len(), self.reply(id));
-                    for target in targets {
-                        access(
-                            &ranks[target as usize],
-                            (me, inc),
-                            AccessItem::Flush {
-                                reply: Reply::Gather(Arc::clone(&gather)),
-                            },
-                        )
-                        .await?;
+                self.log(window_id, event, None).await;
+                match eager {
+                    None => reply.done(),
+                    Some(request) => {
+                        let item = lock_request(request, Some(reply));
+                        access(own, (me, inc), item).await?;
                     }
                 }
             }
-            Call::Sync(sync) => {
-                let window = self.window(sync.window)?;
-                check_segments(&window.entry, me, &sync.push)?;
-                window.epoch.sync()?;
-                let own = window.entry.ranks[me as usize].clone();
-                self.log(sync.window, Event::Sync, None).await;
-                push(&own, sync.push).await?;
-                own.send(Command::Pull {
-                    reply: self.reply(id),
-                })
-                .await?;
-            }
-            Call::Op(op) => self.op(id, op).await?,
-            // it only kept the lease alive, which any message does
-            Call::Heartbeat(_) => {}
-            Call::Batch(_) => {
-                return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
-            }
-            Call::Barrier(_) => {
-                let open: Vec<u64> = self.windows.keys().copied().collect();
-                for &window in &open {
-                    self.log(window, Event::BarrierEnter, None).await;
+            Admitted::Unlock {
+                event,
+                target,
+                request,
+                push: segments,
+            } => {
+                self.log(window_id, event, None).await;
+                push(own, segments).await?;
+                let target = &ranks[target as usize];
+                if let Some(request) = request {
+                    access(target, (me, inc), lock_request(request, None)).await?;
                 }
-                let reply = self.reply(id);
-                let (sender, answer) = oneshot::channel();
-                self.member
-                    .collectives
-                    .arrive(Collective::Barrier, me, Reply::Session(sender))
+                access(target, (me, inc), AccessItem::Unlock { reply }).await?;
+            }
+            Admitted::LockAll { event, request } => {
+                self.log(window_id, event, None).await;
+                let request = admit::Request {
+                    request,
+                    holding_elsewhere: true,
+                };
+                access(own, (me, inc), lock_request(request, Some(reply))).await?;
+            }
+            Admitted::UnlockAll {
+                event,
+                released,
+                push: segments,
+            } => {
+                self.log(window_id, event, None).await;
+                push(own, segments).await?;
+                let gather = Gather::new(released.len(), reply);
+                for target in released {
+                    let reply = Reply::Gather(Arc::clone(&gather));
+                    access(
+                        &ranks[target as usize],
+                        (me, inc),
+                        AccessItem::Unlock { reply },
+                    )
                     .await?;
-                self.control.push(Box::pin(async move {
-                    let answer = answer.await.unwrap_or_else(|_| {
-                        Err(RmaError::new(ErrorClass::Other, "the world was deleted"))
-                    });
-                    (Control::Barrier(open), reply, answer)
-                }));
-            }
-            Call::Record(record) if record.rows.is_some() => {
-                let marker = self.client_rows(&record)?;
-                self.log(record.window, marker, Some(self.reply(id))).await;
-            }
-            Call::Record(record) => {
-                let window = self.window(record.window)?;
-                let own_size = window.entry.desc.sizes[me as usize];
-                let nranks = window.entry.desc.nranks();
-                let events = onesided_proto::recorded_events(&record, own_size, nranks)?;
-                if events.is_empty() {
-                    // a drain: answered once everything this session submitted is committed
-                    let audit = self.registry.audit().clone();
-                    let reply = self.reply(id);
-                    audit.flush().await;
-                    reply.done();
-                    return Ok(());
                 }
+            }
+            Admitted::Flush { travels: None } | Admitted::FlushAll { travels: None } => {
+                reply.done();
+            }
+            Admitted::Flush {
+                travels: Some((event, target)),
+            } => {
+                self.log(window_id, event, None).await;
+                let flush = AccessItem::Flush { reply };
+                access(&ranks[target as usize], (me, inc), flush).await?;
+            }
+            Admitted::FlushAll {
+                travels: Some((event, targets)),
+            } => {
+                self.log(window_id, event, None).await;
+                let gather = Gather::new(targets.len(), reply);
+                for target in targets {
+                    let reply = Reply::Gather(Arc::clone(&gather));
+                    access(
+                        &ranks[target as usize],
+                        (me, inc),
+                        AccessItem::Flush { reply },
+                    )
+                    .await?;
+                }
+            }
+            Admitted::Sync { push: segments } => {
+                self.log(window_id, Event::Sync, None).await;
+                push(own, segments).await?;
+                own.send(Command::Pull { reply }).await?;
+            }
+            Admitted::Op {
+                target,
+                issued,
+                request,
+                tag,
+                token,
+                op,
+                access: runs,
+            } => {
+                let target = &ranks[target as usize];
+                self.log(window_id, issued, None).await;
+                if let Some(request) = request {
+                    access(target, (me, inc), lock_request(request, None)).await?;
+                }
+                let item = AccessItem::Op {
+                    op_id: id,
+                    incarnation: inc,
+                    tag,
+                    token,
+                    op,
+                    access: runs,
+                    reply,
+                };
+                access(target, (me, inc), item).await?;
+            }
+            Admitted::ClientRows { marker } => self.log(window_id, marker, Some(reply)).await,
+            Admitted::Recorded { events } if events.is_empty() => {
+                // a drain: answered once everything this session submitted is committed
+                self.registry.audit().flush().await;
+                reply.done();
+            }
+            Admitted::Recorded { events } => {
                 for event in events {
-                    self.log(record.window, event, None).await;
+                    self.log(window_id, event, None).await;
                 }
                 // answered once handed to the log: the client's next completing call (or the
                 // drain above, at close) waits for their commit, which is behind them
-                self.reply(id).done();
+                reply.done();
             }
-            Call::WinFree(free) => {
-                let window = self.window(free.window)?;
-                window.epoch.free()?;
-                let window_id = free.window;
-                self.log(window_id, issued("win_free", None), None).await;
-                let window = self.window(window_id)?;
+            Admitted::Free { event, barrier } => {
+                self.log(window_id, event, None).await;
+                self.windows.remove(&window_id);
                 let collective = Collective::Free {
-                    window: free.window,
-                    barrier: !window.entry.desc.info.no_locks,
+                    window: window_id,
+                    barrier,
                 };
-                self.windows.remove(&free.window);
-                let reply = self.reply(id);
                 self.member
                     .collectives
                     .arrive(collective, me, reply)
@@ -773,88 +640,61 @@ impl Session {
         Ok(())
     }
 
-    /// The marker of a record of rows the client persisted itself, once they continue its
-    /// chain of that window (then the chain's next cseq moves on).
-    fn client_rows(&mut self, record: &v1::Record) -> Result<Event, RmaError> {
-        let rows = onesided_proto::record_rows(record)?;
-        let window = self.window(record.window)?;
-        let (marker, next) =
-            onesided_proto::client_rows_marker(record.window, rows, window.next_cseq)?;
-        window.next_cseq = next;
-        Ok(marker)
-    }
-
-    async fn op(&mut self, id: u64, op: RmaOp) -> Result<(), RmaError> {
+    async fn open_window(&mut self, id: u64, name: &str) -> Result<(), RmaError> {
         let me = self.member.rank;
-        let inc = self.incarnation;
-        let permit = Arc::clone(&self.pending).try_acquire_owned().map_err(|_| {
-            crate::limits::exhausted(format!(
-                "this session has {} operations unanswered, the server's limit",
-                self.registry.limits().max_pending_ops
-            ))
-        })?;
-        let reply = Reply::Counted {
-            reply: Box::new(self.reply(id)),
-            permit: PendingOp::new(permit, self.registry.metrics()),
-        };
-        let window = self.window(op.window)?;
-        let nranks = window.entry.desc.nranks();
-        if op.target >= nranks {
+        let entry = self
+            .registry
+            .window(&self.member.world, name)
+            .ok_or_else(|| onesided_core::window::unknown_window(name))?;
+        if self.windows.contains_key(&entry.desc.id) {
+            // the epoch state (and PSCW generations) live on: a second handle with a fresh
+            // private copy would silently diverge from it
             return Err(RmaError::new(
-                ErrorClass::Rank,
-                format!(
-                    "rank {} is outside the window's group of {nranks} ranks",
-                    op.target
-                ),
+                ErrorClass::Arg,
+                format!("window {name} is already open in this session"),
             ));
         }
-        let target_op = target_op_from_wire(&op)?;
-        let target = op.target as usize;
-        let access_runs = target_op.validate(
-            window.entry.desc.sizes[target],
-            window.entry.desc.disp_units[target],
-        )?;
-        let plan = window.epoch.op(op.target, op.request_based)?;
-        let holding_elsewhere = window.epoch.holds_locks_besides(op.target);
-        let handle = window.entry.ranks[target].clone();
-        let issued = Event::OpIssued {
-            op_id: id,
-            target: op.target,
-            op: onesided_core::audit::RecordedOp::of(target_op.kind),
-            datatype: target_op.dtype.name().to_string(),
-            runs: access_runs
-                .runs
-                .iter()
-                .map(|run| (run.offset, run.offset + run.len))
-                .collect(),
-        };
-        self.log(op.window, issued, None).await;
-        if let Some(request) = plan.request_lock {
-            access(
-                &handle,
-                (me, inc),
-                AccessItem::LockRequest {
-                    request,
-                    holding_elsewhere,
-                    grant: None,
-                },
+        let desc = describe(&entry.desc);
+        let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
+        let window_id = entry.desc.id;
+        for actor in &entry.ranks {
+            actor.send(Command::Opened { origin: me }).await?;
+        }
+        self.windows.insert(
+            window_id,
+            OpenWindow {
+                entry,
+                epoch,
+                next_cseq: 1,
+            },
+        );
+        self.log(window_id, Event::Attach, None).await;
+        self.reply(id).send(Ok(server_message::Reply::Window(desc)));
+        Ok(())
+    }
+
+    async fn barrier(&mut self, id: u64) -> Result<(), RmaError> {
+        let open: Vec<u64> = self.windows.keys().copied().collect();
+        for &window in &open {
+            self.log(window, Event::BarrierEnter, None).await;
+        }
+        let reply = self.reply(id);
+        let (sender, answer) = oneshot::channel();
+        self.member
+            .collectives
+            .arrive(
+                Collective::Barrier,
+                self.member.rank,
+                Reply::Session(sender),
             )
             .await?;
-        }
-        access(
-            &handle,
-            (me, inc),
-            AccessItem::Op {
-                op_id: id,
-                incarnation: inc,
-                tag: plan.tag,
-                token: op.token,
-                op: target_op,
-                access: access_runs,
-                reply,
-            },
-        )
-        .await
+        self.control.push(Box::pin(async move {
+            let answer = answer
+                .await
+                .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Other, "the world was deleted")));
+            (Control::Barrier(open), reply, answer)
+        }));
+        Ok(())
     }
 
     async fn finish(&mut self, control: Control, reply: Reply, answer: Answer) {
@@ -885,10 +725,24 @@ impl Session {
     }
 }
 
-fn issued(call: &str, target: Option<u32>) -> Event {
-    Event::Issued {
-        call: call.to_string(),
-        target,
+/// The session's open windows, as admission reads them.
+struct Opened<'a>(&'a mut HashMap<u64, OpenWindow>);
+
+impl admit::OpenWindows for Opened<'_> {
+    fn open(&mut self, id: u64) -> Option<admit::OpenState<'_>> {
+        self.0.get_mut(&id).map(|open| admit::OpenState {
+            desc: &open.entry.desc,
+            epoch: &mut open.epoch,
+            next_cseq: &mut open.next_cseq,
+        })
+    }
+}
+
+fn lock_request(request: admit::Request, grant: Option<Reply>) -> AccessItem {
+    AccessItem::LockRequest {
+        request: request.request,
+        holding_elsewhere: request.holding_elsewhere,
+        grant,
     }
 }
 
@@ -912,8 +766,4 @@ async fn push(own: &WindowServerHandle, segments: Vec<Segment>) -> Result<(), Rm
         return Ok(());
     }
     own.send(Command::Push { segments }).await
-}
-
-fn check_segments(entry: &WindowEntry, rank: u32, segments: &[Segment]) -> Result<(), RmaError> {
-    onesided_proto::check_segments(entry.desc.sizes[rank as usize], segments)
 }
