@@ -1,6 +1,7 @@
 //! The `onesided-server` binary: embedded defaults, a graceful stop on SIGTERM while sessions
 //! are attached, and acknowledged history surviving kill -9 (on SQLite and PostgreSQL, with
-//! the clients' own events shipped or persisted by them).
+//! the clients' own events shipped or persisted by them, and under sixteen concurrent clients
+//! on both stores).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -311,15 +312,23 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     assert!(status.success());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once() {
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
+    store: Store,
+) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
     use onesided_client::{Audit, AuditEvent, LockType, Op};
     const CLIENTS: u32 = 16;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let token = ["--admin-token", "binary-test-admin-token"];
+    let mut token = vec![
+        "--admin-token".to_string(),
+        "binary-test-admin-token".to_string(),
+    ];
+    if let Some(database) = store.database_url() {
+        token.extend(["--database-url".to_string(), database]);
+    }
+    let token: Vec<&str> = token.iter().map(String::as_str).collect();
     let (mut child, url) = start(&data, &token);
     let admin = Admin::connect(&url, "binary-test-admin-token")
         .await
@@ -431,6 +440,24 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
         .await
         .unwrap();
     assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_sqlite(
+) {
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
+        Store::Sqlite,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_postgres(
+) {
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
+        Store::postgres().await,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
