@@ -631,3 +631,83 @@ async fn a_generated_admin_token_file_is_whole_private_and_the_only_file_written
         .unwrap();
     assert!(terminate(child).success());
 }
+
+/// Not a test of its own: the client process of
+/// [`a_frozen_client_does_not_hold_up_a_graceful_stop`], run by it as a child (the real client
+/// library in a process it can stop). Attaches, says so, and waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the client process of a_frozen_client_does_not_hold_up_a_graceful_stop"]
+async fn frozen_client_process() {
+    let (Ok(url), Ok(token)) = (
+        std::env::var("ONESIDED_FROZEN_URL"),
+        std::env::var("ONESIDED_FROZEN_TOKEN"),
+    ) else {
+        return;
+    };
+    let session = Session::attach(&url, &token).await.unwrap();
+    let window = session.window("x").await.unwrap();
+    window.lock_all(0).await.unwrap();
+    println!("attached and locked");
+    std::future::pending::<()>().await;
+}
+
+/// A client frozen with SIGSTOP (its session open, its TCP connection up, nothing read or
+/// answered any more) does not keep a SIGTERMed server from exiting: the graceful stop is
+/// bounded (README, "Run the server").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_client_does_not_hold_up_a_graceful_stop() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let (child, url) = start(&data, &["--admin-token", "binary-test-admin-token"]);
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
+    let world = admin.create_world("w", 1).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 1, 1))
+        .await
+        .unwrap();
+    let mut client = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "binary::frozen_client_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ONESIDED_FROZEN_URL", &url)
+        .env("ONESIDED_FROZEN_TOKEN", &world.tokens[0])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = client.id().to_string();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let said = lines.find(|line| {
+        line.as_ref()
+            .is_ok_and(|line| line.contains("attached and locked"))
+    });
+    let signal = |which: &str| {
+        Command::new("kill")
+            .args([which, &pid])
+            .status()
+            .unwrap()
+            .success()
+    };
+    if said.is_none() {
+        signal("-KILL");
+        panic!("the client process never attached");
+    }
+    assert!(signal("-STOP"));
+    let started = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || terminate(child)).await;
+    let took = started.elapsed();
+    signal("-KILL");
+    signal("-CONT");
+    let _ = client.wait();
+    let status = status.unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        took <= onesided_server::SHUTDOWN_GRACE + Duration::from_secs(3),
+        "stopped only after {took:?}"
+    );
+}
