@@ -17,13 +17,20 @@ async fn server_with_metrics() -> (TestServer, std::net::SocketAddr) {
     (server, address)
 }
 
-/// `GET path` over a plain TCP connection: the status code and the body.
+/// `GET path` over a plain TCP connection: the status code and the body. An endpoint that
+/// does not answer within ten seconds fails the test.
 pub async fn get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    })
+    .await
+    .unwrap_or_else(|_| panic!("GET {path} from {address}: no answer within 10 s"));
     let (head, body) = response
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
