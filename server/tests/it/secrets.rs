@@ -1,6 +1,7 @@
 //! Secrets stay secret (SECURITY.md): the generated admin token file is its owner's alone; the
-//! registry's Debug form, which any future `?registry` in a log line would print, holds no
-//! token; a bad database URL is reported without its password. (That no token reaches the
+//! Debug forms SECURITY.md lists (the registry's, `ServerConfig`'s, the client's `Bearer`,
+//! `SessionBuilder`'s, `WorldTokens`'), which any future `?value` in a log line would print,
+//! hold no token; a bad database URL is reported without its password. (That no token reaches the
 //! server's log, at any level, is `identity::no_token_is_ever_logged`.)
 
 use std::io::{BufRead, BufReader};
@@ -131,6 +132,85 @@ async fn the_registrys_debug_form_holds_no_token() {
     for token in &tokens {
         assert!(!shown.contains(token.as_str()), "{shown}");
     }
+}
+
+/// SECURITY.md lists the Debug forms that leave tokens out, so that a `?value` in a log line
+/// cannot leak one: the server's `ServerConfig` (admin token, database URL with its password,
+/// TLS key), and the client's `SessionBuilder` (token and database URL), `WorldTokens`,
+/// `Session`, and `Admin` and `Audit`, which hold a `Bearer` (whose own form, not public, is
+/// held to account by the client's unit test `bearers_debug_form_holds_no_token`). Each is
+/// formatted, plain and pretty, holding tokens the test knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_debug_forms_security_md_lists_hold_no_token() {
+    use onesided_client::{Audit, Claim, Session};
+    let password = "pg-password-secret";
+    let database = format!("postgres://audit:{password}@db.example/audit");
+    let pki = onesided_test_support::Pki::new(&["localhost"]);
+    let mut config = onesided_server::ServerConfig::new(crate::ADMIN_TOKEN, "/nowhere");
+    config.database_url = Some(database.clone());
+    config.tls = Some(
+        onesided_server::tls::TlsIdentity::from_pem(pki.cert_pem.clone(), pki.key_pem.clone())
+            .unwrap(),
+    );
+    let key_line = pki.key_pem.lines().nth(1).unwrap().to_string();
+    let server = crate::spawn_server().await;
+    let world = server.admin.create_world("w", 2).await.unwrap();
+    let audit = Audit::connect(&server.url, crate::ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let claim = Claim {
+        world: Some("w".into()),
+        rank: Some(1),
+    };
+    let session = Session::attach_as(&server.url, &world.tokens[1], &claim)
+        .await
+        .unwrap();
+    let builder =
+        Session::builder(&server.url, &world.tokens[0]).audit_database_url(database.as_str());
+    let secrets = [
+        crate::ADMIN_TOKEN,
+        world.tokens[0].as_str(),
+        world.tokens[1].as_str(),
+        password,
+        key_line.as_str(),
+    ];
+    let shown: Vec<(&str, String, String)> = vec![
+        (
+            "ServerConfig",
+            format!("{config:?}"),
+            format!("{config:#?}"),
+        ),
+        (
+            "Admin",
+            format!("{:?}", server.admin),
+            format!("{:#?}", server.admin),
+        ),
+        ("Audit", format!("{audit:?}"), format!("{audit:#?}")),
+        ("Session", format!("{session:?}"), format!("{session:#?}")),
+        (
+            "SessionBuilder",
+            format!("{builder:?}"),
+            format!("{builder:#?}"),
+        ),
+        ("WorldTokens", format!("{world:?}"), format!("{world:#?}")),
+    ];
+    for (what, plain, pretty) in &shown {
+        for secret in secrets {
+            assert!(
+                !plain.contains(secret) && !pretty.contains(secret),
+                "{what}'s Debug holds a secret: {pretty}"
+            );
+        }
+    }
+    // they are the forms of those values, not empty ones
+    assert!(shown[0].1.contains("admin_token"), "{}", shown[0].1);
+    assert!(shown[0].1.contains("nowhere"), "{}", shown[0].1);
+    for (what, plain, _) in &shown[1..3] {
+        assert!(plain.contains("Bearer"), "{what}: {plain}");
+    }
+    assert!(shown[4].1.contains(&server.url), "{}", shown[4].1);
+    assert!(shown[5].1.contains("ranks: 2"), "{}", shown[5].1);
+    session.close().await.unwrap();
 }
 
 #[tokio::test]
