@@ -3,78 +3,22 @@
 //! the clients' own events shipped or persisted by them, and under sixteen concurrent clients
 //! on both stores).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use onesided_client::{Admin, Session, WindowSpec};
 
 use crate::store::Store;
-use crate::{unique, TempDir};
+use crate::{unique, Launched, TempDir};
 
 /// Starts the binary and returns it with the address it printed.
-fn start(data: &TempDir, extra: &[&str]) -> (std::process::Child, String) {
-    let (child, printed) = start_until(data, extra, "address=");
-    let address = field(&printed, "address=");
-    (child, format!("http://{address}"))
+fn start(data: &TempDir, extra: &[&str]) -> (Launched, String) {
+    crate::launch_server_listening(data, extra, "info")
 }
 
-/// The value of the first `name=value` field in `lines`.
-fn field(lines: &[String], name: &str) -> String {
-    lines
-        .iter()
-        .find_map(|line| line.split(name).nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {name} in {lines:#?}"))
-        .to_string()
-}
-
-/// Starts the binary and returns it with what it printed up to the first line containing
-/// `until`.
-fn start_until(data: &TempDir, extra: &[&str], until: &str) -> (std::process::Child, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    loop {
-        let line = lines.next().expect("the server exited").unwrap();
-        let done = line.contains(until);
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    // keep draining its output so it never blocks on a full pipe
-    std::thread::spawn(move || for _ in lines {});
-    (child, printed)
-}
-
-fn terminate(mut child: std::process::Child) -> std::process::ExitStatus {
-    let pid = child.id();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let (exited, exit) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = exited.send(child.wait().unwrap());
-    });
-    exit.recv_timeout(Duration::from_secs(10))
-        .unwrap_or_else(|_| {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("the server did not stop within 10 s of SIGTERM");
-        })
+/// SIGTERM; it must exit within 10 s.
+fn terminate(child: Launched) -> std::process::ExitStatus {
+    child.terminate(Duration::from_secs(10)).0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +91,7 @@ async fn one_worker_thread_serves_epochs_among_ranks_and_stops_on_sigterm() {
 
 #[test]
 fn zero_worker_threads_is_a_usage_error() {
-    let output = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+    let output = Command::new(crate::SERVER_BINARY)
         .args(["--worker-threads", "0"])
         .output()
         .unwrap();
@@ -198,7 +142,7 @@ fn the_compose_file_passes_only_flags_and_variables_the_binary_has() {
         .collect();
     assert!(!flags.is_empty(), "compose passes the server no flag");
     assert!(!variables.is_empty(), "compose sets the server no variable");
-    let output = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+    let output = Command::new(crate::SERVER_BINARY)
         .arg("--help")
         .env_clear()
         .output()
@@ -254,8 +198,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     window.put(1, 0, &[4242i64]).unwrap();
     window.unlock(1).await.unwrap();
     // acknowledged: now kill -9, no chance to flush anything
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     drop(window);
     drop(session);
 
@@ -384,8 +327,7 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
             None
         };
         if let Some(why) = stalled {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
             panic!(
                 "{why} with only {} increments acknowledged",
                 acknowledged.load(Ordering::Relaxed)
@@ -393,8 +335,7 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     let mut told = Vec::new();
     for client in clients {
         told.extend(client.await.unwrap());
@@ -489,9 +430,9 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
         "--metrics-listen",
         "127.0.0.1:0",
     ];
-    let (child, printed) = start_until(&data, &flags, "serving metrics");
-    let url = format!("http://{}", field(&printed, "address="));
-    let metrics_url = field(&printed, "url=");
+    let child = crate::launch_server(&data, &flags, "info", "serving metrics");
+    let url = format!("http://{}", child.field("address="));
+    let metrics_url = child.field("url=");
     let metrics: std::net::SocketAddr = metrics_url
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix("/metrics"))
@@ -521,35 +462,12 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
 /// Runs the binary with `extra` until it exits; it must exit unsuccessfully before it listens.
 /// Returns what it printed (stdout and stderr).
 fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> String {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_onesided-server"));
-    command
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env_remove("ONESIDED_ADMIN_TOKEN")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
+    let mut command = crate::server_command(data, extra, "info");
+    command.env_remove("ONESIDED_ADMIN_TOKEN");
     for (key, value) in env {
         command.env(key, value);
     }
-    let (done, finished) = std::sync::mpsc::channel();
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    std::thread::spawn(move || {
-        let _ = done.send(child.wait_with_output().unwrap());
-    });
-    let output = finished
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("the server started with {extra:?} {env:?} instead of refusing to");
-        });
+    let output = onesided_test_support::run_to_exit(command, Duration::from_secs(30));
     let printed = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -666,7 +584,8 @@ async fn a_frozen_client_does_not_hold_up_a_graceful_stop() {
         .create_window("w", &WindowSpec::of::<i64>("x", 1, 1))
         .await
         .unwrap();
-    let mut client = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args([
             "binary::frozen_client_process",
             "--exact",
@@ -675,17 +594,9 @@ async fn a_frozen_client_does_not_hold_up_a_graceful_stop() {
             "--test-threads=1",
         ])
         .env("ONESIDED_FROZEN_URL", &url)
-        .env("ONESIDED_FROZEN_TOKEN", &world.tokens[0])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .env("ONESIDED_FROZEN_TOKEN", &world.tokens[0]);
+    let mut client = Launched::start(command, "attached and locked", Duration::from_secs(60));
     let pid = client.id().to_string();
-    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
-    let said = lines.find(|line| {
-        line.as_ref()
-            .is_ok_and(|line| line.contains("attached and locked"))
-    });
     let signal = |which: &str| {
         Command::new("kill")
             .args([which, &pid])
@@ -693,17 +604,11 @@ async fn a_frozen_client_does_not_hold_up_a_graceful_stop() {
             .unwrap()
             .success()
     };
-    if said.is_none() {
-        signal("-KILL");
-        panic!("the client process never attached");
-    }
     assert!(signal("-STOP"));
     let started = std::time::Instant::now();
     let status = tokio::task::spawn_blocking(move || terminate(child)).await;
     let took = started.elapsed();
-    signal("-KILL");
-    signal("-CONT");
-    let _ = client.wait();
+    client.kill();
     let status = status.unwrap();
     assert!(status.success(), "{status}");
     assert!(

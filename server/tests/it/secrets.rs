@@ -4,75 +4,28 @@
 //! hold no token; a bad database URL is reported without its password. (That no token reaches the
 //! server's log, at any level, is `identity::no_token_is_ever_logged`.)
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
-
 use onesided_client::Admin;
 use onesided_server::audit::AuditHandle;
 use onesided_server::registry::Registry;
 
 use crate::{unique, TempDir};
 
-/// The binary, its address, and the threads collecting everything it prints (joined once it
-/// has exited).
+/// The binary and its address.
 pub struct Running {
-    child: Child,
+    launched: crate::Launched,
     pub url: String,
-    output: Vec<JoinHandle<Vec<String>>>,
 }
 
+/// The binary with `extra` flags, logging at `log`, once it listens.
 pub fn start(data: &TempDir, extra: &[&str], log: &str) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env("RUST_LOG", log)
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (address, told) = mpsc::channel();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let output = vec![
-        std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            for line in stdout.lines() {
-                let line = line.unwrap();
-                if let Some(rest) = line.split("address=").nth(1) {
-                    let _ = address.send(rest.split_whitespace().next().unwrap().to_string());
-                }
-                lines.push(line);
-            }
-            lines
-        }),
-        std::thread::spawn(move || stderr.lines().map(Result::unwrap).collect()),
-    ];
-    let address = told.recv().expect("the server exited before listening");
-    Running {
-        child,
-        url: format!("http://{address}"),
-        output,
-    }
+    let (launched, url) = crate::launch_server_listening(data, extra, log);
+    Running { launched, url }
 }
 
 impl Running {
-    /// SIGTERM, wait, and everything it printed.
-    pub fn stop(mut self) -> Vec<String> {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = self.child.wait().unwrap();
-        let output: Vec<String> = self
-            .output
-            .into_iter()
-            .flat_map(|thread| thread.join().unwrap())
-            .collect();
+    /// SIGTERM, wait (at most 10 s), and everything it printed.
+    pub fn stop(self) -> Vec<String> {
+        let (exit, output) = self.launched.terminate(std::time::Duration::from_secs(10));
         assert!(exit.success(), "the server ended with {exit}: {output:#?}");
         output
     }

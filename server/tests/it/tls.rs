@@ -321,20 +321,13 @@ async fn the_binary_serves_tls_from_its_flags() {
 
 /// The binary with these arguments, expected to exit at once: its exit code and stderr.
 fn refused_start(data: &TempDir, args: &[&str]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onesided-server"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-token",
-            "binary-test-admin-token",
-            "--data-dir",
-        ])
-        .arg(&data.0)
+    let mut command =
+        crate::server_command(data, &["--admin-token", "binary-test-admin-token"], "info");
+    command
         .args(args)
         .env_remove("ONESIDED_TLS_CERT")
-        .env_remove("ONESIDED_TLS_KEY")
-        .output()
-        .unwrap();
+        .env_remove("ONESIDED_TLS_KEY");
+    let out = onesided_test_support::run_to_exit(command, std::time::Duration::from_secs(30));
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
