@@ -339,3 +339,27 @@ fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     }
     parts.join(": ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Bearer, Claim};
+
+    /// SECURITY.md: the client's `Bearer` leaves its token out of its Debug form (`Admin`,
+    /// `Audit` and `Session` hold one, and tonic prints only its type name there).
+    #[test]
+    fn bearers_debug_form_holds_no_token() {
+        let token = "bearer-secret-token-0123456789";
+        let claim = Claim {
+            world: Some("w".into()),
+            rank: Some(1),
+        };
+        for bearer in [
+            Bearer::new(token).unwrap(),
+            Bearer::new(token).unwrap().claiming(&claim).unwrap(),
+        ] {
+            let shown = format!("{bearer:?} {bearer:#?}");
+            assert!(shown.starts_with("Bearer("), "{shown}");
+            assert!(!shown.contains(token), "{shown}");
+        }
+    }
+}

@@ -48,6 +48,9 @@ use tracing::Instrument;
 use crate::limits::Limits;
 use crate::registry::Registry;
 
+/// How long a graceful stop waits for connections to close before it drops them.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The lease of a session unless configured otherwise.
 pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -334,7 +337,8 @@ pub async fn run(
     .into_iter()
     .flatten();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    server
+    let signalled = CancellationToken::new();
+    let serving = server
         .layer(limits::DeadlineLayer)
         .layer(
             limits::MessageLimitLayer::new(config.limits.max_message_bytes)
@@ -347,13 +351,30 @@ pub async fn run(
         .add_service(rma)
         // Server::tcp_nodelay does not reach sockets accepted from our own listener: without
         // this, Nagle's algorithm meets delayed ACKs and a fence epoch takes ~40 ms
-        .serve_with_incoming_shutdown(incoming, async move {
-            shutdown.await;
-            tracing::info!("draining sessions");
-            stopping.cancel();
-        })
-        .await
-        .context("gRPC transport failed")?;
+        .serve_with_incoming_shutdown(incoming, {
+            let signalled = signalled.clone();
+            async move {
+                shutdown.await;
+                tracing::info!("draining sessions");
+                stopping.cancel();
+                signalled.cancel();
+            }
+        });
+    // a graceful stop waits for every connection to close, and a client that reads nothing
+    // any more (frozen, SIGSTOPped) never lets its connection close: past the grace the
+    // connections still open are dropped
+    tokio::select! {
+        served = serving => served.context("gRPC transport failed")?,
+        () = async {
+            signalled.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!(
+                grace_secs = SHUTDOWN_GRACE.as_secs(),
+                "connections still open after the grace period are dropped"
+            );
+        }
+    }
     // everything acknowledged or submitted is in the store before we return
     audit.flush().await;
     metrics_stop.cancel();

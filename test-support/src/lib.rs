@@ -2,11 +2,13 @@
 //! tests ([`unique`]), temporary directories removed on drop ([`TempDir`]), fresh
 //! PostgreSQL databases dropped on drop ([`PgDatabase`]), on `ONESIDED_TEST_POSTGRES` or the
 //! machine's PostgreSQL, a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
-//! [`rewrite_event_postgres`], how the tests tamper with a stored audit row. Dev-only: no crate
-//! depends on it outside its tests.
+//! [`rewrite_event_postgres`], how the tests tamper with a stored audit row, and [`Launched`] /
+//! [`run_to_exit`], how a suite runs a binary it built (each suite names its own binaries:
+//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them). Dev-only: no crate depends
+//! on it outside its tests.
 //!
-//! It must not start servers or clients: the suites do that through the real server and the
-//! real client, each in its own way (in process, or as a binary).
+//! It must not decide how servers or clients are configured: the suites do that through the
+//! real server and the real client, each in its own way (in process, or as a binary).
 
 use std::path::{Path, PathBuf};
 
@@ -226,3 +228,167 @@ macro_rules! rewrite_event {
 
 rewrite_event!(rewrite_event_sqlite, sqlx::SqliteConnection);
 rewrite_event!(rewrite_event_postgres, sqlx::PgConnection);
+
+/// A program the test started, its output (stdout and stderr) read line by line on threads of
+/// its own so that it never blocks on a full pipe. Killed (SIGKILL) on drop unless it was
+/// stopped or killed already: a failing test leaves no process behind.
+#[derive(Debug)]
+pub struct Launched {
+    child: std::process::Child,
+    /// What it printed up to and including the first line containing the `until` of
+    /// [`Launched::start`].
+    pub printed: Vec<String>,
+    output: Vec<std::thread::JoinHandle<Vec<String>>>,
+    ended: bool,
+}
+
+impl Launched {
+    /// Starts `command` (its stdout and stderr are taken over) and waits, at most `within`,
+    /// for a line containing `until`. Panics, with what it printed, when it exits first or the
+    /// line does not come in time.
+    pub fn start(
+        mut command: std::process::Command,
+        until: &str,
+        within: std::time::Duration,
+    ) -> Self {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
+        let (lines, told) = std::sync::mpsc::channel::<String>();
+        let reader = |pipe: Box<dyn std::io::Read + Send>,
+                      lines: std::sync::mpsc::Sender<String>| {
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    let _ = lines.send(line.clone());
+                    all.push(line);
+                }
+                all
+            })
+        };
+        let output = vec![
+            reader(Box::new(child.stdout.take().unwrap()), lines.clone()),
+            reader(Box::new(child.stderr.take().unwrap()), lines),
+        ];
+        let mut launched = Launched {
+            child,
+            printed: Vec::new(),
+            output,
+            ended: false,
+        };
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match told.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.contains(until);
+                    launched.printed.push(line);
+                    if done {
+                        return launched;
+                    }
+                }
+                Err(why) => {
+                    launched.kill();
+                    panic!(
+                        "{command:?} printed no line with {until:?} ({why}): {:#?}",
+                        launched.printed
+                    );
+                }
+            }
+        }
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The value of the first `name=value` field in what it printed up to `until`.
+    pub fn field(&self, name: &str) -> String {
+        self.printed
+            .iter()
+            .find_map(|line| line.split(name).nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {name} in {:#?}", self.printed))
+            .to_string()
+    }
+
+    /// SIGKILL, and wait for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.ended = true;
+    }
+
+    /// SIGTERM, then waits at most `within` for it to exit (else SIGKILL and a panic); returns
+    /// how it exited and everything it printed.
+    pub fn terminate(
+        mut self,
+        within: std::time::Duration,
+    ) -> (std::process::ExitStatus, Vec<String>) {
+        let pid = self.child.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "cannot send SIGTERM to {pid}");
+        let deadline = std::time::Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() >= deadline {
+                self.kill();
+                panic!("{pid} did not exit within {within:?} of SIGTERM");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        self.ended = true;
+        let output = std::mem::take(&mut self.output)
+            .into_iter()
+            .flat_map(|thread| thread.join().unwrap())
+            .collect();
+        (status, output)
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.kill();
+        }
+    }
+}
+
+/// Runs `command` to its end, at most `within` (else SIGKILL and a panic), and returns what it
+/// printed and how it exited.
+pub fn run_to_exit(
+    mut command: std::process::Command,
+    within: std::time::Duration,
+) -> std::process::Output {
+    use std::process::Stdio;
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
+    let pid = child.id().to_string();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match finished.recv_timeout(within) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid])
+                .status();
+            panic!("{command:?} did not exit within {within:?}");
+        }
+    }
+}

@@ -16,6 +16,7 @@ mod pipe;
 mod progress;
 mod readme;
 mod scenario;
+mod secrets;
 mod shell;
 mod store;
 mod timeout;

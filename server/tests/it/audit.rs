@@ -294,6 +294,65 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
     }
 }
 
+/// SECURITY.md: an inserted row whose forger computed its hash correctly from the row before is
+/// consistent with that row, so `verify` names the row after it, whose stored previous hash no
+/// longer fits.
+async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(store: Store) {
+    let server = store.server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let mut database = store.connect(&server).await;
+    let fixture = Fixture::on(server, 3).await;
+    let (window, _) = workload(&fixture, 11).await;
+    // nothing more is written to the window while it is tampered with
+    settle(&fixture).await;
+    let events = audit.events(window, 1).await.unwrap();
+    let original = events
+        .iter()
+        .find(|event| event.body.contains("\"origin\":0") && event.seq > 3)
+        .expect("an operation of rank 0")
+        .clone();
+    let target = original.seq;
+    assert_eq!(audit.verify(window).await.unwrap().first_bad, None);
+    // a copy of rank 0's operation, now said to be rank 2's, slipped in before it
+    database
+        .insert_forged_row(window, target, |event| match event {
+            AuditEvent::Op { origin, .. }
+            | AuditEvent::LockRequest { origin, .. }
+            | AuditEvent::LockGrant { origin, .. }
+            | AuditEvent::LockRelease { origin, .. }
+            | AuditEvent::LockRevoke { origin, .. }
+            | AuditEvent::Flush { origin } => *origin = 2,
+            other => panic!("no origin in {other:?}"),
+        })
+        .await;
+    let forged = audit.events(window, target).await.unwrap();
+    assert_eq!(forged[0].seq, target);
+    assert!(
+        forged[0].body.contains("\"origin\":2"),
+        "{}",
+        forged[0].body
+    );
+    assert_eq!(
+        (forged[1].seq, &forged[1].body),
+        (target + 1, &original.body),
+        "the row that was there moved one place up"
+    );
+    let verification = audit.verify(window).await.unwrap();
+    assert_eq!(verification.first_bad, Some(target + 1));
+    assert_eq!(verification.client_break, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_sqlite() {
+    an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_postgres() {
+    an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(Store::postgres().await)
+        .await;
+}
+
 /// A row whose stored event cannot be read is named by verify, and readers that act on
 /// events (replay, check) refuse with DATA_LOSS naming it instead of silently leaving it out.
 async fn an_unreadable_row_is_named_never_skipped(store: Store) {
@@ -302,6 +361,8 @@ async fn an_unreadable_row_is_named_never_skipped(store: Store) {
     let mut database = store.connect(&server).await;
     let fixture = Fixture::on(server, 3).await;
     let (window, _) = workload(&fixture, 11).await;
+    // nothing more is written to the window while it is tampered with
+    settle(&fixture).await;
     let events = audit.events(window, 1).await.unwrap();
     let target = events
         .iter()

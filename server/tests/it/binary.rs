@@ -1,79 +1,24 @@
 //! The `onesided-server` binary: embedded defaults, a graceful stop on SIGTERM while sessions
 //! are attached, and acknowledged history surviving kill -9 (on SQLite and PostgreSQL, with
-//! the clients' own events shipped or persisted by them).
+//! the clients' own events shipped or persisted by them, and under sixteen concurrent clients
+//! on both stores).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use onesided_client::{Admin, Session, WindowSpec};
 
 use crate::store::Store;
-use crate::{unique, TempDir};
+use crate::{unique, Launched, TempDir};
 
 /// Starts the binary and returns it with the address it printed.
-fn start(data: &TempDir, extra: &[&str]) -> (std::process::Child, String) {
-    let (child, printed) = start_until(data, extra, "address=");
-    let address = field(&printed, "address=");
-    (child, format!("http://{address}"))
+fn start(data: &TempDir, extra: &[&str]) -> (Launched, String) {
+    crate::launch_server_listening(data, extra, "info")
 }
 
-/// The value of the first `name=value` field in `lines`.
-fn field(lines: &[String], name: &str) -> String {
-    lines
-        .iter()
-        .find_map(|line| line.split(name).nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {name} in {lines:#?}"))
-        .to_string()
-}
-
-/// Starts the binary and returns it with what it printed up to the first line containing
-/// `until`.
-fn start_until(data: &TempDir, extra: &[&str], until: &str) -> (std::process::Child, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    loop {
-        let line = lines.next().expect("the server exited").unwrap();
-        let done = line.contains(until);
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    // keep draining its output so it never blocks on a full pipe
-    std::thread::spawn(move || for _ in lines {});
-    (child, printed)
-}
-
-fn terminate(mut child: std::process::Child) -> std::process::ExitStatus {
-    let pid = child.id();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let (exited, exit) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = exited.send(child.wait().unwrap());
-    });
-    exit.recv_timeout(Duration::from_secs(10))
-        .unwrap_or_else(|_| {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("the server did not stop within 10 s of SIGTERM");
-        })
+/// SIGTERM; it must exit within 10 s.
+fn terminate(child: Launched) -> std::process::ExitStatus {
+    child.terminate(Duration::from_secs(10)).0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,7 +91,7 @@ async fn one_worker_thread_serves_epochs_among_ranks_and_stops_on_sigterm() {
 
 #[test]
 fn zero_worker_threads_is_a_usage_error() {
-    let output = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+    let output = Command::new(crate::SERVER_BINARY)
         .args(["--worker-threads", "0"])
         .output()
         .unwrap();
@@ -197,7 +142,7 @@ fn the_compose_file_passes_only_flags_and_variables_the_binary_has() {
         .collect();
     assert!(!flags.is_empty(), "compose passes the server no flag");
     assert!(!variables.is_empty(), "compose sets the server no variable");
-    let output = Command::new(env!("CARGO_BIN_EXE_onesided-server"))
+    let output = Command::new(crate::SERVER_BINARY)
         .arg("--help")
         .env_clear()
         .output()
@@ -253,8 +198,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     window.put(1, 0, &[4242i64]).unwrap();
     window.unlock(1).await.unwrap();
     // acknowledged: now kill -9, no chance to flush anything
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     drop(window);
     drop(session);
 
@@ -311,15 +255,23 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     assert!(status.success());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once() {
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
+    store: Store,
+) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
     use onesided_client::{Audit, AuditEvent, LockType, Op};
     const CLIENTS: u32 = 16;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let token = ["--admin-token", "binary-test-admin-token"];
+    let mut token = vec![
+        "--admin-token".to_string(),
+        "binary-test-admin-token".to_string(),
+    ];
+    if let Some(database) = store.database_url() {
+        token.extend(["--database-url".to_string(), database]);
+    }
+    let token: Vec<&str> = token.iter().map(String::as_str).collect();
     let (mut child, url) = start(&data, &token);
     let admin = Admin::connect(&url, "binary-test-admin-token")
         .await
@@ -375,8 +327,7 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
             None
         };
         if let Some(why) = stalled {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
             panic!(
                 "{why} with only {} increments acknowledged",
                 acknowledged.load(Ordering::Relaxed)
@@ -384,8 +335,7 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     let mut told = Vec::new();
     for client in clients {
         told.extend(client.await.unwrap());
@@ -434,6 +384,24 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_sqlite(
+) {
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
+        Store::Sqlite,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_postgres(
+) {
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
+        Store::postgres().await,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_epochs_survive_kill_9_in_sync_durability_on_sqlite() {
     acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, false).await;
 }
@@ -462,9 +430,9 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
         "--metrics-listen",
         "127.0.0.1:0",
     ];
-    let (child, printed) = start_until(&data, &flags, "serving metrics");
-    let url = format!("http://{}", field(&printed, "address="));
-    let metrics_url = field(&printed, "url=");
+    let child = crate::launch_server(&data, &flags, "info", "serving metrics");
+    let url = format!("http://{}", child.field("address="));
+    let metrics_url = child.field("url=");
     let metrics: std::net::SocketAddr = metrics_url
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix("/metrics"))
@@ -494,35 +462,12 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
 /// Runs the binary with `extra` until it exits; it must exit unsuccessfully before it listens.
 /// Returns what it printed (stdout and stderr).
 fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> String {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_onesided-server"));
-    command
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env_remove("ONESIDED_ADMIN_TOKEN")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
+    let mut command = crate::server_command(data, extra, "info");
+    command.env_remove("ONESIDED_ADMIN_TOKEN");
     for (key, value) in env {
         command.env(key, value);
     }
-    let (done, finished) = std::sync::mpsc::channel();
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    std::thread::spawn(move || {
-        let _ = done.send(child.wait_with_output().unwrap());
-    });
-    let output = finished
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("the server started with {extra:?} {env:?} instead of refusing to");
-        });
+    let output = onesided_test_support::run_to_exit(command, Duration::from_secs(30));
     let printed = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -603,4 +548,71 @@ async fn a_generated_admin_token_file_is_whole_private_and_the_only_file_written
         .await
         .unwrap();
     assert!(terminate(child).success());
+}
+
+/// Not a test of its own: the client process of
+/// [`a_frozen_client_does_not_hold_up_a_graceful_stop`], run by it as a child (the real client
+/// library in a process it can stop). Attaches, says so, and waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the client process of a_frozen_client_does_not_hold_up_a_graceful_stop"]
+async fn frozen_client_process() {
+    let (Ok(url), Ok(token)) = (
+        std::env::var("ONESIDED_FROZEN_URL"),
+        std::env::var("ONESIDED_FROZEN_TOKEN"),
+    ) else {
+        return;
+    };
+    let session = Session::attach(&url, &token).await.unwrap();
+    let window = session.window("x").await.unwrap();
+    window.lock_all(0).await.unwrap();
+    println!("attached and locked");
+    std::future::pending::<()>().await;
+}
+
+/// A client frozen with SIGSTOP (its session open, its TCP connection up, nothing read or
+/// answered any more) does not keep a SIGTERMed server from exiting: the graceful stop is
+/// bounded (README, "Run the server").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_client_does_not_hold_up_a_graceful_stop() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let (child, url) = start(&data, &["--admin-token", "binary-test-admin-token"]);
+    let admin = Admin::connect(&url, "binary-test-admin-token")
+        .await
+        .unwrap();
+    let world = admin.create_world("w", 1).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 1, 1))
+        .await
+        .unwrap();
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "binary::frozen_client_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ONESIDED_FROZEN_URL", &url)
+        .env("ONESIDED_FROZEN_TOKEN", &world.tokens[0]);
+    let mut client = Launched::start(command, "attached and locked", Duration::from_secs(60));
+    let pid = client.id().to_string();
+    let signal = |which: &str| {
+        Command::new("kill")
+            .args([which, &pid])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(signal("-STOP"));
+    let started = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || terminate(child)).await;
+    let took = started.elapsed();
+    client.kill();
+    let status = status.unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        took <= onesided_server::SHUTDOWN_GRACE + Duration::from_secs(3),
+        "stopped only after {took:?}"
+    );
 }

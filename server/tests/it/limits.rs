@@ -229,6 +229,56 @@ async fn a_message_over_the_size_limit_ends_only_its_own_session() {
     assert!(seen[60 << 10..].iter().all(|&byte| byte == 0));
 }
 
+/// README: a message over `--max-message-bytes` is refused as soon as its length is known,
+/// before it is buffered. Each call here sends a length prefix claiming one byte over the
+/// default limit of 1 GiB and three bytes of the message, then sends nothing more and keeps
+/// its request open: the refusal must come from the prefix alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_refused_from_its_length_prefix_alone() {
+    use crate::raw::claim_a_message;
+    use onesided_server::limits::Limits;
+    let fixture = Fixture::new(1).await;
+    let url = &fixture.server.url;
+    let over = u32::try_from(Limits::default().max_message_bytes + 1).unwrap();
+    let patience = Duration::from_secs(10);
+    let class = |status: &tonic::Status| {
+        (
+            status.code(),
+            onesided_proto::rma_from_status(status).map(|error| error.class),
+        )
+    };
+    // a unary call: the method never runs
+    let (messages, status) = claim_a_message(
+        url,
+        "/onesided.v1.Admin/CreateWorld",
+        ADMIN_TOKEN,
+        over,
+        3,
+        patience,
+    )
+    .await
+    .expect("no answer: the server waits for the message's bytes");
+    assert!(messages.is_empty());
+    assert_eq!(class(&status), EXHAUSTED, "{status:?}");
+    assert!(status.message().contains("exceeds"), "{status:?}");
+    // a session: greeted, then ended with that status
+    let (messages, status) = claim_a_message(
+        url,
+        "/onesided.v1.Rma/Session",
+        &fixture.tokens[0],
+        over,
+        3,
+        patience,
+    )
+    .await
+    .expect("no answer: the session waits for the message's bytes");
+    assert_eq!(messages.len(), 1, "the greeting and nothing else");
+    assert_eq!(class(&status), EXHAUSTED, "{status:?}");
+    // nothing was created; the rank attaches again
+    assert_eq!(fixture.server.admin.list_worlds().await.unwrap().len(), 1);
+    Session::attach(url, &fixture.tokens[0]).await.unwrap();
+}
+
 const DEADLINE: Duration = Duration::from_millis(300);
 
 /// Answered at the deadline, give or take: not before, and not much after.

@@ -38,7 +38,41 @@ pub struct TestServer {
     pub data: TempDir,
 }
 
-pub use onesided_test_support::{unique, TempDir};
+pub use onesided_test_support::{unique, Launched, TempDir};
+
+/// The `onesided-server` binary this suite runs.
+pub const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_onesided-server");
+
+/// The `onesided-server` binary on 127.0.0.1:0 with `data` as its data directory and `extra`
+/// flags, logging at `log` without colour: what every suite that runs the binary starts from.
+pub fn server_command(data: &TempDir, extra: &[&str], log: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(SERVER_BINARY);
+    command
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data.0)
+        .args(extra)
+        .env("RUST_LOG", log)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// The binary started as [`server_command`] says, up to the line containing `until` (at most
+/// 60 s).
+pub fn launch_server(data: &TempDir, extra: &[&str], log: &str, until: &str) -> Launched {
+    Launched::start(
+        server_command(data, extra, log),
+        until,
+        std::time::Duration::from_secs(60),
+    )
+}
+
+/// [`launch_server`] up to the line saying where it listens, and its `http://` URL.
+pub fn launch_server_listening(data: &TempDir, extra: &[&str], log: &str) -> (Launched, String) {
+    let launched = launch_server(data, extra, log, "address=");
+    let url = format!("http://{}", launched.field("address="));
+    (launched, url)
+}
 
 pub async fn spawn_server() -> TestServer {
     spawn_server_with(|_| {}).await

@@ -17,13 +17,20 @@ async fn server_with_metrics() -> (TestServer, std::net::SocketAddr) {
     (server, address)
 }
 
-/// `GET path` over a plain TCP connection: the status code and the body.
+/// `GET path` over a plain TCP connection: the status code and the body. An endpoint that
+/// does not answer within ten seconds fails the test.
 pub async fn get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    })
+    .await
+    .unwrap_or_else(|_| panic!("GET {path} from {address}: no answer within 10 s"));
     let (head, body) = response
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
@@ -301,4 +308,125 @@ async fn the_endpoint_serves_only_metrics() {
         text.contains("# TYPE onesided_call_duration_seconds histogram"),
         "{text}"
     );
+}
+
+/// Every `name{labels}` label of `text`'s samples, as (key, value) pairs.
+fn labels(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let Some((_, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let (inside, _) = rest.rsplit_once('}').expect("a closed label set");
+        for pair in inside.split(',').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').expect("key=value");
+            found.push((key.to_string(), value.trim_matches('"').to_string()));
+        }
+    }
+    found
+}
+
+/// README, "Metrics": every label of `text` is a call kind, an error class, a lock type or a
+/// bucket bound; none names the world `world` or the window `window`, or holds a number
+/// other than a bound (a rank).
+fn labels_name_only_kinds(text: &str, world: &str, window: &str) {
+    let found = labels(text);
+    assert!(found.iter().any(|(key, _)| key == "call"), "{text}");
+    assert!(found.iter().any(|(key, _)| key == "class"), "{text}");
+    for (key, value) in &found {
+        assert!(
+            ["call", "class", "lock_type", "le"].contains(&key.as_str()),
+            "a label {key}={value}:\n{text}"
+        );
+        assert!(
+            !value.contains(world) && !value.contains(window),
+            "a label names the world or window: {key}={value}"
+        );
+        if key != "le" {
+            assert!(
+                !value.bytes().all(|byte| byte.is_ascii_digit()),
+                "a label holds a number (a rank?): {key}={value}"
+            );
+        }
+    }
+    assert!(!text.contains(world) && !text.contains(window), "{text}");
+}
+
+/// README, "Metrics": labels name only call kinds, MPI error classes and lock types, never a
+/// world, window or rank; heartbeats are taken up (`onesided_calls_total`) but get no answer,
+/// so they are never timed; a `NOCHECK` grant waits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_name_no_world_heartbeats_are_never_timed_and_nocheck_waits_zero() {
+    const WORLD: &str = "zqworldnamezq";
+    const WINDOW: &str = "xjwindownamexj";
+    let listener = MetricsListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let metrics = listener.local_addr();
+    // heartbeats every 200 ms
+    let server = spawn_server_with(|config| {
+        config.metrics = Some(listener);
+        config.lease_ttl = Duration::from_millis(600);
+    })
+    .await;
+    let world = server.admin.create_world(WORLD, 3).await.unwrap();
+    server
+        .admin
+        .create_window(WORLD, &WindowSpec::of::<i64>(WINDOW, 3, 2))
+        .await
+        .unwrap();
+    let mut windows = Vec::new();
+    for token in &world.tokens {
+        let session = onesided_client::Session::attach(&server.url, token)
+            .await
+            .unwrap();
+        windows.push(session.window(WINDOW).await.unwrap());
+    }
+    // rank 2 locks rank 1 with NOCHECK: granted without a wait; rank 0 is refused once
+    windows[2]
+        .lock(LockType::Exclusive, 1, Assert::NOCHECK)
+        .await
+        .unwrap();
+    windows[2].put(1, 1, &[9i64]).unwrap();
+    windows[2].unlock(1).await.unwrap();
+    let refused = windows[0].session().window("no-such-window").await;
+    assert_eq!(refused.unwrap_err().class(), Some(ErrorClass::Win));
+    let named_nothing = |text: &str| {
+        labels_name_only_kinds(text, WORLD, WINDOW);
+        for token in &world.tokens {
+            assert!(!text.contains(token.as_str()));
+        }
+    };
+    let text = scrape(metrics).await;
+    named_nothing(&text);
+    assert_eq!(
+        sample(
+            &text,
+            "onesided_lock_wait_seconds_count{lock_type=\"exclusive\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "onesided_lock_wait_seconds_sum{lock_type=\"exclusive\"}"
+        ),
+        0.0,
+        "a NOCHECK grant waited"
+    );
+    // heartbeats keep coming while the ranks are idle: taken up, never answered nor timed
+    let before = sample(&text, "onesided_calls_total{call=\"heartbeat\"}");
+    let text = scrape_until(metrics, "three more heartbeats", |text| {
+        sample(text, "onesided_calls_total{call=\"heartbeat\"}") >= before + 3.0
+    })
+    .await;
+    assert_eq!(
+        value(
+            &text,
+            "onesided_call_duration_seconds_count{call=\"heartbeat\"}"
+        )
+        .unwrap_or(0.0),
+        0.0,
+        "a heartbeat was timed as an answered call"
+    );
+    named_nothing(&text);
 }

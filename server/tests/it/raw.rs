@@ -278,3 +278,68 @@ pub async fn bare_call(
     drop(send);
     (messages, status(&trailers).expect("a grpc-status"), took)
 }
+
+/// A gRPC call over a bare HTTP/2 stream that sends only a length prefix claiming a message of
+/// `claimed` bytes and `sent` bytes of it, then keeps the request open without sending more.
+/// Returns the status the call ended with (`None` when no answer came within `patience`: the
+/// server is waiting for the rest of the message) and the messages that came before it.
+pub async fn claim_a_message(
+    url: &str,
+    path: &str,
+    token: &str,
+    claimed: u32,
+    sent: usize,
+    patience: Duration,
+) -> Option<(Vec<Bytes>, Status)> {
+    let address = url.trim_start_matches("http://");
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("{url}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    let mut framed = BytesMut::with_capacity(5 + sent);
+    framed.put_u8(0);
+    framed.put_u32(claimed);
+    framed.extend_from_slice(&vec![0x0a; sent]);
+    send.send_data(framed.freeze(), false).unwrap();
+    let answered = tokio::time::timeout(patience, async move {
+        let (parts, mut body) = response.await.unwrap().into_parts();
+        if parts.headers.contains_key("grpc-status") {
+            return (Vec::new(), Status::from_header_map(&parts.headers).unwrap());
+        }
+        let mut buffer = BytesMut::new();
+        let mut messages = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            let _ = body.flow_control().release_capacity(chunk.len());
+            buffer.extend_from_slice(&chunk);
+            while buffer.len() >= 5 {
+                let length =
+                    u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
+                if buffer.len() < 5 + length {
+                    break;
+                }
+                buffer.advance(5);
+                messages.push(buffer.split_to(length).freeze());
+            }
+        }
+        let trailers = body.trailers().await.unwrap().expect("trailers");
+        (
+            messages,
+            Status::from_header_map(&trailers).expect("a grpc-status"),
+        )
+    })
+    .await
+    .ok();
+    // the request stays open (not ended, the rest never sent) until the answer is in
+    drop(send);
+    answered
+}

@@ -329,8 +329,91 @@ async fn increment(w: &onesided_client::Window) -> Increment {
     }
 }
 
+/// How a test takes the store away from a running server and gives it back.
+enum Outage {
+    /// PostgreSQL behind a forwarder that drops every connection and refuses new ones.
+    Postgres {
+        proxy: Cuttable,
+        _database: crate::store::PgDatabase,
+    },
+    /// The SQLite file in the data directory, its write lock taken by another process's
+    /// connection (`BEGIN EXCLUSIVE`): every commit of the server fails as busy.
+    Sqlite {
+        path: std::path::PathBuf,
+        holder: Option<sqlx::SqliteConnection>,
+    },
+}
+
+impl Outage {
+    async fn begin(&mut self) {
+        use sqlx::Connection as _;
+        match self {
+            Outage::Postgres { proxy, .. } => proxy.cut(),
+            Outage::Sqlite { path, holder } => {
+                let mut connection =
+                    sqlx::SqliteConnection::connect(&format!("sqlite:{}", path.display()))
+                        .await
+                        .unwrap();
+                sqlx::query("BEGIN EXCLUSIVE")
+                    .execute(&mut connection)
+                    .await
+                    .unwrap();
+                *holder = Some(connection);
+            }
+        }
+    }
+
+    /// The old values of the fetch_and_ops stored in window `window`'s log right now, read
+    /// past the outage (PostgreSQL directly; SQLite through the connection holding the lock,
+    /// which sees every commit).
+    async fn stored_increments(&mut self, window: u64) -> Vec<i64> {
+        use onesided_core::audit::Body;
+        use sqlx::Connection as _;
+        let select = "SELECT body, event FROM audit_events WHERE window_id = $1";
+        let rows: Vec<(Option<String>, Option<Vec<u8>>)> = match self {
+            Outage::Postgres { _database, .. } => {
+                let mut connection = sqlx::PgConnection::connect(&_database.url).await.unwrap();
+                sqlx::query_as(select)
+                    .bind(window as i64)
+                    .fetch_all(&mut connection)
+                    .await
+                    .unwrap()
+            }
+            Outage::Sqlite { holder, .. } => sqlx::query_as(select)
+                .bind(window as i64)
+                .fetch_all(holder.as_mut().expect("an outage under way"))
+                .await
+                .unwrap(),
+        };
+        rows.into_iter()
+            .map(|(json, binary)| match (binary, json) {
+                (Some(bytes), _) => Body::Binary(bytes),
+                (None, text) => Body::Json(text.unwrap()),
+            })
+            .filter_map(|body| match body.decode().unwrap() {
+                Event::Op { result, .. } => Some(i64::from_le_bytes(result.try_into().unwrap())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn end(&mut self) {
+        match self {
+            Outage::Postgres { proxy, .. } => proxy.restore(),
+            Outage::Sqlite { holder, .. } => {
+                let mut connection = holder.take().expect("an outage under way");
+                sqlx::query("ROLLBACK")
+                    .execute(&mut connection)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged() {
+async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged_on_postgres()
+{
     let database = crate::store::PgDatabase::create().await;
     // the database of ONESIDED_TEST_POSTGRES, reached through the forwarder
     let address = postgres_address(&database.url);
@@ -343,7 +426,55 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
         "the server must go through the forwarder"
     );
     let data = TempDir(std::env::temp_dir().join(unique("onesided-outage")));
-    let server = start_on(&data.0, move |config| config.database_url = Some(url)).await;
+    let outage = Outage::Postgres {
+        proxy,
+        _database: database,
+    };
+    a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged(
+        &data,
+        Some(url),
+        outage,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged_on_sqlite() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-outage")));
+    let outage = Outage::Sqlite {
+        path: data.0.join("audit.db"),
+        holder: None,
+    };
+    a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged(
+        &data, None, outage,
+    )
+    .await;
+}
+
+/// README: while the store is away calls fail with UNAVAILABLE (`MPI_ERR_IO`) and change
+/// nothing, what was applied is written when it returns, service resumes by itself, and
+/// nothing acknowledged is missing; `onesided_audit_commit_failures_total` rises meanwhile.
+async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknowledged(
+    data: &TempDir,
+    database_url: Option<String>,
+    mut outage: Outage,
+) {
+    let metrics =
+        onesided_server::metrics::MetricsListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let scrape = metrics.local_addr();
+    let failures = || async move {
+        let (status, text) = crate::metrics::get(scrape, "/metrics").await;
+        assert_eq!(status, 200, "{text}");
+        text.lines()
+            .find_map(|line| line.strip_prefix("onesided_audit_commit_failures_total "))
+            .map(|value| value.trim().parse::<f64>().unwrap())
+            .unwrap_or_else(|| panic!("no commit failures in {text}"))
+    };
+    let server = start_on(&data.0, move |config| {
+        config.database_url = database_url;
+        config.metrics = Some(metrics);
+    })
+    .await;
     let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let world = admin.create_world("o", 2).await.unwrap();
     admin
@@ -370,14 +501,23 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
         };
         acknowledged.push(old);
     }
-    proxy.cut();
+    assert_eq!(failures().await, 0.0, "commits failed with the store up");
+    outage.begin().await;
     // calls keep coming while the database is away: each is acknowledged only if stored, and
     // once the server knows, refused with UNAVAILABLE before it changes anything; every one
     // of those is counted, whether before or after the store returns
     let mut refusals = 0;
+    let id = w.desc().id;
     for _ in 0..200 {
         let outcome = increment(&w).await;
         let refused = !matches!(outcome, Increment::Acknowledged(_));
+        if let Increment::Acknowledged(old) = outcome {
+            // sync: acknowledged means stored, outage or not
+            assert!(
+                outage.stored_increments(id).await.contains(&old),
+                "increment {old} was acknowledged during the outage but is not stored"
+            );
+        }
         tally(outcome, &mut acknowledged);
         if refused {
             refusals += 1;
@@ -391,7 +531,9 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
         refusals, 5,
         "calls kept succeeding while the database was away"
     );
-    proxy.restore();
+    let failed = failures().await;
+    assert!(failed >= 1.0, "no commit failure counted during the outage");
+    outage.end().await;
     // service resumes once the store is back
     tokio::time::timeout(Duration::from_secs(30), async {
         loop {
@@ -462,6 +604,6 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
          {unchanged} refused as unchanged",
         acknowledged.len()
     );
+    assert!(failures().await >= failed, "a counter went down");
     server.stop().await;
-    drop(database);
 }

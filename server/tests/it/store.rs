@@ -130,3 +130,108 @@ impl Connection {
         }
     }
 }
+
+impl Connection {
+    /// Inserts a forged row into window `window`'s chain at `seq`, as someone who can write the
+    /// store and knows how the chain is hashed would: every row from `seq` on moves one place
+    /// up, and the new row — a copy of the row that was at `seq`, its event changed by
+    /// `change` — gets the previous hash of the row before it and a hash computed correctly
+    /// from it ([`onesided_core::audit::chain_hash`]).
+    pub async fn insert_forged_row(
+        &mut self,
+        window: u64,
+        seq: u64,
+        change: impl FnOnce(&mut onesided_core::audit::Event),
+    ) {
+        use onesided_core::audit::{chain_hash, AuditRecord, Body};
+        use sqlx::Connection as _;
+        let (window, seq) = (window as i64, seq as i64);
+        macro_rules! forge {
+            ($tx:expr) => {{
+                let mut tx = $tx.await.unwrap();
+                let (previous,): (Vec<u8>,) = sqlx::query_as(
+                    "SELECT hash FROM audit_events WHERE window_id = $1 AND seq = $2",
+                )
+                .bind(window)
+                .bind(seq - 1)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+                let (at_ns, rank, incarnation, kind, json, binary): (
+                    i64,
+                    i32,
+                    i64,
+                    String,
+                    Option<String>,
+                    Option<Vec<u8>>,
+                ) = sqlx::query_as(
+                    "SELECT at_ns, rank, incarnation, kind, body, event FROM audit_events \
+                     WHERE window_id = $1 AND seq = $2",
+                )
+                .bind(window)
+                .bind(seq)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+                // make room: through numbers no row has, as the primary key wants
+                for shift in [
+                    "UPDATE audit_events SET seq = seq + 1000000 WHERE window_id = $1 AND seq >= $2",
+                    "UPDATE audit_events SET seq = seq - 999999 WHERE window_id = $1 AND seq >= 1000000",
+                ] {
+                    sqlx::query(shift)
+                        .bind(window)
+                        .bind(seq)
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                }
+                let body = match (binary, json) {
+                    (Some(bytes), _) => Body::Binary(bytes),
+                    (None, text) => Body::Json(text.expect("a row with neither body nor event")),
+                };
+                let mut event = body.decode().unwrap();
+                change(&mut event);
+                let body = Body::encode(&event);
+                let Body::Binary(bytes) = &body else {
+                    unreachable!("new bodies are binary")
+                };
+                let record = AuditRecord {
+                    window: window as u64,
+                    seq: seq as u64,
+                    at_ns: at_ns as u64,
+                    rank: rank as u32,
+                    incarnation: incarnation as u64,
+                    cseq: None,
+                    event,
+                };
+                let previous: [u8; 32] = previous.try_into().expect("a 32-byte hash");
+                let hash = chain_hash(&previous, &record, &body);
+                let inserted = sqlx::query(
+                    "INSERT INTO audit_events \
+                     (window_id, seq, at_ns, rank, incarnation, kind, body, event, prev_hash, hash) \
+                     VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8, $9)",
+                )
+                .bind(window)
+                .bind(seq)
+                .bind(at_ns)
+                .bind(rank)
+                .bind(incarnation)
+                .bind(kind)
+                .bind(bytes.clone())
+                .bind(previous.to_vec())
+                .bind(hash.to_vec())
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+                assert_eq!(inserted.rows_affected(), 1);
+                tx.commit().await.unwrap();
+            }};
+        }
+        match self {
+            // a write transaction from the start: a reader's lock cannot be upgraded while the
+            // server writes
+            Connection::Sqlite(connection) => forge!(connection.begin_with("BEGIN IMMEDIATE")),
+            Connection::Postgres(connection) => forge!(connection.begin()),
+        }
+    }
+}

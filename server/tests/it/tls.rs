@@ -18,14 +18,20 @@ fn identity(pki: &Pki) -> TlsIdentity {
 
 /// A server serving TLS with `pki`'s certificate for `localhost`, and its `https://` URL.
 async fn spawn_tls_server(pki: &Pki) -> TestServer {
+    spawn_tls_server_with(pki, |_| {}).await
+}
+
+/// [`spawn_tls_server`] with a configuration `adjust` may change.
+async fn spawn_tls_server_with(pki: &Pki, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let url = format!("https://localhost:{port}");
     let data = TempDir(std::env::temp_dir().join(unique("onesided-tls")));
-    let config = ServerConfig {
+    let mut config = ServerConfig {
         tls: Some(identity(pki)),
         ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
     };
+    adjust(&mut config);
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         run(listener, config, async {
@@ -315,20 +321,13 @@ async fn the_binary_serves_tls_from_its_flags() {
 
 /// The binary with these arguments, expected to exit at once: its exit code and stderr.
 fn refused_start(data: &TempDir, args: &[&str]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onesided-server"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-token",
-            "binary-test-admin-token",
-            "--data-dir",
-        ])
-        .arg(&data.0)
+    let mut command =
+        crate::server_command(data, &["--admin-token", "binary-test-admin-token"], "info");
+    command
         .args(args)
         .env_remove("ONESIDED_TLS_CERT")
-        .env_remove("ONESIDED_TLS_KEY")
-        .output()
-        .unwrap();
+        .env_remove("ONESIDED_TLS_KEY");
+    let out = onesided_test_support::run_to_exit(command, std::time::Duration::from_secs(30));
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -372,4 +371,144 @@ fn the_binary_refuses_half_or_wrong_tls_flags() {
         !stderr.contains(other.key_pem.lines().nth(1).unwrap()),
         "{stderr}"
     );
+}
+
+/// A TLS record holding a ClientHello of `version` (`0x0301` TLS 1.0 … `0x0303` TLS 1.2, without
+/// a `supported_versions` extension, as clients of those versions send it) offering ECDHE-ECDSA
+/// and ECDHE-RSA suites with what a TLS 1.2 server needs to pick one for the test PKI's P-256
+/// key.
+fn client_hello(version: u16) -> Vec<u8> {
+    let mut body = version.to_be_bytes().to_vec();
+    body.extend([7u8; 32]); // random
+    body.push(0); // no session id
+    let suites: [u16; 4] = [0xc02b, 0xc02f, 0xc009, 0x002f];
+    body.extend(((suites.len() * 2) as u16).to_be_bytes());
+    for suite in suites {
+        body.extend(suite.to_be_bytes());
+    }
+    body.extend([1, 0]); // the null compression method
+    let mut extensions = Vec::new();
+    let mut add = |kind: u16, data: &[u8]| {
+        extensions.extend(kind.to_be_bytes());
+        extensions.extend((data.len() as u16).to_be_bytes());
+        extensions.extend(data);
+    };
+    add(10, &[0, 4, 0, 0x1d, 0, 0x17]); // supported groups: x25519, secp256r1
+    add(11, &[1, 0]); // EC point formats: uncompressed
+    add(13, &[0, 6, 4, 3, 8, 4, 4, 1]); // signature algorithms
+    body.extend((extensions.len() as u16).to_be_bytes());
+    body.extend(extensions);
+    let mut handshake = vec![1]; // ClientHello
+    handshake.extend(&(body.len() as u32).to_be_bytes()[1..]);
+    handshake.extend(body);
+    let mut record = vec![0x16, 0x03, 0x01];
+    record.extend((handshake.len() as u16).to_be_bytes());
+    record.extend(handshake);
+    record
+}
+
+/// Sends `hello` to `url`'s port and returns the first TLS record the server answers with
+/// (its content type, and its first bytes).
+async fn first_record(url: &str, hello: &[u8]) -> (u8, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let port = url.rsplit(':').next().unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    tcp.write_all(hello).await.unwrap();
+    let mut header = [0u8; 5];
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tcp.read_exact(&mut header),
+    )
+    .await
+    .expect("no answer to the ClientHello")
+    .unwrap();
+    let length = u16::from_be_bytes([header[3], header[4]]) as usize;
+    let mut fragment = vec![0u8; length];
+    tcp.read_exact(&mut fragment).await.unwrap();
+    (header[0], fragment)
+}
+
+/// SECURITY.md: the server speaks only TLS 1.2 and 1.3. The same ClientHello gets a TLS 1.2
+/// ServerHello when it says TLS 1.2, and a fatal `protocol_version` alert when it says TLS 1.1
+/// or 1.0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_tls_1_2_and_1_3_are_spoken() {
+    const HANDSHAKE: u8 = 0x16;
+    const ALERT: u8 = 0x15;
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+    let (kind, fragment) = first_record(&server.url, &client_hello(0x0303)).await;
+    assert_eq!(kind, HANDSHAKE, "TLS 1.2 is refused: {fragment:?}");
+    assert_eq!(fragment[0], 2, "not a ServerHello: {fragment:?}");
+    assert_eq!(fragment[4..6], [3, 3], "not TLS 1.2: {fragment:?}");
+    for (name, version) in [("TLS 1.1", 0x0302), ("TLS 1.0", 0x0301)] {
+        let (kind, fragment) = first_record(&server.url, &client_hello(version)).await;
+        assert_eq!(kind, ALERT, "{name} is served: {fragment:?}");
+        // fatal, protocol_version
+        assert_eq!(fragment, [2, 70], "{name}");
+    }
+    // and TLS 1.3 is what the client negotiates
+    let admin = Admin::connect(with_ca(&server.url, &pki), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    admin.list_worlds().await.unwrap();
+}
+
+/// SECURITY.md: handshakes are bounded to 10 s. A client that opens a connection, sends the
+/// first bytes of a ClientHello and then nothing is dropped at that bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_that_never_completes_is_dropped_at_the_bound() {
+    use onesided_server::tls::HANDSHAKE_TIMEOUT;
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+    let port = server.url.rsplit(':').next().unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    tcp.write_all(&client_hello(0x0303)[..10]).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+        tcp.read(&mut byte),
+    )
+    .await
+    .expect("the half-done handshake is still open 5 s past the bound");
+    let took = started.elapsed();
+    // closed (or reset), never answered
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(
+        took >= HANDSHAKE_TIMEOUT - Duration::from_secs(1),
+        "dropped after {took:?}, before the bound"
+    );
+    // and the server still serves others
+    server.admin.list_worlds().await.unwrap();
+}
+
+/// README: `/metrics` is plain HTTP even when gRPC speaks TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_stay_plain_http_when_grpc_speaks_tls() {
+    use onesided_server::metrics::MetricsListener;
+    let pki = Pki::new(&["localhost"]);
+    let listener = MetricsListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let address = listener.local_addr();
+    let server = spawn_tls_server_with(&pki, |config| config.metrics = Some(listener)).await;
+    let (status, text) = crate::metrics::get(address, "/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line == "onesided_sessions_attached 0"),
+        "{text}"
+    );
+    // while the gRPC port answers a plain HTTP request with nothing of the sort
+    let refused = Admin::connect(server.url.replace("https://", "http://"), ADMIN_TOKEN).await;
+    let failed = match refused {
+        Ok(admin) => admin.list_worlds().await.is_err(),
+        Err(_) => true,
+    };
+    assert!(failed, "the TLS port served plain HTTP/2");
 }
