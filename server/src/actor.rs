@@ -15,11 +15,11 @@ use onesided_core::audit::Event;
 use onesided_core::target::{self, Access, Effects, Input, Segment, Target};
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::{mpsc, oneshot};
-use tracing::Instrument;
 
 use crate::audit::{AuditHandle, Durability, Pending};
 use crate::metrics::{Metrics, QueueReport};
 use crate::reply::{Answer, Reply};
+use crate::supervise::{self, Fate};
 
 /// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
 const INBOX: usize = 1024;
@@ -116,6 +116,8 @@ pub enum Command {
 pub struct WindowServerHandle {
     sender: mpsc::Sender<Command>,
     rank: u32,
+    /// Set if the actor panicked.
+    fate: Fate,
 }
 
 impl WindowServerHandle {
@@ -133,21 +135,35 @@ impl WindowServerHandle {
         let (sender, inbox) = mpsc::channel(INBOX);
         let actor = WindowServer::new(window, rank, nranks, public, audit, metrics, lock_fairness);
         let span = tracing::info_span!("window_server", window, rank);
-        tokio::spawn(actor.run(inbox).instrument(span));
-        WindowServerHandle { sender, rank }
+        let fate = supervise::spawn("window server", actor.run(inbox), span);
+        WindowServerHandle { sender, rank, fate }
+    }
+
+    /// Why the actor no longer takes commands: it panicked (`MPI_ERR_INTERN`), or its window
+    /// was freed (`MPI_ERR_WIN`).
+    fn gone(&self) -> RmaError {
+        match self.fate.panicked() {
+            Some(panic) => RmaError::new(
+                ErrorClass::Intern,
+                format!(
+                    "the window server of rank {} failed (it panicked: {panic}); the window \
+                     cannot be used",
+                    self.rank
+                ),
+            ),
+            None => RmaError::new(
+                ErrorClass::Win,
+                format!("window of rank {} was freed", self.rank),
+            ),
+        }
     }
 
     /// Sends a command; a stopped actor (its window was freed) is `MPI_ERR_WIN`.
     ///
     /// # Errors
-    /// `MPI_ERR_WIN` when the actor has stopped.
+    /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
     pub async fn send(&self, command: Command) -> Result<(), RmaError> {
-        self.sender.send(command).await.map_err(|_| {
-            RmaError::new(
-                ErrorClass::Win,
-                format!("window of rank {} was freed", self.rank),
-            )
-        })
+        self.sender.send(command).await.map_err(|_| self.gone())
     }
 
     /// Stops the actor (its window was freed); pending calls fail with `MPI_ERR_WIN`.
@@ -162,12 +178,7 @@ impl WindowServerHandle {
     pub async fn busy(&self) -> Result<Option<String>, RmaError> {
         let (reply, answer) = oneshot::channel();
         self.send(Command::Busy { reply }).await?;
-        answer.await.map_err(|_| {
-            RmaError::new(
-                ErrorClass::Win,
-                format!("window of rank {} was freed", self.rank),
-            )
-        })
+        answer.await.map_err(|_| self.gone())
     }
 }
 

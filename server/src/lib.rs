@@ -24,6 +24,7 @@ pub mod recovery;
 pub mod registry;
 pub mod reply;
 pub mod session;
+pub mod supervise;
 pub mod tls;
 pub mod world;
 

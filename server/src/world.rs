@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use crate::registry::Registry;
 use crate::reply::Reply;
+use crate::supervise::{self, Fate};
 
 /// Which collective an arrival belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,6 +53,8 @@ enum Message {
 #[derive(Clone, Debug)]
 pub struct WorldHandle {
     sender: mpsc::Sender<Message>,
+    /// Set if the actor panicked.
+    fate: Fate,
 }
 
 impl WorldHandle {
@@ -60,14 +62,14 @@ impl WorldHandle {
     pub fn spawn(name: &str, nranks: u32, registry: std::sync::Weak<Registry>) -> Self {
         let (sender, inbox) = mpsc::channel(256);
         let span = tracing::info_span!("world", world = name);
-        tokio::spawn(run(nranks, inbox, registry).instrument(span));
-        WorldHandle { sender }
+        let fate = supervise::spawn("world", run(nranks, inbox, registry), span);
+        WorldHandle { sender, fate }
     }
 
     /// Rank `rank` arrives at `collective`; `reply` is answered when it may leave.
     ///
     /// # Errors
-    /// `MPI_ERR_OTHER` when the world was deleted.
+    /// `MPI_ERR_OTHER` when the world was deleted, `MPI_ERR_INTERN` when its actor panicked.
     pub async fn arrive(
         &self,
         collective: Collective,
@@ -81,7 +83,13 @@ impl WorldHandle {
                 reply,
             }))
             .await
-            .map_err(|_| RmaError::new(ErrorClass::Other, "the world was deleted"))
+            .map_err(|_| match self.fate.panicked() {
+                Some(panic) => RmaError::new(
+                    ErrorClass::Intern,
+                    format!("the world's collectives failed (it panicked: {panic})"),
+                ),
+                None => RmaError::new(ErrorClass::Other, "the world was deleted"),
+            })
     }
 
     /// A session of `rank` started: collectives may wait for it again.
