@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided_core::audit::Event;
-use onesided_core::target::{self, Access, Effects, Input, Segment, Target};
+use onesided_core::target::{self, Access, Effects, Input, Target};
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,79 +31,18 @@ const SNAPSHOT_BYTES: u64 = 64 * 1024;
 /// Something an origin sends to a target (core's [`Access`], answered through a [`Reply`]).
 pub type AccessItem = Access<Reply>;
 
-/// Messages to a window-server actor.
+/// Messages to a window-server actor: the engine's inputs, and what only the actor answers.
 #[derive(Debug)]
 pub enum Command {
-    /// From an origin (any rank, including the owner).
-    Access {
-        /// The origin rank.
-        origin: u32,
-        /// The origin session's incarnation.
-        incarnation: u64,
-        /// What it sent.
-        item: AccessItem,
-    },
-    /// A session of `origin` ended: revoke its locks, drop what it still had queued here and,
-    /// when it took part in active-target synchronization, fail what needs it.
-    Departed {
-        /// The rank.
-        origin: u32,
-        /// The ended session's incarnation.
-        incarnation: u64,
-        /// Why it ended (for the revocation's audit event and the errors).
-        reason: String,
-        /// Whether it fenced, posted or started on this window: then fences and waits that
-        /// need it fail from now on (a new incarnation cannot resume its epochs).
-        active: bool,
-        /// Whether no newer incarnation of the rank is attached: then the fence or wait that
-        /// waits for it now fails.
-        vanished: bool,
+    /// An input of the rank's target engine (core's [`Input`]).
+    Engine(Input<Reply>),
+    /// An input (a departure) whose sender waits until it is handled and its answers handed on.
+    Acknowledged {
+        /// The input.
+        input: Input<Reply>,
         /// Answered once handled.
         done: oneshot::Sender<()>,
     },
-    /// A new session of `origin` opened the window: it may take part in epochs again (unless
-    /// an earlier session of it left an active-target epoch behind).
-    Opened {
-        /// The rank.
-        origin: u32,
-    },
-    /// The owner publishes private bytes (rule 5).
-    Push {
-        /// The bytes and where they go.
-        segments: Vec<Segment>,
-    },
-    /// The owner entered its fence number `fence`.
-    FenceEnter {
-        /// The fence number.
-        fence: u64,
-        /// The epoch it closes (wait for everyone's marker), if any.
-        closes: Option<u64>,
-        /// Pull when done.
-        pull: bool,
-        /// Answered when the fence may return.
-        reply: Reply,
-    },
-    /// The owner posted to `group`.
-    Post {
-        /// The sorted exposure group.
-        group: Vec<u32>,
-    },
-    /// The owner waits (or tests) for the end of its exposure epoch.
-    Wait {
-        /// Pull when done.
-        pull: bool,
-        /// Answer at once with `flag = false` if not done.
-        test: bool,
-        /// The answer.
-        reply: Reply,
-    },
-    /// The owner pulls what changed remotely (sync).
-    Pull {
-        /// The answer.
-        reply: Reply,
-    },
-    /// The window was freed: answer everything pending with `MPI_ERR_WIN` and stop.
-    Stop,
     /// Is any epoch open or anything pending here?
     Busy {
         /// `Some(reason)` when busy.
@@ -158,17 +97,36 @@ impl WindowServerHandle {
         }
     }
 
-    /// Sends a command; a stopped actor (its window was freed) is `MPI_ERR_WIN`.
+    /// Hands `input` to the rank's engine; a stopped actor (its window was freed) is
+    /// `MPI_ERR_WIN`.
     ///
     /// # Errors
     /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
-    pub async fn send(&self, command: Command) -> Result<(), RmaError> {
+    pub async fn send(&self, input: Input<Reply>) -> Result<(), RmaError> {
+        self.command(Command::Engine(input)).await
+    }
+
+    /// Hands `input` to the rank's engine; the receiver fires once it is handled and the
+    /// answers it caused are handed on (so several actors can work on theirs at once).
+    ///
+    /// # Errors
+    /// As [`WindowServerHandle::send`].
+    pub async fn acknowledged(
+        &self,
+        input: Input<Reply>,
+    ) -> Result<oneshot::Receiver<()>, RmaError> {
+        let (done, handled) = oneshot::channel();
+        self.command(Command::Acknowledged { input, done }).await?;
+        Ok(handled)
+    }
+
+    async fn command(&self, command: Command) -> Result<(), RmaError> {
         self.sender.send(command).await.map_err(|_| self.gone())
     }
 
     /// Stops the actor (its window was freed); pending calls fail with `MPI_ERR_WIN`.
     pub fn stop(&self) {
-        let _ = self.sender.try_send(Command::Stop);
+        let _ = self.sender.try_send(Command::Engine(Input::Stop));
     }
 
     /// Asks whether anything is open or pending at this rank.
@@ -177,7 +135,7 @@ impl WindowServerHandle {
     /// `MPI_ERR_WIN` when the actor has stopped.
     pub async fn busy(&self) -> Result<Option<String>, RmaError> {
         let (reply, answer) = oneshot::channel();
-        self.send(Command::Busy { reply }).await?;
+        self.command(Command::Busy { reply }).await?;
         answer.await.map_err(|_| self.gone())
     }
 }
@@ -245,7 +203,7 @@ impl WindowServer {
                     None => break,
                 },
             };
-            let stopping = matches!(command, Some(Command::Stop));
+            let stopping = matches!(command, Some(Command::Engine(Input::Stop)));
             let mut departed = None;
             if let Some(command) = command {
                 departed = self.handle(command);
@@ -279,60 +237,19 @@ impl WindowServer {
             .report_queues(&mut self.reported, queued, waiters);
     }
 
-    /// Hands a command to the engine; returns the acknowledgement a departure waits for.
+    /// Hands a command to the engine; returns the acknowledgement its sender waits for.
     fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         let now = Instant::now();
-        let input = match command {
-            Command::Access {
-                origin,
-                incarnation,
-                item,
-            } => Input::Access {
-                origin,
-                incarnation,
-                item,
-            },
-            Command::Departed {
-                origin,
-                incarnation,
-                reason,
-                active,
-                vanished,
-                done,
-            } => {
-                let input = Input::Departed {
-                    origin,
-                    incarnation,
-                    reason,
-                    active,
-                    vanished,
-                };
+        match command {
+            Command::Engine(input) => self.target.handle(input, now),
+            Command::Acknowledged { input, done } => {
                 self.target.handle(input, now);
                 return Some(done);
             }
-            Command::Opened { origin } => Input::Opened { origin },
-            Command::Push { segments } => Input::Push { segments },
-            Command::FenceEnter {
-                fence,
-                closes,
-                pull,
-                reply,
-            } => Input::FenceEnter {
-                fence,
-                closes,
-                pull,
-                reply,
-            },
-            Command::Post { group } => Input::Post { group },
-            Command::Wait { pull, test, reply } => Input::Wait { pull, test, reply },
-            Command::Pull { reply } => Input::Pull { reply },
-            Command::Stop => Input::Stop,
             Command::Busy { reply } => {
                 let _ = reply.send(self.target.busy());
-                return None;
             }
-        };
-        self.target.handle(input, now);
+        }
         None
     }
 

@@ -12,7 +12,7 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use onesided_core::audit::Event;
 use onesided_core::epoch::EpochState;
-use onesided_core::target::Segment;
+use onesided_core::target::{Input, Segment};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::admit::{self, Admitted};
 use onesided_proto::v1::{
@@ -22,7 +22,7 @@ use tokio::sync::{oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tonic::{Status, Streaming};
 
-use crate::actor::{AccessItem, Command, WindowServerHandle};
+use crate::actor::{AccessItem, WindowServerHandle};
 use crate::admin::describe;
 use crate::audit::{Durability, Pending as AuditPending};
 use crate::metrics::{CallKind, CallTimer, PendingOp};
@@ -249,22 +249,21 @@ impl Session {
             for open in self.windows.values() {
                 let active = open.epoch.used_active_target();
                 for actor in &open.entry.ranks {
-                    let (done, answer) = oneshot::channel();
-                    let departed = Command::Departed {
+                    let departed = Input::Departed {
                         origin: me,
                         incarnation: self.incarnation,
                         reason: reason.to_string(),
                         active,
                         vanished,
-                        done,
                     };
-                    if actor.send(departed).await.is_ok() {
+                    // sent to every actor first, then awaited: the departures run in parallel
+                    if let Ok(answer) = actor.acknowledged(departed).await {
                         handled.push(answer);
                     }
                 }
             }
-            for answer in handled {
-                let _ = answer.await;
+            for handled in handled {
+                let _ = handled.await;
             }
             if ending == Ending::Lapsed {
                 // the client may still be reading: the answers that failed its pending calls
@@ -453,7 +452,7 @@ impl Session {
                         access(target, (me, inc), AccessItem::FenceMarker { epoch }).await?;
                     }
                 }
-                own.send(Command::FenceEnter {
+                own.send(Input::FenceEnter {
                     fence,
                     closes,
                     pull,
@@ -468,7 +467,7 @@ impl Session {
             } => {
                 push(own, segments).await?;
                 self.log(window_id, event, Some(reply)).await;
-                own.send(Command::Post { group }).await?;
+                own.send(Input::Post { group }).await?;
             }
             Admitted::Start { event } => self.log(window_id, event, Some(reply)).await,
             Admitted::Complete { markers } => {
@@ -480,7 +479,7 @@ impl Session {
             }
             Admitted::Wait { pull } => {
                 self.log(window_id, Event::WaitEnter, None).await;
-                own.send(Command::Wait {
+                own.send(Input::Wait {
                     pull,
                     test: false,
                     reply,
@@ -489,7 +488,7 @@ impl Session {
             }
             Admitted::Test { pull } => {
                 let (sender, answer) = oneshot::channel();
-                own.send(Command::Wait {
+                own.send(Input::Wait {
                     pull,
                     test: true,
                     reply: Reply::Session(sender),
@@ -583,7 +582,7 @@ impl Session {
             Admitted::Sync { push: segments } => {
                 self.log(window_id, Event::Sync, None).await;
                 push(own, segments).await?;
-                own.send(Command::Pull { reply }).await?;
+                own.send(Input::Pull { reply }).await?;
             }
             Admitted::Op {
                 target,
@@ -658,7 +657,7 @@ impl Session {
         let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
         let window_id = entry.desc.id;
         for actor in &entry.ranks {
-            actor.send(Command::Opened { origin: me }).await?;
+            actor.send(Input::Opened { origin: me }).await?;
         }
         self.windows.insert(
             window_id,
@@ -753,7 +752,7 @@ async fn access(
     item: AccessItem,
 ) -> Result<(), RmaError> {
     target
-        .send(Command::Access {
+        .send(Input::Access {
             origin,
             incarnation,
             item,
@@ -765,5 +764,5 @@ async fn push(own: &WindowServerHandle, segments: Vec<Segment>) -> Result<(), Rm
     if segments.is_empty() {
         return Ok(());
     }
-    own.send(Command::Push { segments }).await
+    own.send(Input::Push { segments }).await
 }
