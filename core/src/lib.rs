@@ -15,7 +15,6 @@
 //! - [`audit`]: the audit vocabulary, the hash chain, verification and replay.
 //! - [`check`]: happens-before over an audit log and the access pairs it leaves unordered.
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
-//! - [`linearizable`]: a linearizability checker for a register under fetch-and-op and CAS.
 //! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
 //! - [`target`]: the target half of the protocol, sans I/O: when what origins send is applied.
 
@@ -27,7 +26,6 @@ pub mod epoch;
 pub mod error;
 pub mod export;
 pub mod layout;
-pub mod linearizable;
 pub mod locks;
 pub mod ranges;
 pub mod reduce;

@@ -4,11 +4,14 @@
 //! machine's PostgreSQL, a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
 //! [`rewrite_event_postgres`], how the tests tamper with a stored audit row, and [`Launched`] /
 //! [`run_to_exit`], how a suite runs a binary it built (each suite names its own binaries:
-//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them). Dev-only: no crate depends
-//! on it outside its tests.
+//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them), and [`linearizable`], the
+//! linearizability oracle the server's 64-client test checks its history with (a test's
+//! oracle, not part of core's API). Dev-only: no crate depends on it outside its tests.
 //!
 //! It must not decide how servers or clients are configured: the suites do that through the
 //! real server and the real client, each in its own way (in process, or as a binary).
+
+pub mod linearizable;
 
 use std::path::{Path, PathBuf};
 

@@ -1,11 +1,11 @@
 //! Linearizability of fetch-and-op and compare-and-swap on one element: 64 sessions hammer
 //! rank 0's element 0 concurrently, every call timed from before it is issued to after its
-//! value arrives, and the history goes through `onesided_core::linearizable::check`.
+//! value arrives, and the history goes through `onesided_test_support::linearizable::check`.
 
 use std::time::Instant;
 
 use onesided_client::{LockType, Op, WindowSpec};
-use onesided_core::linearizable::{check, Operation, RegisterOp};
+use onesided_test_support::linearizable::{check, Operation, RegisterOp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
