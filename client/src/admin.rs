@@ -1,6 +1,6 @@
 //! The admin side: worlds and windows.
 
-use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo, ELEMENT_TYPE_KEY};
+use onesided_core::window::{Flavor, WindowDesc, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -87,36 +87,12 @@ impl WindowSpec {
     }
 }
 
-/// A window description from the wire.
+/// A window description from the wire (proto's one mapping).
 ///
 /// # Errors
 /// [`Error::Protocol`] for a description this library cannot read.
 pub fn desc_from_wire(desc: v1::WindowDescription) -> Result<WindowDesc> {
-    let info = WindowInfo::parse(
-        desc.info
-            .iter()
-            .map(|entry| (entry.key.as_str(), entry.value.as_str())),
-    )
-    .map_err(|e| Error::Protocol(e.to_string()))?;
-    let flavor = match v1::Flavor::try_from(desc.flavor) {
-        Ok(v1::Flavor::Create) => Flavor::Create,
-        _ => Flavor::Allocate,
-    };
-    if desc.sizes.len() != desc.disp_units.len() {
-        return Err(Error::Protocol(
-            "window description with mismatched sizes and disp_units".into(),
-        ));
-    }
-    Ok(WindowDesc {
-        id: desc.id,
-        name: desc.name,
-        world: desc.world,
-        flavor,
-        model: MemoryModel::Separate,
-        sizes: desc.sizes,
-        disp_units: desc.disp_units,
-        info,
-    })
+    onesided_proto::desc_from_wire(desc).map_err(|error| Error::Protocol(error.to_string()))
 }
 
 /// An admin connection.
@@ -201,10 +177,7 @@ impl Admin {
         let request = v1::CreateWindowRequest {
             world: world.to_string(),
             name: spec.name.clone(),
-            flavor: match spec.flavor {
-                Flavor::Create => v1::Flavor::Create,
-                Flavor::Allocate => v1::Flavor::Allocate,
-            } as i32,
+            flavor: onesided_proto::flavor_to_wire(spec.flavor),
             model: v1::MemoryModel::Separate as i32,
             sizes: spec.sizes.clone(),
             disp_units: spec.disp_units.clone(),

@@ -208,6 +208,99 @@ pub fn target_op_from_wire(op: &v1::RmaOp) -> Result<TargetOp<bytes::Bytes>, Rma
     })
 }
 
+/// A window's flavor on the wire.
+pub fn flavor_to_wire(flavor: onesided_core::window::Flavor) -> i32 {
+    use onesided_core::window::Flavor;
+    let flavor = match flavor {
+        Flavor::Create => v1::Flavor::Create,
+        Flavor::Allocate => v1::Flavor::Allocate,
+    };
+    flavor as i32
+}
+
+/// The one flavor rule, in both directions: `CREATE` is create, `ALLOCATE` and an unset flavor
+/// are allocate.
+///
+/// # Errors
+/// `MPI_ERR_ARG` for a value `onesided.v1` does not define.
+pub fn flavor_from_wire(code: i32) -> Result<onesided_core::window::Flavor, RmaError> {
+    use onesided_core::window::Flavor;
+    match v1::Flavor::try_from(code) {
+        Ok(v1::Flavor::Create) => Ok(Flavor::Create),
+        Ok(v1::Flavor::Allocate) | Ok(v1::Flavor::Unspecified) => Ok(Flavor::Allocate),
+        Err(_) => Err(RmaError::new(
+            ErrorClass::Arg,
+            format!("unknown window flavor {code}"),
+        )),
+    }
+}
+
+/// The memory model: only the separate one is offered; unset means separate.
+///
+/// # Errors
+/// `MPI_ERR_ARG` for any other value.
+pub fn model_from_wire(code: i32) -> Result<onesided_core::window::MemoryModel, RmaError> {
+    match v1::MemoryModel::try_from(code) {
+        Ok(v1::MemoryModel::Separate) | Ok(v1::MemoryModel::Unspecified) => {
+            Ok(onesided_core::window::MemoryModel::Separate)
+        }
+        Err(_) => Err(RmaError::new(
+            ErrorClass::Arg,
+            format!("unknown memory model {code}; only the separate model is offered"),
+        )),
+    }
+}
+
+/// The wire description of a window.
+pub fn desc_to_wire(desc: &onesided_core::window::WindowDesc) -> v1::WindowDescription {
+    v1::WindowDescription {
+        id: desc.id,
+        world: desc.world.clone(),
+        name: desc.name.clone(),
+        flavor: flavor_to_wire(desc.flavor),
+        model: v1::MemoryModel::Separate as i32,
+        sizes: desc.sizes.clone(),
+        disp_units: desc.disp_units.clone(),
+        info: desc
+            .info
+            .to_pairs()
+            .into_iter()
+            .map(|(key, value)| v1::InfoEntry { key, value })
+            .collect(),
+    }
+}
+
+/// A window description from the wire (what the client reads back).
+///
+/// # Errors
+/// As [`flavor_from_wire`] and [`model_from_wire`]; `MPI_ERR_INFO` for info keys core does not
+/// accept; `MPI_ERR_ARG` when sizes and disp_units differ in length.
+pub fn desc_from_wire(
+    desc: v1::WindowDescription,
+) -> Result<onesided_core::window::WindowDesc, RmaError> {
+    let info = onesided_core::window::WindowInfo::parse(
+        desc.info
+            .iter()
+            .map(|entry| (entry.key.as_str(), entry.value.as_str())),
+    )?;
+    if desc.sizes.len() != desc.disp_units.len() {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            "window description with mismatched sizes and disp_units",
+        ));
+    }
+    Ok(onesided_core::window::WindowDesc {
+        id: desc.id,
+        name: desc.name,
+        world: desc.world,
+        flavor: flavor_from_wire(desc.flavor)?,
+        model: model_from_wire(desc.model)?,
+        sizes: desc.sizes,
+        disp_units: desc.disp_units,
+        info,
+    })
+}
+
 /// Pushed bytes as the target engine takes them (moved, not copied).
 pub fn segments_from_wire(segments: Vec<v1::Segment>) -> Vec<onesided_core::target::Segment> {
     segments

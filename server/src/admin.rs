@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use onesided_core::error::quoted;
-use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::window::{WindowDesc, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, admin_server::Admin};
@@ -73,49 +73,9 @@ async fn to_the_end<T: Send + 'static>(
         .map_err(status)
 }
 
-/// The wire description of a window.
+/// The wire description of a window (proto's one mapping).
 pub fn describe(desc: &WindowDesc) -> v1::WindowDescription {
-    v1::WindowDescription {
-        id: desc.id,
-        world: desc.world.clone(),
-        name: desc.name.clone(),
-        flavor: match desc.flavor {
-            Flavor::Create => v1::Flavor::Create,
-            Flavor::Allocate => v1::Flavor::Allocate,
-        } as i32,
-        model: v1::MemoryModel::Separate as i32,
-        sizes: desc.sizes.clone(),
-        disp_units: desc.disp_units.clone(),
-        info: desc
-            .info
-            .to_pairs()
-            .into_iter()
-            .map(|(key, value)| v1::InfoEntry { key, value })
-            .collect(),
-    }
-}
-
-fn flavor_from_wire(code: i32) -> Result<Flavor, RmaError> {
-    match v1::Flavor::try_from(code) {
-        Ok(v1::Flavor::Create) => Ok(Flavor::Create),
-        Ok(v1::Flavor::Allocate) | Ok(v1::Flavor::Unspecified) => Ok(Flavor::Allocate),
-        Err(_) => Err(RmaError::new(
-            ErrorClass::Arg,
-            format!("unknown window flavor {code}"),
-        )),
-    }
-}
-
-fn model_from_wire(code: i32) -> Result<MemoryModel, RmaError> {
-    match v1::MemoryModel::try_from(code) {
-        Ok(v1::MemoryModel::Separate) | Ok(v1::MemoryModel::Unspecified) => {
-            Ok(MemoryModel::Separate)
-        }
-        Err(_) => Err(RmaError::new(
-            ErrorClass::Arg,
-            format!("unknown memory model {code}; only the separate model is offered"),
-        )),
-    }
+    onesided_proto::desc_to_wire(desc)
 }
 
 #[tonic::async_trait]
@@ -170,8 +130,10 @@ impl Admin for AdminService {
         request: Request<v1::CreateWindowRequest>,
     ) -> Result<Response<v1::WindowDescription>, Status> {
         let request = request.into_inner();
-        let flavor = flavor_from_wire(request.flavor).map_err(|e| status_from_rma(&e))?;
-        let model = model_from_wire(request.model).map_err(|e| status_from_rma(&e))?;
+        let flavor =
+            onesided_proto::flavor_from_wire(request.flavor).map_err(|e| status_from_rma(&e))?;
+        let model =
+            onesided_proto::model_from_wire(request.model).map_err(|e| status_from_rma(&e))?;
         let info = WindowInfo::parse(
             request
                 .info
