@@ -1,0 +1,399 @@
+//! Communication: put, get, accumulate and the rest, their typed and request-based forms.
+
+use super::*;
+
+impl Window {
+    /// Issues an operation in the general form: validated here (bounds, types, epoch) and sent
+    /// at once, pipelined. Returns its reply: the fetched bytes for get-like operations.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RANK`, `MPI_ERR_RMA_RANGE`, `MPI_ERR_TYPE`, `MPI_ERR_OP`, `MPI_ERR_COUNT`,
+    /// `MPI_ERR_RMA_SYNC` — the call is refused and nothing is sent.
+    pub fn issue(&self, target: u32, spec: OpSpec, request_based: bool) -> Result<Pending<Bytes>> {
+        self.note(Vec::new());
+        let nranks = self.desc.nranks();
+        if target >= nranks {
+            return Err(RmaError::new(
+                ErrorClass::Rank,
+                format!("rank {target} is outside the window's group of {nranks} ranks"),
+            )
+            .into());
+        }
+        let target_op = TargetOp {
+            kind: spec.kind,
+            dtype: spec.dtype,
+            disp: spec.disp,
+            layout: spec.layout,
+            data: spec.data,
+            compare: spec.compare,
+        };
+        target_op.validate(
+            self.desc.sizes[target as usize],
+            self.desc.disp_units[target as usize],
+        )?;
+        let (kind, op) = match target_op.kind {
+            OpKind::Put => (v1::OpKind::Put, 0),
+            OpKind::Get => (v1::OpKind::Get, 0),
+            OpKind::Accumulate(op) => (v1::OpKind::Accumulate, op.code()),
+            OpKind::GetAccumulate(op) => (v1::OpKind::GetAccumulate, op.code()),
+            OpKind::FetchAndOp(op) => (v1::OpKind::FetchAndOp, op.code()),
+            OpKind::CompareAndSwap => (v1::OpKind::CompareAndSwap, 0),
+        };
+        let returns_data = target_op.kind.returns_data();
+        // a request completes on one answer, so it travels whole
+        let split = (!request_based)
+            .then(|| target_op.pieces(self.desc.disp_units[target as usize], PIECE_BYTES))
+            .flatten();
+        let pieces: Vec<(u64, Layout, std::ops::Range<usize>)> = match split {
+            Some(pieces) => pieces
+                .into_iter()
+                .map(|piece| {
+                    (
+                        piece.disp,
+                        Layout::Contiguous { count: piece.count },
+                        piece.data,
+                    )
+                })
+                .collect(),
+            None => vec![(
+                target_op.disp,
+                target_op.layout.clone(),
+                0..target_op.data.len(),
+            )],
+        };
+        let mut state = self.state();
+        let mut replies = Vec::with_capacity(pieces.len());
+        for (disp, layout, data) in pieces {
+            let plan = state.epoch.op(target, request_based)?;
+            let token = match plan.tag {
+                AccessTag::Lock => state.tokens[target as usize],
+                AccessTag::Fence { .. } | AccessTag::Pscw { .. } => 0,
+            };
+            replies.push(self.session.defer(Call::Op(v1::RmaOp {
+                window: self.id(),
+                target,
+                kind: kind as i32,
+                datatype: target_op.dtype.code(),
+                op,
+                disp,
+                layout: Some(layout_to_wire(&layout)),
+                data: target_op.data.slice(data),
+                compare: target_op.compare.clone(),
+                request_based,
+                token,
+            })));
+        }
+        let reply = match <[_; 1]>::try_from(replies) {
+            Ok([reply]) => async move { bytes_of(reply.await?) }.boxed().shared(),
+            Err(replies) => async move {
+                // every piece is awaited, so the call completes only when all of it did
+                let answers = futures::future::join_all(replies).await;
+                let mut data = BytesMut::new();
+                for answer in answers {
+                    data.extend_from_slice(&bytes_of(answer?)?);
+                }
+                Ok(data.freeze())
+            }
+            .boxed()
+            .shared(),
+        };
+        state.outstanding.push(Outstanding {
+            target: Some(target),
+            returns_data,
+            reply: reply.clone(),
+        });
+        Ok(Pending {
+            reply,
+            decode: |bytes| Bytes::copy_from_slice(bytes),
+            session: self.session.clone(),
+        })
+    }
+
+    fn typed<T: Element>(pending: Pending<Bytes>) -> Pending<Vec<T>> {
+        Pending {
+            reply: pending.reply,
+            decode: |bytes| decode(bytes),
+            session: pending.session,
+        }
+    }
+
+    fn single<T: Element>(pending: Pending<Bytes>) -> Pending<T> {
+        Pending {
+            reply: pending.reply,
+            decode: |bytes| {
+                decode::<T>(bytes)
+                    .first()
+                    .copied()
+                    .unwrap_or_else(T::zeroed)
+            },
+            session: pending.session,
+        }
+    }
+
+    /// `MPI_Put` of `values` to `target` at displacement `disp` (in the target's disp_units).
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn put<T: Element>(&self, target: u32, disp: u64, values: &[T]) -> Result<()> {
+        let spec = OpSpec::contiguous(
+            OpKind::Put,
+            T::DATATYPE,
+            disp,
+            values.len() as u64,
+            encode(values),
+        );
+        self.issue(target, spec, false).map(drop)
+    }
+
+    /// `MPI_Put` with a target layout (vector, indexed); `values` are in layout order.
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn put_layout<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        layout: Layout,
+        values: &[T],
+    ) -> Result<()> {
+        let spec = OpSpec {
+            kind: OpKind::Put,
+            dtype: T::DATATYPE,
+            disp,
+            layout,
+            data: encode(values),
+            compare: Bytes::new(),
+        };
+        self.issue(target, spec, false).map(drop)
+    }
+
+    /// `MPI_Put` with an origin layout too: the elements of `origin` that `origin_layout`
+    /// selects (in its type-map order) go to the elements `target_layout` selects.
+    ///
+    /// # Errors
+    /// As [`Window::issue`]; `MPI_ERR_RMA_RANGE` when `origin_layout` reaches past `origin`.
+    pub fn put_from<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        target_layout: Layout,
+        origin: &[T],
+        origin_layout: &Layout,
+    ) -> Result<()> {
+        let packed = pack(origin, origin_layout)?;
+        let spec = OpSpec {
+            kind: OpKind::Put,
+            dtype: T::DATATYPE,
+            disp,
+            layout: target_layout,
+            data: Bytes::from(packed),
+            compare: Bytes::new(),
+        };
+        self.issue(target, spec, false).map(drop)
+    }
+
+    /// `MPI_Get` of `count` elements.
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn get<T: Element>(&self, target: u32, disp: u64, count: u64) -> Result<Pending<Vec<T>>> {
+        let spec = OpSpec::contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
+        self.issue(target, spec, false).map(Self::typed)
+    }
+
+    /// `MPI_Get` with a target layout; the result is in layout order.
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn get_layout<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        layout: Layout,
+    ) -> Result<Pending<Vec<T>>> {
+        let spec = OpSpec {
+            kind: OpKind::Get,
+            dtype: T::DATATYPE,
+            disp,
+            layout,
+            data: Bytes::new(),
+            compare: Bytes::new(),
+        };
+        self.issue(target, spec, false).map(Self::typed)
+    }
+
+    /// `MPI_Accumulate` of `values` with `op`.
+    ///
+    /// # Errors
+    /// As [`Window::issue`]; `MPI_ERR_OP` for `NO_OP` or an op the datatype does not take.
+    pub fn accumulate<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        values: &[T],
+        op: Op,
+    ) -> Result<()> {
+        let spec = OpSpec::contiguous(
+            OpKind::Accumulate(op),
+            T::DATATYPE,
+            disp,
+            values.len() as u64,
+            encode(values),
+        );
+        self.issue(target, spec, false).map(drop)
+    }
+
+    /// `MPI_Get_accumulate`: the old contents come back, then `op` is applied. With
+    /// `Op::NoOp` it is an atomic read of `values.len()` elements (the values are ignored).
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn get_accumulate<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        values: &[T],
+        op: Op,
+    ) -> Result<Pending<Vec<T>>> {
+        let data = if op == Op::NoOp {
+            Bytes::new()
+        } else {
+            encode(values)
+        };
+        let spec = OpSpec::contiguous(
+            OpKind::GetAccumulate(op),
+            T::DATATYPE,
+            disp,
+            values.len() as u64,
+            data,
+        );
+        self.issue(target, spec, false).map(Self::typed)
+    }
+
+    /// `MPI_Fetch_and_op` on one element.
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn fetch_and_op<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        value: T,
+        op: Op,
+    ) -> Result<Pending<T>> {
+        let data = if op == Op::NoOp {
+            Bytes::new()
+        } else {
+            encode(&[value])
+        };
+        let spec = OpSpec::contiguous(OpKind::FetchAndOp(op), T::DATATYPE, disp, 1, data);
+        self.issue(target, spec, false).map(Self::single)
+    }
+
+    /// `MPI_Compare_and_swap`: if the target element equals `compare` (bitwise), it becomes
+    /// `value`; the old element comes back either way.
+    ///
+    /// # Errors
+    /// As [`Window::issue`]; `MPI_ERR_TYPE` for floating-point types.
+    pub fn compare_and_swap<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        compare: T,
+        value: T,
+    ) -> Result<Pending<T>> {
+        let mut spec = OpSpec::contiguous(
+            OpKind::CompareAndSwap,
+            T::DATATYPE,
+            disp,
+            1,
+            encode(&[value]),
+        );
+        spec.compare = encode(&[compare]);
+        self.issue(target, spec, false).map(Self::single)
+    }
+
+    /// `MPI_Rput`: only in a passive-target epoch; locally complete at once (the values were
+    /// copied), remotely complete at the next flush or unlock.
+    ///
+    /// # Errors
+    /// As [`Window::issue`]; `MPI_ERR_RMA_SYNC` outside a passive epoch.
+    pub fn rput<T: Element>(&self, target: u32, disp: u64, values: &[T]) -> Result<Request<()>> {
+        let spec = OpSpec::contiguous(
+            OpKind::Put,
+            T::DATATYPE,
+            disp,
+            values.len() as u64,
+            encode(values),
+        );
+        self.issue(target, spec, true)?;
+        Ok(Request {
+            inner: RequestInner::Ready(()),
+        })
+    }
+
+    /// `MPI_Rget`: its request completes when the data is here.
+    ///
+    /// # Errors
+    /// As [`Window::rput`].
+    pub fn rget<T: Element>(&self, target: u32, disp: u64, count: u64) -> Result<Request<Vec<T>>> {
+        let spec = OpSpec::contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
+        let pending = self.issue(target, spec, true).map(Self::typed)?;
+        Ok(Request {
+            inner: RequestInner::Pending(pending),
+        })
+    }
+
+    /// `MPI_Raccumulate`.
+    ///
+    /// # Errors
+    /// As [`Window::rput`].
+    pub fn raccumulate<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        values: &[T],
+        op: Op,
+    ) -> Result<Request<()>> {
+        let spec = OpSpec::contiguous(
+            OpKind::Accumulate(op),
+            T::DATATYPE,
+            disp,
+            values.len() as u64,
+            encode(values),
+        );
+        self.issue(target, spec, true)?;
+        Ok(Request {
+            inner: RequestInner::Ready(()),
+        })
+    }
+
+    /// `MPI_Rget_accumulate`.
+    ///
+    /// # Errors
+    /// As [`Window::rput`].
+    pub fn rget_accumulate<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        values: &[T],
+        op: Op,
+    ) -> Result<Request<Vec<T>>> {
+        let data = if op == Op::NoOp {
+            Bytes::new()
+        } else {
+            encode(values)
+        };
+        let spec = OpSpec::contiguous(
+            OpKind::GetAccumulate(op),
+            T::DATATYPE,
+            disp,
+            values.len() as u64,
+            data,
+        );
+        let pending = self.issue(target, spec, true).map(Self::typed)?;
+        Ok(Request {
+            inner: RequestInner::Pending(pending),
+        })
+    }
+}

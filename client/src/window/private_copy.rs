@@ -1,0 +1,63 @@
+//! The private copy: local loads and stores (they touch only this rank's memory).
+
+use super::*;
+
+impl Window {
+    /// Stores `values` into the private copy at element `index` (byte offset `index × size of
+    /// T`). A local store: nothing is published until the next post, fence, unlock, unlock_all
+    /// or sync.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window.
+    pub fn store<T: Element>(&self, index: u64, values: &[T]) -> Result<()> {
+        let offset = index.saturating_mul(std::mem::size_of::<T>() as u64);
+        self.store_bytes(offset, bytemuck::cast_slice(values))
+    }
+
+    /// Stores raw bytes into the private copy at byte `offset`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window.
+    pub fn store_bytes(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let mut state = self.state();
+        let size = state.private.len() as u64;
+        let (start, end) = local_range("store", offset, bytes.len() as u64, size)?;
+        state.private[start..end].copy_from_slice(bytes);
+        state.dirty.insert(start as u64, end as u64);
+        state.stored.insert(start as u64, end as u64);
+        Ok(())
+    }
+
+    /// Loads `count` elements of `T` from the private copy at element `index`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window.
+    pub fn load<T: Element>(&self, index: u64, count: u64) -> Result<Vec<T>> {
+        let unit = std::mem::size_of::<T>() as u64;
+        let offset = index.saturating_mul(unit);
+        let len = count.saturating_mul(unit);
+        Ok(decode(&self.load_bytes(offset, len)?))
+    }
+
+    /// Loads raw bytes from the private copy.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window.
+    pub fn load_bytes(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut state = self.state();
+        let (start, end) = local_range("load", offset, len, state.private.len() as u64)?;
+        state.loaded.insert(start as u64, end as u64);
+        Ok(state.private[start..end].to_vec())
+    }
+
+    /// Reads raw bytes of the private copy without recording a load: for tools that observe a
+    /// program rather than take part in it (the scenario runner's `expect private`).
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_RANGE` outside the window.
+    pub fn inspect_bytes(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let state = self.state();
+        let (start, end) = local_range("load", offset, len, state.private.len() as u64)?;
+        Ok(state.private[start..end].to_vec())
+    }
+}

@@ -1,0 +1,363 @@
+//! Synchronization: fence, PSCW, locks, flushes, sync and free — where the private copy is
+//! pushed and pulled (rules 5 and 6).
+
+use super::*;
+
+impl Window {
+    /// `MPI_Win_fence(assert)`: `0` or an or of [`crate::Assert`]'s `NOSTORE`, `NOPUT`,
+    /// `NOPRECEDE`, `NOSUCCEED`. Publishes this rank's stores (unless `NOSTORE`); a fence that
+    /// ends an epoch returns only when every operation of the epoch, from every rank, is applied
+    /// everywhere; then brings remote changes into the private copy.
+    ///
+    /// # Errors
+    /// `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` inside a PSCW or lock epoch; a failure of an
+    /// operation it completed.
+    pub async fn fence(&self, assert: u32) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            let plan = state.epoch.fence(assert)?;
+            let push = if plan.push {
+                Self::take_push(&mut state)
+            } else {
+                Vec::new()
+            };
+            self.session.call(Call::Fence(v1::Fence {
+                window: self.id(),
+                assert,
+                push,
+            }))
+        };
+        let reply = self.finish(reply, |_| true).await?;
+        self.apply_pull(synced(reply)?.pull);
+        self.returned("fence", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_post(group, assert)`: exposes this rank's window to `group` and publishes its
+    /// stores (unless `NOSTORE`). Does not block.
+    ///
+    /// # Errors
+    /// `MPI_ERR_ASSERT`, `MPI_ERR_RANK`, `MPI_ERR_GROUP`; `MPI_ERR_RMA_SYNC` when already posted.
+    pub fn post(&self, group: &[u32], assert: u32) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            let plan = state.epoch.post(group, assert)?;
+            let push = if plan.push {
+                Self::take_push(&mut state)
+            } else {
+                Vec::new()
+            };
+            self.call(Call::Post(v1::Post {
+                window: self.id(),
+                group: plan.group,
+                assert,
+                push,
+            }))
+        };
+        self.background(reply);
+        Ok(())
+    }
+
+    /// `MPI_Win_start(group, assert)`: opens an access epoch to `group`. Does not block;
+    /// operations to a target wait at the target until it posted.
+    ///
+    /// # Errors
+    /// `MPI_ERR_ASSERT`, `MPI_ERR_RANK`, `MPI_ERR_GROUP`; `MPI_ERR_RMA_SYNC` inside another
+    /// access epoch.
+    pub fn start(&self, group: &[u32], assert: u32) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            let group = state.epoch.start(group, assert)?;
+            self.call(Call::Start(v1::Start {
+                window: self.id(),
+                group,
+                assert,
+            }))
+        };
+        self.background(reply);
+        Ok(())
+    }
+
+    /// `MPI_Win_complete`: ends the access epoch; its operations are complete here (results in
+    /// hand) when it returns. Nothing is promised at the targets until their wait.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` without start; a failure of an operation it completed.
+    pub async fn complete(&self) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            state.epoch.complete()?;
+            self.session
+                .call(Call::Complete(v1::Complete { window: self.id() }))
+        };
+        self.finish(reply, |_| true).await?;
+        self.returned("complete", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_wait`: returns when every rank of the post group completed and its operations
+    /// are applied here; then brings them into the private copy (unless `NOPUT`).
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` without post.
+    pub async fn wait(&self) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            state.epoch.wait()?;
+            self.session
+                .call(Call::Wait(v1::Wait { window: self.id() }))
+        };
+        let reply = self.finish(reply, |item| item.target.is_none()).await?;
+        self.apply_pull(synced(reply)?.pull);
+        self.returned("wait", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_test`: [`Window::wait`] without blocking. `true` has exactly the effect of
+    /// wait returning; `false` has none.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` without post.
+    pub async fn test(&self) -> Result<bool> {
+        self.note(Vec::new());
+        let reply = {
+            let state = self.state();
+            state.epoch.test()?;
+            self.session
+                .call(Call::Test(v1::Test { window: self.id() }))
+        };
+        let answer = synced(self.finish(reply, |item| item.target.is_none()).await?)?;
+        if answer.flag {
+            self.state().epoch.wait()?;
+            self.apply_pull(answer.pull);
+        }
+        self.returned("test", None);
+        Ok(answer.flag)
+    }
+
+    /// `MPI_Win_lock(lock_type, target, assert)` (`assert`: `0` or `NOCHECK`). A lock of another
+    /// rank returns at once and travels with the first operation or the unlock; a lock of this
+    /// rank returns once held and brings remote changes into the private copy.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RANK`, `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` for a second lock of `target`, a lock
+    /// inside PSCW or lock_all, or on a `no_locks` window.
+    pub async fn lock(&self, lock_type: LockType, target: u32, assert: u32) -> Result<()> {
+        self.note(Vec::new());
+        let (eager, reply) = {
+            let mut state = self.state();
+            let eager = state.epoch.lock(lock_type, target, assert)?;
+            let lock = Call::Lock(v1::Lock {
+                window: self.id(),
+                lock_type: lock_type.code(),
+                target,
+                assert,
+            });
+            // a lock of another rank is lazy: it travels with the first operation or the unlock
+            let reply = if eager {
+                self.session.call(lock)
+            } else {
+                self.session.defer(lock)
+            };
+            (eager, reply)
+        };
+        if eager {
+            let answer = synced(reply.await?)?;
+            self.state().tokens[target as usize] = answer.token;
+            self.apply_pull(answer.pull);
+        } else {
+            let reply = async move { bytes_of(reply.await?) }.boxed().shared();
+            self.state().outstanding.push(Outstanding {
+                target: Some(target),
+                returns_data: false,
+                reply,
+            });
+        }
+        self.returned("lock", Some(target));
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock(target)`: publishes this rank's stores, and returns when every operation
+    /// to `target` of the epoch is applied there.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` when `target` is not locked; a failure of an operation it completed.
+    pub async fn unlock(&self, target: u32) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            state.epoch.unlock(target)?;
+            state.tokens[target as usize] = 0;
+            let push = Self::take_push(&mut state);
+            self.session.call(Call::Unlock(v1::Unlock {
+                window: self.id(),
+                target,
+                push,
+            }))
+        };
+        self.finish(reply, |item| {
+            item.target == Some(target) || item.target.is_none()
+        })
+        .await?;
+        self.returned("unlock", Some(target));
+        Ok(())
+    }
+
+    /// `MPI_Win_lock_all(assert)`: a shared lock of every rank; this rank's is held (and remote
+    /// changes pulled) when it returns, the others travel lazily.
+    ///
+    /// # Errors
+    /// `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` inside another access epoch or on a `no_locks`
+    /// window.
+    pub async fn lock_all(&self, assert: u32) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            state.epoch.lock_all(assert)?;
+            self.session.call(Call::LockAll(v1::LockAll {
+                window: self.id(),
+                assert,
+            }))
+        };
+        let answer = synced(reply.await?)?;
+        self.state().tokens[self.session.rank() as usize] = answer.token;
+        self.apply_pull(answer.pull);
+        self.returned("lock_all", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock_all`: publishes this rank's stores and completes everything everywhere.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` without lock_all.
+    pub async fn unlock_all(&self) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            state.epoch.unlock_all()?;
+            state.tokens.iter_mut().for_each(|token| *token = 0);
+            let push = Self::take_push(&mut state);
+            self.session.call(Call::UnlockAll(v1::UnlockAll {
+                window: self.id(),
+                push,
+            }))
+        };
+        self.finish(reply, |_| true).await?;
+        self.returned("unlock_all", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_flush(target)`: every operation to `target` so far is applied there when it
+    /// returns.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
+    pub async fn flush(&self, target: u32) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let state = self.state();
+            state.epoch.flush(target)?;
+            self.session.call(Call::Flush(v1::Flush {
+                window: self.id(),
+                target,
+                local: false,
+            }))
+        };
+        self.finish(reply, |item| {
+            item.target == Some(target) || item.target.is_none()
+        })
+        .await?;
+        self.returned("flush", Some(target));
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_all`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
+    pub async fn flush_all(&self) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let state = self.state();
+            state.epoch.flush_all()?;
+            self.session.call(Call::FlushAll(v1::FlushAll {
+                window: self.id(),
+                local: false,
+            }))
+        };
+        self.finish(reply, |_| true).await?;
+        self.returned("flush_all", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_local(target)`: completion at this rank only — results of gets to
+    /// `target` are here. Says nothing about the target.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
+    pub async fn flush_local(&self, target: u32) -> Result<()> {
+        self.state().epoch.flush(target)?;
+        self.note(vec![AuditEvent::FlushLocal {
+            target: Some(target),
+        }]);
+        self.await_outstanding(|item| item.returns_data && item.target == Some(target))
+            .await
+    }
+
+    /// `MPI_Win_flush_local_all`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
+    pub async fn flush_local_all(&self) -> Result<()> {
+        self.state().epoch.flush_all()?;
+        self.note(vec![AuditEvent::FlushLocal { target: None }]);
+        self.await_outstanding(|item| item.returns_data).await
+    }
+
+    /// `MPI_Win_sync`: publishes this rank's stores, then brings the public copy's remote
+    /// changes into the private copy. Opens and closes no epoch.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
+    pub async fn sync(&self) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.state();
+            state.epoch.sync()?;
+            let push = Self::take_push(&mut state);
+            self.session.call(Call::Sync(v1::Sync {
+                window: self.id(),
+                push,
+            }))
+        };
+        let answer = synced(self.finish(reply, |item| item.target.is_none()).await?)?;
+        self.apply_pull(answer.pull);
+        self.returned("sync", None);
+        Ok(())
+    }
+
+    /// `MPI_Win_free` by this rank: collective (every rank must call it, unless the window has
+    /// `no_locks=true`). Afterwards every call on this handle fails with `MPI_ERR_WIN`.
+    ///
+    /// # Errors
+    /// `MPI_ERR_RMA_SYNC` while this rank has an epoch open (nothing changes; close it and call
+    /// again).
+    pub async fn free(&self) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let state = self.state();
+            state.epoch.free()?;
+            self.session
+                .call(Call::WinFree(v1::WinFree { window: self.id() }))
+        };
+        self.finish(reply, |_| true).await?;
+        Ok(())
+    }
+
+    // ---- communication ----
+}
