@@ -217,33 +217,19 @@ pub(crate) fn take_accesses(state: &Mutex<State>) -> Vec<AuditEvent> {
     events
 }
 
-/// What an RMA call sends: the general form behind the typed methods.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpSpec {
-    /// What to do.
-    pub kind: OpKind,
-    /// The basic datatype of every element.
-    pub dtype: Datatype,
-    /// Displacement in the target's disp_units.
-    pub disp: u64,
-    /// Target layout in elements (the origin data is packed in that order).
-    pub layout: Layout,
-    /// Packed origin data.
-    pub data: Bytes,
-    /// Packed compare value (compare_and_swap).
-    pub compare: Bytes,
-}
+/// What an RMA call sends: the general form behind the typed methods. It is core's
+/// [`TargetOp`], the one form an operation has from this call to the target's `apply`.
+pub type OpSpec = TargetOp<Bytes>;
 
-impl OpSpec {
-    fn contiguous(kind: OpKind, dtype: Datatype, disp: u64, count: u64, data: Bytes) -> Self {
-        OpSpec {
-            kind,
-            dtype,
-            disp,
-            layout: Layout::Contiguous { count },
-            data,
-            compare: Bytes::new(),
-        }
+/// A contiguous operation of `count` elements.
+fn contiguous(kind: OpKind, dtype: Datatype, disp: u64, count: u64, data: Bytes) -> OpSpec {
+    TargetOp {
+        kind,
+        dtype,
+        disp,
+        layout: Layout::Contiguous { count },
+        data,
+        compare: Bytes::new(),
     }
 }
 

@@ -192,6 +192,20 @@ pub fn op_kind_from_wire(kind: i32, op: i32) -> Result<OpKind, RmaError> {
     })
 }
 
+/// The wire kind and op code of an operation kind: the inverse of [`op_kind_from_wire`], the
+/// one mapping the client encodes with.
+pub fn op_kind_to_wire(kind: OpKind) -> (i32, i32) {
+    let (kind, op) = match kind {
+        OpKind::Put => (v1::OpKind::Put, 0),
+        OpKind::Get => (v1::OpKind::Get, 0),
+        OpKind::Accumulate(op) => (v1::OpKind::Accumulate, op.code()),
+        OpKind::GetAccumulate(op) => (v1::OpKind::GetAccumulate, op.code()),
+        OpKind::FetchAndOp(op) => (v1::OpKind::FetchAndOp, op.code()),
+        OpKind::CompareAndSwap => (v1::OpKind::CompareAndSwap, 0),
+    };
+    (kind as i32, op)
+}
+
 /// The operation a wire op asks of its target, not yet checked against the target's window
 /// (that is [`TargetOp::validate`]). The data is shared, not copied.
 ///

@@ -19,26 +19,12 @@ impl Window {
             )
             .into());
         }
-        let target_op = TargetOp {
-            kind: spec.kind,
-            dtype: spec.dtype,
-            disp: spec.disp,
-            layout: spec.layout,
-            data: spec.data,
-            compare: spec.compare,
-        };
+        let target_op = spec;
         target_op.validate(
             self.desc.sizes[target as usize],
             self.desc.disp_units[target as usize],
         )?;
-        let (kind, op) = match target_op.kind {
-            OpKind::Put => (v1::OpKind::Put, 0),
-            OpKind::Get => (v1::OpKind::Get, 0),
-            OpKind::Accumulate(op) => (v1::OpKind::Accumulate, op.code()),
-            OpKind::GetAccumulate(op) => (v1::OpKind::GetAccumulate, op.code()),
-            OpKind::FetchAndOp(op) => (v1::OpKind::FetchAndOp, op.code()),
-            OpKind::CompareAndSwap => (v1::OpKind::CompareAndSwap, 0),
-        };
+        let (kind, op) = onesided_proto::op_kind_to_wire(target_op.kind);
         let returns_data = target_op.kind.returns_data();
         // a request completes on one answer, so it travels whole
         let split = (!request_based)
@@ -72,7 +58,7 @@ impl Window {
             replies.push(self.session.defer(Call::Op(v1::RmaOp {
                 window: self.id(),
                 target,
-                kind: kind as i32,
+                kind,
                 datatype: target_op.dtype.code(),
                 op,
                 disp,
@@ -135,7 +121,7 @@ impl Window {
     /// # Errors
     /// As [`Window::issue`].
     pub fn put<T: Element>(&self, target: u32, disp: u64, values: &[T]) -> Result<()> {
-        let spec = OpSpec::contiguous(
+        let spec = contiguous(
             OpKind::Put,
             T::DATATYPE,
             disp,
@@ -197,7 +183,7 @@ impl Window {
     /// # Errors
     /// As [`Window::issue`].
     pub fn get<T: Element>(&self, target: u32, disp: u64, count: u64) -> Result<Pending<Vec<T>>> {
-        let spec = OpSpec::contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
+        let spec = contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
         self.issue(target, spec, false).map(Self::typed)
     }
 
@@ -233,7 +219,7 @@ impl Window {
         values: &[T],
         op: Op,
     ) -> Result<()> {
-        let spec = OpSpec::contiguous(
+        let spec = contiguous(
             OpKind::Accumulate(op),
             T::DATATYPE,
             disp,
@@ -260,7 +246,7 @@ impl Window {
         } else {
             encode(values)
         };
-        let spec = OpSpec::contiguous(
+        let spec = contiguous(
             OpKind::GetAccumulate(op),
             T::DATATYPE,
             disp,
@@ -286,7 +272,7 @@ impl Window {
         } else {
             encode(&[value])
         };
-        let spec = OpSpec::contiguous(OpKind::FetchAndOp(op), T::DATATYPE, disp, 1, data);
+        let spec = contiguous(OpKind::FetchAndOp(op), T::DATATYPE, disp, 1, data);
         self.issue(target, spec, false).map(Self::single)
     }
 
@@ -302,7 +288,7 @@ impl Window {
         compare: T,
         value: T,
     ) -> Result<Pending<T>> {
-        let mut spec = OpSpec::contiguous(
+        let mut spec = contiguous(
             OpKind::CompareAndSwap,
             T::DATATYPE,
             disp,
@@ -319,7 +305,7 @@ impl Window {
     /// # Errors
     /// As [`Window::issue`]; `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub fn rput<T: Element>(&self, target: u32, disp: u64, values: &[T]) -> Result<Request<()>> {
-        let spec = OpSpec::contiguous(
+        let spec = contiguous(
             OpKind::Put,
             T::DATATYPE,
             disp,
@@ -337,7 +323,7 @@ impl Window {
     /// # Errors
     /// As [`Window::rput`].
     pub fn rget<T: Element>(&self, target: u32, disp: u64, count: u64) -> Result<Request<Vec<T>>> {
-        let spec = OpSpec::contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
+        let spec = contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
         let pending = self.issue(target, spec, true).map(Self::typed)?;
         Ok(Request {
             inner: RequestInner::Pending(pending),
@@ -355,7 +341,7 @@ impl Window {
         values: &[T],
         op: Op,
     ) -> Result<Request<()>> {
-        let spec = OpSpec::contiguous(
+        let spec = contiguous(
             OpKind::Accumulate(op),
             T::DATATYPE,
             disp,
@@ -384,7 +370,7 @@ impl Window {
         } else {
             encode(values)
         };
-        let spec = OpSpec::contiguous(
+        let spec = contiguous(
             OpKind::GetAccumulate(op),
             T::DATATYPE,
             disp,
