@@ -431,7 +431,7 @@ pub struct AuditRecord {
     /// Window id.
     pub window: u64,
     /// Gap-free sequence number within the window, from 1. For a row of a client's own chain
-    /// as stored and hashed: its cseq. For a client row [`merge`]d into the window's history:
+    /// as stored and hashed: its cseq. For a client row [`merge`](super::merge)d into the window's history:
     /// the sequence number of the marker that names it.
     pub seq: u64,
     /// Monotonic nanoseconds since the recording server started (for a client row as stored:
