@@ -18,7 +18,7 @@ mod events;
 mod history;
 mod replay;
 
-pub use chain::{chain_hash, readable, verify, StoredRow, GENESIS};
+pub use chain::{all_readable, chain_hash, readable, verify, StoredRow, GENESIS};
 pub use events::{place, AuditRecord, Body, Event, RecordedOp};
 pub use history::{merge, verify_history, ClientBreak, ClientFault, ClientSpan, Verdict};
 pub use replay::{apply_record, replay};

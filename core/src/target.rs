@@ -224,16 +224,6 @@ impl<R> Default for Effects<R> {
     }
 }
 
-impl<R> Effects<R> {
-    /// Nothing to do.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-            && self.answers.is_empty()
-            && self.early.is_empty()
-            && self.lock_grants.is_empty()
-    }
-}
-
 #[derive(Debug)]
 struct PendingFence<R> {
     fence: u64,

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use onesided_core::error::quoted;
-use onesided_core::window::{WindowDesc, WindowInfo};
+use onesided_core::window::WindowInfo;
 use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::desc_to_wire;
 use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, admin_server::Admin};
 use tonic::{Code, Request, Response, Status};
@@ -71,11 +72,6 @@ async fn to_the_end<T: Send + 'static>(
         .await
         .map_err(|_| Status::unavailable("the server is stopping"))?
         .map_err(status)
-}
-
-/// The wire description of a window (proto's one mapping).
-pub fn describe(desc: &WindowDesc) -> v1::WindowDescription {
-    onesided_proto::desc_to_wire(desc)
 }
 
 #[tonic::async_trait]
@@ -156,7 +152,7 @@ impl Admin for AdminService {
                 .await
         })
         .await?;
-        Ok(Response::new(describe(&desc)))
+        Ok(Response::new(desc_to_wire(&desc)))
     }
 
     async fn list_windows(
@@ -168,7 +164,7 @@ impl Admin for AdminService {
             .list_windows(&request.get_ref().world)
             .map_err(status)?
             .iter()
-            .map(|desc| describe(desc))
+            .map(|desc| desc_to_wire(desc))
             .collect();
         Ok(Response::new(v1::ListWindowsResponse { windows }))
     }
@@ -179,7 +175,7 @@ impl Admin for AdminService {
     ) -> Result<Response<v1::WindowDescription>, Status> {
         let request = request.into_inner();
         let entry = self.window(&request.world, &request.name)?;
-        Ok(Response::new(describe(&entry.desc)))
+        Ok(Response::new(desc_to_wire(&entry.desc)))
     }
 
     #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().name))]

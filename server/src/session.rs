@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Status, Streaming};
 
 use crate::actor::{AccessItem, WindowServerHandle};
-use crate::admin::describe;
 use crate::audit::{Durability, Pending as AuditPending};
 use crate::metrics::{CallKind, CallTimer, PendingOp};
 use crate::registry::{Membership, Registry, WindowEntry};
@@ -653,7 +652,7 @@ impl Session {
                 format!("window {name} is already open in this session"),
             ));
         }
-        let desc = describe(&entry.desc);
+        let desc = onesided_proto::desc_to_wire(&entry.desc);
         let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
         let window_id = entry.desc.id;
         for actor in &entry.ranks {

@@ -46,24 +46,32 @@ pub struct StoredRow {
     pub hash: Vec<u8>,
 }
 
-/// The records of `rows`, for readers that act on events (replay, recovery, check, export).
+/// Whether every row's stored event could be read.
 ///
 /// # Errors
 /// `MPI_ERR_OTHER` naming the first row whose stored event cannot be read: acting on the rest
 /// would silently leave out what it did.
+pub fn all_readable(rows: &[StoredRow]) -> RmaResult<()> {
+    match rows.iter().find(|row| row.unreadable.is_some()) {
+        None => Ok(()),
+        Some(row) => Err(rma_err!(
+            Other,
+            "event {} of window {} cannot be read ({}); `onesided audit verify` names the \
+             first bad row",
+            row.record.seq,
+            row.record.window,
+            row.unreadable.as_deref().unwrap_or_default()
+        )),
+    }
+}
+
+/// The records of `rows`, for readers that act on events (replay, recovery, check, export).
+///
+/// # Errors
+/// As [`all_readable`].
 pub fn readable(rows: Vec<StoredRow>) -> RmaResult<Vec<AuditRecord>> {
-    rows.into_iter()
-        .map(|row| match row.unreadable {
-            None => Ok(row.record),
-            Some(why) => Err(rma_err!(
-                Other,
-                "event {} of window {} cannot be read ({why}); `onesided audit verify` names \
-                 the first bad row",
-                row.record.seq,
-                row.record.window
-            )),
-        })
-        .collect()
+    all_readable(&rows)?;
+    Ok(rows.into_iter().map(|row| row.record).collect())
 }
 
 /// Checks a window's rows in stored order: sequence numbers 1, 2, … without gaps, each row's

@@ -124,6 +124,8 @@ fn replay_op(
     if carries && (data.len() as u64) < bytes {
         return Err(rma_err!(Other, "event {seq} is short of data"));
     }
+    // `apply` reads only the kind, datatype, data and compare, and the access's runs: the
+    // recorded runs are the access, so displacement and layout need not be rebuilt exactly
     let element = dtype.size() as u64;
     let target_op = TargetOp {
         kind,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use onesided_core::audit::{
-    merge, readable, replay, verify_history, AuditRecord, Body, Event, StoredRow,
+    all_readable, merge, readable, replay, verify_history, AuditRecord, Body, Event, StoredRow,
 };
 use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
@@ -78,9 +78,7 @@ impl AuditService {
         let (rows, client) = self.stored(window).await?;
         let unreadable = |error: onesided_core::RmaError| Status::data_loss(error.message);
         // a client row that cannot be read must not silently drop out of the merge either
-        if let Some(row) = client.iter().find(|row| row.unreadable.is_some()) {
-            readable(vec![row.clone()]).map_err(unreadable)?;
-        }
+        all_readable(&client).map_err(unreadable)?;
         let records = readable(rows).map_err(unreadable)?;
         Ok(merge(records, &client))
     }
