@@ -294,17 +294,23 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
     }
 }
 
+/// Three ranks of a window on `store` after a workload, a connection to tamper with the store,
+/// and the window's id; nothing more is written to the window once this returns.
+async fn tamper_setup(store: &Store) -> (Audit, crate::store::Connection, Fixture, u64) {
+    let server = store.server().await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let database = store.connect(&server).await;
+    let fixture = Fixture::on(server, 3).await;
+    let (window, _) = workload(&fixture, 11).await;
+    settle(&fixture).await;
+    (audit, database, fixture, window)
+}
+
 /// SECURITY.md: an inserted row whose forger computed its hash correctly from the row before is
 /// consistent with that row, so `verify` names the row after it, whose stored previous hash no
 /// longer fits.
 async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(store: Store) {
-    let server = store.server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let mut database = store.connect(&server).await;
-    let fixture = Fixture::on(server, 3).await;
-    let (window, _) = workload(&fixture, 11).await;
-    // nothing more is written to the window while it is tampered with
-    settle(&fixture).await;
+    let (audit, mut database, _server, window) = tamper_setup(&store).await;
     let events = audit.events(window, 1).await.unwrap();
     let original = events
         .iter()
@@ -356,13 +362,7 @@ async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_o
 /// A row whose stored event cannot be read is named by verify, and readers that act on
 /// events (replay, check) refuse with DATA_LOSS naming it instead of silently leaving it out.
 async fn an_unreadable_row_is_named_never_skipped(store: Store) {
-    let server = store.server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let mut database = store.connect(&server).await;
-    let fixture = Fixture::on(server, 3).await;
-    let (window, _) = workload(&fixture, 11).await;
-    // nothing more is written to the window while it is tampered with
-    settle(&fixture).await;
+    let (audit, mut database, _server, window) = tamper_setup(&store).await;
     let events = audit.events(window, 1).await.unwrap();
     let target = events
         .iter()
