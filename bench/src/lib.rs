@@ -20,6 +20,9 @@
 //! Nothing here asserts a speed: the figures are printed ([`Report::table`]) or emitted as one
 //! JSON object ([`Report::to_json`]).
 //!
+//! [`fence_scaling`] runs only the fence epochs, at the world sizes asked, with the audit off
+//! and in `sync` side by side ([`scaling_table`]).
+//!
 //! [`soak`] is the other mode: a mixed workload for a fixed time with the process's resident
 //! memory sampled, and a verdict on whether it stayed flat.
 
@@ -196,7 +199,7 @@ impl Options {
         if self.quick {
             &[2, 8]
         } else {
-            &[2, 8, 32, 64]
+            &[2, 8, 32, 64, 256, 1024]
         }
     }
 }
@@ -986,3 +989,95 @@ impl Report {
 /// How long a many-rank pattern (hot counter, fence epochs) may take before it is reported
 /// as stuck.
 pub(crate) const PATTERN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One world size of a fence-scaling run ([`fence_scaling`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scaling {
+    /// Ranks of the world.
+    pub ranks: u32,
+    /// Median µs per fence epoch (one put per rank) with the audit off.
+    pub off_us: f64,
+    /// The same into SQLite in `sync`, the server's default.
+    pub sync_us: f64,
+}
+
+impl Scaling {
+    /// µs per rank per epoch: every rank's client shares the machine's cores with the server,
+    /// so a fence costs at least N round trips of CPU, and this stays flat when the server
+    /// does O(N) work per fence.
+    pub fn per_rank(value: f64, ranks: u32) -> f64 {
+        value / f64::from(ranks)
+    }
+}
+
+/// Fence scaling alone (`--fence-scaling`): for each world size in `ranks`, the fence epoch
+/// against an in-process server with the audit off and one in `sync` into SQLite, measured
+/// side by side (each size on both before the next size).
+///
+/// # Errors
+/// When a server cannot be started or an RMA call fails.
+pub async fn fence_scaling(options: &Options, ranks: &[u32]) -> anyhow::Result<Vec<Scaling>> {
+    let _awake = options
+        .keep_awake
+        .then(awake::KeepAwake::start)
+        .transpose()?;
+    let off = server::InProcess::start(Audit::Off, None, options.server_threads)
+        .await
+        .context("cannot start the in-process server with the audit off")?;
+    let sync = server::InProcess::start(Audit::Sync, options.sqlite_url(), options.server_threads)
+        .await
+        .context("cannot start the in-process server in sync")?;
+    let off_bench = measure::Bench::connect(&off.url, &off.admin_token, options).await?;
+    let sync_bench = measure::Bench::connect(&sync.url, &sync.admin_token, options).await?;
+    let mut rows = Vec::new();
+    for &nranks in ranks {
+        let off_us = off_bench
+            .fence_scaling(nranks)
+            .await
+            .with_context(|| format!("fence scaling at {nranks} ranks, audit off"))?;
+        let sync_us = sync_bench
+            .fence_scaling(nranks)
+            .await
+            .with_context(|| format!("fence scaling at {nranks} ranks, sync"))?;
+        rows.push(Scaling {
+            ranks: nranks,
+            off_us,
+            sync_us,
+        });
+    }
+    Ok(rows)
+}
+
+/// The rows of [`fence_scaling`] as a Markdown table, each per-rank time also as a ratio to
+/// the per-rank time at the largest size of at most 64 ranks (issue 12's reference point).
+pub fn scaling_table(rows: &[Scaling]) -> String {
+    let reference = rows
+        .iter()
+        .filter(|row| row.ranks <= 64)
+        .max_by_key(|row| row.ranks)
+        .copied();
+    let versus = |value: f64, ranks: u32, of: fn(&Scaling) -> f64| match reference {
+        Some(reference) => ratio(
+            Scaling::per_rank(value, ranks),
+            Some(Scaling::per_rank(of(&reference), reference.ranks)),
+        ),
+        None => "—".to_string(),
+    };
+    let mut out = String::from(
+        "| ranks | off µs/epoch | off µs/rank | vs ≤64 | sync µs/epoch | sync µs/rank | vs ≤64 |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        out.push_str(&format!(
+            "| {} | {:.1} | {:.2} | {} | {:.1} | {:.2} | {} |\n",
+            row.ranks,
+            row.off_us,
+            Scaling::per_rank(row.off_us, row.ranks),
+            versus(row.off_us, row.ranks, |r| r.off_us),
+            row.sync_us,
+            Scaling::per_rank(row.sync_us, row.ranks),
+            versus(row.sync_us, row.ranks, |r| r.sync_us),
+        ));
+    }
+    out
+}

@@ -51,6 +51,17 @@ struct Args {
     /// the process's resident memory every few seconds; fails unless it stayed flat.
     #[arg(long, value_name = "SECONDS", conflicts_with_all = ["addr", "json", "quick"])]
     soak: Option<u64>,
+    /// Instead of every pattern: only the fence epoch (one put per rank) at these world sizes
+    /// (e.g. `64,256,1024`), against in-process servers with the audit off and in `sync`
+    /// (SQLite) side by side; prints µs per epoch and per rank.
+    #[arg(
+        long,
+        value_name = "RANKS",
+        value_delimiter = ',',
+        value_parser = clap::value_parser!(u32).range(1..=4096),
+        conflicts_with_all = ["addr", "soak", "quick"]
+    )]
+    fence_scaling: Option<Vec<u32>>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -66,6 +77,32 @@ fn main() -> anyhow::Result<()> {
 async fn bench(args: Args) -> anyhow::Result<()> {
     if let Some(seconds) = args.soak {
         return run_soak(seconds, args.audit, args.database_url).await;
+    }
+    if let Some(ranks) = &args.fence_scaling {
+        let options = Options {
+            iterations: args.iterations,
+            server_threads: Threads::new(usize::from(args.server_threads)),
+            keep_awake: args.keep_awake,
+            database_url: args.database_url.clone(),
+            ..Options::in_process(args.iterations)
+        };
+        let rows = onesided_bench::fence_scaling(&options, ranks).await?;
+        if args.json {
+            let rows: Vec<_> = rows
+                .iter()
+                .map(|row| {
+                    serde_json::json!({
+                        "ranks": row.ranks,
+                        "off_us": row.off_us,
+                        "sync_us": row.sync_us,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            print!("{}", onesided_bench::scaling_table(&rows));
+        }
+        return Ok(());
     }
     let remote = match (args.addr, args.token) {
         (Some(addr), Some(token)) => Some((addr, token)),

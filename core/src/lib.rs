@@ -25,6 +25,7 @@ pub mod datatype;
 pub mod epoch;
 pub mod error;
 pub mod export;
+pub mod fence;
 pub mod layout;
 pub mod locks;
 pub mod ranges;

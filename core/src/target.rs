@@ -3,8 +3,8 @@
 //!
 //! Owns: *when* an operation may be applied at this target — the lock table (core's
 //! [`LockTable`]: compatibility, NOCHECK, fairness, fencing tokens), one FIFO queue per origin
-//! of items that may not be processed yet, fence markers and completion, PSCW post/complete
-//! counting and `test`, and ranks that are gone or absent. What an operation does is
+//! of items that may not be processed yet, fence completion, PSCW post/complete counting and
+//! `test`, and ranks that are gone or absent. What an operation does is
 //! [`apply`]. Must not: do I/O, read a clock (the caller passes `now`) or know how answers
 //! travel (`R` is the caller's opaque reply address).
 //!
@@ -13,7 +13,7 @@
 //! answers to send — after those events are durable, or at once — and lock grants to count.
 //! The server's actor carries them over tokio and the audit writer; tests drive it directly.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -76,11 +76,6 @@ pub enum Access<R> {
         /// The answer.
         reply: R,
     },
-    /// End of the origin's fence epoch `epoch`.
-    FenceMarker {
-        /// The closed epoch.
-        epoch: u64,
-    },
     /// End of the origin's access epoch of generation `generation` to this target.
     CompleteMarker {
         /// The generation.
@@ -96,7 +91,7 @@ impl<R> Access<R> {
                 Some(reply)
             }
             Access::LockRequest { grant, .. } => grant,
-            Access::FenceMarker { .. } | Access::CompleteMarker { .. } => None,
+            Access::CompleteMarker { .. } => None,
         }
     }
 }
@@ -128,6 +123,9 @@ pub enum Input<R> {
         /// Whether no newer incarnation of the rank is attached: then the fence or wait that
         /// waits for it now fails.
         vanished: bool,
+        /// The last epoch whose closing fence it entered (`crate::fence::FenceTally`): a fence
+        /// closing a later one fails, as it can no longer arrive.
+        fenced: Option<u64>,
     },
     /// A new session of `origin` opened the window: it may take part in epochs again (unless
     /// an earlier session of it left an active-target epoch behind).
@@ -144,12 +142,21 @@ pub enum Input<R> {
     FenceEnter {
         /// The fence number.
         fence: u64,
-        /// The epoch it closes (wait for everyone's marker), if any.
+        /// The epoch it closes (wait until every rank reached it: [`Input::FenceReached`]), if
+        /// any.
         closes: Option<u64>,
         /// Pull when done.
         pull: bool,
         /// Answered when the fence may return.
         reply: R,
+    },
+    /// Every rank entered the fence that closes `epoch`, each after handing this target
+    /// everything it issued in that epoch (so those items arrived before this input). Sent
+    /// once per epoch to every target, by the session of the last rank to arrive
+    /// ([`crate::fence::FenceTally`]).
+    FenceReached {
+        /// The closed epoch.
+        epoch: u64,
     },
     /// The owner posted to `group`.
     Post {
@@ -232,6 +239,16 @@ struct PendingFence<R> {
     reply: R,
 }
 
+/// A session that ended, as [`Input::Departed`] gives it.
+struct Departure<'a> {
+    origin: u32,
+    incarnation: u64,
+    reason: &'a str,
+    active: bool,
+    vanished: bool,
+    fenced: Option<u64>,
+}
+
 #[derive(Debug)]
 struct PendingWait<R> {
     pull: bool,
@@ -250,8 +267,10 @@ pub struct Target<R> {
     /// Bytes changed by operations since the owner's last pull.
     changed: RangeSet,
     fence_entered: u64,
-    /// Per closed epoch: the ranks whose end-of-epoch marker arrived.
-    fence_markers: BTreeMap<u64, BTreeSet<u32>>,
+    /// The last epoch every rank reached the closing fence of.
+    fence_reached: Option<u64>,
+    /// Ranks whose session ended: the last epoch whose closing fence each entered.
+    fenced_before_leaving: BTreeMap<u32, Option<u64>>,
     pending_fence: Option<PendingFence<R>>,
     /// Per origin: how many posts of this rank included it.
     posts: Vec<u64>,
@@ -293,7 +312,8 @@ impl<R> Target<R> {
             public,
             changed: RangeSet::new(),
             fence_entered: 0,
-            fence_markers: BTreeMap::new(),
+            fence_reached: None,
+            fenced_before_leaving: BTreeMap::new(),
             pending_fence: None,
             posts: vec![0; nranks as usize],
             completes: vec![0; nranks as usize],
@@ -381,6 +401,10 @@ impl<R> Target<R> {
                 self.queues[origin as usize].push_back((incarnation, item));
                 self.queued += 1;
                 self.drain(origin);
+                if self.pending_fence.is_some() {
+                    // the last item of a closed epoch may have been waiting
+                    self.check_fence();
+                }
             }
             Input::Departed {
                 origin,
@@ -388,9 +412,18 @@ impl<R> Target<R> {
                 reason,
                 active,
                 vanished,
+                fenced,
             } => {
                 if origin < self.nranks {
-                    self.depart(origin, incarnation, &reason, active, vanished);
+                    let left = Departure {
+                        origin,
+                        incarnation,
+                        reason: &reason,
+                        active,
+                        vanished,
+                        fenced,
+                    };
+                    self.depart(left);
                 }
             }
             Input::Push { segments } => self.push(segments),
@@ -420,6 +453,10 @@ impl<R> Target<R> {
                         self.answer_synced(reply, pull, false, 0);
                     }
                 }
+            }
+            Input::FenceReached { epoch } => {
+                self.fence_reached = self.fence_reached.max(Some(epoch));
+                self.check_fence();
             }
             Input::Post { group } => {
                 for &origin in &group {
@@ -548,10 +585,9 @@ impl<R> Target<R> {
                 AccessTag::Lock => self.locks.holds(origin, incarnation),
             },
             Access::Unlock { .. } => self.locks.holds(origin, incarnation),
-            Access::LockRequest { .. }
-            | Access::Flush { .. }
-            | Access::FenceMarker { .. }
-            | Access::CompleteMarker { .. } => true,
+            Access::LockRequest { .. } | Access::Flush { .. } | Access::CompleteMarker { .. } => {
+                true
+            }
         }
     }
 
@@ -653,14 +689,15 @@ impl<R> Target<R> {
     /// A session of `origin` ended: its locks are revoked (the next waiter is granted), what it
     /// still had queued or waiting here is dropped, and when it took part in active-target
     /// synchronization the fence or wait that needs it fails.
-    fn depart(
-        &mut self,
-        origin: u32,
-        incarnation: u64,
-        reason: &str,
-        active: bool,
-        vanished: bool,
-    ) {
+    fn depart(&mut self, left: Departure<'_>) {
+        let Departure {
+            origin,
+            incarnation,
+            reason,
+            active,
+            vanished,
+            mut fenced,
+        } = left;
         if let Some(holder) = self.locks.release(origin, incarnation) {
             tracing::info!(origin, token = holder.token, reason, "lock revoked");
             self.record(Event::LockRevoke {
@@ -685,12 +722,22 @@ impl<R> Target<R> {
                 .partition(|(from, _)| *from == incarnation);
         self.queues[origin as usize] = kept;
         self.queued -= dropped.len();
-        for reply in dropped
-            .into_iter()
-            .filter_map(|(_, item)| item.into_reply())
-        {
-            self.answer(reply, Err(ended()));
+        for (_, item) in dropped {
+            if let Access::Op {
+                tag: AccessTag::Fence { epoch },
+                ..
+            } = item
+            {
+                // an operation of that epoch is lost: the fence closing it cannot succeed
+                if fenced >= Some(epoch) {
+                    fenced = epoch.checked_sub(1);
+                }
+            }
+            if let Some(reply) = item.into_reply() {
+                self.answer(reply, Err(ended()));
+            }
         }
+        self.fenced_before_leaving.insert(origin, fenced);
         if active {
             self.gone.insert(origin, reason.to_string());
         } else if vanished {
@@ -772,11 +819,6 @@ impl<R> Target<R> {
             Access::Flush { reply } => {
                 self.record(Event::Flush { origin });
                 self.done(reply);
-                false
-            }
-            Access::FenceMarker { epoch } => {
-                self.fence_markers.entry(epoch).or_default().insert(origin);
-                self.check_fence();
                 false
             }
             Access::CompleteMarker { generation } => {
@@ -882,13 +924,17 @@ impl<R> Target<R> {
         let Some(pending) = &self.pending_fence else {
             return;
         };
-        let arrived = self.fence_markers.get(&pending.closes);
-        let count = arrived.map_or(0, BTreeSet::len);
+        let closes = pending.closes;
+        // a rank whose session ended before it entered this fence never will
         let missing_gone = self
             .gone
             .iter()
             .chain(&self.absent)
-            .find(|(rank, _)| !arrived.is_some_and(|ranks| ranks.contains(rank)))
+            .find(|(rank, _)| {
+                self.fenced_before_leaving
+                    .get(rank)
+                    .is_none_or(|fenced| *fenced < Some(closes))
+            })
             .map(|(rank, reason)| (*rank, reason.clone()));
         if let Some((peer, reason)) = missing_gone {
             if let Some(pending) = self.pending_fence.take() {
@@ -900,16 +946,24 @@ impl<R> Target<R> {
             }
             return;
         }
-        if count < self.nranks as usize {
+        if self.fence_reached < Some(closes) || self.closed_epoch_queued(closes) {
             return;
         }
         if let Some(pending) = self.pending_fence.take() {
-            self.fence_markers.remove(&pending.closes);
             self.record(Event::FenceExit {
                 fence: pending.fence,
             });
             self.answer_synced(pending.reply, pending.pull, false, 0);
         }
+    }
+
+    /// Whether an operation of an epoch up to `closes` still waits in a queue (behind an item
+    /// that may not be processed yet): the fence closing it waits for it.
+    fn closed_epoch_queued(&self, closes: u64) -> bool {
+        self.queued > 0
+            && self.queues.iter().flatten().any(|(_, item)| {
+                matches!(item, Access::Op { tag: AccessTag::Fence { epoch }, .. } if *epoch <= closes)
+            })
     }
 
     fn check_wait(&mut self) {

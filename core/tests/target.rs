@@ -97,18 +97,21 @@ enum Exposure {
     Probe,
 }
 
-/// What drives one fence test: either an origin's item or the owner's own call.
+/// What drives one fence test: an origin's item, the owner's own call, or an origin entering
+/// its fence (the last to enter tells the target, as the session does).
 enum Step {
     Origin(u32, Access<u64>),
     Owner(Input<u64>),
+    Arrive,
 }
 
 proptest! {
-    /// A fence that closes epoch 1 at rank 0 returns exactly when every rank's end-of-epoch
-    /// marker has arrived, and by then every operation of the epoch is applied; no operation
-    /// of the epoch is applied before rank 0 entered it.
+    /// A fence that closes epoch 1 at rank 0 returns exactly when every rank entered its fence
+    /// (the notice of the last arrival), and by then every operation of the epoch is applied;
+    /// no operation of the epoch is applied before rank 0 entered it. The notice reaches the
+    /// target behind every operation of the epoch, before or after the owner's own fence.
     #[test]
-    fn a_fence_completes_exactly_when_every_marker_and_access_arrived(
+    fn a_fence_completes_exactly_when_every_rank_arrived_and_every_access_applied(
         nranks in 2u32..6,
         ops in proptest::collection::vec(0usize..4, 6),
         choices in proptest::collection::vec(0usize..64, 1..64),
@@ -128,22 +131,25 @@ proptest! {
                 sequence.push(Step::Origin(origin, put(u64::from(origin), index as u8 + 1, AccessTag::Fence { epoch: 1 }, reply)));
                 total_ops += 1;
             }
-            sequence.push(Step::Origin(origin, Access::FenceMarker { epoch: 1 }));
+            sequence.push(Step::Arrive);
             if origin == 0 {
-                // the owner sends its markers before it enters its next fence
+                // the owner arrives before it enters its next fence
                 sequence.push(Step::Owner(Input::FenceEnter { fence: 2, closes: Some(1), pull: true, reply: FENCE_2 }));
             }
             sequences.push(sequence);
         }
         let mut entered = false;
-        let mut markers = 0;
+        let mut arrived = 0;
         let mut applied = 0;
         let mut fence_2_answered = false;
         for step in interleave(sequences, &choices) {
             match step {
-                Step::Origin(origin, item) => {
-                    markers += usize::from(matches!(item, Access::FenceMarker { .. }));
-                    engine.handle(from(origin, item), Instant::now());
+                Step::Origin(origin, item) => engine.handle(from(origin, item), Instant::now()),
+                Step::Arrive => {
+                    arrived += 1;
+                    if arrived == nranks {
+                        engine.handle(Input::FenceReached { epoch: 1 }, Instant::now());
+                    }
                 }
                 Step::Owner(input) => {
                     entered |= matches!(input, Input::FenceEnter { fence: 1, .. });
@@ -156,7 +162,7 @@ proptest! {
             for (reply, answer) in answered(&effects) {
                 prop_assert!(answer.is_ok(), "call {reply} failed: {answer:?}");
                 if reply == FENCE_2 {
-                    prop_assert_eq!(markers, nranks as usize, "the fence returned before every marker arrived");
+                    prop_assert_eq!(arrived, nranks, "the fence returned before every rank arrived");
                     prop_assert_eq!(applied, total_ops, "the fence returned before every operation was applied");
                     fence_2_answered = true;
                 }
@@ -359,21 +365,22 @@ fn proc_failed_naming(answer: &Answer, rank: u32) -> bool {
         && error.message.contains(&format!("rank {rank}")))
 }
 
-fn departed(origin: u32, active: bool) -> Input<u64> {
+fn departed(origin: u32, active: bool, fenced: Option<u64>) -> Input<u64> {
     Input::Departed {
         origin,
         incarnation: 1,
         reason: "stream broke".to_string(),
         active,
         vanished: true,
+        fenced,
     }
 }
 
-/// A departure fails exactly the epochs that need the departed rank: a fence still missing its
-/// marker, a wait still missing its complete — and not those it had already done its part in.
+/// A departure fails exactly the epochs that need the departed rank: a fence it had not
+/// entered, a wait still missing its complete — and not those it had already done its part in.
 #[test]
 fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
-    for marker_sent in [false, true] {
+    for entered in [false, true] {
         let mut engine = target(0, 3, 4);
         engine.handle(
             Input::FenceEnter {
@@ -384,17 +391,15 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
             },
             Instant::now(),
         );
-        for origin in [0, 1] {
-            engine.handle(
-                from(origin, Access::FenceMarker { epoch: 1 }),
-                Instant::now(),
-            );
-        }
-        if marker_sent {
-            engine.handle(from(2, Access::FenceMarker { epoch: 1 }), Instant::now());
-        }
         engine.take_effects();
-        engine.handle(departed(2, true), Instant::now());
+        // rank 2 leaves after entering the fence that closes epoch 1, or before
+        engine.handle(
+            departed(2, true, Some(if entered { 1 } else { 0 })),
+            Instant::now(),
+        );
+        if entered {
+            engine.handle(Input::FenceReached { epoch: 1 }, Instant::now());
+        }
         engine.handle(
             Input::FenceEnter {
                 fence: 2,
@@ -406,7 +411,7 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         );
         let answers = answered(&engine.take_effects());
         assert_eq!(answers.len(), 1, "the fence is answered either way");
-        if marker_sent {
+        if entered {
             assert!(
                 matches!(answers[0].1, Ok(Outcome::Synced { .. })),
                 "{answers:?}"
@@ -433,7 +438,7 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
                 Instant::now(),
             );
         }
-        engine.handle(departed(2, true), Instant::now());
+        engine.handle(departed(2, true, None), Instant::now());
         let answers = answered(&engine.take_effects());
         if completed {
             assert!(answers.is_empty(), "rank 2 had done its part: {answers:?}");
@@ -465,6 +470,7 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
             reason: "superseded".to_string(),
             active: false,
             vanished: false,
+            fenced: None,
         },
         Instant::now(),
     );
@@ -485,6 +491,43 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         matches!(answers[..], [(7, Ok(Outcome::Synced { flag: true, .. }))]),
         "{answers:?}"
     );
+}
+
+/// An operation of a departed rank that still waited for its epoch to open is dropped with
+/// the session: the fence closing that epoch then fails naming the rank, although the rank had
+/// entered it, rather than return without the operation.
+#[test]
+fn a_fence_fails_when_a_departed_rank_left_an_operation_of_its_epoch_unapplied() {
+    let now = Instant::now();
+    let mut engine = target(0, 3, 4);
+    // rank 2's put of epoch 1 arrives before rank 0 opened epoch 1: it waits
+    engine.handle(from(2, put(2, 9, AccessTag::Fence { epoch: 1 }, 5)), now);
+    engine.handle(departed(2, true, Some(1)), now);
+    let answers = answered(&engine.take_effects());
+    assert!(
+        matches!(&answers[..], [(5, answer)] if proc_failed_naming(answer, 2)),
+        "{answers:?}"
+    );
+    for (fence, closes) in [(1, None), (2, Some(1))] {
+        engine.handle(
+            Input::FenceEnter {
+                fence,
+                closes,
+                pull: false,
+                reply: fence * 100,
+            },
+            now,
+        );
+        if fence == 1 {
+            engine.handle(Input::FenceReached { epoch: 1 }, now);
+        }
+    }
+    let answers = answered(&engine.take_effects());
+    assert!(
+        matches!(&answers[..], [(100, Ok(_)), (200, answer)] if proc_failed_naming(answer, 2)),
+        "{answers:?}"
+    );
+    assert_eq!(engine.public()[2], 0, "the dropped put was never applied");
 }
 
 /// The holder's departure revokes its lock (recorded as a revocation) and the next waiter is
@@ -521,7 +564,7 @@ fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
             (12, Ok(Outcome::Done))
         ]
     ));
-    engine.handle(departed(1, false), now);
+    engine.handle(departed(1, false, None), now);
     let effects = engine.take_effects();
     assert!(
         effects.events.iter().any(|event| matches!(
@@ -576,7 +619,7 @@ fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
         now,
     );
     engine.take_effects();
-    engine.handle(departed(2, false), now);
+    engine.handle(departed(2, false, None), now);
     let answers = answered(&engine.take_effects());
     assert!(
         matches!(&answers[..], [(30, answer), (31, Ok(Outcome::Done))] if proc_failed_naming_session(answer, 2)),

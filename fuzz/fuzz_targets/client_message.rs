@@ -106,15 +106,9 @@ impl Window {
             return Ok(());
         }
         match admit(self, ME, id, call)? {
-            Admitted::Fence { push, closes, .. } => {
-                self.push(push);
-                if closes.is_some() {
-                    for target in 0..SIZES.len() as u32 {
-                        self.rank(target);
-                    }
-                }
-            }
-            Admitted::Post { push, .. }
+            // a closing fence counts its arrival; the last tells every rank of the window
+            Admitted::Fence { push, .. }
+            | Admitted::Post { push, .. }
             | Admitted::Unlock { push, .. }
             | Admitted::Sync { push } => self.push(push),
             Admitted::UnlockAll { push, released, .. } => {

@@ -54,8 +54,9 @@ pub struct Request {
 /// What a legal call on a window must do, in the order the session does it.
 #[derive(Debug)]
 pub enum Admitted {
-    /// Record `event`, publish `push` at one's own rank, send an end-of-epoch marker for
-    /// `closes` to every rank, then enter fence `fence` at one's own rank.
+    /// Record `event`, publish `push` at one's own rank, count the arrival at the fence that
+    /// closes `closes` (the last arrival tells every rank), then enter fence `fence` at one's
+    /// own rank.
     Fence {
         /// Fence entered.
         event: Event,

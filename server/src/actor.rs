@@ -206,6 +206,7 @@ impl WindowServer {
             let stopping = matches!(command, Some(Command::Engine(Input::Stop)));
             let mut departed = None;
             if let Some(command) = command {
+                self.metrics.actor_input();
                 departed = self.handle(command);
             }
             self.report_queues();

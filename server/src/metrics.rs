@@ -189,6 +189,7 @@ pub struct Metrics {
     lock_wait: Vec<Histogram>,
     lock_waiters: Gauge,
     queued_items: Gauge,
+    actor_inputs: Counter,
     pending_ops: Gauge,
     sessions: Gauge,
     audit_inbox: Gauge,
@@ -250,6 +251,13 @@ impl Metrics {
             "actor_queued_items",
             "Items waiting in targets' per-origin queues until the target may be accessed",
             queued_items.clone(),
+        );
+        let actor_inputs = Counter::default();
+        registry.register(
+            "actor_inputs",
+            "Messages taken by window-server actors (a fence costs each rank's actor two, \
+             whatever the world's size)",
+            actor_inputs.clone(),
         );
         let pending_ops = Gauge::default();
         registry.register(
@@ -319,6 +327,7 @@ impl Metrics {
                 .collect(),
             lock_waiters,
             queued_items,
+            actor_inputs,
             pending_ops,
             sessions,
             audit_inbox,
@@ -342,6 +351,11 @@ impl Metrics {
     /// A session takes up a call of `kind`.
     pub fn count_call(&self, kind: CallKind) {
         self.calls[kind.index()].inc();
+    }
+
+    /// A window-server actor took a message from its inbox.
+    pub fn actor_input(&self) {
+        self.actor_inputs.inc();
     }
 
     /// A lock request of `lock_type` was granted after waiting `waited` at its target.

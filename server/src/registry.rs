@@ -5,9 +5,10 @@
 //! anything an actor owns.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use onesided_core::error::quoted;
+use onesided_core::fence::FenceTally;
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use rand::Rng;
@@ -30,6 +31,20 @@ pub struct WindowEntry {
     pub desc: Arc<WindowDesc>,
     /// One actor per rank, index = rank.
     pub ranks: Vec<WindowServerHandle>,
+    /// Which ranks entered which fence: the last to enter tells every rank's actor.
+    pub fences: Mutex<FenceTally>,
+}
+
+impl WindowEntry {
+    /// The window `desc` served by `ranks`, no fence entered yet.
+    pub fn new(desc: Arc<WindowDesc>, ranks: Vec<WindowServerHandle>) -> Self {
+        let fences = Mutex::new(FenceTally::new(desc.nranks()));
+        WindowEntry {
+            desc,
+            ranks,
+            fences,
+        }
+    }
 }
 
 /// A world, as a session sees it after authenticating.
@@ -354,7 +369,7 @@ impl Registry {
             tracing::info!(world = %desc.world, window = %desc.name, id = desc.id, "window recovered");
             inner
                 .windows
-                .insert(desc.id, Arc::new(WindowEntry { desc, ranks }));
+                .insert(desc.id, Arc::new(WindowEntry::new(desc, ranks)));
         }
         for (world, rank, incarnation) in incarnations {
             let count = inner.incarnations.entry((world, rank)).or_insert(0);
@@ -671,10 +686,7 @@ impl Registry {
             .worlds
             .get(world)
             .is_some_and(|entry| entry.windows.get(name) == Some(&desc.id));
-        let entry = Arc::new(WindowEntry {
-            desc: Arc::clone(&desc),
-            ranks,
-        });
+        let entry = Arc::new(WindowEntry::new(Arc::clone(&desc), ranks));
         if !still_wanted {
             // the world was deleted meanwhile
             inner.window_bytes -= bytes_of(&desc);

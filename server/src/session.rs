@@ -6,7 +6,7 @@
 //! own them) or wait for an actor except through a reply (calls stay pipelined).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
@@ -34,6 +34,8 @@ struct OpenWindow {
     epoch: EpochState,
     /// The first cseq the client's next marker of persisted rows must name.
     next_cseq: u64,
+    /// The last epoch whose closing fence this session entered.
+    fenced: Option<u64>,
 }
 
 /// A call whose answer the session handles before it goes out.
@@ -254,6 +256,7 @@ impl Session {
                         reason: reason.to_string(),
                         active,
                         vanished,
+                        fenced: open.fenced,
                     };
                     // sent to every actor first, then awaited: the departures run in parallel
                     if let Ok(answer) = actor.acknowledged(departed).await {
@@ -447,8 +450,20 @@ impl Session {
                 self.log(window_id, event, None).await;
                 push(own, segments).await?;
                 if let Some(epoch) = closes {
-                    for target in ranks {
-                        access(target, (me, inc), AccessItem::FenceMarker { epoch }).await?;
+                    // everything this rank issued in the epoch is in its targets' inboxes, so
+                    // the notice sent after the last arrival reaches each target behind it
+                    let last = entry
+                        .fences
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .arrive(me, epoch);
+                    if let Some(open) = self.windows.get_mut(&window_id) {
+                        open.fenced = Some(epoch);
+                    }
+                    if last {
+                        for target in ranks {
+                            target.send(Input::FenceReached { epoch }).await?;
+                        }
                     }
                 }
                 own.send(Input::FenceEnter {
@@ -664,6 +679,7 @@ impl Session {
                 entry,
                 epoch,
                 next_cseq: 1,
+                fenced: None,
             },
         );
         self.log(window_id, Event::Attach, None).await;

@@ -147,6 +147,35 @@ async fn fences_and_batched_puts_are_counted_and_timed_per_call() {
     .await;
 }
 
+/// A fence costs each rank's actor two messages (its own fence, and the notice that every
+/// rank arrived), whatever the world's size: O(N) per fence at the server, not one
+/// end-of-epoch marker from every rank to every rank (issue 12, item 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_costs_each_rank_two_actor_messages_whatever_the_world_size() {
+    const FENCES: usize = 4;
+    for nranks in [2u32, 24] {
+        let (server, metrics) = server_with_metrics().await;
+        let fixture = Fixture::on(server, nranks).await;
+        let windows = fixture
+            .window(WindowSpec::of::<i64>(&unique("w"), nranks, 1))
+            .await;
+        let before = sample(&scrape(metrics).await, "onesided_actor_inputs_total");
+        crate::ranks(windows, |_, w| async move {
+            for _ in 0..FENCES {
+                w.fence(0).await.unwrap();
+            }
+        })
+        .await;
+        // every fence returned, so each actor took both messages of every fence
+        let after = sample(&scrape(metrics).await, "onesided_actor_inputs_total");
+        assert_eq!(
+            after - before,
+            (2 * nranks as usize * FENCES) as f64,
+            "actor messages of {FENCES} fences at {nranks} ranks"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_wait_lasts_at_least_as_long_as_the_holder_kept_the_lock() {
     const HOLD: Duration = Duration::from_millis(200);
