@@ -21,6 +21,7 @@
 pub mod assert;
 pub mod audit;
 pub mod check;
+pub mod collective;
 pub mod datatype;
 pub mod epoch;
 pub mod error;

@@ -1,33 +1,20 @@
-//! The world actor: one task per world that runs its collectives — the world barrier
-//! (`MPI_Barrier`) and the barrier inside `MPI_WIN_FREE`.
+//! The world actor: one task per world that carries its collectives — the world barrier
+//! (`MPI_Barrier`) and the barrier inside `MPI_WIN_FREE` — over tokio. Their rules (arrival
+//! counts, failure by departure) are core's [`Collectives`].
 //!
-//! Owns: arrival counts per collective. Must not: touch windows (the free's last arrival tells
-//! the registry, which stops the window's actors).
+//! Owns: the I/O around one world's [`Collectives`]. Must not: decide a rule, or touch windows
+//! (the free's last arrival tells the registry, which stops the window's actors).
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+pub use onesided_core::collective::Collective;
+use onesided_core::collective::Collectives;
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::mpsc;
 
 use crate::registry::Registry;
 use crate::reply::Reply;
 use crate::supervise::{self, Fate};
-
-/// Which collective an arrival belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Collective {
-    /// The world barrier.
-    Barrier,
-    /// `MPI_WIN_FREE` of a window; `barrier = false` for `no_locks` windows, whose ranks return
-    /// at once.
-    Free {
-        /// The window id.
-        window: u64,
-        /// Whether ranks wait for each other.
-        barrier: bool,
-    },
-}
 
 #[derive(Debug)]
 struct Arrive {
@@ -109,115 +96,30 @@ impl WorldHandle {
     }
 }
 
-fn proc_failed(rank: u32, reason: &str) -> RmaError {
-    RmaError::new(
-        ErrorClass::ProcFailed,
-        format!("rank {rank} failed: its session ended ({reason})"),
-    )
-}
-
-/// What arrivals wait for: the `n`-th barrier call of every rank (counted across its
-/// incarnations, so a restarted rank's next barrier meets the others' next one), or a window's
-/// free.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Instance {
-    Barrier(u64),
-    Free { window: u64, barrier: bool },
-}
-
 async fn run(nranks: u32, mut inbox: mpsc::Receiver<Message>, registry: std::sync::Weak<Registry>) {
-    let mut waiting: HashMap<Instance, Vec<(u32, Option<Reply>)>> = HashMap::new();
-    // ranks whose session ended and that have not attached again, and why
-    let mut gone: BTreeMap<u32, String> = BTreeMap::new();
-    // barrier calls per rank, and the barrier instances that failed (every rank's call of a
-    // failed instance fails, so that the ranks stay in step)
-    let mut barriers: Vec<u64> = vec![0; nranks as usize];
-    let mut failed: HashMap<u64, RmaError> = HashMap::new();
+    let mut collectives = Collectives::new(nranks);
     while let Some(message) = inbox.recv().await {
-        let arrive = match message {
-            Message::Arrive(arrive) => arrive,
+        let effects = match message {
+            Message::Arrive(arrive) => {
+                collectives.arrive(arrive.collective, arrive.rank, arrive.reply)
+            }
             Message::Joined(rank) => {
-                gone.remove(&rank);
+                collectives.joined(rank);
                 continue;
             }
-            Message::Departed {
-                rank,
-                reason,
-                gone: is_gone,
-            } => {
-                // a collective it took part in or still had to join cannot complete
-                for (instance, arrivals) in waiting.drain() {
-                    let error = proc_failed(rank, &reason);
-                    if let Instance::Barrier(n) = instance {
-                        failed.insert(n, error.clone());
-                    }
-                    for reply in arrivals.into_iter().filter_map(|(_, reply)| reply) {
-                        reply.send(Err(error.clone()));
-                    }
-                }
-                if is_gone {
-                    gone.insert(rank, reason);
-                }
-                continue;
-            }
+            Message::Departed { rank, reason, gone } => collectives.departed(rank, &reason, gone),
         };
-        if arrive.rank >= nranks {
-            arrive.reply.send(Err(RmaError::new(
-                ErrorClass::Rank,
-                format!("rank {} is outside the world", arrive.rank),
-            )));
-            continue;
-        }
-        let instance = match arrive.collective {
-            Collective::Barrier => {
-                barriers[arrive.rank as usize] += 1;
-                Instance::Barrier(barriers[arrive.rank as usize])
-            }
-            Collective::Free { window, barrier } => Instance::Free { window, barrier },
-        };
-        if let Instance::Barrier(n) = instance {
-            if let Some(error) = failed.get(&n) {
-                arrive.reply.send(Err(error.clone()));
-                continue;
-            }
-        }
-        let needs_all = !matches!(instance, Instance::Free { barrier: false, .. });
-        if let Some((rank, reason)) = gone.iter().next().filter(|_| needs_all) {
-            let error = proc_failed(*rank, reason);
-            if let Instance::Barrier(n) = instance {
-                failed.insert(n, error.clone());
-            }
-            arrive.reply.send(Err(error));
-            continue;
-        }
-        let arrivals = waiting.entry(instance).or_default();
-        if arrivals.iter().any(|(rank, _)| *rank == arrive.rank) {
-            arrive.reply.send(Err(RmaError::new(
-                ErrorClass::Other,
-                format!("rank {} arrived twice at the same collective", arrive.rank),
-            )));
-            continue;
-        }
-        if matches!(instance, Instance::Free { barrier: false, .. }) {
-            arrive.reply.done();
-            arrivals.push((arrive.rank, None));
-        } else {
-            arrivals.push((arrive.rank, Some(arrive.reply)));
-        }
-        if arrivals.len() < nranks as usize {
-            continue;
-        }
-        let Some(arrivals) = waiting.remove(&instance) else {
-            continue;
-        };
-        if let Instance::Free { window, .. } = instance {
+        if let Some(window) = effects.freed {
             if let Some(registry) = registry.upgrade() {
                 Arc::clone(&registry).remove_window(window);
             }
             tracing::info!(window, "window freed by all ranks");
         }
-        for reply in arrivals.into_iter().filter_map(|(_, reply)| reply) {
-            reply.done();
+        for (reply, answer) in effects.answers {
+            match answer {
+                Ok(()) => reply.done(),
+                Err(error) => reply.send(Err(error)),
+            }
         }
     }
 }

@@ -1,0 +1,280 @@
+//! A world's collectives, sans I/O: the world barrier (`MPI_Barrier`) and the barrier inside
+//! `MPI_WIN_FREE`, and how a departed rank fails them.
+//!
+//! Owns: arrival counts per collective, which barrier instance a rank's call is (counted
+//! across its incarnations), and the failure rules — a departure fails every collective
+//! pending, and while the rank is gone so do new ones that need every rank. Must not: do I/O
+//! or know how answers travel (`R` is the caller's opaque reply address); freeing the window
+//! is the caller's, told by [`Effects::freed`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::{ErrorClass, RmaError};
+
+/// Which collective an arrival belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// The world barrier.
+    Barrier,
+    /// `MPI_WIN_FREE` of a window; `barrier = false` for `no_locks` windows, whose ranks return
+    /// at once.
+    Free {
+        /// The window id.
+        window: u64,
+        /// Whether ranks wait for each other.
+        barrier: bool,
+    },
+}
+
+/// What arrivals wait for: the `n`-th barrier call of every rank (counted across its
+/// incarnations, so a restarted rank's next barrier meets the others' next one), or a window's
+/// free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Instance {
+    Barrier(u64),
+    Free { window: u64, barrier: bool },
+}
+
+/// What the caller must do after an input: send the answers, and free the window whose free
+/// every rank reached.
+#[derive(Debug)]
+pub struct Effects<R> {
+    /// Answers, in order.
+    pub answers: Vec<(R, Result<(), RmaError>)>,
+    /// Every rank arrived at this window's free: remove it.
+    pub freed: Option<u64>,
+}
+
+impl<R> Effects<R> {
+    fn none() -> Self {
+        Effects {
+            answers: Vec::new(),
+            freed: None,
+        }
+    }
+
+    fn answer(reply: R, answer: Result<(), RmaError>) -> Self {
+        Effects {
+            answers: vec![(reply, answer)],
+            freed: None,
+        }
+    }
+}
+
+/// The collectives of one world of `nranks` ranks.
+#[derive(Debug)]
+pub struct Collectives<R> {
+    nranks: u32,
+    waiting: HashMap<Instance, Vec<(u32, Option<R>)>>,
+    /// Ranks whose session ended and that have not attached again, and why.
+    gone: BTreeMap<u32, String>,
+    /// Barrier calls per rank.
+    barriers: Vec<u64>,
+    /// Barrier instances that failed: every rank's call of one fails, so that ranks stay in
+    /// step.
+    failed: HashMap<u64, RmaError>,
+}
+
+fn proc_failed(rank: u32, reason: &str) -> RmaError {
+    RmaError::new(
+        ErrorClass::ProcFailed,
+        format!("rank {rank} failed: its session ended ({reason})"),
+    )
+}
+
+impl<R> Collectives<R> {
+    /// A world of `nranks` ranks with nothing pending.
+    pub fn new(nranks: u32) -> Self {
+        Collectives {
+            nranks,
+            waiting: HashMap::new(),
+            gone: BTreeMap::new(),
+            barriers: vec![0; nranks as usize],
+            failed: HashMap::new(),
+        }
+    }
+
+    /// A session of `rank` started: collectives may wait for it again.
+    pub fn joined(&mut self, rank: u32) {
+        self.gone.remove(&rank);
+    }
+
+    /// A session of `rank` ended: every collective pending fails with `PROC_FAILED` naming it
+    /// (one it took part in or still had to join cannot complete), and while it is `gone` (no
+    /// newer session attached) so do new ones that need every rank.
+    pub fn departed(&mut self, rank: u32, reason: &str, gone: bool) -> Effects<R> {
+        let mut effects = Effects::none();
+        let error = proc_failed(rank, reason);
+        for (instance, arrivals) in self.waiting.drain() {
+            if let Instance::Barrier(n) = instance {
+                self.failed.insert(n, error.clone());
+            }
+            for reply in arrivals.into_iter().filter_map(|(_, reply)| reply) {
+                effects.answers.push((reply, Err(error.clone())));
+            }
+        }
+        if gone {
+            self.gone.insert(rank, reason.to_string());
+        }
+        effects
+    }
+
+    /// Rank `rank` arrives at `collective`; `reply` is answered when it may leave.
+    pub fn arrive(&mut self, collective: Collective, rank: u32, reply: R) -> Effects<R> {
+        if rank >= self.nranks {
+            let error = RmaError::new(
+                ErrorClass::Rank,
+                format!("rank {rank} is outside the world"),
+            );
+            return Effects::answer(reply, Err(error));
+        }
+        let instance = match collective {
+            Collective::Barrier => {
+                let calls = &mut self.barriers[rank as usize];
+                *calls += 1;
+                Instance::Barrier(*calls)
+            }
+            Collective::Free { window, barrier } => Instance::Free { window, barrier },
+        };
+        if let Instance::Barrier(n) = instance {
+            if let Some(error) = self.failed.get(&n) {
+                return Effects::answer(reply, Err(error.clone()));
+            }
+        }
+        let needs_all = !matches!(instance, Instance::Free { barrier: false, .. });
+        if let Some((gone, reason)) = self.gone.iter().next().filter(|_| needs_all) {
+            let error = proc_failed(*gone, reason);
+            if let Instance::Barrier(n) = instance {
+                self.failed.insert(n, error.clone());
+            }
+            return Effects::answer(reply, Err(error));
+        }
+        let arrivals = self.waiting.entry(instance).or_default();
+        if arrivals.iter().any(|(arrived, _)| *arrived == rank) {
+            let error = RmaError::new(
+                ErrorClass::Other,
+                format!("rank {rank} arrived twice at the same collective"),
+            );
+            return Effects::answer(reply, Err(error));
+        }
+        let mut effects = Effects::none();
+        if needs_all {
+            arrivals.push((rank, Some(reply)));
+        } else {
+            // a no_locks window's free returns at once
+            effects.answers.push((reply, Ok(())));
+            arrivals.push((rank, None));
+        }
+        if arrivals.len() < self.nranks as usize {
+            return effects;
+        }
+        let Some(arrivals) = self.waiting.remove(&instance) else {
+            return effects;
+        };
+        if let Instance::Free { window, .. } = instance {
+            effects.freed = Some(window);
+        }
+        for reply in arrivals.into_iter().filter_map(|(_, reply)| reply) {
+            effects.answers.push((reply, Ok(())));
+        }
+        effects
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Collective, Collectives, Effects};
+    use crate::ErrorClass;
+
+    fn classes(effects: &Effects<u32>) -> Vec<(u32, Option<ErrorClass>)> {
+        effects
+            .answers
+            .iter()
+            .map(|(reply, answer)| (*reply, answer.as_ref().err().map(|error| error.class)))
+            .collect()
+    }
+
+    #[test]
+    fn a_barrier_answers_every_rank_when_the_last_arrives() {
+        let mut world = Collectives::new(3);
+        assert!(classes(&world.arrive(Collective::Barrier, 0, 0)).is_empty());
+        assert!(classes(&world.arrive(Collective::Barrier, 2, 2)).is_empty());
+        let last = world.arrive(Collective::Barrier, 1, 1);
+        assert_eq!(classes(&last), [(0, None), (2, None), (1, None)]);
+        assert_eq!(last.freed, None);
+    }
+
+    #[test]
+    fn a_departure_fails_the_pending_barrier_and_every_later_call_of_it() {
+        let mut world = Collectives::new(3);
+        world.arrive(Collective::Barrier, 0, 0);
+        let failed = world.departed(2, "stream broke", true);
+        assert_eq!(classes(&failed), [(0, Some(ErrorClass::ProcFailed))]);
+        // rank 1's call of the same barrier fails too, naming rank 2
+        let late = world.arrive(Collective::Barrier, 1, 1);
+        assert_eq!(classes(&late), [(1, Some(ErrorClass::ProcFailed))]);
+        assert!(late.answers[0]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("rank 2"));
+        // while rank 2 is gone, new barriers fail; once it joined again, they complete
+        assert_eq!(
+            classes(&world.arrive(Collective::Barrier, 0, 0)),
+            [(0, Some(ErrorClass::ProcFailed))]
+        );
+        world.joined(2);
+        // ranks stay in step: the others' calls of the failed instances fail as well
+        for rank in [1, 2, 2] {
+            assert_eq!(
+                classes(&world.arrive(Collective::Barrier, rank, rank)),
+                [(rank, Some(ErrorClass::ProcFailed))]
+            );
+        }
+        world.arrive(Collective::Barrier, 0, 0);
+        world.arrive(Collective::Barrier, 1, 1);
+        let done = world.arrive(Collective::Barrier, 2, 2);
+        assert_eq!(classes(&done), [(0, None), (1, None), (2, None)]);
+    }
+
+    #[test]
+    fn a_free_is_freed_by_the_last_arrival_and_a_no_locks_free_returns_at_once() {
+        let mut world = Collectives::new(2);
+        let free = Collective::Free {
+            window: 7,
+            barrier: true,
+        };
+        assert!(world.arrive(free, 1, 1).answers.is_empty());
+        let last = world.arrive(free, 0, 0);
+        assert_eq!(classes(&last), [(1, None), (0, None)]);
+        assert_eq!(last.freed, Some(7));
+
+        let at_once = Collective::Free {
+            window: 8,
+            barrier: false,
+        };
+        let first = world.arrive(at_once, 0, 0);
+        assert_eq!((classes(&first), first.freed), (vec![(0, None)], None));
+        let last = world.arrive(at_once, 1, 1);
+        assert_eq!((classes(&last), last.freed), (vec![(1, None)], Some(8)));
+    }
+
+    #[test]
+    fn twice_or_outside_the_world_is_refused() {
+        let mut world = Collectives::new(2);
+        let free = Collective::Free {
+            window: 1,
+            barrier: true,
+        };
+        world.arrive(free, 0, 0);
+        assert_eq!(
+            classes(&world.arrive(free, 0, 9)),
+            [(9, Some(ErrorClass::Other))]
+        );
+        assert_eq!(
+            classes(&world.arrive(Collective::Barrier, 2, 2)),
+            [(2, Some(ErrorClass::Rank))]
+        );
+    }
+}
