@@ -192,7 +192,17 @@ async fn a_silent_session_loses_its_lease_and_its_lock_within_two_leases() {
     let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
         .await
         .unwrap();
-    let log = audit.events(window, 1).await.unwrap();
+    // the stream ends before the session's last events (its departure) are committed: read
+    // the log until they are there
+    let lapsed = |entry: &onesided_client::AuditEntry| matches!(&entry.event, Some(Event::Departed { reason, .. }) if reason == "lease lapsed");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = audit.events(window, 1).await.unwrap();
+        if log.iter().any(lapsed) || tokio::time::Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     let at = |what: &str, found: &dyn Fn(&Event) -> bool| {
         log.iter()
             .find(|entry| entry.event.as_ref().is_some_and(found))
