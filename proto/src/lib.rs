@@ -2,8 +2,10 @@
 //! core's types.
 //!
 //! Owns: prost/tonic codegen (the only crate that knows it), the table from MPI error class to
-//! gRPC code, conversions of layouts, datatypes and ops, and [`admit`]: whether a session's
-//! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
+//! gRPC code, the error details of a refusal (`google.rpc.Status` with `ErrorInfo` and the
+//! `MpiError`, [`status_with_code`]) and reading them back, conversions of layouts, datatypes
+//! and ops, and [`admit`]: whether a session's wire call is legal and what it must do (pure, so
+//! the fuzz target runs the same function).
 //! Must not: do I/O.
 
 #![allow(missing_docs, clippy::large_enum_variant)]
