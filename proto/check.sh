@@ -26,6 +26,9 @@ TYPESCRIPT_VERSION=5.9.3
 GRPCIO_TOOLS_VERSION=1.85.1
 files=(onesided/v1/onesided.proto onesided/audit/v1/event.proto)
 say() { echo "proto check: $*"; }
+for tool in python3 node npm; do
+  command -v "$tool" >/dev/null || { say "$tool is not on PATH (this machine kind has it)"; exit 1; }
+done
 
 # 1. lint
 buf="$tools/npm/node_modules/.bin/buf"
