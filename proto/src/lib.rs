@@ -2,8 +2,10 @@
 //! core's types.
 //!
 //! Owns: prost/tonic codegen (the only crate that knows it), the table from MPI error class to
-//! gRPC code, conversions of layouts, datatypes and ops, and [`admit`]: whether a session's
-//! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
+//! gRPC code, the error details of a refusal (`google.rpc.Status` with `ErrorInfo` and the
+//! `MpiError`, [`status_with_code`]) and reading them back, conversions of layouts, datatypes
+//! and ops, and [`admit`]: whether a session's wire call is legal and what it must do (pure, so
+//! the fuzz target runs the same function).
 //! Must not: do I/O.
 
 #![allow(missing_docs, clippy::large_enum_variant)]
@@ -117,27 +119,92 @@ pub fn bounded_message(message: &str) -> String {
     format!("{}…", &message[..end])
 }
 
-/// A status for a refused call: the gRPC code of its class and an encoded [`v1::MpiError`] in
-/// the details; messages bounded by [`bounded_message`].
+/// The `domain` of the `google.rpc.ErrorInfo` of every refused call (its `reason` is the MPI
+/// name of the class, `MPI_ERR_RANK`).
+pub const ERROR_DOMAIN: &str = "onesided";
+
+/// The type URL of an [`v1::MpiError`] packed in a `google.protobuf.Any`.
+pub const MPI_ERROR_TYPE_URL: &str = "type.googleapis.com/onesided.v1.MpiError";
+
+/// The key of `ErrorInfo.metadata` that holds the class's wire value.
+pub const ERROR_INFO_CLASS_KEY: &str = "class";
+
+/// A status for a refused call: the gRPC code of its class, and [`status_with_code`]'s message
+/// and details.
 pub fn status_from_rma(error: &RmaError) -> Status {
-    let message = bounded_message(&error.message);
-    let details = v1::MpiError {
-        class: error.class.code(),
-        message: message.clone(),
-    }
-    .encode_to_vec();
-    Status::with_details(
-        grpc_code(error.class),
-        format!("{}: {message}", error.class),
-        bytes::Bytes::from(details),
-    )
+    status_with_code(grpc_code(error.class), error)
 }
 
-/// The MPI error of a status, when its details carry one.
+/// A status for a refused call with a gRPC code of the caller's choice (ALREADY_EXISTS for a
+/// name taken): the message `MPI_ERR_…: why` (bounded by [`bounded_message`]) and, as gRPC's
+/// richer error model has it, an encoded `google.rpc.Status` in the details holding a
+/// `google.rpc.ErrorInfo` (reason = the class's MPI name, domain [`ERROR_DOMAIN`], metadata
+/// `class` = its wire value) and the [`v1::MpiError`] as an `Any` ([`MPI_ERROR_TYPE_URL`]).
+pub fn status_with_code(code: Code, error: &RmaError) -> Status {
+    let message = bounded_message(&error.message);
+    let text = format!("{}: {message}", error.class);
+    let info = tonic_types::pb::ErrorInfo {
+        reason: error.class.mpi_name(),
+        domain: ERROR_DOMAIN.to_string(),
+        metadata: [(
+            ERROR_INFO_CLASS_KEY.to_string(),
+            error.class.code().to_string(),
+        )]
+        .into(),
+    };
+    let detail = v1::MpiError {
+        class: error.class.code(),
+        message,
+    };
+    let details = tonic_types::pb::Status {
+        code: code as i32,
+        message: text.clone(),
+        details: vec![
+            prost_types::Any {
+                type_url: tonic_types::ErrorInfo::TYPE_URL.to_string(),
+                value: info.encode_to_vec(),
+            },
+            prost_types::Any {
+                type_url: MPI_ERROR_TYPE_URL.to_string(),
+                value: detail.encode_to_vec(),
+            },
+        ],
+    };
+    Status::with_details(code, text, bytes::Bytes::from(details.encode_to_vec()))
+}
+
+/// The MPI error of a status, when its details carry one: the [`v1::MpiError`] beside the
+/// `ErrorInfo`, else the class the `ErrorInfo` of [`ERROR_DOMAIN`] names (with the status
+/// message); from a 0.1.0 server, whose details were a bare `MpiError`, that.
 pub fn rma_from_status(status: &Status) -> Option<RmaError> {
-    let detail = v1::MpiError::decode(status.details()).ok()?;
-    let class = ErrorClass::from_code(detail.class)?;
-    Some(RmaError::new(class, detail.message))
+    let rich = tonic_types::pb::Status::decode(status.details()).ok()?;
+    if rich.details.is_empty() {
+        // a bare MpiError reads as a google.rpc.Status without details: fields 1 and 2 are
+        // varint and string in both
+        let detail = v1::MpiError::decode(status.details()).ok()?;
+        let class = ErrorClass::from_code(detail.class)?;
+        return Some(RmaError::new(class, detail.message));
+    }
+    let packed = rich
+        .details
+        .iter()
+        .find(|any| any.type_url == MPI_ERROR_TYPE_URL)
+        .and_then(|any| v1::MpiError::decode(any.value.as_slice()).ok())
+        .and_then(|detail| Some((ErrorClass::from_code(detail.class)?, detail.message)));
+    if let Some((class, message)) = packed {
+        return Some(RmaError::new(class, message));
+    }
+    let info = rich
+        .details
+        .iter()
+        .filter(|any| any.type_url == tonic_types::ErrorInfo::TYPE_URL)
+        .filter_map(|any| tonic_types::pb::ErrorInfo::decode(any.value.as_slice()).ok())
+        .find(|info| info.domain == ERROR_DOMAIN)?;
+    let class = ErrorClass::parse(&info.reason)?;
+    let prefix = format!("{class}: ");
+    let message = status.message();
+    let message = message.strip_prefix(&prefix).unwrap_or(message);
+    Some(RmaError::new(class, message))
 }
 
 /// A session failure for a refused call (its message bounded by [`bounded_message`]).
@@ -673,6 +740,135 @@ mod tests {
             let status = status_from_rma(&error);
             assert_eq!(status.code(), grpc_code(class));
             assert_eq!(rma_from_status(&status), Some(error));
+        }
+    }
+
+    /// What a gRPC client in any language reads: google.rpc.Status details whose code is the
+    /// status's, holding an ErrorInfo with the MPI name and the onesided domain.
+    #[test]
+    fn statuses_carry_error_info_in_google_rpc_status_details() {
+        use tonic_types::StatusExt;
+        for class in ErrorClass::ALL {
+            let status = status_from_rma(&RmaError::new(class, "why"));
+            let rich = tonic_types::pb::Status::decode(status.details()).unwrap();
+            assert_eq!(rich.code, status.code() as i32, "{class}");
+            assert_eq!(rich.message, status.message());
+            let info = status.get_details_error_info().unwrap();
+            assert_eq!(info.reason, class.mpi_name());
+            assert_eq!(info.domain, "onesided");
+            assert_eq!(info.metadata["class"], class.code().to_string());
+        }
+        let taken = status_with_code(Code::AlreadyExists, &RmaError::new(ErrorClass::Arg, "x"));
+        let rich = tonic_types::pb::Status::decode(taken.details()).unwrap();
+        assert_eq!(rich.code, Code::AlreadyExists as i32);
+        assert_eq!(rma_from_status(&taken).unwrap().class, ErrorClass::Arg);
+    }
+
+    /// A 0.1.0 server's details (a bare MpiError), and details with only the ErrorInfo (a
+    /// server in another language), are read too.
+    #[test]
+    fn the_class_is_read_from_every_form_of_details() {
+        let bare = v1::MpiError {
+            class: ErrorClass::Rank.code(),
+            message: "rank 9 is outside the world".to_string(),
+        };
+        let old = Status::with_details(
+            Code::InvalidArgument,
+            "MPI_ERR_RANK: rank 9 is outside the world",
+            bytes::Bytes::from(bare.encode_to_vec()),
+        );
+        let expected = RmaError::new(ErrorClass::Rank, "rank 9 is outside the world");
+        assert_eq!(rma_from_status(&old), Some(expected.clone()));
+        let info_only = <Status as tonic_types::StatusExt>::with_error_details(
+            Code::InvalidArgument,
+            "MPI_ERR_RANK: rank 9 is outside the world",
+            tonic_types::ErrorDetails::with_error_info("MPI_ERR_RANK", "onesided", []),
+        );
+        assert_eq!(rma_from_status(&info_only), Some(expected));
+        let foreign = <Status as tonic_types::StatusExt>::with_error_details(
+            Code::InvalidArgument,
+            "MPI_ERR_RANK: no",
+            tonic_types::ErrorDetails::with_error_info("MPI_ERR_RANK", "elsewhere", []),
+        );
+        assert_eq!(rma_from_status(&foreign), None);
+        assert_eq!(rma_from_status(&Status::unauthenticated("no token")), None);
+    }
+
+    /// Other languages read the meaning of these numbers from the enums of the .proto file:
+    /// they must be core's, value for value, under core's names.
+    #[test]
+    fn the_proto_enums_carry_cores_wire_values() {
+        for dtype in Datatype::ALL {
+            let name = format!("DATATYPE_{}", dtype.name().to_ascii_uppercase());
+            let value = v1::Datatype::from_str_name(&name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(value as i32, dtype.code(), "{name}");
+        }
+        for op in Op::ALL {
+            let name = format!("OP_{}", op.name().to_ascii_uppercase());
+            let value = v1::Op::from_str_name(&name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(value as i32, op.code(), "{name}");
+        }
+        for class in ErrorClass::ALL {
+            let name = format!("ERROR_CLASS_{}", class.name());
+            let value = v1::ErrorClass::from_str_name(&name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(value as i32, class.code(), "{name}");
+        }
+        for lock_type in [
+            onesided_core::epoch::LockType::Shared,
+            onesided_core::epoch::LockType::Exclusive,
+        ] {
+            let name = format!("LOCK_TYPE_{}", lock_type.name().to_ascii_uppercase());
+            let value = v1::LockType::from_str_name(&name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(value as i32, lock_type.code(), "{name}");
+        }
+        // and no more: every nonzero value of the proto's enums means something to core
+        for code in 1..64 {
+            assert_eq!(
+                v1::Datatype::try_from(code).is_ok(),
+                Datatype::from_code(code).is_some()
+            );
+            assert_eq!(
+                v1::Op::try_from(code).is_ok(),
+                Op::from_code(code).is_some()
+            );
+            assert_eq!(
+                v1::ErrorClass::try_from(code).is_ok(),
+                ErrorClass::from_code(code).is_some()
+            );
+            assert_eq!(
+                v1::LockType::try_from(code).is_ok(),
+                onesided_core::epoch::LockType::from_code(code).is_ok()
+            );
+        }
+    }
+
+    /// The assertion bits: each named bit of the proto is core's bit of that name, and core
+    /// accepts no bit the proto does not name.
+    #[test]
+    fn the_proto_names_every_assertion_bit_core_knows() {
+        use onesided_core::assert::{Assert, SyncCall};
+        let mut named = 0;
+        for bit in (0..32).map(|shift| 1u32 << shift) {
+            let Ok(value) = v1::Assert::try_from(bit as i32) else {
+                continue;
+            };
+            let name = value.as_str_name().trim_start_matches("ASSERT_");
+            assert_eq!(Assert::parse_bits(name).unwrap(), bit, "{name}");
+            named |= bit;
+        }
+        assert_eq!(v1::Assert::None as i32, Assert::none().bits() as i32);
+        let calls = [
+            SyncCall::Fence,
+            SyncCall::Post,
+            SyncCall::Start,
+            SyncCall::Lock,
+            SyncCall::LockAll,
+        ];
+        for bit in (0..32).map(|shift| 1u32 << shift) {
+            let accepted = calls
+                .iter()
+                .any(|call| Assert::for_call(*call, bit).is_ok());
+            assert_eq!(accepted, named & bit != 0, "bit {bit:#x}");
         }
     }
 

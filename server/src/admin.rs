@@ -9,8 +9,8 @@ use onesided_core::error::quoted;
 use onesided_core::window::WindowInfo;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::desc_to_wire;
-use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, admin_server::Admin};
+use onesided_proto::{status_from_rma, status_with_code};
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
@@ -31,29 +31,14 @@ impl AdminService {
 
 fn status(error: RegistryError) -> Status {
     match error {
-        RegistryError::AlreadyExists(what) => {
-            let mut status = status_from_rma(&RmaError::new(
-                ErrorClass::Arg,
-                format!("{what} already exists"),
-            ));
-            status = Status::with_details(
-                Code::AlreadyExists,
-                status.message(),
-                status.details().to_vec().into(),
-            );
-            status
-        }
-        RegistryError::NoWorld(name) => {
-            let base = status_from_rma(&RmaError::new(
-                ErrorClass::Arg,
-                format!("no world named {}", quoted(&name)),
-            ));
-            Status::with_details(
-                Code::NotFound,
-                base.message(),
-                base.details().to_vec().into(),
-            )
-        }
+        RegistryError::AlreadyExists(what) => status_with_code(
+            Code::AlreadyExists,
+            &RmaError::new(ErrorClass::Arg, format!("{what} already exists")),
+        ),
+        RegistryError::NoWorld(name) => status_with_code(
+            Code::NotFound,
+            &RmaError::new(ErrorClass::Arg, format!("no world named {}", quoted(&name))),
+        ),
         RegistryError::Rma(error) => status_from_rma(&error),
         RegistryError::Unavailable(why) => status_from_rma(&RmaError::new(
             ErrorClass::Io,

@@ -300,11 +300,26 @@ pub async fn run(
         .set_serving::<AdminServer<admin::AdminService>>()
         .await;
     health_reporter.set_serving::<RmaServer<RmaService>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(onesided_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    // without an audit log every Audit call is FAILED_PRECONDITION: not serving
+    type AuditService = AuditServer<audit::service::AuditService>;
+    if store.is_some() {
+        health_reporter.set_serving::<AuditService>().await;
+    } else {
+        health_reporter.set_not_serving::<AuditService>().await;
+    }
+    // both reflection versions: grpcurl speaks v1, Python's grpcio-reflection and older tools
+    // only v1alpha
+    let reflection_builder = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(onesided_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection = reflection_builder()
         .build_v1()
         .context("cannot build the reflection service")?;
+    let reflection_v1alpha = reflection_builder()
+        .build_v1alpha()
+        .context("cannot build the reflection service (v1alpha)")?;
     let address = listener
         .local_addr()
         .context("the listener has no local address")?;
@@ -347,6 +362,7 @@ pub async fn run(
         )
         .add_service(health)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(admin)
         .add_service(audit_service)
         .add_service(rma)

@@ -1,6 +1,7 @@
 //! The service around the windows: admin calls, authentication, health and reflection.
 
 use onesided_client::{Admin, Claim, ErrorClass, Session, WindowSpec};
+use prost::Message;
 use tonic::Code;
 
 use crate::{spawn_server, unique, Fixture, ADMIN_TOKEN};
@@ -155,7 +156,12 @@ async fn health_and_reflection_are_served() {
         .await
         .unwrap();
     let mut health = HealthClient::new(channel.clone());
-    for service in ["", "onesided.v1.Admin", "onesided.v1.Rma"] {
+    for service in [
+        "",
+        "onesided.v1.Admin",
+        "onesided.v1.Audit",
+        "onesided.v1.Rma",
+    ] {
         let status = health
             .check(HealthCheckRequest {
                 service: service.to_string(),
@@ -190,4 +196,176 @@ async fn health_and_reflection_are_served() {
         names.contains(&"onesided.v1.Admin".to_string()),
         "{names:?}"
     );
+}
+
+/// Python's grpcio-reflection, and other tools that speak only the older reflection protocol,
+/// list the services and read their descriptors through v1alpha.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_v1alpha_lists_and_describes_the_services() {
+    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+    let server = spawn_server().await;
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = |message| ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(message),
+    };
+    let mut responses = reflection
+        .server_reflection_info(tokio_stream::iter([
+            request(MessageRequest::ListServices(String::new())),
+            request(MessageRequest::FileContainingSymbol(
+                "onesided.v1.Audit".to_string(),
+            )),
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    let listed = responses.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = listed.message_response else {
+        panic!("no service list: {listed:?}");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    for service in [
+        "onesided.v1.Admin",
+        "onesided.v1.Audit",
+        "onesided.v1.Rma",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.iter().any(|name| name == service), "{names:?}");
+    }
+    let described = responses.message().await.unwrap().unwrap();
+    let Some(MessageResponse::FileDescriptorResponse(files)) = described.message_response else {
+        panic!("no descriptor: {described:?}");
+    };
+    let file = prost_types::FileDescriptorProto::decode(files.file_descriptor_proto[0].as_slice())
+        .unwrap();
+    assert_eq!(file.package(), "onesided.v1");
+    assert!(file.service.iter().any(|service| service.name() == "Audit"));
+    assert!(file.enum_type.iter().any(|e| e.name() == "Datatype"));
+}
+
+/// Without an audit log, health says the Audit service is not serving (its calls would all be
+/// FAILED_PRECONDITION); the others serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_says_audit_is_not_serving_without_an_audit_log() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let server = crate::spawn_server_with(|config| {
+        config.durability = onesided_server::audit::Durability::Off;
+    })
+    .await;
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    let mut status_of = async |service: &str| {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.to_string(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        ServingStatus::try_from(status).unwrap()
+    };
+    assert_eq!(
+        status_of("onesided.v1.Audit").await,
+        ServingStatus::NotServing
+    );
+    assert_eq!(status_of("onesided.v1.Admin").await, ServingStatus::Serving);
+}
+
+/// What a client generated from the .proto alone reads of a refusal: the class's gRPC code,
+/// and `google.rpc.Status` details (with that same code) holding an `ErrorInfo` whose reason is
+/// the MPI class and whose domain is `onesided` — from each place the server builds a status:
+/// the admin service (with a code of its own for a taken name), the audit service, and the
+/// interceptor in front of a session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_carry_error_info_with_the_mpi_class() {
+    use onesided_proto::v1::{
+        admin_client::AdminClient, audit_client::AuditClient, rma_client::RmaClient,
+    };
+    use tonic_types::StatusExt;
+    let server = spawn_server().await;
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer = |token: String| {
+        move |mut request: tonic::Request<()>| {
+            let value = format!("Bearer {token}").parse().unwrap();
+            request.metadata_mut().insert("authorization", value);
+            Ok(request)
+        }
+    };
+    let admin_token = ADMIN_TOKEN.to_string();
+    let mut admin = AdminClient::with_interceptor(channel.clone(), bearer(admin_token.clone()));
+    let mut audit = AuditClient::with_interceptor(channel.clone(), bearer(admin_token));
+    let world = unique("world");
+    let create = onesided_proto::v1::CreateWorldRequest {
+        name: world.clone(),
+        ranks: 2,
+    };
+    let tokens = admin
+        .create_world(create.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .tokens;
+    let taken = admin.create_world(create).await.unwrap_err();
+    let no_window = admin
+        .describe_window(onesided_proto::v1::DescribeWindowRequest {
+            world: world.clone(),
+            name: "nothing".to_string(),
+        })
+        .await
+        .unwrap_err();
+    let not_recorded = audit
+        .replay(onesided_proto::v1::ReplayRequest {
+            window: u64::from(u32::MAX),
+            at: 0,
+        })
+        .await
+        .unwrap_err();
+    let mut rma = RmaClient::with_interceptor(channel, bearer(tokens[0].clone()));
+    let mut claim = tonic::Request::new(tokio_stream::iter(
+        Vec::<onesided_proto::v1::ClientMessage>::new(),
+    ));
+    claim
+        .metadata_mut()
+        .insert("x-onesided-rank", "first".parse().unwrap());
+    let bad_claim = rma.session(claim).await.unwrap_err();
+    for (status, code, reason) in [
+        (taken, Code::AlreadyExists, "MPI_ERR_ARG"),
+        (no_window, Code::NotFound, "MPI_ERR_WIN"),
+        (not_recorded, Code::NotFound, "MPI_ERR_WIN"),
+        (bad_claim, Code::InvalidArgument, "MPI_ERR_RANK"),
+    ] {
+        assert_eq!(status.code(), code, "{status:?}");
+        let info = status
+            .get_details_error_info()
+            .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
+        assert_eq!(info.reason, reason, "{status:?}");
+        assert_eq!(info.domain, "onesided");
+        let class = ErrorClass::parse(reason).unwrap();
+        assert_eq!(info.metadata["class"], class.code().to_string());
+        let rich = tonic_types::pb::Status::decode(status.details()).unwrap();
+        assert_eq!(rich.code, code as i32, "the details agree with the status");
+        assert!(status.message().starts_with(reason), "{status:?}");
+        // and the Rust client reads the class from the same details
+        let error = onesided_client::Error::from(status);
+        assert_eq!(error.class(), Some(class));
+    }
 }
