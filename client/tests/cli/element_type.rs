@@ -80,6 +80,31 @@ fn get_put_acc_fop_cas_use_the_window_type() {
         "{}",
         show.stdout
     );
+    // the audit's replay reads the copies as the window's type while the window exists
+    let replay = server.cli().args(["audit", "replay", "t/typed"]).run();
+    replay.success();
+    assert!(
+        replay
+            .stdout
+            .contains("\nrank 0: 4 -5 17 1\nrank 1: 0 0 0 0\n"),
+        "{}",
+        replay.stdout
+    );
+    // once it is freed, the log alone does not say: hex by disp_unit
+    server
+        .cli()
+        .args(["window", "free", "--world", "t", "typed"])
+        .run()
+        .success();
+    let replay = server.cli().args(["audit", "replay", "t/typed"]).run();
+    replay.success();
+    assert!(
+        replay
+            .stdout
+            .contains("\nrank 1: 0000000000000000 0000000000000000"),
+        "{}",
+        replay.stdout
+    );
 }
 
 #[test]

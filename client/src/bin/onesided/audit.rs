@@ -13,7 +13,8 @@ use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use futures::StreamExt;
 use onesided_client::{
-    Assert, Audit, AuditEntry, AuditEvent, ClientFault, ClientSpan, Datatype, Finding, FindingSide,
+    Admin, Assert, Audit, AuditEntry, AuditEvent, ClientFault, ClientSpan, Datatype, Finding,
+    FindingSide,
 };
 use onesided_core::datatype;
 use serde_json::{json, Value as Json};
@@ -101,8 +102,8 @@ pub struct ReplayArgs {
     /// Replay the events up to and including this sequence number (default: all of them)
     #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..))]
     at: Option<u64>,
-    /// Decode each copy as elements of this type (the log does not record one: without it,
-    /// hex bytes grouped by disp_unit)
+    /// Decode each copy as elements of this type. Default: the window's element type while the
+    /// window still exists (the log does not record one), else hex bytes grouped by disp_unit
     #[arg(long = "type", value_name = "TYPE")]
     dtype: Option<String>,
 }
@@ -454,16 +455,44 @@ async fn log(global: &Global, audit: &Audit, args: LogArgs) -> Result<ExitCode> 
 }
 
 /// Sizes and disp_units from the window's first event, when it is the creation.
-async fn shape(audit: &Audit, window: u64) -> Option<(Vec<u64>, Vec<u32>)> {
+/// What the log's first event says of window `window`.
+struct Created {
+    world: String,
+    name: String,
+    disp_units: Vec<u32>,
+}
+
+async fn shape(audit: &Audit, window: u64) -> Option<Created> {
     // the first event of the non-following stream; the rest is not read
     let mut stream = Box::pin(audit.follow(window, 1).await.ok()?);
     let first = stream.next().await?.ok()?;
     match first.event? {
         AuditEvent::WindowCreated {
-            sizes, disp_units, ..
-        } => Some((sizes, disp_units)),
+            world,
+            name,
+            disp_units,
+            ..
+        } => Some(Created {
+            world,
+            name,
+            disp_units,
+        }),
         _ => None,
     }
+}
+
+/// The element type window `window` was created with, if it still exists (a window of the
+/// same name created since is another window, with its own id).
+async fn live_element_type(global: &Global, window: u64, created: &Created) -> Option<Datatype> {
+    let token = global.token("the admin token").ok()?;
+    let admin = Admin::connect(global.endpoint().ok()?, token).await.ok()?;
+    let desc = admin
+        .describe_window(&created.world, &created.name)
+        .await
+        .ok()?;
+    (desc.id == window)
+        .then_some(desc.info.element_type)
+        .flatten()
 }
 
 fn grouped_hex(bytes: &[u8], unit: usize) -> String {
@@ -485,9 +514,13 @@ async fn replay(global: &Global, audit: &Audit, args: ReplayArgs) -> Result<Exit
         .transpose()?;
     let window = resolve(audit, &args.window).await?;
     let replayed = audit.replay(window, args.at).await?;
-    let disp_units = shape(audit, window)
-        .await
-        .map(|(_, units)| units)
+    let created = shape(audit, window).await;
+    let dtype = match (dtype, &created) {
+        (None, Some(created)) => live_element_type(global, window, created).await,
+        _ => dtype,
+    };
+    let disp_units = created
+        .map(|created| created.disp_units)
         .unwrap_or_default();
     let mut ranks = Vec::new();
     for (rank, copy) in replayed.ranks.iter().enumerate() {
