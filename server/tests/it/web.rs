@@ -24,14 +24,14 @@ async fn server_with_web_view() -> (TestServer, SocketAddr) {
 }
 
 /// An HTTP answer: status, headers (lowercase names) and body.
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
+pub struct Answer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
 }
 
 /// `GET path` with `authorization` as the Authorization header (if any).
-async fn get(address: SocketAddr, path: &str, authorization: Option<&str>) -> Answer {
+pub async fn get(address: SocketAddr, path: &str, authorization: Option<&str>) -> Answer {
     let response = tokio::time::timeout(Duration::from_secs(10), async {
         let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
         let header = authorization
@@ -436,4 +436,46 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
     )
     .await;
     page.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_stream_sends_state_and_events_and_ends_when_the_server_stops() {
+    let (server, web) = server_with_web_view().await;
+    let fixture = Fixture::on(server, 1).await;
+    let window = unique("w");
+    fixture.window(WindowSpec::of::<i64>(&window, 1, 1)).await;
+    let mut stream = tokio::net::TcpStream::connect(web).await.unwrap();
+    let request = format!(
+        "GET /api/stream?world={}&window={window} HTTP/1.1\r\nHost: {web}\r\n\
+         Authorization: Bearer {ADMIN_TOKEN}\r\n\r\n",
+        fixture.world
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // the window's past events, then its state with the rank's target
+    while !(seen.contains("event: audit") && seen.contains("\"targets\"")) {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let read = tokio::time::timeout(remaining, stream.read(&mut buffer))
+            .await
+            .unwrap_or_else(|_| panic!("no state and audit events within 10 s: {seen}"))
+            .unwrap();
+        assert!(read > 0, "the stream ended early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+    }
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen
+        .to_ascii_lowercase()
+        .contains("content-type: text/event-stream"));
+    assert!(seen.contains("\"kind\":\"window_created\""), "{seen}");
+    assert!(!seen.contains(ADMIN_TOKEN), "the token is never echoed");
+
+    // a stopping server ends the stream instead of waiting for the page to close it
+    drop(fixture);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while stream.read(&mut buffer).await.unwrap_or(0) > 0 {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream outlived the server by 10 s");
 }
