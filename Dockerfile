@@ -24,4 +24,6 @@ VOLUME ["/data"]
 ENV ONESIDED_LISTEN=0.0.0.0:50051 \
     ONESIDED_DATA_DIR=/data
 EXPOSE 50051
+# the web view and /metrics, when started with --http-listen 0.0.0.0:8080 (docker-compose.yml)
+EXPOSE 8080
 ENTRYPOINT ["onesided-server"]

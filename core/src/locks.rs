@@ -240,6 +240,13 @@ impl<G> LockTable<G> {
     }
 }
 
+impl<G> LockTable<G> {
+    /// The waiting requests, in arrival order (for inspection: what an operator sees).
+    pub fn waiters(&self) -> impl Iterator<Item = &Waiter<G>> {
+        self.queue.iter()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -684,3 +684,57 @@ fn stop_fails_everything_pending_with_err_win() {
         .collect();
     assert_eq!(failed, BTreeSet::from([1, 2, 3]), "{answers:?}");
 }
+
+#[test]
+fn inspect_shows_the_holder_the_waiter_and_what_waits_behind_it() {
+    let now = Instant::now();
+    let mut engine = target(0, 3, 4);
+    let lock = |grant| Access::LockRequest {
+        request: LockRequest {
+            lock_type: LockType::Exclusive,
+            nocheck: false,
+        },
+        holding_elsewhere: false,
+        grant,
+    };
+    engine.handle(from(1, lock(Some(11))), now);
+    engine.handle(from(2, lock(None)), now);
+    engine.handle(from(2, put(0, 5, AccessTag::Lock, 21)), now);
+    let later = now + Duration::from_millis(30);
+    let view = engine.inspect(later);
+    assert_eq!(view.rank, 0);
+    assert_eq!(
+        view.holders
+            .iter()
+            .map(|holder| (holder.origin, holder.lock_type, holder.token))
+            .collect::<Vec<_>>(),
+        [(1, LockType::Exclusive, 1)]
+    );
+    assert_eq!(view.waiters.len(), 1);
+    assert_eq!(view.waiters[0].origin, 2);
+    assert_eq!(view.waiters[0].waited, Duration::from_millis(30));
+    assert_eq!(
+        view.queued
+            .iter()
+            .map(|item| (item.origin, item.what.as_str()))
+            .collect::<Vec<_>>(),
+        [(2, "put (under lock)")]
+    );
+    assert_eq!(view.fence, None);
+    assert_eq!(view.exposed_to, None);
+
+    // the holder unlocks: rank 2 holds, nothing waits, its put was applied
+    engine.handle(from(1, Access::Unlock { reply: 12 }), later);
+    let view = engine.inspect(later);
+    assert_eq!(
+        view.holders
+            .iter()
+            .map(|holder| holder.origin)
+            .collect::<Vec<_>>(),
+        [2]
+    );
+    assert!(
+        view.waiters.is_empty() && view.queued.is_empty(),
+        "{view:?}"
+    );
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided_core::audit::Event;
-use onesided_core::target::{self, Access, Effects, Input, Target};
+use onesided_core::target::{self, Access, Effects, Input, Target, TargetView};
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -47,6 +47,11 @@ pub enum Command {
     Busy {
         /// `Some(reason)` when busy.
         reply: oneshot::Sender<Option<String>>,
+    },
+    /// What the rank's target looks like now (read-only, for the web view).
+    Inspect {
+        /// The picture.
+        reply: oneshot::Sender<TargetView>,
     },
 }
 
@@ -136,6 +141,17 @@ impl WindowServerHandle {
     pub async fn busy(&self) -> Result<Option<String>, RmaError> {
         let (reply, answer) = oneshot::channel();
         self.command(Command::Busy { reply }).await?;
+        answer.await.map_err(|_| self.gone())
+    }
+
+    /// What the rank's target looks like now: lock holders and waiters, open epochs, queued
+    /// items (read-only).
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
+    pub async fn inspect(&self) -> Result<TargetView, RmaError> {
+        let (reply, answer) = oneshot::channel();
+        self.command(Command::Inspect { reply }).await?;
         answer.await.map_err(|_| self.gone())
     }
 }
@@ -249,6 +265,9 @@ impl WindowServer {
             }
             Command::Busy { reply } => {
                 let _ = reply.send(self.target.busy());
+            }
+            Command::Inspect { reply } => {
+                let _ = reply.send(self.target.inspect(now));
             }
         }
         None

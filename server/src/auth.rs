@@ -38,7 +38,7 @@ fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
 }
 
 /// Compares in time independent of where the strings differ. Empty strings match nothing.
-fn same(left: &str, right: &str) -> bool {
+pub(crate) fn same(left: &str, right: &str) -> bool {
     !left.is_empty()
         && left.len() == right.len()
         && left

@@ -8,6 +8,8 @@
 //! - [`auth`]: bearer-token interceptors, identity claims.
 //! - [`limits`]: the server's limits; the message-size and deadline layers.
 //! - [`metrics`]: the server's Prometheus metrics and the optional `/metrics` endpoint.
+//! - [`http`]: the plain HTTP/1 listeners (`/metrics`; the web view beside it).
+//! - [`web`]: the web view, a read-only live page of the server for operators.
 //! - [`reply`]: where answers go.
 //! - [`tls`]: the server's optional TLS identity.
 //!
@@ -18,6 +20,7 @@ pub mod actor;
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod recovery;
@@ -26,6 +29,7 @@ pub mod reply;
 pub mod session;
 pub mod supervise;
 pub mod tls;
+pub mod web;
 pub mod world;
 
 use std::future::Future;
@@ -99,8 +103,11 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// With an identity the server speaks only TLS (`https://`); without, only plain HTTP/2.
     pub tls: Option<tls::TlsIdentity>,
-    /// Where `GET /metrics` is served (plain HTTP/1); `None`: nowhere.
+    /// Where `GET /metrics` alone is served (plain HTTP/1); `None`: nowhere.
     pub metrics: Option<metrics::MetricsListener>,
+    /// Where the web view and `GET /metrics` are served (plain HTTP/1, `/api/…` only with the
+    /// admin token); `None`: nowhere.
+    pub http: Option<http::HttpListener>,
     /// How long, at most, a shared lock request waits behind a waiting exclusive one when no
     /// conflicting lock is held (writers first, without ever deadlocking a correct program;
     /// core's `locks`).
@@ -120,6 +127,7 @@ impl ServerConfig {
             limits: Limits::default(),
             tls: None,
             metrics: None,
+            http: None,
             lock_fairness: onesided_core::locks::DEFAULT_FAIRNESS,
         }
     }
@@ -146,6 +154,10 @@ impl std::fmt::Debug for ServerConfig {
                     .metrics
                     .as_ref()
                     .map(metrics::MetricsListener::local_addr),
+            )
+            .field(
+                "http",
+                &self.http.as_ref().map(http::HttpListener::local_addr),
             )
             .finish()
     }
@@ -271,13 +283,11 @@ pub async fn run(
     let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
     // MessageLimitLayer measures what clients send (tonic's own limit answers OUT_OF_RANGE and
     // only after buffering a message); what the server sends is bounded by window sizes
+    let audit_reader = audit::service::AuditService::new(store.clone(), audit.clone());
     let audit_service = tonic::service::interceptor::InterceptedService::new(
-        AuditServer::new(audit::service::AuditService::new(
-            store.clone(),
-            audit.clone(),
-        ))
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX),
+        AuditServer::new(audit_reader.clone())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX),
         admin_auth.clone(),
     );
     let admin = tonic::service::interceptor::InterceptedService::new(
@@ -332,16 +342,34 @@ pub async fn run(
     // stopped after the drain (or when `run` returns early), so scrapes see the shutdown
     let metrics_stop = CancellationToken::new();
     let _stop_metrics = metrics_stop.clone().drop_guard();
-    let metrics_served = match &config.metrics {
-        Some(listener) => {
-            let served = metrics::serve(listener, Arc::clone(&metrics), metrics_stop.clone())
-                .context("cannot serve metrics")?;
-            let url = format!("http://{}/metrics", listener.local_addr());
-            tracing::info!(%url, "serving metrics");
-            Some(served)
-        }
-        None => None,
-    };
+    let mut http_served = Vec::new();
+    if let Some(listener) = &config.metrics {
+        let routes = http::Routes::Metrics(Arc::clone(&metrics));
+        let served =
+            http::serve(listener, routes, metrics_stop.clone()).context("cannot serve metrics")?;
+        let url = format!("http://{}/metrics", listener.local_addr());
+        tracing::info!(%url, "serving metrics");
+        http_served.push(served);
+    }
+    if let Some(listener) = &config.http {
+        let web = web::WebView::new(
+            Arc::clone(&registry),
+            audit_reader,
+            audit.clone(),
+            Arc::clone(&metrics),
+            &config.admin_token,
+            metrics_stop.clone(),
+        );
+        let served = http::serve(
+            listener,
+            http::Routes::Web(Arc::new(web)),
+            metrics_stop.clone(),
+        )
+        .context("cannot serve the web view")?;
+        let url = format!("http://{}/", listener.local_addr());
+        tracing::info!(%url, metrics = %format!("{url}metrics"), "serving the web view");
+        http_served.push(served);
+    }
     let single_request = [
         onesided_proto::FILE_DESCRIPTOR_SET,
         tonic_health::pb::FILE_DESCRIPTOR_SET,
@@ -395,7 +423,7 @@ pub async fn run(
     // everything acknowledged or submitted is in the store before we return
     audit.flush().await;
     metrics_stop.cancel();
-    if let Some(served) = metrics_served {
+    for served in http_served {
         let _ = served.await;
     }
     tracing::info!("onesided server stopped");

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
+use onesided_server::http::HttpListener;
 use onesided_server::limits::Limits;
 use onesided_server::metrics::MetricsListener;
 use onesided_server::tls::TlsIdentity;
@@ -83,6 +84,11 @@ struct Args {
     /// where only your monitoring can reach it). Default: not served.
     #[arg(long, env = "ONESIDED_METRICS_LISTEN", value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// Serve the web view at http://ADDR/ (a live, read-only page of worlds, windows,
+    /// sessions, locks, epochs and audit events; it asks for the admin token) and Prometheus
+    /// metrics at http://ADDR/metrics, on one plain-HTTP listener. Default: not served.
+    #[arg(long, env = "ONESIDED_HTTP_LISTEN", value_name = "ADDR")]
+    http_listen: Option<SocketAddr>,
 }
 
 fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -277,6 +283,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot listen for metrics on {address}"))
         })
         .transpose()?;
+    let http = args
+        .http_listen
+        .map(|address| {
+            HttpListener::bind(address)
+                .with_context(|| format!("cannot listen for the web view on {address}"))
+        })
+        .transpose()?;
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
@@ -291,6 +304,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         },
         tls,
         metrics,
+        http,
         lock_fairness: std::time::Duration::from_millis(args.lock_fairness_ms),
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };

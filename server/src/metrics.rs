@@ -1,8 +1,9 @@
-//! Prometheus metrics of one server, and the optional `GET /metrics` endpoint that serves them
-//! in the Prometheus text format (`--metrics-listen`).
+//! Prometheus metrics of one server, and the answer of the `GET /metrics` endpoint that serves
+//! them in the Prometheus text format (`--metrics-listen`, `--http-listen`; [`crate::http`]
+//! listens).
 //!
 //! Owns: the server's metric values (one [`Metrics`] per [`crate::run`], a value rather than a
-//! global, so servers in one process keep theirs apart) and the endpoint's HTTP/1 listener.
+//! global, so servers in one process keep theirs apart) and what `/metrics` answers.
 //! Sessions, actors, replies and the audit writer record through the methods here.
 //!
 //! Must not: decide anything, or slow the call path. On it there are only atomic updates and a
@@ -11,8 +12,6 @@
 //! allocates nothing. Labels never name a world, window or rank: the endpoint is
 //! unauthenticated and the series count stays fixed.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_util::sync::CancellationToken;
 
 /// The kinds of call a session handles, one metric series each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -491,103 +489,16 @@ impl CallTimer {
     }
 }
 
-/// Where the endpoint listens: bound before the server starts (so tests bind port 0 and
-/// learn the address), shared by clones of the configuration.
-#[derive(Clone, Debug)]
-pub struct MetricsListener {
-    listener: Arc<std::net::TcpListener>,
-    address: SocketAddr,
-}
+/// Where `--metrics-listen` listens: the server's one kind of HTTP listener
+/// ([`crate::http`]), under the name it had before the web view shared it.
+pub use crate::http::HttpListener as MetricsListener;
 
-impl MetricsListener {
-    /// Binds `address` (port 0 picks a free port).
-    ///
-    /// # Errors
-    /// When the address cannot be bound.
-    pub fn bind(address: SocketAddr) -> std::io::Result<Self> {
-        Self::from_std(std::net::TcpListener::bind(address)?)
-    }
-
-    /// Serves on an already-bound listener.
-    ///
-    /// # Errors
-    /// When the listener has no local address.
-    pub fn from_std(listener: std::net::TcpListener) -> std::io::Result<Self> {
-        let address = listener.local_addr()?;
-        Ok(MetricsListener {
-            listener: Arc::new(listener),
-            address,
-        })
-    }
-
-    /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.address
-    }
-
-    fn to_tokio(&self) -> std::io::Result<tokio::net::TcpListener> {
-        let listener = self.listener.try_clone()?;
-        listener.set_nonblocking(true)?;
-        tokio::net::TcpListener::from_std(listener)
-    }
-}
-
-/// Starts the endpoint on `listener`; it stops when `stop` is cancelled (open connections
-/// finish their request and close).
-///
-/// # Errors
-/// When the listener cannot be handed to the runtime.
-pub fn serve(
-    listener: &MetricsListener,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let listener = listener.to_tokio()?;
-    Ok(tokio::spawn(accept(listener, metrics, stop)))
-}
-
-async fn accept(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, stop: CancellationToken) {
-    loop {
-        let stream = tokio::select! {
-            () = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // out of descriptors, or a connection reset before it was accepted
-                    tracing::warn!(%error, "metrics endpoint cannot accept a connection");
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        () = tokio::time::sleep(Duration::from_millis(100)) => continue,
-                    }
-                }
-            },
-        };
-        let metrics = Arc::clone(&metrics);
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let response = respond(&metrics, &request);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            let served = tokio::select! {
-                served = connection.as_mut() => served,
-                () = stop.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = served {
-                tracing::debug!(%error, "metrics connection failed");
-            }
-        });
-    }
-}
-
-fn respond<B>(metrics: &Metrics, request: &http::Request<B>) -> http::Response<Full<Bytes>> {
+/// The answer to a request on a listener that serves metrics: `GET /metrics`, 405 for another
+/// method there, 404 elsewhere.
+pub(crate) fn respond<B>(
+    metrics: &Metrics,
+    request: &http::Request<B>,
+) -> http::Response<Full<Bytes>> {
     let (status, content_type, body) = match (request.method(), request.uri().path()) {
         (&http::Method::GET, "/metrics") => (
             http::StatusCode::OK,

@@ -5,6 +5,7 @@
 //! anything an actor owns.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use onesided_core::error::quoted;
@@ -98,6 +99,7 @@ struct Inner {
 #[derive(Debug)]
 struct LiveSession {
     incarnation: u64,
+    lease: Arc<Lease>,
     superseded: CancellationToken,
     ended: watch::Receiver<bool>,
 }
@@ -114,6 +116,9 @@ pub struct SessionSlot {
     pub ended: watch::Sender<bool>,
     /// The previous live session of the rank: end it, then wait until its departure is handled.
     pub previous: Option<(CancellationToken, watch::Receiver<bool>)>,
+    /// When the session's lease lapses unless it hears from the client (the session renews
+    /// it; the web view reads it).
+    pub lease: Arc<Lease>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -397,12 +402,14 @@ impl Registry {
         let incarnation = *count;
         let superseded = CancellationToken::new();
         let (ended, watcher) = watch::channel(false);
+        let lease = Arc::new(Lease::new(self.lease_ttl));
         let previous = inner.live.insert(
             key,
             LiveSession {
                 incarnation,
                 superseded: superseded.clone(),
                 ended: watcher,
+                lease: Arc::clone(&lease),
             },
         );
         SessionSlot {
@@ -410,6 +417,7 @@ impl Registry {
             superseded,
             ended,
             previous: previous.map(|live| (live.superseded, live.ended)),
+            lease,
         }
     }
 
@@ -758,6 +766,105 @@ impl Registry {
             )));
         }
         Ok(bytes)
+    }
+}
+
+/// When a session's lease lapses: renewed by the session whenever it hears from its client,
+/// read by the web view. An atomic, so neither side waits for the other.
+#[derive(Debug)]
+pub struct Lease {
+    /// The clock reading the deadline counts from.
+    base: tokio::time::Instant,
+    /// The deadline, in milliseconds after `base`.
+    deadline_ms: AtomicU64,
+}
+
+impl Lease {
+    /// A lease that lapses `ttl` from now.
+    fn new(ttl: Duration) -> Self {
+        Lease {
+            base: tokio::time::Instant::now(),
+            deadline_ms: AtomicU64::new(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// The lease now lapses at `deadline`.
+    pub fn renew(&self, deadline: tokio::time::Instant) {
+        let after = deadline.saturating_duration_since(self.base).as_millis();
+        self.deadline_ms
+            .store(u64::try_from(after).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// How long until the lease lapses (zero once it has).
+    pub fn remaining(&self) -> Duration {
+        let deadline = self.base + Duration::from_millis(self.deadline_ms.load(Ordering::Relaxed));
+        deadline.saturating_duration_since(tokio::time::Instant::now())
+    }
+}
+
+/// A rank of a world as the web view shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankView {
+    /// The rank.
+    pub rank: u32,
+    /// Sessions of the rank so far (0: it never attached).
+    pub incarnations: u64,
+    /// The live session's incarnation and how long until its lease lapses; `None` while the
+    /// rank has no session.
+    pub live: Option<(u64, Duration)>,
+}
+
+/// A world as the web view shows it.
+#[derive(Clone, Debug)]
+pub struct WorldView {
+    /// Its name.
+    pub name: String,
+    /// Its ranks, with their sessions.
+    pub ranks: Vec<RankView>,
+    /// Its windows, by name.
+    pub windows: Vec<Arc<WindowDesc>>,
+}
+
+impl Registry {
+    /// Every world with its ranks' sessions and its windows (read-only, for the web view).
+    pub fn overview(&self) -> Vec<WorldView> {
+        let inner = self.read();
+        inner
+            .worlds
+            .iter()
+            .map(|(name, world)| WorldView {
+                name: name.clone(),
+                ranks: (0..world.nranks)
+                    .map(|rank| {
+                        let key = (name.clone(), rank);
+                        RankView {
+                            rank,
+                            incarnations: inner.incarnations.get(&key).copied().unwrap_or(0),
+                            live: inner
+                                .live
+                                .get(&key)
+                                .map(|live| (live.incarnation, live.lease.remaining())),
+                        }
+                    })
+                    .collect(),
+                windows: world
+                    .windows
+                    .values()
+                    .filter_map(|id| inner.windows.get(id))
+                    .map(|entry| Arc::clone(&entry.desc))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The window with id `id`, if it exists.
+    pub fn window_by_id(&self, id: u64) -> Option<Arc<WindowEntry>> {
+        self.read().windows.get(&id).cloned()
+    }
+
+    /// Whether a world named `name` exists.
+    pub fn has_world(&self, name: &str) -> bool {
+        self.read().worlds.contains_key(name)
     }
 }
 

@@ -69,6 +69,8 @@ pub struct Session {
     previous: Option<(CancellationToken, tokio::sync::watch::Receiver<bool>)>,
     /// One permit per operation sent and not yet answered (the answer frees it).
     pending: Arc<Semaphore>,
+    /// When the lease lapses, for the web view (`lapse` in `serve` decides).
+    lease: Arc<crate::registry::Lease>,
     /// The status the stream failed with (a message over the size limit, one that does not
     /// decode), for the client.
     failure: Option<Status>,
@@ -125,6 +127,7 @@ impl Session {
             superseded: slot.superseded,
             ended: slot.ended,
             previous: slot.previous,
+            lease: slot.lease,
             registry,
             member,
             out,
@@ -196,6 +199,7 @@ impl Session {
         let superseded = self.superseded.clone();
         let lapse = tokio::time::sleep(lease);
         tokio::pin!(lapse);
+        self.lease.renew(lapse.deadline());
         loop {
             tokio::select! {
                 () = ended.cancelled() => {
@@ -216,6 +220,7 @@ impl Session {
                         // the lease counts the client's silence from here: time this task spent
                         // blocked (a busy actor, the audit writer's back-pressure) is not its
                         lapse.as_mut().reset(tokio::time::Instant::now() + lease);
+                        self.lease.renew(lapse.deadline());
                     }
                     Ok(None) => return Ending::Closed,
                     Err(status) => {
@@ -229,6 +234,7 @@ impl Session {
                     self.finish(control, reply, answer).await;
                     let deadline = lapse.deadline() + busy.elapsed();
                     lapse.as_mut().reset(deadline);
+                    self.lease.renew(deadline);
                 }
             }
         }
@@ -461,8 +467,15 @@ impl Session {
                         open.fenced = Some(epoch);
                     }
                     if last {
+                        // every target, even past one that stopped: the others' fences wait
+                        let mut stopped = None;
                         for target in ranks {
-                            target.send(Input::FenceReached { epoch }).await?;
+                            if let Err(error) = target.send(Input::FenceReached { epoch }).await {
+                                stopped.get_or_insert(error);
+                            }
+                        }
+                        if let Some(error) = stopped {
+                            return Err(error);
                         }
                     }
                 }

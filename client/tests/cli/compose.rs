@@ -1,8 +1,11 @@
 //! The top-level `docker-compose.yml` and `Dockerfile`. These machines have no Docker engine, so
-//! this checks what can be checked without one: the file parses; the two services are there;
+//! this checks what can be checked without one: the file parses; the four services are there;
 //! onesided waits for a healthy PostgreSQL and points its audit store at it (same database,
-//! user and port); and every flag and environment variable the file hands to `onesided-server`
-//! is one the server really has.
+//! user and port); every flag and environment variable the file hands to `onesided-server`
+//! is one the server really has; Prometheus scrapes the port onesided serves `/metrics` on
+//! (`--http-listen`); Grafana's provisioned data source is that Prometheus; and every metric
+//! the dashboard (`ops/grafana/dashboards/onesided.json`) queries is one a live server exports,
+//! and every metric it exports is graphed.
 //!
 //! Where the server's flags come from: its `Args` are private to `server/src/main.rs`, and this
 //! crate cannot name another crate's binary (`CARGO_BIN_EXE_*` is for its own). So the flags
@@ -185,7 +188,11 @@ fn the_source_reading_finds_the_servers_flags() {
 fn compose_runs_the_server_against_a_healthy_postgres() {
     let compose = compose();
     let services = compose["services"].as_hash().expect("services");
-    assert_eq!(services.len(), 2, "postgres and onesided");
+    assert_eq!(
+        services.len(),
+        4,
+        "postgres, onesided, prometheus and grafana"
+    );
     let postgres = &compose["services"]["postgres"];
     let onesided = &compose["services"]["onesided"];
     assert!(!postgres.is_badvalue() && !onesided.is_badvalue());
@@ -381,4 +388,254 @@ fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
 #[test]
 fn interpolation_takes_the_defaults() {
     assert_eq!(interpolate("a${X:-b}c${Y}d${Z-e}"), "abcde");
+}
+
+/// The `--http-listen` address the compose file gives onesided, and the port it publishes.
+fn http_port(onesided: &Yaml) -> u16 {
+    let command = words(&onesided["command"]);
+    let at = command
+        .iter()
+        .position(|word| word == "--http-listen")
+        .expect("onesided serves the web view and /metrics (--http-listen)");
+    let address = &command[at + 1];
+    let (host, port) = address.rsplit_once(':').expect("HOST:PORT");
+    assert_eq!(host, "0.0.0.0", "reachable from the other containers");
+    let port: u16 = port.parse().unwrap();
+    let published: Vec<String> = onesided["ports"]
+        .as_vec()
+        .expect("onesided ports")
+        .iter()
+        .map(|port| scalar(port).unwrap())
+        .collect();
+    assert!(
+        published.contains(&format!("127.0.0.1:{port}:{port}")),
+        "the web view is published on 127.0.0.1 only: {published:?}"
+    );
+    port
+}
+
+/// The host file a service mounts at `target` (a `./…` bind mount), relative to the repository.
+fn mounted(service: &Yaml, target: &str) -> String {
+    service["volumes"]
+        .as_vec()
+        .expect("volumes")
+        .iter()
+        .map(|volume| scalar(volume).unwrap())
+        .find_map(|volume| {
+            let mut parts = volume.split(':');
+            let (source, at) = (parts.next()?, parts.next()?);
+            (at == target).then(|| source.to_string())
+        })
+        .and_then(|source| source.strip_prefix("./").map(str::to_string))
+        .unwrap_or_else(|| panic!("nothing from the repository is mounted at {target}"))
+}
+
+fn yaml_file(path: &str) -> Yaml {
+    let mut documents =
+        YamlLoader::load_from_str(&read(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(documents.len(), 1, "{path}: one YAML document");
+    documents.remove(0)
+}
+
+#[test]
+fn prometheus_scrapes_the_port_onesided_serves_metrics_on() {
+    let compose = compose();
+    let onesided = &compose["services"]["onesided"];
+    let prometheus = &compose["services"]["prometheus"];
+    let port = http_port(onesided);
+    let config_path = words(&prometheus["command"])
+        .iter()
+        .find_map(|word| word.strip_prefix("--config.file=").map(str::to_string))
+        .unwrap_or_else(|| "/etc/prometheus/prometheus.yml".into());
+    let config = yaml_file(&mounted(prometheus, &config_path));
+    let jobs = config["scrape_configs"].as_vec().expect("scrape_configs");
+    let job = jobs
+        .iter()
+        .find(|job| job["job_name"].as_str() == Some("onesided"))
+        .expect("a scrape job named onesided");
+    assert_eq!(
+        job["metrics_path"].as_str().unwrap_or("/metrics"),
+        "/metrics"
+    );
+    assert_ne!(
+        job["scheme"].as_str(),
+        Some("https"),
+        "the endpoint is plain HTTP"
+    );
+    let targets: Vec<String> = job["static_configs"]
+        .as_vec()
+        .expect("static_configs")
+        .iter()
+        .flat_map(|group| group["targets"].as_vec().expect("targets").clone())
+        .map(|target| scalar(&target).unwrap())
+        .collect();
+    assert_eq!(
+        targets,
+        [format!("onesided:{port}")],
+        "the compose service and its --http-listen port"
+    );
+}
+
+/// Grafana's provisioning directory and where the dashboards are mounted.
+fn grafana() -> (String, String, String) {
+    let compose = compose();
+    let grafana = &compose["services"]["grafana"];
+    let provisioning = mounted(grafana, "/etc/grafana/provisioning");
+    let providers = yaml_file(&format!("{provisioning}/dashboards/onesided.yml"));
+    let path = providers["providers"][0]["options"]["path"]
+        .as_str()
+        .expect("a file provider with a path")
+        .to_string();
+    let dashboards = mounted(grafana, &path);
+    (provisioning, dashboards, path)
+}
+
+#[test]
+fn grafana_is_provisioned_with_that_prometheus_and_the_dashboard() {
+    let compose = compose();
+    let (provisioning, dashboards, _) = grafana();
+    let sources = yaml_file(&format!("{provisioning}/datasources/prometheus.yml"));
+    let source = &sources["datasources"][0];
+    assert_eq!(source["type"].as_str(), Some("prometheus"));
+    let prometheus_port = compose["services"]["prometheus"]["ports"][0]
+        .as_str()
+        .and_then(|mapping| mapping.rsplit(':').next())
+        .expect("prometheus publishes its port")
+        .to_string();
+    assert_eq!(
+        source["url"].as_str(),
+        Some(format!("http://prometheus:{prometheus_port}").as_str()),
+        "the compose service prometheus"
+    );
+    let uid = source["uid"].as_str().expect("a fixed uid").to_string();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read(&format!("{dashboards}/onesided.json"))).unwrap();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(!panels.is_empty());
+    for panel in panels {
+        let title = &panel["title"];
+        assert_eq!(panel["datasource"]["uid"], uid.as_str(), "panel {title}");
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "panel {title} queries nothing");
+        for target in targets {
+            assert_eq!(target["datasource"]["uid"], uid.as_str(), "panel {title}");
+        }
+    }
+}
+
+/// The metric names (`onesided_…`) a PromQL expression refers to.
+fn metric_names(expression: &str) -> Vec<String> {
+    expression
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|word| word.starts_with("onesided_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `GET /metrics` from a server in this process, over plain HTTP, after a session's call was
+/// refused (a family with labels, like the error counts, shows only once it has a series).
+fn live_metrics() -> String {
+    use std::io::{Read, Write};
+    let listener =
+        onesided_server::http::HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let address = listener.local_addr();
+    let server = crate::Server::start_with(|config| config.http = Some(listener));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let admin = onesided_client::Admin::connect(&server.url, crate::ADMIN_TOKEN)
+            .await
+            .unwrap();
+        let world = admin.create_world("metrics", 1).await.unwrap();
+        let session = onesided_client::Session::attach(&server.url, &world.tokens[0])
+            .await
+            .unwrap();
+        assert!(session.window("missing").await.is_err());
+        session.close().await.unwrap();
+    });
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+/// The metric families a scrape announces (`# TYPE`), each with the sample names it takes
+/// (a counter's `_total`, a histogram's `_bucket`, `_sum`, `_count`), and the sample names it
+/// holds.
+fn exported(text: &str) -> (Vec<(String, Vec<String>)>, BTreeSet<String>) {
+    let mut families = Vec::new();
+    let mut samples = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            let names: Vec<String> = match kind {
+                // the classic text format names a counter's family with its `_total`
+                "counter" if name.ends_with("_total") => vec![name.to_string()],
+                "counter" => vec![format!("{name}_total")],
+                "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .map(|suffix| format!("{name}{suffix}"))
+                    .collect(),
+                _ => vec![name.to_string()],
+            };
+            samples.extend(names.iter().cloned());
+            families.push((name.to_string(), names));
+        } else if !line.starts_with('#') && !line.is_empty() {
+            samples.insert(line.split(['{', ' ']).next().unwrap().to_string());
+        }
+    }
+    (families, samples)
+}
+
+#[test]
+fn the_dashboard_queries_only_metrics_the_server_exports_and_graphs_them_all() {
+    let (_, dashboards, _) = grafana();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read(&format!("{dashboards}/onesided.json"))).unwrap();
+    let queried: BTreeSet<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().unwrap().clone())
+        .flat_map(|target| metric_names(target["expr"].as_str().expect("an expr")))
+        .collect();
+    let (families, samples) = exported(&live_metrics());
+    assert!(
+        families.len() >= 10,
+        "a live server exports its metrics: {families:?}"
+    );
+    for name in &queried {
+        assert!(
+            samples.contains(name),
+            "the dashboard queries {name}, which the server does not export ({samples:?})"
+        );
+    }
+    for (family, names) in &families {
+        assert!(
+            names.iter().any(|name| queried.contains(name)),
+            "the server exports {family}, which no dashboard panel shows"
+        );
+    }
+}
+
+#[test]
+fn metric_names_are_read_from_promql() {
+    assert_eq!(
+        metric_names(
+            "histogram_quantile(0.99, sum by (le) (rate(onesided_x_bucket[1m]))) / onesided_y"
+        ),
+        ["onesided_x_bucket", "onesided_y"]
+    );
 }

@@ -88,6 +88,31 @@ impl AuditService {
         AuditService { store, live }
     }
 
+    /// The window's timeline: the Perfetto trace `export` answers with (core's `export`), for
+    /// the web view to draw.
+    ///
+    /// # Errors
+    /// As `export`: NOT_FOUND for a window never recorded, FAILED_PRECONDITION when the audit
+    /// is off, UNAVAILABLE when the store is.
+    pub async fn timeline(&self, window: u64) -> Result<serde_json::Value, Status> {
+        let records = self.records(window).await?;
+        Ok(onesided_core::export::perfetto(&records))
+    }
+
+    /// The last `count` events of the window's chain (client rows behind their markers), as
+    /// `events` streams them.
+    ///
+    /// # Errors
+    /// FAILED_PRECONDITION when the audit is off, UNAVAILABLE when the store is.
+    pub async fn recent(&self, window: u64, count: u64) -> Result<Vec<v1::AuditEvent>, Status> {
+        let store = self.store()?;
+        let Some((last, _)) = store.tail(window).await.map_err(internal)? else {
+            return Ok(Vec::new());
+        };
+        let from = last.saturating_sub(count.saturating_sub(1)).max(1);
+        stored_from(store, window, from).await.map_err(internal)
+    }
+
     fn store(&self) -> Result<&AuditStore, Status> {
         self.store
             .as_ref()
@@ -197,7 +222,7 @@ async fn live_client_rows(
     }
 }
 
-fn wire_committed(row: &Committed) -> v1::AuditEvent {
+pub(crate) fn wire_committed(row: &Committed) -> v1::AuditEvent {
     // written just now from this event: no need to decode the body again
     v1::AuditEvent {
         body: row.record.event.to_json(),

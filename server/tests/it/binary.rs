@@ -459,6 +459,38 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
     assert!(status.success());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_web_view_and_metrics_where_it_says_with_http_listen() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let flags = [
+        "--admin-token",
+        "binary-test-admin-token",
+        "--http-listen",
+        "127.0.0.1:0",
+    ];
+    let child = crate::launch_server(&data, &flags, "info", "serving the web view");
+    let page_url = child.field("url=");
+    let web: std::net::SocketAddr = page_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("not the web view's URL: {page_url}"))
+        .parse()
+        .unwrap();
+    assert_ne!(web.port(), 0, "the bound port is printed");
+    let (status, text) = crate::metrics::get(web, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(text.contains("onesided_sessions_attached 0"), "{text}");
+    let page = crate::web::get(web, "/", None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Admin token"), "{}", page.body);
+    let refused = crate::web::get(web, "/api/state", Some("Bearer wrong-token")).await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let status = tokio::task::spawn_blocking(move || terminate(child))
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
 /// Runs the binary with `extra` until it exits; it must exit unsuccessfully before it listens.
 /// Returns what it printed (stdout and stderr).
 fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> String {

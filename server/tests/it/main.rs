@@ -22,6 +22,7 @@ mod secrets;
 mod service;
 mod store;
 mod tls;
+mod web;
 
 use onesided_client::{Admin, Session, Window, WindowSpec};
 use onesided_server::{run, ServerConfig};

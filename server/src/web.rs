@@ -1,0 +1,506 @@
+//! The web view (`--http-listen`): a read-only page of the live server — worlds, windows,
+//! ranks with their sessions and leases, lock holders and waiters, open epochs and queued
+//! items per target, the audit events as they are committed, and a window's timeline (the
+//! Perfetto export, drawn in the page).
+//!
+//! The page (`web/index.html`, `web/app.js`, `web/style.css`) is compiled into the binary and
+//! needs nothing from the internet. It asks for the admin token and sends it in an
+//! `Authorization: Bearer` header on every call to `/api/…`, never in a URL; the live updates
+//! come as server-sent events over a `fetch` stream (an `EventSource` cannot send headers).
+//!
+//! - `GET /api/state` — every world with its ranks and windows (JSON).
+//! - `GET /api/worlds/{world}/windows/{window}` — one window and each rank's target
+//!   (core's `TargetView`).
+//! - `GET /api/worlds/{world}/windows/{window}/timeline` — its Perfetto trace (JSON).
+//! - `GET /api/stream[?world=W&window=N]` — `text/event-stream`: `state` (the state, and the
+//!   window's when one is named) whenever it changes, `audit` for each committed event.
+//!
+//! Owns: routing, the token check, the JSON shapes. Must not: change anything (it only reads
+//! the registry, asks actors for [`onesided_core::target::Target::inspect`] and reads the
+//! audit store), or log a token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use onesided_core::target::TargetView;
+use onesided_core::window::{MemoryModel, WindowDesc};
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::service::AuditService;
+use crate::audit::AuditHandle;
+use crate::http::{full, Body};
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+
+const INDEX_HTML: &str = include_str!("web/index.html");
+const APP_JS: &str = include_str!("web/app.js");
+const STYLE_CSS: &str = include_str!("web/style.css");
+
+/// How often a live stream looks whether the state changed.
+const SAMPLE_EVERY: Duration = Duration::from_millis(200);
+
+/// A live stream sends a comment this often when nothing changed, so a closed page is noticed.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// How many of a window's past events a newly opened window shows.
+const RECENT_EVENTS: u64 = 50;
+
+/// What the web view reads, and the token it asks for.
+#[derive(Clone)]
+pub struct WebView {
+    registry: Arc<Registry>,
+    audit: AuditService,
+    live: AuditHandle,
+    metrics: Arc<Metrics>,
+    admin_token: Arc<str>,
+    /// Cancelled when the server stops: live streams end.
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for WebView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebView { .. }")
+    }
+}
+
+/// A refusal: its HTTP status and the text the body says.
+struct Refusal(http::StatusCode, String);
+
+impl Refusal {
+    fn not_found(what: String) -> Self {
+        Refusal(http::StatusCode::NOT_FOUND, what)
+    }
+}
+
+impl WebView {
+    /// The web view of a server: its directory, its audit store and live events, its metrics;
+    /// `/api/…` answers only with `admin_token`. Live streams end when `stop` is cancelled.
+    pub fn new(
+        registry: Arc<Registry>,
+        audit: AuditService,
+        live: AuditHandle,
+        metrics: Arc<Metrics>,
+        admin_token: &str,
+        stop: CancellationToken,
+    ) -> Self {
+        WebView {
+            registry,
+            audit,
+            live,
+            metrics,
+            admin_token: Arc::from(admin_token),
+            stop,
+        }
+    }
+
+    /// The answer to one request.
+    pub(crate) async fn respond(
+        self: Arc<Self>,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<Body> {
+        let path = request.uri().path().to_string();
+        if path == "/metrics" {
+            return crate::metrics::respond(&self.metrics, &request).map(BodyExt::boxed_unsync);
+        }
+        if request.method() != http::Method::GET {
+            let mut response = text(
+                http::StatusCode::METHOD_NOT_ALLOWED,
+                "the web view is read-only: only GET\n".to_string(),
+            );
+            response
+                .headers_mut()
+                .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+            return response;
+        }
+        let asset = match path.as_str() {
+            "/" | "/index.html" => Some((INDEX_HTML, "text/html; charset=utf-8")),
+            "/app.js" => Some((APP_JS, "text/javascript; charset=utf-8")),
+            "/style.css" => Some((STYLE_CSS, "text/css; charset=utf-8")),
+            _ => None,
+        };
+        if let Some((body, content_type)) = asset {
+            return with_type(http::StatusCode::OK, content_type, full(body));
+        }
+        let Some(api) = path.strip_prefix("/api/") else {
+            return text(
+                http::StatusCode::NOT_FOUND,
+                format!("no page {path}: the web view is at /, metrics at /metrics\n"),
+            );
+        };
+        if let Err(Refusal(status, why)) = self.authorize(&request) {
+            let mut response = text(status, format!("{why}\n"));
+            if status == http::StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    http::header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer realm=\"onesided web view\""),
+                );
+            }
+            return response;
+        }
+        let query = request.uri().query().unwrap_or("").to_string();
+        let answered = match api.split('/').collect::<Vec<_>>().as_slice() {
+            ["state"] => Ok(json_response(&self.state())),
+            ["worlds", world, "windows", window] => {
+                self.window(world, window).await.map(|v| json_response(&v))
+            }
+            ["worlds", world, "windows", window, "timeline"] => self
+                .timeline(world, window)
+                .await
+                .map(|v| json_response(&v)),
+            ["stream"] => self.stream(&query).await,
+            _ => Err(Refusal::not_found(format!("no API path /api/{api}"))),
+        };
+        answered.unwrap_or_else(|Refusal(status, why)| text(status, format!("{why}\n")))
+    }
+
+    /// The admin token, in `Authorization: Bearer <token>`, compared in constant time.
+    fn authorize<B>(&self, request: &http::Request<B>) -> Result<(), Refusal> {
+        let unauthorized = |why: &str| Refusal(http::StatusCode::UNAUTHORIZED, why.to_string());
+        let value = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .ok_or_else(|| {
+                unauthorized(
+                    "missing Authorization header: send `Authorization: Bearer <admin token>`",
+                )
+            })?;
+        let value = value
+            .to_str()
+            .map_err(|_| unauthorized("the Authorization header is not text"))?;
+        let presented = value.strip_prefix("Bearer ").ok_or_else(|| {
+            unauthorized("the Authorization header must be `Bearer <admin token>`")
+        })?;
+        if crate::auth::same(presented, &self.admin_token) {
+            return Ok(());
+        }
+        if !presented.is_empty() && self.registry.authenticate(presented).is_some() {
+            return Err(Refusal(
+                http::StatusCode::FORBIDDEN,
+                "a rank token may not open the web view: use the admin token".to_string(),
+            ));
+        }
+        Err(unauthorized("invalid admin token"))
+    }
+
+    /// Every world with its ranks' sessions and its windows.
+    fn state(&self) -> Value {
+        let worlds: Vec<Value> = self
+            .registry
+            .overview()
+            .into_iter()
+            .map(|world| {
+                let ranks: Vec<Value> = world
+                    .ranks
+                    .iter()
+                    .map(|rank| {
+                        let (session, incarnation, lease_ms) = match rank.live {
+                            Some((incarnation, lease)) => {
+                                ("attached", incarnation, Some(lease.as_millis() as u64))
+                            }
+                            None if rank.incarnations > 0 => ("departed", rank.incarnations, None),
+                            None => ("never attached", 0, None),
+                        };
+                        json!({
+                            "rank": rank.rank,
+                            "session": session,
+                            "incarnation": incarnation,
+                            "lease_ms": lease_ms,
+                        })
+                    })
+                    .collect();
+                let windows: Vec<Value> = world.windows.iter().map(|desc| describe(desc)).collect();
+                json!({"name": world.name, "ranks": ranks, "windows": windows})
+            })
+            .collect();
+        json!({
+            "durability": format!("{:?}", self.live.durability()).to_lowercase(),
+            "lease_ttl_ms": self.registry.lease_ttl().as_millis() as u64,
+            "worlds": worlds,
+        })
+    }
+
+    fn entry(
+        &self,
+        world: &str,
+        window: &str,
+    ) -> Result<Arc<crate::registry::WindowEntry>, Refusal> {
+        if !self.registry.has_world(world) {
+            return Err(Refusal::not_found(format!("no world {world:?}")));
+        }
+        self.registry
+            .window(world, window)
+            .ok_or_else(|| Refusal::not_found(format!("no window {window:?} in world {world:?}")))
+    }
+
+    /// One window and what each rank's actor says of its target.
+    async fn window(&self, world: &str, window: &str) -> Result<Value, Refusal> {
+        let entry = self.entry(world, window)?;
+        let mut targets = Vec::with_capacity(entry.ranks.len());
+        for (rank, handle) in entry.ranks.iter().enumerate() {
+            targets.push(match handle.inspect().await {
+                Ok(view) => target(&view),
+                Err(error) => json!({"rank": rank, "error": error.message}),
+            });
+        }
+        let mut value = describe(&entry.desc);
+        value["world"] = json!(world);
+        value["targets"] = Value::Array(targets);
+        Ok(value)
+    }
+
+    async fn timeline(&self, world: &str, window: &str) -> Result<Value, Refusal> {
+        let entry = self.entry(world, window)?;
+        self.audit
+            .timeline(entry.desc.id)
+            .await
+            .map_err(refusal_of_status)
+    }
+
+    /// Server-sent events: the state whenever it changes, each committed audit event.
+    async fn stream(&self, query: &str) -> Result<http::Response<Body>, Refusal> {
+        let mut world = None;
+        let mut window = None;
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            match pair.split_once('=') {
+                Some(("world", value)) => world = Some(value.to_string()),
+                Some(("window", value)) => window = Some(value.to_string()),
+                _ => {
+                    return Err(Refusal(
+                        http::StatusCode::BAD_REQUEST,
+                        format!("unknown query parameter {pair:?}: use world= and window="),
+                    ))
+                }
+            }
+        }
+        let selected = match (world, window) {
+            (Some(world), Some(window)) => {
+                let entry = self.entry(&world, &window)?;
+                Some((world, window, entry.desc.id))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(Refusal(
+                    http::StatusCode::BAD_REQUEST,
+                    "name both world= and window=, or neither".to_string(),
+                ))
+            }
+        };
+        // subscribe before reading the recent events, so nothing committed between is lost
+        let mut committed = self.live.subscribe();
+        let recent = match &selected {
+            Some((_, _, id)) if self.live.durability() != crate::audit::Durability::Off => self
+                .audit
+                .recent(*id, RECENT_EVENTS)
+                .await
+                .map_err(refusal_of_status)?,
+            _ => Vec::new(),
+        };
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(64);
+        let view = self.clone();
+        tokio::spawn(async move {
+            let mut last_seq = std::collections::HashMap::<u64, u64>::new();
+            for event in &recent {
+                last_seq.insert(event.window, event.seq);
+                if sender
+                    .send(sse("audit", &audit_event(event)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            let mut last_state = String::new();
+            let mut sample = tokio::time::interval(SAMPLE_EVERY);
+            sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut quiet = tokio::time::Instant::now();
+            loop {
+                let frame = tokio::select! {
+                    () = view.stop.cancelled() => return,
+                    () = sender.closed() => return,
+                    _ = sample.tick() => {
+                        let mut state = view.state();
+                        if let Some((world, window, _)) = &selected {
+                            state["window"] = view
+                                .window(world, window)
+                                .await
+                                .unwrap_or_else(|Refusal(_, why)| json!({"gone": why}));
+                        }
+                        let text = state.to_string();
+                        if text != last_state {
+                            last_state = text;
+                            Some(sse("state", &state))
+                        } else if quiet.elapsed() >= KEEP_ALIVE {
+                            Some(Bytes::from_static(b": keep-alive\n\n"))
+                        } else {
+                            None
+                        }
+                    }
+                    row = committed.recv() => match row {
+                        Ok(row) => {
+                            let seen = last_seq.get(&row.record.window).copied().unwrap_or(0);
+                            (row.record.seq > seen).then(|| {
+                                let event = crate::audit::service::wire_committed(&row);
+                                sse("audit", &audit_event(&event))
+                            })
+                        }
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            Some(sse("lagged", &json!({"missed": missed})))
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                };
+                if let Some(frame) = frame {
+                    quiet = tokio::time::Instant::now();
+                    if sender.send(frame).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let frames = tokio_stream::wrappers::ReceiverStream::new(receiver);
+        let body = http_body_util::StreamBody::new(tokio_stream::StreamExt::map(frames, |bytes| {
+            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes))
+        }));
+        let mut response = with_type(
+            http::StatusCode::OK,
+            "text/event-stream",
+            body.boxed_unsync(),
+        );
+        response.headers_mut().insert(
+            http::header::CACHE_CONTROL,
+            http::HeaderValue::from_static("no-store"),
+        );
+        Ok(response)
+    }
+}
+
+fn refusal_of_status(status: tonic::Status) -> Refusal {
+    let code = match status.code() {
+        tonic::Code::NotFound => http::StatusCode::NOT_FOUND,
+        tonic::Code::FailedPrecondition => http::StatusCode::CONFLICT,
+        tonic::Code::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
+        _ => http::StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    Refusal(code, status.message().to_string())
+}
+
+/// A window's shape, model and flavor.
+fn describe(desc: &WindowDesc) -> Value {
+    let model = match desc.model {
+        MemoryModel::Separate => "separate",
+    };
+    json!({
+        "id": desc.id,
+        "name": desc.name,
+        "flavor": desc.flavor.name(),
+        "model": model,
+        "sizes": desc.sizes,
+        "disp_units": desc.disp_units,
+        "element_type": desc.info.element_type.map(|datatype| datatype.name()),
+        "no_locks": desc.info.no_locks,
+    })
+}
+
+fn target(view: &TargetView) -> Value {
+    let holders: Vec<Value> = view
+        .holders
+        .iter()
+        .map(|holder| {
+            json!({
+                "origin": holder.origin,
+                "incarnation": holder.incarnation,
+                "lock_type": holder.lock_type.name(),
+                "token": holder.token,
+                "nocheck": holder.nocheck,
+            })
+        })
+        .collect();
+    let waiters: Vec<Value> = view
+        .waiters
+        .iter()
+        .map(|waiter| {
+            json!({
+                "origin": waiter.origin,
+                "incarnation": waiter.incarnation,
+                "lock_type": waiter.lock_type.name(),
+                "waited_ms": waiter.waited.as_millis() as u64,
+            })
+        })
+        .collect();
+    let queued: Vec<Value> = view
+        .queued
+        .iter()
+        .map(|item| json!({"origin": item.origin, "incarnation": item.incarnation, "what": item.what}))
+        .collect();
+    let named = |ranks: &[(u32, String)]| -> Vec<Value> {
+        ranks
+            .iter()
+            .map(|(rank, why)| json!({"rank": rank, "why": why}))
+            .collect()
+    };
+    json!({
+        "rank": view.rank,
+        "holders": holders,
+        "waiters": waiters,
+        "fence_entered": view.fence_entered,
+        "fence": view.fence.as_ref().map(|fence| json!({
+            "fence": fence.fence,
+            "closes": fence.closes,
+            "every_rank_arrived": fence.every_rank_arrived,
+        })),
+        "exposed_to": view.exposed_to,
+        "waiting_for_completes": view.waiting_for_completes,
+        "queued": queued,
+        "gone": named(&view.gone),
+        "absent": named(&view.absent),
+    })
+}
+
+fn audit_event(event: &onesided_proto::v1::AuditEvent) -> Value {
+    let body: Value = serde_json::from_str(&event.body).unwrap_or(Value::Null);
+    json!({
+        "window": event.window,
+        "seq": event.seq,
+        "cseq": event.cseq,
+        "at_ns": event.at_ns,
+        "rank": event.rank,
+        "incarnation": event.incarnation,
+        "kind": event.kind,
+        "body": body,
+    })
+}
+
+/// One server-sent event.
+fn sse(name: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+fn with_type(
+    status: http::StatusCode,
+    content_type: &'static str,
+    body: Body,
+) -> http::Response<Body> {
+    let mut response = http::Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+fn text(status: http::StatusCode, body: String) -> http::Response<Body> {
+    with_type(status, "text/plain; charset=utf-8", full(body))
+}
+
+fn json_response(value: &Value) -> http::Response<Body> {
+    with_type(
+        http::StatusCode::OK,
+        "application/json",
+        full(value.to_string()),
+    )
+}
