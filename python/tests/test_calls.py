@@ -15,14 +15,15 @@ def test_a_fence_epoch_exchanges_values_and_refreshes_the_private_copies(pair):
     def program(rank, w):
         other = 1 - rank
         w.store(1, [100 + rank])
-        w.fence()
+        w.fence()  # publishes the store
         w.put(other, 0, [10 * (rank + 1)])
-        w.fence()
-        return list(w.load(0, 2))
+        theirs = w.get(other, 1, 1)
+        w.fence()  # completes the epoch, refreshes the private copy
+        return list(w.load(0, 2)), theirs.value()[0]
 
     seen = ranks(pair.windows(), program)
-    assert seen[0] == [20, 100], "rank 1's put and rank 0's own store"
-    assert seen[1] == [10, 101]
+    assert seen[0] == ([20, 100], 101), "rank 1's put, rank 0's own store, rank 1's store"
+    assert seen[1] == ([10, 101], 100)
 
 
 def test_fetch_and_op_from_every_rank_counts_exactly(server, admin):
