@@ -10,6 +10,14 @@ repository=$PWD
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repository/target}
 venv=$CARGO_TARGET_DIR/python-venv
 
+# python/Cargo.lock is its own (python/ is its own workspace); it must know every crate the
+# client now uses, in the versions the top Cargo.lock has
+if ! cargo metadata --locked --format-version 1 --manifest-path python/Cargo.toml >/dev/null; then
+  echo "python: python/Cargo.lock is out of date; refresh it from the top one with"
+  echo "  cp Cargo.lock python/Cargo.lock && cargo metadata --format-version 1 --manifest-path python/Cargo.toml >/dev/null"
+  exit 1
+fi
+
 echo "python: building onesided-server"
 cargo build --locked -p onesided-server
 

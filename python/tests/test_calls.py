@@ -4,6 +4,7 @@ at once, requests, layouts, datatypes, and the admin side."""
 import time
 
 import numpy as np
+import pytest
 
 import onesided
 from onesided import FLOAT_INT, Indexed, LockType, Op, Vector, WindowSpec
@@ -201,3 +202,29 @@ def test_a_session_is_a_context_manager(server, admin):
         w.put(0, 0, [255])
         w.fence()
         assert w.load(0)[0] == 255
+
+
+def test_flushes_complete_operations_inside_a_passive_epoch(pair):
+    w0, w1 = pair.windows()
+    w0.lock_all()
+    w0.put(1, 0, [1])
+    w0.flush_local(1)
+    w0.put(1, 1, [2])
+    w0.flush_all()
+    w0.accumulate(1, 0, [10], Op.SUM)
+    w0.flush_local_all()
+    w0.flush(1)
+    # every operation is complete at rank 1: its own sync (in a lock epoch) sees them
+    w1.lock(LockType.SHARED, 1)
+    w1.sync()
+    assert list(w1.load(0, 2)) == [11, 2]
+    w1.unlock(1)
+    w0.unlock_all()
+
+
+def test_free_is_collective_and_ends_the_window(pair):
+    windows = pair.windows()
+    ranks(windows, lambda rank, w: w.free())
+    with pytest.raises(onesided.MpiError) as caught:
+        windows[0].fence()
+    assert caught.value.error_class == onesided.ErrorClass.WIN
