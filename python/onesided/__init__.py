@@ -1,0 +1,89 @@
+"""onesided: MPI one-sided communication (RMA) as a network service, from Python.
+
+The calls are the Rust client library's (``onesided-client``), built into this package with
+PyO3: the same epoch rules, private copy, heartbeats and audit events as a Rust program.
+
+- ``Admin``: worlds (one token per rank) and windows (``WindowSpec``); ``Audit``: the audit
+  log (events, check, replay, verify).
+- ``Session``: attach as one rank; ``barrier``; ``window(name)``.
+- ``Window``: every MPI RMA call by its MPI name, with numpy values; ``Pending`` and
+  ``Request`` answers.
+- ``OnesidedError``; ``MpiError`` carries the MPI error class (``ErrorClass``).
+
+Blocking calls release the GIL, so the ranks of a world can run in threads of one process.
+"""
+
+from ._onesided import (
+    Admin,
+    Audit,
+    AuditEntry,
+    Finding,
+    RecordedWindow,
+    WindowDescription,
+    WindowSpec,
+    WorldSummary,
+    WorldTokens,
+)
+from ._errors import (
+    AuditStoreError,
+    ConfigError,
+    ConnectError,
+    DisconnectedError,
+    ErrorClass,
+    MpiError,
+    OnesidedError,
+    ProtocolError,
+    StatusCode,
+    StatusError,
+)
+from ._types import (
+    DOUBLE_INT,
+    DTYPES,
+    FLOAT_INT,
+    INT_INT,
+    LONG_INT,
+    SHORT_INT,
+    Assert,
+    Indexed,
+    LockType,
+    Op,
+    Vector,
+)
+from ._window import Pending, Request, Session, Window
+
+__all__ = [
+    "Admin",
+    "Assert",
+    "Audit",
+    "AuditEntry",
+    "AuditStoreError",
+    "ConfigError",
+    "ConnectError",
+    "DisconnectedError",
+    "DOUBLE_INT",
+    "DTYPES",
+    "ErrorClass",
+    "FLOAT_INT",
+    "Finding",
+    "INT_INT",
+    "Indexed",
+    "LONG_INT",
+    "LockType",
+    "MpiError",
+    "OnesidedError",
+    "Op",
+    "Pending",
+    "ProtocolError",
+    "RecordedWindow",
+    "Request",
+    "SHORT_INT",
+    "Session",
+    "StatusCode",
+    "StatusError",
+    "Vector",
+    "Window",
+    "WindowDescription",
+    "WindowSpec",
+    "WorldSummary",
+    "WorldTokens",
+]

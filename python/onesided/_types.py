@@ -1,0 +1,142 @@
+"""Datatypes, ops, lock types, assertions and layouts: the vocabulary of the calls, and how
+numpy values become the wire's packed little-endian elements."""
+
+import enum
+
+import numpy as np
+
+from . import _onesided
+from ._errors import ErrorClass
+
+
+def _pair(value):
+    return np.dtype([("value", value), ("index", "<i4")])
+
+
+# The numpy dtype of each datatype, by its name. Pairs (MAXLOC/MINLOC) are packed structs.
+DTYPES = {
+    "i8": np.dtype("<i1"),
+    "i16": np.dtype("<i2"),
+    "i32": np.dtype("<i4"),
+    "i64": np.dtype("<i8"),
+    "u8": np.dtype("<u1"),
+    "u16": np.dtype("<u2"),
+    "u32": np.dtype("<u4"),
+    "u64": np.dtype("<u8"),
+    "f32": np.dtype("<f4"),
+    "f64": np.dtype("<f8"),
+    "byte": np.dtype("<u1"),
+    "bool": np.dtype("?"),
+    "f32_i32": _pair("<f4"),
+    "f64_i32": _pair("<f8"),
+    "i64_i32": _pair("<i8"),
+    "i32_i32": _pair("<i4"),
+    "i16_i32": _pair("<i2"),
+}
+
+# the native module's datatypes are exactly these, of these sizes
+assert dict(_onesided.DATATYPES) == {name: dt.itemsize for name, dt in DTYPES.items()}
+
+# `MPI_2INT` and friends, for building values of the pair types
+INT_INT = DTYPES["i32_i32"]
+FLOAT_INT = DTYPES["f32_i32"]
+DOUBLE_INT = DTYPES["f64_i32"]
+LONG_INT = DTYPES["i64_i32"]
+SHORT_INT = DTYPES["i16_i32"]
+
+
+class Op(str, enum.Enum):
+    """A reduction of accumulate-like calls (a plain name such as ``"sum"`` does too)."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    LAND = "land"
+    BAND = "band"
+    LOR = "lor"
+    BOR = "bor"
+    LXOR = "lxor"
+    BXOR = "bxor"
+    MAXLOC = "maxloc"
+    MINLOC = "minloc"
+    REPLACE = "replace"
+    NO_OP = "no_op"
+
+
+class LockType(str, enum.Enum):
+    """``MPI_LOCK_SHARED`` or ``MPI_LOCK_EXCLUSIVE`` (``"shared"``, ``"exclusive"`` do too)."""
+
+    SHARED = "shared"
+    EXCLUSIVE = "exclusive"
+
+
+class Assert(enum.IntFlag):
+    """The ``MPI_MODE_*`` assertion bits of fence, post, start and lock."""
+
+    NOCHECK = 1
+    NOSTORE = 2
+    NOPUT = 4
+    NOPRECEDE = 8
+    NOSUCCEED = 16
+
+
+class Vector:
+    """A target layout of ``count`` blocks of ``blocklen`` elements, block i starting at
+    element ``i * stride`` (``MPI_Type_vector``)."""
+
+    def __init__(self, count, blocklen, stride):
+        self.count, self.blocklen, self.stride = count, blocklen, stride
+
+    def elements(self):
+        return self.count * self.blocklen
+
+    def native(self):
+        return {"vector": (self.count, self.blocklen, self.stride)}
+
+    def __repr__(self):
+        return "Vector({}, {}, {})".format(self.count, self.blocklen, self.stride)
+
+
+class Indexed:
+    """A target layout of blocks ``(disp, len)`` at element displacements, in type-map order
+    (``MPI_Type_indexed``)."""
+
+    def __init__(self, blocks):
+        self.blocks = [(int(disp), int(length)) for disp, length in blocks]
+
+    def elements(self):
+        return sum(length for _, length in self.blocks)
+
+    def native(self):
+        return {"blocks": self.blocks}
+
+    def __repr__(self):
+        return "Indexed({!r})".format(self.blocks)
+
+
+def plain(value):
+    """The plain value of an enum member (or the value itself)."""
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def refusal(error_class, message):
+    """The MpiError the client library makes of a refusal of this class."""
+    return _onesided.refusal(int(error_class), message)
+
+
+def datatype_name(dtype):
+    """The datatype name of ``dtype``: a name (``"i64"``, ``"byte"``, ``"f64_i32"``) or anything
+    numpy makes a dtype of (``np.int64``, ``"<f8"``, ``FLOAT_INT``)."""
+    if isinstance(dtype, str) and dtype.lower() in DTYPES:
+        return dtype.lower()
+    try:
+        wanted = np.dtype(dtype)
+    except TypeError:
+        raise refusal(ErrorClass.TYPE, "{!r} is not a datatype".format(dtype)) from None
+    if wanted.fields is None:
+        wanted = wanted.newbyteorder("<") if wanted.byteorder == ">" else wanted
+    for name, known in DTYPES.items():
+        if name != "byte" and known == wanted:
+            return name
+    raise refusal(ErrorClass.TYPE, "numpy dtype {} has no MPI datatype here".format(wanted))

@@ -1,0 +1,371 @@
+"""``Session`` and ``Window``: the Rust client's session and window, with numpy values.
+
+Everything a call means is decided by the Rust client (``onesided-client``): which calls are
+legal in which epoch, the private copy and when it is published (post, fence, unlock,
+unlock_all, sync) and refreshed (wait, fence, lock, lock_all, sync), heartbeats and the audit
+events of local loads and stores. This module only turns values into packed little-endian
+bytes and back.
+"""
+
+import numpy as np
+
+from . import _onesided
+from ._errors import ErrorClass
+from ._types import DTYPES, Op, datatype_name, plain, refusal
+
+
+def _origin(values, dtype):
+    """``values`` as a contiguous little-endian array of ``dtype``, one dimension."""
+    array = np.ascontiguousarray(values, dtype=dtype)
+    return array.reshape(-1)
+
+
+class Pending:
+    """The answer of a get-like call, defined once the operation completed (after the flush,
+    unlock, fence or complete that completes it). ``value()`` waits for it: an operation
+    still waiting to travel with the epoch's closing call is sent then."""
+
+    def __init__(self, native, dtype, single):
+        self._native = native
+        self._dtype = dtype
+        self._single = single
+
+    def value(self):
+        """The fetched elements as a numpy array (one element for fetch_and_op and
+        compare_and_swap, as a numpy scalar); the operation's failure as an exception."""
+        data = self._native.value()
+        array = np.frombuffer(data, dtype=self._dtype).copy()
+        return array[0] if self._single else array
+
+    def __repr__(self):
+        return "Pending({})".format(self._dtype)
+
+
+class Request:
+    """A request-based operation (``MPI_Rput`` …); ``wait()`` is ``MPI_Wait`` on it: None for
+    rput and raccumulate (locally complete at once: the values were copied), the fetched
+    array for rget and rget_accumulate."""
+
+    def __init__(self, pending=None):
+        self._pending = pending
+
+    def wait(self):
+        return None if self._pending is None else self._pending.value()
+
+
+class Window:
+    """One rank's handle on a window: its private copy and every MPI RMA call by its MPI name.
+
+    Values are numpy arrays, lists, scalars or anything with the buffer protocol (a
+    ``memoryview``); the datatype is ``dtype`` when given (a name such as ``"i64"``, or a numpy
+    dtype), else a numpy array's own, else the window's element type (``WindowSpec.of``),
+    else what numpy makes of the values. ``disp`` is in the target's disp_units; ``index``
+    of local loads and stores counts elements of the datatype.
+    """
+
+    def __init__(self, native, session):
+        self._native = native
+        self.session = session
+        self.desc = native.desc
+        self.rank = native.rank
+
+    def __repr__(self):
+        return "Window({!r}, rank={})".format(self.desc.name, self.rank)
+
+    # ---- datatypes ----
+
+    def _datatype(self, dtype, values=None):
+        if dtype is not None:
+            return datatype_name(dtype)
+        if isinstance(values, (np.ndarray, np.generic)):
+            return datatype_name(values.dtype)
+        if self.desc.element_type is not None:
+            return self.desc.element_type
+        if values is None:
+            raise refusal(
+                ErrorClass.TYPE,
+                "the window names no element type: give dtype=",
+            )
+        return datatype_name(np.asarray(values).dtype)
+
+    def _values(self, values, dtype):
+        name = self._datatype(dtype, values)
+        return name, _origin(values, DTYPES[name])
+
+    @staticmethod
+    def _shape(layout, count):
+        if layout is None:
+            return {"count": count}, count
+        return layout.native(), layout.elements()
+
+    # ---- the private copy ----
+
+    def store(self, index, values, *, dtype=None):
+        """A local store of ``values`` into the private copy at element ``index``. Nothing
+        is published until the next post, fence, unlock, unlock_all or sync."""
+        name, array = self._values(values, dtype)
+        self._native.store_bytes(index * DTYPES[name].itemsize, array.tobytes())
+
+    def load(self, index, count=1, *, dtype=None):
+        """A local load of ``count`` elements of the private copy at element ``index``."""
+        name = self._datatype(dtype)
+        size = DTYPES[name].itemsize
+        data = self._native.load_bytes(index * size, count * size)
+        return np.frombuffer(data, dtype=DTYPES[name]).copy()
+
+    def store_bytes(self, offset, data):
+        """A local store of raw bytes (any buffer) at byte ``offset``."""
+        self._native.store_bytes(offset, bytes(memoryview(data)))
+
+    def load_bytes(self, offset, length):
+        """A local load of ``length`` raw bytes at byte ``offset``."""
+        return self._native.load_bytes(offset, length)
+
+    def inspect(self, index, count=1, *, dtype=None):
+        """Reads the private copy like ``load`` but records no load: for tools that observe
+        a program rather than take part in it."""
+        name = self._datatype(dtype)
+        size = DTYPES[name].itemsize
+        data = self._native.inspect_bytes(index * size, count * size)
+        return np.frombuffer(data, dtype=DTYPES[name]).copy()
+
+    # ---- communication ----
+
+    def _issue(self, kind, target, disp, name, data, shape, request_based=False, **extra):
+        return self._native.issue(
+            target,
+            kind,
+            name,
+            disp,
+            data,
+            request_based=request_based,
+            **shape,
+            **extra,
+        )
+
+    def _put_like(self, kind, target, disp, values, op, dtype, layout, request_based):
+        name, array = self._values(values, dtype)
+        shape, _ = self._shape(layout, array.size)
+        extra = {} if op is None else {"op": plain(op)}
+        return self._issue(
+            kind, target, disp, name, array.tobytes(), shape, request_based, **extra
+        )
+
+    def put(self, target, disp, values, *, dtype=None, layout=None):
+        """``MPI_Put`` of ``values`` to ``target`` at ``disp`` (with a target ``layout``,
+        ``Vector`` or ``Indexed``, the values are in layout order)."""
+        self._put_like("put", target, disp, values, None, dtype, layout, False)
+
+    def get(self, target, disp, count=1, *, dtype=None, layout=None):
+        """``MPI_Get`` of ``count`` elements (or of the elements ``layout`` selects, in
+        layout order): a ``Pending`` whose ``value()`` is the array."""
+        name = self._datatype(dtype)
+        shape, _ = self._shape(layout, count)
+        native = self._issue("get", target, disp, name, b"", shape)
+        return Pending(native, DTYPES[name], single=False)
+
+    def accumulate(self, target, disp, values, op, *, dtype=None, layout=None):
+        """``MPI_Accumulate`` of ``values`` with ``op`` (an ``Op`` or its name)."""
+        self._put_like("accumulate", target, disp, values, op, dtype, layout, False)
+
+    def _get_accumulate(self, target, disp, values, op, dtype, count, request_based):
+        if plain(op) in (Op.NO_OP.value, "noop") and values is None:
+            # an atomic read of `count` elements: no origin values
+            name = self._datatype(dtype)
+            data, elements = b"", count
+        else:
+            name, array = self._values(values, dtype)
+            elements = array.size
+            # the Rust client's rule: NO_OP sends no values, whatever was given
+            data = b"" if plain(op) in (Op.NO_OP.value, "noop") else array.tobytes()
+        native = self._issue(
+            "get_accumulate",
+            target,
+            disp,
+            name,
+            data,
+            {"count": elements},
+            request_based,
+            op=plain(op),
+        )
+        return Pending(native, DTYPES[name], single=False)
+
+    def get_accumulate(self, target, disp, values, op, *, dtype=None, count=1):
+        """``MPI_Get_accumulate``: the old contents come back, then ``op`` is applied. With
+        ``Op.NO_OP`` it is an atomic read (``values`` may be None, then ``count`` elements)."""
+        return self._get_accumulate(target, disp, values, op, dtype, count, False)
+
+    def fetch_and_op(self, target, disp, value, op, *, dtype=None):
+        """``MPI_Fetch_and_op`` on one element: a ``Pending`` whose ``value()`` is the old
+        element."""
+        name, array = self._values(value, dtype)
+        if array.size != 1:
+            raise refusal(ErrorClass.COUNT, "fetch_and_op takes one element")
+        data = b"" if plain(op) in (Op.NO_OP.value, "noop") else array.tobytes()
+        native = self._issue(
+            "fetch_and_op", target, disp, name, data, {"count": 1}, op=plain(op)
+        )
+        return Pending(native, DTYPES[name], single=True)
+
+    def compare_and_swap(self, target, disp, compare, value, *, dtype=None):
+        """``MPI_Compare_and_swap``: if the target element equals ``compare`` (bitwise) it
+        becomes ``value``; the old element comes back either way."""
+        name = self._datatype(dtype, value)
+        origin = _origin(value, DTYPES[name])
+        expected = _origin(compare, DTYPES[name])
+        native = self._issue(
+            "compare_and_swap",
+            target,
+            disp,
+            name,
+            origin.tobytes(),
+            {"count": 1},
+            compare=expected.tobytes(),
+        )
+        return Pending(native, DTYPES[name], single=True)
+
+    def rput(self, target, disp, values, *, dtype=None):
+        """``MPI_Rput``: only in a passive-target epoch; locally complete at once."""
+        self._put_like("put", target, disp, values, None, dtype, None, True)
+        return Request()
+
+    def rget(self, target, disp, count=1, *, dtype=None):
+        """``MPI_Rget``: its request completes when the data is here."""
+        name = self._datatype(dtype)
+        native = self._issue("get", target, disp, name, b"", {"count": count}, True)
+        return Request(Pending(native, DTYPES[name], single=False))
+
+    def raccumulate(self, target, disp, values, op, *, dtype=None):
+        """``MPI_Raccumulate``."""
+        self._put_like("accumulate", target, disp, values, op, dtype, None, True)
+        return Request()
+
+    def rget_accumulate(self, target, disp, values, op, *, dtype=None, count=1):
+        """``MPI_Rget_accumulate``."""
+        return Request(self._get_accumulate(target, disp, values, op, dtype, count, True))
+
+    # ---- synchronization ----
+
+    def fence(self, assertion=0):
+        """``MPI_Win_fence``: publishes this rank's stores (unless NOSTORE); one that ends an
+        epoch returns when every operation of it is applied everywhere; then refreshes the
+        private copy."""
+        self._native.fence(int(assertion))
+
+    def post(self, group, assertion=0):
+        """``MPI_Win_post``: exposes this rank's window to ``group`` and publishes its stores.
+        Does not block."""
+        self._native.post(list(group), int(assertion))
+
+    def start(self, group, assertion=0):
+        """``MPI_Win_start``: an access epoch to ``group``. Does not block."""
+        self._native.start(list(group), int(assertion))
+
+    def complete(self):
+        """``MPI_Win_complete``: ends the access epoch once its operations are done."""
+        self._native.complete()
+
+    def wait(self):
+        """``MPI_Win_wait``: ends the exposure epoch, then refreshes the private copy."""
+        self._native.wait()
+
+    def test(self):
+        """``MPI_Win_test``: ``wait`` if it would not block (True), else False."""
+        return self._native.test()
+
+    def lock(self, lock_type, target, assertion=0):
+        """``MPI_Win_lock``: a lock of one's own rank refreshes the private copy."""
+        self._native.lock(plain(lock_type), target, int(assertion))
+
+    def unlock(self, target):
+        """``MPI_Win_unlock``: publishes this rank's stores and returns when every operation
+        to ``target`` is complete there."""
+        self._native.unlock(target)
+
+    def lock_all(self, assertion=0):
+        """``MPI_Win_lock_all``: a shared lock of every rank."""
+        self._native.lock_all(int(assertion))
+
+    def unlock_all(self):
+        """``MPI_Win_unlock_all``."""
+        self._native.unlock_all()
+
+    def flush(self, target):
+        """``MPI_Win_flush``: completes the operations to ``target`` at origin and target."""
+        self._native.flush(target)
+
+    def flush_all(self):
+        """``MPI_Win_flush_all``."""
+        self._native.flush_all()
+
+    def flush_local(self, target):
+        """``MPI_Win_flush_local``: completes the operations to ``target`` at the origin."""
+        self._native.flush_local(target)
+
+    def flush_local_all(self):
+        """``MPI_Win_flush_local_all``."""
+        self._native.flush_local_all()
+
+    def sync(self):
+        """``MPI_Win_sync``: publishes this rank's stores, then refreshes the private copy."""
+        self._native.sync()
+
+    def free(self):
+        """``MPI_Win_free``: collective; returns once every rank has freed the window."""
+        self._native.free()
+
+    def fencing_token(self, target):
+        """The fencing token of the lock this rank holds on ``target``, once its grant has
+        been seen; None otherwise."""
+        return self._native.fencing_token(target)
+
+
+class Session:
+    """This process attached as one rank of a world, over one stream. ``Session.attach``
+    makes one; it is a context manager that closes it. Its lease is kept alive with
+    heartbeats by the library."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @classmethod
+    def attach(cls, url, token, **options):
+        """Attaches to the server at ``url`` as the rank whose token this is. Options:
+        ``audit_database_url`` (write this session's audit events to the store itself),
+        ``ship_audit_events``, ``world`` and ``rank`` (a claim the server checks),
+        ``ca_file``, ``connect_timeout`` and ``timeout`` (seconds)."""
+        return cls(_onesided.NativeSession.attach(url, token, **options))
+
+    world = property(lambda self: self._native.world, doc="The world's name.")
+    rank = property(lambda self: self._native.rank, doc="This session's rank.")
+    nranks = property(lambda self: self._native.nranks, doc="The number of ranks.")
+    incarnation = property(
+        lambda self: self._native.incarnation,
+        doc="This session's incarnation of its rank (1 for the first).",
+    )
+    audited = property(
+        lambda self: self._native.audited, doc="Whether the server keeps an audit log."
+    )
+
+    def window(self, name):
+        """Opens the window ``name`` of this world."""
+        return Window(self._native.window(name), self)
+
+    def barrier(self):
+        """``MPI_Barrier`` over the world."""
+        self._native.barrier()
+
+    def close(self):
+        """Ships what is still pending (loads and stores since the last call) and waits until
+        the server has it."""
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "Session(world={!r}, rank={})".format(self.world, self.rank)

@@ -1,0 +1,315 @@
+//! `NativeWindow`: the Rust client's `Window` with every MPI call, on bytes and datatype names
+//! (the `onesided` package turns numpy values into them). Operations go through
+//! `Window::issue` with the same `OpSpec` the Rust client's typed methods build, so bounds,
+//! types, epochs, splitting and coalescing are checked and done by that code.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use onesided_client::{
+    Block, Datatype, Error, ErrorClass, Layout, LockType, Op, OpKind, OpSpec, Pending, Window,
+};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::admin::WindowDescription;
+use crate::errors::{refused, to_py};
+use crate::{block, now, wait, InRuntime};
+
+/// Every datatype as `(name, size in bytes)`, in wire order.
+pub(crate) fn datatypes() -> Vec<(&'static str, usize)> {
+    Datatype::ALL
+        .into_iter()
+        .map(|dtype| (dtype.name(), dtype.size()))
+        .collect()
+}
+
+fn datatype_of(py: Python<'_>, name: &str) -> PyResult<Datatype> {
+    Datatype::parse(name)
+        .ok_or_else(|| refused(py, ErrorClass::Type, format!("unknown datatype {name:?}")))
+}
+
+fn op_of(py: Python<'_>, name: Option<&str>) -> PyResult<Op> {
+    let name = name.ok_or_else(|| refused(py, ErrorClass::Op, "the call needs an op"))?;
+    Op::parse(name).ok_or_else(|| refused(py, ErrorClass::Op, format!("unknown op {name:?}")))
+}
+
+fn kind_of(py: Python<'_>, kind: &str, op: Option<&str>) -> PyResult<OpKind> {
+    Ok(match kind {
+        "put" => OpKind::Put,
+        "get" => OpKind::Get,
+        "accumulate" => OpKind::Accumulate(op_of(py, op)?),
+        "get_accumulate" => OpKind::GetAccumulate(op_of(py, op)?),
+        "fetch_and_op" => OpKind::FetchAndOp(op_of(py, op)?),
+        "compare_and_swap" => OpKind::CompareAndSwap,
+        other => {
+            return Err(refused(
+                py,
+                ErrorClass::Arg,
+                format!("{other:?} is not a communication call"),
+            ))
+        }
+    })
+}
+
+fn lock_type_of(py: Python<'_>, name: &str) -> PyResult<LockType> {
+    match name.to_ascii_lowercase().as_str() {
+        "shared" => Ok(LockType::Shared),
+        "exclusive" => Ok(LockType::Exclusive),
+        _ => Err(refused(
+            py,
+            ErrorClass::LockType,
+            format!("lock type {name:?} is neither \"shared\" nor \"exclusive\""),
+        )),
+    }
+}
+
+/// The target layout: `count` contiguous elements, or a vector, or indexed blocks.
+fn layout_of(
+    count: u64,
+    vector: Option<(u64, u64, u64)>,
+    blocks: Option<Vec<(u64, u64)>>,
+) -> Layout {
+    match (vector, blocks) {
+        (Some((count, blocklen, stride)), _) => Layout::Vector {
+            count,
+            blocklen,
+            stride,
+        },
+        (None, Some(blocks)) => Layout::Indexed {
+            blocks: blocks
+                .into_iter()
+                .map(|(disp, len)| Block { disp, len })
+                .collect(),
+        },
+        (None, None) => Layout::Contiguous { count },
+    }
+}
+
+/// One rank's window; `onesided.Window` wraps it.
+#[pyclass(frozen, module = "onesided._onesided")]
+#[derive(Debug)]
+pub(crate) struct NativeWindow {
+    window: InRuntime<Window>,
+}
+
+impl NativeWindow {
+    pub(crate) fn new(window: Window) -> Self {
+        NativeWindow {
+            window: InRuntime::new(window),
+        }
+    }
+}
+
+#[pymethods]
+impl NativeWindow {
+    /// What every rank knows about the window.
+    #[getter]
+    fn desc(&self) -> WindowDescription {
+        WindowDescription::from(self.window.desc())
+    }
+
+    /// This rank.
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.window.rank()
+    }
+
+    /// The fencing token of the lock this rank holds on `target`, once its grant was seen.
+    fn fencing_token(&self, target: u32) -> Option<u64> {
+        self.window.fencing_token(target)
+    }
+
+    /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`:
+    /// `count` contiguous ones, or the `vector` (count, blocklen, stride) or indexed `blocks`
+    /// ((disp, len), …) layout. `data` are the origin's values, packed little-endian.
+    #[pyo3(signature = (
+        target, kind, dtype, disp, data, *, count = 0, vector = None, blocks = None,
+        op = None, compare = None, request_based = false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn issue(
+        &self,
+        py: Python<'_>,
+        target: u32,
+        kind: &str,
+        dtype: &str,
+        disp: u64,
+        data: &[u8],
+        count: u64,
+        vector: Option<(u64, u64, u64)>,
+        blocks: Option<Vec<(u64, u64)>>,
+        op: Option<&str>,
+        compare: Option<&[u8]>,
+        request_based: bool,
+    ) -> PyResult<NativePending> {
+        let spec = OpSpec {
+            kind: kind_of(py, kind, op)?,
+            dtype: datatype_of(py, dtype)?,
+            disp,
+            layout: layout_of(count, vector, blocks),
+            data: Bytes::copy_from_slice(data),
+            compare: compare.map(Bytes::copy_from_slice).unwrap_or_default(),
+        };
+        let pending = now(py, || self.window.issue(target, spec, request_based))?;
+        Ok(NativePending {
+            state: Mutex::new(Answer::Waiting(InRuntime::new(pending))),
+        })
+    }
+
+    /// Stores `data` into the private copy at byte `offset` (a local store).
+    fn store_bytes(&self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<()> {
+        now(py, || self.window.store_bytes(offset, data))
+    }
+
+    /// Loads `length` bytes of the private copy at byte `offset` (a local load).
+    fn load_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        length: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let loaded = now(py, || self.window.load_bytes(offset, length))?;
+        Ok(PyBytes::new(py, &loaded))
+    }
+
+    /// Reads the private copy without recording a load (for tools that observe a program).
+    fn inspect_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        length: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let read = now(py, || self.window.inspect_bytes(offset, length))?;
+        Ok(PyBytes::new(py, &read))
+    }
+
+    fn fence(&self, py: Python<'_>, assert: u32) -> PyResult<()> {
+        wait(py, self.window.fence(assert))
+    }
+
+    fn post(&self, py: Python<'_>, group: Vec<u32>, assert: u32) -> PyResult<()> {
+        now(py, || self.window.post(&group, assert))
+    }
+
+    fn start(&self, py: Python<'_>, group: Vec<u32>, assert: u32) -> PyResult<()> {
+        now(py, || self.window.start(&group, assert))
+    }
+
+    fn complete(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.complete())
+    }
+
+    fn wait(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.wait())
+    }
+
+    fn test(&self, py: Python<'_>) -> PyResult<bool> {
+        wait(py, self.window.test())
+    }
+
+    fn lock(&self, py: Python<'_>, lock_type: &str, target: u32, assert: u32) -> PyResult<()> {
+        let lock_type = lock_type_of(py, lock_type)?;
+        wait(py, self.window.lock(lock_type, target, assert))
+    }
+
+    fn unlock(&self, py: Python<'_>, target: u32) -> PyResult<()> {
+        wait(py, self.window.unlock(target))
+    }
+
+    fn lock_all(&self, py: Python<'_>, assert: u32) -> PyResult<()> {
+        wait(py, self.window.lock_all(assert))
+    }
+
+    fn unlock_all(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.unlock_all())
+    }
+
+    fn flush(&self, py: Python<'_>, target: u32) -> PyResult<()> {
+        wait(py, self.window.flush(target))
+    }
+
+    fn flush_all(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.flush_all())
+    }
+
+    fn flush_local(&self, py: Python<'_>, target: u32) -> PyResult<()> {
+        wait(py, self.window.flush_local(target))
+    }
+
+    fn flush_local_all(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.flush_local_all())
+    }
+
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.sync())
+    }
+
+    fn free(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.window.free())
+    }
+}
+
+#[derive(Debug)]
+enum Answer {
+    Waiting(InRuntime<Pending<Bytes>>),
+    /// A thread is waiting for it.
+    Awaited,
+    Done(Result<Bytes, Error>),
+}
+
+/// The answer of an operation: the bytes a get-like call fetched (empty for put-like ones),
+/// once the operation completed. `value()` may be called again; it gives the same answer.
+#[pyclass(frozen, module = "onesided._onesided")]
+#[derive(Debug)]
+pub(crate) struct NativePending {
+    state: Mutex<Answer>,
+}
+
+impl NativePending {
+    fn state(&self) -> std::sync::MutexGuard<'_, Answer> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+#[pymethods]
+impl NativePending {
+    /// The fetched bytes, waiting for them if they have not arrived (an operation still
+    /// waiting to travel with the epoch's closing call is sent now).
+    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let taken = std::mem::replace(&mut *self.state(), Answer::Awaited);
+        let answer = match taken {
+            Answer::Waiting(mut pending) => {
+                let answer = match pending.0.take() {
+                    Some(pending) => match block(py, pending.value()) {
+                        Ok(answer) => answer,
+                        Err(signal) => {
+                            let abandoned = Error::Disconnected("the wait was interrupted".into());
+                            *self.state() = Answer::Done(Err(abandoned));
+                            return Err(signal);
+                        }
+                    },
+                    None => Err(Error::Protocol("the answer was dropped".into())),
+                };
+                *self.state() = Answer::Done(answer.clone());
+                answer
+            }
+            Answer::Done(answer) => {
+                *self.state() = Answer::Done(answer.clone());
+                answer
+            }
+            Answer::Awaited => {
+                return Err(PyRuntimeError::new_err(
+                    "another thread is waiting for this answer",
+                ))
+            }
+        };
+        match answer {
+            Ok(bytes) => Ok(PyBytes::new(py, &bytes)),
+            Err(error) => Err(to_py(py, error)),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+"""The rest of the calls through the Python package: fence epochs, atomics from several ranks
+at once, requests, layouts, datatypes, and the admin side."""
+
+import time
+
+import numpy as np
+import pytest
+
+import onesided
+from onesided import FLOAT_INT, Indexed, LockType, Op, Vector, WindowSpec
+
+from conftest import Fixture, ranks, unique
+
+
+def test_a_fence_epoch_exchanges_values_and_refreshes_the_private_copies(pair):
+    def program(rank, w):
+        other = 1 - rank
+        w.store(1, [100 + rank])
+        w.fence()  # publishes the store
+        w.put(other, 0, [10 * (rank + 1)])
+        theirs = w.get(other, 1, 1)
+        w.fence()  # completes the epoch, refreshes the private copy
+        return list(w.load(0, 2)), theirs.value()[0]
+
+    seen = ranks(pair.windows(), program)
+    assert seen[0] == ([20, 100], 101), "rank 1's put, rank 0's own store, rank 1's store"
+    assert seen[1] == ([10, 101], 100)
+
+
+def test_fetch_and_op_from_every_rank_counts_exactly(server, admin):
+    rounds = 25
+    fixture = Fixture(server, admin, 3)
+
+    def program(rank, w):
+        w.lock_all()
+        olds = [w.fetch_and_op(0, 0, 1, Op.SUM).value() for _ in range(rounds)]
+        w.unlock_all()
+        return olds
+
+    windows = fixture.windows()
+    seen = ranks(windows, program)
+    olds = sorted(int(old) for fetched in seen for old in fetched)
+    assert olds == list(range(3 * rounds)), "every increment saw a distinct old value"
+    windows[0].lock(LockType.SHARED, 0)
+    total = windows[0].get_accumulate(0, 0, None, Op.NO_OP, count=1)
+    windows[0].unlock(0)
+    assert total.value()[0] == 3 * rounds
+
+
+def test_compare_and_swap_swaps_only_when_equal(pair):
+    w0, _ = pair.windows()
+    w0.lock(LockType.EXCLUSIVE, 1)
+    first = w0.compare_and_swap(1, 0, 0, 5)
+    second = w0.compare_and_swap(1, 0, 0, 9)
+    w0.unlock(1)
+    assert (first.value(), second.value()) == (0, 5)
+    w0.lock(LockType.SHARED, 1)
+    now = w0.get(1, 0)
+    w0.unlock(1)
+    assert now.value()[0] == 5
+
+
+def test_get_accumulate_returns_the_old_contents(pair):
+    w0, _ = pair.windows()
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [3, 4])
+    old = w0.get_accumulate(1, 0, [10, 20], Op.SUM)
+    read = w0.get_accumulate(1, 0, None, Op.NO_OP, count=2)
+    w0.unlock(1)
+    assert list(old.value()) == [3, 4]
+    assert list(read.value()) == [13, 24]
+
+
+def test_requests_complete_in_a_lock_epoch(pair):
+    w0, _ = pair.windows()
+    w0.lock(LockType.EXCLUSIVE, 1)
+    assert w0.rput(1, 0, [7, 8]).wait() is None
+    w0.flush(1)
+    fetched = w0.rget(1, 0, 2)
+    added = w0.raccumulate(1, 1, [1], Op.SUM)
+    before = w0.rget_accumulate(1, 0, [1], Op.REPLACE)
+    w0.unlock(1)
+    assert list(fetched.wait()) == [7, 8]
+    assert added.wait() is None
+    assert list(before.wait()) == [7]
+    assert list(w0_public(w0)) == [1, 9]
+
+
+def w0_public(w0):
+    w0.lock(LockType.SHARED, 1)
+    values = w0.get(1, 0, 2)
+    w0.unlock(1)
+    return values.value()
+
+
+def test_vector_and_indexed_layouts(pair):
+    spec = WindowSpec.of(unique("layout"), 2, 8, "i32")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [1, 2, 3, 4], layout=Vector(2, 2, 4))  # elements 0, 1, 4, 5
+    w0.put(1, 0, [9, 8], layout=Indexed([(7, 1), (2, 1)]))  # element 7, then 2
+    every = w0.get(1, 0, 8)
+    odd = w0.get(1, 1, layout=Vector(4, 1, 2))
+    w0.unlock(1)
+    assert list(every.value()) == [1, 2, 8, 0, 3, 4, 0, 9]
+    assert every.value().dtype == np.int32, "the window's element type"
+    assert list(odd.value()) == [2, 0, 4, 9]
+
+
+def test_datatypes_follow_numpy_and_the_window(pair):
+    spec = WindowSpec.bytes(unique("bytes"), 2, 16, 1)
+    w0, w1 = pair.windows(spec)
+    assert w0.desc.element_type is None
+    w0.store(0, np.array([1.5, -2.25], dtype=np.float64))
+    assert list(w0.load(0, 2, dtype="f64")) == [1.5, -2.25]
+    w0.store(0, memoryview(np.array([7], dtype="<u2")))
+    assert w0.load(0, 1, dtype=np.uint16)[0] == 7
+    w0.store_bytes(15, b"\x05")
+    assert w0.load_bytes(15, 1) == b"\x05"
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 8, np.array([-3], dtype=">i4"))  # a big-endian array is converted
+    w0.unlock(1)
+    w1.lock(LockType.EXCLUSIVE, 1)
+    w1.unlock(1)
+    assert w1.load(2, 1, dtype="i32")[0] == -3
+
+
+def test_maxloc_on_pairs(pair):
+    spec = WindowSpec.of(unique("pairs"), 2, 1, "f32_i32")
+    w0, w1 = pair.windows(spec)
+
+    def program(rank, w):
+        w.lock(LockType.EXCLUSIVE, 0)
+        w.accumulate(0, 0, np.array([(1.5 + rank, rank)], dtype=FLOAT_INT), Op.MAXLOC)
+        w.unlock(0)
+        w.session.barrier()
+        return None
+
+    ranks([w0, w1], program)
+    w0.lock(LockType.SHARED, 0)
+    best = w0.get(0, 0, 1)
+    w0.unlock(0)
+    assert best.value()[0].tolist() == (2.5, 1)
+
+
+def test_pscw_test_polls_until_the_epoch_is_complete(pair):
+    def program(rank, w):
+        if rank == 0:
+            w.post([1])
+            w.session.barrier()
+            deadline = time.monotonic() + 30
+            while not w.test():
+                assert time.monotonic() < deadline, "test never said the epoch was done"
+            return list(w.load(0, 2))
+        w.session.barrier()
+        w.start([0])
+        w.put(0, 1, [6])
+        w.complete()
+        return None
+
+    assert ranks(pair.windows(), program)[0] == [0, 6]
+
+
+def test_session_and_window_attributes(pair):
+    session = pair.sessions[1]
+    assert (session.world, session.rank, session.nranks) == (pair.world.name, 1, 2)
+    assert session.incarnation == 1
+    assert session.audited
+    w = pair.windows()[1]
+    assert w.rank == 1
+    assert w.desc.sizes == [16, 16] and w.desc.disp_units == [8, 8]
+    assert w.desc.element_type == "i64"
+    w.lock(LockType.EXCLUSIVE, 1)
+    assert w.fencing_token(1) is not None
+    w.unlock(1)
+
+
+def test_admin_worlds_and_windows(admin):
+    name = unique("admin")
+    world = admin.create_world(name, 3)
+    assert len(world.tokens) == 3
+    assert world.tokens[0] not in repr(world), "tokens stay out of reprs"
+    spec = WindowSpec(unique("w"), [8, 16, 0], [8, 8, 8]).info("no_locks", "true")
+    created = admin.create_window(name, spec)
+    described = admin.describe_window(name, spec.name)
+    assert (described.id, described.sizes, described.no_locks) == (created.id, [8, 16, 0], True)
+    assert [w.name for w in admin.list_windows(name)] == [spec.name]
+    summary = [w for w in admin.list_worlds() if w.name == name]
+    assert [(s.ranks, s.windows) for s in summary] == [(3, 1)]
+    admin.free_window(name, spec.name)
+    assert admin.list_windows(name) == []
+    admin.delete_world(name)
+    assert name not in [w.name for w in admin.list_worlds()]
+
+
+def test_a_session_is_a_context_manager(server, admin):
+    world = admin.create_world(unique("ctx"), 1)
+    admin.create_window(world.name, WindowSpec.of("w", 1, 1, "u8"))
+    with onesided.Session.attach(server.url, world.tokens[0]) as session:
+        w = session.window("w")
+        w.fence()
+        w.put(0, 0, [255])
+        w.fence()
+        assert w.load(0)[0] == 255
+
+
+def test_flushes_complete_operations_inside_a_passive_epoch(pair):
+    w0, w1 = pair.windows()
+    w0.lock_all()
+    w0.put(1, 0, [1])
+    w0.flush_local(1)
+    w0.put(1, 1, [2])
+    w0.flush_all()
+    w0.accumulate(1, 0, [10], Op.SUM)
+    w0.flush_local_all()
+    w0.flush(1)
+    # every operation is complete at rank 1: its own sync (in a lock epoch) sees them
+    w1.lock(LockType.SHARED, 1)
+    w1.sync()
+    assert list(w1.load(0, 2)) == [11, 2]
+    w1.unlock(1)
+    w0.unlock_all()
+
+
+def test_free_is_collective_and_ends_the_window(pair):
+    windows = pair.windows()
+    ranks(windows, lambda rank, w: w.free())
+    with pytest.raises(onesided.MpiError) as caught:
+        windows[0].fence()
+    assert caught.value.error_class == onesided.ErrorClass.WIN
