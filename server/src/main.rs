@@ -116,7 +116,7 @@ fn admin_token(args: &Args) -> anyhow::Result<String> {
         return Ok(existing);
     }
     let bytes: [u8; 24] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = hex::encode(bytes);
     match write_private_atomically(&path, &token) {
         Ok(()) => {
             tracing::info!(path = %path.display(), "generated an admin token");

@@ -257,7 +257,7 @@ fn bytes_of(desc: &WindowDesc) -> u64 {
 
 fn new_token() -> String {
     let bytes: [u8; 24] = rand::rng().random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 impl Registry {

@@ -207,7 +207,7 @@ async fn ls(global: &Global, audit: &Audit) -> Result<ExitCode> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 /// Hex, cut after 32 bytes.
