@@ -6,9 +6,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use futures::future::try_join_all;
+use futures::{stream, StreamExt, TryStreamExt};
 use onesided_client::{Admin, LockType, Op, Session, Window, WindowSpec};
 
 use crate::{Options, PATTERN_TIMEOUT};
+
+/// Sessions a pattern attaches (and windows it opens) at once.
+const ATTACHING: usize = 64;
 
 /// The piece size of the bulk fallback when one big put fails.
 pub const BULK_CHUNK: usize = 1 << 20;
@@ -106,18 +110,22 @@ impl Bench {
         );
         let created = self.admin.create_world(&name, nranks).await?;
         self.admin.create_window(&name, &spec).await?;
-        let sessions = try_join_all(
+        // at most ATTACHING connections at once: a thousand simultaneous connects overflow a
+        // listen backlog (the kernel's default 128 for a std listener) and some fail
+        let sessions: Vec<Session> = stream::iter(
             created
                 .tokens
                 .iter()
                 .map(|token| Session::attach(&self.url, token)),
         )
+        .buffered(ATTACHING)
+        .try_collect()
         .await?;
-        let windows = try_join_all(sessions.iter().map(|s| s.window(&spec.name)))
-            .await?
-            .into_iter()
-            .map(Arc::new)
-            .collect();
+        let windows = stream::iter(sessions.iter().map(|s| s.window(&spec.name)))
+            .buffered(ATTACHING)
+            .map_ok(Arc::new)
+            .try_collect()
+            .await?;
         Ok(World {
             name,
             windows,
