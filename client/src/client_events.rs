@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use backon::{ExponentialBuilder, Retryable};
 use onesided_core::audit::{chain_hash, AuditRecord, Body, Event, GENESIS};
 use onesided_proto::v1::ClientRows;
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -278,24 +279,22 @@ async fn write(
             continue;
         };
         let rows: Vec<Row> = batches.into_iter().flat_map(|batch| batch.rows).collect();
-        let mut pause = RETRY_PAUSE;
-        let mut attempt = 1;
-        let outcome = loop {
-            let stored = match &pool {
+        let attempts = ExponentialBuilder::default()
+            .with_min_delay(RETRY_PAUSE)
+            .with_factor(2.0)
+            .without_max_delay()
+            .with_max_times(ATTEMPTS as usize - 1);
+        let outcome = (|| async {
+            match &pool {
                 Pool::Sqlite(pool) => insert_sqlite(pool, rank, incarnation, &rows).await,
                 Pool::Postgres(pool) => insert_postgres(pool, rank, incarnation, &rows).await,
-            };
-            match stored {
-                Ok(()) => break Ok(()),
-                Err(error) if attempt < ATTEMPTS => {
-                    tracing::warn!(%error, attempt, "storing client audit rows failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                    attempt += 1;
-                }
-                Err(error) => break Err(error),
             }
-        };
+        })
+        .retry(attempts)
+        .notify(|error, pause| {
+            tracing::warn!(%error, ?pause, "storing client audit rows failed; retrying");
+        })
+        .await;
         report.send_modify(|progress| {
             progress.handled = last;
             if let Err(error) = outcome {

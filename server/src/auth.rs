@@ -15,6 +15,7 @@ use std::sync::Arc;
 use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::{status_from_rma, AUTHORIZATION, CLAIM_RANK, CLAIM_WORLD};
+use subtle::ConstantTimeEq;
 use tonic::{Request, Status};
 
 use crate::registry::{Membership, Registry};
@@ -37,15 +38,10 @@ fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
     Ok(token)
 }
 
-/// Compares in time independent of where the strings differ. Empty strings match nothing.
+/// Compares in time independent of where the strings differ (`subtle`). Empty strings match
+/// nothing.
 pub(crate) fn same(left: &str, right: &str) -> bool {
-    !left.is_empty()
-        && left.len() == right.len()
-        && left
-            .bytes()
-            .zip(right.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    !left.is_empty() && bool::from(left.as_bytes().ct_eq(right.as_bytes()))
 }
 
 /// Interceptor of the Admin and Audit services.

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{ConstantBuilder, Retryable};
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use onesided_core::datatype::{decode, encode_all, Value};
@@ -766,21 +767,19 @@ async fn run_in_world(
                 }
             }
             if alive_at_end {
-                let mut closing = executor.barrier().await;
                 // A rank that crashed and attached again failed the barrier instances that were
                 // entered while it was gone, for every rank alike; a rank that comes later
                 // fails through them at once, so retrying meets at the first instance that
                 // did not fail. The pause only spaces the retries of a rank that is early.
-                let mut retries = 0;
-                while retries < 500
-                    && closing
-                        .as_ref()
-                        .is_err_and(|error| error.class() == Some(ErrorClass::ProcFailed))
-                {
-                    retries += 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    closing = executor.barrier().await;
-                }
+                let this = &executor;
+                let closing = (move || this.barrier())
+                    .retry(
+                        ConstantBuilder::default()
+                            .with_delay(Duration::from_millis(10))
+                            .with_max_times(500),
+                    )
+                    .when(|error| error.class() == Some(ErrorClass::ProcFailed))
+                    .await;
                 if let Err(error) = closing {
                     executor.problems.push(Problem {
                         line: 0,
