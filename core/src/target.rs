@@ -13,7 +13,7 @@
 //! answers to send — after those events are durable, or at once — and lock grants to count.
 //! The server's actor carries them over tokio and the audit writer; tests drive it directly.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -283,6 +283,9 @@ pub struct Target<R> {
     queues: Vec<VecDeque<(u64, Access<R>)>>,
     /// Items in `queues`, kept as they are pushed and taken.
     queued: usize,
+    /// Every origin whose queue is not empty (and maybe some whose queue emptied since):
+    /// draining visits these, not all N queues, so a fence costs a target O(items), not O(N).
+    nonempty: BTreeSet<u32>,
     /// Ranks whose session ended after they took part in fence or PSCW on this window, and
     /// why: every fence, wait or operation that needs them fails with `PROC_FAILED`.
     gone: BTreeMap<u32, String>,
@@ -322,6 +325,7 @@ impl<R> Target<R> {
             locks: LockTable::new(lock_fairness),
             queues: (0..nranks).map(|_| VecDeque::new()).collect(),
             queued: 0,
+            nonempty: BTreeSet::new(),
             gone: BTreeMap::new(),
             absent: BTreeMap::new(),
             now,
@@ -376,7 +380,7 @@ impl<R> Target<R> {
         if self.pending_fence.is_some() {
             return Some(format!("rank {} is inside a fence", self.rank));
         }
-        if self.queues.iter().any(|queue| !queue.is_empty()) {
+        if self.queued > 0 {
             return Some(format!("operations are pending at rank {}", self.rank));
         }
         None
@@ -400,6 +404,7 @@ impl<R> Target<R> {
                 }
                 self.queues[origin as usize].push_back((incarnation, item));
                 self.queued += 1;
+                self.nonempty.insert(origin);
                 self.drain(origin);
                 if self.pending_fence.is_some() {
                     // the last item of a closed epoch may have been waiting
@@ -494,6 +499,7 @@ impl<R> Target<R> {
             refused.extend(queue.drain(..).filter_map(|(_, item)| item.into_reply()));
         }
         self.queued = 0;
+        self.nonempty.clear();
         refused.extend(
             self.locks
                 .drain_waiters()
@@ -602,8 +608,13 @@ impl<R> Target<R> {
     fn drain_all(&mut self) {
         loop {
             let mut unblocked = false;
-            for origin in 0..self.nranks {
+            // in origin order, as a sweep over every queue would go
+            let origins: Vec<u32> = self.nonempty.iter().copied().collect();
+            for origin in origins {
                 unblocked |= self.drain_one(origin);
+                if self.queues[origin as usize].is_empty() {
+                    self.nonempty.remove(&origin);
+                }
             }
             if !unblocked {
                 break;
