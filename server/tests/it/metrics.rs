@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use onesided_client::{Assert, Audit, ErrorClass, LockType, WindowSpec};
 use onesided_server::metrics::MetricsListener;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
 
@@ -17,36 +16,20 @@ async fn server_with_metrics() -> (TestServer, std::net::SocketAddr) {
     (server, address)
 }
 
-/// `GET path` over a plain TCP connection: the status code and the body. An endpoint that
-/// does not answer within ten seconds fails the test.
+/// `GET path` over a plain TCP connection (the web suite's [`crate::web::get`], no token): the
+/// status code and the body. A 200 must be in the Prometheus text format.
 pub async fn get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let response = tokio::time::timeout(Duration::from_secs(10), async {
-        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.unwrap();
-        response
-    })
-    .await
-    .unwrap_or_else(|_| panic!("GET {path} from {address}: no answer within 10 s"));
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    if status == 200 {
+    let answer = crate::web::get(address, path, None).await;
+    if answer.status == 200 {
         assert!(
-            head.to_ascii_lowercase()
+            answer
+                .head
                 .contains("content-type: text/plain; version=0.0.4"),
-            "not the Prometheus text format: {head}"
+            "not the Prometheus text format: {}",
+            answer.head
         );
     }
-    (status, body.to_string())
+    (answer.status, answer.body)
 }
 
 async fn scrape(address: std::net::SocketAddr) -> String {
