@@ -20,7 +20,9 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::metrics::Metrics;
 use crate::reply::{Answer, Reply};
-pub use store::{AuditStore, NewRow, RecordedWindow, Snapshot, StoredWindow, StoredWorld};
+pub use store::{
+    AuditStore, Committer, NewRow, RecordedWindow, Snapshot, StoredWindow, StoredWorld,
+};
 
 /// How much the answer to a call waits for its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -209,6 +211,7 @@ impl AuditHandle {
         let started = Instant::now();
         let base_ns = last_at_ns.saturating_add(1);
         let writer = Writer {
+            committer: Committer::new(store.clone()),
             store,
             tails: HashMap::new(),
             committed: committed.clone(),
@@ -347,6 +350,8 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 
 struct Writer {
     store: AuditStore,
+    /// The writer's own connection for its commits.
+    committer: Committer,
     tails: HashMap<u64, (u64, [u8; 32])>,
     committed: broadcast::Sender<Committed>,
     down: Arc<AtomicBool>,
@@ -450,7 +455,7 @@ impl Writer {
                 Ok(()) => {
                     let built =
                         self.number(std::mem::take(&mut events), std::mem::take(&mut snapshots));
-                    match self.store.insert(&built.rows, &built.snapshots).await {
+                    match self.committer.insert(&built.rows, &built.snapshots).await {
                         Ok(()) => Ok(built),
                         Err(error) => {
                             (events, snapshots) = built.undo();
@@ -691,6 +696,7 @@ mod tests {
         let store = AuditStore::open(None, &dir).await.unwrap();
         let (committed, mut rows) = broadcast::channel(16);
         let mut writer = Writer {
+            committer: Committer::new(store.clone()),
             store: store.clone(),
             tails: HashMap::new(),
             committed,

@@ -8,11 +8,12 @@ use std::str::FromStr;
 
 use anyhow::Context;
 use onesided_core::audit::{AuditRecord, Body, Event, StoredRow};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Postgres, QueryBuilder, Sqlite};
+use sqlx::{Connection, PgConnection, Postgres, QueryBuilder, Sqlite, SqliteConnection};
 
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -278,18 +279,20 @@ impl AuditStore {
         }))
     }
 
-    /// Inserts rows (and the windows they create) and replaces snapshots, in one transaction.
+    /// Inserts rows (and the windows they create) and replaces snapshots, in one transaction,
+    /// on a connection of the pool. The audit writer commits through a [`Committer`] instead.
     ///
     /// # Errors
     /// Database failures; nothing is stored then.
     pub async fn insert(&self, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
-        if rows.is_empty() && snapshots.is_empty() {
-            return Ok(());
-        }
-        match self {
-            AuditStore::Sqlite(pool) => insert_sqlite(pool, rows, snapshots).await,
-            AuditStore::Postgres(pool) => insert_postgres(pool, rows, snapshots).await,
-        }
+        Committer::new(self.clone()).insert(rows, snapshots).await
+    }
+
+    async fn acquire(&self) -> anyhow::Result<Held> {
+        Ok(match self {
+            AuditStore::Sqlite(pool) => Held::Sqlite(pool.acquire().await?),
+            AuditStore::Postgres(pool) => Held::Postgres(pool.acquire().await?),
+        })
     }
 
     /// Records a new world and the SHA-256 of its rank tokens.
@@ -634,6 +637,58 @@ impl AuditStore {
     }
 }
 
+/// The audit writer's own connection for its commits, taken from the store's pool once and
+/// kept: a commit then goes straight to its connection (for SQLite, to that connection's
+/// worker thread) without taking one from the pool and handing it back around every commit,
+/// which cost a single-row SQLite commit 15–70 µs here (BENCHMARKS.md, "One connection for
+/// the writer"). A connection whose commit failed is closed, not pooled again, and the next
+/// commit takes a fresh one.
+#[derive(Debug)]
+pub struct Committer {
+    store: AuditStore,
+    held: Option<Held>,
+}
+
+#[derive(Debug)]
+enum Held {
+    Sqlite(PoolConnection<Sqlite>),
+    Postgres(PoolConnection<Postgres>),
+}
+
+impl Committer {
+    /// A committer over `store`; it takes its connection at the first commit.
+    pub fn new(store: AuditStore) -> Self {
+        Committer { store, held: None }
+    }
+
+    /// [`AuditStore::insert`] on the held connection.
+    ///
+    /// # Errors
+    /// Database failures; nothing is stored then, and the connection is closed.
+    pub async fn insert(&mut self, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
+        if rows.is_empty() && snapshots.is_empty() {
+            return Ok(());
+        }
+        let mut held = match self.held.take() {
+            Some(held) => held,
+            None => self.store.acquire().await?,
+        };
+        let inserted = match &mut held {
+            Held::Sqlite(conn) => insert_sqlite(conn, rows, snapshots).await,
+            Held::Postgres(conn) => insert_postgres(conn, rows, snapshots).await,
+        };
+        match inserted {
+            Ok(()) => self.held = Some(held),
+            // it may be broken (a restarted PostgreSQL): closed rather than pooled again
+            Err(_) => match &mut held {
+                Held::Sqlite(conn) => conn.close_on_drop(),
+                Held::Postgres(conn) => conn.close_on_drop(),
+            },
+        }
+        inserted
+    }
+}
+
 /// Binds `rows` as the VALUES of an INSERT into `audit_events`.
 fn push_rows<'a, DB: sqlx::Database>(query: &mut QueryBuilder<'a, DB>, rows: &'a [NewRow])
 where
@@ -668,8 +723,8 @@ where
 }
 
 macro_rules! insert_fn {
-    ($name:ident, $pool:ty, $db:ty) => {
-        async fn $name(pool: &$pool, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
+    ($name:ident, $conn:ty, $db:ty) => {
+        async fn $name(conn: &mut $conn, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
             let creates = rows
                 .iter()
                 .any(|row| matches!(row.record.event, Event::WindowCreated { .. }));
@@ -679,10 +734,10 @@ macro_rules! insert_fn {
                 // statement of each length up to the bound is prepared once per connection
                 let mut query: QueryBuilder<'_, $db> = QueryBuilder::new("");
                 push_rows(&mut query, rows);
-                query.build().persistent(true).execute(pool).await?;
+                query.build().persistent(true).execute(&mut *conn).await?;
                 return Ok(());
             }
-            let mut tx = pool.begin().await?;
+            let mut tx = conn.begin().await?;
             for snapshot in snapshots {
                 sqlx::query(
                     "INSERT INTO snapshots (window_id, rank, seq, data) VALUES ($1, $2, $3, $4) \
@@ -752,8 +807,8 @@ fn shaped_chunks<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
-insert_fn!(insert_sqlite, SqlitePool, Sqlite);
-insert_fn!(insert_postgres, PgPool, Postgres);
+insert_fn!(insert_sqlite, SqliteConnection, Sqlite);
+insert_fn!(insert_postgres, PgConnection, Postgres);
 
 #[cfg(test)]
 mod tests {
