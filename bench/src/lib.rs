@@ -85,6 +85,10 @@ pub struct Options {
     /// Keep every CPU busy at the lowest priority for the whole run (`--keep-awake`;
     /// BENCHMARKS.md, "Idle CPUs").
     pub keep_awake: bool,
+    /// With the audit off and the server in-process: the latency patterns again against a
+    /// server and sessions that busy-poll this long after each message (`--busy-poll`), side
+    /// by side with the plain run.
+    pub busy_poll: Option<std::time::Duration>,
 }
 
 /// Worker threads of a tokio runtime.
@@ -142,6 +146,7 @@ impl Options {
             quick: false,
             server_threads: Threads::One,
             keep_awake: false,
+            busy_poll: None,
         }
     }
 
@@ -250,8 +255,14 @@ pub struct Report {
     /// Given a PostgreSQL `--database-url` with the audit off: the same patterns against a
     /// server whose every answer waits for its audit commit into that database.
     pub sync_postgres: Option<Patterns>,
+    /// With `--busy-poll` and the audit off: the latency patterns against a server and
+    /// sessions that busy-poll.
+    pub busy_poll: Option<BusyPolled>,
     /// 200 bytes appended + `fdatasync` in the data directory's file system, median µs.
     pub fdatasync_us: f64,
+    /// One commit of 9 rows into SQLite in the audit store's configuration there, median µs
+    /// ([`storage::sqlite_commit`]).
+    pub sqlite_commit_us: f64,
     /// `disk_write_bytes` written in 8 MiB chunks + `fdatasync` there, MiB/s.
     pub disk_write_mib_per_s: f64,
     /// Size of the disk write in bytes.
@@ -276,6 +287,36 @@ pub struct Report {
     pub redis_durable: Option<redis::Durable>,
     /// Why the durable Redis was not measured, when it was not.
     pub redis_durable_missing: Option<String>,
+}
+
+/// The latency patterns with the server and every session busy-polling.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BusyPolled {
+    /// How long each spins after a message.
+    pub budget: std::time::Duration,
+    /// Median latencies in µs, keyed as [`LATENCY_KEYS`].
+    pub latencies: Vec<(&'static str, f64)>,
+}
+
+impl BusyPolled {
+    async fn in_process(options: &Options, budget: std::time::Duration) -> anyhow::Result<Self> {
+        let server =
+            InProcess::start_polling(Audit::Off, None, options.server_threads, Some(budget))
+                .await
+                .context("cannot start the busy-polling in-process server")?;
+        let bench = measure::Bench::connect(&server.url, &server.admin_token, options)
+            .await?
+            .busy_polling(budget);
+        let mut latencies = Vec::new();
+        for (key, _) in LATENCY_KEYS {
+            let value = bench
+                .latency(key)
+                .await
+                .with_context(|| format!("while measuring {key} busy-polling"))?;
+            latencies.push((key, value));
+        }
+        Ok(BusyPolled { budget, latencies })
+    }
 }
 
 /// One figure of a table: the metric's name, its value, its unit.
@@ -429,6 +470,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         ),
         _ => None,
     };
+    let busy_poll = match (side_by_side, options.busy_poll) {
+        (true, Some(budget)) => Some(BusyPolled::in_process(options, budget).await?),
+        _ => None,
+    };
     let bulk_bytes = options.bulk_bytes();
 
     let iterations = options.iterations;
@@ -445,6 +490,9 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         Ok(durable) => (Some(durable), None),
         Err(why) => (None, Some(format!("{why:#}"))),
     };
+    let sqlite_commit_us = storage::sqlite_commit(storage_iterations)
+        .await
+        .context("the SQLite commit reference")?;
     let disk_write_bytes = options.disk_write_bytes();
     let disk_write_mib_per_s =
         tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
@@ -496,7 +544,9 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         bulk_bytes,
         sync_sqlite,
         sync_postgres,
+        busy_poll,
         fdatasync_us,
+        sqlite_commit_us,
         disk_write_mib_per_s,
         disk_write_bytes,
         pg_commit,
@@ -619,6 +669,12 @@ impl Report {
         object.insert("sync".into(), sync.unwrap_or(Value::Null));
         object.insert("sync_sqlite".into(), sync_sqlite.unwrap_or(Value::Null));
         object.insert("sync_postgres".into(), sync_postgres.unwrap_or(Value::Null));
+        object.insert(
+            "busy_poll".into(),
+            self.busy_poll
+                .as_ref()
+                .map_or(Value::Null, |polled| self.busy_poll_json(polled)),
+        );
         let mut references = json!({
             "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
             "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
@@ -633,6 +689,7 @@ impl Report {
             "redis_durable_incr_50_clients_per_s": self.redis_durable_50_clients(),
             "redis_durable_missing": self.redis_durable_missing,
             "fdatasync_us": self.fdatasync_us,
+            "sqlite_commit_us": self.sqlite_commit_us,
             "disk_write_mib_per_s": self.disk_write_mib_per_s,
             "disk_write_bytes": self.disk_write_bytes,
             "pg_commit_us": number(self.pg_commit.as_ref().map(|commit| commit.median_us)),
@@ -650,6 +707,28 @@ impl Report {
             .map_or(Value::Null, mpich::Mpich::to_json);
         references["mpich_missing"] = json!(self.mpich_missing);
         object.insert("references".into(), references);
+        Value::Object(object)
+    }
+
+    /// The busy-polling run's latencies by key, with `budget_us`, `ratio_to_off` (each
+    /// divided by the plain run's), `ratio_to_mpich` (by MPICH's figure for the pattern, `null`
+    /// without MPICH) and `ratio_to_raw_tcp` (by the raw TCP ping-pong).
+    fn busy_poll_json(&self, polled: &BusyPolled) -> Value {
+        let mut object = Map::new();
+        object.insert("budget_us".into(), json!(polled.budget.as_micros() as u64));
+        let mut to_off = Map::new();
+        let mut to_mpich = Map::new();
+        let mut to_tcp = Map::new();
+        for ((key, value), (_, off)) in polled.latencies.iter().zip(&self.patterns.latencies) {
+            object.insert((*key).into(), json!(value));
+            to_off.insert((*key).into(), json!(value / off));
+            let mpich = self.mpich.as_ref().and_then(|m| m.latency(key));
+            to_mpich.insert((*key).into(), number(mpich.map(|mpich| value / mpich)));
+            to_tcp.insert((*key).into(), json!(value / self.raw_tcp_pingpong_us));
+        }
+        object.insert("ratio_to_off".into(), Value::Object(to_off));
+        object.insert("ratio_to_mpich".into(), Value::Object(to_mpich));
+        object.insert("ratio_to_raw_tcp".into(), Value::Object(to_tcp));
         Value::Object(object)
     }
 
@@ -796,6 +875,11 @@ impl Report {
             "| `fdatasync_us` (200 B append + fdatasync, data dir's file system) | {:.1} µs | | | | |\n",
             self.fdatasync_us
         ));
+        out.push_str(&format!(
+            "| `sqlite_commit_us` (9 rows, one commit, WAL + synchronous=FULL, one connection) | {:.1} µs | `fdatasync_us` | {} | | |\n",
+            self.sqlite_commit_us,
+            ratio(self.sqlite_commit_us, Some(self.fdatasync_us))
+        ));
         let quick = if self.disk_write_bytes < 256 << 20 {
             ", --quick"
         } else {
@@ -896,6 +980,32 @@ impl Report {
             ));
         }
         out.push_str(&self.sync_table());
+        out.push_str(&self.busy_poll_table());
+        out
+    }
+
+    /// With `--busy-poll`: the latencies busy-polling beside the plain ones, MPICH's and the
+    /// raw TCP ping-pong (empty without it).
+    fn busy_poll_table(&self) -> String {
+        let Some(polled) = &self.busy_poll else {
+            return String::new();
+        };
+        let mut out = format!(
+            "\nBusy-polling {} µs (server and sessions) beside the plain run, audit off:\n\n\
+             | metric | plain | busy-poll | busy-poll / plain | MPICH | busy-poll / MPICH | busy-poll / raw TCP ping-pong |\n\
+             |---|---|---|---|---|---|---|\n",
+            polled.budget.as_micros()
+        );
+        for ((key, value), (_, plain)) in polled.latencies.iter().zip(&self.patterns.latencies) {
+            let mpich = self.mpich.as_ref().and_then(|m| m.latency(key));
+            out.push_str(&format!(
+                "| `{key}` | {plain:.1} µs | {value:.1} µs | {} | {} | {} | {} |\n",
+                ratio(*value, Some(*plain)),
+                mpich.map_or_else(|| "—".to_string(), |m| format!("{m:.1} µs")),
+                ratio(*value, mpich),
+                ratio(*value, Some(self.raw_tcp_pingpong_us)),
+            ));
+        }
         out
     }
 

@@ -62,6 +62,11 @@ struct Args {
         conflicts_with_all = ["addr", "soak", "quick"]
     )]
     fence_scaling: Option<Vec<u32>>,
+    /// With the audit off and the server in-process: the latency patterns again with the
+    /// server and every session busy-polling MICROS after each message (`onesided-server
+    /// --busy-poll`), side by side with the plain run and MPICH.
+    #[arg(long, value_name = "MICROS", value_parser = onesided_client::busy_poll::parse_micros, conflicts_with_all = ["addr", "soak", "fence_scaling"])]
+    busy_poll: Option<std::time::Duration>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -121,6 +126,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         quick: args.quick,
         server_threads: Threads::new(usize::from(args.server_threads)),
         keep_awake: args.keep_awake,
+        busy_poll: args.busy_poll.filter(|budget| !budget.is_zero()),
     };
     let report = onesided_bench::run(&options).await?;
     if args.json {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use futures::future::try_join_all;
 use futures::{stream, StreamExt, TryStreamExt};
-use onesided_client::{Admin, LockType, Op, Session, Window, WindowSpec};
+use onesided_client::{Admin, Endpoint, LockType, Op, Session, Window, WindowSpec};
 
 use crate::{Options, PATTERN_TIMEOUT};
 
@@ -76,6 +76,8 @@ pub struct Bench {
     quick: bool,
     /// Whether the server keeps an audit log.
     pub audited: bool,
+    /// Sessions busy-poll this long after each message (`--busy-poll`).
+    busy_poll: Option<Duration>,
 }
 
 impl Bench {
@@ -94,11 +96,19 @@ impl Bench {
             iterations: options.iterations.max(1),
             quick: options.quick,
             audited: false,
+            busy_poll: None,
         };
         let probe = bench.world(1, WindowSpec::of::<i64>("probe", 1, 1)).await?;
         bench.audited = probe.windows[0].session().audited();
         bench.delete(probe).await?;
         Ok(bench)
+    }
+
+    /// The same, with every session of the patterns busy-polling for `budget` after each
+    /// message ([`onesided_client::busy_poll`]).
+    pub fn busy_polling(mut self, budget: Duration) -> Self {
+        self.busy_poll = Some(budget);
+        self
     }
 
     /// A fresh world of `nranks` ranks, attached, with the window `spec` open on every rank.
@@ -112,12 +122,14 @@ impl Bench {
         self.admin.create_window(&name, &spec).await?;
         // at most ATTACHING connections at once: a thousand simultaneous connects overflow a
         // listen backlog (the kernel's default 128 for a std listener) and some fail
-        let sessions: Vec<Session> = stream::iter(
-            created
-                .tokens
-                .iter()
-                .map(|token| Session::attach(&self.url, token)),
-        )
+        let sessions: Vec<Session> = stream::iter(created.tokens.iter().map(|token| {
+            let endpoint = Endpoint::new(self.url.as_str());
+            let endpoint = match self.busy_poll {
+                Some(budget) => endpoint.busy_poll(budget),
+                None => endpoint,
+            };
+            Session::attach(endpoint, token)
+        }))
         .buffered(ATTACHING)
         .try_collect()
         .await?;

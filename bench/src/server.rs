@@ -34,6 +34,20 @@ impl InProcess {
         database_url: Option<String>,
         threads: Threads,
     ) -> anyhow::Result<Self> {
+        Self::start_polling(audit, database_url, threads, None).await
+    }
+
+    /// [`InProcess::start`], the server busy-polling for `busy_poll` after each answer
+    /// (`--busy-poll`).
+    ///
+    /// # Errors
+    /// As [`InProcess::start`].
+    pub async fn start_polling(
+        audit: Audit,
+        database_url: Option<String>,
+        threads: Threads,
+        busy_poll: Option<std::time::Duration>,
+    ) -> anyhow::Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -42,6 +56,7 @@ impl InProcess {
         let data_dir = data_parent().join(format!("onesided-bench-{unique}"));
         let mut config = ServerConfig::new(&admin_token, data_dir.clone());
         config.database_url = database_url;
+        config.busy_poll = busy_poll;
         config.durability = match audit {
             Audit::Off => Durability::Off,
             Audit::Async => Durability::Async,

@@ -111,6 +111,68 @@ pub fn disk_write(bytes: usize) -> anyhow::Result<f64> {
     Ok(bytes as f64 / f64::from(1 << 20) / elapsed.as_secs_f64())
 }
 
+/// Rows of one commit in [`sqlite_commit`]: as many as the audit writer commits for one
+/// lock-put-unlock epoch (its events at origin and target).
+pub const SQLITE_COMMIT_ROWS: usize = 9;
+
+/// The floor of the default audit store: over one sqlx connection to a new SQLite database in
+/// a scratch directory (the data directory's file system), in the store's configuration (WAL,
+/// `synchronous=FULL`: one sync of the WAL per commit), a table shaped like the audit's events
+/// (key `(window_id, seq)`, a [`RECORD_BYTES`] body and a 32-byte hash), and `iterations`
+/// INSERTs of [`SQLITE_COMMIT_ROWS`] rows, each its own transaction, after an unmeasured 10 %:
+/// median µs. What the audit writer cannot go below with SQLite through sqlx; issue 12's target
+/// is stated in `fdatasync_us`, which is less.
+///
+/// # Errors
+/// When the database cannot be created or written.
+pub async fn sqlite_commit(iterations: usize) -> anyhow::Result<f64> {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    use sqlx::ConnectOptions;
+    let scratch = Scratch::new("sqlite-commit")?;
+    let mut connection = SqliteConnectOptions::new()
+        .filename(scratch.path().join("commit.db"))
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .connect()
+        .await
+        .context("cannot create the SQLite database")?;
+    sqlx::query(
+        "CREATE TABLE events (window_id INTEGER NOT NULL, seq INTEGER NOT NULL, \
+         body BLOB NOT NULL, hash BLOB NOT NULL, PRIMARY KEY (window_id, seq))",
+    )
+    .execute(&mut connection)
+    .await
+    .context("cannot create the table")?;
+    let body = [0x5a_u8; RECORD_BYTES];
+    let hash = [0xa5_u8; 32];
+    let skip = warm_up(iterations);
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..iterations + skip {
+        let first = i64::try_from(i * SQLITE_COMMIT_ROWS)?;
+        let mut insert: sqlx::QueryBuilder<'_, sqlx::Sqlite> =
+            sqlx::QueryBuilder::new("INSERT INTO events (window_id, seq, body, hash) ");
+        insert.push_values(0..SQLITE_COMMIT_ROWS as i64, |mut row, k| {
+            row.push_bind(1_i64)
+                .push_bind(first + k)
+                .push_bind(&body[..])
+                .push_bind(&hash[..]);
+        });
+        let started = Instant::now();
+        insert
+            .build()
+            .persistent(true)
+            .execute(&mut connection)
+            .await
+            .context("INSERT")?;
+        if i >= skip {
+            samples.push(started.elapsed());
+        }
+    }
+    let _ = connection.close().await;
+    Ok(median(&samples))
+}
+
 /// What one commit into PostgreSQL costs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PgCommit {

@@ -10,8 +10,36 @@ fn positive(value: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quick_run_reports_every_key_with_a_positive_number() {
-    let report = run(&Options::quick()).await.expect("the quick run failed");
+    let options = Options {
+        busy_poll: Some(std::time::Duration::from_micros(50)),
+        ..Options::quick()
+    };
+    let report = run(&options).await.expect("the quick run failed");
     let json = report.to_json();
+    // --busy-poll: the latencies again, busy-polling, each with its ratios
+    let polled = &json["busy_poll"];
+    assert_eq!(polled["budget_us"], 50);
+    for (key, _) in LATENCY_KEYS {
+        assert!(
+            positive(&polled[key]),
+            "busy_poll.{key} is {:?}",
+            polled[key]
+        );
+        let ratio = polled["ratio_to_off"][key].as_f64().unwrap();
+        let expected = polled[key].as_f64().unwrap() / json[key].as_f64().unwrap();
+        assert!(
+            (ratio - expected).abs() < 1e-9,
+            "busy_poll.ratio_to_off.{key}"
+        );
+        assert!(positive(&polled["ratio_to_raw_tcp"][key]));
+        let mpich = &polled["ratio_to_mpich"][key];
+        assert_eq!(
+            mpich.is_null(),
+            json["references"]["mpich"].is_null(),
+            "{key}"
+        );
+    }
+    assert!(report.table().contains("| metric | plain | busy-poll |"));
     for key in [
         "lock_put_unlock_us",
         "fence_put_us",
@@ -25,6 +53,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "raw_tcp_pingpong_us",
         "raw_tcp_bulk_mib_per_s",
         "fdatasync_us",
+        "sqlite_commit_us",
         "disk_write_mib_per_s",
         "disk_write_bytes",
     ] {
@@ -44,6 +73,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "raw_tcp_pingpong_us",
         "raw_tcp_bulk_mib_per_s",
         "fdatasync_us",
+        "sqlite_commit_us",
         "disk_write_mib_per_s",
         "disk_write_bytes",
     ] {
@@ -248,6 +278,10 @@ async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
         assert_eq!(&json[key], &json["references"][key]);
     }
     assert!(json["pg_synchronous_commit"].is_string());
+    assert!(
+        json["busy_poll"].is_null(),
+        "no --busy-poll, no busy-polling run"
+    );
     // three columns: off, sync SQLite (the default configuration), sync PostgreSQL
     check_sync(&json, &json["sync_sqlite"], "fdatasync_us");
     check_sync(&json, &json["sync_postgres"], "pg_commit_us");

@@ -109,6 +109,7 @@ pub struct Endpoint {
     ca_pem: Option<Vec<u8>>,
     connect_timeout: Option<Duration>,
     timeout: Option<Duration>,
+    busy_poll: Option<Duration>,
 }
 
 /// How long the server may stay silent on a connection with calls in flight before it is
@@ -122,6 +123,7 @@ impl std::fmt::Debug for Endpoint {
             .field("ca", &self.ca_pem.is_some())
             .field("connect_timeout", &self.connect_timeout)
             .field("timeout", &self.timeout)
+            .field("busy_poll", &self.busy_poll)
             .finish()
     }
 }
@@ -134,6 +136,7 @@ impl Endpoint {
             ca_pem: None,
             connect_timeout: None,
             timeout: None,
+            busy_poll: None,
         }
     }
 
@@ -161,6 +164,20 @@ impl Endpoint {
             timeout: Some(limit),
             ..self
         }
+    }
+
+    /// Sessions attached through this endpoint busy-poll for `budget` after each message
+    /// ([`crate::SessionBuilder::busy_poll`], which overrides it; zero turns it off).
+    pub fn busy_poll(self, budget: Duration) -> Self {
+        Endpoint {
+            busy_poll: (!budget.is_zero()).then_some(budget.min(crate::busy_poll::MAX_BUDGET)),
+            ..self
+        }
+    }
+
+    /// The busy-polling budget of sessions attached through this endpoint.
+    pub(crate) fn busy_poll_budget(&self) -> Option<Duration> {
+        self.busy_poll
     }
 
     /// The bound of calls that need only the server.

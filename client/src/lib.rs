@@ -31,6 +31,7 @@
 //! ```
 
 mod admin;
+pub use onesided_proto::busy_poll;
 mod audit;
 mod client_events;
 mod connect;

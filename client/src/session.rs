@@ -21,6 +21,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 pub use crate::client_events::AUDIT_DATABASE_URL_ENV;
 
 use crate::admin::desc_from_wire;
+use crate::busy_poll::BusyPoll;
 use crate::client_events::ClientEventWriter;
 use crate::connect::{Bearer, Claim, Endpoint};
 use crate::error::{Error, Result};
@@ -81,6 +82,8 @@ struct Inner {
     received: Arc<AtomicU64>,
     reader: tokio::task::JoinHandle<()>,
     heartbeat: tokio::task::JoinHandle<()>,
+    /// With [`SessionBuilder::busy_poll`]: touched by every message sent and received.
+    busy: Option<BusyPoll>,
 }
 
 impl Drop for Inner {
@@ -227,6 +230,7 @@ pub struct SessionBuilder {
     token: String,
     audit: AuditDestination,
     claim: Claim,
+    busy_poll: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -240,6 +244,7 @@ impl std::fmt::Debug for SessionBuilder {
         f.debug_struct("SessionBuilder")
             .field("server", &self.server)
             .field("audit", &audit)
+            .field("busy_poll", &self.busy_poll)
             .finish_non_exhaustive()
     }
 }
@@ -275,7 +280,25 @@ impl SessionBuilder {
                 .ok()
                 .filter(|url| !url.is_empty()),
         };
-        Session::open(&self.server, &self.token, &self.claim, database).await
+        Session::open(
+            &self.server,
+            &self.token,
+            &self.claim,
+            database,
+            self.busy_poll,
+        )
+        .await
+    }
+
+    /// Busy-polls: after each message the session sends or receives, its runtime keeps polling
+    /// for the answer for `budget` instead of parking its thread (as MPI libraries spin before
+    /// they block), which saves the wake-up of an idle thread on every round trip at the cost
+    /// of up to `budget` of one core's time after each message ([`crate::busy_poll`]; README,
+    /// "Busy-polling"). At most [`crate::busy_poll::MAX_BUDGET`]; zero turns it off, the
+    /// default.
+    pub fn busy_poll(mut self, budget: std::time::Duration) -> Self {
+        self.busy_poll = (!budget.is_zero()).then_some(budget.min(crate::busy_poll::MAX_BUDGET));
+        self
     }
 
     /// Has the server check first that the token is of the world and rank `claim` names
@@ -317,6 +340,7 @@ impl Session {
             token: token.to_string(),
             audit: AuditDestination::FromEnv,
             claim: Claim::default(),
+            busy_poll: None,
         }
     }
 
@@ -325,6 +349,7 @@ impl Session {
         token: &str,
         claim: &Claim,
         database: Option<String>,
+        busy_poll: Option<std::time::Duration>,
     ) -> Result<Self> {
         let channel = server.channel().await?;
         let credentials = Bearer::new(token)?.claiming(claim)?;
@@ -368,10 +393,15 @@ impl Session {
         let reader_waiters = Arc::clone(&waiters);
         let received = Arc::new(AtomicU64::new(1));
         let reader_received = Arc::clone(&received);
+        let busy = busy_poll.or(server.busy_poll_budget()).map(BusyPoll::start);
+        let reader_busy = busy.clone();
         let reader = tokio::spawn(async move {
             let ended = loop {
                 match inbound.message().await {
                     Ok(Some(message)) => {
+                        if let Some(busy) = &reader_busy {
+                            busy.touch();
+                        }
                         reader_received.fetch_add(1, Ordering::Relaxed);
                         deliver(&reader_waiters, message);
                     }
@@ -418,6 +448,7 @@ impl Session {
                 received,
                 reader,
                 heartbeat,
+                busy,
             }),
         })
     }
@@ -501,6 +532,9 @@ impl Session {
             },
         };
         self.inner.sent.fetch_add(1, Ordering::Relaxed);
+        if let Some(busy) = &self.inner.busy {
+            busy.touch();
+        }
         if self.inner.outbound.send(message).is_err() {
             // the reader fails every waiter when the stream ends
             tracing::debug!("write to a closed session");

@@ -38,6 +38,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use onesided_proto::busy_poll::BusyPoll;
 use onesided_proto::v1::admin_server::AdminServer;
 use onesided_proto::v1::audit_server::AuditServer;
 use onesided_proto::v1::rma_server::{Rma, RmaServer};
@@ -112,6 +113,9 @@ pub struct ServerConfig {
     /// conflicting lock is held (writers first, without ever deadlocking a correct program;
     /// core's `locks`).
     pub lock_fairness: std::time::Duration,
+    /// Keep polling for this long after each answer before a thread parks (`--busy-poll`,
+    /// [`onesided_proto::busy_poll`]); `None`: never spin.
+    pub busy_poll: Option<std::time::Duration>,
 }
 
 impl ServerConfig {
@@ -129,6 +133,7 @@ impl ServerConfig {
             metrics: None,
             http: None,
             lock_fairness: onesided_core::locks::DEFAULT_FAIRNESS,
+            busy_poll: None,
         }
     }
 }
@@ -146,6 +151,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("async_max_unrecorded", &self.async_max_unrecorded)
             .field("lease_ttl", &self.lease_ttl)
             .field("lock_fairness", &self.lock_fairness)
+            .field("busy_poll", &self.busy_poll)
             .field("limits", &self.limits)
             .field("tls", &self.tls)
             .field(
@@ -168,6 +174,9 @@ impl std::fmt::Debug for ServerConfig {
 pub struct RmaService {
     registry: Arc<Registry>,
     shutdown: CancellationToken,
+    /// `--busy-poll`: touched by every answer sent, so that the runtime is still polling when
+    /// the client's next call arrives.
+    busy: Option<BusyPoll>,
 }
 
 type SessionStream = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send + 'static>>;
@@ -202,6 +211,7 @@ impl Rma for RmaService {
             .filter_map(|failure| std::future::ready(failure.ok().flatten().map(Err)));
         // once the session ends, what is already queued for the client still goes out (the
         // answers that failed its pending calls), then the stream ends
+        let busy = self.busy.clone();
         let replies = futures::stream::unfold(
             (outbound, ended, false),
             |(mut outbound, ended, closed)| async move {
@@ -218,6 +228,11 @@ impl Rma for RmaService {
                 Some((reply, (outbound, ended, true)))
             },
         )
+        .inspect(move |_| {
+            if let Some(busy) = &busy {
+                busy.touch();
+            }
+        })
         .chain(failure);
         Ok(Response::new(Box::pin(replies)))
     }
@@ -300,6 +315,11 @@ pub async fn run(
         RmaServer::new(RmaService {
             registry: Arc::clone(&registry),
             shutdown: stopping.clone(),
+            busy: config.busy_poll.map(|budget| {
+                let busy = BusyPoll::start(budget);
+                registry.metrics().busy_polling(busy.clone());
+                busy
+            }),
         })
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX),

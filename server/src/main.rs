@@ -74,6 +74,11 @@ struct Args {
     /// a rank in lock_all or with other locks open are never held back).
     #[arg(long, env = "ONESIDED_LOCK_FAIRNESS_MS", default_value_t = onesided_core::locks::DEFAULT_FAIRNESS.as_millis() as u64)]
     lock_fairness_ms: u64,
+    /// Microseconds to keep polling for the next message after each answer before a thread
+    /// parks, as MPI libraries spin (lower latency for back-to-back calls, at up to that much
+    /// of one core's time per answer; README, "Busy-polling"). 0, the default, never spins.
+    #[arg(long, env = "ONESIDED_BUSY_POLL", value_name = "MICROS", default_value = "0", value_parser = onesided_proto::busy_poll::parse_micros)]
+    busy_poll: std::time::Duration,
     /// Serve TLS only, with this certificate chain (PEM, leaf first). Needs --tls-key.
     #[arg(long, env = "ONESIDED_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -306,6 +311,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         metrics,
         http,
         lock_fairness: std::time::Duration::from_millis(args.lock_fairness_ms),
+        busy_poll: (!args.busy_poll.is_zero()).then_some(args.busy_poll),
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let shutdown = shutdown_signal();

@@ -196,6 +196,11 @@ pub struct Metrics {
     audit_commit_seconds: Histogram,
     audit_lag_seconds: Histogram,
     audit_commit_failures: Counter,
+    /// Seconds spent busy-polling, brought up to date from [`Metrics::busy_poll`] at each
+    /// scrape.
+    busy_poll_spin: Counter<f64, std::sync::atomic::AtomicU64>,
+    /// The server's spinner (`--busy-poll`), set once at start.
+    busy_poll: std::sync::OnceLock<onesided_proto::busy_poll::BusyPoll>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -305,7 +310,17 @@ impl Metrics {
             audit_commit_failures.clone(),
         );
 
+        let busy_poll_spin = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register_with_unit(
+            "busy_poll_spin",
+            "Time spent polling for the next call instead of parking (--busy-poll; 0 without it)",
+            Unit::Seconds,
+            busy_poll_spin.clone(),
+        );
+
         Arc::new(Metrics {
+            busy_poll_spin,
+            busy_poll: std::sync::OnceLock::new(),
             calls: CallKind::ALL
                 .iter()
                 .map(|kind| calls.get_or_create(&[("call", kind.name())]).clone())
@@ -340,10 +355,22 @@ impl Metrics {
 
     /// Everything, in the Prometheus text format (version 0.0.4).
     pub fn encode(&self) -> String {
+        if let Some(busy) = self.busy_poll.get() {
+            // only this adds to the counter, and scrapes may overlap: add what is missing
+            let missing = busy.spun().as_secs_f64() - self.busy_poll_spin.get();
+            if missing > 0.0 {
+                self.busy_poll_spin.inc_by(missing);
+            }
+        }
         let mut text = String::new();
         // writing into a String cannot fail
         let _ = prometheus_text::encode(&mut text, &self.registry);
         text
+    }
+
+    /// The server busy-polls with `busy` (`--busy-poll`): its spinning time is reported.
+    pub fn busy_polling(&self, busy: onesided_proto::busy_poll::BusyPoll) {
+        let _ = self.busy_poll.set(busy);
     }
 
     /// A session takes up a call of `kind`.

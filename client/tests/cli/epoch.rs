@@ -391,3 +391,43 @@ fn files_travel_in_chunks_inside_one_epoch() {
     let written = after[40_000..].iter().filter(|&&byte| byte != 0).count();
     assert_eq!(written, 0, "the refused put wrote {written} bytes");
 }
+
+#[test]
+fn busy_polling_epochs_give_the_same_answers_and_bad_budgets_are_usage_errors() {
+    let server = Server::start();
+    let tokens = setup(&server);
+    let put = as_rank(
+        &server,
+        &tokens[1],
+        ["--busy-poll", "500", "put"]
+            .into_iter()
+            .chain(AT)
+            .chain(["--rank", "1", "--type", "i64", "3", "4"]),
+    );
+    put.success();
+    let got = crate::Cli::new(&server.url)
+        .token(&tokens[2])
+        .env("ONESIDED_BUSY_POLL", "1000")
+        .args(
+            ["get"]
+                .into_iter()
+                .chain(AT)
+                .chain(["--type", "i64", "--count", "4"]),
+        )
+        .run();
+    got.success();
+    assert_eq!(got.stdout, "3 4 0 0\n");
+    for bad in ["-1", "0.5", "soon", "1000001"] {
+        let flag = format!("--busy-poll={bad}");
+        let out = as_rank(
+            &server,
+            &tokens[2],
+            ["get"]
+                .into_iter()
+                .chain(AT)
+                .chain(["--type", "i64", "--count", "1", flag.as_str()]),
+        );
+        out.code(2);
+        assert!(out.stderr.contains("--busy-poll"), "{bad}: {}", out.stderr);
+    }
+}

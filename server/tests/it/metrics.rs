@@ -442,3 +442,66 @@ async fn labels_name_no_world_heartbeats_are_never_timed_and_nocheck_waits_zero(
     );
     named_nothing(&text);
 }
+
+/// `--busy-poll`: the server spins after its answers — at least its budget after the last one —
+/// and says so in `onesided_busy_poll_spin_seconds_total`; busy-polling sessions get the same
+/// answers; a server without the flag never spins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_polling_server_spins_its_budget_after_answers_and_reports_it() {
+    const BUDGET: Duration = Duration::from_millis(100);
+    const SPIN: &str = "onesided_busy_poll_spin_seconds_total";
+    let listener = MetricsListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let metrics = listener.local_addr();
+    let server = spawn_server_with(|config| {
+        config.metrics = Some(listener);
+        config.busy_poll = Some(BUDGET);
+    })
+    .await;
+    assert_eq!(sample(&scrape(metrics).await, SPIN), 0.0, "no answer yet");
+    let world = unique("world");
+    let created = server.admin.create_world(&world, 2).await.unwrap();
+    let name = unique("w");
+    server
+        .admin
+        .create_window(&world, &WindowSpec::of::<i64>(&name, 2, 1))
+        .await
+        .unwrap();
+    let endpoint = onesided_client::Endpoint::new(server.url.as_str()).busy_poll(BUDGET);
+    let mut windows = Vec::new();
+    let mut sessions = Vec::new();
+    for token in &created.tokens {
+        let session = onesided_client::Session::attach(endpoint.clone(), token)
+            .await
+            .unwrap();
+        windows.push(session.window(&name).await.unwrap());
+        sessions.push(session);
+    }
+    for i in 1..=20_i64 {
+        windows[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+        windows[0].put(1, 0, &[i]).unwrap();
+        windows[0].unlock(1).await.unwrap();
+    }
+    windows[1].lock(LockType::Shared, 1, 0).await.unwrap();
+    let read = windows[1].get::<i64>(1, 0, 1).unwrap();
+    windows[1].unlock(1).await.unwrap();
+    assert_eq!(read.value().await.unwrap(), vec![20]);
+    // the spinning time is added when a spell ends: a full budget after the last answer
+    let text = scrape_until(metrics, "a full spell of spinning", |text| {
+        sample(text, SPIN) >= BUDGET.as_secs_f64()
+    })
+    .await;
+    assert!(sample(&text, SPIN) > 0.0);
+
+    // the default: no spinning at all, whatever the traffic
+    let (plain, plain_metrics) = server_with_metrics().await;
+    let fixture = Fixture::on(plain, 2).await;
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await;
+    for i in 1..=20_i64 {
+        windows[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+        windows[0].put(1, 0, &[i]).unwrap();
+        windows[0].unlock(1).await.unwrap();
+    }
+    assert_eq!(sample(&scrape(plain_metrics).await, SPIN), 0.0);
+}

@@ -103,6 +103,19 @@ struct Cli {
     )]
     timeout: Duration,
 
+    /// Microseconds to keep polling for the server's answer after each message before the
+    /// thread parks, as MPI libraries spin (lower latency, up to that much of a core's time
+    /// per message; README, "Busy-polling"); 0, the default, never spins
+    #[arg(
+        long,
+        global = true,
+        env = "ONESIDED_BUSY_POLL",
+        value_name = "MICROS",
+        default_value = "0",
+        value_parser = onesided_client::busy_poll::parse_micros
+    )]
+    busy_poll: Duration,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -159,6 +172,8 @@ pub struct Global {
     pub connect_timeout: Duration,
     /// `--timeout`.
     pub timeout: Duration,
+    /// `--busy-poll`.
+    pub busy_poll: Duration,
 }
 
 impl std::fmt::Debug for Global {
@@ -170,6 +185,7 @@ impl std::fmt::Debug for Global {
             .field("json", &self.json)
             .field("connect_timeout", &self.connect_timeout)
             .field("timeout", &self.timeout)
+            .field("busy_poll", &self.busy_poll)
             .finish_non_exhaustive()
     }
 }
@@ -182,7 +198,8 @@ impl Global {
     pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
         let endpoint = Endpoint::new(self.addr.as_str())
             .connect_timeout(self.connect_timeout)
-            .timeout(self.timeout);
+            .timeout(self.timeout)
+            .busy_poll(self.busy_poll);
         Ok(match &self.ca {
             Some(path) => endpoint.ca_file(path)?,
             None => endpoint,
@@ -231,6 +248,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         json: cli.json,
         connect_timeout: cli.connect_timeout,
         timeout: cli.timeout,
+        busy_poll: cli.busy_poll,
     };
     match cli.command {
         Command::World(command) => admin::world(&global, command).await,
