@@ -31,6 +31,7 @@ mod measure;
 pub mod mpich;
 pub mod redis;
 mod reference;
+pub mod rss;
 mod server;
 pub mod soak;
 pub mod storage;
@@ -175,6 +176,15 @@ impl Options {
         }
     }
 
+    /// Bytes of the put whose server memory is measured ([`rss`]).
+    fn rss_put_bytes(&self) -> usize {
+        if self.quick {
+            4 << 20
+        } else {
+            256 << 20
+        }
+    }
+
     /// Bytes of the `disk_write_mib_per_s` reference.
     fn disk_write_bytes(&self) -> usize {
         if self.quick {
@@ -258,6 +268,11 @@ pub struct Report {
     /// With `--busy-poll` and the audit off: the latency patterns against a server and
     /// sessions that busy-poll.
     pub busy_poll: Option<BusyPolled>,
+    /// With the audit off and the server in-process: the peak memory of an `onesided-server`
+    /// process taking one bulk put, off and in `sync`.
+    pub bulk_rss: Option<rss::BulkRss>,
+    /// Why it was not measured (no server binary, or it failed), when it was not.
+    pub bulk_rss_missing: Option<String>,
     /// 200 bytes appended + `fdatasync` in the data directory's file system, median µs.
     pub fdatasync_us: f64,
     /// One commit of 9 rows into SQLite in the audit store's configuration there, median µs
@@ -475,6 +490,21 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         _ => None,
     };
     let bulk_bytes = options.bulk_bytes();
+    let (bulk_rss, bulk_rss_missing) = if side_by_side {
+        let measured = match rss::server_binary() {
+            Ok(binary) => rss::bulk_rss(&binary, options.rss_put_bytes()).await,
+            Err(why) => Err(why),
+        };
+        match measured {
+            Ok(rss) => (Some(rss), None),
+            Err(why) => (None, Some(format!("{why:#}"))),
+        }
+    } else {
+        (
+            None,
+            Some("measured only in-process with the audit off".to_string()),
+        )
+    };
 
     let iterations = options.iterations;
     let storage_iterations = storage::iterations(iterations);
@@ -545,6 +575,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         sync_sqlite,
         sync_postgres,
         busy_poll,
+        bulk_rss,
+        bulk_rss_missing,
         fdatasync_us,
         sqlite_commit_us,
         disk_write_mib_per_s,
@@ -560,6 +592,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         redis_durable,
         redis_durable_missing,
     })
+}
+
+fn met(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "not met"
+    }
 }
 
 fn ratio(value: f64, reference: Option<f64>) -> String {
@@ -669,6 +709,26 @@ impl Report {
         object.insert("sync".into(), sync.unwrap_or(Value::Null));
         object.insert("sync_sqlite".into(), sync_sqlite.unwrap_or(Value::Null));
         object.insert("sync_postgres".into(), sync_postgres.unwrap_or(Value::Null));
+        let rss = self.bulk_rss.as_ref();
+        object.insert(
+            "bulk_peak_rss_mib".into(),
+            number(rss.map(|rss| rss.off_mib)),
+        );
+        object.insert(
+            "bulk_rss".into(),
+            rss.map_or(Value::Null, |rss| {
+                json!({
+                    "put_mib": rss.put_mib,
+                    "window_mib": rss.window_mib,
+                    "target_mib": rss.target_mib,
+                    "off_mib": rss.off_mib,
+                    "sync_mib": rss.sync_mib,
+                    "off_met": rss.off_mib <= rss.target_mib,
+                    "sync_met": rss.sync_mib <= rss.target_mib,
+                })
+            }),
+        );
+        object.insert("bulk_rss_missing".into(), json!(self.bulk_rss_missing));
         object.insert(
             "busy_poll".into(),
             self.busy_poll
@@ -772,6 +832,12 @@ impl Report {
             ratios.insert("fence_scaling_us".into(), scaling);
         }
         figures.insert("ratio_to_off".into(), Value::Object(ratios));
+        // the server's memory in sync is measured with the default store only
+        let rss = self.bulk_rss.as_ref().filter(|_| store == Store::Sqlite);
+        figures.insert(
+            "bulk_peak_rss_mib".into(),
+            number(rss.map(|rss| rss.sync_mib)),
+        );
         figures.insert("store".into(), json!(store.name()));
         figures.insert("target_reference".into(), json!(store.reference_key()));
         let reference = self.store_reference_us(store);
@@ -980,8 +1046,29 @@ impl Report {
             ));
         }
         out.push_str(&self.sync_table());
+        out.push_str(&self.rss_table());
         out.push_str(&self.busy_poll_table());
         out
+    }
+
+    /// The server's peak memory during one bulk put, off and sync, against issue 12's bound.
+    fn rss_table(&self) -> String {
+        match (&self.bulk_rss, &self.bulk_rss_missing) {
+            (Some(rss), _) => format!(
+                "\nServer peak RSS (`bulk_peak_rss_mib`, an `onesided-server` process) during one \
+                 {:.0} MiB put into a window of {:.0} MiB: audit off {:.0} MiB, sync SQLite {:.0} \
+                 MiB; bound (window + put) {:.0} MiB: off {}, sync {}\n",
+                rss.put_mib,
+                rss.window_mib,
+                rss.off_mib,
+                rss.sync_mib,
+                rss.target_mib,
+                met(rss.off_mib <= rss.target_mib),
+                met(rss.sync_mib <= rss.target_mib),
+            ),
+            (None, Some(why)) => format!("\nServer peak RSS not measured: {why}\n"),
+            (None, None) => String::new(),
+        }
     }
 
     /// With `--busy-poll`: the latencies busy-polling beside the plain ones, MPICH's and the

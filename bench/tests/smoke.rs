@@ -40,6 +40,24 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         );
     }
     assert!(report.table().contains("| metric | plain | busy-poll |"));
+    // the server's memory during one bulk put, measured on an onesided-server process when
+    // one is built beside the bench (as in the workspace's test run)
+    match onesided_bench::rss::server_binary() {
+        Ok(_) => {
+            let rss = &json["bulk_rss"];
+            for key in ["off_mib", "sync_mib", "put_mib", "window_mib", "target_mib"] {
+                assert!(positive(&rss[key]), "bulk_rss.{key} is {rss}");
+            }
+            assert_eq!(json["bulk_peak_rss_mib"], rss["off_mib"]);
+            assert_eq!(json["sync_sqlite"]["bulk_peak_rss_mib"], rss["sync_mib"]);
+            assert!(rss["off_met"].is_boolean() && rss["sync_met"].is_boolean());
+            assert!(json["bulk_rss_missing"].is_null());
+        }
+        Err(_) => {
+            assert!(json["bulk_peak_rss_mib"].is_null());
+            assert!(json["bulk_rss_missing"].is_string());
+        }
+    }
     for key in [
         "lock_put_unlock_us",
         "fence_put_us",

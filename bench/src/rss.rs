@@ -1,0 +1,158 @@
+//! The server's memory during one bulk put (issue 12, item 4): `onesided-server` started as a
+//! process of its own (so that its resident memory is its own, not the bench's and its
+//! clients'), a window of two ranks of the bulk size each, one put of the bulk size from rank 0
+//! into rank 1 inside `lock(EXCLUSIVE)`/`unlock`, then the server's peak resident set
+//! (`VmHWM` of `/proc/PID/status`). Measured with the audit off and in `sync` (SQLite in its
+//! data directory), one fresh server each.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use onesided_client::{Admin, LockType, Session, WindowSpec};
+
+use crate::storage::Scratch;
+use crate::Audit;
+
+/// The server binary: `ONESIDED_SERVER_BIN` when set, else `onesided-server` beside the bench's
+/// executable (or one directory up, for a test binary in `deps/`).
+///
+/// # Errors
+/// When none is found (build it with `cargo build --release -p onesided-server`).
+pub fn server_binary() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("ONESIDED_SERVER_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().context("cannot find the bench's own executable")?;
+    let beside = exe
+        .parent()
+        .into_iter()
+        .flat_map(|dir| [dir.to_path_buf(), dir.join("..")])
+        .map(|dir| dir.join("onesided-server"))
+        .find(|path| path.is_file());
+    beside.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no onesided-server beside {} (build it with `cargo build --release -p \
+             onesided-server`, or set ONESIDED_SERVER_BIN)",
+            exe.display()
+        )
+    })
+}
+
+/// The server's peak resident memory in MiB while it took one put of `bytes` into a window of
+/// two ranks of `bytes` each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BulkRss {
+    /// With the audit off.
+    pub off_mib: f64,
+    /// In `sync` durability into SQLite (the default configuration).
+    pub sync_mib: f64,
+    /// The window's bytes (both ranks) in MiB.
+    pub window_mib: f64,
+    /// The put's bytes in MiB.
+    pub put_mib: f64,
+    /// Issue 12's bound: the window's bytes plus the put's (256 MiB in a full run), in MiB.
+    pub target_mib: f64,
+}
+
+/// Measures [`BulkRss`] with `binary` for a put of `bytes`.
+///
+/// # Errors
+/// When a server does not start, a call fails, or `/proc` cannot be read.
+pub async fn bulk_rss(binary: &Path, bytes: usize) -> anyhow::Result<BulkRss> {
+    let off_mib = peak_during_put(binary, Audit::Off, bytes).await?;
+    let sync_mib = peak_during_put(binary, Audit::Sync, bytes).await?;
+    let put_mib = bytes as f64 / f64::from(1 << 20);
+    Ok(BulkRss {
+        off_mib,
+        sync_mib,
+        window_mib: 2.0 * put_mib,
+        put_mib,
+        target_mib: 3.0 * put_mib,
+    })
+}
+
+/// Kills the server on drop, on error paths too.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn peak_during_put(binary: &Path, audit: Audit, bytes: usize) -> anyhow::Result<f64> {
+    let scratch = Scratch::new("rss")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let token = format!("bench-rss-admin-{}", crate::server::unique());
+    let server = Server(
+        Command::new(binary)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(scratch.path().join("data"))
+            .args(["--audit-durability", audit.name()])
+            .env("ONESIDED_ADMIN_TOKEN", &token)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?,
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let admin = connect(&url, &token).await?;
+    let created = admin.create_world("rss", 2).await?;
+    admin
+        .create_window("rss", &WindowSpec::bytes("bulk", 2, bytes as u64, 1))
+        .await?;
+    let origin = Session::attach(url.as_str(), &created.tokens[0]).await?;
+    let target = Session::attach(url.as_str(), &created.tokens[1]).await?;
+    let window = origin.window("bulk").await?;
+    let _exposed = target.window("bulk").await?;
+    let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+    window.lock(LockType::Exclusive, 1, 0).await?;
+    window.put(1, 0, &data)?;
+    window.unlock(1).await?;
+    drop(data);
+    // in sync the answer came after the commit; a snapshot the put triggered may still be on
+    // its way to the store, and is part of what the put costs
+    admin.list_worlds().await?;
+    let peak = peak_rss_mib(server.0.id())?;
+    drop(window);
+    drop(origin);
+    drop(target);
+    drop(server);
+    Ok(peak)
+}
+
+async fn connect(url: &str, token: &str) -> anyhow::Result<Admin> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match Admin::connect(url, token).await {
+            Ok(admin) => match admin.list_worlds().await {
+                Ok(_) => return Ok(admin),
+                Err(e) if Instant::now() > deadline => bail!("the server does not answer: {e}"),
+                Err(_) => {}
+            },
+            Err(e) if Instant::now() > deadline => bail!("the server does not answer: {e}"),
+            Err(_) => {}
+        }
+        // the process is starting: its port is not open yet
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `VmHWM` (the peak resident set) of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("cannot read /proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmHWM in /proc/PID/status")?;
+    Ok(kib / 1024.0)
+}
