@@ -109,6 +109,8 @@ enum Ending {
     Superseded,
     /// The server is shutting down.
     Shutdown,
+    /// The client left its outbound stream full (it does not read its answers).
+    Unread,
 }
 
 impl Ending {
@@ -119,6 +121,7 @@ impl Ending {
             Ending::Lapsed => "lease lapsed",
             Ending::Superseded => "superseded by a new incarnation",
             Ending::Shutdown => "server shutdown",
+            Ending::Unread => "answers unread",
         }
     }
 }
@@ -187,13 +190,21 @@ impl Session {
                 incarnation: self.incarnation,
             })),
         };
-        let ending = if self.out.send(Ok(greeting)).is_err() {
+        let ending = if !self.out.send(Ok(greeting)) {
             Ending::Closed
         } else {
             tracing::info!(incarnation = self.incarnation, "session attached");
             self.serve(&mut inbound, &ended, lease).await
         };
         self.depart(ending).await;
+        if ending == Ending::Unread {
+            let why = crate::limits::exhausted(format!(
+                "the client left {} answers unread (the server's limit) and kept calling: the \
+                 session ended, its locks were revoked and its pending calls failed, attach again",
+                self.registry.limits().outbound_capacity()
+            ));
+            self.failure = Some(onesided_proto::status_from_rma(&why));
+        }
         if ending == Ending::Lapsed {
             // the stream ends saying why, after the answers that failed what was pending
             let why = RmaError::new(
@@ -217,6 +228,7 @@ impl Session {
         lease: std::time::Duration,
     ) -> Ending {
         let superseded = self.superseded.clone();
+        let overflow = self.out.overflow();
         let lapse = tokio::time::sleep(lease);
         tokio::pin!(lapse);
         self.lease.renew(lapse.deadline());
@@ -229,6 +241,10 @@ impl Session {
                 () = superseded.cancelled() => {
                     tracing::info!("session superseded by a new incarnation");
                     return Ending::Superseded;
+                }
+                () = overflow.cancelled() => {
+                    tracing::warn!("the client does not read its answers: session ended");
+                    return Ending::Unread;
                 }
                 () = &mut lapse => {
                     tracing::warn!(?lease, "session lease lapsed");
