@@ -738,3 +738,7 @@ fn inspect_shows_the_holder_the_waiter_and_what_waits_behind_it() {
         "{view:?}"
     );
 }
+
+/// The lock table against a reference model, step by step.
+#[path = "target/lock_model.rs"]
+mod lock_model;

@@ -44,7 +44,6 @@ use onesided_proto::v1::audit_server::AuditServer;
 use onesided_proto::v1::rma_server::{Rma, RmaServer};
 use onesided_proto::v1::{ClientMessage, ServerMessage};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
@@ -190,7 +189,8 @@ impl Rma for RmaService {
         request: Request<Streaming<ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let member = auth::membership(&request)?;
-        let (out, outbound) = mpsc::unbounded_channel();
+        let capacity = self.registry.limits().outbound_capacity();
+        let (out, outbound) = reply::Outbound::bounded(capacity);
         let span = tracing::info_span!("session", world = %member.world, rank = member.rank);
         // The reply stream ends with the session or at shutdown, even while queued operations
         // still hold reply senders.

@@ -55,6 +55,24 @@ impl Default for Limits {
     }
 }
 
+/// Answers of calls other than operations a session's outbound stream holds on top of its
+/// pending-operation budget ([`Limits::outbound_capacity`]).
+pub const OUTBOUND_SLACK: usize = 1024;
+
+impl Limits {
+    /// How many answers a session's outbound stream holds that its client has not read: every
+    /// operation the pending budget lets it have unanswered, all answered at once while the
+    /// client looks away, plus [`OUTBOUND_SLACK`] answers of other calls. A client that reads
+    /// its answers never comes near it; one that stops reading and keeps calling fills it,
+    /// and its session ends (RESOURCE_EXHAUSTED, `MPI_ERR_NO_MEM`) rather than hold the
+    /// server's memory without bound.
+    pub fn outbound_capacity(&self) -> usize {
+        self.max_pending_ops
+            .saturating_add(OUTBOUND_SLACK)
+            .min(tokio::sync::Semaphore::MAX_PERMITS)
+    }
+}
+
 /// The refusal of a call that would exceed a limit.
 pub fn exhausted(message: impl Into<String>) -> RmaError {
     RmaError::new(ErrorClass::NoMem, message)

@@ -8,13 +8,57 @@ use std::sync::{Arc, Mutex};
 use onesided_core::RmaError;
 use onesided_proto::failure_from_rma;
 use onesided_proto::v1::{server_message, Batched, Done, ServerMessage};
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::metrics::{CallTimer, PendingOp};
 
-/// The outbound half of a session's stream.
-pub type Outbound = mpsc::UnboundedSender<Result<ServerMessage, Status>>;
+/// What a session's stream carries to its client.
+pub type OutboundMessage = Result<ServerMessage, Status>;
+
+/// The outbound half of a session's stream, bounded
+/// ([`Limits::outbound_capacity`](crate::limits::Limits::outbound_capacity)). Sending never
+/// waits, so no actor, gather or session task ever waits for a client: an answer that finds
+/// the stream full (its client stopped reading) is dropped and ends the session
+/// ([`Outbound::overflow`]) instead of queueing without bound.
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    sender: mpsc::Sender<OutboundMessage>,
+    overflow: CancellationToken,
+}
+
+impl Outbound {
+    /// A stream holding at most `capacity` messages (at least one) not yet taken by the
+    /// transport, and its receiving end.
+    pub fn bounded(capacity: usize) -> (Self, mpsc::Receiver<OutboundMessage>) {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        let outbound = Outbound {
+            sender,
+            overflow: CancellationToken::new(),
+        };
+        (outbound, receiver)
+    }
+
+    /// Queues `message`; whether it was. A stream that is gone (the session ended) takes
+    /// nothing; one that is full takes nothing and ends its session.
+    pub fn send(&self, message: OutboundMessage) -> bool {
+        match self.sender.try_send(message) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.overflow.cancel();
+                false
+            }
+            Err(TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Cancelled once a message found the stream full: the session must end.
+    pub fn overflow(&self) -> CancellationToken {
+        self.overflow.clone()
+    }
+}
 
 /// One answer to one call.
 pub type Answer = Result<server_message::Reply, RmaError>;
@@ -63,7 +107,7 @@ impl Reply {
                 if let Some(timer) = timer {
                     timer.answered(failed(&answer));
                 }
-                let _ = out.send(Ok(message(id, answer)));
+                out.send(Ok(message(id, answer)));
             }
             Reply::Gather(gather) => gather.arrive(answer),
             Reply::Session(sender) => {
@@ -155,7 +199,7 @@ impl Collector {
             if let Some(timer) = timer {
                 timer.answered(failed);
             }
-            let _ = self.out.send(Ok(reply));
+            self.out.send(Ok(reply));
             return;
         }
         state.replies.push(reply);
@@ -170,7 +214,7 @@ impl Collector {
             for (timer, failed) in state.timers.drain(..) {
                 timer.answered(failed);
             }
-            let _ = self.out.send(Ok(batched));
+            self.out.send(Ok(batched));
         }
     }
 }

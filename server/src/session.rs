@@ -6,7 +6,7 @@
 //! own them) or wait for an actor except through a reply (calls stay pipelined).
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
@@ -18,7 +18,7 @@ use onesided_proto::admit::{self, Admitted};
 use onesided_proto::v1::{
     client_message::Call, server_message, Attached, ClientMessage, Done, ServerMessage,
 };
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::{Status, Streaming};
 
@@ -26,8 +26,28 @@ use crate::actor::{AccessItem, WindowServerHandle};
 use crate::audit::{Durability, Pending as AuditPending};
 use crate::metrics::{CallKind, CallTimer, PendingOp};
 use crate::registry::{Membership, Registry, WindowEntry};
-use crate::reply::{Answer, Collector, Gather, Outbound, Reply};
-use crate::world::Collective;
+use crate::reply::{Answer, Collector, Outbound, Reply};
+
+mod active;
+mod barrier;
+mod operations;
+mod passive;
+mod records;
+mod windows;
+
+use operations::Issued;
+
+/// A call admitted on an open window, as its handler carries it out.
+struct OnWindow {
+    /// The call's id in this session.
+    id: u64,
+    /// The window.
+    window: u64,
+    /// Its description and its ranks' actors.
+    entry: Arc<WindowEntry>,
+    /// Where the call's answer goes.
+    reply: Reply,
+}
 
 struct OpenWindow {
     entry: Arc<WindowEntry>,
@@ -89,6 +109,8 @@ enum Ending {
     Superseded,
     /// The server is shutting down.
     Shutdown,
+    /// The client left its outbound stream full (it does not read its answers).
+    Unread,
 }
 
 impl Ending {
@@ -99,6 +121,7 @@ impl Ending {
             Ending::Lapsed => "lease lapsed",
             Ending::Superseded => "superseded by a new incarnation",
             Ending::Shutdown => "server shutdown",
+            Ending::Unread => "answers unread",
         }
     }
 }
@@ -167,13 +190,21 @@ impl Session {
                 incarnation: self.incarnation,
             })),
         };
-        let ending = if self.out.send(Ok(greeting)).is_err() {
+        let ending = if !self.out.send(Ok(greeting)) {
             Ending::Closed
         } else {
             tracing::info!(incarnation = self.incarnation, "session attached");
             self.serve(&mut inbound, &ended, lease).await
         };
         self.depart(ending).await;
+        if ending == Ending::Unread {
+            let why = crate::limits::exhausted(format!(
+                "the client left {} answers unread (the server's limit) and kept calling: the \
+                 session ended, its locks were revoked and its pending calls failed, attach again",
+                self.registry.limits().outbound_capacity()
+            ));
+            self.failure = Some(onesided_proto::status_from_rma(&why));
+        }
         if ending == Ending::Lapsed {
             // the stream ends saying why, after the answers that failed what was pending
             let why = RmaError::new(
@@ -197,6 +228,7 @@ impl Session {
         lease: std::time::Duration,
     ) -> Ending {
         let superseded = self.superseded.clone();
+        let overflow = self.out.overflow();
         let lapse = tokio::time::sleep(lease);
         tokio::pin!(lapse);
         self.lease.renew(lapse.deadline());
@@ -209,6 +241,10 @@ impl Session {
                 () = superseded.cancelled() => {
                     tracing::info!("session superseded by a new incarnation");
                     return Ending::Superseded;
+                }
+                () = overflow.cancelled() => {
+                    tracing::warn!("the client does not read its answers: session ended");
+                    return Ending::Unread;
                 }
                 () = &mut lapse => {
                     tracing::warn!(?lease, "session lease lapsed");
@@ -406,9 +442,11 @@ impl Session {
         async move { audit.submit(events, answers).await }
     }
 
+    /// Takes up one call: the session's own (opening a window, the barrier, heartbeats), or
+    /// one on a window, which proto's `admit` checks and turns into an `Admitted` plan that
+    /// the call's handler carries out (`session/`: one file per family).
     async fn handle(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
         let me = self.member.rank;
-        let inc = self.incarnation;
         let window_id = match &call {
             Call::OpenWindow(open) => return self.open_window(id, &open.name).await,
             // it only kept the lease alive, which any message does
@@ -443,174 +481,41 @@ impl Session {
         else {
             return Err(RmaError::new(ErrorClass::Win, "the window is not open"));
         };
-        let ranks = &entry.ranks;
-        let own = &ranks[me as usize];
+        let on = OnWindow {
+            id,
+            window: window_id,
+            entry,
+            reply,
+        };
         match admitted {
             Admitted::Fence {
                 event,
                 fence,
                 closes,
                 pull,
-                push: segments,
-            } => {
-                self.log(window_id, event, None).await;
-                push(own, segments).await?;
-                if let Some(epoch) = closes {
-                    // everything this rank issued in the epoch is in its targets' inboxes, so
-                    // the notice sent after the last arrival reaches each target behind it
-                    let last = entry
-                        .fences
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .arrive(me, epoch);
-                    if let Some(open) = self.windows.get_mut(&window_id) {
-                        open.fenced = Some(epoch);
-                    }
-                    if last {
-                        // every target, even past one that stopped: the others' fences wait
-                        let mut stopped = None;
-                        for target in ranks {
-                            if let Err(error) = target.send(Input::FenceReached { epoch }).await {
-                                stopped.get_or_insert(error);
-                            }
-                        }
-                        if let Some(error) = stopped {
-                            return Err(error);
-                        }
-                    }
-                }
-                own.send(Input::FenceEnter {
-                    fence,
-                    closes,
-                    pull,
-                    reply,
-                })
-                .await?;
-            }
-            Admitted::Post {
-                event,
-                group,
-                push: segments,
-            } => {
-                push(own, segments).await?;
-                self.log(window_id, event, Some(reply)).await;
-                own.send(Input::Post { group }).await?;
-            }
-            Admitted::Start { event } => self.log(window_id, event, Some(reply)).await,
-            Admitted::Complete { markers } => {
-                self.log(window_id, Event::Complete, Some(reply)).await;
-                for (target, generation) in markers {
-                    let marker = AccessItem::CompleteMarker { generation };
-                    access(&ranks[target as usize], (me, inc), marker).await?;
-                }
-            }
-            Admitted::Wait { pull } => {
-                self.log(window_id, Event::WaitEnter, None).await;
-                own.send(Input::Wait {
-                    pull,
-                    test: false,
-                    reply,
-                })
-                .await?;
-            }
-            Admitted::Test { pull } => {
-                let (sender, answer) = oneshot::channel();
-                own.send(Input::Wait {
-                    pull,
-                    test: true,
-                    reply: Reply::Session(sender),
-                })
-                .await?;
-                self.control.push(Box::pin(async move {
-                    let answer = answer.await.unwrap_or_else(|_| {
-                        Err(RmaError::new(ErrorClass::Win, "the window was freed"))
-                    });
-                    (Control::Test(window_id), reply, answer)
-                }));
-            }
-            Admitted::Lock { event, eager } => {
-                // a lazy lock is answered once its request is handed to the log (it completes
-                // nothing: the unlock, whose answer waits for the commit, does); an eager one
-                // at the grant
-                self.log(window_id, event, None).await;
-                match eager {
-                    None => reply.done(),
-                    Some(request) => {
-                        let item = lock_request(request, Some(reply));
-                        access(own, (me, inc), item).await?;
-                    }
-                }
-            }
+                push,
+            } => self.fence(on, event, fence, closes, pull, push).await,
+            Admitted::Post { event, group, push } => self.post(on, event, group, push).await,
+            Admitted::Start { event } => self.start(on, event).await,
+            Admitted::Complete { markers } => self.complete(on, markers).await,
+            Admitted::Wait { pull } => self.wait(on, pull).await,
+            Admitted::Test { pull } => self.test(on, pull).await,
+            Admitted::Lock { event, eager } => self.lock(on, event, eager).await,
             Admitted::Unlock {
                 event,
                 target,
                 request,
-                push: segments,
-            } => {
-                self.log(window_id, event, None).await;
-                push(own, segments).await?;
-                let target = &ranks[target as usize];
-                if let Some(request) = request {
-                    access(target, (me, inc), lock_request(request, None)).await?;
-                }
-                access(target, (me, inc), AccessItem::Unlock { reply }).await?;
-            }
-            Admitted::LockAll { event, request } => {
-                self.log(window_id, event, None).await;
-                let request = admit::Request {
-                    request,
-                    holding_elsewhere: true,
-                };
-                access(own, (me, inc), lock_request(request, Some(reply))).await?;
-            }
+                push,
+            } => self.unlock(on, event, target, request, push).await,
+            Admitted::LockAll { event, request } => self.lock_all(on, event, request).await,
             Admitted::UnlockAll {
                 event,
                 released,
-                push: segments,
-            } => {
-                self.log(window_id, event, None).await;
-                push(own, segments).await?;
-                let gather = Gather::new(released.len(), reply);
-                for target in released {
-                    let reply = Reply::Gather(Arc::clone(&gather));
-                    access(
-                        &ranks[target as usize],
-                        (me, inc),
-                        AccessItem::Unlock { reply },
-                    )
-                    .await?;
-                }
-            }
-            Admitted::Flush { travels: None } | Admitted::FlushAll { travels: None } => {
-                reply.done();
-            }
-            Admitted::Flush {
-                travels: Some((event, target)),
-            } => {
-                self.log(window_id, event, None).await;
-                let flush = AccessItem::Flush { reply };
-                access(&ranks[target as usize], (me, inc), flush).await?;
-            }
-            Admitted::FlushAll {
-                travels: Some((event, targets)),
-            } => {
-                self.log(window_id, event, None).await;
-                let gather = Gather::new(targets.len(), reply);
-                for target in targets {
-                    let reply = Reply::Gather(Arc::clone(&gather));
-                    access(
-                        &ranks[target as usize],
-                        (me, inc),
-                        AccessItem::Flush { reply },
-                    )
-                    .await?;
-                }
-            }
-            Admitted::Sync { push: segments } => {
-                self.log(window_id, Event::Sync, None).await;
-                push(own, segments).await?;
-                own.send(Input::Pull { reply }).await?;
-            }
+                push,
+            } => self.unlock_all(on, event, released, push).await,
+            Admitted::Flush { travels } => self.flush(on, travels).await,
+            Admitted::FlushAll { travels } => self.flush_all(on, travels).await,
+            Admitted::Sync { push } => self.sync(on, push).await,
             Admitted::Op {
                 target,
                 issued,
@@ -618,137 +523,33 @@ impl Session {
                 tag,
                 token,
                 op,
-                access: runs,
+                access,
             } => {
-                let target = &ranks[target as usize];
-                self.log(window_id, issued, None).await;
-                if let Some(request) = request {
-                    access(target, (me, inc), lock_request(request, None)).await?;
-                }
-                let item = AccessItem::Op {
-                    op_id: id,
-                    incarnation: inc,
+                let operation = Issued {
                     tag,
                     token,
                     op,
-                    access: runs,
-                    reply,
+                    access,
                 };
-                access(target, (me, inc), item).await?;
+                self.op(on, target, issued, request, operation).await
             }
-            Admitted::ClientRows { marker } => self.log(window_id, marker, Some(reply)).await,
-            Admitted::Recorded { events } if events.is_empty() => {
-                // a drain: answered once everything this session submitted is committed
-                self.registry.audit().flush().await;
-                reply.done();
-            }
-            Admitted::Recorded { events } => {
-                for event in events {
-                    self.log(window_id, event, None).await;
-                }
-                // answered once handed to the log: the client's next completing call (or the
-                // drain above, at close) waits for their commit, which is behind them
-                reply.done();
-            }
-            Admitted::Free { event, barrier } => {
-                self.log(window_id, event, None).await;
-                self.windows.remove(&window_id);
-                let collective = Collective::Free {
-                    window: window_id,
-                    barrier,
-                };
-                self.member
-                    .collectives
-                    .arrive(collective, me, reply)
-                    .await?;
-            }
+            Admitted::ClientRows { marker } => self.client_rows(on, marker).await,
+            Admitted::Recorded { events } => self.recorded(on, events).await,
+            Admitted::Free { event, barrier } => self.free(on, event, barrier).await,
         }
-        Ok(())
     }
 
-    async fn open_window(&mut self, id: u64, name: &str) -> Result<(), RmaError> {
-        let me = self.member.rank;
-        let entry = self
-            .registry
-            .window(&self.member.world, name)
-            .ok_or_else(|| onesided_core::window::unknown_window(name))?;
-        if self.windows.contains_key(&entry.desc.id) {
-            // the epoch state (and PSCW generations) live on: a second handle with a fresh
-            // private copy would silently diverge from it
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                format!("window {name} is already open in this session"),
-            ));
-        }
-        let desc = onesided_proto::desc_to_wire(&entry.desc);
-        let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
-        let window_id = entry.desc.id;
-        for actor in &entry.ranks {
-            actor.send(Input::Opened { origin: me }).await?;
-        }
-        self.windows.insert(
-            window_id,
-            OpenWindow {
-                entry,
-                epoch,
-                next_cseq: 1,
-                fenced: None,
-            },
-        );
-        self.log(window_id, Event::Attach, None).await;
-        self.reply(id).send(Ok(server_message::Reply::Window(desc)));
-        Ok(())
-    }
-
-    async fn barrier(&mut self, id: u64) -> Result<(), RmaError> {
-        let open: Vec<u64> = self.windows.keys().copied().collect();
-        for &window in &open {
-            self.log(window, Event::BarrierEnter, None).await;
-        }
-        let reply = self.reply(id);
-        let (sender, answer) = oneshot::channel();
-        self.member
-            .collectives
-            .arrive(
-                Collective::Barrier,
-                self.member.rank,
-                Reply::Session(sender),
-            )
-            .await?;
-        self.control.push(Box::pin(async move {
-            let answer = answer
-                .await
-                .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Other, "the world was deleted")));
-            (Control::Barrier(open), reply, answer)
-        }));
-        Ok(())
-    }
-
+    /// A call whose answer came back to the session: handled, then answered.
     async fn finish(&mut self, control: Control, reply: Reply, answer: Answer) {
         match control {
-            Control::Test(window) => {
-                if let Ok(server_message::Reply::Synced(synced)) = &answer {
-                    if synced.flag {
-                        if let Some(open) = self.windows.get_mut(&window) {
-                            // test returned true: it has exactly the effect of wait
-                            let _ = open.epoch.wait();
-                        }
-                    }
-                }
-                reply.send(answer);
-            }
-            Control::Barrier(windows) => {
-                let Some((&last, others)) = windows.split_last().filter(|_| answer.is_ok()) else {
-                    reply.send(answer);
-                    return;
-                };
-                for &window in others {
-                    self.log(window, Event::BarrierExit, None).await;
-                }
-                // answered once its exit is in the log (sync durability)
-                self.log(last, Event::BarrierExit, Some(reply)).await;
-            }
+            Control::Test(window) => self.tested(window, reply, answer),
+            Control::Barrier(windows) => self.barrier_exited(windows, reply, answer).await,
         }
+    }
+
+    /// This session's rank and incarnation, as the origin of what it sends.
+    fn origin(&self) -> (u32, u64) {
+        (self.member.rank, self.incarnation)
     }
 }
 

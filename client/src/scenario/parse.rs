@@ -7,15 +7,17 @@
 
 use std::collections::HashMap;
 
-use onesided_core::assert::Assert;
 use onesided_core::datatype::{parse_value, Value};
-use onesided_core::epoch::LockType;
-use onesided_core::{Datatype, ErrorClass, Op};
+use onesided_core::{Datatype, ErrorClass};
 
 use super::ast::{
-    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, OpCallSpec, RankCall, Scenario,
-    Shape, Step, Subject, WindowDecl,
+    Expectation, FlavorDecl, Loc, Model, Observed, RankCall, Scenario, Shape, Step, Subject,
+    WindowDecl,
 };
+
+mod calls;
+
+use calls::Site;
 
 /// A file that does not parse: where and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -691,6 +693,9 @@ impl Parser {
         Ok(())
     }
 
+    /// One `R: CALL [!CLASS]` line: what every call shares (the expected error class, the
+    /// `W.` prefix, a crashed rank's only way on) is read here, the call's own arguments by its
+    /// function in [`calls::CALLS`].
     fn rank_call(
         &mut self,
         line: usize,
@@ -748,395 +753,20 @@ impl Parser {
                 ));
             }
         }
-        let args = &tokens[1..];
-        let no_more = |from: usize| -> Result<(), ParseError> {
-            match args.get(from) {
-                Some(extra) => Err(err(
-                    line,
-                    extra.column,
-                    format!("unexpected \"{}\"", extra.text),
-                )),
-                None => Ok(()),
-            }
+        let parse_call = calls::find(name)
+            .ok_or_else(|| err(line, name_column, format!("unknown call \"{name}\"")))?;
+        let site = Site {
+            line,
+            rank,
+            name,
+            name_column,
+            head_column: head.column,
+            prefix,
+            args: &tokens[1..],
+            end_column,
+            expects_failure: expect_fail.is_some(),
         };
-        let assert_of = |token: Option<&Token<'_>>| -> Result<u32, ParseError> {
-            match token {
-                None => Ok(0),
-                Some(token) => {
-                    let Some(list) = token.text.strip_prefix("assert=") else {
-                        return Err(err(
-                            line,
-                            token.column,
-                            format!("expected assert=A[,A...], found \"{}\"", token.text),
-                        ));
-                    };
-                    Assert::parse_bits(list).map_err(|e| err(line, token.column + 7, e.message))
-                }
-            }
-        };
-        let call = match name {
-            "store" | "load" => {
-                let loc_token = args
-                    .first()
-                    .ok_or_else(|| err(line, end_column, "expected a location"))?;
-                let loc = self.loc(line, loc_token)?;
-                self.pick_window(line, name_column, prefix, Some(loc))?;
-                let dtype = self.windows[loc.window].dtype;
-                let arrow = args.get(1);
-                if name == "store" {
-                    match arrow {
-                        Some(token) if token.text == "=" => {}
-                        Some(token) => return Err(err(line, token.column, "expected `=`")),
-                        None => return Err(err(line, end_column, "expected `= V`")),
-                    }
-                    let values_token = args
-                        .get(2)
-                        .ok_or_else(|| err(line, end_column, "expected values"))?;
-                    let values = self.values(line, values_token, dtype)?;
-                    check_count(line, values_token.column, loc, values.len())?;
-                    no_more(3)?;
-                    Call::Store { loc, values }
-                } else {
-                    match arrow {
-                        Some(token) if token.text == "->" => {}
-                        Some(token) => return Err(err(line, token.column, "expected `->`")),
-                        None => return Err(err(line, end_column, "expected `-> var`")),
-                    }
-                    let var = args
-                        .get(2)
-                        .ok_or_else(|| err(line, end_column, "expected a variable"))?;
-                    self.assign_var(line, var.column, rank, var.text, dtype, loc.shape.is_list())?;
-                    no_more(3)?;
-                    Call::Load {
-                        loc,
-                        var: var.text.to_string(),
-                    }
-                }
-            }
-            "put" | "get" | "acc" | "get_acc" | "fop" | "cas" | "rput" | "rget" | "racc"
-            | "rget_acc" => {
-                let request_based = name.starts_with('r');
-                let base = if request_based { &name[1..] } else { name };
-                let target = self.target(line, args.first(), end_column)?;
-                let loc_token = args
-                    .get(1)
-                    .ok_or_else(|| err(line, end_column, "expected a location"))?;
-                let loc = self.loc(line, loc_token)?;
-                self.pick_window(line, name_column, prefix, Some(loc))?;
-                let dtype = self.windows[loc.window].dtype;
-                let mut op = None;
-                let mut compare = None;
-                let mut values: Option<(Vec<Value>, usize)> = None;
-                let mut var: Option<&Token<'_>> = None;
-                let mut request: Option<&Token<'_>> = None;
-                let mut index = 2;
-                while let Some(token) = args.get(index) {
-                    let next = args.get(index + 1);
-                    if let Some(op_name) = token.text.strip_prefix("op=") {
-                        op = Some(Op::parse(op_name).ok_or_else(|| {
-                            err(line, token.column + 3, format!("unknown op \"{op_name}\""))
-                        })?);
-                        index += 1;
-                    } else if let Some(value) = token.text.strip_prefix("compare=") {
-                        let value = parse_value(dtype, value)
-                            .map_err(|e| err(line, token.column + 8, e.message))?;
-                        compare = Some(value);
-                        index += 1;
-                    } else if token.text == "=" {
-                        let values_token =
-                            next.ok_or_else(|| err(line, end_column, "expected values after `=`"))?;
-                        values =
-                            Some((self.values(line, values_token, dtype)?, values_token.column));
-                        index += 2;
-                    } else if token.text == "->" {
-                        var = Some(next.ok_or_else(|| {
-                            err(line, end_column, "expected a variable after `->`")
-                        })?);
-                        index += 2;
-                    } else if token.text == "as" {
-                        request = Some(next.ok_or_else(|| {
-                            err(line, end_column, "expected a request name after `as`")
-                        })?);
-                        index += 2;
-                    } else {
-                        return Err(err(
-                            line,
-                            token.column,
-                            format!("unexpected \"{}\"", token.text),
-                        ));
-                    }
-                }
-                let kind = match base {
-                    "put" => OpCall::Put,
-                    "get" => OpCall::Get,
-                    "acc" | "get_acc" | "fop" => {
-                        let op =
-                            op.ok_or_else(|| err(line, end_column, format!("{name} needs op=OP")))?;
-                        match base {
-                            "acc" => OpCall::Acc(op),
-                            "get_acc" => OpCall::GetAcc(op),
-                            _ => OpCall::Fop(op),
-                        }
-                    }
-                    _ => OpCall::Cas,
-                };
-                if op.is_some()
-                    && !matches!(kind, OpCall::Acc(_) | OpCall::GetAcc(_) | OpCall::Fop(_))
-                {
-                    return Err(err(line, name_column, format!("{name} takes no op=")));
-                }
-                if compare.is_some() != (kind == OpCall::Cas) {
-                    return Err(err(
-                        line,
-                        name_column,
-                        if kind == OpCall::Cas {
-                            "cas needs compare=C"
-                        } else {
-                            "only cas takes compare="
-                        },
-                    ));
-                }
-                let takes_values = match kind {
-                    OpCall::Get => false,
-                    OpCall::GetAcc(Op::NoOp) | OpCall::Fop(Op::NoOp) => values.is_some(),
-                    _ => true,
-                };
-                let values = match (takes_values, values) {
-                    (true, Some((values, column))) => {
-                        check_count(line, column, loc, values.len())?;
-                        values
-                    }
-                    (true, None) => {
-                        return Err(err(line, end_column, format!("{name} needs `= V`")))
-                    }
-                    (false, Some((_, column))) => {
-                        return Err(err(line, column, format!("{name} takes no values")))
-                    }
-                    (false, None) => Vec::new(),
-                };
-                let returns = matches!(
-                    kind,
-                    OpCall::Get | OpCall::GetAcc(_) | OpCall::Fop(_) | OpCall::Cas
-                );
-                match (returns, var) {
-                    (true, Some(token)) => {
-                        self.assign_var(
-                            line,
-                            token.column,
-                            rank,
-                            token.text,
-                            dtype,
-                            loc.shape.is_list(),
-                        )?;
-                    }
-                    (true, None) => {
-                        return Err(err(line, end_column, format!("{name} needs `-> var`")))
-                    }
-                    (false, Some(token)) => {
-                        return Err(err(line, token.column, format!("{name} returns no value")))
-                    }
-                    (false, None) => {}
-                }
-                if request_based {
-                    match request {
-                        Some(token) => {
-                            if !is_identifier(token.text) {
-                                return Err(err(
-                                    line,
-                                    token.column,
-                                    format!("\"{}\" is not a request name", token.text),
-                                ));
-                            }
-                            self.requests.insert((rank, token.text.to_string()), line);
-                        }
-                        None if returns => {
-                            return Err(err(
-                                line,
-                                end_column,
-                                format!("{name} needs `as REQ` (its value arrives at wait_req)"),
-                            ))
-                        }
-                        None => {}
-                    }
-                    if matches!(kind, OpCall::Fop(_) | OpCall::Cas) {
-                        return Err(err(line, name_column, format!("there is no {name}")));
-                    }
-                } else if let Some(token) = request {
-                    return Err(err(
-                        line,
-                        token.column,
-                        format!("{name} is not request-based (use r{name})"),
-                    ));
-                }
-                Call::Op(OpCallSpec {
-                    kind,
-                    request_based,
-                    target,
-                    loc,
-                    values,
-                    compare,
-                    var: var.map(|token| token.text.to_string()),
-                    request: request.map(|token| token.text.to_string()),
-                })
-            }
-            "wait_req" => {
-                let token = args
-                    .first()
-                    .ok_or_else(|| err(line, end_column, "expected a request name"))?;
-                if !self.requests.contains_key(&(rank, token.text.to_string())) {
-                    return Err(err(
-                        line,
-                        token.column,
-                        format!("rank {rank} has no request {} before this line", token.text),
-                    ));
-                }
-                no_more(1)?;
-                Call::WaitReq(token.text.to_string())
-            }
-            "fence" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                let assert = assert_of(args.first())?;
-                no_more(1)?;
-                Call::Fence { window, assert }
-            }
-            "post" | "start" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                let group = self.group(line, args.first(), end_column)?;
-                let assert = assert_of(args.get(1))?;
-                no_more(2)?;
-                if name == "post" {
-                    Call::Post {
-                        window,
-                        group,
-                        assert,
-                    }
-                } else {
-                    Call::Start {
-                        window,
-                        group,
-                        assert,
-                    }
-                }
-            }
-            "complete" | "wait" | "unlock_all" | "flush_all" | "flush_local_all" | "sync" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                no_more(0)?;
-                match name {
-                    "complete" => Call::Complete { window },
-                    "wait" => Call::Wait { window },
-                    "unlock_all" => Call::UnlockAll { window },
-                    "flush_all" => Call::FlushAll { window },
-                    "flush_local_all" => Call::FlushLocalAll { window },
-                    _ => Call::Sync { window },
-                }
-            }
-            "test" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                match args.first() {
-                    Some(token) if token.text == "->" => {}
-                    Some(token) => return Err(err(line, token.column, "expected `-> flag`")),
-                    None => return Err(err(line, end_column, "expected `-> flag`")),
-                }
-                let var = args
-                    .get(1)
-                    .ok_or_else(|| err(line, end_column, "expected a variable"))?;
-                self.assign_var(line, var.column, rank, var.text, Datatype::Bool, false)?;
-                no_more(2)?;
-                Call::Test {
-                    window,
-                    var: var.text.to_string(),
-                }
-            }
-            "lock" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                let kind = args
-                    .first()
-                    .ok_or_else(|| err(line, end_column, "expected shared or exclusive"))?;
-                let lock_type = match kind.text {
-                    "shared" => LockType::Shared,
-                    "exclusive" => LockType::Exclusive,
-                    other => {
-                        return Err(err(
-                            line,
-                            kind.column,
-                            format!("expected shared or exclusive, found \"{other}\""),
-                        ))
-                    }
-                };
-                let target = self.target(line, args.get(1), end_column)?;
-                let assert = assert_of(args.get(2))?;
-                no_more(3)?;
-                Call::Lock {
-                    window,
-                    lock_type,
-                    target,
-                    assert,
-                }
-            }
-            "unlock" | "flush" | "flush_local" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                let target = self.target(line, args.first(), end_column)?;
-                no_more(1)?;
-                match name {
-                    "unlock" => Call::Unlock { window, target },
-                    "flush" => Call::Flush { window, target },
-                    _ => Call::FlushLocal { window, target },
-                }
-            }
-            "lock_all" => {
-                let window = self.pick_window(line, name_column, prefix, None)?;
-                let assert = assert_of(args.first())?;
-                no_more(1)?;
-                Call::LockAll { window, assert }
-            }
-            "sleep" => {
-                let token = args
-                    .first()
-                    .ok_or_else(|| err(line, end_column, "expected milliseconds"))?;
-                let ms = token.text.parse::<u64>().map_err(|_| {
-                    err(
-                        line,
-                        token.column,
-                        format!("expected milliseconds, found \"{}\"", token.text),
-                    )
-                })?;
-                no_more(1)?;
-                Call::Sleep { ms }
-            }
-            "crash" | "attach" => {
-                if prefix.is_some() {
-                    return Err(err(
-                        line,
-                        head.column,
-                        format!("{name} concerns the rank, not a window"),
-                    ));
-                }
-                if expect_fail.is_some() {
-                    return Err(err(
-                        line,
-                        head.column,
-                        format!("{name} cannot be expected to fail"),
-                    ));
-                }
-                no_more(0)?;
-                if name == "crash" {
-                    self.crashed.insert(rank, line);
-                    Call::Crash
-                } else {
-                    if self.crashed.remove(&rank).is_none() {
-                        return Err(err(
-                            line,
-                            head.column,
-                            "attach follows a crash of the same rank",
-                        ));
-                    }
-                    Call::Attach
-                }
-            }
-            other => {
-                return Err(err(line, name_column, format!("unknown call \"{other}\"")));
-            }
-        };
+        let call = parse_call(self, &site)?;
         let text_end = tokens
             .last()
             .map_or(text_start, |t| t.column + t.text.chars().count());
@@ -1333,6 +963,9 @@ fn split_list(text: &str) -> Vec<(usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::ast::{Call, OpCall};
+    use onesided_core::assert::Assert;
+    use onesided_core::Op;
 
     const HEAD: &str = "window W ranks=2 size=4 type=i64\n";
 

@@ -1,6 +1,7 @@
 //! The server's limits with the state behind them (window bytes come back when windows go,
-//! pending operations free their slots when answered, an oversized message ends only its own
-//! session), and client deadlines on unary calls, response streams and sessions.
+//! pending operations free their slots when answered, an oversized message or a client that
+//! does not read its answers ends only its own session), and client deadlines on unary calls,
+//! response streams and sessions.
 
 use std::time::Duration;
 
@@ -227,6 +228,115 @@ async fn a_message_over_the_size_limit_ends_only_its_own_session() {
     let seen = seen.value().await.unwrap();
     assert!(seen[..60 << 10].iter().all(|&byte| byte == 7));
     assert!(seen[60 << 10..].iter().all(|&byte| byte == 0));
+}
+
+/// A client that keeps calling and never reads its answers: the answers fill its session's
+/// outbound stream up to the capacity the pending-operation budget sets, and the session then
+/// ends with RESOURCE_EXHAUSTED / `MPI_ERR_NO_MEM` instead of queueing them without bound. Like
+/// any ended session it gives up its lock, which a real client of another rank, waiting for
+/// it at the same target, then gets; that client's session carries on. (The real client
+/// always reads its stream, so the rank that does not read is a raw session.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
+    let server = spawn_server_with(|config| {
+        config.limits.max_pending_ops = 4;
+        config.durability = onesided_server::audit::Durability::Off;
+    })
+    .await;
+    let capacity = onesided_server::limits::Limits {
+        max_pending_ops: 4,
+        ..Default::default()
+    }
+    .outbound_capacity();
+    let world = unique("world");
+    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
+    let name = unique("w");
+    let desc = server
+        .admin
+        .create_window(&world, &WindowSpec::bytes(&name, 2, 1024, 1))
+        .await
+        .unwrap();
+    // rank 0, raw: an exclusive lock at rank 1, held (its request travelled with the get).
+    // Its connection takes what HTTP/2 allows by default without reading, 64 KiB, so what the
+    // server holds for it is its own (tonic's client would take 2 MiB)
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let (mut r0, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
+        .await
+        .unwrap();
+    r0.ok(Call::OpenWindow(v1::OpenWindow { name: name.clone() }))
+        .await;
+    r0.ok(Call::Lock(v1::Lock {
+        window: desc.id,
+        target: 1,
+        lock_type: LockType::Exclusive.code(),
+        assert: 0,
+    }))
+    .await;
+    let get = || {
+        Call::Op(v1::RmaOp {
+            window: desc.id,
+            target: 1,
+            kind: v1::OpKind::Get as i32,
+            datatype: onesided_core::Datatype::Byte.code(),
+            op: 0,
+            disp: 0,
+            layout: contiguous(1024),
+            data: Default::default(),
+            compare: Default::default(),
+            request_based: false,
+            token: 0,
+        })
+    };
+    r0.ok(get()).await;
+    // rank 1, a real client, asks for an exclusive lock at its own rank: it waits for rank 0
+    let w1 = Session::attach(&server.url, &tokens[1])
+        .await
+        .unwrap()
+        .window(&name)
+        .await
+        .unwrap();
+    let granted =
+        tokio::spawn(async move { w1.lock(LockType::Exclusive, 1, 0).await.map(|()| w1) });
+    // rank 0 keeps reading 1 KiB and never reads an answer: far more answers (1 KiB of data,
+    // or the refusal of a get over the budget of 4) than the stream holds, and than HTTP/2's
+    // window and the server's send buffer (400 KiB) hold on top of it
+    let sent = capacity * 32;
+    for _ in 0..sent {
+        r0.send(Some(get()));
+    }
+    // its session ends and gives up the lock: rank 1 gets it, and works on
+    let w1 = tokio::time::timeout(Duration::from_secs(60), granted)
+        .await
+        .expect("rank 0's session never ended: its answers queue without bound")
+        .unwrap()
+        .unwrap();
+    w1.put(1, 0, &[9u8; 4]).unwrap();
+    w1.unlock(1).await.unwrap();
+    w1.lock(LockType::Shared, 1, 0).await.unwrap();
+    let seen = w1.get::<u8>(1, 0, 4).unwrap();
+    w1.unlock(1).await.unwrap();
+    assert_eq!(seen.value().await.unwrap(), [9u8; 4]);
+    // rank 0's stream, read at last: what was queued, then the status it ended with
+    let mut queued = 0;
+    let status = loop {
+        match r0.next().await {
+            Ok(Some(_)) => queued += 1,
+            Ok(None) => panic!("the stream ended without a status after {queued} answers"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let error = onesided_proto::rma_from_status(&status).expect("an MPI error in the status");
+    assert_eq!(error.class, ErrorClass::NoMem, "{status:?}");
+    // and not every answer: those that found the stream full were dropped, not queued
+    assert!(queued < sent, "{queued} of {sent} answers arrived");
 }
 
 /// README: a message over `--max-message-bytes` is refused as soon as its length is known,

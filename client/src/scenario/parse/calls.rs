@@ -1,0 +1,598 @@
+//! One function per call of the `.rma` format (`R: CALL`), found by name in [`CALLS`].
+//!
+//! [`Parser::rank_call`](super::Parser) reads what every call line shares (the rank, a `W.`
+//! prefix, a trailing `!CLASS`) and hands the rest to the call's own function as a [`Site`].
+
+use onesided_core::assert::Assert;
+use onesided_core::datatype::{parse_value, Value};
+use onesided_core::epoch::LockType;
+use onesided_core::{Datatype, Op};
+
+use super::super::ast::{Call, Loc, OpCall, OpCallSpec};
+use super::{check_count, err, is_identifier, ParseError, Parser, Token};
+
+/// One call line, as a call's function sees it.
+#[derive(Debug)]
+pub(super) struct Site<'s> {
+    /// 1-based line.
+    pub(super) line: usize,
+    /// The rank that runs the call.
+    pub(super) rank: u32,
+    /// The call's name, without its window prefix.
+    pub(super) name: &'s str,
+    /// Where the name starts.
+    pub(super) name_column: usize,
+    /// Where the call starts (its window prefix, if it has one).
+    pub(super) head_column: usize,
+    /// The window named with `W.`, if any.
+    pub(super) prefix: Option<usize>,
+    /// The tokens after the name, without the expected error class.
+    pub(super) args: &'s [Token<'s>],
+    /// Where a missing argument is reported: just past the last token.
+    pub(super) end_column: usize,
+    /// The line expects the call to fail (`!CLASS`).
+    pub(super) expects_failure: bool,
+}
+
+impl Site<'_> {
+    /// An error at the end of the line: something is missing.
+    fn missing(&self, message: impl Into<String>) -> ParseError {
+        err(self.line, self.end_column, message)
+    }
+
+    /// The argument at `index`, or the error saying what was `expected` there.
+    fn arg(&self, index: usize, expected: &str) -> Result<&Token<'_>, ParseError> {
+        self.args.get(index).ok_or_else(|| self.missing(expected))
+    }
+
+    /// Nothing may follow argument `from - 1`.
+    fn no_more(&self, from: usize) -> Result<(), ParseError> {
+        match self.args.get(from) {
+            Some(extra) => Err(err(
+                self.line,
+                extra.column,
+                format!("unexpected \"{}\"", extra.text),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The optional `assert=A[,A...]` at `index` (0 when absent).
+    fn assert_at(&self, index: usize) -> Result<u32, ParseError> {
+        let Some(token) = self.args.get(index) else {
+            return Ok(0);
+        };
+        let Some(list) = token.text.strip_prefix("assert=") else {
+            return Err(err(
+                self.line,
+                token.column,
+                format!("expected assert=A[,A...], found \"{}\"", token.text),
+            ));
+        };
+        Assert::parse_bits(list).map_err(|e| err(self.line, token.column + 7, e.message))
+    }
+
+    /// The `->` at `index`, or the error naming what should follow it.
+    fn arrow(&self, index: usize, arrow: &str, expected: &str) -> Result<(), ParseError> {
+        match self.args.get(index) {
+            Some(token) if token.text == arrow => Ok(()),
+            Some(token) => Err(err(self.line, token.column, format!("expected `{arrow}`"))),
+            None => Err(self.missing(format!("expected `{expected}`"))),
+        }
+    }
+}
+
+/// How a call's arguments are parsed.
+pub(super) type ParseCall = fn(&mut Parser, &Site<'_>) -> Result<Call, ParseError>;
+
+/// Every call of the format, by name (docs/scenarios.md, "Calls").
+pub(super) const CALLS: &[(&str, ParseCall)] = &[
+    ("store", store),
+    ("load", load),
+    ("put", op),
+    ("get", op),
+    ("acc", op),
+    ("get_acc", op),
+    ("fop", op),
+    ("cas", op),
+    ("rput", op),
+    ("rget", op),
+    ("racc", op),
+    ("rget_acc", op),
+    ("wait_req", wait_req),
+    ("fence", fence),
+    ("post", post),
+    ("start", start),
+    ("complete", complete),
+    ("wait", wait),
+    ("test", test),
+    ("lock", lock),
+    ("unlock", unlock),
+    ("lock_all", lock_all),
+    ("unlock_all", unlock_all),
+    ("flush", flush),
+    ("flush_all", flush_all),
+    ("flush_local", flush_local),
+    ("flush_local_all", flush_local_all),
+    ("sync", sync),
+    ("sleep", sleep),
+    ("crash", crash),
+    ("attach", attach),
+];
+
+/// The function that parses the call `name`.
+pub(super) fn find(name: &str) -> Option<ParseCall> {
+    CALLS
+        .iter()
+        .find(|(call, _)| *call == name)
+        .map(|(_, parse)| *parse)
+}
+
+impl Parser {
+    /// The location at argument `index` and its window, checked against the call's prefix.
+    fn located(&self, site: &Site<'_>, index: usize) -> Result<(Loc, Datatype), ParseError> {
+        let loc = self.loc(site.line, site.arg(index, "expected a location")?)?;
+        self.pick_window(site.line, site.name_column, site.prefix, Some(loc))?;
+        Ok((loc, self.windows[loc.window].dtype))
+    }
+
+    /// The window of a call that takes no location.
+    fn window_of(&self, site: &Site<'_>) -> Result<usize, ParseError> {
+        self.pick_window(site.line, site.name_column, site.prefix, None)
+    }
+
+    /// The window of a call that takes no arguments at all.
+    fn bare(&self, site: &Site<'_>) -> Result<usize, ParseError> {
+        let window = self.window_of(site)?;
+        site.no_more(0)?;
+        Ok(window)
+    }
+
+    /// The window and target of `unlock T`, `flush T`, `flush_local T`.
+    fn to_target(&self, site: &Site<'_>) -> Result<(usize, u32), ParseError> {
+        let window = self.window_of(site)?;
+        let target = self.target(site.line, site.args.first(), site.end_column)?;
+        site.no_more(1)?;
+        Ok((window, target))
+    }
+}
+
+/// `store LOC = V[,V...]`
+fn store(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (loc, dtype) = parser.located(site, 0)?;
+    site.arrow(1, "=", "= V")?;
+    let values_token = site.arg(2, "expected values")?;
+    let values = parser.values(site.line, values_token, dtype)?;
+    check_count(site.line, values_token.column, loc, values.len())?;
+    site.no_more(3)?;
+    Ok(Call::Store { loc, values })
+}
+
+/// `load LOC -> var`
+fn load(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (loc, dtype) = parser.located(site, 0)?;
+    site.arrow(1, "->", "-> var")?;
+    let var = site.arg(2, "expected a variable")?;
+    let list = loc.shape.is_list();
+    parser.assign_var(site.line, var.column, site.rank, var.text, dtype, list)?;
+    site.no_more(3)?;
+    Ok(Call::Load {
+        loc,
+        var: var.text.to_string(),
+    })
+}
+
+/// What may follow an operation's target and location, in any order.
+#[derive(Debug, Default)]
+struct OpArgs<'s> {
+    /// `op=OP`
+    op: Option<Op>,
+    /// `compare=C`
+    compare: Option<Value>,
+    /// `= V[,V...]`, with the values' column.
+    values: Option<(Vec<Value>, usize)>,
+    /// `-> var`
+    var: Option<&'s Token<'s>>,
+    /// `as REQ`
+    request: Option<&'s Token<'s>>,
+}
+
+impl Parser {
+    /// The operation's arguments from the third on.
+    fn op_args<'s>(&self, site: &Site<'s>, dtype: Datatype) -> Result<OpArgs<'s>, ParseError> {
+        let (line, args) = (site.line, site.args);
+        let mut parsed = OpArgs::default();
+        let mut index = 2;
+        while let Some(token) = args.get(index) {
+            let next = args.get(index + 1);
+            let after = |what: &str| next.ok_or_else(|| site.missing(what));
+            if let Some(op_name) = token.text.strip_prefix("op=") {
+                parsed.op = Some(Op::parse(op_name).ok_or_else(|| {
+                    err(line, token.column + 3, format!("unknown op \"{op_name}\""))
+                })?);
+                index += 1;
+            } else if let Some(value) = token.text.strip_prefix("compare=") {
+                let value = parse_value(dtype, value)
+                    .map_err(|e| err(line, token.column + 8, e.message))?;
+                parsed.compare = Some(value);
+                index += 1;
+            } else if token.text == "=" {
+                let values_token = after("expected values after `=`")?;
+                let values = self.values(line, values_token, dtype)?;
+                parsed.values = Some((values, values_token.column));
+                index += 2;
+            } else if token.text == "->" {
+                parsed.var = Some(after("expected a variable after `->`")?);
+                index += 2;
+            } else if token.text == "as" {
+                parsed.request = Some(after("expected a request name after `as`")?);
+                index += 2;
+            } else {
+                return Err(err(
+                    line,
+                    token.column,
+                    format!("unexpected \"{}\"", token.text),
+                ));
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// Which operation `base` (the name without a request's `r`) is, given its `op=`.
+fn op_kind(site: &Site<'_>, base: &str, op: Option<Op>) -> Result<OpCall, ParseError> {
+    let name = site.name;
+    let kind = match base {
+        "put" => OpCall::Put,
+        "get" => OpCall::Get,
+        "acc" | "get_acc" | "fop" => {
+            let op = op.ok_or_else(|| site.missing(format!("{name} needs op=OP")))?;
+            match base {
+                "acc" => OpCall::Acc(op),
+                "get_acc" => OpCall::GetAcc(op),
+                _ => OpCall::Fop(op),
+            }
+        }
+        _ => OpCall::Cas,
+    };
+    let line = site.line;
+    if op.is_some() && !matches!(kind, OpCall::Acc(_) | OpCall::GetAcc(_) | OpCall::Fop(_)) {
+        return Err(err(line, site.name_column, format!("{name} takes no op=")));
+    }
+    Ok(kind)
+}
+
+/// The operation's values, if it takes any: `= V` is there exactly when it must be.
+fn op_values(
+    site: &Site<'_>,
+    kind: OpCall,
+    loc: Loc,
+    values: Option<(Vec<Value>, usize)>,
+) -> Result<Vec<Value>, ParseError> {
+    let name = site.name;
+    let takes_values = match kind {
+        OpCall::Get => false,
+        OpCall::GetAcc(Op::NoOp) | OpCall::Fop(Op::NoOp) => values.is_some(),
+        _ => true,
+    };
+    match (takes_values, values) {
+        (true, Some((values, column))) => {
+            check_count(site.line, column, loc, values.len())?;
+            Ok(values)
+        }
+        (true, None) => Err(site.missing(format!("{name} needs `= V`"))),
+        (false, Some((_, column))) => {
+            Err(err(site.line, column, format!("{name} takes no values")))
+        }
+        (false, None) => Ok(Vec::new()),
+    }
+}
+
+/// `put`, `get`, `acc`, `get_acc`, `fop`, `cas T LOC …` and the request-based `rput`, `rget`,
+/// `racc`, `rget_acc` (one grammar: docs/scenarios.md).
+fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (line, name) = (site.line, site.name);
+    let request_based = name.starts_with('r');
+    let base = if request_based { &name[1..] } else { name };
+    let target = parser.target(line, site.args.first(), site.end_column)?;
+    let (loc, dtype) = parser.located(site, 1)?;
+    let OpArgs {
+        op,
+        compare,
+        values,
+        var,
+        request,
+    } = parser.op_args(site, dtype)?;
+    let kind = op_kind(site, base, op)?;
+    if compare.is_some() != (kind == OpCall::Cas) {
+        return Err(err(
+            line,
+            site.name_column,
+            if kind == OpCall::Cas {
+                "cas needs compare=C"
+            } else {
+                "only cas takes compare="
+            },
+        ));
+    }
+    let values = op_values(site, kind, loc, values)?;
+    let returns = matches!(
+        kind,
+        OpCall::Get | OpCall::GetAcc(_) | OpCall::Fop(_) | OpCall::Cas
+    );
+    match (returns, var) {
+        (true, Some(token)) => {
+            let list = loc.shape.is_list();
+            parser.assign_var(line, token.column, site.rank, token.text, dtype, list)?;
+        }
+        (true, None) => return Err(site.missing(format!("{name} needs `-> var`"))),
+        (false, Some(token)) => {
+            return Err(err(line, token.column, format!("{name} returns no value")))
+        }
+        (false, None) => {}
+    }
+    if request_based {
+        match request {
+            Some(token) => {
+                if !is_identifier(token.text) {
+                    return Err(err(
+                        line,
+                        token.column,
+                        format!("\"{}\" is not a request name", token.text),
+                    ));
+                }
+                parser
+                    .requests
+                    .insert((site.rank, token.text.to_string()), line);
+            }
+            None if returns => {
+                return Err(site.missing(format!(
+                    "{name} needs `as REQ` (its value arrives at wait_req)"
+                )))
+            }
+            None => {}
+        }
+        if matches!(kind, OpCall::Fop(_) | OpCall::Cas) {
+            return Err(err(line, site.name_column, format!("there is no {name}")));
+        }
+    } else if let Some(token) = request {
+        return Err(err(
+            line,
+            token.column,
+            format!("{name} is not request-based (use r{name})"),
+        ));
+    }
+    Ok(Call::Op(OpCallSpec {
+        kind,
+        request_based,
+        target,
+        loc,
+        values,
+        compare,
+        var: var.map(|token| token.text.to_string()),
+        request: request.map(|token| token.text.to_string()),
+    }))
+}
+
+/// `wait_req REQ`
+fn wait_req(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let token = site.arg(0, "expected a request name")?;
+    if !parser
+        .requests
+        .contains_key(&(site.rank, token.text.to_string()))
+    {
+        return Err(err(
+            site.line,
+            token.column,
+            format!(
+                "rank {} has no request {} before this line",
+                site.rank, token.text
+            ),
+        ));
+    }
+    site.no_more(1)?;
+    Ok(Call::WaitReq(token.text.to_string()))
+}
+
+/// `fence [assert=A[,A...]]`
+fn fence(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.window_of(site)?;
+    let assert = site.assert_at(0)?;
+    site.no_more(1)?;
+    Ok(Call::Fence { window, assert })
+}
+
+/// The window, group and assertions of `post {G} [assert=…]` and `start {G} [assert=…]`.
+fn group_call(parser: &Parser, site: &Site<'_>) -> Result<(usize, Vec<u32>, u32), ParseError> {
+    let window = parser.window_of(site)?;
+    let group = parser.group(site.line, site.args.first(), site.end_column)?;
+    let assert = site.assert_at(1)?;
+    site.no_more(2)?;
+    Ok((window, group, assert))
+}
+
+/// `post {G} [assert=…]`
+fn post(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (window, group, assert) = group_call(parser, site)?;
+    Ok(Call::Post {
+        window,
+        group,
+        assert,
+    })
+}
+
+/// `start {G} [assert=…]`
+fn start(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (window, group, assert) = group_call(parser, site)?;
+    Ok(Call::Start {
+        window,
+        group,
+        assert,
+    })
+}
+
+/// `complete`
+fn complete(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.bare(site)?;
+    Ok(Call::Complete { window })
+}
+
+/// `wait`
+fn wait(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.bare(site)?;
+    Ok(Call::Wait { window })
+}
+
+/// `test -> flag`
+fn test(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.window_of(site)?;
+    match site.args.first() {
+        Some(token) if token.text == "->" => {}
+        Some(token) => return Err(err(site.line, token.column, "expected `-> flag`")),
+        None => return Err(site.missing("expected `-> flag`")),
+    }
+    let var = site.arg(1, "expected a variable")?;
+    parser.assign_var(
+        site.line,
+        var.column,
+        site.rank,
+        var.text,
+        Datatype::Bool,
+        false,
+    )?;
+    site.no_more(2)?;
+    Ok(Call::Test {
+        window,
+        var: var.text.to_string(),
+    })
+}
+
+/// `lock shared|exclusive T [assert=nocheck]`
+fn lock(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.window_of(site)?;
+    let kind = site.arg(0, "expected shared or exclusive")?;
+    let lock_type = match kind.text {
+        "shared" => LockType::Shared,
+        "exclusive" => LockType::Exclusive,
+        other => {
+            return Err(err(
+                site.line,
+                kind.column,
+                format!("expected shared or exclusive, found \"{other}\""),
+            ))
+        }
+    };
+    let target = parser.target(site.line, site.args.get(1), site.end_column)?;
+    let assert = site.assert_at(2)?;
+    site.no_more(3)?;
+    Ok(Call::Lock {
+        window,
+        lock_type,
+        target,
+        assert,
+    })
+}
+
+/// `unlock T`
+fn unlock(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (window, target) = parser.to_target(site)?;
+    Ok(Call::Unlock { window, target })
+}
+
+/// `lock_all [assert=nocheck]`
+fn lock_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.window_of(site)?;
+    let assert = site.assert_at(0)?;
+    site.no_more(1)?;
+    Ok(Call::LockAll { window, assert })
+}
+
+/// `unlock_all`
+fn unlock_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.bare(site)?;
+    Ok(Call::UnlockAll { window })
+}
+
+/// `flush T`
+fn flush(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (window, target) = parser.to_target(site)?;
+    Ok(Call::Flush { window, target })
+}
+
+/// `flush_all`
+fn flush_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.bare(site)?;
+    Ok(Call::FlushAll { window })
+}
+
+/// `flush_local T`
+fn flush_local(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let (window, target) = parser.to_target(site)?;
+    Ok(Call::FlushLocal { window, target })
+}
+
+/// `flush_local_all`
+fn flush_local_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.bare(site)?;
+    Ok(Call::FlushLocalAll { window })
+}
+
+/// `sync`
+fn sync(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.bare(site)?;
+    Ok(Call::Sync { window })
+}
+
+/// `sleep MS`
+fn sleep(_: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let token = site.arg(0, "expected milliseconds")?;
+    let ms = token.text.parse::<u64>().map_err(|_| {
+        err(
+            site.line,
+            token.column,
+            format!("expected milliseconds, found \"{}\"", token.text),
+        )
+    })?;
+    site.no_more(1)?;
+    Ok(Call::Sleep { ms })
+}
+
+/// What `crash` and `attach` share: they concern the rank, take nothing, cannot fail.
+fn rank_only(site: &Site<'_>) -> Result<(), ParseError> {
+    let name = site.name;
+    if site.prefix.is_some() {
+        return Err(err(
+            site.line,
+            site.head_column,
+            format!("{name} concerns the rank, not a window"),
+        ));
+    }
+    if site.expects_failure {
+        return Err(err(
+            site.line,
+            site.head_column,
+            format!("{name} cannot be expected to fail"),
+        ));
+    }
+    site.no_more(0)
+}
+
+/// `crash`
+fn crash(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    rank_only(site)?;
+    parser.crashed.insert(site.rank, site.line);
+    Ok(Call::Crash)
+}
+
+/// `attach` (after a `crash` of the same rank)
+fn attach(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    rank_only(site)?;
+    if parser.crashed.remove(&site.rank).is_none() {
+        return Err(err(
+            site.line,
+            site.head_column,
+            "attach follows a crash of the same rank",
+        ));
+    }
+    Ok(Call::Attach)
+}

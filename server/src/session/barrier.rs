@@ -1,0 +1,50 @@
+//! The world barrier (`MPI_Barrier`), recorded on every window the rank has open.
+
+use onesided_core::audit::Event;
+use onesided_core::{ErrorClass, RmaError};
+use tokio::sync::oneshot;
+
+use super::{Control, Session};
+use crate::reply::{Answer, Reply};
+use crate::world::Collective;
+
+impl Session {
+    /// Enters the world barrier: recorded on every open window, then the world's actor
+    /// answers this session ([`Session::barrier_exited`]) once every rank arrived.
+    pub(super) async fn barrier(&mut self, id: u64) -> Result<(), RmaError> {
+        let open: Vec<u64> = self.windows.keys().copied().collect();
+        for &window in &open {
+            self.log(window, Event::BarrierEnter, None).await;
+        }
+        let reply = self.reply(id);
+        let (sender, answer) = oneshot::channel();
+        self.member
+            .collectives
+            .arrive(
+                Collective::Barrier,
+                self.member.rank,
+                Reply::Session(sender),
+            )
+            .await?;
+        self.control.push(Box::pin(async move {
+            let answer = answer
+                .await
+                .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Other, "the world was deleted")));
+            (Control::Barrier(open), reply, answer)
+        }));
+        Ok(())
+    }
+
+    /// The barrier returned: its exit is recorded on every window open at its entry, and it is
+    /// answered once the last exit is in the log (sync durability).
+    pub(super) async fn barrier_exited(&mut self, windows: Vec<u64>, reply: Reply, answer: Answer) {
+        let Some((&last, others)) = windows.split_last().filter(|_| answer.is_ok()) else {
+            reply.send(answer);
+            return;
+        };
+        for &window in others {
+            self.log(window, Event::BarrierExit, None).await;
+        }
+        self.log(last, Event::BarrierExit, Some(reply)).await;
+    }
+}

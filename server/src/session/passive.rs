@@ -1,0 +1,150 @@
+//! Passive-target synchronization: `lock`, `unlock`, `lock_all`, `unlock_all`, the flushes and
+//! `sync`.
+
+use std::sync::Arc;
+
+use onesided_core::audit::Event;
+use onesided_core::epoch::LockRequest;
+use onesided_core::target::{Input, Segment};
+use onesided_core::RmaError;
+use onesided_proto::admit;
+
+use super::{access, lock_request, push, OnWindow, Session};
+use crate::actor::AccessItem;
+use crate::reply::{Gather, Reply};
+
+impl Session {
+    /// `MPI_Win_lock`: recorded. A lazy lock is answered once its request is handed to the
+    /// log (it completes nothing: the unlock, whose answer waits for the commit, does; its
+    /// request travels with the first operation or the unlock); an eager one (one's own rank)
+    /// at its grant.
+    pub(super) async fn lock(
+        &mut self,
+        on: OnWindow,
+        event: Event,
+        eager: Option<admit::Request>,
+    ) -> Result<(), RmaError> {
+        self.log(on.window, event, None).await;
+        match eager {
+            None => {
+                on.reply.done();
+                Ok(())
+            }
+            Some(request) => {
+                let own = &on.entry.ranks[self.member.rank as usize];
+                let item = lock_request(request, Some(on.reply));
+                access(own, self.origin(), item).await
+            }
+        }
+    }
+
+    /// `MPI_Win_unlock`: recorded, publish, the lazy request if it never travelled, then the
+    /// unlock, answered once released.
+    pub(super) async fn unlock(
+        &mut self,
+        on: OnWindow,
+        event: Event,
+        target: u32,
+        request: Option<admit::Request>,
+        segments: Vec<Segment>,
+    ) -> Result<(), RmaError> {
+        let origin = self.origin();
+        self.log(on.window, event, None).await;
+        push(&on.entry.ranks[self.member.rank as usize], segments).await?;
+        let target = &on.entry.ranks[target as usize];
+        if let Some(request) = request {
+            access(target, origin, lock_request(request, None)).await?;
+        }
+        access(target, origin, AccessItem::Unlock { reply: on.reply }).await
+    }
+
+    /// `MPI_Win_lock_all`: recorded, then the request at one's own rank, answered at its
+    /// grant; the other targets' requests travel lazily. A `lock_all` epoch holds at every
+    /// target from the call on, so its requests are never held back behind exclusive ones.
+    pub(super) async fn lock_all(
+        &mut self,
+        on: OnWindow,
+        event: Event,
+        request: LockRequest,
+    ) -> Result<(), RmaError> {
+        self.log(on.window, event, None).await;
+        let request = admit::Request {
+            request,
+            holding_elsewhere: true,
+        };
+        let own = &on.entry.ranks[self.member.rank as usize];
+        access(own, self.origin(), lock_request(request, Some(on.reply))).await
+    }
+
+    /// `MPI_Win_unlock_all`: recorded, publish, then an unlock at every target whose lock was
+    /// requested, answered once all are released.
+    pub(super) async fn unlock_all(
+        &mut self,
+        on: OnWindow,
+        event: Event,
+        released: Vec<u32>,
+        segments: Vec<Segment>,
+    ) -> Result<(), RmaError> {
+        let origin = self.origin();
+        self.log(on.window, event, None).await;
+        push(&on.entry.ranks[self.member.rank as usize], segments).await?;
+        let gather = Gather::new(released.len(), on.reply);
+        for target in released {
+            let reply = Reply::Gather(Arc::clone(&gather));
+            let target = &on.entry.ranks[target as usize];
+            access(target, origin, AccessItem::Unlock { reply }).await?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_flush` (and `flush_local`): answered at once when nothing travelled or only
+    /// local completion is asked, else recorded and answered by the target once everything
+    /// sent before it is applied.
+    pub(super) async fn flush(
+        &mut self,
+        on: OnWindow,
+        travels: Option<(Event, u32)>,
+    ) -> Result<(), RmaError> {
+        let Some((event, target)) = travels else {
+            on.reply.done();
+            return Ok(());
+        };
+        self.log(on.window, event, None).await;
+        let flush = AccessItem::Flush { reply: on.reply };
+        access(&on.entry.ranks[target as usize], self.origin(), flush).await
+    }
+
+    /// `MPI_Win_flush_all` (and `flush_local_all`): as [`Session::flush`] at every target,
+    /// answered once all answered.
+    pub(super) async fn flush_all(
+        &mut self,
+        on: OnWindow,
+        travels: Option<(Event, Vec<u32>)>,
+    ) -> Result<(), RmaError> {
+        let Some((event, targets)) = travels else {
+            on.reply.done();
+            return Ok(());
+        };
+        let origin = self.origin();
+        self.log(on.window, event, None).await;
+        let gather = Gather::new(targets.len(), on.reply);
+        for target in targets {
+            let reply = Reply::Gather(Arc::clone(&gather));
+            let target = &on.entry.ranks[target as usize];
+            access(target, origin, AccessItem::Flush { reply }).await?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_sync`: recorded, publish, then pull what changed remotely at one's own rank.
+    pub(super) async fn sync(
+        &mut self,
+        on: OnWindow,
+        segments: Vec<Segment>,
+    ) -> Result<(), RmaError> {
+        self.log(on.window, Event::Sync, None).await;
+        let own = &on.entry.ranks[self.member.rank as usize];
+        push(own, segments).await?;
+        own.send(Input::Pull { reply: on.reply }).await
+    }
+}
