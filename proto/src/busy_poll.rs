@@ -20,6 +20,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+/// Polls of the I/O driver between two yields of the thread to the kernel (`sched_yield`), as
+/// MPICH's `MPIR_CVAR_POLLS_BEFORE_YIELD`: yielding at every poll cost the gain where client
+/// and server have a core each, never yielding cost 200 µs per round trip where two spinners
+/// share one (BENCHMARKS.md, "Busy-polling").
+const POLLS_BEFORE_YIELD: u32 = 32;
+
 /// The largest budget accepted: beyond a second, spinning is no longer "before parking".
 pub const MAX_BUDGET: Duration = Duration::from_secs(1);
 
@@ -166,8 +172,16 @@ async fn spin(shared: Arc<Shared>) {
         }
         shared.spinning.store(true, Ordering::Release);
         let began = Instant::now();
+        let mut polls: u32 = 0;
         while shared.since_last() < shared.budget && !shared.closed.load(Ordering::Acquire) {
             tokio::task::yield_now().await;
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(POLLS_BEFORE_YIELD) {
+                // and to the kernel now and then: a thread it shares a core with (the other end
+                // of the connection on a small machine, spinning too) then runs within a few
+                // polls, not at the end of this thread's time slice (BENCHMARKS.md)
+                std::thread::yield_now();
+            }
         }
         shared
             .spun_ns
