@@ -447,50 +447,40 @@ impl Writer {
         }
         let mut delay = RETRY_FIRST;
         let mut waiting = Some(answers);
+        // a batch whose commit failed without saying whether it landed: the connection may have
+        // broken after the database committed it and before its answer arrived
+        let mut in_doubt: Option<Built> = None;
         loop {
             let began = Instant::now();
-            // the events and snapshots move into rows and back for a retry: their payloads
-            // are never copied here (only encoded, once per attempt)
-            let attempt = match self.load_tails(&events, &snapshots).await {
-                Ok(()) => {
-                    let built =
-                        self.number(std::mem::take(&mut events), std::mem::take(&mut snapshots));
-                    match self.committer.insert(&built.rows, &built.snapshots).await {
-                        Ok(()) => Ok(built),
-                        Err(error) => {
-                            (events, snapshots) = built.undo();
-                            Err(error)
+            let attempt = match self
+                .settle(in_doubt.take(), &mut events, &mut snapshots)
+                .await
+            {
+                Err((doubt, error)) => {
+                    in_doubt = doubt;
+                    Err(error)
+                }
+                // it had landed and was all there was
+                Ok(()) if events.is_empty() && snapshots.is_empty() => Ok(None),
+                Ok(()) => match self.load_tails(&events, &snapshots).await {
+                    Ok(()) => {
+                        let built = self
+                            .number(std::mem::take(&mut events), std::mem::take(&mut snapshots));
+                        match self.committer.insert(&built.rows, &built.snapshots).await {
+                            Ok(()) => Ok(Some(built)),
+                            Err(error) => {
+                                in_doubt = Some(built);
+                                Err(error)
+                            }
                         }
                     }
-                }
-                Err(error) => Err(error),
+                    Err(error) => Err(error),
+                },
             };
             match attempt {
-                Ok(Built { rows, tails, .. }) => {
-                    if !rows.is_empty() {
-                        self.metrics.audit_committed(rows.len(), began.elapsed());
-                        let (started, base_ns) = self.clock;
-                        let now_ns = base_ns + started.elapsed().as_nanos() as u64;
-                        for row in &rows {
-                            let lag = now_ns.saturating_sub(row.record.at_ns);
-                            self.metrics.audit_lag(Duration::from_nanos(lag));
-                        }
-                    }
-                    self.tails.extend(tails);
-                    // a freed window's tail and clock go: a long-running server would
-                    // otherwise keep them for every window it ever had; a late event of it
-                    // reloads the tail from the store
-                    for row in &rows {
-                        if matches!(row.record.event, Event::WindowFreed) {
-                            self.tails.remove(&row.record.window);
-                            self.last_at.remove(&row.record.window);
-                        }
-                    }
-                    if self.down.swap(false, Ordering::Relaxed) {
-                        tracing::info!("the audit store is back: commits resumed");
-                    }
-                    for row in rows {
-                        let _ = self.committed.send(std::sync::Arc::new(row));
+                Ok(built) => {
+                    if let Some(Built { rows, tails, .. }) = built {
+                        self.landed(rows, tails, began);
                     }
                     send_all(waiting.take().unwrap_or_default());
                     if let Some(unrecorded) = &self.unrecorded {
@@ -546,6 +536,86 @@ impl Writer {
         }
         for done in flushed {
             let _ = done.send(());
+        }
+    }
+
+    /// Settles a batch whose commit failed (`doubt`) before anything else is tried: reads the
+    /// stored tails of its windows, and when they are the ones the batch ends with, the
+    /// database did commit it (the failure was the answer's, lost with the connection): it is
+    /// recorded as committed and not inserted again — a second insert would log its events
+    /// twice under new sequence numbers. Otherwise it goes back in front of `events` and
+    /// `snapshots`, which arrived after it, to be numbered again.
+    ///
+    /// # Errors
+    /// When the tails cannot be read: the batch is still in doubt and comes back.
+    async fn settle(
+        &mut self,
+        doubt: Option<Built>,
+        events: &mut Vec<Pending>,
+        snapshots: &mut Vec<Taken>,
+    ) -> Result<(), (Option<Built>, anyhow::Error)> {
+        let Some(doubt) = doubt else {
+            return Ok(());
+        };
+        let began = Instant::now();
+        for window in doubt.tails.keys() {
+            match self.store.tail(*window).await {
+                Ok(stored) => {
+                    self.tails.insert(*window, stored.unwrap_or((0, GENESIS)));
+                }
+                Err(error) => return Err((Some(doubt), error)),
+            }
+        }
+        let landed = !doubt.tails.is_empty()
+            && doubt
+                .tails
+                .iter()
+                .all(|(window, tail)| self.tails.get(window) == Some(tail));
+        if landed {
+            tracing::info!(
+                rows = doubt.rows.len(),
+                "an audit commit reported as failed had landed: not inserted again"
+            );
+            self.landed(doubt.rows, doubt.tails, began);
+        } else {
+            let (mut earlier, mut placed) = doubt.undo();
+            let before = earlier.len();
+            earlier.append(events);
+            for snapshot in snapshots.iter_mut() {
+                snapshot.0 += before;
+            }
+            placed.append(snapshots);
+            *events = earlier;
+            *snapshots = placed;
+        }
+        Ok(())
+    }
+
+    /// What follows a commit that landed: metrics, the windows' tails, live watchers.
+    fn landed(&mut self, rows: Vec<NewRow>, tails: HashMap<u64, (u64, [u8; 32])>, began: Instant) {
+        if !rows.is_empty() {
+            self.metrics.audit_committed(rows.len(), began.elapsed());
+            let (started, base_ns) = self.clock;
+            let now_ns = base_ns + started.elapsed().as_nanos() as u64;
+            for row in &rows {
+                let lag = now_ns.saturating_sub(row.record.at_ns);
+                self.metrics.audit_lag(Duration::from_nanos(lag));
+            }
+        }
+        self.tails.extend(tails);
+        // a freed window's tail and clock go: a long-running server would otherwise keep them
+        // for every window it ever had; a late event of it reloads the tail from the store
+        for row in &rows {
+            if matches!(row.record.event, Event::WindowFreed) {
+                self.tails.remove(&row.record.window);
+                self.last_at.remove(&row.record.window);
+            }
+        }
+        if self.down.swap(false, Ordering::Relaxed) {
+            tracing::info!("the audit store is back: commits resumed");
+        }
+        for row in rows {
+            let _ = self.committed.send(std::sync::Arc::new(row));
         }
     }
 
@@ -723,6 +793,88 @@ mod tests {
         assert_eq!(late.record.seq, 3);
         assert_eq!(late.prev_hash, freed.hash);
         assert_eq!(writer.tails[&7].0, 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A commit whose answer was lost (the connection broke after the database committed) is
+    /// reported as failed; the retry must find it stored and not insert its events again under
+    /// new sequence numbers. One that did not land is numbered again with what came after it.
+    #[tokio::test]
+    async fn a_failed_commit_that_landed_is_not_logged_twice_and_one_that_did_not_is_retried() {
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-doubt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (committed, mut live) = broadcast::channel(64);
+        let mut writer = Writer {
+            committer: Committer::new(store.clone()),
+            store: store.clone(),
+            tails: HashMap::new(),
+            committed,
+            down: Arc::new(AtomicBool::new(false)),
+            last_at: HashMap::new(),
+            metrics: Metrics::new(),
+            clock: (Instant::now(), 0),
+            unrecorded: None,
+            defer: false,
+        };
+        writer
+            .commit(vec![record(vec![
+                event(7, Event::Attach),
+                event(7, Event::Detach),
+            ])])
+            .await;
+        // seqs 3 and 4, stored behind the writer's back as a commit whose answer was lost
+        let landed = writer.number(
+            vec![event(7, Event::Attach), event(7, Event::Detach)],
+            vec![],
+        );
+        store.insert(&landed.rows, &[]).await.unwrap();
+        let landed_hashes: Vec<[u8; 32]> = landed.rows.iter().map(|row| row.hash).collect();
+        writer.tails.clear();
+        let mut later = vec![event(7, Event::Attach)];
+        let mut snapshots = Vec::new();
+        assert!(writer
+            .settle(Some(landed), &mut later, &mut snapshots)
+            .await
+            .is_ok());
+        assert_eq!(later.len(), 1, "what came after stays to be committed");
+        writer.commit(vec![record(later)]).await;
+
+        // seqs 5 and 6 built, never stored: numbered again, before what came after them
+        let lost = writer.number(
+            vec![event(7, Event::Detach), event(7, Event::Attach)],
+            vec![],
+        );
+        writer.tails.clear();
+        let mut later = vec![event(7, Event::Detach)];
+        assert!(writer
+            .settle(Some(lost), &mut later, &mut snapshots)
+            .await
+            .is_ok());
+        assert_eq!(later.len(), 3);
+        writer.commit(vec![record(later)]).await;
+
+        let stored = store.rows(7, 1).await.unwrap();
+        let seqs: Vec<u64> = stored.iter().map(|row| row.record.seq).collect();
+        assert_eq!(seqs, (1..=8).collect::<Vec<_>>(), "each event once, no gap");
+        assert_eq!(stored[2].hash, landed_hashes[0].to_vec());
+        assert_eq!(stored[3].hash, landed_hashes[1].to_vec());
+        for pair in stored.windows(2) {
+            assert_eq!(pair[1].prev_hash, pair[0].hash, "one chain");
+        }
+        let kinds: Vec<&str> = stored.iter().map(|row| row.record.event.kind()).collect();
+        assert_eq!(
+            kinds[4..],
+            ["attach", "detach", "attach", "detach"],
+            "the lost batch's events, then the later one"
+        );
+        // live watchers saw every stored row once, the landed ones included
+        let seen: Vec<u64> = std::iter::from_fn(|| live.try_recv().ok())
+            .map(|row| row.record.seq)
+            .collect();
+        assert_eq!(seen, seqs);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
