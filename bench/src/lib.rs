@@ -86,9 +86,9 @@ pub struct Options {
     /// Keep every CPU busy at the lowest priority for the whole run (`--keep-awake`;
     /// BENCHMARKS.md, "Idle CPUs").
     pub keep_awake: bool,
-    /// With the audit off and the server in-process: the latency patterns again against a
-    /// server and sessions that busy-poll this long after each message (`--busy-poll`), side
-    /// by side with the plain run.
+    /// With the audit off and the server in-process: the latency patterns against a server
+    /// and sessions that busy-poll this long after each message (`--busy-poll`), beside the
+    /// same against a server that does not ([`BusyPolled`]).
     pub busy_poll: Option<std::time::Duration>,
 }
 
@@ -304,34 +304,89 @@ pub struct Report {
     pub redis_durable_missing: Option<String>,
 }
 
-/// The latency patterns with the server and every session busy-polling.
+/// The latency patterns with the server and every session busy-polling, beside the same
+/// patterns without, both against an `onesided-server` process of its own when one is built
+/// (the bench's clients then have the machine's other core), else in-process.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BusyPolled {
     /// How long each spins after a message.
     pub budget: std::time::Duration,
-    /// Median latencies in µs, keyed as [`LATENCY_KEYS`].
+    /// `"process"` or `"in-process"`: where the two servers ran.
+    pub server: &'static str,
+    /// Median latencies in µs without busy-polling, keyed as [`LATENCY_KEYS`].
+    pub plain: Vec<(&'static str, f64)>,
+    /// Median latencies in µs busy-polling, keyed as [`LATENCY_KEYS`].
     pub latencies: Vec<(&'static str, f64)>,
 }
 
 impl BusyPolled {
-    async fn in_process(options: &Options, budget: std::time::Duration) -> anyhow::Result<Self> {
-        let server =
-            InProcess::start_polling(Audit::Off, None, options.server_threads, Some(budget))
-                .await
-                .context("cannot start the busy-polling in-process server")?;
-        let bench = measure::Bench::connect(&server.url, &server.admin_token, options)
-            .await?
-            .busy_polling(budget);
-        let mut latencies = Vec::new();
-        for (key, _) in LATENCY_KEYS {
-            let value = bench
-                .latency(key)
-                .await
-                .with_context(|| format!("while measuring {key} busy-polling"))?;
-            latencies.push((key, value));
-        }
-        Ok(BusyPolled { budget, latencies })
+    async fn measure(options: &Options, budget: std::time::Duration) -> anyhow::Result<Self> {
+        let Ok(binary) = rss::server_binary() else {
+            // no server binary: both in this process, which shares its cores with the clients
+            let plain = Self::in_process(options, None).await?;
+            let latencies = Self::in_process(options, Some(budget)).await?;
+            return Ok(BusyPolled {
+                budget,
+                server: "in-process",
+                plain,
+                latencies,
+            });
+        };
+        let micros = budget.as_micros().to_string();
+        // one thread, as the in-process server: no hand-off between threads
+        let common = ["--audit-durability", "off", "--worker-threads", "1"];
+        let (server, _) = rss::ServerProcess::start(&binary, &common).await?;
+        let plain = Self::latencies(options, &server.url, &server.admin_token, None).await?;
+        drop(server);
+        let mut args = common.to_vec();
+        args.extend(["--busy-poll", micros.as_str()]);
+        let (server, _) = rss::ServerProcess::start(&binary, &args).await?;
+        let latencies =
+            Self::latencies(options, &server.url, &server.admin_token, Some(budget)).await?;
+        Ok(BusyPolled {
+            budget,
+            server: "process",
+            plain,
+            latencies,
+        })
     }
+
+    async fn in_process(
+        options: &Options,
+        budget: Option<std::time::Duration>,
+    ) -> anyhow::Result<Vec<(&'static str, f64)>> {
+        let server = InProcess::start_polling(Audit::Off, None, options.server_threads, budget)
+            .await
+            .context("cannot start the in-process server")?;
+        Self::latencies(options, &server.url, &server.admin_token, budget).await
+    }
+
+    async fn latencies(
+        options: &Options,
+        url: &str,
+        token: &str,
+        budget: Option<std::time::Duration>,
+    ) -> anyhow::Result<Vec<(&'static str, f64)>> {
+        let bench = measure::Bench::connect(url, token, options).await?;
+        let bench = match budget {
+            Some(budget) => bench.busy_polling(budget),
+            None => bench,
+        };
+        latencies(&bench).await
+    }
+}
+
+/// Every pattern of [`LATENCY_KEYS`] against `bench`: its median in µs.
+async fn latencies(bench: &measure::Bench) -> anyhow::Result<Vec<(&'static str, f64)>> {
+    let mut latencies = Vec::new();
+    for (key, _) in LATENCY_KEYS {
+        let value = bench
+            .latency(key)
+            .await
+            .with_context(|| format!("while measuring {key}"))?;
+        latencies.push((key, value));
+    }
+    Ok(latencies)
 }
 
 /// One figure of a table: the metric's name, its value, its unit.
@@ -370,14 +425,7 @@ impl Patterns {
     }
 
     async fn measure(bench: &measure::Bench, options: &Options) -> anyhow::Result<Self> {
-        let mut latencies = Vec::new();
-        for (key, _) in LATENCY_KEYS {
-            let value = bench
-                .latency(key)
-                .await
-                .with_context(|| format!("while measuring {key}"))?;
-            latencies.push((key, value));
-        }
+        let latencies = latencies(bench).await?;
         let hot_counter_ops_per_s = bench.hot_counter().await.context("hot counter")?;
         let (bulk_put_mib_per_s, bulk_single_put_failed) = bench
             .bulk_put(options.bulk_bytes())
@@ -486,7 +534,11 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         _ => None,
     };
     let busy_poll = match (side_by_side, options.busy_poll) {
-        (true, Some(budget)) => Some(BusyPolled::in_process(options, budget).await?),
+        (true, Some(budget)) => Some(
+            BusyPolled::measure(options, budget)
+                .await
+                .context("the busy-polling run")?,
+        ),
         _ => None,
     };
     let bulk_bytes = options.bulk_bytes();
@@ -725,6 +777,7 @@ impl Report {
                     "sync_mib": rss.sync_mib,
                     "off_met": rss.off_mib <= rss.target_mib,
                     "sync_met": rss.sync_mib <= rss.target_mib,
+                    "sync_store_bytes_per_byte": rss.sync_store_bytes_per_byte,
                 })
             }),
         );
@@ -770,23 +823,28 @@ impl Report {
         Value::Object(object)
     }
 
-    /// The busy-polling run's latencies by key, with `budget_us`, `ratio_to_off` (each
-    /// divided by the plain run's), `ratio_to_mpich` (by MPICH's figure for the pattern, `null`
-    /// without MPICH) and `ratio_to_raw_tcp` (by the raw TCP ping-pong).
+    /// The busy-polling run's latencies by key, with `budget_us`, `server` (`"process"` or
+    /// `"in-process"`), `plain` (the same patterns against a server of the same kind without
+    /// busy-polling), `ratio_to_plain`, `ratio_to_mpich` (`null` without MPICH) and
+    /// `ratio_to_raw_tcp` (by the raw TCP ping-pong).
     fn busy_poll_json(&self, polled: &BusyPolled) -> Value {
         let mut object = Map::new();
         object.insert("budget_us".into(), json!(polled.budget.as_micros() as u64));
-        let mut to_off = Map::new();
+        object.insert("server".into(), json!(polled.server));
+        let mut plain = Map::new();
+        let mut to_plain = Map::new();
         let mut to_mpich = Map::new();
         let mut to_tcp = Map::new();
-        for ((key, value), (_, off)) in polled.latencies.iter().zip(&self.patterns.latencies) {
+        for ((key, value), (_, without)) in polled.latencies.iter().zip(&polled.plain) {
             object.insert((*key).into(), json!(value));
-            to_off.insert((*key).into(), json!(value / off));
+            plain.insert((*key).into(), json!(without));
+            to_plain.insert((*key).into(), json!(value / without));
             let mpich = self.mpich.as_ref().and_then(|m| m.latency(key));
             to_mpich.insert((*key).into(), number(mpich.map(|mpich| value / mpich)));
             to_tcp.insert((*key).into(), json!(value / self.raw_tcp_pingpong_us));
         }
-        object.insert("ratio_to_off".into(), Value::Object(to_off));
+        object.insert("plain".into(), Value::Object(plain));
+        object.insert("ratio_to_plain".into(), Value::Object(to_plain));
         object.insert("ratio_to_mpich".into(), Value::Object(to_mpich));
         object.insert("ratio_to_raw_tcp".into(), Value::Object(to_tcp));
         Value::Object(object)
@@ -1057,7 +1115,8 @@ impl Report {
             (Some(rss), _) => format!(
                 "\nServer peak RSS (`bulk_peak_rss_mib`, an `onesided-server` process) during one \
                  {:.0} MiB put into a window of {:.0} MiB: audit off {:.0} MiB, sync SQLite {:.0} \
-                 MiB; bound (window + put) {:.0} MiB: off {}, sync {}\n",
+                 MiB; bound (window + put) {:.0} MiB: off {}, sync {}. In sync the data directory grew \
+                 by {:.2} bytes per byte put (issue 12: at most 1.1)\n",
                 rss.put_mib,
                 rss.window_mib,
                 rss.off_mib,
@@ -1065,6 +1124,7 @@ impl Report {
                 rss.target_mib,
                 met(rss.off_mib <= rss.target_mib),
                 met(rss.sync_mib <= rss.target_mib),
+                rss.sync_store_bytes_per_byte,
             ),
             (None, Some(why)) => format!("\nServer peak RSS not measured: {why}\n"),
             (None, None) => String::new(),
@@ -1077,13 +1137,18 @@ impl Report {
         let Some(polled) = &self.busy_poll else {
             return String::new();
         };
+        let server = match polled.server {
+            "process" => "an onesided-server process of its own, one thread",
+            _ => "in this process (no onesided-server binary found)",
+        };
         let mut out = format!(
-            "\nBusy-polling {} µs (server and sessions) beside the plain run, audit off:\n\n\
+            "\nBusy-polling {} µs (server and sessions) beside the same patterns without, audit \
+             off, the server {server}:\n\n\
              | metric | plain | busy-poll | busy-poll / plain | MPICH | busy-poll / MPICH | busy-poll / raw TCP ping-pong |\n\
              |---|---|---|---|---|---|---|\n",
             polled.budget.as_micros()
         );
-        for ((key, value), (_, plain)) in polled.latencies.iter().zip(&self.patterns.latencies) {
+        for ((key, value), (_, plain)) in polled.latencies.iter().zip(&polled.plain) {
             let mpich = self.mpich.as_ref().and_then(|m| m.latency(key));
             out.push_str(&format!(
                 "| `{key}` | {plain:.1} µs | {value:.1} µs | {} | {} | {} | {} |\n",

@@ -62,9 +62,10 @@ struct Args {
         conflicts_with_all = ["addr", "soak", "quick"]
     )]
     fence_scaling: Option<Vec<u32>>,
-    /// With the audit off and the server in-process: the latency patterns again with the
-    /// server and every session busy-polling MICROS after each message (`onesided-server
-    /// --busy-poll`), side by side with the plain run and MPICH.
+    /// With the audit off and the server in-process: the latency patterns against two
+    /// `onesided-server` processes (beside this binary, or ONESIDED_SERVER_BIN; in-process
+    /// without one), one plain and one with it and every session busy-polling MICROS after each
+    /// message (`--busy-poll`), side by side, with MPICH.
     #[arg(long, value_name = "MICROS", value_parser = onesided_client::busy_poll::parse_micros, conflicts_with_all = ["addr", "soak", "fence_scaling"])]
     busy_poll: Option<std::time::Duration>,
 }

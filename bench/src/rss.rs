@@ -1,4 +1,5 @@
-//! The server's memory during one bulk put (issue 12, item 4): `onesided-server` started as a
+//! `onesided-server` as a process of its own ([`ServerProcess`]), and the server's memory during
+//! one bulk put (issue 12, item 4): `onesided-server` started as a
 //! process of its own (so that its resident memory is its own, not the bench's and its
 //! clients'), a window of two ranks of the bulk size each, one put of the bulk size from rank 0
 //! into rank 1 inside `lock(EXCLUSIVE)`/`unlock`, then the server's peak resident set
@@ -54,6 +55,9 @@ pub struct BulkRss {
     pub put_mib: f64,
     /// Issue 12's bound: the window's bytes plus the put's (256 MiB in a full run), in MiB.
     pub target_mib: f64,
+    /// In `sync`: how much the data directory grew, per byte put, from before the put to after
+    /// the server stopped (SIGTERM: the store closed and checkpointed). Issue 12: at most 1.1.
+    pub sync_store_bytes_per_byte: f64,
 }
 
 /// Measures [`BulkRss`] with `binary` for a put of `bytes`.
@@ -61,8 +65,8 @@ pub struct BulkRss {
 /// # Errors
 /// When a server does not start, a call fails, or `/proc` cannot be read.
 pub async fn bulk_rss(binary: &Path, bytes: usize) -> anyhow::Result<BulkRss> {
-    let off_mib = peak_during_put(binary, Audit::Off, bytes).await?;
-    let sync_mib = peak_during_put(binary, Audit::Sync, bytes).await?;
+    let (off_mib, _) = peak_during_put(binary, Audit::Off, bytes).await?;
+    let (sync_mib, grown) = peak_during_put(binary, Audit::Sync, bytes).await?;
     let put_mib = bytes as f64 / f64::from(1 << 20);
     Ok(BulkRss {
         off_mib,
@@ -70,40 +74,119 @@ pub async fn bulk_rss(binary: &Path, bytes: usize) -> anyhow::Result<BulkRss> {
         window_mib: 2.0 * put_mib,
         put_mib,
         target_mib: 3.0 * put_mib,
+        sync_store_bytes_per_byte: grown as f64 / bytes as f64,
     })
 }
 
-/// Kills the server on drop, on error paths too.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// An `onesided-server` process with its data in a scratch directory of its own, killed on drop
+/// (on error paths too).
+#[derive(Debug)]
+pub struct ServerProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Its admin token.
+    pub admin_token: String,
+    /// Its data, removed after the process is gone (taken out by [`ServerProcess::stop`]).
+    scratch: Option<Scratch>,
 }
 
-async fn peak_during_put(binary: &Path, audit: Audit, bytes: usize) -> anyhow::Result<f64> {
-    let scratch = Scratch::new("rss")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let token = format!("bench-rss-admin-{}", crate::server::unique());
-    let server = Server(
-        Command::new(binary)
+impl ServerProcess {
+    /// Starts `binary` on a free port of 127.0.0.1 with `args` besides the address, data
+    /// directory and admin token, and waits until it answers.
+    ///
+    /// # Errors
+    /// When it cannot be started or does not answer within 30 s.
+    pub async fn start(binary: &Path, args: &[&str]) -> anyhow::Result<(Self, Admin)> {
+        let scratch = Scratch::new("server")?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let admin_token = format!("bench-process-admin-{}", crate::server::unique());
+        let child = Command::new(binary)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(scratch.path().join("data"))
-            .args(["--audit-durability", audit.name()])
-            .env("ONESIDED_ADMIN_TOKEN", &token)
+            .args(args)
+            .env("ONESIDED_ADMIN_TOKEN", &admin_token)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?,
-    );
-    let url = format!("http://127.0.0.1:{port}");
-    let admin = connect(&url, &token).await?;
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let server = ServerProcess {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            admin_token,
+            scratch: Some(scratch),
+        };
+        let admin = connect(&server.url, &server.admin_token).await?;
+        Ok((server, admin))
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its data directory.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.scratch
+            .as_ref()
+            .map_or_else(PathBuf::new, |scratch| scratch.path().join("data"))
+    }
+
+    /// Stops it with SIGTERM, as an operator would, and waits up to 30 s for it to exit (its
+    /// audit store closed, SQLite's WAL checkpointed into the database); killed past that.
+    ///
+    /// Returns its scratch directory, which the caller may still read (removed when dropped).
+    ///
+    /// # Errors
+    /// When the signal cannot be sent or the process not waited for.
+    pub(crate) fn stop(mut self) -> anyhow::Result<Scratch> {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .context("cannot run kill")?;
+        anyhow::ensure!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait()?.is_none() {
+            anyhow::ensure!(Instant::now() < deadline, "the server did not stop in 30 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.scratch
+            .take()
+            .context("the server's scratch directory is gone")
+    }
+}
+
+/// Bytes of the files below `dir`.
+fn bytes_below(dir: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            bytes_below(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The server's peak RSS in MiB, and how much its data directory grew in bytes.
+async fn peak_during_put(binary: &Path, audit: Audit, bytes: usize) -> anyhow::Result<(f64, u64)> {
+    let (server, admin) =
+        ServerProcess::start(binary, &["--audit-durability", audit.name()]).await?;
+    let url = server.url.clone();
     let created = admin.create_world("rss", 2).await?;
     admin
         .create_window("rss", &WindowSpec::bytes("bulk", 2, bytes as u64, 1))
@@ -112,6 +195,7 @@ async fn peak_during_put(binary: &Path, audit: Audit, bytes: usize) -> anyhow::R
     let target = Session::attach(url.as_str(), &created.tokens[1]).await?;
     let window = origin.window("bulk").await?;
     let _exposed = target.window("bulk").await?;
+    let before = bytes_below(&server.data_dir())?;
     let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
     window.lock(LockType::Exclusive, 1, 0).await?;
     window.put(1, 0, &data)?;
@@ -120,12 +204,17 @@ async fn peak_during_put(binary: &Path, audit: Audit, bytes: usize) -> anyhow::R
     // in sync the answer came after the commit; a snapshot the put triggered may still be on
     // its way to the store, and is part of what the put costs
     admin.list_worlds().await?;
-    let peak = peak_rss_mib(server.0.id())?;
+    let peak = peak_rss_mib(server.pid())?;
     drop(window);
     drop(origin);
     drop(target);
-    drop(server);
-    Ok(peak)
+    drop(admin);
+    let data_dir = server.data_dir();
+    // measured once the process stopped (its store closed), then removed with the scratch
+    let scratch = server.stop()?;
+    let after = bytes_below(&data_dir)?;
+    drop(scratch);
+    Ok((peak, after.saturating_sub(before)))
 }
 
 async fn connect(url: &str, token: &str) -> anyhow::Result<Admin> {

@@ -19,17 +19,24 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     // --busy-poll: the latencies again, busy-polling, each with its ratios
     let polled = &json["busy_poll"];
     assert_eq!(polled["budget_us"], 50);
+    // against onesided-server processes whenever the binary is built beside the bench
+    let server = match onesided_bench::rss::server_binary() {
+        Ok(_) => "process",
+        Err(_) => "in-process",
+    };
+    assert_eq!(polled["server"], server);
     for (key, _) in LATENCY_KEYS {
         assert!(
             positive(&polled[key]),
             "busy_poll.{key} is {:?}",
             polled[key]
         );
-        let ratio = polled["ratio_to_off"][key].as_f64().unwrap();
-        let expected = polled[key].as_f64().unwrap() / json[key].as_f64().unwrap();
+        assert!(positive(&polled["plain"][key]), "busy_poll.plain.{key}");
+        let ratio = polled["ratio_to_plain"][key].as_f64().unwrap();
+        let expected = polled[key].as_f64().unwrap() / polled["plain"][key].as_f64().unwrap();
         assert!(
             (ratio - expected).abs() < 1e-9,
-            "busy_poll.ratio_to_off.{key}"
+            "busy_poll.ratio_to_plain.{key}"
         );
         assert!(positive(&polled["ratio_to_raw_tcp"][key]));
         let mpich = &polled["ratio_to_mpich"][key];
@@ -45,7 +52,14 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     match onesided_bench::rss::server_binary() {
         Ok(_) => {
             let rss = &json["bulk_rss"];
-            for key in ["off_mib", "sync_mib", "put_mib", "window_mib", "target_mib"] {
+            for key in [
+                "off_mib",
+                "sync_mib",
+                "put_mib",
+                "window_mib",
+                "target_mib",
+                "sync_store_bytes_per_byte",
+            ] {
                 assert!(positive(&rss[key]), "bulk_rss.{key} is {rss}");
             }
             assert_eq!(json["bulk_peak_rss_mib"], rss["off_mib"]);
