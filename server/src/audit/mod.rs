@@ -758,14 +758,10 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_freed_window_leaves_no_tail_and_a_late_event_continues_its_chain() {
-        let dir =
-            std::env::temp_dir().join(format!("onesided-writer-freed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = AuditStore::open(None, &dir).await.unwrap();
-        let (committed, mut rows) = broadcast::channel(16);
-        let mut writer = Writer {
+    /// A `sync` writer over `store`, driven by the test, and the rows it reports committed.
+    fn writer(store: &AuditStore) -> (Writer, broadcast::Receiver<Committed>) {
+        let (committed, rows) = broadcast::channel(64);
+        let writer = Writer {
             committer: Committer::new(store.clone()),
             store: store.clone(),
             tails: HashMap::new(),
@@ -777,6 +773,16 @@ mod tests {
             unrecorded: None,
             defer: false,
         };
+        (writer, rows)
+    }
+
+    #[tokio::test]
+    async fn a_freed_window_leaves_no_tail_and_a_late_event_continues_its_chain() {
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-freed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (mut writer, mut rows) = writer(&store);
         writer
             .commit(vec![record(vec![
                 event(7, Event::Attach),
@@ -806,19 +812,7 @@ mod tests {
             std::env::temp_dir().join(format!("onesided-writer-doubt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = AuditStore::open(None, &dir).await.unwrap();
-        let (committed, mut live) = broadcast::channel(64);
-        let mut writer = Writer {
-            committer: Committer::new(store.clone()),
-            store: store.clone(),
-            tails: HashMap::new(),
-            committed,
-            down: Arc::new(AtomicBool::new(false)),
-            last_at: HashMap::new(),
-            metrics: Metrics::new(),
-            clock: (Instant::now(), 0),
-            unrecorded: None,
-            defer: false,
-        };
+        let (mut writer, mut live) = writer(&store);
         writer
             .commit(vec![record(vec![
                 event(7, Event::Attach),
