@@ -25,8 +25,16 @@ use crate::supervise::{self, Fate};
 const INBOX: usize = 1024;
 
 /// A rank's public copy is snapshotted once this many bytes of publications and operations
-/// (or its own size, if larger) were logged since the last snapshot.
+/// (or [`SNAPSHOT_WINDOWS`] times its own size, if larger) were logged since the last snapshot.
 const SNAPSHOT_BYTES: u64 = 64 * 1024;
+
+/// How many times its own size a rank's log may grow between two snapshots: a restart replays
+/// at most about this many copies' worth of log, and the store writes a copy of the window for
+/// every this many copies' worth of updates — 1 + 1/4 bytes per byte put when whole windows are
+/// overwritten, and a put of at most three windows' worth is stored once, not once in the log
+/// and again, at once, in a snapshot (issue 12: a snapshot right after each window-sized put
+/// doubled what the store wrote, and held a copy of the public copy in memory meanwhile).
+const SNAPSHOT_WINDOWS: u64 = 4;
 
 /// Something an origin sends to a target (core's [`Access`], answered through a [`Reply`]).
 pub type AccessItem = Access<Reply>;
@@ -233,8 +241,9 @@ impl WindowServer {
                 let _ = done.send(());
             }
             let size = self.target.public().len() as u64;
-            if self.logged >= SNAPSHOT_BYTES.max(size) {
-                // recovery replays at most about a window's worth of log after a snapshot
+            if self.logged >= SNAPSHOT_BYTES.max(size.saturating_mul(SNAPSHOT_WINDOWS)) {
+                // recovery replays at most about SNAPSHOT_WINDOWS copies' worth of log after a
+                // snapshot
                 self.logged = 0;
                 let copy = self.target.public().to_vec();
                 self.audit.snapshot(self.window, self.rank, copy).await;

@@ -86,6 +86,67 @@ async fn snapshot_count(database: &Path) -> i64 {
         .unwrap()
 }
 
+/// Issue 12: a put of a whole window is stored once, in the log, not again at once in a
+/// snapshot; a rank is snapshotted once four copies' worth of log has built up, and a restart
+/// rebuilds the window from that snapshot and the log after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_sized_put_is_logged_once_and_four_copies_of_log_make_a_snapshot() {
+    const BYTES: usize = 128 << 10;
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-snapshot-policy")));
+    let database = data.0.join("audit.db");
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world("big", 2).await.unwrap();
+    admin
+        .create_window("big", &WindowSpec::bytes("w", 2, BYTES as u64, 1))
+        .await
+        .unwrap();
+    let put = |url: String, fill: u8| {
+        let token = world.tokens[0].clone();
+        async move {
+            let session = Session::attach(url.as_str(), &token).await.unwrap();
+            let w = session.window("w").await.unwrap();
+            w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+            w.put(1, 0, &vec![fill; BYTES]).unwrap();
+            w.unlock(1).await.unwrap();
+            drop(w);
+            session.close().await.unwrap();
+        }
+    };
+    for fill in 1..=3 {
+        put(server.url.clone(), fill).await;
+    }
+    // stopped: everything the server was going to write is written
+    server.stop().await;
+    assert_eq!(
+        snapshot_count(&database).await,
+        0,
+        "three windows' worth of log is not yet worth a snapshot"
+    );
+    let server = start_on(&data.0, |_| {}).await;
+    for fill in 4..=8 {
+        put(server.url.clone(), fill).await;
+    }
+    server.stop().await;
+    assert_eq!(
+        snapshot_count(&database).await,
+        1,
+        "rank 1 is snapshotted once four copies' worth was logged"
+    );
+    let server = start_on(&data.0, |_| {}).await;
+    let session = Session::attach(server.url.as_str(), &world.tokens[0])
+        .await
+        .unwrap();
+    let w = session.window("w").await.unwrap();
+    w.lock(LockType::Shared, 1, 0).await.unwrap();
+    let read = w.get::<u8>(1, 0, BYTES as u64).unwrap();
+    w.unlock(1).await.unwrap();
+    assert!(read.value().await.unwrap().iter().all(|&byte| byte == 8));
+    drop(w);
+    session.close().await.unwrap();
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-recover")));
