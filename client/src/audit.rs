@@ -4,25 +4,13 @@
 
 use futures::{Stream, StreamExt};
 use onesided_core::audit::Event;
+use onesided_proto::audit_wire;
 use onesided_proto::v1::{self, audit_client::AuditClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::connect::{Bearer, CallLimit, Endpoint};
 use crate::error::{Error, Result};
-
-/// A recorded window.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordedWindow {
-    /// Window id (unique over the store's life).
-    pub id: u64,
-    /// World name.
-    pub world: String,
-    /// Window name.
-    pub name: String,
-    /// Number of recorded events.
-    pub events: u64,
-}
 
 /// One recorded event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,73 +46,11 @@ impl AuditEntry {
     }
 }
 
-pub use onesided_core::audit::{ClientFault, ClientSpan};
+pub use onesided_core::audit::{ClientBreak, ClientFault, ClientSpan, RecordedWindow};
+pub use onesided_core::check::{Finding, Rule, Side as FindingSide};
 
-/// Where a client's chain is broken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientBreak {
-    /// The client's rank.
-    pub rank: u32,
-    /// Its session incarnation.
-    pub incarnation: u64,
-    /// The bad row's cseq.
-    pub cseq: u64,
-    /// What is wrong (`None`: a fault this library does not know).
-    pub fault: Option<ClientFault>,
-}
-
-/// The result of `verify`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verification {
-    /// Number of rows of the window's chain.
-    pub events: u64,
-    /// The first bad sequence number — a bad row, or the `client_events` marker whose client
-    /// rows are bad; `None` when everything is intact.
-    pub first_bad: Option<u64>,
-    /// When the first bad place is in a client's chain: where.
-    pub client_break: Option<ClientBreak>,
-    /// Client rows the markers name (all checked, up to the first bad place).
-    pub client_events: u64,
-    /// Stored client rows no marker names: a client that crashed before shipping its marker,
-    /// or one still running. They do not make the log broken; they are not merged.
-    pub unmarked: Vec<ClientSpan>,
-    /// Rows markers name that a client still attached has not stored yet (its writer commits
-    /// them while the server logs the marker). Not a break while it lives; once it detached,
-    /// missing rows break the log.
-    pub pending: Vec<ClientSpan>,
-}
-
-/// One side of a finding: the recorded access.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FindingSide {
-    /// Its sequence number in the log (for a client row, its marker's).
-    pub seq: u64,
-    /// For a row a client persisted itself: its cseq in that client's chain.
-    pub cseq: Option<u64>,
-    /// The rank that made it.
-    pub rank: u32,
-    /// What it was (`put`, `accumulate(sum)`, `store`, …).
-    pub call: String,
-}
-
-/// A pair of conflicting accesses that no synchronization orders.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    /// The rule's name (`put_put`, `get_store`, `store_while_pending`, …).
-    pub rule: String,
-    /// The rule in one line.
-    pub description: String,
-    /// The rank whose window the accesses touch.
-    pub target: u32,
-    /// The bytes concerned, `[start, end)`.
-    pub bytes: (u64, u64),
-    /// The earlier access.
-    pub first: FindingSide,
-    /// The later access.
-    pub second: FindingSide,
-    /// For a person.
-    pub message: String,
-}
+/// The result of `verify`: core's verdict, as the server gave it.
+pub type Verification = onesided_core::audit::Verdict;
 
 /// Every rank's public copy at a sequence number.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,16 +61,9 @@ pub struct Replayed {
     pub ranks: Vec<Vec<u8>>,
 }
 
-fn spans(spans: Vec<v1::ClientSpan>) -> Vec<ClientSpan> {
-    spans
-        .into_iter()
-        .map(|span| ClientSpan {
-            rank: span.rank,
-            incarnation: span.incarnation,
-            from: span.from,
-            to: span.to,
-        })
-        .collect()
+/// An answer naming something this version does not know.
+fn unknown(error: audit_wire::UnknownName) -> Error {
+    Error::Protocol(error.to_string())
 }
 
 fn entry(event: v1::AuditEvent) -> AuditEntry {
@@ -196,12 +115,7 @@ impl Audit {
         Ok(response
             .windows
             .into_iter()
-            .map(|window| RecordedWindow {
-                id: window.id,
-                world: window.world,
-                name: window.name,
-                events: window.events,
-            })
+            .map(audit_wire::window_from_wire)
             .collect())
     }
 
@@ -281,28 +195,11 @@ impl Audit {
             .bound(self.client.clone().check(v1::CheckRequest { window }))
             .await?
             .into_inner();
-        let side = |side: Option<v1::FindingSide>| {
-            let side = side.unwrap_or_default();
-            FindingSide {
-                seq: side.seq,
-                cseq: (side.cseq != 0).then_some(side.cseq),
-                rank: side.rank,
-                call: side.call,
-            }
-        };
-        Ok(response
+        response
             .findings
             .into_iter()
-            .map(|finding| Finding {
-                rule: finding.rule,
-                description: finding.description,
-                target: finding.target,
-                bytes: (finding.start, finding.end),
-                first: side(finding.first),
-                second: side(finding.second),
-                message: finding.message,
-            })
-            .collect())
+            .map(|finding| audit_wire::finding_from_wire(finding).map_err(unknown))
+            .collect()
     }
 
     /// The window's timeline as Chrome trace-event JSON (opens in the Perfetto UI): one track
@@ -333,18 +230,6 @@ impl Audit {
             .bound(self.client.clone().verify(v1::VerifyRequest { window }))
             .await?
             .into_inner();
-        Ok(Verification {
-            events: response.events,
-            first_bad: (!response.intact).then_some(response.first_bad),
-            client_break: response.client_break.map(|at| ClientBreak {
-                rank: at.rank,
-                incarnation: at.incarnation,
-                cseq: at.cseq,
-                fault: ClientFault::parse(&at.fault),
-            }),
-            client_events: response.client_events,
-            unmarked: spans(response.unmarked),
-            pending: spans(response.pending),
-        })
+        audit_wire::verdict_from_wire(response).map_err(unknown)
     }
 }

@@ -45,7 +45,7 @@ pub mod scenario;
 pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
 pub use audit::{
     Audit, AuditEntry, ClientBreak, ClientFault, ClientSpan, Finding, FindingSide, RecordedWindow,
-    Replayed, Verification,
+    Replayed, Rule, Verification,
 };
 pub use connect::{Claim, Endpoint};
 pub use element::{Element, FloatIndex, IntIndex};

@@ -20,7 +20,9 @@ mod replay;
 
 pub use chain::{all_readable, chain_hash, readable, verify, StoredRow, GENESIS};
 pub use events::{place, AuditRecord, Body, Event, RecordedOp};
-pub use history::{merge, verify_history, ClientBreak, ClientFault, ClientSpan, Verdict};
+pub use history::{
+    merge, verify_history, ClientBreak, ClientFault, ClientSpan, RecordedWindow, Verdict,
+};
 pub use replay::{apply_record, replay};
 
 #[cfg(test)]
@@ -458,8 +460,9 @@ mod tests {
         assert_eq!(
             intact,
             Verdict {
+                events: window.len() as u64,
                 first_bad: None,
-                client: None,
+                client_break: None,
                 client_events: 3,
                 pending: Vec::new(),
                 unmarked: Vec::new(),
@@ -467,7 +470,7 @@ mod tests {
         );
         let broken_at = |client: &[StoredRow]| {
             let verdict = verify_history(&window, client);
-            let at = verdict.client.expect("a client break");
+            let at = verdict.client_break.expect("a client break");
             assert_eq!(verdict.first_bad, Some(at.marker));
             assert_eq!((at.rank, at.incarnation), (1, 1));
             (at.marker, at.cseq, at.fault)
@@ -512,7 +515,7 @@ mod tests {
         };
         let verdict = verify_history(&forbidden_window, &forbidden);
         assert_eq!(
-            verdict.client.map(|at| (at.cseq, at.fault)),
+            verdict.client_break.map(|at| (at.cseq, at.fault)),
             Some((2, ClientFault::NotClientSide))
         );
     }
@@ -553,13 +556,15 @@ mod tests {
         let holed = [client[0].clone(), client[2].clone()];
         let verdict = verify_history(&live, &holed);
         assert_eq!(
-            verdict.client.map(|at| (at.cseq, at.fault)),
+            verdict.client_break.map(|at| (at.cseq, at.fault)),
             Some((2, ClientFault::Missing))
         );
         // once the session detached, what its markers name must be there
         let verdict = verify_history(&history(true), &client[..2]);
         assert_eq!(
-            verdict.client.map(|at| (at.marker, at.cseq, at.fault)),
+            verdict
+                .client_break
+                .map(|at| (at.marker, at.cseq, at.fault)),
             Some((6, 3, ClientFault::Missing))
         );
         assert_eq!(verdict.pending, []);
@@ -595,7 +600,9 @@ mod tests {
         records[4].event = marker(&client, 4, 4);
         let verdict = verify_history(&stored(&records), &client);
         assert_eq!(
-            verdict.client.map(|at| (at.marker, at.cseq, at.fault)),
+            verdict
+                .client_break
+                .map(|at| (at.marker, at.cseq, at.fault)),
             Some((5, 3, ClientFault::Range))
         );
         // a broken window row before any marker: the window's own break, no client detail
@@ -606,7 +613,7 @@ mod tests {
             data: 6i32.to_le_bytes().to_vec(),
         });
         let verdict = verify_history(&window, &client);
-        assert_eq!((verdict.first_bad, verdict.client), (Some(2), None));
+        assert_eq!((verdict.first_bad, verdict.client_break), (Some(2), None));
     }
 
     #[test]

@@ -67,6 +67,11 @@ impl Rule {
         }
     }
 
+    /// The rule of a name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|rule| rule.name() == name)
+    }
+
     /// One line saying what the rule forbids.
     pub fn describe(self) -> &'static str {
         match self {

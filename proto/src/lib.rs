@@ -4,8 +4,8 @@
 //! Owns: prost/tonic codegen (the only crate that knows it), the table from MPI error class to
 //! gRPC code, the error details of a refusal (`google.rpc.Status` with `ErrorInfo` and the
 //! `MpiError`, [`status_with_code`]) and reading them back, conversions of layouts, datatypes
-//! and ops, and [`admit`]: whether a session's wire call is legal and what it must do (pure, so
-//! the fuzz target runs the same function).
+//! and ops, the Audit service's answers ([`audit_wire`]), and [`admit`]: whether a session's
+//! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
 //! Must not: do I/O ([`busy_poll`] only keeps the caller's tokio runtime polling).
 
 #![allow(missing_docs, clippy::large_enum_variant)]
@@ -22,6 +22,7 @@ pub mod audit {
 }
 
 pub mod admit;
+pub mod audit_wire;
 pub mod busy_poll;
 
 /// Generated code of package `onesided.v1`.

@@ -60,8 +60,8 @@ impl AuditEntry {
 #[derive(Debug)]
 pub(crate) struct Finding {
     /// The rule's name (`put_put`, `get_store`, `store_while_pending`, …).
-    rule: String,
-    description: String,
+    rule: &'static str,
+    description: &'static str,
     /// The rank whose window the accesses touch.
     target: u32,
     /// The bytes concerned, `(start, end)`.
@@ -145,8 +145,8 @@ impl Audit {
         Ok(findings
             .into_iter()
             .map(|finding| Finding {
-                rule: finding.rule,
-                description: finding.description,
+                rule: finding.rule.name(),
+                description: finding.rule.describe(),
                 target: finding.target,
                 bytes: finding.bytes,
                 first: side(finding.first),

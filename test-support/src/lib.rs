@@ -8,9 +8,12 @@
 //! linearizability oracle the server's 64-client test checks its history with (a test's
 //! oracle, not part of core's API). Dev-only: no crate depends on it outside its tests.
 //!
-//! It must not decide how servers or clients are configured: the suites do that through the
-//! real server and the real client, each in its own way (in process, or as a binary).
+//! It also runs the server in the test's process ([`in_process`]), with the configuration the
+//! suite built. It must not decide how servers or clients are configured: the suites do that
+//! through the real server and the real client, each in its own way (in process, or as a
+//! binary).
 
+pub mod in_process;
 pub mod linearizable;
 
 use std::path::{Path, PathBuf};

@@ -25,7 +25,8 @@ mod tls;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use onesided_server::{run, ServerConfig};
+use onesided_server::ServerConfig;
+use onesided_test_support::in_process::ServedOnThread;
 
 pub const ADMIN_TOKEN: &str = "cli-test-admin-token";
 
@@ -36,8 +37,8 @@ pub use onesided_test_support::{unique, TempDir};
 #[derive(Debug)]
 pub struct Server {
     pub url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    // dropped before the data directory: the server stops before its files go
+    _served: ServedOnThread,
     data: TempDir,
 }
 
@@ -52,27 +53,10 @@ impl Server {
         let data = TempDir::new();
         let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
         adjust(&mut config);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            runtime
-                .block_on(run(listener, config, async {
-                    let _ = stopped.await;
-                }))
-                .expect("server failed");
-        });
+        let served = ServedOnThread::start(config);
         Server {
-            url,
-            stop: Some(stop),
-            thread: Some(thread),
+            url: served.url.clone(),
+            _served: served,
             data,
         }
     }
@@ -108,17 +92,6 @@ impl Server {
             .iter()
             .map(|token| token.as_str().unwrap().to_string())
             .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

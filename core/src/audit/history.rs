@@ -112,6 +112,19 @@ impl ClientFault {
     }
 }
 
+/// A recorded window, as the store lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedWindow {
+    /// Window id (unique over the store's life).
+    pub id: u64,
+    /// World name.
+    pub world: String,
+    /// Window name.
+    pub name: String,
+    /// Number of recorded events.
+    pub events: u64,
+}
+
 /// Where a client's chain is broken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientBreak {
@@ -141,13 +154,16 @@ pub struct ClientSpan {
 }
 
 /// The verdict on a window's history: its own chain, and the client chains its markers name.
+/// The client library hands it to its callers as it came over the wire (`Verification`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
+    /// Number of rows of the window's chain.
+    pub events: u64,
     /// The first bad window sequence number: a bad row of the window's chain, or the marker
     /// whose client rows are bad, whichever comes first. `None` when everything is intact.
     pub first_bad: Option<u64>,
     /// When the first bad place is in a client's chain: where.
-    pub client: Option<ClientBreak>,
+    pub client_break: Option<ClientBreak>,
     /// How many client rows the markers name and were checked (up to the first bad place).
     pub client_events: u64,
     /// Rows markers name that are not stored yet, at the end of the chain of a session that is
@@ -308,8 +324,9 @@ pub fn verify_history(window: &[StoredRow], client: &[StoredRow]) -> Verdict {
             .collect()
     };
     Verdict {
+        events: window.len() as u64,
         first_bad,
-        client: broken,
+        client_break: broken,
         client_events,
         pending: if first_bad.is_some() {
             Vec::new()

@@ -20,9 +20,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::metrics::Metrics;
 use crate::reply::{Answer, Reply};
-pub use store::{
-    AuditStore, Committer, NewRow, RecordedWindow, Snapshot, StoredWindow, StoredWorld,
-};
+pub use onesided_core::audit::RecordedWindow;
+pub use store::{AuditStore, Committer, NewRow, Snapshot, StoredWindow, StoredWorld};
 
 /// How much the answer to a call waits for its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -14,8 +14,8 @@ use onesided_core::audit::{
 };
 use onesided_core::error::quoted;
 use onesided_core::{ErrorClass, RmaError};
-use onesided_proto::status_from_rma;
 use onesided_proto::v1::{self, audit_server::Audit};
+use onesided_proto::{audit_wire, status_from_rma};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -279,13 +279,8 @@ impl Audit for AuditService {
             .windows()
             .await
             .map_err(internal)?
-            .into_iter()
-            .map(|window| v1::AuditWindow {
-                id: window.id,
-                world: window.world,
-                name: window.name,
-                events: window.events,
-            })
+            .iter()
+            .map(audit_wire::window_to_wire)
             .collect();
         Ok(Response::new(v1::AuditWindowsResponse { windows }))
     }
@@ -374,33 +369,9 @@ impl Audit for AuditService {
     ) -> Result<Response<v1::VerifyResponse>, Status> {
         let window = request.into_inner().window;
         let (rows, client) = self.stored(window).await?;
-        let verdict = verify_history(&rows, &client);
-        let spans = |spans: &[onesided_core::audit::ClientSpan]| -> Vec<v1::ClientSpan> {
-            spans
-                .iter()
-                .map(|span| v1::ClientSpan {
-                    rank: span.rank,
-                    incarnation: span.incarnation,
-                    from: span.from,
-                    to: span.to,
-                })
-                .collect()
-        };
-        let response = v1::VerifyResponse {
-            intact: verdict.first_bad.is_none(),
-            first_bad: verdict.first_bad.unwrap_or(0),
-            events: rows.len() as u64,
-            client_break: verdict.client.map(|at| v1::ClientBreak {
-                rank: at.rank,
-                incarnation: at.incarnation,
-                cseq: at.cseq,
-                fault: at.fault.name().to_string(),
-            }),
-            client_events: verdict.client_events,
-            unmarked: spans(&verdict.unmarked),
-            pending: spans(&verdict.pending),
-        };
-        Ok(Response::new(response))
+        Ok(Response::new(audit_wire::verdict_to_wire(&verify_history(
+            &rows, &client,
+        ))))
     }
 
     async fn check(
@@ -409,24 +380,9 @@ impl Audit for AuditService {
     ) -> Result<Response<v1::CheckResponse>, Status> {
         let window = request.into_inner().window;
         let records = self.records(window).await?;
-        let side = |side: &onesided_core::check::Side| v1::FindingSide {
-            seq: side.seq,
-            rank: side.rank,
-            call: side.call.clone(),
-            cseq: side.cseq.unwrap_or(0),
-        };
         let findings = onesided_core::check::check(&records)
             .iter()
-            .map(|finding| v1::Finding {
-                rule: finding.rule.name().to_string(),
-                description: finding.rule.describe().to_string(),
-                target: finding.target,
-                start: finding.bytes.0,
-                end: finding.bytes.1,
-                first: Some(side(&finding.first)),
-                second: Some(side(&finding.second)),
-                message: finding.message.clone(),
-            })
+            .map(audit_wire::finding_to_wire)
             .collect();
         Ok(Response::new(v1::CheckResponse { findings }))
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::Context;
-use onesided_core::audit::{AuditRecord, Body, Event, StoredRow};
+use onesided_core::audit::{AuditRecord, Body, Event, RecordedWindow, StoredRow};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{
@@ -29,19 +29,6 @@ pub struct NewRow {
     pub prev_hash: [u8; 32],
     /// This row's hash.
     pub hash: [u8; 32],
-}
-
-/// A recorded window.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordedWindow {
-    /// Window id.
-    pub id: u64,
-    /// World name.
-    pub world: String,
-    /// Window name.
-    pub name: String,
-    /// Number of events.
-    pub events: u64,
 }
 
 /// A world as stored: its size and the SHA-256 of each rank's token.

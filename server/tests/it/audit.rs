@@ -575,7 +575,7 @@ async fn check_flags_forum_example_3_and_passes_example_2() {
     assert!(
         findings
             .iter()
-            .any(|f| f.rule == "get_store" && f.target == 1 && f.bytes == (0, 8)),
+            .any(|f| f.rule.name() == "get_store" && f.target == 1 && f.bytes == (0, 8)),
         "{findings:#?}"
     );
 
@@ -710,7 +710,12 @@ fn judged(findings: &[Finding]) -> Vec<Judged> {
                 (finding.second.rank, finding.second.call.clone()),
             ];
             sides.sort();
-            (finding.rule.clone(), finding.target, finding.bytes, sides)
+            (
+                finding.rule.name().to_string(),
+                finding.target,
+                finding.bytes,
+                sides,
+            )
         })
         .collect();
     judged.sort();
@@ -766,7 +771,7 @@ async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
     assert!(
         shipped_findings
             .iter()
-            .any(|f| f.rule == "store_while_pending" && f.target == 1),
+            .any(|f| f.rule.name() == "store_while_pending" && f.target == 1),
         "{shipped_findings:#?}"
     );
 
@@ -841,10 +846,11 @@ async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
     assert_eq!(
         broken.client_break,
         Some(ClientBreak {
+            marker: stored.seq,
             rank: 1,
             incarnation: stored.incarnation,
             cseq: stored.cseq.unwrap(),
-            fault: Some(ClientFault::Altered),
+            fault: ClientFault::Altered,
         })
     );
 }
@@ -924,10 +930,11 @@ async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_repo
         assert_eq!(
             broken.client_break,
             Some(ClientBreak {
+                marker: third.seq,
                 rank: 0,
                 incarnation,
                 cseq: 3,
-                fault: Some(fault),
+                fault,
             }),
             "{case}"
         );
@@ -1045,7 +1052,7 @@ async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_de
     assert_eq!(gone.pending, []);
     assert_eq!(
         gone.client_break.map(|at| (at.cseq, at.fault)),
-        Some((from, Some(ClientFault::Missing)))
+        Some((from, ClientFault::Missing))
     );
     drop(server);
 }
@@ -1189,10 +1196,11 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
     assert_eq!(
         gone.client_break,
         Some(ClientBreak {
+            marker: markers[0].0,
             rank: 0,
             incarnation: 2,
             cseq: 1,
-            fault: Some(ClientFault::Missing),
+            fault: ClientFault::Missing,
         })
     );
 }

@@ -25,8 +25,8 @@ mod tls;
 mod web;
 
 use onesided_client::{Admin, Session, Window, WindowSpec};
-use onesided_server::{run, ServerConfig};
-use tokio::sync::oneshot;
+use onesided_server::ServerConfig;
+use onesided_test_support::in_process;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
@@ -35,7 +35,7 @@ pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub struct TestServer {
     pub url: String,
     pub admin: Admin,
-    _stop: oneshot::Sender<()>,
+    _served: in_process::Served,
     pub data: TempDir,
 }
 
@@ -82,26 +82,17 @@ pub async fn spawn_server() -> TestServer {
 /// A server whose default configuration (SQLite audit in a fresh data dir, sync durability)
 /// `adjust` may change.
 pub async fn spawn_server_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let data = TempDir(std::env::temp_dir().join(unique("onesided-it")));
     let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
     adjust(&mut config);
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        run(listener, config, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server failed");
-    });
-    let admin = Admin::connect(&url, ADMIN_TOKEN).await.unwrap();
+    let served = in_process::serve(config).await;
+    let admin = Admin::connect(&served.url, ADMIN_TOKEN).await.unwrap();
     // the first answer comes once the server runs (its audit store is open)
     admin.list_worlds().await.unwrap();
     TestServer {
-        url,
+        url: served.url.clone(),
         admin,
-        _stop: stop,
+        _served: served,
         data,
     }
 }

@@ -5,8 +5,7 @@
 use onesided_client::{Admin, Audit, Claim, Endpoint, Error, LockType, Session, WindowSpec};
 use onesided_server::tls::TlsIdentity;
 use onesided_server::{run, ServerConfig};
-use onesided_test_support::Pki;
-use tokio::sync::oneshot;
+use onesided_test_support::{in_process, Pki};
 use tonic::Code;
 
 use crate::{unique, TempDir, TestServer, ADMIN_TOKEN};
@@ -23,23 +22,14 @@ async fn spawn_tls_server(pki: &Pki) -> TestServer {
 
 /// [`spawn_tls_server`] with a configuration `adjust` may change.
 async fn spawn_tls_server_with(pki: &Pki, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let url = format!("https://localhost:{port}");
     let data = TempDir(std::env::temp_dir().join(unique("onesided-tls")));
     let mut config = ServerConfig {
         tls: Some(identity(pki)),
         ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
     };
     adjust(&mut config);
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        run(listener, config, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server failed");
-    });
+    let served = in_process::serve(config).await;
+    let url = format!("https://localhost:{}", served.addr.port());
     let endpoint = Endpoint::new(url.as_str())
         .ca_pem(pki.ca_pem.clone())
         .unwrap();
@@ -48,7 +38,7 @@ async fn spawn_tls_server_with(pki: &Pki, adjust: impl FnOnce(&mut ServerConfig)
     TestServer {
         url,
         admin,
-        _stop: stop,
+        _served: served,
         data,
     }
 }
@@ -167,19 +157,14 @@ async fn a_client_that_does_not_trust_the_ca_cannot_connect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_certificate_must_name_the_server() {
     let pki = Pki::new(&["other.example"]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let data = TempDir(std::env::temp_dir().join(unique("onesided-tls")));
     let config = ServerConfig {
         tls: Some(identity(&pki)),
         ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
     };
-    let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(run(listener, config, async {
-        let _ = stopped.await;
-    }));
+    let served = in_process::serve(config).await;
     let error = Admin::connect(
-        with_ca(&format!("https://localhost:{port}"), &pki),
+        with_ca(&format!("https://localhost:{}", served.addr.port()), &pki),
         ADMIN_TOKEN,
     )
     .await

@@ -13,8 +13,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use futures::StreamExt;
 use onesided_client::{
-    Admin, Assert, Audit, AuditEntry, AuditEvent, ClientFault, ClientSpan, Datatype, Finding,
-    FindingSide,
+    Admin, Assert, Audit, AuditEntry, AuditEvent, ClientSpan, Datatype, Finding, FindingSide,
 };
 use onesided_core::datatype;
 use serde_json::{json, Value as Json};
@@ -592,7 +591,7 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
                 "rank": at.rank,
                 "incarnation": at.incarnation,
                 "cseq": at.cseq,
-                "fault": at.fault.map(ClientFault::name),
+                "fault": at.fault.name(),
             })
         });
         json::print(&json!({
@@ -619,8 +618,7 @@ async fn verify(global: &Global, audit: &Audit, args: VerifyArgs) -> Result<Exit
                 at.rank,
                 at.incarnation,
                 at.cseq,
-                at.fault
-                    .map_or("a fault this version does not know", ClientFault::describe),
+                at.fault.describe(),
             ),
         }
         for span in &verification.pending {
@@ -656,8 +654,8 @@ fn side_json(side: &FindingSide) -> Json {
 
 fn finding_json(finding: &Finding) -> Json {
     json!({
-        "rule": finding.rule,
-        "description": finding.description,
+        "rule": finding.rule.name(),
+        "description": finding.rule.describe(),
         "target": finding.target,
         "bytes": [finding.bytes.0, finding.bytes.1],
         "first": side_json(&finding.first),
@@ -675,7 +673,7 @@ fn side_text(side: &FindingSide) -> String {
 fn finding_text(finding: &Finding) -> String {
     let mut line = format!(
         "{} bytes [{},{}) at rank {}: {} / {}",
-        finding.rule,
+        finding.rule.name(),
         finding.bytes.0,
         finding.bytes.1,
         finding.target,
