@@ -19,7 +19,7 @@ use onesided_core::epoch::{AccessTag, EpochState, LockType};
 use onesided_core::layout::Layout;
 use onesided_core::ranges::RangeSet;
 use onesided_core::window::{OpKind, TargetOp, WindowDesc};
-use onesided_core::{Datatype, ErrorClass, Op, RmaError};
+use onesided_core::{ErrorClass, Op, RmaError};
 use onesided_proto::layout_to_wire;
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::{self, server_message::Reply, Segment};
@@ -221,18 +221,6 @@ pub(crate) fn take_accesses(state: &Mutex<State>) -> Vec<AuditEvent> {
 /// [`TargetOp`], the one form an operation has from this call to the target's `apply`.
 pub type OpSpec = TargetOp<Bytes>;
 
-/// A contiguous operation of `count` elements.
-fn contiguous(kind: OpKind, dtype: Datatype, disp: u64, count: u64, data: Bytes) -> OpSpec {
-    TargetOp {
-        kind,
-        dtype,
-        disp,
-        layout: Layout::Contiguous { count },
-        data,
-        compare: Bytes::new(),
-    }
-}
-
 impl Window {
     pub(crate) fn new(session: Session, desc: WindowDesc) -> Self {
         let me = session.rank();
@@ -318,16 +306,10 @@ impl Window {
     }
 
     fn take_push(state: &mut State) -> Vec<Segment> {
-        let segments = state
-            .dirty
-            .iter()
-            .map(|(start, end)| Segment {
-                offset: start,
-                data: Bytes::copy_from_slice(&state.private[start as usize..end as usize]),
-            })
-            .collect();
-        state.dirty.clear();
-        segments
+        onesided_proto::segments_to_wire(onesided_core::target::Segment::take(
+            &mut state.dirty,
+            &state.private,
+        ))
     }
 
     fn apply_pull(&self, segments: Vec<Segment>) {

@@ -34,6 +34,22 @@ pub struct Segment {
     pub data: Bytes,
 }
 
+impl Segment {
+    /// The bytes of `copy` in each of `ranges`, which are then cleared: what changed since the
+    /// last time, to carry to the other copy.
+    pub fn take(ranges: &mut RangeSet, copy: &[u8]) -> Vec<Segment> {
+        let segments = ranges
+            .iter()
+            .map(|(start, end)| Segment {
+                offset: start,
+                data: Bytes::copy_from_slice(&copy[start as usize..end as usize]),
+            })
+            .collect();
+        ranges.clear();
+        segments
+    }
+}
+
 /// Something an origin sends to a target, processed in order per origin.
 #[derive(Debug)]
 pub enum Access<R> {
@@ -555,16 +571,7 @@ impl<R> Target<R> {
 
     /// Segments of everything changed since the last pull; clears the record.
     fn take_changed(&mut self) -> Vec<Segment> {
-        let segments = self
-            .changed
-            .iter()
-            .map(|(start, end)| Segment {
-                offset: start,
-                data: Bytes::copy_from_slice(&self.public[start as usize..end as usize]),
-            })
-            .collect();
-        self.changed.clear();
-        segments
+        Segment::take(&mut self.changed, &self.public)
     }
 
     fn answer_synced(&mut self, reply: R, pull: bool, flag: bool, token: u64) {

@@ -412,6 +412,20 @@ pub struct TargetAccess {
     pub bytes: u64,
 }
 
+impl<D: Default> TargetOp<D> {
+    /// `count` contiguous elements of `dtype` at `disp`, carrying `data` (no compare value).
+    pub fn contiguous(kind: OpKind, dtype: Datatype, disp: u64, count: u64, data: D) -> Self {
+        TargetOp {
+            kind,
+            dtype,
+            disp,
+            layout: Layout::Contiguous { count },
+            data,
+            compare: D::default(),
+        }
+    }
+}
+
 impl<D: AsRef<[u8]>> TargetOp<D> {
     /// How a contiguous put, get or accumulate travels as operations of at most `max_bytes`
     /// each, every piece starting on an element and a `disp_unit` boundary; `None` when it
@@ -756,14 +770,7 @@ mod tests {
         count: u64,
         data: Vec<u8>,
     ) -> TargetOp<Vec<u8>> {
-        TargetOp {
-            kind,
-            dtype,
-            disp,
-            layout: Layout::Contiguous { count },
-            data,
-            compare: Vec::new(),
-        }
+        TargetOp::contiguous(kind, dtype, disp, count, data)
     }
 
     #[test]

@@ -395,6 +395,17 @@ pub fn segments_from_wire(segments: Vec<v1::Segment>) -> Vec<onesided_core::targ
         .collect()
 }
 
+/// Bytes of a copy as the wire carries them (moved, not copied).
+pub fn segments_to_wire(segments: Vec<onesided_core::target::Segment>) -> Vec<v1::Segment> {
+    segments
+        .into_iter()
+        .map(|segment| v1::Segment {
+            offset: segment.offset,
+            data: segment.data,
+        })
+        .collect()
+}
+
 /// The target engine's answer as the wire carries it: the one mapping from
 /// [`onesided_core::target::Outcome`] to a reply.
 pub fn reply_from_outcome(outcome: onesided_core::target::Outcome) -> v1::server_message::Reply {
@@ -406,13 +417,7 @@ pub fn reply_from_outcome(outcome: onesided_core::target::Outcome) -> v1::server
             data: bytes::Bytes::from(data),
         }),
         Outcome::Synced { pull, flag, token } => Reply::Synced(v1::Synced {
-            pull: pull
-                .into_iter()
-                .map(|segment| v1::Segment {
-                    offset: segment.offset,
-                    data: segment.data,
-                })
-                .collect(),
+            pull: segments_to_wire(pull),
             flag,
             token,
         }),

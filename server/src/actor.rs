@@ -85,7 +85,17 @@ impl WindowServerHandle {
         lock_fairness: Duration,
     ) -> Self {
         let (sender, inbox) = mpsc::channel(INBOX);
-        let actor = WindowServer::new(window, rank, nranks, public, audit, metrics, lock_fairness);
+        let recording = audit.durability() != Durability::Off;
+        let now = Instant::now();
+        let actor = WindowServer {
+            logged: 0,
+            window,
+            rank,
+            target: Target::new(rank, nranks, public, recording, lock_fairness, now),
+            audit,
+            metrics,
+            reported: QueueReport::default(),
+        };
         let span = tracing::info_span!("window_server", window, rank);
         let fate = supervise::spawn("window server", actor.run(inbox), span);
         WindowServerHandle { sender, rank, fate }
@@ -178,34 +188,6 @@ struct WindowServer {
 }
 
 impl WindowServer {
-    fn new(
-        window: u64,
-        rank: u32,
-        nranks: u32,
-        public: Vec<u8>,
-        audit: AuditHandle,
-        metrics: Arc<Metrics>,
-        lock_fairness: Duration,
-    ) -> Self {
-        let recording = audit.durability() != Durability::Off;
-        WindowServer {
-            logged: 0,
-            window,
-            rank,
-            target: Target::new(
-                rank,
-                nranks,
-                public,
-                recording,
-                lock_fairness,
-                Instant::now(),
-            ),
-            audit,
-            metrics,
-            reported: QueueReport::default(),
-        }
-    }
-
     async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
         tracing::debug!(size = self.target.public().len(), "window server started");
         loop {

@@ -551,6 +551,21 @@ impl Session {
     fn origin(&self) -> (u32, u64) {
         (self.member.rank, self.incarnation)
     }
+
+    /// Waits, beside the session's calls, for `answer`, which comes back to this session
+    /// before it goes out to `reply`; `gone` is the error when its sender was dropped.
+    fn come_back(
+        &mut self,
+        control: Control,
+        reply: Reply,
+        answer: tokio::sync::oneshot::Receiver<Answer>,
+        gone: RmaError,
+    ) {
+        self.control.push(Box::pin(async move {
+            let answer = answer.await.unwrap_or(Err(gone));
+            (control, reply, answer)
+        }));
+    }
 }
 
 /// The session's open windows, as admission reads them.

@@ -368,23 +368,26 @@ impl RankExecutor {
     /// # Errors
     /// `MPI_ERR_RMA_RANGE` outside the window; a crashed rank.
     pub fn private(&self, loc: &Loc) -> Result<Observed, Error> {
-        let dtype = self.dtypes[loc.window];
-        let window = self.window(loc.window)?;
-        let mut bytes = Vec::new();
-        for offset in element_offsets(loc, dtype) {
-            bytes.extend(window.load_bytes(offset, dtype.size() as u64)?);
-        }
-        observed(dtype, loc.shape.is_list(), &bytes)
+        self.read(loc, Window::load_bytes)
     }
 
     /// Reads the private copy like [`RankExecutor::private`], without recording a load: the
     /// runner's look at the outcome is no access of the program.
     fn inspect(&self, loc: &Loc) -> Result<Observed, Error> {
+        self.read(loc, Window::inspect_bytes)
+    }
+
+    /// The elements at `loc`, each read from the private copy with `read`.
+    fn read(
+        &self,
+        loc: &Loc,
+        read: impl Fn(&Window, u64, u64) -> crate::Result<Vec<u8>>,
+    ) -> Result<Observed, Error> {
         let dtype = self.dtypes[loc.window];
         let window = self.window(loc.window)?;
         let mut bytes = Vec::new();
         for offset in element_offsets(loc, dtype) {
-            bytes.extend(window.inspect_bytes(offset, dtype.size() as u64)?);
+            bytes.extend(read(window, offset, dtype.size() as u64)?);
         }
         observed(dtype, loc.shape.is_list(), &bytes)
     }

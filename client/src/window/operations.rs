@@ -116,19 +116,30 @@ impl Window {
         }
     }
 
+    /// Issued as a request-based call whose request is complete at once (the values were
+    /// copied).
+    fn ready(&self, target: u32, spec: OpSpec) -> Result<Request<()>> {
+        self.issue(target, spec, true)?;
+        Ok(Request {
+            inner: RequestInner::Ready(()),
+        })
+    }
+
+    /// Issued as a request-based call whose request completes when the data is here.
+    fn awaited<T: Element>(&self, target: u32, spec: OpSpec) -> Result<Request<Vec<T>>> {
+        let pending = self.issue(target, spec, true).map(Self::typed)?;
+        Ok(Request {
+            inner: RequestInner::Pending(pending),
+        })
+    }
+
     /// `MPI_Put` of `values` to `target` at displacement `disp` (in the target's disp_units).
     ///
     /// # Errors
     /// As [`Window::issue`].
     pub fn put<T: Element>(&self, target: u32, disp: u64, values: &[T]) -> Result<()> {
-        let spec = contiguous(
-            OpKind::Put,
-            T::DATATYPE,
-            disp,
-            values.len() as u64,
-            encode(values),
-        );
-        self.issue(target, spec, false).map(drop)
+        self.issue(target, carrying(OpKind::Put, disp, values), false)
+            .map(drop)
     }
 
     /// `MPI_Put` with a target layout (vector, indexed); `values` are in layout order.
@@ -142,14 +153,7 @@ impl Window {
         layout: Layout,
         values: &[T],
     ) -> Result<()> {
-        let spec = OpSpec {
-            kind: OpKind::Put,
-            dtype: T::DATATYPE,
-            disp,
-            layout,
-            data: encode(values),
-            compare: Bytes::new(),
-        };
+        let spec = laid_out::<T>(OpKind::Put, disp, layout, encode(values));
         self.issue(target, spec, false).map(drop)
     }
 
@@ -166,15 +170,8 @@ impl Window {
         origin: &[T],
         origin_layout: &Layout,
     ) -> Result<()> {
-        let packed = pack(origin, origin_layout)?;
-        let spec = OpSpec {
-            kind: OpKind::Put,
-            dtype: T::DATATYPE,
-            disp,
-            layout: target_layout,
-            data: Bytes::from(packed),
-            compare: Bytes::new(),
-        };
+        let packed = Bytes::from(pack(origin, origin_layout)?);
+        let spec = laid_out::<T>(OpKind::Put, disp, target_layout, packed);
         self.issue(target, spec, false).map(drop)
     }
 
@@ -183,7 +180,7 @@ impl Window {
     /// # Errors
     /// As [`Window::issue`].
     pub fn get<T: Element>(&self, target: u32, disp: u64, count: u64) -> Result<Pending<Vec<T>>> {
-        let spec = contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
+        let spec = OpSpec::contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
         self.issue(target, spec, false).map(Self::typed)
     }
 
@@ -197,14 +194,7 @@ impl Window {
         disp: u64,
         layout: Layout,
     ) -> Result<Pending<Vec<T>>> {
-        let spec = OpSpec {
-            kind: OpKind::Get,
-            dtype: T::DATATYPE,
-            disp,
-            layout,
-            data: Bytes::new(),
-            compare: Bytes::new(),
-        };
+        let spec = laid_out::<T>(OpKind::Get, disp, layout, Bytes::new());
         self.issue(target, spec, false).map(Self::typed)
     }
 
@@ -219,14 +209,12 @@ impl Window {
         values: &[T],
         op: Op,
     ) -> Result<()> {
-        let spec = contiguous(
-            OpKind::Accumulate(op),
-            T::DATATYPE,
-            disp,
-            values.len() as u64,
-            encode(values),
-        );
-        self.issue(target, spec, false).map(drop)
+        self.issue(
+            target,
+            carrying(OpKind::Accumulate(op), disp, values),
+            false,
+        )
+        .map(drop)
     }
 
     /// `MPI_Get_accumulate`: the old contents come back, then `op` is applied. With
@@ -241,18 +229,7 @@ impl Window {
         values: &[T],
         op: Op,
     ) -> Result<Pending<Vec<T>>> {
-        let data = if op == Op::NoOp {
-            Bytes::new()
-        } else {
-            encode(values)
-        };
-        let spec = contiguous(
-            OpKind::GetAccumulate(op),
-            T::DATATYPE,
-            disp,
-            values.len() as u64,
-            data,
-        );
+        let spec = carrying(OpKind::GetAccumulate(op), disp, values);
         self.issue(target, spec, false).map(Self::typed)
     }
 
@@ -267,12 +244,7 @@ impl Window {
         value: T,
         op: Op,
     ) -> Result<Pending<T>> {
-        let data = if op == Op::NoOp {
-            Bytes::new()
-        } else {
-            encode(&[value])
-        };
-        let spec = contiguous(OpKind::FetchAndOp(op), T::DATATYPE, disp, 1, data);
+        let spec = carrying(OpKind::FetchAndOp(op), disp, &[value]);
         self.issue(target, spec, false).map(Self::single)
     }
 
@@ -288,14 +260,10 @@ impl Window {
         compare: T,
         value: T,
     ) -> Result<Pending<T>> {
-        let mut spec = contiguous(
-            OpKind::CompareAndSwap,
-            T::DATATYPE,
-            disp,
-            1,
-            encode(&[value]),
-        );
-        spec.compare = encode(&[compare]);
+        let spec = OpSpec {
+            compare: encode(&[compare]),
+            ..carrying(OpKind::CompareAndSwap, disp, &[value])
+        };
         self.issue(target, spec, false).map(Self::single)
     }
 
@@ -305,17 +273,7 @@ impl Window {
     /// # Errors
     /// As [`Window::issue`]; `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub fn rput<T: Element>(&self, target: u32, disp: u64, values: &[T]) -> Result<Request<()>> {
-        let spec = contiguous(
-            OpKind::Put,
-            T::DATATYPE,
-            disp,
-            values.len() as u64,
-            encode(values),
-        );
-        self.issue(target, spec, true)?;
-        Ok(Request {
-            inner: RequestInner::Ready(()),
-        })
+        self.ready(target, carrying(OpKind::Put, disp, values))
     }
 
     /// `MPI_Rget`: its request completes when the data is here.
@@ -323,11 +281,8 @@ impl Window {
     /// # Errors
     /// As [`Window::rput`].
     pub fn rget<T: Element>(&self, target: u32, disp: u64, count: u64) -> Result<Request<Vec<T>>> {
-        let spec = contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
-        let pending = self.issue(target, spec, true).map(Self::typed)?;
-        Ok(Request {
-            inner: RequestInner::Pending(pending),
-        })
+        let spec = OpSpec::contiguous(OpKind::Get, T::DATATYPE, disp, count, Bytes::new());
+        self.awaited(target, spec)
     }
 
     /// `MPI_Raccumulate`.
@@ -341,17 +296,7 @@ impl Window {
         values: &[T],
         op: Op,
     ) -> Result<Request<()>> {
-        let spec = contiguous(
-            OpKind::Accumulate(op),
-            T::DATATYPE,
-            disp,
-            values.len() as u64,
-            encode(values),
-        );
-        self.issue(target, spec, true)?;
-        Ok(Request {
-            inner: RequestInner::Ready(()),
-        })
+        self.ready(target, carrying(OpKind::Accumulate(op), disp, values))
     }
 
     /// `MPI_Rget_accumulate`.
@@ -365,21 +310,28 @@ impl Window {
         values: &[T],
         op: Op,
     ) -> Result<Request<Vec<T>>> {
-        let data = if op == Op::NoOp {
-            Bytes::new()
-        } else {
-            encode(values)
-        };
-        let spec = contiguous(
-            OpKind::GetAccumulate(op),
-            T::DATATYPE,
-            disp,
-            values.len() as u64,
-            data,
-        );
-        let pending = self.issue(target, spec, true).map(Self::typed)?;
-        Ok(Request {
-            inner: RequestInner::Pending(pending),
-        })
+        self.awaited(target, carrying(OpKind::GetAccumulate(op), disp, values))
+    }
+}
+
+/// `values` as a contiguous operation of their datatype. A fetching `NO_OP` carries no data:
+/// MPI ignores its origin buffer.
+fn carrying<T: Element>(kind: OpKind, disp: u64, values: &[T]) -> OpSpec {
+    let data = match kind {
+        OpKind::GetAccumulate(Op::NoOp) | OpKind::FetchAndOp(Op::NoOp) => Bytes::new(),
+        _ => encode(values),
+    };
+    OpSpec::contiguous(kind, T::DATATYPE, disp, values.len() as u64, data)
+}
+
+/// An operation on the target elements `layout` selects, of `T`'s datatype.
+fn laid_out<T: Element>(kind: OpKind, disp: u64, layout: Layout, data: Bytes) -> OpSpec {
+    OpSpec {
+        kind,
+        dtype: T::DATATYPE,
+        disp,
+        layout,
+        data,
+        compare: Bytes::new(),
     }
 }

@@ -137,13 +137,8 @@ impl Session {
             reply: Reply::Session(sender),
         };
         own.send(test).await?;
-        let (window, reply) = (on.window, on.reply);
-        self.control.push(Box::pin(async move {
-            let answer = answer
-                .await
-                .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Win, "the window was freed")));
-            (Control::Test(window), reply, answer)
-        }));
+        let gone = RmaError::new(ErrorClass::Win, "the window was freed");
+        self.come_back(Control::Test(on.window), on.reply, answer, gone);
         Ok(())
     }
 

@@ -26,12 +26,8 @@ impl Session {
                 Reply::Session(sender),
             )
             .await?;
-        self.control.push(Box::pin(async move {
-            let answer = answer
-                .await
-                .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Other, "the world was deleted")));
-            (Control::Barrier(open), reply, answer)
-        }));
+        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
+        self.come_back(Control::Barrier(open), reply, answer, gone);
         Ok(())
     }
 

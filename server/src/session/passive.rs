@@ -85,16 +85,10 @@ impl Session {
         released: Vec<u32>,
         segments: Vec<Segment>,
     ) -> Result<(), RmaError> {
-        let origin = self.origin();
         self.log(on.window, event, None).await;
         push(&on.entry.ranks[self.member.rank as usize], segments).await?;
-        let gather = Gather::new(released.len(), on.reply);
-        for target in released {
-            let reply = Reply::Gather(Arc::clone(&gather));
-            let target = &on.entry.ranks[target as usize];
-            access(target, origin, AccessItem::Unlock { reply }).await?;
-        }
-        Ok(())
+        self.at_each(on, released, |reply| AccessItem::Unlock { reply })
+            .await
     }
 
     /// `MPI_Win_flush` (and `flush_local`): answered at once when nothing travelled or only
@@ -125,13 +119,23 @@ impl Session {
             on.reply.done();
             return Ok(());
         };
-        let origin = self.origin();
         self.log(on.window, event, None).await;
+        self.at_each(on, targets, |reply| AccessItem::Flush { reply })
+            .await
+    }
+
+    /// Sends `item` to every one of `targets`, the call answered once all of them answered.
+    async fn at_each(
+        &mut self,
+        on: OnWindow,
+        targets: Vec<u32>,
+        item: fn(Reply) -> AccessItem,
+    ) -> Result<(), RmaError> {
+        let origin = self.origin();
         let gather = Gather::new(targets.len(), on.reply);
         for target in targets {
             let reply = Reply::Gather(Arc::clone(&gather));
-            let target = &on.entry.ranks[target as usize];
-            access(target, origin, AccessItem::Flush { reply }).await?;
+            access(&on.entry.ranks[target as usize], origin, item(reply)).await?;
         }
         Ok(())
     }

@@ -10,9 +10,8 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use indicatif::ProgressBar;
-use onesided_client::{Datatype, Layout, LockType, Op, OpKind, OpSpec, Session, Window};
+use onesided_client::{Datatype, LockType, Op, OpKind, OpSpec, Session, Window};
 use onesided_core::datatype::{decode, encode_all, parse_value, Value};
-use onesided_core::window::TargetOp;
 use serde_json::json;
 
 use crate::admin::datatype;
@@ -170,14 +169,7 @@ fn element_type(
 
 impl Epoch {
     fn spec(&self, kind: OpKind, count: u64, data: Vec<u8>) -> OpSpec {
-        OpSpec {
-            kind,
-            dtype: self.dtype,
-            disp: self.disp,
-            layout: Layout::Contiguous { count },
-            data: Bytes::from(data),
-            compare: Bytes::new(),
-        }
+        OpSpec::contiguous(kind, self.dtype, self.disp, count, Bytes::from(data))
     }
 
     /// Issues one operation, closes the epoch, and returns the operation's bytes.
@@ -198,48 +190,24 @@ impl Epoch {
             .get(self.target as usize)
             .copied()
             .unwrap_or(0);
-        let whole = TargetOp {
-            kind: spec.kind,
-            dtype: spec.dtype,
-            disp: spec.disp,
-            layout: spec.layout.clone(),
-            data: spec.data.clone(),
-            compare: spec.compare.clone(),
-        };
-        let disp_unit = self
-            .window
-            .desc()
-            .disp_units
-            .get(self.target as usize)
-            .copied()
-            .unwrap_or(1);
-        whole.validate(size, disp_unit)?;
+        spec.validate(size, self.disp_unit())?;
         Ok(())
     }
 
     /// A chunk size in bytes that is a whole number of elements and of disp_units.
     fn chunk_bytes(&self, wanted: u64) -> u64 {
-        let unit = self.dtype.size() as u64
-            * u64::from(
-                self.window
-                    .desc()
-                    .disp_units
-                    .get(self.target as usize)
-                    .copied()
-                    .unwrap_or(1),
-            );
+        let unit = self.dtype.size() as u64 * u64::from(self.disp_unit());
         (wanted / unit).max(1) * unit
     }
 
-    fn disp_unit(&self) -> u64 {
-        u64::from(
-            self.window
-                .desc()
-                .disp_units
-                .get(self.target as usize)
-                .copied()
-                .unwrap_or(1),
-        )
+    /// The target's disp_unit.
+    fn disp_unit(&self) -> u32 {
+        self.window
+            .desc()
+            .disp_units
+            .get(self.target as usize)
+            .copied()
+            .unwrap_or(1)
     }
 }
 
@@ -280,7 +248,7 @@ pub async fn get(global: &Global, args: GetArgs) -> Result<ExitCode> {
     while offset < total {
         let len = chunk.min(total - offset);
         let mut spec = epoch.spec(OpKind::Get, len / elem, Vec::new());
-        spec.disp = epoch.disp + offset / epoch.disp_unit();
+        spec.disp = epoch.disp + offset / u64::from(epoch.disp_unit());
         pending.push(epoch.window.issue(epoch.target, spec, false));
         offset += len;
     }
@@ -358,7 +326,7 @@ pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
     let mut first_error = None;
     for (index, part) in data.chunks(chunk as usize).enumerate() {
         let mut spec = epoch.spec(OpKind::Put, part.len() as u64 / elem, part.to_vec());
-        spec.disp = epoch.disp + index as u64 * chunk / epoch.disp_unit();
+        spec.disp = epoch.disp + index as u64 * chunk / u64::from(epoch.disp_unit());
         match epoch.window.issue(epoch.target, spec, false) {
             Ok(reply) => pending.push((part.len() as u64, reply)),
             Err(error) => {
