@@ -295,6 +295,21 @@ pub enum Event {
 }
 
 impl Event {
+    /// The bytes of window data it carries (an operation's origin data, compare value and
+    /// result; published or pulled bytes): what dominates its size in memory and in the store.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Event::Op {
+                data,
+                compare,
+                result,
+                ..
+            } => data.len() + compare.len() + result.len(),
+            Event::Published { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+
     /// The event's name (`fence_enter`, `op`, …), as stored in the `kind` column.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -52,6 +52,11 @@ const DEFER: Duration = Duration::from_millis(10);
 /// unless configured otherwise: what a crash can lose.
 pub const DEFAULT_MAX_UNRECORDED: usize = 4096;
 
+/// The most window data (operation payloads, published bytes) that events handed to the writer
+/// and not committed yet may carry, in `sync` and `async`: a client streaming a large put waits
+/// for the disk instead of piling copies of its bytes up in the server's memory.
+pub const MAX_UNCOMMITTED_BYTES: usize = 64 << 20;
+
 /// An event as an actor or session reports it.
 #[derive(Clone, Debug)]
 pub struct Pending {
@@ -73,6 +78,8 @@ enum Message {
         answers: Vec<(Reply, Answer)>,
         /// Permits of the unrecorded-events budget (async) to return after the commit.
         permits: u32,
+        /// Permits of the uncommitted-bytes budget to return after the commit.
+        bytes: u32,
     },
     /// A rank's public copy after every event its actor submitted before.
     Snapshot {
@@ -84,6 +91,14 @@ enum Message {
 }
 
 impl Message {
+    /// Permits of the uncommitted-bytes budget it holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Message::Record { bytes, .. } => *bytes as usize,
+            _ => 0,
+        }
+    }
+
     /// Whether someone waits for this message's commit (answers, a flush).
     fn awaited(&self) -> bool {
         match self {
@@ -101,11 +116,13 @@ impl std::fmt::Debug for Message {
                 events,
                 answers,
                 permits,
+                bytes,
             } => f
                 .debug_struct("Record")
                 .field("events", &events.len())
                 .field("answers", &answers.len())
                 .field("permits", permits)
+                .field("bytes", bytes)
                 .finish(),
             Message::Snapshot { window, rank, data } => f
                 .debug_struct("Snapshot")
@@ -134,6 +151,8 @@ pub struct AuditHandle {
     down: Arc<AtomicBool>,
     /// `async`: the budget of answered-but-uncommitted events (see [`Unrecorded`]).
     unrecorded: Option<Unrecorded>,
+    /// The budget of window bytes in events not committed yet ([`MAX_UNCOMMITTED_BYTES`]).
+    uncommitted: Arc<tokio::sync::Semaphore>,
 }
 
 /// The budget of events whose calls were answered before their commit (`async`): a submission
@@ -171,6 +190,7 @@ impl AuditHandle {
             committed: broadcast::channel(1).0,
             down: Arc::new(AtomicBool::new(false)),
             unrecorded: None,
+            uncommitted: Arc::new(tokio::sync::Semaphore::new(MAX_UNCOMMITTED_BYTES)),
         }
     }
 
@@ -207,6 +227,7 @@ impl AuditHandle {
         let (sender, inbox) = mpsc::channel(INBOX);
         let (committed, _) = broadcast::channel(65536);
         let down = Arc::new(AtomicBool::new(false));
+        let uncommitted = Arc::new(tokio::sync::Semaphore::new(MAX_UNCOMMITTED_BYTES));
         let started = Instant::now();
         let base_ns = last_at_ns.saturating_add(1);
         let writer = Writer {
@@ -219,6 +240,7 @@ impl AuditHandle {
             metrics,
             clock: (started, base_ns),
             unrecorded: unrecorded.clone(),
+            uncommitted: Arc::clone(&uncommitted),
             defer: durability == Durability::Sync,
         };
         let task = tokio::spawn(writer.run(inbox));
@@ -231,6 +253,7 @@ impl AuditHandle {
                 committed,
                 down,
                 unrecorded,
+                uncommitted,
             },
             task,
         )
@@ -306,10 +329,25 @@ impl AuditHandle {
                 permits = wanted;
             }
         }
+        // and for room for the bytes the events carry: a large put waits for the disk here
+        // rather than being copied into the writer's queue faster than it commits
+        let weight: usize = events
+            .iter()
+            .map(|pending| pending.event.payload_len())
+            .sum();
+        let mut bytes = 0;
+        if weight > 0 {
+            let wanted = u32::try_from(weight.min(MAX_UNCOMMITTED_BYTES)).unwrap_or(u32::MAX);
+            if let Ok(taken) = self.uncommitted.acquire_many(wanted).await {
+                taken.forget();
+                bytes = wanted;
+            }
+        }
         let record = Message::Record {
             events,
             answers,
             permits,
+            bytes,
         };
         if let Err(mpsc::error::SendError(Message::Record { answers, .. })) =
             sender.send(record).await
@@ -362,6 +400,8 @@ struct Writer {
     clock: (Instant, u64),
     /// `async`: the budget whose permits go back after each commit.
     unrecorded: Option<Unrecorded>,
+    /// The uncommitted-bytes budget, whose permits go back after each commit.
+    uncommitted: Arc<tokio::sync::Semaphore>,
     /// `sync`: a batch no answer waits for waits up to [`DEFER`] for one that does.
     defer: bool,
 }
@@ -372,7 +412,11 @@ impl Writer {
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
             if self.defer {
                 let deadline = tokio::time::Instant::now() + DEFER;
-                while batch.len() < BATCH && !batch.iter().any(Message::awaited) {
+                // a batch holding half the byte budget goes at once: submitters wait for room
+                while batch.len() < BATCH
+                    && !batch.iter().any(Message::awaited)
+                    && batch.iter().map(Message::bytes).sum::<usize>() < MAX_UNCOMMITTED_BYTES / 2
+                {
                     let room = BATCH - batch.len();
                     tokio::select! {
                         received = inbox.recv_many(&mut batch, room) => {
@@ -425,6 +469,7 @@ impl Writer {
         let mut answers = Vec::new();
         let mut flushed = Vec::new();
         let mut permits = 0usize;
+        let mut bytes = 0usize;
         // snapshots, each after the events submitted before it
         let mut snapshots = Vec::new();
         for message in messages {
@@ -434,10 +479,12 @@ impl Writer {
                     events: more,
                     answers: waiting,
                     permits: taken,
+                    bytes: carried,
                 } => {
                     answers.extend(waiting);
                     events.extend(more);
                     permits += taken as usize;
+                    bytes += carried as usize;
                 }
                 Message::Snapshot { window, rank, data } => {
                     snapshots.push((events.len(), window, rank, data));
@@ -486,6 +533,7 @@ impl Writer {
                         unrecorded.permits.add_permits(permits);
                         self.metrics.audit_unrecorded(unrecorded.outstanding());
                     }
+                    self.uncommitted.add_permits(bytes);
                     break;
                 }
                 Err(error) => {
@@ -516,10 +564,11 @@ impl Writer {
                                 for message in more.drain(..) {
                                     match message {
                                         Message::Flush(done) => flushed.push(done),
-                                        Message::Record { events: later, answers, permits: taken } => {
+                                        Message::Record { events: later, answers, permits: taken, bytes: carried } => {
                                             fail_all(answers, "the audit store is unavailable: not recorded yet");
                                             events.extend(later);
                                             permits += taken as usize;
+                                            bytes += carried as usize;
                                         }
                                         Message::Snapshot { window, rank, data } => {
                                             snapshots.push((events.len(), window, rank, data));
@@ -754,6 +803,7 @@ mod tests {
             events,
             answers: Vec::new(),
             permits: 0,
+            bytes: 0,
         }
     }
 
@@ -770,6 +820,7 @@ mod tests {
             metrics: Metrics::new(),
             clock: (Instant::now(), 0),
             unrecorded: None,
+            uncommitted: Arc::new(tokio::sync::Semaphore::new(MAX_UNCOMMITTED_BYTES)),
             defer: false,
         };
         (writer, rows)
@@ -928,6 +979,72 @@ mod tests {
             "{}",
             metrics.encode()
         );
+        drop(blocker);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// In `sync`, the bytes that uncommitted events carry are bounded too: with the store's
+    /// write lock held nothing commits, a put of 40 MiB is handed over at once, and the next
+    /// 40 MiB wait until the first are committed (a streaming client waits for the disk, the
+    /// server does not hold its whole stream).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn events_carrying_more_bytes_than_the_budget_wait_for_the_commit_before_them() {
+        use sqlx::Connection;
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-bytes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (handle, _task) =
+            AuditHandle::spawn(store.clone(), Durability::Sync, 0, Metrics::new());
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(dir.join("audit.db"));
+        let mut blocker = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut blocker)
+            .await
+            .unwrap();
+        let published = |offset: u64| {
+            event(
+                11,
+                Event::Published {
+                    offset,
+                    data: vec![7; 40 << 20],
+                },
+            )
+        };
+        // handed over (its answer, here none, would wait for the commit)
+        handle
+            .submit_early(vec![published(0)], Vec::new(), Vec::new())
+            .await;
+        assert_eq!(
+            handle.uncommitted.available_permits(),
+            MAX_UNCOMMITTED_BYTES - (40 << 20)
+        );
+        let second = handle.submit_early(vec![published(40 << 20)], Vec::new(), Vec::new());
+        tokio::pin!(second);
+        // polled once: it waits, since nothing can commit
+        assert!(
+            tokio::time::timeout(Duration::ZERO, &mut second)
+                .await
+                .is_err(),
+            "80 MiB of uncommitted events went past the budget of {MAX_UNCOMMITTED_BYTES} bytes"
+        );
+        sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(60), second)
+            .await
+            .expect("the budget was never given back after the store took the first events");
+        handle.flush().await;
+        assert_eq!(
+            handle.uncommitted.available_permits(),
+            MAX_UNCOMMITTED_BYTES
+        );
+        let stored = store.rows(11, 1).await.unwrap();
+        assert_eq!(stored.len(), 2);
+        assert!(stored
+            .iter()
+            .all(|row| row.record.event.payload_len() == 40 << 20));
         drop(blocker);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
