@@ -923,12 +923,26 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A connection holding the write lock of the SQLite store in `dir`: nothing else commits
+    /// until it rolls back.
+    async fn write_locked(dir: &std::path::Path) -> sqlx::SqliteConnection {
+        use sqlx::Connection;
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(dir.join("audit.db"));
+        let mut blocker = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut blocker)
+            .await
+            .unwrap();
+        blocker
+    }
+
     /// `async` answers before the commit, but never more than its bound ahead of it: with the
     /// store's write lock held by another connection nothing commits, the first `max` events
     /// are taken at once, and the next submission waits until the store takes them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn async_keeps_at_most_its_bound_of_answered_events_uncommitted() {
-        use sqlx::Connection;
         let dir =
             std::env::temp_dir().join(format!("onesided-writer-bound-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -941,14 +955,7 @@ mod tests {
             Arc::clone(&metrics),
             4,
         );
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(dir.join("audit.db"));
-        let mut blocker = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .unwrap();
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut blocker)
-            .await
-            .unwrap();
+        let mut blocker = write_locked(&dir).await;
         for _ in 0..4 {
             handle
                 .submit(vec![event(9, Event::Attach)], Vec::new())
@@ -990,21 +997,13 @@ mod tests {
     /// server does not hold its whole stream).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn events_carrying_more_bytes_than_the_budget_wait_for_the_commit_before_them() {
-        use sqlx::Connection;
         let dir =
             std::env::temp_dir().join(format!("onesided-writer-bytes-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = AuditStore::open(None, &dir).await.unwrap();
         let (handle, _task) =
             AuditHandle::spawn(store.clone(), Durability::Sync, 0, Metrics::new());
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(dir.join("audit.db"));
-        let mut blocker = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .unwrap();
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut blocker)
-            .await
-            .unwrap();
+        let mut blocker = write_locked(&dir).await;
         let published = |offset: u64| {
             event(
                 11,
