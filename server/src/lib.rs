@@ -219,6 +219,10 @@ impl Rma for RmaService {
                     tokio::select! {
                         biased;
                         reply = outbound.recv() => {
+                            if reply.is_some() {
+                                // answers caused by the same input leave in one write
+                                reply::one_turn().await;
+                            }
                             return reply.map(|reply| (reply, (outbound, ended, false)));
                         }
                         () = ended.cancelled() => outbound.close(),
