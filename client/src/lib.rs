@@ -57,7 +57,9 @@ pub use onesided_core::layout::{Block, Layout};
 pub use onesided_core::window::{Flavor, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
 pub use session::{Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV};
-pub use window::{pack, unpack, OpSpec, Pending, Request, Window};
+pub use window::{
+    pack, test_all, unpack, wait_all, wait_any, AnyComplete, OpSpec, Pending, Request, Window,
+};
 
 /// The README's Rust example is compiled as a doctest, so it stays true to the code.
 #[doc = include_str!("../../README.md")]

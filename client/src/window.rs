@@ -30,7 +30,10 @@ use crate::session::Session;
 
 mod operations;
 mod private_copy;
+mod requests;
 mod synchronization;
+
+pub use requests::{test_all, wait_all, wait_any, AnyComplete, Request};
 
 type SharedReply = Shared<futures::future::BoxFuture<'static, Result<Bytes>>>;
 
@@ -96,39 +99,24 @@ impl<T> Pending<T> {
     }
 }
 
+impl<T> Pending<T> {
+    /// The outcome if it has arrived, without waiting; `None` while it has not. Makes
+    /// progress as `value` does: an operation still waiting to travel is sent now.
+    fn outcome_now(&self) -> Option<Result<T>> {
+        self.session.flush_deferred();
+        self.reply
+            .clone()
+            .now_or_never()
+            .map(|outcome| outcome.map(|bytes| (self.decode)(&bytes)))
+    }
+}
+
 impl<T: Send + 'static> std::future::IntoFuture for Pending<T> {
     type Output = Result<T>;
     type IntoFuture = futures::future::BoxFuture<'static, Result<T>>;
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.value())
-    }
-}
-
-/// A request-based operation (`MPI_Rput`, …): [`Request::wait`] is `MPI_Wait` on it.
-#[derive(Debug)]
-pub struct Request<T> {
-    inner: RequestInner<T>,
-}
-
-#[derive(Debug)]
-enum RequestInner<T> {
-    /// Locally complete at once (rput, raccumulate copy the origin buffer).
-    Ready(T),
-    /// Complete when the data arrived.
-    Pending(Pending<T>),
-}
-
-impl<T: Send + 'static> Request<T> {
-    /// `MPI_Wait`: local completion (for rget-like requests, the data is here).
-    ///
-    /// # Errors
-    /// The operation's failure.
-    pub async fn wait(self) -> Result<T> {
-        match self.inner {
-            RequestInner::Ready(value) => Ok(value),
-            RequestInner::Pending(pending) => pending.value().await,
-        }
     }
 }
 

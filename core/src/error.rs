@@ -58,11 +58,14 @@ pub enum ErrorClass {
     /// The audit store cannot be written (MPI_ERR_IO): in `sync` durability nothing is
     /// acknowledged that is not stored, so the call is refused (UNAVAILABLE) until it is back.
     Io = 24,
+    /// Invalid request (MPI_ERR_REQUEST): one that was already completed and waited for,
+    /// tested complete, or freed.
+    Request = 25,
 }
 
 impl ErrorClass {
     /// Every class, in wire order.
-    pub const ALL: [ErrorClass; 24] = [
+    pub const ALL: [ErrorClass; 25] = [
         ErrorClass::Win,
         ErrorClass::Base,
         ErrorClass::Size,
@@ -87,6 +90,7 @@ impl ErrorClass {
         ErrorClass::Intern,
         ErrorClass::Other,
         ErrorClass::Io,
+        ErrorClass::Request,
     ];
 
     /// The short name used in scenarios and CLI output (`RMA_SYNC`, `TYPE`, …).
@@ -116,6 +120,7 @@ impl ErrorClass {
             ErrorClass::Intern => "INTERN",
             ErrorClass::Other => "OTHER",
             ErrorClass::Io => "IO",
+            ErrorClass::Request => "REQUEST",
         }
     }
 

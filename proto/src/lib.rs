@@ -95,7 +95,8 @@ pub fn grpc_code(class: ErrorClass) -> Code {
         | ErrorClass::Count
         | ErrorClass::Arg
         | ErrorClass::Group
-        | ErrorClass::Info => Code::InvalidArgument,
+        | ErrorClass::Info
+        | ErrorClass::Request => Code::InvalidArgument,
         ErrorClass::RmaAttach | ErrorClass::RmaShared | ErrorClass::NoMem => {
             Code::ResourceExhausted
         }

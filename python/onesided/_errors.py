@@ -32,6 +32,7 @@ class ErrorClass(enum.IntEnum):
     INTERN = 22
     OTHER = 23
     IO = 24
+    REQUEST = 25
 
     @property
     def mpi_name(self):

@@ -162,6 +162,31 @@ pub enum Call {
     Op(OpCallSpec),
     /// `wait_req REQ`.
     WaitReq(String),
+    /// `test_req REQ -> flag`: `MPI_Test`.
+    TestReq {
+        /// The request.
+        request: String,
+        /// Set to whether it completed.
+        var: String,
+    },
+    /// `test_all REQ[,REQ...] -> flag`: `MPI_Testall`.
+    TestAll {
+        /// The requests.
+        requests: Vec<String>,
+        /// Set to whether all completed.
+        var: String,
+    },
+    /// `wait_all REQ[,REQ...]`: `MPI_Waitall`.
+    WaitAll(Vec<String>),
+    /// `wait_any REQ[,REQ...] -> index`: `MPI_Waitany`.
+    WaitAny {
+        /// The requests.
+        requests: Vec<String>,
+        /// Set to the position (from 0) of the request that completed.
+        var: String,
+    },
+    /// `free_req REQ`: `MPI_Request_free`.
+    FreeReq(String),
     /// `fence [assert=…]`.
     Fence {
         /// Window index.

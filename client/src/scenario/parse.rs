@@ -1084,7 +1084,7 @@ expect public B X == 7                  # after the run, B's public copy holds 7
 
     #[test]
     fn errors_name_line_and_column() {
-        let cases: [(&str, (usize, usize), &str); 12] = [
+        let cases: [(&str, (usize, usize), &str); 16] = [
             ("A: fence\n", (1, 1), "no window declared"),
             (
                 "window W ranks=2 size=1,2,3 type=i64\n",
@@ -1130,6 +1130,26 @@ expect public B X == 7                  # after the run, B's public copy holds 7
                 "window W ranks=2 size=1 type=i64\nA: wait_req r\n",
                 (2, 13),
                 "has no request r",
+            ),
+            (
+                "window W ranks=2 size=2 type=i64\nA: lock_all\nA: rget B W[0] -> v as r\nA: wait_all r,r\n",
+                (4, 15),
+                "request r is named twice",
+            ),
+            (
+                "window W ranks=2 size=2 type=i64\nA: lock_all\nA: rget B W[0] -> v as r\nA: wait_any r,s -> i\n",
+                (4, 15),
+                "has no request s",
+            ),
+            (
+                "window W ranks=2 size=2 type=i64\nA: lock_all\nA: rget B W[0] -> v as r\nB: test_req r -> f\n",
+                (4, 13),
+                "rank B has no request r",
+            ),
+            (
+                "window W ranks=2 size=2 type=i64\nA: lock_all\nA: rget B W[0] -> v as r\nA: test_req r\n",
+                (4, 15),
+                "expected `-> flag`",
             ),
             (
                 "window W ranks=2 size=1 type=i64\nA: crash\nA: fence\n",

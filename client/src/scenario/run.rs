@@ -178,6 +178,25 @@ enum RequestSlot {
     Pending { var: String, reply: SharedBytes },
 }
 
+impl RequestSlot {
+    /// Its outcome if it is complete now, without waiting (the first look sends an operation
+    /// still waiting to travel, as MPI's test makes progress).
+    fn complete_now(&self) -> Option<Result<(), Error>> {
+        match self {
+            RequestSlot::Ready => Some(Ok(())),
+            RequestSlot::Pending { reply, .. } => reply.clone().now_or_never().map(|r| r.map(drop)),
+        }
+    }
+
+    /// A clone of its reply to wait on, `None` when it is complete at once.
+    fn waiting(&self) -> Option<SharedBytes> {
+        match self {
+            RequestSlot::Ready => None,
+            RequestSlot::Pending { reply, .. } => Some(reply.clone()),
+        }
+    }
+}
+
 fn observed(dtype: Datatype, list: bool, bytes: &[u8]) -> Result<Observed, Error> {
     let values = decode(dtype, bytes)?;
     Ok(if list {
@@ -213,6 +232,16 @@ fn element_offsets(loc: &Loc, dtype: Datatype) -> Vec<u64> {
                 .saturating_mul(size)
         })
         .collect()
+}
+
+fn request_gone(name: &str) -> Error {
+    Error::Mpi {
+        class: ErrorClass::Request,
+        code: tonic::Code::InvalidArgument,
+        message: format!(
+            "request {name} is not active (it was waited for, tested complete or freed)"
+        ),
+    }
 }
 
 fn not_attached() -> Error {
@@ -354,6 +383,55 @@ impl RankExecutor {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The active request `name`; `MPI_ERR_REQUEST` once it was waited for, tested complete
+    /// or freed.
+    fn active_request(&self, name: &str) -> Result<&RequestSlot, Error> {
+        self.requests.get(name).ok_or_else(|| request_gone(name))
+    }
+
+    /// Takes the active request `name` out (it is no longer active).
+    fn take_request(&mut self, name: &str) -> Result<RequestSlot, Error> {
+        self.requests.remove(name).ok_or_else(|| request_gone(name))
+    }
+
+    /// Waits for a request taken out; its value variable is defined from now on, or failed.
+    async fn finish_request(&mut self, slot: RequestSlot) -> Result<(), Error> {
+        match slot {
+            RequestSlot::Ready => Ok(()),
+            RequestSlot::Pending { var, reply } => {
+                let outcome = reply.await;
+                if outcome.is_err() {
+                    self.vars.insert(var, VarSlot::Failed);
+                }
+                outcome.map(drop)
+            }
+        }
+    }
+
+    /// Takes out and waits for each request (all active), in order; the first failure once
+    /// all were waited for.
+    async fn finish_requests(&mut self, names: &[String]) -> Result<(), Error> {
+        let mut outcome = Ok(());
+        for name in names {
+            let slot = self.take_request(name)?;
+            let finished = self.finish_request(slot).await;
+            if outcome.is_ok() {
+                outcome = finished;
+            }
+        }
+        outcome
+    }
+
+    fn set_var(&mut self, var: &str, dtype: Datatype, value: Value) {
+        self.vars.insert(
+            var.to_string(),
+            VarSlot::Ready(VarValue {
+                dtype,
+                value: Observed::Scalar(value),
+            }),
+        );
     }
 
     fn window(&self, index: usize) -> Result<&Window, Error> {
@@ -544,21 +622,64 @@ impl RankExecutor {
                 }
                 Ok(())
             }
-            Call::WaitReq(name) => match self.requests.remove(name) {
-                None => Err(Error::Mpi {
-                    class: ErrorClass::Arg,
-                    code: tonic::Code::InvalidArgument,
-                    message: format!("request {name} is not active"),
-                }),
-                Some(RequestSlot::Ready) => Ok(()),
-                Some(RequestSlot::Pending { var, reply }) => {
-                    let outcome = reply.await;
-                    if outcome.is_err() {
-                        self.vars.insert(var, VarSlot::Failed);
+            Call::WaitReq(name) => {
+                let slot = self.take_request(name)?;
+                self.finish_request(slot).await
+            }
+            Call::TestReq { request, var } => {
+                let flag = match self.active_request(request)?.complete_now() {
+                    None => false,
+                    Some(_) => {
+                        let slot = self.take_request(request)?;
+                        self.finish_request(slot).await?;
+                        true
                     }
-                    outcome.map(drop)
+                };
+                self.set_var(var, Datatype::Bool, Value::Bool(flag));
+                Ok(())
+            }
+            Call::TestAll { requests, var } => {
+                let mut all = true;
+                for name in requests {
+                    all &= self.active_request(name)?.complete_now().is_some();
                 }
-            },
+                if all {
+                    self.finish_requests(requests).await?;
+                }
+                self.set_var(var, Datatype::Bool, Value::Bool(all));
+                Ok(())
+            }
+            Call::WaitAll(requests) => {
+                for name in requests {
+                    self.active_request(name)?;
+                }
+                self.finish_requests(requests).await
+            }
+            Call::WaitAny { requests, var } => {
+                // one clone of each shared reply, kept across polls: a clone dropped while
+                // pending takes its waker with it
+                let mut replies = Vec::with_capacity(requests.len());
+                for name in requests {
+                    replies.push(self.active_request(name)?.waiting());
+                }
+                let index = std::future::poll_fn(|cx| {
+                    replies
+                        .iter_mut()
+                        .position(|reply| {
+                            reply
+                                .as_mut()
+                                .is_none_or(|reply| reply.poll_unpin(cx).is_ready())
+                        })
+                        .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+                })
+                .await;
+                drop(replies);
+                let slot = self.take_request(&requests[index])?;
+                let index = i128::try_from(index).unwrap_or(i128::MAX);
+                self.set_var(var, Datatype::I64, Value::Int(index));
+                self.finish_request(slot).await
+            }
+            Call::FreeReq(name) => self.take_request(name).map(drop),
             Call::Fence { window, assert } => self.window(*window)?.fence(*assert).await,
             Call::Post {
                 window,
@@ -574,13 +695,7 @@ impl RankExecutor {
             Call::Wait { window } => self.window(*window)?.wait().await,
             Call::Test { window, var } => {
                 let flag = self.window(*window)?.test().await?;
-                self.vars.insert(
-                    var.clone(),
-                    VarSlot::Ready(VarValue {
-                        dtype: Datatype::Bool,
-                        value: Observed::Scalar(Value::Bool(flag)),
-                    }),
-                );
+                self.set_var(var, Datatype::Bool, Value::Bool(flag));
                 Ok(())
             }
             Call::Lock {

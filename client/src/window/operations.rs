@@ -120,17 +120,13 @@ impl Window {
     /// copied).
     fn ready(&self, target: u32, spec: OpSpec) -> Result<Request<()>> {
         self.issue(target, spec, true)?;
-        Ok(Request {
-            inner: RequestInner::Ready(()),
-        })
+        Ok(Request::complete(()))
     }
 
     /// Issued as a request-based call whose request completes when the data is here.
     fn awaited<T: Element>(&self, target: u32, spec: OpSpec) -> Result<Request<Vec<T>>> {
         let pending = self.issue(target, spec, true).map(Self::typed)?;
-        Ok(Request {
-            inner: RequestInner::Pending(pending),
-        })
+        Ok(Request::pending(pending))
     }
 
     /// `MPI_Put` of `values` to `target` at displacement `disp` (in the target's disp_units).

@@ -284,6 +284,50 @@ expect B late == true
 }
 
 #[test]
+fn request_calls_test_wait_any_wait_all_and_free() {
+    let server = Server::start();
+    // B holds its own window exclusively until the second barrier, so A's rget from B cannot
+    // complete before it: every flag below is determined, not a race
+    let document = report(
+        &server,
+        "\
+window W ranks=3 size=2 type=i64
+B: lock exclusive B
+B: store W[0] = 42
+barrier
+A: lock_all
+A: rget C W[1] -> free as r2
+A: flush C                           # r2 travels and completes alone
+A: rget B W[0] -> held as r1
+A: test_req r1 -> early
+A: wait_any r1,r2 -> first
+A: test_all r1,r2 -> all !REQUEST    # r2 completed at wait_any
+A: test_all r1 -> early_all
+A: rput C W[0] = 9 as r3
+A: test_req r3 -> put_done
+A: wait_req r3 !REQUEST              # a request tested complete is no longer active
+A: rget C W[1] -> dropped as r4
+A: free_req r4
+A: free_req r4 !REQUEST
+barrier
+B: unlock B
+A: wait_all r1
+A: unlock_all
+barrier
+expect A early == false
+expect A first == 1
+expect A early_all == false
+expect A put_done == true
+expect A held == 42
+expect A free == 0
+expect public C W[0] == 9
+",
+    );
+    assert_eq!(var(&document, 0, "first"), 1, "{document:#}");
+    assert_eq!(var(&document, 0, "held"), 42, "{document:#}");
+}
+
+#[test]
 fn several_windows_per_rank_sizes_flavor_and_private_copies() {
     let server = Server::start();
     report(

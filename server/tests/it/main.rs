@@ -18,6 +18,7 @@ mod promises;
 mod protocol;
 mod raw;
 mod recovery;
+mod requests;
 mod secrets;
 mod service;
 mod store;

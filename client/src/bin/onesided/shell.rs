@@ -41,6 +41,7 @@ commands (one rank, the token's):
     put T W[0..4] = 1,2,3,4                     get T W[0..8:2] -> v
     acc T W[0] op=sum = 5   get_acc T W[0] op=no_op -> v   fop T W[0] op=sum = 1 -> v
     cas T W[0] compare=0 = 1 -> v               rget T W[0] -> v as r   wait_req r
+    test_req r -> flag   test_all r,s -> flag   wait_all r,s   wait_any r,s -> i   free_req r
     fence [assert=…]   post {A,B}   start {A}   complete   wait   test -> flag
     flush T   flush_all   flush_local T   flush_local_all   sync   sleep MS
     (with several windows open, name one: W.fence)

@@ -100,6 +100,11 @@ pub(super) const CALLS: &[(&str, ParseCall)] = &[
     ("racc", op),
     ("rget_acc", op),
     ("wait_req", wait_req),
+    ("test_req", test_req),
+    ("test_all", test_all),
+    ("wait_all", wait_all),
+    ("wait_any", wait_any),
+    ("free_req", free_req),
     ("fence", fence),
     ("post", post),
     ("start", start),
@@ -376,22 +381,104 @@ fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
 
 /// `wait_req REQ`
 fn wait_req(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
-    let token = site.arg(0, "expected a request name")?;
-    if !parser
-        .requests
-        .contains_key(&(site.rank, token.text.to_string()))
-    {
-        return Err(err(
-            site.line,
-            token.column,
-            format!(
-                "rank {} has no request {} before this line",
-                site.rank, token.text
-            ),
-        ));
-    }
+    let request = one_request(parser, site)?;
     site.no_more(1)?;
-    Ok(Call::WaitReq(token.text.to_string()))
+    Ok(Call::WaitReq(request))
+}
+
+/// `free_req REQ`
+fn free_req(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let request = one_request(parser, site)?;
+    site.no_more(1)?;
+    Ok(Call::FreeReq(request))
+}
+
+/// `test_req REQ -> flag`
+fn test_req(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let request = one_request(parser, site)?;
+    let var = result_var(parser, site, 1, "flag", Datatype::Bool)?;
+    Ok(Call::TestReq { request, var })
+}
+
+/// `test_all REQ[,REQ...] -> flag`
+fn test_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let requests = request_list(parser, site)?;
+    let var = result_var(parser, site, 1, "flag", Datatype::Bool)?;
+    Ok(Call::TestAll { requests, var })
+}
+
+/// `wait_all REQ[,REQ...]`
+fn wait_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let requests = request_list(parser, site)?;
+    site.no_more(1)?;
+    Ok(Call::WaitAll(requests))
+}
+
+/// `wait_any REQ[,REQ...] -> index`
+fn wait_any(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let requests = request_list(parser, site)?;
+    let var = result_var(parser, site, 1, "index", Datatype::I64)?;
+    Ok(Call::WaitAny { requests, var })
+}
+
+/// The request named at argument 0 (one this rank made on an earlier line).
+fn one_request(parser: &Parser, site: &Site<'_>) -> Result<String, ParseError> {
+    let token = site.arg(0, "expected a request name")?;
+    known_request(parser, site, token.text, token.column)?;
+    Ok(token.text.to_string())
+}
+
+/// The requests named at argument 0, comma separated, each once.
+fn request_list(parser: &Parser, site: &Site<'_>) -> Result<Vec<String>, ParseError> {
+    let token = site.arg(0, "expected request names (REQ[,REQ...])")?;
+    let mut names: Vec<String> = Vec::new();
+    let mut column = token.column;
+    for name in token.text.split(',') {
+        if names.iter().any(|seen| seen == name) {
+            return Err(err(
+                site.line,
+                column,
+                format!("request {name} is named twice"),
+            ));
+        }
+        known_request(parser, site, name, column)?;
+        names.push(name.to_string());
+        column += name.len() + 1;
+    }
+    Ok(names)
+}
+
+fn known_request(
+    parser: &Parser,
+    site: &Site<'_>,
+    name: &str,
+    column: usize,
+) -> Result<(), ParseError> {
+    if parser.requests.contains_key(&(site.rank, name.to_string())) {
+        return Ok(());
+    }
+    let what = if name.is_empty() {
+        "expected a request name".to_string()
+    } else {
+        let rank = super::rank_name(site.rank, parser.ranks.unwrap_or(26));
+        format!("rank {rank} has no request {name} before this line")
+    };
+    Err(err(site.line, column, what))
+}
+
+/// `-> var` at `arrow`: a fresh variable of `dtype`, the last argument.
+fn result_var(
+    parser: &mut Parser,
+    site: &Site<'_>,
+    arrow: usize,
+    what: &str,
+    dtype: Datatype,
+) -> Result<String, ParseError> {
+    site.arrow(arrow, "->", &format!("-> {what}"))?;
+    let var = site.arg(arrow + 1, "expected a variable")?;
+    parser.assign_var(site.line, var.column, site.rank, var.text, dtype, false)?;
+    site.no_more(arrow + 2)?;
+    Ok(var.text.to_string())
 }
 
 /// `fence [assert=A[,A...]]`
