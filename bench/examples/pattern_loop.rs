@@ -1,0 +1,134 @@
+//! One pattern in a loop against an in-process server, nothing else: what `valgrind
+//! --tool=callgrind` and `strace -c` need to count instructions and system calls per epoch
+//! (run it at two iteration counts and divide the difference), and what alternating
+//! before/after runs need. It uses only the client API and `InProcess`, so the same file
+//! builds against older commits too (BENCHMARKS.md, "One write for answers that come
+//! together").
+//!
+//! `cargo run --release -p onesided-bench --example pattern_loop -- PATTERN ITERATIONS [off|sync]`
+//! with PATTERN one of `pscw` (start, put, complete against post, wait), `lock`
+//! (lock-put-unlock), `fence` (put and fence on two ranks), `hot` (64 ranks each doing
+//! ITERATIONS accumulate + flush under lock_all).
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use onesided_bench::{Audit, InProcess, Threads};
+use onesided_client::{Admin, LockType, Session, WindowSpec};
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(pattern), Some(n)) = (args.get(1).cloned(), args.get(2)) else {
+        anyhow::bail!("usage: pattern_loop pscw|lock|fence|hot ITERATIONS [off|sync]");
+    };
+    let n: usize = n.parse()?;
+    anyhow::ensure!(n > 0, "ITERATIONS must be at least 1");
+    let audit = match args.get(3).map(String::as_str) {
+        Some("sync") => Audit::Sync,
+        _ => Audit::Off,
+    };
+    Threads::One.runtime("client")?.block_on(async move {
+        let server = InProcess::start(audit, None, Threads::One).await?;
+        let admin = Admin::connect(server.url.as_str(), &server.admin_token).await?;
+        let nranks: u32 = if pattern == "hot" { 64 } else { 2 };
+        let created = admin.create_world("w", nranks).await?;
+        let spec = WindowSpec::of::<i64>("w", nranks, 1);
+        admin.create_window("w", &spec).await?;
+        let mut sessions = Vec::new();
+        for token in &created.tokens {
+            sessions.push(Session::attach(server.url.as_str(), token).await?);
+        }
+        let mut windows = Vec::new();
+        for session in &sessions {
+            windows.push(Arc::new(session.window("w").await?));
+        }
+        let w0 = Arc::clone(&windows[0]);
+        let w1 = Arc::clone(&windows[1]);
+        let mut samples: Vec<Duration> = Vec::with_capacity(n);
+        let began = Instant::now();
+        match pattern.as_str() {
+            "pscw" => {
+                let target = {
+                    let w1 = Arc::clone(&w1);
+                    tokio::spawn(async move {
+                        for _ in 0..n {
+                            w1.post(&[0], 0)?;
+                            w1.wait().await?;
+                        }
+                        anyhow::Ok(())
+                    })
+                };
+                for i in 0..n {
+                    let t = Instant::now();
+                    w0.start(&[1], 0)?;
+                    w0.put(1, 0, &[i as i64])?;
+                    w0.complete().await?;
+                    samples.push(t.elapsed());
+                }
+                target.await??;
+            }
+            "lock" => {
+                for i in 0..n {
+                    let t = Instant::now();
+                    w0.lock(LockType::Exclusive, 1, 0).await?;
+                    w0.put(1, 0, &[i as i64])?;
+                    w0.unlock(1).await?;
+                    samples.push(t.elapsed());
+                }
+            }
+            "fence" => {
+                let other = {
+                    let w1 = Arc::clone(&w1);
+                    tokio::spawn(async move {
+                        w1.fence(0).await?;
+                        for i in 0..n {
+                            w1.put(0, 0, &[i as i64])?;
+                            w1.fence(0).await?;
+                        }
+                        anyhow::Ok(())
+                    })
+                };
+                w0.fence(0).await?;
+                for i in 0..n {
+                    let t = Instant::now();
+                    w0.put(1, 0, &[i as i64])?;
+                    w0.fence(0).await?;
+                    samples.push(t.elapsed());
+                }
+                other.await??;
+            }
+            "hot" => {
+                let mut tasks = Vec::new();
+                for window in &windows {
+                    let window = Arc::clone(window);
+                    tasks.push(tokio::spawn(async move {
+                        window.lock_all(0).await?;
+                        for _ in 0..n {
+                            window.accumulate(0, 0, &[1i64], onesided_client::Op::Sum)?;
+                            window.flush(0).await?;
+                        }
+                        window.unlock_all().await?;
+                        anyhow::Ok(())
+                    }));
+                }
+                for task in tasks {
+                    task.await??;
+                }
+                samples.push(began.elapsed());
+            }
+            other => anyhow::bail!("no pattern {other}"),
+        }
+        let total = began.elapsed();
+        samples.sort_unstable();
+        let median = samples[samples.len() / 2].as_secs_f64() * 1e6;
+        println!(
+            "{pattern} n={n} median_us={median:.1} mean_us={:.1}",
+            total.as_secs_f64() * 1e6 / n as f64
+        );
+        if pattern == "hot" {
+            println!("hot ops_per_s={:.0}", (64 * n) as f64 / total.as_secs_f64());
+        }
+        drop((w0, w1, windows));
+        drop(sessions);
+        Ok(())
+    })
+}
