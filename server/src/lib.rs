@@ -215,12 +215,18 @@ impl Rma for RmaService {
         let replies = futures::stream::unfold(
             (outbound, ended, false),
             |(mut outbound, ended, closed)| async move {
+                // answers already waiting go at once: the transport puts every answer it is
+                // handed without waiting into one write
+                if let Ok(reply) = outbound.try_recv() {
+                    return Some((reply, (outbound, ended, closed)));
+                }
                 if !closed {
                     tokio::select! {
                         biased;
                         reply = outbound.recv() => {
                             if reply.is_some() {
-                                // answers caused by the same input leave in one write
+                                // the first answer after a wait: the answers the same input
+                                // causes in other tasks join it in the same write
                                 reply::one_turn().await;
                             }
                             return reply.map(|reply| (reply, (outbound, ended, false)));

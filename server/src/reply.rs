@@ -60,10 +60,13 @@ impl Outbound {
     }
 }
 
-/// Returns after every task already runnable has had its turn: the reply stream waits this
-/// long before it hands its first waiting answer to the transport, so that answers the same
-/// input causes in other tasks (a post's answer and the wait its target's actor ends at once)
-/// are taken with it and leave in one write, not one write and one wake-up of the client each.
+/// Returns after every task already runnable has had its turn: the reply stream, woken by an
+/// answer after it found none waiting, waits this long before it hands that answer to the
+/// transport, so that answers the same input causes in other tasks (a post's answer and the
+/// wait its target's actor ends at once) are taken with it and leave in one write, not one
+/// write and one wake-up of the client each. Answers already waiting are taken without it:
+/// waiting before each would end the transport's write at each (one HTTP/2 DATA frame per
+/// answer, which a client's HTTP/2 library may take for a flood).
 /// It costs one re-poll of the stream's task, never a timer or a system call: the task wakes
 /// itself and goes to the back of the run queue (`tokio::task::yield_now` would instead wait
 /// for the runtime's next poll of its I/O driver). BENCHMARKS.md ("One write for answers that

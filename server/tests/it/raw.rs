@@ -177,6 +177,17 @@ impl RawSession {
             .map(|bytes| ServerMessage::decode(bytes).unwrap()))
     }
 
+    /// Sends `call` without waiting for its answer, unless the stream is gone (the server
+    /// ended the session and the transport dropped the request body): whether it was sent.
+    pub fn try_send(&mut self, call: Option<Call>) -> bool {
+        self.next_id += 1;
+        let message = encode(&ClientMessage {
+            id: self.next_id,
+            call,
+        });
+        self.sender.send(message).is_ok()
+    }
+
     /// Sends `call` without waiting for its answer; returns its id.
     pub fn send(&mut self, call: Option<Call>) -> u64 {
         self.next_id += 1;
