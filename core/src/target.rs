@@ -420,8 +420,16 @@ impl<R> Target<R> {
                 }
                 self.queues[origin as usize].push_back((incarnation, item));
                 self.queued += 1;
-                self.nonempty.insert(origin);
-                self.drain(origin);
+                // the head of the origin's queue while it may be processed; if that changed
+                // what other origins may do (a lock released or granted), them too. An item
+                // processed at once never enters `nonempty`.
+                let unblocked = self.drain_one(origin);
+                if !self.queues[origin as usize].is_empty() {
+                    self.nonempty.insert(origin);
+                }
+                if unblocked {
+                    self.drain_all();
+                }
                 if self.pending_fence.is_some() {
                     // the last item of a closed epoch may have been waiting
                     self.check_fence();
@@ -601,14 +609,6 @@ impl<R> Target<R> {
             Access::LockRequest { .. } | Access::Flush { .. } | Access::CompleteMarker { .. } => {
                 true
             }
-        }
-    }
-
-    /// Processes the head of `origin`'s queue while it may be processed; if that changed what
-    /// other origins may do (a lock released or granted), drains them too.
-    fn drain(&mut self, origin: u32) {
-        if self.drain_one(origin) {
-            self.drain_all();
         }
     }
 

@@ -105,7 +105,7 @@ impl Window {
         if matches!(call, Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_)) {
             return Ok(());
         }
-        match admit(self, ME, id, call)? {
+        match admit(self, ME, call)? {
             // a closing fence counts its arrival; the last tells every rank of the window
             Admitted::Fence { push, .. }
             | Admitted::Post { push, .. }

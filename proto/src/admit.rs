@@ -152,13 +152,11 @@ pub enum Admitted {
         /// Bytes to publish first.
         push: Vec<Segment>,
     },
-    /// Record `issued`, send the lazy lock request if one must travel first, then the
-    /// operation.
+    /// Record op_issued ([`op_issued`], built only when the audit records), send the lazy
+    /// lock request if one must travel first, then the operation.
     Op {
         /// The target rank.
         target: u32,
-        /// op_issued.
-        issued: Event,
         /// The lazy lock request that must travel first.
         request: Option<Request>,
         /// When the target may apply it.
@@ -189,6 +187,22 @@ pub enum Admitted {
         /// Whether freeing is a barrier.
         barrier: bool,
     },
+}
+
+/// The op_issued event of operation `id` to `target`: what it does and which bytes it
+/// touches there.
+pub fn op_issued(id: u64, target: u32, op: &TargetOp<Bytes>, access: &TargetAccess) -> Event {
+    Event::OpIssued {
+        op_id: id,
+        target,
+        op: RecordedOp::of(op.kind),
+        datatype: op.dtype.name().to_string(),
+        runs: access
+            .runs
+            .iter()
+            .map(|run| (run.offset, run.offset + run.len))
+            .collect(),
+    }
 }
 
 fn issued(call: &str, target: Option<u32>) -> Event {
@@ -235,7 +249,7 @@ pub fn window_of(call: &Call) -> Option<u64> {
     })
 }
 
-/// Admits `call`, the session's call `id` of rank `me` (a call on a window: not `OpenWindow`,
+/// Admits `call` of rank `me` (a call on a window: not `OpenWindow`,
 /// `Barrier`, `Heartbeat` or `Batch`, which the session handles itself) against the
 /// session's `windows`.
 ///
@@ -244,12 +258,7 @@ pub fn window_of(call: &Call) -> Option<u64> {
 ///
 /// # Panics
 /// Never for any input; a call that is not on a window is `MPI_ERR_ARG`.
-pub fn admit(
-    windows: &mut impl OpenWindows,
-    me: u32,
-    id: u64,
-    call: Call,
-) -> Result<Admitted, RmaError> {
+pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admitted, RmaError> {
     macro_rules! open {
         ($id:expr) => {
             windows.open($id).ok_or_else(|| not_open($id))?
@@ -411,17 +420,6 @@ pub fn admit(
             let holding_elsewhere = window.epoch.holds_locks_besides(op.target);
             Admitted::Op {
                 target: op.target,
-                issued: Event::OpIssued {
-                    op_id: id,
-                    target: op.target,
-                    op: RecordedOp::of(target_op.kind),
-                    datatype: target_op.dtype.name().to_string(),
-                    runs: access
-                        .runs
-                        .iter()
-                        .map(|run| (run.offset, run.offset + run.len))
-                        .collect(),
-                },
                 request: plan.request_lock.map(|request| Request {
                     request,
                     holding_elsewhere,

@@ -276,6 +276,13 @@ impl WindowServer {
         for (lock_type, waited) in lock_grants {
             self.metrics.lock_granted(lock_type, waited);
         }
+        if events.is_empty() {
+            // nothing to commit first (audit off, or an input that records nothing)
+            for (reply, answer) in answers.into_iter().chain(early) {
+                reply.send(answer.map(onesided_proto::reply_from_outcome));
+            }
+            return;
+        }
         let events: Vec<Pending> = events
             .into_iter()
             .map(|event| {

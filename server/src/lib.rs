@@ -212,38 +212,13 @@ impl Rma for RmaService {
         // once the session ends, what is already queued for the client still goes out (the
         // answers that failed its pending calls), then the stream ends
         let busy = self.busy.clone();
-        let replies = futures::stream::unfold(
-            (outbound, ended, false),
-            |(mut outbound, ended, closed)| async move {
-                // answers already waiting go at once: the transport puts every answer it is
-                // handed without waiting into one write
-                if let Ok(reply) = outbound.try_recv() {
-                    return Some((reply, (outbound, ended, closed)));
+        let replies = reply::Replies::new(outbound, ended)
+            .inspect(move |_| {
+                if let Some(busy) = &busy {
+                    busy.touch();
                 }
-                if !closed {
-                    tokio::select! {
-                        biased;
-                        reply = outbound.recv() => {
-                            if reply.is_some() {
-                                // the first answer after a wait: the answers the same input
-                                // causes in other tasks join it in the same write
-                                reply::one_turn().await;
-                            }
-                            return reply.map(|reply| (reply, (outbound, ended, false)));
-                        }
-                        () = ended.cancelled() => outbound.close(),
-                    }
-                }
-                let reply = outbound.recv().await?;
-                Some((reply, (outbound, ended, true)))
-            },
-        )
-        .inspect(move |_| {
-            if let Some(busy) = &busy {
-                busy.touch();
-            }
-        })
-        .chain(failure);
+            })
+            .chain(failure);
         Ok(Response::new(Box::pin(replies)))
     }
 }

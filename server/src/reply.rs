@@ -3,14 +3,19 @@
 //!
 //! Owns: the reply plumbing shared by actors and sessions. Must not: decide anything.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::Stream;
 
 use onesided_core::RmaError;
 use onesided_proto::failure_from_rma;
 use onesided_proto::v1::{server_message, Batched, Done, ServerMessage};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 
 use crate::metrics::{CallTimer, PendingOp};
@@ -60,29 +65,77 @@ impl Outbound {
     }
 }
 
-/// Returns after every task already runnable has had its turn: the reply stream, woken by an
-/// answer after it found none waiting, waits this long before it hands that answer to the
-/// transport, so that answers the same input causes in other tasks (a post's answer and the
-/// wait its target's actor ends at once) are taken with it and leave in one write, not one
-/// write and one wake-up of the client each. Answers already waiting are taken without it:
-/// waiting before each would end the transport's write at each (one HTTP/2 DATA frame per
-/// answer, which a client's HTTP/2 library may take for a flood).
-/// It costs one re-poll of the stream's task, never a timer or a system call: the task wakes
-/// itself and goes to the back of the run queue (`tokio::task::yield_now` would instead wait
-/// for the runtime's next poll of its I/O driver). BENCHMARKS.md ("One write for answers that
-/// come together") has the measurement.
-pub async fn one_turn() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
+/// A session's answers as the transport takes them, until the session ends (`ended`); then
+/// what is already queued still goes out (the answers that failed its pending calls) and the
+/// stream ends.
+///
+/// An answer that wakes the stream after it found none waiting is held for one turn of the
+/// runtime: every task already runnable goes first, so answers the same input causes in other
+/// tasks (a post's answer and the wait its target's actor ends at once) are taken with it and
+/// leave in one write, not one write and one wake-up of the client each. Answers already
+/// waiting are taken at once: holding each would end the transport's write at each (one
+/// HTTP/2 DATA frame per answer, which a client's HTTP/2 library may take for a flood).
+/// The turn costs one re-poll of the stream's task, never a timer or a system call: the task
+/// wakes itself and goes to the back of the run queue (`tokio::task::yield_now` would instead
+/// wait for the runtime's next poll of its I/O driver). BENCHMARKS.md ("One write for answers
+/// that come together") has the measurement.
+#[derive(Debug)]
+pub struct Replies {
+    receiver: mpsc::Receiver<OutboundMessage>,
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// The session ended: the receiver is closed and drains.
+    closed: bool,
+    /// The last poll found no answer waiting.
+    waited: bool,
+    /// An answer held for one turn.
+    held: Option<OutboundMessage>,
+}
+
+impl Replies {
+    /// The answers `receiver` carries, until `ended` is cancelled.
+    pub fn new(receiver: mpsc::Receiver<OutboundMessage>, ended: CancellationToken) -> Self {
+        Replies {
+            receiver,
+            ended: Box::pin(ended.cancelled_owned()),
+            closed: false,
+            waited: false,
+            held: None,
         }
-    })
-    .await;
+    }
+}
+
+impl Stream for Replies {
+    type Item = OutboundMessage;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if let Some(reply) = this.held.take() {
+            return Poll::Ready(Some(reply));
+        }
+        loop {
+            match this.receiver.poll_recv(cx) {
+                Poll::Ready(Some(reply)) => {
+                    if std::mem::take(&mut this.waited) {
+                        this.held = Some(reply);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    return Poll::Ready(Some(reply));
+                }
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {
+                    if !this.closed && this.ended.as_mut().poll(cx).is_ready() {
+                        // what is queued still goes out, then the stream ends
+                        this.closed = true;
+                        this.receiver.close();
+                        continue;
+                    }
+                    this.waited = !this.closed;
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
 }
 
 /// One answer to one call.
@@ -289,12 +342,32 @@ impl Gather {
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    use futures::StreamExt;
+
     use super::*;
 
-    /// The reply stream's wait: a task that was already runnable (as an actor woken by the
-    /// same input is) runs before the waiting task goes on.
+    fn answer(id: u64) -> OutboundMessage {
+        Ok(ServerMessage {
+            id,
+            reply: Some(server_message::Reply::Done(Done {})),
+        })
+    }
+
+    fn id(message: Option<OutboundMessage>) -> u64 {
+        message.expect("an answer").expect("not a status").id
+    }
+
+    /// An answer that wakes the stream after it waited is held one turn: a task that was
+    /// already runnable (as an actor woken by the same input is) runs first, so what it
+    /// answers can leave in the same write.
     #[tokio::test(flavor = "current_thread")]
-    async fn one_turn_lets_runnable_tasks_go_first() {
+    async fn an_answer_after_a_wait_lets_runnable_tasks_go_first() {
+        let (out, receiver) = Outbound::bounded(8);
+        let mut replies = Replies::new(receiver, CancellationToken::new());
+        assert!(
+            futures::poll!(replies.next()).is_pending(),
+            "nothing queued yet"
+        );
         let other_ran = Arc::new(AtomicBool::new(false));
         let (go, started) = oneshot::channel::<()>();
         let other = {
@@ -304,14 +377,40 @@ mod tests {
                 other_ran.store(true, Ordering::SeqCst);
             })
         };
-        // the other task becomes runnable now, while this one is still running
+        // the answer arrives and the other task becomes runnable, as one input does
+        assert!(out.send(answer(1)));
         go.send(()).unwrap();
         assert!(!other_ran.load(Ordering::SeqCst));
-        one_turn().await;
+        assert_eq!(id(replies.next().await), 1);
         assert!(
             other_ran.load(Ordering::SeqCst),
-            "the task woken before one_turn had its turn first"
+            "the task woken with the answer had its turn before the answer was taken"
         );
         other.await.unwrap();
+    }
+
+    /// Answers already waiting are taken without a turn between them (the transport writes
+    /// them together); once the session ends, what is queued still goes out, then the end.
+    #[tokio::test(flavor = "current_thread")]
+    async fn waiting_answers_go_at_once_and_are_drained_after_the_end() {
+        let (out, receiver) = Outbound::bounded(8);
+        let ended = CancellationToken::new();
+        let mut replies = Replies::new(receiver, ended.clone());
+        for n in 1..=3 {
+            assert!(out.send(answer(n)));
+        }
+        for n in 1..=2 {
+            match futures::poll!(replies.next()) {
+                Poll::Ready(message) => assert_eq!(id(message), n),
+                Poll::Pending => panic!("answer {n} was waiting and was held"),
+            }
+        }
+        ended.cancel();
+        assert_eq!(id(replies.next().await), 3);
+        assert!(
+            replies.next().await.is_none(),
+            "the stream ends with the session"
+        );
+        assert!(!out.send(answer(4)), "an ended stream takes nothing");
     }
 }

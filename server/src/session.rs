@@ -472,7 +472,7 @@ impl Session {
         } else {
             self.reply(id)
         };
-        let admitted = admit::admit(&mut Opened(&mut self.windows), me, id, call)?;
+        let admitted = admit::admit(&mut Opened(&mut self.windows), me, call)?;
         // admission found the window open
         let Some(entry) = self
             .windows
@@ -518,7 +518,6 @@ impl Session {
             Admitted::Sync { push } => self.sync(on, push).await,
             Admitted::Op {
                 target,
-                issued,
                 request,
                 tag,
                 token,
@@ -531,7 +530,7 @@ impl Session {
                     op,
                     access,
                 };
-                self.op(on, target, issued, request, operation).await
+                self.op(on, target, request, operation).await
             }
             Admitted::ClientRows { marker } => self.client_rows(on, marker).await,
             Admitted::Recorded { events } => self.recorded(on, events).await,

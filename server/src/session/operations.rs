@@ -2,7 +2,6 @@
 //! and their request-based forms, one admitted `Op` plan each.
 
 use bytes::Bytes;
-use onesided_core::audit::Event;
 use onesided_core::epoch::AccessTag;
 use onesided_core::window::{TargetAccess, TargetOp};
 use onesided_core::RmaError;
@@ -10,6 +9,7 @@ use onesided_proto::admit;
 
 use super::{access, lock_request, OnWindow, Session};
 use crate::actor::AccessItem;
+use crate::audit::Durability;
 
 /// What travels to the target with an admitted operation.
 pub(super) struct Issued {
@@ -24,20 +24,22 @@ pub(super) struct Issued {
 }
 
 impl Session {
-    /// An operation: recorded as issued, the lazy lock request first if one must travel, then
-    /// the operation, answered by the target (the session's pending budget was taken before
-    /// admission and travels in the reply).
+    /// An operation: recorded as issued (when the audit records), the lazy lock request first
+    /// if one must travel, then the operation, answered by the target (the session's pending
+    /// budget was taken before admission and travels in the reply).
     pub(super) async fn op(
         &mut self,
         on: OnWindow,
-        target: u32,
-        issued: Event,
+        target_rank: u32,
         request: Option<admit::Request>,
         operation: Issued,
     ) -> Result<(), RmaError> {
         let origin = self.origin();
-        let target = &on.entry.ranks[target as usize];
-        self.log(on.window, issued, None).await;
+        let target = &on.entry.ranks[target_rank as usize];
+        if self.registry.audit().durability() != Durability::Off {
+            let issued = admit::op_issued(on.id, target_rank, &operation.op, &operation.access);
+            self.log(on.window, issued, None).await;
+        }
         if let Some(request) = request {
             access(target, origin, lock_request(request, None)).await?;
         }
