@@ -53,6 +53,7 @@ mod tests {
                     name: "x".into(),
                     sizes: vec![8, 8],
                     disp_units: vec![4, 4],
+                    info: std::collections::BTreeMap::new(),
                 },
             ),
             record(
@@ -160,6 +161,10 @@ mod tests {
                 name: "x".into(),
                 sizes: vec![8, 0, u64::MAX],
                 disp_units: vec![1, 4, 8],
+                info: std::collections::BTreeMap::from([
+                    ("accumulate_ops".into(), "same_op".into()),
+                    ("ünknown".into(), String::new()),
+                ]),
             },
             Event::WindowFreed,
             Event::Attach,

@@ -6,13 +6,14 @@
 //! Owns: which recorded events order which accesses, and which access pairs conflict. Must not:
 //! read or write anything but the records it is given.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
 use crate::assert::Assert;
 use crate::audit::{place, AuditRecord, Event, RecordedOp};
 use crate::reduce::Op;
+use crate::window::{AccumulateOps, AccumulateOrdering, WindowInfo};
 
 /// The rule a finding breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -82,7 +83,8 @@ impl Rule {
                 "an accumulate and a get of overlapping bytes are not ordered (a get is not atomic)"
             }
             Rule::AccumulateOps => {
-                "concurrent accumulates on overlapping bytes use different ops or datatypes"
+                "concurrent accumulates on overlapping bytes use different ops or datatypes \
+                 (or, under accumulate_ops=same_op, an op and a no_op read)"
             }
             Rule::GetStore => "a remote read races with the owner's local store to the same bytes",
             Rule::PutLoad => {
@@ -152,6 +154,8 @@ enum Kind {
     Acc {
         op: String,
         dtype: String,
+        /// It also reads (returns the old value): all but accumulate.
+        fetches: bool,
     },
     /// A no_op get_accumulate / fetch_and_op.
     AtomicRead {
@@ -213,6 +217,7 @@ fn classify(op: &RecordedOp, datatype: &str) -> (Kind, String) {
             Kind::Acc {
                 op: name.clone(),
                 dtype,
+                fetches: false,
             },
             format!("accumulate({name})"),
         ),
@@ -228,6 +233,7 @@ fn classify(op: &RecordedOp, datatype: &str) -> (Kind, String) {
                     Kind::Acc {
                         op: name.clone(),
                         dtype,
+                        fetches: true,
                     },
                     call,
                 )
@@ -237,6 +243,7 @@ fn classify(op: &RecordedOp, datatype: &str) -> (Kind, String) {
             Kind::Acc {
                 op: "compare_and_swap".into(),
                 dtype,
+                fetches: true,
             },
             "compare_and_swap".into(),
         ),
@@ -692,7 +699,7 @@ fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> Option<(u64, u64)> {
 }
 
 /// The rule a pair breaks if unordered, and the bytes concerned.
-fn conflict(a: &Access, b: &Access) -> Option<(Rule, (u64, u64))> {
+fn conflict(a: &Access, b: &Access, hints: &Hints) -> Option<(Rule, (u64, u64))> {
     use Kind::*;
     if a.target != b.target {
         return None;
@@ -715,7 +722,14 @@ fn conflict(a: &Access, b: &Access) -> Option<(Rule, (u64, u64))> {
         (Put, Get | AtomicRead { .. }) | (Get | AtomicRead { .. }, Put) => Rule::PutGet,
         (Put, Acc { .. }) | (Acc { .. }, Put) => Rule::PutAccumulate,
         (Acc { .. }, Get) | (Get, Acc { .. }) => Rule::AccumulateGet,
-        (Acc { op: o1, dtype: d1 }, Acc { op: o2, dtype: d2 }) => {
+        (
+            Acc {
+                op: o1, dtype: d1, ..
+            },
+            Acc {
+                op: o2, dtype: d2, ..
+            },
+        ) => {
             if o1 == o2 && d1 == d2 {
                 return None;
             }
@@ -723,7 +737,9 @@ fn conflict(a: &Access, b: &Access) -> Option<(Rule, (u64, u64))> {
         }
         (Acc { dtype: d1, .. }, AtomicRead { dtype: d2 })
         | (AtomicRead { dtype: d1 }, Acc { dtype: d2, .. }) => {
-            if d1 == d2 {
+            // `same_op_no_op` (the default) lets a no_op read run beside an op; `same_op`
+            // promises one op, and MPI_NO_OP is another
+            if d1 == d2 && hints.ops == AccumulateOps::SameOpNoOp {
                 return None;
             }
             Rule::AccumulateOps
@@ -731,6 +747,88 @@ fn conflict(a: &Access, b: &Access) -> Option<(Rule, (u64, u64))> {
         (Get | AtomicRead { .. }, Get | AtomicRead { .. }) => return None,
     };
     Some((rule, bytes))
+}
+
+/// The window's hints the checker reads from its creation event: what its accesses promised.
+struct Hints {
+    /// `accumulate_ops`: whether a no_op read may run beside an op.
+    ops: AccumulateOps,
+    /// `accumulate_ordering`: which accumulates of one origin to one target stay ordered.
+    ordering: AccumulateOrdering,
+}
+
+impl Hints {
+    /// The hints of a window's info pairs; a log from before they were recorded (no pairs)
+    /// has MPI's defaults, and so has a value this version cannot read.
+    fn of(info: Option<&BTreeMap<String, String>>) -> Self {
+        let info = WindowInfo::parse(
+            info.into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .unwrap_or_default();
+        Hints {
+            ops: info.accumulate_ops,
+            ordering: info.accumulate_ordering,
+        }
+    }
+
+    /// Whether `accumulate_ordering` orders `second` after `first`: both accumulates (atomic
+    /// reads included) of one origin to one target, `first` issued before, and every ordering
+    /// the pair needs (a write then a read needs `raw`, …) in the window's set. The origin's
+    /// program order then decides, as MPI's §11.7.2 says, so they cannot race.
+    fn orders(&self, first: &Access, second: &Access) -> bool {
+        let (Some((r1, w1)), Some((r2, w2))) =
+            (reads_writes(&first.kind), reads_writes(&second.kind))
+        else {
+            return false;
+        };
+        if first.rank != second.rank || first.target != second.target || first.seq >= second.seq {
+            return false;
+        }
+        let order = self.ordering;
+        (!(w1 && r2) || order.raw)
+            && (!(r1 && w2) || order.war)
+            && (!(w1 && w2) || order.waw)
+            && (!(r1 && r2) || order.rar)
+    }
+
+    /// What the hints add to a finding's message.
+    fn explain(&self, rule: Rule, a: &Access, b: &Access) -> String {
+        let mut why = String::new();
+        if rule == Rule::AccumulateOps {
+            let no_op_read = matches!(a.kind, Kind::AtomicRead { .. })
+                || matches!(b.kind, Kind::AtomicRead { .. });
+            if no_op_read && self.ops == AccumulateOps::SameOp {
+                why.push_str(
+                    " (the window's accumulate_ops=same_op promises one op for concurrent \
+                     accumulates: a no_op read is another)",
+                );
+            }
+        }
+        if a.rank == b.rank
+            && a.target == b.target
+            && reads_writes(&a.kind).is_some()
+            && reads_writes(&b.kind).is_some()
+        {
+            why.push_str(&format!(
+                " (both come from rank {}, but the window's accumulate_ordering={} does not \
+                 order this pair)",
+                a.rank,
+                self.ordering.render()
+            ));
+        }
+        why
+    }
+}
+
+/// Whether an accumulate-family access reads and writes; `None` for any other access.
+fn reads_writes(kind: &Kind) -> Option<(bool, bool)> {
+    match kind {
+        Kind::Acc { fetches, .. } => Some((*fetches, true)),
+        Kind::AtomicRead { .. } => Some((true, false)),
+        _ => None,
+    }
 }
 
 fn side(access: &Access) -> Side {
@@ -745,6 +843,10 @@ fn side(access: &Access) -> Side {
 /// Every pair of conflicting accesses in one window's log (in seq order) that its
 /// synchronization does not order, sorted by the two sequence numbers.
 pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
+    let hints = Hints::of(records.iter().find_map(|record| match &record.event {
+        Event::WindowCreated { info, .. } => Some(info),
+        _ => None,
+    }));
     let n = records
         .iter()
         .find_map(|record| match &record.event {
@@ -773,10 +875,10 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
     for list in by_target.values() {
         for (i, a) in list.iter().enumerate() {
             for b in &list[i + 1..] {
-                let Some((mut rule, bytes)) = conflict(a, b) else {
+                let Some((mut rule, bytes)) = conflict(a, b, &hints) else {
                     continue;
                 };
-                if before(a, b) || before(b, a) {
+                if before(a, b) || before(b, a) || hints.orders(a, b) {
                     continue;
                 }
                 let by_flush_local = |x: &Access, y: &Access| {
@@ -799,8 +901,8 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
                     bytes.0,
                     bytes.1,
                     a.target,
-                    rule.describe()
-                );
+                    rule.describe(),
+                ) + &hints.explain(rule, a, b);
                 findings.push(Finding {
                     rule,
                     target: a.target,
@@ -838,6 +940,11 @@ mod tests {
 
     impl History {
         fn new(n: u32) -> Self {
+            History::with_info(n, &[])
+        }
+
+        /// A window created with the info pairs `info`.
+        fn with_info(n: u32, info: &[(&str, &str)]) -> Self {
             let mut history = History {
                 n,
                 records: Vec::new(),
@@ -853,6 +960,10 @@ mod tests {
                     name: "x".into(),
                     sizes: vec![64; n as usize],
                     disp_units: vec![1; n as usize],
+                    info: info
+                        .iter()
+                        .map(|(key, value)| (key.to_string(), value.to_string()))
+                        .collect(),
                 },
             );
             for rank in 0..n {
@@ -1289,6 +1400,118 @@ mod tests {
             h.unlock_all(origin);
         }
         assert_eq!(h.check(), vec![]);
+    }
+
+    /// Two origins under lock_all: one accumulates with sum, the other reads the same
+    /// element with a no_op fetch_and_op.
+    fn sum_beside_a_no_op_read(info: &[(&str, &str)]) -> Vec<Finding> {
+        let mut h = History::with_info(3, info);
+        h.lock_all(0);
+        h.lock_all(1);
+        h.acc(0, 2, "sum", "i64", 0);
+        h.op(1, 2, RecordedOp::FetchAndOp("no_op".into()), "i64", 0, 8);
+        h.unlock_all(0);
+        h.unlock_all(1);
+        h.check()
+    }
+
+    #[test]
+    fn a_no_op_read_beside_an_op_is_a_finding_only_under_same_op() {
+        assert_eq!(
+            sum_beside_a_no_op_read(&[]),
+            vec![],
+            "same_op_no_op by default"
+        );
+        assert_eq!(
+            sum_beside_a_no_op_read(&[("accumulate_ops", "same_op_no_op")]),
+            vec![]
+        );
+        let findings = sum_beside_a_no_op_read(&[("accumulate_ops", "same_op")]);
+        assert_eq!(rules(&findings), vec![Rule::AccumulateOps], "{findings:#?}");
+        assert_eq!(findings[0].second.call, "fetch_and_op(no_op)");
+        assert!(
+            findings[0].message.contains("accumulate_ops=same_op"),
+            "{}",
+            findings[0].message
+        );
+    }
+
+    /// One origin, in one lock_all epoch: `first` then `second` (accumulate-family calls on
+    /// the same element of rank 1).
+    fn one_origin(info: &[(&str, &str)], first: RecordedOp, second: RecordedOp) -> Vec<Finding> {
+        let mut h = History::with_info(2, info);
+        h.lock_all(0);
+        h.op(0, 1, first, "i64", 0, 8);
+        h.op(0, 1, second, "i64", 0, 8);
+        h.unlock_all(0);
+        h.check()
+    }
+
+    #[test]
+    fn accumulate_ordering_orders_one_origins_accumulates_unless_the_window_drops_it() {
+        let sum = || RecordedOp::Accumulate("sum".into());
+        let replace = || RecordedOp::Accumulate("replace".into());
+        let read = || RecordedOp::GetAccumulate("no_op".into());
+        // the default orders them all: program order decides, nothing races
+        assert_eq!(one_origin(&[], sum(), replace()), vec![]);
+        // write after write needs waw
+        let findings = one_origin(&[("accumulate_ordering", "none")], sum(), replace());
+        assert_eq!(rules(&findings), vec![Rule::AccumulateOps], "{findings:#?}");
+        assert!(
+            findings[0]
+                .message
+                .contains("both come from rank 0, but the window's accumulate_ordering=none"),
+            "{}",
+            findings[0].message
+        );
+        assert_eq!(
+            one_origin(&[("accumulate_ordering", "rar,raw,war")], sum(), replace()).len(),
+            1
+        );
+        assert_eq!(
+            one_origin(&[("accumulate_ordering", "waw")], sum(), replace()),
+            vec![]
+        );
+        // under same_op a no_op read after a write needs raw, before one needs war
+        let same_op = ("accumulate_ops", "same_op");
+        assert_eq!(
+            one_origin(&[same_op, ("accumulate_ordering", "raw")], sum(), read()),
+            vec![]
+        );
+        assert_eq!(
+            one_origin(&[same_op, ("accumulate_ordering", "war")], sum(), read()).len(),
+            1
+        );
+        assert_eq!(
+            one_origin(&[same_op, ("accumulate_ordering", "war")], read(), sum()),
+            vec![]
+        );
+        // a fetching op reads too: after a write it needs raw as well as waw
+        let fetch_replace = || RecordedOp::GetAccumulate("replace".into());
+        assert_eq!(
+            one_origin(&[("accumulate_ordering", "waw")], sum(), fetch_replace()).len(),
+            1
+        );
+        assert_eq!(
+            one_origin(
+                &[("accumulate_ordering", "raw,waw")],
+                sum(),
+                fetch_replace()
+            ),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn accumulate_ordering_never_orders_two_origins() {
+        let mut h = History::with_info(3, &[]);
+        h.lock_all(0);
+        h.lock_all(1);
+        h.acc(0, 2, "sum", "i64", 0);
+        h.acc(1, 2, "replace", "i64", 0);
+        h.unlock_all(0);
+        h.unlock_all(1);
+        assert_eq!(rules(&h.check()), vec![Rule::AccumulateOps]);
     }
 
     #[test]

@@ -278,6 +278,7 @@ mod tests {
                 name: "x".into(),
                 sizes: vec![16, 16, 16],
                 disp_units: vec![1, 1, 1],
+                info: std::collections::BTreeMap::new(),
             },
         );
         for rank in 0..3 {

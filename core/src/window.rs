@@ -84,7 +84,8 @@ impl AccumulateOrdering {
         self.rar || self.raw || self.war || self.waw
     }
 
-    fn render(self) -> String {
+    /// The key's value: `none` or the orderings joined by commas.
+    pub fn render(self) -> String {
         let names: Vec<&str> = [
             (self.rar, "rar"),
             (self.raw, "raw"),
@@ -181,6 +182,39 @@ impl WindowInfo {
             }
         }
         Ok(info)
+    }
+
+    /// Refuses a shape that breaks the window's promises: `same_size` with ranks of different
+    /// sizes, `same_disp_unit` with different disp_units (MPI makes either erroneous; here the
+    /// creation fails and nothing is created).
+    ///
+    /// # Errors
+    /// `MPI_ERR_INFO`, naming the key and the first rank that differs.
+    pub fn check_shape(&self, sizes: &[u64], disp_units: &[u32]) -> RmaResult<()> {
+        fn first_different<T: PartialEq + std::fmt::Display>(
+            key: &str,
+            what: &str,
+            values: &[T],
+        ) -> RmaResult<()> {
+            let Some(first) = values.first() else {
+                return Ok(());
+            };
+            match values.iter().position(|value| value != first) {
+                None => Ok(()),
+                Some(rank) => Err(rma_err!(
+                    Info,
+                    "{key}=true, but rank {rank} has {what} {} and rank 0 has {first}",
+                    values[rank]
+                )),
+            }
+        }
+        if self.same_size {
+            first_different("same_size", "size", sizes)?;
+        }
+        if self.same_disp_unit {
+            first_different("same_disp_unit", "disp_unit", disp_units)?;
+        }
+        Ok(())
     }
 
     /// The hints in use, as key/value pairs (what `MPI_WIN_GET_INFO` reports).
@@ -897,5 +931,31 @@ mod tests {
         assert!(!info.accumulate_ordering.any());
         let err = WindowInfo::parse([("accumulate_ops", "any")]).unwrap_err();
         assert_eq!(err.class, ErrorClass::Info);
+    }
+
+    #[test]
+    fn same_size_and_same_disp_unit_refuse_shapes_that_break_them() {
+        let info = |pairs: &[(&'static str, &'static str)]| {
+            WindowInfo::parse(pairs.iter().copied()).unwrap()
+        };
+        let same_size = info(&[("same_size", "true")]);
+        assert!(same_size.check_shape(&[8, 8, 8], &[1, 4, 8]).is_ok());
+        let err = same_size.check_shape(&[8, 8, 16], &[1, 1, 1]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Info);
+        assert!(
+            err.message.contains("rank 2 has size 16"),
+            "{}",
+            err.message
+        );
+        let same_disp = info(&[("same_disp_unit", "true")]);
+        assert!(same_disp.check_shape(&[8, 16], &[4, 4]).is_ok());
+        let err = same_disp.check_shape(&[8, 8], &[4, 8]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Info);
+        assert!(err.message.contains("same_disp_unit"), "{}", err.message);
+        // without the keys (or with them false) any shape goes
+        assert!(info(&[]).check_shape(&[1, 2], &[1, 8]).is_ok());
+        assert!(info(&[("same_size", "false")])
+            .check_shape(&[1, 2], &[1, 1])
+            .is_ok());
     }
 }

@@ -86,6 +86,7 @@ fn generated_code_writes_what_core_reads_and_the_reverse() {
             name: "x".into(),
             sizes: vec![8, 16],
             disp_units: vec![1, 8],
+            info: [("accumulate_ordering".into(), "none".into())].into(),
         },
         Event::Returned {
             call: "unlock".into(),

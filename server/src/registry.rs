@@ -616,6 +616,7 @@ impl Registry {
                 .ok_or_else(|| RegistryError::NoWorld(world.to_string()))?
                 .nranks;
             WindowDesc::validate_shape(nranks, &sizes, &disp_units)?;
+            info.check_shape(&sizes, &disp_units)?;
             if inner.worlds[world].windows.contains_key(name) {
                 return Err(RegistryError::AlreadyExists(format!(
                     "window {name} in world {world}"
@@ -649,6 +650,7 @@ impl Registry {
                 name: name.to_string(),
                 sizes: desc.sizes.clone(),
                 disp_units: desc.disp_units.clone(),
+                info: desc.info.to_pairs().into_iter().collect(),
             },
         };
         self.audit.submit(vec![created], Vec::new()).await;

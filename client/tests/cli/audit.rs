@@ -172,7 +172,10 @@ fn log_prints_every_event_in_order_without_gaps() {
     assert_eq!(
         events[0]["event"],
         json!({"event": "window_created", "world": events[0]["event"]["world"],
-               "name": "W", "sizes": [24, 24], "disp_units": [8, 8]})
+               "name": "W", "sizes": [24, 24], "disp_units": [8, 8],
+               "info": {"no_locks": "false", "accumulate_ordering": "rar,raw,war,waw",
+                        "accumulate_ops": "same_op_no_op", "same_size": "false",
+                        "same_disp_unit": "false", "onesided_element_type": "i64"}})
     );
     let first = |kind: &str| {
         kinds

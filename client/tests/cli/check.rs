@@ -445,6 +445,7 @@ fn fence_separated_accesses_by_different_ranks() {
 
 /// The examples whose header says they are correct (a fix, or a guarantee): no findings.
 const CORRECT_EXAMPLES: &[&str] = &[
+    "accumulate_ordering.rma",
     "counter.rma",
     "fence_semantics.rma",
     "forum1_unlock_publishes.rma",
@@ -458,6 +459,7 @@ const CORRECT_EXAMPLES: &[&str] = &[
 
 /// The broken forum examples: each has at least one finding.
 const BROKEN_EXAMPLES: &[&str] = &[
+    "accumulate_same_op_broken.rma",
     "forum1_store_without_lock.rma",
     "forum2_load_without_lock.rma",
     "forum3_store_before_shared_lock.rma",
@@ -470,6 +472,66 @@ fn example_is_clean(name: &str) {
     for id in record_file(&server, &examples_dir().join(name)) {
         assert_clean_window(&server, name, id);
     }
+}
+
+#[test]
+fn example_accumulate_ordering_is_clean() {
+    example_is_clean("accumulate_ordering.rma");
+}
+
+/// The window's `accumulate_ops=same_op`, broken by a no_op read beside a sum: the finding
+/// names the hint.
+#[test]
+fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
+    let server = Server::start();
+    let ids = record_file(
+        &server,
+        &examples_dir().join("accumulate_same_op_broken.rma"),
+    );
+    let (code, document) = check(&server, ids[0]);
+    assert_eq!(code, Some(1), "{document:#}");
+    assert_eq!(rules(&document), vec!["accumulate_ops"], "{document:#}");
+    let finding = &document["findings"][0];
+    assert!(
+        finding["message"]
+            .as_str()
+            .unwrap()
+            .contains("accumulate_ops=same_op"),
+        "{finding:#}"
+    );
+    // the same program on a window without the hint breaks nothing
+    let text = std::fs::read_to_string(examples_dir().join("accumulate_same_op_broken.rma"))
+        .unwrap()
+        .replace(" info accumulate_ops=same_op", "");
+    assert_clean(&server, "same-op-no-op-default", &text);
+}
+
+/// One origin's sum and replace on one element: ordered by default, a finding when the window
+/// drops write-after-write ordering.
+#[test]
+fn accumulate_ordering_decides_whether_one_origins_ops_race() {
+    let program = |info: &str| {
+        format!(
+            "\
+window W ranks=2 size=1 type=i64{info}
+A: lock_all
+A: acc B W[0] op=sum = 1
+A: acc B W[0] op=replace = 2
+A: unlock_all
+"
+        )
+    };
+    let server = Server::start();
+    assert_clean(&server, "ordered", &program(""));
+    assert_clean(&server, "waw", &program(" info accumulate_ordering=waw"));
+    let document = assert_racy(
+        &server,
+        "unordered",
+        &program(" info accumulate_ordering=none"),
+        "accumulate_ops",
+    );
+    let message = document["findings"][0]["message"].as_str().unwrap();
+    assert!(message.contains("accumulate_ordering=none"), "{message}");
 }
 
 #[test]

@@ -104,6 +104,16 @@ struct WindowCreated {
     sizes: Vec<u64>,
     #[prost(uint32, repeated, tag = "4")]
     disp_units: Vec<u32>,
+    #[prost(message, repeated, tag = "5")]
+    info: Vec<InfoEntry>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct InfoEntry {
+    #[prost(string, tag = "1")]
+    key: String,
+    #[prost(string, tag = "2")]
+    value: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -391,11 +401,19 @@ fn head(event: &Event) -> Kind {
             name,
             sizes,
             disp_units,
+            info,
         } => Kind::WindowCreated(WindowCreated {
             world: world.clone(),
             name: name.clone(),
             sizes: sizes.clone(),
             disp_units: disp_units.clone(),
+            info: info
+                .iter()
+                .map(|(key, value)| InfoEntry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
         }),
         Event::WindowFreed => Kind::WindowFreed(Empty {}),
         Event::Attach => Kind::Attach(Empty {}),
@@ -549,6 +567,11 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             name: m.name,
             sizes: m.sizes,
             disp_units: m.disp_units,
+            info: m
+                .info
+                .into_iter()
+                .map(|entry| (entry.key, entry.value))
+                .collect(),
         },
         Kind::WindowFreed(_) => Event::WindowFreed,
         Kind::Attach(_) => Event::Attach,

@@ -1,5 +1,7 @@
 //! The audit vocabulary: what is recorded about every epoch, and how a stored row holds it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::binary;
@@ -83,6 +85,11 @@ pub enum Event {
         sizes: Vec<u64>,
         /// Per-rank disp_units.
         disp_units: Vec<u32>,
+        /// The info keys in use (`MPI_WIN_GET_INFO`'s pairs), which the race checker reads
+        /// (`accumulate_ops`, `accumulate_ordering`). Logs written before it was recorded
+        /// read as none: MPI's defaults.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        info: BTreeMap<String, String>,
     },
     /// The window was freed.
     WindowFreed,

@@ -473,6 +473,48 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Arg),
             ),
             row(
+                "same_size=true with ranks of different sizes",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        world: world.clone(),
+                        name: unique("new"),
+                        flavor: 0,
+                        model: 0,
+                        sizes: vec![8, 8, 16],
+                        disp_units: vec![1; 3],
+                        info: vec![v1::InfoEntry {
+                            key: "same_size".into(),
+                            value: "true".into(),
+                        }],
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Info),
+            ),
+            row(
+                "same_disp_unit=true with ranks of different disp_units",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        world: world.clone(),
+                        name: unique("new"),
+                        flavor: 0,
+                        model: 0,
+                        sizes: vec![8; 3],
+                        disp_units: vec![1, 8, 1],
+                        info: vec![v1::InfoEntry {
+                            key: "same_disp_unit".into(),
+                            value: "true".into(),
+                        }],
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Info),
+            ),
+            row(
                 "an export format of 20 000 characters",
                 Send::Unary(
                     EXPORT,

@@ -67,12 +67,34 @@ async fn bad_window_requests_are_refused_with_their_class() {
             ErrorClass::Info,
         ),
         (WindowSpec::bytes("bad name", 2, 8, 1), ErrorClass::Arg),
+        // promises the shape breaks (MPI makes them erroneous)
+        (
+            WindowSpec {
+                sizes: vec![8, 16],
+                ..WindowSpec::bytes("w", 2, 8, 1).info("same_size", "true")
+            },
+            ErrorClass::Info,
+        ),
+        (
+            WindowSpec {
+                disp_units: vec![1, 8],
+                ..WindowSpec::bytes("w", 2, 8, 1).info("same_disp_unit", "true")
+            },
+            ErrorClass::Info,
+        ),
     ];
     for (spec, class) in cases {
         let error = server.admin.create_window(&world, &spec).await.unwrap_err();
         assert_eq!(error.class(), Some(class), "{spec:?}: {error}");
     }
     assert!(server.admin.list_windows(&world).await.unwrap().is_empty());
+    // kept promises go through
+    let kept = WindowSpec {
+        sizes: vec![8, 8],
+        disp_units: vec![1, 8],
+        ..WindowSpec::bytes("w", 2, 8, 1).info("same_size", "true")
+    };
+    server.admin.create_window(&world, &kept).await.unwrap();
     let zero = server
         .admin
         .create_world(&unique("world"), 0)
