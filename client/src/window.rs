@@ -86,6 +86,17 @@ pub struct Pending<T> {
     session: Session,
 }
 
+impl<T> Clone for Pending<T> {
+    /// Another handle on the same result (the reply is shared; nothing is sent again).
+    fn clone(&self) -> Self {
+        Pending {
+            reply: self.reply.clone(),
+            decode: self.decode,
+            session: self.session.clone(),
+        }
+    }
+}
+
 impl<T> Pending<T> {
     /// The value, once it has arrived. An operation still waiting to travel with the epoch's
     /// closing call is sent now.

@@ -23,7 +23,7 @@ use super::ast::{
     Subject, WindowDecl,
 };
 use super::parse::rank_name;
-use crate::{Admin, Endpoint, Error, OpSpec, Session, Window, WindowSpec};
+use crate::{wait_any, Admin, Endpoint, Error, OpSpec, Request, Session, Window, WindowSpec};
 
 /// Where and how to run.
 #[derive(Clone)]
@@ -170,30 +170,19 @@ enum VarSlot {
     Failed,
 }
 
+/// A request of the scenario: the client library's [`Request`] (which decides completion, as
+/// MPI's test and wait do), and the variable its value defines, if any.
 #[derive(Debug)]
-enum RequestSlot {
-    /// rput, racc: locally complete at once.
-    Ready,
-    /// rget, rget_acc: complete when the data is here.
-    Pending { var: String, reply: SharedBytes },
+struct RequestSlot {
+    request: Request<Bytes>,
+    var: Option<String>,
 }
 
 impl RequestSlot {
-    /// Its outcome if it is complete now, without waiting (the first look sends an operation
-    /// still waiting to travel, as MPI's test makes progress).
-    fn complete_now(&self) -> Option<Result<(), Error>> {
-        match self {
-            RequestSlot::Ready => Some(Ok(())),
-            RequestSlot::Pending { reply, .. } => reply.clone().now_or_never().map(|r| r.map(drop)),
-        }
-    }
-
-    /// A clone of its reply to wait on, `None` when it is complete at once.
-    fn waiting(&self) -> Option<SharedBytes> {
-        match self {
-            RequestSlot::Ready => None,
-            RequestSlot::Pending { reply, .. } => Some(reply.clone()),
-        }
+    /// Whether it is complete now, without waiting: a failed one is complete too (the first
+    /// look sends an operation still waiting to travel, as MPI's test makes progress).
+    fn complete_now(&self) -> bool {
+        self.request.test().unwrap_or(true)
     }
 }
 
@@ -398,16 +387,20 @@ impl RankExecutor {
 
     /// Waits for a request taken out; its value variable is defined from now on, or failed.
     async fn finish_request(&mut self, slot: RequestSlot) -> Result<(), Error> {
-        match slot {
-            RequestSlot::Ready => Ok(()),
-            RequestSlot::Pending { var, reply } => {
-                let outcome = reply.await;
-                if outcome.is_err() {
-                    self.vars.insert(var, VarSlot::Failed);
-                }
-                outcome.map(drop)
-            }
+        let outcome = slot.request.wait().await;
+        self.request_finished(slot.var, outcome)
+    }
+
+    /// A request's outcome: a failure leaves its value variable failed.
+    fn request_finished(
+        &mut self,
+        var: Option<String>,
+        outcome: Result<Bytes, Error>,
+    ) -> Result<(), Error> {
+        if let (Err(_), Some(var)) = (&outcome, var) {
+            self.vars.insert(var, VarSlot::Failed);
         }
+        outcome.map(drop)
     }
 
     /// Takes out and waits for each request (all active), in order; the first failure once
@@ -599,26 +592,28 @@ impl RankExecutor {
                     compare,
                 };
                 let pending = window.issue(spec.target, op, spec.request_based)?;
-                let reply: SharedBytes = pending.value().boxed().shared();
                 if let Some(var) = &spec.var {
                     self.vars.insert(
                         var.clone(),
                         VarSlot::Pending {
                             dtype,
                             list: spec.loc.shape.is_list(),
-                            reply: reply.clone(),
+                            reply: pending.clone().value().boxed().shared(),
                         },
                     );
                 }
-                if let Some(request) = &spec.request {
-                    let slot = match &spec.var {
-                        Some(var) => RequestSlot::Pending {
-                            var: var.clone(),
-                            reply,
-                        },
-                        None => RequestSlot::Ready,
+                if let Some(name) = &spec.request {
+                    // rget-like requests complete when the data is here; rput and racc at once
+                    // (the origin's values were copied when the call returned)
+                    let request = match &spec.var {
+                        Some(_) => Request::pending(pending),
+                        None => Request::complete(Bytes::new()),
                     };
-                    self.requests.insert(request.clone(), slot);
+                    let slot = RequestSlot {
+                        request,
+                        var: spec.var.clone(),
+                    };
+                    self.requests.insert(name.clone(), slot);
                 }
                 Ok(())
             }
@@ -627,21 +622,19 @@ impl RankExecutor {
                 self.finish_request(slot).await
             }
             Call::TestReq { request, var } => {
-                let flag = match self.active_request(request)?.complete_now() {
-                    None => false,
-                    Some(_) => {
-                        let slot = self.take_request(request)?;
-                        self.finish_request(slot).await?;
-                        true
-                    }
-                };
+                let flag = self.active_request(request)?.complete_now();
+                if flag {
+                    let slot = self.take_request(request)?;
+                    self.finish_request(slot).await?;
+                }
                 self.set_var(var, Datatype::Bool, Value::Bool(flag));
                 Ok(())
             }
             Call::TestAll { requests, var } => {
                 let mut all = true;
                 for name in requests {
-                    all &= self.active_request(name)?.complete_now().is_some();
+                    // every request is tested, so each makes progress
+                    all &= self.active_request(name)?.complete_now();
                 }
                 if all {
                     self.finish_requests(requests).await?;
@@ -656,30 +649,36 @@ impl RankExecutor {
                 self.finish_requests(requests).await
             }
             Call::WaitAny { requests, var } => {
-                // one clone of each shared reply, kept across polls: a clone dropped while
-                // pending takes its waker with it
-                let mut replies = Vec::with_capacity(requests.len());
                 for name in requests {
-                    replies.push(self.active_request(name)?.waiting());
+                    self.active_request(name)?;
                 }
-                let index = std::future::poll_fn(|cx| {
-                    replies
-                        .iter_mut()
-                        .position(|reply| {
-                            reply
-                                .as_mut()
-                                .is_none_or(|reply| reply.poll_unpin(cx).is_ready())
-                        })
-                        .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
-                })
-                .await;
-                drop(replies);
-                let slot = self.take_request(&requests[index])?;
-                let index = i128::try_from(index).unwrap_or(i128::MAX);
+                let mut slots = Vec::with_capacity(requests.len());
+                let mut vars = Vec::with_capacity(requests.len());
+                for name in requests {
+                    let slot = self.take_request(name)?;
+                    slots.push(slot.request);
+                    vars.push(slot.var);
+                }
+                let Some(done) = wait_any(slots).await else {
+                    return Ok(());
+                };
+                // the others stay active under their names
+                let mut rest = done.rest.into_iter();
+                for (position, (name, request_var)) in requests.iter().zip(&mut vars).enumerate() {
+                    if position != done.index {
+                        if let Some(request) = rest.next() {
+                            let var = request_var.take();
+                            self.requests
+                                .insert(name.clone(), RequestSlot { request, var });
+                        }
+                    }
+                }
+                let index = i128::try_from(done.index).unwrap_or(i128::MAX);
                 self.set_var(var, Datatype::I64, Value::Int(index));
-                self.finish_request(slot).await
+                let finished = vars[done.index].take();
+                self.request_finished(finished, done.outcome)
             }
-            Call::FreeReq(name) => self.take_request(name).map(drop),
+            Call::FreeReq(name) => self.take_request(name).map(|slot| slot.request.free()),
             Call::Fence { window, assert } => self.window(*window)?.fence(*assert).await,
             Call::Post {
                 window,

@@ -41,14 +41,14 @@ enum Inner<T> {
 
 impl<T> Request<T> {
     /// A request complete from the start.
-    pub(super) fn complete(value: T) -> Self {
+    pub(crate) fn complete(value: T) -> Self {
         Request {
             inner: Inner::Complete(value),
         }
     }
 
     /// A request that completes with `pending`.
-    pub(super) fn pending(pending: Pending<T>) -> Self {
+    pub(crate) fn pending(pending: Pending<T>) -> Self {
         Request {
             inner: Inner::Pending(pending),
         }
@@ -70,14 +70,10 @@ impl<T> Request<T> {
         }
     }
 
-    /// `MPI_Request_free`: gives the request up. The operation still completes, at the call
-    /// that completes its epoch's operations; its value is dropped.
-    pub fn free(self) {
-        if let Inner::Pending(pending) = &self.inner {
-            // the operation travels whether or not anyone waits for its value
-            pending.session.flush_deferred();
-        }
-    }
+    /// `MPI_Request_free`: gives the request up. The operation still travels and completes,
+    /// with the call that completes its epoch's operations (as any operation does); its value
+    /// is dropped.
+    pub fn free(self) {}
 }
 
 impl<T: Send + 'static> Request<T> {
