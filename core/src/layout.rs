@@ -1,7 +1,9 @@
-//! Contiguous, vector and indexed layouts of elements, flattened to byte runs.
+//! Contiguous, vector, indexed, hvector, hindexed and subarray layouts of elements, flattened
+//! to byte runs.
 //!
 //! Owns: the derived-datatype shapes an RMA call may use on either side (MPI's contiguous,
-//! `MPI_Type_vector` and `MPI_Type_indexed` over one basic datatype), their checked
+//! `MPI_Type_vector`, `MPI_Type_indexed`, `MPI_Type_create_hvector`,
+//! `MPI_Type_create_hindexed` and `MPI_Type_create_subarray` over one basic datatype), their checked
 //! flattening into byte runs relative to a base, the hostile-input limits on them, and the
 //! `gather`/`scatter` helpers that move bytes between a buffer and a packed stream. Must not:
 //! know about datatypes' encodings or windows; callers pass the element size in bytes.
@@ -14,6 +16,9 @@ use crate::error::RmaResult;
 /// The most blocks a layout may have (`Vector::count` or the number of `Indexed` blocks);
 /// more is class `COUNT`. A guard against hostile input.
 pub const MAX_BLOCKS: usize = 1 << 20;
+
+/// The most dimensions a subarray may have; more is class `ARG`.
+pub const MAX_DIMS: usize = 32;
 
 /// One contiguous byte run of a flattened layout, relative to the layout's base.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,7 +45,27 @@ pub struct Block {
     pub len: u64,
 }
 
-/// The shape of the elements an RMA call reads or writes, in units of one basic element.
+/// One block of an hindexed layout: where it starts in bytes, how many elements it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ByteBlock {
+    /// Displacement of the block's first byte from the base, in bytes.
+    pub offset: u64,
+    /// Number of consecutive elements in the block.
+    pub len: u64,
+}
+
+/// How a subarray's dimensions are stored (`MPI_ORDER_C`, `MPI_ORDER_FORTRAN`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// Row-major: the last dimension varies fastest.
+    #[default]
+    C,
+    /// Column-major: the first dimension varies fastest.
+    Fortran,
+}
+
+/// The shape of the elements an RMA call reads or writes, in units of one basic element
+/// (hvector and hindexed place their blocks in bytes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
     /// `count` consecutive elements.
@@ -62,6 +87,81 @@ pub enum Layout {
         /// The blocks, in type-map order.
         blocks: Vec<Block>,
     },
+    /// `count` blocks of `blocklen` elements, block i starting at byte i*stride_bytes
+    /// (MPI_Type_create_hvector; the stride need not be a multiple of the element size).
+    Hvector {
+        /// Number of blocks.
+        count: u64,
+        /// Elements per block.
+        blocklen: u64,
+        /// Distance in bytes between the starts of consecutive blocks.
+        stride_bytes: u64,
+    },
+    /// Blocks at byte displacements (MPI_Type_create_hindexed), in type-map order.
+    Hindexed {
+        /// The blocks, in type-map order.
+        blocks: Vec<ByteBlock>,
+    },
+    /// The `subsizes` block starting at `starts` of an array of `sizes` elements
+    /// (MPI_Type_create_subarray), in the array's storage order. Boxed: operations carry a
+    /// layout, and the common ones stay small.
+    Subarray(Box<Subarray>),
+}
+
+/// The shape of a [`Layout::Subarray`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Subarray {
+    /// The whole array's size in each dimension.
+    pub sizes: Vec<u64>,
+    /// The subarray's size in each dimension.
+    pub subsizes: Vec<u64>,
+    /// Where the subarray starts in each dimension.
+    pub starts: Vec<u64>,
+    /// The storage order.
+    pub order: Order,
+}
+
+impl Subarray {
+    /// In row-major terms; class `ARG` for a shape MPI refuses.
+    fn row_major(&self) -> RmaResult<Vec<(u64, u64, u64)>> {
+        row_major(&self.sizes, &self.subsizes, &self.starts, self.order)
+    }
+}
+
+/// A subarray in row-major terms (Fortran's dimensions reversed): per dimension its size,
+/// subsize and start. Class `ARG` for a shape MPI refuses.
+fn row_major(
+    sizes: &[u64],
+    subsizes: &[u64],
+    starts: &[u64],
+    order: Order,
+) -> RmaResult<Vec<(u64, u64, u64)>> {
+    let dims = sizes.len();
+    if dims == 0 || dims > MAX_DIMS || subsizes.len() != dims || starts.len() != dims {
+        return Err(crate::rma_err!(
+            Arg,
+            "a subarray needs 1 to {MAX_DIMS} dimensions with a size, a subsize and a start \
+             each (got {dims} sizes, {} subsizes, {} starts)",
+            subsizes.len(),
+            starts.len()
+        ));
+    }
+    let mut shape = Vec::with_capacity(dims);
+    for dim in 0..dims {
+        let (size, sub, start) = (sizes[dim], subsizes[dim], starts[dim]);
+        if size == 0 || sub > size || start > size - sub {
+            return Err(crate::rma_err!(
+                Arg,
+                "subarray dimension {dim}: size {size}, subsize {sub} and start {start} do not \
+                 fit (a size is at least 1, and start + subsize at most the size)"
+            ));
+        }
+        shape.push((size, sub, start));
+    }
+    if order == Order::Fortran {
+        shape.reverse();
+    }
+    Ok(shape)
 }
 
 fn overflow() -> crate::error::RmaError {
@@ -75,16 +175,30 @@ impl Layout {
     }
 
     /// The number of blocks the layout declares (1 for contiguous), zero-length ones included.
+    /// A subarray's blocks are its rows (every dimension but the fastest); `u64::MAX` when
+    /// their number overflows or the subarray's shape is invalid (which is refused anyway).
     pub fn block_count(&self) -> u64 {
         match self {
             Layout::Contiguous { .. } => 1,
-            Layout::Vector { count, .. } => *count,
+            Layout::Vector { count, .. } | Layout::Hvector { count, .. } => *count,
             Layout::Indexed { blocks } => blocks.len() as u64,
+            Layout::Hindexed { blocks } => blocks.len() as u64,
+            Layout::Subarray(subarray) => match subarray.row_major() {
+                Ok(shape) => shape[..shape.len() - 1]
+                    .iter()
+                    .try_fold(1u64, |rows, &(_, sub, _)| rows.checked_mul(sub))
+                    .unwrap_or(u64::MAX),
+                Err(_) => u64::MAX,
+            },
         }
     }
 
-    /// Class `COUNT` when the layout has more than [`MAX_BLOCKS`] blocks.
+    /// Class `ARG` for a subarray MPI refuses; class `COUNT` when the layout has more than
+    /// [`MAX_BLOCKS`] blocks.
     fn check_limits(&self) -> RmaResult<()> {
+        if let Layout::Subarray(subarray) = self {
+            subarray.row_major()?;
+        }
         let blocks = self.block_count();
         if blocks > MAX_BLOCKS as u64 {
             return Err(crate::rma_err!(
@@ -95,9 +209,15 @@ impl Layout {
         Ok(())
     }
 
-    /// Calls `f(disp, len)` for each block in type-map order, in elements.
-    fn for_each_block(&self, mut f: impl FnMut(u64, u64) -> RmaResult<()>) -> RmaResult<()> {
+    /// Calls `f(offset, len)` for each block in type-map order: its offset in bytes for
+    /// elements of `elem_size` bytes, its length in elements.
+    fn for_each_block(
+        &self,
+        elem_size: u64,
+        mut f: impl FnMut(u64, u64) -> RmaResult<()>,
+    ) -> RmaResult<()> {
         self.check_limits()?;
+        let bytes = |elements: u64| elements.checked_mul(elem_size).ok_or_else(overflow);
         match self {
             Layout::Contiguous { count } => f(0, *count),
             Layout::Vector {
@@ -106,15 +226,77 @@ impl Layout {
                 stride,
             } => {
                 for i in 0..*count {
-                    f(i.checked_mul(*stride).ok_or_else(overflow)?, *blocklen)?;
+                    f(
+                        bytes(i.checked_mul(*stride).ok_or_else(overflow)?)?,
+                        *blocklen,
+                    )?;
                 }
                 Ok(())
             }
             Layout::Indexed { blocks } => {
                 for block in blocks {
-                    f(block.disp, block.len)?;
+                    f(bytes(block.disp)?, block.len)?;
                 }
                 Ok(())
+            }
+            Layout::Hvector {
+                count,
+                blocklen,
+                stride_bytes,
+            } => {
+                for i in 0..*count {
+                    f(
+                        i.checked_mul(*stride_bytes).ok_or_else(overflow)?,
+                        *blocklen,
+                    )?;
+                }
+                Ok(())
+            }
+            Layout::Hindexed { blocks } => {
+                for block in blocks {
+                    f(block.offset, block.len)?;
+                }
+                Ok(())
+            }
+            Layout::Subarray(subarray) => {
+                let shape = subarray.row_major()?;
+                let dims = shape.len();
+                // the distance in elements between neighbours in each dimension
+                let mut strides = vec![1u64; dims];
+                for dim in (0..dims - 1).rev() {
+                    strides[dim] = strides[dim + 1]
+                        .checked_mul(shape[dim + 1].0)
+                        .ok_or_else(overflow)?;
+                }
+                let (_, row_len, row_start) = shape[dims - 1];
+                if shape.iter().any(|&(_, sub, _)| sub == 0) {
+                    return Ok(());
+                }
+                // an odometer over every dimension but the fastest, in storage order
+                let mut index = vec![0u64; dims - 1];
+                loop {
+                    let mut first = row_start;
+                    for dim in 0..dims - 1 {
+                        let at = shape[dim].2 + index[dim];
+                        first = at
+                            .checked_mul(strides[dim])
+                            .and_then(|offset| first.checked_add(offset))
+                            .ok_or_else(overflow)?;
+                    }
+                    f(bytes(first)?, row_len)?;
+                    let mut dim = dims - 1;
+                    loop {
+                        if dim == 0 {
+                            return Ok(());
+                        }
+                        dim -= 1;
+                        index[dim] += 1;
+                        if index[dim] < shape[dim].1 {
+                            break;
+                        }
+                        index[dim] = 0;
+                    }
+                }
             }
         }
     }
@@ -127,10 +309,22 @@ impl Layout {
             Layout::Contiguous { count } => Ok(*count),
             Layout::Vector {
                 count, blocklen, ..
+            }
+            | Layout::Hvector {
+                count, blocklen, ..
             } => count.checked_mul(*blocklen).ok_or_else(overflow),
             Layout::Indexed { blocks } => blocks
                 .iter()
                 .try_fold(0u64, |sum, block| sum.checked_add(block.len))
+                .ok_or_else(overflow),
+            Layout::Hindexed { blocks } => blocks
+                .iter()
+                .try_fold(0u64, |sum, block| sum.checked_add(block.len))
+                .ok_or_else(overflow),
+            Layout::Subarray(subarray) => subarray
+                .subsizes
+                .iter()
+                .try_fold(1u64, |product, &sub| product.checked_mul(sub))
                 .ok_or_else(overflow),
         }
     }
@@ -151,8 +345,7 @@ impl Layout {
     /// end overflows `u64` or the layout has too many blocks.
     pub fn flatten(&self, elem_size: u64) -> RmaResult<Vec<Run>> {
         let mut runs: Vec<Run> = Vec::new();
-        self.for_each_block(|disp, len| {
-            let offset = disp.checked_mul(elem_size).ok_or_else(overflow)?;
+        self.for_each_block(elem_size, |offset, len| {
             let len = len.checked_mul(elem_size).ok_or_else(overflow)?;
             let run = Run { offset, len };
             run.end().ok_or_else(overflow)?;
@@ -175,8 +368,7 @@ impl Layout {
     /// [`Layout::flatten`].
     pub fn extent(&self, elem_size: u64) -> RmaResult<u64> {
         let mut extent = 0u64;
-        self.for_each_block(|disp, len| {
-            let offset = disp.checked_mul(elem_size).ok_or_else(overflow)?;
+        self.for_each_block(elem_size, |offset, len| {
             let len = len.checked_mul(elem_size).ok_or_else(overflow)?;
             let end = offset.checked_add(len).ok_or_else(overflow)?;
             if len > 0 {
@@ -392,6 +584,112 @@ mod tests {
     }
 
     #[test]
+    fn hvector_and_hindexed_place_blocks_in_bytes() {
+        // stride 6 bytes over 4-byte elements: not a multiple of the element
+        let hvector = Layout::Hvector {
+            count: 3,
+            blocklen: 1,
+            stride_bytes: 6,
+        };
+        assert_eq!(
+            hvector.flatten(4).unwrap(),
+            [run(0, 4), run(6, 4), run(12, 4)]
+        );
+        assert_eq!(hvector.element_count().unwrap(), 3);
+        assert_eq!(hvector.extent(4).unwrap(), 16);
+        hvector.check_no_overlap(4).unwrap();
+        let overlapping = Layout::Hvector {
+            count: 2,
+            blocklen: 1,
+            stride_bytes: 2,
+        };
+        assert_eq!(
+            overlapping.check_no_overlap(4).unwrap_err().class,
+            ErrorClass::Type
+        );
+        let hindexed = Layout::Hindexed {
+            blocks: vec![
+                ByteBlock { offset: 10, len: 2 },
+                ByteBlock { offset: 18, len: 1 },
+                ByteBlock { offset: 1, len: 1 },
+            ],
+        };
+        // 10..18 and 18..22 touch: merged
+        assert_eq!(hindexed.flatten(4).unwrap(), [run(10, 12), run(1, 4)]);
+        assert_eq!(hindexed.element_count().unwrap(), 4);
+        assert_eq!(hindexed.extent(4).unwrap(), 22);
+        let too_far = Layout::Hvector {
+            count: 2,
+            blocklen: 1,
+            stride_bytes: u64::MAX,
+        };
+        assert_eq!(too_far.flatten(1).unwrap_err().class, ErrorClass::Count);
+    }
+
+    fn subarray(sizes: &[u64], subsizes: &[u64], starts: &[u64], order: Order) -> Layout {
+        Layout::Subarray(Box::new(Subarray {
+            sizes: sizes.to_vec(),
+            subsizes: subsizes.to_vec(),
+            starts: starts.to_vec(),
+            order,
+        }))
+    }
+
+    #[test]
+    fn subarray_in_c_and_fortran_order() {
+        // the 2x2 block at (1,1) of a 3x4 C array: elements 5,6 and 9,10
+        let c = subarray(&[3, 4], &[2, 2], &[1, 1], Order::C);
+        assert_eq!(c.flatten(8).unwrap(), [run(40, 16), run(72, 16)]);
+        assert_eq!(c.element_count().unwrap(), 4);
+        assert_eq!(c.block_count(), 2);
+        c.check_no_overlap(8).unwrap();
+        // the same block of the 4x3 Fortran array with the same storage
+        let fortran = subarray(&[4, 3], &[2, 2], &[1, 1], Order::Fortran);
+        assert_eq!(fortran.flatten(8).unwrap(), c.flatten(8).unwrap());
+        // whole rows merge into one run
+        let rows = subarray(&[3, 4], &[2, 4], &[1, 0], Order::C);
+        assert_eq!(rows.flatten(1).unwrap(), [run(4, 8)]);
+        // one dimension is a contiguous range
+        let line = subarray(&[10], &[3], &[7], Order::C);
+        assert_eq!(line.flatten(2).unwrap(), [run(14, 6)]);
+        // an empty subarray covers nothing
+        let empty = subarray(&[3, 4], &[0, 2], &[0, 0], Order::C);
+        assert_eq!(empty.flatten(1).unwrap(), []);
+        assert_eq!(empty.element_count().unwrap(), 0);
+    }
+
+    #[test]
+    fn subarrays_mpi_refuses_are_arg() {
+        let cases = [
+            subarray(&[], &[], &[], Order::C),
+            subarray(&[3, 4], &[2], &[0, 0], Order::C),
+            subarray(&[3, 4], &[2, 2], &[0], Order::C),
+            subarray(&[3, 0], &[1, 0], &[0, 0], Order::C),
+            subarray(&[3, 4], &[4, 1], &[0, 0], Order::C),
+            subarray(&[3, 4], &[2, 2], &[2, 0], Order::C),
+            subarray(
+                &[2; MAX_DIMS + 1],
+                &[1; MAX_DIMS + 1],
+                &[0; MAX_DIMS + 1],
+                Order::C,
+            ),
+        ];
+        for layout in cases {
+            let err = layout.flatten(1).unwrap_err();
+            assert_eq!(err.class, ErrorClass::Arg, "{layout:?}: {err}");
+            assert_eq!(layout.element_count().unwrap_err().class, ErrorClass::Arg);
+        }
+        // rows beyond the block limit are COUNT, as for the other layouts
+        let huge = subarray(
+            &[1 << 11, 1 << 11, 1],
+            &[1 << 11, 1 << 11, 1],
+            &[0; 3],
+            Order::C,
+        );
+        assert_eq!(huge.flatten(1).unwrap_err().class, ErrorClass::Count);
+    }
+
+    #[test]
     fn overflow_is_count() {
         let cases = [
             (indexed(&[(u64::MAX, 1)]), 2),
@@ -511,7 +809,38 @@ mod tests {
                         .collect(),
                 }
             }),
+            (0u64..10, 0u64..6, 0u64..40).prop_map(|(count, blocklen, stride_bytes)| {
+                Layout::Hvector {
+                    count,
+                    blocklen,
+                    stride_bytes,
+                }
+            }),
+            proptest::collection::vec((0u64..200, 0u64..6), 0..12).prop_map(|blocks| {
+                Layout::Hindexed {
+                    blocks: blocks
+                        .into_iter()
+                        .map(|(offset, len)| ByteBlock { offset, len })
+                        .collect(),
+                }
+            }),
+            subarrays(),
         ]
+    }
+
+    /// Valid subarrays of 1 to 3 dimensions, in either order.
+    fn subarrays() -> impl Strategy<Value = Layout> {
+        let dim = (1u64..5)
+            .prop_flat_map(|size| (Just(size), 0..=size))
+            .prop_flat_map(|(size, sub)| (Just(size), Just(sub), 0..=size - sub));
+        (proptest::collection::vec(dim, 1..4), any::<bool>()).prop_map(|(dims, fortran)| {
+            Layout::Subarray(Box::new(Subarray {
+                sizes: dims.iter().map(|d| d.0).collect(),
+                subsizes: dims.iter().map(|d| d.1).collect(),
+                starts: dims.iter().map(|d| d.2).collect(),
+                order: if fortran { Order::Fortran } else { Order::C },
+            }))
+        })
     }
 
     proptest! {
@@ -526,6 +855,42 @@ mod tests {
             }
             let extent = runs.iter().map(|r| r.offset + r.len).max().unwrap_or(0);
             prop_assert_eq!(layout.extent(size).unwrap(), extent);
+        }
+
+        #[test]
+        fn subarray_elements_are_the_box_in_storage_order(layout in subarrays()) {
+            let Layout::Subarray(subarray) = &layout else {
+                unreachable!()
+            };
+            let Subarray { sizes, subsizes, starts, order } = subarray.as_ref();
+            // every index tuple inside the box, the fastest dimension varying fastest
+            let mut dims: Vec<usize> = (0..sizes.len()).collect();
+            if *order == Order::C {
+                dims.reverse();
+            }
+            let mut expected = Vec::new();
+            let total: u64 = subsizes.iter().product();
+            for n in 0..total {
+                let (mut rest, mut offset, mut stride) = (n, 0, 1);
+                let mut index = vec![0; sizes.len()];
+                for &d in &dims {
+                    index[d] = starts[d] + rest % subsizes[d];
+                    rest /= subsizes[d];
+                }
+                for &d in &dims {
+                    offset += index[d] * stride;
+                    stride *= sizes[d];
+                }
+                expected.push(offset);
+            }
+            let flattened: Vec<u64> = layout
+                .flatten(1)
+                .unwrap()
+                .iter()
+                .flat_map(|run| run.offset..run.offset + run.len)
+                .collect();
+            prop_assert_eq!(flattened, expected);
+            layout.check_no_overlap(1).unwrap();
         }
 
         #[test]

@@ -44,7 +44,7 @@ impl std::fmt::Debug for v1::CreateWorldResponse {
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("onesided_descriptor");
 
 use onesided_core::audit::Event;
-use onesided_core::layout::Block;
+use onesided_core::layout::{Block, ByteBlock, Order, Subarray};
 use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
 use prost::Message;
@@ -681,6 +681,33 @@ pub fn layout_to_wire(layout: &Layout) -> v1::Layout {
                 })
                 .collect(),
         }),
+        Layout::Hvector {
+            count,
+            blocklen,
+            stride_bytes,
+        } => Kind::Hvector(v1::Hvector {
+            count: *count,
+            blocklen: *blocklen,
+            stride_bytes: *stride_bytes,
+        }),
+        Layout::Hindexed { blocks } => Kind::Hindexed(v1::Hindexed {
+            blocks: blocks
+                .iter()
+                .map(|block| v1::ByteBlock {
+                    offset: block.offset,
+                    len: block.len,
+                })
+                .collect(),
+        }),
+        Layout::Subarray(subarray) => Kind::Subarray(v1::Subarray {
+            sizes: subarray.sizes.clone(),
+            subsizes: subarray.subsizes.clone(),
+            starts: subarray.starts.clone(),
+            order: match subarray.order {
+                Order::C => v1::ArrayOrder::C,
+                Order::Fortran => v1::ArrayOrder::Fortran,
+            } as i32,
+        }),
     };
     v1::Layout { kind: Some(kind) }
 }
@@ -701,17 +728,58 @@ pub fn layout_from_wire(layout: Option<&v1::Layout>) -> Result<Layout, RmaError>
             blocklen: v.blocklen,
             stride: v.stride,
         },
-        Kind::Indexed(indexed) => {
-            if indexed.blocks.len() > onesided_core::layout::MAX_BLOCKS {
+        Kind::Hvector(v) => Layout::Hvector {
+            count: v.count,
+            blocklen: v.blocklen,
+            stride_bytes: v.stride_bytes,
+        },
+        Kind::Hindexed(hindexed) => {
+            too_many_blocks("hindexed", hindexed.blocks.len())?;
+            Layout::Hindexed {
+                blocks: hindexed
+                    .blocks
+                    .iter()
+                    .map(|block| ByteBlock {
+                        offset: block.offset,
+                        len: block.len,
+                    })
+                    .collect(),
+            }
+        }
+        Kind::Subarray(subarray) => {
+            let dims = subarray
+                .sizes
+                .len()
+                .max(subarray.subsizes.len())
+                .max(subarray.starts.len());
+            if dims > onesided_core::layout::MAX_DIMS {
                 return Err(RmaError::new(
-                    ErrorClass::Count,
+                    ErrorClass::Arg,
                     format!(
-                        "indexed layout of {} blocks exceeds the limit of {}",
-                        indexed.blocks.len(),
-                        onesided_core::layout::MAX_BLOCKS
+                        "subarray of {dims} dimensions exceeds the limit of {}",
+                        onesided_core::layout::MAX_DIMS
                     ),
                 ));
             }
+            let order = match v1::ArrayOrder::try_from(subarray.order) {
+                Ok(v1::ArrayOrder::Unspecified | v1::ArrayOrder::C) => Order::C,
+                Ok(v1::ArrayOrder::Fortran) => Order::Fortran,
+                Err(_) => {
+                    return Err(RmaError::new(
+                        ErrorClass::Arg,
+                        format!("unknown subarray order {}", subarray.order),
+                    ))
+                }
+            };
+            Layout::Subarray(Box::new(Subarray {
+                sizes: subarray.sizes.clone(),
+                subsizes: subarray.subsizes.clone(),
+                starts: subarray.starts.clone(),
+                order,
+            }))
+        }
+        Kind::Indexed(indexed) => {
+            too_many_blocks("indexed", indexed.blocks.len())?;
             Layout::Indexed {
                 blocks: indexed
                     .blocks
@@ -724,6 +792,23 @@ pub fn layout_from_wire(layout: Option<&v1::Layout>) -> Result<Layout, RmaError>
             }
         }
     })
+}
+
+/// `MPI_ERR_COUNT` for a wire layout with more blocks than [`MAX_BLOCKS`] (checked before
+/// they are copied).
+///
+/// [`MAX_BLOCKS`]: onesided_core::layout::MAX_BLOCKS
+fn too_many_blocks(kind: &str, blocks: usize) -> Result<(), RmaError> {
+    if blocks > onesided_core::layout::MAX_BLOCKS {
+        return Err(RmaError::new(
+            ErrorClass::Count,
+            format!(
+                "{kind} layout of {blocks} blocks exceeds the limit of {}",
+                onesided_core::layout::MAX_BLOCKS
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The metadata key that carries credentials.
@@ -998,12 +1083,49 @@ mod tests {
             Layout::Indexed {
                 blocks: vec![Block { disp: 5, len: 2 }, Block { disp: 0, len: 1 }],
             },
+            Layout::Hvector {
+                count: 2,
+                blocklen: 3,
+                stride_bytes: 7,
+            },
+            Layout::Hindexed {
+                blocks: vec![ByteBlock { offset: 9, len: 1 }],
+            },
+            Layout::Subarray(Box::new(Subarray {
+                sizes: vec![3, 4],
+                subsizes: vec![2, 2],
+                starts: vec![1, 0],
+                order: Order::Fortran,
+            })),
+            Layout::Subarray(Box::new(Subarray {
+                sizes: vec![3],
+                subsizes: vec![1],
+                starts: vec![2],
+                order: Order::C,
+            })),
         ];
         for layout in layouts {
             let wire = layout_to_wire(&layout);
             assert_eq!(layout_from_wire(Some(&wire)).unwrap(), layout);
         }
         assert_eq!(layout_from_wire(None).unwrap_err().class, ErrorClass::Type);
+        // an unset order is C; an unknown one and too many dimensions are ARG
+        let subarray = |order: i32, dims: usize| v1::Layout {
+            kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
+                sizes: vec![2; dims],
+                subsizes: vec![1; dims],
+                starts: vec![0; dims],
+                order,
+            })),
+        };
+        assert!(matches!(
+            layout_from_wire(Some(&subarray(0, 2))).unwrap(),
+            Layout::Subarray(subarray) if subarray.order == Order::C
+        ));
+        let unknown = layout_from_wire(Some(&subarray(9, 2))).unwrap_err();
+        assert_eq!(unknown.class, ErrorClass::Arg);
+        let deep = layout_from_wire(Some(&subarray(1, onesided_core::layout::MAX_DIMS + 1)));
+        assert_eq!(deep.unwrap_err().class, ErrorClass::Arg);
     }
 
     #[test]

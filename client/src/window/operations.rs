@@ -213,6 +213,52 @@ impl Window {
         .map(drop)
     }
 
+    /// `MPI_Accumulate` with layouts on both sides: the elements of `origin` that
+    /// `origin_layout` selects (in its type-map order) are combined with `op` into the
+    /// elements `target_layout` selects. Any layout kind on either side (vector, indexed,
+    /// hvector, hindexed, subarray).
+    ///
+    /// # Errors
+    /// As [`Window::accumulate`]; `MPI_ERR_RMA_RANGE` when `origin_layout` reaches past
+    /// `origin`.
+    pub fn accumulate_from<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        target_layout: Layout,
+        origin: &[T],
+        origin_layout: &Layout,
+        op: Op,
+    ) -> Result<()> {
+        let packed = Bytes::from(pack(origin, origin_layout)?);
+        let spec = laid_out::<T>(OpKind::Accumulate(op), disp, target_layout, packed);
+        self.issue(target, spec, false).map(drop)
+    }
+
+    /// `MPI_Get_accumulate` with layouts: the origin elements `origin_layout` selects are
+    /// combined with `op` into the elements `target_layout` selects; the old contents come
+    /// back in `target_layout`'s order ([`unpack`](crate::unpack) puts them where a result
+    /// layout says). With `Op::NoOp` the origin is not read, as in MPI.
+    ///
+    /// # Errors
+    /// As [`Window::accumulate_from`].
+    pub fn get_accumulate_from<T: Element>(
+        &self,
+        target: u32,
+        disp: u64,
+        target_layout: Layout,
+        origin: &[T],
+        origin_layout: &Layout,
+        op: Op,
+    ) -> Result<Pending<Vec<T>>> {
+        let packed = match op {
+            Op::NoOp => Bytes::new(),
+            _ => Bytes::from(pack(origin, origin_layout)?),
+        };
+        let spec = laid_out::<T>(OpKind::GetAccumulate(op), disp, target_layout, packed);
+        self.issue(target, spec, false).map(Self::typed)
+    }
+
     /// `MPI_Get_accumulate`: the old contents come back, then `op` is applied. With
     /// `Op::NoOp` it is an atomic read of `values.len()` elements (the values are ignored).
     ///

@@ -784,6 +784,85 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Count),
             ),
             row(
+                "an hvector whose stride overflows",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Hvector(v1::Hvector {
+                            count: 3,
+                            blocklen: 1,
+                            stride_bytes: u64::MAX / 2 + 1,
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "more hindexed blocks than the limit",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Hindexed(v1::Hindexed {
+                            blocks: vec![
+                                v1::ByteBlock { offset: 0, len: 1 };
+                                onesided_core::layout::MAX_BLOCKS + 1
+                            ],
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a subarray whose start + subsize passes its size",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
+                            sizes: vec![2, 2],
+                            subsizes: vec![1, 2],
+                            starts: vec![0, 1],
+                            order: 0,
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a subarray of an unknown storage order",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
+                            sizes: vec![2],
+                            subsizes: vec![1],
+                            starts: vec![0],
+                            order: 7,
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a subarray of more rows than the block limit",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    Some(v1::Layout {
+                        kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
+                            sizes: vec![1 << 11, 1 << 11, 1],
+                            subsizes: vec![1 << 11, 1 << 11, 1],
+                            starts: vec![0; 3],
+                            order: 1,
+                        })),
+                    }),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
                 "a count whose bytes overflow",
                 Send::Call(Some(Call::Op(with_i64(get(1, contiguous(u64::MAX)))))),
                 InvalidArgument,

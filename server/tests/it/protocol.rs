@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 use onesided_client::{
-    Assert, Block, Datatype, ErrorClass, IntIndex, Layout, LockType, Op, OpKind, OpSpec, WindowSpec,
+    Assert, Block, ByteBlock, Datatype, ErrorClass, IntIndex, Layout, LockType, Op, OpKind, OpSpec,
+    Order, Subarray, WindowSpec,
 };
 use onesided_core::reduce::{check_op, reduce};
 
@@ -400,4 +401,101 @@ async fn repeated_integer_accumulates_travel_as_one_operation_and_floats_do_not(
         4,
         "the put, the two float sums, the get"
     );
+}
+
+/// The byte-placed and multi-dimensional layouts (hvector, hindexed, subarray) on the target
+/// and on the origin, through put, get, accumulate and get_accumulate; what each selects is
+/// what core's flattening says, and the audit records the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
+    let fixture = Fixture::new(2).await;
+    // a 4x6 array of i32 at rank 1
+    let w = fixture
+        .window(WindowSpec::of::<i32>(&unique("w"), 2, 24))
+        .await;
+    let block = Layout::Subarray(Box::new(Subarray {
+        sizes: vec![4, 6],
+        subsizes: vec![2, 3],
+        starts: vec![1, 2],
+        order: Order::C,
+    }));
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    // put six values into the 2x3 block: elements 8, 9, 10 and 14, 15, 16
+    w[0].put_layout(1, 0, block.clone(), &[1i32, 2, 3, 4, 5, 6])
+        .unwrap();
+    // hvector at the target: every third element (12 bytes apart) of row 0
+    let every_third = Layout::Hvector {
+        count: 2,
+        blocklen: 1,
+        stride_bytes: 12,
+    };
+    w[0].put_layout(1, 0, every_third, &[7i32, 8]).unwrap();
+    // accumulate from an hindexed origin (bytes 4 and 16: values 10 and 40) into the
+    // block's first column, Fortran view of the same memory: elements 8 and 14
+    let origin = [0i32, 10, 20, 30, 40];
+    let origin_layout = Layout::Hindexed {
+        blocks: vec![
+            ByteBlock { offset: 4, len: 1 },
+            ByteBlock { offset: 16, len: 1 },
+        ],
+    };
+    let column = Layout::Subarray(Box::new(Subarray {
+        sizes: vec![6, 4],
+        subsizes: vec![1, 2],
+        starts: vec![2, 1],
+        order: Order::Fortran,
+    }));
+    w[0].accumulate_from(1, 0, column.clone(), &origin, &origin_layout, Op::Sum)
+        .unwrap();
+    // get_accumulate(replace) from a vector origin (elements 0 and 2: values 0, 20) into the
+    // same column:
+    // the old values come back in the target layout's order
+    let old = w[0]
+        .get_accumulate_from(
+            1,
+            0,
+            column,
+            &origin,
+            &Layout::Vector {
+                count: 2,
+                blocklen: 1,
+                stride: 2,
+            },
+            Op::Replace,
+        )
+        .unwrap();
+    let all = w[0].get::<i32>(1, 0, 24).unwrap();
+    let picked = w[0].get_layout::<i32>(1, 0, block.clone()).unwrap();
+    w[0].unlock(1).await.unwrap();
+    assert_eq!(old.value().await.unwrap(), vec![11, 44]);
+    let all = all.value().await.unwrap();
+    let mut expected = vec![0i32; 24];
+    expected[0] = 7;
+    expected[3] = 8;
+    for (at, value) in [(8, 0), (9, 2), (10, 3), (14, 20), (15, 5), (16, 6)] {
+        expected[at] = value;
+    }
+    assert_eq!(all, expected);
+    assert_eq!(picked.value().await.unwrap(), vec![0, 2, 3, 20, 5, 6]);
+    // a get's origin layout: the block's values land in a 2x3 hole of a local 3x4 array
+    let mut local = vec![-1i32; 12];
+    let hole = Layout::Subarray(Box::new(Subarray {
+        sizes: vec![3, 4],
+        subsizes: vec![2, 3],
+        starts: vec![0, 1],
+        order: Order::C,
+    }));
+    onesided_client::unpack(&[0, 2, 3, 20, 5, 6], &mut local, &hole).unwrap();
+    assert_eq!(local, vec![-1, 0, 2, 3, -1, 20, 5, 6, -1, -1, -1, -1]);
+    // a subarray MPI refuses is MPI_ERR_ARG before anything travels
+    let bad = Layout::Subarray(Box::new(Subarray {
+        sizes: vec![4, 6],
+        subsizes: vec![2, 3],
+        starts: vec![3, 0],
+        order: Order::C,
+    }));
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    let error = w[0].put_layout(1, 0, bad, &[0i32; 6]).unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::Arg), "{error}");
+    w[0].unlock(1).await.unwrap();
 }
