@@ -38,6 +38,34 @@ pub struct WorldSummary {
     pub windows: u32,
 }
 
+/// One node of a cluster ([`Admin::cluster_status`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterNode {
+    /// Its id (`--node-id`).
+    pub node_id: String,
+    /// The URL it is reached at (`--advertise`).
+    pub advertise: String,
+    /// Whether its lease is current.
+    pub alive: bool,
+    /// Milliseconds since its last heartbeat, by the database's clock.
+    pub heartbeat_age_ms: u64,
+    /// The worlds it serves.
+    pub worlds: Vec<String>,
+    /// Their ranks together (the load placement balances).
+    pub ranks: u64,
+}
+
+/// A cluster as one of its nodes sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterStatus {
+    /// The node that answered.
+    pub node_id: String,
+    /// Every node that ever joined, by id.
+    pub nodes: Vec<ClusterNode>,
+    /// Seconds a node's and a world's lease lasts without renewal.
+    pub lease_ttl_secs: f64,
+}
+
 /// What a new window looks like.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowSpec {
@@ -246,5 +274,37 @@ impl Admin {
             }))
             .await?;
         Ok(())
+    }
+
+    /// The nodes of the cluster the server belongs to, their liveness and their worlds.
+    ///
+    /// # Errors
+    /// FAILED_PRECONDITION from a server that is not part of a cluster.
+    pub async fn cluster_status(&self) -> Result<ClusterStatus> {
+        let response = self
+            .limit
+            .bound(
+                self.client
+                    .clone()
+                    .cluster_status(v1::ClusterStatusRequest {}),
+            )
+            .await?
+            .into_inner();
+        Ok(ClusterStatus {
+            node_id: response.node_id,
+            nodes: response
+                .nodes
+                .into_iter()
+                .map(|node| ClusterNode {
+                    node_id: node.node_id,
+                    advertise: node.advertise,
+                    alive: node.alive,
+                    heartbeat_age_ms: node.heartbeat_age_ms,
+                    worlds: node.worlds,
+                    ranks: node.ranks,
+                })
+                .collect(),
+            lease_ttl_secs: response.lease_ttl_secs,
+        })
     }
 }

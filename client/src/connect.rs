@@ -106,6 +106,8 @@ impl Interceptor for Bearer {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint {
     url: String,
+    /// Further addresses of the same cluster, tried in order when `url` cannot be reached.
+    alternatives: Vec<String>,
     ca_pem: Option<Vec<u8>>,
     connect_timeout: Option<Duration>,
     timeout: Option<Duration>,
@@ -120,6 +122,7 @@ impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("url", &self.url)
+            .field("alternatives", &self.alternatives)
             .field("ca", &self.ca_pem.is_some())
             .field("connect_timeout", &self.connect_timeout)
             .field("timeout", &self.timeout)
@@ -129,10 +132,21 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// The server at `url`, trusted (for `https://`) through the system's roots.
+    /// The server at `url`, trusted (for `https://`) through the system's roots. Several
+    /// addresses of one cluster's nodes, separated by commas (`http://a:1,http://b:2`), are
+    /// tried in order until one answers; a session whose world another node serves follows
+    /// that node's redirect by itself.
     pub fn new(url: impl Into<String>) -> Self {
+        let url: String = url.into();
+        let mut urls = url
+            .split(',')
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .map(str::to_string);
+        let first = urls.next().unwrap_or_default();
         Endpoint {
-            url: url.into(),
+            url: first,
+            alternatives: urls.collect(),
             ca_pem: None,
             connect_timeout: None,
             timeout: None,
@@ -227,9 +241,23 @@ impl Endpoint {
             .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
     }
 
-    /// The URL.
+    /// The URL (the first, when several were given).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Every address, the first one first.
+    pub fn urls(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.url.as_str()).chain(self.alternatives.iter().map(String::as_str))
+    }
+
+    /// The same settings at `url` alone (a redirect's target).
+    pub(crate) fn at(&self, url: &str) -> Endpoint {
+        Endpoint {
+            url: url.to_string(),
+            alternatives: Vec::new(),
+            ..self.clone()
+        }
     }
 
     /// Whether the URL asks for TLS (`https://`).
@@ -254,12 +282,28 @@ impl Endpoint {
         }
     }
 
-    /// Opens a channel.
+    /// Opens a channel to the first address that answers.
     ///
     /// # Errors
     /// [`Error::Connect`] when the URL or the CA is bad, nobody answers, or the TLS handshake
-    /// fails (a server certificate no trusted CA signed, a plain server behind `https://`).
+    /// fails (a server certificate no trusted CA signed, a plain server behind `https://`);
+    /// with several addresses, the last one's.
     pub(crate) async fn channel(&self) -> Result<Channel> {
+        let mut failed = match self.channel_to().await {
+            Ok(channel) => return Ok(channel),
+            Err(error) => error,
+        };
+        for url in &self.alternatives {
+            match self.at(url).channel_to().await {
+                Ok(channel) => return Ok(channel),
+                Err(error) => failed = error,
+            }
+        }
+        Err(failed)
+    }
+
+    /// Opens a channel to `url` alone.
+    async fn channel_to(&self) -> Result<Channel> {
         let mut endpoint = TonicEndpoint::from_shared(self.url.clone())
             .map_err(|e| self.error(causes(&e)))?
             .tcp_nodelay(true);

@@ -42,7 +42,7 @@ mod window;
 
 pub mod scenario;
 
-pub use admin::{Admin, WindowSpec, WorldSummary, WorldTokens};
+pub use admin::{Admin, ClusterNode, ClusterStatus, WindowSpec, WorldSummary, WorldTokens};
 pub use audit::{
     Audit, AuditEntry, ClientBreak, ClientFault, ClientSpan, Finding, FindingSide, RecordedWindow,
     Replayed, Rule, Verification,

@@ -309,6 +309,20 @@ impl SessionBuilder {
     }
 }
 
+/// Why one attempt to attach did not give a session.
+enum Attach {
+    /// A cluster node redirected the session to the node at this address.
+    Moved(String),
+    /// Anything else.
+    Failed(Error),
+}
+
+impl From<Error> for Attach {
+    fn from(error: Error) -> Self {
+        Attach::Failed(error)
+    }
+}
+
 impl Session {
     /// Attaches to the server (a URL or an [`Endpoint`]) as the rank whose token this is; the
     /// session's own audit events go to the database [`AUDIT_DATABASE_URL_ENV`] names, or over
@@ -344,6 +358,9 @@ impl Session {
         }
     }
 
+    /// Opens the session; in a cluster, follows the redirect of a node that does not serve
+    /// the token's world to the node that does (a few hops at most: the world may move while
+    /// the client follows it).
     async fn open(
         server: &Endpoint,
         token: &str,
@@ -351,6 +368,34 @@ impl Session {
         database: Option<String>,
         busy_poll: Option<std::time::Duration>,
     ) -> Result<Self> {
+        const MAX_REDIRECTS: usize = 4;
+        let mut target = server.clone();
+        let mut hops = 0;
+        loop {
+            match Session::open_at(&target, token, claim, database.clone(), busy_poll).await {
+                Err(Attach::Moved(owner)) if hops < MAX_REDIRECTS => {
+                    hops += 1;
+                    target = server.at(&owner);
+                }
+                Err(Attach::Moved(owner)) => {
+                    return Err(Error::Disconnected(format!(
+                        "the world moved {hops} times while attaching (last to {owner}); \
+                         attach again"
+                    )))
+                }
+                Err(Attach::Failed(error)) => return Err(error),
+                Ok(session) => return Ok(session),
+            }
+        }
+    }
+
+    async fn open_at(
+        server: &Endpoint,
+        token: &str,
+        claim: &Claim,
+        database: Option<String>,
+        busy_poll: Option<std::time::Duration>,
+    ) -> std::result::Result<Self, Attach> {
         let channel = server.channel().await?;
         let credentials = Bearer::new(token)?.claiming(claim)?;
         let mut client = RmaClient::with_interceptor(channel, credentials)
@@ -362,27 +407,38 @@ impl Session {
         let (mut inbound, greeting) = server
             .call_limit()
             .bound(async {
-                let mut inbound = client
-                    .session(UnboundedReceiverStream::new(requests))
-                    .await?
-                    .into_inner();
+                let opened = client.session(UnboundedReceiverStream::new(requests)).await;
+                let mut inbound = match opened {
+                    Ok(response) => response.into_inner(),
+                    Err(status) => {
+                        // a cluster node that does not serve the world names the one that does
+                        let owner = status
+                            .metadata()
+                            .get(onesided_proto::OWNER)
+                            .and_then(|value| value.to_str().ok())
+                            .map(str::to_string);
+                        return Ok(Err(match owner {
+                            Some(owner) => Attach::Moved(owner),
+                            None => Attach::Failed(status.into()),
+                        }));
+                    }
+                };
                 let greeting = inbound.message().await?;
-                Ok::<_, Error>((inbound, greeting))
+                Ok::<_, Error>(Ok((inbound, greeting)))
             })
-            .await?;
+            .await??;
         let greeting =
             greeting.ok_or_else(|| Error::Disconnected("the server closed the session".into()))?;
         let Some(Reply::Attached(attached)) = greeting.reply else {
-            return Err(Error::Protocol(
-                "the session did not start with a greeting".into(),
-            ));
+            return Err(Error::Protocol("the session did not start with a greeting".into()).into());
         };
         let persisted = match database {
             // a server that does not say the session's incarnation cannot name client rows
             Some(_) if attached.audited && attached.incarnation == 0 => {
                 return Err(Error::AuditStore(
                     "the server does not record client rows (it is older than this client)".into(),
-                ));
+                )
+                .into());
             }
             Some(database) if attached.audited => {
                 Some(ClientEventWriter::open(&database, attached.rank, attached.incarnation).await?)

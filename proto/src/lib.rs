@@ -36,6 +36,7 @@ impl std::fmt::Debug for v1::CreateWorldResponse {
         f.debug_struct("CreateWorldResponse")
             .field("name", &self.name)
             .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .field("owner", &self.owner)
             .finish()
     }
 }
@@ -822,6 +823,14 @@ pub const CLAIM_WORLD: &str = "x-onesided-world";
 /// rank is refused with PERMISSION_DENIED.
 pub const CLAIM_RANK: &str = "x-onesided-rank";
 
+/// Metadata of a refused session in a cluster: the address of the node that serves the
+/// session's world (UNAVAILABLE). Clients attach there instead.
+pub const OWNER: &str = "x-onesided-owner";
+
+/// Metadata of an admin call one node forwards to the node that serves the call's world: the
+/// receiving node answers it itself or fails it, and never forwards it again.
+pub const FORWARDED: &str = "x-onesided-forwarded";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -971,6 +980,7 @@ mod tests {
         for path in [
             "/onesided.v1.Admin/CreateWorld",
             "/onesided.v1.Admin/FreeWindow",
+            "/onesided.v1.Admin/ClusterStatus",
             "/onesided.v1.Audit/Events",
             "/onesided.v1.Audit/Export",
         ] {
@@ -983,7 +993,7 @@ mod tests {
             !single.iter().any(|path| path.contains("Session")),
             "{single:?}"
         );
-        assert_eq!(single.len(), 13, "{single:?}");
+        assert_eq!(single.len(), 14, "{single:?}");
     }
 
     #[test]
@@ -1005,6 +1015,7 @@ mod tests {
         let response = v1::CreateWorldResponse {
             name: "w".into(),
             tokens: vec!["secret-token-0".into(), "secret-token-1".into()],
+            owner: String::new(),
         };
         let shown = format!("{response:?}");
         assert!(!shown.contains("secret-token"), "{shown}");

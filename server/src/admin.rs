@@ -14,18 +14,109 @@ use onesided_proto::{status_from_rma, status_with_code};
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
+use crate::cluster::Served;
 use crate::registry::{Registry, RegistryError};
 
 /// The Admin service.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AdminService {
     registry: Arc<Registry>,
+    /// In a cluster, the token this node forwards calls to other nodes with (every node of a
+    /// cluster has the same admin token).
+    admin_token: Arc<str>,
+}
+
+impl std::fmt::Debug for AdminService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminService").finish_non_exhaustive()
+    }
 }
 
 impl AdminService {
     /// The service over `registry`.
     pub fn new(registry: Arc<Registry>) -> Self {
-        AdminService { registry }
+        AdminService {
+            registry,
+            admin_token: Arc::from(""),
+        }
+    }
+
+    /// The service over `registry` of a cluster node, which forwards calls about worlds
+    /// another node serves to that node with `admin_token`.
+    pub fn clustered(registry: Arc<Registry>, admin_token: &str) -> Self {
+        AdminService {
+            registry,
+            admin_token: Arc::from(admin_token),
+        }
+    }
+
+    /// Where a call about `world` is answered: here, or (in a cluster) at the node that serves
+    /// it. A world nobody live serves is taken up here first. A call another node forwarded
+    /// is never forwarded again.
+    async fn route<T>(&self, request: &Request<T>, world: &str) -> Result<Option<String>, Status> {
+        let Some(cluster) = self.registry.cluster() else {
+            return Ok(None);
+        };
+        if cluster.holds(world) && self.registry.has_world(world) {
+            return Ok(None);
+        }
+        let served = cluster
+            .serve(world, &self.registry)
+            .await
+            .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?;
+        match served {
+            Served::Here | Served::Unknown => Ok(None),
+            Served::There(_) if request.metadata().contains_key(onesided_proto::FORWARDED) => {
+                Err(Status::unavailable(
+                    "the world moved to another node while this call was forwarded; call again",
+                ))
+            }
+            Served::There(address) => Ok(Some(address)),
+        }
+    }
+
+    /// A client of the node at `address`, and `message` as a request to it (this node's
+    /// admin token, marked as forwarded).
+    async fn peer<M>(
+        &self,
+        address: &str,
+        message: M,
+    ) -> Result<
+        (
+            v1::admin_client::AdminClient<tonic::transport::Channel>,
+            Request<M>,
+        ),
+        Status,
+    > {
+        let unreachable = |error: &dyn std::fmt::Display| {
+            Status::unavailable(format!(
+                "the node serving this world ({address}) cannot be reached: {error}"
+            ))
+        };
+        let channel = tonic::transport::Endpoint::from_shared(address.to_string())
+            .map_err(|error| unreachable(&error))?
+            .tcp_nodelay(true)
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect()
+            .await
+            .map_err(|error| unreachable(&error))?;
+        let mut request = Request::new(message);
+        let bearer = format!("Bearer {}", self.admin_token);
+        let metadata = request.metadata_mut();
+        metadata.insert(
+            onesided_proto::AUTHORIZATION,
+            bearer
+                .parse()
+                .map_err(|_| Status::internal("the admin token is not metadata"))?,
+        );
+        metadata.insert(
+            onesided_proto::FORWARDED,
+            tonic::metadata::MetadataValue::from_static("1"),
+        );
+        let client = v1::admin_client::AdminClient::new(channel)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        Ok((client, request))
     }
 }
 
@@ -69,11 +160,13 @@ impl Admin for AdminService {
         let request = request.into_inner();
         let registry = Arc::clone(&self.registry);
         let name = request.name.clone();
-        let tokens =
-            to_the_end(async move { registry.create_world(&name, request.ranks).await }).await?;
+        let (tokens, owner) =
+            to_the_end(async move { registry.create_world_placed(&name, request.ranks).await })
+                .await?;
         Ok(Response::new(v1::CreateWorldResponse {
             name: request.name,
             tokens,
+            owner: owner.unwrap_or_default(),
         }))
     }
 
@@ -81,9 +174,15 @@ impl Admin for AdminService {
         &self,
         _request: Request<v1::ListWorldsRequest>,
     ) -> Result<Response<v1::ListWorldsResponse>, Status> {
-        let worlds = self
-            .registry
-            .list_worlds()
+        // in a cluster: every world of every node, from the store
+        let listed = match self.registry.cluster() {
+            Some(cluster) => cluster
+                .worlds()
+                .await
+                .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?,
+            None => self.registry.list_worlds(),
+        };
+        let worlds = listed
             .into_iter()
             .map(|(name, ranks, windows)| v1::WorldSummary {
                 name,
@@ -99,6 +198,10 @@ impl Admin for AdminService {
         &self,
         request: Request<v1::DeleteWorldRequest>,
     ) -> Result<Response<v1::DeleteWorldResponse>, Status> {
+        if let Some(address) = self.route(&request, &request.get_ref().name).await? {
+            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
+            return peer.delete_world(forwarded).await;
+        }
         let registry = Arc::clone(&self.registry);
         let name = request.into_inner().name;
         to_the_end(async move { registry.delete_world(&name).await }).await?;
@@ -110,6 +213,10 @@ impl Admin for AdminService {
         &self,
         request: Request<v1::CreateWindowRequest>,
     ) -> Result<Response<v1::WindowDescription>, Status> {
+        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
+            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
+            return peer.create_window(forwarded).await;
+        }
         let request = request.into_inner();
         let flavor =
             onesided_proto::flavor_from_wire(request.flavor).map_err(|e| status_from_rma(&e))?;
@@ -144,6 +251,10 @@ impl Admin for AdminService {
         &self,
         request: Request<v1::ListWindowsRequest>,
     ) -> Result<Response<v1::ListWindowsResponse>, Status> {
+        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
+            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
+            return peer.list_windows(forwarded).await;
+        }
         let windows = self
             .registry
             .list_windows(&request.get_ref().world)
@@ -158,6 +269,10 @@ impl Admin for AdminService {
         &self,
         request: Request<v1::DescribeWindowRequest>,
     ) -> Result<Response<v1::WindowDescription>, Status> {
+        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
+            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
+            return peer.describe_window(forwarded).await;
+        }
         let request = request.into_inner();
         let entry = self.window(&request.world, &request.name)?;
         Ok(Response::new(desc_to_wire(&entry.desc)))
@@ -168,6 +283,10 @@ impl Admin for AdminService {
         &self,
         request: Request<v1::FreeWindowRequest>,
     ) -> Result<Response<v1::FreeWindowResponse>, Status> {
+        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
+            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
+            return peer.free_window(forwarded).await;
+        }
         let request = request.into_inner();
         let entry = self.window(&request.world, &request.name)?;
         for rank in &entry.ranks {
@@ -182,6 +301,37 @@ impl Admin for AdminService {
         Arc::clone(&self.registry).remove_window(entry.desc.id);
         tracing::info!("window freed by admin");
         Ok(Response::new(v1::FreeWindowResponse {}))
+    }
+
+    async fn cluster_status(
+        &self,
+        _request: Request<v1::ClusterStatusRequest>,
+    ) -> Result<Response<v1::ClusterStatusResponse>, Status> {
+        let Some(cluster) = self.registry.cluster() else {
+            return Err(Status::failed_precondition(
+                "this server is not part of a cluster (start it with --node-id, --advertise \
+                 and a PostgreSQL --database-url)",
+            ));
+        };
+        let nodes = cluster
+            .status()
+            .await
+            .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?
+            .into_iter()
+            .map(|node| v1::ClusterNode {
+                node_id: node.node_id,
+                advertise: node.advertise,
+                alive: node.alive,
+                heartbeat_age_ms: node.heartbeat_age_ms,
+                worlds: node.worlds,
+                ranks: node.ranks,
+            })
+            .collect();
+        Ok(Response::new(v1::ClusterStatusResponse {
+            node_id: cluster.node_id().to_string(),
+            nodes,
+            lease_ttl_secs: cluster.lease_ttl().as_secs_f64(),
+        }))
     }
 }
 

@@ -122,7 +122,17 @@ fn claim<'a, T>(request: &'a Request<T>, key: &str) -> Result<Option<&'a str>, S
         .transpose()
 }
 
-fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), Status> {
+/// A rank token this node does not know, let through in a cluster: the session resolves it
+/// in the store (its world may be served by another node, or not taken up here yet).
+#[derive(Clone, Copy, Debug)]
+pub struct Unresolved(pub [u8; 32]);
+
+/// Checks the session's claims (`x-onesided-world`, `x-onesided-rank`) against `member`.
+///
+/// # Errors
+/// PERMISSION_DENIED for a claim of another world or rank; INVALID_ARGUMENT (`MPI_ERR_RANK`)
+/// for a rank that is not a number.
+pub fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), Status> {
     if let Some(world) = claim(request, CLAIM_WORLD)? {
         if world != member.world {
             return Err(Status::permission_denied(format!(
@@ -156,6 +166,11 @@ impl tonic::service::Interceptor for RankAuth {
                 return Err(Status::permission_denied(
                     "the admin token is not a rank's: attach with a rank token",
                 ));
+            }
+            if self.registry.cluster().is_some() {
+                let hash = crate::registry::token_hash(presented);
+                request.extensions_mut().insert(Unresolved(hash));
+                return Ok(request);
             }
             return Err(Status::unauthenticated("invalid rank token"));
         };

@@ -20,6 +20,7 @@ pub mod actor;
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod cluster;
 pub mod http;
 pub mod limits;
 pub mod metrics;
@@ -115,6 +116,9 @@ pub struct ServerConfig {
     /// Keep polling for this long after each answer before a thread parks (`--busy-poll`,
     /// [`onesided_proto::busy_poll`]); `None`: never spin.
     pub busy_poll: Option<std::time::Duration>,
+    /// Join a cluster of nodes over the PostgreSQL store (`--node-id`, `--advertise`);
+    /// `None`: a single server.
+    pub cluster: Option<cluster::NodeConfig>,
 }
 
 impl ServerConfig {
@@ -133,6 +137,7 @@ impl ServerConfig {
             http: None,
             lock_fairness: onesided_core::locks::DEFAULT_FAIRNESS,
             busy_poll: None,
+            cluster: None,
         }
     }
 }
@@ -188,7 +193,29 @@ impl Rma for RmaService {
         &self,
         request: Request<Streaming<ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let member = auth::membership(&request)?;
+        let member = match auth::membership(&request) {
+            // in a cluster, only while this node still holds the world's lease
+            Ok(member)
+                if self
+                    .registry
+                    .cluster()
+                    .is_some_and(|cluster| !cluster.holds(&member.world)) =>
+            {
+                let hash = request
+                    .metadata()
+                    .get(onesided_proto::AUTHORIZATION)
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|text| text.strip_prefix("Bearer "))
+                    .map(registry::token_hash)
+                    .ok_or_else(|| Status::unauthenticated("no rank credentials"))?;
+                self.resolve(&request, auth::Unresolved(hash)).await?
+            }
+            Ok(member) => member,
+            Err(refused) => match request.extensions().get::<auth::Unresolved>().copied() {
+                Some(unresolved) => self.resolve(&request, unresolved).await?,
+                None => return Err(refused),
+            },
+        };
         let capacity = self.registry.limits().outbound_capacity();
         let (out, outbound) = reply::Outbound::bounded(capacity);
         let span = tracing::info_span!("session", world = %member.world, rank = member.rank);
@@ -223,6 +250,54 @@ impl Rma for RmaService {
     }
 }
 
+impl RmaService {
+    /// In a cluster, a rank token this node did not know: its world is looked up in the store
+    /// and taken up here when nobody live serves it; a session of a world another node serves
+    /// is refused with UNAVAILABLE naming that node's address in `x-onesided-owner` metadata
+    /// (a redirect: the client attaches there; the session's stream is not proxied, so the hot
+    /// path stays one hop).
+    async fn resolve<T>(
+        &self,
+        request: &Request<T>,
+        unresolved: auth::Unresolved,
+    ) -> Result<registry::Membership, Status> {
+        let invalid = || Status::unauthenticated("invalid rank token");
+        let Some(cluster) = self.registry.cluster() else {
+            return Err(invalid());
+        };
+        let unavailable =
+            |error: anyhow::Error| Status::unavailable(format!("the cluster's store: {error:#}"));
+        let Some((world, _)) = cluster.resolve(&unresolved.0).await.map_err(unavailable)? else {
+            return Err(invalid());
+        };
+        match cluster
+            .serve(&world, &self.registry)
+            .await
+            .map_err(unavailable)?
+        {
+            cluster::Served::Here => {
+                let member = self
+                    .registry
+                    .authenticate_hash(&unresolved.0)
+                    .ok_or_else(invalid)?;
+                auth::check_claims(request, &member)?;
+                Ok(member)
+            }
+            cluster::Served::There(address) => {
+                let mut status = Status::unavailable(format!(
+                    "world {} is served by the node at {address}: attach there",
+                    onesided_core::error::quoted(&world)
+                ));
+                if let Ok(value) = address.parse() {
+                    status.metadata_mut().insert(onesided_proto::OWNER, value);
+                }
+                Err(status)
+            }
+            cluster::Served::Unknown => Err(invalid()),
+        }
+    }
+}
+
 /// Serves on `listener` until `shutdown` resolves, then drains.
 ///
 /// # Errors
@@ -246,6 +321,13 @@ pub async fn run(
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let metrics = metrics::Metrics::new();
+    if config.cluster.is_some() && config.durability == audit::Durability::Off {
+        anyhow::bail!(
+            "a cluster node needs the audit store (--audit-durability sync or async): it is \
+             where nodes rebuild each other's worlds from"
+        );
+    }
+    let mut joined = None;
     let (audit, store, last_window, recovered) = if config.durability == audit::Durability::Off {
         (
             audit::AuditHandle::off(),
@@ -257,9 +339,16 @@ pub async fn run(
         let store =
             audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
         let last_window = store.max_window_id().await?;
-        let recovered = recovery::recover(&store)
-            .await
-            .context("cannot recover the windows of the previous run")?;
+        let recovered = match &config.cluster {
+            // a node takes its worlds up one by one, at its first heartbeat
+            Some(node) => {
+                joined = Some(cluster::Cluster::join(&store, node.clone()).await?);
+                recovery::Recovered::default()
+            }
+            None => recovery::recover(&store)
+                .await
+                .context("cannot recover the windows of the previous run")?,
+        };
         let last_at = store.last_at_ns().await?;
         let (audit, _writer) = audit::AuditHandle::spawn_bounded(
             store.clone(),
@@ -280,6 +369,21 @@ pub async fn run(
     );
     registry.set_lock_fairness(config.lock_fairness);
     registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
+    let heartbeats_stop = CancellationToken::new();
+    let _stop_heartbeats = heartbeats_stop.clone().drop_guard();
+    if let Some(cluster) = &joined {
+        audit.set_fencing(Arc::clone(cluster) as Arc<dyn audit::Fencing>);
+        registry.set_cluster(Arc::clone(cluster));
+        // the worlds placed on this node (or left by a node that died) before it serves
+        if let Err(error) = cluster.heartbeat(&registry).await {
+            tracing::error!(error = %format!("{error:#}"), "the first heartbeat failed");
+        }
+        tokio::spawn(cluster::heartbeats(
+            Arc::clone(cluster),
+            Arc::clone(&registry),
+            heartbeats_stop.clone(),
+        ));
+    }
     let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
     // MessageLimitLayer measures what clients send (tonic's own limit answers OUT_OF_RANGE and
     // only after buffering a message); what the server sends is bounded by window sizes
@@ -291,8 +395,11 @@ pub async fn run(
         admin_auth.clone(),
     );
     let admin = tonic::service::interceptor::InterceptedService::new(
-        AdminServer::new(admin::AdminService::new(Arc::clone(&registry)))
-            .max_decoding_message_size(usize::MAX),
+        AdminServer::new(admin::AdminService::clustered(
+            Arc::clone(&registry),
+            &config.admin_token,
+        ))
+        .max_decoding_message_size(usize::MAX),
         admin_auth,
     );
     let stopping = CancellationToken::new();
@@ -427,6 +534,13 @@ pub async fn run(
     }
     // everything acknowledged or submitted is in the store before we return
     audit.flush().await;
+    if let Some(cluster) = &joined {
+        heartbeats_stop.cancel();
+        // the other nodes take this node's worlds up at once, not after the lease
+        if let Err(error) = cluster.leave().await {
+            tracing::warn!(error = %format!("{error:#}"), "cannot leave the cluster cleanly");
+        }
+    }
     metrics_stop.cancel();
     for served in http_served {
         let _ = served.await;

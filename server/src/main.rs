@@ -94,6 +94,24 @@ struct Args {
     /// metrics at http://ADDR/metrics, on one plain-HTTP listener. Default: not served.
     #[arg(long, env = "ONESIDED_HTTP_LISTEN", value_name = "ADDR")]
     http_listen: Option<SocketAddr>,
+    /// Join a cluster of nodes as this node (unique in the cluster): every node of a cluster
+    /// uses the same PostgreSQL --database-url and the same admin token; worlds are spread
+    /// over the live nodes and taken up by another node when theirs dies. Needs --advertise.
+    #[arg(long, env = "ONESIDED_NODE_ID", requires = "advertise")]
+    node_id: Option<String>,
+    /// The URL clients and the other nodes reach this node at (http://host:port). Needs
+    /// --node-id.
+    #[arg(
+        long,
+        env = "ONESIDED_ADVERTISE",
+        value_name = "URL",
+        requires = "node_id"
+    )]
+    advertise: Option<String>,
+    /// Seconds a node's lease (and its worlds' leases) lasts without a heartbeat; heartbeats
+    /// come every quarter of it. Another node takes a dead node's worlds up after it.
+    #[arg(long, env = "ONESIDED_NODE_LEASE_TTL", default_value = "5", value_parser = lease_ttl)]
+    node_lease_ttl: std::time::Duration,
 }
 
 fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -312,6 +330,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         http,
         lock_fairness: std::time::Duration::from_millis(args.lock_fairness_ms),
         busy_poll: (!args.busy_poll.is_zero()).then_some(args.busy_poll),
+        cluster: match (&args.node_id, &args.advertise) {
+            (Some(node_id), Some(advertise)) => Some(onesided_server::cluster::NodeConfig {
+                lease_ttl: args.node_lease_ttl,
+                ..onesided_server::cluster::NodeConfig::new(node_id, advertise)
+            }),
+            _ => None,
+        },
         ..ServerConfig::new(&admin_token(&args)?, args.data_dir.clone())
     };
     let shutdown = shutdown_signal();

@@ -28,7 +28,24 @@ pub struct Recovered {
 /// # Errors
 /// Database failures, or a stored window this version cannot rebuild.
 pub async fn recover(store: &AuditStore) -> anyhow::Result<Recovered> {
-    let (worlds, stored) = store.directory().await?;
+    recover_where(store, None).await
+}
+
+/// [`recover`] of one world only (a cluster node taking it up); an empty [`Recovered`] when
+/// the world is not stored.
+///
+/// # Errors
+/// As [`recover`].
+pub async fn recover_world(store: &AuditStore, world: &str) -> anyhow::Result<Recovered> {
+    recover_where(store, Some(world)).await
+}
+
+async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result<Recovered> {
+    let (mut worlds, mut stored) = store.directory().await?;
+    if let Some(only) = only {
+        worlds.retain(|world| world.name == only);
+        stored.retain(|window| window.world == only);
+    }
     let mut windows = Vec::new();
     for window in stored {
         let desc = desc_from_spec(window.id, &window.world, &window.name, &window.spec)
@@ -84,7 +101,10 @@ pub async fn recover(store: &AuditStore) -> anyhow::Result<Recovered> {
         );
         windows.push(RecoveredWindow { desc, copies });
     }
-    let incarnations = store.incarnations().await?;
+    let mut incarnations = store.incarnations().await?;
+    if let Some(only) = only {
+        incarnations.retain(|(world, ..)| world == only);
+    }
     Ok(Recovered {
         worlds,
         windows,

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use onesided_core::error::quoted;
 use onesided_core::fence::FenceTally;
@@ -21,6 +21,7 @@ use onesided_core::audit::Event;
 
 use crate::actor::WindowServerHandle;
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
+use crate::cluster::Cluster;
 use crate::limits::{exhausted, Limits};
 use crate::metrics::Metrics;
 use crate::world::WorldHandle;
@@ -229,6 +230,8 @@ pub struct Registry {
     /// How long a new window's actors hold a shared lock request back behind a waiting
     /// exclusive one, in nanoseconds (core's `locks`).
     lock_fairness_ns: std::sync::atomic::AtomicU64,
+    /// In a cluster, this node's part in it (set once, before any world exists).
+    cluster: OnceLock<Arc<Cluster>>,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -299,7 +302,20 @@ impl Registry {
             lock_fairness_ns: std::sync::atomic::AtomicU64::new(
                 onesided_core::locks::DEFAULT_FAIRNESS.as_nanos() as u64,
             ),
+            cluster: OnceLock::new(),
         })
+    }
+
+    /// Makes this registry a cluster node's: worlds are placed across nodes, window ids come
+    /// from the database, and every window is noted for the audit's fencing.
+    pub fn set_cluster(&self, cluster: Arc<Cluster>) {
+        cluster.serve_from(self.me.clone());
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// This node's part in a cluster, if it is in one.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.get()
     }
 
     /// Sets how long windows created from now on hold a shared lock request back behind a
@@ -369,6 +385,9 @@ impl Registry {
                 })
                 .collect();
             inner.next_window = inner.next_window.max(desc.id);
+            if let Some(cluster) = self.cluster() {
+                cluster.note_window(desc.id, &desc.world);
+            }
             // counted even past a limit lowered since: new windows wait for room
             inner.window_bytes += bytes_of(&desc);
             tracing::info!(world = %desc.world, window = %desc.name, id = desc.id, "window recovered");
@@ -481,6 +500,21 @@ impl Registry {
         name: &str,
         nranks: u32,
     ) -> Result<Vec<String>, RegistryError> {
+        Ok(self.create_world_placed(name, nranks).await?.0)
+    }
+
+    /// [`Registry::create_world`]; in a cluster the world goes to the live node with the
+    /// least load ([`Cluster::place`]), whose address comes back with the tokens (`None`
+    /// outside a cluster). A world placed on another node is not served here: that node takes
+    /// it up when it first hears of it.
+    ///
+    /// # Errors
+    /// As [`Registry::create_world`].
+    pub async fn create_world_placed(
+        &self,
+        name: &str,
+        nranks: u32,
+    ) -> Result<(Vec<String>, Option<String>), RegistryError> {
         check_name("world", name)?;
         if nranks == 0 {
             return Err(RmaError::new(ErrorClass::Arg, "a world needs at least one rank").into());
@@ -500,19 +534,47 @@ impl Registry {
         }
         let tokens: Vec<String> = (0..nranks).map(|_| new_token()).collect();
         let hashes: Vec<[u8; 32]> = tokens.iter().map(|token| token_hash(token)).collect();
+        let mut owner = None;
         if let Some(store) = &self.store {
             let stored = StoredWorld {
                 name: name.to_string(),
                 nranks,
                 tokens: hashes.iter().copied().zip(0..nranks).collect(),
             };
-            if let Err(error) = store.save_world(&stored).await {
+            let saved = match self.cluster() {
+                None => store.save_world(&stored, None).await,
+                Some(cluster) => match cluster.place().await {
+                    Ok((node, advertise)) => {
+                        let here = node == cluster.node_id();
+                        let saved = store
+                            .save_world(&stored, Some((&node, here, cluster.lease_ttl())))
+                            .await;
+                        if saved.is_ok() {
+                            if here {
+                                cluster.hold(name, 1);
+                            }
+                            owner = Some((advertise, here));
+                        }
+                        saved
+                    }
+                    Err(error) => Err(error),
+                },
+            };
+            if let Err(error) = saved {
                 self.write().reserved.remove(name);
+                // another node created it first
+                if self.cluster().is_some() && store.world_exists(name).await.unwrap_or(false) {
+                    return Err(RegistryError::AlreadyExists(format!("world {name}")));
+                }
                 return Err(unavailable(error));
             }
         }
         let mut inner = self.write();
         inner.reserved.remove(name);
+        if let Some((advertise, false)) = owner {
+            tracing::info!(world = name, nranks, owner = %advertise, "world created on another node");
+            return Ok((tokens, Some(advertise)));
+        }
         for (rank, hash) in hashes.iter().enumerate() {
             inner.tokens.insert(*hash, (name.to_string(), rank as u32));
         }
@@ -527,7 +589,34 @@ impl Registry {
             },
         );
         tracing::info!(world = name, nranks, "world created");
-        Ok(tokens)
+        Ok((tokens, owner.map(|(advertise, _)| advertise)))
+    }
+
+    /// Lets go of `world` here without touching the store (another node serves it now, or
+    /// this node is about to rebuild it from the store): its live sessions end, its windows'
+    /// actors stop, its tokens are forgotten.
+    pub fn evict_world(&self, name: &str) {
+        let mut inner = self.write();
+        let Some(world) = inner.worlds.remove(name) else {
+            return;
+        };
+        for token in &world.tokens {
+            inner.tokens.remove(token);
+        }
+        for rank in 0..world.nranks {
+            let key = (name.to_string(), rank);
+            if let Some(live) = inner.live.get(&key) {
+                live.superseded.cancel();
+            }
+            inner.incarnations.remove(&key);
+        }
+        for id in world.windows.values() {
+            if let Some(entry) = inner.windows.remove(id) {
+                inner.window_bytes -= bytes_of(&entry.desc);
+                entry.ranks.iter().for_each(WindowServerHandle::stop);
+            }
+        }
+        tracing::info!(world = name, "world let go of");
     }
 
     /// `(name, ranks, windows)` of every world.
@@ -549,6 +638,9 @@ impl Registry {
         }
         if let Some(store) = &self.store {
             store.delete_world(name).await.map_err(unavailable)?;
+        }
+        if let Some(cluster) = self.cluster() {
+            cluster.release(name);
         }
         let mut inner = self.write();
         let world = inner
@@ -578,8 +670,13 @@ impl Registry {
 
     /// The membership a rank token grants.
     pub fn authenticate(&self, token: &str) -> Option<Membership> {
+        self.authenticate_hash(&token_hash(token))
+    }
+
+    /// The membership the rank token with this SHA-256 grants.
+    pub fn authenticate_hash(&self, hash: &[u8; 32]) -> Option<Membership> {
         let inner = self.read();
-        let (world, rank) = inner.tokens.get(&token_hash(token))?;
+        let (world, rank) = inner.tokens.get(hash)?;
         let entry = inner.worlds.get(world)?;
         Some(Membership {
             world: world.clone(),
@@ -607,6 +704,11 @@ impl Registry {
         info: WindowInfo,
     ) -> Result<Arc<WindowDesc>, RegistryError> {
         check_name("window", name)?;
+        // ids unique across the cluster come from the database
+        let cluster_id = match self.cluster() {
+            Some(cluster) => Some(cluster.next_window_id().await.map_err(unavailable)?),
+            None => None,
+        };
         // reserve the name and id; the window becomes visible only once its creation is logged
         let desc = {
             let mut inner = self.write();
@@ -624,8 +726,13 @@ impl Registry {
             }
             let bytes = self.room(&inner, &sizes)?;
             inner.window_bytes += bytes;
-            inner.next_window += 1;
-            let id = inner.next_window;
+            let id = match cluster_id {
+                Some(id) => id,
+                None => {
+                    inner.next_window += 1;
+                    inner.next_window
+                }
+            };
             if let Some(entry) = inner.worlds.get_mut(world) {
                 entry.windows.insert(name.to_string(), id);
             }
@@ -640,6 +747,9 @@ impl Registry {
                 info,
             })
         };
+        if let Some(cluster) = self.cluster() {
+            cluster.note_window(desc.id, world);
+        }
         let created = Pending {
             window: desc.id,
             rank: 0,

@@ -190,12 +190,11 @@ fn compose_runs_the_server_against_a_healthy_postgres() {
     let services = compose["services"].as_hash().expect("services");
     assert_eq!(
         services.len(),
-        4,
-        "postgres, onesided, prometheus and grafana"
+        6,
+        "postgres, three onesided nodes, prometheus and grafana"
     );
     let postgres = &compose["services"]["postgres"];
-    let onesided = &compose["services"]["onesided"];
-    assert!(!postgres.is_badvalue() && !onesided.is_badvalue());
+    assert!(!postgres.is_badvalue());
 
     // postgres: the image, its database and password, a named volume, pg_isready
     assert_eq!(postgres["image"].as_str(), Some("postgres:16"));
@@ -224,7 +223,32 @@ fn compose_runs_the_server_against_a_healthy_postgres() {
         .iter()
         .any(|v| v.ends_with(":/var/lib/postgresql/data")));
 
-    // onesided: built here, started once postgres is healthy, with a data volume and a check
+    let mut node_ids = BTreeSet::new();
+    for (service, port) in NODES {
+        let onesided = &compose["services"][service];
+        assert!(!onesided.is_badvalue(), "no service {service}");
+        let id = check_node(onesided, service, port, &declared, (&db, &password, &user));
+        assert!(node_ids.insert(id), "two nodes with one --node-id");
+    }
+}
+
+/// The three cluster nodes and the port each listens on.
+const NODES: [(&str, u16); 3] = [
+    ("onesided", 50051),
+    ("onesided-2", 50052),
+    ("onesided-3", 50053),
+];
+
+/// One node: built here, started once postgres is healthy, with a data volume and a check,
+/// only flags the server has, listening on `port`, advertising its service name, with the
+/// audit store in the compose PostgreSQL (`(database, password, user)`). Returns its node id.
+fn check_node(
+    onesided: &Yaml,
+    service: &str,
+    port: u16,
+    declared: &dyn Fn(&Yaml) -> String,
+    (db, password, user): (&str, &str, &str),
+) -> String {
     assert_eq!(
         onesided["depends_on"]["postgres"]["condition"].as_str(),
         Some("service_healthy")
@@ -244,7 +268,10 @@ fn compose_runs_the_server_against_a_healthy_postgres() {
         .collect();
     assert!(data_volumes.iter().any(|v| v.ends_with(":/data")));
     let check = words(&onesided["healthcheck"]["test"]).join(" ");
-    assert!(check.contains("/dev/tcp/127.0.0.1/50051"), "{check}");
+    assert!(
+        check.contains(&format!("/dev/tcp/127.0.0.1/{port}")),
+        "{check}"
+    );
 
     // every flag and variable it gives the server exists
     let (flags, envs) = flags_from_source();
@@ -293,8 +320,13 @@ fn compose_runs_the_server_against_a_healthy_postgres() {
             .or_else(|| env_value(onesided, env))
     };
     assert_eq!(
-        setting("--listen", "ONESIDED_LISTEN").as_deref(),
-        Some("0.0.0.0:50051")
+        setting("--listen", "ONESIDED_LISTEN"),
+        Some(format!("0.0.0.0:{port}"))
+    );
+    assert_eq!(
+        setting("--advertise", "ONESIDED_ADVERTISE"),
+        Some(format!("http://{service}:{port}")),
+        "a node advertises its service name and port"
     );
     assert_eq!(
         setting("--data-dir", "ONESIDED_DATA_DIR").as_deref(),
@@ -321,6 +353,7 @@ fn compose_runs_the_server_against_a_healthy_postgres() {
     assert_eq!(host, "postgres:5432", "the postgres service, its port");
     let database = database.split('?').next().unwrap();
     assert_eq!(database, db, "the URL's database is POSTGRES_DB");
+    setting("--node-id", "ONESIDED_NODE_ID").expect("a node id")
 }
 
 /// The lines of the Dockerfile's stages, by stage (continuation lines joined).
@@ -469,11 +502,23 @@ fn prometheus_scrapes_the_port_onesided_serves_metrics_on() {
         .flat_map(|group| group["targets"].as_vec().expect("targets").clone())
         .map(|target| scalar(&target).unwrap())
         .collect();
+    let nodes: Vec<String> = NODES
+        .iter()
+        .map(|(service, _)| format!("{service}:{port}"))
+        .collect();
     assert_eq!(
-        targets,
-        [format!("onesided:{port}")],
-        "the compose service and its --http-listen port"
+        targets, nodes,
+        "the compose services and their --http-listen port"
     );
+    // the other nodes serve it on the same port inside the network (published by node 1 only)
+    for (service, _) in NODES {
+        let command = words(&compose["services"][service]["command"]);
+        let at = command
+            .iter()
+            .position(|word| word == "--http-listen")
+            .unwrap_or_else(|| panic!("{service} serves /metrics (--http-listen)"));
+        assert_eq!(command[at + 1], format!("0.0.0.0:{port}"), "{service}");
+    }
 }
 
 /// Grafana's provisioning directory and where the dashboards are mounted.

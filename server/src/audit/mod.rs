@@ -9,9 +9,9 @@
 pub mod service;
 pub mod store;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use onesided_core::audit::{chain_hash, AuditRecord, Body, Event, GENESIS};
@@ -21,7 +21,23 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::metrics::Metrics;
 use crate::reply::{Answer, Reply};
 pub use onesided_core::audit::RecordedWindow;
-pub use store::{AuditStore, Committer, NewRow, Snapshot, StoredWindow, StoredWorld};
+pub use store::{
+    AuditStore, Committer, Fenced, Guard, NewRow, Snapshot, StoredWindow, StoredWorld,
+};
+
+/// Who may commit what. In a cluster (`crate::cluster`) a window's rows commit only while this
+/// node holds its world's lease, at the epoch it holds it with: every commit checks that in
+/// its own transaction, and rows of a world lost meanwhile are dropped (their calls' answers
+/// fail; nothing of them is acknowledged).
+pub trait Fencing: Send + Sync + std::fmt::Debug {
+    /// This node's id.
+    fn node(&self) -> &str;
+    /// The world and lease epoch rows of `window` commit under; `None` when this node does not
+    /// hold the window's world.
+    fn lease(&self, window: u64) -> Option<(String, i64)>;
+    /// A commit found `world`'s lease held by another node (or at another epoch).
+    fn lost(&self, world: &str);
+}
 
 /// How much the answer to a call waits for its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -88,6 +104,13 @@ enum Message {
         data: Vec<u8>,
     },
     Flush(oneshot::Sender<()>),
+    /// Drops what is queued of these windows and forgets their tails: their world was taken
+    /// up (again) by this node, and the store, not this writer's memory, says where each chain
+    /// ends.
+    Forget {
+        windows: Vec<u64>,
+        done: oneshot::Sender<()>,
+    },
 }
 
 impl Message {
@@ -103,7 +126,7 @@ impl Message {
     fn awaited(&self) -> bool {
         match self {
             Message::Record { answers, .. } => !answers.is_empty(),
-            Message::Flush(_) => true,
+            Message::Flush(_) | Message::Forget { .. } => true,
             Message::Snapshot { .. } => false,
         }
     }
@@ -131,6 +154,9 @@ impl std::fmt::Debug for Message {
                 .field("bytes", &data.len())
                 .finish(),
             Message::Flush(_) => f.write_str("Flush"),
+            Message::Forget { windows, .. } => {
+                f.debug_struct("Forget").field("windows", windows).finish()
+            }
         }
     }
 }
@@ -153,6 +179,8 @@ pub struct AuditHandle {
     unrecorded: Option<Unrecorded>,
     /// The budget of window bytes in events not committed yet ([`MAX_UNCOMMITTED_BYTES`]).
     uncommitted: Arc<tokio::sync::Semaphore>,
+    /// In a cluster, what guards every commit.
+    fencing: Arc<OnceLock<Arc<dyn Fencing>>>,
 }
 
 /// The budget of events whose calls were answered before their commit (`async`): a submission
@@ -191,6 +219,7 @@ impl AuditHandle {
             down: Arc::new(AtomicBool::new(false)),
             unrecorded: None,
             uncommitted: Arc::new(tokio::sync::Semaphore::new(MAX_UNCOMMITTED_BYTES)),
+            fencing: Arc::new(OnceLock::new()),
         }
     }
 
@@ -230,7 +259,9 @@ impl AuditHandle {
         let uncommitted = Arc::new(tokio::sync::Semaphore::new(MAX_UNCOMMITTED_BYTES));
         let started = Instant::now();
         let base_ns = last_at_ns.saturating_add(1);
+        let fencing = Arc::new(OnceLock::new());
         let writer = Writer {
+            fencing: Arc::clone(&fencing),
             committer: Committer::new(store.clone()),
             store,
             tails: HashMap::new(),
@@ -254,9 +285,28 @@ impl AuditHandle {
                 down,
                 unrecorded,
                 uncommitted,
+                fencing,
             },
             task,
         )
+    }
+
+    /// Guards every commit from now on with `fencing` (set once, when the node joins a
+    /// cluster, before any window exists).
+    pub fn set_fencing(&self, fencing: Arc<dyn Fencing>) {
+        let _ = self.fencing.set(fencing);
+    }
+
+    /// Drops whatever is queued of `windows` and has their chains' ends read from the store
+    /// again; returns once the writer has done so.
+    pub async fn forget(&self, windows: Vec<u64>) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        let (done, forgotten) = oneshot::channel();
+        if sender.send(Message::Forget { windows, done }).await.is_ok() {
+            let _ = forgotten.await;
+        }
     }
 
     /// Whether the store currently refuses commits (calls are then refused with
@@ -404,6 +454,36 @@ struct Writer {
     uncommitted: Arc<tokio::sync::Semaphore>,
     /// `sync`: a batch no answer waits for waits up to [`DEFER`] for one that does.
     defer: bool,
+    /// In a cluster, what guards every commit.
+    fencing: Arc<OnceLock<Arc<dyn Fencing>>>,
+}
+
+/// Drops the events and snapshots of the windows `gone` names, keeping each remaining
+/// snapshot's place among the remaining events. Returns whether anything was dropped.
+fn drop_windows(
+    events: &mut Vec<Pending>,
+    snapshots: &mut Vec<Taken>,
+    gone: impl Fn(u64) -> bool,
+) -> bool {
+    if !events.iter().any(|pending| gone(pending.window))
+        && !snapshots.iter().any(|(_, window, ..)| gone(*window))
+    {
+        return false;
+    }
+    // kept[i]: how many of the first i events stay
+    let mut kept = Vec::with_capacity(events.len() + 1);
+    kept.push(0usize);
+    for pending in events.iter() {
+        let last = *kept.last().unwrap_or(&0);
+        kept.push(last + usize::from(!gone(pending.window)));
+    }
+    let all = events.len();
+    events.retain(|pending| !gone(pending.window));
+    snapshots.retain(|(_, window, ..)| !gone(*window));
+    for snapshot in snapshots.iter_mut() {
+        snapshot.0 = kept[snapshot.0.min(all)];
+    }
+    true
 }
 
 impl Writer {
@@ -444,9 +524,12 @@ impl Writer {
         if let Some(tail) = self.tails.get(&window) {
             return Ok(*tail);
         }
-        let tail = self.store.tail(window).await?.unwrap_or((0, GENESIS));
-        self.tails.insert(window, tail);
-        Ok(tail)
+        let (seq, hash, at_ns) = self.store.tail_at(window).await?.unwrap_or((0, GENESIS, 0));
+        // another node may have written the window last, by a clock ahead of this one's
+        let last_at = self.last_at.entry(window).or_insert(0);
+        *last_at = (*last_at).max(at_ns);
+        self.tails.insert(window, (seq, hash));
+        Ok((seq, hash))
     }
 
     /// Commits a batch. When the store fails, the answers waiting for it fail with
@@ -472,9 +555,15 @@ impl Writer {
         let mut bytes = 0usize;
         // snapshots, each after the events submitted before it
         let mut snapshots = Vec::new();
+        // a Forget that dropped events of calls still waiting: their answers fail
+        let mut dropped = false;
         for message in messages {
             match message {
                 Message::Flush(done) => flushed.push(done),
+                Message::Forget { windows, done } => {
+                    dropped |= self.forget(&windows, &mut events, &mut snapshots);
+                    flushed.push(done);
+                }
                 Message::Record {
                     events: more,
                     answers: waiting,
@@ -493,11 +582,20 @@ impl Writer {
         }
         let mut delay = RETRY_FIRST;
         let mut waiting = Some(answers);
+        if dropped {
+            if let Some(answers) = waiting.take() {
+                fail_all(
+                    answers,
+                    "this node no longer serves the window's world: not recorded",
+                );
+            }
+        }
         // a batch whose commit failed without saying whether it landed: the connection may have
         // broken after the database committed it and before its answer arrived
         let mut in_doubt: Option<Built> = None;
         loop {
             let began = Instant::now();
+            let fencing = self.fencing.get().cloned();
             let attempt = match self
                 .settle(in_doubt.take(), &mut events, &mut snapshots)
                 .await
@@ -508,20 +606,79 @@ impl Writer {
                 }
                 // it had landed and was all there was
                 Ok(()) if events.is_empty() && snapshots.is_empty() => Ok(None),
-                Ok(()) => match self.load_tails(&events, &snapshots).await {
-                    Ok(()) => {
-                        let built = self
-                            .number(std::mem::take(&mut events), std::mem::take(&mut snapshots));
-                        match self.committer.insert(&built.rows, &built.snapshots).await {
-                            Ok(()) => Ok(Some(built)),
-                            Err(error) => {
-                                in_doubt = Some(built);
-                                Err(error)
+                Ok(()) => {
+                    // in a cluster: rows of worlds this node no longer holds are not committed
+                    let guard = match &fencing {
+                        None => None,
+                        Some(fencing) => {
+                            let leases: HashMap<u64, Option<(String, i64)>> = events
+                                .iter()
+                                .map(|pending| pending.window)
+                                .chain(snapshots.iter().map(|(_, window, ..)| *window))
+                                .collect::<HashSet<u64>>()
+                                .into_iter()
+                                .map(|window| (window, fencing.lease(window)))
+                                .collect();
+                            let gone =
+                                |window: u64| leases.get(&window).is_some_and(Option::is_none);
+                            if drop_windows(&mut events, &mut snapshots, gone) {
+                                tracing::warn!(
+                                    "events of worlds this node no longer serves were dropped"
+                                );
+                                if let Some(answers) = waiting.take() {
+                                    fail_all(answers, "this node no longer serves the window's world: not recorded");
+                                }
                             }
+                            let worlds: BTreeMap<String, i64> =
+                                leases.into_values().flatten().collect();
+                            Some(Guard {
+                                node: fencing.node().to_string(),
+                                leases: worlds.into_iter().collect(),
+                            })
+                        }
+                    };
+                    if events.is_empty() && snapshots.is_empty() {
+                        Ok(None)
+                    } else {
+                        match self.load_tails(&events, &snapshots).await {
+                            Ok(()) => {
+                                let built = self.number(
+                                    std::mem::take(&mut events),
+                                    std::mem::take(&mut snapshots),
+                                );
+                                match self
+                                    .committer
+                                    .insert_guarded(&built.rows, &built.snapshots, guard.as_ref())
+                                    .await
+                                {
+                                    Ok(()) => Ok(Some(built)),
+                                    Err(error) => match error.downcast::<Fenced>() {
+                                        // nothing landed: the rows of the lost worlds go, the
+                                        // rest is numbered again at once
+                                        Ok(fenced) => {
+                                            self.fenced(
+                                                fenced,
+                                                built,
+                                                &fencing,
+                                                &mut events,
+                                                &mut snapshots,
+                                            );
+                                            if let Some(answers) = waiting.take() {
+                                                fail_all(answers, "this node no longer serves the window's world: not recorded");
+                                            }
+                                            continue;
+                                        }
+                                        Err(error) => {
+                                            in_doubt = Some(built);
+                                            Err(error)
+                                        }
+                                    },
+                                }
+                            }
+                            Err(error) => Err(error),
                         }
                     }
-                    Err(error) => Err(error),
-                },
+                }
             };
             match attempt {
                 Ok(built) => {
@@ -564,6 +721,10 @@ impl Writer {
                                 for message in more.drain(..) {
                                     match message {
                                         Message::Flush(done) => flushed.push(done),
+                                        Message::Forget { windows, done } => {
+                                            self.forget(&windows, &mut events, &mut snapshots);
+                                            flushed.push(done);
+                                        }
                                         Message::Record { events: later, answers, permits: taken, bytes: carried } => {
                                             fail_all(answers, "the audit store is unavailable: not recorded yet");
                                             events.extend(later);
@@ -585,6 +746,65 @@ impl Writer {
         for done in flushed {
             let _ = done.send(());
         }
+    }
+
+    /// Drops the queued events and snapshots of `windows` and forgets their tails and clocks.
+    /// Returns whether events were dropped.
+    fn forget(
+        &mut self,
+        windows: &[u64],
+        events: &mut Vec<Pending>,
+        snapshots: &mut Vec<Taken>,
+    ) -> bool {
+        for window in windows {
+            self.tails.remove(window);
+            self.last_at.remove(window);
+        }
+        drop_windows(events, snapshots, |window| windows.contains(&window))
+    }
+
+    /// A commit refused because this node no longer holds the leases of `fenced`'s worlds:
+    /// their rows are dropped (the fencing is told), the rest goes back to be numbered again.
+    fn fenced(
+        &mut self,
+        fenced: Fenced,
+        built: Built,
+        fencing: &Option<Arc<dyn Fencing>>,
+        events: &mut Vec<Pending>,
+        snapshots: &mut Vec<Taken>,
+    ) {
+        tracing::warn!(worlds = ?fenced.worlds, "another node holds these worlds now: their events are not committed");
+        let lost: HashSet<u64> = built
+            .rows
+            .iter()
+            .map(|row| row.record.window)
+            .chain(built.snapshots.iter().map(|snapshot| snapshot.window))
+            .filter(|window| {
+                fencing
+                    .as_ref()
+                    .and_then(|fencing| fencing.lease(*window))
+                    .is_none_or(|(world, _)| fenced.worlds.contains(&world))
+            })
+            .collect();
+        if let Some(fencing) = fencing {
+            for world in &fenced.worlds {
+                fencing.lost(world);
+            }
+        }
+        let (mut again, mut placed) = built.undo();
+        drop_windows(&mut again, &mut placed, |window| lost.contains(&window));
+        for window in &lost {
+            self.tails.remove(window);
+            self.last_at.remove(window);
+        }
+        let before = again.len();
+        again.append(events);
+        for snapshot in snapshots.iter_mut() {
+            snapshot.0 += before;
+        }
+        placed.append(snapshots);
+        *events = again;
+        *snapshots = placed;
     }
 
     /// Settles a batch whose commit failed (`doubt`) before anything else is tried: reads the
@@ -822,6 +1042,7 @@ mod tests {
             unrecorded: None,
             uncommitted: Arc::new(tokio::sync::Semaphore::new(MAX_UNCOMMITTED_BYTES)),
             defer: false,
+            fencing: Arc::new(OnceLock::new()),
         };
         (writer, rows)
     }

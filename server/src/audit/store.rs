@@ -242,28 +242,26 @@ impl AuditStore {
     /// # Errors
     /// Database failures.
     pub async fn tail(&self, window: u64) -> anyhow::Result<Option<(u64, [u8; 32])>> {
-        let sql =
-            "SELECT seq, hash FROM audit_events WHERE window_id = $1 ORDER BY seq DESC LIMIT 1";
-        let row: Option<(i64, Vec<u8>)> = match self {
-            AuditStore::Sqlite(pool) => {
-                sqlx::query_as(sql)
-                    .bind(window as i64)
-                    .fetch_optional(pool)
-                    .await?
-            }
-            AuditStore::Postgres(pool) => {
-                sqlx::query_as(sql)
-                    .bind(window as i64)
-                    .fetch_optional(pool)
-                    .await?
-            }
+        Ok(self
+            .tail_at(window)
+            .await?
+            .map(|(seq, hash, _)| (seq, hash)))
+    }
+
+    /// [`AuditStore::tail`] and the last row's timestamp.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn tail_at(&self, window: u64) -> anyhow::Result<Option<(u64, [u8; 32], u64)>> {
+        let sql = "SELECT seq, hash, at_ns FROM audit_events WHERE window_id = $1 \
+                   ORDER BY seq DESC LIMIT 1";
+        let Some(window_id) = bigint(window) else {
+            return Ok(None);
         };
-        Ok(row.map(|(seq, hash)| {
-            let mut fixed = [0u8; 32];
-            let len = hash.len().min(32);
-            fixed[..len].copy_from_slice(&hash[..len]);
-            (seq as u64, fixed)
-        }))
+        let row: Option<(i64, Vec<u8>, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(sql).bind(window_id).fetch_optional(pool).await?
+        });
+        Ok(row.map(|(seq, hash, at_ns)| (seq as u64, hash32(&hash), at_ns as u64)))
     }
 
     /// Inserts rows (and the windows they create) and replaces snapshots, in one transaction,
@@ -282,18 +280,43 @@ impl AuditStore {
         })
     }
 
-    /// Records a new world and the SHA-256 of its rank tokens.
+    /// Records a new world and the SHA-256 of its rank tokens; in a cluster, with the node
+    /// that serves it (`(node id, whether that is the node calling, lease)`: epoch 1 when it
+    /// is, 0 for a world the other node has yet to take up), in the same transaction.
     ///
     /// # Errors
     /// Database failures (nothing is stored then).
-    pub async fn save_world(&self, world: &StoredWorld) -> anyhow::Result<()> {
+    pub async fn save_world(
+        &self,
+        world: &StoredWorld,
+        owner: Option<(&str, bool, std::time::Duration)>,
+    ) -> anyhow::Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
+            if let Some((node, here, ttl)) = owner {
+                // the worlds row first: the lease row refers to it
+                sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
+                    .bind(&world.name)
+                    .bind(world.nranks as i32)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO world_owners (world, node_id, epoch, lease_until) \
+                     VALUES ($1, $2, $3, now() + make_interval(secs => $4))",
+                )
                 .bind(&world.name)
-                .bind(world.nranks as i32)
+                .bind(node)
+                .bind(i64::from(here))
+                .bind(ttl.as_secs_f64())
                 .execute(&mut *tx)
                 .await?;
+            } else {
+                sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
+                    .bind(&world.name)
+                    .bind(world.nranks as i32)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             for (hash, rank) in &world.tokens {
                 sqlx::query("INSERT INTO world_tokens (token_sha256, world, rank) VALUES ($1, $2, $3)")
                     .bind(hash.to_vec())
@@ -305,6 +328,17 @@ impl AuditStore {
             tx.commit().await?;
         });
         Ok(())
+    }
+
+    /// Whether a world of this name is stored.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn world_exists(&self, name: &str) -> anyhow::Result<bool> {
+        let sql = "SELECT COUNT(*) FROM worlds WHERE name = $1";
+        let count: i64 =
+            on_pool!(self, pool => sqlx::query_scalar(sql).bind(name).fetch_one(pool).await?);
+        Ok(count > 0)
     }
 
     /// Forgets a world and its tokens; its windows count as freed.
@@ -653,6 +687,20 @@ impl Committer {
     /// # Errors
     /// Database failures; nothing is stored then, and the connection is closed.
     pub async fn insert(&mut self, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
+        self.insert_guarded(rows, snapshots, None).await
+    }
+
+    /// [`Committer::insert`], in a transaction that first checks `guard` (PostgreSQL only).
+    ///
+    /// # Errors
+    /// [`Fenced`] (nothing is stored, the connection is kept) when the guard's leases are not
+    /// this node's any more; otherwise as [`Committer::insert`].
+    pub async fn insert_guarded(
+        &mut self,
+        rows: &[NewRow],
+        snapshots: &[Snapshot],
+        guard: Option<&Guard>,
+    ) -> anyhow::Result<()> {
         if rows.is_empty() && snapshots.is_empty() {
             return Ok(());
         }
@@ -661,11 +709,13 @@ impl Committer {
             None => self.store.acquire().await?,
         };
         let inserted = match &mut held {
-            Held::Sqlite(conn) => insert_sqlite(conn, rows, snapshots).await,
-            Held::Postgres(conn) => insert_postgres(conn, rows, snapshots).await,
+            Held::Sqlite(conn) => insert_sqlite(conn, rows, snapshots, guard).await,
+            Held::Postgres(conn) => insert_postgres(conn, rows, snapshots, guard).await,
         };
         match inserted {
             Ok(()) => self.held = Some(held),
+            // the connection is fine: the database refused the rows, on purpose
+            Err(ref error) if error.is::<Fenced>() => self.held = Some(held),
             // it may be broken (a restarted PostgreSQL): closed rather than pooled again
             Err(_) => match &mut held {
                 Held::Sqlite(conn) => conn.close_on_drop(),
@@ -709,13 +759,66 @@ where
     });
 }
 
+/// What a commit in a cluster checks in its own transaction before it inserts anything: that
+/// `node` still holds each world's lease at the epoch given (`crate::cluster`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guard {
+    /// This node's id.
+    pub node: String,
+    /// `(world, epoch)` of every world the rows belong to.
+    pub leases: Vec<(String, i64)>,
+}
+
+/// A guarded commit refused: another node holds these worlds now (or this node holds them at
+/// a newer epoch). Nothing was stored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("this node no longer holds the lease of {worlds:?}")]
+pub struct Fenced {
+    /// The worlds.
+    pub worlds: Vec<String>,
+}
+
+/// Checks `guard` inside the commit's transaction; `FOR SHARE` makes a change of owner (an
+/// UPDATE of the lease row) wait until this commit ends, so the new owner, which reads the log
+/// after its claim, sees every row the old owner committed.
+async fn guard_postgres(conn: &mut PgConnection, guard: &Guard) -> anyhow::Result<()> {
+    let worlds: Vec<&str> = guard
+        .leases
+        .iter()
+        .map(|(world, _)| world.as_str())
+        .collect();
+    let held: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT world, epoch FROM world_owners WHERE node_id = $1 AND world = ANY($2) FOR SHARE",
+    )
+    .bind(&guard.node)
+    .bind(&worlds)
+    .fetch_all(&mut *conn)
+    .await?;
+    let fenced: Vec<String> = guard
+        .leases
+        .iter()
+        .filter(|lease| !held.contains(lease))
+        .map(|(world, _)| world.clone())
+        .collect();
+    if fenced.is_empty() {
+        Ok(())
+    } else {
+        Err(Fenced { worlds: fenced }.into())
+    }
+}
+
+/// A cluster needs PostgreSQL (`Cluster::join` refuses SQLite before any commit).
+async fn guard_sqlite(_: &mut SqliteConnection, _: &Guard) -> anyhow::Result<()> {
+    anyhow::bail!("a cluster needs PostgreSQL")
+}
+
 macro_rules! insert_fn {
-    ($name:ident, $conn:ty, $db:ty) => {
-        async fn $name(conn: &mut $conn, rows: &[NewRow], snapshots: &[Snapshot]) -> anyhow::Result<()> {
+    ($name:ident, $conn:ty, $db:ty, $guard:ident) => {
+        async fn $name(conn: &mut $conn, rows: &[NewRow], snapshots: &[Snapshot], guard: Option<&Guard>) -> anyhow::Result<()> {
             let creates = rows
                 .iter()
                 .any(|row| matches!(row.record.event, Event::WindowCreated { .. }));
-            if snapshots.is_empty() && !creates && rows.len() <= MAX_ROWS_AUTOCOMMIT {
+            if snapshots.is_empty() && !creates && rows.len() <= MAX_ROWS_AUTOCOMMIT && guard.is_none() {
                 // one statement is its own transaction: no BEGIN and COMMIT round trips to the
                 // database (sqlite's worker thread, or PostgreSQL over the network); the
                 // statement of each length up to the bound is prepared once per connection
@@ -725,6 +828,9 @@ macro_rules! insert_fn {
                 return Ok(());
             }
             let mut tx = conn.begin().await?;
+            if let Some(guard) = guard {
+                $guard(&mut *tx, guard).await?;
+            }
             for snapshot in snapshots {
                 sqlx::query(
                     "INSERT INTO snapshots (window_id, rank, seq, data) VALUES ($1, $2, $3, $4) \
@@ -794,8 +900,8 @@ fn shaped_chunks<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
-insert_fn!(insert_sqlite, SqliteConnection, Sqlite);
-insert_fn!(insert_postgres, PgConnection, Postgres);
+insert_fn!(insert_sqlite, SqliteConnection, Sqlite, guard_sqlite);
+insert_fn!(insert_postgres, PgConnection, Postgres, guard_postgres);
 
 #[cfg(test)]
 mod tests {

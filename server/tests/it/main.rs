@@ -3,6 +3,7 @@
 mod audit;
 mod backpressure;
 mod binary;
+mod cluster;
 mod concurrency;
 mod errors;
 mod failure;

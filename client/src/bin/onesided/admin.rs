@@ -31,6 +31,64 @@ pub enum WorldCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// List the cluster's nodes: liveness, last heartbeat, the worlds each serves
+    Status,
+}
+
+pub async fn cluster(global: &Global, command: ClusterCommand) -> Result<ExitCode> {
+    let admin = connect(global).await?;
+    match command {
+        ClusterCommand::Status => {
+            let status = admin.cluster_status().await?;
+            if global.json {
+                let nodes: Vec<_> = status
+                    .nodes
+                    .iter()
+                    .map(|node| {
+                        json!({
+                            "node_id": node.node_id,
+                            "advertise": node.advertise,
+                            "alive": node.alive,
+                            "heartbeat_age_ms": node.heartbeat_age_ms,
+                            "worlds": node.worlds,
+                            "ranks": node.ranks,
+                        })
+                    })
+                    .collect();
+                json::print(&json!({
+                    "answered_by": status.node_id,
+                    "lease_ttl_secs": status.lease_ttl_secs,
+                    "nodes": nodes,
+                }));
+            } else {
+                table::print(
+                    &[
+                        ("NODE", Align::Left),
+                        ("ADDRESS", Align::Left),
+                        ("STATE", Align::Left),
+                        ("HEARTBEAT", Align::Right),
+                        ("RANKS", Align::Right),
+                        ("WORLDS", Align::Left),
+                    ],
+                    status.nodes.iter().map(|node| {
+                        vec![
+                            node.node_id.clone(),
+                            node.advertise.clone(),
+                            if node.alive { "alive" } else { "dead" }.to_string(),
+                            format!("{} ms ago", node.heartbeat_age_ms),
+                            node.ranks.to_string(),
+                            node.worlds.join(","),
+                        ]
+                    }),
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FlavorArg {
     /// MPI_WIN_CREATE: the ranks bring their memory

@@ -54,7 +54,8 @@ or only against the CA certificate --ca (ONESIDED_CA) names.";
 #[derive(Parser)]
 #[command(name = "onesided", version, after_long_help = EXIT_CODES)]
 struct Cli {
-    /// Server address
+    /// Server address; a cluster's nodes as a comma list (http://a:1,http://b:2), tried in
+    /// order, with sessions following a node's redirect to the node serving their world
     #[arg(
         long,
         global = true,
@@ -128,6 +129,9 @@ enum Command {
     /// Create, list, describe and free windows (admin token)
     #[command(subcommand)]
     Window(admin::WindowCommand),
+    /// A cluster's nodes and the worlds each serves (admin token)
+    #[command(subcommand)]
+    Cluster(admin::ClusterCommand),
     /// One-shot MPI_Get in its own lock epoch (rank token)
     Get(epoch::GetArgs),
     /// One-shot MPI_Put in its own lock epoch (rank token)
@@ -253,6 +257,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::World(command) => admin::world(&global, command).await,
         Command::Window(command) => admin::window(&global, command).await,
+        Command::Cluster(command) => admin::cluster(&global, command).await,
         Command::Get(args) => epoch::get(&global, args).await,
         Command::Put(args) => epoch::put(&global, args).await,
         Command::Acc(args) => epoch::acc(&global, args).await,

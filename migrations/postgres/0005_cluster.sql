@@ -1,0 +1,30 @@
+-- Cluster mode: several onesided-server nodes over this one database, which alone says who
+-- serves what. Ownership changes only inside transactions here; no consensus of our own.
+
+-- Every node that joined, with its lease (by the database's clock, so nodes' clocks may differ).
+CREATE TABLE cluster_nodes (
+    node_id TEXT PRIMARY KEY,
+    -- the address clients and other nodes reach it at
+    advertise TEXT NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    lease_until TIMESTAMPTZ NOT NULL
+);
+
+-- Which node serves each world. `epoch` grows on every change of owner; the owner's audit
+-- commits check it (SELECT … FOR SHARE) in the same transaction, so a node that lost the lease
+-- commits nothing more for the world. Epoch 0: placed on `node_id`, not yet taken up.
+CREATE TABLE world_owners (
+    world TEXT PRIMARY KEY REFERENCES worlds (name) ON DELETE CASCADE,
+    node_id TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    lease_until TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX world_owners_node ON world_owners (node_id);
+
+-- Window ids, unique across nodes (a single server counted them in memory).
+CREATE SEQUENCE window_ids;
+SELECT setval('window_ids', GREATEST(
+    (SELECT COALESCE(MAX(window_id), 0) FROM audit_windows),
+    (SELECT COALESCE(MAX(window_id), 0) FROM window_specs),
+    1));

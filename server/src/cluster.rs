@@ -1,0 +1,520 @@
+//! Cluster mode: several `onesided-server` nodes over one PostgreSQL, which alone says who
+//! serves what (tables `cluster_nodes` and `world_owners`, migration 0005). No consensus of
+//! our own: a node joins with a lease it renews by heartbeat; each world is served by exactly
+//! one node, recorded as a lease row whose epoch grows on every change of owner; ownership
+//! changes only inside PostgreSQL transactions; and every audit commit of an owner checks its
+//! epoch in the same transaction ([`crate::audit::Fencing`]), so a node that lost a world (it
+//! was paused, partitioned, slow) commits nothing more for it.
+//!
+//! Times are the database's (`now()`), never a node's clock: nodes' clocks may differ.
+//!
+//! Owns: the node's lease, its worlds' leases and epochs, placement, and taking a world up
+//! (claim, then rebuild from snapshots and the log). Must not: decide RMA semantics.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use crate::audit::AuditStore;
+use crate::registry::Registry;
+
+/// The default lease of a node and of the worlds it serves (`--node-lease-ttl`).
+pub const DEFAULT_NODE_LEASE: Duration = Duration::from_secs(5);
+
+/// How a node takes part in a cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeConfig {
+    /// The node's id, unique in the cluster (`--node-id`).
+    pub node_id: String,
+    /// The URL clients and other nodes reach it at (`--advertise`, `http://host:port`).
+    pub advertise: String,
+    /// How long the node's lease and its worlds' leases last without a heartbeat; another
+    /// node takes a world up once its lease has expired. Heartbeats come every quarter of it.
+    pub lease_ttl: Duration,
+}
+
+impl NodeConfig {
+    /// A node `node_id` reached at `advertise`, with the default lease.
+    pub fn new(node_id: &str, advertise: &str) -> Self {
+        NodeConfig {
+            node_id: node_id.to_string(),
+            advertise: advertise.to_string(),
+            lease_ttl: DEFAULT_NODE_LEASE,
+        }
+    }
+}
+
+/// Who serves a world.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// This node (it has taken the world up if it had not).
+    Here,
+    /// Another live node, at this address.
+    There(String),
+    /// No such world.
+    Unknown,
+}
+
+/// One node as [`Cluster::status`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// Its id.
+    pub node_id: String,
+    /// Its address.
+    pub advertise: String,
+    /// Whether its lease is current.
+    pub alive: bool,
+    /// Milliseconds since its last heartbeat.
+    pub heartbeat_age_ms: u64,
+    /// The worlds it holds.
+    pub worlds: Vec<String>,
+    /// Their ranks together.
+    pub ranks: u64,
+}
+
+/// This node's part in the cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    config: NodeConfig,
+    pool: PgPool,
+    /// The worlds this node serves, with the epoch of its lease on each.
+    held: Mutex<HashMap<String, i64>>,
+    /// The world of each window of a held world (the audit writer's fencing asks by window).
+    windows: Mutex<HashMap<u64, String>>,
+    /// One world taken up at a time on this node (claim, rebuild, register).
+    adopting: tokio::sync::Mutex<()>,
+    /// The registry whose worlds a lost lease evicts ([`Registry::set_cluster`] sets it).
+    registry: std::sync::OnceLock<std::sync::Weak<Registry>>,
+}
+
+fn secs(ttl: Duration) -> f64 {
+    ttl.as_secs_f64()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+impl Cluster {
+    /// Joins the cluster on `store`'s database: registers the node (or takes its row back
+    /// after a restart) with a fresh lease.
+    ///
+    /// # Errors
+    /// A SQLite store (a cluster needs PostgreSQL), a node id a live node with another address
+    /// holds, or database failures.
+    pub async fn join(store: &AuditStore, config: NodeConfig) -> anyhow::Result<Arc<Self>> {
+        let AuditStore::Postgres(pool) = store else {
+            anyhow::bail!(
+                "a cluster needs PostgreSQL: --node-id was given with a SQLite audit store; \
+                 give --database-url postgres://… (every node of the cluster the same one)"
+            );
+        };
+        if config.node_id.is_empty() || config.node_id.len() > 128 {
+            anyhow::bail!("--node-id must be 1 to 128 characters");
+        }
+        if !(config.advertise.starts_with("http://") || config.advertise.starts_with("https://")) {
+            anyhow::bail!(
+                "--advertise must be the URL clients reach this node at (http://host:port or \
+                 https://host:port), not {:?}",
+                config.advertise
+            );
+        }
+        let joined = sqlx::query(
+            "INSERT INTO cluster_nodes (node_id, advertise, started_at, heartbeat_at, lease_until) \
+             VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
+             ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
+                 started_at = now(), heartbeat_at = now(), lease_until = excluded.lease_until \
+             WHERE cluster_nodes.lease_until < now() \
+                OR cluster_nodes.advertise = excluded.advertise",
+        )
+        .bind(&config.node_id)
+        .bind(&config.advertise)
+        .bind(secs(config.lease_ttl))
+        .execute(pool)
+        .await
+        .context("cannot register the node")?;
+        if joined.rows_affected() == 0 {
+            anyhow::bail!(
+                "node id {:?} is held by a live node at another address; give this node \
+                 another --node-id, or wait {} s for that lease to expire",
+                config.node_id,
+                secs(config.lease_ttl)
+            );
+        }
+        // a single server on this database counted window ids in memory
+        sqlx::query(
+            "SELECT setval('window_ids', GREATEST((SELECT last_value FROM window_ids), \
+             (SELECT COALESCE(MAX(window_id), 0) FROM audit_windows), \
+             (SELECT COALESCE(MAX(window_id), 0) FROM window_specs), 1))",
+        )
+        .execute(pool)
+        .await?;
+        tracing::info!(node = %config.node_id, advertise = %config.advertise, "joined the cluster");
+        Ok(Arc::new(Cluster {
+            config,
+            pool: pool.clone(),
+            held: Mutex::new(HashMap::new()),
+            windows: Mutex::new(HashMap::new()),
+            adopting: tokio::sync::Mutex::new(()),
+            registry: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.config.node_id
+    }
+
+    /// This node's address.
+    pub fn advertise(&self) -> &str {
+        &self.config.advertise
+    }
+
+    /// The lease of nodes and worlds.
+    pub fn lease_ttl(&self) -> Duration {
+        self.config.lease_ttl
+    }
+
+    /// Whether this node holds `world`'s lease.
+    pub fn holds(&self, world: &str) -> bool {
+        lock(&self.held).contains_key(world)
+    }
+
+    /// The world and lease epoch under which rows of `window` may be committed; `None` when
+    /// its world is not held here (any more).
+    pub fn lease_of(&self, window: u64) -> Option<(String, i64)> {
+        let world = lock(&self.windows).get(&window)?.clone();
+        let epoch = *lock(&self.held).get(&world)?;
+        Some((world, epoch))
+    }
+
+    /// The registry this node serves its worlds from.
+    pub fn serve_from(&self, registry: std::sync::Weak<Registry>) {
+        let _ = self.registry.set(registry);
+    }
+
+    /// `window` belongs to `world` (held here).
+    pub fn note_window(&self, window: u64, world: &str) {
+        lock(&self.windows).insert(window, world.to_string());
+    }
+
+    /// `world` is no longer held here: its rows commit no more.
+    pub fn release(&self, world: &str) {
+        lock(&self.held).remove(world);
+        lock(&self.windows).retain(|_, owner| owner != world);
+    }
+
+    /// A fresh window id, unique across the cluster.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn next_window_id(&self) -> anyhow::Result<u64> {
+        let id: i64 = sqlx::query_scalar("SELECT nextval('window_ids')")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(id as u64)
+    }
+
+    /// The live node with the least load, measured as the ranks of the worlds it serves
+    /// (every rank is a session and one actor per window; ties go to the smallest id):
+    /// `(node id, address)`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn place(&self) -> anyhow::Result<(String, String)> {
+        let chosen: Option<(String, String)> = sqlx::query_as(
+            "SELECT n.node_id, n.advertise FROM cluster_nodes n \
+             LEFT JOIN world_owners o ON o.node_id = n.node_id \
+             LEFT JOIN worlds w ON w.name = o.world \
+             WHERE n.lease_until > now() \
+             GROUP BY n.node_id, n.advertise \
+             ORDER BY COALESCE(SUM(w.nranks), 0), n.node_id LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        // this node's own lease may have lapsed while the database was away: it is still up
+        Ok(chosen.unwrap_or_else(|| (self.config.node_id.clone(), self.config.advertise.clone())))
+    }
+
+    /// This node serves `world` (just created here) at `epoch`.
+    pub fn hold(&self, world: &str, epoch: i64) {
+        lock(&self.held).insert(world.to_string(), epoch);
+    }
+
+    /// The world and rank of a rank token (by its SHA-256), from the store.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn resolve(&self, token_sha256: &[u8; 32]) -> anyhow::Result<Option<(String, u32)>> {
+        let found: Option<(String, i32)> =
+            sqlx::query_as("SELECT world, rank FROM world_tokens WHERE token_sha256 = $1")
+                .bind(token_sha256.as_slice())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.map(|(world, rank)| (world, rank as u32)))
+    }
+
+    /// Who serves `world`; when nobody live does (or it was placed here), this node takes it
+    /// up first (claims its lease, rebuilds its windows into `registry`).
+    ///
+    /// # Errors
+    /// Database failures, or a window that cannot be rebuilt.
+    pub async fn serve(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<Served> {
+        if self.holds(world) && registry.has_world(world) {
+            return Ok(Served::Here);
+        }
+        let owner: Option<(String, Option<String>, bool)> = sqlx::query_as(
+            "SELECT o.node_id, n.advertise, o.lease_until > now() FROM world_owners o \
+             LEFT JOIN cluster_nodes n ON n.node_id = o.node_id WHERE o.world = $1",
+        )
+        .bind(world)
+        .fetch_optional(&self.pool)
+        .await?;
+        match owner {
+            None => Ok(Served::Unknown),
+            Some((node, Some(advertise), true)) if node != self.config.node_id => {
+                Ok(Served::There(advertise))
+            }
+            Some(_) => {
+                if self.adopt(world, registry).await? {
+                    Ok(Served::Here)
+                } else {
+                    // another node claimed it first: ask again who
+                    Box::pin(self.serve(world, registry)).await
+                }
+            }
+        }
+    }
+
+    /// Takes `world` up: claims its lease (when it is this node's, or expired), then rebuilds
+    /// its windows from snapshots and the log and registers them. Returns whether this node
+    /// now serves it.
+    async fn adopt(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<bool> {
+        let _one_at_a_time = self.adopting.lock().await;
+        if self.holds(world) && registry.has_world(world) {
+            return Ok(true);
+        }
+        let claimed: Option<i64> = sqlx::query_scalar(
+            "UPDATE world_owners SET node_id = $1, epoch = epoch + 1, \
+                 lease_until = now() + make_interval(secs => $3) \
+             WHERE world = $2 AND (node_id = $1 OR lease_until < now()) RETURNING epoch",
+        )
+        .bind(&self.config.node_id)
+        .bind(world)
+        .bind(secs(self.config.lease_ttl))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(epoch) = claimed else {
+            return Ok(false);
+        };
+        // whatever this node still had of the world is stale: the log is the truth now
+        registry.evict_world(world);
+        // the claim committed before this read, and it waited for every commit of the
+        // previous owner that checked its epoch: the log read here is complete
+        let store = AuditStore::Postgres(self.pool.clone());
+        let recovered = crate::recovery::recover_world(&store, world)
+            .await
+            .with_context(|| format!("cannot rebuild world {world}"))?;
+        {
+            let mut windows = lock(&self.windows);
+            for window in &recovered.windows {
+                windows.insert(window.desc.id, world.to_string());
+            }
+        }
+        lock(&self.held).insert(world.to_string(), epoch);
+        let windows: Vec<u64> = recovered.windows.iter().map(|w| w.desc.id).collect();
+        registry.audit().forget(windows).await;
+        registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
+        tracing::info!(world, epoch, "took the world up");
+        Ok(true)
+    }
+
+    /// One heartbeat: renews the node's lease and its worlds' leases, lets go of worlds it no
+    /// longer holds (another node took them: their sessions end, their clients follow), and
+    /// takes up the worlds placed on it and those whose owner's lease expired.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn heartbeat(&self, registry: &Arc<Registry>) -> anyhow::Result<()> {
+        let ttl = secs(self.config.lease_ttl);
+        let renewed = sqlx::query(
+            "UPDATE cluster_nodes SET heartbeat_at = now(), \
+             lease_until = now() + make_interval(secs => $2) WHERE node_id = $1",
+        )
+        .bind(&self.config.node_id)
+        .bind(ttl)
+        .execute(&self.pool)
+        .await?;
+        if renewed.rows_affected() == 0 {
+            sqlx::query(
+                "INSERT INTO cluster_nodes (node_id, advertise, lease_until) \
+                 VALUES ($1, $2, now() + make_interval(secs => $3)) ON CONFLICT DO NOTHING",
+            )
+            .bind(&self.config.node_id)
+            .bind(&self.config.advertise)
+            .bind(ttl)
+            .execute(&self.pool)
+            .await?;
+        }
+        let held: HashMap<String, i64> = lock(&self.held).clone();
+        let worlds: Vec<String> = held.keys().cloned().collect();
+        let epochs: Vec<i64> = worlds.iter().map(|world| held[world]).collect();
+        let kept: Vec<String> = sqlx::query_scalar(
+            "UPDATE world_owners o SET lease_until = now() + make_interval(secs => $2) \
+             FROM UNNEST($3::text[], $4::bigint[]) AS h(world, epoch) \
+             WHERE o.world = h.world AND o.epoch = h.epoch AND o.node_id = $1 \
+             RETURNING o.world",
+        )
+        .bind(&self.config.node_id)
+        .bind(ttl)
+        .bind(&worlds)
+        .bind(&epochs)
+        .fetch_all(&self.pool)
+        .await?;
+        for world in worlds.iter().filter(|world| !kept.contains(world)) {
+            tracing::warn!(world = %world, "lost the world's lease to another node (or it was deleted)");
+            self.release(world);
+            registry.evict_world(world);
+        }
+        let mut claimable: Vec<String> = sqlx::query_scalar(
+            "SELECT world FROM world_owners WHERE node_id = $1 OR lease_until < now() \
+             ORDER BY world",
+        )
+        .bind(&self.config.node_id)
+        .fetch_all(&self.pool)
+        .await?;
+        claimable.retain(|world| !self.holds(world));
+        for world in claimable {
+            if let Err(error) = self.adopt(&world, registry).await {
+                tracing::error!(world = %world, error = %format!("{error:#}"), "cannot take the world up");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every node with its liveness and worlds.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn status(&self) -> anyhow::Result<Vec<NodeStatus>> {
+        let nodes: Vec<(String, String, bool, f64)> = sqlx::query_as(
+            "SELECT node_id, advertise, lease_until > now(), \
+             EXTRACT(EPOCH FROM (now() - heartbeat_at))::float8 * 1000 \
+             FROM cluster_nodes ORDER BY node_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let owned: Vec<(String, String, i32)> = sqlx::query_as(
+            "SELECT o.node_id, o.world, w.nranks FROM world_owners o \
+             JOIN worlds w ON w.name = o.world ORDER BY o.world",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut by_node: BTreeMap<String, (Vec<String>, u64)> = BTreeMap::new();
+        for (node, world, nranks) in owned {
+            let entry = by_node.entry(node).or_default();
+            entry.0.push(world);
+            entry.1 += nranks.max(0) as u64;
+        }
+        Ok(nodes
+            .into_iter()
+            .map(|(node_id, advertise, alive, age)| {
+                let (worlds, ranks) = by_node.remove(&node_id).unwrap_or_default();
+                NodeStatus {
+                    node_id,
+                    advertise,
+                    alive,
+                    heartbeat_age_ms: age.max(0.0) as u64,
+                    worlds,
+                    ranks,
+                }
+            })
+            .collect())
+    }
+
+    /// Every world of the cluster: `(name, ranks, windows not freed)`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn worlds(&self) -> anyhow::Result<Vec<(String, u32, u32)>> {
+        let rows: Vec<(String, i32, i64)> = sqlx::query_as(
+            "SELECT w.name, w.nranks, (SELECT COUNT(*) FROM window_specs s \
+             WHERE s.world = w.name AND NOT s.freed) FROM worlds w ORDER BY w.name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, nranks, windows)| (name, nranks as u32, windows as u32))
+            .collect())
+    }
+
+    /// The node leaves: its row goes, and its worlds' leases expire at once, so other nodes
+    /// take them up at their next heartbeat instead of after the lease (a clean stop).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn leave(&self) -> anyhow::Result<()> {
+        sqlx::query("UPDATE world_owners SET lease_until = now() WHERE node_id = $1")
+            .bind(&self.config.node_id)
+            .execute(&self.pool)
+            .await?;
+        sqlx::query("UPDATE cluster_nodes SET lease_until = now() WHERE node_id = $1")
+            .bind(&self.config.node_id)
+            .execute(&self.pool)
+            .await?;
+        lock(&self.held).clear();
+        Ok(())
+    }
+}
+
+/// Beats until `stop`: every quarter of the lease.
+pub async fn heartbeats(
+    cluster: Arc<Cluster>,
+    registry: Arc<Registry>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let every = cluster.config.lease_ttl / 4;
+    let mut failing = false;
+    loop {
+        match cluster.heartbeat(&registry).await {
+            Ok(()) => {
+                if failing {
+                    tracing::info!("heartbeats reach the database again");
+                }
+                failing = false;
+            }
+            Err(error) => {
+                if !failing {
+                    tracing::error!(error = %format!("{error:#}"), "heartbeat failed");
+                }
+                failing = true;
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+impl crate::audit::Fencing for Cluster {
+    fn node(&self) -> &str {
+        &self.config.node_id
+    }
+
+    fn lease(&self, window: u64) -> Option<(String, i64)> {
+        self.lease_of(window)
+    }
+
+    fn lost(&self, world: &str) {
+        self.release(world);
+        // its sessions end now, and new ones are redirected, rather than at the next heartbeat
+        if let Some(registry) = self.registry.get().and_then(std::sync::Weak::upgrade) {
+            registry.evict_world(world);
+        }
+    }
+}

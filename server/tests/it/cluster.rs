@@ -1,0 +1,502 @@
+//! Several nodes over one PostgreSQL (README, "A cluster of nodes"): three `onesided-server`
+//! processes on loopback against the real database, broken as users break them — a world's
+//! owner killed with SIGKILL under load, an owner frozen with SIGSTOP past its lease and woken
+//! again — with every acknowledged update checked against the windows another node rebuilt.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use onesided_client::{Admin, Audit, ClusterStatus, LockType, Op, Session, WindowSpec};
+use onesided_server::audit::{AuditStore, Committer, Fenced, Guard, NewRow};
+
+use crate::store::PgDatabase;
+use crate::{unique, Launched, TempDir, ADMIN_TOKEN, SERVER_BINARY};
+
+/// A node's lease in these tests: short, so that failover is quick.
+const LEASE: &str = "2";
+
+struct Node {
+    id: String,
+    url: String,
+    port: u16,
+    process: Launched,
+    _data: TempDir,
+}
+
+/// A port nobody listens on now (the node binds it a moment later; it must know its address
+/// before it starts, to advertise it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Node {
+    fn start(database: &PgDatabase, id: &str, port: u16) -> Node {
+        let data = TempDir::new();
+        let url = format!("http://127.0.0.1:{port}");
+        let listen = format!("127.0.0.1:{port}");
+        let mut command = std::process::Command::new(SERVER_BINARY);
+        command
+            .args(["--listen", &listen, "--data-dir"])
+            .arg(&data.0)
+            .args([
+                "--node-id",
+                id,
+                "--advertise",
+                &url,
+                "--node-lease-ttl",
+                LEASE,
+                "--admin-token",
+                ADMIN_TOKEN,
+            ])
+            .env("DATABASE_URL", &database.url)
+            .env("RUST_LOG", "onesided_server=info")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null());
+        let process = Launched::start(command, "address=", Duration::from_secs(60));
+        Node {
+            id: id.to_string(),
+            url,
+            port,
+            process,
+            _data: data,
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([signal, &self.process.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal}");
+    }
+}
+
+fn start_nodes(database: &PgDatabase, count: usize) -> Vec<Node> {
+    (0..count)
+        .map(|index| Node::start(database, &format!("node-{index}"), free_port()))
+        .collect()
+}
+
+/// Every node's address, as a client given the whole cluster has them.
+fn everyone(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .map(|node| node.url.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn owner_of<'a>(status: &'a ClusterStatus, world: &str) -> Option<&'a str> {
+    status
+        .nodes
+        .iter()
+        .find(|node| node.worlds.iter().any(|name| name == world))
+        .map(|node| node.node_id.as_str())
+}
+
+/// Polls the cluster's status through `admin` until `done` holds (at most `within`).
+async fn until_status(
+    admin: &Admin,
+    within: Duration,
+    done: impl Fn(&ClusterStatus) -> bool,
+) -> ClusterStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = admin.cluster_status().await.unwrap();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cluster never got there: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Attaches through any node, retrying while the world is between owners.
+async fn attach_retrying(addresses: &str, token: &str, within: Duration) -> Session {
+    let deadline = Instant::now() + within;
+    loop {
+        match Session::attach(addresses, token).await {
+            Ok(session) => return session,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "cannot attach: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 3);
+    let admins = futures::future::join_all(nodes.iter().map(|node| async {
+        Admin::connect(node.url.as_str(), ADMIN_TOKEN)
+            .await
+            .unwrap()
+    }))
+    .await;
+    // six worlds of two ranks, created through different nodes, each with a window created
+    // through yet another node (forwarded to the owner when it is elsewhere)
+    let mut worlds = Vec::new();
+    for index in 0..6 {
+        let name = unique(&format!("spread{index}"));
+        let tokens = admins[index % 3].create_world(&name, 2).await.unwrap();
+        admins[(index + 1) % 3]
+            .create_window(&name, &WindowSpec::of::<u64>("w", 2, 4))
+            .await
+            .unwrap();
+        worlds.push((name, tokens.tokens));
+    }
+    let status = admins[2].cluster_status().await.unwrap();
+    assert_eq!(status.node_id, "node-2");
+    assert_eq!(status.nodes.len(), 3, "{status:#?}");
+    for node in &status.nodes {
+        assert!(node.alive, "{status:#?}");
+        // least load first: two worlds of two ranks each on every node
+        assert_eq!(node.worlds.len(), 2, "{status:#?}");
+        assert_eq!(node.ranks, 4, "{status:#?}");
+    }
+    // every node lists every world
+    for admin in &admins {
+        let listed = admin.list_worlds().await.unwrap();
+        for (name, _) in &worlds {
+            assert!(listed.iter().any(|world| &world.name == name), "{listed:?}");
+        }
+    }
+    // each world's ranks attach through a node that does not serve it, are redirected, and
+    // see each other's updates
+    for (name, tokens) in &worlds {
+        let owner = owner_of(&status, name).unwrap();
+        let elsewhere: Vec<&Node> = nodes.iter().filter(|node| node.id != owner).collect();
+        assert_eq!(elsewhere.len(), 2);
+        let writer = Session::attach(elsewhere[0].url.as_str(), &tokens[0])
+            .await
+            .unwrap();
+        let reader = Session::attach(elsewhere[1].url.as_str(), &tokens[1])
+            .await
+            .unwrap();
+        let w = writer.window("w").await.unwrap();
+        w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+        w.put::<u64>(1, 2, &[42, 43]).unwrap();
+        w.unlock(1).await.unwrap();
+        let r = reader.window("w").await.unwrap();
+        r.lock(LockType::Shared, 1, 0).await.unwrap();
+        let read = r.get::<u64>(1, 0, 4).unwrap();
+        r.unlock(1).await.unwrap();
+        assert_eq!(
+            read.value().await.unwrap(),
+            vec![0, 0, 42, 43],
+            "world {name}"
+        );
+        // admin calls about the world answer from any node
+        for admin in &admins {
+            let desc = admin.describe_window(name, "w").await.unwrap();
+            assert_eq!(desc.sizes, vec![32, 32]);
+        }
+    }
+}
+
+/// Ranks of the world under load in the failover test.
+const RANKS: u32 = 64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owner_loses_no_acknowledged_accumulate_and_another_node_takes_over() {
+    let database = PgDatabase::create().await;
+    let mut nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let world = unique("failover");
+    let tokens = admin.create_world(&world, RANKS).await.unwrap().tokens;
+    admin
+        .create_window(
+            &world,
+            &WindowSpec::of::<u64>("acc", RANKS, u64::from(RANKS)),
+        )
+        .await
+        .unwrap();
+    let status = admin.cluster_status().await.unwrap();
+    let owner = owner_of(&status, &world).unwrap().to_string();
+    // every rank adds 1 to its own element of rank 0's window, in lock epochs, counting what
+    // was acknowledged and what was tried
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..RANKS).map(|_| AtomicU64::new(0)).collect());
+    let tried: Arc<Vec<AtomicU64>> = Arc::new((0..RANKS).map(|_| AtomicU64::new(0)).collect());
+    let killed_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let first_after_kill: Arc<std::sync::Mutex<Option<Duration>>> = Arc::default();
+    let after_kill = Arc::new(AtomicU64::new(0));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut clients = Vec::new();
+    for rank in 0..RANKS {
+        let token = tokens[rank as usize].clone();
+        let all = all.clone();
+        let (acked, tried, stop) = (Arc::clone(&acked), Arc::clone(&tried), stop.clone());
+        let (killed_at, first_after_kill, after_kill) = (
+            Arc::clone(&killed_at),
+            Arc::clone(&first_after_kill),
+            Arc::clone(&after_kill),
+        );
+        clients.push(tokio::spawn(async move {
+            let mut session = attach_retrying(&all, &token, Duration::from_secs(60)).await;
+            let mut window = session.window("acc").await.unwrap();
+            while !stop.is_cancelled() {
+                tried[rank as usize].fetch_add(1, Ordering::SeqCst);
+                let epoch = async {
+                    window.lock(LockType::Shared, 0, 0).await?;
+                    window.accumulate::<u64>(0, u64::from(rank), &[1], Op::Sum)?;
+                    window.unlock(0).await
+                };
+                match epoch.await {
+                    Ok(()) => {
+                        acked[rank as usize].fetch_add(1, Ordering::SeqCst);
+                        let killed = *killed_at.lock().unwrap();
+                        if let Some(killed) = killed {
+                            let mut first = first_after_kill.lock().unwrap();
+                            if first.is_none() {
+                                *first = Some(killed.elapsed());
+                            }
+                            after_kill.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    // the node went away: attach again (a new incarnation) wherever the world
+                    // is served now
+                    Err(_) => {
+                        session = attach_retrying(&all, &token, Duration::from_secs(60)).await;
+                        window = session.window("acc").await.unwrap();
+                    }
+                }
+            }
+        }));
+    }
+    // load first, then the kill
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.iter().map(|n| n.load(Ordering::SeqCst)).sum::<u64>() < u64::from(RANKS) * 3 {
+        assert!(Instant::now() < deadline, "no load before the kill");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let victim = nodes.iter_mut().find(|node| node.id == owner).unwrap();
+    victim.process.kill();
+    *killed_at.lock().unwrap() = Some(Instant::now());
+    let victim_port = victim.port;
+    // every rank gets through again on the new owner
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while after_kill.load(Ordering::SeqCst) < u64::from(RANKS) * 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the world was not served again after its owner died"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let recovery = first_after_kill.lock().unwrap().unwrap();
+    eprintln!(
+        "cluster failover: first call served again {recovery:?} after SIGKILL (lease {LEASE} s)"
+    );
+    let survivors: Vec<&Node> = nodes
+        .iter()
+        .filter(|node| node.port != victim_port)
+        .collect();
+    let admin = Admin::connect(survivors[0].url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let status = admin.cluster_status().await.unwrap();
+    let new_owner = owner_of(&status, &world).unwrap();
+    assert_ne!(new_owner, owner, "{status:#?}");
+    let dead = status
+        .nodes
+        .iter()
+        .find(|node| node.node_id == owner)
+        .unwrap();
+    assert!(!dead.alive, "{status:#?}");
+    // every acknowledged accumulate is in the rebuilt window; nothing beyond what was tried
+    let reader = attach_retrying(&survivors[1].url, &tokens[0], Duration::from_secs(30)).await;
+    let w = reader.window("acc").await.unwrap();
+    w.lock(LockType::Shared, 0, 0).await.unwrap();
+    let values = w.get::<u64>(0, 0, u64::from(RANKS)).unwrap();
+    w.unlock(0).await.unwrap();
+    let values = values.value().await.unwrap();
+    for rank in 0..RANKS as usize {
+        let (acked, tried) = (
+            acked[rank].load(Ordering::SeqCst),
+            tried[rank].load(Ordering::SeqCst),
+        );
+        assert!(
+            acked <= values[rank] && values[rank] <= tried,
+            "rank {rank}: {acked} acknowledged, {tried} tried, {} in the window",
+            values[rank]
+        );
+    }
+    // the log the two owners wrote is one unbroken chain
+    let audit = Audit::connect(survivors[0].url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let id = w.desc().id;
+    assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owner_past_its_lease_commits_nothing_and_its_clients_move() {
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let world = unique("frozen");
+    let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+    admin
+        .create_window(&world, &WindowSpec::of::<u64>("w", 2, 1))
+        .await
+        .unwrap();
+    let status = admin.cluster_status().await.unwrap();
+    let owner_id = owner_of(&status, &world).unwrap().to_string();
+    let owner = nodes.iter().find(|node| node.id == owner_id).unwrap();
+    let other = nodes.iter().find(|node| node.id != owner_id).unwrap();
+    let watcher = Admin::connect(other.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    // rank 0 on the owner: one acknowledged accumulate
+    let session = Session::attach(owner.url.as_str(), &tokens[0])
+        .await
+        .unwrap();
+    let w = session.window("w").await.unwrap();
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w.accumulate::<u64>(1, 0, &[1], Op::Sum).unwrap();
+    w.unlock(1).await.unwrap();
+    // frozen: its calls sit in its socket, and its lease runs out
+    owner.signal("-STOP");
+    let late = tokio::spawn(async move {
+        w.lock(LockType::Exclusive, 1, 0).await?;
+        w.accumulate::<u64>(1, 0, &[100], Op::Sum)?;
+        w.unlock(1).await
+    });
+    let taken = until_status(&watcher, Duration::from_secs(30), |status| {
+        owner_of(status, &world).is_some_and(|node| node != owner_id)
+    })
+    .await;
+    let new_owner = owner_of(&taken, &world).unwrap().to_string();
+    // the new owner serves what was acknowledged
+    let read = |token: String, address: String| async move {
+        let session = attach_retrying(&address, &token, Duration::from_secs(30)).await;
+        let w = session.window("w").await.unwrap();
+        w.lock(LockType::Shared, 1, 0).await.unwrap();
+        let value = w.get::<u64>(1, 0, 1).unwrap();
+        w.unlock(1).await.unwrap();
+        value.value().await.unwrap()[0]
+    };
+    assert_eq!(read(tokens[1].clone(), other.url.clone()).await, 1);
+    // woken, the old owner finds its lease gone: the frozen calls are not acknowledged
+    owner.signal("-CONT");
+    let answered = tokio::time::timeout(Duration::from_secs(30), late)
+        .await
+        .expect("the frozen calls were never answered")
+        .unwrap();
+    let refused = answered.expect_err("a node without the lease acknowledged an update");
+    eprintln!("frozen owner, woken: {refused}");
+    // nothing it tried landed, and its clients go to the new owner
+    assert_eq!(read(tokens[0].clone(), owner.url.clone()).await, 1);
+    let status = until_status(&watcher, Duration::from_secs(30), |status| {
+        status
+            .nodes
+            .iter()
+            .find(|node| node.node_id == owner_id)
+            .is_some_and(|node| node.alive)
+    })
+    .await;
+    assert_eq!(owner_of(&status, &world), Some(new_owner.as_str()));
+    let audit = Audit::connect(other.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let id = admin.describe_window(&world, "w").await.unwrap().id;
+    assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
+}
+
+#[tokio::test]
+async fn a_commit_under_a_lease_another_node_took_stores_nothing() {
+    use onesided_core::audit::{AuditRecord, Body, Event, GENESIS};
+    let database = PgDatabase::create().await;
+    let store = AuditStore::open(Some(&database.url), std::path::Path::new("."))
+        .await
+        .unwrap();
+    let world = onesided_server::audit::StoredWorld {
+        name: "fenced".into(),
+        nranks: 1,
+        tokens: vec![([7; 32], 0)],
+    };
+    store
+        .save_world(&world, Some(("node-a", true, Duration::from_secs(5))))
+        .await
+        .unwrap();
+    let row = |seq: u64| {
+        let event = Event::WindowCreated {
+            world: "fenced".into(),
+            name: format!("w{seq}"),
+            sizes: vec![8],
+            disp_units: vec![1],
+            info: Default::default(),
+        };
+        NewRow {
+            body: Body::encode(&event),
+            record: AuditRecord {
+                window: seq,
+                seq: 1,
+                at_ns: seq,
+                rank: 0,
+                incarnation: 0,
+                cseq: None,
+                event,
+            },
+            prev_hash: GENESIS,
+            hash: [seq as u8; 32],
+        }
+    };
+    let guard = Guard {
+        node: "node-a".into(),
+        leases: vec![("fenced".into(), 1)],
+    };
+    let mut committer = Committer::new(store.clone());
+    committer
+        .insert_guarded(&[row(1)], &[], Some(&guard))
+        .await
+        .unwrap();
+    // another node takes the world over
+    let AuditStore::Postgres(pool) = &store else {
+        unreachable!()
+    };
+    sqlx::query("UPDATE world_owners SET node_id = 'node-b', epoch = 2 WHERE world = 'fenced'")
+        .execute(pool)
+        .await
+        .unwrap();
+    let refused = committer
+        .insert_guarded(&[row(2)], &[], Some(&guard))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.downcast_ref::<Fenced>(),
+        Some(&Fenced {
+            worlds: vec!["fenced".into()]
+        })
+    );
+    assert_eq!(
+        store.windows().await.unwrap().len(),
+        1,
+        "the refused row is not stored"
+    );
+    // the new owner's epoch commits
+    let current = Guard {
+        node: "node-b".into(),
+        leases: vec![("fenced".into(), 2)],
+    };
+    committer
+        .insert_guarded(&[row(3)], &[], Some(&current))
+        .await
+        .unwrap();
+    assert_eq!(store.windows().await.unwrap().len(), 2);
+}
