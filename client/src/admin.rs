@@ -276,6 +276,24 @@ impl Admin {
         Ok(())
     }
 
+    /// Moves `world` to the cluster node `node_id` (a drain): its sessions end, and attach
+    /// again there through any node. Returns the address of the node serving it now.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown world or node, FAILED_PRECONDITION for a node that is not
+    /// alive or a server that is not part of a cluster.
+    pub async fn move_world(&self, world: &str, node_id: &str) -> Result<String> {
+        let response = self
+            .limit
+            .bound(self.client.clone().move_world(v1::MoveWorldRequest {
+                world: world.to_string(),
+                node_id: node_id.to_string(),
+            }))
+            .await?
+            .into_inner();
+        Ok(response.owner)
+    }
+
     /// The nodes of the cluster the server belongs to, their liveness and their worlds.
     ///
     /// # Errors

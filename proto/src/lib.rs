@@ -993,7 +993,7 @@ mod tests {
             !single.iter().any(|path| path.contains("Session")),
             "{single:?}"
         );
-        assert_eq!(single.len(), 14, "{single:?}");
+        assert_eq!(single.len(), 15, "{single:?}");
     }
 
     #[test]

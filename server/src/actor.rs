@@ -61,6 +61,10 @@ pub enum Command {
         /// The picture.
         reply: oneshot::Sender<TargetView>,
     },
+    /// Stop as for [`Input::Stop`] (pending calls fail), but record nothing: the window is not
+    /// freed, only no longer served here (a cluster node let its world go; its log continues
+    /// on the node that takes the world up).
+    Abandon,
 }
 
 /// A cheap, cloneable address of one rank's window-server actor.
@@ -152,6 +156,11 @@ impl WindowServerHandle {
         let _ = self.sender.try_send(Command::Engine(Input::Stop));
     }
 
+    /// Stops the actor without recording anything ([`Command::Abandon`]).
+    pub fn abandon(&self) {
+        let _ = self.sender.try_send(Command::Abandon);
+    }
+
     /// Asks whether anything is open or pending at this rank.
     ///
     /// # Errors
@@ -209,7 +218,8 @@ impl WindowServer {
                     None => break,
                 },
             };
-            let stopping = matches!(command, Some(Command::Engine(Input::Stop)));
+            let abandoning = matches!(command, Some(Command::Abandon));
+            let stopping = abandoning || matches!(command, Some(Command::Engine(Input::Stop)));
             let mut departed = None;
             if let Some(command) = command {
                 self.metrics.actor_input();
@@ -217,13 +227,18 @@ impl WindowServer {
             }
             self.report_queues();
             // answers leave after their events: in sync durability, after the commit
-            let effects = self.target.take_effects();
+            let mut effects = self.target.take_effects();
+            if abandoning {
+                effects.events.clear();
+            }
             self.carry_out(effects).await;
             if let Some(done) = departed {
                 let _ = done.send(());
             }
             let size = self.target.public().len() as u64;
-            if self.logged >= SNAPSHOT_BYTES.max(size.saturating_mul(SNAPSHOT_WINDOWS)) {
+            if !abandoning
+                && self.logged >= SNAPSHOT_BYTES.max(size.saturating_mul(SNAPSHOT_WINDOWS))
+            {
                 // recovery replays at most about SNAPSHOT_WINDOWS copies' worth of log after a
                 // snapshot
                 self.logged = 0;
@@ -257,6 +272,7 @@ impl WindowServer {
             Command::Busy { reply } => {
                 let _ = reply.send(self.target.busy());
             }
+            Command::Abandon => self.target.handle(Input::Stop, now),
             Command::Inspect { reply } => {
                 let _ = reply.send(self.target.inspect(now));
             }

@@ -138,6 +138,13 @@ fn status(error: RegistryError) -> Status {
     }
 }
 
+fn not_clustered() -> Status {
+    Status::failed_precondition(
+        "this server is not part of a cluster (start it with --node-id, --advertise and a \
+         PostgreSQL --database-url)",
+    )
+}
+
 /// Runs a change of the registry in its own task: a call dropped half-way (its deadline passed,
 /// its client went away) must not leave a name, tokens or window bytes half reserved, or the
 /// store and the registry disagreeing.
@@ -303,15 +310,51 @@ impl Admin for AdminService {
         Ok(Response::new(v1::FreeWindowResponse {}))
     }
 
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, to = %request.get_ref().node_id))]
+    async fn move_world(
+        &self,
+        request: Request<v1::MoveWorldRequest>,
+    ) -> Result<Response<v1::MoveWorldResponse>, Status> {
+        let Some(cluster) = self.registry.cluster().cloned() else {
+            return Err(not_clustered());
+        };
+        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
+            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
+            return peer.move_world(forwarded).await;
+        }
+        let request = request.into_inner();
+        if !self.registry.has_world(&request.world) {
+            return Err(status(RegistryError::NoWorld(request.world)));
+        }
+        let registry = Arc::clone(&self.registry);
+        let owner = tokio::spawn(
+            async move {
+                cluster
+                    .hand_over(&request.world, &request.node_id, &registry)
+                    .await
+            }
+            .in_current_span(),
+        )
+        .await
+        .map_err(|_| Status::unavailable("the server is stopping"))?
+        .map_err(|error| {
+            use crate::cluster::MoveError;
+            let code = match &error {
+                MoveError::NoNode(_) => Code::NotFound,
+                MoveError::Dead(_) => Code::FailedPrecondition,
+                MoveError::NotHere(_) | MoveError::Store(_) => Code::Unavailable,
+            };
+            Status::new(code, error.to_string())
+        })?;
+        Ok(Response::new(v1::MoveWorldResponse { owner }))
+    }
+
     async fn cluster_status(
         &self,
         _request: Request<v1::ClusterStatusRequest>,
     ) -> Result<Response<v1::ClusterStatusResponse>, Status> {
         let Some(cluster) = self.registry.cluster() else {
-            return Err(Status::failed_precondition(
-                "this server is not part of a cluster (start it with --node-id, --advertise \
-                 and a PostgreSQL --database-url)",
-            ));
+            return Err(not_clustered());
         };
         let nodes = cluster
             .status()

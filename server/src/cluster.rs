@@ -58,6 +58,23 @@ pub enum Served {
     Unknown,
 }
 
+/// Why a world could not be moved.
+#[derive(Debug, thiserror::Error)]
+pub enum MoveError {
+    /// No node has this id.
+    #[error("no node {0:?} in the cluster")]
+    NoNode(String),
+    /// The node's lease has expired.
+    #[error("node {0:?} is not alive")]
+    Dead(String),
+    /// This node lost the world meanwhile.
+    #[error("world {0:?} moved meanwhile; call again")]
+    NotHere(String),
+    /// The database failed.
+    #[error("the cluster's store: {0:#}")]
+    Store(anyhow::Error),
+}
+
 /// One node as [`Cluster::status`] shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeStatus {
@@ -330,6 +347,64 @@ impl Cluster {
         registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
         tracing::info!(world, epoch, "took the world up");
         Ok(true)
+    }
+
+    /// Hands `world`, which this node serves, to the live node `target`: its sessions end and
+    /// its actors stop, everything already submitted of it is committed, then its lease row
+    /// names `target` (at a new epoch) and this node commits nothing more of it. `target`
+    /// takes it up from the store when a call for it first arrives there, or at its next
+    /// heartbeat. Returns `target`'s address.
+    ///
+    /// # Errors
+    /// [`MoveError`] for an unknown or dead target, or database failures.
+    pub async fn hand_over(
+        &self,
+        world: &str,
+        target: &str,
+        registry: &Arc<Registry>,
+    ) -> Result<String, MoveError> {
+        let node: Option<(String, bool)> = sqlx::query_as(
+            "SELECT advertise, lease_until > now() FROM cluster_nodes WHERE node_id = $1",
+        )
+        .bind(target)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|error| MoveError::Store(error.into()))?;
+        let advertise = match node {
+            None => return Err(MoveError::NoNode(target.to_string())),
+            Some((_, false)) => return Err(MoveError::Dead(target.to_string())),
+            Some((advertise, true)) => advertise,
+        };
+        if target == self.config.node_id {
+            return Ok(advertise);
+        }
+        // no call takes the world up here again while it moves
+        let _one_at_a_time = self.adopting.lock().await;
+        let Some(epoch) = lock(&self.held).get(world).copied() else {
+            return Err(MoveError::NotHere(world.to_string()));
+        };
+        registry.evict_world(world);
+        // what its actors did is the new owner's starting point
+        registry.audit().flush().await;
+        let moved = sqlx::query(
+            "UPDATE world_owners SET node_id = $3, epoch = epoch + 1, \
+                 lease_until = now() + make_interval(secs => $4) \
+             WHERE world = $1 AND node_id = $2 AND epoch = $5",
+        )
+        .bind(world)
+        .bind(&self.config.node_id)
+        .bind(target)
+        .bind(secs(self.config.lease_ttl))
+        .bind(epoch)
+        .execute(&self.pool)
+        .await
+        .map_err(|error| MoveError::Store(error.into()))?;
+        self.release(world);
+        if moved.rows_affected() == 0 {
+            return Err(MoveError::NotHere(world.to_string()));
+        }
+        tracing::info!(world, to = target, "world handed over");
+        Ok(advertise)
     }
 
     /// One heartbeat: renews the node's lease and its worlds' leases, lets go of worlds it no

@@ -613,7 +613,7 @@ impl Registry {
         for id in world.windows.values() {
             if let Some(entry) = inner.windows.remove(id) {
                 inner.window_bytes -= bytes_of(&entry.desc);
-                entry.ranks.iter().for_each(WindowServerHandle::stop);
+                entry.ranks.iter().for_each(WindowServerHandle::abandon);
             }
         }
         tracing::info!(world = name, "world let go of");

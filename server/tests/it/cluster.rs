@@ -207,97 +207,191 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
 /// Ranks of the world under load in the failover test.
 const RANKS: u32 = 64;
 
+/// When a disruption happened, and how long after it a session attached since answered.
+type Disruption = (Instant, Option<Duration>);
+
+/// Every rank of a world adding 1 to its own element of rank 0's window `acc` in lock epochs,
+/// through any node, attaching again (a new incarnation) whenever its node goes away; it counts
+/// what was acknowledged and what was tried.
+struct Load {
+    acked: Arc<Vec<AtomicU64>>,
+    tried: Arc<Vec<AtomicU64>>,
+    /// Set when the disruption happened: the time of the first acknowledgement after it.
+    since: Arc<std::sync::Mutex<Option<Disruption>>>,
+    stop: tokio_util::sync::CancellationToken,
+    clients: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addresses: &str, tokens: &[String]) -> Load {
+        let ranks = tokens.len();
+        let acked: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
+        let tried: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
+        let since: Arc<std::sync::Mutex<Option<Disruption>>> = Arc::default();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let clients = tokens
+            .iter()
+            .enumerate()
+            .map(|(rank, token)| {
+                let (token, addresses) = (token.clone(), addresses.to_string());
+                let (acked, tried, since, stop) = (
+                    Arc::clone(&acked),
+                    Arc::clone(&tried),
+                    Arc::clone(&since),
+                    stop.clone(),
+                );
+                tokio::spawn(async move {
+                    let (mut attached, mut window) = open_retrying(&addresses, &token).await;
+                    while !stop.is_cancelled() {
+                        tried[rank].fetch_add(1, Ordering::SeqCst);
+                        let epoch = async {
+                            window.lock(LockType::Shared, 0, 0).await?;
+                            window.accumulate::<u64>(0, rank as u64, &[1], Op::Sum)?;
+                            window.unlock(0).await
+                        };
+                        match epoch.await {
+                            Ok(()) => {
+                                acked[rank].fetch_add(1, Ordering::SeqCst);
+                                // service is back once a session attached after the
+                                // disruption gets an answer (not a call already in flight)
+                                if let Some((at, first)) = since.lock().unwrap().as_mut() {
+                                    if attached > *at {
+                                        first.get_or_insert_with(|| at.elapsed());
+                                    }
+                                }
+                            }
+                            // the node went away: attach again wherever the world is now
+                            Err(_) => (attached, window) = open_retrying(&addresses, &token).await,
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load {
+            acked,
+            tried,
+            since,
+            stop,
+            clients,
+        }
+    }
+
+    fn acknowledged(&self) -> u64 {
+        self.acked.iter().map(|n| n.load(Ordering::SeqCst)).sum()
+    }
+
+    /// Waits until `more` further updates were acknowledged (at most `within`).
+    async fn progress(&self, more: u64, within: Duration, what: &str) {
+        let goal = self.acknowledged() + more;
+        let deadline = Instant::now() + within;
+        while self.acknowledged() < goal {
+            assert!(Instant::now() < deadline, "no progress: {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Marks the disruption; [`Load::recovered_after`] tells when service came back.
+    fn disrupted(&self) {
+        *self.since.lock().unwrap() = Some((Instant::now(), None));
+    }
+
+    fn recovered_after(&self) -> Option<Duration> {
+        self.since.lock().unwrap().and_then(|(_, first)| first)
+    }
+
+    /// Stops the clients, then checks through `address` that every acknowledged update is in
+    /// the window and nothing beyond what was tried, and that its log verifies.
+    async fn stop_and_check(self, address: &str, token: &str) {
+        self.stop.cancel();
+        for client in self.clients {
+            client.await.unwrap();
+        }
+        let reader = attach_retrying(address, token, Duration::from_secs(30)).await;
+        let w = reader.window("acc").await.unwrap();
+        let ranks = self.acked.len() as u64;
+        w.lock(LockType::Shared, 0, 0).await.unwrap();
+        let values = w.get::<u64>(0, 0, ranks).unwrap();
+        w.unlock(0).await.unwrap();
+        let values = values.value().await.unwrap();
+        for (rank, value) in values.iter().enumerate() {
+            let (acked, tried) = (
+                self.acked[rank].load(Ordering::SeqCst),
+                self.tried[rank].load(Ordering::SeqCst),
+            );
+            assert!(
+                acked <= *value && *value <= tried,
+                "rank {rank}: {acked} acknowledged, {tried} tried, {value} in the window"
+            );
+        }
+        // the log the owners wrote in turn is one unbroken chain
+        let audit = Audit::connect(address.split(',').next().unwrap(), ADMIN_TOKEN)
+            .await
+            .unwrap();
+        assert_eq!(audit.verify(w.desc().id).await.unwrap().first_bad, None);
+    }
+}
+
+/// Attaches through any node and opens the window `acc`, retrying both while the world is
+/// between nodes (a session may attach just before its node lets the world go); returns when
+/// it attached and the window.
+async fn open_retrying(addresses: &str, token: &str) -> (Instant, onesided_client::Window) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let session = attach_retrying(addresses, token, Duration::from_secs(60)).await;
+        let attached = Instant::now();
+        match session.window("acc").await {
+            Ok(window) => return (attached, window),
+            Err(error) => {
+                assert!(Instant::now() < deadline, "cannot open the window: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// A world of `ranks` ranks with the window `acc` the load works on.
+async fn loaded_world(admin: &Admin, ranks: u32) -> (String, Vec<String>) {
+    let world = unique("loaded");
+    let tokens = admin.create_world(&world, ranks).await.unwrap().tokens;
+    admin
+        .create_window(
+            &world,
+            &WindowSpec::of::<u64>("acc", ranks, u64::from(ranks)),
+        )
+        .await
+        .unwrap();
+    (world, tokens)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_owner_loses_no_acknowledged_accumulate_and_another_node_takes_over() {
     let database = PgDatabase::create().await;
     let mut nodes = start_nodes(&database, 3);
     let all = everyone(&nodes);
     let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
-    let world = unique("failover");
-    let tokens = admin.create_world(&world, RANKS).await.unwrap().tokens;
-    admin
-        .create_window(
-            &world,
-            &WindowSpec::of::<u64>("acc", RANKS, u64::from(RANKS)),
-        )
-        .await
-        .unwrap();
-    let status = admin.cluster_status().await.unwrap();
-    let owner = owner_of(&status, &world).unwrap().to_string();
-    // every rank adds 1 to its own element of rank 0's window, in lock epochs, counting what
-    // was acknowledged and what was tried
-    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..RANKS).map(|_| AtomicU64::new(0)).collect());
-    let tried: Arc<Vec<AtomicU64>> = Arc::new((0..RANKS).map(|_| AtomicU64::new(0)).collect());
-    let killed_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
-    let first_after_kill: Arc<std::sync::Mutex<Option<Duration>>> = Arc::default();
-    let after_kill = Arc::new(AtomicU64::new(0));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut clients = Vec::new();
-    for rank in 0..RANKS {
-        let token = tokens[rank as usize].clone();
-        let all = all.clone();
-        let (acked, tried, stop) = (Arc::clone(&acked), Arc::clone(&tried), stop.clone());
-        let (killed_at, first_after_kill, after_kill) = (
-            Arc::clone(&killed_at),
-            Arc::clone(&first_after_kill),
-            Arc::clone(&after_kill),
-        );
-        clients.push(tokio::spawn(async move {
-            let mut session = attach_retrying(&all, &token, Duration::from_secs(60)).await;
-            let mut window = session.window("acc").await.unwrap();
-            while !stop.is_cancelled() {
-                tried[rank as usize].fetch_add(1, Ordering::SeqCst);
-                let epoch = async {
-                    window.lock(LockType::Shared, 0, 0).await?;
-                    window.accumulate::<u64>(0, u64::from(rank), &[1], Op::Sum)?;
-                    window.unlock(0).await
-                };
-                match epoch.await {
-                    Ok(()) => {
-                        acked[rank as usize].fetch_add(1, Ordering::SeqCst);
-                        let killed = *killed_at.lock().unwrap();
-                        if let Some(killed) = killed {
-                            let mut first = first_after_kill.lock().unwrap();
-                            if first.is_none() {
-                                *first = Some(killed.elapsed());
-                            }
-                            after_kill.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                    // the node went away: attach again (a new incarnation) wherever the world
-                    // is served now
-                    Err(_) => {
-                        session = attach_retrying(&all, &token, Duration::from_secs(60)).await;
-                        window = session.window("acc").await.unwrap();
-                    }
-                }
-            }
-        }));
-    }
-    // load first, then the kill
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.iter().map(|n| n.load(Ordering::SeqCst)).sum::<u64>() < u64::from(RANKS) * 3 {
-        assert!(Instant::now() < deadline, "no load before the kill");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (world, tokens) = loaded_world(&admin, RANKS).await;
+    let owner = owner_of(&admin.cluster_status().await.unwrap(), &world)
+        .unwrap()
+        .to_string();
+    let load = Load::start(&all, &tokens);
+    load.progress(
+        u64::from(RANKS) * 3,
+        Duration::from_secs(60),
+        "before the kill",
+    )
+    .await;
     let victim = nodes.iter_mut().find(|node| node.id == owner).unwrap();
     victim.process.kill();
-    *killed_at.lock().unwrap() = Some(Instant::now());
+    load.disrupted();
     let victim_port = victim.port;
     // every rank gets through again on the new owner
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while after_kill.load(Ordering::SeqCst) < u64::from(RANKS) * 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the world was not served again after its owner died"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop.cancel();
-    for client in clients {
-        client.await.unwrap();
-    }
-    let recovery = first_after_kill.lock().unwrap().unwrap();
+    load.progress(
+        u64::from(RANKS) * 3,
+        Duration::from_secs(90),
+        "the world was not served again after its owner died",
+    )
+    .await;
+    let recovery = load.recovered_after().unwrap();
     eprintln!(
         "cluster failover: first call served again {recovery:?} after SIGKILL (lease {LEASE} s)"
     );
@@ -309,38 +403,92 @@ async fn a_killed_owner_loses_no_acknowledged_accumulate_and_another_node_takes_
         .await
         .unwrap();
     let status = admin.cluster_status().await.unwrap();
-    let new_owner = owner_of(&status, &world).unwrap();
-    assert_ne!(new_owner, owner, "{status:#?}");
+    assert_ne!(owner_of(&status, &world).unwrap(), owner, "{status:#?}");
     let dead = status
         .nodes
         .iter()
         .find(|node| node.node_id == owner)
         .unwrap();
     assert!(!dead.alive, "{status:#?}");
-    // every acknowledged accumulate is in the rebuilt window; nothing beyond what was tried
-    let reader = attach_retrying(&survivors[1].url, &tokens[0], Duration::from_secs(30)).await;
-    let w = reader.window("acc").await.unwrap();
-    w.lock(LockType::Shared, 0, 0).await.unwrap();
-    let values = w.get::<u64>(0, 0, u64::from(RANKS)).unwrap();
-    w.unlock(0).await.unwrap();
-    let values = values.value().await.unwrap();
-    for rank in 0..RANKS as usize {
-        let (acked, tried) = (
-            acked[rank].load(Ordering::SeqCst),
-            tried[rank].load(Ordering::SeqCst),
-        );
-        assert!(
-            acked <= values[rank] && values[rank] <= tried,
-            "rank {rank}: {acked} acknowledged, {tried} tried, {} in the window",
-            values[rank]
-        );
+    load.stop_and_check(&survivors[1].url, &tokens[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_restarted_in_turn_under_load_loses_nothing_acknowledged() {
+    let database = PgDatabase::create().await;
+    let mut nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let (_, tokens) = loaded_world(&admin, 16).await;
+    let load = Load::start(&all, &tokens);
+    load.progress(48, Duration::from_secs(60), "before the restarts")
+        .await;
+    for index in 0..nodes.len() {
+        let (id, port) = (nodes[index].id.clone(), nodes[index].port);
+        let stopping = nodes.remove(index);
+        let (status, _) = stopping.process.terminate(Duration::from_secs(30));
+        assert!(status.success(), "{id} stopped with {status}");
+        // its worlds are taken up elsewhere at once (it gave them up), and the load goes on
+        load.progress(48, Duration::from_secs(60), &format!("while {id} was down"))
+            .await;
+        nodes.insert(index, Node::start(&database, &id, port));
+        load.progress(
+            48,
+            Duration::from_secs(60),
+            &format!("after {id} came back"),
+        )
+        .await;
     }
-    // the log the two owners wrote is one unbroken chain
-    let audit = Audit::connect(survivors[0].url.as_str(), ADMIN_TOKEN)
+    let status = admin.cluster_status().await.unwrap();
+    assert!(status.nodes.iter().all(|node| node.alive), "{status:#?}");
+    load.stop_and_check(&all, &tokens[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_moves_a_world_to_a_named_node_and_its_clients_follow() {
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let (world, tokens) = loaded_world(&admin, 4).await;
+    let from = owner_of(&admin.cluster_status().await.unwrap(), &world)
+        .unwrap()
+        .to_string();
+    let to = nodes.iter().find(|node| node.id != from).unwrap();
+    let load = Load::start(&all, &tokens);
+    load.progress(40, Duration::from_secs(60), "before the move")
+        .await;
+    // asked through a node that does not serve it: forwarded to the owner
+    let through = nodes
+        .iter()
+        .find(|node| node.id != from && node.id != to.id)
+        .unwrap();
+    let moved = Admin::connect(through.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap()
+        .move_world(&world, &to.id)
         .await
         .unwrap();
-    let id = w.desc().id;
-    assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
+    assert_eq!(moved, to.url);
+    let status = admin.cluster_status().await.unwrap();
+    assert_eq!(
+        owner_of(&status, &world),
+        Some(to.id.as_str()),
+        "{status:#?}"
+    );
+    load.progress(40, Duration::from_secs(60), "after the move")
+        .await;
+    // no node of another id, no world of another name
+    let refused = admin.move_world(&world, "no-such-node").await.unwrap_err();
+    assert!(refused.to_string().contains("no-such-node"), "{refused}");
+    assert!(admin.move_world("no-such-world", &to.id).await.is_err());
+    load.stop_and_check(&all, &tokens[0]).await;
+    let status = admin.cluster_status().await.unwrap();
+    assert_eq!(
+        owner_of(&status, &world),
+        Some(to.id.as_str()),
+        "{status:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,11 +35,27 @@ pub enum WorldCommand {
 pub enum ClusterCommand {
     /// List the cluster's nodes: liveness, last heartbeat, the worlds each serves
     Status,
+    /// Move a world to another node (its sessions end and attach again there)
+    Move {
+        /// The world's name
+        world: String,
+        /// The id of the node that is to serve it
+        #[arg(long)]
+        to: String,
+    },
 }
 
 pub async fn cluster(global: &Global, command: ClusterCommand) -> Result<ExitCode> {
     let admin = connect(global).await?;
     match command {
+        ClusterCommand::Move { world, to } => {
+            let owner = admin.move_world(&world, &to).await?;
+            if global.json {
+                json::print(&json!({"world": world, "node_id": to, "owner": owner}));
+            } else {
+                outln!("world {world} is served by {to} at {owner}");
+            }
+        }
         ClusterCommand::Status => {
             let status = admin.cluster_status().await?;
             if global.json {
