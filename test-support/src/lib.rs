@@ -1,7 +1,8 @@
 //! What the test suites share, so that each fix is made once: names unique among running
 //! tests ([`unique`]), temporary directories removed on drop ([`TempDir`]), fresh
 //! PostgreSQL databases dropped on drop ([`PgDatabase`]), on `ONESIDED_TEST_POSTGRES` or the
-//! machine's PostgreSQL, a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
+//! machine's PostgreSQL, a PostgreSQL server of a test's own that it may crash and restart
+//! ([`private_postgres`]), a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
 //! [`rewrite_event_postgres`], how the tests tamper with a stored audit row, and [`Launched`] /
 //! [`run_to_exit`], how a suite runs a binary it built (each suite names its own binaries:
 //! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them), and [`linearizable`], the
@@ -15,6 +16,7 @@
 
 pub mod in_process;
 pub mod linearizable;
+pub mod private_postgres;
 
 use std::path::{Path, PathBuf};
 
@@ -93,6 +95,13 @@ impl PgDatabase {
     pub async fn create() -> Self {
         let admin_url =
             std::env::var("ONESIDED_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_POSTGRES.into());
+        Self::create_on(&admin_url).await
+    }
+
+    /// A fresh database on the PostgreSQL at `admin_url` (a URL whose user may create
+    /// databases).
+    pub async fn create_on(admin_url: &str) -> Self {
+        let admin_url = admin_url.to_string();
         // the process id and a counter are unique among running tests; the clock keeps a
         // database left behind by a killed run with a reused process id from clashing
         let nanos = std::time::SystemTime::now()

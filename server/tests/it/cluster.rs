@@ -12,6 +12,7 @@ use onesided_server::audit::{AuditStore, Committer, Fenced, Guard, NewRow};
 
 use crate::store::PgDatabase;
 use crate::{unique, Launched, TempDir, ADMIN_TOKEN, SERVER_BINARY};
+use onesided_test_support::private_postgres::PrivatePostgres;
 
 /// A node's lease in these tests: short, so that failover is quick.
 const LEASE: &str = "2";
@@ -216,6 +217,8 @@ type Disruption = (Instant, Option<Duration>);
 struct Load {
     acked: Arc<Vec<AtomicU64>>,
     tried: Arc<Vec<AtomicU64>>,
+    /// Calls that failed (their ranks attached again).
+    failed: Arc<AtomicU64>,
     /// Set when the disruption happened: the time of the first acknowledgement after it.
     since: Arc<std::sync::Mutex<Option<Disruption>>>,
     stop: tokio_util::sync::CancellationToken,
@@ -228,6 +231,7 @@ impl Load {
         let acked: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
         let tried: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
         let since: Arc<std::sync::Mutex<Option<Disruption>>> = Arc::default();
+        let failed = Arc::new(AtomicU64::new(0));
         let stop = tokio_util::sync::CancellationToken::new();
         let clients = tokens
             .iter()
@@ -240,6 +244,7 @@ impl Load {
                     Arc::clone(&since),
                     stop.clone(),
                 );
+                let failed = Arc::clone(&failed);
                 tokio::spawn(async move {
                     let (mut attached, mut window) = open_retrying(&addresses, &token).await;
                     while !stop.is_cancelled() {
@@ -261,7 +266,10 @@ impl Load {
                                 }
                             }
                             // the node went away: attach again wherever the world is now
-                            Err(_) => (attached, window) = open_retrying(&addresses, &token).await,
+                            Err(_) => {
+                                failed.fetch_add(1, Ordering::SeqCst);
+                                (attached, window) = open_retrying(&addresses, &token).await;
+                            }
                         }
                     }
                 })
@@ -270,6 +278,7 @@ impl Load {
         Load {
             acked,
             tried,
+            failed,
             since,
             stop,
             clients,
@@ -442,6 +451,40 @@ async fn every_node_restarted_in_turn_under_load_loses_nothing_acknowledged() {
     let status = admin.cluster_status().await.unwrap();
     assert!(status.nodes.iter().all(|node| node.alive), "{status:#?}");
     load.stop_and_check(&all, &tokens[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_and_restart_of_postgresql_under_load_loses_nothing_acknowledged() {
+    // a PostgreSQL of this test's own: the machine's is every other test's
+    let postgres = tokio::task::spawn_blocking(PrivatePostgres::start)
+        .await
+        .unwrap();
+    let database = PgDatabase::create_on(&postgres.url).await;
+    let nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let (_, tokens) = loaded_world(&admin, 16).await;
+    let load = Load::start(&all, &tokens);
+    load.progress(48, Duration::from_secs(60), "before the database crashed")
+        .await;
+    let postgres = tokio::task::spawn_blocking(move || {
+        postgres.crash_and_restart();
+        postgres
+    })
+    .await
+    .unwrap();
+    load.progress(48, Duration::from_secs(60), "after the database came back")
+        .await;
+    // the crash reached the clients: calls in flight failed (not acknowledged)
+    assert!(
+        load.failed.load(Ordering::SeqCst) > 0,
+        "no call noticed the crash"
+    );
+    let status = admin.cluster_status().await.unwrap();
+    assert!(status.nodes.iter().all(|node| node.alive), "{status:#?}");
+    load.stop_and_check(&all, &tokens[0]).await;
+    drop(database);
+    drop(postgres);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
