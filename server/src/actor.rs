@@ -156,6 +156,11 @@ impl WindowServerHandle {
         let _ = self.sender.try_send(Command::Engine(Input::Stop));
     }
 
+    /// Resolves once the actor has stopped (everything it recorded is handed to the writer).
+    pub async fn stopped(&self) {
+        self.sender.closed().await;
+    }
+
     /// Stops the actor without recording anything ([`Command::Abandon`]).
     pub fn abandon(&self) {
         let _ = self.sender.try_send(Command::Abandon);

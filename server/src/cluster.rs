@@ -170,9 +170,20 @@ impl Cluster {
         .execute(pool)
         .await?;
         tracing::info!(node = %config.node_id, advertise = %config.advertise, "joined the cluster");
+        // heartbeats, claims and lookups get connections of their own: queued behind the
+        // audit's traffic in a busy node, a heartbeat would miss its lease
+        // (pinged before each use: none of these is on the hot path, and a connection a
+        // database restart broke is replaced rather than failing the next heartbeat or status)
+        let own = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .test_before_acquire(true)
+            .acquire_timeout(config.lease_ttl / 2)
+            .connect_with((*pool.connect_options()).clone())
+            .await
+            .context("cannot connect to the cluster's database")?;
         Ok(Arc::new(Cluster {
             config,
-            pool: pool.clone(),
+            pool: own,
             held: Mutex::new(HashMap::new()),
             windows: Mutex::new(HashMap::new()),
             adopting: tokio::sync::Mutex::new(()),

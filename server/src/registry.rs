@@ -636,33 +636,52 @@ impl Registry {
         if !self.read().worlds.contains_key(name) {
             return Err(RegistryError::NoWorld(name.to_string()));
         }
-        if let Some(store) = &self.store {
-            store.delete_world(name).await.map_err(unavailable)?;
+        // in a cluster the world's rows commit only under its lease, so the store forgets it
+        // (and the lease) only after its actors' last events (`window_freed`) are committed
+        let cluster = self.cluster().cloned();
+        if cluster.is_none() {
+            if let Some(store) = &self.store {
+                store.delete_world(name).await.map_err(unavailable)?;
+            }
         }
-        if let Some(cluster) = self.cluster() {
+        let stopped = {
+            let mut inner = self.write();
+            let world = inner
+                .worlds
+                .remove(name)
+                .ok_or_else(|| RegistryError::NoWorld(name.to_string()))?;
+            for token in &world.tokens {
+                inner.tokens.remove(token);
+            }
+            // a rank's session count goes with the world, unless a session still runs (it is
+            // dropped when that ends, and until then a world of the same name counts on from it)
+            for rank in 0..world.nranks {
+                let key = (name.to_string(), rank);
+                if !inner.live.contains_key(&key) {
+                    inner.incarnations.remove(&key);
+                }
+            }
+            let mut stopped = Vec::new();
+            for id in world.windows.values() {
+                if let Some(entry) = inner.windows.remove(id) {
+                    inner.window_bytes -= bytes_of(&entry.desc);
+                    entry.ranks.iter().for_each(WindowServerHandle::stop);
+                    stopped.push(entry);
+                }
+            }
+            stopped
+        };
+        if let Some(cluster) = cluster {
+            for entry in &stopped {
+                for rank in &entry.ranks {
+                    rank.stopped().await;
+                }
+            }
+            self.audit.flush().await;
+            if let Some(store) = &self.store {
+                store.delete_world(name).await.map_err(unavailable)?;
+            }
             cluster.release(name);
-        }
-        let mut inner = self.write();
-        let world = inner
-            .worlds
-            .remove(name)
-            .ok_or_else(|| RegistryError::NoWorld(name.to_string()))?;
-        for token in &world.tokens {
-            inner.tokens.remove(token);
-        }
-        // a rank's session count goes with the world, unless a session still runs (it is
-        // dropped when that ends, and until then a world of the same name counts on from it)
-        for rank in 0..world.nranks {
-            let key = (name.to_string(), rank);
-            if !inner.live.contains_key(&key) {
-                inner.incarnations.remove(&key);
-            }
-        }
-        for id in world.windows.values() {
-            if let Some(entry) = inner.windows.remove(id) {
-                inner.window_bytes -= bytes_of(&entry.desc);
-                entry.ranks.iter().for_each(WindowServerHandle::stop);
-            }
         }
         tracing::info!(world = name, "world deleted");
         Ok(())

@@ -203,6 +203,25 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
             assert_eq!(desc.sizes, vec![32, 32]);
         }
     }
+    // a world deleted through a node that does not serve it: its window's log still ends
+    // with its freeing (committed under the lease before the lease went)
+    let (name, _) = &worlds[0];
+    let owner = owner_of(&status, name).unwrap();
+    let elsewhere = nodes.iter().position(|node| node.id != owner).unwrap();
+    let id = admins[elsewhere].describe_window(name, "w").await.unwrap().id;
+    admins[elsewhere].delete_world(name).await.unwrap();
+    assert!(admins[0].list_worlds().await.unwrap().iter().all(|w| &w.name != name));
+    let audit = Audit::connect(nodes[elsewhere].url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let log = audit.events(id, 1).await.unwrap();
+    assert_eq!(
+        log.last().and_then(|entry| entry.event.clone()),
+        Some(onesided_core::audit::Event::WindowFreed),
+        "{:?}",
+        log.last()
+    );
+    assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
 }
 
 /// Ranks of the world under load in the failover test.
