@@ -45,7 +45,14 @@ fn start(binary: &str, database: &str, id: &str, lease: &str) -> anyhow::Result<
     let mut child = Command::new(binary)
         .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(&data)
-        .args(["--node-id", id, "--advertise", &url, "--node-lease-ttl", lease])
+        .args([
+            "--node-id",
+            id,
+            "--advertise",
+            &url,
+            "--node-lease-ttl",
+            lease,
+        ])
         .args(["--admin-token", TOKEN, "--database-url", database])
         .env("RUST_LOG", "warn,onesided_server=info")
         .env("NO_COLOR", "1")
@@ -76,7 +83,9 @@ fn start(binary: &str, database: &str, id: &str, lease: &str) -> anyhow::Result<
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(binary), Some(postgres)) = (args.get(1).cloned(), args.get(2).cloned()) else {
-        anyhow::bail!("usage: failover SERVER_BINARY POSTGRES_URL [LEASE_SECS] [RANKS] [MIB] [RUNS]");
+        anyhow::bail!(
+            "usage: failover SERVER_BINARY POSTGRES_URL [LEASE_SECS] [RANKS] [MIB] [RUNS]"
+        );
     };
     let lease = args.get(3).cloned().unwrap_or_else(|| "5".into());
     let ranks: u32 = args.get(4).map_or(Ok(16), |text| text.parse())?;
@@ -90,7 +99,9 @@ fn main() -> anyhow::Result<()> {
             sqlx::query(&format!("CREATE DATABASE {name}"))
                 .execute(&mut admin_db)
                 .await?;
-            let base = postgres.rsplit_once('/').map_or(postgres.as_str(), |(base, _)| base);
+            let base = postgres
+                .rsplit_once('/')
+                .map_or(postgres.as_str(), |(base, _)| base);
             let database = format!("{base}/{name}");
             let measured = measure(&binary, &database, &lease, ranks, per_rank).await;
             sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
@@ -125,7 +136,11 @@ async fn measure(
     for index in 0..3 {
         nodes.push(start(binary, database, &format!("n{index}"), lease)?);
     }
-    let all = nodes.iter().map(|n| n.url.as_str()).collect::<Vec<_>>().join(",");
+    let all = nodes
+        .iter()
+        .map(|n| n.url.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
     let admin = Admin::connect(all.as_str(), TOKEN).await?;
     let tokens = admin.create_world("w", ranks).await?.tokens;
     admin

@@ -339,12 +339,12 @@ impl Admin for AdminService {
         .map_err(|_| Status::unavailable("the server is stopping"))?
         .map_err(|error| {
             use crate::cluster::MoveError;
-            let code = match &error {
-                MoveError::NoNode(_) => Code::NotFound,
-                MoveError::Dead(_) => Code::FailedPrecondition,
-                MoveError::NotHere(_) | MoveError::Store(_) => Code::Unavailable,
+            let (code, class) = match &error {
+                MoveError::NoNode(_) => (Code::NotFound, ErrorClass::Arg),
+                MoveError::Dead(_) => (Code::FailedPrecondition, ErrorClass::Arg),
+                MoveError::NotHere(_) | MoveError::Store(_) => (Code::Unavailable, ErrorClass::Io),
             };
-            Status::new(code, error.to_string())
+            status_with_code(code, &RmaError::new(class, error.to_string()))
         })?;
         Ok(Response::new(v1::MoveWorldResponse { owner }))
     }

@@ -208,9 +208,18 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
     let (name, _) = &worlds[0];
     let owner = owner_of(&status, name).unwrap();
     let elsewhere = nodes.iter().position(|node| node.id != owner).unwrap();
-    let id = admins[elsewhere].describe_window(name, "w").await.unwrap().id;
+    let id = admins[elsewhere]
+        .describe_window(name, "w")
+        .await
+        .unwrap()
+        .id;
     admins[elsewhere].delete_world(name).await.unwrap();
-    assert!(admins[0].list_worlds().await.unwrap().iter().all(|w| &w.name != name));
+    assert!(admins[0]
+        .list_worlds()
+        .await
+        .unwrap()
+        .iter()
+        .all(|w| &w.name != name));
     let audit = Audit::connect(nodes[elsewhere].url.as_str(), ADMIN_TOKEN)
         .await
         .unwrap();
@@ -709,4 +718,40 @@ async fn a_commit_under_a_lease_another_node_took_stores_nothing() {
         .await
         .unwrap();
     assert_eq!(store.windows().await.unwrap().len(), 2);
+}
+
+#[test]
+fn a_cluster_node_refuses_sqlite_and_an_audit_that_is_off() {
+    let data = TempDir::new();
+    let node = |extra: &[&str]| {
+        let mut command = std::process::Command::new(SERVER_BINARY);
+        command
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data.0)
+            .args(["--node-id", "a", "--advertise", "http://127.0.0.1:1"])
+            .args(["--admin-token", ADMIN_TOKEN])
+            .args(extra)
+            .env_remove("DATABASE_URL")
+            .env("NO_COLOR", "1");
+        let out = onesided_test_support::run_to_exit(command, Duration::from_secs(60));
+        assert!(!out.status.success());
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    // the default store, SQLite in the data directory
+    let said = node(&[]);
+    assert!(said.contains("a cluster needs PostgreSQL"), "{said}");
+    let said = node(&["--audit-durability", "off"]);
+    assert!(
+        said.contains("a cluster node needs the audit store"),
+        "{said}"
+    );
+    // --node-id without --advertise is a usage error
+    let mut command = std::process::Command::new(SERVER_BINARY);
+    command.args(["--node-id", "a"]).env("NO_COLOR", "1");
+    let out = onesided_test_support::run_to_exit(command, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 }

@@ -21,6 +21,8 @@ const LIST_WORLDS: &str = "/onesided.v1.Admin/ListWorlds";
 const REPLAY: &str = "/onesided.v1.Audit/Replay";
 const EXPORT: &str = "/onesided.v1.Audit/Export";
 const EVENTS: &str = "/onesided.v1.Audit/Events";
+const CLUSTER_STATUS: &str = "/onesided.v1.Admin/ClusterStatus";
+const MOVE_WORLD: &str = "/onesided.v1.Admin/MoveWorld";
 const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
 
 /// Limits of the server under attack: small enough to reach, large enough for the layouts.
@@ -526,6 +528,30 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 ),
                 InvalidArgument,
                 Some(C::Arg),
+            ),
+            // ---- cluster calls on a server that is not part of a cluster ----
+            row(
+                "the cluster's status from a single server",
+                Send::Unary(
+                    CLUSTER_STATUS,
+                    admin_meta.clone(),
+                    encode(&v1::ClusterStatusRequest {}),
+                ),
+                FailedPrecondition,
+                None,
+            ),
+            row(
+                "moving a world on a single server",
+                Send::Unary(
+                    MOVE_WORLD,
+                    admin_meta.clone(),
+                    encode(&v1::MoveWorldRequest {
+                        world: world.clone(),
+                        node_id: "elsewhere".into(),
+                    }),
+                ),
+                FailedPrecondition,
+                None,
             ),
             row(
                 "opening a window named by 20 000 characters",
