@@ -291,30 +291,32 @@ impl Cluster {
     /// # Errors
     /// Database failures, or a window that cannot be rebuilt.
     pub async fn serve(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<Served> {
-        if self.holds(world) && registry.has_world(world) {
-            return Ok(Served::Here);
-        }
-        let owner: Option<(String, Option<String>, bool)> = sqlx::query_as(
-            "SELECT o.node_id, n.advertise, o.lease_until > now() FROM world_owners o \
-             LEFT JOIN cluster_nodes n ON n.node_id = o.node_id WHERE o.world = $1",
-        )
-        .bind(world)
-        .fetch_optional(&self.pool)
-        .await?;
-        match owner {
-            None => Ok(Served::Unknown),
-            Some((node, Some(advertise), true)) if node != self.config.node_id => {
-                Ok(Served::There(advertise))
+        // a lost claim race is asked again; a row naming a node that never registered (which
+        // placement and moves never write) must not make this loop
+        for _ in 0..3 {
+            if self.holds(world) && registry.has_world(world) {
+                return Ok(Served::Here);
             }
-            Some(_) => {
-                if self.adopt(world, registry).await? {
-                    Ok(Served::Here)
-                } else {
-                    // another node claimed it first: ask again who
-                    Box::pin(self.serve(world, registry)).await
+            let owner: Option<(String, Option<String>, bool)> = sqlx::query_as(
+                "SELECT o.node_id, n.advertise, o.lease_until > now() FROM world_owners o \
+                 LEFT JOIN cluster_nodes n ON n.node_id = o.node_id WHERE o.world = $1",
+            )
+            .bind(world)
+            .fetch_optional(&self.pool)
+            .await?;
+            match owner {
+                None => return Ok(Served::Unknown),
+                Some((node, Some(advertise), true)) if node != self.config.node_id => {
+                    return Ok(Served::There(advertise))
+                }
+                Some(_) => {
+                    if self.adopt(world, registry).await? {
+                        return Ok(Served::Here);
+                    }
                 }
             }
         }
+        anyhow::bail!("world {world:?} changes owner faster than it can be looked up; try again")
     }
 
     /// Takes `world` up: claims its lease (when it is this node's, or expired), then rebuilds
