@@ -4,6 +4,7 @@
 mod admin;
 mod audit;
 mod check;
+mod cluster;
 mod compose;
 mod docs;
 mod element_type;
