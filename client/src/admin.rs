@@ -53,6 +53,8 @@ pub struct ClusterNode {
     pub worlds: Vec<String>,
     /// Their ranks together (the load placement balances).
     pub ranks: u64,
+    /// Those of its worlds an admin's move is draining away right now.
+    pub moving: Vec<String>,
 }
 
 /// A cluster as one of its nodes sees it.
@@ -320,6 +322,7 @@ impl Admin {
                     heartbeat_age_ms: node.heartbeat_age_ms,
                     worlds: node.worlds,
                     ranks: node.ranks,
+                    moving: node.moving,
                 })
                 .collect(),
             lease_ttl_secs: response.lease_ttl_secs,

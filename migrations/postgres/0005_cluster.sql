@@ -14,11 +14,13 @@ CREATE TABLE cluster_nodes (
 -- Which node serves each world. `epoch` grows on every change of owner; the owner's audit
 -- commits check it (SELECT … FOR SHARE) in the same transaction, so a node that lost the lease
 -- commits nothing more for the world. Epoch 0: placed on `node_id`, not yet taken up.
+-- `moving_to`: the node an admin's move hands the world to, while its owner drains it.
 CREATE TABLE world_owners (
     world TEXT PRIMARY KEY REFERENCES worlds (name) ON DELETE CASCADE,
     node_id TEXT NOT NULL,
     epoch BIGINT NOT NULL,
-    lease_until TIMESTAMPTZ NOT NULL
+    lease_until TIMESTAMPTZ NOT NULL,
+    moving_to TEXT
 );
 CREATE INDEX world_owners_node ON world_owners (node_id);
 

@@ -368,6 +368,7 @@ impl Admin for AdminService {
                 heartbeat_age_ms: node.heartbeat_age_ms,
                 worlds: node.worlds,
                 ranks: node.ranks,
+                moving: node.moving,
             })
             .collect();
         Ok(Response::new(v1::ClusterStatusResponse {

@@ -11,7 +11,7 @@
 //! Owns: the node's lease, its worlds' leases and epochs, placement, and taking a world up
 //! (claim, then rebuild from snapshots and the log). Must not: decide RMA semantics.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,9 @@ use sqlx::PgPool;
 
 use crate::audit::AuditStore;
 use crate::registry::Registry;
+
+/// How often a move checks whether the world's open epochs have ended.
+const DRAIN_POLL: Duration = Duration::from_millis(10);
 
 /// The default lease of a node and of the worlds it serves (`--node-lease-ttl`).
 pub const DEFAULT_NODE_LEASE: Duration = Duration::from_secs(5);
@@ -90,6 +93,8 @@ pub struct NodeStatus {
     pub worlds: Vec<String>,
     /// Their ranks together.
     pub ranks: u64,
+    /// Those of them an admin's move is draining away.
+    pub moving: Vec<String>,
 }
 
 /// This node's part in the cluster.
@@ -105,6 +110,10 @@ pub struct Cluster {
     adopting: tokio::sync::Mutex<()>,
     /// The registry whose worlds a lost lease evicts ([`Registry::set_cluster`] sets it).
     registry: std::sync::OnceLock<std::sync::Weak<Registry>>,
+    /// Worlds an admin's move is draining here: new sessions of them wait.
+    draining: Mutex<HashSet<String>>,
+    /// Told when a drain ends.
+    drained: tokio::sync::Notify,
 }
 
 fn secs(ttl: Duration) -> f64 {
@@ -188,6 +197,8 @@ impl Cluster {
             windows: Mutex::new(HashMap::new()),
             adopting: tokio::sync::Mutex::new(()),
             registry: std::sync::OnceLock::new(),
+            draining: Mutex::new(HashSet::new()),
+            drained: tokio::sync::Notify::new(),
         }))
     }
 
@@ -267,6 +278,25 @@ impl Cluster {
         Ok(chosen.unwrap_or_else(|| (self.config.node_id.clone(), self.config.advertise.clone())))
     }
 
+    /// Whether an admin's move is draining `world` here.
+    pub fn is_draining(&self, world: &str) -> bool {
+        lock(&self.draining).contains(world)
+    }
+
+    /// Waits until no move drains `world` here (at once when none does).
+    pub async fn until_drained(&self, world: &str) {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            // registered before the check: a drain ending in between still wakes us
+            notified.as_mut().enable();
+            if !self.is_draining(world) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// This node serves `world` (just created here) at `epoch`.
     pub fn hold(&self, world: &str, epoch: i64) {
         lock(&self.held).insert(world.to_string(), epoch);
@@ -291,6 +321,8 @@ impl Cluster {
     /// # Errors
     /// Database failures, or a window that cannot be rebuilt.
     pub async fn serve(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<Served> {
+        // a world moving away from here: once it is gone, ask where it went
+        self.until_drained(world).await;
         // a lost claim race is asked again; a row naming a node that never registered (which
         // placement and moves never write) must not make this loop
         for _ in 0..3 {
@@ -328,7 +360,7 @@ impl Cluster {
             return Ok(true);
         }
         let claimed: Option<i64> = sqlx::query_scalar(
-            "UPDATE world_owners SET node_id = $1, epoch = epoch + 1, \
+            "UPDATE world_owners SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
                  lease_until = now() + make_interval(secs => $3) \
              WHERE world = $2 AND (node_id = $1 OR lease_until < now()) RETURNING epoch",
         )
@@ -362,11 +394,15 @@ impl Cluster {
         Ok(true)
     }
 
-    /// Hands `world`, which this node serves, to the live node `target`: its sessions end and
-    /// its actors stop, everything already submitted of it is committed, then its lease row
-    /// names `target` (at a new epoch) and this node commits nothing more of it. `target`
-    /// takes it up from the store when a call for it first arrives there, or at its next
-    /// heartbeat. Returns `target`'s address.
+    /// Hands `world`, which this node serves, to the live node `target` (an admin's move, a
+    /// drain): the lease row says it is moving (`moving_to`, shown by the status); new
+    /// sessions of the world wait here; open epochs may finish — until no rank of the world
+    /// holds or waits for a lock, is in an epoch or has operations pending, for at most one
+    /// lease — then the world's sessions end (what is still open fails as when a node dies),
+    /// everything it did is committed, and the row names `target` at a new epoch: this node
+    /// commits nothing more of it. `target` takes it up from the store when a call for it
+    /// first arrives there, or at its next heartbeat; the waiting sessions are redirected
+    /// there. Returns `target`'s address.
     ///
     /// # Errors
     /// [`MoveError`] for an unknown or dead target, or database failures.
@@ -376,13 +412,14 @@ impl Cluster {
         target: &str,
         registry: &Arc<Registry>,
     ) -> Result<String, MoveError> {
+        let store = |error: sqlx::Error| MoveError::Store(error.into());
         let node: Option<(String, bool)> = sqlx::query_as(
             "SELECT advertise, lease_until > now() FROM cluster_nodes WHERE node_id = $1",
         )
         .bind(target)
         .fetch_optional(&self.pool)
         .await
-        .map_err(|error| MoveError::Store(error.into()))?;
+        .map_err(store)?;
         let advertise = match node {
             None => return Err(MoveError::NoNode(target.to_string())),
             Some((_, false)) => return Err(MoveError::Dead(target.to_string())),
@@ -391,16 +428,61 @@ impl Cluster {
         if target == self.config.node_id {
             return Ok(advertise);
         }
-        // no call takes the world up here again while it moves
-        let _one_at_a_time = self.adopting.lock().await;
         let Some(epoch) = lock(&self.held).get(world).copied() else {
             return Err(MoveError::NotHere(world.to_string()));
         };
+        // one move at a time; new sessions wait from here on
+        if !lock(&self.draining).insert(world.to_string()) {
+            return Err(MoveError::NotHere(world.to_string()));
+        }
+        let marked = sqlx::query(
+            "UPDATE world_owners SET moving_to = $3 WHERE world = $1 AND node_id = $2 AND epoch = $4",
+        )
+        .bind(world)
+        .bind(&self.config.node_id)
+        .bind(target)
+        .bind(epoch)
+        .execute(&self.pool)
+        .await;
+        let moved = match marked {
+            Ok(marked) if marked.rows_affected() > 0 => {
+                self.drain_and_hand(world, target, epoch, registry).await
+            }
+            Ok(_) => Err(MoveError::NotHere(world.to_string())),
+            Err(error) => Err(MoveError::Store(error.into())),
+        };
+        lock(&self.draining).remove(world);
+        self.drained.notify_waiters();
+        moved?;
+        tracing::info!(world, to = target, "world handed over");
+        Ok(advertise)
+    }
+
+    async fn drain_and_hand(
+        &self,
+        world: &str,
+        target: &str,
+        epoch: i64,
+        registry: &Arc<Registry>,
+    ) -> Result<(), MoveError> {
+        let deadline = tokio::time::Instant::now() + self.config.lease_ttl;
+        while registry.world_busy(world).await {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(world, "a move ends epochs still open after a lease's time");
+                break;
+            }
+            tokio::time::sleep(DRAIN_POLL).await;
+        }
+        // the answers of the calls that ended the epochs wait for their commit: out they go,
+        // before the sessions end
+        registry.audit().flush().await;
+        // no call takes the world up here again while it goes (a short hold: one commit)
+        let _one_at_a_time = self.adopting.lock().await;
         registry.evict_world(world);
         // what its actors did is the new owner's starting point
         registry.audit().flush().await;
         let moved = sqlx::query(
-            "UPDATE world_owners SET node_id = $3, epoch = epoch + 1, \
+            "UPDATE world_owners SET node_id = $3, epoch = epoch + 1, moving_to = NULL, \
                  lease_until = now() + make_interval(secs => $4) \
              WHERE world = $1 AND node_id = $2 AND epoch = $5",
         )
@@ -410,14 +492,13 @@ impl Cluster {
         .bind(secs(self.config.lease_ttl))
         .bind(epoch)
         .execute(&self.pool)
-        .await
-        .map_err(|error| MoveError::Store(error.into()))?;
+        .await;
         self.release(world);
-        if moved.rows_affected() == 0 {
-            return Err(MoveError::NotHere(world.to_string()));
+        match moved {
+            Ok(done) if done.rows_affected() > 0 => Ok(()),
+            Ok(_) => Err(MoveError::NotHere(world.to_string())),
+            Err(error) => Err(MoveError::Store(error.into())),
         }
-        tracing::info!(world, to = target, "world handed over");
-        Ok(advertise)
     }
 
     /// One heartbeat: renews the node's lease and its worlds' leases, lets go of worlds it no
@@ -495,22 +576,25 @@ impl Cluster {
         )
         .fetch_all(&self.pool)
         .await?;
-        let owned: Vec<(String, String, i32)> = sqlx::query_as(
-            "SELECT o.node_id, o.world, w.nranks FROM world_owners o \
+        let owned: Vec<(String, String, i32, bool)> = sqlx::query_as(
+            "SELECT o.node_id, o.world, w.nranks, o.moving_to IS NOT NULL FROM world_owners o \
              JOIN worlds w ON w.name = o.world ORDER BY o.world",
         )
         .fetch_all(&self.pool)
         .await?;
-        let mut by_node: BTreeMap<String, (Vec<String>, u64)> = BTreeMap::new();
-        for (node, world, nranks) in owned {
+        let mut by_node: BTreeMap<String, (Vec<String>, u64, Vec<String>)> = BTreeMap::new();
+        for (node, world, nranks, moving) in owned {
             let entry = by_node.entry(node).or_default();
+            if moving {
+                entry.2.push(world.clone());
+            }
             entry.0.push(world);
             entry.1 += nranks.max(0) as u64;
         }
         Ok(nodes
             .into_iter()
             .map(|(node_id, advertise, alive, age)| {
-                let (worlds, ranks) = by_node.remove(&node_id).unwrap_or_default();
+                let (worlds, ranks, moving) = by_node.remove(&node_id).unwrap_or_default();
                 NodeStatus {
                     node_id,
                     advertise,
@@ -518,6 +602,7 @@ impl Cluster {
                     heartbeat_age_ms: age.max(0.0) as u64,
                     worlds,
                     ranks,
+                    moving,
                 }
             })
             .collect())

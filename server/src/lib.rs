@@ -193,7 +193,14 @@ impl Rma for RmaService {
         &self,
         request: Request<Streaming<ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let member = match auth::membership(&request) {
+        let membership = auth::membership(&request);
+        // a world an admin's move drains here: new sessions wait, then go where it went
+        if let (Ok(member), Some(cluster)) = (&membership, self.registry.cluster()) {
+            if cluster.is_draining(&member.world) {
+                cluster.until_drained(&member.world).await;
+            }
+        }
+        let member = match membership {
             // in a cluster, only while this node still holds the world's lease
             Ok(member)
                 if self

@@ -862,6 +862,30 @@ impl Registry {
             .collect())
     }
 
+    /// Whether any rank of any window of `world` holds or waits for a lock, is in an epoch,
+    /// or has operations pending (an admin's move waits for that to end).
+    pub async fn world_busy(&self, world: &str) -> bool {
+        let ranks: Vec<WindowServerHandle> = {
+            let inner = self.read();
+            let Some(entry) = inner.worlds.get(world) else {
+                return false;
+            };
+            entry
+                .windows
+                .values()
+                .filter_map(|id| inner.windows.get(id))
+                .flat_map(|window| window.ranks.iter().cloned())
+                .collect()
+        };
+        for rank in ranks {
+            // a stopped actor is idle
+            if let Ok(Some(_)) = rank.busy().await {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Removes a window and stops its actors (pending calls fail with `MPI_ERR_WIN`).
     pub fn remove_window(self: Arc<Self>, id: u64) {
         let mut inner = self.write();

@@ -33,6 +33,7 @@ fn a_node_lists_the_cluster_and_moves_worlds_by_node_id() {
     assert_eq!(nodes[0]["alive"], true);
     assert_eq!(nodes[0]["worlds"], serde_json::json!(["w"]));
     assert_eq!(nodes[0]["ranks"], 2);
+    assert_eq!(nodes[0]["moving"], serde_json::json!([]));
     let text = server.cli().args(["cluster", "status"]).run();
     text.success();
     let row = text.stdout.lines().nth(1).unwrap_or_default().to_string();

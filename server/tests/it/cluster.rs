@@ -720,6 +720,66 @@ async fn a_commit_under_a_lease_another_node_took_stores_nothing() {
     assert_eq!(store.windows().await.unwrap().len(), 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_lets_an_open_epoch_finish_and_new_sessions_wait_for_it() {
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let world = unique("drained");
+    let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+    admin
+        .create_window(&world, &WindowSpec::of::<u64>("w", 2, 1))
+        .await
+        .unwrap();
+    let from = owner_of(&admin.cluster_status().await.unwrap(), &world)
+        .unwrap()
+        .to_string();
+    let to = nodes.iter().find(|node| node.id != from).unwrap();
+    // rank 0 holds rank 1's lock, its put applied: an epoch is open on the owner
+    let holder = Session::attach(all.as_str(), &tokens[0]).await.unwrap();
+    let w = holder.window("w").await.unwrap();
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w.put::<u64>(1, 0, &[7]).unwrap();
+    w.flush(1).await.unwrap();
+    let mover = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let target = to.id.clone();
+    let world_name = world.clone();
+    let moving = tokio::spawn(async move { mover.move_world(&world_name, &target).await.unwrap() });
+    // the status says it is moving while the epoch stays open
+    until_status(&admin, Duration::from_secs(30), |status| {
+        status.nodes.iter().any(|node| node.moving.contains(&world))
+    })
+    .await;
+    // a new session of the world waits for the move, then lands on the new node
+    let all_again = all.clone();
+    let token = tokens[1].clone();
+    let newcomer = tokio::spawn(async move { Session::attach(all_again.as_str(), &token).await });
+    // the open epoch finishes, acknowledged, on the old owner
+    w.unlock(1).await.unwrap();
+    assert_eq!(moving.await.unwrap(), to.url);
+    let status = admin.cluster_status().await.unwrap();
+    assert_eq!(
+        owner_of(&status, &world),
+        Some(to.id.as_str()),
+        "{status:#?}"
+    );
+    assert!(
+        status.nodes.iter().all(|node| node.moving.is_empty()),
+        "{status:#?}"
+    );
+    let session = newcomer.await.unwrap().unwrap();
+    let r = session.window("w").await.unwrap();
+    r.lock(LockType::Shared, 1, 0).await.unwrap();
+    let value = r.get::<u64>(1, 0, 1).unwrap();
+    r.unlock(1).await.unwrap();
+    assert_eq!(
+        value.value().await.unwrap(),
+        vec![7],
+        "the finished epoch's put moved along"
+    );
+}
+
 #[test]
 fn a_cluster_node_refuses_sqlite_and_an_audit_that_is_off() {
     let data = TempDir::new();

@@ -70,6 +70,7 @@ pub async fn cluster(global: &Global, command: ClusterCommand) -> Result<ExitCod
                             "heartbeat_age_ms": node.heartbeat_age_ms,
                             "worlds": node.worlds,
                             "ranks": node.ranks,
+                            "moving": node.moving,
                         })
                     })
                     .collect();
