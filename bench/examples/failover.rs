@@ -31,15 +31,9 @@ impl Drop for Node {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// Starts a node and waits for the line saying where it listens.
 fn start(binary: &str, database: &str, id: &str, lease: &str) -> anyhow::Result<Node> {
-    let port = free_port()?;
+    let port = onesided_test_support::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let data = std::env::temp_dir().join(format!("onesided-failover-{}-{id}", std::process::id()));
     let mut child = Command::new(binary)

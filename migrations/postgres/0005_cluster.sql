@@ -24,9 +24,6 @@ CREATE TABLE world_owners (
 );
 CREATE INDEX world_owners_node ON world_owners (node_id);
 
--- Window ids, unique across nodes (a single server counted them in memory).
+-- Window ids, unique across nodes (a single server counts them in memory; a node joining moves
+-- the sequence past every id stored, so a database a single server used before works too).
 CREATE SEQUENCE window_ids;
-SELECT setval('window_ids', GREATEST(
-    (SELECT COALESCE(MAX(window_id), 0) FROM audit_windows),
-    (SELECT COALESCE(MAX(window_id), 0) FROM window_specs),
-    1));

@@ -20,7 +20,8 @@ use tonic::{Request, Status};
 
 use crate::registry::{Membership, Registry};
 
-fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
+/// The bearer token of `request` (UNAUTHENTICATED when there is none, or an empty one).
+pub(crate) fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
     let value = request
         .metadata()
         .get(AUTHORIZATION)

@@ -222,14 +222,6 @@ impl Cluster {
         lock(&self.held).contains_key(world)
     }
 
-    /// The world and lease epoch under which rows of `window` may be committed; `None` when
-    /// its world is not held here (any more).
-    pub fn lease_of(&self, window: u64) -> Option<(String, i64)> {
-        let world = lock(&self.windows).get(&window)?.clone();
-        let epoch = *lock(&self.held).get(&world)?;
-        Some((world, epoch))
-    }
-
     /// The registry this node serves its worlds from.
     pub fn serve_from(&self, registry: std::sync::Weak<Registry>) {
         let _ = self.registry.set(registry);
@@ -680,7 +672,9 @@ impl crate::audit::Fencing for Cluster {
     }
 
     fn lease(&self, window: u64) -> Option<(String, i64)> {
-        self.lease_of(window)
+        let world = lock(&self.windows).get(&window)?.clone();
+        let epoch = *lock(&self.held).get(&world)?;
+        Some((world, epoch))
     }
 
     fn lost(&self, world: &str) {

@@ -208,13 +208,7 @@ impl Rma for RmaService {
                     .cluster()
                     .is_some_and(|cluster| !cluster.holds(&member.world)) =>
             {
-                let hash = request
-                    .metadata()
-                    .get(onesided_proto::AUTHORIZATION)
-                    .and_then(|value| value.to_str().ok())
-                    .and_then(|text| text.strip_prefix("Bearer "))
-                    .map(registry::token_hash)
-                    .ok_or_else(|| Status::unauthenticated("no rank credentials"))?;
+                let hash = registry::token_hash(auth::bearer(&request)?);
                 self.resolve(&request, auth::Unresolved(hash)).await?
             }
             Ok(member) => member,

@@ -254,6 +254,23 @@ fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
 }
 
 /// The bytes a window takes on the server (its sum passed [`Registry::room`], so it fits).
+/// Takes world `name` out of the directory with its tokens and windows (their bytes given
+/// back); returns it and its windows, whose actors the caller stops or abandons.
+fn take_world(inner: &mut Inner, name: &str) -> Option<(World, Vec<Arc<WindowEntry>>)> {
+    let world = inner.worlds.remove(name)?;
+    for token in &world.tokens {
+        inner.tokens.remove(token);
+    }
+    let mut windows = Vec::new();
+    for id in world.windows.values() {
+        if let Some(entry) = inner.windows.remove(id) {
+            inner.window_bytes -= bytes_of(&entry.desc);
+            windows.push(entry);
+        }
+    }
+    Some((world, windows))
+}
+
 fn bytes_of(desc: &WindowDesc) -> u64 {
     desc.sizes.iter().sum()
 }
@@ -597,12 +614,9 @@ impl Registry {
     /// actors stop, its tokens are forgotten.
     pub fn evict_world(&self, name: &str) {
         let mut inner = self.write();
-        let Some(world) = inner.worlds.remove(name) else {
+        let Some((world, windows)) = take_world(&mut inner, name) else {
             return;
         };
-        for token in &world.tokens {
-            inner.tokens.remove(token);
-        }
         for rank in 0..world.nranks {
             let key = (name.to_string(), rank);
             if let Some(live) = inner.live.get(&key) {
@@ -610,11 +624,8 @@ impl Registry {
             }
             inner.incarnations.remove(&key);
         }
-        for id in world.windows.values() {
-            if let Some(entry) = inner.windows.remove(id) {
-                inner.window_bytes -= bytes_of(&entry.desc);
-                entry.ranks.iter().for_each(WindowServerHandle::abandon);
-            }
+        for entry in windows {
+            entry.ranks.iter().for_each(WindowServerHandle::abandon);
         }
         tracing::info!(world = name, "world let go of");
     }
@@ -646,13 +657,8 @@ impl Registry {
         }
         let stopped = {
             let mut inner = self.write();
-            let world = inner
-                .worlds
-                .remove(name)
+            let (world, windows) = take_world(&mut inner, name)
                 .ok_or_else(|| RegistryError::NoWorld(name.to_string()))?;
-            for token in &world.tokens {
-                inner.tokens.remove(token);
-            }
             // a rank's session count goes with the world, unless a session still runs (it is
             // dropped when that ends, and until then a world of the same name counts on from it)
             for rank in 0..world.nranks {
@@ -661,15 +667,10 @@ impl Registry {
                     inner.incarnations.remove(&key);
                 }
             }
-            let mut stopped = Vec::new();
-            for id in world.windows.values() {
-                if let Some(entry) = inner.windows.remove(id) {
-                    inner.window_bytes -= bytes_of(&entry.desc);
-                    entry.ranks.iter().for_each(WindowServerHandle::stop);
-                    stopped.push(entry);
-                }
+            for entry in &windows {
+                entry.ranks.iter().for_each(WindowServerHandle::stop);
             }
-            stopped
+            windows
         };
         if let Some(cluster) = cluster {
             for entry in &stopped {

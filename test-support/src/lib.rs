@@ -28,6 +28,16 @@ pub const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres"
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// A port of 127.0.0.1 nobody listens on now, for a program that must know its address before
+/// it starts (a cluster node advertises it; a PostgreSQL is told it). Another process could
+/// take it in between; on loopback, in a test, that has not happened.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
 /// `prefix-PID-N`: unique among the tests running on this machine.
 pub fn unique(prefix: &str) -> String {
     format!(

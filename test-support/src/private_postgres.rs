@@ -75,11 +75,7 @@ impl PrivatePostgres {
         let dir = std::env::temp_dir().join(crate::unique("onesided-pg"));
         // created by the user the server runs as, which must own its data directory
         run(Path::new("/bin/mkdir"), &["-p", dir.to_str().unwrap()]);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::free_port();
         let data = dir.join("data");
         run(
             &bin.join("initdb"),

@@ -293,13 +293,13 @@ impl AuditStore {
     ) -> anyhow::Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await?;
+            sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
+                .bind(&world.name)
+                .bind(world.nranks as i32)
+                .execute(&mut *tx)
+                .await?;
+            // after the worlds row: the lease row refers to it
             if let Some((node, here, ttl)) = owner {
-                // the worlds row first: the lease row refers to it
-                sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
-                    .bind(&world.name)
-                    .bind(world.nranks as i32)
-                    .execute(&mut *tx)
-                    .await?;
                 sqlx::query(
                     "INSERT INTO world_owners (world, node_id, epoch, lease_until) \
                      VALUES ($1, $2, $3, now() + make_interval(secs => $4))",
@@ -310,12 +310,6 @@ impl AuditStore {
                 .bind(ttl.as_secs_f64())
                 .execute(&mut *tx)
                 .await?;
-            } else {
-                sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
-                    .bind(&world.name)
-                    .bind(world.nranks as i32)
-                    .execute(&mut *tx)
-                    .await?;
             }
             for (hash, rank) in &world.tokens {
                 sqlx::query("INSERT INTO world_tokens (token_sha256, world, rank) VALUES ($1, $2, $3)")

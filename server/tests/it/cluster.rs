@@ -12,6 +12,7 @@ use onesided_server::audit::{AuditStore, Committer, Fenced, Guard, NewRow};
 
 use crate::store::PgDatabase;
 use crate::{unique, Launched, TempDir, ADMIN_TOKEN, SERVER_BINARY};
+use onesided_test_support::free_port;
 use onesided_test_support::private_postgres::PrivatePostgres;
 
 /// A node's lease in these tests: short, so that failover is quick.
@@ -23,16 +24,6 @@ struct Node {
     port: u16,
     process: Launched,
     _data: TempDir,
-}
-
-/// A port nobody listens on now (the node binds it a moment later; it must know its address
-/// before it starts, to advertise it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Node {
