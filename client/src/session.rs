@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::rma_client::RmaClient;
 use onesided_proto::v1::{
-    server_message::Reply, Barrier, Batch, ClientMessage, Heartbeat, OpenWindow, Record,
+    self, server_message::Reply, Barrier, Batch, ClientMessage, Heartbeat, OpenWindow, Record,
     ServerMessage,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -69,29 +69,136 @@ struct Inner {
     rank: u32,
     nranks: u32,
     audited: bool,
-    incarnation: u64,
-    /// Given a database URL: the writer of this session's own audit rows.
-    persisted: Option<ClientEventWriter>,
-    outbound: mpsc::UnboundedSender<ClientMessage>,
+    /// The stream of the current incarnation; replaced when the session attaches again by
+    /// itself ([`SessionBuilder::reattach_within`]). Swapped only under `deferred`'s lock.
+    link: Mutex<Arc<Link>>,
     next_id: AtomicU64,
-    waiters: Arc<Mutex<Waiters>>,
     deferred: Mutex<Deferred>,
-    /// The open windows' states, whose pending accesses a barrier notes first.
-    windows: Mutex<Vec<(u64, Weak<Mutex<State>>)>>,
+    /// The open windows, whose pending accesses a barrier notes first and which a session
+    /// that attaches again reopens.
+    windows: Mutex<Vec<Watched>>,
     sent: AtomicU64,
     received: Arc<AtomicU64>,
-    reader: tokio::task::JoinHandle<()>,
-    heartbeat: tokio::task::JoinHandle<()>,
     /// With [`SessionBuilder::busy_poll`]: touched by every message sent and received.
     busy: Option<BusyPoll>,
+    /// How to attach again when the stream is lost; `None`: the session ends with it.
+    reattach: Option<Reattach>,
+    /// Watches the stream and attaches again when it is lost.
+    supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(supervisor) = lock(&self.supervisor).take() {
+            supervisor.abort();
+        }
+    }
+}
+
+/// An open window as the session knows it.
+#[derive(Clone, Debug)]
+struct Watched {
+    id: u64,
+    name: String,
+    state: Weak<Mutex<State>>,
+}
+
+/// One incarnation's stream: what is written to it, who waits for its answers, and the tasks
+/// that read it and keep its lease.
+#[derive(Debug)]
+struct Link {
+    incarnation: u64,
+    /// Given a database URL: the writer of this incarnation's own audit rows.
+    persisted: Option<ClientEventWriter>,
+    outbound: mpsc::UnboundedSender<ClientMessage>,
+    waiters: Arc<Mutex<Waiters>>,
+    reader: tokio::task::JoinHandle<()>,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Link {
     fn drop(&mut self) {
         self.reader.abort();
         self.heartbeat.abort();
     }
 }
+
+impl Link {
+    /// A waiter for the answer to the call `id`, about to be written to this stream.
+    ///
+    /// # Errors
+    /// How the stream ended, when it has.
+    fn register(&self, id: u64) -> std::result::Result<ReplyFuture, Error> {
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut waiters = lock(&self.waiters);
+            if let Some(ended) = &waiters.closed {
+                return Err(ended.clone());
+            }
+            waiters.by_id.insert(id, sender);
+        }
+        Ok(Box::pin(async move {
+            receiver
+                .await
+                .unwrap_or_else(|_| Err(Error::Disconnected("the session is closed".into())))
+        }))
+    }
+
+    /// A reply future for a caller whose call was coalesced into the call `id`.
+    fn join(&self, id: u64) -> ReplyFuture {
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut waiters = lock(&self.waiters);
+            if let Some(ended) = &waiters.closed {
+                let ended = ended.clone();
+                return Box::pin(async move { Err(ended) });
+            }
+            waiters.joined.entry(id).or_default().push(sender);
+        }
+        Box::pin(async move {
+            receiver
+                .await
+                .unwrap_or_else(|_| Err(Error::Disconnected("the session is closed".into())))
+        })
+    }
+}
+
+/// How a stream ended, as its reader saw it.
+#[derive(Debug)]
+struct Lost {
+    /// What the calls still waiting on it were failed with.
+    error: Error,
+    /// Whether attaching again may give the rank back: the node died or the connection broke,
+    /// or the node let the world go or shut down. Not when a newer incarnation of the rank
+    /// attached, the lease lapsed, or the server refused the stream.
+    reattach: bool,
+}
+
+/// What a session needs to attach again by itself.
+#[derive(Clone)]
+struct Reattach {
+    server: Endpoint,
+    token: String,
+    claim: Claim,
+    database: Option<String>,
+    /// How long to keep trying after the stream was lost.
+    within: std::time::Duration,
+}
+
+impl std::fmt::Debug for Reattach {
+    /// Never prints the token or the database URL.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reattach")
+            .field("server", &self.server)
+            .field("within", &self.within)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a session keeps trying to attach again after its stream was lost, unless
+/// [`SessionBuilder::reattach_within`] says otherwise: long enough for a cluster to take a dead
+/// node's worlds up with its default 5 s node lease, several times over.
+pub const DEFAULT_REATTACH_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Keeps the session's lease alive: a heartbeat every third of the lease, whether or not
 /// calls are flowing (a heartbeat is a few bytes; tracking idleness would cost every call).
@@ -231,6 +338,8 @@ pub struct SessionBuilder {
     audit: AuditDestination,
     claim: Claim,
     busy_poll: Option<std::time::Duration>,
+    /// How long to keep trying to attach again after the stream was lost; `None`: never.
+    reattach: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -245,6 +354,7 @@ impl std::fmt::Debug for SessionBuilder {
             .field("server", &self.server)
             .field("audit", &audit)
             .field("busy_poll", &self.busy_poll)
+            .field("reattach", &self.reattach)
             .finish_non_exhaustive()
     }
 }
@@ -286,8 +396,31 @@ impl SessionBuilder {
             &self.claim,
             database,
             self.busy_poll,
+            self.reattach,
         )
         .await
+    }
+
+    /// How long the session keeps trying to attach again by itself after its stream was lost
+    /// ([`DEFAULT_REATTACH_WITHIN`] unless set; zero: never). A stream is lost when the node
+    /// serving the world dies or the connection to it breaks, or when the node lets the
+    /// world go (it moved, or the node lost its lease) or shuts down. The session then
+    /// attaches again — through any of the endpoint's addresses, following redirects to the
+    /// node that serves the world now, waiting while a cluster takes a dead node's worlds up
+    /// — as a new incarnation of its rank, and reopens its windows, which keep their private
+    /// copies and the stores not yet published. What was in flight when the stream was lost
+    /// fails (`Error::Disconnected`), and so does the next call of every epoch that was open
+    /// then: the epoch is gone, as when a server restarts. A session whose rank attached
+    /// again elsewhere (a newer incarnation), whose lease lapsed, or that the server refused
+    /// does not come back, nor does one that could not within the bound; a rank's newer
+    /// incarnation is never superseded by a session coming back (the server checks which
+    /// incarnation it succeeds).
+    ///
+    /// While it tries, this also lets the first attach wait for a cluster to take a dead
+    /// node's world up, instead of failing at once.
+    pub fn reattach_within(mut self, within: std::time::Duration) -> Self {
+        self.reattach = (!within.is_zero()).then_some(within);
+        self
     }
 
     /// Busy-polls: after each message the session sends or receives, its runtime keeps polling
@@ -313,6 +446,9 @@ impl SessionBuilder {
 enum Attach {
     /// A cluster node redirected the session to the node at this address.
     Moved(String),
+    /// A cluster node named the world's node, and that node cannot be reached (it died and
+    /// its lease has not expired yet, or it is cut off).
+    OwnerUnreachable(Error),
     /// Anything else.
     Failed(Error),
 }
@@ -320,6 +456,279 @@ enum Attach {
 impl From<Error> for Attach {
     fn from(error: Error) -> Self {
         Attach::Failed(error)
+    }
+}
+
+/// The first pause between attempts to attach again, doubled after each failed one up to
+/// [`MAX_PAUSE`].
+const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A session's stream, attached: the greeting, the link, and how it will end.
+type Opened = (v1::Attached, Link, oneshot::Receiver<Lost>);
+
+/// Attaches once, following the redirects of cluster nodes that do not serve the token's
+/// world to the node that does (a few hops at most: the world may move while the client
+/// follows it). `succeeds`: the incarnation a session attaching again by itself lost.
+async fn connect(
+    config: &Reattach,
+    succeeds: Option<u64>,
+    received: &Arc<AtomicU64>,
+    busy: Option<BusyPoll>,
+) -> std::result::Result<Opened, Attach> {
+    const MAX_REDIRECTS: usize = 4;
+    let mut target = config.server.clone();
+    let mut hops = 0;
+    loop {
+        match open_at(&target, config, succeeds, received, busy.clone()).await {
+            Err(Attach::Moved(owner)) if hops < MAX_REDIRECTS => {
+                hops += 1;
+                target = config.server.at(&owner);
+            }
+            Err(Attach::Moved(owner)) => {
+                return Err(Attach::Failed(Error::Disconnected(format!(
+                    "the world moved {hops} times while attaching (last to {owner}); attach \
+                     again"
+                ))))
+            }
+            // a node named the world's owner, and the owner does not answer
+            Err(Attach::Failed(error @ Error::Connect { .. })) if hops > 0 => {
+                return Err(Attach::OwnerUnreachable(error))
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn open_at(
+    server: &Endpoint,
+    config: &Reattach,
+    succeeds: Option<u64>,
+    received: &Arc<AtomicU64>,
+    busy: Option<BusyPoll>,
+) -> std::result::Result<Opened, Attach> {
+    let channel = server.channel().await?;
+    let credentials = Bearer::new(&config.token)?.claiming(&config.claim)?;
+    let mut client = RmaClient::with_interceptor(channel, credentials)
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    let (outbound, requests) = mpsc::unbounded_channel();
+    let mut request = tonic::Request::new(UnboundedReceiverStream::new(requests));
+    if let Some(succeeds) = succeeds {
+        request
+            .metadata_mut()
+            .insert(onesided_proto::SUCCEEDS, succeeds.into());
+    }
+    // attaching needs only the server: bounded by the endpoint's timeout, up to the
+    // greeting (never the stream's life, so no grpc-timeout)
+    let (mut inbound, greeting) = server
+        .call_limit()
+        .bound(async {
+            let mut inbound = match client.session(request).await {
+                Ok(response) => response.into_inner(),
+                Err(status) => {
+                    // a cluster node that does not serve the world names the one that does
+                    let owner = status
+                        .metadata()
+                        .get(onesided_proto::OWNER)
+                        .and_then(|value| value.to_str().ok())
+                        .map(str::to_string);
+                    return Ok(Err(match owner {
+                        Some(owner) => Attach::Moved(owner),
+                        None => Attach::Failed(status.into()),
+                    }));
+                }
+            };
+            let greeting = inbound.message().await?;
+            Ok::<_, Error>(Ok((inbound, greeting)))
+        })
+        .await??;
+    let greeting =
+        greeting.ok_or_else(|| Error::Disconnected("the server closed the session".into()))?;
+    let Some(Reply::Attached(attached)) = greeting.reply else {
+        return Err(Error::Protocol("the session did not start with a greeting".into()).into());
+    };
+    received.fetch_add(1, Ordering::Relaxed);
+    let persisted = match &config.database {
+        // a server that does not say the session's incarnation cannot name client rows
+        Some(_) if attached.audited && attached.incarnation == 0 => {
+            return Err(Error::AuditStore(
+                "the server does not record client rows (it is older than this client)".into(),
+            )
+            .into());
+        }
+        Some(database) if attached.audited => {
+            Some(ClientEventWriter::open(database, attached.rank, attached.incarnation).await?)
+        }
+        _ => None,
+    };
+    let waiters = Arc::new(Mutex::new(Waiters::default()));
+    let reader_waiters = Arc::clone(&waiters);
+    let reader_received = Arc::clone(received);
+    let (report, lost) = oneshot::channel();
+    let reader = tokio::spawn(async move {
+        let ended = loop {
+            match inbound.message().await {
+                Ok(Some(message)) => {
+                    if let Some(busy) = &busy {
+                        busy.touch();
+                    }
+                    reader_received.fetch_add(1, Ordering::Relaxed);
+                    deliver(&reader_waiters, message);
+                }
+                // a server older than re-attaching says nothing: as a newer incarnation
+                Ok(None) => {
+                    break Lost {
+                        error: Error::Disconnected("the server closed the session".into()),
+                        reattach: false,
+                    }
+                }
+                Err(status) => break lost_with(status),
+            }
+        };
+        let mut waiters = lock(&reader_waiters);
+        for (_, waiter) in waiters.by_id.drain() {
+            let _ = waiter.send(Err(ended.error.clone()));
+        }
+        for (_, joined) in waiters.joined.drain() {
+            for waiter in joined {
+                let _ = waiter.send(Err(ended.error.clone()));
+            }
+        }
+        waiters.closed = Some(ended.error.clone());
+        drop(waiters);
+        let _ = report.send(ended);
+    });
+    let lease = match attached.lease_ttl_ms {
+        // a server that names no lease keeps sessions without one
+        0 => std::time::Duration::from_secs(3600),
+        ms => std::time::Duration::from_millis(ms),
+    };
+    let heartbeat = heartbeat(outbound.downgrade(), lease);
+    let link = Link {
+        incarnation: attached.incarnation,
+        persisted,
+        outbound,
+        waiters,
+        reader,
+        heartbeat,
+    };
+    Ok((attached, link, lost))
+}
+
+/// How a stream that failed with `status` ended.
+fn lost_with(status: tonic::Status) -> Lost {
+    match onesided_proto::rma_from_status(&status) {
+        // the node let the world go (it moved, the node lost its lease) or shuts down
+        Some(error) if error.class == onesided_core::ErrorClass::Io => Lost {
+            error: Error::Disconnected(status.message().to_string()),
+            reattach: true,
+        },
+        // a newer incarnation of the rank attached
+        Some(_) if status.code() == tonic::Code::Aborted => Lost {
+            error: Error::Disconnected(status.message().to_string()),
+            reattach: false,
+        },
+        // a refusal of the stream itself (a message over the server's size limit, the
+        // lease lapsed) keeps its class
+        Some(_) => Lost {
+            error: Error::from(status),
+            reattach: false,
+        },
+        // the connection broke: the node died, or the network between
+        None => Lost {
+            error: Error::Disconnected(status.message().to_string()),
+            reattach: true,
+        },
+    }
+}
+
+/// Watches the session's stream; when it is lost in a way that attaching again may mend,
+/// attaches again, for as long as the session lives.
+async fn supervise(session: Weak<Inner>, mut lost: oneshot::Receiver<Lost>) {
+    loop {
+        let Ok(ended) = lost.await else {
+            return;
+        };
+        if !ended.reattach {
+            return;
+        }
+        let Some(config) = session.upgrade().and_then(|inner| inner.reattach.clone()) else {
+            return;
+        };
+        tracing::info!(error = %ended.error, "session lost; attaching again");
+        match reattach(&session, &config).await {
+            Some(next) => lost = next,
+            None => return,
+        }
+    }
+}
+
+/// Whether a failure to attach may pass: the server, its node or its world's owner cannot be
+/// reached or is not ready yet. Not a refusal of the token, of the claim, or of a session
+/// that a newer incarnation replaced.
+fn transient(error: &Error) -> bool {
+    matches!(
+        error.code(),
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+    )
+}
+
+/// Attaches again as the successor of the lost incarnation, reopens every open window on the
+/// new stream, then puts the stream in place ([`Session::install`]). Gives up (the session
+/// then stays ended) when the server refuses for good, when the session was dropped, or after
+/// `config.within`. Returns how the new stream will end.
+async fn reattach(session: &Weak<Inner>, config: &Reattach) -> Option<oneshot::Receiver<Lost>> {
+    let deadline = tokio::time::Instant::now() + config.within;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let (lost_incarnation, received, busy) = {
+            let inner = session.upgrade()?;
+            let link = Arc::clone(&lock(&inner.link));
+            (
+                link.incarnation,
+                Arc::clone(&inner.received),
+                inner.busy.clone(),
+            )
+        };
+        let failure = match connect(config, Some(lost_incarnation), &received, busy).await {
+            Ok((attached, link, lost)) => {
+                let session = Session {
+                    inner: session.upgrade()?,
+                };
+                match session.install(attached, link).await {
+                    Ok(()) => {
+                        tracing::info!(
+                            incarnation = session.incarnation(),
+                            "session attached again"
+                        );
+                        return Some(lost);
+                    }
+                    Err(error) => error,
+                }
+            }
+            Err(Attach::Failed(error) | Attach::OwnerUnreachable(error)) => error,
+            Err(Attach::Moved(_)) => unreachable!("connect follows redirects"),
+        };
+        let give_up = if !transient(&failure) {
+            Some(format!("attaching again was refused: {failure}"))
+        } else if tokio::time::Instant::now() + pause >= deadline {
+            Some(format!(
+                "could not attach again within {:?}: {failure}",
+                config.within
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = give_up {
+            tracing::warn!(%why, "session not attached again");
+            let inner = session.upgrade()?;
+            let link = Arc::clone(&lock(&inner.link));
+            lock(&link.waiters).closed = Some(Error::Disconnected(why));
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_PAUSE);
     }
 }
 
@@ -355,158 +764,70 @@ impl Session {
             audit: AuditDestination::FromEnv,
             claim: Claim::default(),
             busy_poll: None,
+            reattach: Some(DEFAULT_REATTACH_WITHIN),
         }
     }
 
-    /// Opens the session; in a cluster, follows the redirect of a node that does not serve
-    /// the token's world to the node that does (a few hops at most: the world may move while
-    /// the client follows it).
+    /// Opens the session (following redirects, [`connect`]); in a cluster, when the node
+    /// that serves the token's world cannot be reached — it died and its lease has not
+    /// expired yet — tries again until another node took the world up, for as long as the
+    /// session would try to attach again by itself.
     async fn open(
         server: &Endpoint,
         token: &str,
         claim: &Claim,
         database: Option<String>,
         busy_poll: Option<std::time::Duration>,
+        reattach: Option<std::time::Duration>,
     ) -> Result<Self> {
-        const MAX_REDIRECTS: usize = 4;
-        let mut target = server.clone();
-        let mut hops = 0;
-        loop {
-            match Session::open_at(&target, token, claim, database.clone(), busy_poll).await {
-                Err(Attach::Moved(owner)) if hops < MAX_REDIRECTS => {
-                    hops += 1;
-                    target = server.at(&owner);
+        let busy = busy_poll.or(server.busy_poll_budget()).map(BusyPoll::start);
+        let received = Arc::new(AtomicU64::new(0));
+        let config = Reattach {
+            server: server.clone(),
+            token: token.to_string(),
+            claim: claim.clone(),
+            database,
+            within: reattach.unwrap_or_default(),
+        };
+        let deadline = tokio::time::Instant::now() + config.within;
+        let mut pause = FIRST_PAUSE;
+        let (attached, link, lost) = loop {
+            match connect(&config, None, &received, busy.clone()).await {
+                Ok(opened) => break opened,
+                Err(Attach::OwnerUnreachable(error))
+                    if tokio::time::Instant::now() + pause < deadline =>
+                {
+                    tracing::debug!(%error, "the world's node is unreachable; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_PAUSE);
                 }
-                Err(Attach::Moved(owner)) => {
-                    return Err(Error::Disconnected(format!(
-                        "the world moved {hops} times while attaching (last to {owner}); \
-                         attach again"
-                    )))
-                }
-                Err(Attach::Failed(error)) => return Err(error),
-                Ok(session) => return Ok(session),
+                Err(Attach::OwnerUnreachable(error) | Attach::Failed(error)) => return Err(error),
+                Err(Attach::Moved(_)) => unreachable!("connect follows redirects"),
             }
-        }
+        };
+        let inner = Arc::new(Inner {
+            world: attached.world,
+            rank: attached.rank,
+            nranks: attached.ranks,
+            audited: attached.audited,
+            link: Mutex::new(Arc::new(link)),
+            next_id: AtomicU64::new(1),
+            deferred: Mutex::new(Deferred::default()),
+            windows: Mutex::new(Vec::new()),
+            sent: AtomicU64::new(0),
+            received,
+            busy,
+            reattach: reattach.map(|_| config),
+            supervisor: Mutex::new(None),
+        });
+        let supervisor = tokio::spawn(supervise(Arc::downgrade(&inner), lost));
+        *lock(&inner.supervisor) = Some(supervisor);
+        Ok(Session { inner })
     }
 
-    async fn open_at(
-        server: &Endpoint,
-        token: &str,
-        claim: &Claim,
-        database: Option<String>,
-        busy_poll: Option<std::time::Duration>,
-    ) -> std::result::Result<Self, Attach> {
-        let channel = server.channel().await?;
-        let credentials = Bearer::new(token)?.claiming(claim)?;
-        let mut client = RmaClient::with_interceptor(channel, credentials)
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX);
-        let (outbound, requests) = mpsc::unbounded_channel();
-        // attaching needs only the server: bounded by the endpoint's timeout, up to the
-        // greeting (never the stream's life, so no grpc-timeout)
-        let (mut inbound, greeting) = server
-            .call_limit()
-            .bound(async {
-                let opened = client.session(UnboundedReceiverStream::new(requests)).await;
-                let mut inbound = match opened {
-                    Ok(response) => response.into_inner(),
-                    Err(status) => {
-                        // a cluster node that does not serve the world names the one that does
-                        let owner = status
-                            .metadata()
-                            .get(onesided_proto::OWNER)
-                            .and_then(|value| value.to_str().ok())
-                            .map(str::to_string);
-                        return Ok(Err(match owner {
-                            Some(owner) => Attach::Moved(owner),
-                            None => Attach::Failed(status.into()),
-                        }));
-                    }
-                };
-                let greeting = inbound.message().await?;
-                Ok::<_, Error>(Ok((inbound, greeting)))
-            })
-            .await??;
-        let greeting =
-            greeting.ok_or_else(|| Error::Disconnected("the server closed the session".into()))?;
-        let Some(Reply::Attached(attached)) = greeting.reply else {
-            return Err(Error::Protocol("the session did not start with a greeting".into()).into());
-        };
-        let persisted = match database {
-            // a server that does not say the session's incarnation cannot name client rows
-            Some(_) if attached.audited && attached.incarnation == 0 => {
-                return Err(Error::AuditStore(
-                    "the server does not record client rows (it is older than this client)".into(),
-                )
-                .into());
-            }
-            Some(database) if attached.audited => {
-                Some(ClientEventWriter::open(&database, attached.rank, attached.incarnation).await?)
-            }
-            _ => None,
-        };
-        let waiters = Arc::new(Mutex::new(Waiters::default()));
-        let reader_waiters = Arc::clone(&waiters);
-        let received = Arc::new(AtomicU64::new(1));
-        let reader_received = Arc::clone(&received);
-        let busy = busy_poll.or(server.busy_poll_budget()).map(BusyPoll::start);
-        let reader_busy = busy.clone();
-        let reader = tokio::spawn(async move {
-            let ended = loop {
-                match inbound.message().await {
-                    Ok(Some(message)) => {
-                        if let Some(busy) = &reader_busy {
-                            busy.touch();
-                        }
-                        reader_received.fetch_add(1, Ordering::Relaxed);
-                        deliver(&reader_waiters, message);
-                    }
-                    Ok(None) => break Error::Disconnected("the server closed the session".into()),
-                    // a refusal of the stream itself (a message over the server's size limit)
-                    // keeps its class
-                    Err(status) if onesided_proto::rma_from_status(&status).is_some() => {
-                        break Error::from(status)
-                    }
-                    Err(status) => break Error::Disconnected(status.message().to_string()),
-                }
-            };
-            let mut waiters = lock(&reader_waiters);
-            for (_, waiter) in waiters.by_id.drain() {
-                let _ = waiter.send(Err(ended.clone()));
-            }
-            for (_, joined) in waiters.joined.drain() {
-                for waiter in joined {
-                    let _ = waiter.send(Err(ended.clone()));
-                }
-            }
-            waiters.closed = Some(ended);
-        });
-        let lease = match attached.lease_ttl_ms {
-            // a server that names no lease keeps sessions without one
-            0 => std::time::Duration::from_secs(3600),
-            ms => std::time::Duration::from_millis(ms),
-        };
-        let heartbeat = heartbeat(outbound.downgrade(), lease);
-        Ok(Session {
-            inner: Arc::new(Inner {
-                world: attached.world,
-                rank: attached.rank,
-                nranks: attached.ranks,
-                audited: attached.audited,
-                incarnation: attached.incarnation,
-                persisted,
-                outbound,
-                next_id: AtomicU64::new(1),
-                waiters,
-                deferred: Mutex::new(Deferred::default()),
-                windows: Mutex::new(Vec::new()),
-                sent: AtomicU64::new(0),
-                received,
-                reader,
-                heartbeat,
-                busy,
-            }),
-        })
+    /// The current incarnation's stream.
+    fn link(&self) -> Arc<Link> {
+        Arc::clone(&lock(&self.inner.link))
     }
 
     /// The world this session belongs to.
@@ -530,15 +851,16 @@ impl Session {
         self.inner.audited
     }
 
-    /// This session's incarnation of its rank (1 for the rank's first session).
+    /// This session's incarnation of its rank (1 for the rank's first session); it grows
+    /// each time the session attaches again by itself ([`SessionBuilder::reattach_within`]).
     pub fn incarnation(&self) -> u64 {
-        self.inner.incarnation
+        self.link().incarnation
     }
 
     /// Whether this session writes its own audit events to the store itself (it was given a
     /// database URL and the server keeps a log) rather than shipping them.
     pub fn persists_audit_events(&self) -> bool {
-        self.inner.persisted.is_some()
+        self.link().persisted.is_some()
     }
 
     /// Messages written and read so far on this session's stream.
@@ -549,33 +871,9 @@ impl Session {
         }
     }
 
-    fn register(&self, call: Call) -> std::result::Result<(ClientMessage, ReplyFuture), Error> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = oneshot::channel();
-        {
-            let mut waiters = lock(&self.inner.waiters);
-            if let Some(ended) = &waiters.closed {
-                return Err(ended.clone());
-            }
-            waiters.by_id.insert(id, sender);
-        }
-        let reply = Box::pin(async move {
-            receiver
-                .await
-                .unwrap_or_else(|_| Err(Error::Disconnected("the session is closed".into())))
-        });
-        Ok((
-            ClientMessage {
-                id,
-                call: Some(call),
-            },
-            reply,
-        ))
-    }
-
-    /// Writes deferred calls, then `message` if any, as one message (a batch when there are
-    /// several). The deferred lock is held so that nothing overtakes.
-    fn write(&self, deferred: &mut Deferred, message: Option<ClientMessage>) {
+    /// Writes deferred calls, then `message` if any, to `link` as one message (a batch when
+    /// there are several). The deferred lock is held so that nothing overtakes.
+    fn write(&self, link: &Link, deferred: &mut Deferred, message: Option<ClientMessage>) {
         let mut calls = std::mem::take(&mut deferred.calls);
         deferred.bytes = 0;
         calls.extend(message);
@@ -591,7 +889,7 @@ impl Session {
         if let Some(busy) = &self.inner.busy {
             busy.touch();
         }
-        if self.inner.outbound.send(message).is_err() {
+        if link.outbound.send(message).is_err() {
             // the reader fails every waiter when the stream ends
             tracing::debug!("write to a closed session");
         }
@@ -602,48 +900,60 @@ impl Session {
     /// handed to the writer so far are committed (in parallel with the call), so that a call
     /// returns only once the client events before it are stored.
     pub(crate) fn call(&self, call: Call) -> ReplyFuture {
-        match self.register(call) {
-            Ok((message, reply)) => {
-                {
-                    let mut deferred = lock(&self.inner.deferred);
-                    self.write(&mut deferred, Some(message));
-                }
-                let Some(writer) = self.inner.persisted.clone() else {
-                    return reply;
-                };
-                let ticket = writer.submitted();
-                Box::pin(async move {
-                    let answer = reply.await;
-                    writer.committed(ticket).await?;
-                    answer
-                })
-            }
-            Err(ended) => Box::pin(async move { Err(ended) }),
-        }
+        let (reply, link) = {
+            // the stream is chosen under the lock that orders sends: a stream put in place by
+            // attaching again never receives a call registered on the lost one
+            let mut deferred = lock(&self.inner.deferred);
+            let link = self.link();
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let reply = match link.register(id) {
+                Ok(reply) => reply,
+                Err(ended) => return Box::pin(async move { Err(ended) }),
+            };
+            let message = ClientMessage {
+                id,
+                call: Some(call),
+            };
+            self.write(&link, &mut deferred, Some(message));
+            (reply, link)
+        };
+        let Some(writer) = link.persisted.clone() else {
+            return reply;
+        };
+        let ticket = writer.submitted();
+        Box::pin(async move {
+            let answer = reply.await;
+            writer.committed(ticket).await?;
+            answer
+        })
     }
 
     /// Queues `call` to travel with the next call sent (or sends it when enough is queued).
     /// An accumulate that only repeats the one queued just before it, where the rules allow
     /// ([`coalesce`]), joins it instead: one operation travels, and both callers get its answer.
     pub(crate) fn defer(&self, call: Call) -> ReplyFuture {
+        let mut deferred = lock(&self.inner.deferred);
+        let link = self.link();
         if let Call::Op(op) = &call {
-            let mut deferred = lock(&self.inner.deferred);
             if let Some(joined) = deferred
                 .calls
                 .last_mut()
                 .and_then(|last| coalesce(last, op))
             {
-                return self.join(joined);
+                return link.join(joined);
             }
         }
         let bytes = data_bytes(&call);
-        match self.register(call) {
-            Ok((message, reply)) => {
-                let mut deferred = lock(&self.inner.deferred);
-                deferred.calls.push(message);
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        match link.register(id) {
+            Ok(reply) => {
+                deferred.calls.push(ClientMessage {
+                    id,
+                    call: Some(call),
+                });
                 deferred.bytes += bytes;
                 if deferred.bytes >= DEFER_BYTES || deferred.calls.len() >= DEFER_CALLS {
-                    self.write(&mut deferred, None);
+                    self.write(&link, &mut deferred, None);
                 }
                 reply
             }
@@ -651,29 +961,92 @@ impl Session {
         }
     }
 
-    /// A reply future for a caller whose call was coalesced into the call `id`.
-    fn join(&self, id: u64) -> ReplyFuture {
-        let (sender, receiver) = oneshot::channel();
-        {
-            let mut waiters = lock(&self.inner.waiters);
-            if let Some(ended) = &waiters.closed {
-                let ended = ended.clone();
-                return Box::pin(async move { Err(ended) });
-            }
-            waiters.joined.entry(id).or_default().push(sender);
+    /// Puts a new incarnation's stream in place of the lost one. Every open window is reopened
+    /// on it first (each keeps its id, its private copy and its stores not yet published);
+    /// then, holding every window's state and the lock that orders sends, the stream is
+    /// swapped in, the calls still waiting to travel on the lost one are dropped (their
+    /// callers were failed with it), and every window's epochs end: the next call of a window
+    /// whose epoch was open, or whose operations were in flight, fails saying why
+    /// ([`crate::window`]'s `lose_epochs`).
+    ///
+    /// # Errors
+    /// A window that cannot be reopened for a passing reason (the stream was lost again): the
+    /// caller attaches again.
+    async fn install(&self, attached: v1::Attached, link: Link) -> Result<()> {
+        if attached.world != self.inner.world || attached.rank != self.inner.rank {
+            return Err(Error::Protocol(format!(
+                "attached again as rank {} of {:?}, not as rank {} of {:?}",
+                attached.rank, attached.world, self.inner.rank, self.inner.world
+            )));
         }
-        Box::pin(async move {
-            receiver
-                .await
-                .unwrap_or_else(|_| Err(Error::Disconnected("the session is closed".into())))
-        })
+        let watched: Vec<Watched> = {
+            let mut windows = lock(&self.inner.windows);
+            windows.retain(|window| window.state.strong_count() > 0);
+            windows.clone()
+        };
+        let mut reopening = Vec::with_capacity(watched.len());
+        for window in &watched {
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let reply = link.register(id)?;
+            let message = ClientMessage {
+                id,
+                call: Some(Call::OpenWindow(OpenWindow {
+                    name: window.name.clone(),
+                })),
+            };
+            let _ = link.outbound.send(message);
+            reopening.push(reply);
+        }
+        let mut gone = Vec::new();
+        for (window, reply) in watched.iter().zip(reopening) {
+            match reply.await {
+                Ok(Reply::Window(desc)) if desc.id == window.id => {}
+                // freed (and perhaps created again under its name) while the stream was lost
+                Ok(_) => gone.push(window.id),
+                Err(error) if error.class() == Some(onesided_core::ErrorClass::Win) => {
+                    gone.push(window.id);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let incarnation = link.incarnation;
+        let states: Vec<_> = watched
+            .iter()
+            .filter_map(|window| window.state.upgrade().map(|state| (window, state)))
+            .collect();
+        let mut guards: Vec<_> = states.iter().map(|(_, state)| lock(state)).collect();
+        let mut deferred = lock(&self.inner.deferred);
+        *deferred = Deferred::default();
+        let lost = std::mem::replace(&mut *lock(&self.inner.link), Arc::new(link));
+        for ((window, _), state) in states.iter().zip(guards.iter_mut()) {
+            let why = if gone.contains(&window.id) {
+                format!(
+                    "window {:?} no longer exists: it was freed while the session attached \
+                     again",
+                    window.name
+                )
+            } else {
+                format!(
+                    "the epoch open on window {:?} was lost with incarnation {} of this rank \
+                     (its node went away or let the world go); the session attached again as \
+                     incarnation {incarnation}, and what the epoch did not complete is unknown",
+                    window.name, lost.incarnation
+                )
+            };
+            crate::window::lose_epochs(state, why, gone.contains(&window.id));
+        }
+        Ok(())
     }
 
     /// Remembers an open window so that session calls note its pending accesses first.
-    pub(crate) fn watch(&self, window: u64, state: Weak<Mutex<State>>) {
+    pub(crate) fn watch(&self, window: u64, name: &str, state: Weak<Mutex<State>>) {
         let mut windows = lock(&self.inner.windows);
-        windows.retain(|(_, state)| state.strong_count() > 0);
-        windows.push((window, state));
+        windows.retain(|window| window.state.strong_count() > 0);
+        windows.push(Watched {
+            id: window,
+            name: name.to_string(),
+            state,
+        });
     }
 
     /// Ships `events` of `window` to the audit log with the next call — or, when the session
@@ -684,7 +1057,7 @@ impl Session {
             return;
         }
         // the answer only says it was recorded; a failure shows in the log, not here
-        match &self.inner.persisted {
+        match &self.link().persisted {
             Some(writer) => writer.append(window, events, |rows| {
                 drop(self.defer(Call::Record(Record {
                     window,
@@ -709,7 +1082,7 @@ impl Session {
     /// Sends every deferred call now.
     pub(crate) fn flush_deferred(&self) {
         let mut deferred = lock(&self.inner.deferred);
-        self.write(&mut deferred, None);
+        self.write(&self.link(), &mut deferred, None);
     }
 
     /// Opens the window `name` of this world. A window is opened once per session (its epoch
@@ -741,13 +1114,13 @@ impl Session {
     /// When the session already ended.
     pub async fn close(self) -> Result<()> {
         let watched: Vec<_> = lock(&self.inner.windows).clone();
-        for (window, state) in &watched {
-            if let Some(state) = state.upgrade() {
-                self.record(*window, take_accesses(&state));
+        for window in &watched {
+            if let Some(state) = window.state.upgrade() {
+                self.record(window.id, take_accesses(&state));
             }
         }
         // an empty record is answered once everything before it is in the audit log
-        let Some((window, _)) = watched.first() else {
+        let Some(&Watched { id: window, .. }) = watched.first() else {
             self.flush_deferred();
             return Ok(());
         };
@@ -757,7 +1130,7 @@ impl Session {
         }
         let drained = self
             .call(Call::Record(Record {
-                window: *window,
+                window,
                 events: Vec::new(),
                 rows: None,
             }))
@@ -775,7 +1148,7 @@ impl Session {
     pub async fn barrier(&self) -> Result<()> {
         let windows: Vec<_> = lock(&self.inner.windows)
             .iter()
-            .filter_map(|(id, state)| state.upgrade().map(|state| (*id, state)))
+            .filter_map(|window| window.state.upgrade().map(|state| (window.id, state)))
             .collect();
         for (id, state) in windows {
             self.record(id, take_accesses(&state));

@@ -57,6 +57,32 @@ pub(crate) struct State {
     /// Per target: the fencing token of the lock held there, once its grant was seen (0
     /// otherwise). Operations carry it, so the target refuses them after a revocation.
     tokens: Vec<u64>,
+    /// The window's `no_locks` info (a fresh epoch state needs it).
+    no_locks: bool,
+    /// Set when the session attached again by itself while an epoch was open here: the next
+    /// call fails with this, once.
+    lost: Option<String>,
+    /// Set when the window no longer existed when the session attached again: every call
+    /// fails with `MPI_ERR_WIN`.
+    gone: Option<String>,
+}
+
+/// The session attached again by itself ([`crate::SessionBuilder::reattach_within`]): the
+/// window's epochs, the operations in flight and the lock grants belong to the lost
+/// incarnation and are gone. The window starts afresh — its private copy and its stores not
+/// yet published are kept, they are this process's memory — and, when an epoch was open or
+/// operations were in flight, its next call fails with `why` instead of acting as if nothing
+/// happened. `gone`: the window itself no longer exists.
+pub(crate) fn lose_epochs(state: &mut State, why: String, gone: bool) {
+    let open = state.epoch.has_open_epoch() || !state.outstanding.is_empty();
+    state.epoch = EpochState::new(state.epoch.me(), state.epoch.nranks(), state.no_locks);
+    state.outstanding.clear();
+    state.tokens.iter_mut().for_each(|token| *token = 0);
+    if gone {
+        state.gone = Some(why);
+    } else if open {
+        state.lost = Some(why);
+    }
 }
 
 /// One rank's handle on a window. Calls take `&self`; a rank's calls on one window are
@@ -233,9 +259,13 @@ impl Window {
             stored: RangeSet::new(),
             loaded: RangeSet::new(),
             tokens: vec![0; desc.nranks() as usize],
+            no_locks: desc.info.no_locks,
+            lost: None,
+            gone: None,
         }));
-        // a barrier is a session call: it notes this window's accesses before it goes
-        session.watch(desc.id, Arc::downgrade(&state));
+        // a barrier is a session call: it notes this window's accesses before it goes; a
+        // session that attaches again reopens the window
+        session.watch(desc.id, &desc.name, Arc::downgrade(&state));
         Window {
             session,
             desc: Arc::new(desc),
@@ -247,6 +277,19 @@ impl Window {
         self.state
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// The state, for a synchronization or communication call: fails when the session
+    /// attached again by itself while an epoch was open here (once) or the window is gone.
+    fn live_state(&self) -> Result<MutexGuard<'_, State>> {
+        let mut state = self.state();
+        if let Some(gone) = &state.gone {
+            return Err(RmaError::new(ErrorClass::Win, gone.clone()).into());
+        }
+        if let Some(lost) = state.lost.take() {
+            return Err(Error::Disconnected(lost));
+        }
+        Ok(state)
     }
 
     /// What every rank knows about the window.

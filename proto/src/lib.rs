@@ -827,6 +827,12 @@ pub const CLAIM_RANK: &str = "x-onesided-rank";
 /// session's world (UNAVAILABLE). Clients attach there instead.
 pub const OWNER: &str = "x-onesided-owner";
 
+/// Optional metadata of a session: sent by a client that re-attaches by itself after its
+/// session was lost (its node died, the world moved), naming the incarnation it lost
+/// (decimal). Refused with ABORTED when the rank attached again since — a newer session of
+/// the rank stays; accepted, the new incarnation is numbered above it.
+pub const SUCCEEDS: &str = "x-onesided-succeeds";
+
 /// Metadata of an admin call one node forwards to the node that serves the call's world: the
 /// receiving node answers it itself or fails it, and never forwards it again.
 pub const FORWARDED: &str = "x-onesided-forwarded";

@@ -333,7 +333,9 @@ class Session:
         """Attaches to the server at ``url`` as the rank whose token this is. Options:
         ``audit_database_url`` (write this session's audit events to the store itself),
         ``ship_audit_events``, ``world`` and ``rank`` (a claim the server checks),
-        ``ca_file``, ``connect_timeout`` and ``timeout`` (seconds)."""
+        ``ca_file``, ``connect_timeout`` and ``timeout`` (seconds), ``reattach_within``
+        (seconds; 0 = never: how long the session keeps trying to attach again by itself, as
+        a new incarnation, when its server or node goes away — 30 by default)."""
         return cls(_onesided.NativeSession.attach(url, token, **options))
 
     world = property(lambda self: self._native.world, doc="The world's name.")
@@ -341,7 +343,8 @@ class Session:
     nranks = property(lambda self: self._native.nranks, doc="The number of ranks.")
     incarnation = property(
         lambda self: self._native.incarnation,
-        doc="This session's incarnation of its rank (1 for the first).",
+        doc="This session's incarnation of its rank (1 for the first; it grows when the "
+        "session attaches again by itself).",
     )
     audited = property(
         lambda self: self._native.audited, doc="Whether the server keeps an audit log."

@@ -19,11 +19,14 @@ pub(crate) struct NativeSession {
 impl NativeSession {
     /// Attaches to `url` as the rank whose token this is. `audit_database_url` makes the
     /// session write its own audit events to the store (otherwise `ONESIDED_AUDIT_DATABASE_URL`
-    /// does, unless `ship_audit_events`); `world` and `rank` are a claim the server checks.
+    /// does, unless `ship_audit_events`); `world` and `rank` are a claim the server checks;
+    /// `reattach_within` (seconds, 0 = never) bounds how long the session keeps trying to
+    /// attach again by itself after its stream was lost (the library's default otherwise).
     #[staticmethod]
     #[pyo3(signature = (
         url, token, *, audit_database_url = None, ship_audit_events = false, world = None,
-        rank = None, ca_file = None, connect_timeout = None, timeout = None
+        rank = None, ca_file = None, connect_timeout = None, timeout = None,
+        reattach_within = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn attach(
@@ -37,9 +40,18 @@ impl NativeSession {
         ca_file: Option<&str>,
         connect_timeout: Option<f64>,
         timeout: Option<f64>,
+        reattach_within: Option<f64>,
     ) -> PyResult<Self> {
         let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
         let mut builder = Session::builder(endpoint, token).claim(&Claim { world, rank });
+        if let Some(seconds) = reattach_within {
+            let within = std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "reattach_within must be a number of seconds >= 0, not {seconds}"
+                ))
+            })?;
+            builder = builder.reattach_within(within);
+        }
         if ship_audit_events {
             builder = builder.ship_audit_events();
         }

@@ -224,7 +224,27 @@ impl Rma for RmaService {
         // still hold reply senders.
         let ended = self.shutdown.child_token();
         let attached = self.registry.metrics().session_attached();
-        let session = session::Session::new(Arc::clone(&self.registry), member, out);
+        // a client re-attaching by itself names the incarnation it lost
+        let succeeds = match request.metadata().get(onesided_proto::SUCCEEDS) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .ok_or_else(|| {
+                        let why = onesided_core::RmaError::new(
+                            onesided_core::ErrorClass::Arg,
+                            format!(
+                                "{} must be an incarnation (decimal)",
+                                onesided_proto::SUCCEEDS
+                            ),
+                        );
+                        onesided_proto::status_from_rma(&why)
+                    })?,
+            ),
+        };
+        let session = session::Session::new(Arc::clone(&self.registry), member, out, succeeds)?;
         let run = session.run(request.into_inner(), ended.clone());
         let served = tokio::spawn(
             async move {

@@ -431,9 +431,35 @@ impl Registry {
     /// A new session of `rank` of `world`: its incarnation (1 for the rank's first session)
     /// becomes the rank's live one.
     pub fn begin_session(&self, world: &str, rank: u32) -> SessionSlot {
+        self.succeed_session(world, rank, None)
+            .expect("a session that succeeds no incarnation is always begun")
+    }
+
+    /// [`Registry::begin_session`] for a client re-attaching by itself after its session was
+    /// lost, as the successor of incarnation `succeeds` when given: refused (with the rank's
+    /// latest incarnation) when the rank attached again since — a newer incarnation than the
+    /// one the client lost exists, and it must not be superseded by a client that only
+    /// followed a failover. Accepted, the new incarnation is above `succeeds` even where the
+    /// store's log (a node that took the world up rebuilds the counts from it) did not
+    /// record the lost one.
+    ///
+    /// # Errors
+    /// The rank's latest incarnation, when it is newer than `succeeds`.
+    pub fn succeed_session(
+        &self,
+        world: &str,
+        rank: u32,
+        succeeds: Option<u64>,
+    ) -> Result<SessionSlot, u64> {
         let mut inner = self.write();
         let key = (world.to_string(), rank);
         let count = inner.incarnations.entry(key.clone()).or_insert(0);
+        if let Some(succeeds) = succeeds {
+            if *count > succeeds {
+                return Err(*count);
+            }
+            *count = succeeds;
+        }
         *count += 1;
         let incarnation = *count;
         let superseded = CancellationToken::new();
@@ -448,13 +474,13 @@ impl Registry {
                 lease: Arc::clone(&lease),
             },
         );
-        SessionSlot {
+        Ok(SessionSlot {
             incarnation,
             superseded,
             ended,
             previous: previous.map(|live| (live.superseded, live.ended)),
             lease,
-        }
+        })
     }
 
     /// Whether `incarnation` is still the live session of `rank` (no newer one attached).
@@ -1075,5 +1101,26 @@ mod tests {
         registry.delete_world("v").await.unwrap();
         assert!(registry.end_session("v", 0, orphan.incarnation));
         assert!(registry.read().incarnations.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_client_re_attaching_by_itself_never_supersedes_a_newer_incarnation() {
+        let registry = registry();
+        registry.create_world("w", 1).await.unwrap();
+        let first = registry.begin_session("w", 0);
+        assert_eq!(first.incarnation, 1);
+        // the client that lost incarnation 1 comes back: it succeeds it
+        let healed = registry.succeed_session("w", 0, Some(1)).unwrap();
+        assert_eq!(healed.incarnation, 2);
+        assert!(!registry.is_live("w", 0, 1));
+        // a second client that also lost incarnation 1 is refused, naming the newer one, and
+        // the live session stays
+        assert_eq!(registry.succeed_session("w", 0, Some(1)).err(), Some(2));
+        assert!(registry.is_live("w", 0, 2));
+        // a node that rebuilt the counts from a log that missed incarnations still numbers
+        // the successor above the one the client had
+        registry.create_world("v", 1).await.unwrap();
+        let healed = registry.succeed_session("v", 0, Some(7)).unwrap();
+        assert_eq!(healed.incarnation, 8);
     }
 }

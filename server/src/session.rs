@@ -136,14 +136,36 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// A session of `member`, answering into `out`.
-    pub fn new(registry: Arc<Registry>, member: Membership, out: Outbound) -> Self {
-        let slot = registry.begin_session(&member.world, member.rank);
+    /// A session of `member`, answering into `out`; given `succeeds`, the session of a client
+    /// re-attaching by itself after it lost that incarnation ([`Registry::succeed_session`]).
+    ///
+    /// # Errors
+    /// ABORTED when the rank attached again since the incarnation the client lost.
+    pub fn new(
+        registry: Arc<Registry>,
+        member: Membership,
+        out: Outbound,
+        succeeds: Option<u64>,
+    ) -> Result<Self, Status> {
+        let slot = registry
+            .succeed_session(&member.world, member.rank, succeeds)
+            .map_err(|latest| {
+                let why = RmaError::new(
+                    ErrorClass::Other,
+                    format!(
+                        "rank {} of world {:?} attached again (incarnation {latest}) since                          incarnation {} was lost: that newer session stays",
+                        member.rank,
+                        member.world,
+                        succeeds.unwrap_or_default()
+                    ),
+                );
+                onesided_proto::status_with_code(tonic::Code::Aborted, &why)
+            })?;
         let max_pending = registry
             .limits()
             .max_pending_ops
             .min(Semaphore::MAX_PERMITS);
-        Session {
+        Ok(Session {
             pending: Arc::new(Semaphore::new(max_pending)),
             failure: None,
             incarnation: slot.incarnation,
@@ -158,7 +180,7 @@ impl Session {
             control: FuturesUnordered::new(),
             batch: None,
             call: None,
-        }
+        })
     }
 
     /// Greets the client and serves its calls until the stream ends. Returns the status the
@@ -204,6 +226,35 @@ impl Session {
                 self.registry.limits().outbound_capacity()
             ));
             self.failure = Some(onesided_proto::status_from_rma(&why));
+        }
+        match ending {
+            // a client that re-attaches by itself must tell a newer incarnation of its rank
+            // (stay away) from a node letting the world go (attach again, any node redirects)
+            Ending::Superseded if self.registry.has_world(&self.member.world) => {
+                let why = RmaError::new(
+                    ErrorClass::Other,
+                    format!(
+                        "superseded: rank {} attached again as a newer incarnation",
+                        self.member.rank
+                    ),
+                );
+                self.failure = Some(onesided_proto::status_with_code(tonic::Code::Aborted, &why));
+            }
+            Ending::Superseded => {
+                let why = RmaError::new(
+                    ErrorClass::Io,
+                    format!(
+                        "this node no longer serves world {:?} (it moved, its node lost it, or                          it was deleted): attach again",
+                        self.member.world
+                    ),
+                );
+                self.failure = Some(onesided_proto::status_from_rma(&why));
+            }
+            Ending::Shutdown => {
+                let why = RmaError::new(ErrorClass::Io, "the server is shutting down");
+                self.failure = Some(onesided_proto::status_from_rma(&why));
+            }
+            _ => {}
         }
         if ending == Ending::Lapsed {
             // the stream ends saying why, after the answers that failed what was pending

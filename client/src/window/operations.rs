@@ -47,7 +47,7 @@ impl Window {
                 0..target_op.data.len(),
             )],
         };
-        let mut state = self.state();
+        let mut state = self.live_state()?;
         let mut replies = Vec::with_capacity(pieces.len());
         for (disp, layout, data) in pieces {
             let plan = state.epoch.op(target, request_based)?;

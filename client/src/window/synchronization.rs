@@ -15,7 +15,7 @@ impl Window {
     pub async fn fence(&self, assert: u32) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             let plan = state.epoch.fence(assert)?;
             let push = if plan.push {
                 Self::take_push(&mut state)
@@ -42,7 +42,7 @@ impl Window {
     pub fn post(&self, group: &[u32], assert: u32) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             let plan = state.epoch.post(group, assert)?;
             let push = if plan.push {
                 Self::take_push(&mut state)
@@ -69,7 +69,7 @@ impl Window {
     pub fn start(&self, group: &[u32], assert: u32) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             let group = state.epoch.start(group, assert)?;
             self.call(Call::Start(v1::Start {
                 window: self.id(),
@@ -89,7 +89,7 @@ impl Window {
     pub async fn complete(&self) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             state.epoch.complete()?;
             self.session
                 .call(Call::Complete(v1::Complete { window: self.id() }))
@@ -107,7 +107,7 @@ impl Window {
     pub async fn wait(&self) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             state.epoch.wait()?;
             self.session
                 .call(Call::Wait(v1::Wait { window: self.id() }))
@@ -126,7 +126,7 @@ impl Window {
     pub async fn test(&self) -> Result<bool> {
         self.note(Vec::new());
         let reply = {
-            let state = self.state();
+            let state = self.live_state()?;
             state.epoch.test()?;
             self.session
                 .call(Call::Test(v1::Test { window: self.id() }))
@@ -150,7 +150,7 @@ impl Window {
     pub async fn lock(&self, lock_type: LockType, target: u32, assert: u32) -> Result<()> {
         self.note(Vec::new());
         let (eager, reply) = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             let eager = state.epoch.lock(lock_type, target, assert)?;
             let lock = Call::Lock(v1::Lock {
                 window: self.id(),
@@ -190,7 +190,7 @@ impl Window {
     pub async fn unlock(&self, target: u32) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             state.epoch.unlock(target)?;
             state.tokens[target as usize] = 0;
             let push = Self::take_push(&mut state);
@@ -217,7 +217,7 @@ impl Window {
     pub async fn lock_all(&self, assert: u32) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             state.epoch.lock_all(assert)?;
             self.session.call(Call::LockAll(v1::LockAll {
                 window: self.id(),
@@ -238,7 +238,7 @@ impl Window {
     pub async fn unlock_all(&self) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             state.epoch.unlock_all()?;
             state.tokens.iter_mut().for_each(|token| *token = 0);
             let push = Self::take_push(&mut state);
@@ -260,7 +260,7 @@ impl Window {
     pub async fn flush(&self, target: u32) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let state = self.state();
+            let state = self.live_state()?;
             state.epoch.flush(target)?;
             self.session.call(Call::Flush(v1::Flush {
                 window: self.id(),
@@ -283,7 +283,7 @@ impl Window {
     pub async fn flush_all(&self) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let state = self.state();
+            let state = self.live_state()?;
             state.epoch.flush_all()?;
             self.session.call(Call::FlushAll(v1::FlushAll {
                 window: self.id(),
@@ -301,7 +301,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
     pub async fn flush_local(&self, target: u32) -> Result<()> {
-        self.state().epoch.flush(target)?;
+        self.live_state()?.epoch.flush(target)?;
         self.note(vec![AuditEvent::FlushLocal {
             target: Some(target),
         }]);
@@ -314,7 +314,7 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn flush_local_all(&self) -> Result<()> {
-        self.state().epoch.flush_all()?;
+        self.live_state()?.epoch.flush_all()?;
         self.note(vec![AuditEvent::FlushLocal { target: None }]);
         self.await_outstanding(|item| item.returns_data).await
     }
@@ -327,7 +327,7 @@ impl Window {
     pub async fn sync(&self) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let mut state = self.state();
+            let mut state = self.live_state()?;
             state.epoch.sync()?;
             let push = Self::take_push(&mut state);
             self.session.call(Call::Sync(v1::Sync {
@@ -350,7 +350,7 @@ impl Window {
     pub async fn free(&self) -> Result<()> {
         self.note(Vec::new());
         let reply = {
-            let state = self.state();
+            let state = self.live_state()?;
             state.epoch.free()?;
             self.session
                 .call(Call::WinFree(v1::WinFree { window: self.id() }))

@@ -230,9 +230,20 @@ const RANKS: u32 = 64;
 /// When a disruption happened, and how long after it a session attached since answered.
 type Disruption = (Instant, Option<Duration>);
 
+/// What a client of the load does when its epoch fails because its node went away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recovery {
+    /// It attaches a new session itself (as an application that never heard of
+    /// `reattach_within` does) and opens the window again.
+    AttachAgain,
+    /// Nothing: it keeps its `Session` and `Window`, which attach again by themselves, and
+    /// retries the epoch.
+    ByItself,
+}
+
 /// Every rank of a world adding 1 to its own element of rank 0's window `acc` in lock epochs,
-/// through any node, attaching again (a new incarnation) whenever its node goes away; it counts
-/// what was acknowledged and what was tried.
+/// through any node, going on as `Recovery` says whenever its node goes away (a new
+/// incarnation); it counts what was acknowledged and what was tried.
 struct Load {
     acked: Arc<Vec<AtomicU64>>,
     tried: Arc<Vec<AtomicU64>>,
@@ -240,16 +251,24 @@ struct Load {
     failed: Arc<AtomicU64>,
     /// Set when the disruption happened: the time of the first acknowledgement after it.
     since: Arc<std::sync::Mutex<Option<Disruption>>>,
+    /// Per rank: updates acknowledged to a session attached since the disruption.
+    back: Arc<Vec<AtomicU64>>,
     stop: tokio_util::sync::CancellationToken,
-    clients: Vec<tokio::task::JoinHandle<()>>,
+    /// Each client's incarnations gained by its first session (with `Recovery::ByItself`).
+    clients: Vec<tokio::task::JoinHandle<u64>>,
 }
 
 impl Load {
     fn start(addresses: &str, tokens: &[String]) -> Load {
+        Load::start_with(addresses, tokens, Recovery::AttachAgain)
+    }
+
+    fn start_with(addresses: &str, tokens: &[String], recovery: Recovery) -> Load {
         let ranks = tokens.len();
         let acked: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
         let tried: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
         let since: Arc<std::sync::Mutex<Option<Disruption>>> = Arc::default();
+        let back: Arc<Vec<AtomicU64>> = Arc::new((0..ranks).map(|_| AtomicU64::new(0)).collect());
         let failed = Arc::new(AtomicU64::new(0));
         let stop = tokio_util::sync::CancellationToken::new();
         let clients = tokens
@@ -263,9 +282,10 @@ impl Load {
                     Arc::clone(&since),
                     stop.clone(),
                 );
-                let failed = Arc::clone(&failed);
+                let (failed, back) = (Arc::clone(&failed), Arc::clone(&back));
                 tokio::spawn(async move {
                     let (mut attached, mut window) = open_retrying(&addresses, &token).await;
+                    let first = window.session().incarnation();
                     while !stop.is_cancelled() {
                         tried[rank].fetch_add(1, Ordering::SeqCst);
                         let epoch = async {
@@ -278,19 +298,32 @@ impl Load {
                                 acked[rank].fetch_add(1, Ordering::SeqCst);
                                 // service is back once a session attached after the
                                 // disruption gets an answer (not a call already in flight)
-                                if let Some((at, first)) = since.lock().unwrap().as_mut() {
-                                    if attached > *at {
-                                        first.get_or_insert_with(|| at.elapsed());
+                                if let Some((at, first_back)) = since.lock().unwrap().as_mut() {
+                                    let fresh = match recovery {
+                                        Recovery::AttachAgain => attached > *at,
+                                        Recovery::ByItself => {
+                                            window.session().incarnation() > first
+                                        }
+                                    };
+                                    if fresh {
+                                        first_back.get_or_insert_with(|| at.elapsed());
+                                        back[rank].fetch_add(1, Ordering::SeqCst);
                                     }
                                 }
                             }
                             // the node went away: attach again wherever the world is now
-                            Err(_) => {
+                            Err(_) if recovery == Recovery::AttachAgain => {
                                 failed.fetch_add(1, Ordering::SeqCst);
                                 (attached, window) = open_retrying(&addresses, &token).await;
                             }
+                            // the session attaches again by itself; paced while it does
+                            Err(_) => {
+                                failed.fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
                         }
                     }
+                    window.session().incarnation() - first
                 })
             })
             .collect();
@@ -299,6 +332,7 @@ impl Load {
             tried,
             failed,
             since,
+            back,
             stop,
             clients,
         }
@@ -318,6 +352,22 @@ impl Load {
         }
     }
 
+    /// Waits until every rank had an update acknowledged by a session attached since the
+    /// disruption (at most `within`).
+    async fn every_rank_back(&self, within: Duration, what: &str) {
+        let deadline = Instant::now() + within;
+        loop {
+            let behind: Vec<usize> = (0..self.back.len())
+                .filter(|&rank| self.back[rank].load(Ordering::SeqCst) == 0)
+                .collect();
+            if behind.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: ranks {behind:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Marks the disruption; [`Load::recovered_after`] tells when service came back.
     fn disrupted(&self) {
         *self.since.lock().unwrap() = Some((Instant::now(), None));
@@ -329,10 +379,11 @@ impl Load {
 
     /// Stops the clients, then checks through `address` that every acknowledged update is in
     /// the window and nothing beyond what was tried, and that its log verifies.
-    async fn stop_and_check(self, address: &str, token: &str) {
+    async fn stop_and_check(self, address: &str, token: &str) -> Vec<u64> {
         self.stop.cancel();
+        let mut gained = Vec::new();
         for client in self.clients {
-            client.await.unwrap();
+            gained.push(client.await.unwrap());
         }
         let reader = attach_retrying(address, token, Duration::from_secs(30)).await;
         let w = reader.window("acc").await.unwrap();
@@ -356,6 +407,7 @@ impl Load {
             .await
             .unwrap();
         assert_eq!(audit.verify(w.desc().id).await.unwrap().first_bad, None);
+        gained
     }
 }
 
@@ -393,15 +445,35 @@ async fn loaded_world(admin: &Admin, ranks: u32) -> (String, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_owner_loses_no_acknowledged_accumulate_and_another_node_takes_over() {
+    kill_the_owner_under_load(Recovery::AttachAgain).await;
+}
+
+/// The clients never attach anything themselves: every `Session` finds the world's new node
+/// by itself, as a new incarnation, and the same `Window` goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_follow_a_killed_owner_by_themselves_and_lose_nothing_acknowledged() {
+    let gained = kill_the_owner_under_load(Recovery::ByItself).await;
+    assert!(
+        gained.iter().all(|&more| more >= 1),
+        "every rank's first session attached again by itself: {gained:?}"
+    );
+}
+
+/// SIGKILLs the node serving a world of [`RANKS`] ranks under [`Load`], checks that another
+/// node serves it and that nothing acknowledged is lost; returns the incarnations each
+/// client's first session gained.
+async fn kill_the_owner_under_load(recovery: Recovery) -> Vec<u64> {
     let database = PgDatabase::create().await;
     let mut nodes = start_nodes(&database, 3);
     let all = everyone(&nodes);
     let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
-    let (world, tokens) = loaded_world(&admin, RANKS).await;
+    // one rank more than the load has: it attaches only once the owner is dead
+    let (world, tokens) = loaded_world(&admin, RANKS + 1).await;
+    let (tokens, newcomer) = tokens.split_at(RANKS as usize);
     let owner = owner_of(&admin.cluster_status().await.unwrap(), &world)
         .unwrap()
         .to_string();
-    let load = Load::start(&all, &tokens);
+    let load = Load::start_with(&all, tokens, recovery);
     load.progress(
         u64::from(RANKS) * 3,
         Duration::from_secs(60),
@@ -412,16 +484,31 @@ async fn a_killed_owner_loses_no_acknowledged_accumulate_and_another_node_takes_
     victim.process.kill();
     load.disrupted();
     let victim_port = victim.port;
+    // a plain attach while the dead node still holds the lease waits for the new owner (the
+    // live nodes name the dead one until its lease runs out) instead of failing
+    let newcomer = {
+        let (all, token) = (all.clone(), newcomer[0].clone());
+        tokio::spawn(async move {
+            let session = Session::attach(all.as_str(), &token).await?;
+            session.window("acc").await
+        })
+    };
     // every rank gets through again on the new owner
-    load.progress(
-        u64::from(RANKS) * 3,
+    load.every_rank_back(
         Duration::from_secs(90),
         "the world was not served again after its owner died",
     )
     .await;
-    let recovery = load.recovered_after().unwrap();
+    let back = load.recovered_after().unwrap();
+    let newcomer = newcomer.await.unwrap();
+    assert!(
+        newcomer.is_ok(),
+        "an attach during the failover: {:?}",
+        newcomer.err()
+    );
     eprintln!(
-        "cluster failover: first call served again {recovery:?} after SIGKILL (lease {LEASE} s)"
+        "cluster failover ({recovery:?}): first call served again {back:?} after SIGKILL \
+         (lease {LEASE} s)"
     );
     let survivors: Vec<&Node> = nodes
         .iter()
@@ -438,7 +525,7 @@ async fn a_killed_owner_loses_no_acknowledged_accumulate_and_another_node_takes_
         .find(|node| node.node_id == owner)
         .unwrap();
     assert!(!dead.alive, "{status:#?}");
-    load.stop_and_check(&survivors[1].url, &tokens[0]).await;
+    load.stop_and_check(&survivors[1].url, &tokens[0]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -379,6 +379,20 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Unauthenticated,
                 None,
             ),
+            row(
+                "a session coming back that names no incarnation",
+                Send::Attach(rank0.clone().with("x-onesided-succeeds", "first")),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            // the hostile session is rank 0's incarnation 1: one that says it lost incarnation
+            // 0 must not take the rank from it
+            row(
+                "a session coming back after a newer incarnation attached",
+                Send::Attach(rank0.clone().with("x-onesided-succeeds", "0")),
+                Aborted,
+                Some(C::Other),
+            ),
             // ---- limits ----
             row(
                 "a session message over the size limit",

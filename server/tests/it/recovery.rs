@@ -23,7 +23,19 @@ pub(crate) struct Running {
 }
 
 pub(crate) async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Running {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_listening(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        data,
+        adjust,
+    )
+    .await
+}
+
+async fn start_listening(
+    listener: TcpListener,
+    data: &Path,
+    adjust: impl FnOnce(&mut ServerConfig),
+) -> Running {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let mut config = ServerConfig::new(ADMIN_TOKEN, data.to_path_buf());
     adjust(&mut config);
@@ -50,6 +62,107 @@ impl Running {
         let _ = self.stop.send(());
         self.task.await.unwrap();
     }
+}
+
+/// A session whose server stops and starts again attaches again by itself: the same
+/// `Session` and `Window` go on as a new incarnation, the window's private copy (with a store
+/// not yet published) is kept, the epoch that was open fails once with the reason, and what
+/// was acknowledged before is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_attaches_again_by_itself_when_its_server_comes_back() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-reattach")));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = start_listening(listener, &data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("back"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 4))
+        .await
+        .unwrap();
+    let session = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    assert_eq!(session.incarnation(), 1);
+    let w = session.window("w").await.unwrap();
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w.put(1, 0, &[5i64]).unwrap();
+    w.unlock(1).await.unwrap();
+    // a store not yet published, and an epoch left open, when the server goes
+    w.store(3, &[9i64]).unwrap();
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    server.stop().await;
+    let server = start_listening(TcpListener::bind(address).await.unwrap(), &data.0, |_| {}).await;
+    // the session comes back by itself (nothing here attaches it)
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while session.incarnation() == 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session did not attach again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(session.incarnation(), 2);
+    // the epoch open when the server went is gone, and its next call says so, once
+    let lost = w.put(1, 1, &[6i64]).unwrap_err();
+    assert!(
+        matches!(&lost, onesided_client::Error::Disconnected(why) if why.contains("was lost")),
+        "{lost}"
+    );
+    // the window goes on: a new epoch, the acknowledged put is there, the private copy kept
+    assert_eq!(w.load::<i64>(3, 1).unwrap(), vec![9]);
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    let got = w.get::<i64>(1, 0, 2).unwrap();
+    w.put(1, 2, &[7i64]).unwrap();
+    w.unlock(1).await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![5, 0]);
+    let copies = public_copies(&server.url, &world.tokens[1], "w", 2, 4).await;
+    assert_eq!(copies[1], vec![5, 0, 7, 0]);
+    drop(w);
+    session.close().await.unwrap();
+    server.stop().await;
+}
+
+/// A session replaced by a newer incarnation of its rank (the same token attached again) ends
+/// for good: it does not attach again by itself, which would take the rank back from the
+/// session that replaced it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_replaced_by_a_newer_incarnation_does_not_come_back() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-replaced")));
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("replaced"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 1))
+        .await
+        .unwrap();
+    let old = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let old_window = old.window("w").await.unwrap();
+    let new = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    assert_eq!(new.incarnation(), 2);
+    let ended = old_window
+        .lock(LockType::Exclusive, 0, 0)
+        .await
+        .unwrap_err();
+    assert!(ended.to_string().contains("superseded"), "{ended}");
+    // the newer session keeps the rank through many round trips, and the old one stays ended
+    let w = new.window("w").await.unwrap();
+    for i in 0..50i64 {
+        w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+        w.accumulate(1, 0, &[i], Op::Sum).unwrap();
+        w.unlock(1).await.unwrap();
+    }
+    assert_eq!(old.incarnation(), 1);
+    assert!(old_window.flush_all().await.is_err());
+    let copies = public_copies(&server.url, &world.tokens[1], "w", 2, 1).await;
+    assert_eq!(copies[1], vec![(0..50).sum::<i64>()]);
+    drop(w);
+    new.close().await.unwrap();
+    server.stop().await;
 }
 
 /// Every rank's public copy, read through a session of `token`'s rank under lock_all.
