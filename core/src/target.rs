@@ -193,8 +193,13 @@ pub enum Input<R> {
         /// The answer.
         reply: R,
     },
-    /// The window was freed: everything pending fails with `MPI_ERR_WIN`.
+    /// The window was freed: everything pending fails with `MPI_ERR_WIN`; rank 0 records
+    /// `window_freed`.
     Stop,
+    /// The window is no longer served here (a cluster node let its world go: it moved, or
+    /// the node lost its lease): everything pending fails with `MPI_ERR_IO`, and nothing is
+    /// recorded — the window is not freed, its log goes on where it is served next.
+    Abandon,
 }
 
 /// A successful answer.
@@ -512,12 +517,24 @@ impl<R> Target<R> {
                 }
             }
             Input::Pull { reply } => self.answer_synced(reply, true, false, 0),
-            Input::Stop => self.stop(),
+            Input::Stop => self.stop(true),
+            Input::Abandon => self.stop(false),
         }
     }
 
-    fn stop(&mut self) {
-        let freed = || RmaError::new(ErrorClass::Win, "the window was freed");
+    /// Fails everything pending: the window was `freed`, or is abandoned here.
+    fn stop(&mut self, freed: bool) {
+        let why = || {
+            if freed {
+                RmaError::new(ErrorClass::Win, "the window was freed")
+            } else {
+                RmaError::new(
+                    ErrorClass::Io,
+                    "this node no longer serves the window (its world moved or the node lost \
+                     it): attach again",
+                )
+            }
+        };
         let mut refused = Vec::new();
         for queue in &mut self.queues {
             refused.extend(queue.drain(..).filter_map(|(_, item)| item.into_reply()));
@@ -533,9 +550,9 @@ impl<R> Target<R> {
         refused.extend(self.pending_fence.take().map(|pending| pending.reply));
         refused.extend(self.pending_wait.take().map(|pending| pending.reply));
         for reply in refused {
-            self.answer(reply, Err(freed()));
+            self.answer(reply, Err(why()));
         }
-        if self.rank == 0 {
+        if freed && self.rank == 0 {
             self.record(Event::WindowFreed);
         }
     }

@@ -685,6 +685,41 @@ fn stop_fails_everything_pending_with_err_win() {
     assert_eq!(failed, BTreeSet::from([1, 2, 3]), "{answers:?}");
 }
 
+/// A window a node no longer serves (its world moved) fails everything still waiting with
+/// `MPI_ERR_IO` and records nothing: it was not freed, its log goes on elsewhere.
+#[test]
+fn abandon_fails_everything_pending_with_err_io_and_records_nothing() {
+    let now = Instant::now();
+    for rank in [0, 1] {
+        let mut engine = target(rank, 3, 4);
+        let exclusive = |grant| Access::LockRequest {
+            request: LockRequest {
+                lock_type: LockType::Exclusive,
+                nocheck: false,
+            },
+            holding_elsewhere: false,
+            grant,
+        };
+        engine.handle(from(2, exclusive(Some(1))), now);
+        engine.handle(from(1 - rank.min(1), exclusive(Some(2))), now);
+        engine.take_effects();
+        engine.handle(Input::Abandon, now);
+        let effects = engine.take_effects();
+        assert!(effects.events.is_empty(), "{:?}", effects.events);
+        let answers = answered(&effects);
+        assert!(
+            answers.iter().any(|(reply, answer)| *reply == 2
+                && matches!(answer, Err(error) if error.class == ErrorClass::Io)),
+            "{answers:?}"
+        );
+        // a freed window of rank 0 records it; an abandoned one never does
+        let mut freed = target(rank, 3, 4);
+        freed.handle(Input::Stop, now);
+        let recorded = freed.take_effects().events;
+        assert_eq!(recorded.len(), usize::from(rank == 0), "{recorded:?}");
+    }
+}
+
 #[test]
 fn inspect_shows_the_holder_the_waiter_and_what_waits_behind_it() {
     let now = Instant::now();

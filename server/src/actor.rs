@@ -61,10 +61,6 @@ pub enum Command {
         /// The picture.
         reply: oneshot::Sender<TargetView>,
     },
-    /// Stop as for [`Input::Stop`] (pending calls fail), but record nothing: the window is not
-    /// freed, only no longer served here (a cluster node let its world go; its log continues
-    /// on the node that takes the world up).
-    Abandon,
 }
 
 /// A cheap, cloneable address of one rank's window-server actor.
@@ -161,9 +157,10 @@ impl WindowServerHandle {
         self.sender.closed().await;
     }
 
-    /// Stops the actor without recording anything ([`Command::Abandon`]).
+    /// Stops the actor as a window no longer served here ([`Input::Abandon`]: pending calls
+    /// fail, nothing is recorded).
     pub fn abandon(&self) {
-        let _ = self.sender.try_send(Command::Abandon);
+        let _ = self.sender.try_send(Command::Engine(Input::Abandon));
     }
 
     /// Asks whether anything is open or pending at this rank.
@@ -223,7 +220,7 @@ impl WindowServer {
                     None => break,
                 },
             };
-            let abandoning = matches!(command, Some(Command::Abandon));
+            let abandoning = matches!(command, Some(Command::Engine(Input::Abandon)));
             let stopping = abandoning || matches!(command, Some(Command::Engine(Input::Stop)));
             let mut departed = None;
             if let Some(command) = command {
@@ -232,10 +229,7 @@ impl WindowServer {
             }
             self.report_queues();
             // answers leave after their events: in sync durability, after the commit
-            let mut effects = self.target.take_effects();
-            if abandoning {
-                effects.events.clear();
-            }
+            let effects = self.target.take_effects();
             self.carry_out(effects).await;
             if let Some(done) = departed {
                 let _ = done.send(());
@@ -277,7 +271,6 @@ impl WindowServer {
             Command::Busy { reply } => {
                 let _ = reply.send(self.target.busy());
             }
-            Command::Abandon => self.target.handle(Input::Stop, now),
             Command::Inspect { reply } => {
                 let _ = reply.send(self.target.inspect(now));
             }
