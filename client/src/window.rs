@@ -297,6 +297,19 @@ impl Window {
         &self.desc
     }
 
+    /// `MPI_Win_get_info`: the hints in use — every key this implementation understands,
+    /// with its value (the defaults included), then the keys it does not use, as given when
+    /// the window was created (MPI-4 reports those too).
+    pub fn get_info(&self) -> Vec<(String, String)> {
+        self.desc.info.to_pairs()
+    }
+
+    /// `MPI_Win_get_group`: the ranks of the window's group, in the window's rank order, as
+    /// ranks of the world. A window spans its whole world, so this is `0..nranks`.
+    pub fn get_group(&self) -> Vec<u32> {
+        (0..self.desc.nranks()).collect()
+    }
+
     /// This rank.
     pub fn rank(&self) -> u32 {
         self.session.rank()

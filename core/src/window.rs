@@ -121,7 +121,23 @@ pub struct WindowInfo {
     /// creator said. Nothing checks operations against it; clients use it as the type of an
     /// operation that names none (`onesided get` without `--type`).
     pub element_type: Option<Datatype>,
+    /// `mpi_accumulate_granularity` (MPI-4): the granularity, in bytes, at which the
+    /// application would like accumulates synchronized; a hint (0, the default: none). Every
+    /// accumulate here is applied whole by the target's one actor, whatever it says.
+    pub accumulate_granularity: u64,
+    /// Keys this implementation does not use, with their values, kept as given: MPI-4's
+    /// `MPI_WIN_GET_INFO` reports them too.
+    pub kept: std::collections::BTreeMap<String, String>,
 }
+
+/// The longest info key MPI allows (`MPI_MAX_INFO_KEY`, without its terminating NUL).
+pub const MAX_INFO_KEY: usize = 255;
+
+/// The longest info value MPI allows (`MPI_MAX_INFO_VAL`, without its terminating NUL).
+pub const MAX_INFO_VAL: usize = 1023;
+
+/// The most unknown keys a window keeps.
+pub const MAX_KEPT_INFO_KEYS: usize = 64;
 
 /// The info key that names a window's element type ([`WindowInfo::element_type`]).
 pub const ELEMENT_TYPE_KEY: &str = "onesided_element_type";
@@ -135,19 +151,40 @@ impl Default for WindowInfo {
             same_size: false,
             same_disp_unit: false,
             element_type: None,
+            accumulate_granularity: 0,
+            kept: std::collections::BTreeMap::new(),
         }
     }
 }
 
 impl WindowInfo {
-    /// Parses info keys. Unknown keys are hints and ignored (MPI); known keys with bad
-    /// values are refused.
+    /// Parses info keys. Unknown keys are hints this implementation does not use: kept as
+    /// given and reported ([`WindowInfo::to_pairs`]); known keys with bad values are refused.
     ///
     /// # Errors
-    /// `MPI_ERR_INFO` for a bad value.
+    /// `MPI_ERR_INFO` for a bad value, a key or value longer than MPI allows
+    /// ([`MAX_INFO_KEY`], [`MAX_INFO_VAL`]), an empty key, or more than
+    /// [`MAX_KEPT_INFO_KEYS`] unknown keys.
     pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> RmaResult<Self> {
         let mut info = WindowInfo::default();
         for (key, value) in pairs {
+            if key.is_empty() || key.len() > MAX_INFO_KEY {
+                return Err(rma_err!(
+                    Info,
+                    "an info key has 1 to {MAX_INFO_KEY} bytes (MPI_MAX_INFO_KEY), not {}: {}",
+                    key.len(),
+                    quoted(key)
+                ));
+            }
+            if value.len() > MAX_INFO_VAL {
+                return Err(rma_err!(
+                    Info,
+                    "the value of info key {} has {} bytes, more than MPI_MAX_INFO_VAL \
+                     ({MAX_INFO_VAL})",
+                    quoted(key),
+                    value.len()
+                ));
+            }
             match key {
                 "no_locks" => info.no_locks = parse_bool(key, value)?,
                 "same_size" => info.same_size = parse_bool(key, value)?,
@@ -178,7 +215,25 @@ impl WindowInfo {
                         )
                     })?);
                 }
-                _ => {}
+                "mpi_accumulate_granularity" => {
+                    info.accumulate_granularity = value.parse().map_err(|_| {
+                        rma_err!(
+                            Info,
+                            "mpi_accumulate_granularity must be a number of bytes >= 0, not {}",
+                            quoted(value)
+                        )
+                    })?;
+                }
+                _ => {
+                    info.kept.insert(key.to_string(), value.to_string());
+                    if info.kept.len() > MAX_KEPT_INFO_KEYS {
+                        return Err(rma_err!(
+                            Info,
+                            "more than {MAX_KEPT_INFO_KEYS} info keys this implementation does \
+                             not use"
+                        ));
+                    }
+                }
             }
         }
         Ok(info)
@@ -217,7 +272,8 @@ impl WindowInfo {
         Ok(())
     }
 
-    /// The hints in use, as key/value pairs (what `MPI_WIN_GET_INFO` reports).
+    /// The hints in use, as key/value pairs, then the keys kept as given (what MPI-4's
+    /// `MPI_WIN_GET_INFO` reports).
     pub fn to_pairs(&self) -> Vec<(String, String)> {
         let ops = match self.accumulate_ops {
             AccumulateOps::SameOp => "same_op",
@@ -238,6 +294,11 @@ impl WindowInfo {
             self.element_type
                 .map(|dtype| (ELEMENT_TYPE_KEY.to_string(), dtype.name().to_string())),
         )
+        .chain(std::iter::once((
+            "mpi_accumulate_granularity".to_string(),
+            self.accumulate_granularity.to_string(),
+        )))
+        .chain(self.kept.clone())
         .collect()
     }
 }

@@ -175,7 +175,8 @@ fn log_prints_every_event_in_order_without_gaps() {
                "name": "W", "sizes": [24, 24], "disp_units": [8, 8],
                "info": {"no_locks": "false", "accumulate_ordering": "rar,raw,war,waw",
                         "accumulate_ops": "same_op_no_op", "same_size": "false",
-                        "same_disp_unit": "false", "onesided_element_type": "i64"}})
+                        "same_disp_unit": "false", "onesided_element_type": "i64",
+                        "mpi_accumulate_granularity": "0"}})
     );
     let first = |kind: &str| {
         kinds

@@ -267,7 +267,10 @@ async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
     let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let world = admin.create_world("kept", 3).await.unwrap();
     admin
-        .create_window("kept", &WindowSpec::of::<i64>("w", 3, 4))
+        .create_window(
+            "kept",
+            &WindowSpec::of::<i64>("w", 3, 4).info("my_hint", "survives restarts"),
+        )
         .await
         .unwrap();
     admin
@@ -338,6 +341,10 @@ async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
         .await
         .unwrap();
     let w = session.window("w").await.unwrap();
+    // an info key the server does not use is still reported as given
+    assert!(w
+        .get_info()
+        .contains(&("my_hint".to_string(), "survives restarts".to_string())));
     w.lock(LockType::Exclusive, 0, 0).await.unwrap();
     w.put(0, 0, &[77i64]).unwrap();
     w.unlock(0).await.unwrap();

@@ -49,6 +49,44 @@ async fn worlds_and_windows_are_created_listed_described_and_freed() {
     assert_eq!(gone.code(), Code::NotFound);
 }
 
+/// `MPI_Win_get_info` on every rank reports every hint in use with its value — the ones
+/// given, the defaults, MPI-4's `mpi_accumulate_granularity` — and the keys this
+/// implementation does not use, as given; `MPI_Win_get_group` the window's ranks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rank_gets_the_info_in_use_and_the_keys_kept_as_given() {
+    let server = spawn_server().await;
+    let world = unique("world");
+    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
+    let spec = WindowSpec::of::<i64>("w", 2, 4)
+        .info("accumulate_ops", "same_op")
+        .info("mpi_accumulate_granularity", "64")
+        .info("my_hint", "kept as given")
+        .info("alloc_shared_noncontig", "true");
+    server.admin.create_window(&world, &spec).await.unwrap();
+    for token in &tokens {
+        let session = Session::attach(&server.url, token).await.unwrap();
+        let w = session.window("w").await.unwrap();
+        let info: std::collections::BTreeMap<String, String> = w.get_info().into_iter().collect();
+        for (key, value) in [
+            ("accumulate_ops", "same_op"),
+            ("mpi_accumulate_granularity", "64"),
+            ("my_hint", "kept as given"),
+            ("alloc_shared_noncontig", "true"),
+            ("no_locks", "false"),
+            ("accumulate_ordering", "rar,raw,war,waw"),
+            ("same_size", "false"),
+            ("same_disp_unit", "false"),
+            ("onesided_element_type", "i64"),
+        ] {
+            assert_eq!(info.get(key).map(String::as_str), Some(value), "{info:?}");
+        }
+        assert_eq!(info.len(), 9, "{info:?}");
+        assert_eq!(w.get_group(), vec![0, 1]);
+        drop(w);
+        session.close().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_window_requests_are_refused_with_their_class() {
     let server = spawn_server().await;
@@ -67,6 +105,19 @@ async fn bad_window_requests_are_refused_with_their_class() {
             ErrorClass::Info,
         ),
         (WindowSpec::bytes("bad name", 2, 8, 1), ErrorClass::Arg),
+        (
+            WindowSpec::bytes("w", 2, 8, 1).info("mpi_accumulate_granularity", "-8"),
+            ErrorClass::Info,
+        ),
+        // MPI_MAX_INFO_KEY and MPI_MAX_INFO_VAL bound even the keys kept as given
+        (
+            WindowSpec::bytes("w", 2, 8, 1).info(&"k".repeat(256), "v"),
+            ErrorClass::Info,
+        ),
+        (
+            WindowSpec::bytes("w", 2, 8, 1).info("my_hint", &"v".repeat(1024)),
+            ErrorClass::Info,
+        ),
         // promises the shape breaks (MPI makes them erroneous)
         (
             WindowSpec {
