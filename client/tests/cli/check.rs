@@ -454,6 +454,12 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "forum4_put_to_self.rma",
     "forum5_load_after_wait.rma",
     "forum5_local_get.rma",
+    "layout_hindexed.rma",
+    "layout_hvector.rma",
+    "layout_indexed.rma",
+    "layout_origin.rma",
+    "layout_subarray.rma",
+    "layout_vector.rma",
     "lock_all_behind_writers.rma",
 ];
 
@@ -577,6 +583,18 @@ fn example_forum5_local_get_is_clean() {
 #[test]
 fn example_lock_all_behind_writers_is_clean() {
     example_is_clean("lock_all_behind_writers.rma");
+}
+
+/// The layout examples flush between accesses of one element: every access is recorded with
+/// its layout's bytes, and none races.
+#[test]
+fn examples_of_layouts_are_clean() {
+    for name in CORRECT_EXAMPLES
+        .iter()
+        .filter(|name| name.starts_with("layout_"))
+    {
+        example_is_clean(name);
+    }
 }
 
 #[test]
