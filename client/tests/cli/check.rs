@@ -585,6 +585,29 @@ fn example_lock_all_behind_writers_is_clean() {
     example_is_clean("lock_all_behind_writers.rma");
 }
 
+/// Two layouts that share one element of C, from two origins in one fence epoch: the finding
+/// names exactly the shared element's bytes, so the log holds each layout's own bytes.
+#[test]
+fn layouts_that_share_one_element_are_put_put_on_its_bytes() {
+    let server = Server::start();
+    let scenario = "\
+window W ranks=3 size=8 type=i32
+A: fence
+B: fence
+C: fence
+A: put C W[vector:2,1,4@1] = 1,2       # elements 1 and 5
+B: put C W[hindexed:20+1,8+1] = 3,4    # elements 5 and 2
+A: fence
+B: fence
+C: fence
+";
+    let document = assert_racy(&server, "layouts-put-put", scenario, "put_put");
+    let findings = document["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{document:#}");
+    assert_eq!(findings[0]["target"], 2);
+    assert_eq!(findings[0]["bytes"], serde_json::json!([20, 24]));
+}
+
 /// The layout examples flush between accesses of one element: every access is recorded with
 /// its layout's bytes, and none races.
 #[test]
