@@ -195,19 +195,25 @@ fn observed(dtype: Datatype, list: bool, bytes: &[u8]) -> Result<Observed, Error
     })
 }
 
-/// Byte offsets of a location's elements in a window of `dtype`, in type-map order; an
-/// offset that overflows is `u64::MAX` (outside every window).
-fn element_offsets(loc: &Loc, dtype: Datatype) -> Result<Vec<u64>, Error> {
+/// The byte runs of a location's elements in a window of `dtype`, in type-map order, as
+/// (offset, length) from the window's start; an offset that overflows is `u64::MAX` (outside
+/// every window).
+fn byte_runs(loc: &Loc, dtype: Datatype) -> Result<Vec<(u64, u64)>, Error> {
     let size = dtype.size() as u64;
     let base = loc.index.saturating_mul(size);
     let runs = loc.shape.layout().flatten(size)?;
+    Ok(runs
+        .into_iter()
+        .map(|run| (base.saturating_add(run.offset), run.len))
+        .collect())
+}
+
+/// Byte offsets of a location's elements in a window of `dtype`, in type-map order.
+fn element_offsets(loc: &Loc, dtype: Datatype) -> Result<Vec<u64>, Error> {
+    let size = dtype.size() as u64;
     let mut offsets = Vec::new();
-    for run in runs {
-        let mut at = run.offset;
-        while at < run.offset + run.len {
-            offsets.push(base.saturating_add(at));
-            at += size;
-        }
+    for (offset, len) in byte_runs(loc, dtype)? {
+        offsets.extend((0..len / size).map(|k| offset.saturating_add(k * size)));
     }
     Ok(offsets)
 }
@@ -478,8 +484,9 @@ impl RankExecutor {
         let dtype = self.dtypes[loc.window];
         let window = self.window(loc.window)?;
         let mut bytes = Vec::new();
-        for offset in element_offsets(loc, dtype)? {
-            bytes.extend(read(window, offset, dtype.size() as u64)?);
+        // run by run: a long range past the window fails at once, not element by element
+        for (offset, len) in byte_runs(loc, dtype)? {
+            bytes.extend(read(window, offset, len)?);
         }
         observed(dtype, loc.shape.is_list(), &bytes)
     }
