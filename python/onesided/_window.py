@@ -277,25 +277,41 @@ class Window:
         )
         return Pending(native, DTYPES[name], single=True)
 
-    def rput(self, target, disp, values, *, dtype=None):
-        """``MPI_Rput``: only in a passive-target epoch; locally complete at once."""
-        self._put_like("put", target, disp, values, None, dtype, None, True)
+    def rput(self, target, disp, values, *, dtype=None, layout=None, origin_layout=None):
+        """``MPI_Rput``: only in a passive-target epoch; locally complete at once. ``layout``
+        and ``origin_layout`` as for ``put``."""
+        self._put_like(
+            "put", target, disp, values, None, dtype, layout, True, origin_layout
+        )
         return Request()
 
-    def rget(self, target, disp, count=1, *, dtype=None):
-        """``MPI_Rget``: its request completes when the data is here."""
+    def rget(self, target, disp, count=1, *, dtype=None, layout=None):
+        """``MPI_Rget``: its request completes when the data is here; ``layout`` as for
+        ``get``."""
         name = self._datatype(dtype)
-        native = self._issue("get", target, disp, name, b"", {"count": count}, True)
+        shape, _ = self._shape(layout, count)
+        native = self._issue("get", target, disp, name, b"", shape, True)
         return Request(Pending(native, DTYPES[name], single=False))
 
-    def raccumulate(self, target, disp, values, op, *, dtype=None):
-        """``MPI_Raccumulate``."""
-        self._put_like("accumulate", target, disp, values, op, dtype, None, True)
+    def raccumulate(
+        self, target, disp, values, op, *, dtype=None, layout=None, origin_layout=None
+    ):
+        """``MPI_Raccumulate``; ``layout`` and ``origin_layout`` as for ``put``."""
+        self._put_like(
+            "accumulate", target, disp, values, op, dtype, layout, True, origin_layout
+        )
         return Request()
 
-    def rget_accumulate(self, target, disp, values, op, *, dtype=None, count=1):
-        """``MPI_Rget_accumulate``."""
-        return Request(self._get_accumulate(target, disp, values, op, dtype, count, True))
+    def rget_accumulate(
+        self, target, disp, values, op, *, dtype=None, count=1, layout=None, origin_layout=None
+    ):
+        """``MPI_Rget_accumulate``; ``layout`` and ``origin_layout`` as for
+        ``get_accumulate``."""
+        return Request(
+            self._get_accumulate(
+                target, disp, values, op, dtype, count, True, layout, origin_layout
+            )
+        )
 
     # ---- synchronization ----
 

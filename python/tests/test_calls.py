@@ -176,6 +176,29 @@ def test_origin_layouts_send_only_what_they_select(pair):
     assert list(every.value()) == [7, 3, 45, 30, 0, 10]
 
 
+def test_request_based_calls_take_layouts_too(pair):
+    spec = WindowSpec.of(unique("rlayouts"), 2, 6, "i32")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.rput(1, 0, [1, 2, 3], layout=Hindexed([(20, 1), (0, 1)]), origin_layout=Vector(2, 1, 2))
+    w0.flush(1)  # 1 at element 5, 3 at element 0
+    w0.raccumulate(1, 1, [4, 5], Op.SUM, layout=Subarray([5], [2], [2]))  # elements 3, 4
+    w0.flush(1)
+    fetched = w0.rget(1, 0, layout=Hvector(3, 1, 8))  # elements 0, 2, 4
+    w0.flush(1)
+    old = w0.rget_accumulate(
+        1, 0, [9, 0, 8], Op.MAX, layout=Indexed([(5, 1), (1, 1)]),
+        origin_layout=Indexed([(2, 1), (0, 1)]),
+    )  # max(element 5, 8), max(element 1, 9)
+    w0.unlock(1)
+    assert list(fetched.wait()) == [3, 0, 5]
+    assert list(old.wait()) == [1, 0]
+    w0.lock(LockType.SHARED, 1)
+    every = w0.get(1, 0, 6)
+    w0.unlock(1)
+    assert list(every.value()) == [3, 9, 0, 4, 5, 8]
+
+
 def test_layouts_past_the_window_or_the_origin_are_refused(pair):
     spec = WindowSpec.of(unique("refused"), 2, 4, "i32")
     w0, _ = pair.windows(spec)
