@@ -1499,7 +1499,12 @@ expect public B X == 7                  # after the run, B's public copy holds 7
             assert_eq!((line, column), position, "{call:?}: {actual}");
             assert!(actual.contains(message), "{call:?}: {actual}");
         }
-        let origin_cases: [(&str, (usize, usize), &str); 5] = [
+        let origin_cases: [(&str, (usize, usize), &str); 6] = [
+            (
+                "A: get B W[0..2] -> v origin=vector:2,1,10000000",
+                (2, 30),
+                "the origin buffer of a get may be at most 67108864 bytes",
+            ),
             (
                 "A: put B W[0..2] = 1,2,3 origin=0..3",
                 (2, 33),

@@ -317,11 +317,17 @@ pub(crate) fn returns_list(kind: OpCall, loc: &Loc, origin: Option<&Origin>) -> 
     loc.shape.is_list() || (kind == OpCall::Get && origin.is_some())
 }
 
-/// The origin layout, where the operation has one: as many elements as the location.
+/// The largest origin buffer a get with an origin layout may unpack into: the runner
+/// allocates it, and a few characters of layout could otherwise ask for any size.
+pub(crate) const MAX_GET_ORIGIN_BYTES: u64 = 1 << 26;
+
+/// The origin layout, where the operation has one: as many elements as the location, and for
+/// a get a buffer of at most [`MAX_GET_ORIGIN_BYTES`].
 fn origin_of(
     site: &Site<'_>,
     kind: OpCall,
     loc: &Loc,
+    dtype: Datatype,
     origin: Option<(Origin, usize)>,
 ) -> Result<Option<Box<Origin>>, ParseError> {
     let Some((origin, column)) = origin else {
@@ -352,6 +358,25 @@ fn origin_of(
             column,
             format!("the origin selects {given} elements, the location has {wanted}"),
         ));
+    }
+    if kind == OpCall::Get {
+        let size = dtype.size() as u64;
+        let end = origin
+            .shape
+            .layout()
+            .extent(size)
+            .ok()
+            .and_then(|extent| origin.index.checked_mul(size)?.checked_add(extent));
+        if end.is_none_or(|end| end > MAX_GET_ORIGIN_BYTES) {
+            return Err(err(
+                site.line,
+                column,
+                format!(
+                    "the origin buffer of a get may be at most {MAX_GET_ORIGIN_BYTES} bytes; \
+                     this one reaches further"
+                ),
+            ));
+        }
     }
     Ok(Some(Box::new(origin)))
 }
@@ -384,7 +409,7 @@ fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
             },
         ));
     }
-    let origin = origin_of(site, kind, &loc, origin)?;
+    let origin = origin_of(site, kind, &loc, dtype, origin)?;
     let values = op_values(site, kind, &loc, values, origin.is_some())?;
     let returns = matches!(
         kind,
