@@ -7,7 +7,9 @@ PyO3: the same epoch rules, private copy, heartbeats and audit events as a Rust 
   log (events, check, replay, verify).
 - ``Session``: attach as one rank; ``barrier``; ``window(name)``.
 - ``Window``: every MPI RMA call by its MPI name, with numpy values; ``Pending`` and
-  ``Request`` answers.
+  ``Request`` answers. Layouts (MPI's derived datatypes over one basic type): ``Vector``,
+  ``Indexed``, ``Hvector``, ``Hindexed``, ``Subarray``; ``pack`` and ``unpack`` apply one to
+  an origin buffer.
 - ``OnesidedError``; ``MpiError`` carries the MPI error class (``ErrorClass``).
 
 Blocking calls release the GIL, so the ranks of a world can run in threads of one process.
@@ -44,12 +46,15 @@ from ._types import (
     LONG_INT,
     SHORT_INT,
     Assert,
+    Hindexed,
+    Hvector,
     Indexed,
     LockType,
     Op,
+    Subarray,
     Vector,
 )
-from ._window import Pending, Request, Session, Window
+from ._window import Pending, Request, Session, Window, pack, unpack
 
 __all__ = [
     "Admin",
@@ -65,6 +70,8 @@ __all__ = [
     "ErrorClass",
     "FLOAT_INT",
     "Finding",
+    "Hindexed",
+    "Hvector",
     "INT_INT",
     "Indexed",
     "LONG_INT",
@@ -80,10 +87,13 @@ __all__ = [
     "Session",
     "StatusCode",
     "StatusError",
+    "Subarray",
     "Vector",
     "Window",
     "WindowDescription",
     "WindowSpec",
     "WorldSummary",
     "WorldTokens",
+    "pack",
+    "unpack",
 ]

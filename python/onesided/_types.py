@@ -82,7 +82,7 @@ class Assert(enum.IntFlag):
 
 
 class Vector:
-    """A target layout of ``count`` blocks of ``blocklen`` elements, block i starting at
+    """A layout of ``count`` blocks of ``blocklen`` elements, block i starting at
     element ``i * stride`` (``MPI_Type_vector``)."""
 
     def __init__(self, count, blocklen, stride):
@@ -99,7 +99,7 @@ class Vector:
 
 
 class Indexed:
-    """A target layout of blocks ``(disp, len)`` at element displacements, in type-map order
+    """A layout of blocks ``(disp, len)`` at element displacements, in type-map order
     (``MPI_Type_indexed``)."""
 
     def __init__(self, blocks):
@@ -113,6 +113,68 @@ class Indexed:
 
     def __repr__(self):
         return "Indexed({!r})".format(self.blocks)
+
+
+class Hvector:
+    """A layout of ``count`` blocks of ``blocklen`` elements, block i starting at byte
+    ``i * stride_bytes`` (``MPI_Type_create_hvector``; the stride need not be a multiple of the
+    element size)."""
+
+    def __init__(self, count, blocklen, stride_bytes):
+        self.count, self.blocklen, self.stride_bytes = count, blocklen, stride_bytes
+
+    def elements(self):
+        return self.count * self.blocklen
+
+    def native(self):
+        return {"hvector": (self.count, self.blocklen, self.stride_bytes)}
+
+    def __repr__(self):
+        return "Hvector({}, {}, {})".format(self.count, self.blocklen, self.stride_bytes)
+
+
+class Hindexed:
+    """A layout of blocks ``(offset, len)``: ``len`` elements starting at byte ``offset``, in
+    type-map order (``MPI_Type_create_hindexed``)."""
+
+    def __init__(self, blocks):
+        self.blocks = [(int(offset), int(length)) for offset, length in blocks]
+
+    def elements(self):
+        return sum(length for _, length in self.blocks)
+
+    def native(self):
+        return {"hblocks": self.blocks}
+
+    def __repr__(self):
+        return "Hindexed({!r})".format(self.blocks)
+
+
+class Subarray:
+    """The block of ``subsizes`` elements starting at ``starts`` of an array of ``sizes``
+    (one number per dimension), stored in ``order`` ``"c"`` (row-major, the default) or
+    ``"fortran"`` (``MPI_Type_create_subarray``). A shape MPI refuses is ``ErrorClass.ARG``
+    when used."""
+
+    def __init__(self, sizes, subsizes, starts, order="c"):
+        self.sizes = [int(size) for size in sizes]
+        self.subsizes = [int(size) for size in subsizes]
+        self.starts = [int(start) for start in starts]
+        self.order = plain(order)
+
+    def elements(self):
+        elements = 1
+        for size in self.subsizes:
+            elements *= size
+        return elements
+
+    def native(self):
+        return {"subarray": (self.sizes, self.subsizes, self.starts, self.order)}
+
+    def __repr__(self):
+        return "Subarray({!r}, {!r}, {!r}, order={!r})".format(
+            self.sizes, self.subsizes, self.starts, self.order
+        )
 
 
 def plain(value):

@@ -20,6 +20,27 @@ def _origin(values, dtype):
     return array.reshape(-1)
 
 
+def pack(values, layout, *, dtype=None):
+    """The elements of ``values`` that ``layout`` selects, in its type-map order, as a
+    one-dimensional array: what an origin datatype sends (``onesided_client::pack``). A layout
+    reaching past the values is ``ErrorClass.RMA_RANGE``."""
+    array = np.ascontiguousarray(values, dtype=dtype)
+    data = _onesided.pack(array.tobytes(), array.itemsize, **layout.native())
+    return np.frombuffer(data, dtype=array.dtype).copy()
+
+
+def unpack(packed, buffer, layout):
+    """Writes ``packed`` values (as a get returns them) into the numpy array ``buffer`` where
+    ``layout`` says, in its type-map order: a get's origin datatype (``onesided_client::unpack``).
+    ``buffer`` is changed in place, and not at all on error (``ErrorClass.RMA_RANGE`` when the
+    layout reaches past it, ``ErrorClass.COUNT`` when the number of values does not match)."""
+    values = np.ascontiguousarray(packed, dtype=buffer.dtype)
+    data = _onesided.unpack(
+        values.tobytes(), buffer.tobytes(), buffer.itemsize, **layout.native()
+    )
+    np.copyto(buffer, np.frombuffer(data, dtype=buffer.dtype).reshape(buffer.shape))
+
+
 class Pending:
     """The answer of a get-like call, defined once the operation completed (after the flush,
     unlock, fence or complete that completes it). ``value()`` waits for it: an operation
@@ -143,57 +164,89 @@ class Window:
             **extra,
         )
 
-    def _put_like(self, kind, target, disp, values, op, dtype, layout, request_based):
-        name, array = self._values(values, dtype)
-        shape, _ = self._shape(layout, array.size)
-        extra = {} if op is None else {"op": plain(op)}
-        return self._issue(
-            kind, target, disp, name, array.tobytes(), shape, request_based, **extra
-        )
+    @staticmethod
+    def _sent(array, origin_layout):
+        """The packed values a call sends, and how many: all of ``array``, or those
+        ``origin_layout`` selects."""
+        if origin_layout is None:
+            return array.tobytes(), array.size
+        data = _onesided.pack(array.tobytes(), array.itemsize, **origin_layout.native())
+        return data, origin_layout.elements()
 
-    def put(self, target, disp, values, *, dtype=None, layout=None):
-        """``MPI_Put`` of ``values`` to ``target`` at ``disp`` (with a target ``layout``,
-        ``Vector`` or ``Indexed``, the values are in layout order)."""
-        self._put_like("put", target, disp, values, None, dtype, layout, False)
+    def _put_like(
+        self, kind, target, disp, values, op, dtype, layout, request_based, origin_layout=None
+    ):
+        name, array = self._values(values, dtype)
+        data, elements = self._sent(array, origin_layout)
+        shape, _ = self._shape(layout, elements)
+        extra = {} if op is None else {"op": plain(op)}
+        return self._issue(kind, target, disp, name, data, shape, request_based, **extra)
+
+    def put(self, target, disp, values, *, dtype=None, layout=None, origin_layout=None):
+        """``MPI_Put`` of ``values`` to ``target`` at ``disp``. With a target ``layout``
+        (``Vector``, ``Indexed``, ``Hvector``, ``Hindexed``, ``Subarray``) the values are in
+        its type-map order; with an ``origin_layout`` only the values it selects are sent, in
+        its type-map order (``put_from`` in Rust)."""
+        self._put_like(
+            "put", target, disp, values, None, dtype, layout, False, origin_layout
+        )
 
     def get(self, target, disp, count=1, *, dtype=None, layout=None):
         """``MPI_Get`` of ``count`` elements (or of the elements ``layout`` selects, in
-        layout order): a ``Pending`` whose ``value()`` is the array."""
+        layout order): a ``Pending`` whose ``value()`` is the array. A get's origin layout is
+        ``unpack(pending.value(), buffer, origin_layout)``."""
         name = self._datatype(dtype)
         shape, _ = self._shape(layout, count)
         native = self._issue("get", target, disp, name, b"", shape)
         return Pending(native, DTYPES[name], single=False)
 
-    def accumulate(self, target, disp, values, op, *, dtype=None, layout=None):
-        """``MPI_Accumulate`` of ``values`` with ``op`` (an ``Op`` or its name)."""
-        self._put_like("accumulate", target, disp, values, op, dtype, layout, False)
+    def accumulate(
+        self, target, disp, values, op, *, dtype=None, layout=None, origin_layout=None
+    ):
+        """``MPI_Accumulate`` of ``values`` with ``op`` (an ``Op`` or its name); ``layout``
+        and ``origin_layout`` as for ``put`` (``accumulate_from`` in Rust)."""
+        self._put_like(
+            "accumulate", target, disp, values, op, dtype, layout, False, origin_layout
+        )
 
-    def _get_accumulate(self, target, disp, values, op, dtype, count, request_based):
-        if plain(op) in (Op.NO_OP.value, "noop") and values is None:
+    def _get_accumulate(
+        self, target, disp, values, op, dtype, count, request_based, layout=None,
+        origin_layout=None,
+    ):
+        no_op = plain(op) in (Op.NO_OP.value, "noop")
+        if no_op and values is None:
             # an atomic read of `count` elements: no origin values
             name = self._datatype(dtype)
-            data, elements = b"", count
+            data, elements = b"", count if layout is None else layout.elements()
         else:
             name, array = self._values(values, dtype)
-            elements = array.size
+            data, elements = self._sent(array, None if no_op else origin_layout)
             # the Rust client's rule: NO_OP sends no values, whatever was given
-            data = b"" if plain(op) in (Op.NO_OP.value, "noop") else array.tobytes()
+            data = b"" if no_op else data
+        shape, _ = self._shape(layout, elements)
         native = self._issue(
             "get_accumulate",
             target,
             disp,
             name,
             data,
-            {"count": elements},
+            shape,
             request_based,
             op=plain(op),
         )
         return Pending(native, DTYPES[name], single=False)
 
-    def get_accumulate(self, target, disp, values, op, *, dtype=None, count=1):
+    def get_accumulate(
+        self, target, disp, values, op, *, dtype=None, count=1, layout=None, origin_layout=None
+    ):
         """``MPI_Get_accumulate``: the old contents come back, then ``op`` is applied. With
-        ``Op.NO_OP`` it is an atomic read (``values`` may be None, then ``count`` elements)."""
-        return self._get_accumulate(target, disp, values, op, dtype, count, False)
+        ``Op.NO_OP`` it is an atomic read (``values`` may be None, then ``count`` elements, or
+        those of ``layout``). ``layout`` and ``origin_layout`` as for ``put``
+        (``get_accumulate_from`` in Rust); the old contents come back packed, in ``layout``'s
+        order."""
+        return self._get_accumulate(
+            target, disp, values, op, dtype, count, False, layout, origin_layout
+        )
 
     def fetch_and_op(self, target, disp, value, op, *, dtype=None):
         """``MPI_Fetch_and_op`` on one element: a ``Pending`` whose ``value()`` is the old
@@ -224,25 +277,41 @@ class Window:
         )
         return Pending(native, DTYPES[name], single=True)
 
-    def rput(self, target, disp, values, *, dtype=None):
-        """``MPI_Rput``: only in a passive-target epoch; locally complete at once."""
-        self._put_like("put", target, disp, values, None, dtype, None, True)
+    def rput(self, target, disp, values, *, dtype=None, layout=None, origin_layout=None):
+        """``MPI_Rput``: only in a passive-target epoch; locally complete at once. ``layout``
+        and ``origin_layout`` as for ``put``."""
+        self._put_like(
+            "put", target, disp, values, None, dtype, layout, True, origin_layout
+        )
         return Request()
 
-    def rget(self, target, disp, count=1, *, dtype=None):
-        """``MPI_Rget``: its request completes when the data is here."""
+    def rget(self, target, disp, count=1, *, dtype=None, layout=None):
+        """``MPI_Rget``: its request completes when the data is here; ``layout`` as for
+        ``get``."""
         name = self._datatype(dtype)
-        native = self._issue("get", target, disp, name, b"", {"count": count}, True)
+        shape, _ = self._shape(layout, count)
+        native = self._issue("get", target, disp, name, b"", shape, True)
         return Request(Pending(native, DTYPES[name], single=False))
 
-    def raccumulate(self, target, disp, values, op, *, dtype=None):
-        """``MPI_Raccumulate``."""
-        self._put_like("accumulate", target, disp, values, op, dtype, None, True)
+    def raccumulate(
+        self, target, disp, values, op, *, dtype=None, layout=None, origin_layout=None
+    ):
+        """``MPI_Raccumulate``; ``layout`` and ``origin_layout`` as for ``put``."""
+        self._put_like(
+            "accumulate", target, disp, values, op, dtype, layout, True, origin_layout
+        )
         return Request()
 
-    def rget_accumulate(self, target, disp, values, op, *, dtype=None, count=1):
-        """``MPI_Rget_accumulate``."""
-        return Request(self._get_accumulate(target, disp, values, op, dtype, count, True))
+    def rget_accumulate(
+        self, target, disp, values, op, *, dtype=None, count=1, layout=None, origin_layout=None
+    ):
+        """``MPI_Rget_accumulate``; ``layout`` and ``origin_layout`` as for
+        ``get_accumulate``."""
+        return Request(
+            self._get_accumulate(
+                target, disp, values, op, dtype, count, True, layout, origin_layout
+            )
+        )
 
     # ---- synchronization ----
 

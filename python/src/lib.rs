@@ -129,5 +129,7 @@ fn _onesided(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<window::NativePending>()?;
     module.add("DATATYPES", window::datatypes())?;
     module.add_function(wrap_pyfunction!(errors::refusal, module)?)?;
+    module.add_function(wrap_pyfunction!(window::pack, module)?)?;
+    module.add_function(wrap_pyfunction!(window::unpack, module)?)?;
     Ok(())
 }

@@ -1,14 +1,18 @@
 //! `NativeWindow`: the Rust client's `Window` with every MPI call, on bytes and datatype names
 //! (the `onesided` package turns numpy values into them). Operations go through
 //! `Window::issue` with the same `OpSpec` the Rust client's typed methods build, so bounds,
-//! types, epochs, splitting and coalescing are checked and done by that code.
+//! types, epochs, splitting and coalescing are checked and done by that code. Layouts arrive
+//! as the plain tuples of the package's layout classes (`LayoutArgs`); `pack` and `unpack`
+//! apply one to an origin buffer with core's `gather` and `scatter`.
 
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use onesided_client::{
-    Block, Datatype, Error, ErrorClass, Layout, LockType, Op, OpKind, OpSpec, Pending, Window,
+    Block, ByteBlock, Datatype, Error, ErrorClass, Layout, LockType, Op, OpKind, OpSpec, Order,
+    Pending, Subarray, Window,
 };
+use onesided_core::layout::{gather, scatter};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -65,26 +69,162 @@ fn lock_type_of(py: Python<'_>, name: &str) -> PyResult<LockType> {
     }
 }
 
-/// The target layout: `count` contiguous elements, or a vector, or indexed blocks.
-fn layout_of(
+/// A subarray as the package hands it over: sizes, subsizes, starts and the order's name.
+type SubarrayArgs = (Vec<u64>, Vec<u64>, Vec<u64>, String);
+
+/// A layout as the `onesided` package describes it (its layout classes' `native()`): at most
+/// one of the shapes, else `count` contiguous elements.
+#[derive(Debug, Default)]
+struct LayoutArgs {
+    count: u64,
+    /// `Vector`: (count, blocklen, stride in elements).
+    vector: Option<(u64, u64, u64)>,
+    /// `Indexed`: (displacement, length) in elements.
+    blocks: Option<Vec<(u64, u64)>>,
+    /// `Hvector`: (count, blocklen, stride in bytes).
+    hvector: Option<(u64, u64, u64)>,
+    /// `Hindexed`: (byte offset, length in elements).
+    hblocks: Option<Vec<(u64, u64)>>,
+    /// `Subarray`.
+    subarray: Option<SubarrayArgs>,
+}
+
+impl LayoutArgs {
+    /// The layout; class `ARG` when several shapes or an unknown order are given.
+    fn layout(self, py: Python<'_>) -> PyResult<Layout> {
+        let given = [
+            self.vector.is_some(),
+            self.blocks.is_some(),
+            self.hvector.is_some(),
+            self.hblocks.is_some(),
+            self.subarray.is_some(),
+        ];
+        if given.iter().filter(|&&shape| shape).count() > 1 {
+            return Err(refused(py, ErrorClass::Arg, "a layout has one shape"));
+        }
+        if let Some((count, blocklen, stride)) = self.vector {
+            return Ok(Layout::Vector {
+                count,
+                blocklen,
+                stride,
+            });
+        }
+        if let Some(blocks) = self.blocks {
+            return Ok(Layout::Indexed {
+                blocks: blocks
+                    .into_iter()
+                    .map(|(disp, len)| Block { disp, len })
+                    .collect(),
+            });
+        }
+        if let Some((count, blocklen, stride_bytes)) = self.hvector {
+            return Ok(Layout::Hvector {
+                count,
+                blocklen,
+                stride_bytes,
+            });
+        }
+        if let Some(blocks) = self.hblocks {
+            return Ok(Layout::Hindexed {
+                blocks: blocks
+                    .into_iter()
+                    .map(|(offset, len)| ByteBlock { offset, len })
+                    .collect(),
+            });
+        }
+        if let Some((sizes, subsizes, starts, order)) = self.subarray {
+            let order = match order.to_ascii_lowercase().as_str() {
+                "c" => Order::C,
+                "fortran" => Order::Fortran,
+                _ => {
+                    return Err(refused(
+                        py,
+                        ErrorClass::Arg,
+                        format!("order {order:?} is neither \"c\" nor \"fortran\""),
+                    ))
+                }
+            };
+            return Ok(Layout::Subarray(Box::new(Subarray {
+                sizes,
+                subsizes,
+                starts,
+                order,
+            })));
+        }
+        Ok(Layout::Contiguous { count: self.count })
+    }
+}
+
+/// The elements of `data` (elements of `itemsize` bytes) that the layout selects, packed in
+/// its type-map order: an origin datatype (`onesided_client::pack` on bytes).
+#[pyfunction]
+#[pyo3(signature = (
+    data, itemsize, *, count = 0, vector = None, blocks = None, hvector = None, hblocks = None,
+    subarray = None
+))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pack<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    itemsize: u64,
     count: u64,
     vector: Option<(u64, u64, u64)>,
     blocks: Option<Vec<(u64, u64)>>,
-) -> Layout {
-    match (vector, blocks) {
-        (Some((count, blocklen, stride)), _) => Layout::Vector {
-            count,
-            blocklen,
-            stride,
-        },
-        (None, Some(blocks)) => Layout::Indexed {
-            blocks: blocks
-                .into_iter()
-                .map(|(disp, len)| Block { disp, len })
-                .collect(),
-        },
-        (None, None) => Layout::Contiguous { count },
+    hvector: Option<(u64, u64, u64)>,
+    hblocks: Option<Vec<(u64, u64)>>,
+    subarray: Option<SubarrayArgs>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let layout = LayoutArgs {
+        count,
+        vector,
+        blocks,
+        hvector,
+        hblocks,
+        subarray,
     }
+    .layout(py)?;
+    let packed = layout
+        .flatten(itemsize)
+        .and_then(|runs| gather(&runs, 0, data))
+        .map_err(|error| to_py(py, error.into()))?;
+    Ok(PyBytes::new(py, &packed))
+}
+
+/// `buffer` with `packed` values (as a get returns them) put where the layout says: the origin
+/// datatype of a get (`onesided_client::unpack` on bytes). Nothing is changed on error.
+#[pyfunction]
+#[pyo3(signature = (
+    packed, buffer, itemsize, *, count = 0, vector = None, blocks = None, hvector = None,
+    hblocks = None, subarray = None
+))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn unpack<'py>(
+    py: Python<'py>,
+    packed: &[u8],
+    buffer: &[u8],
+    itemsize: u64,
+    count: u64,
+    vector: Option<(u64, u64, u64)>,
+    blocks: Option<Vec<(u64, u64)>>,
+    hvector: Option<(u64, u64, u64)>,
+    hblocks: Option<Vec<(u64, u64)>>,
+    subarray: Option<SubarrayArgs>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let layout = LayoutArgs {
+        count,
+        vector,
+        blocks,
+        hvector,
+        hblocks,
+        subarray,
+    }
+    .layout(py)?;
+    let mut unpacked = buffer.to_vec();
+    layout
+        .flatten(itemsize)
+        .and_then(|runs| scatter(&runs, 0, &mut unpacked, packed))
+        .map_err(|error| to_py(py, error.into()))?;
+    Ok(PyBytes::new(py, &unpacked))
 }
 
 /// One rank's window; `onesided.Window` wraps it.
@@ -122,11 +262,14 @@ impl NativeWindow {
     }
 
     /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`:
-    /// `count` contiguous ones, or the `vector` (count, blocklen, stride) or indexed `blocks`
-    /// ((disp, len), …) layout. `data` are the origin's values, packed little-endian.
+    /// `count` contiguous ones, or the `vector` (count, blocklen, stride), indexed `blocks`
+    /// ((disp, len), …), `hvector` (count, blocklen, stride in bytes), hindexed `hblocks`
+    /// ((byte offset, len), …) or `subarray` (sizes, subsizes, starts, order) layout. `data`
+    /// are the origin's values, packed little-endian.
     #[pyo3(signature = (
         target, kind, dtype, disp, data, *, count = 0, vector = None, blocks = None,
-        op = None, compare = None, request_based = false
+        hvector = None, hblocks = None, subarray = None, op = None, compare = None,
+        request_based = false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn issue(
@@ -140,15 +283,27 @@ impl NativeWindow {
         count: u64,
         vector: Option<(u64, u64, u64)>,
         blocks: Option<Vec<(u64, u64)>>,
+        hvector: Option<(u64, u64, u64)>,
+        hblocks: Option<Vec<(u64, u64)>>,
+        subarray: Option<SubarrayArgs>,
         op: Option<&str>,
         compare: Option<&[u8]>,
         request_based: bool,
     ) -> PyResult<NativePending> {
+        let layout = LayoutArgs {
+            count,
+            vector,
+            blocks,
+            hvector,
+            hblocks,
+            subarray,
+        }
+        .layout(py)?;
         let spec = OpSpec {
             kind: kind_of(py, kind, op)?,
             dtype: datatype_of(py, dtype)?,
             disp,
-            layout: layout_of(count, vector, blocks),
+            layout,
             data: Bytes::copy_from_slice(data),
             compare: compare.map(Bytes::copy_from_slice).unwrap_or_default(),
         };

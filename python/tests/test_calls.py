@@ -7,7 +7,19 @@ import numpy as np
 import pytest
 
 import onesided
-from onesided import FLOAT_INT, Indexed, LockType, Op, Vector, WindowSpec
+from onesided import (
+    FLOAT_INT,
+    ErrorClass,
+    Hindexed,
+    Hvector,
+    Indexed,
+    LockType,
+    MpiError,
+    Op,
+    Subarray,
+    Vector,
+    WindowSpec,
+)
 
 from conftest import Fixture, ranks, unique
 
@@ -105,6 +117,132 @@ def test_vector_and_indexed_layouts(pair):
     assert list(every.value()) == [1, 2, 8, 0, 3, 4, 0, 9]
     assert every.value().dtype == np.int32, "the window's element type"
     assert list(odd.value()) == [2, 0, 4, 9]
+
+
+def test_hvector_hindexed_and_subarray_layouts(pair):
+    spec = WindowSpec.of(unique("layouts"), 2, 12, "i32")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [1, 2, 3, 4], layout=Hvector(2, 2, 12))  # elements 0, 1 and 3, 4
+    w0.put(1, 0, [5, 6], layout=Hindexed([(44, 1), (24, 1)]))  # element 11, then 6
+    w0.flush(1)
+    # the 2x2 block at row 1, column 1 of a 3x4 C array: elements 5, 6, 9, 10
+    w0.accumulate(1, 0, [10, 20, 30, 40], Op.SUM, layout=Subarray([3, 4], [2, 2], [1, 1]))
+    w0.flush(1)
+    every = w0.get(1, 0, 12)
+    column = w0.get(1, 0, layout=Subarray([4, 3], [1, 3], [3, 0], order="fortran"))
+    w0.unlock(1)
+    assert list(every.value()) == [1, 2, 0, 3, 4, 10, 26, 0, 0, 30, 40, 5]
+    # in Fortran order a 4x3 array over the same storage: its last row is elements 3, 7, 11
+    assert list(column.value()) == [3, 0, 5]
+
+
+def test_an_hvector_stride_need_not_be_a_multiple_of_the_element(pair):
+    spec = WindowSpec.of(unique("hvector"), 2, 4, "u16")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [0x0102, 0x0304], layout=Hvector(2, 1, 3))  # bytes 0-1 and 3-4
+    w0.flush(1)
+    back = w0.get(1, 0, layout=Hvector(2, 1, 3))
+    every = w0.get(1, 0, 4)
+    w0.unlock(1)
+    assert list(back.value()) == [0x0102, 0x0304]
+    assert list(every.value()) == [0x0102, 0x0400, 0x0003, 0]
+
+
+def test_origin_layouts_send_only_what_they_select(pair):
+    spec = WindowSpec.of(unique("origin"), 2, 6, "i64")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [1, 2, 3, 4, 5, 6], layout=Vector(3, 1, 1), origin_layout=Vector(3, 1, 2))
+    w0.accumulate(
+        1, 3, [10, 20, 30], Op.SUM, layout=Indexed([(0, 1), (2, 1)]),
+        origin_layout=Indexed([(2, 1), (0, 1)]),
+    )  # 30 to element 3, 10 to element 5
+    w0.flush(1)
+    old = w0.get_accumulate(
+        1, 0, [7, 8, 9], Op.PROD, layout=Vector(2, 1, 2), origin_layout=Hvector(2, 1, 16)
+    )  # 7 and 9 multiply elements 0 and 2
+    w0.flush(1)
+    fetched = w0.get(1, 1, 2)
+    w0.unlock(1)
+    assert list(old.value()) == [1, 5]
+    buffer = np.full(4, -1, dtype=np.int64)
+    onesided.unpack(fetched.value(), buffer, Vector(2, 1, 3))
+    assert list(buffer) == [3, -1, -1, 45], "the get's values at 0 and 3, the rest untouched"
+    w0.lock(LockType.SHARED, 1)
+    every = w0.get(1, 0, 6)
+    w0.unlock(1)
+    assert list(every.value()) == [7, 3, 45, 30, 0, 10]
+
+
+def test_request_based_calls_take_layouts_too(pair):
+    spec = WindowSpec.of(unique("rlayouts"), 2, 6, "i32")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.rput(1, 0, [1, 2, 3], layout=Hindexed([(20, 1), (0, 1)]), origin_layout=Vector(2, 1, 2))
+    w0.flush(1)  # 1 at element 5, 3 at element 0
+    w0.raccumulate(1, 1, [4, 5], Op.SUM, layout=Subarray([5], [2], [2]))  # elements 3, 4
+    w0.flush(1)
+    fetched = w0.rget(1, 0, layout=Hvector(3, 1, 8))  # elements 0, 2, 4
+    w0.flush(1)
+    old = w0.rget_accumulate(
+        1, 0, [9, 0, 8], Op.MAX, layout=Indexed([(5, 1), (1, 1)]),
+        origin_layout=Indexed([(2, 1), (0, 1)]),
+    )  # max(element 5, 8), max(element 1, 9)
+    w0.unlock(1)
+    assert list(fetched.wait()) == [3, 0, 5]
+    assert list(old.wait()) == [1, 0]
+    w0.lock(LockType.SHARED, 1)
+    every = w0.get(1, 0, 6)
+    w0.unlock(1)
+    assert list(every.value()) == [3, 9, 0, 4, 5, 8]
+
+
+def test_layouts_past_the_window_or_the_origin_are_refused(pair):
+    spec = WindowSpec.of(unique("refused"), 2, 4, "i32")
+    w0, _ = pair.windows(spec)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    refusals = [
+        (ErrorClass.RMA_RANGE, lambda: w0.put(1, 0, [1, 2], layout=Hvector(2, 1, 16))),
+        (ErrorClass.RMA_RANGE, lambda: w0.put(1, 0, [1], layout=Hindexed([(13, 1)]))),
+        (ErrorClass.RMA_RANGE, lambda: w0.get(1, 1, layout=Subarray([4], [4], [0]))),
+        (ErrorClass.ARG, lambda: w0.get(1, 0, layout=Subarray([2, 2], [3, 1], [0, 0]))),
+        (ErrorClass.ARG, lambda: w0.get(1, 0, layout=Subarray([4], [1], [0], order="z"))),
+        (
+            ErrorClass.RMA_RANGE,
+            lambda: w0.put(1, 0, [1, 2], layout=Vector(2, 1, 1), origin_layout=Vector(2, 1, 2)),
+        ),
+    ]
+    for error_class, call in refusals:
+        with pytest.raises(MpiError) as caught:
+            call()
+        assert caught.value.error_class == error_class, caught.value
+    every = w0.get(1, 0, 4)
+    w0.unlock(1)
+    assert list(every.value()) == [0, 0, 0, 0], "nothing was written"
+
+
+def test_pack_and_unpack_follow_the_layout():
+    values = np.arange(12, dtype=np.int32)
+    assert list(onesided.pack(values, Vector(2, 2, 5))) == [0, 1, 5, 6]
+    assert list(onesided.pack(values, Indexed([(9, 2), (1, 1)]))) == [9, 10, 1]
+    assert list(onesided.pack(values, Hvector(3, 1, 8))) == [0, 2, 4]
+    assert list(onesided.pack(values, Hindexed([(40, 1), (0, 2)]))) == [10, 0, 1]
+    assert list(onesided.pack(values.reshape(3, 4), Subarray([3, 4], [2, 2], [1, 1]))) == [
+        5, 6, 9, 10,
+    ]
+    assert onesided.pack([1.5, 2.5], Vector(1, 1, 1), dtype="f8").dtype == np.float64
+    buffer = np.zeros((3, 4), dtype=np.int16)
+    onesided.unpack([1, 2, 3, 4], buffer, Subarray([3, 4], [2, 2], [1, 1], order="c"))
+    assert buffer.tolist() == [[0, 0, 0, 0], [0, 1, 2, 0], [0, 3, 4, 0]]
+    with pytest.raises(MpiError) as caught:
+        onesided.pack(values, Vector(2, 1, 12))
+    assert caught.value.error_class == ErrorClass.RMA_RANGE
+    with pytest.raises(MpiError) as caught:
+        onesided.unpack([1, 2], buffer, Vector(1, 1, 1))
+    assert caught.value.error_class == ErrorClass.COUNT
+    assert buffer.tolist() == [[0, 0, 0, 0], [0, 1, 2, 0], [0, 3, 4, 0]], "unchanged"
 
 
 def test_datatypes_follow_numpy_and_the_window(pair):

@@ -3,6 +3,7 @@
 
 use onesided_core::datatype::Value;
 use onesided_core::epoch::LockType;
+use onesided_core::layout::Layout;
 use onesided_core::{Datatype, ErrorClass, Op};
 
 /// A whole `.rma` file.
@@ -59,7 +60,7 @@ pub struct WindowDecl {
 }
 
 /// The elements a location covers, starting at [`Loc::index`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
     /// `NAME[i]`: one element; a variable read from it holds a scalar.
     Single,
@@ -75,29 +76,65 @@ pub enum Shape {
         /// Distance between consecutive elements, in elements.
         stride: u64,
     },
+    /// `NAME[KIND:ARGS]` or `NAME[KIND:ARGS@i]`: a derived-datatype layout (vector, indexed,
+    /// hvector, hindexed, subarray) whose elements, in type-map order, form a list.
+    Layout {
+        /// The layout, relative to [`Loc::index`] (boxed: calls carry locations, and the
+        /// common ones stay small).
+        layout: Box<Layout>,
+        /// Its number of elements (checked when parsed).
+        count: u64,
+    },
 }
 
 impl Shape {
     /// Number of elements.
-    pub fn count(self) -> u64 {
+    pub fn count(&self) -> u64 {
         match self {
             Shape::Single => 1,
-            Shape::Range { count } | Shape::Strided { count, .. } => count,
+            Shape::Range { count } | Shape::Strided { count, .. } | Shape::Layout { count, .. } => {
+                *count
+            }
         }
     }
 
     /// Whether values read from it form a list.
-    pub fn is_list(self) -> bool {
+    pub fn is_list(&self) -> bool {
         !matches!(self, Shape::Single)
+    }
+
+    /// The layout of its elements, relative to the first.
+    pub fn layout(&self) -> Layout {
+        match self {
+            Shape::Single => Layout::Contiguous { count: 1 },
+            Shape::Range { count } => Layout::Contiguous { count: *count },
+            Shape::Strided { count, stride } => Layout::Vector {
+                count: *count,
+                blocklen: 1,
+                stride: *stride,
+            },
+            Shape::Layout { layout, .. } => layout.as_ref().clone(),
+        }
     }
 }
 
 /// A location: elements of one window, on whichever rank a call targets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Loc {
     /// Index into [`Scenario::windows`].
     pub window: usize,
-    /// First element.
+    /// First element (the displacement a layout is relative to).
+    pub index: u64,
+    /// Which elements.
+    pub shape: Shape,
+}
+
+/// `origin=SEL`: which elements of the origin buffer an operation sends (put, acc, get_acc:
+/// the buffer is the values written after `=`) or where the values it fetches land (get: the
+/// variable is the buffer). SEL is what goes between a location's brackets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// First element of the buffer (a layout's base).
     pub index: u64,
     /// Which elements.
     pub shape: Shape,
@@ -131,8 +168,11 @@ pub struct OpCallSpec {
     pub target: u32,
     /// Where at the target.
     pub loc: Loc,
-    /// Origin values (empty for get and no_op).
+    /// Origin values (empty for get and no_op): the values sent in type-map order, or with
+    /// [`OpCallSpec::origin`] the origin buffer it selects from.
     pub values: Vec<Value>,
+    /// `origin=SEL`: the origin layout (boxed, as [`Shape::Layout`]'s layout).
+    pub origin: Option<Box<Origin>>,
     /// The compare value of `cas`.
     pub compare: Option<Value>,
     /// `-> var`.
@@ -317,8 +357,8 @@ pub struct RankCall {
 /// One line of the program.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    /// A call of one rank.
-    Call(RankCall),
+    /// A call of one rank (boxed: a call is large, a barrier small).
+    Call(Box<RankCall>),
     /// `barrier`: every rank calls the world barrier.
     Barrier {
         /// 1-based line number.

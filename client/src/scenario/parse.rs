@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use onesided_core::datatype::{parse_value, Value};
+use onesided_core::layout::{Block, ByteBlock, Layout, Order, Subarray};
 use onesided_core::{Datatype, ErrorClass};
 
 use super::ast::{
@@ -17,6 +18,7 @@ use super::ast::{
 
 mod calls;
 
+pub(crate) use calls::returns_list;
 use calls::Site;
 
 /// A file that does not parse: where and why.
@@ -235,7 +237,7 @@ impl Parser {
                     ));
                 }
                 let call = self.rank_call(line, rank, &tokens[1..], text)?;
-                self.steps.push(Step::Call(call));
+                self.steps.push(Step::Call(Box::new(call)));
                 Ok(())
             }
             word => Err(err(
@@ -476,11 +478,11 @@ impl Parser {
         Ok(())
     }
 
-    /// `NAME[i]`, `NAME[i..j]`, `NAME[i..j:s]` or an alias.
+    /// `NAME[SEL]` (see [`selection`]) or an alias.
     fn loc(&self, line: usize, token: &Token<'_>) -> Result<Loc, ParseError> {
         let text = token.text;
         let Some(open) = text.find('[') else {
-            return self.aliases.get(text).copied().ok_or_else(|| {
+            return self.aliases.get(text).cloned().ok_or_else(|| {
                 err(
                     line,
                     token.column,
@@ -501,55 +503,10 @@ impl Parser {
                 "expected `]` at the end of the location",
             ));
         };
-        let number = |part: &str, column: usize| {
-            part.parse::<u64>().map_err(|_| {
-                err(
-                    line,
-                    column,
-                    format!("expected an element index, found \"{part}\""),
-                )
-            })
-        };
-        let Some((start, rest)) = inner.split_once("..") else {
-            let index = number(inner, inner_column)?;
-            return Ok(Loc {
-                window,
-                index,
-                shape: Shape::Single,
-            });
-        };
-        let start_index = number(start, inner_column)?;
-        let end_column = inner_column + start.chars().count() + 2;
-        let (end, stride) = match rest.split_once(':') {
-            Some((end, stride)) => {
-                let stride_column = end_column + end.chars().count() + 1;
-                let stride = number(stride, stride_column)?;
-                if stride == 0 {
-                    return Err(err(line, stride_column, "the stride must be at least 1"));
-                }
-                (end, Some(stride))
-            }
-            None => (rest, None),
-        };
-        let end_index = number(end, end_column)?;
-        if end_index < start_index {
-            return Err(err(
-                line,
-                end_column,
-                format!("the range {start_index}..{end_index} ends before it starts"),
-            ));
-        }
-        let span = end_index - start_index;
-        let shape = match stride {
-            Some(stride) => Shape::Strided {
-                count: span.div_ceil(stride),
-                stride,
-            },
-            None => Shape::Range { count: span },
-        };
+        let (index, shape) = selection(line, inner_column, inner)?;
         Ok(Loc {
             window,
-            index: start_index,
+            index,
             shape,
         })
     }
@@ -560,19 +517,19 @@ impl Parser {
         line: usize,
         column: usize,
         prefix: Option<usize>,
-        loc: Option<Loc>,
+        loc_window: Option<usize>,
     ) -> Result<usize, ParseError> {
-        match (prefix, loc) {
-            (Some(prefix), Some(loc)) if prefix != loc.window => Err(err(
+        match (prefix, loc_window) {
+            (Some(prefix), Some(loc_window)) if prefix != loc_window => Err(err(
                 line,
                 column,
                 format!(
                     "the call names window {} but its location is in window {}",
-                    self.windows[prefix].name, self.windows[loc.window].name
+                    self.windows[prefix].name, self.windows[loc_window].name
                 ),
             )),
             (Some(window), _) => Ok(window),
-            (None, Some(loc)) => Ok(loc.window),
+            (None, Some(loc_window)) => Ok(loc_window),
             (None, None) => match self.windows.len() {
                 0 => Err(err(line, column, "no window declared")),
                 1 => Ok(0),
@@ -831,12 +788,13 @@ impl Parser {
                     .ok_or_else(|| err(line, end, "expected a location"))?;
                 let loc = self.loc(line, loc_token)?;
                 let dtype = self.windows[loc.window].dtype;
+                let list = loc.shape.is_list();
                 let subject = if which == "public" {
                     Subject::Public { rank, loc }
                 } else {
                     Subject::Private { rank, loc }
                 };
-                (subject, dtype, loc.shape.is_list(), 4)
+                (subject, dtype, list, 4)
             }
             _ => {
                 let rank = rank_at(tokens.get(1))?;
@@ -937,7 +895,274 @@ impl Parser {
     }
 }
 
-fn check_count(line: usize, column: usize, loc: Loc, given: usize) -> Result<(), ParseError> {
+/// What goes between a location's brackets, and after `origin=`, starting at `column`: its
+/// first element and shape. `i`, `i..j`, `i..j:s`, or a layout `KIND:ARGS[@i]` (see
+/// [`layout_selection`]); a layout starts with a letter, the others with a digit.
+fn selection(line: usize, column: usize, text: &str) -> Result<(u64, Shape), ParseError> {
+    if text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return layout_selection(line, column, text);
+    }
+    let Some((start, rest)) = text.split_once("..") else {
+        let index = index_at(line, column, text)?;
+        return Ok((index, Shape::Single));
+    };
+    let start_index = index_at(line, column, start)?;
+    let end_column = column + start.chars().count() + 2;
+    let (end, stride) = match rest.split_once(':') {
+        Some((end, stride)) => {
+            let stride_column = end_column + end.chars().count() + 1;
+            let stride = number_at(line, stride_column, stride, "a stride")?;
+            if stride == 0 {
+                return Err(err(line, stride_column, "the stride must be at least 1"));
+            }
+            (end, Some(stride))
+        }
+        None => (rest, None),
+    };
+    let end_index = index_at(line, end_column, end)?;
+    if end_index < start_index {
+        return Err(err(
+            line,
+            end_column,
+            format!("the range {start_index}..{end_index} ends before it starts"),
+        ));
+    }
+    let span = end_index - start_index;
+    let shape = match stride {
+        Some(stride) => Shape::Strided {
+            count: span.div_ceil(stride),
+            stride,
+        },
+        None => Shape::Range { count: span },
+    };
+    Ok((start_index, shape))
+}
+
+/// An element index.
+fn index_at(line: usize, column: usize, text: &str) -> Result<u64, ParseError> {
+    text.parse::<u64>().map_err(|_| {
+        let message = if text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            format!(
+                "expected an element index, found \"{text}\" (a layout is written \
+                 KIND:ARGS, KIND one of {LAYOUT_KINDS})"
+            )
+        } else {
+            format!("expected an element index, found \"{text}\"")
+        };
+        err(line, column, message)
+    })
+}
+
+/// A number, `what` saying which.
+fn number_at(line: usize, column: usize, text: &str, what: &str) -> Result<u64, ParseError> {
+    text.parse::<u64>()
+        .map_err(|_| err(line, column, format!("expected {what}, found \"{text}\"")))
+}
+
+/// The layout kinds a location may name.
+const LAYOUT_KINDS: &str = "vector, indexed, hvector, hindexed, subarray";
+
+/// `KIND:ARGS[@i]`, starting at `column`: a derived-datatype layout whose displacements count
+/// from element `i` (0 without `@`).
+///
+/// - `vector:COUNT,BLOCKLEN,STRIDE` (MPI_Type_vector; stride in elements)
+/// - `hvector:COUNT,BLOCKLEN,STRIDE` (MPI_Type_create_hvector; stride in bytes)
+/// - `indexed:B[,B...]`, each block `i..j` (elements i to j-1) or `i` (MPI_Type_indexed)
+/// - `hindexed:B[,B...]`, each block `OFFSET+LEN`: LEN elements from byte OFFSET
+///   (MPI_Type_create_hindexed)
+/// - `subarray:sizes=AxB..,subsizes=AxB..,starts=AxB..[,order=c|fortran]`
+///   (MPI_Type_create_subarray)
+fn layout_selection(line: usize, column: usize, text: &str) -> Result<(u64, Shape), ParseError> {
+    let Some((kind, rest)) = text.split_once(':') else {
+        return Err(err(
+            line,
+            column,
+            format!(
+                "expected an element index or a layout KIND:ARGS, found \"{text}\" \
+                 (KIND one of {LAYOUT_KINDS})"
+            ),
+        ));
+    };
+    let args_column = column + kind.chars().count() + 1;
+    let (args, base) = match rest.rsplit_once('@') {
+        Some((args, base)) => {
+            let base_column = args_column + args.chars().count() + 1;
+            (args, index_at(line, base_column, base)?)
+        }
+        None => (rest, 0),
+    };
+    let layout = match kind {
+        "vector" | "hvector" => {
+            let parts = split_list(args);
+            let stride_unit = if kind == "vector" { "" } else { "_BYTES" };
+            if parts.len() != 3 {
+                return Err(err(
+                    line,
+                    args_column,
+                    format!(
+                        "{kind} takes COUNT,BLOCKLEN,STRIDE{stride_unit} (3 numbers), not {} \
+                         parts",
+                        parts.len()
+                    ),
+                ));
+            }
+            let mut numbers = [0u64; 3];
+            for ((offset, part), (slot, what)) in parts.iter().zip(numbers.iter_mut().zip([
+                "a block count",
+                "a block length",
+                "a stride",
+            ])) {
+                *slot = number_at(line, args_column + offset, part, what)?;
+            }
+            let [count, blocklen, stride] = numbers;
+            if kind == "vector" {
+                Layout::Vector {
+                    count,
+                    blocklen,
+                    stride,
+                }
+            } else {
+                Layout::Hvector {
+                    count,
+                    blocklen,
+                    stride_bytes: stride,
+                }
+            }
+        }
+        "indexed" => {
+            let mut blocks = Vec::new();
+            for (offset, part) in split_list(args) {
+                let (disp, shape) = selection(line, args_column + offset, part)?;
+                let len = match shape {
+                    Shape::Single => 1,
+                    Shape::Range { count } => count,
+                    _ => {
+                        return Err(err(
+                            line,
+                            args_column + offset,
+                            format!(
+                                "an indexed block is a range i..j or an element i, not \"{part}\""
+                            ),
+                        ))
+                    }
+                };
+                blocks.push(Block { disp, len });
+            }
+            Layout::Indexed { blocks }
+        }
+        "hindexed" => {
+            let mut blocks = Vec::new();
+            for (offset, part) in split_list(args) {
+                let Some((bytes, len)) = part.split_once('+') else {
+                    return Err(err(
+                        line,
+                        args_column + offset,
+                        format!(
+                            "an hindexed block is OFFSET+LEN (LEN elements from byte OFFSET), \
+                             not \"{part}\""
+                        ),
+                    ));
+                };
+                let len_column = args_column + offset + bytes.chars().count() + 1;
+                blocks.push(ByteBlock {
+                    offset: number_at(line, args_column + offset, bytes, "a byte offset")?,
+                    len: number_at(line, len_column, len, "a number of elements")?,
+                });
+            }
+            Layout::Hindexed { blocks }
+        }
+        "subarray" => subarray(line, args_column, args)?,
+        other => {
+            return Err(err(
+                line,
+                column,
+                format!("unknown layout \"{other}\" (one of {LAYOUT_KINDS})"),
+            ))
+        }
+    };
+    let count = layout.element_count().map_err(|e| {
+        let message = if e.message.starts_with(kind) {
+            e.message
+        } else {
+            format!("{kind}: {}", e.message)
+        };
+        err(line, column, message)
+    })?;
+    Ok((
+        base,
+        Shape::Layout {
+            layout: Box::new(layout),
+            count,
+        },
+    ))
+}
+
+/// The arguments of `subarray:`, starting at `column`.
+fn subarray(line: usize, column: usize, args: &str) -> Result<Layout, ParseError> {
+    let mut sizes = None;
+    let mut subsizes = None;
+    let mut starts = None;
+    let mut order = None;
+    for (offset, part) in split_list(args) {
+        let at = column + offset;
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(err(
+                line,
+                at,
+                format!("expected sizes=, subsizes=, starts= or order=, found \"{part}\""),
+            ));
+        };
+        let value_column = at + key.chars().count() + 1;
+        let dims = || -> Result<Vec<u64>, ParseError> {
+            let mut dims = Vec::new();
+            let mut dim_column = value_column;
+            for dim in value.split('x') {
+                dims.push(number_at(line, dim_column, dim, "a dimension (AxBxC)")?);
+                dim_column += dim.chars().count() + 1;
+            }
+            Ok(dims)
+        };
+        let slot_taken = match key {
+            "sizes" => sizes.replace(dims()?).is_some(),
+            "subsizes" => subsizes.replace(dims()?).is_some(),
+            "starts" => starts.replace(dims()?).is_some(),
+            "order" => {
+                let parsed = match value {
+                    "c" | "C" => Order::C,
+                    "fortran" | "Fortran" => Order::Fortran,
+                    _ => {
+                        return Err(err(
+                            line,
+                            value_column,
+                            format!("order is c or fortran, not \"{value}\""),
+                        ))
+                    }
+                };
+                order.replace(parsed).is_some()
+            }
+            _ => {
+                return Err(err(
+                    line,
+                    at,
+                    format!("unknown subarray argument \"{key}\" (sizes, subsizes, starts, order)"),
+                ))
+            }
+        };
+        if slot_taken {
+            return Err(err(line, at, format!("{key}= is given twice")));
+        }
+    }
+    let end = column + args.chars().count();
+    let missing = |what: &str| err(line, end, format!("subarray needs {what}=AxB..."));
+    Ok(Layout::Subarray(Box::new(Subarray {
+        sizes: sizes.ok_or_else(|| missing("sizes"))?,
+        subsizes: subsizes.ok_or_else(|| missing("subsizes"))?,
+        starts: starts.ok_or_else(|| missing("starts"))?,
+        order: order.unwrap_or_default(),
+    })))
+}
+
+fn check_count(line: usize, column: usize, loc: &Loc, given: usize) -> Result<(), ParseError> {
     let wanted = loc.shape.count();
     if given as u64 != wanted {
         return Err(err(
@@ -977,7 +1202,7 @@ mod tests {
     fn only_call(text: &str) -> RankCall {
         let scenario = parse(&format!("{HEAD}{text}\n")).unwrap();
         match scenario.steps.into_iter().next() {
-            Some(Step::Call(call)) => call,
+            Some(Step::Call(call)) => *call,
             other => panic!("not a call: {other:?}"),
         }
     }
@@ -1042,6 +1267,275 @@ expect public B X == 7                  # after the run, B's public copy holds 7
         assert_eq!(spec.loc.shape, Shape::Range { count: 2 });
         assert_eq!(spec.values, [Value::Int(1), Value::Int(2)]);
         assert_eq!(spec.target, 1);
+    }
+
+    /// The layout and base of the only call's location.
+    fn laid_out(location: &str) -> (u64, Layout) {
+        let call = only_call(&format!("A: get B {location} -> v"));
+        let Call::Op(spec) = call.call else { panic!() };
+        match spec.loc.shape {
+            Shape::Layout { layout, count } => {
+                assert_eq!(layout.element_count().unwrap(), count);
+                (spec.loc.index, *layout)
+            }
+            other => panic!("{location}: not a layout: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn layout_locations() {
+        assert_eq!(
+            laid_out("W[vector:2,3,4]"),
+            (
+                0,
+                Layout::Vector {
+                    count: 2,
+                    blocklen: 3,
+                    stride: 4
+                }
+            )
+        );
+        assert_eq!(
+            laid_out("W[hvector:3,1,6@2]"),
+            (
+                2,
+                Layout::Hvector {
+                    count: 3,
+                    blocklen: 1,
+                    stride_bytes: 6
+                }
+            )
+        );
+        assert_eq!(
+            laid_out("W[indexed:6..8,1,3..3]"),
+            (
+                0,
+                Layout::Indexed {
+                    blocks: vec![
+                        Block { disp: 6, len: 2 },
+                        Block { disp: 1, len: 1 },
+                        Block { disp: 3, len: 0 },
+                    ]
+                }
+            )
+        );
+        assert_eq!(
+            laid_out("W[hindexed:16+2,0+1@1]"),
+            (
+                1,
+                Layout::Hindexed {
+                    blocks: vec![
+                        ByteBlock { offset: 16, len: 2 },
+                        ByteBlock { offset: 0, len: 1 },
+                    ]
+                }
+            )
+        );
+        let subarray = |order| {
+            Layout::Subarray(Box::new(Subarray {
+                sizes: vec![3, 4],
+                subsizes: vec![2, 1],
+                starts: vec![1, 3],
+                order,
+            }))
+        };
+        assert_eq!(
+            laid_out("W[subarray:sizes=3x4,subsizes=2x1,starts=1x3]"),
+            (0, subarray(Order::C))
+        );
+        assert_eq!(
+            laid_out("W[subarray:starts=1x3,order=fortran,subsizes=2x1,sizes=3x4@5]"),
+            (5, subarray(Order::Fortran))
+        );
+        // a layout location is a list of its elements, in values and in variables
+        let call = only_call("A: put B W[indexed:3,0..2] = 1,2,3");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.values.len(), 3);
+        assert!(spec.loc.shape.is_list());
+        let (line, column, message) =
+            error_of(&format!("{HEAD}A: put B W[vector:2,2,4] = 1,2,3\n"));
+        assert_eq!((line, column), (2, 28));
+        assert!(
+            message.contains("3 values for a location of 4 elements"),
+            "{message}"
+        );
+        // aliases and expectations take them too
+        let scenario = parse(&format!(
+            "{HEAD}alias D = W[vector:2,1,3]\nA: get B D -> d\nexpect A d == 1,2\nexpect public B W[hindexed:8+1] == 4\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            scenario.expectations[1].accepted,
+            [Observed::List(vec![Value::Int(4)])]
+        );
+    }
+
+    #[test]
+    fn origin_layouts() {
+        let call = only_call("A: put B W[0..2] = 1,2,3,4 origin=vector:2,1,3");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.values.len(), 4, "the values are the origin buffer");
+        let origin = spec.origin.unwrap();
+        assert_eq!(origin.index, 0);
+        assert_eq!(
+            origin.shape.layout(),
+            Layout::Vector {
+                count: 2,
+                blocklen: 1,
+                stride: 3
+            }
+        );
+        let call = only_call("A: get_acc B W[indexed:1,3] op=sum = 5,6,7 origin=1..3 -> old");
+        let Call::Op(spec) = call.call else { panic!() };
+        let origin = spec.origin.unwrap();
+        assert_eq!((origin.index, origin.shape), (1, Shape::Range { count: 2 }));
+        // a get's variable is its origin buffer: a list even for one element
+        let scenario = parse(&format!(
+            "{HEAD}A: get B W[2] -> spread origin=3\nexpect A spread == 0,0,0,5\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            scenario.expectations[0].accepted[0],
+            Observed::List(vec![
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(5)
+            ])
+        );
+        let call = only_call("A: rput B W[0] = 1,2 origin=1 as r");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert!(spec.request_based);
+        assert!(spec.origin.is_some());
+    }
+
+    #[test]
+    fn layout_errors_name_line_column_and_what_is_wrong() {
+        let cases: [(&str, (usize, usize), &str); 17] = [
+            (
+                "A: put B W[vector:2,1] = 1,2",
+                (2, 19),
+                "vector takes COUNT,BLOCKLEN,STRIDE (3 numbers), not 2 parts",
+            ),
+            (
+                "A: put B W[hvector:2,x,8] = 1,2",
+                (2, 22),
+                "expected a block length, found \"x\"",
+            ),
+            (
+                "A: put B W[vector:2,1,2@z] = 1,2",
+                (2, 25),
+                "expected an element index, found \"z\"",
+            ),
+            ("A: put B W[blob:1] = 1", (2, 12), "unknown layout \"blob\""),
+            (
+                "A: put B W[x] = 1",
+                (2, 12),
+                "expected an element index or a layout KIND:ARGS",
+            ),
+            (
+                "A: put B W[indexed:1..3:2] = 1",
+                (2, 20),
+                "an indexed block is a range i..j or an element i",
+            ),
+            (
+                "A: put B W[indexed:4..2] = 1",
+                (2, 23),
+                "ends before it starts",
+            ),
+            (
+                "A: put B W[indexed:] = 1",
+                (2, 20),
+                "expected an element index, found \"\"",
+            ),
+            (
+                "A: put B W[hindexed:4] = 1",
+                (2, 21),
+                "an hindexed block is OFFSET+LEN",
+            ),
+            (
+                "A: put B W[hindexed:4+q] = 1",
+                (2, 23),
+                "expected a number of elements, found \"q\"",
+            ),
+            (
+                "A: put B W[subarray:sizes=3x4,subsizes=2x2] = 1,2,3,4",
+                (2, 43),
+                "subarray needs starts=",
+            ),
+            (
+                "A: put B W[subarray:sizes=3x4,subsizes=4x1,starts=0x0] = 1,2,3,4",
+                (2, 12),
+                "subarray dimension 0: size 3, subsize 4",
+            ),
+            (
+                "A: put B W[subarray:sizes=3x4,subsizes=2,starts=0x0] = 1,2",
+                (2, 12),
+                "2 sizes, 1 subsizes, 2 starts",
+            ),
+            (
+                "A: put B W[subarray:sizes=3xy,subsizes=1x1,starts=0x0] = 1",
+                (2, 29),
+                "expected a dimension",
+            ),
+            (
+                "A: put B W[subarray:sizes=3,sizes=3,subsizes=1,starts=0] = 1",
+                (2, 29),
+                "sizes= is given twice",
+            ),
+            (
+                "A: put B W[subarray:sizes=3,subsizes=1,starts=0,order=f] = 1",
+                (2, 55),
+                "order is c or fortran",
+            ),
+            (
+                "A: put B W[subarray:size=3,subsizes=1,starts=0] = 1",
+                (2, 21),
+                "unknown subarray argument \"size\"",
+            ),
+        ];
+        for (call, position, message) in cases {
+            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
+            assert_eq!((line, column), position, "{call:?}: {actual}");
+            assert!(actual.contains(message), "{call:?}: {actual}");
+        }
+        let origin_cases: [(&str, (usize, usize), &str); 6] = [
+            (
+                "A: get B W[0..2] -> v origin=vector:2,1,10000000",
+                (2, 30),
+                "the origin buffer of a get may be at most 67108864 bytes",
+            ),
+            (
+                "A: put B W[0..2] = 1,2,3 origin=0..3",
+                (2, 33),
+                "the origin selects 3 elements, the location has 2",
+            ),
+            (
+                "A: fop B W[0] op=sum = 1 origin=0 -> x",
+                (2, 26),
+                "fop takes one element and no origin=",
+            ),
+            (
+                "A: cas B W[0] compare=1 = 2 origin=0 -> x",
+                (2, 29),
+                "cas takes one element and no origin=",
+            ),
+            (
+                "A: get_acc B W[0] op=no_op origin=0 -> x",
+                (2, 28),
+                "op=no_op sends no values",
+            ),
+            (
+                "A: put B W[0] = 1 origin=vector:1",
+                (2, 33),
+                "vector takes COUNT,BLOCKLEN,STRIDE",
+            ),
+        ];
+        for (call, position, message) in origin_cases {
+            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
+            assert_eq!((line, column), position, "{call:?}: {actual}");
+            assert!(actual.contains(message), "{call:?}: {actual}");
+        }
     }
 
     #[test]

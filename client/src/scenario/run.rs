@@ -14,15 +14,15 @@ use backon::{ConstantBuilder, Retryable};
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use onesided_core::datatype::{decode, encode_all, Value};
-use onesided_core::layout::Layout;
+use onesided_core::layout::{gather, scatter};
 use onesided_core::window::{Flavor, OpKind, ELEMENT_TYPE_KEY};
-use onesided_core::{Datatype, ErrorClass, Op};
+use onesided_core::{Datatype, ErrorClass, Op, RmaError};
 
 use super::ast::{
-    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, RankCall, Scenario, Shape, Step,
+    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, Origin, RankCall, Scenario, Step,
     Subject, WindowDecl,
 };
-use super::parse::rank_name;
+use super::parse::{rank_name, returns_list};
 use crate::{wait_any, Admin, Endpoint, Error, OpSpec, Request, Session, Window, WindowSpec};
 
 /// Where and how to run.
@@ -195,32 +195,59 @@ fn observed(dtype: Datatype, list: bool, bytes: &[u8]) -> Result<Observed, Error
     })
 }
 
-fn layout_of(shape: Shape) -> Layout {
-    match shape {
-        Shape::Single => Layout::Contiguous { count: 1 },
-        Shape::Range { count } => Layout::Contiguous { count },
-        Shape::Strided { count, stride } => Layout::Vector {
-            count,
-            blocklen: 1,
-            stride,
-        },
-    }
+/// The byte runs of a location's elements in a window of `dtype`, in type-map order, as
+/// (offset, length) from the window's start; an offset that overflows is `u64::MAX` (outside
+/// every window).
+fn byte_runs(loc: &Loc, dtype: Datatype) -> Result<Vec<(u64, u64)>, Error> {
+    let size = dtype.size() as u64;
+    let base = loc.index.saturating_mul(size);
+    let runs = loc.shape.layout().flatten(size)?;
+    Ok(runs
+        .into_iter()
+        .map(|run| (base.saturating_add(run.offset), run.len))
+        .collect())
 }
 
-/// Byte offsets of a location's elements in a window of `dtype`.
-fn element_offsets(loc: &Loc, dtype: Datatype) -> Vec<u64> {
+/// Byte offsets of a location's elements in a window of `dtype`, in type-map order.
+fn element_offsets(loc: &Loc, dtype: Datatype) -> Result<Vec<u64>, Error> {
     let size = dtype.size() as u64;
-    let stride = match loc.shape {
-        Shape::Strided { stride, .. } => stride,
-        _ => 1,
+    let mut offsets = Vec::new();
+    for (offset, len) in byte_runs(loc, dtype)? {
+        offsets.extend((0..len / size).map(|k| offset.saturating_add(k * size)));
+    }
+    Ok(offsets)
+}
+
+/// The origin values an operation sends: all of them, or those `origin` selects in its
+/// type-map order (`MPI_ERR_RMA_RANGE` when it reaches past them).
+fn origin_data(dtype: Datatype, values: &[Value], origin: Option<&Origin>) -> Result<Bytes, Error> {
+    let buffer = encode_all(dtype, values)?;
+    let Some(origin) = origin else {
+        return Ok(Bytes::from(buffer));
     };
-    (0..loc.shape.count())
-        .map(|k| {
-            loc.index
-                .saturating_add(k.saturating_mul(stride))
-                .saturating_mul(size)
-        })
-        .collect()
+    let size = dtype.size() as u64;
+    let runs = origin.shape.layout().flatten(size)?;
+    let base = origin.index.saturating_mul(size);
+    Ok(Bytes::from(gather(&runs, base, &buffer)?))
+}
+
+/// The origin buffer of a get with an origin layout: the fetched values unpacked where
+/// `origin` says, the buffer just long enough for them, every other element zero.
+fn unpacked(dtype: Datatype, origin: &Origin, fetched: &[u8]) -> Result<Bytes, Error> {
+    let size = dtype.size() as u64;
+    let runs = origin.shape.layout().flatten(size)?;
+    let base = origin.index.saturating_mul(size);
+    let end = runs
+        .iter()
+        .filter_map(|run| run.end())
+        .max()
+        .map_or(Some(0), |end| base.checked_add(end))
+        .and_then(|end| end.checked_next_multiple_of(size))
+        .and_then(|end| usize::try_from(end).ok())
+        .ok_or_else(|| RmaError::new(ErrorClass::Count, "the origin buffer is too large"))?;
+    let mut buffer = vec![0u8; end];
+    scatter(&runs, base, &mut buffer, fetched)?;
+    Ok(Bytes::from(buffer))
 }
 
 fn request_gone(name: &str) -> Error {
@@ -457,8 +484,9 @@ impl RankExecutor {
         let dtype = self.dtypes[loc.window];
         let window = self.window(loc.window)?;
         let mut bytes = Vec::new();
-        for offset in element_offsets(loc, dtype) {
-            bytes.extend(read(window, offset, dtype.size() as u64)?);
+        // run by run: a long range past the window fails at once, not element by element
+        for (offset, len) in byte_runs(loc, dtype)? {
+            bytes.extend(read(window, offset, len)?);
         }
         observed(dtype, loc.shape.is_list(), &bytes)
     }
@@ -549,7 +577,7 @@ impl RankExecutor {
             Call::Store { loc, values } => {
                 let dtype = self.dtypes[loc.window];
                 let window = self.window(loc.window)?;
-                let offsets = element_offsets(loc, dtype);
+                let offsets = element_offsets(loc, dtype)?;
                 for (offset, value) in offsets.iter().zip(values) {
                     window
                         .store_bytes(*offset, &encode_all(dtype, std::slice::from_ref(value))?)?;
@@ -575,7 +603,7 @@ impl RankExecutor {
                     OpCall::Cas => (OpKind::CompareAndSwap, true),
                 };
                 let data = if sends {
-                    Bytes::from(encode_all(dtype, &spec.values)?)
+                    origin_data(dtype, &spec.values, spec.origin.as_deref())?
                 } else {
                     Bytes::new()
                 };
@@ -587,18 +615,27 @@ impl RankExecutor {
                     kind,
                     dtype,
                     disp: spec.loc.index,
-                    layout: layout_of(spec.loc.shape),
+                    layout: spec.loc.shape.layout(),
                     data,
                     compare,
                 };
                 let pending = window.issue(spec.target, op, spec.request_based)?;
                 if let Some(var) = &spec.var {
+                    let fetched = pending.clone().value();
+                    let reply = match (&spec.kind, &spec.origin) {
+                        // a get's origin layout says where its values land (`unpack`)
+                        (OpCall::Get, Some(origin)) => {
+                            let origin = origin.clone();
+                            async move { unpacked(dtype, &origin, &fetched.await?) }.boxed()
+                        }
+                        _ => fetched.boxed(),
+                    };
                     self.vars.insert(
                         var.clone(),
                         VarSlot::Pending {
                             dtype,
-                            list: spec.loc.shape.is_list(),
-                            reply: pending.clone().value().boxed().shared(),
+                            list: returns_list(spec.kind, &spec.loc, spec.origin.as_deref()),
+                            reply: reply.shared(),
                         },
                     );
                 }
@@ -993,7 +1030,7 @@ async fn run_in_world(
 /// One line a rank executes, owned by the rank's task.
 #[derive(Debug)]
 enum OwnedAction {
-    Call(RankCall),
+    Call(Box<RankCall>),
     Barrier(usize),
 }
 
@@ -1057,7 +1094,7 @@ async fn read_public(
         kind: OpKind::Get,
         dtype: decl.dtype,
         disp: loc.index,
-        layout: layout_of(loc.shape),
+        layout: loc.shape.layout(),
         data: Bytes::new(),
         compare: Bytes::new(),
     };

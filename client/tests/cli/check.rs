@@ -454,6 +454,12 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "forum4_put_to_self.rma",
     "forum5_load_after_wait.rma",
     "forum5_local_get.rma",
+    "layout_hindexed.rma",
+    "layout_hvector.rma",
+    "layout_indexed.rma",
+    "layout_origin.rma",
+    "layout_subarray.rma",
+    "layout_vector.rma",
     "lock_all_behind_writers.rma",
 ];
 
@@ -577,6 +583,41 @@ fn example_forum5_local_get_is_clean() {
 #[test]
 fn example_lock_all_behind_writers_is_clean() {
     example_is_clean("lock_all_behind_writers.rma");
+}
+
+/// Two layouts that share one element of C, from two origins in one fence epoch: the finding
+/// names exactly the shared element's bytes, so the log holds each layout's own bytes.
+#[test]
+fn layouts_that_share_one_element_are_put_put_on_its_bytes() {
+    let server = Server::start();
+    let scenario = "\
+window W ranks=3 size=8 type=i32
+A: fence
+B: fence
+C: fence
+A: put C W[vector:2,1,4@1] = 1,2       # elements 1 and 5
+B: put C W[hindexed:20+1,8+1] = 3,4    # elements 5 and 2
+A: fence
+B: fence
+C: fence
+";
+    let document = assert_racy(&server, "layouts-put-put", scenario, "put_put");
+    let findings = document["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{document:#}");
+    assert_eq!(findings[0]["target"], 2);
+    assert_eq!(findings[0]["bytes"], serde_json::json!([20, 24]));
+}
+
+/// The layout examples flush between accesses of one element: every access is recorded with
+/// its layout's bytes, and none races.
+#[test]
+fn examples_of_layouts_are_clean() {
+    for name in CORRECT_EXAMPLES
+        .iter()
+        .filter(|name| name.starts_with("layout_"))
+    {
+        example_is_clean(name);
+    }
 }
 
 #[test]

@@ -67,6 +67,44 @@ expect public B W[0..8:2] == 11,3,50,-1
         .all(|e| e["held"] == true));
 }
 
+/// Layout locations in local stores and loads, in a get at the target, and in `expect
+/// private` and `expect public`: every element where its layout says, the others untouched.
+#[test]
+fn layouts_in_stores_loads_gets_and_expectations() {
+    let server = Server::start();
+    let document = report(
+        &server,
+        "\
+window W ranks=2 size=6 type=i32
+A: store W[vector:2,1,3@1] = 5,6                  # elements 1 and 4
+A: store W[hindexed:0+1,20+1] = 7,8               # elements 0 and 5
+A: load W[indexed:5,1] -> back
+A: fence
+B: fence
+B: get A W[subarray:sizes=2x3,subsizes=2x1,starts=0x1] -> column   # elements 1 and 4
+B: get A W[hvector:2,1,12@1] -> pair origin=indexed:2,0   # 1 and 4 land at 2 and 0
+B: fence
+A: fence
+expect A back == 8,5
+expect B column == 5,6
+expect B pair == 6,0,5
+expect private A W[0..6] == 7,5,0,0,6,8
+expect private A W[hvector:2,1,16] == 7,6
+expect public A W[0..6] == 7,5,0,0,6,8
+expect public A W[indexed:5,0] == 8,7
+",
+    );
+    assert_eq!(var(&document, 0, "back"), serde_json::json!([8, 5]));
+    assert_eq!(var(&document, 1, "column"), serde_json::json!([5, 6]));
+    let held: Vec<bool> = document["runs"][0]["expectations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["held"].as_bool().unwrap())
+        .collect();
+    assert_eq!(held, [true; 7]);
+}
+
 #[test]
 fn the_report_shape() {
     let server = Server::start();

@@ -26,6 +26,7 @@ unlock 1 !RMA_SYNC
 print zzz
 lock shared 1
 get 1 W[1] -> c
+get 1 W[indexed:1,0] -> d origin=vector:2,1,2   # elements 1 then 0, landing at 0 and 2
 unlock 1
 vars
 ";
@@ -45,6 +46,7 @@ vars
     );
     assert!(lines.contains(&"a = 5,6"), "{}", out.stdout);
     assert!(lines.contains(&"c = 6"), "vars lists c: {}", out.stdout);
+    assert!(lines.contains(&"d = 6,0,5"), "vars lists d: {}", out.stdout);
     assert!(
         out.stderr.contains("onesided: line 8: MPI_ERR_RMA_SYNC: "),
         "{}",

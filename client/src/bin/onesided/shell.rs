@@ -39,6 +39,8 @@ commands (one rank, the token's):
     store W[0] = 7          load W[0] -> v
     lock shared|exclusive T [assert=nocheck]    unlock T    lock_all    unlock_all
     put T W[0..4] = 1,2,3,4                     get T W[0..8:2] -> v
+    put T W[vector:2,2,4] = 1,2,3,4             get T W[indexed:5,0..2] -> v
+    put T W[0..2] = 1,2,3,4 origin=0..4:2       (layouts, @i, origin=: docs/scenarios.md)
     acc T W[0] op=sum = 5   get_acc T W[0] op=no_op -> v   fop T W[0] op=sum = 1 -> v
     cas T W[0] compare=0 = 1 -> v               rget T W[0] -> v as r   wait_req r
     test_req r -> flag   test_all r,s -> flag   wait_all r,s   wait_any r,s -> i   free_req r

@@ -8,8 +8,8 @@ use onesided_core::datatype::{parse_value, Value};
 use onesided_core::epoch::LockType;
 use onesided_core::{Datatype, Op};
 
-use super::super::ast::{Call, Loc, OpCall, OpCallSpec};
-use super::{check_count, err, is_identifier, ParseError, Parser, Token};
+use super::super::ast::{Call, Loc, OpCall, OpCallSpec, Origin};
+use super::{check_count, err, is_identifier, selection, ParseError, Parser, Token};
 
 /// One call line, as a call's function sees it.
 #[derive(Debug)]
@@ -137,8 +137,9 @@ impl Parser {
     /// The location at argument `index` and its window, checked against the call's prefix.
     fn located(&self, site: &Site<'_>, index: usize) -> Result<(Loc, Datatype), ParseError> {
         let loc = self.loc(site.line, site.arg(index, "expected a location")?)?;
-        self.pick_window(site.line, site.name_column, site.prefix, Some(loc))?;
-        Ok((loc, self.windows[loc.window].dtype))
+        self.pick_window(site.line, site.name_column, site.prefix, Some(loc.window))?;
+        let dtype = self.windows[loc.window].dtype;
+        Ok((loc, dtype))
     }
 
     /// The window of a call that takes no location.
@@ -168,7 +169,7 @@ fn store(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
     site.arrow(1, "=", "= V")?;
     let values_token = site.arg(2, "expected values")?;
     let values = parser.values(site.line, values_token, dtype)?;
-    check_count(site.line, values_token.column, loc, values.len())?;
+    check_count(site.line, values_token.column, &loc, values.len())?;
     site.no_more(3)?;
     Ok(Call::Store { loc, values })
 }
@@ -200,6 +201,8 @@ struct OpArgs<'s> {
     var: Option<&'s Token<'s>>,
     /// `as REQ`
     request: Option<&'s Token<'s>>,
+    /// `origin=SEL`, with its column.
+    origin: Option<(Origin, usize)>,
 }
 
 impl Parser {
@@ -215,6 +218,17 @@ impl Parser {
                 parsed.op = Some(Op::parse(op_name).ok_or_else(|| {
                     err(line, token.column + 3, format!("unknown op \"{op_name}\""))
                 })?);
+                index += 1;
+            } else if let Some(text) = token.text.strip_prefix("origin=") {
+                let column = token.column + 7;
+                let (first, shape) = selection(line, column, text)?;
+                parsed.origin = Some((
+                    Origin {
+                        index: first,
+                        shape,
+                    },
+                    column,
+                ));
                 index += 1;
             } else if let Some(value) = token.text.strip_prefix("compare=") {
                 let value = parse_value(dtype, value)
@@ -267,12 +281,14 @@ fn op_kind(site: &Site<'_>, base: &str, op: Option<Op>) -> Result<OpCall, ParseE
     Ok(kind)
 }
 
-/// The operation's values, if it takes any: `= V` is there exactly when it must be.
+/// The operation's values, if it takes any: `= V` is there exactly when it must be. They
+/// match the location's elements, unless an origin layout selects from them.
 fn op_values(
     site: &Site<'_>,
     kind: OpCall,
-    loc: Loc,
+    loc: &Loc,
     values: Option<(Vec<Value>, usize)>,
+    selected: bool,
 ) -> Result<Vec<Value>, ParseError> {
     let name = site.name;
     let takes_values = match kind {
@@ -282,7 +298,9 @@ fn op_values(
     };
     match (takes_values, values) {
         (true, Some((values, column))) => {
-            check_count(site.line, column, loc, values.len())?;
+            if !selected {
+                check_count(site.line, column, loc, values.len())?;
+            }
             Ok(values)
         }
         (true, None) => Err(site.missing(format!("{name} needs `= V`"))),
@@ -291,6 +309,76 @@ fn op_values(
         }
         (false, None) => Ok(Vec::new()),
     }
+}
+
+/// Whether the variable of a get-like call holds a list: when its location does, and always
+/// for a get with an origin layout (the variable is the origin buffer).
+pub(crate) fn returns_list(kind: OpCall, loc: &Loc, origin: Option<&Origin>) -> bool {
+    loc.shape.is_list() || (kind == OpCall::Get && origin.is_some())
+}
+
+/// The largest origin buffer a get with an origin layout may unpack into: the runner
+/// allocates it, and a few characters of layout could otherwise ask for any size.
+pub(crate) const MAX_GET_ORIGIN_BYTES: u64 = 1 << 26;
+
+/// The origin layout, where the operation has one: as many elements as the location, and for
+/// a get a buffer of at most [`MAX_GET_ORIGIN_BYTES`].
+fn origin_of(
+    site: &Site<'_>,
+    kind: OpCall,
+    loc: &Loc,
+    dtype: Datatype,
+    origin: Option<(Origin, usize)>,
+) -> Result<Option<Box<Origin>>, ParseError> {
+    let Some((origin, column)) = origin else {
+        return Ok(None);
+    };
+    let name = site.name;
+    match kind {
+        OpCall::Put | OpCall::Get | OpCall::Acc(_) | OpCall::GetAcc(_) => {}
+        OpCall::Fop(_) | OpCall::Cas => {
+            return Err(err(
+                site.line,
+                column - 7,
+                format!("{name} takes one element and no origin="),
+            ))
+        }
+    }
+    if kind == OpCall::GetAcc(Op::NoOp) {
+        return Err(err(
+            site.line,
+            column - 7,
+            format!("{name} op=no_op sends no values: there is no origin= to select them"),
+        ));
+    }
+    let (wanted, given) = (loc.shape.count(), origin.shape.count());
+    if wanted != given {
+        return Err(err(
+            site.line,
+            column,
+            format!("the origin selects {given} elements, the location has {wanted}"),
+        ));
+    }
+    if kind == OpCall::Get {
+        let size = dtype.size() as u64;
+        let end = origin
+            .shape
+            .layout()
+            .extent(size)
+            .ok()
+            .and_then(|extent| origin.index.checked_mul(size)?.checked_add(extent));
+        if end.is_none_or(|end| end > MAX_GET_ORIGIN_BYTES) {
+            return Err(err(
+                site.line,
+                column,
+                format!(
+                    "the origin buffer of a get may be at most {MAX_GET_ORIGIN_BYTES} bytes; \
+                     this one reaches further"
+                ),
+            ));
+        }
+    }
+    Ok(Some(Box::new(origin)))
 }
 
 /// `put`, `get`, `acc`, `get_acc`, `fop`, `cas T LOC …` and the request-based `rput`, `rget`,
@@ -307,6 +395,7 @@ fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
         values,
         var,
         request,
+        origin,
     } = parser.op_args(site, dtype)?;
     let kind = op_kind(site, base, op)?;
     if compare.is_some() != (kind == OpCall::Cas) {
@@ -320,14 +409,15 @@ fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
             },
         ));
     }
-    let values = op_values(site, kind, loc, values)?;
+    let origin = origin_of(site, kind, &loc, dtype, origin)?;
+    let values = op_values(site, kind, &loc, values, origin.is_some())?;
     let returns = matches!(
         kind,
         OpCall::Get | OpCall::GetAcc(_) | OpCall::Fop(_) | OpCall::Cas
     );
     match (returns, var) {
         (true, Some(token)) => {
-            let list = loc.shape.is_list();
+            let list = returns_list(kind, &loc, origin.as_deref());
             parser.assign_var(line, token.column, site.rank, token.text, dtype, list)?;
         }
         (true, None) => return Err(site.missing(format!("{name} needs `-> var`"))),
@@ -373,6 +463,7 @@ fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
         target,
         loc,
         values,
+        origin,
         compare,
         var: var.map(|token| token.text.to_string()),
         request: request.map(|token| token.text.to_string()),
