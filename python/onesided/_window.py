@@ -388,6 +388,15 @@ class Window:
         been seen; None otherwise."""
         return self._native.fencing_token(target)
 
+    def get_info(self):
+        """``MPI_Win_get_info``: a dict of every hint in use with its value (defaults
+        included) and the keys the server does not use, kept as given at creation."""
+        return dict(self._native.get_info())
+
+    def get_group(self):
+        """``MPI_Win_get_group``: the window's ranks, as ranks of the world (all of them)."""
+        return list(self._native.get_group())
+
 
 class Session:
     """This process attached as one rank of a world, over one stream. ``Session.attach``

@@ -261,6 +261,16 @@ impl NativeWindow {
         self.window.fencing_token(target)
     }
 
+    /// `MPI_Win_get_info`: the hints in use and the keys kept as given.
+    fn get_info(&self) -> Vec<(String, String)> {
+        self.window.get_info()
+    }
+
+    /// `MPI_Win_get_group`: the window's ranks, as ranks of the world.
+    fn get_group(&self) -> Vec<u32> {
+        self.window.get_group()
+    }
+
     /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`:
     /// `count` contiguous ones, or the `vector` (count, blocklen, stride), indexed `blocks`
     /// ((disp, len), …), `hvector` (count, blocklen, stride in bytes), hindexed `hblocks`

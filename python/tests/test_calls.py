@@ -366,3 +366,27 @@ def test_free_is_collective_and_ends_the_window(pair):
     with pytest.raises(onesided.MpiError) as caught:
         windows[0].fence()
     assert caught.value.error_class == onesided.ErrorClass.WIN
+
+
+def test_get_info_reports_the_hints_in_use_and_the_keys_kept_as_given(pair):
+    spec = (
+        WindowSpec.of(unique("w"), 2, 2, "i64")
+        .info("accumulate_ops", "same_op")
+        .info("my_hint", "kept as given")
+    )
+    for w in pair.windows(spec):
+        info = w.get_info()
+        assert info["accumulate_ops"] == "same_op"
+        assert info["my_hint"] == "kept as given"
+        assert info["no_locks"] == "false"
+        assert info["mpi_accumulate_granularity"] == "0"
+        assert w.get_group() == [0, 1]
+
+
+def test_reattach_within_takes_seconds_and_refuses_what_is_not(server, admin):
+    world = admin.create_world(unique("py"), 1)
+    with pytest.raises(ValueError):
+        onesided.Session.attach(server.url, world.tokens[0], reattach_within=-1.0)
+    session = onesided.Session.attach(server.url, world.tokens[0], reattach_within=0)
+    assert session.incarnation == 1
+    session.close()
