@@ -24,6 +24,10 @@ use tonic::{Request, Response, Status};
 use super::store::ClientRows;
 use super::{AuditHandle, AuditStore, Committed};
 
+/// How long a follower waits for a commit of this node before it reads the store again: the
+/// most a follower lags behind the commits of another node of a cluster.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How long a follower waits for the client rows a live marker names (the client commits them
 /// while the server commits the marker), polling every [`CLIENT_ROWS_POLL`].
 const CLIENT_ROWS_WAIT: Duration = Duration::from_secs(5);
@@ -316,9 +320,14 @@ impl Audit for AuditService {
                 let Some(live) = live.as_mut() else {
                     return;
                 };
-                // forward live rows; on overflow, read the gap back from the store
+                // forward live rows; on overflow, read the gap back from the store, and so
+                // when nothing arrives for a while: in a cluster the window may be served by
+                // another node (or move there), whose commits only the store shows here
                 loop {
-                    match live.recv().await {
+                    let Ok(received) = tokio::time::timeout(FOLLOW_POLL, live.recv()).await else {
+                        break;
+                    };
+                    match received {
                         Ok(row) if row.record.window != window || row.record.seq < next => {}
                         Ok(row) if row.record.seq == next => {
                             if sender.send(Ok(wire_committed(&row))).await.is_err() {

@@ -3,6 +3,7 @@
 //! owner killed with SIGKILL under load, an owner frozen with SIGSTOP past its lease and woken
 //! again — with every acknowledged update checked against the windows another node rebuilt.
 
+use futures::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -169,6 +170,12 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
         let owner = owner_of(&status, name).unwrap();
         let elsewhere: Vec<&Node> = nodes.iter().filter(|node| node.id != owner).collect();
         assert_eq!(elsewhere.len(), 2);
+        // a follower of the window's log on a node that does not serve it
+        let id = admins[0].describe_window(name, "w").await.unwrap().id;
+        let follower = Audit::connect(elsewhere[1].url.as_str(), ADMIN_TOKEN)
+            .await
+            .unwrap();
+        let mut followed = follower.follow(id, 1).await.unwrap();
         let writer = Session::attach(elsewhere[0].url.as_str(), &tokens[0])
             .await
             .unwrap();
@@ -188,6 +195,21 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
             vec![0, 0, 42, 43],
             "world {name}"
         );
+        // the follower elsewhere sees every event the owner committed, in order
+        let logged = follower.events(id, 1).await.unwrap();
+        assert!(logged.len() >= 4, "{logged:?}");
+        let seen = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut seen = Vec::new();
+            while seen.len() < logged.len() {
+                let entry = followed.next().await.unwrap().unwrap();
+                seen.push(entry.seq);
+            }
+            seen
+        })
+        .await
+        .expect("the follower on another node saw the owner's commits");
+        let stored: Vec<u64> = logged.iter().map(|entry| entry.seq).collect();
+        assert_eq!(seen, stored);
         // admin calls about the world answer from any node
         for admin in &admins {
             let desc = admin.describe_window(name, "w").await.unwrap();
