@@ -459,11 +459,44 @@ impl Session {
             self.call = None;
             return;
         }
+        if let Some(cluster) = self.held_by_a_move(&call) {
+            let world = self.member.world.clone();
+            tracing::debug!("a new epoch waits for the world's move");
+            cluster.until_drained(&world).await;
+            // the move may have failed, and the world stayed
+            if !cluster.holds(&world) {
+                let moved = RmaError::new(
+                    ErrorClass::Io,
+                    "the world moved to another node while this lock waited for the move; \
+                     nothing changed: attach again",
+                );
+                self.reply(id).send(Err(moved));
+                self.call = None;
+                return;
+            }
+        }
         if let Err(error) = self.handle(id, call).await {
             tracing::debug!(call = name, %error, "call refused");
             self.reply(id).send(Err(error));
         }
         self.call = None;
+    }
+
+    /// A lock or lock_all about to open this session's first epoch while an admin's move
+    /// drains the world must wait until the move is over, so that the epochs open now can
+    /// finish and the world goes quiet instead of new ones keeping it busy until the drain's
+    /// bound ends them: returns the cluster to wait on then. A session with an epoch open
+    /// anywhere is not held (its new lock may be part of the epoch the drain waits for).
+    fn held_by_a_move(&self, call: &Call) -> Option<Arc<crate::cluster::Cluster>> {
+        if !matches!(call, Call::Lock(_) | Call::LockAll(_)) {
+            return None;
+        }
+        let cluster = self.registry.cluster()?;
+        let opening = !self
+            .windows
+            .values()
+            .any(|open| open.epoch.has_open_epoch());
+        (opening && cluster.is_draining(&self.member.world)).then(|| Arc::clone(cluster))
     }
 
     /// Records `event` of this rank on `window` (before anything it causes is forwarded) and

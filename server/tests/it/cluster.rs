@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use onesided_client::{Admin, Audit, ClusterStatus, LockType, Op, Session, WindowSpec};
+use onesided_client::{Admin, Audit, ClusterStatus, ErrorClass, LockType, Op, Session, WindowSpec};
 use onesided_server::audit::{AuditStore, Committer, Fenced, Guard, NewRow};
 
 use crate::store::PgDatabase;
@@ -634,12 +634,17 @@ async fn an_admin_moves_a_world_to_a_named_node_and_its_clients_follow() {
         .iter()
         .find(|node| node.id != from && node.id != to.id)
         .unwrap();
+    let asked = Instant::now();
     let moved = Admin::connect(through.url.as_str(), ADMIN_TOKEN)
         .await
         .unwrap()
         .move_world(&world, &to.id)
         .await
         .unwrap();
+    eprintln!(
+        "a move under load took {:?} (its bound: the {LEASE} s node lease)",
+        asked.elapsed()
+    );
     assert_eq!(moved, to.url);
     let status = admin.cluster_status().await.unwrap();
     assert_eq!(
@@ -827,9 +832,9 @@ async fn a_move_lets_an_open_epoch_finish_and_new_sessions_wait_for_it() {
     let all = everyone(&nodes);
     let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
     let world = unique("drained");
-    let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+    let tokens = admin.create_world(&world, 3).await.unwrap().tokens;
     admin
-        .create_window(&world, &WindowSpec::of::<u64>("w", 2, 1))
+        .create_window(&world, &WindowSpec::of::<u64>("w", 3, 1))
         .await
         .unwrap();
     let from = owner_of(&admin.cluster_status().await.unwrap(), &world)
@@ -842,6 +847,9 @@ async fn a_move_lets_an_open_epoch_finish_and_new_sessions_wait_for_it() {
     w.lock(LockType::Exclusive, 1, 0).await.unwrap();
     w.put::<u64>(1, 0, &[7]).unwrap();
     w.flush(1).await.unwrap();
+    // rank 2 is attached too, with no epoch open
+    let idle = Session::attach(all.as_str(), &tokens[2]).await.unwrap();
+    let idle_window = Arc::new(idle.window("w").await.unwrap());
     let mover = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
     let target = to.id.clone();
     let world_name = world.clone();
@@ -855,9 +863,33 @@ async fn a_move_lets_an_open_epoch_finish_and_new_sessions_wait_for_it() {
     let all_again = all.clone();
     let token = tokens[1].clone();
     let newcomer = tokio::spawn(async move { Session::attach(all_again.as_str(), &token).await });
+    // a new epoch of an attached session waits too (granted now, it would keep the world
+    // busy), and fails once the world has gone: nothing was locked here
+    let held = {
+        let idle_window = Arc::clone(&idle_window);
+        tokio::spawn(async move { idle_window.lock(LockType::Shared, 2, 0).await })
+    };
     // the open epoch finishes, acknowledged, on the old owner
     w.unlock(1).await.unwrap();
     assert_eq!(moving.await.unwrap(), to.url);
+    let refused = held.await.unwrap().unwrap_err();
+    assert_eq!(refused.class(), Some(ErrorClass::Io), "{refused}");
+    // the same session follows the world to its new node by itself and locks there
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match idle_window.lock(LockType::Shared, 2, 0).await {
+            Ok(()) => break,
+            Err(error) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "rank 2 never locked again: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    idle_window.unlock(2).await.unwrap();
+    assert_eq!(idle.incarnation(), 2);
     let status = admin.cluster_status().await.unwrap();
     assert_eq!(
         owner_of(&status, &world),
