@@ -92,6 +92,8 @@ pub struct Window {
     session: Session,
     desc: Arc<WindowDesc>,
     state: Arc<Mutex<State>>,
+    /// The info in use: the creation's, until [`Window::set_info`] changed it.
+    info: Mutex<onesided_core::window::WindowInfo>,
 }
 
 impl Drop for Window {
@@ -268,6 +270,7 @@ impl Window {
         session.watch(desc.id, &desc.name, Arc::downgrade(&state));
         Window {
             session,
+            info: Mutex::new(desc.info.clone()),
             desc: Arc::new(desc),
             state,
         }
@@ -298,10 +301,50 @@ impl Window {
     }
 
     /// `MPI_Win_get_info`: the hints in use — every key this implementation understands,
-    /// with its value (the defaults included), then the keys it does not use, as given when
-    /// the window was created (MPI-4 reports those too).
+    /// with its value (the defaults included), then the keys it does not use, as given at
+    /// creation or by [`Window::set_info`] (MPI-4 reports those too).
     pub fn get_info(&self) -> Vec<(String, String)> {
-        self.desc.info.to_pairs()
+        self.info
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .to_pairs()
+    }
+
+    /// `MPI_Win_set_info`: collective over the window's ranks, it returns once every rank
+    /// called it. `accumulate_ops`, `accumulate_ordering`, `mpi_accumulate_granularity` and
+    /// keys the server does not use take the values given (the race checker reads the new
+    /// hints for the accesses after it); keys that describe the window's creation
+    /// (`no_locks`, `same_size`, `same_disp_unit`, `onesided_element_type`) are checked and
+    /// ignored, as MPI allows. Every rank must ask for the same info.
+    ///
+    /// # Errors
+    /// `MPI_ERR_INFO` for a bad value (at once, nothing sent), or when the ranks asked for
+    /// different info (every rank's call fails, nothing changes); `MPI_ERR_PROC_FAILED` when a
+    /// rank's session ends first.
+    pub async fn set_info(&self, info: &[(&str, &str)]) -> Result<()> {
+        let updated = self
+            .info
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .updated(info.iter().copied())?;
+        self.note(Vec::new());
+        let call = Call::SetInfo(v1::SetInfo {
+            window: self.id(),
+            info: info
+                .iter()
+                .map(|(key, value)| v1::InfoEntry {
+                    key: (*key).to_string(),
+                    value: (*value).to_string(),
+                })
+                .collect(),
+        });
+        self.session.call(call).await?;
+        *self
+            .info
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = updated;
+        self.returned("set_info", None);
+        Ok(())
     }
 
     /// `MPI_Win_get_group`: the ranks of the window's group, in the window's rank order, as

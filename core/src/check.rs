@@ -392,6 +392,7 @@ impl Pass {
         match &record.event {
             Event::WindowCreated { .. }
             | Event::WindowFreed
+            | Event::InfoSet { .. }
             | Event::Published { .. }
             | Event::Pulled { .. }
             | Event::TestFalse
@@ -843,10 +844,25 @@ fn side(access: &Access) -> Side {
 /// Every pair of conflicting accesses in one window's log (in seq order) that its
 /// synchronization does not order, sorted by the two sequence numbers.
 pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
-    let hints = Hints::of(records.iter().find_map(|record| match &record.event {
-        Event::WindowCreated { info, .. } => Some(info),
-        _ => None,
-    }));
+    // the hints in effect from each event on: the creation's, then each set_info's
+    let mut timeline: Vec<(u64, Hints)> = records
+        .iter()
+        .filter_map(|record| match &record.event {
+            Event::WindowCreated { info, .. } | Event::InfoSet { info } => {
+                Some((record.seq, Hints::of(Some(info))))
+            }
+            _ => None,
+        })
+        .collect();
+    if timeline.first().is_none_or(|(seq, _)| *seq > 1) {
+        timeline.insert(0, (0, Hints::of(None)));
+    }
+    // a pair is judged by the hints in effect when the later of the two was issued
+    let hints_at = |a: &Access, b: &Access| {
+        let seq = a.seq.max(b.seq);
+        let at = timeline.partition_point(|(from, _)| *from <= seq);
+        &timeline[at.saturating_sub(1)].1
+    };
     let n = records
         .iter()
         .find_map(|record| match &record.event {
@@ -875,7 +891,8 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
     for list in by_target.values() {
         for (i, a) in list.iter().enumerate() {
             for b in &list[i + 1..] {
-                let Some((mut rule, bytes)) = conflict(a, b, &hints) else {
+                let hints = hints_at(a, b);
+                let Some((mut rule, bytes)) = conflict(a, b, hints) else {
                     continue;
                 };
                 if before(a, b) || before(b, a) || hints.orders(a, b) {
@@ -1434,6 +1451,37 @@ mod tests {
             "{}",
             findings[0].message
         );
+    }
+
+    /// Hints set by `MPI_Win_set_info` govern the accesses after it: the same unordered sum
+    /// beside a no_op read is fine before `accumulate_ops=same_op` is set and a finding after.
+    #[test]
+    fn set_info_changes_the_hints_for_what_comes_after_it() {
+        let mut h = History::with_info(3, &[]);
+        let pair = |h: &mut History| {
+            h.lock_all(0);
+            h.lock_all(1);
+            h.acc(0, 2, "sum", "i64", 0);
+            h.op(1, 2, RecordedOp::FetchAndOp("no_op".into()), "i64", 0, 8);
+            h.unlock_all(0);
+            h.unlock_all(1);
+        };
+        pair(&mut h);
+        assert_eq!(h.check(), vec![], "same_op_no_op at creation");
+        // set_info is collective but does not synchronize: a barrier keeps the phases apart
+        h.barrier();
+        for rank in 0..3 {
+            h.po(
+                rank,
+                Event::InfoSet {
+                    info: BTreeMap::from([("accumulate_ops".into(), "same_op".into())]),
+                },
+            );
+        }
+        pair(&mut h);
+        let findings = h.check();
+        assert_eq!(rules(&findings), vec![Rule::AccumulateOps], "{findings:#?}");
+        assert!(findings[0].message.contains("accumulate_ops=same_op"));
     }
 
     /// One origin, in one lock_all epoch: `first` then `second` (accumulate-family calls on

@@ -1,5 +1,6 @@
-//! A world's collectives, sans I/O: the world barrier (`MPI_Barrier`) and the barrier inside
-//! `MPI_WIN_FREE`, and how a departed rank fails them.
+//! A world's collectives, sans I/O: the world barrier (`MPI_Barrier`), the barrier inside
+//! `MPI_WIN_FREE`, `MPI_Win_set_info` (whose ranks must ask for the same info), and how a
+//! departed rank fails them.
 //!
 //! Owns: arrival counts per collective, which barrier instance a rank's call is (counted
 //! across its incarnations), and the failure rules — a departure fails every collective
@@ -9,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::window::WindowInfo;
 use crate::{ErrorClass, RmaError};
 
 /// Which collective an arrival belongs to.
@@ -33,6 +35,7 @@ pub enum Collective {
 enum Instance {
     Barrier(u64),
     Free { window: u64, barrier: bool },
+    SetInfo(u64),
 }
 
 /// What the caller must do after an input: send the answers, and free the window whose free
@@ -43,6 +46,9 @@ pub struct Effects<R> {
     pub answers: Vec<(R, Result<(), RmaError>)>,
     /// Every rank arrived at this window's free: remove it.
     pub freed: Option<u64>,
+    /// Every rank of this window called `MPI_Win_set_info` asking for this info: it is the
+    /// window's from now on (the caller puts it in place before it sends the answers).
+    pub info_set: Option<(u64, WindowInfo)>,
 }
 
 impl<R> Effects<R> {
@@ -50,6 +56,7 @@ impl<R> Effects<R> {
         Effects {
             answers: Vec::new(),
             freed: None,
+            info_set: None,
         }
     }
 
@@ -57,6 +64,7 @@ impl<R> Effects<R> {
         Effects {
             answers: vec![(reply, answer)],
             freed: None,
+            info_set: None,
         }
     }
 }
@@ -73,6 +81,8 @@ pub struct Collectives<R> {
     /// Barrier instances that failed: every rank's call of one fails, so that ranks stay in
     /// step.
     failed: HashMap<u64, RmaError>,
+    /// Per window: the info each rank that called `MPI_Win_set_info` asked for.
+    proposals: HashMap<u64, Vec<(u32, WindowInfo)>>,
 }
 
 fn proc_failed(rank: u32, reason: &str) -> RmaError {
@@ -91,6 +101,7 @@ impl<R> Collectives<R> {
             gone: BTreeMap::new(),
             barriers: vec![0; nranks as usize],
             failed: HashMap::new(),
+            proposals: HashMap::new(),
         }
     }
 
@@ -113,14 +124,89 @@ impl<R> Collectives<R> {
                 effects.answers.push((reply, Err(error.clone())));
             }
         }
+        self.proposals.clear();
         if gone {
             self.gone.insert(rank, reason.to_string());
         }
         effects
     }
 
+    /// Rank `rank` calls `MPI_Win_set_info` on `window`, asking for `info` (the window's info
+    /// updated with its keys: [`WindowInfo::updated`]); `reply` is answered once every rank
+    /// called. Every rank must ask for the same info: when one differs, every call fails
+    /// with `MPI_ERR_INFO` naming the first key that differs, and nothing changes.
+    pub fn propose_info(
+        &mut self,
+        window: u64,
+        rank: u32,
+        info: WindowInfo,
+        reply: R,
+    ) -> Effects<R> {
+        let instance = Instance::SetInfo(window);
+        // what `arrive_at` accepts: a rank of the world, arriving once, nobody gone
+        let accepted = rank < self.nranks
+            && self.gone.is_empty()
+            && !self
+                .waiting
+                .get(&instance)
+                .is_some_and(|arrivals| arrivals.iter().any(|(arrived, _)| *arrived == rank));
+        if accepted {
+            self.proposals.entry(window).or_default().push((rank, info));
+        }
+        let mut effects = self.arrive_at(instance, rank, reply);
+        if !accepted || self.waiting.contains_key(&instance) {
+            return effects;
+        }
+        let mut proposals = self.proposals.remove(&window).unwrap_or_default();
+        proposals.sort_by_key(|(rank, _)| *rank);
+        let Some((_, first)) = proposals.first().cloned() else {
+            return effects;
+        };
+        match proposals.iter().find(|(_, info)| *info != first) {
+            None => effects.info_set = Some((window, first)),
+            Some((other, info)) => {
+                let mine: BTreeMap<_, _> = first.to_pairs().into_iter().collect();
+                let theirs: BTreeMap<_, _> = info.to_pairs().into_iter().collect();
+                let key = mine
+                    .keys()
+                    .chain(theirs.keys())
+                    .find(|key| mine.get(*key) != theirs.get(*key))
+                    .cloned()
+                    .unwrap_or_default();
+                let error = RmaError::new(
+                    ErrorClass::Info,
+                    format!(
+                        "MPI_Win_set_info needs the same info on every rank: rank {} asks for \
+                         {key}={}, rank {other} for {key}={}; nothing changed",
+                        proposals[0].0,
+                        mine.get(&key).map_or("(unset)", String::as_str),
+                        theirs.get(&key).map_or("(unset)", String::as_str),
+                    ),
+                );
+                for answer in &mut effects.answers {
+                    answer.1 = Err(error.clone());
+                }
+            }
+        }
+        effects
+    }
+
     /// Rank `rank` arrives at `collective`; `reply` is answered when it may leave.
     pub fn arrive(&mut self, collective: Collective, rank: u32, reply: R) -> Effects<R> {
+        let instance = match collective {
+            Collective::Barrier => {
+                let Some(calls) = self.barriers.get_mut(rank as usize) else {
+                    return self.arrive_at(Instance::Barrier(0), rank, reply);
+                };
+                *calls += 1;
+                Instance::Barrier(*calls)
+            }
+            Collective::Free { window, barrier } => Instance::Free { window, barrier },
+        };
+        self.arrive_at(instance, rank, reply)
+    }
+
+    fn arrive_at(&mut self, instance: Instance, rank: u32, reply: R) -> Effects<R> {
         if rank >= self.nranks {
             let error = RmaError::new(
                 ErrorClass::Rank,
@@ -128,14 +214,6 @@ impl<R> Collectives<R> {
             );
             return Effects::answer(reply, Err(error));
         }
-        let instance = match collective {
-            Collective::Barrier => {
-                let calls = &mut self.barriers[rank as usize];
-                *calls += 1;
-                Instance::Barrier(*calls)
-            }
-            Collective::Free { window, barrier } => Instance::Free { window, barrier },
-        };
         if let Instance::Barrier(n) = instance {
             if let Some(error) = self.failed.get(&n) {
                 return Effects::answer(reply, Err(error.clone()));
@@ -276,5 +354,41 @@ mod tests {
             classes(&world.arrive(Collective::Barrier, 2, 2)),
             [(2, Some(ErrorClass::Rank))]
         );
+    }
+
+    #[test]
+    fn set_info_completes_when_every_rank_asked_for_the_same_info() {
+        use crate::window::WindowInfo;
+        let mut world = Collectives::new(2);
+        let same_op = WindowInfo::parse([("accumulate_ops", "same_op")]).unwrap();
+        let first = world.propose_info(5, 1, same_op.clone(), 1);
+        assert!(first.answers.is_empty());
+        let last = world.propose_info(5, 0, same_op.clone(), 0);
+        assert_eq!(classes(&last), [(1, None), (0, None)]);
+        assert_eq!(last.info_set, Some((5, same_op.clone())));
+
+        // different info: every rank's call fails, naming the key; nothing is set
+        world.propose_info(5, 0, same_op, 0);
+        let other = WindowInfo::parse([("accumulate_ops", "same_op_no_op")]).unwrap();
+        let last = world.propose_info(5, 1, other, 1);
+        assert_eq!(
+            classes(&last),
+            [(0, Some(ErrorClass::Info)), (1, Some(ErrorClass::Info))]
+        );
+        assert_eq!(last.info_set, None);
+        assert!(last.answers[0]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("accumulate_ops"));
+
+        // a departure fails a pending set_info, and what was asked is forgotten
+        world.propose_info(5, 0, WindowInfo::default(), 0);
+        let failed = world.departed(1, "stream broke", false);
+        assert_eq!(classes(&failed), [(0, Some(ErrorClass::ProcFailed))]);
+        world.propose_info(5, 1, WindowInfo::default(), 1);
+        let done = world.propose_info(5, 0, WindowInfo::default(), 0);
+        assert_eq!(done.info_set, Some((5, WindowInfo::default())));
     }
 }

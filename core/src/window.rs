@@ -239,6 +239,45 @@ impl WindowInfo {
         Ok(info)
     }
 
+    /// The info after `MPI_Win_set_info(pairs)` on a window whose info is `self`: the keys a
+    /// window's life may change — `accumulate_ops`, `accumulate_ordering`,
+    /// `mpi_accumulate_granularity` and the keys this implementation does not use — take the
+    /// values given, the others keep theirs. Keys that describe the window's creation
+    /// (`no_locks`, `same_size`, `same_disp_unit`, `onesided_element_type`) are checked and
+    /// then ignored, as MPI allows for hints an implementation takes only at creation.
+    ///
+    /// # Errors
+    /// As [`WindowInfo::parse`]: nothing is changed.
+    pub fn updated<'a>(
+        &self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)> + Clone,
+    ) -> RmaResult<Self> {
+        let given = WindowInfo::parse(pairs.clone())?;
+        let mut next = self.clone();
+        for (key, _) in pairs {
+            match key {
+                "accumulate_ops" => next.accumulate_ops = given.accumulate_ops,
+                "accumulate_ordering" => next.accumulate_ordering = given.accumulate_ordering,
+                "mpi_accumulate_granularity" => {
+                    next.accumulate_granularity = given.accumulate_granularity;
+                }
+                "no_locks" | "same_size" | "same_disp_unit" | ELEMENT_TYPE_KEY => {}
+                other => {
+                    if let Some(value) = given.kept.get(other) {
+                        next.kept.insert(other.to_string(), value.clone());
+                    }
+                }
+            }
+        }
+        if next.kept.len() > MAX_KEPT_INFO_KEYS {
+            return Err(rma_err!(
+                Info,
+                "more than {MAX_KEPT_INFO_KEYS} info keys this implementation does not use"
+            ));
+        }
+        Ok(next)
+    }
+
     /// Refuses a shape that breaks the window's promises: `same_size` with ranks of different
     /// sizes, `same_disp_unit` with different disp_units (MPI makes either erroneous; here the
     /// creation fails and nothing is created).
@@ -1018,5 +1057,35 @@ mod tests {
         assert!(info(&[("same_size", "false")])
             .check_shape(&[1, 2], &[1, 1])
             .is_ok());
+    }
+
+    #[test]
+    fn set_info_changes_what_a_window_may_change_and_keeps_the_rest() {
+        let created = WindowInfo::parse([
+            ("no_locks", "true"),
+            ("accumulate_ops", "same_op"),
+            ("kept", "as given"),
+        ])
+        .unwrap();
+        let next = created
+            .updated([
+                ("accumulate_ops", "same_op_no_op"),
+                ("accumulate_ordering", "none"),
+                ("mpi_accumulate_granularity", "128"),
+                ("no_locks", "false"),
+                ("new_hint", "x"),
+            ])
+            .unwrap();
+        assert_eq!(next.accumulate_ops, AccumulateOps::SameOpNoOp);
+        assert!(!next.accumulate_ordering.any());
+        assert_eq!(next.accumulate_granularity, 128);
+        // a creation hint is checked, then ignored
+        assert!(next.no_locks);
+        assert_eq!(next.kept.get("kept").map(String::as_str), Some("as given"));
+        assert_eq!(next.kept.get("new_hint").map(String::as_str), Some("x"));
+        // an empty update changes nothing; a bad value changes nothing either
+        assert_eq!(created.updated([]).unwrap(), created);
+        let refused = created.updated([("no_locks", "maybe")]).unwrap_err();
+        assert_eq!(refused.class, ErrorClass::Info);
     }
 }

@@ -243,6 +243,7 @@ pub fn window_of(call: &Call) -> Option<u64> {
         Call::Op(call) => call.window,
         Call::Record(call) => call.window,
         Call::WinFree(call) => call.window,
+        Call::SetInfo(call) => call.window,
         Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_) | Call::Batch(_) => {
             return None
         }
@@ -457,6 +458,13 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
             return Err(RmaError::new(
                 ErrorClass::Arg,
                 "this call is not on a window",
+            ));
+        }
+        // a collective of the world, which the session carries out itself
+        Call::SetInfo(_) => {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "set_info is the session's own call",
             ));
         }
     })

@@ -393,6 +393,14 @@ class Window:
         included) and the keys the server does not use, kept as given at creation."""
         return dict(self._native.get_info())
 
+    def set_info(self, info):
+        """``MPI_Win_set_info``, collective: returns once every rank called it with the same
+        info (a dict or (key, value) pairs). ``accumulate_ops``, ``accumulate_ordering``,
+        ``mpi_accumulate_granularity`` and keys the server does not use take the values
+        given; creation hints (``no_locks``, ``same_size``, ...) are checked and ignored."""
+        pairs = info.items() if isinstance(info, dict) else info
+        self._native.set_info([(str(key), str(value)) for key, value in pairs])
+
     def get_group(self):
         """``MPI_Win_get_group``: the window's ranks, as ranks of the world (all of them)."""
         return list(self._native.get_group())

@@ -271,6 +271,15 @@ impl NativeWindow {
         self.window.get_group()
     }
 
+    /// `MPI_Win_set_info` (collective): `info` is a list of (key, value) pairs.
+    fn set_info(&self, py: Python<'_>, info: Vec<(String, String)>) -> PyResult<()> {
+        let pairs: Vec<(&str, &str)> = info
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.as_str()))
+            .collect();
+        wait(py, self.window.set_info(&pairs))
+    }
+
     /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`:
     /// `count` contiguous ones, or the `vector` (count, blocklen, stride), indexed `blocks`
     /// ((disp, len), …), `hvector` (count, blocklen, stride in bytes), hindexed `hblocks`

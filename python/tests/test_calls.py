@@ -390,3 +390,18 @@ def test_reattach_within_takes_seconds_and_refuses_what_is_not(server, admin):
     session = onesided.Session.attach(server.url, world.tokens[0], reattach_within=0)
     assert session.incarnation == 1
     session.close()
+
+
+def test_set_info_is_collective_and_get_info_shows_it_on_every_rank(pair):
+    windows = pair.windows()
+
+    def program(rank, w):
+        w.set_info({"accumulate_ops": "same_op", "mine": "kept"})
+        return w.get_info()
+
+    for info in ranks(windows, program):
+        assert info["accumulate_ops"] == "same_op"
+        assert info["mine"] == "kept"
+    with pytest.raises(MpiError) as refused:
+        windows[0].set_info({"accumulate_ops": "any"})
+    assert refused.value.error_class == ErrorClass.INFO

@@ -282,7 +282,7 @@ impl Admin for AdminService {
         }
         let request = request.into_inner();
         let entry = self.window(&request.world, &request.name)?;
-        Ok(Response::new(desc_to_wire(&entry.desc)))
+        Ok(Response::new(desc_to_wire(&entry.now())))
     }
 
     #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().name))]

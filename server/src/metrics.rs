@@ -71,11 +71,13 @@ pub enum CallKind {
     Record,
     /// A heartbeat.
     Heartbeat,
+    /// `set_info`.
+    SetInfo,
 }
 
 impl CallKind {
     /// Every kind, in index order.
-    pub const ALL: [CallKind; 20] = [
+    pub const ALL: [CallKind; 21] = [
         CallKind::OpenWindow,
         CallKind::Fence,
         CallKind::Post,
@@ -96,6 +98,7 @@ impl CallKind {
         CallKind::Batch,
         CallKind::Record,
         CallKind::Heartbeat,
+        CallKind::SetInfo,
     ];
 
     /// The kind of `call`.
@@ -121,6 +124,7 @@ impl CallKind {
             Call::Batch(_) => CallKind::Batch,
             Call::Record(_) => CallKind::Record,
             Call::Heartbeat(_) => CallKind::Heartbeat,
+            Call::SetInfo(_) => CallKind::SetInfo,
         }
     }
 
@@ -147,6 +151,7 @@ impl CallKind {
             CallKind::Batch => "batch",
             CallKind::Record => "record",
             CallKind::Heartbeat => "heartbeat",
+            CallKind::SetInfo => "set_info",
         }
     }
 

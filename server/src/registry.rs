@@ -35,6 +35,8 @@ pub struct WindowEntry {
     pub ranks: Vec<WindowServerHandle>,
     /// Which ranks entered which fence: the last to enter tells every rank's actor.
     pub fences: Mutex<FenceTally>,
+    /// The description with the info in use: `desc` until `MPI_Win_set_info` changed it.
+    current: std::sync::RwLock<Arc<WindowDesc>>,
 }
 
 impl WindowEntry {
@@ -42,10 +44,33 @@ impl WindowEntry {
     pub fn new(desc: Arc<WindowDesc>, ranks: Vec<WindowServerHandle>) -> Self {
         let fences = Mutex::new(FenceTally::new(desc.nranks()));
         WindowEntry {
+            current: std::sync::RwLock::new(Arc::clone(&desc)),
             desc,
             ranks,
             fences,
         }
+    }
+
+    /// What every rank knows about the window now: its description with the info in use
+    /// (`desc` has the creation's).
+    pub fn now(&self) -> Arc<WindowDesc> {
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(|poison| poison.into_inner()),
+        )
+    }
+
+    fn set_info(&self, info: WindowInfo) -> Arc<WindowDesc> {
+        let mut now = self
+            .current
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let mut desc = (**now).clone();
+        desc.info = info;
+        *now = Arc::new(desc);
+        Arc::clone(&now)
     }
 }
 
@@ -871,6 +896,21 @@ impl Registry {
         inner.windows.get(id).cloned()
     }
 
+    /// Every rank of `window` called `MPI_Win_set_info` asking for `info`: it is the window's
+    /// from now on, kept in the store so that a restart brings it back (the ranks' `info_set`
+    /// events put it in the log).
+    pub async fn set_window_info(&self, window: u64, info: WindowInfo) {
+        let Some(entry) = self.read().windows.get(&window).cloned() else {
+            return;
+        };
+        let desc = entry.set_info(info);
+        if let Some(store) = &self.store {
+            if let Err(error) = store.update_window_spec(window, &spec_json(&desc)).await {
+                tracing::warn!(window, %error, "the window's new info is not stored");
+            }
+        }
+    }
+
     /// Every window of `world`, by name.
     ///
     /// # Errors
@@ -885,7 +925,7 @@ impl Registry {
             .windows
             .values()
             .filter_map(|id| inner.windows.get(id))
-            .map(|window| Arc::clone(&window.desc))
+            .map(|window| window.now())
             .collect())
     }
 
@@ -1033,7 +1073,7 @@ impl Registry {
                     .windows
                     .values()
                     .filter_map(|id| inner.windows.get(id))
-                    .map(|entry| Arc::clone(&entry.desc))
+                    .map(|entry| entry.now())
                     .collect(),
             })
             .collect()

@@ -64,6 +64,8 @@ enum Control {
     Test(u64),
     /// The world barrier, entered with these windows open.
     Barrier(Vec<u64>),
+    /// `MPI_Win_set_info` on this window.
+    InfoSet(u64),
 }
 
 type Pending = futures::future::BoxFuture<'static, (Control, Reply, Answer)>;
@@ -539,6 +541,7 @@ impl Session {
                 return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
             }
             Call::Barrier(_) => return self.barrier(id).await,
+            Call::SetInfo(set) => return self.set_info(id, set.clone()).await,
             call => admit::window_of(call).unwrap_or_default(),
         };
         // an operation takes a slot of the session's pending budget before anything else
@@ -627,6 +630,7 @@ impl Session {
         match control {
             Control::Test(window) => self.tested(window, reply, answer),
             Control::Barrier(windows) => self.barrier_exited(windows, reply, answer).await,
+            Control::InfoSet(window) => self.info_set(window, reply, answer).await,
         }
     }
 

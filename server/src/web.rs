@@ -246,7 +246,7 @@ impl WebView {
                 Err(error) => json!({"rank": rank, "error": error.message}),
             });
         }
-        let mut value = describe(&entry.desc);
+        let mut value = describe(&entry.now());
         value["world"] = json!(world);
         value["targets"] = Value::Array(targets);
         Ok(value)

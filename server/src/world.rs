@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 pub use onesided_core::collective::Collective;
 use onesided_core::collective::Collectives;
+use onesided_core::window::WindowInfo;
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::mpsc;
 
@@ -26,6 +27,13 @@ struct Arrive {
 #[derive(Debug)]
 enum Message {
     Arrive(Arrive),
+    /// `MPI_Win_set_info`: the info this rank asks for.
+    ProposeInfo {
+        window: u64,
+        rank: u32,
+        info: WindowInfo,
+        reply: Reply,
+    },
     /// A session of the rank started.
     Joined(u32),
     /// A session of the rank ended; `gone` unless a newer one is already attached.
@@ -79,6 +87,37 @@ impl WorldHandle {
             })
     }
 
+    /// Rank `rank` calls `MPI_Win_set_info` on `window` asking for `info`; `reply` is
+    /// answered once every rank called (core's [`Collectives::propose_info`]), after the
+    /// registry has the info when they all asked for the same.
+    ///
+    /// # Errors
+    /// As [`WorldHandle::arrive`].
+    pub async fn propose_info(
+        &self,
+        window: u64,
+        rank: u32,
+        info: WindowInfo,
+        reply: Reply,
+    ) -> Result<(), RmaError> {
+        let message = Message::ProposeInfo {
+            window,
+            rank,
+            info,
+            reply,
+        };
+        self.sender
+            .send(message)
+            .await
+            .map_err(|_| match self.fate.panicked() {
+                Some(panic) => RmaError::new(
+                    ErrorClass::Intern,
+                    format!("the world's collectives failed (it panicked: {panic})"),
+                ),
+                None => RmaError::new(ErrorClass::Other, "the world was deleted"),
+            })
+    }
+
     /// A session of `rank` started: collectives may wait for it again.
     pub async fn joined(&self, rank: u32) {
         let _ = self.sender.send(Message::Joined(rank)).await;
@@ -103,6 +142,12 @@ async fn run(nranks: u32, mut inbox: mpsc::Receiver<Message>, registry: std::syn
             Message::Arrive(arrive) => {
                 collectives.arrive(arrive.collective, arrive.rank, arrive.reply)
             }
+            Message::ProposeInfo {
+                window,
+                rank,
+                info,
+                reply,
+            } => collectives.propose_info(window, rank, info, reply),
             Message::Joined(rank) => {
                 collectives.joined(rank);
                 continue;
@@ -114,6 +159,11 @@ async fn run(nranks: u32, mut inbox: mpsc::Receiver<Message>, registry: std::syn
                 Arc::clone(&registry).remove_window(window);
             }
             tracing::info!(window, "window freed by all ranks");
+        }
+        if let Some((window, info)) = effects.info_set {
+            if let Some(registry) = registry.upgrade() {
+                registry.set_window_info(window, info).await;
+            }
         }
         for (reply, answer) in effects.answers {
             match answer {

@@ -311,6 +311,13 @@ pub enum Call {
         /// Window index.
         window: usize,
     },
+    /// `set_info KEY=VAL ...` (`MPI_Win_set_info`, collective).
+    SetInfo {
+        /// Window index.
+        window: usize,
+        /// The keys and values, in order.
+        info: Vec<(String, String)>,
+    },
     /// `flush_local T`.
     FlushLocal {
         /// Window index.

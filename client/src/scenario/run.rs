@@ -749,6 +749,13 @@ impl RankExecutor {
             Call::UnlockAll { window } => self.window(*window)?.unlock_all().await,
             Call::Flush { window, target } => self.window(*window)?.flush(*target).await,
             Call::FlushAll { window } => self.window(*window)?.flush_all().await,
+            Call::SetInfo { window, info } => {
+                let pairs: Vec<(&str, &str)> = info
+                    .iter()
+                    .map(|(key, value)| (key.as_str(), value.as_str()))
+                    .collect();
+                self.window(*window)?.set_info(&pairs).await
+            }
             Call::FlushLocal { window, target } => self.window(*window)?.flush_local(*target).await,
             Call::FlushLocalAll { window } => self.window(*window)?.flush_local_all().await,
             Call::Sync { window } => self.window(*window)?.sync().await,

@@ -471,6 +471,7 @@ const BROKEN_EXAMPLES: &[&str] = &[
     "forum3_store_before_shared_lock.rma",
     "forum4_store_in_pscw.rma",
     "forum5_load_in_pscw.rma",
+    "set_info_same_op_broken.rma",
 ];
 
 fn example_is_clean(name: &str) {
@@ -510,6 +511,33 @@ fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
         .unwrap()
         .replace(" info accumulate_ops=same_op", "");
     assert_clean(&server, "same-op-no-op-default", &text);
+}
+
+/// Hints set with `set_info` mid-run: the checker reads them from the log as they change, so
+/// the no_op read beside a sum is a finding after `accumulate_ops=same_op` and not before.
+#[test]
+fn example_set_info_same_op_broken_is_one_finding_after_the_set_info() {
+    let server = Server::start();
+    let ids = record_file(&server, &examples_dir().join("set_info_same_op_broken.rma"));
+    let (code, document) = check(&server, ids[0]);
+    assert_eq!(code, Some(1), "{document:#}");
+    assert_eq!(rules(&document), vec!["accumulate_ops"], "{document:#}");
+    let finding = &document["findings"][0];
+    assert!(
+        finding["message"]
+            .as_str()
+            .unwrap()
+            .contains("accumulate_ops=same_op"),
+        "{finding:#}"
+    );
+    // without the set_info, the same two phases break nothing
+    let text = std::fs::read_to_string(examples_dir().join("set_info_same_op_broken.rma"))
+        .unwrap()
+        .lines()
+        .filter(|line| !line.contains("set_info"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_clean(&server, "no-set-info", &text);
 }
 
 /// One origin's sum and replace on one element: ordered by default, a finding when the window

@@ -18,7 +18,7 @@ pub(super) struct EventMessage {
     #[prost(
         oneof = "Kind",
         tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, \
-                23, 24, 25, 26, 27, 28, 29, 30, 31, 32"
+                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33"
     )]
     kind: Option<Kind>,
 }
@@ -89,6 +89,8 @@ enum Kind {
     ClientEvents(ClientEvents),
     #[prost(message, tag = "32")]
     Op(Op),
+    #[prost(message, tag = "33")]
+    InfoSet(InfoSet),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -105,6 +107,12 @@ struct WindowCreated {
     #[prost(uint32, repeated, tag = "4")]
     disp_units: Vec<u32>,
     #[prost(message, repeated, tag = "5")]
+    info: Vec<InfoEntry>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct InfoSet {
+    #[prost(message, repeated, tag = "1")]
     info: Vec<InfoEntry>,
 }
 
@@ -416,6 +424,15 @@ fn head(event: &Event) -> Kind {
                 .collect(),
         }),
         Event::WindowFreed => Kind::WindowFreed(Empty {}),
+        Event::InfoSet { info } => Kind::InfoSet(InfoSet {
+            info: info
+                .iter()
+                .map(|(key, value)| InfoEntry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+        }),
         Event::Attach => Kind::Attach(Empty {}),
         Event::Detach => Kind::Detach(Empty {}),
         Event::Published { offset, .. } => Kind::Published(Published {
@@ -574,6 +591,13 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
                 .collect(),
         },
         Kind::WindowFreed(_) => Event::WindowFreed,
+        Kind::InfoSet(m) => Event::InfoSet {
+            info: m
+                .info
+                .into_iter()
+                .map(|entry| (entry.key, entry.value))
+                .collect(),
+        },
         Kind::Attach(_) => Event::Attach,
         Kind::Detach(_) => Event::Detach,
         Kind::Published(m) => Event::Published {

@@ -93,6 +93,12 @@ pub enum Event {
     },
     /// The window was freed.
     WindowFreed,
+    /// `MPI_Win_set_info` returned at this rank: the window's info keys in use from here on
+    /// (`MPI_WIN_GET_INFO`'s pairs), which the race checker reads for the accesses after it.
+    InfoSet {
+        /// The info keys in use.
+        info: BTreeMap<String, String>,
+    },
     /// A session of this rank opened the window.
     Attach,
     /// The session ended.
@@ -322,6 +328,7 @@ impl Event {
         match self {
             Event::WindowCreated { .. } => "window_created",
             Event::WindowFreed => "window_freed",
+            Event::InfoSet { .. } => "info_set",
             Event::Attach => "attach",
             Event::Detach => "detach",
             Event::Published { .. } => "published",

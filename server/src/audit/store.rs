@@ -372,6 +372,19 @@ impl AuditStore {
         Ok(())
     }
 
+    /// Replaces a window's stored shape and info (after `MPI_Win_set_info`): a restart
+    /// brings the window back with it.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn update_window_spec(&self, id: u64, spec: &str) -> anyhow::Result<()> {
+        let sql = "UPDATE window_specs SET spec = $2 WHERE window_id = $1";
+        on_pool!(self, pool => {
+            sqlx::query(sql).bind(id as i64).bind(spec).execute(pool).await?;
+        });
+        Ok(())
+    }
+
     /// Marks a window freed: a restart does not bring it back.
     ///
     /// # Errors

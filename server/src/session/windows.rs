@@ -1,13 +1,16 @@
-//! A window's life in the session: opening it (`open_window`, the session's own call) and
-//! freeing it (`MPI_Win_free`, a collective of the world).
+//! A window's life in the session: opening it (`open_window`, the session's own call),
+//! changing its info (`MPI_Win_set_info`) and freeing it (`MPI_Win_free`), collectives of the
+//! world.
 
 use onesided_core::audit::Event;
 use onesided_core::epoch::EpochState;
 use onesided_core::target::Input;
 use onesided_core::{ErrorClass, RmaError};
-use onesided_proto::v1::server_message;
+use onesided_proto::v1::{self, server_message};
+use tokio::sync::oneshot;
 
-use super::{OnWindow, OpenWindow, Session};
+use super::{Control, OnWindow, OpenWindow, Session};
+use crate::reply::{Answer, Reply};
 use crate::world::Collective;
 
 impl Session {
@@ -27,7 +30,7 @@ impl Session {
                 format!("window {name} is already open in this session"),
             ));
         }
-        let desc = onesided_proto::desc_to_wire(&entry.desc);
+        let desc = onesided_proto::desc_to_wire(&entry.now());
         let epoch = EpochState::new(me, entry.desc.nranks(), entry.desc.info.no_locks);
         let window_id = entry.desc.id;
         for actor in &entry.ranks {
@@ -65,5 +68,44 @@ impl Session {
             .collectives
             .arrive(collective, self.member.rank, on.reply)
             .await
+    }
+
+    /// `MPI_Win_set_info`: the window's info with the caller's keys set ([`onesided_core::window::WindowInfo::updated`];
+    /// a bad value fails at once) is proposed to the world's collective, which answers once
+    /// every rank called and puts the info in place when all asked for the same
+    /// ([`Session::info_set`] records it and answers).
+    pub(super) async fn set_info(&mut self, id: u64, set: v1::SetInfo) -> Result<(), RmaError> {
+        let Some(open) = self.windows.get(&set.window) else {
+            return Err(RmaError::new(
+                ErrorClass::Win,
+                format!("window {} is not open in this session", set.window),
+            ));
+        };
+        let pairs: Vec<(&str, &str)> = set
+            .info
+            .iter()
+            .map(|entry| (entry.key.as_str(), entry.value.as_str()))
+            .collect();
+        let info = open.entry.now().info.updated(pairs.iter().copied())?;
+        let reply = self.reply(id);
+        let (sender, answer) = oneshot::channel();
+        self.member
+            .collectives
+            .propose_info(set.window, self.member.rank, info, Reply::Session(sender))
+            .await?;
+        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
+        self.come_back(Control::InfoSet(set.window), reply, answer, gone);
+        Ok(())
+    }
+
+    /// `MPI_Win_set_info` returned: the info in use from here on is recorded at this rank,
+    /// and the call answered once it is in the log (sync durability).
+    pub(super) async fn info_set(&mut self, window: u64, reply: Reply, answer: Answer) {
+        let Some(open) = self.windows.get(&window).filter(|_| answer.is_ok()) else {
+            reply.send(answer);
+            return;
+        };
+        let info = open.entry.now().info.to_pairs().into_iter().collect();
+        self.log(window, Event::InfoSet { info }, Some(reply)).await;
     }
 }

@@ -1159,6 +1159,39 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Win),
             ),
             row(
+                "set_info on another world's window",
+                Send::Call(Some(Call::SetInfo(v1::SetInfo {
+                    window: v.id,
+                    info: Vec::new(),
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "set_info with a value MPI cannot mean",
+                Send::Call(Some(Call::SetInfo(v1::SetInfo {
+                    window: w,
+                    info: vec![v1::InfoEntry {
+                        key: "accumulate_ops".into(),
+                        value: "any".into(),
+                    }],
+                }))),
+                InvalidArgument,
+                Some(C::Info),
+            ),
+            row(
+                "set_info with a key over MPI_MAX_INFO_KEY",
+                Send::Call(Some(Call::SetInfo(v1::SetInfo {
+                    window: w,
+                    info: vec![v1::InfoEntry {
+                        key: "k".repeat(300),
+                        value: String::new(),
+                    }],
+                }))),
+                InvalidArgument,
+                Some(C::Info),
+            ),
+            row(
                 "a fence on a window id that never existed",
                 Send::Call(Some(Call::Fence(v1::Fence {
                     window: u64::MAX,

@@ -123,6 +123,46 @@ async fn a_session_attaches_again_by_itself_when_its_server_comes_back() {
     server.stop().await;
 }
 
+/// The info `MPI_Win_set_info` put in place comes back with the window after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_set_by_the_ranks_survives_a_restart() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-info")));
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("info"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 1))
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for token in &world.tokens {
+        let session = Session::attach(&server.url, token).await.unwrap();
+        let w = session.window("w").await.unwrap();
+        sessions.push((session, w));
+    }
+    let asked = [("accumulate_ops", "same_op"), ("mine", "kept")];
+    let (zero, one) = tokio::join!(
+        sessions[0].1.set_info(&asked),
+        sessions[1].1.set_info(&asked)
+    );
+    zero.unwrap();
+    one.unwrap();
+    for (session, w) in sessions {
+        drop(w);
+        session.close().await.unwrap();
+    }
+    server.stop().await;
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let desc = admin.describe_window(&world.name, "w").await.unwrap();
+    assert_eq!(
+        desc.info.accumulate_ops,
+        onesided_core::window::AccumulateOps::SameOp
+    );
+    assert_eq!(desc.info.kept.get("mine").map(String::as_str), Some("kept"));
+    server.stop().await;
+}
+
 /// A session replaced by a newer incarnation of its rank (the same token attached again) ends
 /// for good: it does not attach again by itself, which would take the rank back from the
 /// session that replaced it.

@@ -87,6 +87,93 @@ async fn every_rank_gets_the_info_in_use_and_the_keys_kept_as_given() {
     }
 }
 
+/// `MPI_Win_set_info` is collective: it returns once every rank called it, and then every
+/// rank, a session that opens the window later, the admin and the log see the new info. Ranks
+/// that ask for different info all fail with `MPI_ERR_INFO` and nothing changes; a bad value
+/// fails at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_info_is_collective_and_every_rank_must_ask_for_the_same() {
+    let server = spawn_server().await;
+    let world = unique("world");
+    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
+    let spec = WindowSpec::of::<i64>("w", 2, 1).info("my_hint", "v1");
+    let id = server.admin.create_window(&world, &spec).await.unwrap().id;
+    let mut windows = Vec::new();
+    for token in &tokens {
+        let session = Session::attach(&server.url, token).await.unwrap();
+        windows.push(session.window("w").await.unwrap());
+    }
+    let info = |w: &onesided_client::Window| -> std::collections::BTreeMap<String, String> {
+        w.get_info().into_iter().collect()
+    };
+    // different info on the two ranks: both fail, nothing changes
+    let (zero, one) = tokio::join!(
+        windows[0].set_info(&[("accumulate_ops", "same_op")]),
+        windows[1].set_info(&[("accumulate_ops", "same_op_no_op")]),
+    );
+    for refused in [zero.unwrap_err(), one.unwrap_err()] {
+        assert_eq!(refused.class(), Some(ErrorClass::Info), "{refused}");
+        assert!(refused.to_string().contains("accumulate_ops"), "{refused}");
+    }
+    let described = server.admin.describe_window(&world, "w").await.unwrap();
+    assert_eq!(
+        described.info.accumulate_ops,
+        onesided_core::window::AccumulateOps::SameOpNoOp
+    );
+    // a bad value fails at once, and the rank may call again
+    let bad = windows[0]
+        .set_info(&[("accumulate_ordering", "sideways")])
+        .await
+        .unwrap_err();
+    assert_eq!(bad.class(), Some(ErrorClass::Info));
+    // the same info on both: it is the window's
+    let asked = [
+        ("accumulate_ops", "same_op"),
+        ("my_hint", "v2"),
+        ("another", "new"),
+        ("no_locks", "true"),
+    ];
+    let (zero, one) = tokio::join!(windows[0].set_info(&asked), windows[1].set_info(&asked));
+    zero.unwrap();
+    one.unwrap();
+    for w in &windows {
+        let now = info(w);
+        assert_eq!(now["accumulate_ops"], "same_op");
+        assert_eq!(now["my_hint"], "v2");
+        assert_eq!(now["another"], "new");
+        // a creation hint is ignored, as MPI allows
+        assert_eq!(now["no_locks"], "false");
+    }
+    let described = server.admin.describe_window(&world, "w").await.unwrap();
+    assert_eq!(
+        described.info.accumulate_ops,
+        onesided_core::window::AccumulateOps::SameOp
+    );
+    assert_eq!(described.info.kept["my_hint"], "v2");
+    // a session that opens the window afterwards gets the new info
+    let later = Session::attach(&server.url, &tokens[0]).await.unwrap();
+    let reopened = later.window("w").await.unwrap();
+    assert_eq!(info(&reopened)["accumulate_ops"], "same_op");
+    // the log has it, once per rank
+    let audit = onesided_client::Audit::connect(&server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let set: Vec<_> = audit
+        .events(id, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|entry| match entry.event {
+            Some(onesided_core::audit::Event::InfoSet { info }) => Some((entry.rank, info)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(set.len(), 2, "{set:?}");
+    assert!(set
+        .iter()
+        .all(|(_, info)| info.get("accumulate_ops").map(String::as_str) == Some("same_op")));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_window_requests_are_refused_with_their_class() {
     let server = spawn_server().await;

@@ -120,6 +120,7 @@ pub(super) const CALLS: &[(&str, ParseCall)] = &[
     ("flush_local", flush_local),
     ("flush_local_all", flush_local_all),
     ("sync", sync),
+    ("set_info", set_info),
     ("sleep", sleep),
     ("crash", crash),
     ("attach", attach),
@@ -701,6 +702,30 @@ fn flush(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
 fn flush_all(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
     let window = parser.bare(site)?;
     Ok(Call::FlushAll { window })
+}
+
+/// `set_info KEY=VAL [KEY=VAL ...]`
+fn set_info(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let window = parser.window_of(site)?;
+    if site.args.is_empty() {
+        return Err(site.missing("set_info needs at least one KEY=VALUE"));
+    }
+    let mut info = Vec::new();
+    for token in site.args {
+        match token.text.split_once('=') {
+            Some((key, value)) if !key.is_empty() => {
+                info.push((key.to_string(), value.to_string()));
+            }
+            _ => {
+                return Err(err(
+                    site.line,
+                    token.column,
+                    format!("expected KEY=VALUE, not {:?}", token.text),
+                ))
+            }
+        }
+    }
+    Ok(Call::SetInfo { window, info })
 }
 
 /// `flush_local T`
