@@ -56,7 +56,9 @@ pub use onesided_core::epoch::LockType;
 pub use onesided_core::layout::{Block, ByteBlock, Layout, Order, Subarray};
 pub use onesided_core::window::{Flavor, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
-pub use session::{Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV};
+pub use session::{
+    Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV, DEFAULT_REATTACH_WITHIN,
+};
 pub use window::{
     pack, test_all, unpack, wait_all, wait_any, AnyComplete, OpSpec, Pending, Request, Window,
 };

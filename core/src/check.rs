@@ -1423,13 +1423,21 @@ mod tests {
     /// element with a no_op fetch_and_op.
     fn sum_beside_a_no_op_read(info: &[(&str, &str)]) -> Vec<Finding> {
         let mut h = History::with_info(3, info);
-        h.lock_all(0);
-        h.lock_all(1);
-        h.acc(0, 2, "sum", "i64", 0);
-        h.op(1, 2, RecordedOp::FetchAndOp("no_op".into()), "i64", 0, 8);
-        h.unlock_all(0);
-        h.unlock_all(1);
+        h.sum_beside_a_no_op_read();
         h.check()
+    }
+
+    impl History {
+        /// Rank 0 adds to rank 2's element 0 while rank 1 reads it with a no_op
+        /// fetch_and_op, each in a lock_all epoch of its own.
+        fn sum_beside_a_no_op_read(&mut self) {
+            self.lock_all(0);
+            self.lock_all(1);
+            self.acc(0, 2, "sum", "i64", 0);
+            self.op(1, 2, RecordedOp::FetchAndOp("no_op".into()), "i64", 0, 8);
+            self.unlock_all(0);
+            self.unlock_all(1);
+        }
     }
 
     #[test]
@@ -1458,15 +1466,7 @@ mod tests {
     #[test]
     fn set_info_changes_the_hints_for_what_comes_after_it() {
         let mut h = History::with_info(3, &[]);
-        let pair = |h: &mut History| {
-            h.lock_all(0);
-            h.lock_all(1);
-            h.acc(0, 2, "sum", "i64", 0);
-            h.op(1, 2, RecordedOp::FetchAndOp("no_op".into()), "i64", 0, 8);
-            h.unlock_all(0);
-            h.unlock_all(1);
-        };
-        pair(&mut h);
+        h.sum_beside_a_no_op_read();
         assert_eq!(h.check(), vec![], "same_op_no_op at creation");
         // set_info is collective but does not synchronize: a barrier keeps the phases apart
         h.barrier();
@@ -1478,7 +1478,7 @@ mod tests {
                 },
             );
         }
-        pair(&mut h);
+        h.sum_beside_a_no_op_read();
         let findings = h.check();
         assert_eq!(rules(&findings), vec![Rule::AccumulateOps], "{findings:#?}");
         assert!(findings[0].message.contains("accumulate_ops=same_op"));

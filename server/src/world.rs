@@ -71,12 +71,21 @@ impl WorldHandle {
         rank: u32,
         reply: Reply,
     ) -> Result<(), RmaError> {
+        self.send(Message::Arrive(Arrive {
+            collective,
+            rank,
+            reply,
+        }))
+        .await
+    }
+
+    /// Hands `message` to the actor.
+    ///
+    /// # Errors
+    /// `MPI_ERR_OTHER` when the world was deleted, `MPI_ERR_INTERN` when its actor panicked.
+    async fn send(&self, message: Message) -> Result<(), RmaError> {
         self.sender
-            .send(Message::Arrive(Arrive {
-                collective,
-                rank,
-                reply,
-            }))
+            .send(message)
             .await
             .map_err(|_| match self.fate.panicked() {
                 Some(panic) => RmaError::new(
@@ -100,22 +109,13 @@ impl WorldHandle {
         info: WindowInfo,
         reply: Reply,
     ) -> Result<(), RmaError> {
-        let message = Message::ProposeInfo {
+        self.send(Message::ProposeInfo {
             window,
             rank,
             info,
             reply,
-        };
-        self.sender
-            .send(message)
-            .await
-            .map_err(|_| match self.fate.panicked() {
-                Some(panic) => RmaError::new(
-                    ErrorClass::Intern,
-                    format!("the world's collectives failed (it panicked: {panic})"),
-                ),
-                None => RmaError::new(ErrorClass::Other, "the world was deleted"),
-            })
+        })
+        .await
     }
 
     /// A session of `rank` started: collectives may wait for it again.

@@ -486,16 +486,11 @@ fn example_accumulate_ordering_is_clean() {
     example_is_clean("accumulate_ordering.rma");
 }
 
-/// The window's `accumulate_ops=same_op`, broken by a no_op read beside a sum: the finding
-/// names the hint.
-#[test]
-fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
-    let server = Server::start();
-    let ids = record_file(
-        &server,
-        &examples_dir().join("accumulate_same_op_broken.rma"),
-    );
-    let (code, document) = check(&server, ids[0]);
+/// Runs the example `name` and checks its window: exactly one finding, an accumulate_ops one
+/// that names the `accumulate_ops=same_op` hint.
+fn one_finding_naming_same_op(server: &Server, name: &str) {
+    let ids = record_file(server, &examples_dir().join(name));
+    let (code, document) = check(server, ids[0]);
     assert_eq!(code, Some(1), "{document:#}");
     assert_eq!(rules(&document), vec!["accumulate_ops"], "{document:#}");
     let finding = &document["findings"][0];
@@ -506,6 +501,14 @@ fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
             .contains("accumulate_ops=same_op"),
         "{finding:#}"
     );
+}
+
+/// The window's `accumulate_ops=same_op`, broken by a no_op read beside a sum: the finding
+/// names the hint.
+#[test]
+fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
+    let server = Server::start();
+    one_finding_naming_same_op(&server, "accumulate_same_op_broken.rma");
     // the same program on a window without the hint breaks nothing
     let text = std::fs::read_to_string(examples_dir().join("accumulate_same_op_broken.rma"))
         .unwrap()
@@ -518,18 +521,7 @@ fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
 #[test]
 fn example_set_info_same_op_broken_is_one_finding_after_the_set_info() {
     let server = Server::start();
-    let ids = record_file(&server, &examples_dir().join("set_info_same_op_broken.rma"));
-    let (code, document) = check(&server, ids[0]);
-    assert_eq!(code, Some(1), "{document:#}");
-    assert_eq!(rules(&document), vec!["accumulate_ops"], "{document:#}");
-    let finding = &document["findings"][0];
-    assert!(
-        finding["message"]
-            .as_str()
-            .unwrap()
-            .contains("accumulate_ops=same_op"),
-        "{finding:#}"
-    );
+    one_finding_naming_same_op(&server, "set_info_same_op_broken.rma");
     // without the set_info, the same two phases break nothing
     let text = std::fs::read_to_string(examples_dir().join("set_info_same_op_broken.rma"))
         .unwrap()

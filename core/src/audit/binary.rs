@@ -401,6 +401,24 @@ pub(super) fn encode(event: &Event) -> Vec<u8> {
     out
 }
 
+/// Info pairs as the message holds them.
+fn entries_of(info: &std::collections::BTreeMap<String, String>) -> Vec<InfoEntry> {
+    info.iter()
+        .map(|(key, value)| InfoEntry {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// Info pairs from the message.
+fn map_of(entries: Vec<InfoEntry>) -> std::collections::BTreeMap<String, String> {
+    entries
+        .into_iter()
+        .map(|entry| (entry.key, entry.value))
+        .collect()
+}
+
 /// The message of `event` with its payload fields (`data`, `compare`, `result`) left empty.
 fn head(event: &Event) -> Kind {
     match event {
@@ -415,23 +433,11 @@ fn head(event: &Event) -> Kind {
             name: name.clone(),
             sizes: sizes.clone(),
             disp_units: disp_units.clone(),
-            info: info
-                .iter()
-                .map(|(key, value)| InfoEntry {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
+            info: entries_of(info),
         }),
         Event::WindowFreed => Kind::WindowFreed(Empty {}),
         Event::InfoSet { info } => Kind::InfoSet(InfoSet {
-            info: info
-                .iter()
-                .map(|(key, value)| InfoEntry {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
+            info: entries_of(info),
         }),
         Event::Attach => Kind::Attach(Empty {}),
         Event::Detach => Kind::Detach(Empty {}),
@@ -584,19 +590,11 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             name: m.name,
             sizes: m.sizes,
             disp_units: m.disp_units,
-            info: m
-                .info
-                .into_iter()
-                .map(|entry| (entry.key, entry.value))
-                .collect(),
+            info: map_of(m.info),
         },
         Kind::WindowFreed(_) => Event::WindowFreed,
         Kind::InfoSet(m) => Event::InfoSet {
-            info: m
-                .info
-                .into_iter()
-                .map(|entry| (entry.key, entry.value))
-                .collect(),
+            info: map_of(m.info),
         },
         Kind::Attach(_) => Event::Attach,
         Kind::Detach(_) => Event::Detach,
