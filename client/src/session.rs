@@ -1104,6 +1104,47 @@ impl Session {
         Ok(Window::new(self.clone(), desc_from_wire(desc)?))
     }
 
+    /// `MPI_Win_allocate` (or `MPI_Win_create`, by `flavor`) by this rank: collective over the
+    /// world's ranks. Every rank calls it with the same `name`, `flavor` and `info`, and its own
+    /// `size` (bytes) and `disp_unit`; it returns once every rank has, with the window created
+    /// and open in this session (logged as an admin's creation is). Ranks may expose 0 bytes.
+    ///
+    /// # Errors
+    /// `MPI_ERR_INFO` for a bad info value (at once), `MPI_ERR_ARG` or `MPI_ERR_INFO` on every
+    /// rank when the ranks' flavor or info differ, `MPI_ERR_DISP` for a zero disp_unit,
+    /// `MPI_ERR_SIZE`/`MPI_ERR_NO_MEM` past the server's limits, `MPI_ERR_ARG` for a name
+    /// taken or malformed; then nothing was created. `MPI_ERR_PROC_FAILED` when a rank's
+    /// session ends first.
+    pub async fn create_window(
+        &self,
+        name: &str,
+        size: u64,
+        disp_unit: u32,
+        flavor: crate::Flavor,
+        info: &[(&str, &str)],
+    ) -> Result<Window> {
+        let call = Call::CreateWindow(v1::CreateWindow {
+            name: name.to_string(),
+            size,
+            disp_unit,
+            info: info
+                .iter()
+                .map(|(key, value)| v1::InfoEntry {
+                    key: (*key).to_string(),
+                    value: (*value).to_string(),
+                })
+                .collect(),
+            flavor: onesided_proto::flavor_to_wire(flavor),
+            model: v1::MemoryModel::Separate as i32,
+        });
+        let Reply::Window(desc) = self.call(call).await? else {
+            return Err(Error::Protocol(
+                "create_window answered without a window".into(),
+            ));
+        };
+        Ok(Window::new(self.clone(), desc_from_wire(desc)?))
+    }
+
     /// Ends the session cleanly: ships every open window's pending loads and stores (what a
     /// rank did after its last call) and every deferred call, and waits until the server has
     /// answered them — in sync durability, until they are in the audit log — and, when the

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::window::WindowInfo;
+use crate::window::{Flavor, MemoryModel, WindowInfo};
 use crate::{ErrorClass, RmaError};
 
 /// Which collective an arrival belongs to.
@@ -49,6 +49,47 @@ pub struct Effects<R> {
     /// Every rank of this window called `MPI_Win_set_info` asking for this info: it is the
     /// window's from now on (the caller puts it in place before it sends the answers).
     pub info_set: Option<(u64, WindowInfo)>,
+    /// Every rank called `MPI_Win_create`/`MPI_Win_allocate` for this window with matching
+    /// arguments: the caller creates it and answers the replies with the outcome.
+    pub create: Option<Creation<R>>,
+}
+
+/// One rank's call of `MPI_Win_create` or `MPI_Win_allocate` (the ranks create a window
+/// together).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowPart {
+    /// The bytes this rank exposes.
+    pub size: u64,
+    /// This rank's disp_unit.
+    pub disp_unit: u32,
+    /// What every rank must give alike.
+    pub shared: SharedArgs,
+}
+
+/// The arguments of a window creation every rank must give alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedArgs {
+    /// How its memory is made.
+    pub flavor: Flavor,
+    /// Its memory model.
+    pub model: MemoryModel,
+    /// Its info, as given (sorted by key).
+    pub info: Vec<(String, String)>,
+}
+
+/// A window every rank asked for alike: the caller creates it, then answers every reply.
+#[derive(Debug)]
+pub struct Creation<R> {
+    /// Its name.
+    pub name: String,
+    /// Per-rank sizes, in rank order.
+    pub sizes: Vec<u64>,
+    /// Per-rank disp_units, in rank order.
+    pub disp_units: Vec<u32>,
+    /// What every rank gave alike.
+    pub shared: SharedArgs,
+    /// Whom to answer with the outcome.
+    pub replies: Vec<R>,
 }
 
 impl<R> Effects<R> {
@@ -57,6 +98,7 @@ impl<R> Effects<R> {
             answers: Vec::new(),
             freed: None,
             info_set: None,
+            create: None,
         }
     }
 
@@ -65,6 +107,7 @@ impl<R> Effects<R> {
             answers: vec![(reply, answer)],
             freed: None,
             info_set: None,
+            create: None,
         }
     }
 }
@@ -83,6 +126,13 @@ pub struct Collectives<R> {
     failed: HashMap<u64, RmaError>,
     /// Per window: the info each rank that called `MPI_Win_set_info` asked for.
     proposals: HashMap<u64, Vec<(u32, WindowInfo)>>,
+    /// Per instance (the n-th creation call of every rank, as collectives match in MPI):
+    /// the ranks that called `MPI_Win_create`/`MPI_Win_allocate`, with the name they gave.
+    creating: HashMap<u64, Vec<(u32, String, WindowPart, R)>>,
+    /// Creation calls per rank.
+    creates: Vec<u64>,
+    /// Creation instances that failed: every rank's call of one fails (ranks stay in step).
+    failed_creates: HashMap<u64, RmaError>,
 }
 
 fn proc_failed(rank: u32, reason: &str) -> RmaError {
@@ -102,6 +152,9 @@ impl<R> Collectives<R> {
             barriers: vec![0; nranks as usize],
             failed: HashMap::new(),
             proposals: HashMap::new(),
+            creating: HashMap::new(),
+            creates: vec![0; nranks as usize],
+            failed_creates: HashMap::new(),
         }
     }
 
@@ -125,9 +178,123 @@ impl<R> Collectives<R> {
             }
         }
         self.proposals.clear();
+        for (n, arrivals) in self.creating.drain() {
+            self.failed_creates.insert(n, error.clone());
+            for (_, _, _, reply) in arrivals {
+                effects.answers.push((reply, Err(error.clone())));
+            }
+        }
         if gone {
             self.gone.insert(rank, reason.to_string());
         }
+        effects
+    }
+
+    /// Rank `rank` calls `MPI_Win_create` or `MPI_Win_allocate` for the window `name` with
+    /// its `part`; `reply` is answered once every rank called. Calls match by their order at
+    /// each rank (the n-th of every rank), as MPI's collectives do, so every rank must give
+    /// the same name, flavor, model and info: when one differs, every call fails with
+    /// `MPI_ERR_ARG` (or `MPI_ERR_INFO` for the info) naming the first rank that differs, and
+    /// nothing is created; otherwise [`Effects::create`] says what to create.
+    pub fn propose_window(
+        &mut self,
+        name: &str,
+        rank: u32,
+        part: WindowPart,
+        reply: R,
+    ) -> Effects<R> {
+        if rank >= self.nranks {
+            let error = RmaError::new(
+                ErrorClass::Rank,
+                format!("rank {rank} is outside the world"),
+            );
+            return Effects::answer(reply, Err(error));
+        }
+        let calls = &mut self.creates[rank as usize];
+        *calls += 1;
+        let n = *calls;
+        if let Some(error) = self.failed_creates.get(&n) {
+            return Effects::answer(reply, Err(error.clone()));
+        }
+        if let Some((gone, reason)) = self.gone.iter().next() {
+            let error = proc_failed(*gone, reason);
+            self.failed_creates.insert(n, error.clone());
+            return Effects::answer(reply, Err(error));
+        }
+        let arrivals = self.creating.entry(n).or_default();
+        arrivals.push((rank, name.to_string(), part, reply));
+        if arrivals.len() < self.nranks as usize {
+            return Effects::none();
+        }
+        let mut arrivals = self.creating.remove(&n).unwrap_or_default();
+        arrivals.sort_by_key(|(rank, _, _, _)| *rank);
+        let mut effects = Effects::none();
+        let name = arrivals[0].1.clone();
+        let first = arrivals[0].2.shared.clone();
+        if let Some((other, theirs, _, _)) = arrivals.iter().find(|(_, other, _, _)| *other != name)
+        {
+            let error = RmaError::new(
+                ErrorClass::Arg,
+                format!(
+                    "creating a window needs the same name on every rank: rank 0 gives {name:?}, \
+                     rank {other} {theirs:?}; nothing was created"
+                ),
+            );
+            for (_, _, _, reply) in arrivals {
+                effects.answers.push((reply, Err(error.clone())));
+            }
+            return effects;
+        }
+        if let Some((other, _, part, _)) =
+            arrivals.iter().find(|(_, _, part, _)| part.shared != first)
+        {
+            let (class, what, mine, theirs) = if part.shared.info != first.info {
+                (
+                    ErrorClass::Info,
+                    "info",
+                    format!("{:?}", first.info),
+                    format!("{:?}", part.shared.info),
+                )
+            } else if part.shared.flavor != first.flavor {
+                (
+                    ErrorClass::Arg,
+                    "flavor",
+                    format!("{:?}", first.flavor),
+                    format!("{:?}", part.shared.flavor),
+                )
+            } else {
+                (
+                    ErrorClass::Arg,
+                    "model",
+                    format!("{:?}", first.model),
+                    format!("{:?}", part.shared.model),
+                )
+            };
+            let error = RmaError::new(
+                class,
+                format!(
+                    "creating window {name} needs the same {what} on every rank: rank 0 gives \
+                     {mine}, rank {other} {theirs}; nothing was created"
+                ),
+            );
+            for (_, _, _, reply) in arrivals {
+                effects.answers.push((reply, Err(error.clone())));
+            }
+            return effects;
+        }
+        let mut creation = Creation {
+            name,
+            sizes: Vec::with_capacity(arrivals.len()),
+            disp_units: Vec::with_capacity(arrivals.len()),
+            shared: first,
+            replies: Vec::with_capacity(arrivals.len()),
+        };
+        for (_, _, part, reply) in arrivals {
+            creation.sizes.push(part.size);
+            creation.disp_units.push(part.disp_unit);
+            creation.replies.push(reply);
+        }
+        effects.create = Some(creation);
         effects
     }
 
@@ -390,5 +557,81 @@ mod tests {
         world.propose_info(5, 1, WindowInfo::default(), 1);
         let done = world.propose_info(5, 0, WindowInfo::default(), 0);
         assert_eq!(done.info_set, Some((5, WindowInfo::default())));
+    }
+
+    #[test]
+    fn ranks_create_a_window_together_each_with_its_own_size() {
+        use super::{SharedArgs, WindowPart};
+        use crate::window::{Flavor, MemoryModel};
+        let shared = SharedArgs {
+            flavor: Flavor::Allocate,
+            model: MemoryModel::Separate,
+            info: vec![("no_locks".into(), "true".into())],
+        };
+        let part = |size, disp_unit| WindowPart {
+            size,
+            disp_unit,
+            shared: shared.clone(),
+        };
+        let mut world = Collectives::new(3);
+        assert!(world.propose_window("w", 2, part(0, 8), 2).create.is_none());
+        assert!(world
+            .propose_window("w", 0, part(16, 8), 0)
+            .create
+            .is_none());
+        let last = world.propose_window("w", 1, part(8, 4), 1);
+        let creation = last.create.expect("every rank called");
+        assert_eq!(creation.sizes, vec![16, 8, 0]);
+        assert_eq!(creation.disp_units, vec![8, 4, 8]);
+        assert_eq!(creation.replies, vec![0, 1, 2]);
+        assert!(last.answers.is_empty(), "answered once created");
+
+        // another info on one rank: every call fails with MPI_ERR_INFO, nothing to create
+        world.propose_window("v", 0, part(8, 1), 0);
+        world.propose_window("v", 1, part(8, 1), 1);
+        let mut other = part(8, 1);
+        other.shared.info.clear();
+        let last = world.propose_window("v", 2, other, 2);
+        assert!(last.create.is_none());
+        assert_eq!(
+            classes(&last),
+            [
+                (0, Some(ErrorClass::Info)),
+                (1, Some(ErrorClass::Info)),
+                (2, Some(ErrorClass::Info))
+            ]
+        );
+
+        // calls match by order: another name on one rank fails every rank's call
+        world.propose_window("t", 0, part(8, 1), 0);
+        world.propose_window("t", 1, part(8, 1), 1);
+        let last = world.propose_window("s", 2, part(8, 1), 2);
+        assert!(last.create.is_none());
+        assert_eq!(
+            classes(&last),
+            [
+                (0, Some(ErrorClass::Arg)),
+                (1, Some(ErrorClass::Arg)),
+                (2, Some(ErrorClass::Arg))
+            ]
+        );
+
+        // a departure fails the ranks waiting to create, and the others' calls of that
+        // instance too, so that the ranks stay in step
+        world.propose_window("u", 0, part(8, 1), 0);
+        let failed = world.departed(1, "stream broke", false);
+        assert_eq!(classes(&failed), [(0, Some(ErrorClass::ProcFailed))]);
+        assert_eq!(
+            classes(&world.propose_window("u", 2, part(8, 1), 2)),
+            [(2, Some(ErrorClass::ProcFailed))]
+        );
+        world.propose_window("u", 1, part(8, 1), 1);
+        world.propose_window("u", 0, part(8, 1), 0);
+        world.propose_window("u", 1, part(8, 1), 1);
+        let done = world.propose_window("u", 2, part(8, 1), 2);
+        assert_eq!(
+            done.create.map(|creation| creation.name),
+            Some("u".to_string())
+        );
     }
 }

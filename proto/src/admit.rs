@@ -244,9 +244,11 @@ pub fn window_of(call: &Call) -> Option<u64> {
         Call::Record(call) => call.window,
         Call::WinFree(call) => call.window,
         Call::SetInfo(call) => call.window,
-        Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_) | Call::Batch(_) => {
-            return None
-        }
+        Call::OpenWindow(_)
+        | Call::CreateWindow(_)
+        | Call::Barrier(_)
+        | Call::Heartbeat(_)
+        | Call::Batch(_) => return None,
     })
 }
 
@@ -460,8 +462,8 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
                 "this call is not on a window",
             ));
         }
-        // a collective of the world, which the session carries out itself
-        Call::SetInfo(_) => {
+        // collectives of the world, which the session carries out itself
+        Call::SetInfo(_) | Call::CreateWindow(_) => {
             return Err(RmaError::new(
                 ErrorClass::Arg,
                 "set_info is the session's own call",

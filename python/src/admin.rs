@@ -233,7 +233,7 @@ impl WindowSpec {
     }
 }
 
-fn flavor_of(py: Python<'_>, name: &str) -> PyResult<Flavor> {
+pub(crate) fn flavor_of(py: Python<'_>, name: &str) -> PyResult<Flavor> {
     Flavor::parse(name).ok_or_else(|| {
         refused(
             py,

@@ -100,6 +100,32 @@ impl NativeSession {
         Ok(NativeWindow::new(window))
     }
 
+    /// `MPI_Win_allocate` / `MPI_Win_create` by this rank (collective over the world's ranks):
+    /// its own `size` in bytes and `disp_unit`, the same `name`, `flavor` and `info` pairs as
+    /// every other rank.
+    #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new()))]
+    fn create_window(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        size: u64,
+        disp_unit: u32,
+        flavor: &str,
+        info: Vec<(String, String)>,
+    ) -> PyResult<NativeWindow> {
+        let flavor = crate::admin::flavor_of(py, flavor)?;
+        let pairs: Vec<(&str, &str)> = info
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.as_str()))
+            .collect();
+        let window = wait(
+            py,
+            self.session
+                .create_window(name, size, disp_unit, flavor, &pairs),
+        )?;
+        Ok(NativeWindow::new(window))
+    }
+
     /// `MPI_Barrier` over the world.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
         wait(py, self.session.barrier())

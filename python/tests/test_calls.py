@@ -405,3 +405,16 @@ def test_set_info_is_collective_and_get_info_shows_it_on_every_rank(pair):
     with pytest.raises(MpiError) as refused:
         windows[0].set_info({"accumulate_ops": "any"})
     assert refused.value.error_class == ErrorClass.INFO
+
+
+def test_ranks_create_a_window_together_each_with_its_own_size(server, admin):
+    fixture = Fixture(server, admin, 2)
+    name = unique("made")
+
+    def program(rank, _):
+        session = fixture.sessions[rank]
+        w = session.create_window(name, 8 * (rank + 1), 8, info={"hint": "x"})
+        return list(w.desc.sizes), w.get_info()["hint"]
+
+    seen = ranks([None, None], program)
+    assert seen == [([8, 16], "x"), ([8, 16], "x")]

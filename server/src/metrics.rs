@@ -73,11 +73,13 @@ pub enum CallKind {
     Heartbeat,
     /// `set_info`.
     SetInfo,
+    /// `create_window` by the ranks.
+    CreateWindow,
 }
 
 impl CallKind {
     /// Every kind, in index order.
-    pub const ALL: [CallKind; 21] = [
+    pub const ALL: [CallKind; 22] = [
         CallKind::OpenWindow,
         CallKind::Fence,
         CallKind::Post,
@@ -99,6 +101,7 @@ impl CallKind {
         CallKind::Record,
         CallKind::Heartbeat,
         CallKind::SetInfo,
+        CallKind::CreateWindow,
     ];
 
     /// The kind of `call`.
@@ -125,6 +128,7 @@ impl CallKind {
             Call::Record(_) => CallKind::Record,
             Call::Heartbeat(_) => CallKind::Heartbeat,
             Call::SetInfo(_) => CallKind::SetInfo,
+            Call::CreateWindow(_) => CallKind::CreateWindow,
         }
     }
 
@@ -152,6 +156,7 @@ impl CallKind {
             CallKind::Record => "record",
             CallKind::Heartbeat => "heartbeat",
             CallKind::SetInfo => "set_info",
+            CallKind::CreateWindow => "create_window",
         }
     }
 

@@ -174,6 +174,23 @@ pub enum RegistryError {
     Unavailable(String),
 }
 
+/// A refusal of the registry as an MPI error, for a call of a session.
+pub fn as_rma(error: &RegistryError) -> RmaError {
+    match error {
+        RegistryError::Rma(error) => error.clone(),
+        RegistryError::AlreadyExists(what) => {
+            RmaError::new(ErrorClass::Arg, format!("{what} already exists"))
+        }
+        RegistryError::NoWorld(world) => {
+            RmaError::new(ErrorClass::Other, format!("no world named {world}"))
+        }
+        RegistryError::Unavailable(why) => RmaError::new(
+            ErrorClass::Io,
+            format!("the audit store is unavailable: {why}"),
+        ),
+    }
+}
+
 fn unavailable(error: anyhow::Error) -> RegistryError {
     RegistryError::Unavailable(format!("{error:#}"))
 }

@@ -66,6 +66,8 @@ enum Control {
     Barrier(Vec<u64>),
     /// `MPI_Win_set_info` on this window.
     InfoSet(u64),
+    /// `MPI_Win_create`/`MPI_Win_allocate` of the window of this name.
+    Created(String),
 }
 
 type Pending = futures::future::BoxFuture<'static, (Control, Reply, Answer)>;
@@ -542,6 +544,7 @@ impl Session {
             }
             Call::Barrier(_) => return self.barrier(id).await,
             Call::SetInfo(set) => return self.set_info(id, set.clone()).await,
+            Call::CreateWindow(create) => return self.create_window(id, create.clone()).await,
             call => admit::window_of(call).unwrap_or_default(),
         };
         // an operation takes a slot of the session's pending budget before anything else
@@ -631,6 +634,7 @@ impl Session {
             Control::Test(window) => self.tested(window, reply, answer),
             Control::Barrier(windows) => self.barrier_exited(windows, reply, answer).await,
             Control::InfoSet(window) => self.info_set(window, reply, answer).await,
+            Control::Created(name) => self.created(name, reply, answer).await,
         }
     }
 

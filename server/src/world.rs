@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 pub use onesided_core::collective::Collective;
-use onesided_core::collective::Collectives;
+use onesided_core::collective::{Collectives, Creation, WindowPart};
 use onesided_core::window::WindowInfo;
 use onesided_core::{ErrorClass, RmaError};
 use tokio::sync::mpsc;
@@ -27,6 +27,13 @@ struct Arrive {
 #[derive(Debug)]
 enum Message {
     Arrive(Arrive),
+    /// `MPI_Win_create`/`MPI_Win_allocate` by this rank.
+    ProposeWindow {
+        name: String,
+        rank: u32,
+        part: WindowPart,
+        reply: Reply,
+    },
     /// `MPI_Win_set_info`: the info this rank asks for.
     ProposeInfo {
         window: u64,
@@ -57,7 +64,11 @@ impl WorldHandle {
     pub fn spawn(name: &str, nranks: u32, registry: std::sync::Weak<Registry>) -> Self {
         let (sender, inbox) = mpsc::channel(256);
         let span = tracing::info_span!("world", world = name);
-        let fate = supervise::spawn("world", run(nranks, inbox, registry), span);
+        let fate = supervise::spawn(
+            "world",
+            run(name.to_string(), nranks, inbox, registry),
+            span,
+        );
         WorldHandle { sender, fate }
     }
 
@@ -118,6 +129,28 @@ impl WorldHandle {
         .await
     }
 
+    /// Rank `rank` calls `MPI_Win_create`/`MPI_Win_allocate` for window `name` with its
+    /// `part`; `reply` is answered once every rank called and the window was created (or
+    /// refused: core's [`Collectives::propose_window`], then the registry's checks).
+    ///
+    /// # Errors
+    /// As [`WorldHandle::arrive`].
+    pub async fn propose_window(
+        &self,
+        name: &str,
+        rank: u32,
+        part: WindowPart,
+        reply: Reply,
+    ) -> Result<(), RmaError> {
+        self.send(Message::ProposeWindow {
+            name: name.to_string(),
+            rank,
+            part,
+            reply,
+        })
+        .await
+    }
+
     /// A session of `rank` started: collectives may wait for it again.
     pub async fn joined(&self, rank: u32) {
         let _ = self.sender.send(Message::Joined(rank)).await;
@@ -135,13 +168,24 @@ impl WorldHandle {
     }
 }
 
-async fn run(nranks: u32, mut inbox: mpsc::Receiver<Message>, registry: std::sync::Weak<Registry>) {
+async fn run(
+    world: String,
+    nranks: u32,
+    mut inbox: mpsc::Receiver<Message>,
+    registry: std::sync::Weak<Registry>,
+) {
     let mut collectives = Collectives::new(nranks);
     while let Some(message) = inbox.recv().await {
         let effects = match message {
             Message::Arrive(arrive) => {
                 collectives.arrive(arrive.collective, arrive.rank, arrive.reply)
             }
+            Message::ProposeWindow {
+                name,
+                rank,
+                part,
+                reply,
+            } => collectives.propose_window(&name, rank, part, reply),
             Message::ProposeInfo {
                 window,
                 rank,
@@ -160,6 +204,9 @@ async fn run(nranks: u32, mut inbox: mpsc::Receiver<Message>, registry: std::syn
             }
             tracing::info!(window, "window freed by all ranks");
         }
+        if let Some(creation) = effects.create {
+            create(&world, creation, &registry).await;
+        }
         if let Some((window, info)) = effects.info_set {
             if let Some(registry) = registry.upgrade() {
                 registry.set_window_info(window, info).await;
@@ -170,6 +217,51 @@ async fn run(nranks: u32, mut inbox: mpsc::Receiver<Message>, registry: std::syn
                 Ok(()) => reply.done(),
                 Err(error) => reply.send(Err(error)),
             }
+        }
+    }
+}
+
+/// Every rank asked for the window alike: the registry creates it (its own checks — name,
+/// shape, info — may still refuse it), and every rank is answered with the outcome.
+async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::Weak<Registry>) {
+    let Creation {
+        name,
+        sizes,
+        disp_units,
+        shared,
+        replies,
+    } = creation;
+    let outcome = match registry.upgrade() {
+        None => Err(RmaError::new(ErrorClass::Other, "the server is stopping")),
+        Some(registry) => match WindowInfo::parse(
+            shared
+                .info
+                .iter()
+                .map(|(key, value)| (key.as_str(), value.as_str())),
+        ) {
+            Err(error) => Err(error),
+            Ok(info) => registry
+                .create_window(
+                    world,
+                    &name,
+                    shared.flavor,
+                    shared.model,
+                    sizes,
+                    disp_units,
+                    info,
+                )
+                .await
+                .map(drop)
+                .map_err(|error| crate::registry::as_rma(&error)),
+        },
+    };
+    if outcome.is_ok() {
+        tracing::info!(window = name, "window created by its ranks");
+    }
+    for reply in replies {
+        match &outcome {
+            Ok(()) => reply.done(),
+            Err(error) => reply.send(Err(error.clone())),
         }
     }
 }

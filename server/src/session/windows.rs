@@ -9,6 +9,8 @@ use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::{self, server_message};
 use tokio::sync::oneshot;
 
+use onesided_core::collective::{SharedArgs, WindowPart};
+
 use super::{Control, OnWindow, OpenWindow, Session};
 use crate::reply::{Answer, Reply};
 use crate::world::Collective;
@@ -17,6 +19,14 @@ impl Session {
     /// Opens window `name` in this session: a fresh epoch state, every rank's actor told that
     /// this rank may take part in its epochs again, then the window's description.
     pub(super) async fn open_window(&mut self, id: u64, name: &str) -> Result<(), RmaError> {
+        let desc = self.opened(name).await?;
+        self.reply(id).send(Ok(server_message::Reply::Window(desc)));
+        Ok(())
+    }
+
+    /// Opens window `name` in this session (as [`Session::open_window`]) and returns its
+    /// description, for the caller to answer with.
+    async fn opened(&mut self, name: &str) -> Result<v1::WindowDescription, RmaError> {
         let me = self.member.rank;
         let entry = self
             .registry
@@ -46,8 +56,57 @@ impl Session {
             },
         );
         self.log(window_id, Event::Attach, None).await;
-        self.reply(id).send(Ok(server_message::Reply::Window(desc)));
+        Ok(desc)
+    }
+
+    /// `MPI_Win_create`/`MPI_Win_allocate` by this rank: its part (checked here: a bad flavor,
+    /// model or info fails at once) goes to the world's collective, which creates the window
+    /// once every rank called with matching arguments; then it opens here
+    /// ([`Session::created`]).
+    pub(super) async fn create_window(
+        &mut self,
+        id: u64,
+        create: v1::CreateWindow,
+    ) -> Result<(), RmaError> {
+        let mut info: Vec<(String, String)> = create
+            .info
+            .into_iter()
+            .map(|entry| (entry.key, entry.value))
+            .collect();
+        info.sort();
+        onesided_core::window::WindowInfo::parse(
+            info.iter()
+                .map(|(key, value)| (key.as_str(), value.as_str())),
+        )?;
+        let part = WindowPart {
+            size: create.size,
+            disp_unit: create.disp_unit,
+            shared: SharedArgs {
+                flavor: onesided_proto::flavor_from_wire(create.flavor)?,
+                model: onesided_proto::model_from_wire(create.model)?,
+                info,
+            },
+        };
+        let reply = self.reply(id);
+        let (sender, answer) = oneshot::channel();
+        self.member
+            .collectives
+            .propose_window(&create.name, self.member.rank, part, Reply::Session(sender))
+            .await?;
+        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
+        self.come_back(Control::Created(create.name), reply, answer, gone);
         Ok(())
+    }
+
+    /// The ranks' window was created (or refused): opened here, the call is answered with
+    /// its description.
+    pub(super) async fn created(&mut self, name: String, reply: Reply, answer: Answer) {
+        if let Err(error) = answer {
+            reply.send(Err(error));
+            return;
+        }
+        let opened = self.opened(&name).await;
+        reply.send(opened.map(server_message::Reply::Window));
     }
 
     /// `MPI_Win_free`: recorded, the window closed in this session, then this rank enters the

@@ -1168,6 +1168,22 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Win),
             ),
             row(
+                "a window created by the ranks with an info value MPI cannot mean",
+                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
+                    name: "made".into(),
+                    size: 8,
+                    disp_unit: 1,
+                    info: vec![v1::InfoEntry {
+                        key: "no_locks".into(),
+                        value: "perhaps".into(),
+                    }],
+                    flavor: 0,
+                    model: 0,
+                }))),
+                InvalidArgument,
+                Some(C::Info),
+            ),
+            row(
                 "set_info with a value MPI cannot mean",
                 Send::Call(Some(Call::SetInfo(v1::SetInfo {
                     window: w,

@@ -87,6 +87,67 @@ async fn every_rank_gets_the_info_in_use_and_the_keys_kept_as_given() {
     }
 }
 
+/// `MPI_Win_allocate` by the ranks themselves: collective, each rank with its own size and
+/// disp_unit, the window then open on every rank and known to the admin; the same name again,
+/// or info that differs on one rank, fails on every rank and creates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranks_create_a_window_together_each_with_its_own_size() {
+    use onesided_client::{Flavor, LockType};
+    let server = spawn_server().await;
+    let world = unique("world");
+    let tokens = server.admin.create_world(&world, 3).await.unwrap().tokens;
+    let mut sessions = Vec::new();
+    for token in &tokens {
+        sessions.push(Session::attach(&server.url, token).await.unwrap());
+    }
+    let create = |name: &'static str, infos: [&'static [(&'static str, &'static str)]; 3]| {
+        let parts = [(16u64, 8u32), (8, 4), (0, 1)];
+        futures::future::join_all(sessions.iter().zip(parts).zip(infos).map(
+            move |((session, (size, unit)), info)| {
+                session.create_window(name, size, unit, Flavor::Allocate, info)
+            },
+        ))
+    };
+    let hint: &[(&str, &str)] = &[("hint", "x")];
+    let windows: Vec<_> = create("mine", [hint, hint, hint])
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for w in &windows {
+        assert_eq!(w.desc().sizes, vec![16, 8, 0]);
+        assert_eq!(w.desc().disp_units, vec![8, 4, 1]);
+        assert!(w
+            .get_info()
+            .contains(&("hint".to_string(), "x".to_string())));
+    }
+    // it is a window like any other: rank 1 puts into rank 0's second unit of 8 bytes
+    windows[1].lock(LockType::Exclusive, 0, 0).await.unwrap();
+    windows[1].put::<i64>(0, 1, &[42]).unwrap();
+    windows[1].unlock(0).await.unwrap();
+    windows[0].lock(LockType::Shared, 0, 0).await.unwrap();
+    let got = windows[0].get::<i64>(0, 0, 2).unwrap();
+    windows[0].unlock(0).await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![0, 42]);
+    let described = server.admin.describe_window(&world, "mine").await.unwrap();
+    assert_eq!(described.sizes, vec![16, 8, 0]);
+    // the same name again: every rank fails, nothing changes
+    for again in create("mine", [hint, hint, hint]).await {
+        assert_eq!(again.unwrap_err().class(), Some(ErrorClass::Arg));
+    }
+    // info that differs on one rank: every rank fails with MPI_ERR_INFO, nothing is created
+    for refused in create("other", [hint, hint, &[]]).await {
+        assert_eq!(refused.unwrap_err().class(), Some(ErrorClass::Info));
+    }
+    let absent = server
+        .admin
+        .describe_window(&world, "other")
+        .await
+        .unwrap_err();
+    assert_eq!(absent.class(), Some(ErrorClass::Win));
+    assert_eq!(server.admin.list_windows(&world).await.unwrap().len(), 1);
+}
+
 /// `MPI_Win_set_info` is collective: it returns once every rank called it, and then every
 /// rank, a session that opens the window later, the admin and the log see the new info. Ranks
 /// that ask for different info all fail with `MPI_ERR_INFO` and nothing changes; a bad value
