@@ -57,6 +57,9 @@ pub struct WindowDecl {
     pub flavor: FlavorDecl,
     /// `info KEY=VAL …`, in order.
     pub info: Vec<(String, String)>,
+    /// `by=ranks`: the ranks create the window themselves, collectively
+    /// (`Session::create_window`), instead of the admin (`by=admin`, the default).
+    pub by_ranks: bool,
 }
 
 /// The elements a location covers, starting at [`Loc::index`].

@@ -309,6 +309,7 @@ impl Parser {
         let mut dtype = None;
         let mut model = Model::Separate;
         let mut flavor = FlavorDecl::Allocate;
+        let mut by_ranks = false;
         let mut info = Vec::new();
         let mut in_info = false;
         for token in &tokens[2..] {
@@ -380,6 +381,19 @@ impl Parser {
                         }
                     }
                 }
+                "by" => {
+                    by_ranks = match value {
+                        "ranks" => true,
+                        "admin" => false,
+                        _ => {
+                            return Err(err(
+                                line,
+                                value_column,
+                                format!("by is admin or ranks, not \"{value}\""),
+                            ))
+                        }
+                    }
+                }
                 "flavor" => {
                     flavor = match value {
                         "create" => FlavorDecl::Create,
@@ -399,7 +413,7 @@ impl Parser {
                         line,
                         token.column,
                         format!(
-                        "unknown window attribute \"{key}\" (ranks size type model flavor info)"
+                        "unknown window attribute \"{key}\" (ranks size type model flavor by info)"
                     ),
                     ))
                 }
@@ -440,6 +454,7 @@ impl Parser {
             model,
             flavor,
             info,
+            by_ranks,
         });
         Ok(())
     }
@@ -1578,8 +1593,18 @@ expect public B X == 7                  # after the run, B's public copy holds 7
 
     #[test]
     fn errors_name_line_and_column() {
-        let cases: [(&str, (usize, usize), &str); 16] = [
+        let cases: [(&str, (usize, usize), &str); 18] = [
             ("A: fence\n", (1, 1), "no window declared"),
+            (
+                "window W ranks=2 size=1 type=i64 by=nobody\n",
+                (1, 37),
+                "by is admin or ranks, not \"nobody\"",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64\nA: set_info accumulate_ops\n",
+                (2, 13),
+                "expected KEY=VALUE",
+            ),
             (
                 "window W ranks=2 size=1,2,3 type=i64\n",
                 (1, 23),

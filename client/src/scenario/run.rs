@@ -816,6 +816,45 @@ fn spec_of(decl: &WindowDecl) -> WindowSpec {
     }
 }
 
+/// A window declared `by=ranks`: every rank creates it (`MPI_Win_allocate`, collective), each
+/// in a session of its own that ends once the window exists; the run's sessions then open it
+/// like any other.
+async fn created_by_ranks(
+    config: &RunConfig,
+    tokens: &[String],
+    decl: &WindowDecl,
+) -> Result<crate::WindowDesc, Error> {
+    let spec = spec_of(decl);
+    let info: Vec<(&str, &str)> = spec
+        .info
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let mut sessions = Vec::new();
+    for token in tokens {
+        sessions.push(Session::attach(&config.endpoint, token).await?);
+    }
+    let created = futures::future::join_all(sessions.iter().enumerate().map(|(rank, session)| {
+        session.create_window(
+            &spec.name,
+            spec.sizes[rank],
+            spec.disp_units[rank],
+            spec.flavor,
+            &info,
+        )
+    }))
+    .await;
+    let mut desc = None;
+    for window in created {
+        let window = window?;
+        desc.get_or_insert_with(|| window.desc().clone());
+    }
+    for session in sessions {
+        session.close().await?;
+    }
+    desc.ok_or_else(|| Error::Protocol("a world without ranks created a window".into()))
+}
+
 /// The declared info keys, plus the window's element type unless the file names one itself.
 fn with_element_type(info: &[(String, String)], dtype: Datatype) -> Vec<(String, String)> {
     let mut info = info.to_vec();
@@ -856,7 +895,11 @@ async fn run_in_world(
 ) -> Result<RunReport, RunError> {
     let mut windows = Vec::new();
     for decl in &scenario.windows {
-        let desc = admin.create_window(world, &spec_of(decl)).await?;
+        let desc = if decl.by_ranks {
+            created_by_ranks(config, tokens, decl).await?
+        } else {
+            admin.create_window(world, &spec_of(decl)).await?
+        };
         windows.push(CreatedWindow {
             name: desc.name,
             id: desc.id,

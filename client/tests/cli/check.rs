@@ -447,6 +447,7 @@ fn fence_separated_accesses_by_different_ranks() {
 const CORRECT_EXAMPLES: &[&str] = &[
     "accumulate_ordering.rma",
     "counter.rma",
+    "created_by_ranks.rma",
     "fence_semantics.rma",
     "forum1_unlock_publishes.rma",
     "forum2_lock_pulls.rma",

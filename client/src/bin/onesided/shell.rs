@@ -149,6 +149,7 @@ impl Shell {
                     model: Model::Separate,
                     flavor: FlavorDecl::Allocate,
                     info: Vec::new(),
+                    by_ranks: false,
                 });
                 let sizes: Vec<String> =
                     desc.sizes.iter().map(|s| (s / unit).to_string()).collect();
