@@ -681,18 +681,21 @@ fn transient(error: &Error) -> bool {
 async fn reattach(session: &Weak<Inner>, config: &Reattach) -> Option<oneshot::Receiver<Lost>> {
     let deadline = tokio::time::Instant::now() + config.within;
     let mut pause = FIRST_PAUSE;
+    // the newest incarnation this session held: an attempt that attached but could not put
+    // its stream in place (a window did not reopen) was one too, and the server now knows it
+    let mut succeeds = {
+        let inner = session.upgrade()?;
+        let incarnation = lock(&inner.link).incarnation;
+        incarnation
+    };
     loop {
-        let (lost_incarnation, received, busy) = {
+        let (received, busy) = {
             let inner = session.upgrade()?;
-            let link = Arc::clone(&lock(&inner.link));
-            (
-                link.incarnation,
-                Arc::clone(&inner.received),
-                inner.busy.clone(),
-            )
+            (Arc::clone(&inner.received), inner.busy.clone())
         };
-        let failure = match connect(config, Some(lost_incarnation), &received, busy).await {
+        let failure = match connect(config, Some(succeeds), &received, busy).await {
             Ok((attached, link, lost)) => {
+                succeeds = succeeds.max(attached.incarnation);
                 let session = Session {
                     inner: session.upgrade()?,
                 };
