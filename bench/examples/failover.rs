@@ -3,7 +3,9 @@
 //! the PostgreSQL given, creates a world of RANKS ranks whose window holds MIB MiB in all,
 //! fills every byte with acknowledged puts, kills the world's node with SIGKILL, and times,
 //! from the kill, the first lock-get-unlock a new session gets answered through the other
-//! nodes (and checks the bytes it reads). Repeats RUNS times, each on a new database.
+//! nodes (and checks the bytes it reads) — and, side by side in the same run, the first one
+//! answered to a session of another rank attached before the kill, which comes back by itself
+//! (`served_again_by_itself_ms`). Repeats RUNS times, each on a new database.
 //!
 //! `cargo run --release -p onesided-bench --example failover -- SERVER_BINARY POSTGRES_URL
 //! [LEASE_SECS=5] [RANKS=16] [MIB=64] [RUNS=3]`; POSTGRES_URL names a database whose user may
@@ -101,7 +103,7 @@ fn main() -> anyhow::Result<()> {
             sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
                 .execute(&mut admin_db)
                 .await?;
-            let (served_again, filled) = measured?;
+            let (served_again, by_itself, filled) = measured?;
             println!(
                 "{}",
                 serde_json::json!({
@@ -111,6 +113,7 @@ fn main() -> anyhow::Result<()> {
                     "window_mib": mib,
                     "fill_secs": filled.as_secs_f64(),
                     "served_again_ms": served_again.as_secs_f64() * 1e3,
+                    "served_again_by_itself_ms": by_itself.as_secs_f64() * 1e3,
                 })
             );
         }
@@ -118,14 +121,15 @@ fn main() -> anyhow::Result<()> {
     })
 }
 
-/// `(time from the kill to the first answered call, time the fill took)`.
+/// `(time from the kill to the first call answered to a new session, to the session that came
+/// back by itself, time the fill took)`.
 async fn measure(
     binary: &str,
     database: &str,
     lease: &str,
     ranks: u32,
     per_rank: u64,
-) -> anyhow::Result<(Duration, Duration)> {
+) -> anyhow::Result<(Duration, Duration, Duration)> {
     let mut nodes = Vec::new();
     for index in 0..3 {
         nodes.push(start(binary, database, &format!("n{index}"), lease)?);
@@ -171,30 +175,61 @@ async fn measure(
         .collect::<Vec<_>>()
         .join(",");
     let last = ranks - 1;
+    // a session of rank 1, attached and idle before the kill, that nothing attaches again
+    let held = Session::attach(all.as_str(), &tokens[1]).await?;
+    let held_window = held.window("acc").await?;
     let killed = Instant::now();
     drop(nodes.remove(at));
-    loop {
-        let attempt = async {
-            let session = Session::attach(survivors.as_str(), &tokens[0]).await?;
-            let window = session.window("acc").await?;
-            window.lock(LockType::Shared, last, 0).await?;
-            let read = window.get::<u8>(last, per_rank - 1, 1)?;
-            window.unlock(last).await?;
-            read.value().await
-        };
-        match attempt.await {
-            Ok(bytes) => {
-                let served_again = killed.elapsed();
-                anyhow::ensure!(
-                    bytes == [pattern(last)],
-                    "the rebuilt window lost an acknowledged byte"
-                );
-                return Ok((served_again, filled));
+    let by_itself = async {
+        loop {
+            let attempt = async {
+                held_window.lock(LockType::Shared, last, 0).await?;
+                let read = held_window.get::<u8>(last, per_rank - 1, 1)?;
+                held_window.unlock(last).await?;
+                read.value().await
+            };
+            match attempt.await {
+                Ok(bytes) => {
+                    anyhow::ensure!(
+                        bytes == [pattern(last)],
+                        "the rebuilt window lost an acknowledged byte"
+                    );
+                    anyhow::ensure!(held.incarnation() > 1, "the session did not come back");
+                    return Ok(killed.elapsed());
+                }
+                Err(_) if killed.elapsed() < Duration::from_secs(120) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(error) => return Err(anyhow::Error::from(error)),
             }
-            Err(_) if killed.elapsed() < Duration::from_secs(120) => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(error) => return Err(error.into()),
         }
-    }
+    };
+    let by_hand = async {
+        loop {
+            let attempt = async {
+                let session = Session::attach(survivors.as_str(), &tokens[0]).await?;
+                let window = session.window("acc").await?;
+                window.lock(LockType::Shared, last, 0).await?;
+                let read = window.get::<u8>(last, per_rank - 1, 1)?;
+                window.unlock(last).await?;
+                read.value().await
+            };
+            match attempt.await {
+                Ok(bytes) => {
+                    let served_again = killed.elapsed();
+                    anyhow::ensure!(
+                        bytes == [pattern(last)],
+                        "the rebuilt window lost an acknowledged byte"
+                    );
+                    return Ok(served_again);
+                }
+                Err(_) if killed.elapsed() < Duration::from_secs(120) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(error) => return Err(anyhow::Error::from(error)),
+            }
+        }
+    };
+    let (by_hand, by_itself) = tokio::join!(by_hand, by_itself);
+    Ok((by_hand?, by_itself?, filled))
 }
