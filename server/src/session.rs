@@ -157,7 +157,8 @@ impl Session {
                 let why = RmaError::new(
                     ErrorClass::Other,
                     format!(
-                        "rank {} of world {:?} attached again (incarnation {latest}) since                          incarnation {} was lost: that newer session stays",
+                        "rank {} of world {:?} attached again (incarnation {latest}) since \
+                         incarnation {} was lost: that newer session stays",
                         member.rank,
                         member.world,
                         succeeds.unwrap_or_default()
@@ -248,7 +249,8 @@ impl Session {
                 let why = RmaError::new(
                     ErrorClass::Io,
                     format!(
-                        "this node no longer serves world {:?} (it moved, its node lost it, or                          it was deleted): attach again",
+                        "this node no longer serves world {:?} (it moved, its node lost it, or \
+                         it was deleted): attach again",
                         self.member.world
                     ),
                 );
