@@ -319,6 +319,16 @@ fn coalesce(queued: &mut ClientMessage, next: &onesided_proto::v1::RmaOp) -> Opt
     Some(queued.id)
 }
 
+/// Info pairs as the wire carries them.
+pub(crate) fn info_entries(info: &[(&str, &str)]) -> Vec<v1::InfoEntry> {
+    info.iter()
+        .map(|(key, value)| v1::InfoEntry {
+            key: (*key).to_string(),
+            value: (*value).to_string(),
+        })
+        .collect()
+}
+
 /// Where a session's own audit events go.
 #[derive(Clone, PartialEq, Eq)]
 enum AuditDestination {
@@ -1130,13 +1140,7 @@ impl Session {
             name: name.to_string(),
             size,
             disp_unit,
-            info: info
-                .iter()
-                .map(|(key, value)| v1::InfoEntry {
-                    key: (*key).to_string(),
-                    value: (*value).to_string(),
-                })
-                .collect(),
+            info: info_entries(info),
             flavor: onesided_proto::flavor_to_wire(flavor),
             model: v1::MemoryModel::Separate as i32,
         });

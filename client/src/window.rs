@@ -26,7 +26,7 @@ use onesided_proto::v1::{self, server_message::Reply, Segment};
 
 use crate::element::{decode, encode, Element};
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::session::{info_entries, Session};
 
 mod operations;
 mod private_copy;
@@ -330,13 +330,7 @@ impl Window {
         self.note(Vec::new());
         let call = Call::SetInfo(v1::SetInfo {
             window: self.id(),
-            info: info
-                .iter()
-                .map(|(key, value)| v1::InfoEntry {
-                    key: (*key).to_string(),
-                    value: (*value).to_string(),
-                })
-                .collect(),
+            info: info_entries(info),
         });
         self.session.call(call).await?;
         *self
