@@ -295,7 +295,8 @@ impl Window {
         Ok(state)
     }
 
-    /// What every rank knows about the window.
+    /// What every rank knows about the window, as it was when this handle opened it: its
+    /// `info` is not changed by [`Window::set_info`] — [`Window::get_info`] has the info in use.
     pub fn desc(&self) -> &WindowDesc {
         &self.desc
     }

@@ -244,7 +244,8 @@ impl NativeWindow {
 
 #[pymethods]
 impl NativeWindow {
-    /// What every rank knows about the window.
+    /// What every rank knows about the window, as it was when opened (`get_info` has the
+    /// info in use after `set_info`).
     #[getter]
     fn desc(&self) -> WindowDescription {
         WindowDescription::from(self.window.desc())
