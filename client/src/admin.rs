@@ -1,6 +1,6 @@
 //! The admin side: worlds and windows.
 
-use onesided_core::window::{Flavor, WindowDesc, ELEMENT_TYPE_KEY};
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -75,6 +75,8 @@ pub struct WindowSpec {
     pub name: String,
     /// `create` or `allocate` (default).
     pub flavor: Flavor,
+    /// `separate` (default) or `unified`.
+    pub model: MemoryModel,
     /// Per-rank size in bytes.
     pub sizes: Vec<u64>,
     /// Per-rank disp_unit in bytes.
@@ -98,6 +100,7 @@ impl WindowSpec {
         WindowSpec {
             name: name.to_string(),
             flavor: Flavor::Allocate,
+            model: MemoryModel::Separate,
             sizes: vec![size; nranks as usize],
             disp_units: vec![disp_unit; nranks as usize],
             info: Vec::new(),
@@ -113,6 +116,12 @@ impl WindowSpec {
     /// Sets the flavor.
     pub fn flavor(mut self, flavor: Flavor) -> Self {
         self.flavor = flavor;
+        self
+    }
+
+    /// Sets the memory model.
+    pub fn model(mut self, model: MemoryModel) -> Self {
+        self.model = model;
         self
     }
 }
@@ -208,7 +217,7 @@ impl Admin {
             world: world.to_string(),
             name: spec.name.clone(),
             flavor: onesided_proto::flavor_to_wire(spec.flavor),
-            model: v1::MemoryModel::Separate as i32,
+            model: onesided_proto::model_to_wire(spec.model),
             sizes: spec.sizes.clone(),
             disp_units: spec.disp_units.clone(),
             info: spec

@@ -54,7 +54,7 @@ pub use onesided_core::assert::Assert;
 pub use onesided_core::audit::{Event as AuditEvent, RecordedOp};
 pub use onesided_core::epoch::LockType;
 pub use onesided_core::layout::{Block, ByteBlock, Layout, Order, Subarray};
-pub use onesided_core::window::{Flavor, OpKind, WindowDesc};
+pub use onesided_core::window::{Flavor, MemoryModel, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
 pub use session::{
     Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV, DEFAULT_REATTACH_WITHIN,

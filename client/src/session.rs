@@ -76,7 +76,7 @@ struct Inner {
     deferred: Mutex<Deferred>,
     /// The open windows, whose pending accesses a barrier notes first and which a session
     /// that attaches again reopens.
-    windows: Mutex<Vec<Watched>>,
+    windows: Arc<Mutex<Vec<Watched>>>,
     sent: AtomicU64,
     received: Arc<AtomicU64>,
     /// With [`SessionBuilder::busy_poll`]: touched by every message sent and received.
@@ -183,6 +183,8 @@ struct Reattach {
     database: Option<String>,
     /// How long to keep trying after the stream was lost.
     within: std::time::Duration,
+    /// The session's open windows (the reader applies unified windows' updates to them).
+    windows: Arc<Mutex<Vec<Watched>>>,
 }
 
 impl std::fmt::Debug for Reattach {
@@ -270,6 +272,18 @@ fn deliver(waiters: &Mutex<Waiters>, message: ServerMessage) {
             let _ = waiter.send(answer);
         }
         None => tracing::warn!("reply to no call"),
+    }
+}
+
+/// Unified model: a change of a followed public copy, into the window's private copy.
+fn follow_update(windows: &Mutex<Vec<Watched>>, updated: v1::Updated) {
+    let state = lock(windows)
+        .iter()
+        .find(|window| window.id == updated.window)
+        .and_then(|window| window.state.upgrade());
+    match state {
+        Some(state) => crate::window::apply_update(&mut lock(&state), updated),
+        None => tracing::debug!(window = updated.window, "update of a window not open here"),
     }
 }
 
@@ -574,6 +588,7 @@ async fn open_at(
     };
     let waiters = Arc::new(Mutex::new(Waiters::default()));
     let reader_waiters = Arc::clone(&waiters);
+    let reader_windows = Arc::clone(&config.windows);
     let reader_received = Arc::clone(received);
     let (report, lost) = oneshot::channel();
     let reader = tokio::spawn(async move {
@@ -584,7 +599,12 @@ async fn open_at(
                         busy.touch();
                     }
                     reader_received.fetch_add(1, Ordering::Relaxed);
-                    deliver(&reader_waiters, message);
+                    match message.reply {
+                        Some(Reply::Updated(updated)) if message.id == 0 => {
+                            follow_update(&reader_windows, updated);
+                        }
+                        _ => deliver(&reader_waiters, message),
+                    }
                 }
                 // a server older than re-attaching says nothing: as a newer incarnation
                 Ok(None) => {
@@ -795,7 +815,9 @@ impl Session {
     ) -> Result<Self> {
         let busy = busy_poll.or(server.busy_poll_budget()).map(BusyPoll::start);
         let received = Arc::new(AtomicU64::new(0));
+        let windows = Arc::new(Mutex::new(Vec::new()));
         let config = Reattach {
+            windows: Arc::clone(&windows),
             server: server.clone(),
             token: token.to_string(),
             claim: claim.clone(),
@@ -826,7 +848,7 @@ impl Session {
             link: Mutex::new(Arc::new(link)),
             next_id: AtomicU64::new(1),
             deferred: Mutex::new(Deferred::default()),
-            windows: Mutex::new(Vec::new()),
+            windows,
             sent: AtomicU64::new(0),
             received,
             busy,
@@ -941,6 +963,13 @@ impl Session {
         })
     }
 
+    /// Sends `call` now, after every deferred call, without waiting for its answer (the
+    /// answer is dropped when it comes; a failure shows in the log). For a unified window's
+    /// publications: a store does not wait for the network.
+    pub(crate) fn call_unanswered(&self, call: Call) {
+        drop(self.call(call));
+    }
+
     /// Queues `call` to travel with the next call sent (or sends it when enough is queued).
     /// An accumulate that only repeats the one queued just before it, where the rules allow
     /// ([`coalesce`]), joins it instead: one operation travels, and both callers get its answer.
@@ -1027,26 +1056,34 @@ impl Session {
             .iter()
             .filter_map(|window| window.state.upgrade().map(|state| (window, state)))
             .collect();
-        let mut guards: Vec<_> = states.iter().map(|(_, state)| lock(state)).collect();
-        let mut deferred = lock(&self.inner.deferred);
-        *deferred = Deferred::default();
-        let lost = std::mem::replace(&mut *lock(&self.inner.link), Arc::new(link));
-        for ((window, _), state) in states.iter().zip(guards.iter_mut()) {
-            let why = if gone.contains(&window.id) {
-                format!(
-                    "window {:?} no longer exists: it was freed while the session attached \
-                     again",
-                    window.name
-                )
-            } else {
-                format!(
-                    "the epoch open on window {:?} was lost with incarnation {} of this rank \
-                     (its node went away or let the world go); the session attached again as \
-                     incarnation {incarnation}, and what the epoch did not complete is unknown",
-                    window.name, lost.incarnation
-                )
-            };
-            crate::window::lose_epochs(state, why, gone.contains(&window.id));
+        {
+            let mut guards: Vec<_> = states.iter().map(|(_, state)| lock(state)).collect();
+            let mut deferred = lock(&self.inner.deferred);
+            *deferred = Deferred::default();
+            let lost = std::mem::replace(&mut *lock(&self.inner.link), Arc::new(link));
+            for ((window, _), state) in states.iter().zip(guards.iter_mut()) {
+                let why = if gone.contains(&window.id) {
+                    format!(
+                        "window {:?} no longer exists: it was freed while the session attached \
+                         again",
+                        window.name
+                    )
+                } else {
+                    format!(
+                        "the epoch open on window {:?} was lost with incarnation {} of this rank \
+                         (its node went away or let the world go); the session attached again as \
+                         incarnation {incarnation}, and what the epoch did not complete is unknown",
+                        window.name, lost.incarnation
+                    )
+                };
+                crate::window::lose_epochs(state, why, gone.contains(&window.id));
+            }
+        }
+        // unified windows: follow the public copy again, and publish what may have been lost
+        for (window, state) in &states {
+            if !gone.contains(&window.id) {
+                crate::window::follow(self, window.id, state).await?;
+            }
         }
         Ok(())
     }
@@ -1114,17 +1151,20 @@ impl Session {
                 "open_window answered without a window".into(),
             ));
         };
-        Ok(Window::new(self.clone(), desc_from_wire(desc)?))
+        let window = Window::new(self.clone(), desc_from_wire(desc)?);
+        window.follow().await?;
+        Ok(window)
     }
 
     /// `MPI_Win_allocate` (or `MPI_Win_create`, by `flavor`) by this rank: collective over the
-    /// world's ranks. Every rank calls it with the same `name`, `flavor` and `info`, and its own
-    /// `size` (bytes) and `disp_unit`; it returns once every rank has, with the window created
-    /// and open in this session (logged as an admin's creation is). Ranks may expose 0 bytes.
+    /// world's ranks. Every rank calls it with the same `name`, `flavor`, `model` and `info`,
+    /// and its own `size` (bytes) and `disp_unit`; it returns once every rank has, with the
+    /// window created and open in this session (logged as an admin's creation is). Ranks may
+    /// expose 0 bytes.
     ///
     /// # Errors
     /// `MPI_ERR_INFO` for a bad info value (at once), `MPI_ERR_ARG` or `MPI_ERR_INFO` on every
-    /// rank when the ranks' flavor or info differ, `MPI_ERR_DISP` for a zero disp_unit,
+    /// rank when the ranks' flavor, model or info differ, `MPI_ERR_DISP` for a zero disp_unit,
     /// `MPI_ERR_SIZE`/`MPI_ERR_NO_MEM` past the server's limits, `MPI_ERR_ARG` for a name
     /// taken or malformed; then nothing was created. `MPI_ERR_PROC_FAILED` when a rank's
     /// session ends first.
@@ -1134,6 +1174,7 @@ impl Session {
         size: u64,
         disp_unit: u32,
         flavor: crate::Flavor,
+        model: crate::MemoryModel,
         info: &[(&str, &str)],
     ) -> Result<Window> {
         let call = Call::CreateWindow(v1::CreateWindow {
@@ -1142,14 +1183,16 @@ impl Session {
             disp_unit,
             info: info_entries(info),
             flavor: onesided_proto::flavor_to_wire(flavor),
-            model: v1::MemoryModel::Separate as i32,
+            model: onesided_proto::model_to_wire(model),
         });
         let Reply::Window(desc) = self.call(call).await? else {
             return Err(Error::Protocol(
                 "create_window answered without a window".into(),
             ));
         };
-        Ok(Window::new(self.clone(), desc_from_wire(desc)?))
+        let window = Window::new(self.clone(), desc_from_wire(desc)?);
+        window.follow().await?;
+        Ok(window)
     }
 
     /// Ends the session cleanly: ships every open window's pending loads and stores (what a

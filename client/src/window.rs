@@ -18,7 +18,7 @@ use onesided_core::audit::Event as AuditEvent;
 use onesided_core::epoch::{AccessTag, EpochState, LockType};
 use onesided_core::layout::Layout;
 use onesided_core::ranges::RangeSet;
-use onesided_core::window::{OpKind, TargetOp, WindowDesc};
+use onesided_core::window::{MemoryModel, OpKind, TargetOp, WindowDesc};
 use onesided_core::{ErrorClass, Op, RmaError};
 use onesided_proto::layout_to_wire;
 use onesided_proto::v1::client_message::Call;
@@ -65,6 +65,96 @@ pub(crate) struct State {
     /// Set when the window no longer existed when the session attached again: every call
     /// fails with `MPI_ERR_WIN`.
     gone: Option<String>,
+    /// Unified model: stores are published as they happen, and the server's updates of the
+    /// public copy arrive by themselves ([`apply_update`]).
+    unified: bool,
+    /// Unified model: the number of the last publication sent.
+    published: u64,
+    /// Unified model: publications sent and not yet known to be applied (number, byte range):
+    /// an update that the server made before applying them must not overwrite their bytes.
+    in_flight: Vec<(u64, u64, u64)>,
+}
+
+/// Unified model: `session` follows the public copy of window `id` from now on, then
+/// publishes what `state` stored and did not publish (after attaching again: what the lost
+/// incarnation may not have applied). Nothing for a window of the separate model.
+pub(crate) async fn follow(session: &Session, id: u64, state: &Mutex<State>) -> Result<()> {
+    if !state.lock().unwrap_or_else(|p| p.into_inner()).unified {
+        return Ok(());
+    }
+    session
+        .call(Call::Follow(v1::Follow { window: id }))
+        .await?;
+    let publish = {
+        let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+        let push = Window::take_push(&mut state);
+        if push.is_empty() {
+            return Ok(());
+        }
+        number_push(&mut state, push)
+    };
+    session.call_unanswered(Call::Publish(v1::Publish {
+        window: id,
+        ..publish
+    }));
+    Ok(())
+}
+
+/// Unified model: numbers `push`, bytes this rank stored, as its next publication, so that
+/// updates of the public copy made before the server applies it do not overwrite them.
+fn number_push(state: &mut State, push: Vec<Segment>) -> v1::Publish {
+    state.published += 1;
+    let seq = state.published;
+    for segment in &push {
+        let start = segment.offset;
+        state
+            .in_flight
+            .push((seq, start, start + segment.data.len() as u64));
+    }
+    v1::Publish {
+        window: 0,
+        push,
+        seq,
+    }
+}
+
+/// Unified model: the store of `bytes` at `offset`, numbered as the next publication (its
+/// `window` is left for the caller).
+pub(crate) fn number(state: &mut State, offset: u64, bytes: &[u8]) -> v1::Publish {
+    let push = vec![Segment {
+        offset,
+        data: Bytes::copy_from_slice(bytes),
+    }];
+    number_push(state, push)
+}
+
+/// Unified model: a change of the public copy the server sent, into the private copy — except
+/// the bytes of this rank's own stores the server had not applied yet when the change was
+/// made (they are newer; the server applies them next) and stores not yet published.
+pub(crate) fn apply_update(state: &mut State, updated: v1::Updated) {
+    state
+        .in_flight
+        .retain(|&(seq, _, _)| seq > updated.published);
+    let mut keep = state.dirty.clone();
+    for &(_, start, end) in &state.in_flight {
+        keep.insert(start, end);
+    }
+    let private = &mut state.private;
+    for segment in updated.segments {
+        let start = segment.offset;
+        let Some(end) = start
+            .checked_add(segment.data.len() as u64)
+            .filter(|&end| end <= private.len() as u64)
+        else {
+            tracing::warn!(start, "updated bytes outside the private copy ignored");
+            continue;
+        };
+        for (gap_start, gap_end) in keep.gaps_within(start, end) {
+            let from = (gap_start - start) as usize;
+            let to = (gap_end - start) as usize;
+            private[gap_start as usize..gap_end as usize].copy_from_slice(&segment.data[from..to]);
+        }
+    }
 }
 
 /// The session attached again by itself ([`crate::SessionBuilder::reattach_within`]): the
@@ -78,6 +168,10 @@ pub(crate) fn lose_epochs(state: &mut State, why: String, gone: bool) {
     state.epoch = EpochState::new(state.epoch.me(), state.epoch.nranks(), state.no_locks);
     state.outstanding.clear();
     state.tokens.iter_mut().for_each(|token| *token = 0);
+    // unified: stores that may not have reached the lost incarnation are published again
+    for (_, start, end) in std::mem::take(&mut state.in_flight) {
+        state.dirty.insert(start, end);
+    }
     if gone {
         state.gone = Some(why);
     } else if open {
@@ -264,6 +358,9 @@ impl Window {
             no_locks: desc.info.no_locks,
             lost: None,
             gone: None,
+            unified: desc.model == MemoryModel::Unified,
+            published: 0,
+            in_flight: Vec::new(),
         }));
         // a barrier is a session call: it notes this window's accesses before it goes; a
         // session that attaches again reopens the window
@@ -274,6 +371,16 @@ impl Window {
             desc: Arc::new(desc),
             state,
         }
+    }
+
+    /// Unified model: the session follows this rank's public copy from now on (the whole copy
+    /// arrives first), then publishes what was stored and not yet published. Nothing for a
+    /// window of the separate model.
+    pub(crate) async fn follow(&self) -> Result<()> {
+        if self.desc.model != MemoryModel::Unified {
+            return Ok(());
+        }
+        follow(&self.session, self.id(), &self.state).await
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

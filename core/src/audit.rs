@@ -49,6 +49,7 @@ mod tests {
                 1,
                 0,
                 Event::WindowCreated {
+                    unified: false,
                     world: "w".into(),
                     name: "x".into(),
                     sizes: vec![8, 8],
@@ -157,6 +158,7 @@ mod tests {
         };
         let mut events = vec![
             Event::WindowCreated {
+                unified: false,
                 world: "wörld".into(),
                 name: "x".into(),
                 sizes: vec![8, 0, u64::MAX],

@@ -92,8 +92,8 @@ impl Rule {
                  (fence, wait, lock, lock_all, sync) ordering them"
             }
             Rule::StoreWhilePending => {
-                "store while a put or accumulate to the window is pending (separate model, \
-                 even on disjoint bytes)"
+                "store while a put or accumulate to the window is pending (separate model: \
+                 even on disjoint bytes; unified: on the same bytes)"
             }
             Rule::FlushLocal => {
                 "flush_local taken for remote completion: it completes an operation only at \
@@ -699,23 +699,31 @@ fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> Option<(u64, u64)> {
         .find(|(s, e)| s < e)
 }
 
-/// The rule a pair breaks if unordered, and the bytes concerned.
-fn conflict(a: &Access, b: &Access, hints: &Hints) -> Option<(Rule, (u64, u64))> {
+/// The rule a pair breaks if unordered, and the bytes concerned. `unified`: the window uses
+/// the unified model, whose rules for the owner's loads and stores differ (SEMANTICS.md §2.2).
+fn conflict(a: &Access, b: &Access, hints: &Hints, unified: bool) -> Option<(Rule, (u64, u64))> {
     use Kind::*;
     if a.target != b.target {
         return None;
     }
-    // rule 3 of §2.1: even on disjoint bytes
+    // separate rule 3 of §2.1: even on disjoint bytes; unified rule 5: on the same bytes
     for (store, other) in [(a, b), (b, a)] {
         if store.kind == Store && other.kind.remote_write() {
-            let bytes =
-                overlap(&store.ranges, &other.ranges).or_else(|| store.ranges.first().copied())?;
+            let same = overlap(&store.ranges, &other.ranges);
+            let bytes = if unified {
+                same?
+            } else {
+                same.or_else(|| store.ranges.first().copied())?
+            };
             return Some((Rule::StoreWhilePending, bytes));
         }
     }
     let bytes = overlap(&a.ranges, &b.ranges)?;
     let rule = match (&a.kind, &b.kind) {
         (Store | Load, Store | Load) => return None,
+        // unified rules 2 and 3: a remote read of bytes the owner stores, and the owner's load
+        // of bytes a remote update changes, are valid (the value is one of the two, and stays)
+        (Store | Load, _) | (_, Store | Load) if unified => return None,
         (Store, other) | (other, Store) if other.remote_read() => Rule::GetStore,
         (Load, other) | (other, Load) if other.remote_write() => Rule::PutLoad,
         (Store | Load, _) | (_, Store | Load) => return None,
@@ -854,6 +862,9 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
             _ => None,
         })
         .collect();
+    let unified = records
+        .iter()
+        .any(|record| matches!(record.event, Event::WindowCreated { unified: true, .. }));
     if timeline.first().is_none_or(|(seq, _)| *seq > 1) {
         timeline.insert(0, (0, Hints::of(None)));
     }
@@ -892,7 +903,7 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
         for (i, a) in list.iter().enumerate() {
             for b in &list[i + 1..] {
                 let hints = hints_at(a, b);
-                let Some((mut rule, bytes)) = conflict(a, b, hints) else {
+                let Some((mut rule, bytes)) = conflict(a, b, hints, unified) else {
                     continue;
                 };
                 if before(a, b) || before(b, a) || hints.orders(a, b) {
@@ -962,6 +973,15 @@ mod tests {
 
         /// A window created with the info pairs `info`.
         fn with_info(n: u32, info: &[(&str, &str)]) -> Self {
+            History::created(n, info, false)
+        }
+
+        /// A window of the unified model.
+        fn unified(n: u32) -> Self {
+            History::created(n, &[], true)
+        }
+
+        fn created(n: u32, info: &[(&str, &str)], unified: bool) -> Self {
             let mut history = History {
                 n,
                 records: Vec::new(),
@@ -981,6 +1001,7 @@ mod tests {
                         .iter()
                         .map(|(key, value)| (key.to_string(), value.to_string()))
                         .collect(),
+                    unified,
                 },
             );
             for rank in 0..n {
@@ -1303,6 +1324,64 @@ mod tests {
             assert_eq!(findings[0].second.seq, store);
             assert_eq!(findings[0].second.call, "store");
         }
+    }
+
+    #[test]
+    fn unified_store_and_remote_put_race_only_on_the_same_bytes() {
+        // disjoint: separate rule 3 forbids it, unified rule 5 allows it
+        let mut h = History::unified(2);
+        h.fence(1, NOPRECEDE);
+        h.put(0, 1, 0, 4);
+        h.store(1, 16, 4);
+        h.fence(2, 0);
+        assert_eq!(h.check(), vec![]);
+        // the same bytes: undefined in both models
+        let mut h = History::unified(2);
+        h.fence(1, NOPRECEDE);
+        let put = h.put(0, 1, 0, 4);
+        let store = h.store(1, 2, 4);
+        h.fence(2, 0);
+        let findings = h.check();
+        assert_eq!(
+            rules(&findings),
+            vec![Rule::StoreWhilePending],
+            "{findings:#?}"
+        );
+        assert_eq!(findings[0].bytes, (2, 4));
+        assert_eq!(
+            (findings[0].first.seq, findings[0].second.seq),
+            (put, store)
+        );
+    }
+
+    #[test]
+    fn unified_loads_and_remote_reads_beside_stores_and_puts_are_valid() {
+        // example 3 under unified: the get beside the store reads one of the two values
+        let mut h = History::unified(2);
+        h.store(1, 0, 4);
+        h.lock(1, 1, "shared");
+        h.barrier();
+        h.lock(0, 1, "shared");
+        h.get(0, 1, 0, 4);
+        h.unlock(0, 1);
+        h.unlock(1, 1);
+        assert_eq!(h.check(), vec![]);
+        // example 2 under unified: the owner polls a location a put updates
+        let mut h = History::unified(2);
+        h.lock(0, 1, "exclusive");
+        h.put(0, 1, 0, 4);
+        h.unlock(0, 1);
+        h.barrier();
+        h.load(1, 0, 4);
+        assert_eq!(h.check(), vec![]);
+        // the same two under separate are findings
+        let mut h = History::new(2);
+        h.lock(0, 1, "exclusive");
+        h.put(0, 1, 0, 4);
+        h.unlock(0, 1);
+        h.barrier();
+        h.load(1, 0, 4);
+        assert_eq!(rules(&h.check()), vec![Rule::PutLoad]);
     }
 
     #[test]

@@ -274,6 +274,7 @@ mod tests {
             0,
             0,
             Event::WindowCreated {
+                unified: false,
                 world: "w".into(),
                 name: "x".into(),
                 sizes: vec![16, 16, 16],

@@ -22,7 +22,11 @@ use crate::audit::{Event, RecordedOp};
 use crate::epoch::{AccessTag, LockRequest, LockType};
 use crate::locks::{Granted, LockTable, Waiter};
 use crate::ranges::RangeSet;
-use crate::window::{apply, TargetAccess, TargetOp};
+use crate::window::{apply, MemoryModel, TargetAccess, TargetOp};
+
+/// Unified model: the most bytes of one segment of the copy sent when the owner starts to
+/// follow it ([`Input::Follow`]), so that no message grows with the window.
+pub const FOLLOW_CHUNK: usize = 16 << 20;
 use crate::{ErrorClass, RmaError};
 
 /// Bytes of a rank's copy at an offset: pushed by its owner, or pulled back by it.
@@ -154,6 +158,21 @@ pub enum Input<R> {
         /// The bytes and where they go (inside the copy: the caller checked).
         segments: Vec<Segment>,
     },
+    /// Unified model: the owner's stores, published as they happen. Numbered by the owner
+    /// (`seq`, increasing): every [`Update`] says how many of them came before its bytes, so
+    /// the owner knows which of its stores an update may not overwrite.
+    Publish {
+        /// The bytes and where they go (inside the copy: the caller checked).
+        segments: Vec<Segment>,
+        /// The owner's number for these stores.
+        seq: u64,
+    },
+    /// Unified model: the owner's session follows its public copy — the whole copy now, then
+    /// every change as it happens ([`Effects::updates`]); answered once the copy is handed on.
+    Follow {
+        /// The answer.
+        reply: R,
+    },
     /// The owner entered its fence number `fence`.
     FenceEnter {
         /// The fence number.
@@ -224,13 +243,28 @@ pub enum Outcome {
 /// One answer to one call.
 pub type Answer = Result<Outcome, RmaError>;
 
+/// Unified model: bytes of the public copy that changed, for the owner's private copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// The highest `seq` of the owner's [`Input::Publish`] applied before these bytes changed:
+    /// the owner's stores numbered above it were not yet applied, and the bytes they stored
+    /// must not be overwritten by this update (the store comes later at the target too).
+    pub published: u64,
+    /// The bytes.
+    pub segments: Vec<Segment>,
+}
+
 /// What a target leaves for its caller to do, in order within each kind: record the events
-/// first; send `answers` once those events are durable (in the caller's durability), `early`
-/// as soon as they are handed on.
+/// first; send `updates`, then `answers`, once those events are durable (in the caller's
+/// durability), `early` as soon as they are handed on.
 #[derive(Debug)]
 pub struct Effects<R> {
     /// Audit events, in the order they happened (empty when the target does not record).
     pub events: Vec<Event>,
+    /// Unified model: changes of the public copy for the owner's private copy, in the order
+    /// they happened, to be sent before `answers` (an answer may depend on them having
+    /// arrived: the unlock of a put orders it before whatever the owner does next).
+    pub updates: Vec<Update>,
     /// Answers that must not leave before the events above are durable.
     pub answers: Vec<(R, Answer)>,
     /// Answers that complete nothing a client may rely on (an operation that returns no data
@@ -245,6 +279,7 @@ impl<R> Default for Effects<R> {
     fn default() -> Self {
         Effects {
             events: Vec::new(),
+            updates: Vec::new(),
             answers: Vec::new(),
             early: Vec::new(),
             lock_grants: Vec::new(),
@@ -285,8 +320,12 @@ pub struct Target<R> {
     /// Whether events are produced at all (audit off: none).
     recording: bool,
     public: Vec<u8>,
-    /// Bytes changed by operations since the owner's last pull.
+    /// Bytes changed by operations since the owner's last pull (separate model).
     changed: RangeSet,
+    /// Unified model: changes go to the owner as they happen, not at its pulls.
+    unified: bool,
+    /// Unified model: the highest `seq` of the owner's publications applied.
+    published: u64,
     fence_entered: u64,
     /// The last epoch every rank reached the closing fence of.
     fence_reached: Option<u64>,
@@ -335,6 +374,8 @@ impl<R> Target<R> {
             recording,
             public,
             changed: RangeSet::new(),
+            unified: false,
+            published: 0,
             fence_entered: 0,
             fence_reached: None,
             fenced_before_leaving: BTreeMap::new(),
@@ -352,6 +393,13 @@ impl<R> Target<R> {
             now,
             effects: Effects::default(),
         }
+    }
+
+    /// Under `model`: [`MemoryModel::Unified`] sends every change of the public copy to the
+    /// owner as it happens ([`Effects::updates`]) instead of at its pulls.
+    pub fn with_model(mut self, model: MemoryModel) -> Self {
+        self.unified = model == MemoryModel::Unified;
+        self
     }
 
     /// The public copy.
@@ -461,6 +509,36 @@ impl<R> Target<R> {
                 }
             }
             Input::Push { segments } => self.push(segments),
+            Input::Publish { segments, seq } => {
+                self.push(segments);
+                self.published = self.published.max(seq);
+            }
+            Input::Follow { reply } => {
+                if self.unified {
+                    let segments =
+                        self.public
+                            .chunks(FOLLOW_CHUNK)
+                            .enumerate()
+                            .map(|(index, chunk)| Segment {
+                                offset: (index * FOLLOW_CHUNK) as u64,
+                                data: Bytes::copy_from_slice(chunk),
+                            });
+                    for segment in segments {
+                        self.effects.updates.push(Update {
+                            published: self.published,
+                            segments: vec![segment],
+                        });
+                    }
+                    self.done(reply);
+                } else {
+                    let error = RmaError::new(
+                        ErrorClass::Arg,
+                        "the window uses the separate memory model: its private copy follows \
+                         the public copy only at synchronization calls",
+                    );
+                    self.answer_early(reply, Err(error));
+                }
+            }
             Input::Opened { origin } => {
                 self.absent.remove(&origin);
             }
@@ -885,8 +963,12 @@ impl<R> Target<R> {
         match apply(&mut self.public, access, op) {
             Ok(data) => {
                 if op.kind.writes() {
-                    for run in &access.runs {
-                        self.changed.insert(run.offset, run.offset + run.len);
+                    if self.unified {
+                        self.send_update(access);
+                    } else {
+                        for run in &access.runs {
+                            self.changed.insert(run.offset, run.offset + run.len);
+                        }
                     }
                 }
                 if self.recording {
@@ -926,6 +1008,26 @@ impl<R> Target<R> {
             }
             // a refusal changed nothing: nothing to make durable
             Err(error) => self.answer_early(reply, Err(error)),
+        }
+    }
+
+    /// Unified model: the bytes an operation just wrote, for the owner's private copy.
+    fn send_update(&mut self, access: &TargetAccess) {
+        let segments = access.runs.iter().map(|run| Segment {
+            offset: run.offset,
+            data: Bytes::copy_from_slice(
+                &self.public[run.offset as usize..(run.offset + run.len) as usize],
+            ),
+        });
+        match self.effects.updates.last_mut() {
+            Some(last) if last.published == self.published => last.segments.extend(segments),
+            _ => {
+                let segments = segments.collect();
+                self.effects.updates.push(Update {
+                    published: self.published,
+                    segments,
+                });
+            }
         }
     }
 

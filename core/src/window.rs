@@ -39,12 +39,37 @@ impl Flavor {
     }
 }
 
-/// `MPI_WIN_MODEL`. Only the separate model is offered: remote updates reach a rank's private
-/// copy only at its synchronization calls (SEMANTICS.md §2, onesided's decision).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// `MPI_WIN_MODEL`, chosen when the window is created (MPI leaves the choice to the
+/// implementation; onesided offers both, docs/memory-models.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MemoryModel {
-    /// `MPI_WIN_SEPARATE`.
+    /// `MPI_WIN_SEPARATE` (the default): a rank's stores reach its public copy, and remote
+    /// updates its private copy, only at its synchronization calls (rules 5 and 6).
+    #[default]
     Separate,
+    /// `MPI_WIN_UNIFIED`: the owner's stores are published as they happen, and every change
+    /// to its public copy is sent to it as it happens; neither waits for a synchronization
+    /// call.
+    Unified,
+}
+
+impl MemoryModel {
+    /// Scenario/CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryModel::Separate => "separate",
+            MemoryModel::Unified => "unified",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "separate" => Some(MemoryModel::Separate),
+            "unified" => Some(MemoryModel::Unified),
+            _ => None,
+        }
+    }
 }
 
 /// The `accumulate_ops` info key.

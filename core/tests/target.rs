@@ -777,3 +777,101 @@ fn inspect_shows_the_holder_the_waiter_and_what_waits_behind_it() {
 /// The lock table against a reference model, step by step.
 #[path = "target/lock_model.rs"]
 mod lock_model;
+
+/// The unified model: the owner follows its public copy — the whole copy first, then each
+/// change as it is applied, numbered by the owner's publications that came before it.
+#[test]
+fn unified_changes_go_to_the_owner_as_they_happen() {
+    use onesided_core::target::{Segment, Update};
+    use onesided_core::window::MemoryModel;
+    let now = Instant::now();
+    let mut target = target(1, 2, 4).with_model(MemoryModel::Unified);
+    target.handle(Input::Follow { reply: 1 }, now);
+    let effects = target.take_effects();
+    assert_eq!(
+        effects.updates,
+        vec![Update {
+            published: 0,
+            segments: vec![Segment {
+                offset: 0,
+                data: Bytes::from(vec![0; 4])
+            }]
+        }]
+    );
+    assert_eq!(answered(&effects), vec![(1, Ok(Outcome::Done))]);
+    // the owner's store, numbered 7, then a remote put of another byte under a lock
+    target.handle(
+        Input::Publish {
+            segments: vec![Segment {
+                offset: 0,
+                data: Bytes::from_static(&[9]),
+            }],
+            seq: 7,
+        },
+        now,
+    );
+    let effects = target.take_effects();
+    assert!(effects.updates.is_empty(), "a store is not sent back");
+    assert!(matches!(
+        effects.events[..],
+        [Event::Published { offset: 0, .. }]
+    ));
+    let lock = LockRequest {
+        lock_type: LockType::Exclusive,
+        nocheck: false,
+    };
+    target.handle(
+        from(
+            0,
+            Access::LockRequest {
+                request: lock,
+                holding_elsewhere: false,
+                grant: None,
+            },
+        ),
+        now,
+    );
+    target.handle(from(0, put(2, 5, AccessTag::Lock, 2)), now);
+    let effects = target.take_effects();
+    assert_eq!(
+        effects.updates,
+        vec![Update {
+            published: 7,
+            segments: vec![Segment {
+                offset: 2,
+                data: Bytes::from_static(&[5])
+            }]
+        }]
+    );
+    assert_eq!(target.public(), &[9, 0, 5, 0]);
+    // no pull collects them again: the owner has them
+    target.handle(Input::Pull { reply: 3 }, now);
+    let effects = target.take_effects();
+    assert_eq!(
+        answered(&effects),
+        vec![(
+            3,
+            Ok(Outcome::Synced {
+                pull: Vec::new(),
+                flag: false,
+                token: 0
+            })
+        )]
+    );
+}
+
+/// The separate model sends nothing by itself, and refuses to be followed.
+#[test]
+fn separate_changes_wait_for_the_owners_pull() {
+    let now = Instant::now();
+    let mut target = target(1, 2, 4);
+    target.handle(Input::Follow { reply: 1 }, now);
+    let effects = target.take_effects();
+    assert!(effects.updates.is_empty());
+    assert!(matches!(
+        &answered(&effects)[..],
+        [(1, Err(error))] if error.class == ErrorClass::Arg
+    ));
+    target.handle(from(0, put(2, 5, AccessTag::Fence { epoch: 0 }, 2)), now);
+    assert!(target.take_effects().updates.is_empty());
+}

@@ -89,7 +89,10 @@ impl Window {
     }
 
     fn publics(&self) -> Vec<Vec<u8>> {
-        self.targets.iter().map(|target| target.public().to_vec()).collect()
+        self.targets
+            .iter()
+            .map(|target| target.public().to_vec())
+            .collect()
     }
 
     /// What one's own rank does with pushed bytes.
@@ -102,7 +105,10 @@ impl Window {
     }
 
     fn call(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
-        if matches!(call, Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_)) {
+        if matches!(
+            call,
+            Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_)
+        ) {
             return Ok(());
         }
         match admit(self, ME, call)? {
@@ -111,6 +117,19 @@ impl Window {
             | Admitted::Post { push, .. }
             | Admitted::Unlock { push, .. }
             | Admitted::Sync { push } => self.push(push),
+            // unified windows only (this one is separate: admission refuses them)
+            Admitted::Publish { push, seq } => {
+                let own = &mut self.targets[ME as usize];
+                own.handle(
+                    Input::Publish {
+                        segments: push,
+                        seq,
+                    },
+                    Instant::now(),
+                );
+                own.take_effects();
+            }
+            Admitted::Follow => {}
             Admitted::UnlockAll { push, released, .. } => {
                 self.push(push);
                 for target in released {
@@ -145,7 +164,11 @@ impl Window {
                 target, op, access, ..
             } => {
                 let index = self.rank(target);
-                let expected = if op.kind.returns_data() { access.bytes } else { 0 };
+                let expected = if op.kind.returns_data() {
+                    access.bytes
+                } else {
+                    0
+                };
                 // the engine applies it under a NOCHECK lock of this origin
                 let engine = &mut self.targets[index];
                 let now = Instant::now();
@@ -197,7 +220,9 @@ impl Window {
                     assert!(event.is_client_side(), "a server-side event was accepted");
                     if let Event::Store { ranges } | Event::Load { ranges } = &event {
                         assert!(
-                            ranges.iter().all(|&(start, end)| start < end && end <= SIZES[ME as usize]),
+                            ranges
+                                .iter()
+                                .all(|&(start, end)| start < end && end <= SIZES[ME as usize]),
                             "a recorded access outside the private copy was accepted"
                         );
                     }

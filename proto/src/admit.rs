@@ -152,6 +152,15 @@ pub enum Admitted {
         /// Bytes to publish first.
         push: Vec<Segment>,
     },
+    /// Unified model: publish the owner's stores `push`, numbered `seq`, at one's own rank.
+    Publish {
+        /// The stored bytes.
+        push: Vec<Segment>,
+        /// The owner's number for them.
+        seq: u64,
+    },
+    /// Unified model: the session follows its own public copy from now on.
+    Follow,
     /// Record op_issued ([`op_issued`], built only when the audit records), send the lazy
     /// lock request if one must travel first, then the operation.
     Op {
@@ -224,6 +233,23 @@ fn pushed(desc: &WindowDesc, me: u32, segments: &[crate::v1::Segment]) -> Result
     check_segments(desc.sizes[me as usize], segments)
 }
 
+/// `MPI_ERR_ARG` unless the window uses the unified model (publish and follow mean nothing
+/// under the separate one).
+fn unified(desc: &WindowDesc) -> Result<(), RmaError> {
+    if desc.model == onesided_core::window::MemoryModel::Unified {
+        Ok(())
+    } else {
+        Err(RmaError::new(
+            ErrorClass::Arg,
+            format!(
+                "window {} uses the separate memory model: stores are published, and remote \
+                 updates pulled, at synchronization calls",
+                desc.name
+            ),
+        ))
+    }
+}
+
 /// The window a call is on (`None` for `OpenWindow`, `Barrier`, `Heartbeat` and `Batch`).
 pub fn window_of(call: &Call) -> Option<u64> {
     Some(match call {
@@ -244,6 +270,8 @@ pub fn window_of(call: &Call) -> Option<u64> {
         Call::Record(call) => call.window,
         Call::WinFree(call) => call.window,
         Call::SetInfo(call) => call.window,
+        Call::Publish(call) => call.window,
+        Call::Follow(call) => call.window,
         Call::OpenWindow(_)
         | Call::CreateWindow(_)
         | Call::Barrier(_)
@@ -455,6 +483,20 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
                 event: issued("win_free", None),
                 barrier: !window.desc.info.no_locks,
             }
+        }
+        Call::Publish(publish) => {
+            let window = open!(publish.window);
+            unified(window.desc)?;
+            pushed(window.desc, me, &publish.push)?;
+            Admitted::Publish {
+                push: segments_from_wire(publish.push),
+                seq: publish.seq,
+            }
+        }
+        Call::Follow(follow) => {
+            let window = open!(follow.window);
+            unified(window.desc)?;
+            Admitted::Follow
         }
         Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_) | Call::Batch(_) => {
             return Err(RmaError::new(

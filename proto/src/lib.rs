@@ -320,7 +320,17 @@ pub fn flavor_from_wire(code: i32) -> Result<onesided_core::window::Flavor, RmaE
     }
 }
 
-/// The memory model: only the separate one is offered; unset means separate.
+/// A memory model on the wire.
+pub fn model_to_wire(model: onesided_core::window::MemoryModel) -> i32 {
+    use onesided_core::window::MemoryModel;
+    let model = match model {
+        MemoryModel::Separate => v1::MemoryModel::Separate,
+        MemoryModel::Unified => v1::MemoryModel::Unified,
+    };
+    model as i32
+}
+
+/// The memory model: separate or unified; unset means separate.
 ///
 /// # Errors
 /// `MPI_ERR_ARG` for any other value.
@@ -329,9 +339,10 @@ pub fn model_from_wire(code: i32) -> Result<onesided_core::window::MemoryModel, 
         Ok(v1::MemoryModel::Separate) | Ok(v1::MemoryModel::Unspecified) => {
             Ok(onesided_core::window::MemoryModel::Separate)
         }
+        Ok(v1::MemoryModel::Unified) => Ok(onesided_core::window::MemoryModel::Unified),
         Err(_) => Err(RmaError::new(
             ErrorClass::Arg,
-            format!("unknown memory model {code}; only the separate model is offered"),
+            format!("unknown memory model {code}: separate (1) or unified (2)"),
         )),
     }
 }
@@ -343,7 +354,7 @@ pub fn desc_to_wire(desc: &onesided_core::window::WindowDesc) -> v1::WindowDescr
         world: desc.world.clone(),
         name: desc.name.clone(),
         flavor: flavor_to_wire(desc.flavor),
-        model: v1::MemoryModel::Separate as i32,
+        model: model_to_wire(desc.model),
         sizes: desc.sizes.clone(),
         disp_units: desc.disp_units.clone(),
         info: desc

@@ -82,6 +82,7 @@ fn generated_code_writes_what_core_reads_and_the_reverse() {
             result: vec![7; 1 << 20],
         },
         Event::WindowCreated {
+            unified: false,
             world: "w".into(),
             name: "x".into(),
             sizes: vec![8, 16],

@@ -440,14 +440,16 @@ class Session:
         """Opens the window ``name`` of this world."""
         return Window(self._native.window(name), self)
 
-    def create_window(self, name, size, disp_unit=1, flavor="allocate", info=None):
+    def create_window(
+        self, name, size, disp_unit=1, flavor="allocate", info=None, model="separate"
+    ):
         """``MPI_Win_allocate`` (or ``MPI_Win_create``, by ``flavor``) by this rank, collective
-        over the world's ranks: every rank calls it with the same ``name``, ``flavor`` and
-        ``info`` (a dict or pairs) and its own ``size`` in bytes and ``disp_unit``; returns the
-        window, open, once every rank has."""
+        over the world's ranks: every rank calls it with the same ``name``, ``flavor``,
+        ``model`` (``"separate"`` or ``"unified"``) and ``info`` (a dict or pairs) and its own
+        ``size`` in bytes and ``disp_unit``; returns the window, open, once every rank has."""
         pairs = info.items() if isinstance(info, dict) else (info or [])
         native = self._native.create_window(
-            name, size, disp_unit, flavor, [(str(k), str(v)) for k, v in pairs]
+            name, size, disp_unit, flavor, [(str(k), str(v)) for k, v in pairs], model
         )
         return Window(native, self)
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use onesided_client::{Datatype, Endpoint, ErrorClass, Flavor, WindowDesc};
+use onesided_client::{Datatype, Endpoint, ErrorClass, Flavor, MemoryModel, WindowDesc};
 use onesided_core::window::ELEMENT_TYPE_KEY;
 use pyo3::prelude::*;
 
@@ -146,7 +146,7 @@ pub(crate) struct WindowSpec {
 #[pymethods]
 impl WindowSpec {
     #[new]
-    #[pyo3(signature = (name, sizes, disp_units, info = Vec::new(), flavor = "allocate"))]
+    #[pyo3(signature = (name, sizes, disp_units, info = Vec::new(), flavor = "allocate", model = "separate"))]
     fn new(
         py: Python<'_>,
         name: &str,
@@ -154,11 +154,13 @@ impl WindowSpec {
         disp_units: Vec<u32>,
         info: Vec<(String, String)>,
         flavor: &str,
+        model: &str,
     ) -> PyResult<Self> {
         Ok(WindowSpec {
             spec: onesided_client::WindowSpec {
                 name: name.to_string(),
                 flavor: flavor_of(py, flavor)?,
+                model: model_of(py, model)?,
                 sizes,
                 disp_units,
                 info,
@@ -192,6 +194,13 @@ impl WindowSpec {
         WindowSpec {
             spec: self.spec.clone().info(key, value),
         }
+    }
+
+    /// This spec with another memory model (`"separate"` or `"unified"`).
+    fn model(&self, py: Python<'_>, model: &str) -> PyResult<Self> {
+        Ok(WindowSpec {
+            spec: self.spec.clone().model(model_of(py, model)?),
+        })
     }
 
     /// This spec with another flavor (`"allocate"` or `"create"`).
@@ -239,6 +248,16 @@ pub(crate) fn flavor_of(py: Python<'_>, name: &str) -> PyResult<Flavor> {
             py,
             ErrorClass::Arg,
             format!("flavor {name:?} is neither \"allocate\" nor \"create\""),
+        )
+    })
+}
+
+pub(crate) fn model_of(py: Python<'_>, name: &str) -> PyResult<MemoryModel> {
+    MemoryModel::parse(name).ok_or_else(|| {
+        refused(
+            py,
+            ErrorClass::Arg,
+            format!("memory model {name:?} is neither \"separate\" nor \"unified\""),
         )
     })
 }

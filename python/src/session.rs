@@ -103,7 +103,7 @@ impl NativeSession {
     /// `MPI_Win_allocate` / `MPI_Win_create` by this rank (collective over the world's ranks):
     /// its own `size` in bytes and `disp_unit`, the same `name`, `flavor` and `info` pairs as
     /// every other rank.
-    #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new()))]
+    #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new(), model = "separate"))]
     fn create_window(
         &self,
         py: Python<'_>,
@@ -112,8 +112,10 @@ impl NativeSession {
         disp_unit: u32,
         flavor: &str,
         info: Vec<(String, String)>,
+        model: &str,
     ) -> PyResult<NativeWindow> {
         let flavor = crate::admin::flavor_of(py, flavor)?;
+        let model = crate::admin::model_of(py, model)?;
         let pairs: Vec<(&str, &str)> = info
             .iter()
             .map(|(key, value)| (key.as_str(), value.as_str()))
@@ -121,7 +123,7 @@ impl NativeSession {
         let window = wait(
             py,
             self.session
-                .create_window(name, size, disp_unit, flavor, &pairs),
+                .create_window(name, size, disp_unit, flavor, model, &pairs),
         )?;
         Ok(NativeWindow::new(window))
     }

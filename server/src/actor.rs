@@ -12,13 +12,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided_core::audit::Event;
-use onesided_core::target::{self, Access, Effects, Input, Target, TargetView};
+use onesided_core::target::{self, Access, Effects, Input, Target, TargetView, Update};
+use onesided_core::window::MemoryModel;
 use onesided_core::{ErrorClass, RmaError};
+use onesided_proto::v1::{server_message, Updated};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::audit::{AuditHandle, Durability, Pending};
 use crate::metrics::{Metrics, QueueReport};
-use crate::reply::{Answer, Reply};
+use crate::reply::{Answer, Outbound, Reply};
 use crate::supervise::{self, Fate};
 
 /// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
@@ -61,6 +63,14 @@ pub enum Command {
         /// The picture.
         reply: oneshot::Sender<TargetView>,
     },
+    /// Unified model: the owner's session `out` follows the public copy from now on (in place
+    /// of any earlier one); `input` is the engine's [`Input::Follow`].
+    Follow {
+        /// The owner session's outbound stream, where updates go.
+        out: Outbound,
+        /// The engine's input, answered after the whole copy was sent.
+        input: Input<Reply>,
+    },
 }
 
 /// A cheap, cloneable address of one rank's window-server actor.
@@ -75,10 +85,12 @@ pub struct WindowServerHandle {
 impl WindowServerHandle {
     /// Starts the actor of `rank` of window `window` with the public copy `public` (zeroed for
     /// a new window, rebuilt from snapshot and log after a restart).
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         window: u64,
         rank: u32,
         nranks: u32,
+        model: MemoryModel,
         public: Vec<u8>,
         audit: AuditHandle,
         metrics: Arc<Metrics>,
@@ -91,7 +103,9 @@ impl WindowServerHandle {
             logged: 0,
             window,
             rank,
-            target: Target::new(rank, nranks, public, recording, lock_fairness, now),
+            target: Target::new(rank, nranks, public, recording, lock_fairness, now)
+                .with_model(model),
+            follower: None,
             audit,
             metrics,
             reported: QueueReport::default(),
@@ -163,6 +177,19 @@ impl WindowServerHandle {
         let _ = self.sender.try_send(Command::Engine(Input::Abandon));
     }
 
+    /// Unified model: `out`, the owner's session, follows the public copy from now on;
+    /// `reply` is answered after the whole copy was sent to it.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped.
+    pub async fn follow(&self, out: Outbound, reply: Reply) -> Result<(), RmaError> {
+        self.command(Command::Follow {
+            out,
+            input: Input::Follow { reply },
+        })
+        .await
+    }
+
     /// Asks whether anything is open or pending at this rank.
     ///
     /// # Errors
@@ -192,6 +219,8 @@ struct WindowServer {
     rank: u32,
     audit: AuditHandle,
     target: Target<Reply>,
+    /// Unified model: the owner's session that follows the public copy (the latest to ask).
+    follower: Option<Outbound>,
     /// Where lock waits and queue depths are recorded.
     metrics: Arc<Metrics>,
     /// What this actor last added to the server-wide queue gauges.
@@ -274,6 +303,10 @@ impl WindowServer {
             Command::Inspect { reply } => {
                 let _ = reply.send(self.target.inspect(now));
             }
+            Command::Follow { out, input } => {
+                self.follower = Some(out);
+                self.target.handle(input, now);
+            }
         }
         None
     }
@@ -283,17 +316,22 @@ impl WindowServer {
     async fn carry_out(&mut self, effects: Effects<Reply>) {
         let Effects {
             events,
+            updates,
             answers,
             early,
             lock_grants,
         } = effects;
+        // updates go first: an answer after them may order them before the owner's next call
+        let mut sent = self.updates(updates);
+        sent.extend(to_wire(answers));
+        let answers = sent;
         for (lock_type, waited) in lock_grants {
             self.metrics.lock_granted(lock_type, waited);
         }
         if events.is_empty() {
             // nothing to commit first (audit off, or an input that records nothing)
-            for (reply, answer) in answers.into_iter().chain(early) {
-                reply.send(answer.map(onesided_proto::reply_from_outcome));
+            for (reply, answer) in answers.into_iter().chain(to_wire(early)) {
+                reply.send(answer);
             }
             return;
         }
@@ -311,8 +349,32 @@ impl WindowServer {
             })
             .collect();
         self.audit
-            .submit_early(events, to_wire(answers), to_wire(early))
+            .submit_early(events, answers, to_wire(early))
             .await;
+    }
+
+    /// Unified model: the engine's updates as messages to the following session (none when no
+    /// session follows; it gets the whole copy when it does).
+    fn updates(&self, updates: Vec<Update>) -> Vec<(Reply, Answer)> {
+        let Some(out) = &self.follower else {
+            return Vec::new();
+        };
+        updates
+            .into_iter()
+            .map(|update| {
+                let reply = Reply::Direct {
+                    id: 0,
+                    out: out.clone(),
+                    timer: None,
+                };
+                let message = server_message::Reply::Updated(Updated {
+                    window: self.window,
+                    segments: onesided_proto::segments_to_wire(update.segments),
+                    published: update.published,
+                });
+                (reply, Ok(message))
+            })
+            .collect()
     }
 }
 

@@ -75,11 +75,15 @@ pub enum CallKind {
     SetInfo,
     /// `create_window` by the ranks.
     CreateWindow,
+    /// Unified model: the owner's stores, published as they happen.
+    Publish,
+    /// Unified model: the owner follows its public copy.
+    Follow,
 }
 
 impl CallKind {
     /// Every kind, in index order.
-    pub const ALL: [CallKind; 22] = [
+    pub const ALL: [CallKind; 24] = [
         CallKind::OpenWindow,
         CallKind::Fence,
         CallKind::Post,
@@ -102,6 +106,8 @@ impl CallKind {
         CallKind::Heartbeat,
         CallKind::SetInfo,
         CallKind::CreateWindow,
+        CallKind::Publish,
+        CallKind::Follow,
     ];
 
     /// The kind of `call`.
@@ -129,6 +135,8 @@ impl CallKind {
             Call::Heartbeat(_) => CallKind::Heartbeat,
             Call::SetInfo(_) => CallKind::SetInfo,
             Call::CreateWindow(_) => CallKind::CreateWindow,
+            Call::Publish(_) => CallKind::Publish,
+            Call::Follow(_) => CallKind::Follow,
         }
     }
 
@@ -157,6 +165,8 @@ impl CallKind {
             CallKind::Heartbeat => "heartbeat",
             CallKind::SetInfo => "set_info",
             CallKind::CreateWindow => "create_window",
+            CallKind::Publish => "publish",
+            CallKind::Follow => "follow",
         }
     }
 

@@ -211,6 +211,7 @@ fn spec_json(desc: &WindowDesc) -> String {
         .collect();
     serde_json::json!({
         "flavor": desc.flavor.name(),
+        "model": desc.model.name(),
         "sizes": desc.sizes,
         "disp_units": desc.disp_units,
         "info": info,
@@ -236,6 +237,9 @@ pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::R
     #[derive(serde::Deserialize)]
     struct Spec {
         flavor: String,
+        /// Absent in specs stored before the unified model was offered: separate.
+        #[serde(default)]
+        model: Option<String>,
         sizes: Vec<u64>,
         disp_units: Vec<u32>,
         info: BTreeMap<String, String>,
@@ -243,6 +247,12 @@ pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::R
     let spec: Spec = serde_json::from_str(spec).context("unreadable window spec")?;
     let flavor =
         Flavor::parse(&spec.flavor).with_context(|| format!("unknown flavor {:?}", spec.flavor))?;
+    let model = match &spec.model {
+        None => MemoryModel::Separate,
+        Some(model) => {
+            MemoryModel::parse(model).with_context(|| format!("unknown memory model {model:?}"))?
+        }
+    };
     let info = WindowInfo::parse(spec.info.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|error| anyhow::anyhow!("{error}"))?;
     Ok(WindowDesc {
@@ -250,7 +260,7 @@ pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::R
         name: name.to_string(),
         world: world.to_string(),
         flavor,
-        model: MemoryModel::Separate,
+        model,
         sizes: spec.sizes,
         disp_units: spec.disp_units,
         info,
@@ -436,6 +446,7 @@ impl Registry {
                         desc.id,
                         rank as u32,
                         nranks,
+                        desc.model,
                         copy,
                         self.audit.clone(),
                         Arc::clone(&self.metrics),
@@ -849,6 +860,7 @@ impl Registry {
                 sizes: desc.sizes.clone(),
                 disp_units: desc.disp_units.clone(),
                 info: desc.info.to_pairs().into_iter().collect(),
+                unified: desc.model == MemoryModel::Unified,
             },
         };
         self.audit.submit(vec![created], Vec::new()).await;
@@ -882,6 +894,7 @@ impl Registry {
                     desc.id,
                     rank as u32,
                     nranks,
+                    desc.model,
                     public,
                     self.audit.clone(),
                     Arc::clone(&self.metrics),

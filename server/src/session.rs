@@ -608,6 +608,8 @@ impl Session {
             Admitted::Flush { travels } => self.flush(on, travels).await,
             Admitted::FlushAll { travels } => self.flush_all(on, travels).await,
             Admitted::Sync { push } => self.sync(on, push).await,
+            Admitted::Publish { push, seq } => self.publish(on, push, seq).await,
+            Admitted::Follow => self.follow(on).await,
             Admitted::Op {
                 target,
                 request,

@@ -25,7 +25,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use onesided_core::target::TargetView;
-use onesided_core::window::{MemoryModel, WindowDesc};
+use onesided_core::window::WindowDesc;
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -390,9 +390,7 @@ fn refusal_of_status(status: tonic::Status) -> Refusal {
 
 /// A window's shape, model and flavor.
 fn describe(desc: &WindowDesc) -> Value {
-    let model = match desc.model {
-        MemoryModel::Separate => "separate",
-    };
+    let model = desc.model.name();
     json!({
         "id": desc.id,
         "name": desc.name,

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use onesided_core::datatype::{decode, encode_all, Value};
 use onesided_core::layout::{gather, scatter};
-use onesided_core::window::{Flavor, OpKind, ELEMENT_TYPE_KEY};
+use onesided_core::window::{Flavor, MemoryModel, OpKind, ELEMENT_TYPE_KEY};
 use onesided_core::{Datatype, ErrorClass, Op, RmaError};
 
 use super::ast::{
@@ -780,15 +780,6 @@ impl RankExecutor {
 
 fn check_supported(scenario: &Scenario) -> Result<(), RunError> {
     for window in &scenario.windows {
-        if window.model == Model::Unified {
-            return Err(RunError::Unsupported {
-                line: window.line,
-                message: format!(
-                    "window {}: model=unified is not offered (the server implements the separate model only)",
-                    window.name
-                ),
-            });
-        }
         if window.flavor == FlavorDecl::Dynamic {
             return Err(RunError::Unsupported {
                 line: window.line,
@@ -809,6 +800,10 @@ fn spec_of(decl: &WindowDecl) -> WindowSpec {
         flavor: match decl.flavor {
             FlavorDecl::Create => Flavor::Create,
             _ => Flavor::Allocate,
+        },
+        model: match decl.model {
+            Model::Separate => MemoryModel::Separate,
+            Model::Unified => MemoryModel::Unified,
         },
         sizes: decl.sizes.iter().map(|count| count * unit).collect(),
         disp_units: vec![unit as u32; decl.sizes.len()],
@@ -840,6 +835,7 @@ async fn created_by_ranks(
             spec.sizes[rank],
             spec.disp_units[rank],
             spec.flavor,
+            spec.model,
             &info,
         )
     }))

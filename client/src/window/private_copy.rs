@@ -4,8 +4,9 @@ use super::*;
 
 impl Window {
     /// Stores `values` into the private copy at element `index` (byte offset `index × size of
-    /// T`). A local store: nothing is published until the next post, fence, unlock, unlock_all
-    /// or sync.
+    /// T`). A local store: in the separate model nothing is published until the next post,
+    /// fence, unlock, unlock_all or sync; in the unified model it is sent to the public copy at
+    /// once (without waiting for it to arrive).
     ///
     /// # Errors
     /// `MPI_ERR_RMA_RANGE` outside the window.
@@ -23,8 +24,21 @@ impl Window {
         let size = state.private.len() as u64;
         let (start, end) = local_range("store", offset, bytes.len() as u64, size)?;
         state.private[start..end].copy_from_slice(bytes);
-        state.dirty.insert(start as u64, end as u64);
         state.stored.insert(start as u64, end as u64);
+        if !state.unified || state.gone.is_some() {
+            state.dirty.insert(start as u64, end as u64);
+            return Ok(());
+        }
+        // numbered before the lock is let go, so no update can overwrite it meanwhile; its
+        // audit event travels before it
+        let publish = super::number(&mut state, start as u64, bytes);
+        drop(state);
+        self.note(Vec::new());
+        self.session
+            .call_unanswered(Call::Publish(super::v1::Publish {
+                window: self.id(),
+                ..publish
+            }));
         Ok(())
     }
 

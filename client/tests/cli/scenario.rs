@@ -457,26 +457,21 @@ B: fence !PROC_FAILED
 }
 
 #[test]
-fn unsupported_models_exit_3() {
+fn dynamic_windows_exit_3() {
     let server = Server::start();
-    let out = run(
-        &server,
-        "window W ranks=1 size=1 type=i64 model=unified\nA: fence\n",
-        &[],
-    );
-    out.code(3);
-    assert!(
-        out.stderr
-            .contains("line 1: window W: model=unified is not offered"),
-        "{}",
-        out.stderr
-    );
     let dynamic = run(
         &server,
         "window W ranks=1 size=1 type=i64 flavor=dynamic\n",
         &[],
     );
     dynamic.code(3);
+    assert!(
+        dynamic
+            .stderr
+            .contains("line 1: window W: flavor=dynamic is not offered"),
+        "{}",
+        dynamic.stderr
+    );
 }
 
 #[test]

@@ -108,6 +108,8 @@ struct WindowCreated {
     disp_units: Vec<u32>,
     #[prost(message, repeated, tag = "5")]
     info: Vec<InfoEntry>,
+    #[prost(bool, tag = "6")]
+    unified: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -428,12 +430,14 @@ fn head(event: &Event) -> Kind {
             sizes,
             disp_units,
             info,
+            unified,
         } => Kind::WindowCreated(WindowCreated {
             world: world.clone(),
             name: name.clone(),
             sizes: sizes.clone(),
             disp_units: disp_units.clone(),
             info: entries_of(info),
+            unified: *unified,
         }),
         Event::WindowFreed => Kind::WindowFreed(Empty {}),
         Event::InfoSet { info } => Kind::InfoSet(InfoSet {
@@ -591,6 +595,7 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             sizes: m.sizes,
             disp_units: m.disp_units,
             info: map_of(m.info),
+            unified: m.unified,
         },
         Kind::WindowFreed(_) => Event::WindowFreed,
         Kind::InfoSet(m) => Event::InfoSet {

@@ -90,6 +90,10 @@ pub enum Event {
         /// read as none: MPI's defaults.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         info: BTreeMap<String, String>,
+        /// Whether it uses the unified memory model (the race checker's rules differ). Logs
+        /// written before it was recorded read as false: the separate model, the only one then.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unified: bool,
     },
     /// The window was freed.
     WindowFreed,

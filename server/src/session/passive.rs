@@ -140,6 +140,28 @@ impl Session {
         Ok(())
     }
 
+    /// Unified model: the owner's stores, published at its own rank as they happen; answered
+    /// once handed to it (the client does not wait: its stores are numbered, and the updates
+    /// it receives say which were applied).
+    pub(super) async fn publish(
+        &mut self,
+        on: OnWindow,
+        segments: Vec<Segment>,
+        seq: u64,
+    ) -> Result<(), RmaError> {
+        let own = &on.entry.ranks[self.member.rank as usize];
+        own.send(Input::Publish { segments, seq }).await?;
+        on.reply.done();
+        Ok(())
+    }
+
+    /// Unified model: this session follows its own public copy from now on; answered after
+    /// the whole copy was sent.
+    pub(super) async fn follow(&mut self, on: OnWindow) -> Result<(), RmaError> {
+        let own = &on.entry.ranks[self.member.rank as usize];
+        own.follow(self.out.clone(), on.reply).await
+    }
+
     /// `MPI_Win_sync`: recorded, publish, then pull what changed remotely at one's own rank.
     pub(super) async fn sync(
         &mut self,

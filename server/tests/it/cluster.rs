@@ -760,6 +760,7 @@ async fn a_commit_under_a_lease_another_node_took_stores_nothing() {
         .unwrap();
     let row = |seq: u64| {
         let event = Event::WindowCreated {
+            unified: false,
             world: "fenced".into(),
             name: format!("w{seq}"),
             sizes: vec![8],

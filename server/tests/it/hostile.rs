@@ -1184,6 +1184,35 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Info),
             ),
             row(
+                "publishing stores to a window of the separate model",
+                Send::Call(Some(Call::Publish(v1::Publish {
+                    window: w,
+                    push: vec![v1::Segment {
+                        offset: 0,
+                        data: Bytes::from_static(&[9]),
+                    }],
+                    seq: 1,
+                }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "following the public copy of a window of the separate model",
+                Send::Call(Some(Call::Follow(v1::Follow { window: w }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "publishing stores to another world's window",
+                Send::Call(Some(Call::Publish(v1::Publish {
+                    window: v.id,
+                    push: Vec::new(),
+                    seq: 1,
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
                 "set_info with a value MPI cannot mean",
                 Send::Call(Some(Call::SetInfo(v1::SetInfo {
                     window: w,

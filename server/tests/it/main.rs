@@ -24,6 +24,7 @@ mod secrets;
 mod service;
 mod store;
 mod tls;
+mod unified;
 mod web;
 
 use onesided_client::{Admin, Session, Window, WindowSpec};

@@ -92,7 +92,7 @@ async fn every_rank_gets_the_info_in_use_and_the_keys_kept_as_given() {
 /// or info that differs on one rank, fails on every rank and creates nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranks_create_a_window_together_each_with_its_own_size() {
-    use onesided_client::{Flavor, LockType};
+    use onesided_client::{Flavor, LockType, MemoryModel};
     let server = spawn_server().await;
     let world = unique("world");
     let tokens = server.admin.create_world(&world, 3).await.unwrap().tokens;
@@ -104,7 +104,14 @@ async fn ranks_create_a_window_together_each_with_its_own_size() {
         let parts = [(16u64, 8u32), (8, 4), (0, 1)];
         futures::future::join_all(sessions.iter().zip(parts).zip(infos).map(
             move |((session, (size, unit)), info)| {
-                session.create_window(name, size, unit, Flavor::Allocate, info)
+                session.create_window(
+                    name,
+                    size,
+                    unit,
+                    Flavor::Allocate,
+                    MemoryModel::Separate,
+                    info,
+                )
             },
         ))
     };

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use onesided_client::{Admin, Datatype, Flavor, WindowDesc, WindowSpec};
+use onesided_client::{Admin, Datatype, Flavor, MemoryModel, WindowDesc, WindowSpec};
 use onesided_core::window::ELEMENT_TYPE_KEY;
 use serde_json::json;
 
@@ -114,6 +114,14 @@ pub enum FlavorArg {
     Allocate,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModelArg {
+    /// MPI_WIN_SEPARATE: stores and remote updates meet at synchronization calls
+    Separate,
+    /// MPI_WIN_UNIFIED: stores are published, and remote updates arrive, as they happen
+    Unified,
+}
+
 #[derive(Debug, Args)]
 pub struct WindowCreate {
     /// The world
@@ -138,6 +146,9 @@ pub struct WindowCreate {
     /// How the memory comes to be
     #[arg(long, value_enum, default_value = "allocate")]
     flavor: FlavorArg,
+    /// The memory model
+    #[arg(long, value_enum, default_value = "separate")]
+    model: ModelArg,
     /// Info keys (no_locks=true, accumulate_ordering=none, accumulate_ops=same_op, …)
     #[arg(long, value_name = "KEY=VALUE")]
     info: Vec<String>,
@@ -250,7 +261,7 @@ pub fn desc_json(desc: &WindowDesc) -> serde_json::Value {
         "id": desc.id,
         "world": desc.world,
         "flavor": desc.flavor.name(),
-        "model": "separate",
+        "model": desc.model.name(),
         "sizes": desc.sizes,
         "disp_units": desc.disp_units,
         "info": desc.info.to_pairs().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
@@ -304,6 +315,10 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
         flavor: match args.flavor {
             FlavorArg::Create => Flavor::Create,
             FlavorArg::Allocate => Flavor::Allocate,
+        },
+        model: match args.model {
+            ModelArg::Separate => MemoryModel::Separate,
+            ModelArg::Unified => MemoryModel::Unified,
         },
         sizes,
         disp_units: vec![disp_unit; ranks as usize],
@@ -366,7 +381,7 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
                 outln!("id:         {}", desc.id);
                 outln!("world:      {}", desc.world);
                 outln!("flavor:     {}", desc.flavor.name());
-                outln!("model:      separate");
+                outln!("model:      {}", desc.model.name());
                 outln!("sizes:      {}", list(&desc.sizes));
                 outln!("disp_units: {}", list(&desc.disp_units));
                 for (key, value) in desc.info.to_pairs() {
