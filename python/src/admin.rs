@@ -84,6 +84,8 @@ pub(crate) struct WindowDescription {
     world: String,
     /// `"allocate"` or `"create"`.
     flavor: &'static str,
+    /// `"separate"` or `"unified"`.
+    model: &'static str,
     /// Each rank's size in bytes.
     sizes: Vec<u64>,
     /// Each rank's disp_unit in bytes.
@@ -102,6 +104,7 @@ impl From<&WindowDesc> for WindowDescription {
             name: desc.name.clone(),
             world: desc.world.clone(),
             flavor: desc.flavor.name(),
+            model: desc.model.name(),
             sizes: desc.sizes.clone(),
             disp_units: desc.disp_units.clone(),
             element_type: desc.info.element_type.map(Datatype::name),

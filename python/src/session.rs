@@ -104,6 +104,7 @@ impl NativeSession {
     /// its own `size` in bytes and `disp_unit`, the same `name`, `flavor` and `info` pairs as
     /// every other rank.
     #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new(), model = "separate"))]
+    #[allow(clippy::too_many_arguments)]
     fn create_window(
         &self,
         py: Python<'_>,

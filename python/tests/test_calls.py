@@ -418,3 +418,32 @@ def test_ranks_create_a_window_together_each_with_its_own_size(server, admin):
 
     seen = ranks([None, None], program)
     assert seen == [([8, 16], "x"), ([8, 16], "x")]
+
+
+def test_a_unified_window_publishes_stores_and_delivers_updates_without_a_call(server, admin):
+    fixture = Fixture(server, admin, 2)
+    w0, w1 = fixture.windows(WindowSpec.of(unique("u"), 2, 2, "i64").model("unified"))
+    assert w0.desc.model == "unified"
+    # rank 1 stores outside any epoch; after a barrier rank 0 reads it
+    w1.store(0, [42])
+
+    def after_barrier(rank, w):
+        fixture.sessions[rank].barrier()
+        if rank == 0:
+            w.lock(LockType.SHARED, 1)
+            got = w.get(1, 0, 1)
+            w.unlock(1)
+            return list(got.value())
+        return None
+
+    assert ranks([w0, w1], after_barrier)[0] == [42]
+    # rank 0 puts into rank 1, which loads it after a barrier with no refresh call
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 1, [7])
+    w0.unlock(1)
+
+    def load_after_barrier(rank, w):
+        fixture.sessions[rank].barrier()
+        return list(w.load(1, 1)) if rank == 1 else None
+
+    assert ranks([w0, w1], load_after_barrier)[1] == [7]
