@@ -53,7 +53,7 @@ pub use error::{Error, Result};
 pub use onesided_core::assert::Assert;
 pub use onesided_core::audit::{Event as AuditEvent, RecordedOp};
 pub use onesided_core::epoch::LockType;
-pub use onesided_core::layout::{Block, ByteBlock, Layout, Order, Subarray};
+pub use onesided_core::layout::{Block, ByteBlock, Layout, Order, Resized, StructBlock, Subarray};
 pub use onesided_core::window::{Flavor, MemoryModel, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
 pub use session::{

@@ -1,16 +1,19 @@
-//! Contiguous, vector, indexed, hvector, hindexed and subarray layouts of elements, flattened
-//! to byte runs.
+//! Contiguous, vector, indexed, hvector, hindexed, subarray, resized and struct layouts of
+//! elements, flattened to byte runs.
 //!
 //! Owns: the derived-datatype shapes an RMA call may use on either side (MPI's contiguous,
 //! `MPI_Type_vector`, `MPI_Type_indexed`, `MPI_Type_create_hvector`,
-//! `MPI_Type_create_hindexed` and `MPI_Type_create_subarray` over one basic datatype), their checked
-//! flattening into byte runs relative to a base, the hostile-input limits on them, and the
-//! `gather`/`scatter` helpers that move bytes between a buffer and a packed stream. Must not:
-//! know about datatypes' encodings or windows; callers pass the element size in bytes.
+//! `MPI_Type_create_hindexed` and `MPI_Type_create_subarray` over one basic datatype,
+//! `MPI_Type_create_resized` of any of them repeated, and `MPI_Type_create_struct` of basic
+//! datatypes), their checked flattening into byte runs relative to a base, the hostile-input
+//! limits on them, and the `gather`/`scatter` helpers that move bytes between a buffer and a
+//! packed stream. Must not: know about datatypes' encodings or windows; callers pass the
+//! element size in bytes (a struct's blocks carry their own datatypes, whose sizes it reads).
 //!
 //! All arithmetic is checked: any offset or length that does not fit in `u64` is class
 //! `COUNT`, as is a layout with more than [`MAX_BLOCKS`] blocks.
 
+use crate::datatype::Datatype;
 use crate::error::RmaResult;
 
 /// The most blocks a layout may have (`Vector::count` or the number of `Indexed` blocks);
@@ -64,8 +67,39 @@ pub enum Order {
     Fortran,
 }
 
+/// One block of a struct layout: where it starts in bytes, its basic datatype, how many
+/// elements of that datatype it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StructBlock {
+    /// Displacement of the block's first byte from the base, in bytes.
+    pub offset: u64,
+    /// The basic datatype of the block's elements.
+    pub dtype: Datatype,
+    /// Number of consecutive elements of `dtype` in the block.
+    pub len: u64,
+}
+
+/// The shape of a [`Layout::Resized`]: `count` copies of `inner`, copy k moved k × `extent`
+/// bytes (`MPI_Type_create_resized(inner, lb, extent)` used with a count).
+///
+/// As in MPI, the lower bound moves no byte: it and `extent` only say where the type is
+/// taken to begin and end, and only `extent` places the copies. `lb + extent` (the upper
+/// bound) must fit in `i64`, else class `COUNT`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Resized {
+    /// The layout that is repeated.
+    pub inner: Layout,
+    /// The new lower bound, in bytes (may be negative, as in MPI).
+    pub lb: i64,
+    /// The new extent in bytes: the distance between the starts of consecutive copies.
+    pub extent: u64,
+    /// Number of copies.
+    pub count: u64,
+}
+
 /// The shape of the elements an RMA call reads or writes, in units of one basic element
-/// (hvector and hindexed place their blocks in bytes).
+/// (hvector and hindexed place their blocks in bytes; a struct's blocks are in bytes and
+/// carry their own datatypes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
     /// `count` consecutive elements.
@@ -106,6 +140,16 @@ pub enum Layout {
     /// (MPI_Type_create_subarray), in the array's storage order. Boxed: operations carry a
     /// layout, and the common ones stay small.
     Subarray(Box<Subarray>),
+    /// `count` copies of a layout placed `extent` bytes apart (MPI_Type_create_resized),
+    /// copy after copy in type-map order. Boxed, as it holds a layout.
+    Resized(Box<Resized>),
+    /// Blocks at byte displacements, each of its own basic datatype (MPI_Type_create_struct
+    /// of basic types), in type-map order. The element size callers pass does not apply to
+    /// it: each block is `len` elements of its own `dtype`.
+    Struct {
+        /// The blocks, in type-map order.
+        blocks: Vec<StructBlock>,
+    },
 }
 
 /// The shape of a [`Layout::Subarray`].
@@ -175,8 +219,9 @@ impl Layout {
     }
 
     /// The number of blocks the layout declares (1 for contiguous), zero-length ones included.
-    /// A subarray's blocks are its rows (every dimension but the fastest); `u64::MAX` when
-    /// their number overflows or the subarray's shape is invalid (which is refused anyway).
+    /// A subarray's blocks are its rows (every dimension but the fastest), a resized layout's
+    /// its count times its inner layout's; `u64::MAX` when their number overflows or the
+    /// subarray's shape is invalid (which is refused anyway).
     pub fn block_count(&self) -> u64 {
         match self {
             Layout::Contiguous { .. } => 1,
@@ -190,14 +235,64 @@ impl Layout {
                     .unwrap_or(u64::MAX),
                 Err(_) => u64::MAX,
             },
+            Layout::Resized(resized) => resized.count.saturating_mul(resized.inner.block_count()),
+            Layout::Struct { blocks } => blocks.len() as u64,
+        }
+    }
+
+    /// `count` copies of `inner`, `extent` bytes apart, with the lower bound `lb`
+    /// (`MPI_Type_create_resized`, then a count).
+    pub fn resized(inner: Layout, lb: i64, extent: u64, count: u64) -> Layout {
+        Layout::Resized(Box::new(Resized {
+            inner,
+            lb,
+            extent,
+            count,
+        }))
+    }
+
+    /// Checks that every element of the layout is of `dtype`, as MPI requires of the
+    /// target and origin datatypes of an accumulate: only a struct names datatypes of its
+    /// own (and a resized layout through its inner one). Class `TYPE` otherwise.
+    pub fn check_elements_are(&self, dtype: Datatype) -> RmaResult<()> {
+        match self {
+            Layout::Struct { blocks } => match blocks.iter().find(|block| block.dtype != dtype) {
+                Some(block) => Err(crate::rma_err!(
+                    Type,
+                    "a struct block of {} at byte {} in an operation on {dtype}: every basic \
+                     component must be the operation's datatype",
+                    block.dtype,
+                    block.offset
+                )),
+                None => Ok(()),
+            },
+            Layout::Resized(resized) => resized.inner.check_elements_are(dtype),
+            _ => Ok(()),
         }
     }
 
     /// Class `ARG` for a subarray MPI refuses; class `COUNT` when the layout has more than
     /// [`MAX_BLOCKS`] blocks.
     fn check_limits(&self) -> RmaResult<()> {
-        if let Layout::Subarray(subarray) = self {
-            subarray.row_major()?;
+        match self {
+            Layout::Subarray(subarray) => {
+                subarray.row_major()?;
+            }
+            Layout::Resized(resized) => {
+                resized.inner.check_limits()?;
+                let upper = i64::try_from(resized.extent)
+                    .ok()
+                    .and_then(|extent| resized.lb.checked_add(extent));
+                if upper.is_none() {
+                    return Err(crate::rma_err!(
+                        Count,
+                        "resized layout: lower bound {} plus extent {} overflows",
+                        resized.lb,
+                        resized.extent
+                    ));
+                }
+            }
+            _ => {}
         }
         let blocks = self.block_count();
         if blocks > MAX_BLOCKS as u64 {
@@ -209,33 +304,31 @@ impl Layout {
         Ok(())
     }
 
-    /// Calls `f(offset, len)` for each block in type-map order: its offset in bytes for
-    /// elements of `elem_size` bytes, its length in elements.
+    /// Calls `f(offset, len)` for each block in type-map order: its offset and its length in
+    /// bytes, for elements of `elem_size` bytes (a struct's blocks use their own datatypes').
     fn for_each_block(
         &self,
         elem_size: u64,
-        mut f: impl FnMut(u64, u64) -> RmaResult<()>,
+        f: &mut dyn FnMut(u64, u64) -> RmaResult<()>,
     ) -> RmaResult<()> {
         self.check_limits()?;
         let bytes = |elements: u64| elements.checked_mul(elem_size).ok_or_else(overflow);
         match self {
-            Layout::Contiguous { count } => f(0, *count),
+            Layout::Contiguous { count } => f(0, bytes(*count)?),
             Layout::Vector {
                 count,
                 blocklen,
                 stride,
             } => {
                 for i in 0..*count {
-                    f(
-                        bytes(i.checked_mul(*stride).ok_or_else(overflow)?)?,
-                        *blocklen,
-                    )?;
+                    let offset = bytes(i.checked_mul(*stride).ok_or_else(overflow)?)?;
+                    f(offset, bytes(*blocklen)?)?;
                 }
                 Ok(())
             }
             Layout::Indexed { blocks } => {
                 for block in blocks {
-                    f(bytes(block.disp)?, block.len)?;
+                    f(bytes(block.disp)?, bytes(block.len)?)?;
                 }
                 Ok(())
             }
@@ -245,16 +338,44 @@ impl Layout {
                 stride_bytes,
             } => {
                 for i in 0..*count {
-                    f(
-                        i.checked_mul(*stride_bytes).ok_or_else(overflow)?,
-                        *blocklen,
-                    )?;
+                    let offset = i.checked_mul(*stride_bytes).ok_or_else(overflow)?;
+                    f(offset, bytes(*blocklen)?)?;
                 }
                 Ok(())
             }
             Layout::Hindexed { blocks } => {
                 for block in blocks {
-                    f(block.offset, block.len)?;
+                    f(block.offset, bytes(block.len)?)?;
+                }
+                Ok(())
+            }
+            Layout::Struct { blocks } => {
+                for block in blocks {
+                    let len = block
+                        .len
+                        .checked_mul(block.dtype.size() as u64)
+                        .ok_or_else(overflow)?;
+                    f(block.offset, len)?;
+                }
+                Ok(())
+            }
+            Layout::Resized(resized) => {
+                if resized.count == 0 {
+                    return Ok(());
+                }
+                // the inner blocks once (the block limit bounds them), then every copy
+                let mut inner = Vec::new();
+                resized
+                    .inner
+                    .for_each_block(elem_size, &mut |offset, len| {
+                        inner.push((offset, len));
+                        Ok(())
+                    })?;
+                for k in 0..resized.count {
+                    let shift = k.checked_mul(resized.extent).ok_or_else(overflow)?;
+                    for &(offset, len) in &inner {
+                        f(offset.checked_add(shift).ok_or_else(overflow)?, len)?;
+                    }
                 }
                 Ok(())
             }
@@ -272,6 +393,7 @@ impl Layout {
                 if shape.iter().any(|&(_, sub, _)| sub == 0) {
                     return Ok(());
                 }
+                let row_len = bytes(row_len)?;
                 // an odometer over every dimension but the fastest, in storage order
                 let mut index = vec![0u64; dims - 1];
                 loop {
@@ -326,15 +448,39 @@ impl Layout {
                 .iter()
                 .try_fold(1u64, |product, &sub| product.checked_mul(sub))
                 .ok_or_else(overflow),
+            Layout::Resized(resized) => resized
+                .count
+                .checked_mul(resized.inner.element_count()?)
+                .ok_or_else(overflow),
+            Layout::Struct { blocks } => blocks
+                .iter()
+                .try_fold(0u64, |sum, block| sum.checked_add(block.len))
+                .ok_or_else(overflow),
         }
     }
 
-    /// The number of bytes the layout covers, `element_count * elem_size`, counting repeats.
-    /// Equals the sum of the lengths of [`Layout::flatten`]'s runs.
+    /// The number of bytes the layout covers, counting repeats: `element_count * elem_size`,
+    /// except that a struct's blocks count in their own datatypes. Equals the sum of the
+    /// lengths of [`Layout::flatten`]'s runs.
     pub fn total_bytes(&self, elem_size: u64) -> RmaResult<u64> {
-        self.element_count()?
-            .checked_mul(elem_size)
-            .ok_or_else(overflow)
+        self.check_limits()?;
+        match self {
+            Layout::Struct { blocks } => blocks.iter().try_fold(0u64, |sum, block| {
+                block
+                    .len
+                    .checked_mul(block.dtype.size() as u64)
+                    .and_then(|bytes| sum.checked_add(bytes))
+                    .ok_or_else(overflow)
+            }),
+            Layout::Resized(resized) => resized
+                .count
+                .checked_mul(resized.inner.total_bytes(elem_size)?)
+                .ok_or_else(overflow),
+            _ => self
+                .element_count()?
+                .checked_mul(elem_size)
+                .ok_or_else(overflow),
+        }
     }
 
     /// The layout's byte runs for elements of `elem_size` bytes, in type-map order.
@@ -345,8 +491,7 @@ impl Layout {
     /// end overflows `u64` or the layout has too many blocks.
     pub fn flatten(&self, elem_size: u64) -> RmaResult<Vec<Run>> {
         let mut runs: Vec<Run> = Vec::new();
-        self.for_each_block(elem_size, |offset, len| {
-            let len = len.checked_mul(elem_size).ok_or_else(overflow)?;
+        self.for_each_block(elem_size, &mut |offset, len| {
             let run = Run { offset, len };
             run.end().ok_or_else(overflow)?;
             if len == 0 {
@@ -368,8 +513,7 @@ impl Layout {
     /// [`Layout::flatten`].
     pub fn extent(&self, elem_size: u64) -> RmaResult<u64> {
         let mut extent = 0u64;
-        self.for_each_block(elem_size, |offset, len| {
-            let len = len.checked_mul(elem_size).ok_or_else(overflow)?;
+        self.for_each_block(elem_size, &mut |offset, len| {
             let end = offset.checked_add(len).ok_or_else(overflow)?;
             if len > 0 {
                 extent = extent.max(end);
@@ -689,6 +833,190 @@ mod tests {
         assert_eq!(huge.flatten(1).unwrap_err().class, ErrorClass::Count);
     }
 
+    fn column(rows: u64, cols: u64) -> Layout {
+        // one element of each row of a row-major rows x cols matrix of 8-byte elements
+        Layout::resized(Layout::contiguous(1), 0, cols * 8, rows)
+    }
+
+    #[test]
+    fn resized_repeats_its_inner_layout_extent_apart() {
+        let col = column(3, 4);
+        assert_eq!(col.flatten(8).unwrap(), [run(0, 8), run(32, 8), run(64, 8)]);
+        assert_eq!(col.element_count().unwrap(), 3);
+        assert_eq!(col.total_bytes(8).unwrap(), 24);
+        assert_eq!(col.extent(8).unwrap(), 72);
+        assert_eq!(col.block_count(), 3);
+        col.check_no_overlap(8).unwrap();
+        // copies follow each other in type-map order: the inner blocks of copy 0, then copy 1
+        let inner = indexed(&[(2, 1), (0, 1)]);
+        let twice = Layout::resized(inner, 0, 3, 2);
+        assert_eq!(
+            twice.flatten(1).unwrap(),
+            [run(2, 1), run(0, 1), run(5, 1), run(3, 1)]
+        );
+        // an extent that makes copies touch merges them; the lower bound moves nothing
+        let dense = Layout::resized(Layout::contiguous(2), -16, 8, 3);
+        assert_eq!(dense.flatten(4).unwrap(), [run(0, 24)]);
+        assert_eq!(
+            Layout::resized(Layout::contiguous(2), 0, 8, 3),
+            Layout::resized(Layout::contiguous(2), 0, 8, 3)
+        );
+        // a zero count covers nothing; a zero extent repeats the same bytes, which a write
+        // refuses
+        let none = Layout::resized(Layout::contiguous(2), 0, 8, 0);
+        assert_eq!(none.flatten(4).unwrap(), []);
+        assert_eq!(none.total_bytes(4).unwrap(), 0);
+        let stacked = Layout::resized(Layout::contiguous(1), 0, 0, 2);
+        assert_eq!(stacked.flatten(4).unwrap(), [run(0, 4), run(0, 4)]);
+        assert_eq!(
+            stacked.check_no_overlap(4).unwrap_err().class,
+            ErrorClass::Type
+        );
+        // resized of resized: the columns of two matrices 96 bytes apart
+        let nested = Layout::resized(column(2, 2), 0, 96, 2);
+        assert_eq!(
+            nested.flatten(8).unwrap(),
+            [run(0, 8), run(16, 8), run(96, 8), run(112, 8)]
+        );
+    }
+
+    #[test]
+    fn bad_resized_layouts() {
+        // the upper bound lb + extent does not fit
+        for (lb, extent) in [(1, i64::MAX as u64), (0, u64::MAX), (i64::MIN, u64::MAX)] {
+            let layout = Layout::resized(Layout::contiguous(1), lb, extent, 1);
+            assert_eq!(layout.flatten(1).unwrap_err().class, ErrorClass::Count);
+            assert_eq!(layout.element_count().unwrap_err().class, ErrorClass::Count);
+            assert_eq!(layout.total_bytes(1).unwrap_err().class, ErrorClass::Count);
+        }
+        // copies past u64
+        let far = Layout::resized(Layout::contiguous(1), 0, i64::MAX as u64, 4);
+        assert_eq!(far.flatten(1).unwrap_err().class, ErrorClass::Count);
+        assert_eq!(far.extent(1).unwrap_err().class, ErrorClass::Count);
+        // more blocks than the limit, whether from the count or the inner layout
+        let many = Layout::resized(Layout::contiguous(1), 0, 2, MAX_BLOCKS as u64 + 1);
+        let inner = Layout::Vector {
+            count: 1 << 10,
+            blocklen: 1,
+            stride: 2,
+        };
+        let product = Layout::resized(inner, 0, 4096, (1 << 10) + 1);
+        let huge = Layout::resized(Layout::contiguous(1), 0, 1, u64::MAX);
+        for layout in [many, product, huge] {
+            assert_eq!(
+                layout.block_count().max(MAX_BLOCKS as u64 + 1),
+                layout.block_count()
+            );
+            assert_eq!(layout.flatten(1).unwrap_err().class, ErrorClass::Count);
+            assert_eq!(layout.element_count().unwrap_err().class, ErrorClass::Count);
+        }
+        // an inner layout MPI refuses is refused as itself
+        let bad = Layout::resized(subarray(&[2], &[3], &[0], Order::C), 0, 8, 2);
+        assert_eq!(bad.flatten(1).unwrap_err().class, ErrorClass::Arg);
+        // elements past u64 in all
+        let elements = Layout::resized(Layout::contiguous(u64::MAX), 0, 0, 2);
+        assert_eq!(
+            elements.element_count().unwrap_err().class,
+            ErrorClass::Count
+        );
+    }
+
+    fn block(offset: u64, dtype: Datatype, len: u64) -> StructBlock {
+        StructBlock { offset, dtype, len }
+    }
+
+    #[test]
+    fn struct_blocks_have_their_own_datatypes() {
+        // an i32, 4 bytes of padding, two f64s, then a byte; the element size does not apply
+        let layout = Layout::Struct {
+            blocks: vec![
+                block(0, Datatype::I32, 1),
+                block(8, Datatype::F64, 2),
+                block(24, Datatype::Byte, 1),
+            ],
+        };
+        for elem_size in [1, 8, 0] {
+            assert_eq!(layout.flatten(elem_size).unwrap(), [run(0, 4), run(8, 17)]);
+            assert_eq!(layout.total_bytes(elem_size).unwrap(), 21);
+            assert_eq!(layout.extent(elem_size).unwrap(), 25);
+        }
+        assert_eq!(layout.element_count().unwrap(), 4);
+        assert_eq!(layout.block_count(), 3);
+        layout.check_no_overlap(1).unwrap();
+        // only an accumulate's own datatype everywhere passes
+        assert_eq!(
+            layout.check_elements_are(Datatype::F64).unwrap_err().class,
+            ErrorClass::Type
+        );
+        let same = Layout::Struct {
+            blocks: vec![block(8, Datatype::F64, 1), block(0, Datatype::F64, 1)],
+        };
+        same.check_elements_are(Datatype::F64).unwrap();
+        assert_eq!(
+            same.check_elements_are(Datatype::I64).unwrap_err().class,
+            ErrorClass::Type
+        );
+        // inside a resized layout too; other layouts are of the call's datatype by definition
+        let repeated = Layout::resized(layout.clone(), 0, 32, 2);
+        assert_eq!(
+            repeated
+                .check_elements_are(Datatype::I32)
+                .unwrap_err()
+                .class,
+            ErrorClass::Type
+        );
+        Layout::resized(same, 0, 16, 2)
+            .check_elements_are(Datatype::F64)
+            .unwrap();
+        Layout::contiguous(3)
+            .check_elements_are(Datatype::U8)
+            .unwrap();
+        assert_eq!(repeated.total_bytes(1).unwrap(), 42);
+        assert_eq!(
+            repeated.flatten(1).unwrap(),
+            [run(0, 4), run(8, 17), run(32, 4), run(40, 17)]
+        );
+        // overlapping blocks of different types are still overlapping
+        let overlapping = Layout::Struct {
+            blocks: vec![block(0, Datatype::F64, 1), block(4, Datatype::I32, 1)],
+        };
+        assert_eq!(
+            overlapping.check_no_overlap(1).unwrap_err().class,
+            ErrorClass::Type
+        );
+    }
+
+    #[test]
+    fn bad_struct_layouts_are_count() {
+        let past_u64 = Layout::Struct {
+            blocks: vec![block(u64::MAX, Datatype::I32, 1)],
+        };
+        let long = Layout::Struct {
+            blocks: vec![block(0, Datatype::F64, u64::MAX / 4)],
+        };
+        for layout in [&past_u64, &long] {
+            assert_eq!(layout.flatten(1).unwrap_err().class, ErrorClass::Count);
+            assert_eq!(layout.extent(1).unwrap_err().class, ErrorClass::Count);
+        }
+        // its bytes are countable; where they lie is not
+        assert_eq!(past_u64.total_bytes(1).unwrap(), 4);
+        assert_eq!(long.total_bytes(1).unwrap_err().class, ErrorClass::Count);
+        let sum = Layout::Struct {
+            blocks: vec![
+                block(0, Datatype::Byte, u64::MAX),
+                block(0, Datatype::Byte, 1),
+            ],
+        };
+        assert_eq!(sum.total_bytes(1).unwrap_err().class, ErrorClass::Count);
+        assert_eq!(sum.element_count().unwrap_err().class, ErrorClass::Count);
+        let over = Layout::Struct {
+            blocks: vec![block(0, Datatype::Byte, 1); MAX_BLOCKS + 1],
+        };
+        assert_eq!(over.flatten(1).unwrap_err().class, ErrorClass::Count);
+        assert_eq!(over.element_count().unwrap_err().class, ErrorClass::Count);
+        assert_eq!(over.total_bytes(1).unwrap_err().class, ErrorClass::Count);
+    }
+
     #[test]
     fn overflow_is_count() {
         let cases = [
@@ -825,7 +1153,36 @@ mod tests {
                 }
             }),
             subarrays(),
+            proptest::collection::vec((0u64..200, 0usize..4, 0u64..4), 0..8).prop_map(|blocks| {
+                let types = [Datatype::Byte, Datatype::I16, Datatype::F32, Datatype::F64];
+                Layout::Struct {
+                    blocks: blocks
+                        .into_iter()
+                        .map(|(offset, dtype, len)| block(offset, types[dtype], len))
+                        .collect(),
+                }
+            }),
         ]
+        .prop_flat_map(|inner| {
+            prop_oneof![
+                Just(inner.clone()),
+                (-8i64..8, 0u64..40, 0u64..4).prop_map(move |(lb, extent, count)| Layout::resized(
+                    inner.clone(),
+                    lb,
+                    extent,
+                    count
+                )),
+            ]
+        })
+    }
+
+    /// Whether a struct's own datatypes, not the element size, size some blocks.
+    fn has_struct(layout: &Layout) -> bool {
+        match layout {
+            Layout::Struct { .. } => true,
+            Layout::Resized(resized) => has_struct(&resized.inner),
+            _ => false,
+        }
     }
 
     /// Valid subarrays of 1 to 3 dimensions, in either order.
@@ -847,7 +1204,9 @@ mod tests {
         #[test]
         fn flatten_total_matches_element_count(layout in layouts(), size in 0u64..16) {
             let runs = layout.flatten(size).unwrap();
-            prop_assert_eq!(total_len(&runs).unwrap(), layout.element_count().unwrap() * size);
+            if !has_struct(&layout) {
+                prop_assert_eq!(total_len(&runs).unwrap(), layout.element_count().unwrap() * size);
+            }
             prop_assert_eq!(layout.total_bytes(size).unwrap(), total_len(&runs).unwrap());
             prop_assert!(runs.iter().all(|r| r.len > 0));
             for pair in runs.windows(2) {

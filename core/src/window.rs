@@ -538,7 +538,8 @@ impl OpKind {
 pub struct TargetOp<D> {
     /// What to do.
     pub kind: OpKind,
-    /// The basic datatype every element has.
+    /// The basic datatype every element has; a struct layout's blocks carry their own (a put
+    /// or get moves their bytes, an accumulate needs them all to be this one).
     pub dtype: Datatype,
     /// Displacement in the target's disp_units.
     pub disp: u64,
@@ -626,7 +627,8 @@ impl<D: AsRef<[u8]>> TargetOp<D> {
     ///
     /// # Errors
     /// `MPI_ERR_OP` / `MPI_ERR_TYPE` for an op or datatype the call does not take,
-    /// `MPI_ERR_COUNT` when data and layout disagree, `MPI_ERR_RMA_RANGE` when the target range
+    /// `MPI_ERR_TYPE` for an accumulate-like call whose layout is a struct with a block of
+    /// another datatype, `MPI_ERR_COUNT` when data and layout disagree, `MPI_ERR_RMA_RANGE` when the target range
     /// is not inside the window.
     pub fn validate(&self, target_size: u64, disp_unit: u32) -> RmaResult<TargetAccess> {
         self.check_kind()?;
@@ -642,8 +644,12 @@ impl<D: AsRef<[u8]>> TargetOp<D> {
             }
             _ => {}
         }
+        if !matches!(self.kind, OpKind::Put | OpKind::Get) {
+            // MPI: every basic component of an accumulate's datatypes is the op's datatype
+            self.layout.check_elements_are(self.dtype)?;
+        }
         let expected_data = if self.kind.carries_data() {
-            count.checked_mul(size)
+            self.layout.total_bytes(size).ok()
         } else {
             Some(0)
         };
@@ -1001,6 +1007,111 @@ mod tests {
         assert_eq!(cas.validate(4, 4).unwrap_err().class, ErrorClass::Type);
         let short = op(OpKind::Put, Datatype::I32, 0, 2, vec![0; 4]);
         assert_eq!(short.validate(8, 4).unwrap_err().class, ErrorClass::Count);
+    }
+
+    #[test]
+    fn struct_puts_move_bytes_and_accumulates_need_one_datatype() {
+        use crate::layout::StructBlock;
+        let mixed = Layout::Struct {
+            blocks: vec![
+                StructBlock {
+                    offset: 0,
+                    dtype: Datatype::I32,
+                    len: 1,
+                },
+                StructBlock {
+                    offset: 8,
+                    dtype: Datatype::F64,
+                    len: 1,
+                },
+            ],
+        };
+        let mut public = vec![0u8; 16];
+        let mut data = 7i32.to_le_bytes().to_vec();
+        data.extend_from_slice(&2.5f64.to_le_bytes());
+        // a put's datatype does not size a struct: its 12 bytes go where the blocks say
+        let put = TargetOp {
+            kind: OpKind::Put,
+            dtype: Datatype::Byte,
+            disp: 0,
+            layout: mixed.clone(),
+            data: data.clone(),
+            compare: Vec::new(),
+        };
+        let access = put.validate(16, 1).unwrap();
+        assert_eq!(access.bytes, 12);
+        apply(&mut public, &access, &put).unwrap();
+        assert_eq!(&public[..4], &7i32.to_le_bytes());
+        assert_eq!(&public[8..], &2.5f64.to_le_bytes());
+        let get = TargetOp {
+            kind: OpKind::Get,
+            data: Vec::new(),
+            ..put.clone()
+        };
+        let access = get.validate(16, 1).unwrap();
+        assert_eq!(apply(&mut public, &access, &get).unwrap(), data);
+        // an accumulate of mixed components is MPI_ERR_TYPE, whichever datatype it names
+        for (kind, dtype) in [
+            (OpKind::Accumulate(Op::Sum), Datatype::F64),
+            (OpKind::Accumulate(Op::Replace), Datatype::I32),
+            (OpKind::GetAccumulate(Op::NoOp), Datatype::F64),
+        ] {
+            let acc = TargetOp {
+                kind,
+                dtype,
+                data: if kind.carries_data() {
+                    data.clone()
+                } else {
+                    Vec::new()
+                },
+                ..put.clone()
+            };
+            assert_eq!(acc.validate(16, 1).unwrap_err().class, ErrorClass::Type);
+        }
+        let fop = TargetOp {
+            kind: OpKind::FetchAndOp(Op::Sum),
+            dtype: Datatype::F64,
+            layout: Layout::Struct {
+                blocks: vec![StructBlock {
+                    offset: 8,
+                    dtype: Datatype::I64,
+                    len: 1,
+                }],
+            },
+            data: vec![0; 8],
+            ..put.clone()
+        };
+        assert_eq!(fop.validate(16, 1).unwrap_err().class, ErrorClass::Type);
+        // one datatype throughout: an accumulate like any other
+        let same = Layout::Struct {
+            blocks: vec![
+                StructBlock {
+                    offset: 8,
+                    dtype: Datatype::F64,
+                    len: 1,
+                },
+                StructBlock {
+                    offset: 0,
+                    dtype: Datatype::F64,
+                    len: 1,
+                },
+            ],
+        };
+        let mut public = vec![0u8; 16];
+        public[..8].copy_from_slice(&1.0f64.to_le_bytes());
+        let mut data = 10.0f64.to_le_bytes().to_vec();
+        data.extend_from_slice(&20.0f64.to_le_bytes());
+        let acc = TargetOp {
+            kind: OpKind::Accumulate(Op::Sum),
+            dtype: Datatype::F64,
+            layout: same,
+            data,
+            ..put
+        };
+        let access = acc.validate(16, 1).unwrap();
+        apply(&mut public, &access, &acc).unwrap();
+        assert_eq!(&public[..8], &21.0f64.to_le_bytes());
+        assert_eq!(&public[8..], &10.0f64.to_le_bytes());
     }
 
     #[test]

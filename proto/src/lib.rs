@@ -45,7 +45,7 @@ impl std::fmt::Debug for v1::CreateWorldResponse {
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("onesided_descriptor");
 
 use onesided_core::audit::Event;
-use onesided_core::layout::{Block, ByteBlock, Order, Subarray};
+use onesided_core::layout::{Block, ByteBlock, Order, Resized, StructBlock, Subarray};
 use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
 use prost::Message;
@@ -720,6 +720,22 @@ pub fn layout_to_wire(layout: &Layout) -> v1::Layout {
                 Order::Fortran => v1::ArrayOrder::Fortran,
             } as i32,
         }),
+        Layout::Resized(resized) => Kind::Resized(Box::new(v1::Resized {
+            inner: Some(Box::new(layout_to_wire(&resized.inner))),
+            lb: resized.lb,
+            extent: resized.extent,
+            count: resized.count,
+        })),
+        Layout::Struct { blocks } => Kind::Struct(v1::Struct {
+            blocks: blocks
+                .iter()
+                .map(|block| v1::StructBlock {
+                    offset: block.offset,
+                    datatype: block.dtype.code(),
+                    len: block.len,
+                })
+                .collect(),
+        }),
     };
     v1::Layout { kind: Some(kind) }
 }
@@ -789,6 +805,30 @@ pub fn layout_from_wire(layout: Option<&v1::Layout>) -> Result<Layout, RmaError>
                 starts: subarray.starts.clone(),
                 order,
             }))
+        }
+        Kind::Resized(resized) => Layout::Resized(Box::new(Resized {
+            inner: layout_from_wire(resized.inner.as_deref()).map_err(|err| {
+                RmaError::new(err.class, format!("resized layout: {}", err.message))
+            })?,
+            lb: resized.lb,
+            extent: resized.extent,
+            count: resized.count,
+        })),
+        Kind::Struct(structure) => {
+            too_many_blocks("struct", structure.blocks.len())?;
+            Layout::Struct {
+                blocks: structure
+                    .blocks
+                    .iter()
+                    .map(|block| {
+                        Ok(StructBlock {
+                            offset: block.offset,
+                            dtype: datatype_from_wire(block.datatype)?,
+                            len: block.len,
+                        })
+                    })
+                    .collect::<Result<_, RmaError>>()?,
+            }
         }
         Kind::Indexed(indexed) => {
             too_many_blocks("indexed", indexed.blocks.len())?;

@@ -100,7 +100,71 @@ fn seeds() -> Vec<(&'static str, ClientMessage)> {
         data: vec![9u8; 12].into(),
         ..Default::default()
     });
+    let resized = Call::Op(v1::RmaOp {
+        window: 1,
+        target: 0,
+        kind: Put as i32,
+        datatype: Datatype::I32.code(),
+        disp: 4,
+        layout: Some(v1::Layout {
+            kind: Some(layout::Kind::Resized(Box::new(v1::Resized {
+                inner: contiguous(1).map(Box::new),
+                lb: -4,
+                extent: 16,
+                count: 3,
+            }))),
+        }),
+        data: vec![5u8; 12].into(),
+        ..Default::default()
+    });
+    let record = |kind: v1::OpKind, second: Datatype| {
+        Call::Op(v1::RmaOp {
+            window: 1,
+            target: 0,
+            kind: kind as i32,
+            datatype: Datatype::I64.code(),
+            op: Op::Sum.code(),
+            layout: Some(v1::Layout {
+                kind: Some(layout::Kind::Struct(v1::Struct {
+                    blocks: vec![
+                        v1::StructBlock {
+                            offset: 8,
+                            datatype: Datatype::I64.code(),
+                            len: 1,
+                        },
+                        v1::StructBlock {
+                            offset: 24,
+                            datatype: second.code(),
+                            len: 1,
+                        },
+                    ],
+                })),
+            }),
+            data: vec![7u8; 8 + second.size()].into(),
+            ..Default::default()
+        })
+    };
     vec![
+        (
+            "resized_and_struct_layouts",
+            batch(
+                20,
+                vec![
+                    Call::LockAll(v1::LockAll {
+                        window: 1,
+                        assert: 0,
+                    }),
+                    resized,
+                    record(Put, Datatype::F32),
+                    record(Accumulate, Datatype::I64),
+                    record(Accumulate, Datatype::F64),
+                    Call::UnlockAll(v1::UnlockAll {
+                        window: 1,
+                        push: Vec::new(),
+                    }),
+                ],
+            ),
+        ),
         (
             "lock_all_epoch",
             batch(

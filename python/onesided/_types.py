@@ -177,6 +177,54 @@ class Subarray:
         )
 
 
+class Resized:
+    """``count`` copies of ``inner`` (a layout, or an int: that many contiguous elements),
+    copy k moved ``k * extent`` bytes, in type-map order (``MPI_Type_create_resized`` used
+    with a count): one column of a row-major matrix is ``Resized(1, row_bytes, rows)``. As in
+    MPI, the lower bound ``lb`` (bytes, may be negative) moves nothing; ``lb + extent`` past
+    int64 is ``ErrorClass.COUNT`` when used."""
+
+    def __init__(self, inner, extent, count, lb=0):
+        self.inner, self.extent, self.count, self.lb = inner, int(extent), int(count), int(lb)
+
+    def _inner_native(self):
+        if isinstance(self.inner, int):
+            return {"count": self.inner}
+        return self.inner.native()
+
+    def elements(self):
+        inner = self.inner if isinstance(self.inner, int) else self.inner.elements()
+        return self.count * inner
+
+    def native(self):
+        return {"resized": (self.lb, self.extent, self.count, self._inner_native())}
+
+    def __repr__(self):
+        return "Resized({!r}, {}, {}, lb={})".format(self.inner, self.extent, self.count, self.lb)
+
+
+class Struct:
+    """Blocks ``(offset, dtype, len)``: ``len`` elements of their own basic ``dtype`` (a name
+    such as ``"i32"`` or anything ``DTYPES`` knows) starting at byte ``offset``, in type-map
+    order (``MPI_Type_create_struct``). A put or get through it moves its blocks' bytes: pass
+    and get them as ``dtype="u8"``. An accumulate needs every block to be its datatype, else
+    ``ErrorClass.TYPE``."""
+
+    def __init__(self, blocks):
+        self.blocks = [
+            (int(offset), datatype_name(dtype), int(length)) for offset, dtype, length in blocks
+        ]
+
+    def elements(self):
+        return sum(length for _, _, length in self.blocks)
+
+    def native(self):
+        return {"struct_blocks": self.blocks}
+
+    def __repr__(self):
+        return "Struct({!r})".format(self.blocks)
+
+
 def plain(value):
     """The plain value of an enum member (or the value itself)."""
     return value.value if isinstance(value, enum.Enum) else value

@@ -10,12 +10,12 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use onesided_client::{
     Block, ByteBlock, Datatype, Error, ErrorClass, Layout, LockType, Op, OpKind, OpSpec, Order,
-    Pending, Subarray, Window,
+    Pending, StructBlock, Subarray, Window,
 };
 use onesided_core::layout::{gather, scatter};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::admin::WindowDescription;
 use crate::errors::{refused, to_py};
@@ -72,6 +72,13 @@ fn lock_type_of(py: Python<'_>, name: &str) -> PyResult<LockType> {
 /// A subarray as the package hands it over: sizes, subsizes, starts and the order's name.
 type SubarrayArgs = (Vec<u64>, Vec<u64>, Vec<u64>, String);
 
+/// A resized layout as the package hands it over: lb, extent, count and the inner layout's
+/// `native()` dict.
+type ResizedArgs<'py> = (i64, u64, u64, Bound<'py, PyDict>);
+
+/// A struct's blocks as the package hands them over: (byte offset, datatype name, length).
+type StructArgs = Vec<(u64, String, u64)>;
+
 /// A layout as the `onesided` package describes it (its layout classes' `native()`): at most
 /// one of the shapes, else `count` contiguous elements.
 #[derive(Debug, Default)]
@@ -87,6 +94,45 @@ struct LayoutArgs {
     hblocks: Option<Vec<(u64, u64)>>,
     /// `Subarray`.
     subarray: Option<SubarrayArgs>,
+    /// `Resized`: (lb, extent, count, the inner layout).
+    resized: Option<(i64, u64, u64, Layout)>,
+    /// `Struct`: (byte offset, datatype name, length).
+    struct_blocks: Option<StructArgs>,
+}
+
+/// The inner layout of a resized one, from its `native()` dict (nested as deep as given).
+fn inner_layout(py: Python<'_>, args: &Bound<'_, PyDict>) -> PyResult<Layout> {
+    fn item<'py, T: FromPyObjectOwned<'py>>(
+        args: &Bound<'py, PyDict>,
+        key: &str,
+    ) -> PyResult<Option<T>> {
+        match args.get_item(key)? {
+            Some(value) if !value.is_none() => Ok(Some(value.extract().map_err(Into::into)?)),
+            _ => Ok(None),
+        }
+    }
+    let resized: Option<ResizedArgs<'_>> = item(args, "resized")?;
+    LayoutArgs {
+        count: item(args, "count")?.unwrap_or(0),
+        vector: item(args, "vector")?,
+        blocks: item(args, "blocks")?,
+        hvector: item(args, "hvector")?,
+        hblocks: item(args, "hblocks")?,
+        subarray: item(args, "subarray")?,
+        resized: resized_layout(py, resized)?,
+        struct_blocks: item(args, "struct_blocks")?,
+    }
+    .layout(py)
+}
+
+/// A resized layout's arguments with its inner layout made a `Layout`.
+fn resized_layout(
+    py: Python<'_>,
+    resized: Option<ResizedArgs<'_>>,
+) -> PyResult<Option<(i64, u64, u64, Layout)>> {
+    resized
+        .map(|(lb, extent, count, inner)| Ok((lb, extent, count, inner_layout(py, &inner)?)))
+        .transpose()
 }
 
 impl LayoutArgs {
@@ -98,6 +144,8 @@ impl LayoutArgs {
             self.hvector.is_some(),
             self.hblocks.is_some(),
             self.subarray.is_some(),
+            self.resized.is_some(),
+            self.struct_blocks.is_some(),
         ];
         if given.iter().filter(|&&shape| shape).count() > 1 {
             return Err(refused(py, ErrorClass::Arg, "a layout has one shape"));
@@ -151,6 +199,23 @@ impl LayoutArgs {
                 order,
             })));
         }
+        if let Some((lb, extent, count, inner)) = self.resized {
+            return Ok(Layout::resized(inner, lb, extent, count));
+        }
+        if let Some(blocks) = self.struct_blocks {
+            return Ok(Layout::Struct {
+                blocks: blocks
+                    .into_iter()
+                    .map(|(offset, dtype, len)| {
+                        Ok(StructBlock {
+                            offset,
+                            dtype: datatype_of(py, &dtype)?,
+                            len,
+                        })
+                    })
+                    .collect::<PyResult<_>>()?,
+            });
+        }
         Ok(Layout::Contiguous { count: self.count })
     }
 }
@@ -160,7 +225,7 @@ impl LayoutArgs {
 #[pyfunction]
 #[pyo3(signature = (
     data, itemsize, *, count = 0, vector = None, blocks = None, hvector = None, hblocks = None,
-    subarray = None
+    subarray = None, resized = None, struct_blocks = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pack<'py>(
@@ -173,6 +238,8 @@ pub(crate) fn pack<'py>(
     hvector: Option<(u64, u64, u64)>,
     hblocks: Option<Vec<(u64, u64)>>,
     subarray: Option<SubarrayArgs>,
+    resized: Option<ResizedArgs<'_>>,
+    struct_blocks: Option<StructArgs>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let layout = LayoutArgs {
         count,
@@ -181,6 +248,8 @@ pub(crate) fn pack<'py>(
         hvector,
         hblocks,
         subarray,
+        resized: resized_layout(py, resized)?,
+        struct_blocks,
     }
     .layout(py)?;
     let packed = layout
@@ -195,7 +264,7 @@ pub(crate) fn pack<'py>(
 #[pyfunction]
 #[pyo3(signature = (
     packed, buffer, itemsize, *, count = 0, vector = None, blocks = None, hvector = None,
-    hblocks = None, subarray = None
+    hblocks = None, subarray = None, resized = None, struct_blocks = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn unpack<'py>(
@@ -209,6 +278,8 @@ pub(crate) fn unpack<'py>(
     hvector: Option<(u64, u64, u64)>,
     hblocks: Option<Vec<(u64, u64)>>,
     subarray: Option<SubarrayArgs>,
+    resized: Option<ResizedArgs<'_>>,
+    struct_blocks: Option<StructArgs>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let layout = LayoutArgs {
         count,
@@ -217,6 +288,8 @@ pub(crate) fn unpack<'py>(
         hvector,
         hblocks,
         subarray,
+        resized: resized_layout(py, resized)?,
+        struct_blocks,
     }
     .layout(py)?;
     let mut unpacked = buffer.to_vec();
@@ -284,12 +357,13 @@ impl NativeWindow {
     /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`:
     /// `count` contiguous ones, or the `vector` (count, blocklen, stride), indexed `blocks`
     /// ((disp, len), …), `hvector` (count, blocklen, stride in bytes), hindexed `hblocks`
-    /// ((byte offset, len), …) or `subarray` (sizes, subsizes, starts, order) layout. `data`
-    /// are the origin's values, packed little-endian.
+    /// ((byte offset, len), …), `subarray` (sizes, subsizes, starts, order), `resized` (lb,
+    /// extent, count, the inner layout's dict) or `struct_blocks` ((byte offset, datatype name,
+    /// len), …) layout. `data` are the origin's values, packed little-endian.
     #[pyo3(signature = (
         target, kind, dtype, disp, data, *, count = 0, vector = None, blocks = None,
-        hvector = None, hblocks = None, subarray = None, op = None, compare = None,
-        request_based = false
+        hvector = None, hblocks = None, subarray = None, resized = None, struct_blocks = None,
+        op = None, compare = None, request_based = false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn issue(
@@ -306,6 +380,8 @@ impl NativeWindow {
         hvector: Option<(u64, u64, u64)>,
         hblocks: Option<Vec<(u64, u64)>>,
         subarray: Option<SubarrayArgs>,
+        resized: Option<ResizedArgs<'_>>,
+        struct_blocks: Option<StructArgs>,
         op: Option<&str>,
         compare: Option<&[u8]>,
         request_based: bool,
@@ -317,6 +393,8 @@ impl NativeWindow {
             hvector,
             hblocks,
             subarray,
+            resized: resized_layout(py, resized)?,
+            struct_blocks,
         }
         .layout(py)?;
         let spec = OpSpec {

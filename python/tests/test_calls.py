@@ -16,6 +16,8 @@ from onesided import (
     LockType,
     MpiError,
     Op,
+    Resized,
+    Struct,
     Subarray,
     Vector,
     WindowSpec,
@@ -135,6 +137,78 @@ def test_hvector_hindexed_and_subarray_layouts(pair):
     assert list(every.value()) == [1, 2, 0, 3, 4, 10, 26, 0, 0, 30, 40, 5]
     # in Fortran order a 4x3 array over the same storage: its last row is elements 3, 7, 11
     assert list(column.value()) == [3, 0, 5]
+
+
+def test_a_resized_layout_moves_a_matrix_column(pair):
+    # a 3x4 matrix of i64 at rank 1: a row is 32 bytes
+    spec = WindowSpec.of(unique("resized"), 2, 12, "i64")
+    w0, _ = pair.windows(spec)
+    column = Resized(1, 32, 3)
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 2, [1, 2, 3], layout=column)  # column 2: elements 2, 6, 10
+    # column 1 from column 3 of a local matrix; the lower bound moves nothing
+    local = np.arange(100, 112, dtype=np.int64)
+    w0.put(
+        1, 1, local, layout=Resized(1, 32, 3, lb=-8),
+        origin_layout=Resized(Indexed([(3, 1)]), 32, 3),
+    )
+    w0.flush(1)
+    back = w0.get(1, 2, layout=column)
+    every = w0.get(1, 0, 12)
+    w0.unlock(1)
+    assert list(back.value()) == [1, 2, 3]
+    assert list(every.value()) == [0, 103, 1, 0, 0, 107, 2, 0, 0, 111, 3, 0]
+    assert list(onesided.pack(local, Resized(Vector(2, 1, 2), 48, 2))) == [100, 102, 106, 108]
+    w0.lock(LockType.EXCLUSIVE, 1)
+    with pytest.raises(MpiError) as past:
+        w0.put(1, 3, [0, 0, 0, 0], layout=Resized(1, 32, 4))  # a fourth row is past
+    w0.unlock(1)
+    assert past.value.error_class == ErrorClass.RMA_RANGE
+
+
+def test_a_struct_layout_moves_its_blocks_bytes_and_accumulates_of_one_type(pair):
+    spec = WindowSpec.of(unique("struct"), 2, 32, "u8")
+    w0, _ = pair.windows(spec)
+    record = Struct([(0, "i32", 1), (6, "u16", 1), (8, np.float64, 2)])
+    packed = np.frombuffer(
+        np.array([-7], "<i4").tobytes() + np.array([513], "<u2").tobytes()
+        + np.array([1.5, -2.25], "<f8").tobytes(),
+        dtype=np.uint8,
+    )
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, np.full(32, 0xAA, dtype=np.uint8))
+    w0.flush(1)
+    w0.put(1, 0, packed, layout=record)
+    w0.flush(1)
+    back = w0.get(1, 0, layout=record)
+    every = w0.get(1, 0, 32)
+    w0.unlock(1)
+    assert bytes(back.value()) == packed.tobytes()
+    assert bytes(every.value()) == (
+        packed[:4].tobytes() + b"\xaa\xaa" + packed[4:].tobytes() + b"\xaa" * 8
+    )
+    # pack and unpack place a struct's bytes at an origin
+    spread = Struct([(20, "i32", 1), (0, "u16", 1), (2, "f64", 2)])
+    buffer = np.zeros(24, dtype=np.uint8)
+    onesided.unpack(packed, buffer, spread)
+    assert bytes(buffer[20:]) == np.array([-7], "<i4").tobytes()
+    assert bytes(onesided.pack(buffer, spread)) == packed.tobytes()
+
+    spec = WindowSpec.of(unique("struct_acc"), 2, 4, "i64")
+    w0, _ = pair.windows(spec)
+    same = Struct([(24, "i64", 1), (0, "i64", 2)])  # element 3, then 0 and 1
+    mixed = Struct([(0, "i64", 1), (8, "f64", 1)])
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [1, 2, 3, 4])
+    w0.flush(1)
+    w0.accumulate(1, 0, [10, 20, 30], Op.SUM, layout=same)
+    with pytest.raises(MpiError) as refused:
+        w0.accumulate(1, 0, [5, 5], Op.SUM, layout=mixed)
+    w0.flush(1)
+    every = w0.get(1, 0, 4)
+    w0.unlock(1)
+    assert refused.value.error_class == ErrorClass.TYPE
+    assert list(every.value()) == [21, 32, 3, 14], "the refused accumulate changed nothing"
 
 
 def test_an_hvector_stride_need_not_be_a_multiple_of_the_element(pair):

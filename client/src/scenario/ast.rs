@@ -80,12 +80,13 @@ pub enum Shape {
         stride: u64,
     },
     /// `NAME[KIND:ARGS]` or `NAME[KIND:ARGS@i]`: a derived-datatype layout (vector, indexed,
-    /// hvector, hindexed, subarray) whose elements, in type-map order, form a list.
+    /// hvector, hindexed, subarray, resized, struct) whose elements, in type-map order, form a
+    /// list (a struct's are its bytes read as elements of the window's type).
     Layout {
         /// The layout, relative to [`Loc::index`] (boxed: calls carry locations, and the
         /// common ones stay small).
         layout: Box<Layout>,
-        /// Its number of elements (checked when parsed).
+        /// Its number of elements of the window's type (checked when parsed).
         count: u64,
     },
 }

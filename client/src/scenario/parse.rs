@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use onesided_core::datatype::{parse_value, Value};
-use onesided_core::layout::{Block, ByteBlock, Layout, Order, Subarray};
+use onesided_core::layout::{Block, ByteBlock, Layout, Order, StructBlock, Subarray, MAX_BLOCKS};
 use onesided_core::{Datatype, ErrorClass};
 
 use super::ast::{
@@ -519,6 +519,7 @@ impl Parser {
             ));
         };
         let (index, shape) = selection(line, inner_column, inner)?;
+        let shape = in_elements_of(line, inner_column, shape, self.windows[window].dtype)?;
         Ok(Loc {
             window,
             index,
@@ -975,7 +976,7 @@ fn number_at(line: usize, column: usize, text: &str, what: &str) -> Result<u64, 
 }
 
 /// The layout kinds a location may name.
-const LAYOUT_KINDS: &str = "vector, indexed, hvector, hindexed, subarray";
+const LAYOUT_KINDS: &str = "vector, indexed, hvector, hindexed, subarray, resized, struct";
 
 /// `KIND:ARGS[@i]`, starting at `column`: a derived-datatype layout whose displacements count
 /// from element `i` (0 without `@`).
@@ -987,6 +988,10 @@ const LAYOUT_KINDS: &str = "vector, indexed, hvector, hindexed, subarray";
 ///   (MPI_Type_create_hindexed)
 /// - `subarray:sizes=AxB..,subsizes=AxB..,starts=AxB..[,order=c|fortran]`
 ///   (MPI_Type_create_subarray)
+/// - `resized:COUNT,EXTENT[,LB]:SEL`: COUNT copies of SEL (an element, a range, a strided
+///   range or a layout, without `@`), EXTENT bytes apart, lower bound LB (MPI_Type_create_resized)
+/// - `struct:B[,B...]`, each block `OFFSET+LEN:TYPE`: LEN elements of TYPE from byte OFFSET
+///   (MPI_Type_create_struct)
 fn layout_selection(line: usize, column: usize, text: &str) -> Result<(u64, Shape), ParseError> {
     let Some((kind, rest)) = text.split_once(':') else {
         return Err(err(
@@ -1087,6 +1092,35 @@ fn layout_selection(line: usize, column: usize, text: &str) -> Result<(u64, Shap
             Layout::Hindexed { blocks }
         }
         "subarray" => subarray(line, args_column, args)?,
+        "resized" => resized(line, args_column, args)?,
+        "struct" => {
+            let mut blocks = Vec::new();
+            for (offset, part) in split_list(args) {
+                let at = args_column + offset;
+                let shape_error = || {
+                    err(
+                        line,
+                        at,
+                        format!(
+                            "a struct block is OFFSET+LEN:TYPE (LEN elements of TYPE from byte \
+                             OFFSET), not \"{part}\""
+                        ),
+                    )
+                };
+                let (bytes, rest) = part.split_once('+').ok_or_else(shape_error)?;
+                let (len, dtype) = rest.split_once(':').ok_or_else(shape_error)?;
+                let len_column = at + bytes.chars().count() + 1;
+                let type_column = len_column + len.chars().count() + 1;
+                blocks.push(StructBlock {
+                    offset: number_at(line, at, bytes, "a byte offset")?,
+                    len: number_at(line, len_column, len, "a number of elements")?,
+                    dtype: Datatype::parse(dtype).ok_or_else(|| {
+                        err(line, type_column, format!("unknown datatype \"{dtype}\""))
+                    })?,
+                });
+            }
+            Layout::Struct { blocks }
+        }
         other => {
             return Err(err(
                 line,
@@ -1110,6 +1144,127 @@ fn layout_selection(line: usize, column: usize, text: &str) -> Result<(u64, Shap
             count,
         },
     ))
+}
+
+/// The arguments of `resized:`, starting at `column`: `COUNT,EXTENT[,LB]:SEL`.
+fn resized(line: usize, column: usize, args: &str) -> Result<Layout, ParseError> {
+    let Some((head, inner)) = args.split_once(':') else {
+        return Err(err(
+            line,
+            column,
+            format!("resized takes COUNT,EXTENT[,LB]:SEL (copies of SEL), not \"{args}\""),
+        ));
+    };
+    let parts = split_list(head);
+    if !(2..=3).contains(&parts.len()) {
+        return Err(err(
+            line,
+            column,
+            format!(
+                "resized takes COUNT,EXTENT[,LB] before its `:`, not {} parts",
+                parts.len()
+            ),
+        ));
+    }
+    let count = number_at(line, column + parts[0].0, parts[0].1, "a number of copies")?;
+    let extent = number_at(line, column + parts[1].0, parts[1].1, "an extent in bytes")?;
+    let lb = match parts.get(2) {
+        Some(&(offset, text)) => text.parse::<i64>().map_err(|_| {
+            err(
+                line,
+                column + offset,
+                format!("expected a lower bound in bytes, found \"{text}\""),
+            )
+        })?,
+        None => 0,
+    };
+    let inner_column = column + head.chars().count() + 1;
+    let (first, shape) = selection(line, inner_column, inner)?;
+    let inner =
+        match shape {
+            _ if first == 0 => shape.layout(),
+            Shape::Single | Shape::Range { .. } => Layout::Indexed {
+                blocks: vec![Block {
+                    disp: first,
+                    len: shape.count(),
+                }],
+            },
+            Shape::Strided { count, stride } => {
+                if count > MAX_BLOCKS as u64 {
+                    return Err(err(
+                        line,
+                        inner_column,
+                        format!("{count} elements are more blocks than the limit of {MAX_BLOCKS}"),
+                    ));
+                }
+                // the elements one by one, as a vector cannot start past 0
+                Layout::Indexed {
+                    blocks: (0..count)
+                        .map(|i| Block {
+                            disp: first.saturating_add(i.saturating_mul(stride)),
+                            len: 1,
+                        })
+                        .collect(),
+                }
+            }
+            Shape::Layout { .. } => return Err(err(
+                line,
+                inner_column,
+                "a resized layout's inner layout takes no `@` (place the whole with its own `@`)",
+            )),
+        };
+    Ok(Layout::resized(inner, lb, extent, count))
+}
+
+/// A shape in elements of a window of `dtype`: a struct's blocks carry their own datatypes,
+/// so its values are its packed bytes read as elements of `dtype`, and each block must be a
+/// whole number of them.
+fn in_elements_of(
+    line: usize,
+    column: usize,
+    shape: Shape,
+    dtype: Datatype,
+) -> Result<Shape, ParseError> {
+    let Shape::Layout { layout, count } = shape else {
+        return Ok(shape);
+    };
+    let size = dtype.size() as u64;
+    let mut blocks_fit = true;
+    let mut has_struct = false;
+    struct_blocks(&layout, &mut |block| {
+        has_struct = true;
+        let bytes = block.len.saturating_mul(block.dtype.size() as u64);
+        blocks_fit &= bytes % size == 0;
+    });
+    if !has_struct {
+        return Ok(Shape::Layout { layout, count });
+    }
+    if !blocks_fit {
+        return Err(err(
+            line,
+            column,
+            format!(
+                "a struct's values are elements of the window's type {dtype}: every block must \
+                 be a whole number of its {size} bytes"
+            ),
+        ));
+    }
+    let bytes = layout
+        .total_bytes(size)
+        .map_err(|e| err(line, column, format!("struct: {}", e.message)))?;
+    Ok(Shape::Layout {
+        layout,
+        count: bytes / size,
+    })
+}
+
+/// Calls `f` for every struct block of a layout (in a resized layout's inner one too).
+fn struct_blocks(layout: &Layout, f: &mut dyn FnMut(&StructBlock)) {
+    match layout {
+        Layout::Struct { blocks } => blocks.iter().for_each(f),
+        Layout::Resized(resized) => struct_blocks(&resized.inner, f),
+        _ => {}
+    }
 }
 
 /// The arguments of `subarray:`, starting at `column`.
@@ -1294,6 +1449,142 @@ expect public B X == 7                  # after the run, B's public copy holds 7
                 (spec.loc.index, *layout)
             }
             other => panic!("{location}: not a layout: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn resized_and_struct_locations() {
+        // copies of an element, a range, a strided range, a layout; the lower bound is kept
+        assert_eq!(
+            laid_out("W[resized:3,32:0@1]"),
+            (1, Layout::resized(Layout::contiguous(1), 0, 32, 3))
+        );
+        assert_eq!(
+            laid_out("W[resized:2,64,-8:1..3]"),
+            (
+                0,
+                Layout::resized(
+                    Layout::Indexed {
+                        blocks: vec![Block { disp: 1, len: 2 }]
+                    },
+                    -8,
+                    64,
+                    2
+                )
+            )
+        );
+        assert_eq!(
+            laid_out("W[resized:2,8:1..5:2]"),
+            (
+                0,
+                Layout::resized(
+                    Layout::Indexed {
+                        blocks: vec![Block { disp: 1, len: 1 }, Block { disp: 3, len: 1 }]
+                    },
+                    0,
+                    8,
+                    2
+                )
+            )
+        );
+        assert_eq!(
+            laid_out("W[resized:2,100:vector:2,1,3@4]"),
+            (
+                4,
+                Layout::resized(
+                    Layout::Vector {
+                        count: 2,
+                        blocklen: 1,
+                        stride: 3
+                    },
+                    0,
+                    100,
+                    2
+                )
+            )
+        );
+        // a struct's values are its bytes in elements of the window's type (i64 here)
+        let call = only_call("A: put B W[struct:24+1:i64,0+2:f64,16+2:i32] = 1,2,3,4");
+        let Call::Op(spec) = call.call else { panic!() };
+        let Shape::Layout { layout, count } = spec.loc.shape else {
+            panic!("not a layout")
+        };
+        assert_eq!(count, 4);
+        assert_eq!(
+            *layout,
+            Layout::Struct {
+                blocks: vec![
+                    StructBlock {
+                        offset: 24,
+                        dtype: Datatype::I64,
+                        len: 1
+                    },
+                    StructBlock {
+                        offset: 0,
+                        dtype: Datatype::F64,
+                        len: 2
+                    },
+                    StructBlock {
+                        offset: 16,
+                        dtype: Datatype::I32,
+                        len: 2
+                    },
+                ]
+            }
+        );
+        // inside a resized layout, and as an origin
+        let call = only_call(
+            "A: put B W[resized:2,16:struct:0+2:i32] = 1,2 origin=struct:8+1:u64,0+1:i64",
+        );
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.loc.shape.count(), 2);
+        assert_eq!(spec.origin.unwrap().shape.count(), 2);
+        let cases: [(&str, (usize, usize), &str); 8] = [
+            (
+                "A: put B W[resized:3:0] = 1,2,3",
+                (2, 20),
+                "resized takes COUNT,EXTENT[,LB] before its `:`, not 1 parts",
+            ),
+            (
+                "A: put B W[resized:3,8] = 1,2,3",
+                (2, 20),
+                "resized takes COUNT,EXTENT[,LB]:SEL",
+            ),
+            (
+                "A: put B W[resized:3,8,x:0] = 1,2,3",
+                (2, 24),
+                "expected a lower bound in bytes, found \"x\"",
+            ),
+            (
+                "A: put B W[resized:3,8:vector:1,1,1@2@0] = 1,2,3",
+                (2, 24),
+                "a resized layout's inner layout takes no `@`",
+            ),
+            (
+                "A: put B W[resized:2,9223372036854775808:0] = 1,2",
+                (2, 12),
+                "resized layout: lower bound 0 plus extent 9223372036854775808 overflows",
+            ),
+            (
+                "A: put B W[struct:0+1] = 1",
+                (2, 19),
+                "a struct block is OFFSET+LEN:TYPE",
+            ),
+            (
+                "A: put B W[struct:0+1:int] = 1",
+                (2, 23),
+                "unknown datatype \"int\"",
+            ),
+            (
+                "A: put B W[struct:0+1:i32] = 1",
+                (2, 12),
+                "every block must be a whole number of its 8 bytes",
+            ),
+        ];
+        for (call, position, message) in cases {
+            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
+            assert_eq!((line, column), position, "{call:?}: {actual}");
+            assert!(actual.contains(message), "{call:?}: {actual}");
         }
     }
 

@@ -138,7 +138,9 @@ impl Window {
             .map(drop)
     }
 
-    /// `MPI_Put` with a target layout (vector, indexed); `values` are in layout order.
+    /// `MPI_Put` with a target layout (vector, indexed, …); `values` are in layout order.
+    /// A [`Layout::Struct`]'s blocks carry their own datatypes: put its packed bytes as `u8`
+    /// (`pack::<u8>` packs them from a buffer laid out by another struct).
     ///
     /// # Errors
     /// As [`Window::issue`].
@@ -180,7 +182,8 @@ impl Window {
         self.issue(target, spec, false).map(Self::typed)
     }
 
-    /// `MPI_Get` with a target layout; the result is in layout order.
+    /// `MPI_Get` with a target layout; the result is in layout order. Get a
+    /// [`Layout::Struct`]'s packed bytes as `u8` ([`unpack`](crate::unpack) places them).
     ///
     /// # Errors
     /// As [`Window::issue`].
@@ -216,11 +219,13 @@ impl Window {
     /// `MPI_Accumulate` with layouts on both sides: the elements of `origin` that
     /// `origin_layout` selects (in its type-map order) are combined with `op` into the
     /// elements `target_layout` selects. Any layout kind on either side (vector, indexed,
-    /// hvector, hindexed, subarray).
+    /// hvector, hindexed, subarray, resized, and a struct whose blocks are all of `T`'s
+    /// datatype, as MPI requires).
     ///
     /// # Errors
     /// As [`Window::accumulate`]; `MPI_ERR_RMA_RANGE` when `origin_layout` reaches past
-    /// `origin`.
+    /// `origin`; `MPI_ERR_TYPE` when either layout is a struct with a block of another
+    /// datatype (nothing is sent).
     pub fn accumulate_from<T: Element>(
         &self,
         target: u32,
@@ -230,6 +235,7 @@ impl Window {
         origin_layout: &Layout,
         op: Op,
     ) -> Result<()> {
+        origin_layout.check_elements_are(T::DATATYPE)?;
         let packed = Bytes::from(pack(origin, origin_layout)?);
         let spec = laid_out::<T>(OpKind::Accumulate(op), disp, target_layout, packed);
         self.issue(target, spec, false).map(drop)
@@ -253,7 +259,10 @@ impl Window {
     ) -> Result<Pending<Vec<T>>> {
         let packed = match op {
             Op::NoOp => Bytes::new(),
-            _ => Bytes::from(pack(origin, origin_layout)?),
+            _ => {
+                origin_layout.check_elements_are(T::DATATYPE)?;
+                Bytes::from(pack(origin, origin_layout)?)
+            }
         };
         let spec = laid_out::<T>(OpKind::GetAccumulate(op), disp, target_layout, packed);
         self.issue(target, spec, false).map(Self::typed)

@@ -464,6 +464,8 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "layout_hvector.rma",
     "layout_indexed.rma",
     "layout_origin.rma",
+    "layout_resized.rma",
+    "layout_struct.rma",
     "layout_subarray.rma",
     "layout_vector.rma",
     "lock_all_behind_writers.rma",

@@ -209,6 +209,30 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
         }))
         .await;
 
+    let resized = |inner: Option<v1::Layout>, lb: i64, extent: u64, count: u64| {
+        Some(v1::Layout {
+            kind: Some(v1::layout::Kind::Resized(Box::new(v1::Resized {
+                inner: inner.map(Box::new),
+                lb,
+                extent,
+                count,
+            }))),
+        })
+    };
+    let structure = |blocks: &[(u64, i32, u64)]| {
+        Some(v1::Layout {
+            kind: Some(v1::layout::Kind::Struct(v1::Struct {
+                blocks: blocks
+                    .iter()
+                    .map(|&(offset, datatype, len)| v1::StructBlock {
+                        offset,
+                        datatype,
+                        len,
+                    })
+                    .collect(),
+            })),
+        })
+    };
     let with_i64 = |mut op: v1::RmaOp| {
         op.datatype = i64_code;
         op
@@ -901,6 +925,201 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 )))),
                 InvalidArgument,
                 Some(C::Count),
+            ),
+            row(
+                "a resized layout without an inner layout",
+                Send::Call(Some(Call::Op(get(1, resized(None, 0, 8, 1))))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a resized layout whose lb + extent passes i64",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(contiguous(1), 1, i64::MAX as u64, 1),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a resized layout whose extent passes i64",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(contiguous(1), 0, u64::MAX, 1),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a resized layout whose copies pass the end of u64",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(contiguous(1), 0, i64::MAX as u64, 4),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a resized layout of more copies than the block limit",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(
+                        contiguous(1),
+                        0,
+                        1,
+                        onesided_core::layout::MAX_BLOCKS as u64 + 1,
+                    ),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a resized layout of u64::MAX copies of a vector",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(
+                        Some(v1::Layout {
+                            kind: Some(v1::layout::Kind::Vector(v1::Vector {
+                                count: 2,
+                                blocklen: 1,
+                                stride: 2,
+                            })),
+                        }),
+                        0,
+                        4,
+                        u64::MAX,
+                    ),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a resized layout of an inner subarray MPI refuses",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(
+                        Some(v1::Layout {
+                            kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
+                                sizes: vec![2],
+                                subsizes: vec![3],
+                                starts: vec![0],
+                                order: 0,
+                            })),
+                        }),
+                        0,
+                        8,
+                        2,
+                    ),
+                )))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a resized layout whose last copy is past the window",
+                Send::Call(Some(Call::Op(get(1, resized(contiguous(1), -4, 8, 5))))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            row(
+                "a put through a resized layout whose copies overlap",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    layout: resized(contiguous(1), 0, 0, 2),
+                    ..put(1, vec![7; 2])
+                }))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a struct block of an unknown datatype",
+                Send::Call(Some(Call::Op(get(1, structure(&[(0, 99, 1)]))))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a struct block of no datatype",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    structure(&[(0, byte, 1), (4, 0, 1)]),
+                )))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "more struct blocks than the limit",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    structure(&vec![(0, byte, 1); onesided_core::layout::MAX_BLOCKS + 1]),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a struct block whose bytes overflow",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    structure(&[(0, Datatype::F64.code(), u64::MAX / 4)]),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a struct block past the end of u64",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    structure(&[(u64::MAX, i64_code, 1)]),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "a struct block past the window",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    structure(&[(0, byte, 1), (28, i64_code, 1)]),
+                )))),
+                OutOfRange,
+                Some(C::RmaRange),
+            ),
+            row(
+                "a struct put whose data is not its blocks' bytes",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    layout: structure(&[(0, byte, 1), (8, i64_code, 1)]),
+                    ..put(1, vec![7; 8])
+                }))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
+                "an accumulate through a struct of mixed datatypes",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::Accumulate as i32,
+                    op: v1::Op::Sum as i32,
+                    layout: structure(&[(0, i64_code, 1), (8, Datatype::F64.code(), 1)]),
+                    ..with_i64(put(1, vec![7; 16]))
+                }))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a get_accumulate through a struct of another datatype",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::GetAccumulate as i32,
+                    op: v1::Op::NoOp as i32,
+                    ..with_i64(get(1, structure(&[(0, Datatype::U64.code(), 2)])))
+                }))),
+                InvalidArgument,
+                Some(C::Type),
+            ),
+            row(
+                "a fetch_and_op through a struct of another datatype",
+                Send::Call(Some(Call::Op(v1::RmaOp {
+                    kind: v1::OpKind::FetchAndOp as i32,
+                    op: v1::Op::Sum as i32,
+                    layout: structure(&[(8, Datatype::F64.code(), 1)]),
+                    ..with_i64(put(1, vec![7; 8]))
+                }))),
+                InvalidArgument,
+                Some(C::Type),
             ),
             row(
                 "a count whose bytes overflow",

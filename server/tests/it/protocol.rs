@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use onesided_client::{
     Assert, Block, ByteBlock, Datatype, ErrorClass, IntIndex, Layout, LockType, Op, OpKind, OpSpec,
-    Order, Subarray, WindowSpec,
+    Order, StructBlock, Subarray, WindowSpec,
 };
 use onesided_core::reduce::{check_op, reduce};
 
@@ -498,4 +498,163 @@ async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
     let error = w[0].put_layout(1, 0, bad, &[0i32; 6]).unwrap_err();
     assert_eq!(error.class(), Some(ErrorClass::Arg), "{error}");
     w[0].unlock(1).await.unwrap();
+}
+
+fn block(offset: u64, dtype: Datatype, len: u64) -> StructBlock {
+    StructBlock { offset, dtype, len }
+}
+
+/// A resized layout (`MPI_Type_create_resized` with a count) puts and gets one column of a
+/// row-major matrix at the target and picks one at the origin; its lower bound moves no byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resized_layouts_move_a_matrix_column() {
+    let fixture = Fixture::new(2).await;
+    // a 3x4 matrix of i64 at rank 1: a row is 32 bytes
+    let w = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 12))
+        .await;
+    let column = Layout::resized(Layout::contiguous(1), 0, 32, 3);
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    // column 2: the layout starts at element 2
+    w[0].put_layout(1, 2, column.clone(), &[1i64, 2, 3])
+        .unwrap();
+    // column 1 with a lower bound of -8: the same places, shifted by nothing
+    w[0].put_layout(
+        1,
+        1,
+        Layout::resized(Layout::contiguous(1), -8, 32, 3),
+        &[4i64, 5, 6],
+    )
+    .unwrap();
+    // column 0 from column 3 of a local matrix: an origin layout resized around element 3
+    let local: Vec<i64> = (0..12).map(|i| 100 + i).collect();
+    let local_column = Layout::resized(
+        Layout::Indexed {
+            blocks: vec![Block { disp: 3, len: 1 }],
+        },
+        0,
+        32,
+        3,
+    );
+    w[0].put_from(1, 0, column.clone(), &local, &local_column)
+        .unwrap();
+    let back = w[0].get_layout::<i64>(1, 2, column.clone()).unwrap();
+    let all = w[0].get::<i64>(1, 0, 12).unwrap();
+    // a column one past the matrix is refused before it travels
+    let error = w[0]
+        .put_layout(
+            1,
+            3,
+            Layout::resized(Layout::contiguous(1), 0, 32, 4),
+            &[0i64; 4],
+        )
+        .unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::RmaRange), "{error}");
+    w[0].unlock(1).await.unwrap();
+    assert_eq!(back.value().await.unwrap(), vec![1, 2, 3]);
+    assert_eq!(
+        all.value().await.unwrap(),
+        vec![103, 4, 1, 0, 107, 5, 2, 0, 111, 6, 3, 0]
+    );
+}
+
+/// A struct layout (`MPI_Type_create_struct` of basic types) moves exactly its blocks' bytes
+/// in a put and a get, whatever the types; an accumulate through a struct whose blocks are all
+/// the call's datatype works like any other, one of mixed datatypes is MPI_ERR_TYPE and
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn struct_layouts_move_their_blocks_bytes_and_accumulate_of_one_type() {
+    let fixture = Fixture::new(2).await;
+    let bytes = fixture
+        .window(WindowSpec::of::<u8>(&unique("bytes"), 2, 32))
+        .await;
+    // an i32, a gap of 2 bytes, a u16, then two f64s
+    let record = Layout::Struct {
+        blocks: vec![
+            block(0, Datatype::I32, 1),
+            block(6, Datatype::U16, 1),
+            block(8, Datatype::F64, 2),
+        ],
+    };
+    let mut packed = (-7i32).to_le_bytes().to_vec();
+    packed.extend_from_slice(&513u16.to_le_bytes());
+    packed.extend_from_slice(&1.5f64.to_le_bytes());
+    packed.extend_from_slice(&(-2.25f64).to_le_bytes());
+    bytes[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    bytes[0].put(1, 0, &[0xAAu8; 32]).unwrap();
+    bytes[0].put_layout(1, 0, record.clone(), &packed).unwrap();
+    let back = bytes[0].get_layout::<u8>(1, 0, record.clone()).unwrap();
+    let all = bytes[0].get::<u8>(1, 0, 32).unwrap();
+    bytes[0].unlock(1).await.unwrap();
+    assert_eq!(back.value().await.unwrap(), packed);
+    let mut expected = packed[..4].to_vec();
+    expected.extend_from_slice(&[0xAA, 0xAA]);
+    expected.extend_from_slice(&packed[4..]);
+    expected.extend_from_slice(&[0xAA; 8]);
+    assert_eq!(all.value().await.unwrap(), expected);
+    // a get's struct lands where another struct says at the origin
+    let mut local = vec![0u8; 24];
+    let spread = Layout::Struct {
+        blocks: vec![
+            block(20, Datatype::I32, 1),
+            block(0, Datatype::U16, 1),
+            block(2, Datatype::F64, 2),
+        ],
+    };
+    onesided_client::unpack(&packed, &mut local, &spread).unwrap();
+    assert_eq!(&local[20..], &(-7i32).to_le_bytes());
+    assert_eq!(&local[..2], &513u16.to_le_bytes());
+    assert_eq!(onesided_client::pack(&local, &spread).unwrap(), packed);
+
+    let w = fixture
+        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
+        .await;
+    let same = Layout::Struct {
+        blocks: vec![block(24, Datatype::I64, 1), block(0, Datatype::I64, 2)],
+    };
+    let mixed = Layout::Struct {
+        blocks: vec![block(0, Datatype::I64, 1), block(8, Datatype::F64, 1)],
+    };
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, 0, &[1i64, 2, 3, 4]).unwrap();
+    w[0].accumulate_from(
+        1,
+        0,
+        same.clone(),
+        &[10i64, 20, 30],
+        &Layout::contiguous(3),
+        Op::Sum,
+    )
+    .unwrap();
+    let old = w[0]
+        .get_accumulate_from(1, 0, same.clone(), &[5i64, 5, 5], &same_origin(), Op::Max)
+        .unwrap();
+    let error = w[0]
+        .accumulate_from(
+            1,
+            0,
+            mixed.clone(),
+            &[1i64, 1],
+            &Layout::contiguous(2),
+            Op::Sum,
+        )
+        .unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::Type), "{error}");
+    // a struct origin of another datatype is refused the same way
+    let error = w[0]
+        .accumulate_from(1, 0, Layout::contiguous(2), &[1i64, 1], &mixed, Op::Sum)
+        .unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::Type), "{error}");
+    let all = w[0].get::<i64>(1, 0, 4).unwrap();
+    w[0].unlock(1).await.unwrap();
+    // element 3 first (+10), then 0 and 1 (+20, +30)
+    assert_eq!(old.value().await.unwrap(), vec![14, 21, 32]);
+    assert_eq!(all.value().await.unwrap(), vec![21, 32, 3, 14]);
+}
+
+/// Three contiguous elements as an origin layout of one datatype.
+fn same_origin() -> Layout {
+    Layout::Struct {
+        blocks: vec![block(0, Datatype::I64, 3)],
+    }
 }

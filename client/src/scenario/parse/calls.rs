@@ -9,7 +9,9 @@ use onesided_core::epoch::LockType;
 use onesided_core::{Datatype, Op};
 
 use super::super::ast::{Call, Loc, OpCall, OpCallSpec, Origin};
-use super::{check_count, err, is_identifier, selection, ParseError, Parser, Token};
+use super::{
+    check_count, err, in_elements_of, is_identifier, selection, ParseError, Parser, Token,
+};
 
 /// One call line, as a call's function sees it.
 #[derive(Debug)]
@@ -223,6 +225,7 @@ impl Parser {
             } else if let Some(text) = token.text.strip_prefix("origin=") {
                 let column = token.column + 7;
                 let (first, shape) = selection(line, column, text)?;
+                let shape = in_elements_of(line, column, shape, dtype)?;
                 parsed.origin = Some((
                     Origin {
                         index: first,
