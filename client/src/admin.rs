@@ -83,6 +83,9 @@ pub struct WindowSpec {
     pub disp_units: Vec<u32>,
     /// Info keys (`no_locks`, `accumulate_ordering`, `accumulate_ops`, …).
     pub info: Vec<(String, String)>,
+    /// The window's group: the world ranks it spans, window rank `r` being `group[r]`
+    /// (`sizes` and `disp_units` then have one entry per member); `None`: the whole world.
+    pub group: Option<Vec<u32>>,
 }
 
 impl WindowSpec {
@@ -104,6 +107,7 @@ impl WindowSpec {
             sizes: vec![size; nranks as usize],
             disp_units: vec![disp_unit; nranks as usize],
             info: Vec::new(),
+            group: None,
         }
     }
 
@@ -116,6 +120,13 @@ impl WindowSpec {
     /// Sets the flavor.
     pub fn flavor(mut self, flavor: Flavor) -> Self {
         self.flavor = flavor;
+        self
+    }
+
+    /// Spans only these world ranks, numbered in this order (window rank `r` is world rank
+    /// `group[r]`); the spec must have one size and disp_unit per member.
+    pub fn group(mut self, group: &[u32]) -> Self {
+        self.group = Some(group.to_vec());
         self
     }
 
@@ -218,6 +229,7 @@ impl Admin {
             name: spec.name.clone(),
             flavor: onesided_proto::flavor_to_wire(spec.flavor),
             model: onesided_proto::model_to_wire(spec.model),
+            group: spec.group.clone().unwrap_or_default(),
             sizes: spec.sizes.clone(),
             disp_units: spec.disp_units.clone(),
             info: spec

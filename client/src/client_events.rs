@@ -51,6 +51,8 @@ enum Pool {
 #[derive(Debug)]
 struct Row {
     window: u64,
+    /// The session's rank in the window (its place in the window's group).
+    rank: u32,
     cseq: u64,
     at_ns: u64,
     kind: &'static str,
@@ -171,7 +173,7 @@ impl ClientEventWriter {
         check_schema(&pool).await?;
         let (batches, inbox) = mpsc::unbounded_channel();
         let (report, progress) = watch::channel(Progress::default());
-        tokio::spawn(write(pool, rank, incarnation, inbox, report));
+        tokio::spawn(write(pool, incarnation, inbox, report));
         Ok(ClientEventWriter {
             inner: Arc::new(Inner {
                 rank,
@@ -185,10 +187,16 @@ impl ClientEventWriter {
         })
     }
 
-    /// Appends `events` to this session's chain of `window`, hands the rows to the writer, and
-    /// calls `ship` with their marker — under the chain's lock, so markers are shipped in cseq
-    /// order.
-    pub(crate) fn append(&self, window: u64, events: Vec<Event>, ship: impl FnOnce(ClientRows)) {
+    /// Appends `events` to this session's chain of `window`, where it is rank `rank` (ranks are
+    /// numbered in the window's group), hands the rows to the writer, and calls `ship` with
+    /// their marker — under the chain's lock, so markers are shipped in cseq order.
+    pub(crate) fn append(
+        &self,
+        window: u64,
+        rank: u32,
+        events: Vec<Event>,
+        ship: impl FnOnce(ClientRows),
+    ) {
         if events.is_empty() {
             return;
         }
@@ -208,7 +216,7 @@ impl ClientEventWriter {
                 window,
                 seq: tail.cseq + 1,
                 at_ns: inner.started.elapsed().as_nanos() as u64,
-                rank: inner.rank,
+                rank,
                 incarnation: inner.incarnation,
                 cseq: None,
                 event,
@@ -217,6 +225,7 @@ impl ClientEventWriter {
             let hash = chain_hash(&tail.hash, &record, &body);
             rows.push(Row {
                 window,
+                rank,
                 cseq: record.seq,
                 at_ns: record.at_ns,
                 kind: record.event.kind(),
@@ -267,7 +276,6 @@ impl ClientEventWriter {
 /// transaction, until the session is gone and its last rows are stored.
 async fn write(
     pool: Pool,
-    rank: u32,
     incarnation: u64,
     mut inbox: mpsc::UnboundedReceiver<Batch>,
     report: watch::Sender<Progress>,
@@ -286,8 +294,8 @@ async fn write(
             .with_max_times(ATTEMPTS as usize - 1);
         let outcome = (|| async {
             match &pool {
-                Pool::Sqlite(pool) => insert_sqlite(pool, rank, incarnation, &rows).await,
-                Pool::Postgres(pool) => insert_postgres(pool, rank, incarnation, &rows).await,
+                Pool::Sqlite(pool) => insert_sqlite(pool, incarnation, &rows).await,
+                Pool::Postgres(pool) => insert_postgres(pool, incarnation, &rows).await,
             }
         })
         .retry(attempts)
@@ -311,7 +319,6 @@ macro_rules! insert_fn {
     ($name:ident, $pool:ty, $db:ty) => {
         async fn $name(
             pool: &$pool,
-            rank: u32,
             incarnation: u64,
             rows: &[Row],
         ) -> std::result::Result<(), sqlx::Error> {
@@ -328,7 +335,7 @@ macro_rules! insert_fn {
                     };
                     values
                         .push_bind(row.window as i64)
-                        .push_bind(rank as i32)
+                        .push_bind(row.rank as i32)
                         .push_bind(incarnation as i64)
                         .push_bind(row.cseq as i64)
                         .push_bind(row.at_ns as i64)

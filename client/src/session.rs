@@ -1099,16 +1099,16 @@ impl Session {
         });
     }
 
-    /// Ships `events` of `window` to the audit log with the next call — or, when the session
-    /// persists them itself, hands them to its writer and ships their marker (nothing when the
-    /// server keeps no log).
-    pub(crate) fn record(&self, window: u64, events: Vec<AuditEvent>) {
+    /// Ships `events` of `window`, where this session is rank `rank`, to the audit log with the
+    /// next call — or, when the session persists them itself, hands them to its writer and
+    /// ships their marker (nothing when the server keeps no log).
+    pub(crate) fn record(&self, window: u64, rank: u32, events: Vec<AuditEvent>) {
         if !self.audited() || events.is_empty() {
             return;
         }
         // the answer only says it was recorded; a failure shows in the log, not here
         match &self.link().persisted {
-            Some(writer) => writer.append(window, events, |rows| {
+            Some(writer) => writer.append(window, rank, events, |rows| {
                 drop(self.defer(Call::Record(Record {
                     window,
                     events: Vec::new(),
@@ -1151,7 +1151,7 @@ impl Session {
                 "open_window answered without a window".into(),
             ));
         };
-        let window = Window::new(self.clone(), desc_from_wire(desc)?);
+        let window = Window::new(self.clone(), desc_from_wire(desc)?)?;
         window.follow().await?;
         Ok(window)
     }
@@ -1190,7 +1190,7 @@ impl Session {
                 "create_window answered without a window".into(),
             ));
         };
-        let window = Window::new(self.clone(), desc_from_wire(desc)?);
+        let window = Window::new(self.clone(), desc_from_wire(desc)?)?;
         window.follow().await?;
         Ok(window)
     }
@@ -1207,7 +1207,8 @@ impl Session {
         let watched: Vec<_> = lock(&self.inner.windows).clone();
         for window in &watched {
             if let Some(state) = window.state.upgrade() {
-                self.record(window.id, take_accesses(&state));
+                let (me, events) = take_accesses(&state);
+                self.record(window.id, me, events);
             }
         }
         // an empty record is answered once everything before it is in the audit log
@@ -1242,7 +1243,8 @@ impl Session {
             .filter_map(|window| window.state.upgrade().map(|state| (window.id, state)))
             .collect();
         for (id, state) in windows {
-            self.record(id, take_accesses(&state));
+            let (me, events) = take_accesses(&state);
+            self.record(id, me, events);
         }
         self.call(Call::Barrier(Barrier {})).await?;
         Ok(())

@@ -188,14 +188,16 @@ pub struct Window {
     state: Arc<Mutex<State>>,
     /// The info in use: the creation's, until [`Window::set_info`] changed it.
     info: Mutex<onesided_core::window::WindowInfo>,
+    /// This rank in the window: its place in the window's group.
+    me: u32,
 }
 
 impl Drop for Window {
     /// The loads and stores since the last call still reach the audit log (with the session's
     /// next message, or at [`Session::close`]).
     fn drop(&mut self) {
-        let pending = take_accesses(&self.state);
-        self.session.record(self.desc.id, pending);
+        let (me, pending) = take_accesses(&self.state);
+        self.session.record(self.desc.id, me, pending);
     }
 }
 
@@ -320,8 +322,11 @@ pub fn unpack<T: Element>(packed: &[T], buffer: &mut [T], layout: &Layout) -> Re
 }
 
 /// The local loads and stores since the last call, as audit events (and forgets them).
-pub(crate) fn take_accesses(state: &Mutex<State>) -> Vec<AuditEvent> {
+/// The loads and stores recorded since the last call (for the audit log), with the rank in
+/// the window that made them.
+pub(crate) fn take_accesses(state: &Mutex<State>) -> (u32, Vec<AuditEvent>) {
     let mut state = state.lock().unwrap_or_else(|poison| poison.into_inner());
+    let me = state.epoch.me();
     let mut events = Vec::new();
     if !state.stored.is_empty() {
         events.push(AuditEvent::Store {
@@ -335,7 +340,7 @@ pub(crate) fn take_accesses(state: &Mutex<State>) -> Vec<AuditEvent> {
         });
         state.loaded.clear();
     }
-    events
+    (me, events)
 }
 
 /// What an RMA call sends: the general form behind the typed methods. It is core's
@@ -343,8 +348,23 @@ pub(crate) fn take_accesses(state: &Mutex<State>) -> Vec<AuditEvent> {
 pub type OpSpec = TargetOp<Bytes>;
 
 impl Window {
-    pub(crate) fn new(session: Session, desc: WindowDesc) -> Self {
-        let me = session.rank();
+    /// A handle on `desc` for `session`, whose rank in the window is its place in the
+    /// window's group.
+    ///
+    /// # Errors
+    /// `MPI_ERR_GROUP` when the session's rank is not in the group (the server refuses to
+    /// open such a window first).
+    pub(crate) fn new(session: Session, desc: WindowDesc) -> Result<Self> {
+        let me = desc.rank_of(session.rank()).ok_or_else(|| {
+            RmaError::new(
+                ErrorClass::Group,
+                format!(
+                    "rank {} is not in the group of window {}",
+                    session.rank(),
+                    desc.name
+                ),
+            )
+        })?;
         let size = desc.sizes.get(me as usize).copied().unwrap_or(0) as usize;
         let epoch = EpochState::new(me, desc.nranks(), desc.info.no_locks);
         let state = Arc::new(Mutex::new(State {
@@ -365,12 +385,13 @@ impl Window {
         // a barrier is a session call: it notes this window's accesses before it goes; a
         // session that attaches again reopens the window
         session.watch(desc.id, &desc.name, Arc::downgrade(&state));
-        Window {
+        Ok(Window {
             session,
             info: Mutex::new(desc.info.clone()),
             desc: Arc::new(desc),
             state,
-        }
+            me,
+        })
     }
 
     /// Unified model: the session follows this rank's public copy from now on (the whole copy
@@ -450,14 +471,16 @@ impl Window {
     }
 
     /// `MPI_Win_get_group`: the ranks of the window's group, in the window's rank order, as
-    /// ranks of the world. A window spans its whole world, so this is `0..nranks`.
+    /// ranks of the world (window rank `r` is world rank `get_group()[r]`; `0..n` for a window
+    /// over its whole world).
     pub fn get_group(&self) -> Vec<u32> {
-        (0..self.desc.nranks()).collect()
+        self.desc.group.clone()
     }
 
-    /// This rank.
+    /// This rank in the window: its place in the window's group (its world rank for a window
+    /// over the whole world). Targets, PSCW groups and lock targets are window ranks.
     pub fn rank(&self) -> u32 {
-        self.session.rank()
+        self.me
     }
 
     /// The session the window was opened on.
@@ -493,9 +516,9 @@ impl Window {
         if !self.session.audited() {
             return;
         }
-        let mut recorded = take_accesses(&self.state);
+        let (_, mut recorded) = take_accesses(&self.state);
         recorded.extend(events);
-        self.session.record(self.id(), recorded);
+        self.session.record(self.id(), self.me, recorded);
     }
 
     fn returned(&self, call: &str, target: Option<u32>) {

@@ -117,6 +117,9 @@ impl<R> Effects<R> {
 pub struct Collectives<R> {
     nranks: u32,
     waiting: HashMap<Instance, Vec<(u32, Option<R>)>>,
+    /// The members of a window's collective waiting over part of the world (world ranks):
+    /// only their departures fail it.
+    groups: HashMap<Instance, Vec<u32>>,
     /// Ranks whose session ended and that have not attached again, and why.
     gone: BTreeMap<u32, String>,
     /// Barrier calls per rank.
@@ -148,6 +151,7 @@ impl<R> Collectives<R> {
         Collectives {
             nranks,
             waiting: HashMap::new(),
+            groups: HashMap::new(),
             gone: BTreeMap::new(),
             barriers: vec![0; nranks as usize],
             failed: HashMap::new(),
@@ -169,15 +173,30 @@ impl<R> Collectives<R> {
     pub fn departed(&mut self, rank: u32, reason: &str, gone: bool) -> Effects<R> {
         let mut effects = Effects::none();
         let error = proc_failed(rank, reason);
-        for (instance, arrivals) in self.waiting.drain() {
-            if let Instance::Barrier(n) = instance {
-                self.failed.insert(n, error.clone());
+        for (instance, arrivals) in std::mem::take(&mut self.waiting) {
+            if self
+                .groups
+                .get(&instance)
+                .is_some_and(|members| !members.contains(&rank))
+            {
+                // a window over part of the world that `rank` is not in
+                self.waiting.insert(instance, arrivals);
+                continue;
+            }
+            self.groups.remove(&instance);
+            match instance {
+                Instance::Barrier(n) => {
+                    self.failed.insert(n, error.clone());
+                }
+                Instance::SetInfo(window) => {
+                    self.proposals.remove(&window);
+                }
+                Instance::Free { .. } => {}
             }
             for reply in arrivals.into_iter().filter_map(|(_, reply)| reply) {
                 effects.answers.push((reply, Err(error.clone())));
             }
         }
-        self.proposals.clear();
         for (n, arrivals) in self.creating.drain() {
             self.failed_creates.insert(n, error.clone());
             for (_, _, _, reply) in arrivals {
@@ -302,17 +321,22 @@ impl<R> Collectives<R> {
     /// updated with its keys: [`WindowInfo::updated`]); `reply` is answered once every rank
     /// called. Every rank must ask for the same info: when one differs, every call fails
     /// with `MPI_ERR_INFO` naming the first key that differs, and nothing changes.
+    ///
+    /// `group`: the window's group (world ranks), whose members take part; empty for the
+    /// whole world.
     pub fn propose_info(
         &mut self,
         window: u64,
         rank: u32,
         info: WindowInfo,
+        group: &[u32],
         reply: R,
     ) -> Effects<R> {
         let instance = Instance::SetInfo(window);
-        // what `arrive_at` accepts: a rank of the world, arriving once, nobody gone
-        let accepted = rank < self.nranks
-            && self.gone.is_empty()
+        let members = (!group.is_empty()).then_some(group);
+        // what `arrive_at` accepts: a member, arriving once, no member gone
+        let accepted = self.member(rank, members)
+            && self.gone_member(members).is_none()
             && !self
                 .waiting
                 .get(&instance)
@@ -320,7 +344,7 @@ impl<R> Collectives<R> {
         if accepted {
             self.proposals.entry(window).or_default().push((rank, info));
         }
-        let mut effects = self.arrive_at(instance, rank, reply);
+        let mut effects = self.arrive_at(instance, rank, reply, members);
         if !accepted || self.waiting.contains_key(&instance) {
             return effects;
         }
@@ -360,24 +384,59 @@ impl<R> Collectives<R> {
 
     /// Rank `rank` arrives at `collective`; `reply` is answered when it may leave.
     pub fn arrive(&mut self, collective: Collective, rank: u32, reply: R) -> Effects<R> {
+        self.arrive_group(collective, rank, &[], reply)
+    }
+
+    /// As [`Collectives::arrive`], for a collective of a window over `group` (world ranks;
+    /// empty: the whole world): only its members take part, and only their departures fail it.
+    pub fn arrive_group(
+        &mut self,
+        collective: Collective,
+        rank: u32,
+        group: &[u32],
+        reply: R,
+    ) -> Effects<R> {
+        let members = (!group.is_empty()).then_some(group);
         let instance = match collective {
             Collective::Barrier => {
                 let Some(calls) = self.barriers.get_mut(rank as usize) else {
-                    return self.arrive_at(Instance::Barrier(0), rank, reply);
+                    return self.arrive_at(Instance::Barrier(0), rank, reply, None);
                 };
                 *calls += 1;
                 Instance::Barrier(*calls)
             }
             Collective::Free { window, barrier } => Instance::Free { window, barrier },
         };
-        self.arrive_at(instance, rank, reply)
+        let members = match instance {
+            Instance::Barrier(_) => None,
+            _ => members,
+        };
+        self.arrive_at(instance, rank, reply, members)
     }
 
-    fn arrive_at(&mut self, instance: Instance, rank: u32, reply: R) -> Effects<R> {
-        if rank >= self.nranks {
+    /// Whether `rank` takes part: a rank of the world, and of `members` when given.
+    fn member(&self, rank: u32, members: Option<&[u32]>) -> bool {
+        rank < self.nranks && members.is_none_or(|members| members.contains(&rank))
+    }
+
+    /// A rank of `members` (the world when `None`) that is gone, and why.
+    fn gone_member(&self, members: Option<&[u32]>) -> Option<(&u32, &String)> {
+        self.gone
+            .iter()
+            .find(|(rank, _)| members.is_none_or(|members| members.contains(rank)))
+    }
+
+    fn arrive_at(
+        &mut self,
+        instance: Instance,
+        rank: u32,
+        reply: R,
+        members: Option<&[u32]>,
+    ) -> Effects<R> {
+        if !self.member(rank, members) {
             let error = RmaError::new(
                 ErrorClass::Rank,
-                format!("rank {rank} is outside the world"),
+                format!("rank {rank} is outside the world or the window's group"),
             );
             return Effects::answer(reply, Err(error));
         }
@@ -387,7 +446,7 @@ impl<R> Collectives<R> {
             }
         }
         let needs_all = !matches!(instance, Instance::Free { barrier: false, .. });
-        if let Some((gone, reason)) = self.gone.iter().next().filter(|_| needs_all) {
+        if let Some((gone, reason)) = self.gone_member(members).filter(|_| needs_all) {
             let error = proc_failed(*gone, reason);
             if let Instance::Barrier(n) = instance {
                 self.failed.insert(n, error.clone());
@@ -410,9 +469,13 @@ impl<R> Collectives<R> {
             effects.answers.push((reply, Ok(())));
             arrivals.push((rank, None));
         }
-        if arrivals.len() < self.nranks as usize {
+        if arrivals.len() < members.map_or(self.nranks as usize, <[u32]>::len) {
+            if let Some(members) = members {
+                self.groups.insert(instance, members.to_vec());
+            }
             return effects;
         }
+        self.groups.remove(&instance);
         let Some(arrivals) = self.waiting.remove(&instance) else {
             return effects;
         };
@@ -524,20 +587,52 @@ mod tests {
     }
 
     #[test]
+    fn a_windows_collective_waits_for_its_group_and_fails_only_by_its_members() {
+        use crate::window::WindowInfo;
+        let mut world = Collectives::new(4);
+        // rank 3 is gone, but it is not in the window's group {2, 0}
+        world.departed(3, "stream broke", true);
+        let free = Collective::Free {
+            window: 9,
+            barrier: true,
+        };
+        let group = [2, 0];
+        assert!(classes(&world.arrive_group(free, 2, &group, 2)).is_empty());
+        // a rank outside the group cannot take part
+        assert_eq!(
+            classes(&world.arrive_group(free, 1, &group, 1)),
+            [(1, Some(ErrorClass::Rank))]
+        );
+        let last = world.arrive_group(free, 0, &group, 0);
+        assert_eq!(classes(&last), [(2, None), (0, None)]);
+        assert_eq!(last.freed, Some(9));
+        // set_info over the group completes with two calls
+        world.propose_info(8, 0, WindowInfo::default(), &group, 0);
+        let done = world.propose_info(8, 2, WindowInfo::default(), &group, 2);
+        assert_eq!(done.info_set, Some((8, WindowInfo::default())));
+        // a member's departure fails it; another rank's does not
+        world.arrive_group(free, 2, &group, 2);
+        world.joined(3);
+        assert!(classes(&world.departed(1, "stream broke", false)).is_empty());
+        let failed = world.departed(0, "stream broke", true);
+        assert_eq!(classes(&failed), [(2, Some(ErrorClass::ProcFailed))]);
+    }
+
+    #[test]
     fn set_info_completes_when_every_rank_asked_for_the_same_info() {
         use crate::window::WindowInfo;
         let mut world = Collectives::new(2);
         let same_op = WindowInfo::parse([("accumulate_ops", "same_op")]).unwrap();
-        let first = world.propose_info(5, 1, same_op.clone(), 1);
+        let first = world.propose_info(5, 1, same_op.clone(), &[], 1);
         assert!(first.answers.is_empty());
-        let last = world.propose_info(5, 0, same_op.clone(), 0);
+        let last = world.propose_info(5, 0, same_op.clone(), &[], 0);
         assert_eq!(classes(&last), [(1, None), (0, None)]);
         assert_eq!(last.info_set, Some((5, same_op.clone())));
 
         // different info: every rank's call fails, naming the key; nothing is set
-        world.propose_info(5, 0, same_op, 0);
+        world.propose_info(5, 0, same_op, &[], 0);
         let other = WindowInfo::parse([("accumulate_ops", "same_op_no_op")]).unwrap();
-        let last = world.propose_info(5, 1, other, 1);
+        let last = world.propose_info(5, 1, other, &[], 1);
         assert_eq!(
             classes(&last),
             [(0, Some(ErrorClass::Info)), (1, Some(ErrorClass::Info))]
@@ -551,11 +646,11 @@ mod tests {
             .contains("accumulate_ops"));
 
         // a departure fails a pending set_info, and what was asked is forgotten
-        world.propose_info(5, 0, WindowInfo::default(), 0);
+        world.propose_info(5, 0, WindowInfo::default(), &[], 0);
         let failed = world.departed(1, "stream broke", false);
         assert_eq!(classes(&failed), [(0, Some(ErrorClass::ProcFailed))]);
-        world.propose_info(5, 1, WindowInfo::default(), 1);
-        let done = world.propose_info(5, 0, WindowInfo::default(), 0);
+        world.propose_info(5, 1, WindowInfo::default(), &[], 1);
+        let done = world.propose_info(5, 0, WindowInfo::default(), &[], 0);
         assert_eq!(done.info_set, Some((5, WindowInfo::default())));
     }
 

@@ -434,12 +434,54 @@ pub struct WindowDesc {
     pub disp_units: Vec<u32>,
     /// Info keys in use.
     pub info: WindowInfo,
+    /// The window's group: the world rank of each window rank (`MPI_Win_get_group`). Ranks
+    /// are numbered in the group, as MPI numbers them: window rank `r` is world rank
+    /// `group[r]`. A window over its whole world has `0..n`.
+    pub group: Vec<u32>,
 }
 
 impl WindowDesc {
     /// Number of ranks.
     pub fn nranks(&self) -> u32 {
         self.sizes.len() as u32
+    }
+
+    /// The window rank of world rank `world_rank`, if it is in the window's group.
+    pub fn rank_of(&self, world_rank: u32) -> Option<u32> {
+        self.group
+            .iter()
+            .position(|&member| member == world_rank)
+            .map(|rank| rank as u32)
+    }
+
+    /// The group of a window over the whole world of `nranks` ranks.
+    pub fn whole_world(nranks: u32) -> Vec<u32> {
+        (0..nranks).collect()
+    }
+
+    /// Checks a window's group in a world of `world_ranks` ranks: `None` is the whole world;
+    /// otherwise distinct world ranks, at least one. Returns the group.
+    ///
+    /// # Errors
+    /// `MPI_ERR_GROUP` for an empty group, a repeated rank or one outside the world.
+    pub fn validate_group(world_ranks: u32, group: Option<&[u32]>) -> RmaResult<Vec<u32>> {
+        let Some(group) = group else {
+            return Ok(Self::whole_world(world_ranks));
+        };
+        if group.is_empty() {
+            return Err(rma_err!(Group, "a window's group needs at least one rank"));
+        }
+        if let Some(&outside) = group.iter().find(|&&rank| rank >= world_ranks) {
+            return Err(rma_err!(
+                Group,
+                "rank {outside} of the group is outside the world of {world_ranks} ranks"
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(&twice) = group.iter().find(|&&rank| !seen.insert(rank)) {
+            return Err(rma_err!(Group, "rank {twice} is twice in the group"));
+        }
+        Ok(group.to_vec())
     }
 
     /// Checks a window request: one size and disp_unit per rank of a world of `nranks`.
@@ -450,14 +492,14 @@ impl WindowDesc {
         if sizes.len() != nranks as usize {
             return Err(rma_err!(
                 Size,
-                "{} sizes given for a world of {nranks} ranks",
+                "{} sizes given for a window of {nranks} ranks",
                 sizes.len()
             ));
         }
         if disp_units.len() != nranks as usize {
             return Err(rma_err!(
                 Disp,
-                "{} disp_units given for a world of {nranks} ranks",
+                "{} disp_units given for a window of {nranks} ranks",
                 disp_units.len()
             ));
         }

@@ -66,6 +66,7 @@ impl Window {
                 sizes: SIZES.to_vec(),
                 disp_units: DISP_UNITS.to_vec(),
                 info,
+                group: WindowDesc::whole_world(SIZES.len() as u32),
             },
             epoch: EpochState::new(ME, SIZES.len() as u32, no_locks),
             next_cseq: 1,

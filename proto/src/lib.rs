@@ -363,6 +363,7 @@ pub fn desc_to_wire(desc: &onesided_core::window::WindowDesc) -> v1::WindowDescr
             .into_iter()
             .map(|(key, value)| v1::InfoEntry { key, value })
             .collect(),
+        group: desc.group.clone(),
     }
 }
 
@@ -385,6 +386,16 @@ pub fn desc_from_wire(
             "window description with mismatched sizes and disp_units",
         ));
     }
+    let group = if desc.group.is_empty() {
+        onesided_core::window::WindowDesc::whole_world(desc.sizes.len() as u32)
+    } else if desc.group.len() == desc.sizes.len() {
+        desc.group
+    } else {
+        return Err(RmaError::new(
+            ErrorClass::Arg,
+            "window description whose group and sizes differ in length",
+        ));
+    };
     Ok(onesided_core::window::WindowDesc {
         id: desc.id,
         name: desc.name,
@@ -394,6 +405,7 @@ pub fn desc_from_wire(
         sizes: desc.sizes,
         disp_units: desc.disp_units,
         info,
+        group,
     })
 }
 

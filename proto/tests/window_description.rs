@@ -14,6 +14,7 @@ fn desc(flavor: Flavor) -> WindowDesc {
         sizes: vec![16, 0, 24],
         disp_units: vec![8, 1, 4],
         info: WindowInfo::parse([("no_locks", "true")]).expect("valid info"),
+        group: vec![4, 0, 2],
     }
 }
 
@@ -42,5 +43,14 @@ fn an_unset_flavor_is_allocate_and_an_unknown_one_is_refused() {
 fn a_description_with_mismatched_shapes_is_refused() {
     let mut wire = desc_to_wire(&desc(Flavor::Create));
     wire.disp_units.pop();
+    assert_eq!(desc_from_wire(wire).unwrap_err().class, ErrorClass::Arg);
+}
+
+#[test]
+fn a_description_without_a_group_spans_the_world_and_a_group_of_another_length_is_refused() {
+    let mut wire = desc_to_wire(&desc(Flavor::Allocate));
+    wire.group.clear();
+    assert_eq!(desc_from_wire(wire.clone()).unwrap().group, vec![0, 1, 2]);
+    wire.group = vec![1];
     assert_eq!(desc_from_wire(wire).unwrap_err().class, ErrorClass::Arg);
 }

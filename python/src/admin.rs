@@ -95,6 +95,8 @@ pub(crate) struct WindowDescription {
     element_type: Option<&'static str>,
     /// Info key `no_locks`.
     no_locks: bool,
+    /// The window's group: the world rank of each window rank.
+    group: Vec<u32>,
 }
 
 impl From<&WindowDesc> for WindowDescription {
@@ -109,6 +111,7 @@ impl From<&WindowDesc> for WindowDescription {
             disp_units: desc.disp_units.clone(),
             element_type: desc.info.element_type.map(Datatype::name),
             no_locks: desc.info.no_locks,
+            group: desc.group.clone(),
         }
     }
 }
@@ -164,6 +167,7 @@ impl WindowSpec {
                 name: name.to_string(),
                 flavor: flavor_of(py, flavor)?,
                 model: model_of(py, model)?,
+                group: None,
                 sizes,
                 disp_units,
                 info,
@@ -196,6 +200,14 @@ impl WindowSpec {
     fn info(&self, key: &str, value: &str) -> Self {
         WindowSpec {
             spec: self.spec.clone().info(key, value),
+        }
+    }
+
+    /// This spec over part of the world: these world ranks, window rank `r` being `group[r]`
+    /// (the spec needs one size per member).
+    fn group(&self, group: Vec<u32>) -> Self {
+        WindowSpec {
+            spec: self.spec.clone().group(&group),
         }
     }
 

@@ -521,3 +521,26 @@ def test_a_unified_window_publishes_stores_and_delivers_updates_without_a_call(s
         return list(w.load(1, 1)) if rank == 1 else None
 
     assert ranks([w0, w1], load_after_barrier)[1] == [7]
+
+
+def test_a_window_over_part_of_the_world_numbers_its_ranks_in_its_group(server, admin):
+    fixture = Fixture(server, admin, 3)
+    name = unique("g")
+    created = admin.create_window(
+        fixture.world.name, WindowSpec.of(name, 2, 1, "i64").group([2, 0])
+    )
+    assert created.group == [2, 0]
+    with pytest.raises(MpiError) as refused:
+        fixture.sessions[1].window(name)
+    assert refused.value.error_class == ErrorClass.GROUP
+    first = fixture.sessions[2].window(name)
+    second = fixture.sessions[0].window(name)
+    assert (first.rank, second.rank) == (0, 1)
+
+    def program(rank, w):
+        w.fence()
+        w.put(1 - rank, 0, [10 + rank])
+        w.fence()
+        return list(w.load(0))
+
+    assert ranks([first, second], program) == [[11], [10]]

@@ -247,6 +247,7 @@ impl Admin for AdminService {
                     request.sizes,
                     request.disp_units,
                     info,
+                    (!request.group.is_empty()).then_some(request.group),
                 )
                 .await
         })

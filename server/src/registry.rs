@@ -215,6 +215,7 @@ fn spec_json(desc: &WindowDesc) -> String {
         "sizes": desc.sizes,
         "disp_units": desc.disp_units,
         "info": info,
+        "group": desc.group,
     })
     .to_string()
 }
@@ -243,6 +244,9 @@ pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::R
         sizes: Vec<u64>,
         disp_units: Vec<u32>,
         info: BTreeMap<String, String>,
+        /// Absent in specs stored before groups: the whole world.
+        #[serde(default)]
+        group: Option<Vec<u32>>,
     }
     let spec: Spec = serde_json::from_str(spec).context("unreadable window spec")?;
     let flavor =
@@ -261,6 +265,9 @@ pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::R
         world: world.to_string(),
         flavor,
         model,
+        group: spec
+            .group
+            .unwrap_or_else(|| WindowDesc::whole_world(spec.sizes.len() as u32)),
         sizes: spec.sizes,
         disp_units: spec.disp_units,
         info,
@@ -801,6 +808,7 @@ impl Registry {
         sizes: Vec<u64>,
         disp_units: Vec<u32>,
         info: WindowInfo,
+        group: Option<Vec<u32>>,
     ) -> Result<Arc<WindowDesc>, RegistryError> {
         check_name("window", name)?;
         // ids unique across the cluster come from the database
@@ -816,7 +824,8 @@ impl Registry {
                 .get(world)
                 .ok_or_else(|| RegistryError::NoWorld(world.to_string()))?
                 .nranks;
-            WindowDesc::validate_shape(nranks, &sizes, &disp_units)?;
+            let group = WindowDesc::validate_group(nranks, group.as_deref())?;
+            WindowDesc::validate_shape(group.len() as u32, &sizes, &disp_units)?;
             info.check_shape(&sizes, &disp_units)?;
             if inner.worlds[world].windows.contains_key(name) {
                 return Err(RegistryError::AlreadyExists(format!(
@@ -844,6 +853,7 @@ impl Registry {
                 sizes,
                 disp_units,
                 info,
+                group,
             })
         };
         if let Some(cluster) = self.cluster() {

@@ -47,10 +47,14 @@ struct OnWindow {
     entry: Arc<WindowEntry>,
     /// Where the call's answer goes.
     reply: Reply,
+    /// This session's rank in the window (its place in the window's group).
+    me: u32,
 }
 
 struct OpenWindow {
     entry: Arc<WindowEntry>,
+    /// This session's rank in the window (its place in the window's group).
+    me: u32,
     epoch: EpochState,
     /// The first cseq the client's next marker of persisted rows must name.
     next_cseq: u64,
@@ -350,7 +354,7 @@ impl Session {
                 let active = open.epoch.used_active_target();
                 for actor in &open.entry.ranks {
                     let departed = Input::Departed {
-                        origin: me,
+                        origin: open.me,
                         incarnation: self.incarnation,
                         reason: reason.to_string(),
                         active,
@@ -519,7 +523,7 @@ impl Session {
         } else {
             vec![AuditPending {
                 window,
-                rank: self.member.rank,
+                rank: self.rank_in(window),
                 incarnation: self.incarnation,
                 at_ns: audit.now(),
                 event,
@@ -564,6 +568,8 @@ impl Session {
         } else {
             self.reply(id)
         };
+        // ranks are numbered in the window's group
+        let me = self.windows.get(&window_id).map_or(me, |open| open.me);
         let admitted = admit::admit(&mut Opened(&mut self.windows), me, call)?;
         // admission found the window open
         let Some(entry) = self
@@ -578,6 +584,7 @@ impl Session {
             window: window_id,
             entry,
             reply,
+            me,
         };
         match admitted {
             Admitted::Fence {
@@ -643,8 +650,15 @@ impl Session {
     }
 
     /// This session's rank and incarnation, as the origin of what it sends.
-    fn origin(&self) -> (u32, u64) {
-        (self.member.rank, self.incarnation)
+    fn origin(&self, me: u32) -> (u32, u64) {
+        (me, self.incarnation)
+    }
+
+    /// This session's rank in `window` (its world rank for a window not open here).
+    fn rank_in(&self, window: u64) -> u32 {
+        self.windows
+            .get(&window)
+            .map_or(self.member.rank, |open| open.me)
     }
 
     /// Waits, beside the session's calls, for `answer`, which comes back to this session

@@ -21,6 +21,8 @@ use crate::supervise::{self, Fate};
 struct Arrive {
     collective: Collective,
     rank: u32,
+    /// The window's group (world ranks) for a window's collective; empty: the whole world.
+    group: Vec<u32>,
     reply: Reply,
 }
 
@@ -39,6 +41,8 @@ enum Message {
         window: u64,
         rank: u32,
         info: WindowInfo,
+        /// The window's group (world ranks).
+        group: Vec<u32>,
         reply: Reply,
     },
     /// A session of the rank started.
@@ -72,7 +76,8 @@ impl WorldHandle {
         WorldHandle { sender, fate }
     }
 
-    /// Rank `rank` arrives at `collective`; `reply` is answered when it may leave.
+    /// Rank `rank` arrives at `collective`, of the window over `group` (world ranks; empty:
+    /// the whole world, as the barrier); `reply` is answered when it may leave.
     ///
     /// # Errors
     /// `MPI_ERR_OTHER` when the world was deleted, `MPI_ERR_INTERN` when its actor panicked.
@@ -80,11 +85,13 @@ impl WorldHandle {
         &self,
         collective: Collective,
         rank: u32,
+        group: Vec<u32>,
         reply: Reply,
     ) -> Result<(), RmaError> {
         self.send(Message::Arrive(Arrive {
             collective,
             rank,
+            group,
             reply,
         }))
         .await
@@ -118,12 +125,14 @@ impl WorldHandle {
         window: u64,
         rank: u32,
         info: WindowInfo,
+        group: Vec<u32>,
         reply: Reply,
     ) -> Result<(), RmaError> {
         self.send(Message::ProposeInfo {
             window,
             rank,
             info,
+            group,
             reply,
         })
         .await
@@ -177,9 +186,12 @@ async fn run(
     let mut collectives = Collectives::new(nranks);
     while let Some(message) = inbox.recv().await {
         let effects = match message {
-            Message::Arrive(arrive) => {
-                collectives.arrive(arrive.collective, arrive.rank, arrive.reply)
-            }
+            Message::Arrive(arrive) => collectives.arrive_group(
+                arrive.collective,
+                arrive.rank,
+                &arrive.group,
+                arrive.reply,
+            ),
             Message::ProposeWindow {
                 name,
                 rank,
@@ -190,8 +202,9 @@ async fn run(
                 window,
                 rank,
                 info,
+                group,
                 reply,
-            } => collectives.propose_info(window, rank, info, reply),
+            } => collectives.propose_info(window, rank, info, &group, reply),
             Message::Joined(rank) => {
                 collectives.joined(rank);
                 continue;
@@ -249,6 +262,7 @@ async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::We
                     sizes,
                     disp_units,
                     info,
+                    None,
                 )
                 .await
                 .map(drop)

@@ -60,6 +60,9 @@ pub struct WindowDecl {
     /// `by=ranks`: the ranks create the window themselves, collectively
     /// (`Session::create_window`), instead of the admin (`by=admin`, the default).
     pub by_ranks: bool,
+    /// `group={A,C}`: the world ranks the window spans, window rank `r` being `group[r]`;
+    /// `None`: every rank of the world. `sizes` has one entry per member.
+    pub group: Option<Vec<u32>>,
 }
 
 /// The elements a location covers, starting at [`Loc::index`].

@@ -310,6 +310,7 @@ impl Parser {
         let mut model = Model::Separate;
         let mut flavor = FlavorDecl::Allocate;
         let mut by_ranks = false;
+        let mut group: Option<Vec<u32>> = None;
         let mut info = Vec::new();
         let mut in_info = false;
         for token in &tokens[2..] {
@@ -381,6 +382,17 @@ impl Parser {
                         }
                     }
                 }
+                "group" => {
+                    let token = Token {
+                        text: value,
+                        column: value_column,
+                    };
+                    let members = self.group(line, Some(&token), value_column)?;
+                    if members.is_empty() {
+                        return Err(err(line, value_column, "a window's group needs a rank"));
+                    }
+                    group = Some(members);
+                }
                 "by" => {
                     by_ranks = match value {
                         "ranks" => true,
@@ -413,7 +425,7 @@ impl Parser {
                         line,
                         token.column,
                         format!(
-                        "unknown window attribute \"{key}\" (ranks size type model flavor by info)"
+                        "unknown window attribute \"{key}\" (ranks size type model flavor group by info)"
                     ),
                     ))
                 }
@@ -426,13 +438,35 @@ impl Parser {
         let dtype = dtype.ok_or_else(|| err(line, end, "window needs type=T"))?;
         let (mut sizes, sizes_column) =
             sizes.ok_or_else(|| err(line, end, "window needs size=S"))?;
+        if let Some(members) = &group {
+            if let Some(&outside) = members.iter().find(|&&rank| rank >= ranks) {
+                return Err(err(
+                    line,
+                    end,
+                    format!(
+                        "rank {} of the group is not one of the world's {ranks} ranks",
+                        rank_name(outside, ranks)
+                    ),
+                ));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(&twice) = members.iter().find(|&&rank| !seen.insert(rank)) {
+                return Err(err(
+                    line,
+                    end,
+                    format!("rank {} is twice in the group", rank_name(twice, ranks)),
+                ));
+            }
+        }
+        // one size per rank of the window: every rank of the world, or of its group
+        let members = group.as_ref().map_or(ranks, |members| members.len() as u32);
         if sizes.len() == 1 {
-            sizes = vec![sizes[0]; ranks as usize];
-        } else if sizes.len() != ranks as usize {
+            sizes = vec![sizes[0]; members as usize];
+        } else if sizes.len() != members as usize {
             return Err(err(
                 line,
                 sizes_column,
-                format!("{} sizes for {ranks} ranks", sizes.len()),
+                format!("{} sizes for {members} ranks", sizes.len()),
             ));
         }
         match self.ranks {
@@ -455,6 +489,7 @@ impl Parser {
             flavor,
             info,
             by_ranks,
+            group,
         });
         Ok(())
     }

@@ -275,6 +275,8 @@ pub struct RankExecutor {
     dtypes: Vec<Datatype>,
     session: Option<Session>,
     windows: Vec<Option<Window>>,
+    /// Per window: whether this rank is in its group (a window over part of the world).
+    members: Vec<bool>,
     vars: BTreeMap<String, VarSlot>,
     requests: HashMap<String, RequestSlot>,
     failed_calls: Vec<FailedCall>,
@@ -314,6 +316,7 @@ impl RankExecutor {
             dtypes,
             session: Some(session),
             windows: Vec::new(),
+            members: Vec::new(),
             vars: BTreeMap::new(),
             requests: HashMap::new(),
             failed_calls: Vec::new(),
@@ -326,10 +329,23 @@ impl RankExecutor {
     async fn open_all(&mut self) -> Result<(), Error> {
         let session = self.session.clone().ok_or_else(not_attached)?;
         let mut windows = Vec::new();
+        let mut members = Vec::new();
         for name in &self.window_names {
-            windows.push(Some(session.window(name).await?));
+            match session.window(name).await {
+                Ok(window) => {
+                    windows.push(Some(window));
+                    members.push(true);
+                }
+                // a window over part of the world that this rank is not in
+                Err(error) if error.class() == Some(ErrorClass::Group) => {
+                    windows.push(None);
+                    members.push(false);
+                }
+                Err(error) => return Err(error),
+            }
         }
         self.windows = windows;
+        self.members = members;
         Ok(())
     }
 
@@ -343,6 +359,7 @@ impl RankExecutor {
         self.window_names.push(name.to_string());
         self.dtypes.push(dtype);
         self.windows.push(Some(window));
+        self.members.push(true);
         let index = self.windows.len() - 1;
         let window = self.windows[index].as_ref().ok_or_else(not_attached)?;
         Ok((index, window))
@@ -455,10 +472,46 @@ impl RankExecutor {
     }
 
     fn window(&self, index: usize) -> Result<&Window, Error> {
+        if self.members.get(index) == Some(&false) {
+            return Err(RmaError::new(
+                ErrorClass::Group,
+                format!(
+                    "rank {} is not in the group of window {}",
+                    rank_name(self.rank, self.nranks),
+                    self.window_names[index]
+                ),
+            )
+            .into());
+        }
         self.windows
             .get(index)
             .and_then(Option::as_ref)
             .ok_or_else(not_attached)
+    }
+
+    /// The rank in window `index` of the world's rank `rank` (the file names world ranks;
+    /// a window over part of the world numbers its ranks in its group).
+    fn in_window(&self, index: usize, rank: u32) -> Result<u32, Error> {
+        let window = self.window(index)?;
+        window.desc().rank_of(rank).ok_or_else(|| {
+            RmaError::new(
+                ErrorClass::Group,
+                format!(
+                    "rank {} is not in the group of window {}",
+                    rank_name(rank, self.nranks),
+                    self.window_names[index]
+                ),
+            )
+            .into()
+        })
+    }
+
+    /// [`RankExecutor::in_window`] of every rank of `group`.
+    fn group_in_window(&self, index: usize, group: &[u32]) -> Result<Vec<u32>, Error> {
+        group
+            .iter()
+            .map(|&rank| self.in_window(index, rank))
+            .collect()
     }
 
     /// Reads the private copy at `loc` without syncing.
@@ -619,7 +672,8 @@ impl RankExecutor {
                     data,
                     compare,
                 };
-                let pending = window.issue(spec.target, op, spec.request_based)?;
+                let target = self.in_window(spec.loc.window, spec.target)?;
+                let pending = window.issue(target, op, spec.request_based)?;
                 if let Some(var) = &spec.var {
                     let fetched = pending.clone().value();
                     let reply = match (&spec.kind, &spec.origin) {
@@ -721,12 +775,18 @@ impl RankExecutor {
                 window,
                 group,
                 assert,
-            } => self.window(*window)?.post(group, *assert),
+            } => {
+                let group = self.group_in_window(*window, group)?;
+                self.window(*window)?.post(&group, *assert)
+            }
             Call::Start {
                 window,
                 group,
                 assert,
-            } => self.window(*window)?.start(group, *assert),
+            } => {
+                let group = self.group_in_window(*window, group)?;
+                self.window(*window)?.start(&group, *assert)
+            }
             Call::Complete { window } => self.window(*window)?.complete().await,
             Call::Wait { window } => self.window(*window)?.wait().await,
             Call::Test { window, var } => {
@@ -740,14 +800,21 @@ impl RankExecutor {
                 target,
                 assert,
             } => {
+                let target = self.in_window(*window, *target)?;
                 self.window(*window)?
-                    .lock(*lock_type, *target, *assert)
+                    .lock(*lock_type, target, *assert)
                     .await
             }
-            Call::Unlock { window, target } => self.window(*window)?.unlock(*target).await,
+            Call::Unlock { window, target } => {
+                let target = self.in_window(*window, *target)?;
+                self.window(*window)?.unlock(target).await
+            }
             Call::LockAll { window, assert } => self.window(*window)?.lock_all(*assert).await,
             Call::UnlockAll { window } => self.window(*window)?.unlock_all().await,
-            Call::Flush { window, target } => self.window(*window)?.flush(*target).await,
+            Call::Flush { window, target } => {
+                let target = self.in_window(*window, *target)?;
+                self.window(*window)?.flush(target).await
+            }
             Call::FlushAll { window } => self.window(*window)?.flush_all().await,
             Call::SetInfo { window, info } => {
                 let pairs: Vec<(&str, &str)> = info
@@ -756,7 +823,10 @@ impl RankExecutor {
                     .collect();
                 self.window(*window)?.set_info(&pairs).await
             }
-            Call::FlushLocal { window, target } => self.window(*window)?.flush_local(*target).await,
+            Call::FlushLocal { window, target } => {
+                let target = self.in_window(*window, *target)?;
+                self.window(*window)?.flush_local(target).await
+            }
             Call::FlushLocalAll { window } => self.window(*window)?.flush_local_all().await,
             Call::Sync { window } => self.window(*window)?.sync().await,
             Call::Sleep { ms } => {
@@ -780,6 +850,16 @@ impl RankExecutor {
 
 fn check_supported(scenario: &Scenario) -> Result<(), RunError> {
     for window in &scenario.windows {
+        if window.by_ranks && window.group.is_some() {
+            return Err(RunError::Unsupported {
+                line: window.line,
+                message: format!(
+                    "window {}: by=ranks with group= is not offered (the ranks create windows over \
+                     the whole world; the admin creates them over a group)",
+                    window.name
+                ),
+            });
+        }
         if window.flavor == FlavorDecl::Dynamic {
             return Err(RunError::Unsupported {
                 line: window.line,
@@ -808,6 +888,7 @@ fn spec_of(decl: &WindowDecl) -> WindowSpec {
         sizes: decl.sizes.iter().map(|count| count * unit).collect(),
         disp_units: vec![unit as u32; decl.sizes.len()],
         info: with_element_type(&decl.info, decl.dtype),
+        group: decl.group.clone(),
     }
 }
 
@@ -1133,6 +1214,8 @@ async fn read_public(
     let decl = &scenario.windows[loc.window];
     let session = Session::attach(&config.endpoint, &tokens[rank as usize]).await?;
     let window = session.window(&decl.name).await?;
+    // the file names world ranks; a window over part of the world numbers them in its group
+    let rank = window.rank();
     window
         .lock(onesided_core::epoch::LockType::Shared, rank, 0)
         .await?;

@@ -225,7 +225,7 @@ impl Window {
             }))
         };
         let answer = synced(reply.await?)?;
-        self.state().tokens[self.session.rank() as usize] = answer.token;
+        self.state().tokens[self.me as usize] = answer.token;
         self.apply_pull(answer.pull);
         self.returned("lock_all", None);
         Ok(())

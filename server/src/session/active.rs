@@ -26,11 +26,11 @@ impl Session {
         pull: bool,
         segments: Vec<Segment>,
     ) -> Result<(), RmaError> {
-        let me = self.member.rank;
         let OnWindow {
             window,
             entry,
             reply,
+            me,
             ..
         } = on;
         let ranks = &entry.ranks;
@@ -79,7 +79,7 @@ impl Session {
         group: Vec<u32>,
         segments: Vec<Segment>,
     ) -> Result<(), RmaError> {
-        let own = &on.entry.ranks[self.member.rank as usize];
+        let own = &on.entry.ranks[on.me as usize];
         push(own, segments).await?;
         self.log(on.window, event, Some(on.reply)).await;
         own.send(Input::Post { group }).await
@@ -99,7 +99,7 @@ impl Session {
         on: OnWindow,
         markers: Vec<(u32, u64)>,
     ) -> Result<(), RmaError> {
-        let origin = self.origin();
+        let origin = self.origin(on.me);
         let OnWindow {
             window,
             entry,
@@ -116,7 +116,7 @@ impl Session {
 
     /// `MPI_Win_wait`: recorded, then one's own rank answers when the exposure epoch ended.
     pub(super) async fn wait(&mut self, on: OnWindow, pull: bool) -> Result<(), RmaError> {
-        let own = &on.entry.ranks[self.member.rank as usize];
+        let own = &on.entry.ranks[on.me as usize];
         self.log(on.window, Event::WaitEnter, None).await;
         let wait = Input::Wait {
             pull,
@@ -129,7 +129,7 @@ impl Session {
     /// `MPI_Win_test`: one's own rank says whether the exposure epoch ended; the answer comes
     /// back to this session ([`Session::tested`]) before it goes out.
     pub(super) async fn test(&mut self, on: OnWindow, pull: bool) -> Result<(), RmaError> {
-        let own = &on.entry.ranks[self.member.rank as usize];
+        let own = &on.entry.ranks[on.me as usize];
         let (sender, answer) = oneshot::channel();
         let test = Input::Wait {
             pull,

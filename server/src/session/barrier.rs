@@ -23,6 +23,7 @@ impl Session {
             .arrive(
                 Collective::Barrier,
                 self.member.rank,
+                Vec::new(),
                 Reply::Session(sender),
             )
             .await?;

@@ -34,7 +34,7 @@ impl Session {
         request: Option<admit::Request>,
         operation: Issued,
     ) -> Result<(), RmaError> {
-        let origin = self.origin();
+        let origin = self.origin(on.me);
         let target = &on.entry.ranks[target_rank as usize];
         if self.registry.audit().durability() != Durability::Off {
             let issued = admit::op_issued(on.id, target_rank, &operation.op, &operation.access);

@@ -31,9 +31,9 @@ impl Session {
                 Ok(())
             }
             Some(request) => {
-                let own = &on.entry.ranks[self.member.rank as usize];
+                let own = &on.entry.ranks[on.me as usize];
                 let item = lock_request(request, Some(on.reply));
-                access(own, self.origin(), item).await
+                access(own, self.origin(on.me), item).await
             }
         }
     }
@@ -48,9 +48,9 @@ impl Session {
         request: Option<admit::Request>,
         segments: Vec<Segment>,
     ) -> Result<(), RmaError> {
-        let origin = self.origin();
+        let origin = self.origin(on.me);
         self.log(on.window, event, None).await;
-        push(&on.entry.ranks[self.member.rank as usize], segments).await?;
+        push(&on.entry.ranks[on.me as usize], segments).await?;
         let target = &on.entry.ranks[target as usize];
         if let Some(request) = request {
             access(target, origin, lock_request(request, None)).await?;
@@ -72,8 +72,13 @@ impl Session {
             request,
             holding_elsewhere: true,
         };
-        let own = &on.entry.ranks[self.member.rank as usize];
-        access(own, self.origin(), lock_request(request, Some(on.reply))).await
+        let own = &on.entry.ranks[on.me as usize];
+        access(
+            own,
+            self.origin(on.me),
+            lock_request(request, Some(on.reply)),
+        )
+        .await
     }
 
     /// `MPI_Win_unlock_all`: recorded, publish, then an unlock at every target whose lock was
@@ -86,7 +91,7 @@ impl Session {
         segments: Vec<Segment>,
     ) -> Result<(), RmaError> {
         self.log(on.window, event, None).await;
-        push(&on.entry.ranks[self.member.rank as usize], segments).await?;
+        push(&on.entry.ranks[on.me as usize], segments).await?;
         self.at_each(on, released, |reply| AccessItem::Unlock { reply })
             .await
     }
@@ -105,7 +110,7 @@ impl Session {
         };
         self.log(on.window, event, None).await;
         let flush = AccessItem::Flush { reply: on.reply };
-        access(&on.entry.ranks[target as usize], self.origin(), flush).await
+        access(&on.entry.ranks[target as usize], self.origin(on.me), flush).await
     }
 
     /// `MPI_Win_flush_all` (and `flush_local_all`): as [`Session::flush`] at every target,
@@ -131,7 +136,7 @@ impl Session {
         targets: Vec<u32>,
         item: fn(Reply) -> AccessItem,
     ) -> Result<(), RmaError> {
-        let origin = self.origin();
+        let origin = self.origin(on.me);
         let gather = Gather::new(targets.len(), on.reply);
         for target in targets {
             let reply = Reply::Gather(Arc::clone(&gather));
@@ -149,7 +154,7 @@ impl Session {
         segments: Vec<Segment>,
         seq: u64,
     ) -> Result<(), RmaError> {
-        let own = &on.entry.ranks[self.member.rank as usize];
+        let own = &on.entry.ranks[on.me as usize];
         own.send(Input::Publish { segments, seq }).await?;
         on.reply.done();
         Ok(())
@@ -158,7 +163,7 @@ impl Session {
     /// Unified model: this session follows its own public copy from now on; answered after
     /// the whole copy was sent.
     pub(super) async fn follow(&mut self, on: OnWindow) -> Result<(), RmaError> {
-        let own = &on.entry.ranks[self.member.rank as usize];
+        let own = &on.entry.ranks[on.me as usize];
         own.follow(self.out.clone(), on.reply).await
     }
 
@@ -169,7 +174,7 @@ impl Session {
         segments: Vec<Segment>,
     ) -> Result<(), RmaError> {
         self.log(on.window, Event::Sync, None).await;
-        let own = &on.entry.ranks[self.member.rank as usize];
+        let own = &on.entry.ranks[on.me as usize];
         push(own, segments).await?;
         own.send(Input::Pull { reply: on.reply }).await
     }

@@ -27,11 +27,20 @@ impl Session {
     /// Opens window `name` in this session (as [`Session::open_window`]) and returns its
     /// description, for the caller to answer with.
     async fn opened(&mut self, name: &str) -> Result<v1::WindowDescription, RmaError> {
-        let me = self.member.rank;
         let entry = self
             .registry
             .window(&self.member.world, name)
             .ok_or_else(|| onesided_core::window::unknown_window(name))?;
+        // ranks are numbered in the window's group
+        let me = entry.desc.rank_of(self.member.rank).ok_or_else(|| {
+            RmaError::new(
+                ErrorClass::Group,
+                format!(
+                    "rank {} of the world is not in the group of window {name} (world ranks {:?})",
+                    self.member.rank, entry.desc.group
+                ),
+            )
+        })?;
         if self.windows.contains_key(&entry.desc.id) {
             // the epoch state (and PSCW generations) live on: a second handle with a fresh
             // private copy would silently diverge from it
@@ -50,6 +59,7 @@ impl Session {
             window_id,
             OpenWindow {
                 entry,
+                me,
                 epoch,
                 next_cseq: 1,
                 fenced: None,
@@ -123,9 +133,10 @@ impl Session {
             window: on.window,
             barrier,
         };
+        let group = on.entry.desc.group.clone();
         self.member
             .collectives
-            .arrive(collective, self.member.rank, on.reply)
+            .arrive(collective, self.member.rank, group, on.reply)
             .await
     }
 
@@ -146,11 +157,18 @@ impl Session {
             .map(|entry| (entry.key.as_str(), entry.value.as_str()))
             .collect();
         let info = open.entry.now().info.updated(pairs.iter().copied())?;
+        let group = open.entry.desc.group.clone();
         let reply = self.reply(id);
         let (sender, answer) = oneshot::channel();
         self.member
             .collectives
-            .propose_info(set.window, self.member.rank, info, Reply::Session(sender))
+            .propose_info(
+                set.window,
+                self.member.rank,
+                info,
+                group,
+                Reply::Session(sender),
+            )
             .await?;
         let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
         self.come_back(Control::InfoSet(set.window), reply, answer, gone);

@@ -252,6 +252,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
     let window_request = |sizes: Vec<u64>, flavor: i32, model: i32| {
         let disp_units = vec![1; sizes.len()];
         encode(&v1::CreateWindowRequest {
+            group: Vec::new(),
             world: world.clone(),
             name: unique("new"),
             flavor,
@@ -500,6 +501,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     CREATE_WINDOW,
                     admin_meta.clone(),
                     encode(&v1::CreateWindowRequest {
+                        group: Vec::new(),
                         world: world.clone(),
                         name: "n".repeat(20_000),
                         flavor: 0,
@@ -513,11 +515,50 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Arg),
             ),
             row(
+                "a window whose group names a rank twice",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        group: vec![1, 1],
+                        world: world.clone(),
+                        name: "twice".into(),
+                        flavor: 0,
+                        model: 0,
+                        sizes: vec![8; 2],
+                        disp_units: vec![1; 2],
+                        info: Vec::new(),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Group),
+            ),
+            row(
+                "a window whose group names a rank outside the world",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        group: vec![0, 4_000_000_000],
+                        world: world.clone(),
+                        name: "outside".into(),
+                        flavor: 0,
+                        model: 0,
+                        sizes: vec![8; 2],
+                        disp_units: vec![1; 2],
+                        info: Vec::new(),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Group),
+            ),
+            row(
                 "same_size=true with ranks of different sizes",
                 Send::Unary(
                     CREATE_WINDOW,
                     admin_meta.clone(),
                     encode(&v1::CreateWindowRequest {
+                        group: Vec::new(),
                         world: world.clone(),
                         name: unique("new"),
                         flavor: 0,
@@ -539,6 +580,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     CREATE_WINDOW,
                     admin_meta.clone(),
                     encode(&v1::CreateWindowRequest {
+                        group: Vec::new(),
                         world: world.clone(),
                         name: unique("new"),
                         flavor: 0,

@@ -437,6 +437,7 @@ async fn a_unary_call_that_cannot_finish_in_time_is_deadline_exceeded() {
     // a window's creation waits for its commit: answered at the deadline, it still finishes,
     // exactly once, when the log is free again
     let create = encode(&v1::CreateWindowRequest {
+        group: Vec::new(),
         world: world.clone(),
         name: "late".to_string(),
         flavor: 0,

@@ -9,6 +9,7 @@ mod errors;
 mod failure;
 mod fence;
 mod forum;
+mod groups;
 mod hostile;
 mod identity;
 mod legacy;

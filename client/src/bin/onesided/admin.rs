@@ -149,6 +149,10 @@ pub struct WindowCreate {
     /// The memory model
     #[arg(long, value_enum, default_value = "separate")]
     model: ModelArg,
+    /// Span only these world ranks, numbered in this order (window rank r is the r-th); --ranks
+    /// or --sizes then count the members. Default: every rank of the world
+    #[arg(long, value_name = "RANK,RANK,...", value_delimiter = ',')]
+    group: Vec<u32>,
     /// Info keys (no_locks=true, accumulate_ordering=none, accumulate_ops=same_op, …)
     #[arg(long, value_name = "KEY=VALUE")]
     info: Vec<String>,
@@ -265,6 +269,7 @@ pub fn desc_json(desc: &WindowDesc) -> serde_json::Value {
         "sizes": desc.sizes,
         "disp_units": desc.disp_units,
         "info": desc.info.to_pairs().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "group": desc.group,
     })
 }
 
@@ -286,6 +291,12 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
             code: tonic::Code::NotFound,
             message: format!("no world {}", args.world),
         })?;
+    // a window over part of the world has one size per member
+    let ranks = if args.group.is_empty() {
+        ranks
+    } else {
+        args.group.len() as u32
+    };
     let dtype = args.dtype.as_deref().map(datatype).transpose()?;
     let unit = dtype.map_or(1, |d| d.size() as u64);
     let sizes = match (&args.size, &args.count) {
@@ -323,6 +334,7 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
         sizes,
         disp_units: vec![disp_unit; ranks as usize],
         info,
+        group: (!args.group.is_empty()).then_some(args.group),
     };
     let desc = admin.create_window(&args.world, &spec).await?;
     if global.json {
@@ -382,6 +394,7 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
                 outln!("world:      {}", desc.world);
                 outln!("flavor:     {}", desc.flavor.name());
                 outln!("model:      {}", desc.model.name());
+                outln!("group:      {}", list(&desc.group));
                 outln!("sizes:      {}", list(&desc.sizes));
                 outln!("disp_units: {}", list(&desc.disp_units));
                 for (key, value) in desc.info.to_pairs() {

@@ -147,6 +147,7 @@ impl Shell {
                     dtype,
                     sizes: desc.sizes.iter().map(|bytes| bytes / unit).collect(),
                     model: Model::Separate,
+                    group: None,
                     flavor: FlavorDecl::Allocate,
                     info: Vec::new(),
                     by_ranks: false,
