@@ -490,12 +490,13 @@ impl RankExecutor {
     }
 
     /// The rank in window `index` of the world's rank `rank` (the file names world ranks;
-    /// a window over part of the world numbers its ranks in its group).
+    /// a window over part of the world numbers its ranks in its group). A rank outside the
+    /// group is `MPI_ERR_RANK`, as a target outside a window is.
     fn in_window(&self, index: usize, rank: u32) -> Result<u32, Error> {
         let window = self.window(index)?;
         window.desc().rank_of(rank).ok_or_else(|| {
             RmaError::new(
-                ErrorClass::Group,
+                ErrorClass::Rank,
                 format!(
                     "rank {} is not in the group of window {}",
                     rank_name(rank, self.nranks),
