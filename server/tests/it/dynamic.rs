@@ -232,3 +232,66 @@ async fn ranks_create_a_dynamic_window_together_and_a_racing_detach_is_found() {
     assert_eq!(findings[0].second.call, "detach");
     assert_eq!(findings[0].target, 1);
 }
+
+/// After a restart the regions are where they were: their bytes are reachable by the same
+/// addresses, nothing else is, and a region can still be detached (the new session of its
+/// rank does not learn the regions an earlier one attached: it keeps their addresses itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_survive_a_restart() {
+    use crate::recovery::start_on;
+    use onesided_client::{Admin, Session};
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-dynamic")));
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("dyn"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &dynamic("d", 2))
+        .await
+        .unwrap();
+    let owner = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let origin = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let (o, w) = (
+        owner.window("d").await.unwrap(),
+        origin.window("d").await.unwrap(),
+    );
+    let a = o.attach(16).await.unwrap();
+    let b = o.attach(16).await.unwrap();
+    o.detach(a).await.unwrap();
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w.put(1, b + 8, &[42i64]).unwrap();
+    w.unlock(1).await.unwrap();
+    drop((o, w));
+    owner.close().await.unwrap();
+    origin.close().await.unwrap();
+    server.stop().await;
+
+    let server = start_on(&data.0, |_| {}).await;
+    let owner = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let origin = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let (o, w) = (
+        owner.window("d").await.unwrap(),
+        origin.window("d").await.unwrap(),
+    );
+    w.lock(LockType::Shared, 1, 0).await.unwrap();
+    let kept = w.get::<i64>(1, b + 8, 1).unwrap();
+    let detached = w.get::<i64>(1, a, 1).unwrap();
+    assert_eq!(kept.value().await.unwrap(), vec![42]);
+    assert_eq!(class(detached.value().await), Some(ErrorClass::RmaRange));
+    assert_eq!(class(w.unlock(1).await), Some(ErrorClass::RmaRange));
+    assert_eq!(class(o.detach(a).await), Some(ErrorClass::RmaAttach));
+    o.detach(b).await.unwrap();
+    // a new region comes after everything attached before, detached bytes included
+    assert_eq!(o.attach(8).await.unwrap(), b + 16);
+    drop((o, w));
+    owner.close().await.unwrap();
+    origin.close().await.unwrap();
+    server.stop().await;
+}
