@@ -18,7 +18,7 @@ use onesided_core::audit::Event as AuditEvent;
 use onesided_core::epoch::{AccessTag, EpochState, LockType};
 use onesided_core::layout::Layout;
 use onesided_core::ranges::RangeSet;
-use onesided_core::window::{MemoryModel, OpKind, TargetOp, WindowDesc};
+use onesided_core::window::{Flavor, MemoryModel, OpKind, TargetOp, WindowDesc, DYNAMIC_BASE};
 use onesided_core::{ErrorClass, Op, RmaError};
 use onesided_proto::layout_to_wire;
 use onesided_proto::v1::client_message::Call;
@@ -28,6 +28,7 @@ use crate::element::{decode, encode, Element};
 use crate::error::{Error, Result};
 use crate::session::{info_entries, Session};
 
+mod dynamic;
 mod operations;
 mod private_copy;
 mod requests;
@@ -70,6 +71,8 @@ pub(crate) struct State {
     unified: bool,
     /// Unified model: the number of the last publication sent.
     published: u64,
+    /// Dynamic window: this rank's attached regions, offset in its memory → size.
+    regions: std::collections::BTreeMap<u64, u64>,
     /// Unified model: publications sent and not yet known to be applied (number, byte range):
     /// an update that the server made before applying them must not overwrite their bytes.
     in_flight: Vec<(u64, u64, u64)>,
@@ -380,6 +383,7 @@ impl Window {
             gone: None,
             unified: desc.model == MemoryModel::Unified,
             published: 0,
+            regions: std::collections::BTreeMap::new(),
             in_flight: Vec::new(),
         }));
         // a barrier is a session call: it notes this window's accesses before it goes; a

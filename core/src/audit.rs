@@ -177,6 +177,14 @@ mod tests {
             },
             Event::Attach,
             Event::Detach,
+            Event::RegionAttached {
+                base: 1 << 12,
+                size: 24,
+            },
+            Event::RegionDetached {
+                base: 1 << 40,
+                size: u64::MAX,
+            },
             Event::Published {
                 offset: 12,
                 data: vec![0, 255, 7],
@@ -276,7 +284,7 @@ mod tests {
     fn every_event_round_trips_through_both_encodings() {
         let events = every_kind();
         let kinds: HashSet<&str> = events.iter().map(Event::kind).collect();
-        assert_eq!(kinds.len(), 33, "one of each of the 33 kinds");
+        assert_eq!(kinds.len(), 35, "one of each of the 35 kinds");
         for event in events {
             let binary = Body::encode(&event);
             assert!(matches!(binary, Body::Binary(_)));

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::assert::Assert;
 use crate::audit::{place, AuditRecord, Event, RecordedOp};
 use crate::reduce::Op;
-use crate::window::{AccumulateOps, AccumulateOrdering, WindowInfo};
+use crate::window::{AccumulateOps, AccumulateOrdering, WindowInfo, DYNAMIC_BASE};
 
 /// The rule a finding breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -37,11 +37,14 @@ pub enum Rule {
     StoreWhilePending,
     /// A race that `flush_local` would have ordered had it completed at the target.
     FlushLocal,
+    /// A remote access to a dynamic window's region not ordered before the owner's detach of
+    /// it.
+    DetachRace,
 }
 
 impl Rule {
     /// Every rule.
-    pub const ALL: [Rule; 9] = [
+    pub const ALL: [Rule; 10] = [
         Rule::PutPut,
         Rule::PutGet,
         Rule::PutAccumulate,
@@ -51,6 +54,7 @@ impl Rule {
         Rule::PutLoad,
         Rule::StoreWhilePending,
         Rule::FlushLocal,
+        Rule::DetachRace,
     ];
 
     /// The rule's stable name (as serialized).
@@ -65,6 +69,7 @@ impl Rule {
             Rule::PutLoad => "put_load",
             Rule::StoreWhilePending => "store_while_pending",
             Rule::FlushLocal => "flush_local",
+            Rule::DetachRace => "detach_race",
         }
     }
 
@@ -98,6 +103,10 @@ impl Rule {
             Rule::FlushLocal => {
                 "flush_local taken for remote completion: it completes an operation only at \
                  the origin"
+            }
+            Rule::DetachRace => {
+                "a remote access to a region of a dynamic window is not ordered before the \
+                 owner's detach of it"
             }
         }
     }
@@ -163,11 +172,13 @@ enum Kind {
     },
     Store,
     Load,
+    /// The owner detached a region of a dynamic window (its bytes are the region's).
+    Detach,
 }
 
 impl Kind {
     fn remote(&self) -> bool {
-        !matches!(self, Kind::Store | Kind::Load)
+        !matches!(self, Kind::Store | Kind::Load | Kind::Detach)
     }
 
     fn remote_write(&self) -> bool {
@@ -400,7 +411,26 @@ impl Pass {
             | Event::Departed { .. }
             | Event::Flush { .. }
             | Event::ClientEvents { .. }
+            | Event::RegionAttached { .. }
             | Event::Op { .. } => {}
+            Event::RegionDetached { base, size } => {
+                let clock = self.tick(rank);
+                let start = base.saturating_sub(DYNAMIC_BASE);
+                self.accesses.push(Access {
+                    seq: record.seq,
+                    cseq: record.cseq,
+                    rank,
+                    target: rank,
+                    call: "detach".into(),
+                    kind: Kind::Detach,
+                    ranges: vec![(start, start.saturating_add(*size))],
+                    end: Some(clock.clone()),
+                    start: clock,
+                    flush_local: None,
+                    refresh: None,
+                    epoch: Epoch::Fence(None),
+                });
+            }
             Event::Attach | Event::Detach | Event::Start { .. } | Event::WaitEnter => {
                 self.tick(rank);
                 if let Event::Start { group, .. } = &record.event {
@@ -682,7 +712,7 @@ fn before_with(a: &Access, end: Option<&Clock>, b: &Access) -> bool {
     let Some(end) = end else {
         return false;
     };
-    if a.kind.remote_write() && !b.kind.remote() {
+    if a.kind.remote_write() && matches!(b.kind, Kind::Store | Kind::Load) {
         // a local access sees a remote update only through its owner's refresh
         return b.refresh.as_ref().is_some_and(|refresh| le(end, refresh));
     }
@@ -720,6 +750,8 @@ fn conflict(a: &Access, b: &Access, hints: &Hints, unified: bool) -> Option<(Rul
     }
     let bytes = overlap(&a.ranges, &b.ranges)?;
     let rule = match (&a.kind, &b.kind) {
+        (Detach, other) | (other, Detach) if other.remote() => Rule::DetachRace,
+        (Detach, _) | (_, Detach) => return None,
         (Store | Load, Store | Load) => return None,
         // unified rules 2 and 3: a remote read of bytes the owner stores, and the owner's load
         // of bytes a remote update changes, are valid (the value is one of the two, and stays)
@@ -1924,5 +1956,71 @@ mod tests {
         h.get(1, 2, 0, 4);
         h.unlock(1, 2);
         assert_eq!(rules(&h.check()), vec![Rule::PutGet]);
+    }
+    /// Rank 1 detaches the region at offset 0 of 16 bytes (address `DYNAMIC_BASE`).
+    fn detach(h: &mut History, owner: u32) -> u64 {
+        h.tgt(
+            owner,
+            Event::RegionDetached {
+                base: DYNAMIC_BASE,
+                size: 16,
+            },
+        )
+    }
+
+    #[test]
+    fn a_put_not_ordered_before_the_detach_of_its_region_is_a_detach_race() {
+        let mut h = History::new(2);
+        h.lock(0, 1, "shared");
+        let put = h.put(0, 1, 4, 4);
+        let detached = detach(&mut h, 1);
+        h.unlock(0, 1);
+        let findings = h.check();
+        assert_eq!(rules(&findings), vec![Rule::DetachRace], "{findings:#?}");
+        let finding = &findings[0];
+        assert_eq!((finding.first.seq, finding.second.seq), (put, detached));
+        assert_eq!(finding.second.call, "detach");
+        assert_eq!(finding.bytes, (4, 8));
+        assert!(finding.message.contains("detach"), "{}", finding.message);
+    }
+
+    #[test]
+    fn an_access_completed_and_ordered_before_the_detach_is_fine() {
+        let mut h = History::new(2);
+        h.lock(0, 1, "shared");
+        h.put(0, 1, 4, 4);
+        h.unlock(0, 1);
+        h.barrier();
+        detach(&mut h, 1);
+        assert_eq!(h.check(), vec![]);
+    }
+
+    #[test]
+    fn a_detach_races_only_with_accesses_to_its_own_region() {
+        let mut h = History::new(2);
+        h.lock(0, 1, "shared");
+        h.put(0, 1, 16, 4);
+        detach(&mut h, 1);
+        h.unlock(0, 1);
+        assert_eq!(h.check(), vec![], "the put is past the region's 16 bytes");
+    }
+
+    #[test]
+    fn the_owners_own_loads_and_stores_do_not_race_its_detach() {
+        let mut h = History::new(2);
+        h.po(
+            1,
+            Event::Store {
+                ranges: vec![(0, 8)],
+            },
+        );
+        detach(&mut h, 1);
+        h.po(
+            1,
+            Event::Load {
+                ranges: vec![(0, 8)],
+            },
+        );
+        assert_eq!(h.check(), vec![]);
     }
 }

@@ -22,7 +22,7 @@ use crate::audit::{Event, RecordedOp};
 use crate::epoch::{AccessTag, LockRequest, LockType};
 use crate::locks::{Granted, LockTable, Waiter};
 use crate::ranges::RangeSet;
-use crate::window::{apply, MemoryModel, TargetAccess, TargetOp};
+use crate::window::{apply, MemoryModel, TargetAccess, TargetOp, DYNAMIC_BASE};
 
 /// Unified model: the most bytes of one segment of the copy sent when the owner starts to
 /// follow it ([`Input::Follow`]), so that no message grows with the window.
@@ -207,6 +207,26 @@ pub enum Input<R> {
         /// The answer.
         reply: R,
     },
+    /// Dynamic window: the owner attaches a region of `size` bytes (`MPI_WIN_ATTACH`), at the
+    /// address `at` if given, else after everything attached so far; answered with
+    /// [`Outcome::Attached`] and its address, or `MPI_ERR_RMA_ATTACH` (overlap, no room within
+    /// the limit), `MPI_ERR_SIZE` (size 0), `MPI_ERR_RMA_FLAVOR` (not a dynamic window).
+    Attach {
+        /// The region's size in bytes.
+        size: u64,
+        /// The address asked for, if any.
+        at: Option<u64>,
+        /// The answer.
+        reply: R,
+    },
+    /// Dynamic window: the owner detaches the region that starts at address `base`
+    /// (`MPI_WIN_DETACH`); `MPI_ERR_RMA_ATTACH` when no attached region starts there.
+    Detach {
+        /// The region's address.
+        base: u64,
+        /// The answer.
+        reply: R,
+    },
     /// The owner pulls what changed remotely (sync).
     Pull {
         /// The answer.
@@ -237,6 +257,11 @@ pub enum Outcome {
         flag: bool,
         /// The fencing token of a granted lock (0 otherwise).
         token: u64,
+    },
+    /// A region was attached to a dynamic window at this address.
+    Attached {
+        /// The region's address.
+        base: u64,
     },
 }
 
@@ -305,6 +330,22 @@ struct Departure<'a> {
     fenced: Option<u64>,
 }
 
+/// A dynamic window's memory at one rank.
+#[derive(Debug)]
+struct Regions {
+    /// The most bytes the public copy may span.
+    max_bytes: u64,
+    /// Offset in the public copy → size.
+    attached: BTreeMap<u64, u64>,
+}
+
+fn not_dynamic(call: &str) -> RmaError {
+    RmaError::new(
+        ErrorClass::RmaFlavor,
+        format!("{call} is only for windows of flavor dynamic"),
+    )
+}
+
 #[derive(Debug)]
 struct PendingWait<R> {
     pull: bool,
@@ -326,6 +367,8 @@ pub struct Target<R> {
     unified: bool,
     /// Unified model: the highest `seq` of the owner's publications applied.
     published: u64,
+    /// Dynamic window: the attached regions and the most bytes the rank's memory may span.
+    dynamic: Option<Regions>,
     fence_entered: u64,
     /// The last epoch every rank reached the closing fence of.
     fence_reached: Option<u64>,
@@ -376,6 +419,7 @@ impl<R> Target<R> {
             changed: RangeSet::new(),
             unified: false,
             published: 0,
+            dynamic: None,
             fence_entered: 0,
             fence_reached: None,
             fenced_before_leaving: BTreeMap::new(),
@@ -400,6 +444,23 @@ impl<R> Target<R> {
     pub fn with_model(mut self, model: MemoryModel) -> Self {
         self.unified = model == MemoryModel::Unified;
         self
+    }
+
+    /// A dynamic window's target: its memory is the regions attached ([`Input::Attach`]),
+    /// spanning at most `max_bytes` bytes (the public copy is that span; detached bytes are not
+    /// handed out again unless asked for by address); `regions` are those already attached
+    /// (offset → size in the copy, as recovery finds them).
+    pub fn with_dynamic(mut self, max_bytes: u64, regions: BTreeMap<u64, u64>) -> Self {
+        self.dynamic = Some(Regions {
+            max_bytes,
+            attached: regions,
+        });
+        self
+    }
+
+    /// Dynamic window: the attached regions, offset in the public copy → size.
+    pub fn regions(&self) -> Option<&BTreeMap<u64, u64>> {
+        self.dynamic.as_ref().map(|dynamic| &dynamic.attached)
     }
 
     /// The public copy.
@@ -595,9 +656,118 @@ impl<R> Target<R> {
                 }
             }
             Input::Pull { reply } => self.answer_synced(reply, true, false, 0),
+            Input::Attach { size, at, reply } => match self.attach(size, at) {
+                Ok(base) => self.answer(reply, Ok(Outcome::Attached { base })),
+                Err(error) => self.answer_early(reply, Err(error)),
+            },
+            Input::Detach { base, reply } => match self.detach(base) {
+                Ok(()) => self.done(reply),
+                Err(error) => self.answer_early(reply, Err(error)),
+            },
             Input::Stop => self.stop(true),
             Input::Abandon => self.stop(false),
         }
+    }
+
+    fn attach(&mut self, size: u64, at: Option<u64>) -> Result<u64, RmaError> {
+        let Some(dynamic) = self.dynamic.as_mut() else {
+            return Err(not_dynamic("attach"));
+        };
+        if size == 0 {
+            return Err(RmaError::new(
+                ErrorClass::Size,
+                "a region of 0 bytes cannot be attached",
+            ));
+        }
+        let offset = match at {
+            Some(at) => at.checked_sub(DYNAMIC_BASE).ok_or_else(|| {
+                RmaError::new(
+                    ErrorClass::RmaAttach,
+                    format!(
+                        "address {at:#x} is below the window's first address {DYNAMIC_BASE:#x}"
+                    ),
+                )
+            })?,
+            None => self.public.len() as u64,
+        };
+        let end = offset
+            .checked_add(size)
+            .filter(|&end| end <= dynamic.max_bytes)
+            .ok_or_else(|| {
+                RmaError::new(
+                    ErrorClass::RmaAttach,
+                    format!(
+                        "a region of {size} bytes at {:#x} does not fit in the {} bytes a rank \
+                         may attach",
+                        DYNAMIC_BASE.saturating_add(offset),
+                        dynamic.max_bytes
+                    ),
+                )
+            })?;
+        if let Some((&other, &len)) = dynamic.attached.range(..end).next_back() {
+            if other + len > offset {
+                return Err(RmaError::new(
+                    ErrorClass::RmaAttach,
+                    format!(
+                        "a region of {size} bytes at {:#x} overlaps the region of {len} bytes \
+                         attached at {:#x}",
+                        DYNAMIC_BASE + offset,
+                        DYNAMIC_BASE + other
+                    ),
+                ));
+            }
+        }
+        dynamic.attached.insert(offset, size);
+        if (self.public.len() as u64) < end {
+            self.public.resize(end as usize, 0);
+        }
+        let base = DYNAMIC_BASE + offset;
+        self.record(Event::RegionAttached { base, size });
+        Ok(base)
+    }
+
+    fn detach(&mut self, base: u64) -> Result<(), RmaError> {
+        let Some(dynamic) = self.dynamic.as_mut() else {
+            return Err(not_dynamic("detach"));
+        };
+        let size = base
+            .checked_sub(DYNAMIC_BASE)
+            .and_then(|offset| dynamic.attached.remove(&offset))
+            .ok_or_else(|| {
+                RmaError::new(
+                    ErrorClass::RmaAttach,
+                    format!("no region attached to the window starts at address {base:#x}"),
+                )
+            })?;
+        self.record(Event::RegionDetached { base, size });
+        Ok(())
+    }
+
+    /// Dynamic window: `MPI_ERR_RMA_RANGE` unless every run of `access` lies inside one
+    /// attached region.
+    fn check_attached(&self, access: &TargetAccess) -> Result<(), RmaError> {
+        let Some(dynamic) = &self.dynamic else {
+            return Ok(());
+        };
+        for run in &access.runs {
+            let inside = dynamic
+                .attached
+                .range(..=run.offset)
+                .next_back()
+                .is_some_and(|(&start, &len)| run.offset + run.len <= start + len);
+            if !inside {
+                return Err(RmaError::new(
+                    ErrorClass::RmaRange,
+                    format!(
+                        "{} bytes at address {:#x} are not inside one region attached at rank {}",
+                        run.len,
+                        DYNAMIC_BASE + run.offset,
+                        self.rank
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Fails everything pending: the window was `freed`, or is abandoned here.
@@ -960,7 +1130,10 @@ impl<R> Target<R> {
             AccessTag::Pscw { generation } => (generation, 0),
             AccessTag::Lock => (0, self.locks.token_of(origin)),
         };
-        match apply(&mut self.public, access, op) {
+        let applied = self
+            .check_attached(access)
+            .and_then(|()| apply(&mut self.public, access, op));
+        match applied {
             Ok(data) => {
                 if op.kind.writes() {
                     if self.unified {

@@ -18,6 +18,10 @@ pub enum Flavor {
     Create,
     /// `MPI_WIN_ALLOCATE`: the service allocates it.
     Allocate,
+    /// `MPI_WIN_CREATE_DYNAMIC`: no memory at creation; each rank attaches regions
+    /// (`MPI_WIN_ATTACH`) at addresses its target hands out, and operations address bytes by
+    /// those addresses (`disp` = address, disp_unit 1).
+    Dynamic,
 }
 
 impl Flavor {
@@ -26,6 +30,7 @@ impl Flavor {
         match self {
             Flavor::Create => "create",
             Flavor::Allocate => "allocate",
+            Flavor::Dynamic => "dynamic",
         }
     }
 
@@ -34,6 +39,7 @@ impl Flavor {
         match text.to_ascii_lowercase().as_str() {
             "create" => Some(Flavor::Create),
             "allocate" => Some(Flavor::Allocate),
+            "dynamic" => Some(Flavor::Dynamic),
             _ => None,
         }
     }
@@ -414,6 +420,42 @@ fn parse_ordering(value: &str) -> RmaResult<AccumulateOrdering> {
 
 /// Largest window a rank may expose, in bytes (a guard against absurd requests).
 pub const MAX_WINDOW_BYTES: u64 = 1 << 34;
+
+/// The address of byte 0 of a dynamic window's memory at each rank: a region attached at
+/// offset `o` of the rank's memory (one growing byte vector, never reused) has the address
+/// `DYNAMIC_BASE + o`. Nonzero, so that address 0 is never valid.
+pub const DYNAMIC_BASE: u64 = 1 << 12;
+
+/// The offsets of a dynamic window's memory an access at the absolute addresses `access`
+/// touches: each run moved down by [`DYNAMIC_BASE`].
+///
+/// # Errors
+/// `MPI_ERR_RMA_RANGE` when a run starts below [`DYNAMIC_BASE`] (no region is there).
+pub fn dynamic_offsets(access: TargetAccess) -> RmaResult<TargetAccess> {
+    let runs = access
+        .runs
+        .into_iter()
+        .map(|run| {
+            run.offset
+                .checked_sub(DYNAMIC_BASE)
+                .map(|offset| Run {
+                    offset,
+                    len: run.len,
+                })
+                .ok_or_else(|| {
+                    rma_err!(
+                        RmaRange,
+                        "address {:#x} is not in a region attached to the dynamic window",
+                        run.offset
+                    )
+                })
+        })
+        .collect::<RmaResult<Vec<Run>>>()?;
+    Ok(TargetAccess {
+        runs,
+        bytes: access.bytes,
+    })
+}
 
 /// Everything every rank knows about a window from its creation.
 #[derive(Clone, Debug, PartialEq, Eq)]

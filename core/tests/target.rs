@@ -875,3 +875,136 @@ fn separate_changes_wait_for_the_owners_pull() {
     target.handle(from(0, put(2, 5, AccessTag::Fence { epoch: 0 }, 2)), now);
     assert!(target.take_effects().updates.is_empty());
 }
+
+/// A put of `data` at byte `offset` of the rank's memory, in fence epoch 0 (open at once).
+fn put_bytes(offset: u64, data: &[u8], reply: u64) -> Input<u64> {
+    let op = TargetOp {
+        kind: OpKind::Put,
+        dtype: Datatype::U8,
+        disp: offset,
+        layout: Layout::contiguous(data.len() as u64),
+        data: Bytes::from(data.to_vec()),
+        compare: Bytes::new(),
+    };
+    let access = op.validate(u64::MAX >> 8, 1).expect("a valid put");
+    from(
+        0,
+        Access::Op {
+            op_id: reply,
+            incarnation: 1,
+            tag: AccessTag::Fence { epoch: 0 },
+            token: 0,
+            op,
+            access,
+            reply,
+        },
+    )
+}
+
+fn class_of(answer: &Answer) -> Option<ErrorClass> {
+    answer.as_ref().err().map(|error| error.class)
+}
+
+#[test]
+fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
+    use onesided_core::window::DYNAMIC_BASE;
+    let now = Instant::now();
+    let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
+    let call = |t: &mut Target<u64>, input: Input<u64>| {
+        t.handle(input, now);
+        let effects = t.take_effects();
+        let answers = answered(&effects);
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        (answers[0].1.clone(), effects.events)
+    };
+    let attach = |size, at| Input::Attach { size, at, reply: 1 };
+    // regions one after the other, from the first address
+    let (first, events) = call(&mut t, attach(16, None));
+    assert_eq!(first, Ok(Outcome::Attached { base: DYNAMIC_BASE }));
+    assert_eq!(
+        events,
+        vec![Event::RegionAttached {
+            base: DYNAMIC_BASE,
+            size: 16
+        }]
+    );
+    let (second, _) = call(&mut t, attach(8, None));
+    assert_eq!(
+        second,
+        Ok(Outcome::Attached {
+            base: DYNAMIC_BASE + 16
+        })
+    );
+    assert_eq!(t.public().len(), 24);
+    // overlapping, too large, empty: refused, nothing recorded, nothing grows
+    for (size, at, class) in [
+        (4, Some(DYNAMIC_BASE + 4), ErrorClass::RmaAttach),
+        (8, Some(DYNAMIC_BASE + 20), ErrorClass::RmaAttach),
+        (41, None, ErrorClass::RmaAttach),
+        (8, Some(4), ErrorClass::RmaAttach),
+        (0, None, ErrorClass::Size),
+    ] {
+        let (answer, events) = call(&mut t, attach(size, at));
+        assert_eq!(class_of(&answer), Some(class), "{size} at {at:?}");
+        assert!(events.is_empty());
+    }
+    assert_eq!(t.public().len(), 24);
+    assert_eq!(t.regions().unwrap().len(), 2);
+    // asked for by address, past the end: the copy grows to it
+    let (third, _) = call(&mut t, attach(8, Some(DYNAMIC_BASE + 40)));
+    assert_eq!(
+        third,
+        Ok(Outcome::Attached {
+            base: DYNAMIC_BASE + 40
+        })
+    );
+    assert_eq!(t.public().len(), 48);
+    // inside one region: applied; across two adjacent regions, in a gap, past the end: not
+    let (inside, _) = call(&mut t, put_bytes(14, &[7, 8], 2));
+    assert_eq!(inside, Ok(Outcome::Done));
+    for (offset, len) in [(15, 2), (24, 1), (30, 12), (48, 1)] {
+        let (answer, events) = call(&mut t, put_bytes(offset, &vec![9; len], 3));
+        assert_eq!(
+            class_of(&answer),
+            Some(ErrorClass::RmaRange),
+            "{offset}+{len}"
+        );
+        assert!(events.is_empty());
+    }
+    assert_eq!(t.public()[13..18], [0, 7, 8, 0, 0]);
+    // detached: the region's bytes are no longer reachable, and it cannot go twice
+    let (detached, events) = call(
+        &mut t,
+        Input::Detach {
+            base: DYNAMIC_BASE,
+            reply: 4,
+        },
+    );
+    assert_eq!(detached, Ok(Outcome::Done));
+    assert_eq!(
+        events,
+        vec![Event::RegionDetached {
+            base: DYNAMIC_BASE,
+            size: 16
+        }]
+    );
+    let (after, _) = call(&mut t, put_bytes(14, &[1], 5));
+    assert_eq!(class_of(&after), Some(ErrorClass::RmaRange));
+    for base in [DYNAMIC_BASE, DYNAMIC_BASE + 17, 0] {
+        let (again, _) = call(&mut t, Input::Detach { base, reply: 6 });
+        assert_eq!(class_of(&again), Some(ErrorClass::RmaAttach), "{base:#x}");
+    }
+    assert_eq!(t.public()[14], 7);
+    // a window of another flavor has no regions
+    let mut fixed = target(1, 2, 8);
+    let (refused, _) = call(&mut fixed, attach(8, None));
+    assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
+    let (refused, _) = call(
+        &mut fixed,
+        Input::Detach {
+            base: DYNAMIC_BASE,
+            reply: 7,
+        },
+    );
+    assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
+}

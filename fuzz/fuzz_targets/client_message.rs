@@ -131,6 +131,18 @@ impl Window {
                 own.take_effects();
             }
             Admitted::Follow => {}
+            // dynamic windows only (this one is allocated: admission refuses them); carried
+            // out as the session does, at one's own rank
+            Admitted::Attach { size, at } => {
+                let own = &mut self.targets[ME as usize];
+                own.handle(Input::Attach { size, at, reply: 0 }, Instant::now());
+                own.take_effects();
+            }
+            Admitted::Detach { base } => {
+                let own = &mut self.targets[ME as usize];
+                own.handle(Input::Detach { base, reply: 0 }, Instant::now());
+                own.take_effects();
+            }
             Admitted::UnlockAll { push, released, .. } => {
                 self.push(push);
                 for target in released {

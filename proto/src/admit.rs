@@ -15,7 +15,9 @@ use onesided_core::assert::Assert;
 use onesided_core::audit::{Event, RecordedOp};
 use onesided_core::epoch::{AccessTag, EpochState, LockRequest, LockType};
 use onesided_core::target::Segment;
-use onesided_core::window::{TargetAccess, TargetOp, WindowDesc};
+use onesided_core::window::{
+    dynamic_offsets, Flavor, TargetAccess, TargetOp, WindowDesc, MAX_WINDOW_BYTES,
+};
 use onesided_core::{ErrorClass, RmaError};
 
 use crate::v1::client_message::Call;
@@ -161,6 +163,18 @@ pub enum Admitted {
     },
     /// Unified model: the session follows its own public copy from now on.
     Follow,
+    /// Dynamic window: attach a region of `size` bytes (at `at`, if asked) at one's own rank.
+    Attach {
+        /// Its size.
+        size: u64,
+        /// The address asked for.
+        at: Option<u64>,
+    },
+    /// Dynamic window: detach the region at `base` at one's own rank.
+    Detach {
+        /// Its address.
+        base: u64,
+    },
     /// Record op_issued ([`op_issued`], built only when the audit records), send the lazy
     /// lock request if one must travel first, then the operation.
     Op {
@@ -228,9 +242,36 @@ fn not_open(id: u64) -> RmaError {
     )
 }
 
-/// Pushed bytes, checked against one's own window, for the targets.
+/// Pushed bytes, checked against one's own window, for the targets. A dynamic window's memory
+/// grows with its regions, which only its target knows: its bound is the most any window may
+/// have (the target drops bytes past its copy).
 fn pushed(desc: &WindowDesc, me: u32, segments: &[crate::v1::Segment]) -> Result<(), RmaError> {
-    check_segments(desc.sizes[me as usize], segments)
+    check_segments(own_size(desc, me), segments)
+}
+
+/// The bytes of the window at rank `me` as admission bounds them.
+fn own_size(desc: &WindowDesc, me: u32) -> u64 {
+    if desc.flavor == Flavor::Dynamic {
+        MAX_WINDOW_BYTES
+    } else {
+        desc.sizes[me as usize]
+    }
+}
+
+/// `MPI_ERR_RMA_FLAVOR` unless the window is dynamic (attach and detach are for no other).
+fn dynamic(desc: &WindowDesc, call: &str) -> Result<(), RmaError> {
+    if desc.flavor == Flavor::Dynamic {
+        Ok(())
+    } else {
+        Err(RmaError::new(
+            ErrorClass::RmaFlavor,
+            format!(
+                "{call} is only for windows of flavor dynamic; window {} is of flavor {}",
+                desc.name,
+                desc.flavor.name()
+            ),
+        ))
+    }
 }
 
 /// `MPI_ERR_ARG` unless the window uses the unified model (publish and follow mean nothing
@@ -272,6 +313,8 @@ pub fn window_of(call: &Call) -> Option<u64> {
         Call::SetInfo(call) => call.window,
         Call::Publish(call) => call.window,
         Call::Follow(call) => call.window,
+        Call::Attach(call) => call.window,
+        Call::Detach(call) => call.window,
         Call::OpenWindow(_)
         | Call::CreateWindow(_)
         | Call::Barrier(_)
@@ -445,8 +488,13 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
             }
             let target_op = target_op_from_wire(&op)?;
             let target = op.target as usize;
-            let access =
-                target_op.validate(window.desc.sizes[target], window.desc.disp_units[target])?;
+            // a dynamic window: `disp` is an address, checked against the target's regions
+            // when it applies the operation; here it becomes an offset of the rank's memory
+            let access = if window.desc.flavor == Flavor::Dynamic {
+                dynamic_offsets(target_op.validate(u64::MAX, 1)?)?
+            } else {
+                target_op.validate(window.desc.sizes[target], window.desc.disp_units[target])?
+            };
             let plan = window.epoch.op(op.target, op.request_based)?;
             let holding_elsewhere = window.epoch.holds_locks_besides(op.target);
             Admitted::Op {
@@ -470,7 +518,7 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
         }
         Call::Record(record) => {
             let window = open!(record.window);
-            let own_size = window.desc.sizes[me as usize];
+            let own_size = own_size(window.desc, me);
             let nranks = window.desc.nranks();
             Admitted::Recorded {
                 events: recorded_events(&record, own_size, nranks)?,
@@ -497,6 +545,19 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
             let window = open!(follow.window);
             unified(window.desc)?;
             Admitted::Follow
+        }
+        Call::Attach(attach) => {
+            let window = open!(attach.window);
+            dynamic(window.desc, "attach")?;
+            Admitted::Attach {
+                size: attach.size,
+                at: (attach.at != 0).then_some(attach.at),
+            }
+        }
+        Call::Detach(detach) => {
+            let window = open!(detach.window);
+            dynamic(window.desc, "detach")?;
+            Admitted::Detach { base: detach.base }
         }
         Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_) | Call::Batch(_) => {
             return Err(RmaError::new(

@@ -299,12 +299,13 @@ pub fn flavor_to_wire(flavor: onesided_core::window::Flavor) -> i32 {
     let flavor = match flavor {
         Flavor::Create => v1::Flavor::Create,
         Flavor::Allocate => v1::Flavor::Allocate,
+        Flavor::Dynamic => v1::Flavor::Dynamic,
     };
     flavor as i32
 }
 
 /// The one flavor rule, in both directions: `CREATE` is create, `ALLOCATE` and an unset flavor
-/// are allocate.
+/// are allocate, `DYNAMIC` is dynamic.
 ///
 /// # Errors
 /// `MPI_ERR_ARG` for a value `onesided.v1` does not define.
@@ -313,6 +314,7 @@ pub fn flavor_from_wire(code: i32) -> Result<onesided_core::window::Flavor, RmaE
     match v1::Flavor::try_from(code) {
         Ok(v1::Flavor::Create) => Ok(Flavor::Create),
         Ok(v1::Flavor::Allocate) | Ok(v1::Flavor::Unspecified) => Ok(Flavor::Allocate),
+        Ok(v1::Flavor::Dynamic) => Ok(Flavor::Dynamic),
         Err(_) => Err(RmaError::new(
             ErrorClass::Arg,
             format!("unknown window flavor {code}"),
@@ -446,6 +448,7 @@ pub fn reply_from_outcome(outcome: onesided_core::target::Outcome) -> v1::server
             flag,
             token,
         }),
+        Outcome::Attached { base } => Reply::Region(v1::Region { base }),
     }
 }
 

@@ -20,7 +20,7 @@ fn desc(flavor: Flavor) -> WindowDesc {
 
 #[test]
 fn a_description_survives_the_wire_both_ways() {
-    for flavor in [Flavor::Create, Flavor::Allocate] {
+    for flavor in [Flavor::Create, Flavor::Allocate, Flavor::Dynamic] {
         let original = desc(flavor);
         assert_eq!(desc_from_wire(desc_to_wire(&original)).unwrap(), original);
         assert_eq!(flavor_from_wire(flavor_to_wire(flavor)).unwrap(), flavor);

@@ -82,6 +82,16 @@ pub struct WindowServerHandle {
     fate: Fate,
 }
 
+/// A dynamic window's rank: the most bytes its regions may span (the server's window bytes per
+/// rank) and the regions already attached (offset → size; recovery's).
+#[derive(Clone, Debug, Default)]
+pub struct Dynamic {
+    /// The most bytes the rank's memory may span.
+    pub max_bytes: u64,
+    /// The regions attached, offset in the public copy → size.
+    pub regions: std::collections::BTreeMap<u64, u64>,
+}
+
 impl WindowServerHandle {
     /// Starts the actor of `rank` of window `window` with the public copy `public` (zeroed for
     /// a new window, rebuilt from snapshot and log after a restart).
@@ -92,6 +102,7 @@ impl WindowServerHandle {
         nranks: u32,
         model: MemoryModel,
         public: Vec<u8>,
+        dynamic: Option<Dynamic>,
         audit: AuditHandle,
         metrics: Arc<Metrics>,
         lock_fairness: Duration,
@@ -99,12 +110,16 @@ impl WindowServerHandle {
         let (sender, inbox) = mpsc::channel(INBOX);
         let recording = audit.durability() != Durability::Off;
         let now = Instant::now();
+        let mut target =
+            Target::new(rank, nranks, public, recording, lock_fairness, now).with_model(model);
+        if let Some(dynamic) = dynamic {
+            target = target.with_dynamic(dynamic.max_bytes, dynamic.regions);
+        }
         let actor = WindowServer {
             logged: 0,
             window,
             rank,
-            target: Target::new(rank, nranks, public, recording, lock_fairness, now)
-                .with_model(model),
+            target,
             follower: None,
             audit,
             metrics,

@@ -79,11 +79,15 @@ pub enum CallKind {
     Publish,
     /// Unified model: the owner follows its public copy.
     Follow,
+    /// Dynamic windows: `MPI_Win_attach`.
+    Attach,
+    /// Dynamic windows: `MPI_Win_detach`.
+    Detach,
 }
 
 impl CallKind {
     /// Every kind, in index order.
-    pub const ALL: [CallKind; 24] = [
+    pub const ALL: [CallKind; 26] = [
         CallKind::OpenWindow,
         CallKind::Fence,
         CallKind::Post,
@@ -108,6 +112,8 @@ impl CallKind {
         CallKind::CreateWindow,
         CallKind::Publish,
         CallKind::Follow,
+        CallKind::Attach,
+        CallKind::Detach,
     ];
 
     /// The kind of `call`.
@@ -137,6 +143,8 @@ impl CallKind {
             Call::CreateWindow(_) => CallKind::CreateWindow,
             Call::Publish(_) => CallKind::Publish,
             Call::Follow(_) => CallKind::Follow,
+            Call::Attach(_) => CallKind::Attach,
+            Call::Detach(_) => CallKind::Detach,
         }
     }
 
@@ -167,6 +175,8 @@ impl CallKind {
             CallKind::CreateWindow => "create_window",
             CallKind::Publish => "publish",
             CallKind::Follow => "follow",
+            CallKind::Attach => "attach",
+            CallKind::Detach => "detach",
         }
     }
 

@@ -4,10 +4,12 @@
 //!
 //! Owns: reading the past. Must not: write anything (the registry takes it from here).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
+
 use onesided_core::audit::{apply_record, readable, Event};
+use onesided_core::window::{Flavor, DYNAMIC_BASE};
 
 use crate::audit::{AuditStore, StoredWorld};
 use crate::registry::{desc_from_spec, RecoveredWindow};
@@ -56,11 +58,14 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
             .into_iter()
             .map(|snapshot| (snapshot.rank, (snapshot.seq, snapshot.data)))
             .collect();
+        // a dynamic window's regions come from its whole log (a snapshot holds bytes only)
+        let dynamic = desc.flavor == Flavor::Dynamic;
         let from = (0..desc.nranks())
             .map(|rank| snapshots.get(&rank).map_or(0, |(seq, _)| *seq))
             .min()
             .unwrap_or(0)
             + 1;
+        let from = if dynamic { 1 } else { from };
         let rows = store.rows(window.id, from).await?;
         if rows
             .iter()
@@ -75,7 +80,7 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
         let mut since = Vec::with_capacity(desc.sizes.len());
         for (rank, &size) in desc.sizes.iter().enumerate() {
             let (seq, copy) = match snapshots.get(&(rank as u32)) {
-                Some((seq, data)) if data.len() as u64 == size => (*seq, data.clone()),
+                Some((seq, data)) if dynamic || data.len() as u64 == size => (*seq, data.clone()),
                 Some(_) => anyhow::bail!(
                     "the snapshot of rank {rank} of window {} does not match its size",
                     window.id
@@ -85,8 +90,18 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
             copies.push(copy);
             since.push(seq);
         }
+        let mut regions = vec![BTreeMap::new(); if dynamic { copies.len() } else { 0 }];
         for record in &rows {
             let rank = record.rank as usize;
+            match (&record.event, regions.get_mut(rank)) {
+                (Event::RegionAttached { base, size }, Some(regions)) => {
+                    regions.insert(base.saturating_sub(DYNAMIC_BASE), *size);
+                }
+                (Event::RegionDetached { base, .. }, Some(regions)) => {
+                    regions.remove(&base.saturating_sub(DYNAMIC_BASE));
+                }
+                _ => {}
+            }
             if rank < copies.len() && record.seq > since[rank] {
                 apply_record(&mut copies[rank], record).map_err(|error| {
                     anyhow::anyhow!("window {} cannot be rebuilt: {error}", window.id)
@@ -99,7 +114,11 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
             snapshots = snapshots.len(),
             "window rebuilt from snapshots and log"
         );
-        windows.push(RecoveredWindow { desc, copies });
+        windows.push(RecoveredWindow {
+            desc,
+            copies,
+            regions,
+        });
     }
     let mut incarnations = store.incarnations().await?;
     if let Some(only) = only {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use onesided_core::audit::Event;
 
-use crate::actor::WindowServerHandle;
+use crate::actor::{Dynamic, WindowServerHandle};
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
 use crate::cluster::Cluster;
 use crate::limits::{exhausted, Limits};
@@ -227,6 +227,8 @@ pub struct RecoveredWindow {
     pub desc: WindowDesc,
     /// Public copies, index = rank.
     pub copies: Vec<Vec<u8>>,
+    /// A dynamic window's attached regions (offset → size), index = rank; empty otherwise.
+    pub regions: Vec<std::collections::BTreeMap<u64, u64>>,
 }
 
 /// Parses a stored spec back into a description.
@@ -449,12 +451,17 @@ impl Registry {
                 .into_iter()
                 .enumerate()
                 .map(|(rank, copy)| {
+                    let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
+                        max_bytes: self.limits.max_window_bytes_per_rank,
+                        regions: window.regions.get(rank).cloned().unwrap_or_default(),
+                    });
                     WindowServerHandle::spawn(
                         desc.id,
                         rank as u32,
                         nranks,
                         desc.model,
                         copy,
+                        dynamic,
                         self.audit.clone(),
                         Arc::clone(&self.metrics),
                         self.lock_fairness(),
@@ -900,12 +907,17 @@ impl Registry {
             .enumerate()
             .map(|(rank, &size)| {
                 let public = vec![0; size as usize];
+                let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
+                    max_bytes: self.limits.max_window_bytes_per_rank,
+                    regions: Default::default(),
+                });
                 WindowServerHandle::spawn(
                     desc.id,
                     rank as u32,
                     nranks,
                     desc.model,
                     public,
+                    dynamic,
                     self.audit.clone(),
                     Arc::clone(&self.metrics),
                     self.lock_fairness(),

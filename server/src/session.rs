@@ -617,6 +617,8 @@ impl Session {
             Admitted::Sync { push } => self.sync(on, push).await,
             Admitted::Publish { push, seq } => self.publish(on, push, seq).await,
             Admitted::Follow => self.follow(on).await,
+            Admitted::Attach { size, at } => self.attach(on, size, at).await,
+            Admitted::Detach { base } => self.detach(on, base).await,
             Admitted::Op {
                 target,
                 request,

@@ -36,7 +36,7 @@ pub enum FlavorDecl {
     Create,
     /// `flavor=allocate` (the default).
     Allocate,
-    /// `flavor=dynamic`: parsed, refused at run time (not offered yet).
+    /// `flavor=dynamic`: parsed, refused at run time (scenarios have no attach call yet).
     Dynamic,
 }
 

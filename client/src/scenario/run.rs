@@ -865,7 +865,8 @@ fn check_supported(scenario: &Scenario) -> Result<(), RunError> {
             return Err(RunError::Unsupported {
                 line: window.line,
                 message: format!(
-                    "window {}: flavor=dynamic is not offered yet (create and allocate are)",
+                    "window {}: flavor=dynamic is not offered in scenarios yet (the client's \
+                     Window::attach offers dynamic windows; scenarios have create and allocate)",
                     window.name
                 ),
             });

@@ -20,15 +20,24 @@ impl Window {
             .into());
         }
         let target_op = spec;
-        target_op.validate(
-            self.desc.sizes[target as usize],
-            self.desc.disp_units[target as usize],
-        )?;
+        let dynamic = self.desc.flavor == Flavor::Dynamic;
+        let disp_unit = if dynamic {
+            1
+        } else {
+            self.desc.disp_units[target as usize]
+        };
+        if dynamic {
+            // `disp` is an address: only the target knows its regions, and checks it when it
+            // applies the operation (MPI_ERR_RMA_RANGE then)
+            onesided_core::window::dynamic_offsets(target_op.validate(u64::MAX, 1)?)?;
+        } else {
+            target_op.validate(self.desc.sizes[target as usize], disp_unit)?;
+        }
         let (kind, op) = onesided_proto::op_kind_to_wire(target_op.kind);
         let returns_data = target_op.kind.returns_data();
         // a request completes on one answer, so it travels whole
         let split = (!request_based)
-            .then(|| target_op.pieces(self.desc.disp_units[target as usize], PIECE_BYTES))
+            .then(|| target_op.pieces(disp_unit, PIECE_BYTES))
             .flatten();
         let pieces: Vec<(u64, Layout, std::ops::Range<usize>)> = match split {
             Some(pieces) => pieces

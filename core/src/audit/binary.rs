@@ -18,7 +18,7 @@ pub(super) struct EventMessage {
     #[prost(
         oneof = "Kind",
         tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, \
-                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33"
+                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35"
     )]
     kind: Option<Kind>,
 }
@@ -91,6 +91,18 @@ enum Kind {
     Op(Op),
     #[prost(message, tag = "33")]
     InfoSet(InfoSet),
+    #[prost(message, tag = "34")]
+    RegionAttached(Region),
+    #[prost(message, tag = "35")]
+    RegionDetached(Region),
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Region {
+    #[prost(uint64, tag = "1")]
+    base: u64,
+    #[prost(uint64, tag = "2")]
+    size: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -445,6 +457,14 @@ fn head(event: &Event) -> Kind {
         }),
         Event::Attach => Kind::Attach(Empty {}),
         Event::Detach => Kind::Detach(Empty {}),
+        Event::RegionAttached { base, size } => Kind::RegionAttached(Region {
+            base: *base,
+            size: *size,
+        }),
+        Event::RegionDetached { base, size } => Kind::RegionDetached(Region {
+            base: *base,
+            size: *size,
+        }),
         Event::Published { offset, .. } => Kind::Published(Published {
             offset: *offset,
             data: Vec::new(),
@@ -603,6 +623,14 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
         },
         Kind::Attach(_) => Event::Attach,
         Kind::Detach(_) => Event::Detach,
+        Kind::RegionAttached(m) => Event::RegionAttached {
+            base: m.base,
+            size: m.size,
+        },
+        Kind::RegionDetached(m) => Event::RegionDetached {
+            base: m.base,
+            size: m.size,
+        },
         Kind::Published(m) => Event::Published {
             offset: m.offset,
             data: m.data,

@@ -107,6 +107,21 @@ pub enum Event {
     Attach,
     /// The session ended.
     Detach,
+    /// Dynamic window: the owner attached a region (`MPI_WIN_ATTACH`); the rank's public copy
+    /// spans at least its bytes from here on (offset `base - DYNAMIC_BASE`).
+    RegionAttached {
+        /// The region's address.
+        base: u64,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// Dynamic window: the owner detached the region at `base` (`MPI_WIN_DETACH`).
+    RegionDetached {
+        /// The region's address.
+        base: u64,
+        /// Its size in bytes.
+        size: u64,
+    },
     /// The owner published private bytes into its public copy (rule 5).
     Published {
         /// Byte offset.
@@ -335,6 +350,8 @@ impl Event {
             Event::InfoSet { .. } => "info_set",
             Event::Attach => "attach",
             Event::Detach => "detach",
+            Event::RegionAttached { .. } => "region_attached",
+            Event::RegionDetached { .. } => "region_detached",
             Event::Published { .. } => "published",
             Event::Pulled { .. } => "pulled",
             Event::FenceEnter { .. } => "fence_enter",

@@ -7,7 +7,7 @@ use crate::error::RmaResult;
 use crate::layout::Run;
 use crate::reduce::Op;
 use crate::rma_err;
-use crate::window::{OpKind, TargetAccess, TargetOp};
+use crate::window::{OpKind, TargetAccess, TargetOp, DYNAMIC_BASE, MAX_WINDOW_BYTES};
 
 /// Every rank's public copy after the events with `seq <= at` (all of them with `None`),
 /// rebuilt from the window's creation, the owners' publications and the applied operations.
@@ -25,7 +25,7 @@ pub fn replay(records: &[AuditRecord], at: Option<u64>) -> RmaResult<Vec<Vec<u8>
             Event::WindowCreated { sizes, .. } => {
                 copies = Some(sizes.iter().map(|&size| vec![0u8; size as usize]).collect());
             }
-            Event::Published { .. } | Event::Op { .. } => {
+            Event::Published { .. } | Event::Op { .. } | Event::RegionAttached { .. } => {
                 apply_record(rank_copy(&mut copies, record)?, record)?;
             }
             _ => {}
@@ -34,13 +34,30 @@ pub fn replay(records: &[AuditRecord], at: Option<u64>) -> RmaResult<Vec<Vec<u8>
     copies.ok_or_else(|| rma_err!(Other, "the history has no window creation"))
 }
 
-/// Applies what `record` did to its rank's public copy `copy` (a publication or an
-/// operation; other events change no bytes). Recovery uses it to roll a snapshot forward.
+/// Applies what `record` did to its rank's public copy `copy` (a publication, an
+/// operation, a dynamic window's region attached, which grows it; other events change no bytes). Recovery uses it to roll a snapshot forward.
 ///
 /// # Errors
 /// `MPI_ERR_OTHER` when the event does not fit the copy.
-pub fn apply_record(copy: &mut [u8], record: &AuditRecord) -> RmaResult<()> {
+pub fn apply_record(copy: &mut Vec<u8>, record: &AuditRecord) -> RmaResult<()> {
     match &record.event {
+        Event::RegionAttached { base, size } => {
+            // the public copy spans every region attached (dynamic windows)
+            let end = base
+                .checked_sub(DYNAMIC_BASE)
+                .and_then(|offset| offset.checked_add(*size))
+                .filter(|&end| end <= MAX_WINDOW_BYTES)
+                .ok_or_else(|| {
+                    rma_err!(
+                        Other,
+                        "event {} attaches a region outside any window",
+                        record.seq
+                    )
+                })?;
+            if (copy.len() as u64) < end {
+                copy.resize(end as usize, 0);
+            }
+        }
         Event::Published { offset, data } => {
             let range = span(*offset, data.len() as u64, copy.len(), record.seq)?;
             copy[range].copy_from_slice(data);

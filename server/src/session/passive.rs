@@ -167,6 +167,33 @@ impl Session {
         own.follow(self.out.clone(), on.reply).await
     }
 
+    /// `MPI_Win_attach` (dynamic windows): a region of `size` bytes at one's own rank,
+    /// answered with its address once its event is durable.
+    pub(super) async fn attach(
+        &mut self,
+        on: OnWindow,
+        size: u64,
+        at: Option<u64>,
+    ) -> Result<(), RmaError> {
+        let own = &on.entry.ranks[on.me as usize];
+        own.send(Input::Attach {
+            size,
+            at,
+            reply: on.reply,
+        })
+        .await
+    }
+
+    /// `MPI_Win_detach` (dynamic windows): the region at `base` of one's own rank.
+    pub(super) async fn detach(&mut self, on: OnWindow, base: u64) -> Result<(), RmaError> {
+        let own = &on.entry.ranks[on.me as usize];
+        own.send(Input::Detach {
+            base,
+            reply: on.reply,
+        })
+        .await
+    }
+
     /// `MPI_Win_sync`: recorded, publish, then pull what changed remotely at one's own rank.
     pub(super) async fn sync(
         &mut self,

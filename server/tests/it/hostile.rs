@@ -162,6 +162,33 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
         panic!("no window description");
     };
     let w = desc.id;
+    // a dynamic window, with one region of 64 bytes attached by the hostile rank
+    let d_name = unique("d");
+    admin
+        .create_window(
+            &world,
+            &WindowSpec::bytes(&d_name, 3, 0, 1).flavor(onesided_client::Flavor::Dynamic),
+        )
+        .await
+        .unwrap();
+    let Reply::Window(dynamic) = hostile
+        .ok(Call::OpenWindow(v1::OpenWindow { name: d_name }))
+        .await
+    else {
+        panic!("no window description");
+    };
+    let d = dynamic.id;
+    let Reply::Region(region) = hostile
+        .ok(Call::Attach(v1::Attach {
+            window: d,
+            size: 64,
+            at: 0,
+        }))
+        .await
+    else {
+        panic!("attach answered without a region");
+    };
+    let base = region.base;
     let byte = Datatype::Byte.code();
     let i64_code = Datatype::I64.code();
     let put = |target: u32, data: Vec<u8>| v1::RmaOp {
@@ -1458,6 +1485,97 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Arg),
             ),
             row(
+                "attaching memory to a window that is not dynamic",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: w,
+                    size: 8,
+                    at: 0,
+                }))),
+                FailedPrecondition,
+                Some(C::RmaFlavor),
+            ),
+            row(
+                "detaching memory from a window that is not dynamic",
+                Send::Call(Some(Call::Detach(v1::Detach { window: w, base }))),
+                FailedPrecondition,
+                Some(C::RmaFlavor),
+            ),
+            row(
+                "attaching memory to another world's window",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: v.id,
+                    size: 8,
+                    at: 0,
+                }))),
+                NotFound,
+                Some(C::Win),
+            ),
+            row(
+                "attaching a region that overlaps one attached",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: d,
+                    size: 8,
+                    at: base + 60,
+                }))),
+                ResourceExhausted,
+                Some(C::RmaAttach),
+            ),
+            row(
+                "attaching a region below the first address",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: d,
+                    size: 8,
+                    at: 8,
+                }))),
+                ResourceExhausted,
+                Some(C::RmaAttach),
+            ),
+            row(
+                "attaching more than a rank may expose",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: d,
+                    size: MAX_RANK_BYTES,
+                    at: 0,
+                }))),
+                ResourceExhausted,
+                Some(C::RmaAttach),
+            ),
+            row(
+                "attaching a region at an address so high its end overflows",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: d,
+                    size: 8,
+                    at: u64::MAX - 4,
+                }))),
+                ResourceExhausted,
+                Some(C::RmaAttach),
+            ),
+            row(
+                "attaching a region of no bytes",
+                Send::Call(Some(Call::Attach(v1::Attach {
+                    window: d,
+                    size: 0,
+                    at: 0,
+                }))),
+                InvalidArgument,
+                Some(C::Size),
+            ),
+            row(
+                "detaching an address inside a region, not its start",
+                Send::Call(Some(Call::Detach(v1::Detach {
+                    window: d,
+                    base: base + 8,
+                }))),
+                ResourceExhausted,
+                Some(C::RmaAttach),
+            ),
+            row(
+                "detaching address 0",
+                Send::Call(Some(Call::Detach(v1::Detach { window: d, base: 0 }))),
+                ResourceExhausted,
+                Some(C::RmaAttach),
+            ),
+            row(
                 "following the public copy of a window of the separate model",
                 Send::Call(Some(Call::Follow(v1::Follow { window: w }))),
                 InvalidArgument,
@@ -1612,6 +1730,17 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
             }))
             .await;
     }
+    // the hostile rank's region survived every row: it is still there to detach, once
+    hostile
+        .ok(Call::Detach(v1::Detach { window: d, base }))
+        .await;
+    let again = hostile
+        .call(Some(Call::Detach(v1::Detach { window: d, base })))
+        .await;
+    assert_eq!(
+        failure_of(again),
+        Some((Code::ResourceExhausted, Some(ErrorClass::RmaAttach)))
+    );
 }
 
 /// The longest status message a refusal may carry: what a client echoes back is bounded (a

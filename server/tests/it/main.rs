@@ -5,6 +5,7 @@ mod backpressure;
 mod binary;
 mod cluster;
 mod concurrency;
+mod dynamic;
 mod errors;
 mod failure;
 mod fence;

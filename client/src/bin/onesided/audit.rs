@@ -325,6 +325,9 @@ pub fn summary(event: &AuditEvent, body: &str) -> String {
             joined(sizes),
             joined(disp_units)
         ),
+        AuditEvent::RegionAttached { base, size } | AuditEvent::RegionDetached { base, size } => {
+            format!("base={base:#x} size={size}")
+        }
         AuditEvent::Published { offset, data, .. } => {
             format!(
                 "offset={offset} len={} data={}",

@@ -1,0 +1,297 @@
+//! Dynamic windows (`MPI_Win_create_dynamic`, `MPI_Win_attach`, `MPI_Win_detach`) through the
+//! real server and client: regions at addresses the target hands out, operations by address
+//! under lock and fence, `RMA_RANGE` outside the regions and after a detach, `RMA_ATTACH` on
+//! overlap and bad detach, `RMA_FLAVOR` elsewhere; the log replays, verifies and checks as live.
+
+use onesided_client::{
+    Audit, ErrorClass, Flavor, LockType, MemoryModel, Op, Rule, Window, WindowSpec,
+};
+
+use crate::{unique, Fixture, ADMIN_TOKEN};
+
+fn dynamic(name: &str, nranks: u32) -> WindowSpec {
+    WindowSpec::bytes(name, nranks, 0, 1).flavor(Flavor::Dynamic)
+}
+
+/// `MPI_Barrier` of both ranks: what each did last reaches the log before it returns.
+async fn barrier(fixture: &Fixture) {
+    let (a, b) = tokio::join!(fixture.sessions[0].barrier(), fixture.sessions[1].barrier());
+    a.unwrap();
+    b.unwrap();
+}
+
+fn class<T: std::fmt::Debug>(result: onesided_client::Result<T>) -> Option<ErrorClass> {
+    result.expect_err("the call must fail").class()
+}
+
+/// Both ranks attach 32 bytes; each learns the other's address (as a program would send it).
+async fn attached(w: &[Window]) -> [u64; 2] {
+    let a0 = w[0].attach(32).await.unwrap();
+    let a1 = w[1].attach(32).await.unwrap();
+    assert_ne!(a0, 0);
+    assert_eq!(w[0].regions(), vec![(a0, 32)]);
+    [a0, a1]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_are_reached_by_address_under_lock_and_fence() {
+    let fixture = Fixture::new(2).await;
+    let name = unique("d");
+    let w = fixture.window(dynamic(&name, 2)).await;
+    assert_eq!(w[0].desc().flavor, Flavor::Dynamic);
+    assert_eq!(w[0].desc().sizes, vec![0, 0]);
+    let [a0, a1] = attached(&w).await;
+    // a second region of rank 1 lies elsewhere
+    let b1 = w[1].attach(16).await.unwrap();
+    assert!(b1 >= a1 + 32, "{b1:#x} overlaps [{a1:#x}, +32)");
+    // passive target: put, accumulate, get by address
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, a1, &[5i64]).unwrap();
+    w[0].accumulate(1, a1 + 8, &[10i64], Op::Sum).unwrap();
+    w[0].put(1, b1 + 8, &[9i64]).unwrap();
+    w[0].unlock(1).await.unwrap();
+    w[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    w[0].accumulate(1, a1 + 8, &[6i64], Op::Sum).unwrap();
+    w[0].flush(1).await.unwrap();
+    let got = w[0].get::<i64>(1, a1, 2).unwrap();
+    w[0].unlock(1).await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![5, 16]);
+    // active target: rank 1 puts into rank 0's region; rank 0 loads it by address
+    let fences = w.iter().map(|w| w.fence(0));
+    for result in futures::future::join_all(fences).await {
+        result.unwrap();
+    }
+    w[1].put(0, a0 + 24, &[77i64]).unwrap();
+    let fetched = w[1].fetch_and_op(0, a0, 3i64, Op::Sum).unwrap();
+    let fences = w.iter().map(|w| w.fence(0));
+    for result in futures::future::join_all(fences).await {
+        result.unwrap();
+    }
+    assert_eq!(fetched.value().await.unwrap(), 0);
+    assert_eq!(w[0].load_at::<i64>(a0, 4).unwrap(), vec![3, 0, 0, 77]);
+    // rank 0's own stores by address reach its public copy at the next fence
+    w[0].store_at(a0 + 8, &[4i64]).unwrap();
+    assert_eq!(
+        class(w[0].store_at(a0 + 32, &[1i64])),
+        Some(ErrorClass::RmaRange),
+        "past rank 0's region"
+    );
+    let fences = w.iter().map(|w| w.fence(0));
+    for result in futures::future::join_all(fences).await {
+        result.unwrap();
+    }
+    let back = w[1].get::<i64>(0, a0, 2).unwrap();
+    let fences = w.iter().map(|w| w.fence(0));
+    for result in futures::future::join_all(fences).await {
+        result.unwrap();
+    }
+    assert_eq!(back.value().await.unwrap(), vec![3, 4]);
+    // the log replays to the live public copies, verifies, and has no race
+    let id = w[0].desc().id;
+    barrier(&fixture).await;
+    let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let replayed = audit.replay(id, None).await.unwrap();
+    let mut rank0 = vec![0u8; 32];
+    rank0[..8].copy_from_slice(&3i64.to_le_bytes());
+    rank0[8..16].copy_from_slice(&4i64.to_le_bytes());
+    rank0[24..].copy_from_slice(&77i64.to_le_bytes());
+    assert_eq!(replayed.ranks[0], rank0);
+    let rank1 = &replayed.ranks[1];
+    assert_eq!(rank1.len(), 48, "two regions of rank 1");
+    assert_eq!(rank1[..8], 5i64.to_le_bytes());
+    assert_eq!(rank1[8..16], 16i64.to_le_bytes());
+    let b = (b1 - a1) as usize;
+    assert_eq!(rank1[b + 8..b + 16], 9i64.to_le_bytes());
+    assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
+    let findings = audit.check(id).await.unwrap();
+    assert!(findings.is_empty(), "{findings:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accesses_outside_the_regions_fail_with_rma_range_and_change_nothing() {
+    let fixture = Fixture::new(2).await;
+    let w = fixture.window(dynamic(&unique("d"), 2)).await;
+    let [_, a1] = attached(&w).await;
+    w[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    w[0].put(1, a1, &[1i64]).unwrap();
+    // across the region's end, past it: refused by the target at completion
+    for disp in [a1 + 28, a1 + 32, a1 + 4096] {
+        let got = w[0].get::<i64>(1, disp, 1).unwrap();
+        assert_eq!(
+            class(got.value().await),
+            Some(ErrorClass::RmaRange),
+            "get at {disp:#x}"
+        );
+    }
+    // below the first address any region can have (0 included): refused at the call
+    for disp in [0, 8, a1 - 8] {
+        assert_eq!(
+            class(w[0].get::<i64>(1, disp, 1)),
+            Some(ErrorClass::RmaRange),
+            "get at {disp:#x}"
+        );
+    }
+    // the failed operations are this epoch's: the flush that completes them says so
+    assert_eq!(class(w[0].flush(1).await), Some(ErrorClass::RmaRange));
+    // after the detach, the region is gone for everyone
+    w[1].detach(a1).await.unwrap();
+    assert!(w[1].regions().is_empty());
+    let got = w[0].get::<i64>(1, a1, 1).unwrap();
+    assert_eq!(class(got.value().await), Some(ErrorClass::RmaRange));
+    w[0].put(1, a1, &[2i64]).unwrap();
+    assert_eq!(class(w[0].unlock(1).await), Some(ErrorClass::RmaRange));
+    let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    barrier(&fixture).await;
+    let replayed = audit.replay(w[0].desc().id, None).await.unwrap();
+    let mut rank1 = vec![0u8; 32];
+    rank1[..8].copy_from_slice(&1i64.to_le_bytes());
+    assert_eq!(
+        replayed.ranks[1], rank1,
+        "only the first put changed rank 1"
+    );
+    assert_eq!(audit.verify(w[0].desc().id).await.unwrap().first_bad, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_and_detach_misuse_has_its_class_and_changes_nothing() {
+    let fixture = Fixture::new(2).await;
+    let w = fixture.window(dynamic(&unique("d"), 2)).await;
+    let a = w[0].attach(64).await.unwrap();
+    // overlapping an attached region, at its start or inside it
+    assert_eq!(
+        class(w[0].attach_at(a, 8).await),
+        Some(ErrorClass::RmaAttach)
+    );
+    assert_eq!(
+        class(w[0].attach_at(a + 60, 8).await),
+        Some(ErrorClass::RmaAttach)
+    );
+    // right after it is free
+    let after = w[0].attach_at(a + 64, 8).await.unwrap();
+    assert_eq!(after, a + 64);
+    // detaching an address that starts no region, twice, or on another rank
+    assert_eq!(class(w[0].detach(a + 8).await), Some(ErrorClass::RmaAttach));
+    assert_eq!(class(w[1].detach(a).await), Some(ErrorClass::RmaAttach));
+    w[0].detach(after).await.unwrap();
+    assert_eq!(class(w[0].detach(after).await), Some(ErrorClass::RmaAttach));
+    // nothing, and more than a rank may expose
+    assert_eq!(class(w[0].attach(0).await), Some(ErrorClass::Size));
+    assert_eq!(
+        class(w[0].attach(1 << 40).await),
+        Some(ErrorClass::RmaAttach)
+    );
+    assert_eq!(w[0].regions(), vec![(a, 64)]);
+    // the region still works
+    w[1].lock(LockType::Shared, 0, 0).await.unwrap();
+    w[1].put(0, a + 56, &[8i64]).unwrap();
+    w[1].unlock(0).await.unwrap();
+    // attach and detach on a window of another flavor
+    let spec = WindowSpec::of::<i64>(&unique("s"), 2, 4);
+    let statics = fixture.window(spec).await;
+    assert_eq!(
+        class(statics[0].attach(8).await),
+        Some(ErrorClass::RmaFlavor)
+    );
+    assert_eq!(
+        class(statics[0].detach(a).await),
+        Some(ErrorClass::RmaFlavor)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranks_create_a_dynamic_window_together_and_a_racing_detach_is_found() {
+    let fixture = Fixture::new(2).await;
+    let name = unique("d");
+    let created = fixture.sessions.iter().map(|session| {
+        session.create_window(&name, 0, 1, Flavor::Dynamic, MemoryModel::Separate, &[])
+    });
+    let w: Vec<Window> = futures::future::join_all(created)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(w[1].desc().flavor, Flavor::Dynamic);
+    let [_, a1] = attached(&w).await;
+    // rank 0's put is applied, but rank 1 detaches its region before rank 0's unlock
+    w[0].lock(LockType::Shared, 1, 0).await.unwrap();
+    w[0].put(1, a1, &[1i64]).unwrap();
+    w[0].flush(1).await.unwrap();
+    w[1].detach(a1).await.unwrap();
+    w[0].unlock(1).await.unwrap();
+    barrier(&fixture).await;
+    let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let findings = audit.check(w[0].desc().id).await.unwrap();
+    let rules: Vec<Rule> = findings.iter().map(|finding| finding.rule).collect();
+    assert_eq!(rules, vec![Rule::DetachRace], "{findings:#?}");
+    assert_eq!(findings[0].second.call, "detach");
+    assert_eq!(findings[0].target, 1);
+}
+
+/// After a restart the regions are where they were: their bytes are reachable by the same
+/// addresses, nothing else is, and a region can still be detached (the new session of its
+/// rank does not learn the regions an earlier one attached: it keeps their addresses itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_survive_a_restart() {
+    use crate::recovery::start_on;
+    use onesided_client::{Admin, Session};
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-dynamic")));
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("dyn"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &dynamic("d", 2))
+        .await
+        .unwrap();
+    let owner = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let origin = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let (o, w) = (
+        owner.window("d").await.unwrap(),
+        origin.window("d").await.unwrap(),
+    );
+    let a = o.attach(16).await.unwrap();
+    let b = o.attach(16).await.unwrap();
+    o.detach(a).await.unwrap();
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w.put(1, b + 8, &[42i64]).unwrap();
+    w.unlock(1).await.unwrap();
+    drop((o, w));
+    owner.close().await.unwrap();
+    origin.close().await.unwrap();
+    server.stop().await;
+
+    let server = start_on(&data.0, |_| {}).await;
+    let owner = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let origin = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let (o, w) = (
+        owner.window("d").await.unwrap(),
+        origin.window("d").await.unwrap(),
+    );
+    w.lock(LockType::Shared, 1, 0).await.unwrap();
+    let kept = w.get::<i64>(1, b + 8, 1).unwrap();
+    let detached = w.get::<i64>(1, a, 1).unwrap();
+    assert_eq!(kept.value().await.unwrap(), vec![42]);
+    assert_eq!(class(detached.value().await), Some(ErrorClass::RmaRange));
+    assert_eq!(class(w.unlock(1).await), Some(ErrorClass::RmaRange));
+    assert_eq!(class(o.detach(a).await), Some(ErrorClass::RmaAttach));
+    o.detach(b).await.unwrap();
+    // a new region comes after everything attached before, detached bytes included
+    assert_eq!(o.attach(8).await.unwrap(), b + 16);
+    drop((o, w));
+    owner.close().await.unwrap();
+    origin.close().await.unwrap();
+    server.stop().await;
+}
