@@ -402,9 +402,6 @@ impl Window {
     /// arrives first), then publishes what was stored and not yet published. Nothing for a
     /// window of the separate model.
     pub(crate) async fn follow(&self) -> Result<()> {
-        if self.desc.model != MemoryModel::Unified {
-            return Ok(());
-        }
         follow(&self.session, self.id(), &self.state).await
     }
 

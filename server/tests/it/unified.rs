@@ -62,10 +62,7 @@ async fn stores_and_remote_updates_need_no_synchronization_call() {
     w[0].accumulate(1, 2, &[5i64], onesided_client::Op::Sum)
         .unwrap();
     w[0].unlock(1).await.unwrap();
-    let started = std::time::Instant::now();
     eventually(5, || w[1].load::<i64>(2, 1).unwrap()[0]).await;
-    let waited = started.elapsed();
-    assert!(waited < Duration::from_secs(5), "{waited:?}");
 }
 
 /// The owner's own later store is never overwritten by an older remote update, and after a
