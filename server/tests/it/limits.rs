@@ -147,13 +147,14 @@ async fn a_session_may_have_only_so_many_operations_unanswered() {
         })
     };
     let noprecede = onesided_client::Assert::NOPRECEDE;
-    for session in &mut ranks {
-        session.ok(fence(noprecede)).await;
-    }
+    let nosucceed = onesided_client::Assert::NOSUCCEED;
     let (r0, r1) = ranks.split_at_mut(1);
     let (r0, r1) = (&mut r0[0], &mut r1[0]);
     for round in 0..2u64 {
-        // rank 1 has not entered this epoch's closing fence: these puts wait, unanswered
+        // each round is a fence sequence of its own that rank 1 has not entered yet: the puts
+        // wait at the target, unanswered, however fast the server is (were rank 1 in the
+        // epoch, they would be applied and answered at once, racing the fifth call)
+        r0.ok(fence(noprecede)).await;
         let sent: Vec<u64> = (0..4)
             .map(|i| r0.send(Some(put(round * 8 + i, i as u8 + 1))))
             .collect();
@@ -166,9 +167,11 @@ async fn a_session_may_have_only_so_many_operations_unanswered() {
             failure.error.map(|error| error.class),
             Some(ErrorClass::NoMem.code())
         );
-        // both fences close the epoch: the four are applied and answered, freeing their slots
-        let closing = r0.send(Some(fence(0)));
-        r1.ok(fence(0)).await;
+        // rank 1 enters and both close the epoch: the four are applied and answered, freeing
+        // their slots
+        let closing = r0.send(Some(fence(nosucceed)));
+        r1.ok(fence(noprecede)).await;
+        r1.ok(fence(nosucceed)).await;
         let mut answered = Vec::new();
         while answered.len() < 5 {
             let reply = r0.next().await.unwrap().expect("an answer");
