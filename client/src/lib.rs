@@ -57,7 +57,7 @@ pub use onesided_core::layout::{Block, ByteBlock, Layout, Order, Resized, Struct
 pub use onesided_core::window::{Flavor, MemoryModel, OpKind, WindowDesc};
 pub use onesided_core::{Datatype, ErrorClass, Op};
 pub use session::{
-    Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV, DEFAULT_REATTACH_WITHIN,
+    NewWindow, Session, SessionBuilder, WireStats, AUDIT_DATABASE_URL_ENV, DEFAULT_REATTACH_WITHIN,
 };
 pub use window::{
     pack, test_all, unpack, wait_all, wait_any, AnyComplete, OpSpec, Pending, Request, Window,

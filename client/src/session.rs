@@ -343,6 +343,67 @@ pub(crate) fn info_entries(info: &[(&str, &str)]) -> Vec<v1::InfoEntry> {
         .collect()
 }
 
+/// One rank's arguments to `MPI_Win_allocate`/`MPI_Win_create` ([`Session::create`]): its own
+/// size and disp_unit, and what every member gives alike (name, group, flavor, model, info).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewWindow {
+    name: String,
+    size: u64,
+    disp_unit: u32,
+    flavor: crate::Flavor,
+    model: crate::MemoryModel,
+    info: Vec<(String, String)>,
+    group: Vec<u32>,
+}
+
+impl NewWindow {
+    /// Window `name`, this rank exposing `size` bytes with `disp_unit`; allocated, of the
+    /// separate model, no info, over the whole world.
+    pub fn new(name: &str, size: u64, disp_unit: u32) -> Self {
+        NewWindow {
+            name: name.to_string(),
+            size,
+            disp_unit,
+            flavor: crate::Flavor::Allocate,
+            model: crate::MemoryModel::default(),
+            info: Vec::new(),
+            group: Vec::new(),
+        }
+    }
+
+    /// How its memory is made (`MPI_Win_create` or `MPI_Win_allocate`).
+    #[must_use]
+    pub fn flavor(mut self, flavor: crate::Flavor) -> Self {
+        self.flavor = flavor;
+        self
+    }
+
+    /// Its memory model.
+    #[must_use]
+    pub fn model(mut self, model: crate::MemoryModel) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// Its info keys.
+    #[must_use]
+    pub fn info(mut self, info: &[(&str, &str)]) -> Self {
+        self.info = info
+            .iter()
+            .map(|(key, value)| ((*key).to_string(), (*value).to_string()))
+            .collect();
+        self
+    }
+
+    /// The world ranks it spans, window rank r being `group[r]`; empty (the default): the
+    /// whole world.
+    #[must_use]
+    pub fn group(mut self, group: &[u32]) -> Self {
+        self.group = group.to_vec();
+        self
+    }
+}
+
 /// Where a session's own audit events go.
 #[derive(Clone, PartialEq, Eq)]
 enum AuditDestination {
@@ -1160,7 +1221,7 @@ impl Session {
     /// world's ranks. Every rank calls it with the same `name`, `flavor`, `model` and `info`,
     /// and its own `size` (bytes) and `disp_unit`; it returns once every rank has, with the
     /// window created and open in this session (logged as an admin's creation is). Ranks may
-    /// expose 0 bytes.
+    /// expose 0 bytes. [`Session::create`] does the same over part of the world.
     ///
     /// # Errors
     /// `MPI_ERR_INFO` for a bad info value (at once), `MPI_ERR_ARG` or `MPI_ERR_INFO` on every
@@ -1177,13 +1238,41 @@ impl Session {
         model: crate::MemoryModel,
         info: &[(&str, &str)],
     ) -> Result<Window> {
+        let call = NewWindow::new(name, size, disp_unit)
+            .flavor(flavor)
+            .model(model)
+            .info(info);
+        self.create(&call).await
+    }
+
+    /// `MPI_Win_allocate`/`MPI_Win_create` by this rank, with every argument in `call`:
+    /// collective over the members of its group (the whole world when it has none), as MPI's
+    /// creation over a subcommunicator is. Every member calls it with the same name, group,
+    /// flavor, model and info and its own size and disp_unit; it returns once every member
+    /// has, with the window open here and numbered in the group ([`Window::rank`] is this
+    /// rank's position in it). Ranks outside the group do not take part. Members that give
+    /// different groups wait for the members of theirs, as MPI ranks calling a collective on
+    /// different communicators do, until a member's session ends.
+    ///
+    /// # Errors
+    /// As [`Session::create_window`]; `MPI_ERR_GROUP` (this call alone) for a group with a
+    /// rank twice or outside the world, or without this rank.
+    pub async fn create(&self, call: &NewWindow) -> Result<Window> {
         let call = Call::CreateWindow(v1::CreateWindow {
-            name: name.to_string(),
-            size,
-            disp_unit,
-            info: info_entries(info),
-            flavor: onesided_proto::flavor_to_wire(flavor),
-            model: onesided_proto::model_to_wire(model),
+            name: call.name.clone(),
+            size: call.size,
+            disp_unit: call.disp_unit,
+            info: call
+                .info
+                .iter()
+                .map(|(key, value)| v1::InfoEntry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+            flavor: onesided_proto::flavor_to_wire(call.flavor),
+            model: onesided_proto::model_to_wire(call.model),
+            group: call.group.clone(),
         });
         let Reply::Window(desc) = self.call(call).await? else {
             return Err(Error::Protocol(

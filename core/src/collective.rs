@@ -82,7 +82,9 @@ pub struct SharedArgs {
 pub struct Creation<R> {
     /// Its name.
     pub name: String,
-    /// Per-rank sizes, in rank order.
+    /// The world ranks it spans, its rank r being `group[r]`; empty for the whole world.
+    pub group: Vec<u32>,
+    /// Per-rank sizes, in rank order (of the window).
     pub sizes: Vec<u64>,
     /// Per-rank disp_units, in rank order.
     pub disp_units: Vec<u32>,
@@ -112,6 +114,10 @@ impl<R> Effects<R> {
     }
 }
 
+/// A creation collective: the group it is over (empty for the whole world) and which call of
+/// its members on that group it is.
+type CreateInstance = (Vec<u32>, u64);
+
 /// The collectives of one world of `nranks` ranks.
 #[derive(Debug)]
 pub struct Collectives<R> {
@@ -129,13 +135,14 @@ pub struct Collectives<R> {
     failed: HashMap<u64, RmaError>,
     /// Per window: the info each rank that called `MPI_Win_set_info` asked for.
     proposals: HashMap<u64, Vec<(u32, WindowInfo)>>,
-    /// Per instance (the n-th creation call of every rank, as collectives match in MPI):
-    /// the ranks that called `MPI_Win_create`/`MPI_Win_allocate`, with the name they gave.
-    creating: HashMap<u64, Vec<(u32, String, WindowPart, R)>>,
-    /// Creation calls per rank.
-    creates: Vec<u64>,
-    /// Creation instances that failed: every rank's call of one fails (ranks stay in step).
-    failed_creates: HashMap<u64, RmaError>,
+    /// Per instance (the n-th creation call of every member of a group — the whole world
+    /// when empty —, as collectives match per communicator in MPI): the ranks that called
+    /// `MPI_Win_create`/`MPI_Win_allocate`, with the name they gave.
+    creating: HashMap<CreateInstance, Vec<(u32, String, WindowPart, R)>>,
+    /// Creation calls per group, per world rank.
+    creates: HashMap<Vec<u32>, Vec<u64>>,
+    /// Creation instances that failed: every member's call of one fails (ranks stay in step).
+    failed_creates: HashMap<CreateInstance, RmaError>,
 }
 
 fn proc_failed(rank: u32, reason: &str) -> RmaError {
@@ -157,7 +164,7 @@ impl<R> Collectives<R> {
             failed: HashMap::new(),
             proposals: HashMap::new(),
             creating: HashMap::new(),
-            creates: vec![0; nranks as usize],
+            creates: HashMap::new(),
             failed_creates: HashMap::new(),
         }
     }
@@ -197,8 +204,13 @@ impl<R> Collectives<R> {
                 effects.answers.push((reply, Err(error.clone())));
             }
         }
-        for (n, arrivals) in self.creating.drain() {
-            self.failed_creates.insert(n, error.clone());
+        for (instance, arrivals) in std::mem::take(&mut self.creating) {
+            if !instance.0.is_empty() && !instance.0.contains(&rank) {
+                // a creation over a group `rank` is not in
+                self.creating.insert(instance, arrivals);
+                continue;
+            }
+            self.failed_creates.insert(instance, error.clone());
             for (_, _, _, reply) in arrivals {
                 effects.answers.push((reply, Err(error.clone())));
             }
@@ -210,15 +222,21 @@ impl<R> Collectives<R> {
     }
 
     /// Rank `rank` calls `MPI_Win_create` or `MPI_Win_allocate` for the window `name` with
-    /// its `part`; `reply` is answered once every rank called. Calls match by their order at
-    /// each rank (the n-th of every rank), as MPI's collectives do, so every rank must give
+    /// its `part`, over `group` (world ranks, the window's rank r being `group[r]`, as MPI
+    /// numbers a subcommunicator; empty for the whole world); `reply` is answered once every
+    /// member called. Calls match by their order at each member on that group (the n-th of
+    /// every member), as MPI's collectives match per communicator, so every member must give
     /// the same name, flavor, model and info: when one differs, every call fails with
     /// `MPI_ERR_ARG` (or `MPI_ERR_INFO` for the info) naming the first rank that differs, and
-    /// nothing is created; otherwise [`Effects::create`] says what to create.
+    /// nothing is created; otherwise [`Effects::create`] says what to create. A bad group, or
+    /// one without the caller, fails that call alone with `MPI_ERR_GROUP`; members that give
+    /// different groups wait for the members of theirs (as MPI ranks calling a collective on
+    /// different communicators do) until a member departs.
     pub fn propose_window(
         &mut self,
         name: &str,
         rank: u32,
+        group: &[u32],
         part: WindowPart,
         reply: R,
     ) -> Effects<R> {
@@ -229,34 +247,66 @@ impl<R> Collectives<R> {
             );
             return Effects::answer(reply, Err(error));
         }
-        let calls = &mut self.creates[rank as usize];
+        if !group.is_empty() {
+            if let Err(error) = crate::window::WindowDesc::validate_group(self.nranks, Some(group))
+            {
+                return Effects::answer(reply, Err(error));
+            }
+            if !group.contains(&rank) {
+                let error = RmaError::new(
+                    ErrorClass::Group,
+                    format!(
+                        "rank {rank} creates a window over the group {group:?}, which it is \
+                         not in"
+                    ),
+                );
+                return Effects::answer(reply, Err(error));
+            }
+        }
+        let nranks = self.nranks as usize;
+        let calls = &mut self
+            .creates
+            .entry(group.to_vec())
+            .or_insert_with(|| vec![0; nranks])[rank as usize];
         *calls += 1;
-        let n = *calls;
-        if let Some(error) = self.failed_creates.get(&n) {
+        let instance = (group.to_vec(), *calls);
+        if let Some(error) = self.failed_creates.get(&instance) {
             return Effects::answer(reply, Err(error.clone()));
         }
-        if let Some((gone, reason)) = self.gone.iter().next() {
+        let members = (!group.is_empty()).then_some(group);
+        if let Some((gone, reason)) = self.gone_member(members) {
             let error = proc_failed(*gone, reason);
-            self.failed_creates.insert(n, error.clone());
+            self.failed_creates.insert(instance, error.clone());
             return Effects::answer(reply, Err(error));
         }
-        let arrivals = self.creating.entry(n).or_default();
+        let needed = if group.is_empty() {
+            nranks
+        } else {
+            group.len()
+        };
+        let arrivals = self.creating.entry(instance.clone()).or_default();
         arrivals.push((rank, name.to_string(), part, reply));
-        if arrivals.len() < self.nranks as usize {
+        if arrivals.len() < needed {
             return Effects::none();
         }
-        let mut arrivals = self.creating.remove(&n).unwrap_or_default();
-        arrivals.sort_by_key(|(rank, _, _, _)| *rank);
+        let mut arrivals = self.creating.remove(&instance).unwrap_or_default();
+        // in the window's rank order
+        arrivals.sort_by_key(|(rank, _, _, _)| {
+            group
+                .iter()
+                .position(|member| member == rank)
+                .unwrap_or(*rank as usize)
+        });
         let mut effects = Effects::none();
-        let name = arrivals[0].1.clone();
+        let (leader, name) = (arrivals[0].0, arrivals[0].1.clone());
         let first = arrivals[0].2.shared.clone();
         if let Some((other, theirs, _, _)) = arrivals.iter().find(|(_, other, _, _)| *other != name)
         {
             let error = RmaError::new(
                 ErrorClass::Arg,
                 format!(
-                    "creating a window needs the same name on every rank: rank 0 gives {name:?}, \
-                     rank {other} {theirs:?}; nothing was created"
+                    "creating a window needs the same name on every rank: rank {leader} gives \
+                     {name:?}, rank {other} {theirs:?}; nothing was created"
                 ),
             );
             for (_, _, _, reply) in arrivals {
@@ -292,8 +342,8 @@ impl<R> Collectives<R> {
             let error = RmaError::new(
                 class,
                 format!(
-                    "creating window {name} needs the same {what} on every rank: rank 0 gives \
-                     {mine}, rank {other} {theirs}; nothing was created"
+                    "creating window {name} needs the same {what} on every rank: rank {leader} \
+                     gives {mine}, rank {other} {theirs}; nothing was created"
                 ),
             );
             for (_, _, _, reply) in arrivals {
@@ -303,6 +353,7 @@ impl<R> Collectives<R> {
         }
         let mut creation = Creation {
             name,
+            group: group.to_vec(),
             sizes: Vec::with_capacity(arrivals.len()),
             disp_units: Vec::with_capacity(arrivals.len()),
             shared: first,
@@ -669,12 +720,15 @@ mod tests {
             shared: shared.clone(),
         };
         let mut world = Collectives::new(3);
-        assert!(world.propose_window("w", 2, part(0, 8), 2).create.is_none());
         assert!(world
-            .propose_window("w", 0, part(16, 8), 0)
+            .propose_window("w", 2, &[], part(0, 8), 2)
             .create
             .is_none());
-        let last = world.propose_window("w", 1, part(8, 4), 1);
+        assert!(world
+            .propose_window("w", 0, &[], part(16, 8), 0)
+            .create
+            .is_none());
+        let last = world.propose_window("w", 1, &[], part(8, 4), 1);
         let creation = last.create.expect("every rank called");
         assert_eq!(creation.sizes, vec![16, 8, 0]);
         assert_eq!(creation.disp_units, vec![8, 4, 8]);
@@ -682,11 +736,11 @@ mod tests {
         assert!(last.answers.is_empty(), "answered once created");
 
         // another info on one rank: every call fails with MPI_ERR_INFO, nothing to create
-        world.propose_window("v", 0, part(8, 1), 0);
-        world.propose_window("v", 1, part(8, 1), 1);
+        world.propose_window("v", 0, &[], part(8, 1), 0);
+        world.propose_window("v", 1, &[], part(8, 1), 1);
         let mut other = part(8, 1);
         other.shared.info.clear();
-        let last = world.propose_window("v", 2, other, 2);
+        let last = world.propose_window("v", 2, &[], other, 2);
         assert!(last.create.is_none());
         assert_eq!(
             classes(&last),
@@ -698,9 +752,9 @@ mod tests {
         );
 
         // calls match by order: another name on one rank fails every rank's call
-        world.propose_window("t", 0, part(8, 1), 0);
-        world.propose_window("t", 1, part(8, 1), 1);
-        let last = world.propose_window("s", 2, part(8, 1), 2);
+        world.propose_window("t", 0, &[], part(8, 1), 0);
+        world.propose_window("t", 1, &[], part(8, 1), 1);
+        let last = world.propose_window("s", 2, &[], part(8, 1), 2);
         assert!(last.create.is_none());
         assert_eq!(
             classes(&last),
@@ -713,20 +767,76 @@ mod tests {
 
         // a departure fails the ranks waiting to create, and the others' calls of that
         // instance too, so that the ranks stay in step
-        world.propose_window("u", 0, part(8, 1), 0);
+        world.propose_window("u", 0, &[], part(8, 1), 0);
         let failed = world.departed(1, "stream broke", false);
         assert_eq!(classes(&failed), [(0, Some(ErrorClass::ProcFailed))]);
         assert_eq!(
-            classes(&world.propose_window("u", 2, part(8, 1), 2)),
+            classes(&world.propose_window("u", 2, &[], part(8, 1), 2)),
             [(2, Some(ErrorClass::ProcFailed))]
         );
-        world.propose_window("u", 1, part(8, 1), 1);
-        world.propose_window("u", 0, part(8, 1), 0);
-        world.propose_window("u", 1, part(8, 1), 1);
-        let done = world.propose_window("u", 2, part(8, 1), 2);
+        world.propose_window("u", 1, &[], part(8, 1), 1);
+        world.propose_window("u", 0, &[], part(8, 1), 0);
+        world.propose_window("u", 1, &[], part(8, 1), 1);
+        let done = world.propose_window("u", 2, &[], part(8, 1), 2);
         assert_eq!(
             done.create.map(|creation| creation.name),
             Some("u".to_string())
         );
+    }
+
+    #[test]
+    fn members_of_a_group_create_its_window_without_the_other_ranks() {
+        use super::{SharedArgs, WindowPart};
+        use crate::window::{Flavor, MemoryModel};
+        let part = |size| WindowPart {
+            size,
+            disp_unit: 1,
+            shared: SharedArgs {
+                flavor: Flavor::Allocate,
+                model: MemoryModel::Separate,
+                info: Vec::new(),
+            },
+        };
+        let mut world = Collectives::new(4);
+        // rank 0 waits for a window over the whole world meanwhile: a separate instance
+        assert!(world
+            .propose_window("all", 0, &[], part(1), 0)
+            .create
+            .is_none());
+        // the group's members, in window-rank order 3, 1
+        assert!(world
+            .propose_window("g", 1, &[3, 1], part(8), 1)
+            .create
+            .is_none());
+        let done = world.propose_window("g", 3, &[3, 1], part(16), 3);
+        let creation = done.create.expect("both members called");
+        assert_eq!(creation.group, vec![3, 1]);
+        assert_eq!(creation.sizes, vec![16, 8], "window rank 0 is world rank 3");
+        assert_eq!(creation.replies, vec![3, 1]);
+
+        // a caller outside its group, or a bad group: that call alone fails with GROUP
+        assert_eq!(
+            classes(&world.propose_window("h", 2, &[3, 1], part(1), 2)),
+            [(2, Some(ErrorClass::Group))]
+        );
+        assert_eq!(
+            classes(&world.propose_window("h", 2, &[2, 2], part(1), 2)),
+            [(2, Some(ErrorClass::Group))]
+        );
+        assert_eq!(
+            classes(&world.propose_window("h", 2, &[2, 9], part(1), 2)),
+            [(2, Some(ErrorClass::Group))]
+        );
+
+        // a departure outside the group leaves its creation waiting; a member's fails it
+        world.propose_window("k", 1, &[1, 3], part(1), 1);
+        let failed = world.departed(2, "stream broke", false);
+        assert_eq!(
+            classes(&failed),
+            [(0, Some(ErrorClass::ProcFailed))],
+            "only the whole world's creation needed rank 2"
+        );
+        let failed = world.departed(3, "stream broke", false);
+        assert_eq!(classes(&failed), [(1, Some(ErrorClass::ProcFailed))]);
     }
 }

@@ -441,15 +441,30 @@ class Session:
         return Window(self._native.window(name), self)
 
     def create_window(
-        self, name, size, disp_unit=1, flavor="allocate", info=None, model="separate"
+        self,
+        name,
+        size,
+        disp_unit=1,
+        flavor="allocate",
+        info=None,
+        model="separate",
+        group=None,
     ):
         """``MPI_Win_allocate`` (or ``MPI_Win_create``, by ``flavor``) by this rank, collective
-        over the world's ranks: every rank calls it with the same ``name``, ``flavor``,
-        ``model`` (``"separate"`` or ``"unified"``) and ``info`` (a dict or pairs) and its own
-        ``size`` in bytes and ``disp_unit``; returns the window, open, once every rank has."""
+        over the world's ranks, or over the members of ``group`` (world ranks, window rank r
+        being ``group[r]``, as MPI numbers a subcommunicator; the other ranks take no part):
+        every member calls it with the same ``name``, ``flavor``, ``model`` (``"separate"`` or
+        ``"unified"``), ``info`` (a dict or pairs) and ``group`` and its own ``size`` in bytes
+        and ``disp_unit``; returns the window, open, once every member has."""
         pairs = info.items() if isinstance(info, dict) else (info or [])
         native = self._native.create_window(
-            name, size, disp_unit, flavor, [(str(k), str(v)) for k, v in pairs], model
+            name,
+            size,
+            disp_unit,
+            flavor,
+            [(str(k), str(v)) for k, v in pairs],
+            model,
+            list(group or []),
         )
         return Window(native, self)
 

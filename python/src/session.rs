@@ -1,7 +1,7 @@
 //! `NativeSession`: this process attached as one rank, over the Rust client's `Session` (its
 //! stream, heartbeats and audit shipping are that code's).
 
-use onesided_client::{Claim, Session};
+use onesided_client::{Claim, NewWindow, Session};
 use pyo3::prelude::*;
 
 use crate::admin::endpoint;
@@ -100,10 +100,11 @@ impl NativeSession {
         Ok(NativeWindow::new(window))
     }
 
-    /// `MPI_Win_allocate` / `MPI_Win_create` by this rank (collective over the world's ranks):
-    /// its own `size` in bytes and `disp_unit`, the same `name`, `flavor` and `info` pairs as
-    /// every other rank.
-    #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new(), model = "separate"))]
+    /// `MPI_Win_allocate` / `MPI_Win_create` by this rank (collective over the world's ranks,
+    /// or over the members of `group`, world ranks in window-rank order): its own `size` in
+    /// bytes and `disp_unit`, the same `name`, `flavor`, `info` pairs and `group` as every
+    /// other member.
+    #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new(), model = "separate", group = Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn create_window(
         &self,
@@ -114,6 +115,7 @@ impl NativeSession {
         flavor: &str,
         info: Vec<(String, String)>,
         model: &str,
+        group: Vec<u32>,
     ) -> PyResult<NativeWindow> {
         let flavor = crate::admin::flavor_of(py, flavor)?;
         let model = crate::admin::model_of(py, model)?;
@@ -121,11 +123,12 @@ impl NativeSession {
             .iter()
             .map(|(key, value)| (key.as_str(), value.as_str()))
             .collect();
-        let window = wait(
-            py,
-            self.session
-                .create_window(name, size, disp_unit, flavor, model, &pairs),
-        )?;
+        let call = NewWindow::new(name, size, disp_unit)
+            .flavor(flavor)
+            .model(model)
+            .info(&pairs)
+            .group(&group);
+        let window = wait(py, self.session.create(&call))?;
         Ok(NativeWindow::new(window))
     }
 

@@ -494,6 +494,26 @@ def test_ranks_create_a_window_together_each_with_its_own_size(server, admin):
     assert seen == [([8, 16], "x"), ([8, 16], "x")]
 
 
+def test_members_create_a_window_over_their_group(server, admin):
+    fixture = Fixture(server, admin, 3)
+    name = unique("made")
+    # world ranks 2 and 0 create it (window ranks 0 and 1); rank 1 takes no part
+    members = [2, 0]
+
+    def program(rank, _):
+        if rank not in members:
+            return None
+        session = fixture.sessions[rank]
+        w = session.create_window(name, 8 * (rank + 1), 8, group=members)
+        return w.rank, list(w.desc.sizes), w.get_group()
+
+    seen = ranks([None, None, None], program)
+    assert seen == [(1, [24, 8], [2, 0]), None, (0, [24, 8], [2, 0])]
+    with pytest.raises(MpiError) as refused:
+        fixture.sessions[1].create_window(unique("x"), 8, 8, group=members)
+    assert refused.value.error_class == ErrorClass.GROUP
+
+
 def test_a_unified_window_publishes_stores_and_delivers_updates_without_a_call(server, admin):
     fixture = Fixture(server, admin, 2)
     w0, w1 = fixture.windows(WindowSpec.of(unique("u"), 2, 2, "i64").model("unified"))

@@ -33,6 +33,8 @@ enum Message {
     ProposeWindow {
         name: String,
         rank: u32,
+        /// The window's group (world ranks); empty for the whole world.
+        group: Vec<u32>,
         part: WindowPart,
         reply: Reply,
     },
@@ -138,8 +140,9 @@ impl WorldHandle {
         .await
     }
 
-    /// Rank `rank` calls `MPI_Win_create`/`MPI_Win_allocate` for window `name` with its
-    /// `part`; `reply` is answered once every rank called and the window was created (or
+    /// Rank `rank` calls `MPI_Win_create`/`MPI_Win_allocate` for window `name` over `group`
+    /// (world ranks; empty for the whole world) with its `part`; `reply` is answered once every
+    /// member called and the window was created (or
     /// refused: core's [`Collectives::propose_window`], then the registry's checks).
     ///
     /// # Errors
@@ -148,12 +151,14 @@ impl WorldHandle {
         &self,
         name: &str,
         rank: u32,
+        group: Vec<u32>,
         part: WindowPart,
         reply: Reply,
     ) -> Result<(), RmaError> {
         self.send(Message::ProposeWindow {
             name: name.to_string(),
             rank,
+            group,
             part,
             reply,
         })
@@ -195,9 +200,10 @@ async fn run(
             Message::ProposeWindow {
                 name,
                 rank,
+                group,
                 part,
                 reply,
-            } => collectives.propose_window(&name, rank, part, reply),
+            } => collectives.propose_window(&name, rank, &group, part, reply),
             Message::ProposeInfo {
                 window,
                 rank,
@@ -239,6 +245,7 @@ async fn run(
 async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::Weak<Registry>) {
     let Creation {
         name,
+        group,
         sizes,
         disp_units,
         shared,
@@ -262,7 +269,7 @@ async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::We
                     sizes,
                     disp_units,
                     info,
-                    None,
+                    (!group.is_empty()).then_some(group),
                 )
                 .await
                 .map(drop)

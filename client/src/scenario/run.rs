@@ -23,7 +23,9 @@ use super::ast::{
     Subject, WindowDecl,
 };
 use super::parse::{rank_name, returns_list};
-use crate::{wait_any, Admin, Endpoint, Error, OpSpec, Request, Session, Window, WindowSpec};
+use crate::{
+    wait_any, Admin, Endpoint, Error, NewWindow, OpSpec, Request, Session, Window, WindowSpec,
+};
 
 /// Where and how to run.
 #[derive(Clone)]
@@ -851,16 +853,6 @@ impl RankExecutor {
 
 fn check_supported(scenario: &Scenario) -> Result<(), RunError> {
     for window in &scenario.windows {
-        if window.by_ranks && window.group.is_some() {
-            return Err(RunError::Unsupported {
-                line: window.line,
-                message: format!(
-                    "window {}: by=ranks with group= is not offered (the ranks create windows over \
-                     the whole world; the admin creates them over a group)",
-                    window.name
-                ),
-            });
-        }
         if window.flavor == FlavorDecl::Dynamic {
             return Err(RunError::Unsupported {
                 line: window.line,
@@ -894,9 +886,9 @@ fn spec_of(decl: &WindowDecl) -> WindowSpec {
     }
 }
 
-/// A window declared `by=ranks`: every rank creates it (`MPI_Win_allocate`, collective), each
-/// in a session of its own that ends once the window exists; the run's sessions then open it
-/// like any other.
+/// A window declared `by=ranks`: every rank of its group (the world without one) creates it
+/// (`MPI_Win_allocate`, collective over the group), each in a session of its own that ends
+/// once the window exists; the run's sessions then open it like any other.
 async fn created_by_ranks(
     config: &RunConfig,
     tokens: &[String],
@@ -908,19 +900,27 @@ async fn created_by_ranks(
         .iter()
         .map(|(key, value)| (key.as_str(), value.as_str()))
         .collect();
+    let group = spec.group.clone().unwrap_or_default();
+    // world ranks, in window-rank order
+    let members: Vec<usize> = if group.is_empty() {
+        (0..tokens.len()).collect()
+    } else {
+        group.iter().map(|&rank| rank as usize).collect()
+    };
     let mut sessions = Vec::new();
-    for token in tokens {
+    for &member in &members {
+        let token = tokens.get(member).ok_or_else(|| {
+            Error::Protocol(format!("rank {member} of the group is outside the world"))
+        })?;
         sessions.push(Session::attach(&config.endpoint, token).await?);
     }
     let created = futures::future::join_all(sessions.iter().enumerate().map(|(rank, session)| {
-        session.create_window(
-            &spec.name,
-            spec.sizes[rank],
-            spec.disp_units[rank],
-            spec.flavor,
-            spec.model,
-            &info,
-        )
+        let call = NewWindow::new(&spec.name, spec.sizes[rank], spec.disp_units[rank])
+            .flavor(spec.flavor)
+            .model(spec.model)
+            .info(&info)
+            .group(&group);
+        async move { session.create(&call).await }
     }))
     .await;
     let mut desc = None;

@@ -460,6 +460,7 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "forum5_load_after_wait.rma",
     "forum5_local_get.rma",
     "forum5_unified.rma",
+    "group_by_ranks.rma",
     "group_subset.rma",
     "layout_hindexed.rma",
     "layout_hvector.rma",

@@ -101,7 +101,13 @@ impl Session {
         let (sender, answer) = oneshot::channel();
         self.member
             .collectives
-            .propose_window(&create.name, self.member.rank, part, Reply::Session(sender))
+            .propose_window(
+                &create.name,
+                self.member.rank,
+                create.group,
+                part,
+                Reply::Session(sender),
+            )
             .await?;
         let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
         self.come_back(Control::Created(create.name), reply, answer, gone);

@@ -2,7 +2,7 @@
 //! its collectives (fence, free, set_info) are its members' alone; the log numbers ranks as
 //! the window does.
 
-use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, NewWindow, Session, WindowSpec};
 
 use crate::{spawn_server, unique, ADMIN_TOKEN};
 
@@ -102,4 +102,109 @@ async fn a_bad_group_is_refused_and_creates_nothing() {
         .await
         .unwrap()
         .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_create_a_window_over_their_group_without_the_other_ranks() {
+    let server = spawn_server().await;
+    let world = server
+        .admin
+        .create_world(&unique("groups"), 4)
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for token in &world.tokens {
+        sessions.push(Session::attach(&server.url, token).await.unwrap());
+    }
+    // world ranks 3 and 1 create g, window ranks 0 and 1, each with its own size; ranks 0
+    // and 2 never call
+    let call = |size| NewWindow::new("g", size, 8).group(&[3, 1]);
+    // a rank outside the group, and a bad group, are refused at once and join nothing
+    let outside = sessions[0].create(&call(8)).await.unwrap_err();
+    assert_eq!(outside.class(), Some(ErrorClass::Group), "{outside}");
+    let twice = sessions[1]
+        .create(&NewWindow::new("g", 8, 8).group(&[1, 1]))
+        .await
+        .unwrap_err();
+    assert_eq!(twice.class(), Some(ErrorClass::Group), "{twice}");
+    let (zeroth, oneth) = (call(16), call(8));
+    let (first, second) = tokio::join!(sessions[3].create(&zeroth), sessions[1].create(&oneth));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!((first.rank(), second.rank()), (0, 1));
+    assert_eq!(first.get_group(), vec![3, 1]);
+    assert_eq!(
+        second.desc().sizes,
+        vec![16, 8],
+        "sizes in window-rank order"
+    );
+    let listed = server.admin.list_windows(&world.name).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].group, vec![3, 1]);
+    // outside ranks cannot open it; the members use it as any window
+    let opened = sessions[2].window("g").await.unwrap_err();
+    assert_eq!(opened.class(), Some(ErrorClass::Group), "{opened}");
+    second.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    second.put(0, 1, &[9i64]).unwrap();
+    second.unlock(0).await.unwrap();
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let replayed = audit.replay(first.desc().id, None).await.unwrap();
+    assert_eq!(replayed.ranks.len(), 2);
+    assert_eq!(replayed.ranks[0][8..], 9i64.to_le_bytes());
+    assert_eq!(audit.verify(first.desc().id).await.unwrap().first_bad, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_members_departure_fails_its_groups_creation() {
+    let server = spawn_server().await;
+    let world = server
+        .admin
+        .create_world(&unique("groups"), 3)
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for token in &world.tokens {
+        sessions.push(Session::attach(&server.url, token).await.unwrap());
+    }
+    // rank 0 calls the creation over {0, 1}, then the world barrier: the server holds its
+    // call when the barrier completes. Rank 2, not in the group, then leaves; rank 1's call
+    // completes the creation all the same
+    let call = NewWindow::new("g", 8, 1).group(&[0, 1]);
+    let leaving = sessions.pop().unwrap();
+    let ((first, barrier), second) = tokio::join!(
+        futures::future::join(sessions[0].create(&call), sessions[0].barrier()),
+        async {
+            let (a, b) = tokio::join!(sessions[1].barrier(), leaving.barrier());
+            a.unwrap();
+            b.unwrap();
+            leaving.close().await.unwrap();
+            sessions[1].create(&call).await
+        }
+    );
+    barrier.unwrap();
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!((first.rank(), second.rank()), (0, 1));
+    // rank 1 calls a creation over {1, 0}, then fences g; rank 0 fences g and leaves: the
+    // creation rank 1 waits in fails with PROC_FAILED, and nothing is created
+    let other = NewWindow::new("h", 8, 1).group(&[1, 0]);
+    let leaving = sessions.remove(0);
+    let ((failed, fenced), ()) = tokio::join!(
+        futures::future::join(sessions[0].create(&other), second.fence(0)),
+        async {
+            first.fence(0).await.unwrap();
+            drop(first);
+            leaving.close().await.unwrap();
+        }
+    );
+    fenced.unwrap();
+    let failed = failed.unwrap_err();
+    assert_eq!(failed.class(), Some(ErrorClass::ProcFailed), "{failed}");
+    let names: Vec<String> = server
+        .admin
+        .list_windows(&world.name)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|window| window.name)
+        .collect();
+    assert_eq!(names, ["g"]);
 }
