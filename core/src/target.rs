@@ -458,6 +458,26 @@ impl<R> Target<R> {
         self
     }
 
+    /// Dynamic window: by how many bytes attaching `size` bytes (at address `at`, else after
+    /// the span) would grow the public copy; 0 when it would not, when the rank's own limit
+    /// refuses it anyway, or on a static window. The caller takes that many bytes from a
+    /// server-wide budget before it hands the attach over.
+    pub fn attach_growth(&self, size: u64, at: Option<u64>) -> u64 {
+        let Some(dynamic) = &self.dynamic else {
+            return 0;
+        };
+        let span = self.public.len() as u64;
+        let offset = match at {
+            Some(at) => at.saturating_sub(DYNAMIC_BASE),
+            None => span,
+        };
+        let end = offset.saturating_add(size);
+        if end > dynamic.max_bytes {
+            return 0;
+        }
+        end.saturating_sub(span)
+    }
+
     /// Dynamic window: the attached regions, offset in the public copy → size.
     pub fn regions(&self) -> Option<&BTreeMap<u64, u64>> {
         self.dynamic.as_ref().map(|dynamic| &dynamic.attached)

@@ -19,6 +19,7 @@ use onesided_proto::v1::{server_message, Updated};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::audit::{AuditHandle, Durability, Pending};
+use crate::limits::WindowBytes;
 use crate::metrics::{Metrics, QueueReport};
 use crate::reply::{Answer, Outbound, Reply};
 use crate::supervise::{self, Fate};
@@ -83,13 +84,17 @@ pub struct WindowServerHandle {
 }
 
 /// A dynamic window's rank: the most bytes its regions may span (the server's window bytes per
-/// rank) and the regions already attached (offset → size; recovery's).
-#[derive(Clone, Debug, Default)]
+/// rank), the regions already attached (offset → size; recovery's), and the server's budget
+/// of window bytes, which the bytes its regions span count against.
+#[derive(Clone, Debug)]
 pub struct Dynamic {
     /// The most bytes the rank's memory may span.
     pub max_bytes: u64,
     /// The regions attached, offset in the public copy → size.
     pub regions: std::collections::BTreeMap<u64, u64>,
+    /// The server's window bytes: the actor takes what its span grows by, and gives all of it
+    /// back when it stops.
+    pub window_bytes: Arc<WindowBytes>,
 }
 
 impl WindowServerHandle {
@@ -112,10 +117,19 @@ impl WindowServerHandle {
         let now = Instant::now();
         let mut target =
             Target::new(rank, nranks, public, recording, lock_fairness, now).with_model(model);
+        let mut span = None;
         if let Some(dynamic) = dynamic {
             target = target.with_dynamic(dynamic.max_bytes, dynamic.regions);
+            // what recovery rebuilt counts, even past a limit lowered since
+            let held = target.public().len() as u64;
+            dynamic.window_bytes.take_anyway(held);
+            span = Some(Span {
+                window_bytes: dynamic.window_bytes,
+                held,
+            });
         }
         let actor = WindowServer {
+            span,
             logged: 0,
             window,
             rank,
@@ -181,6 +195,13 @@ impl WindowServerHandle {
         let _ = self.sender.try_send(Command::Engine(Input::Stop));
     }
 
+    /// Stops the actor as [`WindowServerHandle::stop`] does, waiting for room in its inbox
+    /// rather than giving up when it is full, and resolves once it has stopped.
+    pub async fn stop_and_wait(&self) {
+        let _ = self.sender.send(Command::Engine(Input::Stop)).await;
+        self.stopped().await;
+    }
+
     /// Resolves once the actor has stopped (everything it recorded is handed to the writer).
     pub async fn stopped(&self) {
         self.sender.closed().await;
@@ -227,7 +248,23 @@ impl WindowServerHandle {
     }
 }
 
+/// The bytes a dynamic window's rank spans, taken from the server's window bytes; given back
+/// when the actor ends (stopped, abandoned or panicked).
+#[derive(Debug)]
+struct Span {
+    window_bytes: Arc<WindowBytes>,
+    held: u64,
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        self.window_bytes.give_back(self.held);
+    }
+}
+
 struct WindowServer {
+    /// Dynamic window: the bytes its span holds of the server's window bytes.
+    span: Option<Span>,
     /// Bytes of publications and operations logged since the last snapshot.
     logged: u64,
     window: u64,
@@ -293,6 +330,9 @@ impl WindowServer {
             }
         }
         self.metrics.report_queues(&mut self.reported, 0, 0);
+        // a dynamic window's span is given back before the inbox closes: whoever waits for
+        // the actor to stop finds the bytes free
+        self.span = None;
         tracing::debug!("window server stopped");
     }
 
@@ -307,6 +347,7 @@ impl WindowServer {
     fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         let now = Instant::now();
         match command {
+            Command::Engine(Input::Attach { size, at, reply }) => self.attach(size, at, reply, now),
             Command::Engine(input) => self.target.handle(input, now),
             Command::Acknowledged { input, done } => {
                 self.target.handle(input, now);
@@ -324,6 +365,34 @@ impl WindowServer {
             }
         }
         None
+    }
+
+    /// `MPI_Win_attach`: the bytes the span would grow by are taken from the server's window
+    /// bytes first (`MPI_ERR_RMA_ATTACH` when they do not fit, nothing changed), then the
+    /// engine attaches; what it did not grow by is given back.
+    fn attach(&mut self, size: u64, at: Option<u64>, reply: Reply, now: Instant) {
+        // 0 on a static window, which the engine refuses
+        let need = self.target.attach_growth(size, at);
+        if let Some(span) = &self.span {
+            if let Err(in_use) = span.window_bytes.take(need) {
+                reply.send(Err(RmaError::new(
+                    ErrorClass::RmaAttach,
+                    format!(
+                        "a region of {size} bytes needs {need} more bytes of the server's window \
+                         memory, and windows take {in_use} of its {} bytes",
+                        span.window_bytes.limit()
+                    ),
+                )));
+                return;
+            }
+        }
+        let before = self.target.public().len() as u64;
+        self.target.handle(Input::Attach { size, at, reply }, now);
+        if let Some(span) = self.span.as_mut() {
+            let grown = (self.target.public().len() as u64).saturating_sub(before);
+            span.window_bytes.give_back(need.saturating_sub(grown));
+            span.held += grown;
+        }
     }
 
     /// Carries out what the engine decided: the events go to the audit writer stamped with

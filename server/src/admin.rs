@@ -306,7 +306,9 @@ impl Admin for AdminService {
                 )));
             }
         }
-        Arc::clone(&self.registry).remove_window(entry.desc.id);
+        Arc::clone(&self.registry)
+            .remove_window(entry.desc.id)
+            .await;
         tracing::info!("window freed by admin");
         Ok(Response::new(v1::FreeWindowResponse {}))
     }

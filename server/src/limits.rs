@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -514,5 +515,60 @@ mod tests {
         assert!(body_of(&[first, second], 11).is_ok());
         assert!(body_of(&[first, second], 10).is_err());
         assert!(body_of(&[&message(0)], 0).is_ok());
+    }
+}
+
+/// The bytes all windows of the server take together, against [`Limits::max_window_bytes`]:
+/// the registry takes a window's bytes when it creates it and gives them back when it goes;
+/// a dynamic window's actors take the bytes its regions add as they are attached and give
+/// them back when they stop. Atomic, so neither waits for the other.
+#[derive(Debug)]
+pub struct WindowBytes {
+    limit: u64,
+    in_use: AtomicU64,
+}
+
+impl WindowBytes {
+    /// None in use yet, at most `limit`.
+    pub fn new(limit: u64) -> Self {
+        WindowBytes {
+            limit,
+            in_use: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes `bytes` if they fit under the limit; else the bytes in use, nothing taken.
+    ///
+    /// # Errors
+    /// The bytes in use when `bytes` more would pass the limit.
+    pub fn take(&self, bytes: u64) -> Result<(), u64> {
+        self.in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_use| {
+                in_use
+                    .checked_add(bytes)
+                    .filter(|&after| after <= self.limit)
+            })
+            .map(drop)
+    }
+
+    /// Takes `bytes` whatever the limit (what recovery finds was in use, even past a limit
+    /// lowered since: new windows then wait for room).
+    pub fn take_anyway(&self, bytes: u64) {
+        self.in_use.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// Gives back `bytes` taken before.
+    pub fn give_back(&self, bytes: u64) {
+        self.in_use.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// The bytes in use.
+    pub fn in_use(&self) -> u64 {
+        self.in_use.load(Ordering::Acquire)
+    }
+
+    /// The most bytes there may be.
+    pub fn limit(&self) -> u64 {
+        self.limit
     }
 }

@@ -22,7 +22,7 @@ use onesided_core::audit::Event;
 use crate::actor::{Dynamic, WindowServerHandle};
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
 use crate::cluster::Cluster;
-use crate::limits::{exhausted, Limits};
+use crate::limits::{exhausted, Limits, WindowBytes};
 use crate::metrics::Metrics;
 use crate::world::WorldHandle;
 
@@ -118,8 +118,6 @@ struct Inner {
     incarnations: HashMap<(String, u32), u64>,
     /// The live session of each attached rank.
     live: HashMap<(String, u32), LiveSession>,
-    /// Bytes of all windows, those being created included.
-    window_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -286,6 +284,9 @@ pub struct Registry {
     store: Option<AuditStore>,
     lease_ttl: Duration,
     limits: Limits,
+    /// Bytes of all windows, those being created included, and of the regions attached to
+    /// dynamic windows (their actors take and give back those).
+    window_bytes: Arc<WindowBytes>,
     /// What sessions and actors record into.
     metrics: Arc<Metrics>,
     /// How long a new window's actors hold a shared lock request back behind a waiting
@@ -317,7 +318,11 @@ fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
 /// The bytes a window takes on the server (its sum passed [`Registry::room`], so it fits).
 /// Takes world `name` out of the directory with its tokens and windows (their bytes given
 /// back); returns it and its windows, whose actors the caller stops or abandons.
-fn take_world(inner: &mut Inner, name: &str) -> Option<(World, Vec<Arc<WindowEntry>>)> {
+fn take_world(
+    inner: &mut Inner,
+    window_bytes: &WindowBytes,
+    name: &str,
+) -> Option<(World, Vec<Arc<WindowEntry>>)> {
     let world = inner.worlds.remove(name)?;
     for token in &world.tokens {
         inner.tokens.remove(token);
@@ -325,7 +330,7 @@ fn take_world(inner: &mut Inner, name: &str) -> Option<(World, Vec<Arc<WindowEnt
     let mut windows = Vec::new();
     for id in world.windows.values() {
         if let Some(entry) = inner.windows.remove(id) {
-            inner.window_bytes -= bytes_of(&entry.desc);
+            window_bytes.give_back(bytes_of(&entry.desc));
             windows.push(entry);
         }
     }
@@ -375,6 +380,7 @@ impl Registry {
             audit,
             store,
             lease_ttl,
+            window_bytes: Arc::new(WindowBytes::new(limits.max_window_bytes)),
             limits,
             metrics,
             lock_fairness_ns: std::sync::atomic::AtomicU64::new(
@@ -454,6 +460,7 @@ impl Registry {
                     let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
                         max_bytes: self.limits.max_window_bytes_per_rank,
                         regions: window.regions.get(rank).cloned().unwrap_or_default(),
+                        window_bytes: Arc::clone(&self.window_bytes),
                     });
                     WindowServerHandle::spawn(
                         desc.id,
@@ -473,7 +480,7 @@ impl Registry {
                 cluster.note_window(desc.id, &desc.world);
             }
             // counted even past a limit lowered since: new windows wait for room
-            inner.window_bytes += bytes_of(&desc);
+            self.window_bytes.take_anyway(bytes_of(&desc));
             tracing::info!(world = %desc.world, window = %desc.name, id = desc.id, "window recovered");
             inner
                 .windows
@@ -707,7 +714,7 @@ impl Registry {
     /// actors stop, its tokens are forgotten.
     pub fn evict_world(&self, name: &str) {
         let mut inner = self.write();
-        let Some((world, windows)) = take_world(&mut inner, name) else {
+        let Some((world, windows)) = take_world(&mut inner, &self.window_bytes, name) else {
             return;
         };
         for rank in 0..world.nranks {
@@ -750,7 +757,7 @@ impl Registry {
         }
         let stopped = {
             let mut inner = self.write();
-            let (world, windows) = take_world(&mut inner, name)
+            let (world, windows) = take_world(&mut inner, &self.window_bytes, name)
                 .ok_or_else(|| RegistryError::NoWorld(name.to_string()))?;
             // a rank's session count goes with the world, unless a session still runs (it is
             // dropped when that ends, and until then a world of the same name counts on from it)
@@ -839,8 +846,7 @@ impl Registry {
                     "window {name} in world {world}"
                 )));
             }
-            let bytes = self.room(&inner, &sizes)?;
-            inner.window_bytes += bytes;
+            self.room(&sizes)?;
             let id = match cluster_id {
                 Some(id) => id,
                 None => {
@@ -896,7 +902,7 @@ impl Registry {
                 if let Some(entry) = inner.worlds.get_mut(world) {
                     entry.windows.remove(name);
                 }
-                inner.window_bytes -= bytes_of(&desc);
+                self.window_bytes.give_back(bytes_of(&desc));
                 return Err(unavailable(error));
             }
         }
@@ -910,6 +916,7 @@ impl Registry {
                 let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
                     max_bytes: self.limits.max_window_bytes_per_rank,
                     regions: Default::default(),
+                    window_bytes: Arc::clone(&self.window_bytes),
                 });
                 WindowServerHandle::spawn(
                     desc.id,
@@ -932,7 +939,7 @@ impl Registry {
         let entry = Arc::new(WindowEntry::new(Arc::clone(&desc), ranks));
         if !still_wanted {
             // the world was deleted meanwhile
-            inner.window_bytes -= bytes_of(&desc);
+            self.window_bytes.give_back(bytes_of(&desc));
             entry.ranks.iter().for_each(WindowServerHandle::stop);
             return Err(RegistryError::NoWorld(world.to_string()));
         }
@@ -1005,21 +1012,32 @@ impl Registry {
         false
     }
 
-    /// Removes a window and stops its actors (pending calls fail with `MPI_ERR_WIN`).
-    pub fn remove_window(self: Arc<Self>, id: u64) {
-        let mut inner = self.write();
-        let Some(entry) = inner.windows.remove(&id) else {
-            return;
+    /// Removes a window and stops its actors (pending calls fail with `MPI_ERR_WIN`); a
+    /// dynamic window's once they have stopped, having given back the bytes their regions
+    /// spanned (so that they are free when the free is answered).
+    pub async fn remove_window(self: Arc<Self>, id: u64) {
+        let entry = {
+            let mut inner = self.write();
+            let Some(entry) = inner.windows.remove(&id) else {
+                return;
+            };
+            if let Some(world) = inner.worlds.get_mut(&entry.desc.world) {
+                world.windows.remove(&entry.desc.name);
+            }
+            entry
         };
-        if let Some(world) = inner.worlds.get_mut(&entry.desc.world) {
-            world.windows.remove(&entry.desc.name);
+        self.window_bytes.give_back(bytes_of(&entry.desc));
+        if entry.desc.flavor != Flavor::Dynamic {
+            entry.ranks.iter().for_each(WindowServerHandle::stop);
+            return;
         }
-        inner.window_bytes -= bytes_of(&entry.desc);
-        entry.ranks.iter().for_each(WindowServerHandle::stop);
+        for rank in &entry.ranks {
+            rank.stop_and_wait().await;
+        }
     }
 
-    /// The bytes a window of `sizes` takes, if the limits leave room for them.
-    fn room(&self, inner: &Inner, sizes: &[u64]) -> Result<u64, RmaError> {
+    /// Takes the bytes a window of `sizes` needs, if the limits leave room for them.
+    fn room(&self, sizes: &[u64]) -> Result<u64, RmaError> {
         let per_rank = self.limits.max_window_bytes_per_rank;
         if let Some((rank, size)) = sizes.iter().enumerate().find(|(_, &size)| size > per_rank) {
             return Err(exhausted(format!(
@@ -1031,14 +1049,13 @@ impl Registry {
             .iter()
             .try_fold(0u64, |sum, &size| sum.checked_add(size))
             .unwrap_or(u64::MAX);
-        let total = self.limits.max_window_bytes;
-        let in_use = inner.window_bytes;
-        if in_use.checked_add(bytes).is_none_or(|after| after > total) {
-            return Err(exhausted(format!(
+        self.window_bytes.take(bytes).map_err(|in_use| {
+            exhausted(format!(
                 "a window of {bytes} bytes does not fit: windows take {in_use} of the server's \
-                 {total} bytes"
-            )));
-        }
+                 {} bytes",
+                self.window_bytes.limit()
+            ))
+        })?;
         Ok(bytes)
     }
 }

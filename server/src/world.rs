@@ -219,7 +219,7 @@ async fn run(
         };
         if let Some(window) = effects.freed {
             if let Some(registry) = registry.upgrade() {
-                Arc::clone(&registry).remove_window(window);
+                Arc::clone(&registry).remove_window(window).await;
             }
             tracing::info!(window, "window freed by all ranks");
         }

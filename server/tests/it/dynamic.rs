@@ -295,3 +295,87 @@ async fn regions_survive_a_restart() {
     origin.close().await.unwrap();
     server.stop().await;
 }
+
+/// The bytes a dynamic window's regions span count toward the server's window bytes, as a
+/// static window's do: an attach past them is `RMA_ATTACH` and changes nothing, they stay
+/// taken across a restart, and freeing the window gives them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_count_toward_the_servers_window_bytes() {
+    use crate::recovery::start_on;
+    use onesided_client::{Admin, Session};
+    let limited = |config: &mut onesided_server::ServerConfig| {
+        config.limits.max_window_bytes = 1000;
+        config.limits.max_window_bytes_per_rank = 800;
+    };
+    let exhausted = |result: onesided_client::Result<onesided_client::WindowDesc>| {
+        let error = result.expect_err("the window must not fit");
+        assert_eq!(error.class(), Some(ErrorClass::NoMem), "{error}");
+    };
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-dynamic")));
+    let server = start_on(&data.0, limited).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("dyn"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &WindowSpec::bytes("s", 2, 200, 1))
+        .await
+        .unwrap();
+    admin
+        .create_window(&world.name, &dynamic("d", 2))
+        .await
+        .unwrap();
+    let sessions = [
+        Session::attach(&server.url, &world.tokens[0])
+            .await
+            .unwrap(),
+        Session::attach(&server.url, &world.tokens[1])
+            .await
+            .unwrap(),
+    ];
+    let w = [
+        sessions[0].window("d").await.unwrap(),
+        sessions[1].window("d").await.unwrap(),
+    ];
+    // 400 static + 300 + 300 fit; one byte more does not, whichever rank asks
+    let a = w[0].attach(300).await.unwrap();
+    w[1].attach(250).await.unwrap();
+    let refused = w[1].attach(51).await.unwrap_err();
+    assert_eq!(refused.class(), Some(ErrorClass::RmaAttach), "{refused}");
+    assert_eq!(
+        w[1].regions().len(),
+        1,
+        "the refused region was not attached"
+    );
+    w[1].attach(50).await.unwrap();
+    exhausted(
+        admin
+            .create_window(&world.name, &WindowSpec::bytes("t", 2, 1, 1))
+            .await,
+    );
+    // a detached region's bytes stay spanned (addresses are not handed out again)
+    w[0].detach(a).await.unwrap();
+    exhausted(
+        admin
+            .create_window(&world.name, &WindowSpec::bytes("t", 2, 1, 1))
+            .await,
+    );
+    drop(w);
+    for session in sessions {
+        session.close().await.unwrap();
+    }
+    server.stop().await;
+
+    // after a restart the regions still take their bytes; freeing the window gives them back
+    let server = start_on(&data.0, limited).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    exhausted(
+        admin
+            .create_window(&world.name, &WindowSpec::bytes("t", 2, 1, 1))
+            .await,
+    );
+    admin.free_window(&world.name, "d").await.unwrap();
+    admin
+        .create_window(&world.name, &WindowSpec::bytes("t", 2, 300, 1))
+        .await
+        .unwrap();
+    server.stop().await;
+}
