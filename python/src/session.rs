@@ -100,9 +100,9 @@ impl NativeSession {
         Ok(NativeWindow::new(window))
     }
 
-    /// `MPI_Win_allocate` / `MPI_Win_create` by this rank (collective over the world's ranks):
-    /// its own `size` in bytes and `disp_unit`, the same `name`, `flavor` and `info` pairs as
-    /// every other rank.
+    /// `MPI_Win_allocate` / `MPI_Win_create` / `MPI_Win_create_dynamic` (by `flavor`) by this
+    /// rank (collective over the world's ranks): its own `size` in bytes (0 for `"dynamic"`)
+    /// and `disp_unit`, the same `name`, `flavor` and `info` pairs as every other rank.
     #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new(), model = "separate"))]
     #[allow(clippy::too_many_arguments)]
     fn create_window(
