@@ -1197,7 +1197,9 @@ impl Session {
     }
 
     /// Opens the window `name` of this world. A window is opened once per session (its epoch
-    /// state lives in the session until it is freed).
+    /// state lives in the session until it is freed). On a dynamic window the handle knows the
+    /// regions this rank attached earlier (in another session, or before a restart) and not
+    /// detached: [`Window::regions`] lists them and its private copy holds their public bytes.
     ///
     /// # Errors
     /// `MPI_ERR_WIN` for an unknown window; `MPI_ERR_ARG` when it is already open here.
@@ -1207,12 +1209,15 @@ impl Session {
                 name: name.to_string(),
             }))
             .await?;
-        let Reply::Window(desc) = reply else {
+        let Reply::Window(mut desc) = reply else {
             return Err(Error::Protocol(
                 "open_window answered without a window".into(),
             ));
         };
+        // a dynamic window: the regions this rank attached in an earlier session
+        let attached = std::mem::take(&mut desc.attached);
         let window = Window::new(self.clone(), desc_from_wire(desc)?)?;
+        window.restore_regions(attached)?;
         window.follow().await?;
         Ok(window)
     }

@@ -483,6 +483,26 @@ impl<R> Target<R> {
         self.dynamic.as_ref().map(|dynamic| &dynamic.attached)
     }
 
+    /// Dynamic window: every attached region as its address and its bytes in the public copy,
+    /// by address (what a new session of the owner starts from); empty for other flavors.
+    pub fn attached_regions(&self) -> Vec<(u64, Vec<u8>)> {
+        let Some(dynamic) = &self.dynamic else {
+            return Vec::new();
+        };
+        dynamic
+            .attached
+            .iter()
+            .map(|(&offset, &size)| {
+                let bytes = usize::try_from(offset)
+                    .ok()
+                    .and_then(|start| Some(start..start.checked_add(usize::try_from(size).ok()?)?))
+                    .and_then(|range| self.public.get(range))
+                    .unwrap_or_default();
+                (DYNAMIC_BASE + offset, bytes.to_vec())
+            })
+            .collect()
+    }
+
     /// The public copy.
     pub fn public(&self) -> &[u8] {
         &self.public

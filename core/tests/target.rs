@@ -995,8 +995,19 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
         assert_eq!(class_of(&again), Some(ErrorClass::RmaAttach), "{base:#x}");
     }
     assert_eq!(t.public()[14], 7);
+    // what a new session of the owner starts from: the regions still attached, their bytes
+    let (kept, _) = call(&mut t, put_bytes(17, &[3, 4], 8));
+    assert_eq!(kept, Ok(Outcome::Done));
+    assert_eq!(
+        t.attached_regions(),
+        vec![
+            (DYNAMIC_BASE + 16, vec![0, 3, 4, 0, 0, 0, 0, 0]),
+            (DYNAMIC_BASE + 40, vec![0; 8]),
+        ]
+    );
     // a window of another flavor has no regions
     let mut fixed = target(1, 2, 8);
+    assert!(fixed.attached_regions().is_empty());
     let (refused, _) = call(&mut fixed, attach(8, None));
     assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
     let (refused, _) = call(

@@ -366,6 +366,8 @@ pub fn desc_to_wire(desc: &onesided_core::window::WindowDesc) -> v1::WindowDescr
             .map(|(key, value)| v1::InfoEntry { key, value })
             .collect(),
         group: desc.group.clone(),
+        // only OpenWindow's answer names the caller's regions (the session adds them)
+        attached: Vec::new(),
     }
 }
 

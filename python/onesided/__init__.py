@@ -7,7 +7,8 @@ PyO3: the same epoch rules, private copy, heartbeats and audit events as a Rust 
   log (events, check, replay, verify).
 - ``Session``: attach as one rank; ``barrier``; ``window(name)``.
 - ``Window``: every MPI RMA call by its MPI name, with numpy values; ``Pending`` and
-  ``Request`` answers. Layouts (MPI's derived datatypes over one basic type): ``Vector``,
+  ``Request`` answers. Dynamic windows (``WindowSpec.dynamic``): ``attach``, ``attach_at``,
+  ``detach``, ``regions``, ``store_at`` and ``load_at`` by address. Layouts (MPI's derived datatypes over one basic type): ``Vector``,
   ``Indexed``, ``Hvector``, ``Hindexed``, ``Subarray``; ``pack`` and ``unpack`` apply one to
   an origin buffer.
 - ``OnesidedError``; ``MpiError`` carries the MPI error class (``ErrorClass``).

@@ -81,7 +81,9 @@ class Window:
     ``memoryview``); the datatype is ``dtype`` when given (a name such as ``"i64"``, or a numpy
     dtype), else a numpy array's own, else the window's element type (``WindowSpec.of``),
     else what numpy makes of the values. ``disp`` is in the target's disp_units; ``index``
-    of local loads and stores counts elements of the datatype.
+    of local loads and stores counts elements of the datatype. On a dynamic window
+    (``WindowSpec.dynamic``) ``disp`` is the address of a byte of a region the target attached
+    (``attach``), and ``store_at``/``load_at`` take this rank's addresses.
     """
 
     def __init__(self, native, session):
@@ -141,6 +143,48 @@ class Window:
     def load_bytes(self, offset, length):
         """A local load of ``length`` raw bytes at byte ``offset``."""
         return self._native.load_bytes(offset, length)
+
+    # ---- dynamic windows ----
+
+    def attach(self, size):
+        """``MPI_Win_attach`` on a window of flavor ``"dynamic"``: a region of ``size`` bytes of
+        this rank's memory; returns its address, which other ranks name as the ``disp`` of
+        their operations (disp_unit 1). A local call: no epoch is needed; the other ranks learn
+        the address from this rank. ``ErrorClass.RMA_FLAVOR`` on another flavor,
+        ``ErrorClass.SIZE`` for 0 bytes, ``ErrorClass.RMA_ATTACH`` past the server's bytes per
+        rank."""
+        return self._native.attach(int(size))
+
+    def attach_at(self, address, size):
+        """``MPI_Win_attach`` of a region of ``size`` bytes at ``address`` (returned);
+        ``ErrorClass.RMA_ATTACH`` when it overlaps a region attached (or ``address`` is 0)."""
+        return self._native.attach_at(int(address), int(size))
+
+    def detach(self, address):
+        """``MPI_Win_detach`` of the region attached at ``address``: operations on it fail
+        with ``ErrorClass.RMA_RANGE`` from now on. ``ErrorClass.RMA_ATTACH`` when no region
+        this rank attached starts there."""
+        self._native.detach(int(address))
+
+    def regions(self):
+        """This rank's attached regions as ``(address, size)`` pairs, by address: those it
+        attached in this session and, once the window is opened again in a new session, those
+        it attached before and did not detach."""
+        return list(self._native.regions())
+
+    def store_at(self, address, values, *, dtype=None):
+        """A local store of ``values`` at byte ``address`` of a region this rank attached
+        (``ErrorClass.RMA_RANGE`` unless inside one); published like ``store``."""
+        _, array = self._values(values, dtype)
+        self._native.store_at_bytes(int(address), array.tobytes())
+
+    def load_at(self, address, count=1, *, dtype=None):
+        """A local load of ``count`` elements at byte ``address`` of a region this rank
+        attached (``ErrorClass.RMA_RANGE`` unless inside one)."""
+        name = self._datatype(dtype)
+        size = DTYPES[name].itemsize
+        data = self._native.load_at_bytes(int(address), count * size)
+        return np.frombuffer(data, dtype=DTYPES[name]).copy()
 
     def inspect(self, index, count=1, *, dtype=None):
         """Reads the private copy like ``load`` but records no load: for tools that observe
@@ -437,7 +481,9 @@ class Session:
     )
 
     def window(self, name):
-        """Opens the window ``name`` of this world."""
+        """Opens the window ``name`` of this world. On a dynamic window the handle knows the
+        regions this rank attached in an earlier session and did not detach (``regions()``),
+        their bytes as the public copy has them."""
         return Window(self._native.window(name), self)
 
     def create_window(
@@ -450,12 +496,14 @@ class Session:
         model="separate",
         group=None,
     ):
-        """``MPI_Win_allocate`` (or ``MPI_Win_create``, by ``flavor``) by this rank, collective
+        """``MPI_Win_allocate`` (or ``MPI_Win_create`` or ``MPI_Win_create_dynamic``, by
+        ``flavor``: ``"allocate"``, ``"create"`` or ``"dynamic"``) by this rank, collective
         over the world's ranks, or over the members of ``group`` (world ranks, window rank r
         being ``group[r]``, as MPI numbers a subcommunicator; the other ranks take no part):
         every member calls it with the same ``name``, ``flavor``, ``model`` (``"separate"`` or
         ``"unified"``), ``info`` (a dict or pairs) and ``group`` and its own ``size`` in bytes
-        and ``disp_unit``; returns the window, open, once every member has."""
+        (0 for a dynamic window: its memory is the regions it attaches, ``Window.attach``) and
+        ``disp_unit``; returns the window, open, once every member has."""
         pairs = info.items() if isinstance(info, dict) else (info or [])
         native = self._native.create_window(
             name,

@@ -82,7 +82,7 @@ pub(crate) struct WindowDescription {
     id: u64,
     name: String,
     world: String,
-    /// `"allocate"` or `"create"`.
+    /// `"allocate"`, `"create"` or `"dynamic"`.
     flavor: &'static str,
     /// `"separate"` or `"unified"`.
     model: &'static str,
@@ -140,8 +140,9 @@ impl WindowDescription {
 }
 
 /// What a new window looks like: `WindowSpec.of(name, ranks, count, dtype)` for `count`
-/// elements per rank, `WindowSpec.bytes(name, ranks, size, disp_unit)` in bytes, or the
-/// constructor for sizes that differ per rank. `info(key, value)` and `flavor(name)` return
+/// elements per rank, `WindowSpec.bytes(name, ranks, size, disp_unit)` in bytes,
+/// `WindowSpec.dynamic(name, ranks)` for a dynamic window, or the constructor for sizes that
+/// differ per rank. `info(key, value)` and `flavor(name)` return
 /// a new spec.
 #[pyclass(frozen, module = "onesided")]
 #[derive(Clone, Debug)]
@@ -187,6 +188,15 @@ impl WindowSpec {
         Ok(WindowSpec { spec })
     }
 
+    /// `ranks` ranks exposing no memory until each attaches regions (`MPI_Win_create_dynamic`:
+    /// flavor `"dynamic"`, size 0, disp_unit 1; operations name a region's address as `disp`).
+    #[staticmethod]
+    fn dynamic(name: &str, ranks: u32) -> Self {
+        WindowSpec {
+            spec: onesided_client::WindowSpec::bytes(name, ranks, 0, 1).flavor(Flavor::Dynamic),
+        }
+    }
+
     /// `ranks` ranks exposing `size` bytes each with `disp_unit`.
     #[staticmethod]
     #[pyo3(signature = (name, ranks, size, disp_unit = 1))]
@@ -218,7 +228,8 @@ impl WindowSpec {
         })
     }
 
-    /// This spec with another flavor (`"allocate"` or `"create"`).
+    /// This spec with another flavor (`"allocate"`, `"create"` or `"dynamic"`: then each
+    /// rank's size is 0, its memory the regions it attaches).
     fn flavor(&self, py: Python<'_>, flavor: &str) -> PyResult<Self> {
         Ok(WindowSpec {
             spec: self.spec.clone().flavor(flavor_of(py, flavor)?),
@@ -262,7 +273,7 @@ pub(crate) fn flavor_of(py: Python<'_>, name: &str) -> PyResult<Flavor> {
         refused(
             py,
             ErrorClass::Arg,
-            format!("flavor {name:?} is neither \"allocate\" nor \"create\""),
+            format!("flavor {name:?} is not \"allocate\", \"create\" or \"dynamic\""),
         )
     })
 }

@@ -100,10 +100,10 @@ impl NativeSession {
         Ok(NativeWindow::new(window))
     }
 
-    /// `MPI_Win_allocate` / `MPI_Win_create` by this rank (collective over the world's ranks,
-    /// or over the members of `group`, world ranks in window-rank order): its own `size` in
-    /// bytes and `disp_unit`, the same `name`, `flavor`, `info` pairs and `group` as every
-    /// other member.
+    /// `MPI_Win_allocate` / `MPI_Win_create` / `MPI_Win_create_dynamic` (by `flavor`) by this
+    /// rank (collective over the world's ranks, or over the members of `group`, world ranks in
+    /// window-rank order): its own `size` in bytes (0 for `"dynamic"`) and `disp_unit`, the
+    /// same `name`, `flavor`, `info` pairs and `group` as every other member.
     #[pyo3(signature = (name, size, disp_unit, flavor = "allocate", info = Vec::new(), model = "separate", group = Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn create_window(

@@ -438,6 +438,43 @@ impl NativeWindow {
         Ok(PyBytes::new(py, &read))
     }
 
+    /// `MPI_Win_attach` on a dynamic window: a region of `size` bytes, at the address the
+    /// server hands out (returned).
+    fn attach(&self, py: Python<'_>, size: u64) -> PyResult<u64> {
+        wait(py, self.window.attach(size))
+    }
+
+    /// `MPI_Win_attach` of a region of `size` bytes at `address`.
+    fn attach_at(&self, py: Python<'_>, address: u64, size: u64) -> PyResult<u64> {
+        wait(py, self.window.attach_at(address, size))
+    }
+
+    /// `MPI_Win_detach` of the region attached at `address`.
+    fn detach(&self, py: Python<'_>, address: u64) -> PyResult<()> {
+        wait(py, self.window.detach(address))
+    }
+
+    /// This rank's attached regions: (address, size in bytes), by address.
+    fn regions(&self) -> Vec<(u64, u64)> {
+        self.window.regions()
+    }
+
+    /// Stores `data` at `address` of a region this rank attached (a local store).
+    fn store_at_bytes(&self, py: Python<'_>, address: u64, data: &[u8]) -> PyResult<()> {
+        now(py, || self.window.store_at::<u8>(address, data))
+    }
+
+    /// Loads `length` bytes at `address` of a region this rank attached (a local load).
+    fn load_at_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        address: u64,
+        length: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let loaded = now(py, || self.window.load_at::<u8>(address, length))?;
+        Ok(PyBytes::new(py, &loaded))
+    }
+
     fn fence(&self, py: Python<'_>, assert: u32) -> PyResult<()> {
         wait(py, self.window.fence(assert))
     }

@@ -64,6 +64,13 @@ pub enum Command {
         /// The picture.
         reply: oneshot::Sender<TargetView>,
     },
+    /// Dynamic window: the regions the rank has attached, each as its address and its bytes in
+    /// the public copy (read-only: what a new session of the rank opening the window starts
+    /// from).
+    Regions {
+        /// The regions, by address.
+        reply: oneshot::Sender<Vec<(u64, Vec<u8>)>>,
+    },
     /// Unified model: the owner's session `out` follows the public copy from now on (in place
     /// of any earlier one); `input` is the engine's [`Input::Follow`].
     Follow {
@@ -246,6 +253,18 @@ impl WindowServerHandle {
         self.command(Command::Inspect { reply }).await?;
         answer.await.map_err(|_| self.gone())
     }
+
+    /// Dynamic window: the regions the rank has attached, as their addresses and bytes in the
+    /// public copy, once every command sent before this one was handled (empty for other
+    /// flavors).
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
+    pub async fn regions(&self) -> Result<Vec<(u64, Vec<u8>)>, RmaError> {
+        let (reply, answer) = oneshot::channel();
+        self.command(Command::Regions { reply }).await?;
+        answer.await.map_err(|_| self.gone())
+    }
 }
 
 /// The bytes a dynamic window's rank spans, taken from the server's window bytes; given back
@@ -358,6 +377,9 @@ impl WindowServer {
             }
             Command::Inspect { reply } => {
                 let _ = reply.send(self.target.inspect(now));
+            }
+            Command::Regions { reply } => {
+                let _ = reply.send(self.target.attached_regions());
             }
             Command::Follow { out, input } => {
                 self.follower = Some(out);

@@ -79,6 +79,43 @@ impl Window {
         Ok(())
     }
 
+    /// The regions this rank attached before this handle was opened (the server's answer to
+    /// opening a dynamic window): known as if attached here, their bytes in the private copy
+    /// as the public copy has them.
+    ///
+    /// # Errors
+    /// A region the server describes at an address below [`DYNAMIC_BASE`], or overlapping
+    /// another, is a protocol error.
+    pub(crate) fn restore_regions(&self, attached: Vec<v1::AttachedRegion>) -> Result<()> {
+        let mut state = self.state();
+        for region in attached {
+            let size = region.data.len() as u64;
+            let offset = region
+                .base
+                .checked_sub(DYNAMIC_BASE)
+                .filter(|offset| {
+                    let before = state
+                        .regions
+                        .range(..offset.saturating_add(size))
+                        .next_back();
+                    size > 0 && before.is_none_or(|(&start, &len)| start + len <= *offset)
+                })
+                .ok_or_else(|| {
+                    Error::Protocol(format!(
+                        "the server described a region of {size} bytes at address {:#x}",
+                        region.base
+                    ))
+                })?;
+            let (start, end) = (offset as usize, (offset + size) as usize);
+            if state.private.len() < end {
+                state.private.resize(end, 0);
+            }
+            state.private[start..end].copy_from_slice(&region.data);
+            state.regions.insert(offset, size);
+        }
+        Ok(())
+    }
+
     /// This rank's attached regions of a dynamic window: (address, size), by address.
     pub fn regions(&self) -> Vec<(u64, u64)> {
         self.state()

@@ -17,9 +17,29 @@ use crate::world::Collective;
 
 impl Session {
     /// Opens window `name` in this session: a fresh epoch state, every rank's actor told that
-    /// this rank may take part in its epochs again, then the window's description.
+    /// this rank may take part in its epochs again, then the window's description — on a
+    /// dynamic window with the regions this rank attached (in an earlier session, or before a
+    /// restart) and their public bytes, so that the new session knows them.
     pub(super) async fn open_window(&mut self, id: u64, name: &str) -> Result<(), RmaError> {
-        let desc = self.opened(name).await?;
+        let mut desc = self.opened(name).await?;
+        if let Some(open) = self
+            .windows
+            .get(&desc.id)
+            .filter(|open| open.entry.desc.flavor == onesided_core::window::Flavor::Dynamic)
+        {
+            // after `Opened` in the actor's inbox; this rank's attach and detach come only
+            // from this session, so the regions cannot change before the answer is read
+            let actor = &open.entry.ranks[open.me as usize];
+            desc.attached = actor
+                .regions()
+                .await?
+                .into_iter()
+                .map(|(base, data)| v1::AttachedRegion {
+                    base,
+                    data: data.into(),
+                })
+                .collect();
+        }
         self.reply(id).send(Ok(server_message::Reply::Window(desc)));
         Ok(())
     }

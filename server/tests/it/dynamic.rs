@@ -233,9 +233,79 @@ async fn ranks_create_a_dynamic_window_together_and_a_racing_detach_is_found() {
     assert_eq!(findings[0].target, 1);
 }
 
+/// A rank's new session learns the regions an earlier session of it attached and did not
+/// detach: `regions()` lists them, its private copy holds their public bytes (its own published
+/// stores, another rank's put), and it stores into them, publishes and detaches them like
+/// regions it attached itself; a detached region stays unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_of_the_rank_knows_the_regions_it_attached() {
+    let mut fixture = Fixture::new(2).await;
+    let name = unique("d");
+    let w = fixture.window(dynamic(&name, 2)).await;
+    let a = w[1].attach(16).await.unwrap();
+    let gone = w[1].attach(8).await.unwrap();
+    let b = w[1].attach(24).await.unwrap();
+    w[1].detach(gone).await.unwrap();
+    // rank 1 publishes its stores; rank 0 puts into the other region
+    w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[1].store_at(a, &[11i64, 12]).unwrap();
+    w[1].unlock(1).await.unwrap();
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, b + 8, &[42i64]).unwrap();
+    w[0].unlock(1).await.unwrap();
+    // rank 1's session ends
+    let mut w = w.into_iter();
+    let (w0, w1) = (w.next().unwrap(), w.next().unwrap());
+    drop(w1);
+    fixture.sessions.remove(1).close().await.unwrap();
+
+    let session = onesided_client::Session::builder(&fixture.server.url, &fixture.tokens[1])
+        .ship_audit_events()
+        .attach()
+        .await
+        .unwrap();
+    let w1 = session.window(&name).await.unwrap();
+    assert_eq!(w1.regions(), vec![(a, 16), (b, 24)]);
+    assert_eq!(w1.load_at::<i64>(a, 2).unwrap(), vec![11, 12]);
+    assert_eq!(w1.load_at::<i64>(b, 3).unwrap(), vec![0, 42, 0]);
+    assert_eq!(
+        class(w1.load_at::<i64>(gone, 1)),
+        Some(ErrorClass::RmaRange),
+        "the detached region"
+    );
+    assert_eq!(
+        class(w1.store_at(b + 16, &[1i64, 2])),
+        Some(ErrorClass::RmaRange),
+        "past the region's end"
+    );
+    // the new session stores into a region and publishes; rank 0 reads it
+    w1.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w1.store_at(b, &[7i64]).unwrap();
+    w1.unlock(1).await.unwrap();
+    w0.lock(LockType::Shared, 1, 0).await.unwrap();
+    let got = w0.get::<i64>(1, b, 2).unwrap();
+    w0.unlock(1).await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![7, 42]);
+    // and detaches one: gone for rank 0 and for itself
+    w1.detach(a).await.unwrap();
+    assert_eq!(w1.regions(), vec![(b, 24)]);
+    assert_eq!(class(w1.load_at::<i64>(a, 1)), Some(ErrorClass::RmaRange));
+    assert_eq!(class(w1.detach(a).await), Some(ErrorClass::RmaAttach));
+    w0.lock(LockType::Shared, 1, 0).await.unwrap();
+    let detached = w0.get::<i64>(1, a, 1).unwrap();
+    assert_eq!(class(detached.value().await), Some(ErrorClass::RmaRange));
+    assert_eq!(class(w0.unlock(1).await), Some(ErrorClass::RmaRange));
+    // a new region comes after everything attached before
+    assert_eq!(w1.attach(8).await.unwrap(), b + 24);
+    // rank 0's own handle knows only its own regions (none)
+    assert!(w0.regions().is_empty());
+    drop(w1);
+    session.close().await.unwrap();
+}
+
 /// After a restart the regions are where they were: their bytes are reachable by the same
-/// addresses, nothing else is, and a region can still be detached (the new session of its
-/// rank does not learn the regions an earlier one attached: it keeps their addresses itself).
+/// addresses, nothing else is, the new session of their rank knows them (their bytes in its
+/// private copy) and a region can still be detached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_survive_a_restart() {
     use crate::recovery::start_on;
@@ -280,6 +350,10 @@ async fn regions_survive_a_restart() {
         owner.window("d").await.unwrap(),
         origin.window("d").await.unwrap(),
     );
+    assert_eq!(o.regions(), vec![(b, 16)]);
+    assert_eq!(o.load_at::<i64>(b, 2).unwrap(), vec![0, 42]);
+    assert_eq!(class(o.load_at::<i64>(a, 1)), Some(ErrorClass::RmaRange));
+    assert!(w.regions().is_empty(), "rank 0 attached nothing");
     w.lock(LockType::Shared, 1, 0).await.unwrap();
     let kept = w.get::<i64>(1, b + 8, 1).unwrap();
     let detached = w.get::<i64>(1, a, 1).unwrap();
