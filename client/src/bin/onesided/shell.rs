@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use onesided_client::scenario::ast::{FlavorDecl, Model, WindowDecl};
 use onesided_client::scenario::{Parser, RankExecutor};
-use onesided_client::Datatype;
+use onesided_client::{Datatype, Flavor};
 use serde_json::json;
 
 use crate::admin::datatype;
@@ -148,7 +148,11 @@ impl Shell {
                     sizes: desc.sizes.iter().map(|bytes| bytes / unit).collect(),
                     model: Model::Separate,
                     group: None,
-                    flavor: FlavorDecl::Allocate,
+                    flavor: match desc.flavor {
+                        Flavor::Dynamic => FlavorDecl::Dynamic,
+                        Flavor::Create => FlavorDecl::Create,
+                        Flavor::Allocate => FlavorDecl::Allocate,
+                    },
                     info: Vec::new(),
                     by_ranks: false,
                 });
