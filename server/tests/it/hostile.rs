@@ -580,6 +580,44 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Group),
             ),
             row(
+                "a dynamic window with memory at creation",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        group: Vec::new(),
+                        world: world.clone(),
+                        name: unique("new"),
+                        flavor: v1::Flavor::Dynamic as i32,
+                        model: 0,
+                        sizes: vec![0, 8, 0],
+                        disp_units: vec![1; 3],
+                        info: Vec::new(),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Size),
+            ),
+            row(
+                "a dynamic window with a disp_unit other than 1",
+                Send::Unary(
+                    CREATE_WINDOW,
+                    admin_meta.clone(),
+                    encode(&v1::CreateWindowRequest {
+                        group: Vec::new(),
+                        world: world.clone(),
+                        name: unique("new"),
+                        flavor: v1::Flavor::Dynamic as i32,
+                        model: 0,
+                        sizes: vec![0; 3],
+                        disp_units: vec![1, 8, 1],
+                        info: Vec::new(),
+                    }),
+                ),
+                InvalidArgument,
+                Some(C::Disp),
+            ),
+            row(
                 "same_size=true with ranks of different sizes",
                 Send::Unary(
                     CREATE_WINDOW,
@@ -1454,6 +1492,32 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 }))),
                 NotFound,
                 Some(C::Win),
+            ),
+            row(
+                "a dynamic window created by the ranks with memory",
+                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
+                    name: "made".into(),
+                    size: 8,
+                    disp_unit: 1,
+                    info: Vec::new(),
+                    flavor: v1::Flavor::Dynamic as i32,
+                    model: 0,
+                }))),
+                InvalidArgument,
+                Some(C::Size),
+            ),
+            row(
+                "a dynamic window created by the ranks with disp_unit 8",
+                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
+                    name: "made".into(),
+                    size: 0,
+                    disp_unit: 8,
+                    info: Vec::new(),
+                    flavor: v1::Flavor::Dynamic as i32,
+                    model: 0,
+                }))),
+                InvalidArgument,
+                Some(C::Disp),
             ),
             row(
                 "a window created by the ranks with an info value MPI cannot mean",
