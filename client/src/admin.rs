@@ -117,7 +117,9 @@ impl WindowSpec {
         self
     }
 
-    /// Sets the flavor.
+    /// Sets the flavor. A window of [`Flavor::Dynamic`] has sizes 0 and disp_units 1
+    /// (`WindowSpec::bytes(name, n, 0, 1)`); the server refuses another size with
+    /// `MPI_ERR_SIZE` and another disp_unit with `MPI_ERR_DISP`.
     pub fn flavor(mut self, flavor: Flavor) -> Self {
         self.flavor = flavor;
         self

@@ -526,6 +526,47 @@ impl WindowDesc {
         Ok(group.to_vec())
     }
 
+    /// Checks what a window's flavor asks of its shape: a dynamic window
+    /// (`MPI_Win_create_dynamic`, which takes neither) has no memory at creation — every size
+    /// 0 — and disp_unit 1, since its displacements are addresses. Another disp_unit is
+    /// refused rather than replaced, so a window never has other units than were asked for.
+    ///
+    /// # Errors
+    /// `MPI_ERR_SIZE` for a dynamic window with a nonzero size, `MPI_ERR_DISP` for one with a
+    /// disp_unit other than 1.
+    pub fn validate_flavor(flavor: Flavor, sizes: &[u64], disp_units: &[u32]) -> RmaResult<()> {
+        for (rank, (&size, &unit)) in sizes.iter().zip(disp_units).enumerate() {
+            Self::validate_flavor_part(flavor, rank as u32, size, unit)?;
+        }
+        Ok(())
+    }
+
+    /// [`WindowDesc::validate_flavor`] of one rank's part (`rank` names it in the message):
+    /// what a rank's own `MPI_Win_create`/`MPI_Win_allocate` call can be refused for at once.
+    ///
+    /// # Errors
+    /// As [`WindowDesc::validate_flavor`].
+    pub fn validate_flavor_part(flavor: Flavor, rank: u32, size: u64, unit: u32) -> RmaResult<()> {
+        if flavor != Flavor::Dynamic {
+            return Ok(());
+        }
+        if size != 0 {
+            return Err(rma_err!(
+                Size,
+                "rank {rank} asks for {size} bytes of a dynamic window: it has no memory at \
+                 creation (its ranks attach regions), so every size is 0"
+            ));
+        }
+        if unit != 1 {
+            return Err(rma_err!(
+                Disp,
+                "rank {rank} gives disp_unit {unit} for a dynamic window: its displacements \
+                 are addresses, so every disp_unit is 1"
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks a window request: one size and disp_unit per rank of a world of `nranks`.
     ///
     /// # Errors
@@ -1011,6 +1052,22 @@ mod pieces {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dynamic_window_has_no_size_and_disp_unit_1() {
+        let class = |result: RmaResult<()>| result.unwrap_err().class;
+        WindowDesc::validate_flavor(Flavor::Dynamic, &[0, 0], &[1, 1]).unwrap();
+        WindowDesc::validate_flavor(Flavor::Allocate, &[8, 0], &[8, 1]).unwrap();
+        let sized = WindowDesc::validate_flavor(Flavor::Dynamic, &[0, 8], &[1, 1]);
+        assert_eq!(class(sized), ErrorClass::Size);
+        let unit = WindowDesc::validate_flavor(Flavor::Dynamic, &[0, 0], &[1, 8]);
+        assert_eq!(class(unit), ErrorClass::Disp);
+        let part = WindowDesc::validate_flavor_part(Flavor::Dynamic, 3, 16, 1).unwrap_err();
+        assert!(
+            part.message.starts_with("rank 3 asks for 16 bytes"),
+            "{part}"
+        );
+    }
 
     fn op(
         kind: OpKind,

@@ -840,6 +840,7 @@ impl Registry {
                 .nranks;
             let group = WindowDesc::validate_group(nranks, group.as_deref())?;
             WindowDesc::validate_shape(group.len() as u32, &sizes, &disp_units)?;
+            WindowDesc::validate_flavor(flavor, &sizes, &disp_units)?;
             info.check_shape(&sizes, &disp_units)?;
             if inner.worlds[world].windows.contains_key(name) {
                 return Err(RegistryError::AlreadyExists(format!(

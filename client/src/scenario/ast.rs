@@ -36,7 +36,8 @@ pub enum FlavorDecl {
     Create,
     /// `flavor=allocate` (the default).
     Allocate,
-    /// `flavor=dynamic`: parsed, refused at run time (scenarios have no attach call yet).
+    /// `flavor=dynamic` (`MPI_Win_create_dynamic`): no memory at creation; ranks attach
+    /// regions ([`Call::AttachRegion`]) and locations name them ([`Loc::region`]).
     Dynamic,
 }
 
@@ -130,10 +131,25 @@ impl Shape {
 pub struct Loc {
     /// Index into [`Scenario::windows`].
     pub window: usize,
-    /// First element (the displacement a layout is relative to).
+    /// First element (the displacement a layout is relative to); in a region, counted from
+    /// the region's first element.
     pub index: u64,
     /// Which elements.
     pub shape: Shape,
+    /// `r[…]`: the elements are in the region `r` of a dynamic window, whose address the run
+    /// learns when its rank attaches it (boxed: most locations are in no region).
+    pub region: Option<Box<RegionRef>>,
+}
+
+/// A region of a dynamic window named by `R: attach N -> r`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionRef {
+    /// Its name in the file.
+    pub name: String,
+    /// The rank whose memory it is (the one that attaches it).
+    pub owner: u32,
+    /// The line of its attach.
+    pub line: usize,
 }
 
 /// `origin=SEL`: which elements of the origin buffer an operation sends (put, acc, get_acc:
@@ -351,6 +367,23 @@ pub enum Call {
     Crash,
     /// `attach`: a new incarnation after `crash`.
     Attach,
+    /// `attach N -> r` (`MPI_Win_attach`): attaches a region of N elements of a dynamic
+    /// window's type in the rank's memory and names it.
+    AttachRegion {
+        /// Window index.
+        window: usize,
+        /// Elements.
+        count: u64,
+        /// The region's name.
+        name: String,
+    },
+    /// `detach r` (`MPI_Win_detach`) of a region the rank attached.
+    DetachRegion {
+        /// Window index.
+        window: usize,
+        /// The region's name.
+        name: String,
+    },
 }
 
 /// `R: CALL [!CLASS]`.

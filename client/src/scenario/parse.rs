@@ -12,8 +12,8 @@ use onesided_core::layout::{Block, ByteBlock, Layout, Order, StructBlock, Subarr
 use onesided_core::{Datatype, ErrorClass};
 
 use super::ast::{
-    Expectation, FlavorDecl, Loc, Model, Observed, RankCall, Scenario, Shape, Step, Subject,
-    WindowDecl,
+    Expectation, FlavorDecl, Loc, Model, Observed, RankCall, RegionRef, Scenario, Shape, Step,
+    Subject, WindowDecl,
 };
 
 mod calls;
@@ -87,6 +87,21 @@ struct VarType {
     line: usize,
 }
 
+/// A region of a dynamic window, as the parser knows it.
+#[derive(Clone, Debug)]
+struct RegionDecl {
+    /// Its window.
+    window: usize,
+    /// The rank that attaches it.
+    owner: u32,
+    /// The line of the attach.
+    line: usize,
+    /// How many `barrier` lines came before the attach: another rank may use the region
+    /// only after one more (the barrier that orders the attach before the use, as an MPI
+    /// program sends the address to the others).
+    barriers: usize,
+}
+
 #[derive(Clone, Debug)]
 struct PendingExpect {
     line: usize,
@@ -104,6 +119,10 @@ pub struct Parser {
     vars: HashMap<(u32, String), VarType>,
     requests: HashMap<(u32, String), usize>,
     crashed: HashMap<u32, usize>,
+    /// The regions named by `attach N -> r`, by name.
+    regions: HashMap<String, RegionDecl>,
+    /// How many `barrier` lines came so far.
+    barriers: usize,
     steps: Vec<Step>,
     expects: Vec<PendingExpect>,
 }
@@ -205,6 +224,7 @@ impl Parser {
                     ));
                 }
                 self.world(line, first.column)?;
+                self.barriers += 1;
                 self.steps.push(Step::Barrier { line });
                 Ok(())
             }
@@ -276,6 +296,75 @@ impl Parser {
         })
     }
 
+    /// A location in a region must be in the memory of `rank` (the rank a call targets, or
+    /// whose copy a store, a load or an expectation reads): a region is its owner's memory.
+    fn in_memory_of(
+        &self,
+        line: usize,
+        column: usize,
+        loc: &Loc,
+        rank: u32,
+    ) -> Result<(), ParseError> {
+        match &loc.region {
+            Some(region) if region.owner != rank => {
+                let ranks = self.ranks.unwrap_or(26);
+                Err(err(
+                    line,
+                    column,
+                    format!(
+                        "region {} is the memory of rank {} (attached at line {}), not of rank {}",
+                        region.name,
+                        rank_name(region.owner, ranks),
+                        region.line,
+                        rank_name(rank, ranks)
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A use of a region by `rank` on this line: the rank that attached it may use it on
+    /// any later line; another rank only after a `barrier` that follows the attach (it must
+    /// have learned the address, as an MPI program sends it to the others).
+    fn region_known_to(
+        &self,
+        line: usize,
+        column: usize,
+        loc: &Loc,
+        rank: u32,
+    ) -> Result<(), ParseError> {
+        let Some(region) = &loc.region else {
+            return Ok(());
+        };
+        let Some(decl) = self.regions.get(&region.name) else {
+            return Ok(());
+        };
+        if rank != decl.owner && self.barriers <= decl.barriers {
+            let ranks = self.ranks.unwrap_or(26);
+            return Err(err(
+                line,
+                column,
+                format!(
+                    "region {} is attached by rank {} at line {}: rank {} may use it only after a \
+                     barrier that follows the attach",
+                    region.name,
+                    rank_name(decl.owner, ranks),
+                    decl.line,
+                    rank_name(rank, ranks)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `name` names a window, an alias or a region already.
+    fn is_declared(&self, name: &str) -> bool {
+        self.window_index.contains_key(name)
+            || self.aliases.contains_key(name)
+            || self.regions.contains_key(name)
+    }
+
     fn world(&self, line: usize, column: usize) -> Result<u32, ParseError> {
         self.ranks.ok_or_else(|| {
             err(
@@ -297,7 +386,7 @@ impl Parser {
                 format!("\"{}\" is not a window name", name.text),
             ));
         }
-        if self.window_index.contains_key(name.text) || self.aliases.contains_key(name.text) {
+        if self.is_declared(name.text) {
             return Err(err(
                 line,
                 name.column,
@@ -436,8 +525,22 @@ impl Parser {
             .map_or(1, |t| t.column + t.text.chars().count());
         let ranks = ranks.ok_or_else(|| err(line, end, "window needs ranks=N"))?;
         let dtype = dtype.ok_or_else(|| err(line, end, "window needs type=T"))?;
-        let (mut sizes, sizes_column) =
-            sizes.ok_or_else(|| err(line, end, "window needs size=S"))?;
+        let (mut sizes, sizes_column) = match (sizes, flavor) {
+            (Some((sizes, column)), FlavorDecl::Dynamic) => {
+                if sizes.iter().any(|&size| size != 0) {
+                    return Err(err(
+                        line,
+                        column,
+                        "a dynamic window has no size (MPI_Win_create_dynamic): its memory is the \
+                         regions its ranks attach (`attach N -> r`); write size=0 or leave it out",
+                    ));
+                }
+                (sizes, column)
+            }
+            (Some(sizes), _) => sizes,
+            (None, FlavorDecl::Dynamic) => (vec![0], end),
+            (None, _) => return Err(err(line, end, "window needs size=S")),
+        };
         if let Some(members) = &group {
             if let Some(&outside) = members.iter().find(|&&rank| rank >= ranks) {
                 return Err(err(
@@ -506,7 +609,7 @@ impl Parser {
                 format!("\"{}\" is not an alias name", name.text),
             ));
         }
-        if self.window_index.contains_key(name.text) || self.aliases.contains_key(name.text) {
+        if self.is_declared(name.text) {
             return Err(err(
                 line,
                 name.column,
@@ -541,10 +644,33 @@ impl Parser {
             });
         };
         let name = &text[..open];
-        let window = *self
-            .window_index
-            .get(name)
-            .ok_or_else(|| err(line, token.column, format!("unknown window \"{name}\"")))?;
+        let (window, region) = match self.regions.get(name) {
+            Some(region) => (
+                region.window,
+                Some(Box::new(RegionRef {
+                    name: name.to_string(),
+                    owner: region.owner,
+                    line: region.line,
+                })),
+            ),
+            None => {
+                let window = *self
+                    .window_index
+                    .get(name)
+                    .ok_or_else(|| err(line, token.column, format!("unknown window \"{name}\"")))?;
+                if self.windows[window].flavor == FlavorDecl::Dynamic {
+                    return Err(err(
+                        line,
+                        token.column,
+                        format!(
+                            "{name} is a dynamic window: its memory is the regions attached to \
+                             it; attach one (`attach N -> r`) and name it (`r[i]`)"
+                        ),
+                    ));
+                }
+                (window, None)
+            }
+        };
         let inner_column = token.column + name.chars().count() + 1;
         let Some(inner) = text[open + 1..].strip_suffix(']') else {
             return Err(err(
@@ -559,6 +685,7 @@ impl Parser {
             window,
             index,
             shape,
+            region,
         })
     }
 
@@ -838,6 +965,7 @@ impl Parser {
                     .get(3)
                     .ok_or_else(|| err(line, end, "expected a location"))?;
                 let loc = self.loc(line, loc_token)?;
+                self.in_memory_of(line, loc_token.column, &loc, rank)?;
                 let dtype = self.windows[loc.window].dtype;
                 let list = loc.shape.is_list();
                 let subject = if which == "public" {
@@ -1399,6 +1527,45 @@ mod tests {
 
     const HEAD: &str = "window W ranks=2 size=4 type=i64\n";
 
+    #[test]
+    fn regions_of_dynamic_windows_are_locations_of_their_owner() {
+        let scenario = parse(
+            "window W ranks=2 type=i32 flavor=dynamic\nB: attach 4 -> r\nbarrier\n\
+             A: put B r[1..3] = 1,2\nB: detach r\n",
+        )
+        .unwrap();
+        assert_eq!(scenario.windows[0].sizes, vec![0, 0]);
+        assert_eq!(scenario.windows[0].flavor, FlavorDecl::Dynamic);
+        let calls: Vec<&Call> = scenario
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Call(call) => Some(&call.call),
+                Step::Barrier { .. } => None,
+            })
+            .collect();
+        let attach = Call::AttachRegion {
+            window: 0,
+            count: 4,
+            name: "r".into(),
+        };
+        assert_eq!(calls[0], &attach);
+        let Call::Op(put) = calls[1] else {
+            panic!("{:?}", calls[1])
+        };
+        assert_eq!((put.loc.index, put.loc.shape.count()), (1, 2));
+        let region = put.loc.region.as_deref().unwrap();
+        assert_eq!(
+            (region.name.as_str(), region.owner, region.line),
+            ("r", 1, 2)
+        );
+        let detach = Call::DetachRegion {
+            window: 0,
+            name: "r".into(),
+        };
+        assert_eq!(calls[2], &detach);
+    }
+
     fn error_of(text: &str) -> (usize, usize, String) {
         let error = parse(text).unwrap_err();
         (error.line, error.column, error.message)
@@ -1449,7 +1616,8 @@ expect public B X == 7                  # after the run, B's public copy holds 7
                 loc: Loc {
                     window: 0,
                     index: 0,
-                    shape: Shape::Single
+                    shape: Shape::Single,
+                    region: None,
                 }
             }
         );

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{ConstantBuilder, Retryable};
@@ -15,12 +15,12 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use onesided_core::datatype::{decode, encode_all, Value};
 use onesided_core::layout::{gather, scatter};
-use onesided_core::window::{Flavor, MemoryModel, OpKind, ELEMENT_TYPE_KEY};
+use onesided_core::window::{Flavor, MemoryModel, OpKind, DYNAMIC_BASE, ELEMENT_TYPE_KEY};
 use onesided_core::{Datatype, ErrorClass, Op, RmaError};
 
 use super::ast::{
-    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, Origin, RankCall, Scenario, Step,
-    Subject, WindowDecl,
+    Call, Expectation, FlavorDecl, Loc, Model, Observed, OpCall, Origin, RankCall, RegionRef,
+    Scenario, Step, Subject, WindowDecl,
 };
 use super::parse::{rank_name, returns_list};
 use crate::{
@@ -56,7 +56,8 @@ pub enum RunError {
     /// The server refused to set the run up, or could not be reached.
     #[error(transparent)]
     Client(#[from] Error),
-    /// The scenario asks for something this implementation does not offer.
+    /// The scenario asks for something this implementation does not offer (every window
+    /// declaration the format has is offered today; kept for what the format gains next).
     #[error("line {line}: {message}")]
     Unsupported {
         /// The line asking for it.
@@ -262,6 +263,43 @@ fn request_gone(name: &str) -> Error {
     }
 }
 
+/// The addresses of the regions the ranks of a run attached (`attach N -> r`), by name: the
+/// attaching rank fills it, every rank reads it where it uses a region (the file orders the
+/// attach before another rank's use with a barrier; the parser checks that).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Regions(Arc<Mutex<HashMap<String, u64>>>);
+
+impl Regions {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        // a panic elsewhere leaves the table as it was: plain data
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The address of region `region`, once its rank attached it.
+    fn address(&self, region: &RegionRef) -> Result<u64, Error> {
+        self.table().get(&region.name).copied().ok_or_else(|| {
+            Error::Config(format!(
+                "region {} has no address: its attach (line {}) did not succeed",
+                region.name, region.line
+            ))
+        })
+    }
+
+    /// The displacement of `loc`'s first element on its window (disp_unit = `unit`): its
+    /// index in the window, or in a region its address (disp_unit 1). An address past
+    /// `u64::MAX` is `u64::MAX`, outside every region.
+    fn disp(&self, loc: &Loc, unit: u64) -> Result<u64, Error> {
+        match &loc.region {
+            Some(region) => Ok(self
+                .address(region)?
+                .saturating_add(loc.index.saturating_mul(unit))),
+            None => Ok(loc.index),
+        }
+    }
+}
+
 fn not_attached() -> Error {
     Error::Disconnected("the rank has crashed and not attached again".into())
 }
@@ -281,6 +319,8 @@ pub struct RankExecutor {
     members: Vec<bool>,
     vars: BTreeMap<String, VarSlot>,
     requests: HashMap<String, RequestSlot>,
+    /// The regions of dynamic windows, shared by every rank of a run.
+    regions: Regions,
     failed_calls: Vec<FailedCall>,
     problems: Vec<Problem>,
 }
@@ -321,6 +361,7 @@ impl RankExecutor {
             members: Vec::new(),
             vars: BTreeMap::new(),
             requests: HashMap::new(),
+            regions: Regions::default(),
             failed_calls: Vec::new(),
             problems: Vec::new(),
         };
@@ -517,18 +558,34 @@ impl RankExecutor {
             .collect()
     }
 
-    /// Reads the private copy at `loc` without syncing.
+    /// Reads the private copy at `loc` without syncing (in a region: only while it is
+    /// attached, as `Window::load_at`).
     ///
     /// # Errors
-    /// `MPI_ERR_RMA_RANGE` outside the window; a crashed rank.
+    /// `MPI_ERR_RMA_RANGE` outside the window or the region; a crashed rank.
     pub fn private(&self, loc: &Loc) -> Result<Observed, Error> {
-        self.read(loc, Window::load_bytes)
+        match &loc.region {
+            Some(region) => {
+                let address = self.regions.address(region)?;
+                self.read(loc, |window, offset, len| {
+                    window.load_at::<u8>(address.saturating_add(offset), len)
+                })
+            }
+            None => self.read(loc, Window::load_bytes),
+        }
     }
 
     /// Reads the private copy like [`RankExecutor::private`], without recording a load: the
-    /// runner's look at the outcome is no access of the program.
+    /// runner's look at the outcome is no access of the program. A region's bytes stay in
+    /// the rank's memory after its detach, and this reads them there.
     fn inspect(&self, loc: &Loc) -> Result<Observed, Error> {
-        self.read(loc, Window::inspect_bytes)
+        let offset = match &loc.region {
+            Some(region) => self.regions.address(region)?.saturating_sub(DYNAMIC_BASE),
+            None => 0,
+        };
+        self.read(loc, |window, at, len| {
+            window.inspect_bytes(offset.saturating_add(at), len)
+        })
     }
 
     /// The elements at `loc`, each read from the private copy with `read`.
@@ -634,9 +691,19 @@ impl RankExecutor {
                 let dtype = self.dtypes[loc.window];
                 let window = self.window(loc.window)?;
                 let offsets = element_offsets(loc, dtype)?;
+                let region = match &loc.region {
+                    Some(region) => Some(self.regions.address(region)?),
+                    None => None,
+                };
                 for (offset, value) in offsets.iter().zip(values) {
-                    window
-                        .store_bytes(*offset, &encode_all(dtype, std::slice::from_ref(value))?)?;
+                    let bytes = encode_all(dtype, std::slice::from_ref(value))?;
+                    match region {
+                        // by address, inside a region this rank attached
+                        Some(address) => {
+                            window.store_at::<u8>(address.saturating_add(*offset), &bytes)?
+                        }
+                        None => window.store_bytes(*offset, &bytes)?,
+                    }
                 }
                 Ok(())
             }
@@ -670,7 +737,7 @@ impl RankExecutor {
                 let op = OpSpec {
                     kind,
                     dtype,
-                    disp: spec.loc.index,
+                    disp: self.regions.disp(&spec.loc, dtype.size() as u64)?,
                     layout: spec.loc.shape.layout(),
                     data,
                     compare,
@@ -847,33 +914,41 @@ impl RankExecutor {
                 self.session = Some(Session::attach(&self.endpoint, &self.token).await?);
                 self.open_all().await
             }
+            Call::AttachRegion {
+                window,
+                count,
+                name,
+            } => {
+                let bytes = count.saturating_mul(self.dtypes[*window].size() as u64);
+                let address = self.window(*window)?.attach(bytes).await?;
+                self.regions.table().insert(name.clone(), address);
+                Ok(())
+            }
+            Call::DetachRegion { window, name } => {
+                let address = self.regions.table().get(name).copied();
+                let address = address.ok_or_else(|| {
+                    Error::Config(format!(
+                        "region {name} has no address: its attach did not succeed"
+                    ))
+                })?;
+                self.window(*window)?.detach(address).await
+            }
         }
     }
 }
 
-fn check_supported(scenario: &Scenario) -> Result<(), RunError> {
-    for window in &scenario.windows {
-        if window.flavor == FlavorDecl::Dynamic {
-            return Err(RunError::Unsupported {
-                line: window.line,
-                message: format!(
-                    "window {}: flavor=dynamic is not offered in scenarios yet (the client's \
-                     Window::attach offers dynamic windows; scenarios have create and allocate)",
-                    window.name
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
+/// A dynamic window has no memory at creation and disp_unit 1 (its displacements are
+/// addresses, as `MPI_Win_create_dynamic`'s); the others expose their elements, disp_unit the
+/// element's size.
 fn spec_of(decl: &WindowDecl) -> WindowSpec {
-    let unit = decl.dtype.size() as u64;
+    let dynamic = decl.flavor == FlavorDecl::Dynamic;
+    let unit = if dynamic { 1 } else { decl.dtype.size() as u64 };
     WindowSpec {
         name: decl.name.clone(),
         flavor: match decl.flavor {
             FlavorDecl::Create => Flavor::Create,
-            _ => Flavor::Allocate,
+            FlavorDecl::Allocate => Flavor::Allocate,
+            FlavorDecl::Dynamic => Flavor::Dynamic,
         },
         model: match decl.model {
             Model::Separate => MemoryModel::Separate,
@@ -953,7 +1028,6 @@ pub async fn run(
     config: &RunConfig,
     run: usize,
 ) -> Result<RunReport, RunError> {
-    check_supported(scenario)?;
     let admin = Admin::connect(&config.endpoint, &config.admin_token).await?;
     let world = format!("{}-{run}", config.prefix);
     let created = admin.create_world(&world, scenario.ranks).await?;
@@ -990,8 +1064,11 @@ async fn run_in_world(
         .map(|decl| (decl.name.clone(), decl.dtype))
         .collect();
     let mut executors = Vec::new();
+    let regions = Regions::default();
     for token in tokens {
-        executors.push(RankExecutor::attach(&config.endpoint, token, opened.clone()).await?);
+        let mut executor = RankExecutor::attach(&config.endpoint, token, opened.clone()).await?;
+        executor.regions = regions.clone();
+        executors.push(executor);
     }
     // When every rank is attached at the end, the runner closes the run with one more world
     // barrier, so that the reads of `expect public` come after every rank's last access in the
@@ -1143,7 +1220,17 @@ async fn run_in_world(
     }
     let mut expectations = Vec::new();
     for expectation in &scenario.expectations {
-        expectations.push(check(expectation, scenario, config, tokens, &mut finished).await);
+        expectations.push(
+            check(
+                expectation,
+                scenario,
+                config,
+                tokens,
+                &regions,
+                &mut finished,
+            )
+            .await,
+        );
     }
     problems.sort_by_key(|problem| problem.line);
     Ok(RunReport {
@@ -1168,6 +1255,7 @@ async fn check(
     scenario: &Scenario,
     config: &RunConfig,
     tokens: &[String],
+    regions: &Regions,
     executors: &mut [Option<RankExecutor>],
 ) -> ExpectationOutcome {
     let read: Result<Observed, String> = match &expectation.subject {
@@ -1180,7 +1268,7 @@ async fn check(
             _ => Err(format!("rank {rank} did not finish")),
         },
         Subject::Public { rank, loc } => {
-            let reading = read_public(scenario, config, tokens, *rank, loc);
+            let reading = read_public(scenario, config, tokens, regions, *rank, loc);
             match tokio::time::timeout(config.timeout, reading).await {
                 Ok(result) => result.map_err(|e| format!("reading the public copy failed: {e}")),
                 Err(_) => Err("reading the public copy timed out (is a lock still held?)".into()),
@@ -1210,10 +1298,12 @@ async fn read_public(
     scenario: &Scenario,
     config: &RunConfig,
     tokens: &[String],
+    regions: &Regions,
     rank: u32,
     loc: &Loc,
 ) -> Result<Observed, Error> {
     let decl = &scenario.windows[loc.window];
+    let disp = regions.disp(loc, decl.dtype.size() as u64)?;
     let session = Session::attach(&config.endpoint, &tokens[rank as usize]).await?;
     let window = session.window(&decl.name).await?;
     // the file names world ranks; a window over part of the world numbers them in its group
@@ -1224,7 +1314,7 @@ async fn read_public(
     let spec = OpSpec {
         kind: OpKind::Get,
         dtype: decl.dtype,
-        disp: loc.index,
+        disp,
         layout: loc.shape.layout(),
         data: Bytes::new(),
         compare: Bytes::new(),

@@ -202,6 +202,64 @@ fn usage_errors_exit_2() {
         .contains("3 values of --size for a world of 2 ranks"));
 }
 
+/// `--flavor dynamic`: no memory and disp_unit 1 by default, whatever the element type; a
+/// size or another disp_unit is the server's refusal (exit 3), and nothing is created.
+#[test]
+fn dynamic_windows_are_created_without_memory() {
+    let server = Server::start();
+    server.world("w", 2);
+    let created = server
+        .cli()
+        .args([
+            "--json", "window", "create", "--world", "w", "d", "--flavor", "dynamic", "--type",
+            "i64",
+        ])
+        .run();
+    created.success();
+    let desc = created.json();
+    assert_eq!(desc["flavor"], "dynamic", "{desc:#}");
+    assert_eq!(desc["sizes"], serde_json::json!([0, 0]));
+    assert_eq!(desc["disp_units"], serde_json::json!([1, 1]));
+    for (extra, class) in [
+        (["--size", "8"], "MPI_ERR_SIZE"),
+        (["--disp-unit", "8"], "MPI_ERR_DISP"),
+    ] {
+        let refused = server
+            .cli()
+            .args([
+                "window", "create", "--world", "w", "e", "--flavor", "dynamic",
+            ])
+            .args(extra)
+            .run();
+        refused.code(3);
+        assert!(refused.stderr.contains(class), "{}", refused.stderr);
+    }
+    let listed = server
+        .cli()
+        .args(["--json", "window", "ls", "--world", "w"])
+        .run();
+    listed.success();
+    let document = listed.json();
+    let names: Vec<&str> = document["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|window| window["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["d"]);
+    // the other flavors still need a size
+    let sizeless = server
+        .cli()
+        .args(["window", "create", "--world", "w", "f"])
+        .run();
+    sizeless.code(2);
+    assert!(
+        sizeless.stderr.contains("give --size or --count"),
+        "{}",
+        sizeless.stderr
+    );
+}
+
 #[test]
 fn an_unreachable_server_exits_4() {
     // a socket bound but never listening: the port stays ours for the whole test (no other

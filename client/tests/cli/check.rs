@@ -448,6 +448,8 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "accumulate_ordering.rma",
     "counter.rma",
     "created_by_ranks.rma",
+    "dynamic_detach.rma",
+    "dynamic_list.rma",
     "fence_semantics.rma",
     "forum1_unlock_publishes.rma",
     "forum1_unified.rma",
@@ -476,6 +478,7 @@ const CORRECT_EXAMPLES: &[&str] = &[
 /// The broken forum examples: each has at least one finding.
 const BROKEN_EXAMPLES: &[&str] = &[
     "accumulate_same_op_broken.rma",
+    "dynamic_detach_race_broken.rma",
     "forum1_store_without_lock.rma",
     "forum2_load_without_lock.rma",
     "forum3_store_before_shared_lock.rma",
@@ -568,6 +571,40 @@ A: unlock_all
     );
     let message = document["findings"][0]["message"].as_str().unwrap();
     assert!(message.contains("accumulate_ordering=none"), "{message}");
+}
+
+/// A put still in flight when the owner detaches its region: one detach_race finding naming
+/// the put and the detach; completing the put with a flush before the barrier fixes it.
+#[test]
+fn example_dynamic_detach_race_broken_is_a_detach_race() {
+    let server = Server::start();
+    let name = "dynamic_detach_race_broken.rma";
+    let ids = record_file(&server, &examples_dir().join(name));
+    let (code, document) = check(&server, ids[0]);
+    assert_eq!(code, Some(1), "{document:#}");
+    assert_eq!(rules(&document), vec!["detach_race"], "{document:#}");
+    let finding = &document["findings"][0];
+    assert_eq!(finding["target"], 0, "{finding:#}");
+    assert_eq!(finding["first"]["call"], "put", "{finding:#}");
+    assert_eq!(finding["second"]["call"], "detach", "{finding:#}");
+    let text = std::fs::read_to_string(examples_dir().join(name))
+        .unwrap()
+        .replace(
+            "B: put A r[0] = 1                  # not completed until B's unlock\n",
+            "B: put A r[0] = 1\nB: flush A\n",
+        );
+    assert!(text.contains("B: flush A"), "the example changed: {text}");
+    assert_clean(&server, "dynamic-detach-flushed", &text);
+}
+
+#[test]
+fn example_dynamic_list_is_clean() {
+    example_is_clean("dynamic_list.rma");
+}
+
+#[test]
+fn example_dynamic_detach_is_clean() {
+    example_is_clean("dynamic_detach.rma");
 }
 
 #[test]

@@ -456,22 +456,162 @@ B: fence !PROC_FAILED
     assert!(failed.to_string().contains("PROC_FAILED"), "{document:#}");
 }
 
+/// Dynamic windows: regions attached by rank, reached by every call that takes a location
+/// (ranges, layouts, requests, atomics, an alias), created by the admin or by the ranks, next
+/// to a static window; the owner's stores and loads by address; misuse has its class.
 #[test]
-fn dynamic_windows_exit_3() {
+fn dynamic_windows_attach_regions_that_every_call_reaches() {
     let server = Server::start();
-    let dynamic = run(
+    let document = report(
         &server,
-        "window W ranks=1 size=1 type=i64 flavor=dynamic\n",
-        &[],
+        "\
+window D ranks=2 size=0 type=i32 flavor=dynamic
+window R ranks=2 type=i64 flavor=dynamic by=ranks
+window S ranks=2 size=2 type=i64
+B: D.attach 8 -> r
+B: R.attach 2 -> q
+B: store r[0..2] = 4,5          # B's own memory, by address
+B: load r[8] -> past !RMA_RANGE # past the region: at once, locally
+B: D.lock exclusive B
+B: D.unlock B                   # publishes the stores
+A: S.attach 1 -> nope !RMA_FLAVOR
+alias X = r[7]
+barrier
+A: D.lock_all
+A: put B r[vector:2,1,2@2] = 7,8 # elements 2 and 4
+A: get_acc B r[0] op=sum = 10 -> was
+A: cas B X compare=0 = 9 -> old
+A: rget B r[0..2] -> both as g
+A: wait_req g
+A: D.unlock_all
+A: R.lock shared B
+A: fop B q[1] op=sum = 3 -> f
+A: R.unlock B
+barrier
+B: D.lock shared B
+B: D.unlock B                   # refreshes B's private copy
+B: load r[0..8] -> mine
+B: R.detach q
+B: R.detach q !RMA_ATTACH
+
+expect A was == 4
+expect A old == 0
+expect A both == 14,5
+expect A f == 0
+expect B mine == 14,5,7,0,8,0,0,9
+expect public B r[2..5] == 7,0,8
+expect public B X == 9
+expect private B r[1] == 5
+",
     );
-    dynamic.code(3);
+    let failed = document["runs"][0]["ranks"][0]["failed_calls"].to_string();
+    assert!(failed.contains("RMA_FLAVOR"), "{document:#}");
+    let failed = document["runs"][0]["ranks"][1]["failed_calls"].to_string();
     assert!(
-        dynamic
-            .stderr
-            .contains("line 1: window W: flavor=dynamic is not offered"),
-        "{}",
-        dynamic.stderr
+        failed.contains("RMA_RANGE") && failed.contains("RMA_ATTACH"),
+        "{document:#}"
     );
+}
+
+/// An access to a region after its detach fails at the call that completes it, and a region
+/// whose attach failed has no address: a use of it fails the scenario, naming the attach.
+#[test]
+fn dynamic_regions_after_detach_and_failed_attaches() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window W ranks=2 type=u8 flavor=dynamic
+A: attach 4 -> r
+A: detach r
+barrier
+B: lock shared A
+B: get A r[0] -> v
+B: unlock A !RMA_RANGE
+",
+    );
+    let out = run(
+        &server,
+        "\
+window W ranks=2 type=u8 flavor=dynamic
+A: attach 0 -> r !SIZE
+barrier
+B: lock shared A
+B: put A r[0] = 1
+B: unlock A
+",
+        &["--json"],
+    );
+    out.code(1);
+    let document = out.json();
+    let problems = document["runs"][0]["problems"].to_string();
+    assert!(
+        problems.contains("region r has no address: its attach (line 2) did not succeed"),
+        "{document:#}"
+    );
+}
+
+/// The dynamic parts of the format that need no server: each mistake names its line and
+/// column, and nothing runs.
+#[test]
+fn dynamic_parse_errors_exit_2_with_line_and_column() {
+    let server = Server::start();
+    let head = "window W ranks=2 type=i64 flavor=dynamic\n";
+    let cases = [
+        (
+            "window W ranks=2 size=0,4 type=i64 flavor=dynamic\n".to_string(),
+            "s.rma:1:23: a dynamic window has no size",
+        ),
+        (
+            format!("{head}A: put B W[0] = 1\n"),
+            "s.rma:2:10: W is a dynamic window: its memory is the regions attached to it",
+        ),
+        (
+            format!("{head}A: attach 2 -> r\nB: lock shared A\nB: put A r[0] = 1\n"),
+            "s.rma:4:10: region r is attached by rank A at line 2: rank B may use it only after a barrier",
+        ),
+        (
+            format!("{head}A: attach 2 -> r\nbarrier\nB: put B r[0] = 1\n"),
+            "s.rma:4:10: region r is the memory of rank A (attached at line 2), not of rank B",
+        ),
+        (
+            format!("{head}A: attach 2 -> r\nbarrier\nB: store r[0] = 1\n"),
+            "s.rma:4:10: region r is the memory of rank A",
+        ),
+        (
+            format!("{head}A: attach 2 -> r\nbarrier\nB: detach r\n"),
+            "s.rma:4:11: region r is the memory of rank A (attached at line 2): only it detaches it",
+        ),
+        (
+            format!("{head}A: detach r\n"),
+            "s.rma:2:11: no region r is attached before this line",
+        ),
+        (
+            format!("{head}A: attach 2 -> r\nB: attach 2 -> r\n"),
+            "s.rma:3:16: region r is attached at line 2 already",
+        ),
+        (
+            format!("{head}A: attach 2 -> W\n"),
+            "s.rma:2:16: W is already declared",
+        ),
+        (
+            format!("{head}A: attach two -> r\n"),
+            "s.rma:2:11: expected a number of elements, found \"two\"",
+        ),
+        (
+            format!("{head}A: attach 2 -> r\nexpect public B r[0] == 1\n"),
+            "s.rma:3:17: region r is the memory of rank A (attached at line 2), not of rank B",
+        ),
+        (
+            format!("{head}A: crash\nA: attach 2 -> r\n"),
+            "s.rma:3:4: rank 0 crashed at line 2: only `attach` (without arguments) may follow",
+        ),
+    ];
+    for (text, message) in cases {
+        let out = run(&server, &text, &[]);
+        out.code(2);
+        assert!(out.stderr.contains(message), "{text:?}: {}", out.stderr);
+    }
 }
 
 #[test]

@@ -66,6 +66,59 @@ vars
     out.code(1);
 }
 
+/// A dynamic window opened in the shell: the rank attaches a region, stores and loads it by
+/// name, reaches it with a put to itself, and detaches it once.
+#[test]
+fn a_rank_attaches_and_detaches_regions_of_a_dynamic_window() {
+    let server = Server::start();
+    let tokens = server.world("d", 2);
+    server
+        .cli()
+        .args([
+            "window", "create", "--world", "d", "D", "--flavor", "dynamic", "--type", "i32",
+        ])
+        .run()
+        .success();
+    let script = "\
+open D
+attach 3 -> r
+store r[0] = 7
+load r[0..3] -> a
+lock exclusive 0
+put 0 r[2] = 9
+unlock 0
+lock shared 0
+get 0 r[0..3] -> b
+unlock 0
+print b
+detach r
+detach r !RMA_ATTACH
+";
+    let out = Cli::new(&server.url)
+        .token(&tokens[0])
+        .args(["shell", "--world", "d", "--rank", "0"])
+        .stdin(script)
+        .run();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("window D (id ") && l.contains("elements of i32")),
+        "{}",
+        out.stdout
+    );
+    assert!(lines.contains(&"a = 7,0,0"), "{}", out.stdout);
+    assert!(lines.contains(&"b = 7,0,9"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("failed as expected: MPI_ERR_RMA_ATTACH"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(out.stderr, "", "{}", out.stderr);
+    out.success();
+}
+
 #[test]
 fn json_lines_and_a_clean_exit() {
     let server = Server::start();

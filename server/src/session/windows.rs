@@ -108,11 +108,18 @@ impl Session {
             info.iter()
                 .map(|(key, value)| (key.as_str(), value.as_str())),
         )?;
+        let flavor = onesided_proto::flavor_from_wire(create.flavor)?;
+        onesided_core::window::WindowDesc::validate_flavor_part(
+            flavor,
+            self.member.rank,
+            create.size,
+            create.disp_unit,
+        )?;
         let part = WindowPart {
             size: create.size,
             disp_unit: create.disp_unit,
             shared: SharedArgs {
-                flavor: onesided_proto::flavor_from_wire(create.flavor)?,
+                flavor,
                 model: onesided_proto::model_from_wire(create.model)?,
                 info,
             },

@@ -112,6 +112,9 @@ pub enum FlavorArg {
     Create,
     /// MPI_WIN_ALLOCATE: the service allocates it
     Allocate,
+    /// MPI_WIN_CREATE_DYNAMIC: no memory at creation (size 0, disp_unit 1); each rank
+    /// attaches regions
+    Dynamic,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -129,8 +132,9 @@ pub struct WindowCreate {
     world: String,
     /// The window's name
     name: String,
-    /// Bytes per rank; a comma list gives each rank its own (8,16,0)
-    #[arg(long, conflicts_with = "count", required_unless_present = "count")]
+    /// Bytes per rank; a comma list gives each rank its own (8,16,0). Required, or --count,
+    /// except for --flavor dynamic (0)
+    #[arg(long, conflicts_with = "count")]
     size: Option<String>,
     /// Elements of --type per rank; a comma list gives each rank its own
     #[arg(long, requires = "dtype")]
@@ -140,7 +144,7 @@ pub struct WindowCreate {
     /// need no --type for it
     #[arg(long = "type", value_name = "TYPE")]
     dtype: Option<String>,
-    /// disp_unit in bytes (default: the size of --type, or 1)
+    /// disp_unit in bytes (default: the size of --type, or 1; 1 for --flavor dynamic)
     #[arg(long)]
     disp_unit: Option<u32>,
     /// How the memory comes to be
@@ -305,9 +309,15 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
             .into_iter()
             .map(|count| count * unit)
             .collect(),
+        // a dynamic window has no memory at creation (the server refuses any)
+        (None, None) if matches!(args.flavor, FlavorArg::Dynamic) => vec![0; ranks as usize],
         (None, None) => return Err(Usage("give --size or --count".into()).into()),
     };
-    let disp_unit = args.disp_unit.unwrap_or(unit as u32);
+    // a dynamic window's displacements are addresses: disp_unit 1, whatever the element type
+    let disp_unit = match args.flavor {
+        FlavorArg::Dynamic => args.disp_unit.unwrap_or(1),
+        _ => args.disp_unit.unwrap_or(unit as u32),
+    };
     let mut info = Vec::new();
     for pair in &args.info {
         let (key, value) = pair
@@ -326,6 +336,7 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
         flavor: match args.flavor {
             FlavorArg::Create => Flavor::Create,
             FlavorArg::Allocate => Flavor::Allocate,
+            FlavorArg::Dynamic => Flavor::Dynamic,
         },
         model: match args.model {
             ModelArg::Separate => MemoryModel::Separate,

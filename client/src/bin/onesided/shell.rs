@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use onesided_client::scenario::ast::{FlavorDecl, Model, WindowDecl};
 use onesided_client::scenario::{Parser, RankExecutor};
-use onesided_client::Datatype;
+use onesided_client::{Datatype, Flavor};
 use serde_json::json;
 
 use crate::admin::datatype;
@@ -46,6 +46,8 @@ commands (one rank, the token's):
     test_req r -> flag   test_all r,s -> flag   wait_all r,s   wait_any r,s -> i   free_req r
     fence [assert=…]   post {A,B}   start {A}   complete   wait   test -> flag
     flush T   flush_all   flush_local T   flush_local_all   sync   sleep MS
+    attach N -> r   store r[0] = 7   get T r[0..N] -> v   detach r   (a dynamic window's
+                            regions of this rank: r[i] counts from the region's start)
     (with several windows open, name one: W.fence)
   barrier                   the world barrier (every rank must call it)
   print VAR                 a variable's value (defined once its operation completed)
@@ -148,7 +150,11 @@ impl Shell {
                     sizes: desc.sizes.iter().map(|bytes| bytes / unit).collect(),
                     model: Model::Separate,
                     group: None,
-                    flavor: FlavorDecl::Allocate,
+                    flavor: match desc.flavor {
+                        Flavor::Dynamic => FlavorDecl::Dynamic,
+                        Flavor::Create => FlavorDecl::Create,
+                        Flavor::Allocate => FlavorDecl::Allocate,
+                    },
                     info: Vec::new(),
                     by_ranks: false,
                 });

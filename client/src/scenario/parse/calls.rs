@@ -10,7 +10,8 @@ use onesided_core::{Datatype, Op};
 
 use super::super::ast::{Call, Loc, OpCall, OpCallSpec, Origin};
 use super::{
-    check_count, err, in_elements_of, is_identifier, selection, ParseError, Parser, Token,
+    check_count, err, in_elements_of, is_identifier, selection, ParseError, Parser, RegionDecl,
+    Token,
 };
 
 /// One call line, as a call's function sees it.
@@ -126,6 +127,7 @@ pub(super) const CALLS: &[(&str, ParseCall)] = &[
     ("sleep", sleep),
     ("crash", crash),
     ("attach", attach),
+    ("detach", detach),
 ];
 
 /// The function that parses the call `name`.
@@ -138,9 +140,12 @@ pub(super) fn find(name: &str) -> Option<ParseCall> {
 
 impl Parser {
     /// The location at argument `index` and its window, checked against the call's prefix.
+    /// A location in a region must be known to the rank (see [`Parser::region_known_to`]).
     fn located(&self, site: &Site<'_>, index: usize) -> Result<(Loc, Datatype), ParseError> {
-        let loc = self.loc(site.line, site.arg(index, "expected a location")?)?;
+        let token = site.arg(index, "expected a location")?;
+        let loc = self.loc(site.line, token)?;
         self.pick_window(site.line, site.name_column, site.prefix, Some(loc.window))?;
+        self.region_known_to(site.line, token.column, &loc, site.rank)?;
         let dtype = self.windows[loc.window].dtype;
         Ok((loc, dtype))
     }
@@ -169,6 +174,7 @@ impl Parser {
 /// `store LOC = V[,V...]`
 fn store(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
     let (loc, dtype) = parser.located(site, 0)?;
+    parser.in_memory_of(site.line, site.args[0].column, &loc, site.rank)?;
     site.arrow(1, "=", "= V")?;
     let values_token = site.arg(2, "expected values")?;
     let values = parser.values(site.line, values_token, dtype)?;
@@ -180,6 +186,7 @@ fn store(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
 /// `load LOC -> var`
 fn load(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
     let (loc, dtype) = parser.located(site, 0)?;
+    parser.in_memory_of(site.line, site.args[0].column, &loc, site.rank)?;
     site.arrow(1, "->", "-> var")?;
     let var = site.arg(2, "expected a variable")?;
     let list = loc.shape.is_list();
@@ -393,6 +400,7 @@ fn op(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
     let base = if request_based { &name[1..] } else { name };
     let target = parser.target(line, site.args.first(), site.end_column)?;
     let (loc, dtype) = parser.located(site, 1)?;
+    parser.in_memory_of(line, site.args[1].column, &loc, target)?;
     let OpArgs {
         op,
         compare,
@@ -790,15 +798,126 @@ fn crash(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
     Ok(Call::Crash)
 }
 
-/// `attach` (after a `crash` of the same rank)
+/// `attach` (after a `crash` of the same rank), or with arguments `attach N -> r`
+/// (`MPI_Win_attach`, see [`attach_region`]).
 fn attach(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    if !site.args.is_empty() || site.prefix.is_some() {
+        return attach_region(parser, site);
+    }
     rank_only(site)?;
     if parser.crashed.remove(&site.rank).is_none() {
         return Err(err(
             site.line,
             site.head_column,
-            "attach follows a crash of the same rank",
+            "attach follows a crash of the same rank (to attach memory to a dynamic window: \
+             attach N -> r)",
         ));
     }
     Ok(Call::Attach)
+}
+
+/// `attach N -> r`: a region of N elements of the window's type in this rank's memory,
+/// named `r` for every rank of the file (each name is attached by one line). A window of
+/// another flavor is left to the run (`RMA_FLAVOR`), as is N = 0 (`SIZE`).
+fn attach_region(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    if let Some(crash_line) = parser.crashed.get(&site.rank) {
+        return Err(err(
+            site.line,
+            site.head_column,
+            format!(
+                "rank {} crashed at line {crash_line}: only `attach` (without arguments) may follow",
+                site.rank
+            ),
+        ));
+    }
+    let window = parser.window_of(site)?;
+    let token = site.arg(0, "expected a number of elements (attach N -> r)")?;
+    let count = token.text.parse::<u64>().map_err(|_| {
+        err(
+            site.line,
+            token.column,
+            format!(
+                "expected a number of elements, found \"{}\" (attach N -> r)",
+                token.text
+            ),
+        )
+    })?;
+    site.arrow(1, "->", "-> r")?;
+    let name = site.arg(2, "expected a region name")?;
+    site.no_more(3)?;
+    if !is_identifier(name.text) {
+        return Err(err(
+            site.line,
+            name.column,
+            format!("\"{}\" is not a region name", name.text),
+        ));
+    }
+    if let Some(region) = parser.regions.get(name.text) {
+        return Err(err(
+            site.line,
+            name.column,
+            format!(
+                "region {} is attached at line {} already (each region name is attached once)",
+                name.text, region.line
+            ),
+        ));
+    }
+    if parser.is_declared(name.text) {
+        return Err(err(
+            site.line,
+            name.column,
+            format!("{} is already declared", name.text),
+        ));
+    }
+    parser.regions.insert(
+        name.text.to_string(),
+        RegionDecl {
+            window,
+            owner: site.rank,
+            line: site.line,
+            barriers: parser.barriers,
+        },
+    );
+    Ok(Call::AttachRegion {
+        window,
+        count,
+        name: name.text.to_string(),
+    })
+}
+
+/// `detach r`: the rank that attached the region detaches it (`MPI_Win_detach`); a second
+/// detach is left to the run (`RMA_ATTACH`).
+fn detach(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
+    let token = site.arg(0, "expected a region name (detach r)")?;
+    site.no_more(1)?;
+    let region = parser.regions.get(token.text).ok_or_else(|| {
+        err(
+            site.line,
+            token.column,
+            format!("no region {} is attached before this line", token.text),
+        )
+    })?;
+    let window = parser.pick_window(
+        site.line,
+        site.name_column,
+        site.prefix,
+        Some(region.window),
+    )?;
+    if region.owner != site.rank {
+        let ranks = parser.ranks.unwrap_or(26);
+        return Err(err(
+            site.line,
+            token.column,
+            format!(
+                "region {} is the memory of rank {} (attached at line {}): only it detaches it",
+                token.text,
+                super::rank_name(region.owner, ranks),
+                region.line
+            ),
+        ));
+    }
+    Ok(Call::DetachRegion {
+        window,
+        name: token.text.to_string(),
+    })
 }
