@@ -1093,8 +1093,10 @@ impl Session {
             let reply = link.register(id)?;
             let message = ClientMessage {
                 id,
+                // the handle keeps its private copy
                 call: Some(Call::OpenWindow(OpenWindow {
                     name: window.name.clone(),
+                    with_copy: false,
                 })),
             };
             let _ = link.outbound.send(message);
@@ -1200,6 +1202,9 @@ impl Session {
     /// state lives in the session until it is freed). On a dynamic window the handle knows the
     /// regions this rank attached earlier (in another session, or before a restart) and not
     /// detached: [`Window::regions`] lists them and its private copy holds their public bytes.
+    /// The private copy of any window starts as the rank's public copy: what the rank
+    /// published before (in another session, or before a restart) and what other ranks put
+    /// there.
     ///
     /// # Errors
     /// `MPI_ERR_WIN` for an unknown window; `MPI_ERR_ARG` when it is already open here.
@@ -1207,6 +1212,7 @@ impl Session {
         let reply = self
             .call(Call::OpenWindow(OpenWindow {
                 name: name.to_string(),
+                with_copy: true,
             }))
             .await?;
         let Reply::Window(mut desc) = reply else {
@@ -1216,8 +1222,11 @@ impl Session {
         };
         // a dynamic window: the regions this rank attached in an earlier session
         let attached = std::mem::take(&mut desc.attached);
+        // a static window: its public copy (a unified one's comes by `follow`)
+        let public = std::mem::take(&mut desc.public_copy);
         let window = Window::new(self.clone(), desc_from_wire(desc)?)?;
         window.restore_regions(attached)?;
+        window.restore_copy(public)?;
         window.follow().await?;
         Ok(window)
     }

@@ -536,6 +536,31 @@ impl Window {
         ))
     }
 
+    /// The rank's public copy as the server had it when this handle was opened (the bytes
+    /// that are not zero): the fresh private copy starts as it.
+    ///
+    /// # Errors
+    /// Bytes outside the rank's memory are a protocol error.
+    pub(crate) fn restore_copy(&self, segments: Vec<Segment>) -> Result<()> {
+        let mut state = self.state();
+        for segment in segments {
+            let start = segment.offset as usize;
+            let bytes = start
+                .checked_add(segment.data.len())
+                .and_then(|end| state.private.get_mut(start..end))
+                .ok_or_else(|| {
+                    Error::Protocol(format!(
+                        "the server described {} bytes at offset {start} of a rank's copy of {} \
+                         bytes",
+                        segment.data.len(),
+                        self.desc.sizes.get(self.me as usize).copied().unwrap_or(0)
+                    ))
+                })?;
+            bytes.copy_from_slice(&segment.data);
+        }
+        Ok(())
+    }
+
     fn apply_pull(&self, segments: Vec<Segment>) {
         if segments.is_empty() {
             return;

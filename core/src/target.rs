@@ -39,6 +39,41 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The bytes of `copy` that are not zero, as segments (zero runs shorter than 64 bytes
+    /// stay inside a segment, so that scattered values do not become a segment each): what
+    /// a copy that starts zeroed needs to become `copy`.
+    pub fn nonzero(copy: &[u8]) -> Vec<Segment> {
+        const GAP: usize = 64;
+        let mut segments = Vec::new();
+        let mut at = 0;
+        while let Some(start) = copy[at..]
+            .iter()
+            .position(|&byte| byte != 0)
+            .map(|i| at + i)
+        {
+            // the segment ends before the first zero run of at least GAP bytes, or at the end
+            let mut end = start;
+            let mut zeros = 0;
+            for (i, &byte) in copy[start..].iter().enumerate() {
+                if byte == 0 {
+                    zeros += 1;
+                    if zeros == GAP {
+                        break;
+                    }
+                } else {
+                    zeros = 0;
+                    end = start + i + 1;
+                }
+            }
+            segments.push(Segment {
+                offset: start as u64,
+                data: Bytes::copy_from_slice(&copy[start..end]),
+            });
+            at = end;
+        }
+        segments
+    }
+
     /// The bytes of `copy` in each of `ranges`, which are then cleared: what changed since the
     /// last time, to carry to the other copy.
     pub fn take(ranges: &mut RangeSet, copy: &[u8]) -> Vec<Segment> {

@@ -1019,3 +1019,27 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     );
     assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
 }
+
+proptest! {
+    /// The non-zero segments of any copy rebuild it from zeros, and cover no zero run of 64
+    /// bytes or more.
+    #[test]
+    fn nonzero_segments_rebuild_the_copy(
+        runs in proptest::collection::vec((0usize..200, 0u8..4), 0..20)
+    ) {
+        use onesided_core::target::Segment;
+        let mut copy = Vec::new();
+        for (len, value) in runs {
+            copy.extend(std::iter::repeat_n(value, len));
+        }
+        let segments = Segment::nonzero(&copy);
+        let mut rebuilt = vec![0u8; copy.len()];
+        for segment in &segments {
+            let start = segment.offset as usize;
+            rebuilt[start..start + segment.data.len()].copy_from_slice(&segment.data);
+            prop_assert!(segment.data.first() != Some(&0) && segment.data.last() != Some(&0));
+            prop_assert!(!segment.data.windows(64).any(|run| run.iter().all(|&b| b == 0)));
+        }
+        prop_assert_eq!(rebuilt, copy);
+    }
+}

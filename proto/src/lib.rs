@@ -368,6 +368,7 @@ pub fn desc_to_wire(desc: &onesided_core::window::WindowDesc) -> v1::WindowDescr
         group: desc.group.clone(),
         // only OpenWindow's answer names the caller's regions (the session adds them)
         attached: Vec::new(),
+        public_copy: Vec::new(),
     }
 }
 

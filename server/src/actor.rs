@@ -71,6 +71,11 @@ pub enum Command {
         /// The regions, by address.
         reply: oneshot::Sender<Vec<(u64, Vec<u8>)>>,
     },
+    /// The bytes of the public copy that are not zero (core's `Segment::nonzero`).
+    Written {
+        /// The segments, by offset.
+        reply: oneshot::Sender<Vec<target::Segment>>,
+    },
     /// Unified model: the owner's session `out` follows the public copy from now on (in place
     /// of any earlier one); `input` is the engine's [`Input::Follow`].
     Follow {
@@ -265,6 +270,17 @@ impl WindowServerHandle {
         self.command(Command::Regions { reply }).await?;
         answer.await.map_err(|_| self.gone())
     }
+
+    /// The bytes of the rank's public copy that are not zero, once every command sent before
+    /// this one was handled: what a new session's private copy starts from.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
+    pub async fn written(&self) -> Result<Vec<target::Segment>, RmaError> {
+        let (reply, answer) = oneshot::channel();
+        self.command(Command::Written { reply }).await?;
+        answer.await.map_err(|_| self.gone())
+    }
 }
 
 /// The bytes a dynamic window's rank spans, taken from the server's window bytes; given back
@@ -380,6 +396,9 @@ impl WindowServer {
             }
             Command::Regions { reply } => {
                 let _ = reply.send(self.target.attached_regions());
+            }
+            Command::Written { reply } => {
+                let _ = reply.send(target::Segment::nonzero(self.target.public()));
             }
             Command::Follow { out, input } => {
                 self.follower = Some(out);

@@ -542,7 +542,9 @@ impl Session {
     async fn handle(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
         let me = self.member.rank;
         let window_id = match &call {
-            Call::OpenWindow(open) => return self.open_window(id, &open.name).await,
+            Call::OpenWindow(open) => {
+                return self.open_window(id, &open.name, open.with_copy).await
+            }
             // it only kept the lease alive, which any message does
             Call::Heartbeat(_) => return Ok(()),
             Call::Batch(_) => {

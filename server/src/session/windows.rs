@@ -19,26 +19,35 @@ impl Session {
     /// Opens window `name` in this session: a fresh epoch state, every rank's actor told that
     /// this rank may take part in its epochs again, then the window's description — on a
     /// dynamic window with the regions this rank attached (in an earlier session, or before a
-    /// restart) and their public bytes, so that the new session knows them.
-    pub(super) async fn open_window(&mut self, id: u64, name: &str) -> Result<(), RmaError> {
+    /// restart) and their public bytes, so that the new session knows them; on a static window
+    /// of the separate model, when `with_copy` asks, with the bytes of this rank's public copy
+    /// that are not zero, so that a new handle's private copy starts as the public copy.
+    pub(super) async fn open_window(
+        &mut self,
+        id: u64,
+        name: &str,
+        with_copy: bool,
+    ) -> Result<(), RmaError> {
         let mut desc = self.opened(name).await?;
-        if let Some(open) = self
-            .windows
-            .get(&desc.id)
-            .filter(|open| open.entry.desc.flavor == onesided_core::window::Flavor::Dynamic)
-        {
+        if let Some(open) = self.windows.get(&desc.id) {
             // after `Opened` in the actor's inbox; this rank's attach and detach come only
             // from this session, so the regions cannot change before the answer is read
             let actor = &open.entry.ranks[open.me as usize];
-            desc.attached = actor
-                .regions()
-                .await?
-                .into_iter()
-                .map(|(base, data)| v1::AttachedRegion {
-                    base,
-                    data: data.into(),
-                })
-                .collect();
+            let window = &open.entry.desc;
+            if window.flavor == onesided_core::window::Flavor::Dynamic {
+                desc.attached = actor
+                    .regions()
+                    .await?
+                    .into_iter()
+                    .map(|(base, data)| v1::AttachedRegion {
+                        base,
+                        data: data.into(),
+                    })
+                    .collect();
+            } else if with_copy && window.model == onesided_core::window::MemoryModel::Separate {
+                // what changes after this read reaches the private copy at the next pull
+                desc.public_copy = onesided_proto::segments_to_wire(actor.written().await?);
+            }
         }
         self.reply(id).send(Ok(server_message::Reply::Window(desc)));
         Ok(())

@@ -1112,7 +1112,10 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
     assert!(matches!(
         answer(
             &mut raw,
-            Call::OpenWindow(v1::OpenWindow { name: spec.name })
+            Call::OpenWindow(v1::OpenWindow {
+                name: spec.name,
+                with_copy: false
+            })
         )
         .await,
         Reply::Window(_)

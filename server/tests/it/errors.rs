@@ -405,7 +405,13 @@ async fn the_server_validates_what_a_raw_client_sends() {
     let (mut raw, _) = RawSession::open(&mut grpc, &Meta::bearer(&fixture.tokens[0]))
         .await
         .unwrap();
-    let Reply::Window(desc) = raw.ok(Call::OpenWindow(v1::OpenWindow { name })).await else {
+    let Reply::Window(desc) = raw
+        .ok(Call::OpenWindow(v1::OpenWindow {
+            name,
+            with_copy: false,
+        }))
+        .await
+    else {
         panic!("no window");
     };
     let window = desc.id;

@@ -39,6 +39,7 @@ impl Hand {
         let Reply::Window(desc) = self
             .call(Call::OpenWindow(v1::OpenWindow {
                 name: name.to_string(),
+                with_copy: false,
             }))
             .await
         else {

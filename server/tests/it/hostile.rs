@@ -156,6 +156,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
     let Reply::Window(desc) = hostile
         .ok(Call::OpenWindow(v1::OpenWindow {
             name: w_name.clone(),
+            with_copy: false,
         }))
         .await
     else {
@@ -172,7 +173,10 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
         .await
         .unwrap();
     let Reply::Window(dynamic) = hostile
-        .ok(Call::OpenWindow(v1::OpenWindow { name: d_name }))
+        .ok(Call::OpenWindow(v1::OpenWindow {
+            name: d_name,
+            with_copy: false,
+        }))
         .await
     else {
         panic!("no window description");
@@ -702,6 +706,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 "opening a window named by 20 000 characters",
                 Send::Call(Some(Call::OpenWindow(v1::OpenWindow {
                     name: "n".repeat(20_000),
+                    with_copy: false,
                 }))),
                 NotFound,
                 Some(C::Win),
@@ -1474,6 +1479,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 "opening another world's window by name",
                 Send::Call(Some(Call::OpenWindow(v1::OpenWindow {
                     name: v_name.clone(),
+                    with_copy: false,
                 }))),
                 NotFound,
                 Some(C::Win),

@@ -120,7 +120,10 @@ async fn a_session_may_have_only_so_many_operations_unanswered() {
             .await
             .unwrap();
         session
-            .ok(Call::OpenWindow(v1::OpenWindow { name: name.clone() }))
+            .ok(Call::OpenWindow(v1::OpenWindow {
+                name: name.clone(),
+                with_copy: false,
+            }))
             .await;
         ranks.push(session);
     }
@@ -273,8 +276,11 @@ async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
     let (mut r0, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
         .await
         .unwrap();
-    r0.ok(Call::OpenWindow(v1::OpenWindow { name: name.clone() }))
-        .await;
+    r0.ok(Call::OpenWindow(v1::OpenWindow {
+        name: name.clone(),
+        with_copy: false,
+    }))
+    .await;
     r0.ok(Call::Lock(v1::Lock {
         window: desc.id,
         target: 1,

@@ -828,3 +828,72 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
     assert!(failures().await >= failed, "a counter went down");
     server.stop().await;
 }
+
+/// A new session of a rank (its process started again, or the server did) opens the window
+/// with its private copy as its public copy: what the rank published before and what other
+/// ranks put there are what it loads, without a synchronization call first; what it stores
+/// then is published as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_starts_from_its_public_copy() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-fresh")));
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world("w", 2).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 40))
+        .await
+        .unwrap();
+    let origin = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let owner = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let (w0, w1) = (
+        origin.window("x").await.unwrap(),
+        owner.window("x").await.unwrap(),
+    );
+    // rank 1 publishes its store of element 0; rank 0 puts elements 1 and 39 (a zero gap of
+    // 37 elements between them)
+    w1.store(0, &[5i64]).unwrap();
+    w1.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w1.unlock(1).await.unwrap();
+    w0.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w0.put(1, 1, &[6i64]).unwrap();
+    w0.put(1, 39, &[-1i64]).unwrap();
+    w0.unlock(1).await.unwrap();
+    drop(w1);
+    owner.close().await.unwrap();
+
+    let mut expected = vec![0i64; 40];
+    (expected[0], expected[1], expected[39]) = (5, 6, -1);
+    let again = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let w1 = again.window("x").await.unwrap();
+    assert_eq!(w1.load::<i64>(0, 40).unwrap(), expected);
+    // its next store is published as any store
+    w1.store(2, &[7i64]).unwrap();
+    w1.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w1.unlock(1).await.unwrap();
+    expected[2] = 7;
+    w0.lock(LockType::Shared, 1, 0).await.unwrap();
+    let seen = w0.get::<i64>(1, 0, 40).unwrap();
+    w0.unlock(1).await.unwrap();
+    assert_eq!(seen.value().await.unwrap(), expected);
+    drop((w0, w1));
+    origin.close().await.unwrap();
+    again.close().await.unwrap();
+    server.stop().await;
+
+    // after a restart too
+    let server = start_on(&data.0, |_| {}).await;
+    let owner = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let w1 = owner.window("x").await.unwrap();
+    assert_eq!(w1.load::<i64>(0, 40).unwrap(), expected);
+    drop(w1);
+    owner.close().await.unwrap();
+    server.stop().await;
+}
