@@ -234,14 +234,7 @@ impl Admin {
             group: spec.group.clone().unwrap_or_default(),
             sizes: spec.sizes.clone(),
             disp_units: spec.disp_units.clone(),
-            info: spec
-                .info
-                .iter()
-                .map(|(key, value)| v1::InfoEntry {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
+            info: crate::session::info_to_wire(&spec.info),
         };
         let desc = self
             .limit

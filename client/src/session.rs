@@ -404,6 +404,16 @@ impl NewWindow {
     }
 }
 
+/// Info pairs held as strings, as the wire carries them.
+pub(crate) fn info_to_wire(info: &[(String, String)]) -> Vec<v1::InfoEntry> {
+    info.iter()
+        .map(|(key, value)| v1::InfoEntry {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
 /// Where a session's own audit events go.
 #[derive(Clone, PartialEq, Eq)]
 enum AuditDestination {
@@ -1276,14 +1286,7 @@ impl Session {
             name: call.name.clone(),
             size: call.size,
             disp_unit: call.disp_unit,
-            info: call
-                .info
-                .iter()
-                .map(|(key, value)| v1::InfoEntry {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
+            info: info_to_wire(&call.info),
             flavor: onesided_proto::flavor_to_wire(call.flavor),
             model: onesided_proto::model_to_wire(call.model),
             group: call.group.clone(),

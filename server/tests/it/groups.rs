@@ -2,9 +2,9 @@
 //! its collectives (fence, free, set_info) are its members' alone; the log numbers ranks as
 //! the window does.
 
-use onesided_client::{Audit, ErrorClass, LockType, NewWindow, Session, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, NewWindow, Session, WindowSpec, WorldTokens};
 
-use crate::{spawn_server, unique, ADMIN_TOKEN};
+use crate::{spawn_server, unique, TestServer, ADMIN_TOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_over_part_of_the_world_numbers_its_ranks_in_its_group() {
@@ -104,18 +104,24 @@ async fn a_bad_group_is_refused_and_creates_nothing() {
         .is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn members_create_a_window_over_their_group_without_the_other_ranks() {
-    let server = spawn_server().await;
+/// A new world of `nranks` ranks on `server`, and a session of each.
+async fn world_of(server: &TestServer, nranks: u32) -> (WorldTokens, Vec<Session>) {
     let world = server
         .admin
-        .create_world(&unique("groups"), 4)
+        .create_world(&unique("groups"), nranks)
         .await
         .unwrap();
     let mut sessions = Vec::new();
     for token in &world.tokens {
         sessions.push(Session::attach(&server.url, token).await.unwrap());
     }
+    (world, sessions)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_create_a_window_over_their_group_without_the_other_ranks() {
+    let server = spawn_server().await;
+    let (world, sessions) = world_of(&server, 4).await;
     // world ranks 3 and 1 create g, window ranks 0 and 1, each with its own size; ranks 0
     // and 2 never call
     let call = |size| NewWindow::new("g", size, 8).group(&[3, 1]);
@@ -156,15 +162,7 @@ async fn members_create_a_window_over_their_group_without_the_other_ranks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_members_departure_fails_its_groups_creation() {
     let server = spawn_server().await;
-    let world = server
-        .admin
-        .create_world(&unique("groups"), 3)
-        .await
-        .unwrap();
-    let mut sessions = Vec::new();
-    for token in &world.tokens {
-        sessions.push(Session::attach(&server.url, token).await.unwrap());
-    }
+    let (world, mut sessions) = world_of(&server, 3).await;
     // rank 0 calls the creation over {0, 1}, then the world barrier: the server holds its
     // call when the barrier completes. Rank 2, not in the group, then leaves; rank 1's call
     // completes the creation all the same
