@@ -231,6 +231,18 @@ async fn ranks_create_a_dynamic_window_together_and_a_racing_detach_is_found() {
     assert_eq!(rules, vec![Rule::DetachRace], "{findings:#?}");
     assert_eq!(findings[0].second.call, "detach");
     assert_eq!(findings[0].target, 1);
+    // the timeline shows the region's attach and detach on the owner's track
+    let trace: serde_json::Value =
+        serde_json::from_str(&audit.export_perfetto(w[0].desc().id).await.unwrap()).unwrap();
+    let on_owner: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["tid"] == 1)
+        .filter_map(|event| event["name"].as_str())
+        .filter(|name| name.starts_with("region_"))
+        .collect();
+    assert_eq!(on_owner, ["region_attached", "region_detached"], "{trace:#}");
 }
 
 /// A rank's new session learns the regions an earlier session of it attached and did not
