@@ -1219,10 +1219,25 @@ impl Session {
     /// # Errors
     /// `MPI_ERR_WIN` for an unknown window; `MPI_ERR_ARG` when it is already open here.
     pub async fn window(&self, name: &str) -> Result<Window> {
+        self.open_window(name, true).await
+    }
+
+    /// Opens the window `name` as [`Session::window`] does, but with a zeroed private copy
+    /// instead of the rank's public copy (a dynamic window's regions still come with their
+    /// bytes): for a handle that only reaches other ranks' memory — the CLI's one-shot calls —
+    /// which need not carry this rank's bytes.
+    ///
+    /// # Errors
+    /// As [`Session::window`].
+    pub async fn window_zeroed(&self, name: &str) -> Result<Window> {
+        self.open_window(name, false).await
+    }
+
+    async fn open_window(&self, name: &str, with_copy: bool) -> Result<Window> {
         let reply = self
             .call(Call::OpenWindow(OpenWindow {
                 name: name.to_string(),
-                with_copy: true,
+                with_copy,
             }))
             .await?;
         let Reply::Window(mut desc) = reply else {

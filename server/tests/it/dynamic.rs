@@ -242,7 +242,11 @@ async fn ranks_create_a_dynamic_window_together_and_a_racing_detach_is_found() {
         .filter_map(|event| event["name"].as_str())
         .filter(|name| name.starts_with("region_"))
         .collect();
-    assert_eq!(on_owner, ["region_attached", "region_detached"], "{trace:#}");
+    assert_eq!(
+        on_owner,
+        ["region_attached", "region_detached"],
+        "{trace:#}"
+    );
 }
 
 /// A rank's new session learns the regions an earlier session of it attached and did not

@@ -895,5 +895,13 @@ async fn a_new_session_starts_from_its_public_copy() {
     assert_eq!(w1.load::<i64>(0, 40).unwrap(), expected);
     drop(w1);
     owner.close().await.unwrap();
+    // a handle that asks for none starts zeroed (the CLI's one-shot calls)
+    let other = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let zeroed = other.window_zeroed("x").await.unwrap();
+    assert_eq!(zeroed.load::<i64>(0, 40).unwrap(), vec![0; 40]);
+    drop(zeroed);
+    other.close().await.unwrap();
     server.stop().await;
 }

@@ -134,7 +134,7 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
     let token = global.token("the token of the rank to act as")?;
     let session = Session::attach(global.endpoint()?, token).await?;
     check_membership(&session, args.world.as_deref(), args.rank)?;
-    let window = session.window(&args.window).await?;
+    let window = session.window_zeroed(&args.window).await?;
     let dtype = element_type(given, window.desc().info.element_type, file, &args.window)?;
     let lock = match args.lock {
         Some(LockArg::Shared) => LockType::Shared,
