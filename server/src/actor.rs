@@ -129,19 +129,17 @@ impl WindowServerHandle {
         let now = Instant::now();
         let mut target =
             Target::new(rank, nranks, public, recording, lock_fairness, now).with_model(model);
-        let mut span = None;
+        let mut window_bytes = None;
         if let Some(dynamic) = dynamic {
             target = target.with_dynamic(dynamic.max_bytes, dynamic.regions);
             // what recovery rebuilt counts, even past a limit lowered since
-            let held = target.public().len() as u64;
-            dynamic.window_bytes.take_anyway(held);
-            span = Some(Span {
-                window_bytes: dynamic.window_bytes,
-                held,
-            });
+            dynamic
+                .window_bytes
+                .take_anyway(target.public().len() as u64);
+            window_bytes = Some(dynamic.window_bytes);
         }
         let actor = WindowServer {
-            span,
+            window_bytes,
             logged: 0,
             window,
             rank,
@@ -283,23 +281,10 @@ impl WindowServerHandle {
     }
 }
 
-/// The bytes a dynamic window's rank spans, taken from the server's window bytes; given back
-/// when the actor ends (stopped, abandoned or panicked).
-#[derive(Debug)]
-struct Span {
-    window_bytes: Arc<WindowBytes>,
-    held: u64,
-}
-
-impl Drop for Span {
-    fn drop(&mut self) {
-        self.window_bytes.give_back(self.held);
-    }
-}
-
 struct WindowServer {
-    /// Dynamic window: the bytes its span holds of the server's window bytes.
-    span: Option<Span>,
+    /// Dynamic window: the server's window bytes, of which its public copy (the span of its
+    /// regions, which only grows) holds its length until the actor ends ([`WindowServer::release`]).
+    window_bytes: Option<Arc<WindowBytes>>,
     /// Bytes of publications and operations logged since the last snapshot.
     logged: u64,
     window: u64,
@@ -312,6 +297,13 @@ struct WindowServer {
     metrics: Arc<Metrics>,
     /// What this actor last added to the server-wide queue gauges.
     reported: QueueReport,
+}
+
+impl Drop for WindowServer {
+    /// A panicked actor gives the bytes back too.
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl WindowServer {
@@ -365,9 +357,8 @@ impl WindowServer {
             }
         }
         self.metrics.report_queues(&mut self.reported, 0, 0);
-        // a dynamic window's span is given back before the inbox closes: whoever waits for
-        // the actor to stop finds the bytes free
-        self.span = None;
+        // before the inbox closes: whoever waits for the actor to stop finds the bytes free
+        self.release();
         tracing::debug!("window server stopped");
     }
 
@@ -408,20 +399,27 @@ impl WindowServer {
         None
     }
 
+    /// Dynamic window: gives the server back the bytes the public copy spans (once).
+    fn release(&mut self) {
+        if let Some(window_bytes) = self.window_bytes.take() {
+            window_bytes.give_back(self.target.public().len() as u64);
+        }
+    }
+
     /// `MPI_Win_attach`: the bytes the span would grow by are taken from the server's window
     /// bytes first (`MPI_ERR_RMA_ATTACH` when they do not fit, nothing changed), then the
     /// engine attaches; what it did not grow by is given back.
     fn attach(&mut self, size: u64, at: Option<u64>, reply: Reply, now: Instant) {
         // 0 on a static window, which the engine refuses
         let need = self.target.attach_growth(size, at);
-        if let Some(span) = &self.span {
-            if let Err(in_use) = span.window_bytes.take(need) {
+        if let Some(window_bytes) = &self.window_bytes {
+            if let Err(in_use) = window_bytes.take(need) {
                 reply.send(Err(RmaError::new(
                     ErrorClass::RmaAttach,
                     format!(
                         "a region of {size} bytes needs {need} more bytes of the server's window \
                          memory, and windows take {in_use} of its {} bytes",
-                        span.window_bytes.limit()
+                        window_bytes.limit()
                     ),
                 )));
                 return;
@@ -429,10 +427,9 @@ impl WindowServer {
         }
         let before = self.target.public().len() as u64;
         self.target.handle(Input::Attach { size, at, reply }, now);
-        if let Some(span) = self.span.as_mut() {
+        if let Some(window_bytes) = &self.window_bytes {
             let grown = (self.target.public().len() as u64).saturating_sub(before);
-            span.window_bytes.give_back(need.saturating_sub(grown));
-            span.held += grown;
+            window_bytes.give_back(need.saturating_sub(grown));
         }
     }
 
