@@ -536,6 +536,34 @@ impl Session {
         async move { audit.submit(events, answers).await }
     }
 
+    /// Records `event` of this rank on `window` and answers `reply` with `Done` as soon as the
+    /// event is handed to the audit writer, whatever the durability: for calls that complete
+    /// nothing a client may rely on (`post`, `start`). Whatever the call causes is recorded
+    /// behind the event, in the writer's one channel, so the commit that a completing call
+    /// waits for (`complete`, `wait`) covers it too — one sync of the disk per PSCW epoch
+    /// instead of one for the opening call and another for the closing one.
+    fn log_early(
+        &self,
+        window: u64,
+        event: Event,
+        reply: Reply,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let audit = self.registry.audit().clone();
+        let events = if audit.durability() == Durability::Off {
+            Vec::new()
+        } else {
+            vec![AuditPending {
+                window,
+                rank: self.rank_in(window),
+                incarnation: self.incarnation,
+                at_ns: audit.now(),
+                event,
+            }]
+        };
+        let early = vec![(reply, Ok(server_message::Reply::Done(Done {})))];
+        async move { audit.submit_early(events, Vec::new(), early).await }
+    }
+
     /// Takes up one call: the session's own (opening a window, the barrier, heartbeats), or
     /// one on a window, which proto's `admit` checks and turns into an `Admitted` plan that
     /// the call's handler carries out (`session/`: one file per family).

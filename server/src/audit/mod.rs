@@ -508,6 +508,18 @@ impl Writer {
                     }
                 }
             }
+            // what the tasks woken together with this batch's submitters hand over next (the
+            // put a PSCW post releases, the wait it ends) joins this commit instead of queueing
+            // behind it for another sync of the disk
+            if batch.len() < BATCH {
+                tokio::task::yield_now().await;
+                while batch.len() < BATCH {
+                    match inbox.try_recv() {
+                        Ok(message) => batch.push(message),
+                        Err(_) => break,
+                    }
+                }
+            }
             self.metrics.audit_inbox(inbox.len());
             if let Some(unrecorded) = &self.unrecorded {
                 self.metrics.audit_unrecorded(unrecorded.outstanding());

@@ -70,8 +70,9 @@ impl Session {
         .await
     }
 
-    /// `MPI_Win_post`: publish, record it (answered after its commit), then open the exposure
-    /// epoch at one's own rank.
+    /// `MPI_Win_post`: publish, record it (answered once handed to the writer: the `wait` that
+    /// ends the epoch waits for a commit behind it), then open the exposure epoch at one's own
+    /// rank.
     pub(super) async fn post(
         &mut self,
         on: OnWindow,
@@ -81,14 +82,15 @@ impl Session {
     ) -> Result<(), RmaError> {
         let own = &on.entry.ranks[on.me as usize];
         push(own, segments).await?;
-        self.log(on.window, event, Some(on.reply)).await;
+        self.log_early(on.window, event, on.reply).await;
         own.send(Input::Post { group }).await
     }
 
-    /// `MPI_Win_start`: recorded, answered after its commit (operations of the epoch wait at
-    /// their targets for the post).
+    /// `MPI_Win_start`: recorded, answered once handed to the writer (the `complete` that ends
+    /// the epoch waits for a commit behind it; operations of the epoch wait at their targets
+    /// for the post).
     pub(super) async fn start(&mut self, on: OnWindow, event: Event) -> Result<(), RmaError> {
-        self.log(on.window, event, Some(on.reply)).await;
+        self.log_early(on.window, event, on.reply).await;
         Ok(())
     }
 

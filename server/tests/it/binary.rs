@@ -197,10 +197,21 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     window.lock(LockType::Exclusive, 1, 0).await.unwrap();
     window.put(1, 0, &[4242i64]).unwrap();
     window.unlock(1).await.unwrap();
+    // a PSCW epoch: post and start are answered before their commit, so the complete and the
+    // wait that end it must wait for a commit that covers them and the put
+    let other = Session::attach(&url, &world.tokens[1]).await.unwrap();
+    let exposed = other.window("x").await.unwrap();
+    exposed.post(&[0], 0).unwrap();
+    window.start(&[1], 0).unwrap();
+    window.put(1, 0, &[777i64]).unwrap();
+    window.complete().await.unwrap();
+    exposed.wait().await.unwrap();
     // acknowledged: now kill -9, no chance to flush anything
     child.kill();
     drop(window);
     drop(session);
+    drop(exposed);
+    drop(other);
 
     let (child, url) = start(&data, &flags);
     let audit = Audit::connect(&url, "binary-test-admin-token")
@@ -225,11 +236,37 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
         .find(|event| matches!(event.event, Some(AuditEvent::Store { .. })))
         .expect("the acknowledged store is in the log");
     assert_eq!(store.cseq.is_some(), persisting);
+    let pscw: Vec<(u32, &str)> = events
+        .iter()
+        .filter_map(|event| {
+            let kind = match event.event.as_ref()? {
+                AuditEvent::Post { .. } => "post",
+                AuditEvent::Start { .. } => "start",
+                AuditEvent::Complete => "complete",
+                AuditEvent::WaitExit => "wait_exit",
+                AuditEvent::Op { data, .. } if *data == 777i64.to_le_bytes() => "put",
+                _ => return None,
+            };
+            Some((event.rank, kind))
+        })
+        .collect();
+    for expected in [
+        (1, "post"),
+        (0, "start"),
+        (0, "complete"),
+        (1, "put"),
+        (1, "wait_exit"),
+    ] {
+        assert!(
+            pscw.contains(&expected),
+            "{expected:?} is in the log: {pscw:?}"
+        );
+    }
     let verification = audit.verify(desc.id).await.unwrap();
     assert_eq!(verification.first_bad, None);
     assert_eq!(verification.client_events > 0, persisting);
     let replayed = audit.replay(desc.id, None).await.unwrap();
-    assert_eq!(replayed.ranks[1], 4242i64.to_le_bytes());
+    assert_eq!(replayed.ranks[1], 777i64.to_le_bytes());
     // the world, its tokens and the window came back, rebuilt from the log
     let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
     let window = session.window("x").await.unwrap();
@@ -237,7 +274,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     window.lock(LockType::Shared, 1, 0).await.unwrap();
     let live = window.get::<i64>(1, 0, 1).unwrap();
     window.unlock(1).await.unwrap();
-    assert_eq!(live.value().await.unwrap(), vec![4242]);
+    assert_eq!(live.value().await.unwrap(), vec![777]);
     drop(window);
     session.close().await.unwrap();
     // a window created after the restart never reuses a recorded id
