@@ -5,10 +5,12 @@
 //! builds against older commits too (BENCHMARKS.md, "One write for answers that come
 //! together").
 //!
-//! `cargo run --release -p onesided-bench --example pattern_loop -- PATTERN ITERATIONS [off|sync]`
+//! `cargo run --release -p onesided-bench --example pattern_loop -- PATTERN ITERATIONS [off|sync]
+//! [SERVER_THREADS]`
 //! with PATTERN one of `pscw` (start, put, complete against post, wait), `lock`
 //! (lock-put-unlock), `fence` (put and fence on two ranks), `hot` (64 ranks each doing
-//! ITERATIONS accumulate + flush under lock_all).
+//! ITERATIONS accumulate + flush under lock_all). SERVER_THREADS (default 1: a current-thread
+//! runtime, as the bench's default) gives the in-process server a multi-thread runtime.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +20,9 @@ use onesided_client::{Admin, LockType, Session, WindowSpec};
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(pattern), Some(n)) = (args.get(1).cloned(), args.get(2)) else {
-        anyhow::bail!("usage: pattern_loop pscw|lock|fence|hot ITERATIONS [off|sync]");
+        anyhow::bail!(
+            "usage: pattern_loop pscw|lock|fence|hot ITERATIONS [off|sync] [SERVER_THREADS]"
+        );
     };
     let n: usize = n.parse()?;
     anyhow::ensure!(n > 0, "ITERATIONS must be at least 1");
@@ -26,8 +30,12 @@ fn main() -> anyhow::Result<()> {
         Some("sync") => Audit::Sync,
         _ => Audit::Off,
     };
+    let server_threads = match args.get(4) {
+        Some(count) => Threads::new(count.parse()?),
+        None => Threads::One,
+    };
     Threads::One.runtime("client")?.block_on(async move {
-        let server = InProcess::start(audit, None, Threads::One).await?;
+        let server = InProcess::start(audit, None, server_threads).await?;
         let admin = Admin::connect(server.url.as_str(), &server.admin_token).await?;
         let nranks: u32 = if pattern == "hot" { 64 } else { 2 };
         let created = admin.create_world("w", nranks).await?;
