@@ -458,6 +458,14 @@ struct Writer {
     fencing: Arc<OnceLock<Arc<dyn Fencing>>>,
 }
 
+/// Whether a batch may take more before its commit: fewer than [`BATCH`] messages carrying less
+/// than half the uncommitted-bytes budget (a batch holding half goes at once: submitters wait
+/// for room).
+fn has_room(batch: &[Message]) -> bool {
+    batch.len() < BATCH
+        && batch.iter().map(Message::bytes).sum::<usize>() < MAX_UNCOMMITTED_BYTES / 2
+}
+
 /// Drops the events and snapshots of the windows `gone` names, keeping each remaining
 /// snapshot's place among the remaining events. Returns whether anything was dropped.
 fn drop_windows(
@@ -493,10 +501,7 @@ impl Writer {
             if self.defer {
                 let deadline = tokio::time::Instant::now() + DEFER;
                 // a batch holding half the byte budget goes at once: submitters wait for room
-                while batch.len() < BATCH
-                    && !batch.iter().any(Message::awaited)
-                    && batch.iter().map(Message::bytes).sum::<usize>() < MAX_UNCOMMITTED_BYTES / 2
-                {
+                while has_room(&batch) && !batch.iter().any(Message::awaited) {
                     let room = BATCH - batch.len();
                     tokio::select! {
                         received = inbox.recv_many(&mut batch, room) => {
@@ -510,12 +515,17 @@ impl Writer {
             }
             // what the tasks woken together with this batch's submitters hand over next (the
             // put a PSCW post releases, the wait it ends) joins this commit instead of queueing
-            // behind it for another sync of the disk
-            if batch.len() < BATCH {
+            // behind it for another sync of the disk — within the same bounds as above, so a
+            // batch never carries much more than half the byte budget into the commit's copies
+            if has_room(&batch) {
                 tokio::task::yield_now().await;
-                while batch.len() < BATCH {
+                let mut bytes: usize = batch.iter().map(Message::bytes).sum();
+                while batch.len() < BATCH && bytes < MAX_UNCOMMITTED_BYTES / 2 {
                     match inbox.try_recv() {
-                        Ok(message) => batch.push(message),
+                        Ok(message) => {
+                            bytes += message.bytes();
+                            batch.push(message);
+                        }
                         Err(_) => break,
                     }
                 }
