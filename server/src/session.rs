@@ -509,6 +509,21 @@ impl Session {
         (opening && cluster.is_draining(&self.member.world)).then(|| Arc::clone(cluster))
     }
 
+    /// `event` of this rank on `window` as the audit writer takes it (none with the audit off).
+    fn pending(&self, window: u64, event: Event) -> Vec<AuditPending> {
+        let audit = self.registry.audit();
+        if audit.durability() == Durability::Off {
+            return Vec::new();
+        }
+        vec![AuditPending {
+            window,
+            rank: self.rank_in(window),
+            incarnation: self.incarnation,
+            at_ns: audit.now(),
+            event,
+        }]
+    }
+
     /// Records `event` of this rank on `window` (before anything it causes is forwarded) and
     /// answers `reply` with `Done` — after the commit in sync durability.
     fn log(
@@ -518,17 +533,7 @@ impl Session {
         reply: Option<Reply>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let audit = self.registry.audit().clone();
-        let events = if audit.durability() == Durability::Off {
-            Vec::new()
-        } else {
-            vec![AuditPending {
-                window,
-                rank: self.rank_in(window),
-                incarnation: self.incarnation,
-                at_ns: audit.now(),
-                event,
-            }]
-        };
+        let events = self.pending(window, event);
         let answers: Vec<_> = reply
             .map(|reply| (reply, Ok(server_message::Reply::Done(Done {}))))
             .into_iter()
@@ -549,17 +554,7 @@ impl Session {
         reply: Reply,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let audit = self.registry.audit().clone();
-        let events = if audit.durability() == Durability::Off {
-            Vec::new()
-        } else {
-            vec![AuditPending {
-                window,
-                rank: self.rank_in(window),
-                incarnation: self.incarnation,
-                at_ns: audit.now(),
-                event,
-            }]
-        };
+        let events = self.pending(window, event);
         let early = vec![(reply, Ok(server_message::Reply::Done(Done {})))];
         async move { audit.submit_early(events, Vec::new(), early).await }
     }
