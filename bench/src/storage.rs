@@ -117,7 +117,8 @@ pub const SQLITE_COMMIT_ROWS: usize = 9;
 
 /// The floor of the default audit store: over one sqlx connection to a new SQLite database in
 /// a scratch directory (the data directory's file system), in the store's configuration (WAL,
-/// `synchronous=FULL`: one sync of the WAL per commit), a table shaped like the audit's events
+/// `synchronous=FULL`: one sync of the WAL per commit; the log given its working size first,
+/// `onesided_server::audit::store::prime_wal`), a table shaped like the audit's events
 /// (key `(window_id, seq)`, a [`RECORD_BYTES`] body and a 32-byte hash), and `iterations`
 /// INSERTs of [`SQLITE_COMMIT_ROWS`] rows, each its own transaction, after an unmeasured 10 %:
 /// median µs. What the audit writer cannot go below with SQLite through sqlx; issue 12's target
@@ -144,6 +145,13 @@ pub async fn sqlite_commit(iterations: usize) -> anyhow::Result<f64> {
     .execute(&mut connection)
     .await
     .context("cannot create the table")?;
+    // as the store does at start-up: commits then write the log in place
+    onesided_server::audit::store::prime_wal(
+        &mut connection,
+        &scratch.path().join("commit.db-wal"),
+    )
+    .await
+    .context("cannot prime the write-ahead log")?;
     let body = [0x5a_u8; RECORD_BYTES];
     let hash = [0xa5_u8; 32];
     let skip = warm_up(iterations);

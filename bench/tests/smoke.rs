@@ -62,6 +62,12 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
             ] {
                 assert!(positive(&rss[key]), "bulk_rss.{key} is {rss}");
             }
+            // issue 12, item 3: payloads stored as bytes, not as hex inside JSON
+            let growth = rss["sync_store_bytes_per_byte"].as_f64().unwrap();
+            assert!(
+                (0.9..=1.1).contains(&growth),
+                "the store grew {growth} bytes per byte put"
+            );
             assert_eq!(json["bulk_peak_rss_mib"], rss["off_mib"]);
             assert_eq!(json["sync_sqlite"]["bulk_peak_rss_mib"], rss["sync_mib"]);
             assert!(rss["off_met"].is_boolean() && rss["sync_met"].is_boolean());
