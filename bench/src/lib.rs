@@ -560,6 +560,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 
     let iterations = options.iterations;
     let storage_iterations = storage::iterations(iterations);
+    tokio::task::spawn_blocking(storage::settle).await?;
     let fdatasync_us = tokio::task::spawn_blocking(move || storage::fdatasync(storage_iterations))
         .await?
         .context("the fdatasync reference")?;

@@ -59,6 +59,19 @@ impl Drop for Scratch {
     }
 }
 
+/// Writes back every dirty page of the machine (`sync`) before the storage references are
+/// measured. They run after the bulk puts of the `sync` run and the 256 MiB put of the memory
+/// run, whose hundreds of MiB the kernel may still be writing back; an `fdatasync` waiting
+/// behind them would make the reference slower than the disk was for the `sync` patterns,
+/// which run before any bulk write — in favour of their targets. (It does not make the disk
+/// steady: `fdatasync_us` still ranged 96–151 µs over three runs with it, 94–161 without.)
+/// Best effort: without a `sync` program the references are measured as they are.
+pub fn settle() {
+    if let Err(error) = std::process::Command::new("sync").status() {
+        eprintln!("cannot run sync before the storage references: {error}");
+    }
+}
+
 /// One append of [`RECORD_BYTES`] to a file opened for appending, then `File::sync_data`
 /// (`fdatasync` on Linux), `iterations` times after an unmeasured 10 %: median µs. Every append
 /// grows the file, so each sync also writes the file's new size, as an append to a log does.
