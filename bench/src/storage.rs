@@ -159,12 +159,9 @@ pub async fn sqlite_commit(iterations: usize) -> anyhow::Result<f64> {
     .await
     .context("cannot create the table")?;
     // as the store does at start-up: commits then write the log in place
-    onesided_server::audit::store::prime_wal(
-        &mut connection,
-        &scratch.path().join("commit.db-wal"),
-    )
-    .await
-    .context("cannot prime the write-ahead log")?;
+    onesided_server::audit::store::prime_wal(&mut connection)
+        .await
+        .context("cannot prime the write-ahead log")?;
     let body = [0x5a_u8; RECORD_BYTES];
     let hash = [0xa5_u8; 32];
     let skip = warm_up(iterations);

@@ -18,7 +18,7 @@ use sqlx::{Connection, PgConnection, Postgres, QueryBuilder, Sqlite, SqliteConne
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
-/// Gives the write-ahead log of an SQLite store at `wal` its working size before the first
+/// Gives the write-ahead log of the SQLite store behind `conn` its working size before the first
 /// commit: one checkpoint's worth of pages (`page_size` × `wal_autocheckpoint`), written once as
 /// a blob of zeros in a table of its own, checkpointed, then dropped. SQLite keeps a WAL file at
 /// the largest size it reached and, after a checkpoint, writes it again from the start: until
@@ -33,7 +33,16 @@ static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migration
 ///
 /// # Errors
 /// Database failures.
-pub async fn prime_wal(conn: &mut SqliteConnection, wal: &Path) -> anyhow::Result<()> {
+pub async fn prime_wal(conn: &mut SqliteConnection) -> anyhow::Result<()> {
+    // the main database's file; empty for one in memory, which has no log to prime
+    let file: String =
+        sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+            .fetch_one(&mut *conn)
+            .await?;
+    if file.is_empty() {
+        return Ok(());
+    }
+    let wal = format!("{file}-wal");
     let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
         .fetch_one(&mut *conn)
         .await?;
@@ -43,7 +52,7 @@ pub async fn prime_wal(conn: &mut SqliteConnection, wal: &Path) -> anyhow::Resul
     // SQLite's default, where automatic checkpoints are off
     let pages = if pages > 0 { pages } else { 1000 };
     let working = page_size.saturating_mul(pages);
-    let size = std::fs::metadata(wal).map_or(0, |meta| meta.len());
+    let size = std::fs::metadata(&wal).map_or(0, |meta| meta.len());
     if i64::try_from(size).unwrap_or(i64::MAX) >= working {
         return Ok(());
     }
@@ -233,7 +242,7 @@ impl AuditStore {
                 if on_disk {
                     create_private(name)?;
                 }
-                Self::sqlite(options, on_disk).await
+                Self::sqlite(options).await
             }
             Some(other) => {
                 // not the URL itself: it may carry a password
@@ -245,17 +254,12 @@ impl AuditStore {
             None => {
                 let path = data_dir.join("audit.db");
                 create_private(&path)?;
-                Self::sqlite(SqliteConnectOptions::new().filename(path), true).await
+                Self::sqlite(SqliteConnectOptions::new().filename(path)).await
             }
         }
     }
 
-    async fn sqlite(options: SqliteConnectOptions, on_disk: bool) -> anyhow::Result<Self> {
-        let wal = on_disk.then(|| {
-            let mut wal = options.get_filename().as_os_str().to_owned();
-            wal.push("-wal");
-            std::path::PathBuf::from(wal)
-        });
+    async fn sqlite(options: SqliteConnectOptions) -> anyhow::Result<Self> {
         let options = options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -272,18 +276,13 @@ impl AuditStore {
             .run(&pool)
             .await
             .map_err(migration_error)?;
-        if let Some(wal) = wal {
-            // only an optimisation: a store that cannot be primed still works
-            let primed = match pool.acquire().await {
-                Ok(mut conn) => prime_wal(&mut conn, &wal).await,
-                Err(error) => Err(error.into()),
-            };
-            if let Err(error) = primed {
-                tracing::warn!(
-                    wal = %wal.display(),
-                    "cannot give the SQLite write-ahead log its working size: {error:#}"
-                );
-            }
+        // only an optimisation: a store that cannot be primed still works
+        let primed = match pool.acquire().await {
+            Ok(mut conn) => prime_wal(&mut conn).await,
+            Err(error) => Err(error.into()),
+        };
+        if let Err(error) = primed {
+            tracing::warn!("cannot give the SQLite write-ahead log its working size: {error:#}");
         }
         Ok(AuditStore::Sqlite(pool))
     }
@@ -1017,6 +1016,36 @@ mod tests {
 
     use onesided_core::audit::{chain_hash, verify, GENESIS};
 
+    /// Rows `seqs` of `window`'s chain after `previous`, each a flush, hashed as the writer does.
+    fn chained(
+        window: u64,
+        seqs: std::ops::RangeInclusive<u64>,
+        mut previous: [u8; 32],
+    ) -> Vec<NewRow> {
+        seqs.map(|seq| {
+            let record = AuditRecord {
+                window,
+                seq,
+                at_ns: seq * 10,
+                rank: (seq % 3) as u32,
+                incarnation: 1,
+                cseq: None,
+                event: Event::Flush { origin: seq as u32 },
+            };
+            let body = Body::encode(&record.event);
+            let hash = chain_hash(&previous, &record, &body);
+            let row = NewRow {
+                record,
+                body,
+                prev_hash: previous,
+                hash,
+            };
+            previous = hash;
+            row
+        })
+        .collect()
+    }
+
     /// Batches of every shape's length, one past it and one short of it, each on a window of its
     /// own, are stored row for row — no padding row lands, none is lost — and the chains verify:
     /// in SQLite and in PostgreSQL, in one statement (up to 256 rows) and in a transaction.
@@ -1031,30 +1060,7 @@ mod tests {
         let mut committer = Committer::new(store.clone());
         let lengths = [1, 2, 3, 5, 63, 64, 65, 128, 159, 255, 256, 257, 700];
         for (window, &len) in (1u64..).zip(lengths.iter()) {
-            let mut previous = GENESIS;
-            let rows: Vec<NewRow> = (1..=len as u64)
-                .map(|seq| {
-                    let record = AuditRecord {
-                        window,
-                        seq,
-                        at_ns: seq * 10,
-                        rank: (seq % 3) as u32,
-                        incarnation: 1,
-                        cseq: None,
-                        event: Event::Flush { origin: seq as u32 },
-                    };
-                    let body = Body::encode(&record.event);
-                    let hash = chain_hash(&previous, &record, &body);
-                    let row = NewRow {
-                        record,
-                        body,
-                        prev_hash: previous,
-                        hash,
-                    };
-                    previous = hash;
-                    row
-                })
-                .collect();
+            let rows = chained(window, 1..=len as u64, GENESIS);
             committer.insert(&rows, &[]).await.unwrap();
             let stored = store.rows(window, 1).await.unwrap();
             assert_eq!(stored.len(), len, "a batch of {len} rows");
@@ -1092,30 +1098,9 @@ mod tests {
         let mut committer = Committer::new(store.clone());
         let mut previous = GENESIS;
         for seq in 1..=200u64 {
-            let record = AuditRecord {
-                window: 1,
-                seq,
-                at_ns: seq,
-                rank: 0,
-                incarnation: 1,
-                cseq: None,
-                event: Event::Flush { origin: 0 },
-            };
-            let body = Body::encode(&record.event);
-            let hash = chain_hash(&previous, &record, &body);
-            committer
-                .insert(
-                    &[NewRow {
-                        record,
-                        body,
-                        prev_hash: previous,
-                        hash,
-                    }],
-                    &[],
-                )
-                .await
-                .unwrap();
-            previous = hash;
+            let row = chained(1, seq..=seq, previous);
+            committer.insert(&row, &[]).await.unwrap();
+            previous = row[0].hash;
         }
         assert_eq!(size(), primed, "a commit grew the log");
         assert_eq!(store.rows(1, 1).await.unwrap().len(), 200);
