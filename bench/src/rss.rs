@@ -161,11 +161,11 @@ impl ServerProcess {
     }
 }
 
-/// Bytes of the files below `dir`.
 /// The bytes of the SQLite store at `path` that hold data: its pages less those on its free
-/// list. Not the file's size: the store keeps the pages it frees (among them the ones its
-/// start-up primer freed, `prime_wal`) for later rows, so a put into a new store first fills
-/// those, and its write-ahead log is there before the put and gone after a clean stop.
+/// list, and its events file (`path` + `-events`, where large events are written; the whole
+/// file). Not the database file's size: the store keeps the pages it frees (among them the
+/// ones its start-up primer freed, `prime_wal`) for later rows, so a put into a new store first
+/// fills those, and its write-ahead log is there before the put and gone after a clean stop.
 async fn store_bytes(path: &Path) -> anyhow::Result<u64> {
     use sqlx::sqlite::SqliteConnectOptions;
     use sqlx::{ConnectOptions, Connection};
@@ -185,7 +185,14 @@ async fn store_bytes(path: &Path) -> anyhow::Result<u64> {
     let free = pragma("freelist_count").await?;
     let size = pragma("page_size").await?;
     conn.close().await?;
-    Ok(pages.saturating_sub(free) * size)
+    let mut events = path.as_os_str().to_owned();
+    events.push("-events");
+    let events = match std::fs::metadata(&events) {
+        Ok(meta) => meta.len(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(error) => return Err(error).context("cannot read the store's events file"),
+    };
+    Ok(pages.saturating_sub(free) * size + events)
 }
 
 impl Drop for ServerProcess {

@@ -3,8 +3,9 @@
 //! chains (`audit_events`) and reads the rows clients persisted themselves (`client_events`,
 //! written by the client library).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use onesided_core::audit::{AuditRecord, Body, Event, RecordedWindow, StoredRow};
@@ -73,6 +74,219 @@ pub async fn prime_wal(conn: &mut SqliteConnection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Events whose protobuf bytes reach this size go to an SQLite store's events file
+/// ([`EventFile`]) instead of its rows. A commit that holds one syncs the file and then the
+/// database: one more `fdatasync`, paid by commits that carry at least this many bytes, which
+/// the write-ahead log would have written twice (BENCHMARKS.md, "Large events written once").
+pub const FILE_EVENT_BYTES: usize = 128 << 10;
+
+/// The file beside an SQLite store's database (`audit.db-events` for `audit.db`) that large
+/// events ([`FILE_EVENT_BYTES`]) are appended to, each written once: in a row, SQLite writes
+/// the bytes into its write-ahead log and then, at the checkpoint, again into the database,
+/// which halved what a `sync` bulk put got of the disk (issue 12, item 3). The row keeps the
+/// event's offset and length (`event_at`, `event_len`); its hash covers the event's bytes as
+/// ever, so a changed, truncated or missing file fails verification at the rows it held.
+///
+/// Order: the bytes are written and `fdatasync`ed before the commit of the rows that point at
+/// them, so a committed row never points at bytes not on disk. A crash between the two leaves
+/// bytes no row points at; appends continue after them. The first writer of a process takes an
+/// exclusive lock on the file (`flock`) and appends from the end of the file or of the last
+/// event a row points at, whichever is further; a store whose file cannot be opened or is
+/// locked by another process keeps its events in their rows, as before, and says so once.
+#[derive(Debug)]
+pub struct EventFile {
+    path: PathBuf,
+    appender: tokio::sync::Mutex<Appender>,
+}
+
+#[derive(Debug)]
+enum Appender {
+    /// Not needed yet.
+    Unopened,
+    /// Appends at `end`.
+    Open { file: Arc<std::fs::File>, end: u64 },
+    /// Events stay in their rows.
+    Refused,
+}
+
+impl EventFile {
+    /// The events file of the SQLite database at `database`.
+    pub fn beside(database: &Path) -> Self {
+        let mut name = database.as_os_str().to_owned();
+        name.push("-events");
+        EventFile {
+            path: PathBuf::from(name),
+            appender: tokio::sync::Mutex::new(Appender::Unopened),
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends the events of `rows` of at least [`FILE_EVENT_BYTES`] and syncs the file:
+    /// `(offset, length)` for each row whose event is now there, `None` for the rest (an empty
+    /// vector when none is).
+    ///
+    /// # Errors
+    /// The write or the sync failed (nothing of this call is pointed at; the next append
+    /// writes over it).
+    pub async fn append(
+        &self,
+        conn: &mut SqliteConnection,
+        rows: &[NewRow],
+    ) -> anyhow::Result<Vec<Option<(i64, i64)>>> {
+        let large = |row: &NewRow| match &row.body {
+            Body::Binary(bytes) if bytes.len() >= FILE_EVENT_BYTES => Some(bytes.len()),
+            _ => None,
+        };
+        let total: usize = rows.iter().filter_map(large).sum();
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let mut appender = self.appender.lock().await;
+        if matches!(*appender, Appender::Unopened) {
+            *appender = match self.open(conn).await {
+                Ok(open) => open,
+                Err(error) => {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        "large audit events stay in their rows: {error:#}"
+                    );
+                    Appender::Refused
+                }
+            };
+        }
+        let Appender::Open { file, end } = &mut *appender else {
+            return Ok(Vec::new());
+        };
+        // one write for all of them (a copy: the rows stay the writer's until the commit)
+        let mut bytes = Vec::with_capacity(total);
+        let mut placed = Vec::with_capacity(rows.len());
+        for row in rows {
+            placed.push(match &row.body {
+                Body::Binary(event) if large(row).is_some() => {
+                    let at = *end + bytes.len() as u64;
+                    bytes.extend_from_slice(event);
+                    Some((at as i64, event.len() as i64))
+                }
+                _ => None,
+            });
+        }
+        let (file_, at) = (Arc::clone(file), *end);
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            use std::os::unix::fs::FileExt;
+            file_.write_all_at(&bytes, at)?;
+            file_.sync_data()
+        })
+        .await
+        .context("the events file's writer panicked")?
+        .with_context(|| format!("cannot write {}", self.path.display()))?;
+        *end += total as u64;
+        Ok(placed)
+    }
+
+    /// Opens the file for appending, creating it (and syncing its directory) when new.
+    async fn open(&self, conn: &mut SqliteConnection) -> anyhow::Result<Appender> {
+        let pointed: Option<i64> = sqlx::query_scalar(
+            "SELECT event_at + event_len FROM audit_events WHERE event_at IS NOT NULL \
+             ORDER BY event_at DESC LIMIT 1",
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        let path = self.path.clone();
+        let (file, len) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            use std::os::unix::fs::OpenOptionsExt;
+            let open = |create: bool| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(create)
+                    .mode(0o600)
+                    .open(&path)
+            };
+            let file = match open(false) {
+                Ok(file) => file,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    let file = open(true)?;
+                    // the new name must survive a crash as the bytes written under it do
+                    if let Some(dir) = path.parent() {
+                        let dir = if dir.as_os_str().is_empty() {
+                            Path::new(".")
+                        } else {
+                            dir
+                        };
+                        std::fs::File::open(dir)?.sync_all()?;
+                    }
+                    file
+                }
+                Err(error) => return Err(error.into()),
+            };
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    anyhow::bail!("another process appends to it")
+                }
+                Err(std::fs::TryLockError::Error(error)) => return Err(error.into()),
+            }
+            let len = file.metadata()?.len();
+            Ok((file, len))
+        })
+        .await
+        .context("the events file's opener panicked")??;
+        let pointed = u64::try_from(pointed.unwrap_or(0)).unwrap_or(0);
+        Ok(Appender::Open {
+            file: Arc::new(file),
+            end: len.max(pointed),
+        })
+    }
+
+    /// Reads the events at `spans` (`(offset, length)` as stored): each one's bytes, or why
+    /// they cannot be read.
+    ///
+    /// # Errors
+    /// Only when the reader could not run; a missing file or a span past its end is an `Err`
+    /// for that span.
+    pub async fn read(
+        &self,
+        spans: Vec<(i64, i64)>,
+    ) -> anyhow::Result<Vec<Result<Vec<u8>, String>>> {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::FileExt;
+            let file = std::fs::File::open(&path).and_then(|file| {
+                let len = file.metadata()?.len();
+                Ok((file, len))
+            });
+            spans
+                .into_iter()
+                .map(|(at, len)| {
+                    let (file, size) = file.as_ref().map_err(|error| {
+                        format!("the events file {} cannot be read: {error}", path.display())
+                    })?;
+                    let (Ok(at), Ok(len)) = (u64::try_from(at), u64::try_from(len)) else {
+                        return Err(format!("the event's place in the events file is negative ({at}, {len})"));
+                    };
+                    if at.checked_add(len).is_none_or(|end| end > *size) {
+                        return Err(format!(
+                            "the event ({len} bytes at {at}) lies past the end of {} ({size} bytes)",
+                            path.display()
+                        ));
+                    }
+                    let mut bytes = vec![0; len as usize];
+                    file.read_exact_at(&mut bytes, at).map_err(|error| {
+                        format!("cannot read the event at {at} of {}: {error}", path.display())
+                    })?;
+                    Ok(bytes)
+                })
+                .collect()
+        })
+        .await
+        .context("the events file's reader panicked")
+    }
+}
+
 /// A row ready to insert.
 #[derive(Clone, Debug)]
 pub struct NewRow {
@@ -127,7 +341,7 @@ pub struct Snapshot {
 macro_rules! on_pool {
     ($store:expr, $pool:ident => $body:expr) => {
         match $store {
-            AuditStore::Sqlite($pool) => $body,
+            AuditStore::Sqlite($pool, _) => $body,
             AuditStore::Postgres($pool) => $body,
         }
     };
@@ -150,8 +364,8 @@ fn hash32(bytes: &[u8]) -> [u8; 32] {
 /// Where the audit log lives.
 #[derive(Clone, Debug)]
 pub enum AuditStore {
-    /// An embedded SQLite file.
-    Sqlite(SqlitePool),
+    /// An embedded SQLite file, and its events file (`None` for a database in memory).
+    Sqlite(SqlitePool, Option<Arc<EventFile>>),
     /// A PostgreSQL database.
     Postgres(PgPool),
 }
@@ -276,15 +490,19 @@ impl AuditStore {
             .run(&pool)
             .await
             .map_err(migration_error)?;
+        let mut conn = pool.acquire().await?;
+        // the main database's file; empty for one in memory
+        let file: String =
+            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                .fetch_one(&mut *conn)
+                .await?;
+        let events = (!file.is_empty()).then(|| Arc::new(EventFile::beside(Path::new(&file))));
         // only an optimisation: a store that cannot be primed still works
-        let primed = match pool.acquire().await {
-            Ok(mut conn) => prime_wal(&mut conn).await,
-            Err(error) => Err(error.into()),
-        };
-        if let Err(error) = primed {
+        if let Err(error) = prime_wal(&mut conn).await {
             tracing::warn!("cannot give the SQLite write-ahead log its working size: {error:#}");
         }
-        Ok(AuditStore::Sqlite(pool))
+        drop(conn);
+        Ok(AuditStore::Sqlite(pool, events))
     }
 
     /// The highest window id ever recorded (0 when none), so new windows never reuse an id.
@@ -294,7 +512,7 @@ impl AuditStore {
     pub async fn max_window_id(&self) -> anyhow::Result<u64> {
         let sql = "SELECT COALESCE(MAX(window_id), 0) FROM audit_windows";
         let max: i64 = match self {
-            AuditStore::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+            AuditStore::Sqlite(pool, _) => sqlx::query_scalar(sql).fetch_one(pool).await?,
             AuditStore::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
         };
         Ok(max as u64)
@@ -338,7 +556,7 @@ impl AuditStore {
 
     async fn acquire(&self) -> anyhow::Result<Held> {
         Ok(match self {
-            AuditStore::Sqlite(pool) => Held::Sqlite(pool.acquire().await?),
+            AuditStore::Sqlite(pool, _) => Held::Sqlite(pool.acquire().await?),
             AuditStore::Postgres(pool) => Held::Postgres(pool.acquire().await?),
         })
     }
@@ -567,7 +785,7 @@ impl AuditStore {
                    (SELECT COUNT(*) FROM audit_events e WHERE e.window_id = w.window_id) \
                    FROM audit_windows w ORDER BY w.window_id";
         let rows: Vec<(i64, String, String, i64)> = match self {
-            AuditStore::Sqlite(pool) => sqlx::query_as(sql).fetch_all(pool).await?,
+            AuditStore::Sqlite(pool, _) => sqlx::query_as(sql).fetch_all(pool).await?,
             AuditStore::Postgres(pool) => sqlx::query_as(sql).fetch_all(pool).await?,
         };
         Ok(rows
@@ -586,8 +804,8 @@ impl AuditStore {
     /// # Errors
     /// Database failures, or a body this version cannot read.
     pub async fn rows(&self, window: u64, from: u64) -> anyhow::Result<Vec<StoredRow>> {
-        let sql =
-            "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, hash \
+        let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, \
+                   hash, event_at, event_len \
                    FROM audit_events WHERE window_id = $1 AND seq >= $2 ORDER BY seq";
         let (Some(window_id), Some(from)) = (bigint(window), bigint(from)) else {
             return Ok(Vec::new());
@@ -599,11 +817,45 @@ impl AuditStore {
                 .fetch_all(pool)
                 .await?
         });
-        Ok(raw.into_iter().map(|raw| stored_row(window, raw)).collect())
+        self.stored_rows(window, raw).await
+    }
+
+    /// The rows of `window` as selected, with the events kept in the events file read from it.
+    async fn stored_rows(&self, window: u64, raw: Vec<Raw>) -> anyhow::Result<Vec<StoredRow>> {
+        let spans: Vec<(i64, i64)> = raw.iter().filter_map(|raw| raw.8.zip(raw.9)).collect();
+        let mut read = if spans.is_empty() {
+            Vec::new()
+        } else {
+            match self {
+                AuditStore::Sqlite(_, Some(file)) => file.read(spans).await?,
+                _ => spans
+                    .iter()
+                    .map(|_| {
+                        Err(
+                            "the row's event lies in an events file this store has none of"
+                                .to_string(),
+                        )
+                    })
+                    .collect(),
+            }
+        }
+        .into_iter();
+        Ok(raw
+            .into_iter()
+            .map(|raw| {
+                let in_file = if raw.8.is_some() && raw.9.is_some() {
+                    read.next()
+                } else {
+                    None
+                };
+                stored_row(window, raw, in_file)
+            })
+            .collect())
     }
 }
 
-/// A row as selected: seq (or cseq), at_ns, rank, incarnation, JSON body, binary event, hashes.
+/// A row as selected: seq (or cseq), at_ns, rank, incarnation, JSON body, binary event, hashes,
+/// and where in the events file its event lies (offset, length).
 type Raw = (
     i64,
     i64,
@@ -613,23 +865,32 @@ type Raw = (
     Option<Vec<u8>>,
     Vec<u8>,
     Vec<u8>,
+    Option<i64>,
+    Option<i64>,
 );
 
+/// `raw` as a row; `in_file` is its event as read from the events file, when it lies there.
 fn stored_row(
     window: u64,
-    (seq, at_ns, rank, incarnation, json, binary, prev_hash, hash): Raw,
+    (seq, at_ns, rank, incarnation, json, binary, prev_hash, hash, _, _): Raw,
+    in_file: Option<Result<Vec<u8>, String>>,
 ) -> StoredRow {
-    // the schema's CHECK keeps exactly one; a row with neither reads as empty JSON and fails
+    // the schema's CHECK keeps exactly one; a row with none reads as empty JSON and fails
     // verification
-    let body = match (binary, json) {
-        (Some(bytes), _) => Body::Binary(bytes),
-        (None, text) => Body::Json(text.unwrap_or_default()),
+    let (body, lost) = match (in_file, binary, json) {
+        (Some(Ok(bytes)), ..) => (Body::Binary(bytes), None),
+        // an event that cannot be read from the file is no bytes: its hash fails, verification
+        // names its row
+        (Some(Err(why)), ..) => (Body::Binary(Vec::new()), Some(why)),
+        (None, Some(bytes), _) => (Body::Binary(bytes), None),
+        (None, None, text) => (Body::Json(text.unwrap_or_default()), None),
     };
     // an unreadable body fails verification, which names its row; readers that act on events
     // refuse it (core's `readable`)
-    let (event, unreadable) = match body.decode() {
-        Ok(event) => (event, None),
-        Err(error) => (Event::Detach, Some(error.message)),
+    let (event, unreadable) = match (lost, body.decode()) {
+        (Some(why), _) => (Event::Detach, Some(why)),
+        (None, Ok(event)) => (event, None),
+        (None, Err(error)) => (Event::Detach, Some(error.message)),
     };
     StoredRow {
         record: AuditRecord {
@@ -677,8 +938,10 @@ impl AuditStore {
         window: u64,
         which: ClientRows,
     ) -> anyhow::Result<Vec<StoredRow>> {
+        // clients keep every event in its row
         const COLUMNS: &str = "SELECT cseq, at_ns, CAST(rank AS BIGINT), incarnation, body, \
-                               event, prev_hash, hash FROM client_events WHERE window_id = $1";
+                               event, prev_hash, hash, CAST(NULL AS BIGINT), \
+                               CAST(NULL AS BIGINT) FROM client_events WHERE window_id = $1";
         let (sql, chain) = match which {
             ClientRows::All => (format!("{COLUMNS} ORDER BY rank, incarnation, cseq"), None),
             ClientRows::Range {
@@ -720,11 +983,11 @@ impl AuditStore {
             }};
         }
         let raw: Vec<Raw> = match self {
-            AuditStore::Sqlite(pool) => fetch!(pool),
+            AuditStore::Sqlite(pool, _) => fetch!(pool),
             AuditStore::Postgres(pool) => fetch!(pool),
         };
         // record.seq is the cseq: the row's place in its own chain
-        Ok(raw.into_iter().map(|raw| stored_row(window, raw)).collect())
+        self.stored_rows(window, raw).await
     }
 }
 
@@ -778,9 +1041,24 @@ impl Committer {
             Some(held) => held,
             None => self.store.acquire().await?,
         };
-        let inserted = match &mut held {
-            Held::Sqlite(conn) => insert_sqlite(conn, rows, snapshots, guard).await,
-            Held::Postgres(conn) => insert_postgres(conn, rows, snapshots, guard).await,
+        let inserted = match (&self.store, &mut held) {
+            (AuditStore::Sqlite(_, file), Held::Sqlite(conn)) => {
+                // the large events first, on disk before any row that points at them
+                let placed = match file {
+                    Some(file) => file.append(conn, rows).await,
+                    None => Ok(Vec::new()),
+                };
+                match placed {
+                    Ok(placed) => insert_sqlite(conn, rows, &placed, snapshots, guard).await,
+                    Err(error) => {
+                        // the file failed, not the connection
+                        self.held = Some(held);
+                        return Err(error);
+                    }
+                }
+            }
+            (_, Held::Postgres(conn)) => insert_postgres(conn, rows, &[], snapshots, guard).await,
+            (_, Held::Sqlite(conn)) => insert_sqlite(conn, rows, &[], snapshots, guard).await,
         };
         match inserted {
             Ok(()) => self.held = Some(held),
@@ -804,9 +1082,15 @@ impl Committer {
 /// cost more than its fsync; with exact power-of-two pieces, a batch of 159 rows was six
 /// statements inside BEGIN … COMMIT, eight round trips to the database instead of one.) The
 /// statements' text is built once ([`padded_texts`]: `texts`), not for every commit.
+///
+/// With `file_columns` (SQLite) each row also binds `event_at` and `event_len`: `placed[i]`, when
+/// row `i`'s event was written to the events file ([`EventFile::append`]; `placed` is empty
+/// when none was), and then no `event`.
 fn padded_insert<'a, DB: sqlx::Database>(
     texts: &'static [String],
+    file_columns: bool,
     rows: &'a [NewRow],
+    placed: &[Option<(i64, i64)>],
 ) -> sqlx::query::Query<'a, DB, <DB as sqlx::Database>::Arguments<'a>>
 where
     Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
@@ -820,8 +1104,10 @@ where
         .iter()
         .map(Some)
         .chain(std::iter::repeat_n(None, shape - rows.len()));
-    for row in padded {
+    for (index, row) in padded.enumerate() {
+        let in_file = row.and_then(|_| placed.get(index).copied().flatten());
         let (json, binary) = match row.map(|row| &row.body) {
+            _ if in_file.is_some() => (None, None),
             Some(Body::Json(text)) => (Some(text.as_str()), None),
             Some(Body::Binary(bytes)) => (None, Some(bytes.as_slice())),
             None => (None, None),
@@ -837,33 +1123,39 @@ where
             .bind(binary)
             .bind(row.map(|row| row.prev_hash.as_slice()))
             .bind(row.map(|row| row.hash.as_slice()));
+        if file_columns {
+            query = query
+                .bind(in_file.map(|(at, _)| at))
+                .bind(in_file.map(|(_, len)| len));
+        }
     }
     query
 }
 
 /// Columns of `audit_events` that [`padded_insert`] binds per row.
-const PADDED_COLUMNS: usize = 10;
+const PADDED_COLUMNS: &str =
+    "window_id, seq, at_ns, rank, incarnation, kind, body, event, prev_hash, hash";
+
+/// The same for SQLite, which may keep an event in the events file.
+const PADDED_COLUMNS_SQLITE: &str = "window_id, seq, at_ns, rank, incarnation, kind, body, \
+     event, prev_hash, hash, event_at, event_len";
 
 /// The text of [`padded_insert`]'s statement for 1, 2, 4 … [`MAX_ROWS_PER_INSERT`] rows, built
 /// once: formatting a 128-row statement's 1 280 placeholders for every commit cost the audit
 /// writer a fifth of its own instructions per commit (`valgrind --tool=callgrind`,
 /// BENCHMARKS.md). `VALUES` names its columns `column1` … in SQLite and PostgreSQL alike.
-fn padded_texts(placeholder: fn(usize) -> String) -> Vec<String> {
+fn padded_texts(columns: &str, placeholder: fn(usize) -> String) -> Vec<String> {
+    let width = columns.split(',').count();
     (0..=MAX_ROWS_PER_INSERT.trailing_zeros())
         .map(|power| {
             let shape = 1usize << power;
-            let mut sql = String::from(
-                "INSERT INTO audit_events \
-                 (window_id, seq, at_ns, rank, incarnation, kind, body, event, prev_hash, hash) \
-                 SELECT * FROM (VALUES ",
-            );
+            let mut sql = format!("INSERT INTO audit_events ({columns}) SELECT * FROM (VALUES ");
             for row in 0..shape {
                 if row > 0 {
                     sql.push_str(", ");
                 }
-                let first = row * PADDED_COLUMNS + 1;
-                let placeholders: Vec<String> =
-                    (first..first + PADDED_COLUMNS).map(placeholder).collect();
+                let first = row * width + 1;
+                let placeholders: Vec<String> = (first..first + width).map(placeholder).collect();
                 sql.push('(');
                 sql.push_str(&placeholders.join(", "));
                 sql.push(')');
@@ -878,11 +1170,11 @@ fn padded_texts(placeholder: fn(usize) -> String) -> Vec<String> {
 /// looks each parameter's name up in SQLite, `sqlite3_bind_parameter_name`, a walk of the
 /// statement's list of names: quadratic in the 2 560 parameters of a 256-row statement.)
 static PADDED_INSERTS_SQLITE: std::sync::LazyLock<Vec<String>> =
-    std::sync::LazyLock::new(|| padded_texts(|_| "?".to_string()));
+    std::sync::LazyLock::new(|| padded_texts(PADDED_COLUMNS_SQLITE, |_| "?".to_string()));
 
 /// [`padded_texts`] for PostgreSQL: `$1` … `$n`.
 static PADDED_INSERTS_POSTGRES: std::sync::LazyLock<Vec<String>> =
-    std::sync::LazyLock::new(|| padded_texts(|n| format!("${n}")));
+    std::sync::LazyLock::new(|| padded_texts(PADDED_COLUMNS, |n| format!("${n}")));
 
 /// What a commit in a cluster checks in its own transaction before it inserts anything: that
 /// `node` still holds each world's lease at the epoch given (`crate::cluster`).
@@ -938,15 +1230,25 @@ async fn guard_sqlite(_: &mut SqliteConnection, _: &Guard) -> anyhow::Result<()>
 }
 
 macro_rules! insert_fn {
-    ($name:ident, $conn:ty, $db:ty, $guard:ident, $texts:ident) => {
-        async fn $name(conn: &mut $conn, rows: &[NewRow], snapshots: &[Snapshot], guard: Option<&Guard>) -> anyhow::Result<()> {
+    ($name:ident, $conn:ty, $db:ty, $guard:ident, $texts:ident, $file_columns:expr) => {
+        /// `placed`: where [`EventFile::append`] put the rows' large events (empty: nowhere).
+        async fn $name(
+            conn: &mut $conn,
+            rows: &[NewRow],
+            placed: &[Option<(i64, i64)>],
+            snapshots: &[Snapshot],
+            guard: Option<&Guard>,
+        ) -> anyhow::Result<()> {
             let creates = rows
                 .iter()
                 .any(|row| matches!(row.record.event, Event::WindowCreated { .. }));
             if snapshots.is_empty() && !creates && rows.len() <= MAX_ROWS_PER_INSERT && guard.is_none() {
                 // one statement is its own transaction: no BEGIN and COMMIT round trips to the
                 // database (sqlite's worker thread, or PostgreSQL over the network)
-                padded_insert::<$db>(&$texts, rows).persistent(true).execute(&mut *conn).await?;
+                padded_insert::<$db>(&$texts, $file_columns, rows, placed)
+                    .persistent(true)
+                    .execute(&mut *conn)
+                    .await?;
                 return Ok(());
             }
             let mut tx = conn.begin().await?;
@@ -965,7 +1267,9 @@ macro_rules! insert_fn {
                 .execute(&mut *tx)
                 .await?;
             }
-            for chunk in rows.chunks(MAX_ROWS_PER_INSERT) {
+            for (index, chunk) in rows.chunks(MAX_ROWS_PER_INSERT).enumerate() {
+                let first = index * MAX_ROWS_PER_INSERT;
+                let placed = placed.get(first..).unwrap_or_default();
                 let created: Vec<(u64, &str, &str)> = chunk
                     .iter()
                     .filter_map(|row| match &row.record.event {
@@ -983,7 +1287,9 @@ macro_rules! insert_fn {
                     });
                     query.build().execute(&mut *tx).await?;
                 }
-                padded_insert::<$db>(&$texts, chunk).execute(&mut *tx).await?;
+                padded_insert::<$db>(&$texts, $file_columns, chunk, placed)
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await?;
             Ok(())
@@ -1000,14 +1306,16 @@ insert_fn!(
     SqliteConnection,
     Sqlite,
     guard_sqlite,
-    PADDED_INSERTS_SQLITE
+    PADDED_INSERTS_SQLITE,
+    true
 );
 insert_fn!(
     insert_postgres,
     PgConnection,
     Postgres,
     guard_postgres,
-    PADDED_INSERTS_POSTGRES
+    PADDED_INSERTS_POSTGRES,
+    false
 );
 
 #[cfg(test)]
@@ -1020,30 +1328,45 @@ mod tests {
     fn chained(
         window: u64,
         seqs: std::ops::RangeInclusive<u64>,
+        previous: [u8; 32],
+    ) -> Vec<NewRow> {
+        let first = *seqs.start();
+        let events = seqs.map(|seq| Event::Flush { origin: seq as u32 });
+        chained_events(window, first, events, previous)
+    }
+
+    /// `events` as rows of `window`'s chain from `first` on, after `previous`, hashed as the
+    /// writer does.
+    fn chained_events(
+        window: u64,
+        first: u64,
+        events: impl IntoIterator<Item = Event>,
         mut previous: [u8; 32],
     ) -> Vec<NewRow> {
-        seqs.map(|seq| {
-            let record = AuditRecord {
-                window,
-                seq,
-                at_ns: seq * 10,
-                rank: (seq % 3) as u32,
-                incarnation: 1,
-                cseq: None,
-                event: Event::Flush { origin: seq as u32 },
-            };
-            let body = Body::encode(&record.event);
-            let hash = chain_hash(&previous, &record, &body);
-            let row = NewRow {
-                record,
-                body,
-                prev_hash: previous,
-                hash,
-            };
-            previous = hash;
-            row
-        })
-        .collect()
+        (first..)
+            .zip(events)
+            .map(|(seq, event)| {
+                let record = AuditRecord {
+                    window,
+                    seq,
+                    at_ns: seq * 10,
+                    rank: (seq % 3) as u32,
+                    incarnation: 1,
+                    cseq: None,
+                    event,
+                };
+                let body = Body::encode(&record.event);
+                let hash = chain_hash(&previous, &record, &body);
+                let row = NewRow {
+                    record,
+                    body,
+                    prev_hash: previous,
+                    hash,
+                };
+                previous = hash;
+                row
+            })
+            .collect()
     }
 
     /// Batches of every shape's length, one past it and one short of it, each on a window of its
@@ -1086,7 +1409,7 @@ mod tests {
         let primed = size();
         // SQLite's defaults: 4 KiB pages, a checkpoint every 1000 of them
         assert!(primed >= 4096 * 1000, "the log has {primed} bytes");
-        let AuditStore::Sqlite(pool) = &store else {
+        let AuditStore::Sqlite(pool, _) = &store else {
             panic!("not SQLite")
         };
         let primer: i64 =
@@ -1105,6 +1428,201 @@ mod tests {
         assert_eq!(size(), primed, "a commit grew the log");
         assert_eq!(store.rows(1, 1).await.unwrap().len(), 200);
         drop(committer);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A published block of `len` bytes, all `byte`.
+    fn published(len: usize, byte: u8) -> Event {
+        Event::Published {
+            offset: 0,
+            data: vec![byte; len],
+        }
+    }
+
+    /// `(event IS NULL, event_len)` of each row of `window`, in order.
+    async fn placements(pool: &SqlitePool, window: i64) -> Vec<(bool, Option<i64>)> {
+        sqlx::query_as(
+            "SELECT event IS NULL, event_len FROM audit_events WHERE window_id = $1 ORDER BY seq",
+        )
+        .bind(window)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("onesided-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Large events are appended to `audit.db-events` once, their rows point at them, small ones
+    /// stay in their rows; readers get every event's bytes back and the chain verifies, also
+    /// after a restart, which appends after what is there — including bytes a crash left that
+    /// no row points at.
+    #[tokio::test]
+    async fn large_events_are_written_once_beside_the_database() {
+        let dir = scratch("event-file");
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let AuditStore::Sqlite(pool, _) = &store else {
+            panic!("not SQLite")
+        };
+        let used = || async {
+            let pages: i64 = sqlx::query_scalar(
+                "SELECT (SELECT page_count FROM pragma_page_count) \
+                 - (SELECT freelist_count FROM pragma_freelist_count)",
+            )
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            pages * 4096
+        };
+        let before = used().await;
+        let events = [
+            published(FILE_EVENT_BYTES - 100, 1),
+            Event::Flush { origin: 0 },
+            published(1 << 20, 2),
+            published(3 << 20, 3),
+        ];
+        let rows = chained_events(1, 1, events, GENESIS);
+        let mut committer = Committer::new(store.clone());
+        committer.insert(&rows, &[]).await.unwrap();
+        let file = dir.join("audit.db-events");
+        let large: Vec<usize> = rows[2..]
+            .iter()
+            .map(|row| match &row.body {
+                Body::Binary(bytes) => bytes.len(),
+                Body::Json(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            large.iter().sum::<usize>() as u64
+        );
+        assert_eq!(
+            placements(pool, 1).await,
+            vec![
+                (false, None),
+                (false, None),
+                (true, Some(large[0] as i64)),
+                (true, Some(large[1] as i64)),
+            ]
+        );
+        // the 4 MiB are not in the database: it grew by the small event's rows and pages
+        let grown = used().await - before;
+        assert!(grown < 1 << 20, "the database grew by {grown} bytes");
+        let stored = store.rows(1, 1).await.unwrap();
+        assert_eq!(verify(&stored), Ok(()));
+        for (row, stored) in rows.iter().zip(&stored) {
+            assert_eq!(stored.record, row.record);
+            assert_eq!(stored.body, row.body);
+        }
+        let tail = rows[3].hash;
+        drop(committer);
+        pool.close().await;
+        drop(store);
+
+        // a crash after the file's write, before the rows' commit: bytes no row points at
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .write_all(&[0xee; 1000])
+            .unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let more = chained_events(1, 5, [published(FILE_EVENT_BYTES, 4)], tail);
+        Committer::new(store.clone())
+            .insert(&more, &[])
+            .await
+            .unwrap();
+        let stored = store.rows(1, 1).await.unwrap();
+        assert_eq!(stored.len(), 5);
+        assert_eq!(verify(&stored), Ok(()));
+        assert_eq!(stored[4].body, more[0].body);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A changed, cut or missing events file fails verification at the rows whose events it
+    /// held, and only those; nothing panics and nothing reads as another event.
+    #[tokio::test]
+    async fn a_damaged_events_file_fails_verification_at_its_rows() {
+        let dir = scratch("event-file-damaged");
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let events = [
+            Event::Flush { origin: 0 },
+            published(FILE_EVENT_BYTES, 1),
+            published(FILE_EVENT_BYTES, 2),
+        ];
+        let rows = chained_events(1, 1, events, GENESIS);
+        store.insert(&rows, &[]).await.unwrap();
+        let file = dir.join("audit.db-events");
+        let broken_at = |stored: &[StoredRow]| verify(stored).err();
+        assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), None);
+
+        // one byte of the third row's event changed
+        let mut bytes = std::fs::read(&file).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), Some(3));
+        assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()[..2]), None);
+
+        // cut inside the third row's event
+        bytes[last] ^= 0xff;
+        std::fs::write(&file, &bytes[..bytes.len() - 10]).unwrap();
+        let stored = store.rows(1, 1).await.unwrap();
+        assert!(stored[2]
+            .unreadable
+            .as_deref()
+            .unwrap()
+            .contains("past the end"));
+        assert_eq!(broken_at(&stored), Some(3));
+
+        // gone
+        std::fs::remove_file(&file).unwrap();
+        let stored = store.rows(1, 1).await.unwrap();
+        assert!(stored[0].unreadable.is_none());
+        assert!(stored[1]
+            .unreadable
+            .as_deref()
+            .unwrap()
+            .contains("cannot be read"));
+        assert_eq!(broken_at(&stored), Some(2));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// While one process appends to a store's events file, another store on the same database
+    /// keeps its large events in their rows (never two appenders at one end of the file).
+    #[tokio::test]
+    async fn a_second_appender_keeps_large_events_in_their_rows() {
+        let dir = scratch("event-file-locked");
+        let first = AuditStore::open(None, &dir).await.unwrap();
+        let second = AuditStore::open(None, &dir).await.unwrap();
+        let mut one = Committer::new(first.clone());
+        let ones = chained_events(1, 1, [published(FILE_EVENT_BYTES, 1)], GENESIS);
+        one.insert(&ones, &[]).await.unwrap();
+        let Body::Binary(appended) = &ones[0].body else {
+            unreachable!()
+        };
+        let rows = chained_events(2, 1, [published(FILE_EVENT_BYTES, 2)], GENESIS);
+        Committer::new(second.clone())
+            .insert(&rows, &[])
+            .await
+            .unwrap();
+        let AuditStore::Sqlite(pool, _) = &second else {
+            panic!("not SQLite")
+        };
+        assert_eq!(
+            placements(pool, 1).await,
+            vec![(true, Some(appended.len() as i64))]
+        );
+        assert_eq!(placements(pool, 2).await, vec![(false, None)]);
+        for window in [1, 2] {
+            let stored = first.rows(window, 1).await.unwrap();
+            assert_eq!(verify(&stored), Ok(()));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
