@@ -9,7 +9,8 @@
 //! [SERVER_THREADS]`
 //! with PATTERN one of `pscw` (start, put, complete against post, wait), `lock`
 //! (lock-put-unlock), `fence` (put and fence on two ranks), `hot` (64 ranks each doing
-//! ITERATIONS accumulate + flush under lock_all). SERVER_THREADS (default 1: a current-thread
+//! ITERATIONS accumulate + flush under lock_all), `bulk` (one put of 64 MiB inside
+//! lock-unlock, as the bench's bulk figure, which it also prints in MiB/s). SERVER_THREADS (default 1: a current-thread
 //! runtime, as the bench's default) gives the in-process server a multi-thread runtime.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,11 +18,14 @@ use std::time::{Duration, Instant};
 use onesided_bench::{Audit, InProcess, Threads};
 use onesided_client::{Admin, LockType, Session, WindowSpec};
 
+/// The `bulk` pattern's put: the bench's bulk size.
+const BULK: usize = 64 << 20;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(pattern), Some(n)) = (args.get(1).cloned(), args.get(2)) else {
         anyhow::bail!(
-            "usage: pattern_loop pscw|lock|fence|hot ITERATIONS [off|sync] [SERVER_THREADS]"
+            "usage: pattern_loop pscw|lock|fence|hot|bulk ITERATIONS [off|sync] [SERVER_THREADS]"
         );
     };
     let n: usize = n.parse()?;
@@ -39,7 +43,11 @@ fn main() -> anyhow::Result<()> {
         let admin = Admin::connect(server.url.as_str(), &server.admin_token).await?;
         let nranks: u32 = if pattern == "hot" { 64 } else { 2 };
         let created = admin.create_world("w", nranks).await?;
-        let spec = WindowSpec::of::<i64>("w", nranks, 1);
+        let spec = if pattern == "bulk" {
+            WindowSpec::bytes("w", nranks, BULK as u64, 1)
+        } else {
+            WindowSpec::of::<i64>("w", nranks, 1)
+        };
         admin.create_window("w", &spec).await?;
         let mut sessions = Vec::new();
         for token in &created.tokens {
@@ -104,6 +112,16 @@ fn main() -> anyhow::Result<()> {
                 }
                 other.await??;
             }
+            "bulk" => {
+                let data: Vec<u8> = (0..BULK).map(|i| (i % 251) as u8).collect();
+                for _ in 0..n {
+                    let t = Instant::now();
+                    w0.lock(LockType::Exclusive, 1, 0).await?;
+                    w0.put(1, 0, &data)?;
+                    w0.unlock(1).await?;
+                    samples.push(t.elapsed());
+                }
+            }
             "hot" => {
                 let mut tasks = Vec::new();
                 for window in &windows {
@@ -134,6 +152,9 @@ fn main() -> anyhow::Result<()> {
         );
         if pattern == "hot" {
             println!("hot ops_per_s={:.0}", (64 * n) as f64 / total.as_secs_f64());
+        }
+        if pattern == "bulk" {
+            println!("bulk mib_per_s={:.1}", 64.0 / (median / 1e6));
         }
         drop((w0, w1, windows));
         drop(sessions);
