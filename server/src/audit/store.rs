@@ -97,16 +97,32 @@ pub const FILE_EVENT_BYTES: usize = 128 << 10;
 pub struct EventFile {
     path: PathBuf,
     appender: tokio::sync::Mutex<Appender>,
+    /// Whether to try `O_DIRECT` (tests turn it off to take the path of file systems without).
+    direct: bool,
 }
 
 #[derive(Debug)]
 enum Appender {
     /// Not needed yet.
     Unopened,
-    /// Appends at `end`.
-    Open { file: Arc<std::fs::File>, end: u64 },
+    /// Appends at `end`: through `direct` when the file system takes `O_DIRECT`, else through
+    /// `file` (which holds the lock).
+    Open {
+        file: Arc<std::fs::File>,
+        direct: Option<Arc<std::fs::File>>,
+        end: u64,
+    },
     /// Events stay in their rows.
     Refused,
+}
+
+/// What `O_DIRECT` needs aligned: the file offset, the length and the buffer's address (the
+/// largest logical block size of common disks).
+const DIRECT_ALIGN: usize = 4096;
+
+/// `len` rounded up to [`DIRECT_ALIGN`].
+fn aligned(len: u64) -> u64 {
+    len.div_ceil(DIRECT_ALIGN as u64) * DIRECT_ALIGN as u64
 }
 
 impl EventFile {
@@ -117,6 +133,7 @@ impl EventFile {
         EventFile {
             path: PathBuf::from(name),
             appender: tokio::sync::Mutex::new(Appender::Unopened),
+            direct: true,
         }
     }
 
@@ -158,32 +175,61 @@ impl EventFile {
                 }
             };
         }
-        let Appender::Open { file, end } = &mut *appender else {
+        let Appender::Open { file, direct, end } = &mut *appender else {
             return Ok(Vec::new());
         };
-        // one write for all of them (a copy: the rows stay the writer's until the commit)
-        let mut bytes = Vec::with_capacity(total);
+        // One write for all of them, from a copy (the rows stay the writer's until the
+        // commit), padded with zeros to whole blocks and from a block-aligned buffer for
+        // O_DIRECT: the bytes go from this buffer to the disk without a copy into the page
+        // cache, which cost more than the disk's own time here (BENCHMARKS.md, "Large events
+        // written once"). The padding is never pointed at; `end` stays aligned.
+        let padded = aligned(total as u64) as usize;
+        let mut buffer = vec![0u8; padded + DIRECT_ALIGN];
+        let start = buffer.as_ptr().align_offset(DIRECT_ALIGN);
         let mut placed = Vec::with_capacity(rows.len());
+        let mut filled = start;
         for row in rows {
             placed.push(match &row.body {
                 Body::Binary(event) if large(row).is_some() => {
-                    let at = *end + bytes.len() as u64;
-                    bytes.extend_from_slice(event);
+                    let at = *end + (filled - start) as u64;
+                    buffer[filled..filled + event.len()].copy_from_slice(event);
+                    filled += event.len();
                     Some((at as i64, event.len() as i64))
                 }
                 _ => None,
             });
         }
-        let (file_, at) = (Arc::clone(file), *end);
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let (file_, direct_, at) = (Arc::clone(file), direct.clone(), *end);
+        let path = self.path.clone();
+        let direct_failed = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
             use std::os::unix::fs::FileExt;
-            file_.write_all_at(&bytes, at)?;
-            file_.sync_data()
+            let bytes = &buffer[start..start + padded];
+            let mut direct_failed = false;
+            if let Some(direct) = direct_ {
+                match direct.write_all_at(bytes, at) {
+                    Ok(()) => return direct.sync_data().map(|()| false),
+                    // the file system refused the alignment: the page cache from now on
+                    Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                        tracing::info!(
+                            path = %path.display(),
+                            "the events file is written through the page cache: {error}"
+                        );
+                        direct_failed = true;
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            file_.write_all_at(bytes, at)?;
+            file_.sync_data()?;
+            Ok(direct_failed)
         })
         .await
         .context("the events file's writer panicked")?
         .with_context(|| format!("cannot write {}", self.path.display()))?;
-        *end += total as u64;
+        if direct_failed {
+            *direct = None;
+        }
+        *end += padded as u64;
         Ok(placed)
     }
 
@@ -196,7 +242,8 @@ impl EventFile {
         .fetch_optional(&mut *conn)
         .await?;
         let path = self.path.clone();
-        let (file, len) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let try_direct = self.direct;
+        let (file, direct, len) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
             use std::os::unix::fs::OpenOptionsExt;
             let open = |create: bool| {
                 std::fs::OpenOptions::new()
@@ -231,14 +278,26 @@ impl EventFile {
                 Err(std::fs::TryLockError::Error(error)) => return Err(error.into()),
             }
             let len = file.metadata()?.len();
-            Ok((file, len))
+            // a second handle that bypasses the page cache, where the file system allows it
+            // (not every one does: tmpfs before Linux 6.6, some network file systems)
+            let direct = try_direct
+                .then(|| {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_DIRECT)
+                        .open(&path)
+                        .ok()
+                })
+                .flatten();
+            Ok((file, direct, len))
         })
         .await
         .context("the events file's opener panicked")??;
         let pointed = u64::try_from(pointed.unwrap_or(0)).unwrap_or(0);
         Ok(Appender::Open {
             file: Arc::new(file),
-            end: len.max(pointed),
+            direct: direct.map(Arc::new),
+            end: aligned(len.max(pointed)),
         })
     }
 
@@ -1463,8 +1522,30 @@ mod tests {
     /// no row points at.
     #[tokio::test]
     async fn large_events_are_written_once_beside_the_database() {
-        let dir = scratch("event-file");
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        large_events_are_written_once(true).await;
+    }
+
+    /// The same through the page cache, as on a file system that refuses `O_DIRECT`.
+    #[tokio::test]
+    async fn large_events_are_written_once_beside_the_database_without_o_direct() {
+        large_events_are_written_once(false).await;
+    }
+
+    /// A store on `dir` whose events file tries `O_DIRECT` or not.
+    async fn open_store(dir: &Path, direct: bool) -> AuditStore {
+        match AuditStore::open(None, dir).await.unwrap() {
+            AuditStore::Sqlite(pool, Some(_)) => {
+                let mut file = EventFile::beside(&dir.join("audit.db"));
+                file.direct = direct;
+                AuditStore::Sqlite(pool, Some(Arc::new(file)))
+            }
+            _ => panic!("not SQLite on disk"),
+        }
+    }
+
+    async fn large_events_are_written_once(direct: bool) {
+        let dir = scratch(&format!("event-file-{direct}"));
+        let store = open_store(&dir, direct).await;
         let AuditStore::Sqlite(pool, _) = &store else {
             panic!("not SQLite")
         };
@@ -1488,6 +1569,16 @@ mod tests {
         let rows = chained_events(1, 1, events, GENESIS);
         let mut committer = Committer::new(store.clone());
         committer.insert(&rows, &[]).await.unwrap();
+        if !direct {
+            let AuditStore::Sqlite(_, Some(events)) = &store else {
+                unreachable!()
+            };
+            let appender = events.appender.lock().await;
+            assert!(
+                matches!(*appender, Appender::Open { direct: None, .. }),
+                "{appender:?}"
+            );
+        }
         let file = dir.join("audit.db-events");
         let large: Vec<usize> = rows[2..]
             .iter()
@@ -1496,9 +1587,10 @@ mod tests {
                 Body::Json(_) => unreachable!(),
             })
             .collect();
+        // one write, padded to whole blocks
         assert_eq!(
             std::fs::metadata(&file).unwrap().len(),
-            large.iter().sum::<usize>() as u64
+            aligned(large.iter().sum::<usize>() as u64)
         );
         assert_eq!(
             placements(pool, 1).await,
@@ -1531,7 +1623,7 @@ mod tests {
             .unwrap()
             .write_all(&[0xee; 1000])
             .unwrap();
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        let store = open_store(&dir, direct).await;
         let more = chained_events(1, 5, [published(FILE_EVENT_BYTES, 4)], tail);
         Committer::new(store.clone())
             .insert(&more, &[])
@@ -1561,9 +1653,19 @@ mod tests {
         let broken_at = |stored: &[StoredRow]| verify(stored).err();
         assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), None);
 
-        // one byte of the third row's event changed
+        // one byte of the third row's event changed: its last
+        let AuditStore::Sqlite(pool, _) = &store else {
+            panic!("not SQLite")
+        };
+        let (at, len): (i64, i64) = sqlx::query_as(
+            "SELECT event_at, event_len FROM audit_events WHERE window_id = 1 AND seq = 3",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        let end = (at + len) as usize;
         let mut bytes = std::fs::read(&file).unwrap();
-        let last = bytes.len() - 1;
+        let last = end - 1;
         bytes[last] ^= 0xff;
         std::fs::write(&file, &bytes).unwrap();
         assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), Some(3));
@@ -1571,7 +1673,7 @@ mod tests {
 
         // cut inside the third row's event
         bytes[last] ^= 0xff;
-        std::fs::write(&file, &bytes[..bytes.len() - 10]).unwrap();
+        std::fs::write(&file, &bytes[..end - 10]).unwrap();
         let stored = store.rows(1, 1).await.unwrap();
         assert!(stored[2]
             .unreadable
