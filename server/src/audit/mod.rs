@@ -73,6 +73,14 @@ pub const DEFAULT_MAX_UNRECORDED: usize = 4096;
 /// for the disk instead of piling copies of its bytes up in the server's memory.
 pub const MAX_UNCOMMITTED_BYTES: usize = 64 << 20;
 
+/// Window data a batch may carry before it is committed without waiting for more (or, in
+/// `sync`, for an awaited answer): an eighth of [`MAX_UNCOMMITTED_BYTES`], so that while one
+/// batch's bytes go to the disk, a client streaming a large put fills the next seven eighths
+/// of the budget. With half, a 64 MiB put was two commits, and the disk's time overlapped the
+/// network's less: a `sync` bulk put gained 1.02–1.22× going to an eighth, none more going to a
+/// sixteenth (BENCHMARKS.md, "Large events written once").
+const BATCH_BYTES: usize = MAX_UNCOMMITTED_BYTES / 8;
+
 /// An event as an actor or session reports it.
 #[derive(Clone, Debug)]
 pub struct Pending {
@@ -459,11 +467,9 @@ struct Writer {
 }
 
 /// Whether a batch may take more before its commit: fewer than [`BATCH`] messages carrying less
-/// than half the uncommitted-bytes budget (a batch holding half goes at once: submitters wait
-/// for room).
+/// than [`BATCH_BYTES`] (a batch holding that much goes at once).
 fn has_room(batch: &[Message]) -> bool {
-    batch.len() < BATCH
-        && batch.iter().map(Message::bytes).sum::<usize>() < MAX_UNCOMMITTED_BYTES / 2
+    batch.len() < BATCH && batch.iter().map(Message::bytes).sum::<usize>() < BATCH_BYTES
 }
 
 /// Drops the events and snapshots of the windows `gone` names, keeping each remaining
@@ -500,7 +506,7 @@ impl Writer {
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
             if self.defer {
                 let deadline = tokio::time::Instant::now() + DEFER;
-                // a batch holding half the byte budget goes at once: submitters wait for room
+                // a batch holding BATCH_BYTES goes at once
                 while has_room(&batch) && !batch.iter().any(Message::awaited) {
                     let room = BATCH - batch.len();
                     tokio::select! {
@@ -516,11 +522,11 @@ impl Writer {
             // what the tasks woken together with this batch's submitters hand over next (the
             // put a PSCW post releases, the wait it ends) joins this commit instead of queueing
             // behind it for another sync of the disk — within the same bounds as above, so a
-            // batch never carries much more than half the byte budget into the commit's copies
+            // batch never carries much more than BATCH_BYTES into the commit's copies
             if has_room(&batch) {
                 tokio::task::yield_now().await;
                 let mut bytes: usize = batch.iter().map(Message::bytes).sum();
-                while batch.len() < BATCH && bytes < MAX_UNCOMMITTED_BYTES / 2 {
+                while batch.len() < BATCH && bytes < BATCH_BYTES {
                     match inbox.try_recv() {
                         Ok(message) => {
                             bytes += message.bytes();
