@@ -1636,6 +1636,49 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A batch of more rows than one statement takes is inserted in pieces inside a
+    /// transaction: each piece's rows point at their own events in the file, and a snapshot in
+    /// the same commit is stored beside them.
+    #[tokio::test]
+    async fn large_events_in_a_batch_of_several_statements_point_at_their_own_bytes() {
+        let dir = scratch("event-file-pieces");
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let large = [3usize, 255, 256, 299];
+        let events = (0..300u32).map(|index| {
+            if large.contains(&(index as usize)) {
+                published(FILE_EVENT_BYTES + index as usize, index as u8)
+            } else {
+                Event::Flush { origin: index }
+            }
+        });
+        let rows = chained_events(1, 1, events, GENESIS);
+        let snapshot = Snapshot {
+            window: 1,
+            rank: 0,
+            seq: 300,
+            data: vec![7; 64],
+        };
+        Committer::new(store.clone())
+            .insert(&rows, std::slice::from_ref(&snapshot))
+            .await
+            .unwrap();
+        let AuditStore::Sqlite(pool, _) = &store else {
+            panic!("not SQLite")
+        };
+        let placements = placements(pool, 1).await;
+        for (index, (in_file, len)) in placements.iter().enumerate() {
+            assert_eq!(*in_file, large.contains(&index), "row {index}");
+            assert_eq!(len.is_some(), large.contains(&index), "row {index}");
+        }
+        let stored = store.rows(1, 1).await.unwrap();
+        assert_eq!(verify(&stored), Ok(()));
+        for (row, stored) in rows.iter().zip(&stored) {
+            assert_eq!(stored.body, row.body, "seq {}", row.record.seq);
+        }
+        assert_eq!(store.snapshots(1).await.unwrap(), vec![snapshot]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A changed, cut or missing events file fails verification at the rows whose events it
     /// held, and only those; nothing panics and nothing reads as another event.
     #[tokio::test]
