@@ -162,10 +162,10 @@ impl ServerProcess {
 }
 
 /// The bytes of the SQLite store at `path` that hold data: its pages less those on its free
-/// list, and its events file (`path` + `-events`, where large events are written; the whole
-/// file). Not the database file's size: the store keeps the pages it frees (among them the
-/// ones its start-up primer freed, `prime_wal`) for later rows, so a put into a new store first
-/// fills those, and its write-ahead log is there before the put and gone after a clean stop.
+/// list, and its events file (`EventFile`, where large events are written; the whole file).
+/// Not the database file's size: the store keeps the pages it frees (among them the ones its
+/// start-up primer freed, `prime_wal`) for later rows, so a put into a new store first fills
+/// those, and its write-ahead log is there before the put and gone after a clean stop.
 async fn store_bytes(path: &Path) -> anyhow::Result<u64> {
     use sqlx::sqlite::SqliteConnectOptions;
     use sqlx::{ConnectOptions, Connection};
@@ -185,9 +185,8 @@ async fn store_bytes(path: &Path) -> anyhow::Result<u64> {
     let free = pragma("freelist_count").await?;
     let size = pragma("page_size").await?;
     conn.close().await?;
-    let mut events = path.as_os_str().to_owned();
-    events.push("-events");
-    let events = match std::fs::metadata(&events) {
+    let events = onesided_server::audit::store::EventFile::beside(path);
+    let events = match std::fs::metadata(events.path()) {
         Ok(meta) => meta.len(),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => 0,
         Err(error) => return Err(error).context("cannot read the store's events file"),

@@ -35,15 +35,26 @@ static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migration
 /// # Errors
 /// Database failures.
 pub async fn prime_wal(conn: &mut SqliteConnection) -> anyhow::Result<()> {
-    // the main database's file; empty for one in memory, which has no log to prime
+    match database_file(conn).await? {
+        Some(file) => prime_wal_of(conn, &file).await,
+        // in memory: no log to prime
+        None => Ok(()),
+    }
+}
+
+/// The file of the SQLite database behind `conn`; `None` for one in memory.
+async fn database_file(conn: &mut SqliteConnection) -> anyhow::Result<Option<PathBuf>> {
     let file: String =
         sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
             .fetch_one(&mut *conn)
             .await?;
-    if file.is_empty() {
-        return Ok(());
-    }
-    let wal = format!("{file}-wal");
+    Ok((!file.is_empty()).then(|| PathBuf::from(file)))
+}
+
+/// [`prime_wal`] for the database at `file`, the one behind `conn`.
+async fn prime_wal_of(conn: &mut SqliteConnection, file: &Path) -> anyhow::Result<()> {
+    let mut wal = file.as_os_str().to_owned();
+    wal.push("-wal");
     let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
         .fetch_one(&mut *conn)
         .await?;
@@ -116,6 +127,14 @@ enum Appender {
     Refused,
 }
 
+/// The bytes of `row`'s event when they go to the events file ([`FILE_EVENT_BYTES`] or more).
+fn in_file(row: &NewRow) -> Option<&[u8]> {
+    match &row.body {
+        Body::Binary(bytes) if bytes.len() >= FILE_EVENT_BYTES => Some(bytes),
+        _ => None,
+    }
+}
+
 /// What `O_DIRECT` needs aligned: the file offset, the length and the buffer's address (the
 /// largest logical block size of common disks).
 const DIRECT_ALIGN: usize = 4096;
@@ -154,11 +173,7 @@ impl EventFile {
         conn: &mut SqliteConnection,
         rows: &[NewRow],
     ) -> anyhow::Result<Vec<Option<(i64, i64)>>> {
-        let large = |row: &NewRow| match &row.body {
-            Body::Binary(bytes) if bytes.len() >= FILE_EVENT_BYTES => Some(bytes.len()),
-            _ => None,
-        };
-        let total: usize = rows.iter().filter_map(large).sum();
+        let total: usize = rows.iter().filter_map(in_file).map(<[u8]>::len).sum();
         if total == 0 {
             return Ok(Vec::new());
         }
@@ -189,15 +204,12 @@ impl EventFile {
         let mut placed = Vec::with_capacity(rows.len());
         let mut filled = start;
         for row in rows {
-            placed.push(match &row.body {
-                Body::Binary(event) if large(row).is_some() => {
-                    let at = *end + (filled - start) as u64;
-                    buffer[filled..filled + event.len()].copy_from_slice(event);
-                    filled += event.len();
-                    Some((at as i64, event.len() as i64))
-                }
-                _ => None,
-            });
+            placed.push(in_file(row).map(|event| {
+                let at = *end + (filled - start) as u64;
+                buffer[filled..filled + event.len()].copy_from_slice(event);
+                filled += event.len();
+                (at as i64, event.len() as i64)
+            }));
         }
         let (file_, direct_, at) = (Arc::clone(file), direct.clone(), *end);
         let path = self.path.clone();
@@ -550,17 +562,17 @@ impl AuditStore {
             .await
             .map_err(migration_error)?;
         let mut conn = pool.acquire().await?;
-        // the main database's file; empty for one in memory
-        let file: String =
-            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
-                .fetch_one(&mut *conn)
-                .await?;
-        let events = (!file.is_empty()).then(|| Arc::new(EventFile::beside(Path::new(&file))));
-        // only an optimisation: a store that cannot be primed still works
-        if let Err(error) = prime_wal(&mut conn).await {
-            tracing::warn!("cannot give the SQLite write-ahead log its working size: {error:#}");
+        let file = database_file(&mut conn).await?;
+        if let Some(file) = &file {
+            // only an optimisation: a store that cannot be primed still works
+            if let Err(error) = prime_wal_of(&mut conn, file).await {
+                tracing::warn!(
+                    "cannot give the SQLite write-ahead log its working size: {error:#}"
+                );
+            }
         }
         drop(conn);
+        let events = file.map(|file| Arc::new(EventFile::beside(&file)));
         Ok(AuditStore::Sqlite(pool, events))
     }
 
