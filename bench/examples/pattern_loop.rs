@@ -6,12 +6,13 @@
 //! together").
 //!
 //! `cargo run --release -p onesided-bench --example pattern_loop -- PATTERN ITERATIONS [off|sync]
-//! [SERVER_THREADS]`
+//! [SERVER_THREADS] [DATABASE_URL]`
 //! with PATTERN one of `pscw` (start, put, complete against post, wait), `lock`
 //! (lock-put-unlock), `fence` (put and fence on two ranks), `hot` (64 ranks each doing
 //! ITERATIONS accumulate + flush under lock_all), `bulk` (one put of 64 MiB inside
 //! lock-unlock, as the bench's bulk figure, which it also prints in MiB/s). SERVER_THREADS (default 1: a current-thread
-//! runtime, as the bench's default) gives the in-process server a multi-thread runtime.
+//! runtime, as the bench's default) gives the in-process server a multi-thread runtime;
+//! DATABASE_URL (`postgres://…`) puts its audit store in PostgreSQL instead of SQLite.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,8 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(pattern), Some(n)) = (args.get(1).cloned(), args.get(2)) else {
         anyhow::bail!(
-            "usage: pattern_loop pscw|lock|fence|hot|bulk ITERATIONS [off|sync] [SERVER_THREADS]"
+            "usage: pattern_loop pscw|lock|fence|hot|bulk ITERATIONS [off|sync] [SERVER_THREADS] \
+             [DATABASE_URL]"
         );
     };
     let n: usize = n.parse()?;
@@ -38,8 +40,9 @@ fn main() -> anyhow::Result<()> {
         Some(count) => Threads::new(count.parse()?),
         None => Threads::One,
     };
+    let database_url = args.get(5).cloned();
     Threads::One.runtime("client")?.block_on(async move {
-        let server = InProcess::start(audit, None, server_threads).await?;
+        let server = InProcess::start(audit, database_url, server_threads).await?;
         let admin = Admin::connect(server.url.as_str(), &server.admin_token).await?;
         let nranks: u32 = if pattern == "hot" { 64 } else { 2 };
         let created = admin.create_world("w", nranks).await?;

@@ -493,7 +493,7 @@ impl Patterns {
 /// # Errors
 /// When the server cannot be started or reached, or an RMA call fails.
 pub async fn run(options: &Options) -> anyhow::Result<Report> {
-    let _awake = options
+    let awake = options
         .keep_awake
         .then(awake::KeepAwake::start)
         .transpose()?;
@@ -526,11 +526,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         None
     };
     let sync_postgres = match (side_by_side, options.postgres_url()) {
-        (true, Some(url)) => Some(
-            Patterns::in_process(options, Audit::Sync, Some(url.to_string()))
-                .await
-                .context("the run with the audit in sync mode into PostgreSQL")?,
-        ),
+        (true, Some(url)) => {
+            let _paused = awake.as_ref().map(awake::KeepAwake::pause).transpose()?;
+            Some(
+                Patterns::in_process(options, Audit::Sync, Some(url.to_string()))
+                    .await
+                    .context("the run with the audit in sync mode into PostgreSQL")?,
+            )
+        }
         _ => None,
     };
     let busy_poll = match (side_by_side, options.busy_poll) {
@@ -582,11 +585,18 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             .await?
             .context("the disk write reference")?;
     let pg_commit = match options.postgres_url() {
-        Some(url) => Some(
-            storage::pg_commit(url, storage_iterations)
-                .await
-                .context("the PostgreSQL commit reference")?,
-        ),
+        Some(url) => {
+            let _paused = awake.as_ref().map(awake::KeepAwake::pause).transpose()?;
+            let bulk = storage::PgBulk {
+                bytes: bulk_bytes,
+                repeats: measure::bulk_repeats(options.quick),
+            };
+            Some(
+                storage::pg_commit(url, storage_iterations, bulk)
+                    .await
+                    .context("the PostgreSQL commit reference")?,
+            )
+        }
         None => None,
     };
     let raw_tcp_pingpong_us =
@@ -807,6 +817,9 @@ impl Report {
             "disk_write_mib_per_s": self.disk_write_mib_per_s,
             "disk_write_bytes": self.disk_write_bytes,
             "pg_commit_us": number(self.pg_commit.as_ref().map(|commit| commit.median_us)),
+            "pg_insert_mib_per_s": number(
+                self.pg_commit.as_ref().map(|commit| commit.insert_mib_per_s)
+            ),
             "pg_synchronous_commit": self
                 .pg_commit
                 .as_ref()
@@ -897,6 +910,17 @@ impl Report {
             "bulk_peak_rss_mib".into(),
             number(rss.map(|rss| rss.sync_mib)),
         );
+        if store == Store::Postgres {
+            // issue 12, item 3: PostgreSQL's own bulk INSERT is the floor of a sync bulk put
+            let floor = self
+                .pg_commit
+                .as_ref()
+                .map(|commit| commit.insert_mib_per_s);
+            figures.insert(
+                "bulk_ratio_to_pg_insert".into(),
+                number(floor.map(|floor| sync.bulk_put_mib_per_s / floor)),
+            );
+        }
         figures.insert("store".into(), json!(store.name()));
         figures.insert("target_reference".into(), json!(store.reference_key()));
         let reference = self.store_reference_us(store);
@@ -1017,10 +1041,17 @@ impl Report {
             self.disk_write_mib_per_s
         ));
         match &self.pg_commit {
-            Some(commit) => out.push_str(&format!(
-                "| `pg_commit_us` (1-row INSERT, autocommit, synchronous_commit {}) | {:.1} µs | | | | |\n",
-                commit.synchronous_commit, commit.median_us
-            )),
+            Some(commit) => {
+                out.push_str(&format!(
+                    "| `pg_commit_us` (1-row INSERT, autocommit, synchronous_commit {}) | {:.1} µs | | | | |\n",
+                    commit.synchronous_commit, commit.median_us
+                ));
+                out.push_str(&format!(
+                    "| `pg_insert_mib_per_s` (1-row INSERT of {} MiB, autocommit) | {:.0} MiB/s | | | | |\n",
+                    self.bulk_bytes >> 20,
+                    commit.insert_mib_per_s
+                ));
+            }
             None => out.push_str(
                 "| `pg_commit_us` | not measured (no PostgreSQL --database-url) | | | | |\n",
             ),

@@ -17,6 +17,16 @@ const ATTACHING: usize = 64;
 /// The piece size of the bulk fallback when one big put fails.
 pub const BULK_CHUNK: usize = 1 << 20;
 
+/// Timed bulk puts (and bulk INSERTs of the PostgreSQL reference) of a run: their median is
+/// the figure.
+pub(crate) fn bulk_repeats(quick: bool) -> usize {
+    if quick {
+        2
+    } else {
+        5
+    }
+}
+
 /// The unmeasured warm-up before `iterations` measured ones: 10 %, at least one.
 pub fn warm_up(iterations: usize) -> usize {
     (iterations / 10).max(1)
@@ -329,7 +339,7 @@ impl Bench {
         let world = self
             .world(2, WindowSpec::bytes("bulk", 2, data.len() as u64, 1))
             .await?;
-        let repeats = if self.quick { 2 } else { 5 };
+        let repeats = bulk_repeats(self.quick);
         let w0 = world.windows[0].clone();
         let samples = sample(repeats, |_| {
             let w = &w0;

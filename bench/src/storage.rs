@@ -1,7 +1,7 @@
 //! The storage references measured in the same run: what one durable write costs on the file
 //! system the in-process server keeps its data in ([`fdatasync`]), what that file system writes
 //! in bulk ([`disk_write`]), and, given a PostgreSQL URL, what one committed single-row INSERT
-//! costs there ([`pg_commit`]). Issue 12 states the audit's `sync` latency targets in these
+//! costs there and how fast it commits a bulk put's bytes ([`pg_commit`]). Issue 12 states the audit's `sync` latency targets in these
 //! units: an answer that waits for its commit cannot cost less than one of them.
 //!
 //! The files go in a scratch directory of their own beside the in-process servers' data
@@ -191,11 +191,25 @@ pub async fn sqlite_commit(iterations: usize) -> anyhow::Result<f64> {
     Ok(median(&samples))
 }
 
+/// The bulk INSERTs of [`pg_commit`]: `repeats` rows of `bytes` each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PgBulk {
+    /// The payload of one row (the bench's bulk put).
+    pub bytes: usize,
+    /// Timed INSERTs; the figure is their median.
+    pub repeats: usize,
+}
+
 /// What one commit into PostgreSQL costs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PgCommit {
     /// Median µs of one single-row INSERT in autocommit.
     pub median_us: f64,
+    /// MiB/s of the median of single-row INSERTs in autocommit of the bulk put's size into a
+    /// `bytea` column stored out of line uncompressed (`STORAGE EXTERNAL`, as the audit's
+    /// `event`): what PostgreSQL itself takes to commit a bulk put's bytes from a client, the
+    /// floor of a `sync` bulk put into it.
+    pub insert_mib_per_s: f64,
     /// The server's `synchronous_commit` (`on` unless configured otherwise; at `off` a commit
     /// does not wait for its WAL flush, and neither does the audit store's).
     pub synchronous_commit: String,
@@ -203,11 +217,12 @@ pub struct PgCommit {
 
 /// Over one sqlx connection to `url`: creates an ordinary table, times `iterations` single-row
 /// INSERTs of a [`RECORD_BYTES`] payload, each its own transaction (autocommit), after an
-/// unmeasured 10 %, then drops the table.
+/// unmeasured 10 %, then `bulk.repeats` INSERTs of `bulk.bytes` after one unmeasured, then drops
+/// the table.
 ///
 /// # Errors
 /// When the database cannot be reached, or the table cannot be created, written or dropped.
-pub async fn pg_commit(url: &str, iterations: usize) -> anyhow::Result<PgCommit> {
+pub async fn pg_commit(url: &str, iterations: usize, bulk: PgBulk) -> anyhow::Result<PgCommit> {
     let mut connection = sqlx::PgConnection::connect(url)
         .await
         .context("cannot connect to the database")?;
@@ -216,24 +231,59 @@ pub async fn pg_commit(url: &str, iterations: usize) -> anyhow::Result<PgCommit>
         .await
         .context("SHOW synchronous_commit")?;
     let table = format!("onesided_bench_commit_{}", unique().replace('-', "_"));
-    sqlx::query(&format!(
-        "CREATE TABLE {table} (id bigint PRIMARY KEY, payload bytea NOT NULL)"
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, payload bytea NOT NULL); \
+         ALTER TABLE {table} ALTER COLUMN payload SET STORAGE EXTERNAL"
     ))
     .execute(&mut connection)
     .await
     .with_context(|| format!("cannot create table {table}"))?;
-    let timed = time_inserts(&mut connection, &table, iterations).await;
+    let timed = async {
+        let small = time_inserts(&mut connection, &table, iterations).await?;
+        let bulk = time_bulk_inserts(&mut connection, &table, iterations, bulk).await?;
+        anyhow::Ok((small, bulk))
+    }
+    .await;
     let dropped = sqlx::query(&format!("DROP TABLE {table}"))
         .execute(&mut connection)
         .await
         .with_context(|| format!("cannot drop table {table}"));
-    let median_us = timed?;
+    let (median_us, bulk_us) = timed?;
     dropped?;
     let _ = connection.close().await;
     Ok(PgCommit {
         median_us,
+        insert_mib_per_s: bulk.bytes as f64 / f64::from(1u32 << 20) / (bulk_us / 1e6),
         synchronous_commit,
     })
+}
+
+/// Median µs of `bulk.repeats` INSERTs of `bulk.bytes` (after one unmeasured), with ids after
+/// the `iterations` small rows' ([`time_inserts`]). The payload is the bench's bulk put's.
+async fn time_bulk_inserts(
+    connection: &mut sqlx::PgConnection,
+    table: &str,
+    iterations: usize,
+    bulk: PgBulk,
+) -> anyhow::Result<f64> {
+    let insert = format!("INSERT INTO {table} (id, payload) VALUES ($1, $2)");
+    let payload: Vec<u8> = (0..bulk.bytes).map(|i| (i % 251) as u8).collect();
+    let first = iterations + warm_up(iterations);
+    let mut samples = Vec::with_capacity(bulk.repeats);
+    for i in 0..=bulk.repeats {
+        let id = i64::try_from(first + i)?;
+        let started = Instant::now();
+        sqlx::query(&insert)
+            .bind(id)
+            .bind(payload.as_slice())
+            .execute(&mut *connection)
+            .await
+            .context("INSERT of the bulk payload")?;
+        if i > 0 {
+            samples.push(started.elapsed());
+        }
+    }
+    Ok(median(&samples))
 }
 
 async fn time_inserts(

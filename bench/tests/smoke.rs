@@ -311,11 +311,24 @@ async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
     drop(database);
     let json = report.to_json();
     assert_eq!(json["audit"], "off", "the main run keeps the audit off");
-    for key in ["pg_commit_us", "fdatasync_us"] {
+    for key in ["pg_commit_us", "pg_insert_mib_per_s", "fdatasync_us"] {
         assert!(positive(&json[key]), "{key} is {:?}", json[key]);
         assert_eq!(&json[key], &json["references"][key]);
     }
     assert!(json["pg_synchronous_commit"].is_string());
+    // item 3's floor into PostgreSQL: the sync bulk put against PostgreSQL's own bulk INSERT
+    let ratio = json["sync_postgres"]["bulk_ratio_to_pg_insert"]
+        .as_f64()
+        .unwrap();
+    let expected = json["sync_postgres"]["bulk_put_mib_per_s"]
+        .as_f64()
+        .unwrap()
+        / json["pg_insert_mib_per_s"].as_f64().unwrap();
+    assert!((ratio - expected).abs() < 1e-9, "bulk_ratio_to_pg_insert");
+    assert!(
+        json["sync_sqlite"].get("bulk_ratio_to_pg_insert").is_none(),
+        "only the PostgreSQL run has PostgreSQL's floor"
+    );
     assert!(
         json["busy_poll"].is_null(),
         "no --busy-poll, no busy-polling run"
@@ -335,4 +348,5 @@ async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
         ),
         "{table}"
     );
+    assert!(table.contains("| `pg_insert_mib_per_s` (1-row INSERT of 4 MiB, autocommit) |"));
 }
