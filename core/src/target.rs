@@ -315,8 +315,8 @@ pub struct Update {
 }
 
 /// What a target leaves for its caller to do, in order within each kind: record the events
-/// first; send `updates`, then `answers`, once those events are durable (in the caller's
-/// durability), `early` as soon as they are handed on.
+/// first; send `updates`, then `answers` and `lazy`, once those events are durable (in the
+/// caller's durability), `early` as soon as they are handed on.
 #[derive(Debug)]
 pub struct Effects<R> {
     /// Audit events, in the order they happened (empty when the target does not record).
@@ -331,6 +331,14 @@ pub struct Effects<R> {
     /// was applied under a lock; a refusal that changed nothing): the call that completes them
     /// (flush, unlock) waits for a later commit, which includes these events.
     pub early: Vec<(R, Answer)>,
+    /// Answers that, like `answers`, must not leave before the events above are durable, but
+    /// that no commit need start for: an operation of a fence epoch that returns no data. Its
+    /// origin waits for it only inside the fence that closes the epoch, and that fence cannot
+    /// end before this target answers its own rank's fence, which it does after applying the
+    /// operation (the notice that all ranks arrived reaches it behind every operation of the
+    /// epoch), so that answer's commit, in `answers`, carries this one. Committing for it alone
+    /// would only make the fence wait for a second commit.
+    pub lazy: Vec<(R, Answer)>,
     /// Locks granted, with how long each request waited (NOCHECK grants wait zero).
     pub lock_grants: Vec<(LockType, Duration)>,
 }
@@ -342,6 +350,7 @@ impl<R> Default for Effects<R> {
             updates: Vec::new(),
             answers: Vec::new(),
             early: Vec::new(),
+            lazy: Vec::new(),
             lock_grants: Vec::new(),
         }
     }
@@ -1250,6 +1259,10 @@ impl<R> Target<R> {
                     // which cannot vouch for this one's commit: there the origin waits for this
                     // answer's.)
                     self.answer_early(reply, Ok(Outcome::Done));
+                } else if matches!(tag, AccessTag::Fence { .. }) {
+                    // the fence that completes it is answered here after it (see
+                    // Effects::lazy): no commit of its own
+                    self.effects.lazy.push((reply, Ok(Outcome::Done)));
                 } else {
                     self.done(reply);
                 }

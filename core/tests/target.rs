@@ -56,6 +56,7 @@ fn answered(effects: &Effects<u64>) -> Vec<(u64, Answer)> {
     effects
         .answers
         .iter()
+        .chain(&effects.lazy)
         .chain(&effects.early)
         .map(|(reply, answer)| (*reply, answer.clone()))
         .collect()
@@ -1042,4 +1043,41 @@ proptest! {
         }
         prop_assert_eq!(rebuilt, copy);
     }
+}
+
+/// A fence epoch's put waits for its commit but starts none (`Effects::lazy`): the target
+/// answers its own rank's closing fence after it, in `answers`, and that commit carries both.
+/// A get of the same epoch returns data, so its answer still starts a commit.
+#[test]
+fn a_fence_epochs_put_waits_for_a_commit_it_does_not_start() {
+    let now = Instant::now();
+    let mut target = target(1, 2, 4);
+    target.handle(put_bytes(0, &[7], 2), now);
+    let effects = target.take_effects();
+    assert_eq!(ops_applied(&effects), 1);
+    assert!(effects.answers.is_empty() && effects.early.is_empty());
+    assert!(matches!(&effects.lazy[..], [(2, Ok(Outcome::Done))]));
+
+    let op = TargetOp {
+        kind: OpKind::Get,
+        dtype: Datatype::U8,
+        disp: 0,
+        layout: Layout::contiguous(1),
+        data: Bytes::new(),
+        compare: Bytes::new(),
+    };
+    let access = op.validate(u64::MAX >> 8, 1).expect("a valid get");
+    let get = Access::Op {
+        op_id: 3,
+        incarnation: 1,
+        tag: AccessTag::Fence { epoch: 0 },
+        token: 0,
+        op,
+        access,
+        reply: 3,
+    };
+    target.handle(from(0, get), now);
+    let effects = target.take_effects();
+    assert!(effects.lazy.is_empty() && effects.early.is_empty());
+    assert!(matches!(&effects.answers[..], [(3, Ok(Outcome::Data(data)))] if data[..] == [7]));
 }

@@ -214,6 +214,7 @@ impl Window {
                 let answer = effects
                     .answers
                     .iter()
+                    .chain(&effects.lazy)
                     .chain(&effects.early)
                     .find(|(reply, _)| *reply == 0)
                     .map(|(_, answer)| answer.clone());

@@ -434,13 +434,15 @@ impl WindowServer {
     }
 
     /// Carries out what the engine decided: the events go to the audit writer stamped with
-    /// the time, then the answers (those that wait, after the commit in sync durability).
+    /// the time, then the answers (those that wait, after the commit in sync durability; the
+    /// lazy ones without starting one).
     async fn carry_out(&mut self, effects: Effects<Reply>) {
         let Effects {
             events,
             updates,
             answers,
             early,
+            lazy,
             lock_grants,
         } = effects;
         // updates go first: an answer after them may order them before the owner's next call
@@ -452,7 +454,11 @@ impl WindowServer {
         }
         if events.is_empty() {
             // nothing to commit first (audit off, or an input that records nothing)
-            for (reply, answer) in answers.into_iter().chain(to_wire(early)) {
+            for (reply, answer) in answers
+                .into_iter()
+                .chain(to_wire(lazy))
+                .chain(to_wire(early))
+            {
                 reply.send(answer);
             }
             return;
@@ -471,7 +477,7 @@ impl WindowServer {
             })
             .collect();
         self.audit
-            .submit_early(events, answers, to_wire(early))
+            .submit_effects(events, answers, to_wire(lazy), to_wire(early))
             .await;
     }
 

@@ -100,6 +100,9 @@ enum Message {
     Record {
         events: Vec<Pending>,
         answers: Vec<(Reply, Answer)>,
+        /// Whether one of `answers` should start a commit (`false`: they are all lazy, see
+        /// [`AuditHandle::submit_effects`], and ride along with a later commit).
+        urgent: bool,
         /// Permits of the unrecorded-events budget (async) to return after the commit.
         permits: u32,
         /// Permits of the uncommitted-bytes budget to return after the commit.
@@ -133,7 +136,7 @@ impl Message {
     /// Whether someone waits for this message's commit (answers, a flush).
     fn awaited(&self) -> bool {
         match self {
-            Message::Record { answers, .. } => !answers.is_empty(),
+            Message::Record { urgent, .. } => *urgent,
             Message::Flush(_) | Message::Forget { .. } => true,
             Message::Snapshot { .. } => false,
         }
@@ -146,12 +149,14 @@ impl std::fmt::Debug for Message {
             Message::Record {
                 events,
                 answers,
+                urgent,
                 permits,
                 bytes,
             } => f
                 .debug_struct("Record")
                 .field("events", &events.len())
                 .field("answers", &answers.len())
+                .field("urgent", urgent)
                 .field("permits", permits)
                 .field("bytes", bytes)
                 .finish(),
@@ -361,11 +366,33 @@ impl AuditHandle {
         answers: Vec<(Reply, Answer)>,
         early: Vec<(Reply, Answer)>,
     ) {
-        self.submit_answers(events, answers).await;
+        self.submit_effects(events, answers, Vec::new(), early)
+            .await;
+    }
+
+    /// [`AuditHandle::submit_early`], with `lazy` answers too: sent after the commit like
+    /// `answers`, but no commit starts for them alone — in `sync` they wait (up to [`DEFER`])
+    /// for a commit someone else waits for ([`onesided_core::target::Effects::lazy`]: the
+    /// fence that completes them is answered after them, and its commit carries them).
+    pub async fn submit_effects(
+        &self,
+        events: Vec<Pending>,
+        answers: Vec<(Reply, Answer)>,
+        lazy: Vec<(Reply, Answer)>,
+        early: Vec<(Reply, Answer)>,
+    ) {
+        self.submit_answers(events, answers, lazy).await;
         send_all(early);
     }
 
-    async fn submit_answers(&self, events: Vec<Pending>, answers: Vec<(Reply, Answer)>) {
+    async fn submit_answers(
+        &self,
+        events: Vec<Pending>,
+        mut answers: Vec<(Reply, Answer)>,
+        lazy: Vec<(Reply, Answer)>,
+    ) {
+        let urgent = !answers.is_empty();
+        answers.extend(lazy);
         let Some(sender) = &self.sender else {
             send_all(answers);
             return;
@@ -404,6 +431,7 @@ impl AuditHandle {
         let record = Message::Record {
             events,
             answers,
+            urgent,
             permits,
             bytes,
         };
@@ -597,6 +625,7 @@ impl Writer {
                     answers: waiting,
                     permits: taken,
                     bytes: carried,
+                    ..
                 } => {
                     answers.extend(waiting);
                     events.extend(more);
@@ -753,7 +782,7 @@ impl Writer {
                                             self.forget(&windows, &mut events, &mut snapshots);
                                             flushed.push(done);
                                         }
-                                        Message::Record { events: later, answers, permits: taken, bytes: carried } => {
+                                        Message::Record { events: later, answers, permits: taken, bytes: carried, .. } => {
                                             fail_all(answers, "the audit store is unavailable: not recorded yet");
                                             events.extend(later);
                                             permits += taken as usize;
@@ -1050,6 +1079,7 @@ mod tests {
         Message::Record {
             events,
             answers: Vec::new(),
+            urgent: false,
             permits: 0,
             bytes: 0,
         }
@@ -1294,6 +1324,90 @@ mod tests {
             .iter()
             .all(|row| row.record.event.payload_len() == 40 << 20));
         drop(blocker);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The commits counted so far (`onesided_audit_commit_events_count`).
+    fn commits(metrics: &Metrics) -> String {
+        metrics
+            .encode()
+            .lines()
+            .find(|line| line.starts_with("onesided_audit_commit_events_count"))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// In `sync`, a lazy answer (a fence epoch's operation, `Effects::lazy`) starts no commit:
+    /// it rides with the commit that the next urgent answer (the fence's) starts, the two in
+    /// one commit; alone, it is committed once DEFER has passed. Either way it leaves only after
+    /// its event is stored. (One thread: the writer runs exactly when this test yields.)
+    #[tokio::test]
+    async fn a_lazy_answer_waits_for_a_commit_without_starting_one() {
+        let dir = std::env::temp_dir().join(format!("onesided-writer-lazy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let metrics = Metrics::new();
+        let (handle, _task) =
+            AuditHandle::spawn(store.clone(), Durability::Sync, 0, Arc::clone(&metrics));
+        let done = || {
+            Ok(onesided_proto::v1::server_message::Reply::Done(
+                onesided_proto::v1::Done {},
+            ))
+        };
+        let lazy = |handle: &AuditHandle| {
+            let (reply, answered) = oneshot::channel();
+            let handle = handle.clone();
+            let submitted = async move {
+                handle
+                    .submit_effects(
+                        vec![event(12, Event::Attach)],
+                        Vec::new(),
+                        vec![(Reply::Session(reply), done())],
+                        Vec::new(),
+                    )
+                    .await;
+            };
+            (submitted, answered)
+        };
+        let (submitted, mut lazy_answered) = lazy(&handle);
+        submitted.await;
+        // the writer takes it and waits: it started no commit
+        tokio::task::yield_now().await;
+        let (urgent, urgent_answered) = oneshot::channel();
+        handle
+            .submit_effects(
+                vec![event(12, Event::Attach)],
+                vec![(Reply::Session(urgent), done())],
+                Vec::new(),
+                Vec::new(),
+            )
+            .await;
+        assert!(matches!(
+            lazy_answered.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        ));
+        urgent_answered.await.unwrap().unwrap();
+        lazy_answered.await.unwrap().unwrap();
+        assert_eq!(store.rows(12, 1).await.unwrap().len(), 2);
+        assert_eq!(
+            commits(&metrics),
+            "onesided_audit_commit_events_count 1",
+            "one commit for both"
+        );
+
+        // alone, it is committed once DEFER has passed, not before
+        let (submitted, lazy_answered) = lazy(&handle);
+        let began = Instant::now();
+        submitted.await;
+        lazy_answered.await.unwrap().unwrap();
+        assert!(
+            began.elapsed() >= DEFER,
+            "answered {:?} after",
+            began.elapsed()
+        );
+        assert_eq!(store.rows(12, 1).await.unwrap().len(), 3);
+        assert_eq!(commits(&metrics), "onesided_audit_commit_events_count 2");
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
