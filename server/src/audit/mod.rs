@@ -371,9 +371,9 @@ impl AuditHandle {
     }
 
     /// [`AuditHandle::submit_early`], with `lazy` answers too: sent after the commit like
-    /// `answers`, but no commit starts for them alone — in `sync` they wait (up to [`DEFER`])
-    /// for a commit someone else waits for ([`onesided_core::target::Effects::lazy`]: the
-    /// fence that completes them is answered after them, and its commit carries them).
+    /// `answers`, but no commit starts for them alone — in `sync` they wait (up to `DEFER`,
+    /// 10 ms) for a commit someone else waits for ([`onesided_core::target::Effects::lazy`]:
+    /// the fence that completes them is answered after them, and its commit carries them).
     pub async fn submit_effects(
         &self,
         events: Vec<Pending>,
