@@ -67,16 +67,24 @@ impl KeepAwake {
     }
 
     fn signal(&self, signal: &str) -> anyhow::Result<()> {
-        let pids: Vec<String> = self.spinners.iter().map(|s| s.id().to_string()).collect();
-        let status = Command::new("kill")
-            .arg(signal)
-            .args(&pids)
-            .stdin(Stdio::null())
-            .status()
-            .with_context(|| format!("cannot run kill {signal} (--keep-awake)"))?;
-        anyhow::ensure!(status.success(), "kill {signal} {pids:?} failed: {status}");
-        Ok(())
+        let pids: Vec<u32> = self.spinners.iter().map(Child::id).collect();
+        send_signal(signal, &pids).context("--keep-awake")
     }
+}
+
+/// Sends `signal` (`-STOP`, `-TERM`, …) to the processes `pids` with `kill`.
+///
+/// # Errors
+/// When `kill` cannot be run or refuses.
+pub(crate) fn send_signal(signal: &str, pids: &[u32]) -> anyhow::Result<()> {
+    let status = Command::new("kill")
+        .arg(signal)
+        .args(pids.iter().map(u32::to_string))
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run kill {signal}"))?;
+    anyhow::ensure!(status.success(), "kill {signal} {pids:?} failed: {status}");
+    Ok(())
 }
 
 /// The spinners stopped ([`KeepAwake::pause`]); they go on when this is dropped.

@@ -17,6 +17,12 @@ const ATTACHING: usize = 64;
 /// The piece size of the bulk fallback when one big put fails.
 pub const BULK_CHUNK: usize = 1 << 20;
 
+/// The bytes of a bulk put of `bytes` (and of PostgreSQL's bulk INSERT reference): not all
+/// alike, so that nothing on the way can shortcut runs of one value.
+pub(crate) fn bulk_payload(bytes: usize) -> Vec<u8> {
+    (0..bytes).map(|i| (i % 251) as u8).collect()
+}
+
 /// Timed bulk puts (and bulk INSERTs of the PostgreSQL reference) of a run: their median is
 /// the figure.
 pub(crate) fn bulk_repeats(quick: bool) -> usize {
@@ -325,7 +331,7 @@ impl Bench {
     /// # Errors
     /// A failed RMA call in the chunked fallback.
     pub async fn bulk_put(&self, bytes: usize) -> anyhow::Result<(f64, Option<String>)> {
-        let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+        let data = bulk_payload(bytes);
         match self.bulk_put_in(&data, bytes).await {
             Ok(rate) => Ok((rate, None)),
             Err(single) => {

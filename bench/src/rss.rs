@@ -145,11 +145,7 @@ impl ServerProcess {
     /// # Errors
     /// When the signal cannot be sent or the process not waited for.
     pub(crate) fn stop(mut self) -> anyhow::Result<Scratch> {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .context("cannot run kill")?;
-        anyhow::ensure!(sent.success(), "kill -TERM failed");
+        crate::awake::send_signal("-TERM", &[self.child.id()])?;
         let deadline = Instant::now() + Duration::from_secs(30);
         while self.child.try_wait()?.is_none() {
             anyhow::ensure!(Instant::now() < deadline, "the server did not stop in 30 s");

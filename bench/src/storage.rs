@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::Context;
 use sqlx::Connection;
 
-use crate::measure::{median, warm_up};
+use crate::measure::{bulk_payload, median, warm_up};
 use crate::server::{data_parent, unique};
 
 /// Bytes of one append in [`fdatasync`] and of the payload in [`pg_commit`]: about one audit row.
@@ -239,8 +239,14 @@ pub async fn pg_commit(url: &str, iterations: usize, bulk: PgBulk) -> anyhow::Re
     .await
     .with_context(|| format!("cannot create table {table}"))?;
     let timed = async {
-        let small = time_inserts(&mut connection, &table, iterations).await?;
-        let bulk = time_bulk_inserts(&mut connection, &table, iterations, bulk).await?;
+        let small_runs = (iterations, warm_up(iterations));
+        let record = [0x5a_u8; RECORD_BYTES];
+        let small = time_inserts(&mut connection, &table, 0, &record, small_runs).await?;
+        // the bench's bulk put's bytes, after the small rows' ids, one unmeasured
+        let payload = bulk_payload(bulk.bytes);
+        let first = small_runs.0 + small_runs.1;
+        let bulk =
+            time_inserts(&mut connection, &table, first, &payload, (bulk.repeats, 1)).await?;
         anyhow::Ok((small, bulk))
     }
     .await;
@@ -258,52 +264,26 @@ pub async fn pg_commit(url: &str, iterations: usize, bulk: PgBulk) -> anyhow::Re
     })
 }
 
-/// Median µs of `bulk.repeats` INSERTs of `bulk.bytes` (after one unmeasured), with ids after
-/// the `iterations` small rows' ([`time_inserts`]). The payload is the bench's bulk put's.
-async fn time_bulk_inserts(
-    connection: &mut sqlx::PgConnection,
-    table: &str,
-    iterations: usize,
-    bulk: PgBulk,
-) -> anyhow::Result<f64> {
-    let insert = format!("INSERT INTO {table} (id, payload) VALUES ($1, $2)");
-    let payload: Vec<u8> = (0..bulk.bytes).map(|i| (i % 251) as u8).collect();
-    let first = iterations + warm_up(iterations);
-    let mut samples = Vec::with_capacity(bulk.repeats);
-    for i in 0..=bulk.repeats {
-        let id = i64::try_from(first + i)?;
-        let started = Instant::now();
-        sqlx::query(&insert)
-            .bind(id)
-            .bind(payload.as_slice())
-            .execute(&mut *connection)
-            .await
-            .context("INSERT of the bulk payload")?;
-        if i > 0 {
-            samples.push(started.elapsed());
-        }
-    }
-    Ok(median(&samples))
-}
-
+/// Median µs of `measured` single-row INSERTs of `payload` into `table`, each its own
+/// transaction, after `skip` unmeasured ones; ids from `first_id` on.
 async fn time_inserts(
     connection: &mut sqlx::PgConnection,
     table: &str,
-    iterations: usize,
+    first_id: usize,
+    payload: &[u8],
+    (measured, skip): (usize, usize),
 ) -> anyhow::Result<f64> {
     let insert = format!("INSERT INTO {table} (id, payload) VALUES ($1, $2)");
-    let payload = vec![0x5a_u8; RECORD_BYTES];
-    let skip = warm_up(iterations);
-    let mut samples = Vec::with_capacity(iterations);
-    for i in 0..iterations + skip {
-        let id = i64::try_from(i)?;
+    let mut samples = Vec::with_capacity(measured);
+    for i in 0..measured + skip {
+        let id = i64::try_from(first_id + i)?;
         let started = Instant::now();
         sqlx::query(&insert)
             .bind(id)
-            .bind(&payload)
+            .bind(payload)
             .execute(&mut *connection)
             .await
-            .context("INSERT")?;
+            .with_context(|| format!("INSERT of {} bytes", payload.len()))?;
         if i >= skip {
             samples.push(started.elapsed());
         }

@@ -556,7 +556,11 @@ impl Session {
         let audit = self.registry.audit().clone();
         let events = self.pending(window, event);
         let early = vec![(reply, Ok(server_message::Reply::Done(Done {})))];
-        async move { audit.submit_early(events, Vec::new(), early).await }
+        async move {
+            audit
+                .submit_effects(events, Vec::new(), Vec::new(), early)
+                .await
+        }
     }
 
     /// Takes up one call: the session's own (opening a window, the barrier, heartbeats), or

@@ -354,26 +354,18 @@ impl AuditHandle {
     /// Records `events` and sends `answers` — after the commit in `sync` durability, at once
     /// otherwise. Waits when the writer is behind (back-pressure).
     pub async fn submit(&self, events: Vec<Pending>, answers: Vec<(Reply, Answer)>) {
-        self.submit_early(events, answers, Vec::new()).await;
-    }
-
-    /// [`AuditHandle::submit`], and sends `early` as soon as the events are handed to the
-    /// writer, whatever the durability: answers that complete nothing a client may rely on
-    /// (the call that completes them waits for a later commit, which includes these events).
-    pub async fn submit_early(
-        &self,
-        events: Vec<Pending>,
-        answers: Vec<(Reply, Answer)>,
-        early: Vec<(Reply, Answer)>,
-    ) {
-        self.submit_effects(events, answers, Vec::new(), early)
+        self.submit_effects(events, answers, Vec::new(), Vec::new())
             .await;
     }
 
-    /// [`AuditHandle::submit_early`], with `lazy` answers too: sent after the commit like
-    /// `answers`, but no commit starts for them alone — in `sync` they wait (up to `DEFER`,
-    /// 10 ms) for a commit someone else waits for ([`onesided_core::target::Effects::lazy`]:
-    /// the fence that completes them is answered after them, and its commit carries them).
+    /// [`AuditHandle::submit`], with two more kinds of answers. `lazy`: sent after the commit
+    /// like `answers`, but no commit starts for them alone — in `sync` they wait (up to
+    /// `DEFER`, 10 ms) for a commit someone else waits for
+    /// ([`onesided_core::target::Effects::lazy`]: the fence that completes them is answered
+    /// after them, and its commit carries them). `early`: sent as soon as the events are
+    /// handed to the writer, whatever the durability — answers that complete nothing a client
+    /// may rely on (the call that completes them waits for a later commit, which includes
+    /// these events).
     pub async fn submit_effects(
         &self,
         events: Vec<Pending>,
@@ -1293,14 +1285,12 @@ mod tests {
             )
         };
         // handed over (its answer, here none, would wait for the commit)
-        handle
-            .submit_early(vec![published(0)], Vec::new(), Vec::new())
-            .await;
+        handle.submit(vec![published(0)], Vec::new()).await;
         assert_eq!(
             handle.uncommitted.available_permits(),
             MAX_UNCOMMITTED_BYTES - (40 << 20)
         );
-        let second = handle.submit_early(vec![published(40 << 20)], Vec::new(), Vec::new());
+        let second = handle.submit(vec![published(40 << 20)], Vec::new());
         tokio::pin!(second);
         // polled once: it waits, since nothing can commit
         assert!(
