@@ -135,6 +135,9 @@ pub enum Access<R> {
     CompleteMarker {
         /// The generation.
         generation: u64,
+        /// Answered once the epoch's operations before it are applied here
+        /// ([`Effects::behind`]): the origin's `complete` waits for every target's.
+        reply: R,
     },
 }
 
@@ -142,11 +145,11 @@ impl<R> Access<R> {
     /// Where this item's answer goes, if it has one.
     pub fn into_reply(self) -> Option<R> {
         match self {
-            Access::Op { reply, .. } | Access::Unlock { reply } | Access::Flush { reply } => {
-                Some(reply)
-            }
+            Access::Op { reply, .. }
+            | Access::Unlock { reply }
+            | Access::Flush { reply }
+            | Access::CompleteMarker { reply, .. } => Some(reply),
             Access::LockRequest { grant, .. } => grant,
-            Access::CompleteMarker { .. } => None,
         }
     }
 }
@@ -315,8 +318,8 @@ pub struct Update {
 }
 
 /// What a target leaves for its caller to do, in order within each kind: record the events
-/// first; send `updates`, then `answers` and `lazy`, once those events are durable (in the
-/// caller's durability), `early` as soon as they are handed on.
+/// first; send `updates`, then `answers`, `lazy` and `behind`, once those events are durable (in
+/// the caller's durability), `early` as soon as they are handed on.
 #[derive(Debug)]
 pub struct Effects<R> {
     /// Audit events, in the order they happened (empty when the target does not record).
@@ -332,13 +335,21 @@ pub struct Effects<R> {
     /// (flush, unlock) waits for a later commit, which includes these events.
     pub early: Vec<(R, Answer)>,
     /// Answers that, like `answers`, must not leave before the events above are durable, but
-    /// that no commit need start for: an operation of a fence epoch that returns no data. Its
-    /// origin waits for it only inside the fence that closes the epoch, and that fence cannot
-    /// end before this target answers its own rank's fence, which it does after applying the
-    /// operation (the notice that all ranks arrived reaches it behind every operation of the
-    /// epoch), so that answer's commit, in `answers`, carries this one. Committing for it alone
-    /// would only make the fence wait for a second commit.
+    /// that no commit need start for: an operation of a fence or PSCW epoch that returns no
+    /// data. Its origin waits for it only inside the call that closes the epoch, and that call
+    /// cannot return before this target answered something it answers only after applying the
+    /// operation: its own rank's fence (the notice that all ranks arrived reaches it behind
+    /// every operation of the epoch), or the origin's end-of-epoch marker (it travels behind
+    /// the epoch's operations), in `answers` or `behind`. That answer's commit carries this one;
+    /// committing for it alone would only make the closing call wait for a second commit.
     pub lazy: Vec<(R, Answer)>,
+    /// Answers that must not leave before every event recorded before them is durable — this
+    /// target's earlier events included, even when this input recorded none: the
+    /// acknowledgement of an end-of-epoch marker, which vouches for the epoch's operations
+    /// applied here (their answers are `lazy`). The origin's `complete` is answered once every
+    /// target acknowledged its marker, so one commit carries the epoch's operations, their
+    /// answers and the complete's.
+    pub behind: Vec<(R, Answer)>,
     /// Locks granted, with how long each request waited (NOCHECK grants wait zero).
     pub lock_grants: Vec<(LockType, Duration)>,
 }
@@ -351,6 +362,7 @@ impl<R> Default for Effects<R> {
             answers: Vec::new(),
             early: Vec::new(),
             lazy: Vec::new(),
+            behind: Vec::new(),
             lock_grants: Vec::new(),
         }
     }
@@ -1188,10 +1200,11 @@ impl<R> Target<R> {
                 self.done(reply);
                 false
             }
-            Access::CompleteMarker { generation } => {
+            Access::CompleteMarker { generation, reply } => {
                 let done = &mut self.completes[origin as usize];
                 *done = (*done).max(generation);
                 self.check_wait();
+                self.effects.behind.push((reply, Ok(Outcome::Done)));
                 false
             }
         }
@@ -1259,12 +1272,10 @@ impl<R> Target<R> {
                     // which cannot vouch for this one's commit: there the origin waits for this
                     // answer's.)
                     self.answer_early(reply, Ok(Outcome::Done));
-                } else if matches!(tag, AccessTag::Fence { .. }) {
-                    // the fence that completes it is answered here after it (see
-                    // Effects::lazy): no commit of its own
-                    self.effects.lazy.push((reply, Ok(Outcome::Done)));
                 } else {
-                    self.done(reply);
+                    // fence or PSCW: the fence or the end-of-epoch marker that completes it is
+                    // answered here after it (see Effects::lazy): no commit of its own
+                    self.effects.lazy.push((reply, Ok(Outcome::Done)));
                 }
             }
             // a refusal changed nothing: nothing to make durable
@@ -1568,6 +1579,6 @@ fn describe_access<R>(item: &Access<R>) -> String {
         }
         Access::Unlock { .. } => "unlock".to_string(),
         Access::Flush { .. } => "flush".to_string(),
-        Access::CompleteMarker { generation } => format!("complete marker {generation}"),
+        Access::CompleteMarker { generation, .. } => format!("complete marker {generation}"),
     }
 }

@@ -51,7 +51,9 @@ fn from(origin: u32, item: Access<u64>) -> Input<u64> {
     }
 }
 
-/// Everything answered, in order (waiting and early answers alike).
+/// Everything answered, in order (waiting, lazy and early answers alike), but for the
+/// acknowledgements of end-of-epoch markers (`Effects::behind`), which go to origins' `complete`
+/// calls, not to this target's own rank.
 fn answered(effects: &Effects<u64>) -> Vec<(u64, Answer)> {
     effects
         .answers
@@ -190,6 +192,7 @@ proptest! {
         use_test in any::<bool>(),
     ) {
         const WAIT: u64 = 9_000;
+        const MARKER: u64 = 8_000;
         let mut group: Vec<u32> = (0..nranks).filter(|&rank| members[rank as usize]).collect();
         if group.is_empty() {
             group.push(nranks - 1);
@@ -204,7 +207,8 @@ proptest! {
                 sequence.push(Exposure::Origin(origin, put(u64::from(origin), 7, AccessTag::Pscw { generation: 1 }, reply)));
                 total_ops += 1;
             }
-            sequence.push(Exposure::Origin(origin, Access::CompleteMarker { generation: 1 }));
+            let reply = MARKER + u64::from(origin);
+            sequence.push(Exposure::Origin(origin, Access::CompleteMarker { generation: 1, reply }));
             sequences.push(sequence);
         }
         // the owner: post, then (between arrivals) tests, then a wait unless a test ended it
@@ -435,7 +439,13 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         );
         if completed {
             engine.handle(
-                from(2, Access::CompleteMarker { generation: 1 }),
+                from(
+                    2,
+                    Access::CompleteMarker {
+                        generation: 1,
+                        reply: 12,
+                    },
+                ),
                 Instant::now(),
             );
         }
@@ -444,7 +454,13 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         if completed {
             assert!(answers.is_empty(), "rank 2 had done its part: {answers:?}");
             engine.handle(
-                from(1, Access::CompleteMarker { generation: 1 }),
+                from(
+                    1,
+                    Access::CompleteMarker {
+                        generation: 1,
+                        reply: 11,
+                    },
+                ),
                 Instant::now(),
             );
             let answers = answered(&engine.take_effects());
@@ -476,7 +492,13 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         Instant::now(),
     );
     engine.handle(
-        from(1, Access::CompleteMarker { generation: 1 }),
+        from(
+            1,
+            Access::CompleteMarker {
+                generation: 1,
+                reply: 11,
+            },
+        ),
         Instant::now(),
     );
     engine.handle(
@@ -1080,4 +1102,67 @@ fn a_fence_epochs_put_waits_for_a_commit_it_does_not_start() {
     let effects = target.take_effects();
     assert!(effects.lazy.is_empty() && effects.early.is_empty());
     assert!(matches!(&effects.answers[..], [(3, Ok(Outcome::Data(data)))] if data[..] == [7]));
+}
+
+/// A PSCW epoch's put, like a fence epoch's, waits for a commit but starts none
+/// (`Effects::lazy`); the origin's end-of-epoch marker, which travels behind it, is
+/// acknowledged in `Effects::behind` after it is applied — also when both arrived before the
+/// post and waited for it — and the origin's `complete` waits for that acknowledgement, whose
+/// commit carries the put. The owner's wait ends with the marker, in `answers`.
+#[test]
+fn a_pscw_epochs_put_rides_on_the_acknowledgement_of_its_complete_marker() {
+    let now = Instant::now();
+    let marker = |reply| Access::CompleteMarker {
+        generation: 1,
+        reply,
+    };
+    for before_the_post in [false, true] {
+        let mut target = target(1, 2, 4);
+        if !before_the_post {
+            target.handle(Input::Post { group: vec![0] }, now);
+        }
+        target.handle(
+            Input::Wait {
+                pull: false,
+                test: false,
+                reply: 7,
+            },
+            now,
+        );
+        target.handle(
+            from(0, put(0, 5, AccessTag::Pscw { generation: 1 }, 2)),
+            now,
+        );
+        if !before_the_post {
+            let effects = target.take_effects();
+            assert_eq!(ops_applied(&effects), 1);
+            assert!(effects.answers.is_empty() && effects.early.is_empty());
+            assert!(effects.behind.is_empty());
+            assert!(matches!(&effects.lazy[..], [(2, Ok(Outcome::Done))]));
+        }
+        target.handle(from(0, marker(3)), now);
+        if before_the_post {
+            let effects = target.take_effects();
+            assert_eq!(ops_applied(&effects), 0, "nothing applied before the post");
+            assert!(effects.behind.is_empty(), "{:?}", effects.behind);
+            target.handle(Input::Post { group: vec![0] }, now);
+        }
+        let effects = target.take_effects();
+        if before_the_post {
+            assert_eq!(ops_applied(&effects), 1);
+            assert!(matches!(&effects.lazy[..], [(2, Ok(Outcome::Done))]));
+        } else {
+            assert_eq!(ops_applied(&effects), 0);
+        }
+        assert!(matches!(&effects.behind[..], [(3, Ok(Outcome::Done))]));
+        assert!(
+            matches!(
+                &effects.answers[..],
+                [(7, Ok(Outcome::Synced { flag: true, .. }))]
+            ),
+            "{:?}",
+            effects.answers
+        );
+        assert!(effects.events.contains(&Event::WaitExit));
+    }
 }

@@ -443,15 +443,26 @@ impl WindowServer {
             answers,
             early,
             lazy,
+            behind,
             lock_grants,
         } = effects;
         // updates go first: an answer after them may order them before the owner's next call
         let mut sent = self.updates(updates);
         sent.extend(to_wire(answers));
-        let answers = sent;
+        let mut answers = sent;
         for (lock_type, waited) in lock_grants {
             self.metrics.lock_granted(lock_type, waited);
         }
+        if events.is_empty() && !behind.is_empty() {
+            // nothing recorded now, but answers that vouch for what this target recorded
+            // before: they go through the writer, behind those events
+            answers.extend(to_wire(behind));
+            self.audit
+                .submit_effects(Vec::new(), answers, to_wire(lazy), to_wire(early))
+                .await;
+            return;
+        }
+        answers.extend(to_wire(behind));
         if events.is_empty() {
             // nothing to commit first (audit off, or an input that records nothing)
             for (reply, answer) in answers

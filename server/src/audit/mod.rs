@@ -358,11 +358,13 @@ impl AuditHandle {
             .await;
     }
 
-    /// [`AuditHandle::submit`], with two more kinds of answers. `lazy`: sent after the commit
+    /// [`AuditHandle::submit`], with two more kinds of answers. In `sync`, `answers` given
+    /// with no events still wait for the commit of everything submitted before them
+    /// ([`onesided_core::target::Effects::behind`]). `lazy`: sent after the commit
     /// like `answers`, but no commit starts for them alone — in `sync` they wait (up to
     /// `DEFER`, 10 ms) for a commit someone else waits for
-    /// ([`onesided_core::target::Effects::lazy`]: the fence that completes them is answered
-    /// after them, and its commit carries them). `early`: sent as soon as the events are
+    /// ([`onesided_core::target::Effects::lazy`]: the fence or end-of-epoch marker that
+    /// completes them is answered after them, and its commit carries them). `early`: sent as soon as the events are
     /// handed to the writer, whatever the durability — answers that complete nothing a client
     /// may rely on (the call that completes them waits for a later commit, which includes
     /// these events).
@@ -389,10 +391,12 @@ impl AuditHandle {
             send_all(answers);
             return;
         };
-        if events.is_empty() {
+        if events.is_empty() && !(urgent && self.durability == Durability::Sync) {
             send_all(answers);
             return;
         }
+        // (with no events, urgent answers in `sync` still go through the writer: they vouch for
+        // events submitted before them — Effects::behind — and leave after their commit)
         let (events, answers, late) = match self.durability {
             Durability::Sync => (events, answers, Vec::new()),
             _ => (events, Vec::new(), answers),
@@ -1398,6 +1402,67 @@ mod tests {
         );
         assert_eq!(store.rows(12, 1).await.unwrap().len(), 3);
         assert_eq!(commits(&metrics), "onesided_audit_commit_events_count 2");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// In `sync`, an answer handed over with no events of its own (the acknowledgement of a
+    /// complete marker, `Effects::behind`) leaves only after the events submitted before it are
+    /// committed, and it starts that commit: the lazy answer of a PSCW put before it rides
+    /// along, without waiting for DEFER. (One thread: the writer runs exactly when this test
+    /// yields.)
+    #[tokio::test]
+    async fn an_answer_with_no_events_waits_for_the_commit_of_the_events_before_it() {
+        let dir =
+            std::env::temp_dir().join(format!("onesided-writer-behind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        let metrics = Metrics::new();
+        let (handle, _task) =
+            AuditHandle::spawn(store.clone(), Durability::Sync, 0, Arc::clone(&metrics));
+        let done = || {
+            Ok(onesided_proto::v1::server_message::Reply::Done(
+                onesided_proto::v1::Done {},
+            ))
+        };
+        let (lazy, lazy_answered) = oneshot::channel();
+        let began = Instant::now();
+        handle
+            .submit_effects(
+                vec![event(13, Event::Attach)],
+                Vec::new(),
+                vec![(Reply::Session(lazy), done())],
+                Vec::new(),
+            )
+            .await;
+        // the writer takes it and waits: it started no commit
+        tokio::task::yield_now().await;
+        let (behind, behind_answered) = oneshot::channel();
+        handle
+            .submit_effects(
+                Vec::new(),
+                vec![(Reply::Session(behind), done())],
+                Vec::new(),
+                Vec::new(),
+            )
+            .await;
+        behind_answered.await.unwrap().unwrap();
+        assert_eq!(
+            store.rows(13, 1).await.unwrap().len(),
+            1,
+            "answered before the event before it was stored"
+        );
+        lazy_answered.await.unwrap().unwrap();
+        assert!(
+            began.elapsed() < DEFER,
+            "the lazy answer waited {:?}: the answer behind it started no commit",
+            began.elapsed()
+        );
+        assert_eq!(
+            commits(&metrics),
+            "onesided_audit_commit_events_count 1",
+            "one commit for both"
+        );
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,7 +1,7 @@
 //! Active-target synchronization: `fence`, and PSCW's `post`, `start`, `complete`, `wait` and
 //! `test`.
 
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use onesided_core::audit::Event;
 use onesided_core::target::{Input, Segment};
@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::{access, push, Control, OnWindow, Session};
 use crate::actor::AccessItem;
-use crate::reply::{Answer, Reply};
+use crate::reply::{Answer, Gather, Reply};
 
 impl Session {
     /// `MPI_Win_fence`: record it, publish at one's own rank, count this rank's arrival at the
@@ -94,8 +94,12 @@ impl Session {
         Ok(())
     }
 
-    /// `MPI_Win_complete`: recorded (answered after its commit), then each target of the
-    /// epoch gets its end-of-epoch marker behind the epoch's operations.
+    /// `MPI_Win_complete`: recorded, then each target of the epoch gets its end-of-epoch
+    /// marker behind the epoch's operations; answered once every target acknowledged its
+    /// marker. A target acknowledges after applying the epoch's operations, and its answer
+    /// waits for the commit of everything recorded before it — this event, those operations
+    /// (whose own answers ride along: `Effects::lazy`) — so one commit ends the epoch. With no
+    /// target, answered after this event's commit.
     pub(super) async fn complete(
         &mut self,
         on: OnWindow,
@@ -108,9 +112,17 @@ impl Session {
             reply,
             ..
         } = on;
-        self.log(window, Event::Complete, Some(reply)).await;
+        if markers.is_empty() {
+            self.log(window, Event::Complete, Some(reply)).await;
+            return Ok(());
+        }
+        self.log(window, Event::Complete, None).await;
+        let gather = Gather::new(markers.len(), reply);
         for (target, generation) in markers {
-            let marker = AccessItem::CompleteMarker { generation };
+            let marker = AccessItem::CompleteMarker {
+                generation,
+                reply: Reply::Gather(Arc::clone(&gather)),
+            };
             access(&entry.ranks[target as usize], origin, marker).await?;
         }
         Ok(())
