@@ -27,6 +27,7 @@
 //! memory sampled, and a verdict on whether it stayed flat.
 
 mod awake;
+pub mod grpc;
 mod measure;
 pub mod mpich;
 pub mod redis;
@@ -288,6 +289,8 @@ pub struct Report {
     pub raw_tcp_pingpong_us: f64,
     /// Raw TCP stream over loopback in 4 MiB messages, MiB/s.
     pub raw_tcp_bulk_mib_per_s: f64,
+    /// A bare tonic echo service ([`grpc`]): the floor under our calls.
+    pub grpc: grpc::Floor,
     /// MPICH timing the same patterns between two processes over TCP.
     pub mpich: Option<mpich::Mpich>,
     /// Why MPICH was not measured, when it was not.
@@ -607,6 +610,20 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let raw_tcp_bulk_mib_per_s = tokio::task::spawn_blocking(move || reference::tcp_bulk(messages))
         .await?
         .context("raw TCP bulk")?;
+    let per_stream = if options.quick {
+        5
+    } else {
+        (iterations / 4).max(10)
+    };
+    let grpc = grpc::floor(
+        options.server_threads,
+        iterations,
+        per_stream,
+        bulk_bytes,
+        measure::bulk_repeats(options.quick),
+    )
+    .await
+    .context("the bare gRPC echo")?;
     let limit = mpich::time_limit(iterations);
     let mpich =
         tokio::task::spawn_blocking(move || mpich::run(iterations, bulk_bytes, limit)).await?;
@@ -647,6 +664,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         pg_commit,
         raw_tcp_pingpong_us,
         raw_tcp_bulk_mib_per_s,
+        grpc,
         mpich,
         mpich_missing,
         redis_get_set_us,
@@ -802,6 +820,9 @@ impl Report {
         let mut references = json!({
             "raw_tcp_pingpong_us": self.raw_tcp_pingpong_us,
             "raw_tcp_bulk_mib_per_s": self.raw_tcp_bulk_mib_per_s,
+            "grpc_echo_us": self.grpc.echo_us,
+            "grpc_64_streams_per_s": self.grpc.streams_per_s,
+            "grpc_bulk_mib_per_s": self.grpc.bulk_mib_per_s,
             "redis_get_set_us": number(self.redis_get_set_us),
             "redis_incr_50_clients_per_s": number(self.redis_incr_50_clients_per_s),
             "redis_durable_incr_1_client_p50_us": number(
@@ -1019,6 +1040,23 @@ impl Report {
         out.push_str(&format!(
             "| `raw_tcp_bulk_mib_per_s` (4 MiB messages) | {:.0} MiB/s | | | | |\n",
             self.raw_tcp_bulk_mib_per_s
+        ));
+        let grpc = &self.grpc;
+        out.push_str(&format!(
+            "| `grpc_echo_us` (bare tonic stream, 8 B each way) | {:.1} µs | {tcp_name} | {} | | |\n",
+            grpc.echo_us,
+            ratio(grpc.echo_us, tcp)
+        ));
+        out.push_str(&format!(
+            "| `grpc_64_streams_per_s` (64 such streams at once) | {:.0}/s | {incr} | {} | | |\n",
+            grpc.streams_per_s,
+            ratio(grpc.streams_per_s, self.redis_incr_50_clients_per_s)
+        ));
+        out.push_str(&format!(
+            "| `grpc_bulk_mib_per_s` (1 MiB messages, each acknowledged) | {:.0} MiB/s | raw TCP bulk {:.0} MiB/s | {} | | |\n",
+            grpc.bulk_mib_per_s,
+            self.raw_tcp_bulk_mib_per_s,
+            ratio(grpc.bulk_mib_per_s, Some(self.raw_tcp_bulk_mib_per_s))
         ));
         out.push_str(&format!(
             "| `fdatasync_us` (200 B append + fdatasync, data dir's file system) | {:.1} µs | | | | |\n",

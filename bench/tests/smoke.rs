@@ -110,6 +110,9 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     for key in [
         "raw_tcp_pingpong_us",
         "raw_tcp_bulk_mib_per_s",
+        "grpc_echo_us",
+        "grpc_64_streams_per_s",
+        "grpc_bulk_mib_per_s",
         "fdatasync_us",
         "sqlite_commit_us",
         "disk_write_mib_per_s",
@@ -142,6 +145,10 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     let table = report.table();
     assert!(
         table.contains("| metric | audit off | sync SQLite | sync / off | target | met |\n"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| `grpc_echo_us` (bare tonic stream, 8 B each way) |"),
         "{table}"
     );
 }
