@@ -409,6 +409,8 @@ pub struct Patterns {
     pub bulk_put_mib_per_s: f64,
     /// When one put of the bulk size failed: why.
     pub bulk_single_put_failed: Option<String>,
+    /// The same bulk put from a buffer the caller shares (`put_bytes`): MiB/s.
+    pub bulk_put_shared_mib_per_s: f64,
     /// Fence epochs with one put per rank: (ranks, median µs per epoch).
     pub fence_scaling_us: Vec<(u32, f64)>,
 }
@@ -434,6 +436,10 @@ impl Patterns {
             .bulk_put(options.bulk_bytes())
             .await
             .context("bulk put")?;
+        let (bulk_put_shared_mib_per_s, _) = bench
+            .bulk_put_shared(options.bulk_bytes())
+            .await
+            .context("bulk put from a shared buffer")?;
         let mut fence_scaling_us = Vec::new();
         for &ranks in options.scaling_ranks() {
             let value = bench
@@ -447,6 +453,7 @@ impl Patterns {
             hot_counter_ops_per_s,
             bulk_put_mib_per_s,
             bulk_single_put_failed,
+            bulk_put_shared_mib_per_s,
             fence_scaling_us,
         })
     }
@@ -462,6 +469,10 @@ impl Patterns {
             json!(self.hot_counter_ops_per_s),
         );
         object.insert("bulk_put_mib_per_s".into(), json!(self.bulk_put_mib_per_s));
+        object.insert(
+            "bulk_put_shared_mib_per_s".into(),
+            json!(self.bulk_put_shared_mib_per_s),
+        );
         let scaling: Map<String, Value> = self
             .fence_scaling_us
             .iter()
@@ -482,6 +493,11 @@ impl Patterns {
         rows.push((
             "`bulk_put_mib_per_s`".into(),
             self.bulk_put_mib_per_s,
+            "MiB/s",
+        ));
+        rows.push((
+            "`bulk_put_shared_mib_per_s`".into(),
+            self.bulk_put_shared_mib_per_s,
             "MiB/s",
         ));
         for (ranks, value) in &self.fence_scaling_us {
@@ -1026,6 +1042,13 @@ impl Report {
                 self.mpich.as_ref().map(|m| m.bulk_put_mib_per_s),
                 "MiB/s"
             )
+        ));
+        out.push_str(&format!(
+            "| `bulk_put_shared_mib_per_s` ({} MiB, `put_bytes`) | {:.0} MiB/s | gRPC bulk {:.0} MiB/s | {} | — | — |\n",
+            self.bulk_bytes >> 20,
+            self.patterns.bulk_put_shared_mib_per_s,
+            self.grpc.bulk_mib_per_s,
+            ratio(self.patterns.bulk_put_shared_mib_per_s, Some(self.grpc.bulk_mib_per_s)),
         ));
         for (ranks, value) in &self.patterns.fence_scaling_us {
             out.push_str(&format!(

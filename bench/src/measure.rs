@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use bytes::Bytes;
 use futures::future::try_join_all;
 use futures::{stream, StreamExt, TryStreamExt};
 use onesided_client::{Admin, Endpoint, LockType, Op, Session, Window, WindowSpec};
@@ -331,17 +332,31 @@ impl Bench {
     /// # Errors
     /// A failed RMA call in the chunked fallback.
     pub async fn bulk_put(&self, bytes: usize) -> anyhow::Result<(f64, Option<String>)> {
-        let data = bulk_payload(bytes);
-        match self.bulk_put_in(&data, bytes).await {
+        self.bulk(bytes, false).await
+    }
+
+    /// [`Bench::bulk_put`] with `put_bytes`: the same bytes in a buffer the caller shares
+    /// (`Bytes`), which the client sends in slices instead of copying each piece out of
+    /// borrowed values.
+    ///
+    /// # Errors
+    /// As [`Bench::bulk_put`].
+    pub async fn bulk_put_shared(&self, bytes: usize) -> anyhow::Result<(f64, Option<String>)> {
+        self.bulk(bytes, true).await
+    }
+
+    async fn bulk(&self, bytes: usize, shared: bool) -> anyhow::Result<(f64, Option<String>)> {
+        let data = Bytes::from(bulk_payload(bytes));
+        match self.bulk_put_in(&data, bytes, shared).await {
             Ok(rate) => Ok((rate, None)),
             Err(single) => {
-                let rate = self.bulk_put_in(&data, BULK_CHUNK).await?;
+                let rate = self.bulk_put_in(&data, BULK_CHUNK, shared).await?;
                 Ok((rate, Some(format!("{single:#}"))))
             }
         }
     }
 
-    async fn bulk_put_in(&self, data: &[u8], chunk: usize) -> anyhow::Result<f64> {
+    async fn bulk_put_in(&self, data: &Bytes, chunk: usize, shared: bool) -> anyhow::Result<f64> {
         let world = self
             .world(2, WindowSpec::bytes("bulk", 2, data.len() as u64, 1))
             .await?;
@@ -351,8 +366,13 @@ impl Bench {
             let w = &w0;
             async move {
                 w.lock(LockType::Exclusive, 1, 0).await?;
-                for (i, piece) in data.chunks(chunk).enumerate() {
-                    w.put(1, (i * chunk) as u64, piece)?;
+                for start in (0..data.len()).step_by(chunk) {
+                    let end = (start + chunk).min(data.len());
+                    if shared {
+                        w.put_bytes(1, start as u64, data.slice(start..end))?;
+                    } else {
+                        w.put(1, start as u64, &data[start..end])?;
+                    }
                 }
                 w.unlock(1).await?;
                 Ok(())

@@ -88,6 +88,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "pscw_put_us",
         "hot_counter_ops_per_s",
         "bulk_put_mib_per_s",
+        "bulk_put_shared_mib_per_s",
         "raw_tcp_pingpong_us",
         "raw_tcp_bulk_mib_per_s",
         "fdatasync_us",
@@ -169,7 +170,11 @@ fn check_sync(json: &Value, sync: &Value, reference: &str) {
         assert!((target - expected).abs() < 1e-9, "latency_target_us.{key}");
         assert!(sync["latency_target_met"][key].is_boolean(), "{sync}");
     }
-    for key in ["hot_counter_ops_per_s", "bulk_put_mib_per_s"] {
+    for key in [
+        "hot_counter_ops_per_s",
+        "bulk_put_mib_per_s",
+        "bulk_put_shared_mib_per_s",
+    ] {
         assert!(positive(&sync[key]), "{key} is {:?}", sync[key]);
     }
     for ranks in ["2", "8"] {

@@ -157,6 +157,20 @@ impl Window {
             .map(drop)
     }
 
+    /// `MPI_Put` of `data` as bytes (`MPI_BYTE`) to `target` at displacement `disp` (in the
+    /// target's disp_units), from a buffer the caller shares instead of lending: its wire
+    /// pieces are slices of `data`, never copied by the client, where [`Window::put`] copies
+    /// each 1 MiB piece out of the values it borrows. `data` is held until the pieces are
+    /// sent, as MPI holds an origin buffer until the put completes.
+    ///
+    /// # Errors
+    /// As [`Window::issue`].
+    pub fn put_bytes(&self, target: u32, disp: u64, data: Bytes) -> Result<()> {
+        let count = data.len() as u64;
+        let spec = OpSpec::contiguous(OpKind::Put, onesided_core::Datatype::U8, disp, count, data);
+        self.issue(target, spec, false).map(drop)
+    }
+
     /// `MPI_Put` with a target layout (vector, indexed, …); `values` are in layout order.
     /// A [`Layout::Struct`]'s blocks carry their own datatypes: put its packed bytes as `u8`
     /// (`pack::<u8>` packs them from a buffer laid out by another struct).

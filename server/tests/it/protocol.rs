@@ -345,6 +345,46 @@ async fn large_transfers_travel_in_pieces_and_arrive_whole() {
     assert!(got.value().await.unwrap() == expected);
 }
 
+/// `put_bytes` (a buffer the caller shares): its 1 MiB pieces arrive whole and in order at
+/// a displacement that is not a piece boundary; one that does not fit is refused with
+/// `MPI_ERR_RMA_RANGE` before anything is sent, and the window is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_put_travels_in_pieces_and_arrives_whole() {
+    let fixture = Fixture::new(2).await;
+    let size = (3 << 20) + 64;
+    let w = fixture
+        .window(WindowSpec::bytes(&unique("w"), 2, size as u64, 1))
+        .await;
+    let data = Bytes::from(
+        (0..(3 << 20) + 5)
+            .map(|i| (i % 253) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    let session = w[0].session();
+    let before = session.wire_stats();
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put_bytes(1, 7, data.clone()).unwrap();
+    w[0].unlock(1).await.unwrap();
+    let sent = session.wire_stats().sent - before.sent;
+    assert!(sent >= 3, "a 3 MiB put streams in pieces: {sent} messages");
+
+    let sent = session.wire_stats().sent;
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    let error = w[0].put_bytes(1, 60, data.clone()).unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::RmaRange), "{error}");
+    let whole = w[0].get::<u8>(1, 0, size as u64).unwrap();
+    w[0].unlock(1).await.unwrap();
+    let whole = whole.value().await.unwrap();
+    assert_eq!(&whole[..7], &[0; 7], "nothing before the displacement");
+    assert!(
+        whole[7..7 + data.len()] == data[..],
+        "every piece, in order"
+    );
+    assert_eq!(&whole[7 + data.len()..], &[0; 52], "nothing after the data");
+    // lock, get and unlock travelled; the refused put did not
+    assert!(session.wire_stats().sent - sent <= 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_integer_accumulates_travel_as_one_operation_and_floats_do_not() {
     let fixture = Fixture::new(2).await;
