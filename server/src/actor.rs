@@ -453,17 +453,11 @@ impl WindowServer {
         for (lock_type, waited) in lock_grants {
             self.metrics.lock_granted(lock_type, waited);
         }
-        if events.is_empty() && !behind.is_empty() {
-            // nothing recorded now, but answers that vouch for what this target recorded
-            // before: they go through the writer, behind those events
-            answers.extend(to_wire(behind));
-            self.audit
-                .submit_effects(Vec::new(), answers, to_wire(lazy), to_wire(early))
-                .await;
-            return;
-        }
+        // answers behind what this target recorded before go through the writer even when
+        // nothing is recorded now
+        let vouching = !behind.is_empty();
         answers.extend(to_wire(behind));
-        if events.is_empty() {
+        if events.is_empty() && !vouching {
             // nothing to commit first (audit off, or an input that records nothing)
             for (reply, answer) in answers
                 .into_iter()

@@ -206,6 +206,13 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     window.put(1, 0, &[777i64]).unwrap();
     window.complete().await.unwrap();
     exposed.wait().await.unwrap();
+    // a second epoch acknowledged by its complete alone (its wait is never called): complete
+    // returns once its targets acknowledged their markers, after the commit that holds the
+    // complete and the put
+    exposed.post(&[0], 0).unwrap();
+    window.start(&[1], 0).unwrap();
+    window.put(1, 0, &[778i64]).unwrap();
+    window.complete().await.unwrap();
     // acknowledged: now kill -9, no chance to flush anything
     child.kill();
     drop(window);
@@ -245,6 +252,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
                 AuditEvent::Complete => "complete",
                 AuditEvent::WaitExit => "wait_exit",
                 AuditEvent::Op { data, .. } if *data == 777i64.to_le_bytes() => "put",
+                AuditEvent::Op { data, .. } if *data == 778i64.to_le_bytes() => "second put",
                 _ => return None,
             };
             Some((event.rank, kind))
@@ -256,17 +264,23 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
         (0, "complete"),
         (1, "put"),
         (1, "wait_exit"),
+        (1, "second put"),
     ] {
         assert!(
             pscw.contains(&expected),
             "{expected:?} is in the log: {pscw:?}"
         );
     }
+    let completes = pscw.iter().filter(|&&kind| kind == (0, "complete")).count();
+    assert_eq!(
+        completes, 2,
+        "both acknowledged completes are in the log: {pscw:?}"
+    );
     let verification = audit.verify(desc.id).await.unwrap();
     assert_eq!(verification.first_bad, None);
     assert_eq!(verification.client_events > 0, persisting);
     let replayed = audit.replay(desc.id, None).await.unwrap();
-    assert_eq!(replayed.ranks[1], 777i64.to_le_bytes());
+    assert_eq!(replayed.ranks[1], 778i64.to_le_bytes());
     // the world, its tokens and the window came back, rebuilt from the log
     let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
     let window = session.window("x").await.unwrap();
@@ -274,7 +288,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     window.lock(LockType::Shared, 1, 0).await.unwrap();
     let live = window.get::<i64>(1, 0, 1).unwrap();
     window.unlock(1).await.unwrap();
-    assert_eq!(live.value().await.unwrap(), vec![777]);
+    assert_eq!(live.value().await.unwrap(), vec![778]);
     drop(window);
     session.close().await.unwrap();
     // a window created after the restart never reuses a recorded id
