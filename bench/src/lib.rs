@@ -626,15 +626,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let raw_tcp_bulk_mib_per_s = tokio::task::spawn_blocking(move || reference::tcp_bulk(messages))
         .await?
         .context("raw TCP bulk")?;
-    let per_stream = if options.quick {
-        5
-    } else {
-        (iterations / 4).max(10)
-    };
     let grpc = grpc::floor(
         options.server_threads,
         iterations,
-        per_stream,
+        measure::hot_counter_per_rank(iterations, options.quick),
         bulk_bytes,
         measure::bulk_repeats(options.quick),
     )

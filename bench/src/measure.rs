@@ -24,6 +24,16 @@ pub(crate) fn bulk_payload(bytes: usize) -> Vec<u8> {
     (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
+/// Operations of each of the hot counter's 64 ranks (and round trips of each of the gRPC
+/// echo's 64 streams).
+pub(crate) fn hot_counter_per_rank(iterations: usize, quick: bool) -> usize {
+    if quick {
+        5
+    } else {
+        (iterations / 4).max(10)
+    }
+}
+
 /// Timed bulk puts (and bulk INSERTs of the PostgreSQL reference) of a run: their median is
 /// the figure.
 pub(crate) fn bulk_repeats(quick: bool) -> usize {
@@ -275,11 +285,7 @@ impl Bench {
     /// A failed RMA call, or a final sum that is not the number of ops.
     pub async fn hot_counter(&self) -> anyhow::Result<f64> {
         const RANKS: u32 = 64;
-        let per_rank = if self.quick {
-            5
-        } else {
-            (self.iterations / 4).max(10)
-        };
+        let per_rank = hot_counter_per_rank(self.iterations, self.quick);
         let world = self
             .world(RANKS, WindowSpec::of::<i64>("counter", RANKS, 1))
             .await?;
