@@ -1358,6 +1358,26 @@ mod tests {
         ))
     }
 
+    /// Submits `events` with one answer (`Effects::lazy` when `lazy`, else one that waits):
+    /// where that answer arrives.
+    async fn submit_one(
+        handle: &AuditHandle,
+        events: Vec<Pending>,
+        lazy: bool,
+    ) -> oneshot::Receiver<Answer> {
+        let (reply, answered) = oneshot::channel();
+        let answer = vec![(Reply::Session(reply), done())];
+        let (answers, lazy) = if lazy {
+            (Vec::new(), answer)
+        } else {
+            (answer, Vec::new())
+        };
+        handle
+            .submit_effects(events, answers, lazy, Vec::new())
+            .await;
+        answered
+    }
+
     /// In `sync`, a lazy answer (a fence epoch's operation, `Effects::lazy`) starts no commit:
     /// it rides with the commit that the next urgent answer (the fence's) starts, the two in
     /// one commit; alone, it is committed once DEFER has passed. Either way it leaves only after
@@ -1365,34 +1385,10 @@ mod tests {
     #[tokio::test]
     async fn a_lazy_answer_waits_for_a_commit_without_starting_one() {
         let (dir, store, metrics, handle, _task) = sync_writer("lazy").await;
-        let lazy = |handle: &AuditHandle| {
-            let (reply, answered) = oneshot::channel();
-            let handle = handle.clone();
-            let submitted = async move {
-                handle
-                    .submit_effects(
-                        vec![event(12, Event::Attach)],
-                        Vec::new(),
-                        vec![(Reply::Session(reply), done())],
-                        Vec::new(),
-                    )
-                    .await;
-            };
-            (submitted, answered)
-        };
-        let (submitted, mut lazy_answered) = lazy(&handle);
-        submitted.await;
+        let mut lazy_answered = submit_one(&handle, vec![event(12, Event::Attach)], true).await;
         // the writer takes it and waits: it started no commit
         tokio::task::yield_now().await;
-        let (urgent, urgent_answered) = oneshot::channel();
-        handle
-            .submit_effects(
-                vec![event(12, Event::Attach)],
-                vec![(Reply::Session(urgent), done())],
-                Vec::new(),
-                Vec::new(),
-            )
-            .await;
+        let urgent_answered = submit_one(&handle, vec![event(12, Event::Attach)], false).await;
         assert!(matches!(
             lazy_answered.try_recv(),
             Err(oneshot::error::TryRecvError::Empty)
@@ -1407,9 +1403,8 @@ mod tests {
         );
 
         // alone, it is committed once DEFER has passed, not before
-        let (submitted, lazy_answered) = lazy(&handle);
         let began = Instant::now();
-        submitted.await;
+        let lazy_answered = submit_one(&handle, vec![event(12, Event::Attach)], true).await;
         lazy_answered.await.unwrap().unwrap();
         assert!(
             began.elapsed() >= DEFER,
@@ -1429,26 +1424,10 @@ mod tests {
     #[tokio::test]
     async fn an_answer_with_no_events_waits_for_the_commit_of_the_events_before_it() {
         let (dir, store, metrics, handle, _task) = sync_writer("behind").await;
-        let (lazy, lazy_answered) = oneshot::channel();
-        handle
-            .submit_effects(
-                vec![event(13, Event::Attach)],
-                Vec::new(),
-                vec![(Reply::Session(lazy), done())],
-                Vec::new(),
-            )
-            .await;
+        let lazy_answered = submit_one(&handle, vec![event(13, Event::Attach)], true).await;
         // the writer takes it and waits: it started no commit
         tokio::task::yield_now().await;
-        let (behind, behind_answered) = oneshot::channel();
-        handle
-            .submit_effects(
-                Vec::new(),
-                vec![(Reply::Session(behind), done())],
-                Vec::new(),
-                Vec::new(),
-            )
-            .await;
+        let behind_answered = submit_one(&handle, Vec::new(), false).await;
         behind_answered.await.unwrap().unwrap();
         assert_eq!(
             store.rows(13, 1).await.unwrap().len(),
@@ -1476,15 +1455,7 @@ mod tests {
                 durability,
                 ..AuditHandle::off()
             };
-            let (reply, answered) = oneshot::channel();
-            handle
-                .submit_effects(
-                    Vec::new(),
-                    vec![(Reply::Session(reply), done())],
-                    Vec::new(),
-                    Vec::new(),
-                )
-                .await;
+            let answered = submit_one(&handle, Vec::new(), false).await;
             match (durability, inbox.try_recv()) {
                 (
                     Durability::Sync,
