@@ -1146,13 +1146,17 @@ impl Committer {
 }
 
 /// One INSERT into `audit_events` of `rows` (at most [`MAX_ROWS_PER_INSERT`]), padded with
-/// rows of NULLs up to the next power of two, which the statement filters out before anything is
-/// inserted: a batch of any length is one statement of at most nine shapes (1, 2, 4 … 256
-/// rows), each prepared once per connection and then served from sqlx's statement cache. (With
-/// one shape per length, nearly every group commit prepared a fresh multi-row statement, which
-/// cost more than its fsync; with exact power-of-two pieces, a batch of 159 rows was six
-/// statements inside BEGIN … COMMIT, eight round trips to the database instead of one.) The
-/// statements' text is built once ([`padded_texts`]: `texts`), not for every commit.
+/// rows of NULLs up to the next of [`SHAPES`], which the statement filters out before anything is
+/// inserted: a batch of any length is one statement of at most 24 shapes, each prepared once per
+/// connection and then served from sqlx's statement cache. Up to 16 rows a batch has a shape of
+/// its own length, so the small commits that latency waits for bind no padding (with powers of
+/// two only, a lock-put-unlock's 9 rows bound 7 rows of NULLs: 84 of 192 parameters, each
+/// bound, copied for SQLite's thread, cleared and evaluated for nothing); above 16 the shapes
+/// grow by halves of powers of two, so at most a third of a statement is padding. (With one shape
+/// per length, nearly every group commit prepared a fresh multi-row statement, which cost more
+/// than its fsync; with exact power-of-two pieces, a batch of 159 rows was six statements inside
+/// BEGIN … COMMIT, eight round trips to the database instead of one.) The statements' text is
+/// built once ([`padded_texts`]: `texts`), not for every commit.
 ///
 /// With `file_columns` (SQLite) each row also binds `event_at` and `event_len`: `placed[i]`, when
 /// row `i`'s event was written to the events file ([`EventFile::append`]; `placed` is empty
@@ -1169,8 +1173,9 @@ where
     Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
-    let shape = rows.len().next_power_of_two();
-    let mut query = sqlx::query(texts[shape.trailing_zeros() as usize].as_str());
+    let index = shape_index(rows.len());
+    let shape = SHAPES[index];
+    let mut query = sqlx::query(texts[index].as_str());
     let padded = rows
         .iter()
         .map(Some)
@@ -1211,15 +1216,29 @@ const PADDED_COLUMNS: &str =
 const PADDED_COLUMNS_SQLITE: &str = "window_id, seq, at_ns, rank, incarnation, kind, body, \
      event, prev_hash, hash, event_at, event_len";
 
-/// The text of [`padded_insert`]'s statement for 1, 2, 4 … [`MAX_ROWS_PER_INSERT`] rows, built
-/// once: formatting a 128-row statement's 1 280 placeholders for every commit cost the audit
-/// writer a fifth of its own instructions per commit (`valgrind --tool=callgrind`,
-/// BENCHMARKS.md). `VALUES` names its columns `column1` … in SQLite and PostgreSQL alike.
+/// The row counts of [`padded_insert`]'s statements: every length up to 16, then 24, 32, 48 …
+/// [`MAX_ROWS_PER_INSERT`] (a power of two and one and a half times it).
+const SHAPES: [usize; 24] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128, 192, 256,
+];
+
+/// The index in [`SHAPES`] of the smallest shape that holds `rows` rows (1 ≤ `rows` ≤
+/// [`MAX_ROWS_PER_INSERT`]).
+fn shape_index(rows: usize) -> usize {
+    SHAPES.partition_point(|&shape| shape < rows)
+}
+
+// the largest shape holds the most rows one INSERT carries
+const _: () = assert!(SHAPES[SHAPES.len() - 1] == MAX_ROWS_PER_INSERT);
+
+/// The text of [`padded_insert`]'s statement for each of [`SHAPES`], built once: formatting a
+/// 128-row statement's 1 280 placeholders for every commit cost the audit writer a fifth of its
+/// own instructions per commit (`valgrind --tool=callgrind`, BENCHMARKS.md). `VALUES` names its columns `column1` … in SQLite and PostgreSQL alike.
 fn padded_texts(columns: &str, placeholder: fn(usize) -> String) -> Vec<String> {
     let width = columns.split(',').count();
-    (0..=MAX_ROWS_PER_INSERT.trailing_zeros())
-        .map(|power| {
-            let shape = 1usize << power;
+    SHAPES
+        .iter()
+        .map(|&shape| {
             let mut sql = format!("INSERT INTO audit_events ({columns}) SELECT * FROM (VALUES ");
             for row in 0..shape {
                 if row > 0 {
@@ -1440,7 +1459,24 @@ mod tests {
             .collect()
     }
 
-    /// Batches of every shape's length, one past it and one short of it, each on a window of its
+    /// Every batch length gets the smallest shape that holds it: its own up to 16 rows, so a
+    /// small commit binds no padding, and never more than half again as many rows above.
+    #[test]
+    fn a_batch_takes_the_smallest_shape_that_holds_it() {
+        for rows in 1..=MAX_ROWS_PER_INSERT {
+            let shape = SHAPES[shape_index(rows)];
+            assert!(shape >= rows, "{rows} rows in a shape of {shape}");
+            let smaller = shape_index(rows).checked_sub(1).map(|index| SHAPES[index]);
+            assert!(smaller.is_none_or(|smaller| smaller < rows), "{rows} rows");
+            if rows <= 16 {
+                assert_eq!(shape, rows);
+            } else {
+                assert!(2 * shape <= 3 * rows, "{rows} rows padded to {shape}");
+            }
+        }
+    }
+
+    /// Batches of shapes' lengths, one past them and one short of them, each on a window of its
     /// own, are stored row for row — no padding row lands, none is lost — and the chains verify:
     /// in SQLite and in PostgreSQL, in one statement (up to 256 rows) and in a transaction.
     async fn padded_batches_store_exactly_their_rows(url: Option<&str>) {
@@ -1452,7 +1488,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let store = AuditStore::open(url, &dir).await.unwrap();
         let mut committer = Committer::new(store.clone());
-        let lengths = [1, 2, 3, 5, 63, 64, 65, 128, 159, 255, 256, 257, 700];
+        let lengths = [
+            1, 2, 3, 5, 9, 15, 16, 17, 24, 25, 63, 64, 65, 128, 159, 192, 193, 255, 256, 257, 700,
+        ];
         for (window, &len) in (1u64..).zip(lengths.iter()) {
             let rows = chained(window, 1..=len as u64, GENESIS);
             committer.insert(&rows, &[]).await.unwrap();
