@@ -324,11 +324,15 @@ pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
     let bar = progress(global, data.len() as u64);
     let mut pending = Vec::new();
     let mut first_error = None;
-    for (index, part) in data.chunks(chunk as usize).enumerate() {
-        let mut spec = epoch.spec(OpKind::Put, part.len() as u64 / elem, part.to_vec());
+    // each chunk is a slice of the file's one buffer, not a copy of it: the client holds the
+    // file's bytes once, however many chunks are in flight
+    for (index, start) in (0..data.len()).step_by(chunk as usize).enumerate() {
+        let part = data.slice(start..data.len().min(start + chunk as usize));
+        let len = part.len() as u64;
+        let mut spec = OpSpec::contiguous(OpKind::Put, epoch.dtype, epoch.disp, len / elem, part);
         spec.disp = epoch.disp + index as u64 * chunk / u64::from(epoch.disp_unit());
         match epoch.window.issue(epoch.target, spec, false) {
-            Ok(reply) => pending.push((part.len() as u64, reply)),
+            Ok(reply) => pending.push((len, reply)),
             Err(error) => {
                 first_error = Some(error);
                 break;
