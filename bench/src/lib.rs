@@ -266,6 +266,12 @@ pub struct Report {
     /// Given a PostgreSQL `--database-url` with the audit off: the same patterns against a
     /// server whose every answer waits for its audit commit into that database.
     pub sync_postgres: Option<Patterns>,
+    /// With `--keep-awake` and `sync_postgres`: the latency patterns against a server with the
+    /// audit off, measured with the spinners stopped just before `sync_postgres` is (which is
+    /// measured without them, as PostgreSQL's references are): the `off` figures of
+    /// PostgreSQL's latency targets, so that both sides of each comparison ran with the CPUs in
+    /// the same state ([`awake`]). `None` otherwise, and then the targets use `patterns`.
+    pub off_without_spinners: Option<Vec<(&'static str, f64)>>,
     /// With `--busy-poll` and the audit off: the latency patterns against a server and
     /// sessions that busy-poll.
     pub busy_poll: Option<BusyPolled>,
@@ -544,16 +550,25 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     } else {
         None
     };
-    let sync_postgres = match (side_by_side, options.postgres_url()) {
+    let (sync_postgres, off_without_spinners) = match (side_by_side, options.postgres_url()) {
         (true, Some(url)) => {
             let _paused = awake.as_ref().map(awake::KeepAwake::pause).transpose()?;
-            Some(
-                Patterns::in_process(options, Audit::Sync, Some(url.to_string()))
-                    .await
-                    .context("the run with the audit in sync mode into PostgreSQL")?,
-            )
+            // the off side of PostgreSQL's latency targets, in the machine state its sync run
+            // has: idle CPUs may halt, and a wake-up costs every round trip alike
+            let off_without_spinners = match &awake {
+                Some(_) => Some(
+                    BusyPolled::in_process(options, None)
+                        .await
+                        .context("the off latencies without the spinners")?,
+                ),
+                None => None,
+            };
+            let sync = Patterns::in_process(options, Audit::Sync, Some(url.to_string()))
+                .await
+                .context("the run with the audit in sync mode into PostgreSQL")?;
+            (Some(sync), off_without_spinners)
         }
-        _ => None,
+        _ => (None, None),
     };
     let busy_poll = match (side_by_side, options.busy_poll) {
         (true, Some(budget)) => Some(
@@ -665,6 +680,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         bulk_bytes,
         sync_sqlite,
         sync_postgres,
+        off_without_spinners,
         busy_poll,
         bulk_rss,
         bulk_rss_missing,
@@ -709,6 +725,18 @@ fn number(value: Option<f64>) -> Value {
 /// reference of `reference_us`.
 pub fn latency_target(off_us: f64, reference_us: f64) -> f64 {
     off_us + SYNC_TARGET_REFERENCES * reference_us
+}
+
+/// `patterns` with the latencies of `latencies` in place of its own, key by key (a key that
+/// `latencies` lacks keeps its figure).
+fn with_latencies(patterns: &Patterns, latencies: &[(&'static str, f64)]) -> Patterns {
+    let mut replaced = patterns.clone();
+    for (key, value) in &mut replaced.latencies {
+        if let Some((_, other)) = latencies.iter().find(|(other, _)| other == key) {
+            *value = *other;
+        }
+    }
+    replaced
 }
 
 /// `figure(off, sync)` of every latency (µs) figure, keyed as in the report's JSON: the
@@ -905,6 +933,20 @@ impl Report {
         )
     }
 
+    /// The `off` figures a `sync` run into `store` is held to: the `off` run's, except that
+    /// PostgreSQL's latencies, measured without the spinners, are held to `off` latencies
+    /// measured without them too ([`Report::off_without_spinners`]).
+    /// Also says which: `"off"` or `"off_without_spinners"`.
+    fn off_for_targets(&self, store: Store) -> (Patterns, &'static str) {
+        match (store, &self.off_without_spinners) {
+            (Store::Postgres, Some(latencies)) => (
+                with_latencies(&self.patterns, latencies),
+                "off_without_spinners",
+            ),
+            _ => (self.patterns.clone(), "off"),
+        }
+    }
+
     /// The storage reference a `sync` run into `store` is held to, in µs (`None`: not measured).
     fn store_reference_us(&self, store: Store) -> Option<f64> {
         match store {
@@ -956,10 +998,16 @@ impl Report {
         figures.insert("store".into(), json!(store.name()));
         figures.insert("target_reference".into(), json!(store.reference_key()));
         let reference = self.store_reference_us(store);
-        let targets = per_latency(&self.patterns, sync, |off, _| {
+        let (off, which) = self.off_for_targets(store);
+        figures.insert("off_for_targets".into(), json!(which));
+        figures.insert(
+            "off_for_targets_us".into(),
+            Value::Object(per_latency(&off, sync, |off, _| json!(off))),
+        );
+        let targets = per_latency(&off, sync, |off, _| {
             number(reference.map(|reference| latency_target(off, reference)))
         });
-        let met = per_latency(&self.patterns, sync, |off, synced| {
+        let met = per_latency(&off, sync, |off, synced| {
             reference.map_or(Value::Null, |reference| {
                 json!(synced <= latency_target(off, reference))
             })
@@ -1281,6 +1329,18 @@ impl Report {
             })
             .collect();
         out.push_str(&references.join(", "));
+        if let (Some(latencies), true) = (&self.off_without_spinners, self.sync_postgres.is_some())
+        {
+            let figures: Vec<String> = latencies
+                .iter()
+                .map(|(key, us)| format!("`{key}` {us:.1} µs"))
+                .collect();
+            out.push_str(&format!(
+                ". sync PostgreSQL runs with the spinners stopped, as its references do, so its \
+                 latency targets take `off` measured without them too ({})",
+                figures.join(", ")
+            ));
+        }
         out.push_str(&match &self.redis_durable {
             Some(redis) => format!(
                 ". Stretch for the hot counter: at least Redis INCR with `appendfsync always` and \
@@ -1300,16 +1360,18 @@ impl Report {
         out.push('\n');
         out.push_str(&rule);
         out.push('\n');
-        let run_rows: Vec<(Store, Vec<Row>)> = runs
+        let run_rows: Vec<(Store, Vec<Row>, Vec<Row>)> = runs
             .iter()
-            .map(|(store, run)| (*store, run.rows()))
+            .map(|(store, run)| (*store, run.rows(), self.off_for_targets(*store).0.rows()))
             .collect();
         for (index, (name, off, unit)) in self.patterns.rows().into_iter().enumerate() {
             out.push_str(&format!("| {name} | {off:.1} {unit} |"));
-            for (store, rows) in &run_rows {
+            for (store, rows, targets_off) in &run_rows {
                 let synced = rows[index].1;
                 let target = match (unit, self.store_reference_us(*store)) {
-                    ("µs", Some(reference)) => Some(latency_target(off, reference)),
+                    ("µs", Some(reference)) => {
+                        Some(latency_target(targets_off[index].1, reference))
+                    }
                     _ => None,
                 };
                 let durable = self.redis_durable_50_clients().as_f64();
@@ -1430,4 +1492,35 @@ pub fn scaling_table(rows: &[Scaling]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patterns(latencies: &[(&'static str, f64)]) -> Patterns {
+        Patterns {
+            latencies: latencies.to_vec(),
+            hot_counter_ops_per_s: 1.0,
+            bulk_put_mib_per_s: 2.0,
+            bulk_single_put_failed: None,
+            bulk_put_shared_mib_per_s: 3.0,
+            fence_scaling_us: vec![(2, 4.0)],
+        }
+    }
+
+    /// PostgreSQL's targets take the latencies measured without the spinners, key by key, and
+    /// nothing else: the other figures, and a latency measured only with them, stay the `off`
+    /// run's.
+    #[test]
+    fn latencies_measured_without_the_spinners_replace_only_their_own_keys() {
+        let off = patterns(&[("lock_put_unlock_us", 20.0), ("fence_put_us", 40.0)]);
+        let replaced = with_latencies(&off, &[("lock_put_unlock_us", 90.0)]);
+        assert_eq!(
+            replaced.latencies,
+            vec![("lock_put_unlock_us", 90.0), ("fence_put_us", 40.0)]
+        );
+        assert_eq!(replaced.fence_scaling_us, off.fence_scaling_us);
+        assert_eq!(replaced.hot_counter_ops_per_s, off.hot_counter_ops_per_s);
+    }
 }

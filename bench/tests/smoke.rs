@@ -156,15 +156,19 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
 
 /// A `sync` run's figures are there and positive, each with its ratio to `off`, and every
 /// latency with its target (off + 1.5 × the store's reference) and whether it was met — a
-/// verdict either way, never asserted.
+/// verdict either way, never asserted. Without `--keep-awake` every run shares the CPUs' state,
+/// so the targets' `off` is the `off` run itself.
 fn check_sync(json: &Value, sync: &Value, reference: &str) {
     assert_eq!(sync["target_reference"], reference);
+    assert_eq!(json["keep_awake"], false);
+    assert_eq!(sync["off_for_targets"], "off", "{sync}");
     let reference_us = json[reference].as_f64().unwrap();
     for (key, _) in LATENCY_KEYS {
         assert!(positive(&sync[key]), "{key} is {:?}", sync[key]);
         let ratio = sync["ratio_to_off"][key].as_f64().unwrap();
         let expected = sync[key].as_f64().unwrap() / json[key].as_f64().unwrap();
         assert!((ratio - expected).abs() < 1e-9, "ratio_to_off.{key}");
+        assert_eq!(sync["off_for_targets_us"][key], json[key], "{key}");
         let target = sync["latency_target_us"][key].as_f64().unwrap();
         let expected = json[key].as_f64().unwrap() + 1.5 * reference_us;
         assert!((target - expected).abs() < 1e-9, "latency_target_us.{key}");
