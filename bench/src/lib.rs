@@ -270,7 +270,8 @@ pub struct Report {
     /// audit off, measured with the spinners stopped just before `sync_postgres` is (which is
     /// measured without them, as PostgreSQL's references are): the `off` figures of
     /// PostgreSQL's latency targets, so that both sides of each comparison ran with the CPUs in
-    /// the same state ([`awake`]). `None` otherwise, and then the targets use `patterns`.
+    /// the same state (`--keep-awake`, BENCHMARKS.md). `None` otherwise, and then the targets
+    /// use `patterns`.
     pub off_without_spinners: Option<Vec<(&'static str, f64)>>,
     /// With `--busy-poll` and the audit off: the latency patterns against a server and
     /// sessions that busy-poll.
