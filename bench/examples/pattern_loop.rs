@@ -30,6 +30,7 @@ fn main() -> anyhow::Result<()> {
              [DATABASE_URL]"
         );
     };
+    onesided_bench::trace_as_the_server();
     let n: usize = n.parse()?;
     anyhow::ensure!(n > 0, "ITERATIONS must be at least 1");
     let audit = match args.get(3).map(String::as_str) {

@@ -72,6 +72,8 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // the in-process servers log, and pay for their spans, as onesided-server does
+    onesided_bench::trace_as_the_server();
     // the soak's churn runs on every CPU, as a service's clients would
     let threads = match args.soak {
         Some(_) => Threads::new(std::thread::available_parallelism().map_or(2, usize::from)),
