@@ -518,7 +518,7 @@ impl Patterns {
 /// server then pays for its spans what the server binary pays. Without a subscriber every span
 /// of the server's and h2's also checks the `log` crate's level (tracing's `log` feature, which
 /// sqlx enables) at each creation, entry, exit and drop: about 15 k instructions per hot-counter
-/// operation (94.4 k → 79.8 k, callgrind) that the server binary never executes. With `RUST_LOG`
+/// operation (94.4 k → 79.7 k, callgrind) that the server binary never executes. With `RUST_LOG`
 /// it filters as the server would; without it, spans are enabled up to `info` as the server's
 /// default enables them, but events only from `warn` up, so that the runs' thousands of session
 /// attach and detach lines do not bury the bench's own output (one per session, not per

@@ -1146,17 +1146,17 @@ impl Committer {
 }
 
 /// One INSERT into `audit_events` of `rows` (at most [`MAX_ROWS_PER_INSERT`]), padded with
-/// rows of NULLs up to the next of [`SHAPES`], which the statement filters out before anything is
-/// inserted: a batch of any length is one statement of at most 24 shapes, each prepared once per
-/// connection and then served from sqlx's statement cache. Up to 16 rows a batch has a shape of
-/// its own length, so the small commits that latency waits for bind no padding (with powers of
-/// two only, a lock-put-unlock's 9 rows bound 7 rows of NULLs: 84 of 192 parameters, each
-/// bound, copied for SQLite's thread, cleared and evaluated for nothing); above 16 the shapes
-/// grow by halves of powers of two, so at most a third of a statement is padding. (With one shape
-/// per length, nearly every group commit prepared a fresh multi-row statement, which cost more
-/// than its fsync; with exact power-of-two pieces, a batch of 159 rows was six statements inside
-/// BEGIN … COMMIT, eight round trips to the database instead of one.) The statements' text is
-/// built once ([`padded_texts`]: `texts`), not for every commit.
+/// rows of NULLs up to the next of [`SHAPES`], which the statement filters out before anything
+/// is inserted: a batch of any length is one statement of at most 24 shapes, each prepared
+/// once per connection and then served from sqlx's statement cache. Up to 16 rows a batch has
+/// a shape of its own length, so the small commits that latency waits for bind no padding (with
+/// powers of two only, a lock-put-unlock's 9 rows bound 7 rows of NULLs: 84 of 192 parameters,
+/// each bound, copied for SQLite's thread, cleared and evaluated for nothing); above 16 the
+/// shapes grow by halves of powers of two, so at most a third of a statement is padding. (With
+/// one shape per length, nearly every group commit prepared a fresh multi-row statement, which
+/// cost more than its fsync; with exact power-of-two pieces, a batch of 159 rows was six
+/// statements inside BEGIN … COMMIT, eight round trips to the database instead of one.) The
+/// statements' text is built once ([`padded_texts`]: `texts`), not for every commit.
 ///
 /// With `file_columns` (SQLite) each row also binds `event_at` and `event_len`: `placed[i]`, when
 /// row `i`'s event was written to the events file ([`EventFile::append`]; `placed` is empty
@@ -1233,7 +1233,8 @@ const _: () = assert!(SHAPES[SHAPES.len() - 1] == MAX_ROWS_PER_INSERT);
 
 /// The text of [`padded_insert`]'s statement for each of [`SHAPES`], built once: formatting a
 /// 128-row statement's 1 280 placeholders for every commit cost the audit writer a fifth of its
-/// own instructions per commit (`valgrind --tool=callgrind`, BENCHMARKS.md). `VALUES` names its columns `column1` … in SQLite and PostgreSQL alike.
+/// own instructions per commit (`valgrind --tool=callgrind`, BENCHMARKS.md). `VALUES` names its
+/// columns `column1` … in SQLite and PostgreSQL alike.
 fn padded_texts(columns: &str, placeholder: fn(usize) -> String) -> Vec<String> {
     let width = columns.split(',').count();
     SHAPES
