@@ -1,9 +1,12 @@
 //! One pattern in a loop against an in-process server, nothing else: what `valgrind
 //! --tool=callgrind` and `strace -c` need to count instructions and system calls per epoch
 //! (run it at two iteration counts and divide the difference), and what alternating
-//! before/after runs need. It uses only the client API and `InProcess`, so the same file
-//! builds against older commits too (BENCHMARKS.md, "One write for answers that come
-//! together").
+//! before/after runs need. It uses only the client API, `InProcess` and
+//! `trace_as_the_server` (the server binary's tracing, so that spans cost what they cost
+//! there), so the same file builds against older commits too — before `trace_as_the_server`
+//! existed, delete its one line, and compare only pairs that both ran without it
+//! (BENCHMARKS.md, "One write for answers that come together", "The bench now traces as the
+//! server does").
 //!
 //! `cargo run --release -p onesided-bench --example pattern_loop -- PATTERN ITERATIONS [off|sync]
 //! [SERVER_THREADS] [DATABASE_URL]`
