@@ -15,7 +15,13 @@
 //! - [`bulk_mib_per_s`]: one stream carrying 1 MiB messages, each acknowledged by an empty one
 //!   (a bulk put's pieces), MiB/s from the first message to the last acknowledgement: what the
 //!   transport carries when nothing copies or allocates per piece on the sending side.
+//!
+//! And the floor under a `sync` answer, [`commit_echo_us`]: the same echo, every answer sent
+//! only after the rows onesided's audit records for one lock-put-unlock epoch are committed
+//! through the audit store's own code.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,7 +34,12 @@ use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
+use onesided_core::audit::{chain_hash, AuditRecord, Body, Event, RecordedOp, GENESIS};
+use onesided_server::audit::store::{AuditStore, Committer, NewRow};
+
 use crate::measure::{median, warm_up};
+use crate::server::unique;
+use crate::storage::Scratch;
 use crate::Threads;
 
 /// Generated code of `bench/proto/echo.proto`.
@@ -55,7 +66,11 @@ pub const PIECE: usize = 1 << 20;
 /// The streams of [`streams_per_s`]: the hot counter's ranks.
 pub const STREAMS: usize = 64;
 
-struct EchoService;
+/// The echo; with a log, every small message's answer waits until one epoch's rows are
+/// committed ([`commit_echo_us`]).
+struct EchoService {
+    log: Option<Arc<EpochLog>>,
+}
 
 #[tonic::async_trait]
 impl Echo for EchoService {
@@ -65,14 +80,27 @@ impl Echo for EchoService {
         &self,
         request: Request<Streaming<Blob>>,
     ) -> Result<Response<Self::EchoStream>, Status> {
-        let answers = request.into_inner().map(|message| {
-            message.map(|blob| {
-                if blob.data.len() <= ECHOED {
-                    blob
-                } else {
-                    Blob::default()
-                }
-            })
+        let Some(log) = self.log.clone() else {
+            let answers = request.into_inner().map(|message| {
+                message.map(|blob| {
+                    if blob.data.len() <= ECHOED {
+                        blob
+                    } else {
+                        Blob::default()
+                    }
+                })
+            });
+            return Ok(Response::new(Box::pin(answers)));
+        };
+        let answers = request.into_inner().then(move |message| {
+            let log = Arc::clone(&log);
+            async move {
+                let blob = message?;
+                log.commit_epoch()
+                    .await
+                    .map_err(|error| Status::unavailable(format!("{error:#}")))?;
+                Ok(blob)
+            }
         });
         Ok(Response::new(Box::pin(answers)))
     }
@@ -86,6 +114,8 @@ pub struct EchoServerHandle {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     stop: Option<oneshot::Sender<()>>,
+    /// A committing echo's: the log's last commit (the window freed), once the server stopped.
+    closed: Option<oneshot::Receiver<anyhow::Result<()>>>,
 }
 
 impl EchoServerHandle {
@@ -94,6 +124,44 @@ impl EchoServerHandle {
     /// # Errors
     /// When the port cannot be bound or the runtime cannot be built.
     pub fn start(threads: Threads) -> anyhow::Result<Self> {
+        Self::serve(threads, None)
+    }
+
+    /// Starts a committing echo ([`commit_echo_us`]) whose log goes into `store`, opened on
+    /// the server's runtime as the onesided server opens its store; returns once it is open.
+    ///
+    /// # Errors
+    /// As [`EchoServerHandle::start`], or when the store cannot be opened.
+    pub async fn start_committing(threads: Threads, store: FloorStore) -> anyhow::Result<Self> {
+        let (opened, open) = oneshot::channel();
+        let server = Self::serve(threads, Some((store, opened)))?;
+        open.await
+            .context("the committing echo server stopped before its store was open")??;
+        Ok(server)
+    }
+
+    /// Stops the server and waits until it stopped; a committing echo's log then records the
+    /// window freed, and its failure is returned. Every client of it must be dropped first.
+    ///
+    /// # Errors
+    /// The log's last commit failed, or the server did not stop within 10 s.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.closed.take() {
+            Some(closed) => tokio::time::timeout(std::time::Duration::from_secs(10), closed)
+                .await
+                .context("the committing echo server did not stop within 10 s")?
+                .context("the committing echo server's thread ended")?,
+            None => Ok(()),
+        }
+    }
+
+    fn serve(
+        threads: Threads,
+        store: Option<(FloorStore, oneshot::Sender<anyhow::Result<()>>)>,
+    ) -> anyhow::Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -101,17 +169,32 @@ impl EchoServerHandle {
             .runtime("echo-server")
             .context("cannot build the echo server's runtime")?;
         let (stop, stopped) = oneshot::channel::<()>();
+        let (closing, closed) = oneshot::channel::<anyhow::Result<()>>();
+        let committing = store.is_some();
         std::thread::Builder::new()
             .name("echo-server".into())
             .spawn(move || {
                 runtime.block_on(async move {
+                    let log = match store {
+                        None => None,
+                        Some((store, opened)) => match EpochLog::open(store).await {
+                            Ok(log) => {
+                                let _ = opened.send(Ok(()));
+                                Some(Arc::new(log))
+                            }
+                            Err(error) => {
+                                let _ = opened.send(Err(error));
+                                return;
+                            }
+                        },
+                    };
                     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                         return;
                     };
                     let incoming = TcpListenerStream::new(listener).map(|accepted| {
                         accepted.and_then(|stream| stream.set_nodelay(true).map(|()| stream))
                     });
-                    let service = EchoServer::new(EchoService)
+                    let service = EchoServer::new(EchoService { log: log.clone() })
                         .max_decoding_message_size(usize::MAX)
                         .max_encoding_message_size(usize::MAX);
                     let served = Server::builder()
@@ -123,12 +206,16 @@ impl EchoServerHandle {
                     if let Err(error) = served {
                         eprintln!("the echo server stopped: {error}");
                     }
+                    if let Some(log) = log {
+                        let _ = closing.send(log.close().await);
+                    }
                 });
             })
             .context("cannot start the echo server's thread")?;
         Ok(EchoServerHandle {
             url,
             stop: Some(stop),
+            closed: committing.then_some(closed),
         })
     }
 }
@@ -313,4 +400,287 @@ pub async fn floor(
         streams_per_s,
         bulk_mib_per_s,
     })
+}
+
+/// Where a committing echo ([`commit_echo_us`]) keeps its log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FloorStore {
+    /// SQLite as the onesided server keeps it without a URL (`audit.db`, WAL,
+    /// `synchronous=FULL`, the log primed), in a new directory beside the servers' data
+    /// directories, removed afterwards.
+    Sqlite,
+    /// The PostgreSQL database at this URL, in a window of its own, created and freed there.
+    Postgres(String),
+}
+
+/// The rows a `sync` lock-put-unlock commits before its answer, as the onesided server writes
+/// them: one window's chain, every row encoded, hashed and inserted by the audit store's code.
+struct EpochLog {
+    state: tokio::sync::Mutex<LogState>,
+    /// Where a SQLite log lives; removed after the log (declared after `state`: dropped after).
+    _scratch: Option<Scratch>,
+}
+
+struct LogState {
+    committer: Committer,
+    window: u64,
+    /// The last sequence number and hash of the window's chain.
+    seq: u64,
+    previous: [u8; 32],
+    began: Instant,
+    /// Epochs committed: each one's token and operation id.
+    epochs: u64,
+}
+
+/// The origin's rank and incarnation in an [`EpochLog`]'s epochs; the target is rank 0,
+/// recorded with incarnation 0 as the server records what a target did.
+const ORIGIN: (u32, u64) = (1, 1);
+
+impl EpochLog {
+    async fn open(store: FloorStore) -> anyhow::Result<Self> {
+        let (store, scratch) = match store {
+            FloorStore::Sqlite => {
+                let scratch = Scratch::new("commit-echo")?;
+                let store = AuditStore::open(None, scratch.path()).await?;
+                (store, Some(scratch))
+            }
+            FloorStore::Postgres(url) => {
+                (AuditStore::open(Some(&url), Path::new(".")).await?, None)
+            }
+        };
+        let window = store.max_window_id().await? + 1;
+        let mut state = LogState {
+            committer: Committer::new(store),
+            window,
+            seq: 0,
+            previous: GENESIS,
+            began: Instant::now(),
+            epochs: 0,
+        };
+        let created = Event::WindowCreated {
+            world: "onesided-bench".into(),
+            name: format!("commit-echo-{}", unique()),
+            sizes: vec![8, 8],
+            disp_units: vec![8, 8],
+            info: BTreeMap::new(),
+            unified: false,
+        };
+        state.append(vec![(0, 0, created)]).await?;
+        Ok(EpochLog {
+            state: tokio::sync::Mutex::new(state),
+            _scratch: scratch,
+        })
+    }
+
+    /// Commits one more epoch: rank 1 locks rank 0 exclusively, puts 8 bytes and unlocks.
+    async fn commit_epoch(&self) -> anyhow::Result<()> {
+        let mut state = self.state.lock().await;
+        let epoch = state.epochs + 1;
+        let (origin, incarnation) = ORIGIN;
+        let target = Some(0);
+        let runs = vec![(0, 8)];
+        let call = |name: &str| name.to_string();
+        let events = vec![
+            // the previous epoch's unlock returned: the client ships it with the next call
+            (
+                origin,
+                incarnation,
+                Event::Returned {
+                    call: call("unlock"),
+                    target,
+                },
+            ),
+            (
+                origin,
+                incarnation,
+                Event::Issued {
+                    call: call("lock"),
+                    target,
+                },
+            ),
+            (
+                origin,
+                incarnation,
+                Event::Returned {
+                    call: call("lock"),
+                    target,
+                },
+            ),
+            (
+                origin,
+                incarnation,
+                Event::OpIssued {
+                    op_id: epoch,
+                    target: 0,
+                    op: RecordedOp::Put,
+                    datatype: "i64".into(),
+                    runs: runs.clone(),
+                },
+            ),
+            (
+                origin,
+                incarnation,
+                Event::Issued {
+                    call: call("unlock"),
+                    target,
+                },
+            ),
+            (
+                0,
+                0,
+                Event::LockRequest {
+                    origin,
+                    lock_type: "exclusive".into(),
+                    nocheck: false,
+                },
+            ),
+            (
+                0,
+                0,
+                Event::LockGrant {
+                    origin,
+                    lock_type: "exclusive".into(),
+                    token: epoch,
+                },
+            ),
+            (
+                0,
+                0,
+                Event::Op {
+                    origin,
+                    origin_incarnation: incarnation,
+                    op_id: epoch,
+                    epoch: 0,
+                    token: epoch,
+                    op: RecordedOp::Put,
+                    datatype: "i64".into(),
+                    disp: 0,
+                    runs,
+                    data: epoch.to_le_bytes().to_vec(),
+                    compare: Vec::new(),
+                    result: Vec::new(),
+                },
+            ),
+            (
+                0,
+                0,
+                Event::LockRelease {
+                    origin,
+                    token: epoch,
+                },
+            ),
+        ];
+        state.append(events).await?;
+        state.epochs = epoch;
+        Ok(())
+    }
+
+    /// Records the window freed.
+    async fn close(&self) -> anyhow::Result<()> {
+        self.state
+            .lock()
+            .await
+            .append(vec![(0, 0, Event::WindowFreed)])
+            .await
+    }
+}
+
+impl LogState {
+    /// Numbers, encodes and chains `events` (rank, incarnation, event) after the window's
+    /// tail, as the audit writer does, and commits them in one insert.
+    async fn append(&mut self, events: Vec<(u32, u64, Event)>) -> anyhow::Result<()> {
+        let (mut seq, mut previous) = (self.seq, self.previous);
+        let mut rows = Vec::with_capacity(events.len());
+        for (rank, incarnation, event) in events {
+            seq += 1;
+            let record = AuditRecord {
+                window: self.window,
+                seq,
+                at_ns: u64::try_from(self.began.elapsed().as_nanos()).unwrap_or(u64::MAX),
+                rank,
+                incarnation,
+                cseq: None,
+                event,
+            };
+            let body = Body::encode(&record.event);
+            let hash = chain_hash(&previous, &record, &body);
+            rows.push(NewRow {
+                record,
+                body,
+                prev_hash: previous,
+                hash,
+            });
+            previous = hash;
+        }
+        self.committer.insert(&rows, &[]).await?;
+        (self.seq, self.previous) = (seq, previous);
+        Ok(())
+    }
+}
+
+/// The floor under a `sync` answer: [`echo_us`] against an echo server (a runtime of
+/// `threads`, as [`floor`]'s) that answers each message only after committing the nine rows
+/// onesided's audit records for one lock-put-unlock epoch — four of the origin's calls, the
+/// lock's request, grant and release and the put at the target, and the previous epoch's
+/// unlock returning — encoded, chained and inserted by the audit store's own code
+/// (`onesided_server::audit::store::Committer`, one statement, one commit) into `store`:
+/// median µs. A `sync` lock-put-unlock does all of this and its RMA work besides, so this is
+/// what it cannot go below with that store on this machine, with the hand-offs the store
+/// itself needs (SQLite's worker thread; PostgreSQL's backend) but none of onesided's.
+///
+/// # Errors
+/// As [`echo_us`], or when the store cannot be opened or a commit fails.
+pub async fn commit_echo_us(
+    threads: Threads,
+    store: FloorStore,
+    iterations: usize,
+) -> anyhow::Result<f64> {
+    let server = EchoServerHandle::start_committing(threads, store).await?;
+    let measured = echo_us(&server.url, iterations).await;
+    let stopped = server.stop().await;
+    let median = measured?;
+    stopped?;
+    Ok(median)
+}
+
+#[cfg(test)]
+mod tests {
+    use onesided_core::audit::{replay, verify};
+
+    use super::*;
+
+    /// Every answer of the committing echo came after one more epoch's nine rows were
+    /// committed: the store holds the window's creation, nine rows per round trip (the warm-up
+    /// included) and its release, as one intact chain whose replay ends with the last epoch's
+    /// put.
+    #[tokio::test]
+    async fn each_answer_of_the_committing_echo_follows_its_epochs_commit() {
+        let database = onesided_test_support::PgDatabase::create().await;
+        let iterations = 20;
+        let median = commit_echo_us(
+            Threads::One,
+            FloorStore::Postgres(database.url.clone()),
+            iterations,
+        )
+        .await
+        .expect("the committing echo failed");
+        assert!(median > 0.0, "{median}");
+        let store = AuditStore::open(Some(&database.url), Path::new("."))
+            .await
+            .unwrap();
+        let windows = store.windows().await.unwrap();
+        assert_eq!(windows.len(), 1, "{windows:?}");
+        assert_eq!(windows[0].world, "onesided-bench");
+        let rows = store.rows(windows[0].id, 1).await.unwrap();
+        let epochs = (iterations + warm_up(iterations)) as u64;
+        assert_eq!(rows.len() as u64, 2 + 9 * epochs);
+        assert_eq!(verify(&rows), Ok(()));
+        let records: Vec<AuditRecord> = rows.iter().map(|row| row.record.clone()).collect();
+        assert!(matches!(records[0].event, Event::WindowCreated { .. }));
+        assert!(matches!(records.last().unwrap().event, Event::WindowFreed));
+        let last = records.len() as u64 - 1;
+        let copies = replay(&records, Some(last)).unwrap();
+        assert_eq!(copies[0], epochs.to_le_bytes().to_vec());
+        assert_eq!(copies[1], vec![0; 8]);
+    }
 }

@@ -286,6 +286,12 @@ pub struct Report {
     /// One commit of 9 rows into SQLite in the audit store's configuration there, median µs
     /// ([`storage::sqlite_commit`]).
     pub sqlite_commit_us: f64,
+    /// The floor under a `sync` lock-put-unlock into SQLite: a bare gRPC round trip answered
+    /// after that epoch's audit rows are committed by the store's code, median µs
+    /// ([`grpc::commit_echo_us`]).
+    pub commit_echo_us: f64,
+    /// The same into the PostgreSQL `--database-url`.
+    pub pg_commit_echo_us: Option<f64>,
     /// `disk_write_bytes` written in 8 MiB chunks + `fdatasync` there, MiB/s.
     pub disk_write_mib_per_s: f64,
     /// Size of the disk write in bytes.
@@ -423,6 +429,14 @@ pub struct Patterns {
 }
 
 impl Patterns {
+    /// The median latency of the pattern `key` (one of [`LATENCY_KEYS`]), or NaN.
+    fn latency(&self, key: &str) -> f64 {
+        self.latencies
+            .iter()
+            .find(|(other, _)| *other == key)
+            .map_or(f64::NAN, |(_, us)| *us)
+    }
+
     /// Every pattern against a server started in this process with `audit` into `database`.
     async fn in_process(
         options: &Options,
@@ -646,25 +660,38 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let sqlite_commit_us = storage::sqlite_commit(storage_iterations)
         .await
         .context("the SQLite commit reference")?;
+    let commit_echo_us = grpc::commit_echo_us(
+        options.server_threads,
+        grpc::FloorStore::Sqlite,
+        storage_iterations,
+    )
+    .await
+    .context("the committing echo into SQLite")?;
     let disk_write_bytes = options.disk_write_bytes();
     let disk_write_mib_per_s =
         tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
             .await?
             .context("the disk write reference")?;
-    let pg_commit = match options.postgres_url() {
+    let (pg_commit, pg_commit_echo_us) = match options.postgres_url() {
         Some(url) => {
             let _paused = awake.as_ref().map(awake::KeepAwake::pause).transpose()?;
             let bulk = storage::PgBulk {
                 bytes: bulk_bytes,
                 repeats: measure::bulk_repeats(options.quick),
             };
-            Some(
-                storage::pg_commit(url, storage_iterations, bulk)
-                    .await
-                    .context("the PostgreSQL commit reference")?,
+            let commit = storage::pg_commit(url, storage_iterations, bulk)
+                .await
+                .context("the PostgreSQL commit reference")?;
+            let echo = grpc::commit_echo_us(
+                options.server_threads,
+                grpc::FloorStore::Postgres(url.to_string()),
+                storage_iterations,
             )
+            .await
+            .context("the committing echo into PostgreSQL")?;
+            (Some(commit), Some(echo))
         }
-        None => None,
+        None => (None, None),
     };
     let raw_tcp_pingpong_us =
         tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
@@ -719,6 +746,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         bulk_rss_missing,
         fdatasync_us,
         sqlite_commit_us,
+        commit_echo_us,
+        pg_commit_echo_us,
         disk_write_mib_per_s,
         disk_write_bytes,
         pg_commit,
@@ -823,6 +852,13 @@ impl Store {
             Store::Postgres => "pg_commit_us",
         }
     }
+
+    fn floor_key(self) -> &'static str {
+        match self {
+            Store::Sqlite => "commit_echo_us",
+            Store::Postgres => "pg_commit_echo_us",
+        }
+    }
 }
 
 impl Report {
@@ -907,6 +943,8 @@ impl Report {
             "redis_durable_missing": self.redis_durable_missing,
             "fdatasync_us": self.fdatasync_us,
             "sqlite_commit_us": self.sqlite_commit_us,
+            "commit_echo_us": self.commit_echo_us,
+            "pg_commit_echo_us": number(self.pg_commit_echo_us),
             "disk_write_mib_per_s": self.disk_write_mib_per_s,
             "disk_write_bytes": self.disk_write_bytes,
             "pg_commit_us": number(self.pg_commit.as_ref().map(|commit| commit.median_us)),
@@ -980,6 +1018,15 @@ impl Report {
         }
     }
 
+    /// The floor under a `sync` lock-put-unlock into `store` ([`grpc::commit_echo_us`]), in µs
+    /// (`None`: not measured).
+    fn floor_us(&self, store: Store) -> Option<f64> {
+        match store {
+            Store::Sqlite => Some(self.commit_echo_us),
+            Store::Postgres => self.pg_commit_echo_us,
+        }
+    }
+
     /// The storage reference a `sync` run into `store` is held to, in µs (`None`: not measured).
     fn store_reference_us(&self, store: Store) -> Option<f64> {
         match store {
@@ -1030,6 +1077,14 @@ impl Report {
         }
         figures.insert("store".into(), json!(store.name()));
         figures.insert("target_reference".into(), json!(store.reference_key()));
+        // what a sync lock-put-unlock cannot go below with this store: the round trip and its
+        // epoch's commit, and nothing else of onesided's
+        figures.insert("floor_reference".into(), json!(store.floor_key()));
+        let floor = self.floor_us(store);
+        figures.insert(
+            "lock_put_unlock_ratio_to_floor".into(),
+            number(floor.map(|floor| sync.latency("lock_put_unlock_us") / floor)),
+        );
         let reference = self.store_reference_us(store);
         let (off, which) = self.off_for_targets(store);
         figures.insert("off_for_targets".into(), json!(which));
@@ -1166,6 +1221,11 @@ impl Report {
             self.sqlite_commit_us,
             ratio(self.sqlite_commit_us, Some(self.fdatasync_us))
         ));
+        out.push_str(&format!(
+            "| `commit_echo_us` (bare tonic stream answering after a lock-put-unlock's 9 audit rows are committed, SQLite) | {:.1} µs | `fdatasync_us` | {} | | |\n",
+            self.commit_echo_us,
+            ratio(self.commit_echo_us, Some(self.fdatasync_us))
+        ));
         let quick = if self.disk_write_bytes < 256 << 20 {
             ", --quick"
         } else {
@@ -1188,6 +1248,12 @@ impl Report {
                     self.bulk_bytes >> 20,
                     commit.insert_mib_per_s
                 ));
+                if let Some(echo) = self.pg_commit_echo_us {
+                    out.push_str(&format!(
+                        "| `pg_commit_echo_us` (the same as `commit_echo_us`, into PostgreSQL) | {echo:.1} µs | `pg_commit_us` | {} | | |\n",
+                        ratio(echo, Some(commit.median_us))
+                    ));
+                }
             }
             None => out.push_str(
                 "| `pg_commit_us` | not measured (no PostgreSQL --database-url) | | | | |\n",
@@ -1427,6 +1493,19 @@ impl Report {
             }
             out.push('\n');
         }
+        for (store, run) in &runs {
+            if let Some(floor) = self.floor_us(*store) {
+                let synced = run.latency("lock_put_unlock_us");
+                out.push_str(&format!(
+                    "\nFloor of a {} lock-put-unlock (the round trip and its epoch's commit, \
+                     nothing else of onesided's): `{}` {floor:.1} µs; {synced:.1} µs is {} of it.",
+                    store.label(),
+                    store.floor_key(),
+                    ratio(synced, Some(floor))
+                ));
+            }
+        }
+        out.push('\n');
         out
     }
 }

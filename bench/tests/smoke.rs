@@ -116,6 +116,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "grpc_bulk_mib_per_s",
         "fdatasync_us",
         "sqlite_commit_us",
+        "commit_echo_us",
         "disk_write_mib_per_s",
         "disk_write_bytes",
     ] {
@@ -124,6 +125,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     }
     assert!(json["pg_commit_us"].is_null(), "no database URL, no commit");
     assert!(json["references"]["pg_commit_us"].is_null());
+    assert!(json["pg_commit_echo_us"].is_null());
     check_mpich(&json["references"]);
     check_redis_durable(&json);
     assert_eq!(json["audit"], "off");
@@ -152,6 +154,10 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         table.contains("| `grpc_echo_us` (bare tonic stream, 8 B each way) |"),
         "{table}"
     );
+    assert!(
+        table.contains("Floor of a sync SQLite lock-put-unlock (the round trip and its epoch's"),
+        "{table}"
+    );
 }
 
 /// A `sync` run's figures are there and positive, each with its ratio to `off`, and every
@@ -161,6 +167,16 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
 /// `off` its latency targets take.
 fn check_sync(json: &Value, sync: &Value, reference: &str) {
     assert_eq!(sync["target_reference"], reference);
+    // beside the target, the floor: the sync lock-put-unlock over the committing echo
+    let floor = match reference {
+        "fdatasync_us" => "commit_echo_us",
+        _ => "pg_commit_echo_us",
+    };
+    assert_eq!(sync["floor_reference"], floor);
+    assert!(positive(&json[floor]), "{floor} is {:?}", json[floor]);
+    let over_floor = sync["lock_put_unlock_ratio_to_floor"].as_f64().unwrap();
+    let expected = sync["lock_put_unlock_us"].as_f64().unwrap() / json[floor].as_f64().unwrap();
+    assert!((over_floor - expected).abs() < 1e-9, "{sync}");
     let without_spinners = json["keep_awake"] == true && reference == "pg_commit_us";
     let off_for_targets = if without_spinners {
         "off_without_spinners"
@@ -341,7 +357,12 @@ async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
     let json = report.to_json();
     assert_eq!(json["keep_awake"], true);
     assert_eq!(json["audit"], "off", "the main run keeps the audit off");
-    for key in ["pg_commit_us", "pg_insert_mib_per_s", "fdatasync_us"] {
+    for key in [
+        "pg_commit_us",
+        "pg_insert_mib_per_s",
+        "pg_commit_echo_us",
+        "fdatasync_us",
+    ] {
         assert!(positive(&json[key]), "{key} is {:?}", json[key]);
         assert_eq!(&json[key], &json["references"][key]);
     }
