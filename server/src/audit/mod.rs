@@ -496,6 +496,20 @@ fn has_room(batch: &[Message]) -> bool {
     batch.len() < BATCH && batch.iter().map(Message::bytes).sum::<usize>() < BATCH_BYTES
 }
 
+/// Moves what `inbox` holds now into `batch`, while the batch has room ([`has_room`]).
+fn take_ready(inbox: &mut mpsc::Receiver<Message>, batch: &mut Vec<Message>) {
+    let mut bytes: usize = batch.iter().map(Message::bytes).sum();
+    while batch.len() < BATCH && bytes < BATCH_BYTES {
+        match inbox.try_recv() {
+            Ok(message) => {
+                bytes += message.bytes();
+                batch.push(message);
+            }
+            Err(_) => break,
+        }
+    }
+}
+
 /// Drops the events and snapshots of the windows `gone` names, keeping each remaining
 /// snapshot's place among the remaining events. Returns whether anything was dropped.
 fn drop_windows(
@@ -528,18 +542,28 @@ impl Writer {
     async fn run(mut self, mut inbox: mpsc::Receiver<Message>) {
         let mut batch = Vec::with_capacity(BATCH);
         while inbox.recv_many(&mut batch, BATCH).await > 0 {
-            if self.defer {
-                let deadline = tokio::time::Instant::now() + DEFER;
-                // a batch holding BATCH_BYTES goes at once
-                while has_room(&batch) && !batch.iter().any(Message::awaited) {
-                    let room = BATCH - batch.len();
-                    tokio::select! {
-                        received = inbox.recv_many(&mut batch, room) => {
-                            if received == 0 {
-                                break;
+            if self.defer && has_room(&batch) && !batch.iter().any(Message::awaited) {
+                // The message an answer waits for is usually a moment behind the first events:
+                // the task that hands it over (an actor finishing the calls whose first events
+                // woke this one) is already runnable. One turn of the runtime lets it, and arms
+                // no timer: arming one wrote to the runtime's eventfd and cost its driver another
+                // pass on every `sync` epoch (BENCHMARKS.md, "The floor under a `sync` answer").
+                tokio::task::yield_now().await;
+                take_ready(&mut inbox, &mut batch);
+                if has_room(&batch) && !batch.iter().any(Message::awaited) {
+                    let deadline = tokio::time::sleep(DEFER);
+                    tokio::pin!(deadline);
+                    // a batch holding BATCH_BYTES goes at once
+                    while has_room(&batch) && !batch.iter().any(Message::awaited) {
+                        let room = BATCH - batch.len();
+                        tokio::select! {
+                            received = inbox.recv_many(&mut batch, room) => {
+                                if received == 0 {
+                                    break;
+                                }
                             }
+                            () = &mut deadline => break,
                         }
-                        () = tokio::time::sleep_until(deadline) => break,
                     }
                 }
             }
@@ -549,16 +573,7 @@ impl Writer {
             // batch never carries much more than BATCH_BYTES into the commit's copies
             if has_room(&batch) {
                 tokio::task::yield_now().await;
-                let mut bytes: usize = batch.iter().map(Message::bytes).sum();
-                while batch.len() < BATCH && bytes < BATCH_BYTES {
-                    match inbox.try_recv() {
-                        Ok(message) => {
-                            bytes += message.bytes();
-                            batch.push(message);
-                        }
-                        Err(_) => break,
-                    }
-                }
+                take_ready(&mut inbox, &mut batch);
             }
             self.metrics.audit_inbox(inbox.len());
             if let Some(unrecorded) = &self.unrecorded {
