@@ -66,8 +66,8 @@ pub const PIECE: usize = 1 << 20;
 /// The streams of [`streams_per_s`]: the hot counter's ranks.
 pub const STREAMS: usize = 64;
 
-/// The echo; with a log, every small message's answer waits until one epoch's rows are
-/// committed ([`commit_echo_us`]).
+/// The echo; with a log, every message is echoed whole, each only after one more epoch's rows
+/// are committed ([`commit_echo_us`], whose messages are all small).
 struct EchoService {
     log: Option<Arc<EpochLog>>,
 }
