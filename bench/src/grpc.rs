@@ -70,6 +70,8 @@ pub const STREAMS: usize = 64;
 /// are committed ([`commit_echo_us`], whose messages are all small).
 struct EchoService {
     log: Option<Arc<EpochLog>>,
+    /// The origin rank of the next stream opened: each stream is one rank of the log.
+    streams: Arc<std::sync::atomic::AtomicU32>,
 }
 
 #[tonic::async_trait]
@@ -92,11 +94,15 @@ impl Echo for EchoService {
             });
             return Ok(Response::new(Box::pin(answers)));
         };
+        let origin = 1 + self
+            .streams
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % STREAMS as u32;
         let answers = request.into_inner().then(move |message| {
             let log = Arc::clone(&log);
             async move {
                 let blob = message?;
-                log.commit_epoch()
+                log.commit(origin)
                     .await
                     .map_err(|error| Status::unavailable(format!("{error:#}")))?;
                 Ok(blob)
@@ -132,9 +138,13 @@ impl EchoServerHandle {
     ///
     /// # Errors
     /// As [`EchoServerHandle::start`], or when the store cannot be opened.
-    pub async fn start_committing(threads: Threads, store: FloorStore) -> anyhow::Result<Self> {
+    pub async fn start_committing(
+        threads: Threads,
+        store: FloorStore,
+        shape: Shape,
+    ) -> anyhow::Result<Self> {
         let (opened, open) = oneshot::channel();
-        let server = Self::serve(threads, Some((store, opened)))?;
+        let server = Self::serve(threads, Some((store, shape, opened)))?;
         open.await
             .context("the committing echo server stopped before its store was open")??;
         Ok(server)
@@ -160,7 +170,7 @@ impl EchoServerHandle {
 
     fn serve(
         threads: Threads,
-        store: Option<(FloorStore, oneshot::Sender<anyhow::Result<()>>)>,
+        store: Option<(FloorStore, Shape, oneshot::Sender<anyhow::Result<()>>)>,
     ) -> anyhow::Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
@@ -177,7 +187,7 @@ impl EchoServerHandle {
                 runtime.block_on(async move {
                     let log = match store {
                         None => None,
-                        Some((store, opened)) => match EpochLog::open(store).await {
+                        Some((store, shape, opened)) => match EpochLog::open(store, shape).await {
                             Ok(log) => {
                                 let _ = opened.send(Ok(()));
                                 Some(Arc::new(log))
@@ -194,9 +204,12 @@ impl EchoServerHandle {
                     let incoming = TcpListenerStream::new(listener).map(|accepted| {
                         accepted.and_then(|stream| stream.set_nodelay(true).map(|()| stream))
                     });
-                    let service = EchoServer::new(EchoService { log: log.clone() })
-                        .max_decoding_message_size(usize::MAX)
-                        .max_encoding_message_size(usize::MAX);
+                    let service = EchoServer::new(EchoService {
+                        log: log.clone(),
+                        streams: Arc::default(),
+                    })
+                    .max_decoding_message_size(usize::MAX)
+                    .max_encoding_message_size(usize::MAX);
                     let served = Server::builder()
                         .add_service(service)
                         .serve_with_incoming_shutdown(incoming, async {
@@ -413,13 +426,137 @@ pub enum FloorStore {
     Postgres(String),
 }
 
-/// The rows a `sync` lock-put-unlock commits before its answer, as the onesided server writes
-/// them: one window's chain, every row encoded, hashed and inserted by the audit store's code.
+/// What each answer of a committing echo waits for: the rows onesided's audit records for one
+/// round trip of its stream's rank (the rank's incarnation 1; the target, rank 0, with
+/// incarnation 0, as the server records what a target did).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// One lock-put-unlock epoch, nine rows ([`commit_echo_us`]): the previous epoch's unlock
+    /// returned, the lock issued and returned, the put issued, the unlock issued, and at the
+    /// target the lock's request, grant and release and the put of 8 bytes.
+    Epoch,
+    /// One operation of the hot counter, five rows ([`commit_streams_per_s`]): the previous
+    /// flush returned, the accumulate (sum, one `i64`) and the flush issued, and at the target
+    /// the accumulate applied and the flush.
+    Accumulate,
+}
+
+impl Shape {
+    /// The events of round trip `n` (counted over the log) of rank `origin`.
+    fn events(self, origin: u32, n: u64) -> Vec<(u32, u64, Event)> {
+        let incarnation = 1;
+        let target = Some(0);
+        let runs = vec![(0, 8)];
+        let at_origin = |event| (origin, incarnation, event);
+        let at_target = |event| (0, 0, event);
+        let call = |name: &str| name.to_string();
+        match self {
+            Shape::Epoch => vec![
+                // the previous epoch's unlock returned: the client ships it with the next call
+                at_origin(Event::Returned {
+                    call: call("unlock"),
+                    target,
+                }),
+                at_origin(Event::Issued {
+                    call: call("lock"),
+                    target,
+                }),
+                at_origin(Event::Returned {
+                    call: call("lock"),
+                    target,
+                }),
+                at_origin(Event::OpIssued {
+                    op_id: n,
+                    target: 0,
+                    op: RecordedOp::Put,
+                    datatype: "i64".into(),
+                    runs: runs.clone(),
+                }),
+                at_origin(Event::Issued {
+                    call: call("unlock"),
+                    target,
+                }),
+                at_target(Event::LockRequest {
+                    origin,
+                    lock_type: "exclusive".into(),
+                    nocheck: false,
+                }),
+                at_target(Event::LockGrant {
+                    origin,
+                    lock_type: "exclusive".into(),
+                    token: n,
+                }),
+                at_target(Event::Op {
+                    origin,
+                    origin_incarnation: incarnation,
+                    op_id: n,
+                    epoch: 0,
+                    token: n,
+                    op: RecordedOp::Put,
+                    datatype: "i64".into(),
+                    disp: 0,
+                    runs,
+                    data: n.to_le_bytes().to_vec(),
+                    compare: Vec::new(),
+                    result: Vec::new(),
+                }),
+                at_target(Event::LockRelease { origin, token: n }),
+            ],
+            Shape::Accumulate => {
+                let sum = RecordedOp::Accumulate("sum".into());
+                vec![
+                    at_origin(Event::Returned {
+                        call: call("flush"),
+                        target,
+                    }),
+                    at_origin(Event::OpIssued {
+                        op_id: n,
+                        target: 0,
+                        op: sum.clone(),
+                        datatype: "i64".into(),
+                        runs: runs.clone(),
+                    }),
+                    at_origin(Event::Issued {
+                        call: call("flush"),
+                        target,
+                    }),
+                    at_target(Event::Op {
+                        origin,
+                        origin_incarnation: incarnation,
+                        op_id: n,
+                        epoch: 0,
+                        token: u64::from(origin),
+                        op: sum,
+                        datatype: "i64".into(),
+                        disp: 0,
+                        runs,
+                        data: 1_i64.to_le_bytes().to_vec(),
+                        compare: Vec::new(),
+                        result: Vec::new(),
+                    }),
+                    at_target(Event::Flush { origin }),
+                ]
+            }
+        }
+    }
+}
+
+/// What a `sync` answer commits before it leaves, as the onesided server writes it: one
+/// window's chain (one rank per stream, and the target), every row encoded, hashed and
+/// inserted by the audit store's code. Commits in groups, as the audit writer does: a round
+/// trip that finds a commit under way has its rows taken by the next one, with those of every
+/// other round trip that arrived meanwhile.
 struct EpochLog {
+    shape: Shape,
+    /// Round trips whose rows no commit has taken yet, and who to tell when one has.
+    waiting: std::sync::Mutex<Vec<Committed>>,
     state: tokio::sync::Mutex<LogState>,
     /// Where a SQLite log lives; removed after the log (declared after `state`: dropped after).
     _scratch: Option<Scratch>,
 }
+
+/// One round trip waiting for its rows' commit: its rank, and who to tell.
+type Committed = (u32, oneshot::Sender<Result<(), String>>);
 
 struct LogState {
     committer: Committer,
@@ -428,16 +565,12 @@ struct LogState {
     seq: u64,
     previous: [u8; 32],
     began: Instant,
-    /// Epochs committed: each one's token and operation id.
-    epochs: u64,
+    /// Round trips committed: each one's operation id and token.
+    trips: u64,
 }
 
-/// The origin's rank and incarnation in an [`EpochLog`]'s epochs; the target is rank 0,
-/// recorded with incarnation 0 as the server records what a target did.
-const ORIGIN: (u32, u64) = (1, 1);
-
 impl EpochLog {
-    async fn open(store: FloorStore) -> anyhow::Result<Self> {
+    async fn open(store: FloorStore, shape: Shape) -> anyhow::Result<Self> {
         let (store, scratch) = match store {
             FloorStore::Sqlite => {
                 let scratch = Scratch::new("commit-echo")?;
@@ -455,124 +588,54 @@ impl EpochLog {
             seq: 0,
             previous: GENESIS,
             began: Instant::now(),
-            epochs: 0,
+            trips: 0,
         };
+        // rank 0, the target, and one rank per stream
+        let ranks = STREAMS + 1;
         let created = Event::WindowCreated {
             world: "onesided-bench".into(),
             name: format!("commit-echo-{}", unique()),
-            sizes: vec![8, 8],
-            disp_units: vec![8, 8],
+            sizes: vec![8; ranks],
+            disp_units: vec![8; ranks],
             info: BTreeMap::new(),
             unified: false,
         };
         state.append(vec![(0, 0, created)]).await?;
         Ok(EpochLog {
+            shape,
+            waiting: std::sync::Mutex::new(Vec::new()),
             state: tokio::sync::Mutex::new(state),
             _scratch: scratch,
         })
     }
 
-    /// Commits one more epoch: rank 1 locks rank 0 exclusively, puts 8 bytes and unlocks.
-    async fn commit_epoch(&self) -> anyhow::Result<()> {
-        let mut state = self.state.lock().await;
-        let epoch = state.epochs + 1;
-        let (origin, incarnation) = ORIGIN;
-        let target = Some(0);
-        let runs = vec![(0, 8)];
-        let call = |name: &str| name.to_string();
-        let events = vec![
-            // the previous epoch's unlock returned: the client ships it with the next call
-            (
-                origin,
-                incarnation,
-                Event::Returned {
-                    call: call("unlock"),
-                    target,
-                },
-            ),
-            (
-                origin,
-                incarnation,
-                Event::Issued {
-                    call: call("lock"),
-                    target,
-                },
-            ),
-            (
-                origin,
-                incarnation,
-                Event::Returned {
-                    call: call("lock"),
-                    target,
-                },
-            ),
-            (
-                origin,
-                incarnation,
-                Event::OpIssued {
-                    op_id: epoch,
-                    target: 0,
-                    op: RecordedOp::Put,
-                    datatype: "i64".into(),
-                    runs: runs.clone(),
-                },
-            ),
-            (
-                origin,
-                incarnation,
-                Event::Issued {
-                    call: call("unlock"),
-                    target,
-                },
-            ),
-            (
-                0,
-                0,
-                Event::LockRequest {
-                    origin,
-                    lock_type: "exclusive".into(),
-                    nocheck: false,
-                },
-            ),
-            (
-                0,
-                0,
-                Event::LockGrant {
-                    origin,
-                    lock_type: "exclusive".into(),
-                    token: epoch,
-                },
-            ),
-            (
-                0,
-                0,
-                Event::Op {
-                    origin,
-                    origin_incarnation: incarnation,
-                    op_id: epoch,
-                    epoch: 0,
-                    token: epoch,
-                    op: RecordedOp::Put,
-                    datatype: "i64".into(),
-                    disp: 0,
-                    runs,
-                    data: epoch.to_le_bytes().to_vec(),
-                    compare: Vec::new(),
-                    result: Vec::new(),
-                },
-            ),
-            (
-                0,
-                0,
-                Event::LockRelease {
-                    origin,
-                    token: epoch,
-                },
-            ),
-        ];
-        state.append(events).await?;
-        state.epochs = epoch;
-        Ok(())
+    /// Returns once the rows of one more round trip of rank `origin` are committed: by this
+    /// call, or by one that took them with its own while this one waited for the log.
+    async fn commit(&self, origin: u32) -> anyhow::Result<()> {
+        let (done, committed) = oneshot::channel();
+        lock_waiting(&self.waiting).push((origin, done));
+        {
+            let mut state = self.state.lock().await;
+            let taken = std::mem::take(&mut *lock_waiting(&self.waiting));
+            if !taken.is_empty() {
+                let mut events = Vec::with_capacity(taken.len() * 9);
+                for (origin, _) in &taken {
+                    state.trips += 1;
+                    events.extend(self.shape.events(*origin, state.trips));
+                }
+                let result = state
+                    .append(events)
+                    .await
+                    .map_err(|error| format!("{error:#}"));
+                for (_, done) in taken {
+                    let _ = done.send(result.clone());
+                }
+            }
+        }
+        committed
+            .await
+            .context("the commit that took these rows was dropped")?
+            .map_err(anyhow::Error::msg)
     }
 
     /// Records the window freed.
@@ -583,6 +646,13 @@ impl EpochLog {
             .append(vec![(0, 0, Event::WindowFreed)])
             .await
     }
+}
+
+/// The waiting list; a panic elsewhere never leaves it unusable.
+fn lock_waiting(
+    waiting: &std::sync::Mutex<Vec<Committed>>,
+) -> std::sync::MutexGuard<'_, Vec<Committed>> {
+    waiting.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 impl LogState {
@@ -635,12 +705,35 @@ pub async fn commit_echo_us(
     store: FloorStore,
     iterations: usize,
 ) -> anyhow::Result<f64> {
-    let server = EchoServerHandle::start_committing(threads, store).await?;
+    let server = EchoServerHandle::start_committing(threads, store, Shape::Epoch).await?;
     let measured = echo_us(&server.url, iterations).await;
     let stopped = server.stop().await;
     let median = measured?;
     stopped?;
     Ok(median)
+}
+
+/// The floor under the `sync` hot counter: [`streams_per_s`] (its [`STREAMS`] streams, each a
+/// rank doing `per_stream` round trips one after another) against an echo server (a runtime of
+/// `threads`) that answers each message only after the five rows onesided's audit records for
+/// one of the hot counter's operations ([`Shape::Accumulate`]) are committed into `store` —
+/// in groups, as the audit writer commits: rows that arrive while a commit is under way go
+/// together in the next. Round trips per second. A `sync` hot counter needs all of it and its
+/// RMA work besides.
+///
+/// # Errors
+/// As [`commit_echo_us`].
+pub async fn commit_streams_per_s(
+    threads: Threads,
+    store: FloorStore,
+    per_stream: usize,
+) -> anyhow::Result<f64> {
+    let server = EchoServerHandle::start_committing(threads, store, Shape::Accumulate).await?;
+    let measured = streams_per_s(&server.url, per_stream).await;
+    let stopped = server.stop().await;
+    let per_s = measured?;
+    stopped?;
+    Ok(per_s)
 }
 
 #[cfg(test)]
@@ -682,5 +775,46 @@ mod tests {
         let copies = replay(&records, Some(last)).unwrap();
         assert_eq!(copies[0], epochs.to_le_bytes().to_vec());
         assert_eq!(copies[1], vec![0; 8]);
+    }
+
+    /// The committing echo of the hot counter's shape: every round trip of every stream left
+    /// its five rows, each stream as a rank of its own, in one intact chain whose replay sums
+    /// one per round trip at the target.
+    #[tokio::test]
+    async fn the_hot_counters_floor_commits_five_rows_per_round_trip_of_every_stream() {
+        let database = onesided_test_support::PgDatabase::create().await;
+        let per_stream = 3;
+        let rate = commit_streams_per_s(
+            Threads::One,
+            FloorStore::Postgres(database.url.clone()),
+            per_stream,
+        )
+        .await
+        .expect("the committing streams failed");
+        assert!(rate > 0.0, "{rate}");
+        let store = AuditStore::open(Some(&database.url), Path::new("."))
+            .await
+            .unwrap();
+        let windows = store.windows().await.unwrap();
+        assert_eq!(windows.len(), 1, "{windows:?}");
+        let rows = store.rows(windows[0].id, 1).await.unwrap();
+        // one unmeasured round trip per stream first
+        let trips = (STREAMS * (per_stream + 1)) as u64;
+        assert_eq!(rows.len() as u64, 2 + 5 * trips);
+        assert_eq!(verify(&rows), Ok(()));
+        let records: Vec<AuditRecord> = rows.iter().map(|row| row.record.clone()).collect();
+        let mut origins: Vec<u32> = records
+            .iter()
+            .filter_map(|record| match record.event {
+                Event::Flush { origin } => Some(origin),
+                _ => None,
+            })
+            .collect();
+        origins.sort_unstable();
+        origins.dedup();
+        assert_eq!(origins, (1..=STREAMS as u32).collect::<Vec<_>>());
+        let last = records.len() as u64 - 1;
+        let copies = replay(&records, Some(last)).unwrap();
+        assert_eq!(copies[0], (trips as i64).to_le_bytes().to_vec());
     }
 }

@@ -292,6 +292,12 @@ pub struct Report {
     pub commit_echo_us: f64,
     /// The same into the PostgreSQL `--database-url`.
     pub pg_commit_echo_us: Option<f64>,
+    /// The floor under the `sync` hot counter into SQLite: 64 bare gRPC streams, each round trip
+    /// answered after one hot-counter operation's audit rows are committed (in groups) by the
+    /// store's code, round trips/s ([`grpc::commit_streams_per_s`]).
+    pub commit_streams_per_s: f64,
+    /// The same into the PostgreSQL `--database-url`.
+    pub pg_commit_streams_per_s: Option<f64>,
     /// `disk_write_bytes` written in 8 MiB chunks + `fdatasync` there, MiB/s.
     pub disk_write_mib_per_s: f64,
     /// Size of the disk write in bytes.
@@ -667,12 +673,17 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     )
     .await
     .context("the committing echo into SQLite")?;
+    let per_stream = measure::hot_counter_per_rank(iterations, options.quick);
+    let commit_streams_per_s =
+        grpc::commit_streams_per_s(options.server_threads, grpc::FloorStore::Sqlite, per_stream)
+            .await
+            .context("the committing streams into SQLite")?;
     let disk_write_bytes = options.disk_write_bytes();
     let disk_write_mib_per_s =
         tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
             .await?
             .context("the disk write reference")?;
-    let (pg_commit, pg_commit_echo_us) = match options.postgres_url() {
+    let (pg_commit, pg_commit_echo_us, pg_commit_streams_per_s) = match options.postgres_url() {
         Some(url) => {
             let _paused = awake.as_ref().map(awake::KeepAwake::pause).transpose()?;
             let bulk = storage::PgBulk {
@@ -689,9 +700,16 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             )
             .await
             .context("the committing echo into PostgreSQL")?;
-            (Some(commit), Some(echo))
+            let streams = grpc::commit_streams_per_s(
+                options.server_threads,
+                grpc::FloorStore::Postgres(url.to_string()),
+                per_stream,
+            )
+            .await
+            .context("the committing streams into PostgreSQL")?;
+            (Some(commit), Some(echo), Some(streams))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let raw_tcp_pingpong_us =
         tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
@@ -748,6 +766,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         sqlite_commit_us,
         commit_echo_us,
         pg_commit_echo_us,
+        commit_streams_per_s,
+        pg_commit_streams_per_s,
         disk_write_mib_per_s,
         disk_write_bytes,
         pg_commit,
@@ -859,6 +879,13 @@ impl Store {
             Store::Postgres => "pg_commit_echo_us",
         }
     }
+
+    fn hot_counter_floor_key(self) -> &'static str {
+        match self {
+            Store::Sqlite => "commit_streams_per_s",
+            Store::Postgres => "pg_commit_streams_per_s",
+        }
+    }
 }
 
 impl Report {
@@ -945,6 +972,8 @@ impl Report {
             "sqlite_commit_us": self.sqlite_commit_us,
             "commit_echo_us": self.commit_echo_us,
             "pg_commit_echo_us": number(self.pg_commit_echo_us),
+            "commit_streams_per_s": self.commit_streams_per_s,
+            "pg_commit_streams_per_s": number(self.pg_commit_streams_per_s),
             "disk_write_mib_per_s": self.disk_write_mib_per_s,
             "disk_write_bytes": self.disk_write_bytes,
             "pg_commit_us": number(self.pg_commit.as_ref().map(|commit| commit.median_us)),
@@ -1027,6 +1056,15 @@ impl Report {
         }
     }
 
+    /// The floor under a `sync` hot counter into `store` ([`grpc::commit_streams_per_s`]),
+    /// round trips/s (`None`: not measured).
+    fn hot_counter_floor(&self, store: Store) -> Option<f64> {
+        match store {
+            Store::Sqlite => Some(self.commit_streams_per_s),
+            Store::Postgres => self.pg_commit_streams_per_s,
+        }
+    }
+
     /// The storage reference a `sync` run into `store` is held to, in µs (`None`: not measured).
     fn store_reference_us(&self, store: Store) -> Option<f64> {
         match store {
@@ -1084,6 +1122,21 @@ impl Report {
         figures.insert(
             "lock_put_unlock_ratio_to_floor".into(),
             number(floor.map(|floor| sync.latency("lock_put_unlock_us") / floor)),
+        );
+        // and what its hot counter cannot exceed: item 2 asks for 0.8 × off, which this floor
+        // allows only when its own ratio to off reaches it
+        figures.insert(
+            "hot_counter_floor_reference".into(),
+            json!(store.hot_counter_floor_key()),
+        );
+        let hot_floor = self.hot_counter_floor(store);
+        figures.insert(
+            "hot_counter_ratio_to_floor".into(),
+            number(hot_floor.map(|floor| sync.hot_counter_ops_per_s / floor)),
+        );
+        figures.insert(
+            "hot_counter_floor_ratio_to_off".into(),
+            number(hot_floor.map(|floor| floor / self.patterns.hot_counter_ops_per_s)),
         );
         let reference = self.store_reference_us(store);
         let (off, which) = self.off_for_targets(store);
@@ -1226,6 +1279,11 @@ impl Report {
             self.commit_echo_us,
             ratio(self.commit_echo_us, Some(self.fdatasync_us))
         ));
+        out.push_str(&format!(
+            "| `commit_streams_per_s` (64 such streams, each round trip after a hot-counter operation's 5 rows are committed in groups, SQLite) | {:.0}/s | `grpc_64_streams_per_s` | {} | | |\n",
+            self.commit_streams_per_s,
+            ratio(self.commit_streams_per_s, Some(self.grpc.streams_per_s))
+        ));
         let quick = if self.disk_write_bytes < 256 << 20 {
             ", --quick"
         } else {
@@ -1252,6 +1310,12 @@ impl Report {
                     out.push_str(&format!(
                         "| `pg_commit_echo_us` (the same as `commit_echo_us`, into PostgreSQL) | {echo:.1} µs | `pg_commit_us` | {} | | |\n",
                         ratio(echo, Some(commit.median_us))
+                    ));
+                }
+                if let Some(streams) = self.pg_commit_streams_per_s {
+                    out.push_str(&format!(
+                        "| `pg_commit_streams_per_s` (the same as `commit_streams_per_s`, into PostgreSQL) | {streams:.0}/s | `grpc_64_streams_per_s` | {} | | |\n",
+                        ratio(streams, Some(self.grpc.streams_per_s))
                     ));
                 }
             }
@@ -1502,6 +1566,18 @@ impl Report {
                     store.label(),
                     store.floor_key(),
                     ratio(synced, Some(floor))
+                ));
+            }
+            if let Some(floor) = self.hot_counter_floor(*store) {
+                out.push_str(&format!(
+                    "\nFloor of a {} hot counter (64 streams, each answered after its \
+                     operation's rows are committed, in groups): `{}` {floor:.0}/s, {} of the \
+                     `off` hot counter; {:.0} ops/s is {} of it.",
+                    store.label(),
+                    store.hot_counter_floor_key(),
+                    ratio(floor, Some(self.patterns.hot_counter_ops_per_s)),
+                    run.hot_counter_ops_per_s,
+                    ratio(run.hot_counter_ops_per_s, Some(floor))
                 ));
             }
         }

@@ -117,6 +117,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         "fdatasync_us",
         "sqlite_commit_us",
         "commit_echo_us",
+        "commit_streams_per_s",
         "disk_write_mib_per_s",
         "disk_write_bytes",
     ] {
@@ -126,6 +127,7 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     assert!(json["pg_commit_us"].is_null(), "no database URL, no commit");
     assert!(json["references"]["pg_commit_us"].is_null());
     assert!(json["pg_commit_echo_us"].is_null());
+    assert!(json["pg_commit_streams_per_s"].is_null());
     check_mpich(&json["references"]);
     check_redis_durable(&json);
     assert_eq!(json["audit"], "off");
@@ -158,6 +160,10 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
         table.contains("Floor of a sync SQLite lock-put-unlock (the round trip and its epoch's"),
         "{table}"
     );
+    assert!(
+        table.contains("Floor of a sync SQLite hot counter (64 streams, each answered after"),
+        "{table}"
+    );
 }
 
 /// A `sync` run's figures are there and positive, each with its ratio to `off`, and every
@@ -177,6 +183,20 @@ fn check_sync(json: &Value, sync: &Value, reference: &str) {
     let over_floor = sync["lock_put_unlock_ratio_to_floor"].as_f64().unwrap();
     let expected = sync["lock_put_unlock_us"].as_f64().unwrap() / json[floor].as_f64().unwrap();
     assert!((over_floor - expected).abs() < 1e-9, "{sync}");
+    // and the hot counter's: the sync figure over it, and it over the off figure
+    let hot_floor = match reference {
+        "fdatasync_us" => "commit_streams_per_s",
+        _ => "pg_commit_streams_per_s",
+    };
+    assert_eq!(sync["hot_counter_floor_reference"], hot_floor);
+    let floor_per_s = json[hot_floor].as_f64().unwrap();
+    assert!(floor_per_s > 0.0, "{hot_floor} is {floor_per_s}");
+    let hot = sync["hot_counter_ops_per_s"].as_f64().unwrap();
+    let ratio = sync["hot_counter_ratio_to_floor"].as_f64().unwrap();
+    assert!((ratio - hot / floor_per_s).abs() < 1e-9, "{sync}");
+    let off_hot = json["hot_counter_ops_per_s"].as_f64().unwrap();
+    let allowed = sync["hot_counter_floor_ratio_to_off"].as_f64().unwrap();
+    assert!((allowed - floor_per_s / off_hot).abs() < 1e-9, "{sync}");
     let without_spinners = json["keep_awake"] == true && reference == "pg_commit_us";
     let off_for_targets = if without_spinners {
         "off_without_spinners"
@@ -361,6 +381,7 @@ async fn with_a_database_url_the_sync_figures_stand_beside_the_off_ones() {
         "pg_commit_us",
         "pg_insert_mib_per_s",
         "pg_commit_echo_us",
+        "pg_commit_streams_per_s",
         "fdatasync_us",
     ] {
         assert!(positive(&json[key]), "{key} is {:?}", json[key]);
