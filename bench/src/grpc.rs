@@ -610,32 +610,40 @@ impl EpochLog {
     }
 
     /// Returns once the rows of one more round trip of rank `origin` are committed: by this
-    /// call, or by one that took them with its own while this one waited for the log.
+    /// call, or by one that took them with its own while this one waited for the log. (A
+    /// call whose rows another took returns as soon as that commit ends; waiting for the log
+    /// itself would make it wait for the next commit as well.)
     async fn commit(&self, origin: u32) -> anyhow::Result<()> {
-        let (done, committed) = oneshot::channel();
+        let (done, mut committed) = oneshot::channel();
         lock_waiting(&self.waiting).push((origin, done));
-        {
-            let mut state = self.state.lock().await;
-            let taken = std::mem::take(&mut *lock_waiting(&self.waiting));
-            if !taken.is_empty() {
-                let mut events = Vec::with_capacity(taken.len() * 9);
-                for (origin, _) in &taken {
-                    state.trips += 1;
-                    events.extend(self.shape.events(*origin, state.trips));
+        loop {
+            tokio::select! {
+                biased;
+                result = &mut committed => {
+                    return result
+                        .context("the commit that took these rows was dropped")?
+                        .map_err(anyhow::Error::msg);
                 }
-                let result = state
-                    .append(events)
-                    .await
-                    .map_err(|error| format!("{error:#}"));
-                for (_, done) in taken {
-                    let _ = done.send(result.clone());
+                mut state = self.state.lock() => {
+                    let taken = std::mem::take(&mut *lock_waiting(&self.waiting));
+                    if taken.is_empty() {
+                        continue;
+                    }
+                    let mut events = Vec::with_capacity(taken.len() * 9);
+                    for (origin, _) in &taken {
+                        state.trips += 1;
+                        events.extend(self.shape.events(*origin, state.trips));
+                    }
+                    let result = state
+                        .append(events)
+                        .await
+                        .map_err(|error| format!("{error:#}"));
+                    for (_, done) in taken {
+                        let _ = done.send(result.clone());
+                    }
                 }
             }
         }
-        committed
-            .await
-            .context("the commit that took these rows was dropped")?
-            .map_err(anyhow::Error::msg)
     }
 
     /// Records the window freed.
