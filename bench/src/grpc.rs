@@ -750,6 +750,21 @@ mod tests {
 
     use super::*;
 
+    /// The rows of the one window a floor left in the database at `url`: the bench's, an
+    /// intact chain from its creation to its release.
+    async fn floor_rows(url: &str) -> Vec<AuditRecord> {
+        let store = AuditStore::open(Some(url), Path::new(".")).await.unwrap();
+        let windows = store.windows().await.unwrap();
+        assert_eq!(windows.len(), 1, "{windows:?}");
+        assert_eq!(windows[0].world, "onesided-bench");
+        let rows = store.rows(windows[0].id, 1).await.unwrap();
+        assert_eq!(verify(&rows), Ok(()));
+        let records: Vec<AuditRecord> = rows.into_iter().map(|row| row.record).collect();
+        assert!(matches!(records[0].event, Event::WindowCreated { .. }));
+        assert!(matches!(records.last().unwrap().event, Event::WindowFreed));
+        records
+    }
+
     /// Every answer of the committing echo came after one more epoch's nine rows were
     /// committed: the store holds the window's creation, nine rows per round trip (the warm-up
     /// included) and its release, as one intact chain whose replay ends with the last epoch's
@@ -766,19 +781,9 @@ mod tests {
         .await
         .expect("the committing echo failed");
         assert!(median > 0.0, "{median}");
-        let store = AuditStore::open(Some(&database.url), Path::new("."))
-            .await
-            .unwrap();
-        let windows = store.windows().await.unwrap();
-        assert_eq!(windows.len(), 1, "{windows:?}");
-        assert_eq!(windows[0].world, "onesided-bench");
-        let rows = store.rows(windows[0].id, 1).await.unwrap();
+        let records = floor_rows(&database.url).await;
         let epochs = (iterations + warm_up(iterations)) as u64;
-        assert_eq!(rows.len() as u64, 2 + 9 * epochs);
-        assert_eq!(verify(&rows), Ok(()));
-        let records: Vec<AuditRecord> = rows.iter().map(|row| row.record.clone()).collect();
-        assert!(matches!(records[0].event, Event::WindowCreated { .. }));
-        assert!(matches!(records.last().unwrap().event, Event::WindowFreed));
+        assert_eq!(records.len() as u64, 2 + 9 * epochs);
         let last = records.len() as u64 - 1;
         let copies = replay(&records, Some(last)).unwrap();
         assert_eq!(copies[0], epochs.to_le_bytes().to_vec());
@@ -800,17 +805,10 @@ mod tests {
         .await
         .expect("the committing streams failed");
         assert!(rate > 0.0, "{rate}");
-        let store = AuditStore::open(Some(&database.url), Path::new("."))
-            .await
-            .unwrap();
-        let windows = store.windows().await.unwrap();
-        assert_eq!(windows.len(), 1, "{windows:?}");
-        let rows = store.rows(windows[0].id, 1).await.unwrap();
+        let records = floor_rows(&database.url).await;
         // one unmeasured round trip per stream first
         let trips = (STREAMS * (per_stream + 1)) as u64;
-        assert_eq!(rows.len() as u64, 2 + 5 * trips);
-        assert_eq!(verify(&rows), Ok(()));
-        let records: Vec<AuditRecord> = rows.iter().map(|row| row.record.clone()).collect();
+        assert_eq!(records.len() as u64, 2 + 5 * trips);
         let mut origins: Vec<u32> = records
             .iter()
             .filter_map(|record| match record.event {
