@@ -744,6 +744,38 @@ pub async fn commit_streams_per_s(
     Ok(per_s)
 }
 
+/// The two floors under `sync` into one store.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CommitFloors {
+    /// [`commit_echo_us`]: under a lock-put-unlock, µs.
+    pub echo_us: f64,
+    /// [`commit_streams_per_s`]: under the hot counter, round trips/s.
+    pub streams_per_s: f64,
+}
+
+/// [`commit_echo_us`] with `iterations`, then [`commit_streams_per_s`] with `per_stream`, both
+/// into `store` on servers with runtimes of `threads`.
+///
+/// # Errors
+/// As the two.
+pub async fn commit_floors(
+    threads: Threads,
+    store: FloorStore,
+    iterations: usize,
+    per_stream: usize,
+) -> anyhow::Result<CommitFloors> {
+    let echo_us = commit_echo_us(threads, store.clone(), iterations)
+        .await
+        .context("the committing echo")?;
+    let streams_per_s = commit_streams_per_s(threads, store, per_stream)
+        .await
+        .context("the committing streams")?;
+    Ok(CommitFloors {
+        echo_us,
+        streams_per_s,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use onesided_core::audit::{replay, verify};

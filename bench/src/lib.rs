@@ -286,18 +286,12 @@ pub struct Report {
     /// One commit of 9 rows into SQLite in the audit store's configuration there, median µs
     /// ([`storage::sqlite_commit`]).
     pub sqlite_commit_us: f64,
-    /// The floor under a `sync` lock-put-unlock into SQLite: a bare gRPC round trip answered
-    /// after that epoch's audit rows are committed by the store's code, median µs
-    /// ([`grpc::commit_echo_us`]).
-    pub commit_echo_us: f64,
+    /// The floors under `sync` into SQLite: a bare gRPC round trip answered after a
+    /// lock-put-unlock's audit rows are committed by the store's code, and 64 such streams
+    /// answered after a hot-counter operation's rows ([`grpc::commit_floors`]).
+    pub sqlite_floors: grpc::CommitFloors,
     /// The same into the PostgreSQL `--database-url`.
-    pub pg_commit_echo_us: Option<f64>,
-    /// The floor under the `sync` hot counter into SQLite: 64 bare gRPC streams, each round trip
-    /// answered after one hot-counter operation's audit rows are committed (in groups) by the
-    /// store's code, round trips/s ([`grpc::commit_streams_per_s`]).
-    pub commit_streams_per_s: f64,
-    /// The same into the PostgreSQL `--database-url`.
-    pub pg_commit_streams_per_s: Option<f64>,
+    pub pg_floors: Option<grpc::CommitFloors>,
     /// `disk_write_bytes` written in 8 MiB chunks + `fdatasync` there, MiB/s.
     pub disk_write_mib_per_s: f64,
     /// Size of the disk write in bytes.
@@ -666,24 +660,21 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let sqlite_commit_us = storage::sqlite_commit(storage_iterations)
         .await
         .context("the SQLite commit reference")?;
-    let commit_echo_us = grpc::commit_echo_us(
+    let per_stream = measure::hot_counter_per_rank(iterations, options.quick);
+    let sqlite_floors = grpc::commit_floors(
         options.server_threads,
         grpc::FloorStore::Sqlite,
         storage_iterations,
+        per_stream,
     )
     .await
-    .context("the committing echo into SQLite")?;
-    let per_stream = measure::hot_counter_per_rank(iterations, options.quick);
-    let commit_streams_per_s =
-        grpc::commit_streams_per_s(options.server_threads, grpc::FloorStore::Sqlite, per_stream)
-            .await
-            .context("the committing streams into SQLite")?;
+    .context("the floors into SQLite")?;
     let disk_write_bytes = options.disk_write_bytes();
     let disk_write_mib_per_s =
         tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
             .await?
             .context("the disk write reference")?;
-    let (pg_commit, pg_commit_echo_us, pg_commit_streams_per_s) = match options.postgres_url() {
+    let (pg_commit, pg_floors) = match options.postgres_url() {
         Some(url) => {
             let _paused = awake.as_ref().map(awake::KeepAwake::pause).transpose()?;
             let bulk = storage::PgBulk {
@@ -693,23 +684,17 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             let commit = storage::pg_commit(url, storage_iterations, bulk)
                 .await
                 .context("the PostgreSQL commit reference")?;
-            let echo = grpc::commit_echo_us(
+            let floors = grpc::commit_floors(
                 options.server_threads,
                 grpc::FloorStore::Postgres(url.to_string()),
                 storage_iterations,
-            )
-            .await
-            .context("the committing echo into PostgreSQL")?;
-            let streams = grpc::commit_streams_per_s(
-                options.server_threads,
-                grpc::FloorStore::Postgres(url.to_string()),
                 per_stream,
             )
             .await
-            .context("the committing streams into PostgreSQL")?;
-            (Some(commit), Some(echo), Some(streams))
+            .context("the floors into PostgreSQL")?;
+            (Some(commit), Some(floors))
         }
-        None => (None, None, None),
+        None => (None, None),
     };
     let raw_tcp_pingpong_us =
         tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
@@ -764,10 +749,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         bulk_rss_missing,
         fdatasync_us,
         sqlite_commit_us,
-        commit_echo_us,
-        pg_commit_echo_us,
-        commit_streams_per_s,
-        pg_commit_streams_per_s,
+        sqlite_floors,
+        pg_floors,
         disk_write_mib_per_s,
         disk_write_bytes,
         pg_commit,
@@ -970,10 +953,10 @@ impl Report {
             "redis_durable_missing": self.redis_durable_missing,
             "fdatasync_us": self.fdatasync_us,
             "sqlite_commit_us": self.sqlite_commit_us,
-            "commit_echo_us": self.commit_echo_us,
-            "pg_commit_echo_us": number(self.pg_commit_echo_us),
-            "commit_streams_per_s": self.commit_streams_per_s,
-            "pg_commit_streams_per_s": number(self.pg_commit_streams_per_s),
+            "commit_echo_us": self.sqlite_floors.echo_us,
+            "pg_commit_echo_us": number(self.pg_floors.map(|floors| floors.echo_us)),
+            "commit_streams_per_s": self.sqlite_floors.streams_per_s,
+            "pg_commit_streams_per_s": number(self.pg_floors.map(|floors| floors.streams_per_s)),
             "disk_write_mib_per_s": self.disk_write_mib_per_s,
             "disk_write_bytes": self.disk_write_bytes,
             "pg_commit_us": number(self.pg_commit.as_ref().map(|commit| commit.median_us)),
@@ -1047,21 +1030,11 @@ impl Report {
         }
     }
 
-    /// The floor under a `sync` lock-put-unlock into `store` ([`grpc::commit_echo_us`]), in µs
-    /// (`None`: not measured).
-    fn floor_us(&self, store: Store) -> Option<f64> {
+    /// The floors under `sync` into `store` (`None`: not measured).
+    fn floors(&self, store: Store) -> Option<grpc::CommitFloors> {
         match store {
-            Store::Sqlite => Some(self.commit_echo_us),
-            Store::Postgres => self.pg_commit_echo_us,
-        }
-    }
-
-    /// The floor under a `sync` hot counter into `store` ([`grpc::commit_streams_per_s`]),
-    /// round trips/s (`None`: not measured).
-    fn hot_counter_floor(&self, store: Store) -> Option<f64> {
-        match store {
-            Store::Sqlite => Some(self.commit_streams_per_s),
-            Store::Postgres => self.pg_commit_streams_per_s,
+            Store::Sqlite => Some(self.sqlite_floors),
+            Store::Postgres => self.pg_floors,
         }
     }
 
@@ -1118,7 +1091,8 @@ impl Report {
         // what a sync lock-put-unlock cannot go below with this store: the round trip and its
         // epoch's commit, and nothing else of onesided's
         figures.insert("floor_reference".into(), json!(store.floor_key()));
-        let floor = self.floor_us(store);
+        let floors = self.floors(store);
+        let floor = floors.map(|floors| floors.echo_us);
         figures.insert(
             "lock_put_unlock_ratio_to_floor".into(),
             number(floor.map(|floor| sync.latency("lock_put_unlock_us") / floor)),
@@ -1129,7 +1103,7 @@ impl Report {
             "hot_counter_floor_reference".into(),
             json!(store.hot_counter_floor_key()),
         );
-        let hot_floor = self.hot_counter_floor(store);
+        let hot_floor = floors.map(|floors| floors.streams_per_s);
         figures.insert(
             "hot_counter_ratio_to_floor".into(),
             number(hot_floor.map(|floor| sync.hot_counter_ops_per_s / floor)),
@@ -1276,13 +1250,13 @@ impl Report {
         ));
         out.push_str(&format!(
             "| `commit_echo_us` (bare tonic stream answering after a lock-put-unlock's 9 audit rows are committed, SQLite) | {:.1} µs | `fdatasync_us` | {} | | |\n",
-            self.commit_echo_us,
-            ratio(self.commit_echo_us, Some(self.fdatasync_us))
+            self.sqlite_floors.echo_us,
+            ratio(self.sqlite_floors.echo_us, Some(self.fdatasync_us))
         ));
         out.push_str(&format!(
             "| `commit_streams_per_s` (64 such streams, each round trip after a hot-counter operation's 5 rows are committed in groups, SQLite) | {:.0}/s | `grpc_64_streams_per_s` | {} | | |\n",
-            self.commit_streams_per_s,
-            ratio(self.commit_streams_per_s, Some(self.grpc.streams_per_s))
+            self.sqlite_floors.streams_per_s,
+            ratio(self.sqlite_floors.streams_per_s, Some(self.grpc.streams_per_s))
         ));
         let quick = if self.disk_write_bytes < 256 << 20 {
             ", --quick"
@@ -1306,16 +1280,14 @@ impl Report {
                     self.bulk_bytes >> 20,
                     commit.insert_mib_per_s
                 ));
-                if let Some(echo) = self.pg_commit_echo_us {
+                if let Some(floors) = self.pg_floors {
                     out.push_str(&format!(
-                        "| `pg_commit_echo_us` (the same as `commit_echo_us`, into PostgreSQL) | {echo:.1} µs | `pg_commit_us` | {} | | |\n",
-                        ratio(echo, Some(commit.median_us))
-                    ));
-                }
-                if let Some(streams) = self.pg_commit_streams_per_s {
-                    out.push_str(&format!(
-                        "| `pg_commit_streams_per_s` (the same as `commit_streams_per_s`, into PostgreSQL) | {streams:.0}/s | `grpc_64_streams_per_s` | {} | | |\n",
-                        ratio(streams, Some(self.grpc.streams_per_s))
+                        "| `pg_commit_echo_us` (the same as `commit_echo_us`, into PostgreSQL) | {:.1} µs | `pg_commit_us` | {} | | |\n\
+                         | `pg_commit_streams_per_s` (the same as `commit_streams_per_s`, into PostgreSQL) | {:.0}/s | `grpc_64_streams_per_s` | {} | | |\n",
+                        floors.echo_us,
+                        ratio(floors.echo_us, Some(commit.median_us)),
+                        floors.streams_per_s,
+                        ratio(floors.streams_per_s, Some(self.grpc.streams_per_s))
                     ));
                 }
             }
@@ -1558,28 +1530,32 @@ impl Report {
             out.push('\n');
         }
         for (store, run) in &runs {
-            if let Some(floor) = self.floor_us(*store) {
-                let synced = run.latency("lock_put_unlock_us");
-                out.push_str(&format!(
-                    "\nFloor of a {} lock-put-unlock (the round trip and its epoch's commit, \
-                     nothing else of onesided's): `{}` {floor:.1} µs; {synced:.1} µs is {} of it.",
-                    store.label(),
-                    store.floor_key(),
-                    ratio(synced, Some(floor))
-                ));
-            }
-            if let Some(floor) = self.hot_counter_floor(*store) {
-                out.push_str(&format!(
-                    "\nFloor of a {} hot counter (64 streams, each answered after its \
-                     operation's rows are committed, in groups): `{}` {floor:.0}/s, {} of the \
-                     `off` hot counter; {:.0} ops/s is {} of it.",
-                    store.label(),
-                    store.hot_counter_floor_key(),
-                    ratio(floor, Some(self.patterns.hot_counter_ops_per_s)),
-                    run.hot_counter_ops_per_s,
-                    ratio(run.hot_counter_ops_per_s, Some(floor))
-                ));
-            }
+            let Some(floors) = self.floors(*store) else {
+                continue;
+            };
+            let synced = run.latency("lock_put_unlock_us");
+            out.push_str(&format!(
+                "\nFloor of a {} lock-put-unlock (the round trip and its epoch's commit, \
+                 nothing else of onesided's): `{}` {:.1} µs; {synced:.1} µs is {} of it.",
+                store.label(),
+                store.floor_key(),
+                floors.echo_us,
+                ratio(synced, Some(floors.echo_us))
+            ));
+            out.push_str(&format!(
+                "\nFloor of a {} hot counter (64 streams, each answered after its \
+                 operation's rows are committed, in groups): `{}` {:.0}/s, {} of the \
+                 `off` hot counter; {:.0} ops/s is {} of it.",
+                store.label(),
+                store.hot_counter_floor_key(),
+                floors.streams_per_s,
+                ratio(
+                    floors.streams_per_s,
+                    Some(self.patterns.hot_counter_ops_per_s)
+                ),
+                run.hot_counter_ops_per_s,
+                ratio(run.hot_counter_ops_per_s, Some(floors.streams_per_s))
+            ));
         }
         out.push('\n');
         out
