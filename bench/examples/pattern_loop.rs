@@ -13,7 +13,9 @@
 //! with PATTERN one of `pscw` (start, put, complete against post, wait), `lock`
 //! (lock-put-unlock), `fence` (put and fence on two ranks), `hot` (64 ranks each doing
 //! ITERATIONS accumulate + flush under lock_all), `bulk` (one put of 64 MiB inside
-//! lock-unlock, as the bench's bulk figure, which it also prints in MiB/s). SERVER_THREADS (default 1: a current-thread
+//! lock-unlock, as the bench's bulk figure, which it also prints in MiB/s), `ringN` (N ranks,
+//! each putting to the next and fencing: the bench's fence scaling, also printed per rank;
+//! ITERATIONS counts epochs). SERVER_THREADS (default 1: a current-thread
 //! runtime, as the bench's default) gives the in-process server a multi-thread runtime;
 //! DATABASE_URL (`postgres://…`) puts its audit store in PostgreSQL instead of SQLite.
 use std::sync::Arc;
@@ -29,7 +31,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(pattern), Some(n)) = (args.get(1).cloned(), args.get(2)) else {
         anyhow::bail!(
-            "usage: pattern_loop pscw|lock|fence|hot|bulk ITERATIONS [off|sync] [SERVER_THREADS] \
+            "usage: pattern_loop pscw|lock|fence|hot|bulk|ringN ITERATIONS [off|sync] [SERVER_THREADS] \
              [DATABASE_URL]"
         );
     };
@@ -48,7 +50,13 @@ fn main() -> anyhow::Result<()> {
     Threads::One.runtime("client")?.block_on(async move {
         let server = InProcess::start(audit, database_url, server_threads).await?;
         let admin = Admin::connect(server.url.as_str(), &server.admin_token).await?;
-        let nranks: u32 = if pattern == "hot" { 64 } else { 2 };
+        // `ringN`: N ranks, each putting to the next and fencing (the bench's fence scaling)
+        let ring: Option<u32> = pattern.strip_prefix("ring").map(str::parse).transpose()?;
+        let nranks: u32 = match (pattern.as_str(), ring) {
+            (_, Some(ranks)) => ranks,
+            ("hot", _) => 64,
+            _ => 2,
+        };
         let created = admin.create_world("w", nranks).await?;
         let spec = if pattern == "bulk" {
             WindowSpec::bytes("w", nranks, BULK as u64, 1)
@@ -69,6 +77,30 @@ fn main() -> anyhow::Result<()> {
         let mut samples: Vec<Duration> = Vec::with_capacity(n);
         let began = Instant::now();
         match pattern.as_str() {
+            _ if ring.is_some() => {
+                let mut tasks = Vec::new();
+                for (rank, window) in windows.iter().enumerate() {
+                    let window = Arc::clone(window);
+                    let next = (rank as u32 + 1) % nranks;
+                    tasks.push(tokio::spawn(async move {
+                        let mut times = Vec::with_capacity(n);
+                        window.fence(0).await?;
+                        for i in 0..n {
+                            let t = Instant::now();
+                            window.put(next, 0, &[i as i64])?;
+                            window.fence(0).await?;
+                            times.push(t.elapsed());
+                        }
+                        anyhow::Ok(times)
+                    }));
+                }
+                for (rank, task) in tasks.into_iter().enumerate() {
+                    let times = task.await??;
+                    if rank == 0 {
+                        samples = times;
+                    }
+                }
+            }
             "pscw" => {
                 let target = {
                     let w1 = Arc::clone(&w1);
@@ -159,6 +191,9 @@ fn main() -> anyhow::Result<()> {
         );
         if pattern == "hot" {
             println!("hot ops_per_s={:.0}", (64 * n) as f64 / total.as_secs_f64());
+        }
+        if ring.is_some() {
+            println!("{pattern} us_per_rank={:.2}", median / f64::from(nranks));
         }
         if pattern == "bulk" {
             println!("bulk mib_per_s={:.1}", 64.0 / (median / 1e6));
