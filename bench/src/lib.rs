@@ -26,6 +26,11 @@
 //! [`soak`] is the other mode: a mixed workload for a fixed time with the process's resident
 //! memory sampled, and a verdict on whether it stayed flat.
 
+/// The allocator of the `onesided-server` binary (its `main.rs`), so that the in-process server
+/// measures what the binary does; the bench's clients, in the same process, use it too.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod awake;
 pub mod grpc;
 mod measure;
