@@ -89,7 +89,11 @@ pub enum Command {
 /// A cheap, cloneable address of one rank's window-server actor.
 #[derive(Clone, Debug)]
 pub struct WindowServerHandle {
-    sender: mpsc::Sender<Command>,
+    /// Boxed: a slot of the channel is a pointer, not a 288-byte command. A tokio channel
+    /// writes each message into a slot last used 32 messages earlier; with a thousand actors
+    /// those slots are cold, a freshly freed box is not (BENCHMARKS.md, "Fence scaling at
+    /// 1 024 ranks is bound by memory").
+    sender: mpsc::Sender<Box<Command>>,
     rank: u32,
     /// Set if the actor panicked.
     fate: Fate,
@@ -197,18 +201,24 @@ impl WindowServerHandle {
     }
 
     async fn command(&self, command: Command) -> Result<(), RmaError> {
-        self.sender.send(command).await.map_err(|_| self.gone())
+        self.sender
+            .send(Box::new(command))
+            .await
+            .map_err(|_| self.gone())
     }
 
     /// Stops the actor (its window was freed); pending calls fail with `MPI_ERR_WIN`.
     pub fn stop(&self) {
-        let _ = self.sender.try_send(Command::Engine(Input::Stop));
+        let _ = self.sender.try_send(Box::new(Command::Engine(Input::Stop)));
     }
 
     /// Stops the actor as [`WindowServerHandle::stop`] does, waiting for room in its inbox
     /// rather than giving up when it is full, and resolves once it has stopped.
     pub async fn stop_and_wait(&self) {
-        let _ = self.sender.send(Command::Engine(Input::Stop)).await;
+        let _ = self
+            .sender
+            .send(Box::new(Command::Engine(Input::Stop)))
+            .await;
         self.stopped().await;
     }
 
@@ -220,7 +230,9 @@ impl WindowServerHandle {
     /// Stops the actor as a window no longer served here ([`Input::Abandon`]: pending calls
     /// fail, nothing is recorded).
     pub fn abandon(&self) {
-        let _ = self.sender.try_send(Command::Engine(Input::Abandon));
+        let _ = self
+            .sender
+            .try_send(Box::new(Command::Engine(Input::Abandon)));
     }
 
     /// Unified model: `out`, the owner's session, follows the public copy from now on;
@@ -307,7 +319,7 @@ impl Drop for WindowServer {
 }
 
 impl WindowServer {
-    async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
+    async fn run(mut self, mut inbox: mpsc::Receiver<Box<Command>>) {
         tracing::debug!(size = self.target.public().len(), "window server started");
         loop {
             // a shared lock request held back behind a waiting exclusive one is granted when
@@ -315,7 +327,7 @@ impl WindowServer {
             let command = match self.target.next_deadline(Instant::now()) {
                 Some(deadline) => tokio::select! {
                     command = inbox.recv() => match command {
-                        Some(command) => Some(command),
+                        Some(command) => Some(*command),
                         None => break,
                     },
                     () = tokio::time::sleep_until(deadline.into()) => {
@@ -324,7 +336,7 @@ impl WindowServer {
                     }
                 },
                 None => match inbox.recv().await {
-                    Some(command) => Some(command),
+                    Some(command) => Some(*command),
                     None => break,
                 },
             };
