@@ -51,7 +51,13 @@ fn main() -> anyhow::Result<()> {
         let server = InProcess::start(audit, database_url, server_threads).await?;
         let admin = Admin::connect(server.url.as_str(), &server.admin_token).await?;
         // `ringN`: N ranks, each putting to the next and fencing (the bench's fence scaling)
-        let ring: Option<u32> = pattern.strip_prefix("ring").map(str::parse).transpose()?;
+        let ring: Option<u32> = match pattern.strip_prefix("ring") {
+            Some(ranks) => match ranks.parse() {
+                Ok(ranks) if ranks >= 2 => Some(ranks),
+                _ => anyhow::bail!("ringN needs a number of ranks N of at least 2"),
+            },
+            None => None,
+        };
         let nranks: u32 = match (pattern.as_str(), ring) {
             (_, Some(ranks)) => ranks,
             ("hot", _) => 64,

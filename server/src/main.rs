@@ -10,6 +10,7 @@ use onesided_server::limits::Limits;
 use onesided_server::metrics::MetricsListener;
 use onesided_server::tls::TlsIdentity;
 use onesided_server::{check_admin_token, run, ServerConfig};
+use tracing_subscriber::EnvFilter;
 
 /// mimalloc, not glibc's malloc: at large worlds, where the state of a thousand connections,
 /// sessions and actors outgrows the caches, the server's small, short-lived allocations
@@ -17,7 +18,6 @@ use onesided_server::{check_admin_token, run, ServerConfig};
 /// ranks is bound by memory, and an allocator for it").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use tracing_subscriber::EnvFilter;
 
 /// MPI one-sided communication (RMA) as a network service.
 #[derive(Debug, Parser)]
