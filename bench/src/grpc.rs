@@ -16,6 +16,10 @@
 //!   (a bulk put's pieces), MiB/s from the first message to the last acknowledgement: what the
 //!   transport carries when nothing copies or allocates per piece on the sending side.
 //!
+//! - [`barrier_us`]: N streams, each message answered only once every stream's message of the
+//!   same round has arrived (a barrier), µs per round: the unavoidable part of a fence at N
+//!   ranks (N messages in, N answers out, O(N) at the server), with nothing of onesided's.
+//!
 //! And the floor under a `sync` answer, [`commit_echo_us`]: the same echo, every answer sent
 //! only after the rows onesided's audit records for one lock-put-unlock epoch are committed
 //! through the audit store's own code.
@@ -70,6 +74,8 @@ pub const STREAMS: usize = 64;
 /// are committed ([`commit_echo_us`], whose messages are all small).
 struct EchoService {
     log: Option<Arc<EpochLog>>,
+    /// A barrier echo's ([`barrier_us`]): every message waits here for the other streams'.
+    barrier: Option<Arc<tokio::sync::Barrier>>,
     /// The origin rank of the next stream opened: each stream is one rank of the log.
     streams: Arc<std::sync::atomic::AtomicU32>,
 }
@@ -82,6 +88,17 @@ impl Echo for EchoService {
         &self,
         request: Request<Streaming<Blob>>,
     ) -> Result<Response<Self::EchoStream>, Status> {
+        if let Some(barrier) = self.barrier.clone() {
+            let answers = request.into_inner().then(move |message| {
+                let barrier = Arc::clone(&barrier);
+                async move {
+                    let blob = message?;
+                    barrier.wait().await;
+                    Ok(blob)
+                }
+            });
+            return Ok(Response::new(Box::pin(answers)));
+        }
         let Some(log) = self.log.clone() else {
             let answers = request.into_inner().map(|message| {
                 message.map(|blob| {
@@ -130,7 +147,15 @@ impl EchoServerHandle {
     /// # Errors
     /// When the port cannot be bound or the runtime cannot be built.
     pub fn start(threads: Threads) -> anyhow::Result<Self> {
-        Self::serve(threads, None)
+        Self::serve(threads, None, None)
+    }
+
+    /// Starts a barrier echo ([`barrier_us`]) for `streams` streams.
+    ///
+    /// # Errors
+    /// As [`EchoServerHandle::start`].
+    pub fn start_barrier(threads: Threads, streams: usize) -> anyhow::Result<Self> {
+        Self::serve(threads, None, Some(streams))
     }
 
     /// Starts a committing echo ([`commit_echo_us`]) whose log goes into `store`, opened on
@@ -144,7 +169,7 @@ impl EchoServerHandle {
         shape: Shape,
     ) -> anyhow::Result<Self> {
         let (opened, open) = oneshot::channel();
-        let server = Self::serve(threads, Some((store, shape, opened)))?;
+        let server = Self::serve(threads, Some((store, shape, opened)), None)?;
         open.await
             .context("the committing echo server stopped before its store was open")??;
         Ok(server)
@@ -171,6 +196,7 @@ impl EchoServerHandle {
     fn serve(
         threads: Threads,
         store: Option<(FloorStore, Shape, oneshot::Sender<anyhow::Result<()>>)>,
+        barrier: Option<usize>,
     ) -> anyhow::Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
@@ -206,6 +232,8 @@ impl EchoServerHandle {
                     });
                     let service = EchoServer::new(EchoService {
                         log: log.clone(),
+                        barrier: barrier
+                            .map(|streams| Arc::new(tokio::sync::Barrier::new(streams))),
                         streams: Arc::default(),
                     })
                     .max_decoding_message_size(usize::MAX)
@@ -380,6 +408,68 @@ pub async fn bulk_mib_per_s(url: &str, bytes: usize, repeats: usize) -> anyhow::
     }
     let seconds = median(&samples) / 1e6;
     Ok((pieces * PIECE) as f64 / f64::from(1u32 << 20) / seconds)
+}
+
+/// `streams` streams on channels of their own against a barrier echo started for as many
+/// ([`EchoServerHandle::start_barrier`]), each doing `rounds` round trips after an unmeasured
+/// 10 % (and one round trip before those, as a fence epoch follows an opening fence): the
+/// median µs of stream 0's round trips. Every round trip waits for all the streams' messages of
+/// its round, so this is what a fence epoch at `streams` ranks costs with no work but the
+/// transport's and a barrier's.
+///
+/// # Errors
+/// As [`echo_us`].
+pub async fn barrier_us(url: &str, streams: usize, rounds: usize) -> anyhow::Result<f64> {
+    let mut pipes = Vec::with_capacity(streams);
+    for _ in 0..streams {
+        pipes.push(open(channel(url).await?).await?);
+    }
+    let skip = warm_up(rounds);
+    let mut tasks = Vec::with_capacity(streams);
+    for mut pipe in pipes {
+        tasks.push(tokio::spawn(async move {
+            pipe.round_trip(0).await?;
+            let mut samples = Vec::with_capacity(rounds + skip);
+            for i in 0..rounds + skip {
+                let began = Instant::now();
+                pipe.round_trip(i as u64).await?;
+                samples.push(began.elapsed());
+            }
+            anyhow::Ok(samples)
+        }));
+    }
+    let all = tokio::time::timeout(crate::PATTERN_TIMEOUT, futures::future::try_join_all(tasks))
+        .await
+        .context("the barrier echo's rounds did not finish in time")??;
+    let mut first = all
+        .into_iter()
+        .next()
+        .context("a barrier echo needs at least one stream")??;
+    Ok(median(&first.split_off(skip)))
+}
+
+/// [`barrier_us`] at each of `ranks` against a barrier echo of its own with a runtime of
+/// `threads`, as many rounds each as the fence scaling measures epochs (2 · iterations / ranks,
+/// at least 20; 5 when quick): `(ranks, µs per round)`.
+///
+/// # Errors
+/// As [`barrier_us`], or when a server cannot be started.
+pub async fn barriers(
+    threads: Threads,
+    ranks: &[u32],
+    iterations: usize,
+    quick: bool,
+) -> anyhow::Result<Vec<(u32, f64)>> {
+    let mut rows = Vec::with_capacity(ranks.len());
+    for &streams in ranks {
+        let server = EchoServerHandle::start_barrier(threads, streams as usize)?;
+        let rounds = crate::measure::scaling_epochs(iterations, quick, streams);
+        let us = barrier_us(&server.url, streams as usize, rounds)
+            .await
+            .with_context(|| format!("the barrier echo at {streams} streams"))?;
+        rows.push((streams, us));
+    }
+    Ok(rows)
 }
 
 /// The three figures of one run.
@@ -795,6 +885,33 @@ mod tests {
         assert!(matches!(records[0].event, Event::WindowCreated { .. }));
         assert!(matches!(records.last().unwrap().event, Event::WindowFreed));
         records
+    }
+
+    /// The barrier echo answers no stream until every stream's message of the round has
+    /// arrived, and then answers each with its own message.
+    #[tokio::test]
+    async fn the_barrier_echo_answers_a_round_only_when_every_stream_sent() {
+        let server = EchoServerHandle::start_barrier(Threads::One, 2).unwrap();
+        let mut first = open(channel(&server.url).await.unwrap()).await.unwrap();
+        let mut second = open(channel(&server.url).await.unwrap()).await.unwrap();
+        first.send(Bytes::from_static(b"first")).await.unwrap();
+        // alone, the first stream's message waits (an echo without the barrier answers in µs)
+        let early =
+            tokio::time::timeout(std::time::Duration::from_millis(300), first.answer()).await;
+        assert!(
+            early.is_err(),
+            "answered before the round was whole: {early:?}"
+        );
+        second.send(Bytes::from_static(b"second")).await.unwrap();
+        assert_eq!(first.answer().await.unwrap().data, &b"first"[..]);
+        assert_eq!(second.answer().await.unwrap().data, &b"second"[..]);
+        // and the next round as well, the streams taking turns the other way
+        second.send(Bytes::from_static(b"2")).await.unwrap();
+        first.send(Bytes::from_static(b"1")).await.unwrap();
+        assert_eq!(second.answer().await.unwrap().data, &b"2"[..]);
+        assert_eq!(first.answer().await.unwrap().data, &b"1"[..]);
+        let us = barrier_us(&server.url, 2, 10).await.unwrap();
+        assert!(us > 0.0 && us.is_finite(), "{us}");
     }
 
     /// Every answer of the committing echo came after one more epoch's nine rows were

@@ -309,6 +309,9 @@ pub struct Report {
     pub raw_tcp_bulk_mib_per_s: f64,
     /// A bare tonic echo service ([`grpc`]): the floor under our calls.
     pub grpc: grpc::Floor,
+    /// The floor under `fence_scaling_us`: at each of its sizes, as many bare tonic streams
+    /// whose every answer waits for all of them ([`grpc::barrier_us`]), median µs per round.
+    pub grpc_barrier_us: Vec<(u32, f64)>,
     /// MPICH timing the same patterns between two processes over TCP.
     pub mpich: Option<mpich::Mpich>,
     /// Why MPICH was not measured, when it was not.
@@ -718,6 +721,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     )
     .await
     .context("the bare gRPC echo")?;
+    let grpc_barrier_us = grpc::barriers(
+        options.server_threads,
+        options.scaling_ranks(),
+        iterations,
+        options.quick,
+    )
+    .await
+    .context("the bare gRPC barrier")?;
     let limit = mpich::time_limit(iterations);
     let mpich =
         tokio::task::spawn_blocking(move || mpich::run(iterations, bulk_bytes, limit)).await?;
@@ -762,6 +773,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         raw_tcp_pingpong_us,
         raw_tcp_bulk_mib_per_s,
         grpc,
+        grpc_barrier_us,
         mpich,
         mpich_missing,
         redis_get_set_us,
@@ -946,6 +958,11 @@ impl Report {
             "grpc_echo_us": self.grpc.echo_us,
             "grpc_64_streams_per_s": self.grpc.streams_per_s,
             "grpc_bulk_mib_per_s": self.grpc.bulk_mib_per_s,
+            "grpc_barrier_us": self
+                .grpc_barrier_us
+                .iter()
+                .map(|(ranks, us)| (ranks.to_string(), json!(us)))
+                .collect::<Map<String, Value>>(),
             "redis_get_set_us": number(self.redis_get_set_us),
             "redis_incr_50_clients_per_s": number(self.redis_incr_50_clients_per_s),
             "redis_durable_incr_1_client_p50_us": number(
@@ -1233,6 +1250,18 @@ impl Report {
             grpc.echo_us,
             ratio(grpc.echo_us, tcp)
         ));
+        for (ranks, us) in &self.grpc_barrier_us {
+            let ours = self
+                .patterns
+                .fence_scaling_us
+                .iter()
+                .find(|(size, _)| size == ranks)
+                .map(|(_, ours)| *ours);
+            out.push_str(&format!(
+                "| `grpc_barrier_us` {ranks} ranks ({ranks} such streams, each answer after all {ranks} messages of the round) | {us:.1} µs | `fence_scaling_us` {ranks} ranks | {} | | |\n",
+                ratio(*us, ours)
+            ));
+        }
         out.push_str(&format!(
             "| `grpc_64_streams_per_s` (64 such streams at once) | {:.0}/s | {incr} | {} | | |\n",
             grpc.streams_per_s,
@@ -1580,6 +1609,9 @@ pub struct Scaling {
     pub off_us: f64,
     /// The same into SQLite in `sync`, the server's default.
     pub sync_us: f64,
+    /// The floor under both: a bare tonic echo of as many streams whose every answer waits for
+    /// all the streams' messages of the round ([`grpc::barrier_us`]), median µs per round.
+    pub floor_us: f64,
 }
 
 impl Scaling {
@@ -1612,6 +1644,16 @@ pub async fn fence_scaling(options: &Options, ranks: &[u32]) -> anyhow::Result<V
     let sync_bench = measure::Bench::connect(&sync.url, &sync.admin_token, options).await?;
     let mut rows = Vec::new();
     for &nranks in ranks {
+        let floor_us = grpc::barriers(
+            options.server_threads,
+            &[nranks],
+            options.iterations,
+            options.quick,
+        )
+        .await?
+        .first()
+        .map(|(_, us)| *us)
+        .context("the barrier echo measured no size")?;
         let off_us = off_bench
             .fence_scaling(nranks)
             .await
@@ -1624,6 +1666,7 @@ pub async fn fence_scaling(options: &Options, ranks: &[u32]) -> anyhow::Result<V
             ranks: nranks,
             off_us,
             sync_us,
+            floor_us,
         });
     }
     Ok(rows)
@@ -1645,12 +1688,13 @@ pub fn scaling_table(rows: &[Scaling]) -> String {
         None => "—".to_string(),
     };
     let mut out = String::from(
-        "| ranks | off µs/epoch | off µs/rank | vs ≤64 | sync µs/epoch | sync µs/rank | vs ≤64 |\n\
-         |---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ranks | off µs/epoch | off µs/rank | vs ≤64 | sync µs/epoch | sync µs/rank | vs ≤64 | \
+         floor µs/epoch | floor µs/rank | vs ≤64 |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for row in rows {
         out.push_str(&format!(
-            "| {} | {:.1} | {:.2} | {} | {:.1} | {:.2} | {} |\n",
+            "| {} | {:.1} | {:.2} | {} | {:.1} | {:.2} | {} | {:.1} | {:.2} | {} |\n",
             row.ranks,
             row.off_us,
             Scaling::per_rank(row.off_us, row.ranks),
@@ -1658,6 +1702,9 @@ pub fn scaling_table(rows: &[Scaling]) -> String {
             row.sync_us,
             Scaling::per_rank(row.sync_us, row.ranks),
             versus(row.sync_us, row.ranks, |r| r.sync_us),
+            row.floor_us,
+            Scaling::per_rank(row.floor_us, row.ranks),
+            versus(row.floor_us, row.ranks, |r| r.floor_us),
         ));
     }
     out

@@ -53,7 +53,8 @@ struct Args {
     soak: Option<u64>,
     /// Instead of every pattern: only the fence epoch (one put per rank) at these world sizes
     /// (e.g. `64,256,1024`), against in-process servers with the audit off and in `sync`
-    /// (SQLite) side by side; prints µs per epoch and per rank.
+    /// (SQLite) side by side, with the floor under both (a bare gRPC echo of as many streams
+    /// behind a barrier); prints µs per epoch and per rank.
     #[arg(
         long,
         value_name = "RANKS",
@@ -103,6 +104,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                         "ranks": row.ranks,
                         "off_us": row.off_us,
                         "sync_us": row.sync_us,
+                        "floor_us": row.floor_us,
                     })
                 })
                 .collect();

@@ -400,17 +400,23 @@ impl Bench {
     /// # Errors
     /// A failed RMA call.
     pub async fn fence_scaling(&self, ranks: u32) -> anyhow::Result<f64> {
-        let epochs = if self.quick {
-            5
-        } else {
-            (self.iterations * 2 / ranks as usize).max(20)
-        };
+        let epochs = scaling_epochs(self.iterations, self.quick, ranks);
         let world = self
             .world(ranks, WindowSpec::of::<i64>("fence", ranks, 1))
             .await?;
         let samples = fence_epochs(&world.windows, epochs).await?;
         self.delete(world).await?;
         Ok(median(&samples))
+    }
+}
+
+/// The fence epochs [`Bench::fence_scaling`] measures at `ranks`: 2 · iterations / ranks, at
+/// least 20 (5 when quick); the barrier echo under it ([`crate::grpc::barrier_us`]) runs as many.
+pub fn scaling_epochs(iterations: usize, quick: bool, ranks: u32) -> usize {
+    if quick {
+        5
+    } else {
+        (iterations * 2 / ranks as usize).max(20)
     }
 }
 

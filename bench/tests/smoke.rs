@@ -101,6 +101,9 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     for ranks in ["2", "8"] {
         let value = &json["fence_scaling_us"][ranks];
         assert!(positive(value), "fence_scaling_us[{ranks}] is {value:?}");
+        // the floor under it: as many bare streams behind a barrier, at every size
+        let floor = &json["references"]["grpc_barrier_us"][ranks];
+        assert!(positive(floor), "grpc_barrier_us[{ranks}] is {floor:?}");
     }
     // Redis is a reference only when one runs here: null or a positive number
     for key in ["redis_get_set_us", "redis_incr_50_clients_per_s"] {
@@ -154,6 +157,10 @@ async fn a_quick_run_reports_every_key_with_a_positive_number() {
     );
     assert!(
         table.contains("| `grpc_echo_us` (bare tonic stream, 8 B each way) |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| `grpc_barrier_us` 8 ranks (8 such streams, each answer after all 8 messages of the round) |"),
         "{table}"
     );
     assert!(
