@@ -710,15 +710,31 @@ impl Writer {
                     } else {
                         match self.load_tails(&events, &snapshots).await {
                             Ok(()) => {
-                                let built = self.number(
+                                let mut built = self.number_unchained(
                                     std::mem::take(&mut events),
                                     std::mem::take(&mut snapshots),
                                 );
-                                match self
-                                    .committer
-                                    .insert_guarded(&built.rows, &built.snapshots, guard.as_ref())
-                                    .await
-                                {
+                                // the large events go to the events file on a blocking thread
+                                // while this one hashes the chain (the file holds bodies, not
+                                // hashes): a bulk put's SHA-256 and its disk time overlap
+                                let inserted = match self.committer.stage(&built.rows).await {
+                                    Ok(staged) => {
+                                        self.chain(&mut built);
+                                        self.committer
+                                            .insert_staged(
+                                                &built.rows,
+                                                staged,
+                                                &built.snapshots,
+                                                guard.as_ref(),
+                                            )
+                                            .await
+                                    }
+                                    Err(error) => {
+                                        self.chain(&mut built);
+                                        Err(error)
+                                    }
+                                };
+                                match inserted {
                                     Ok(()) => Ok(Some(built)),
                                     Err(error) => match error.downcast::<Fenced>() {
                                         // nothing landed: the rows of the lost worlds go, the
@@ -968,19 +984,30 @@ impl Writer {
     }
 
     /// Numbers and chains `events` after each window's tail (all loaded), and places each
-    /// snapshot at the sequence number its window had reached when it was taken.
+    /// snapshot at the sequence number its window had reached when it was taken. (A commit
+    /// does it in two steps, [`Writer::number_unchained`] and [`Writer::chain`], with the
+    /// events file's write between them.)
+    #[cfg(test)]
     fn number(&mut self, events: Vec<Pending>, snapshots: Vec<Taken>) -> Built {
+        let mut built = self.number_unchained(events, snapshots);
+        self.chain(&mut built);
+        built
+    }
+
+    /// `number` without the hash chain: every row numbered and encoded, its
+    /// `prev_hash` and `hash` zeros and `tails` empty until [`Writer::chain`]. Whatever needs
+    /// only the rows' bodies (the events file's write) can start before the hashing.
+    fn number_unchained(&mut self, events: Vec<Pending>, snapshots: Vec<Taken>) -> Built {
         let mut rows = Vec::with_capacity(events.len());
-        let mut tails: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
+        let mut seqs: HashMap<u64, u64> = HashMap::new();
         let mut placed = Vec::with_capacity(snapshots.len());
         let mut places = Vec::with_capacity(snapshots.len());
         let known = &self.tails;
-        let tail = |tails: &HashMap<u64, (u64, [u8; 32])>, window: u64| {
-            tails
-                .get(&window)
-                .or_else(|| known.get(&window))
+        let seq_of = |seqs: &HashMap<u64, u64>, window: u64| {
+            seqs.get(&window)
                 .copied()
-                .unwrap_or((0, GENESIS))
+                .or_else(|| known.get(&window).map(|(seq, _)| *seq))
+                .unwrap_or(0)
         };
         let mut snapshots = snapshots.into_iter().peekable();
         let mut events = events.into_iter().enumerate().peekable();
@@ -990,11 +1017,10 @@ impl Writer {
             if let Some((before, window, rank, data)) =
                 snapshots.next_if(|(before, ..)| next.is_none_or(|index| *before <= index))
             {
-                let (seq, _) = tail(&tails, window);
                 placed.push(Snapshot {
                     window,
                     rank,
-                    seq,
+                    seq: seq_of(&seqs, window),
                     data,
                 });
                 places.push(before);
@@ -1003,12 +1029,12 @@ impl Writer {
             let Some((_, pending)) = events.next() else {
                 break;
             };
-            let (seq, previous) = tail(&tails, pending.window);
+            let seq = seq_of(&seqs, pending.window) + 1;
             let last_at = self.last_at.entry(pending.window).or_insert(0);
             *last_at = (*last_at).max(pending.at_ns);
             let record = AuditRecord {
                 window: pending.window,
-                seq: seq + 1,
+                seq,
                 at_ns: *last_at,
                 rank: pending.rank,
                 incarnation: pending.incarnation,
@@ -1016,21 +1042,37 @@ impl Writer {
                 event: pending.event,
             };
             let body = Body::encode(&record.event);
-            let hash = chain_hash(&previous, &record, &body);
-            tails.insert(record.window, (record.seq, hash));
+            seqs.insert(record.window, seq);
             rows.push(NewRow {
                 record,
                 body,
-                prev_hash: previous,
-                hash,
+                prev_hash: [0; 32],
+                hash: [0; 32],
             });
         }
         Built {
             rows,
-            tails,
+            tails: HashMap::new(),
             snapshots: placed,
             places,
         }
+    }
+
+    /// Chains the rows [`Writer::number_unchained`] built: each row's `prev_hash` and `hash`,
+    /// and each window's tail after them.
+    fn chain(&self, built: &mut Built) {
+        let mut tails: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
+        for row in &mut built.rows {
+            let window = row.record.window;
+            let previous = tails
+                .get(&window)
+                .or_else(|| self.tails.get(&window))
+                .map_or(GENESIS, |(_, hash)| *hash);
+            row.prev_hash = previous;
+            row.hash = chain_hash(&previous, &row.record, &row.body);
+            tails.insert(window, (row.record.seq, row.hash));
+        }
+        built.tails = tails;
     }
 }
 

@@ -107,7 +107,7 @@ pub const FILE_EVENT_BYTES: usize = 128 << 10;
 #[derive(Debug)]
 pub struct EventFile {
     path: PathBuf,
-    appender: tokio::sync::Mutex<Appender>,
+    appender: Arc<tokio::sync::Mutex<Appender>>,
     /// Whether to try `O_DIRECT` (tests turn it off to take the path of file systems without).
     direct: bool,
 }
@@ -129,6 +129,59 @@ enum Appender {
     },
     /// Events stay in their rows.
     Refused,
+}
+
+/// What an append's blocking write hands back: see [`PendingAppend`].
+type Written = (
+    tokio::sync::OwnedMutexGuard<Appender>,
+    Vec<u8>,
+    std::io::Result<bool>,
+);
+
+/// An [`EventFile`] append under way ([`EventFile::begin_append`]): its write and sync run on a
+/// blocking thread while the appender stays locked.
+#[derive(Debug)]
+struct PendingAppend {
+    /// The appender's lock (held by the write until it is done: an append given up before
+    /// its end never lets the next one write beside it), the write's buffer, and whether the
+    /// file system refused `O_DIRECT`.
+    written: tokio::task::JoinHandle<Written>,
+    placed: Vec<Option<(i64, i64)>>,
+    padded: usize,
+    path: PathBuf,
+}
+
+impl PendingAppend {
+    /// Waits for the write and the sync: where each row's event now is, as
+    /// [`EventFile::append`] returns it.
+    ///
+    /// # Errors
+    /// As [`EventFile::append`].
+    async fn finish(self) -> anyhow::Result<Vec<Option<(i64, i64)>>> {
+        let (mut appender, buffer, written) = self
+            .written
+            .await
+            .context("the events file's writer panicked")?;
+        let Appender::Open {
+            direct,
+            end,
+            buffer: kept,
+            ..
+        } = &mut *appender
+        else {
+            unreachable!("an append is only begun on an open file");
+        };
+        if buffer.len() <= KEPT_BUFFER_BYTES {
+            *kept = buffer;
+        }
+        let direct_failed =
+            written.with_context(|| format!("cannot write {}", self.path.display()))?;
+        if direct_failed {
+            *direct = None;
+        }
+        *end += self.padded as u64;
+        Ok(self.placed)
+    }
 }
 
 /// The bytes of `row`'s event when they go to the events file ([`FILE_EVENT_BYTES`] or more).
@@ -160,7 +213,7 @@ impl EventFile {
         name.push("-events");
         EventFile {
             path: PathBuf::from(name),
-            appender: tokio::sync::Mutex::new(Appender::Unopened),
+            appender: Arc::new(tokio::sync::Mutex::new(Appender::Unopened)),
             direct: true,
         }
     }
@@ -182,11 +235,29 @@ impl EventFile {
         conn: &mut SqliteConnection,
         rows: &[NewRow],
     ) -> anyhow::Result<Vec<Option<(i64, i64)>>> {
+        match self.begin_append(conn, rows).await? {
+            Some(pending) => pending.finish().await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// [`EventFile::append`] up to the write: the events are copied and their write and sync
+    /// started on a blocking thread; [`PendingAppend::finish`] waits for them. `None` when no
+    /// event goes to the file (none large enough, or the file refused). Until it finishes, the
+    /// next append waits.
+    ///
+    /// # Errors
+    /// The file could not be opened (the write's own failure comes from `finish`).
+    async fn begin_append(
+        &self,
+        conn: &mut SqliteConnection,
+        rows: &[NewRow],
+    ) -> anyhow::Result<Option<PendingAppend>> {
         let total: usize = rows.iter().filter_map(in_file).map(<[u8]>::len).sum();
         if total == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        let mut appender = self.appender.lock().await;
+        let mut appender = Arc::clone(&self.appender).lock_owned().await;
         if matches!(*appender, Appender::Unopened) {
             *appender = match self.open(conn).await {
                 Ok(open) => open,
@@ -206,7 +277,7 @@ impl EventFile {
             buffer: kept,
         } = &mut *appender
         else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         // One write for all of them, from a copy (the rows stay the writer's until the
         // commit), padded with zeros to whole blocks and from a block-aligned buffer for
@@ -231,14 +302,14 @@ impl EventFile {
         }
         // a kept buffer holds an earlier append's bytes past `filled`
         buffer[filled..start + padded].fill(0);
-        let (file_, direct_, at) = (Arc::clone(file), direct.clone(), *end);
+        let (file, direct, at) = (Arc::clone(file), direct.clone(), *end);
         let path = self.path.clone();
-        let (buffer, written) = tokio::task::spawn_blocking(move || {
+        let written = tokio::task::spawn_blocking(move || -> Written {
             let written = (|| -> std::io::Result<bool> {
                 use std::os::unix::fs::FileExt;
                 let bytes = &buffer[start..start + padded];
                 let mut direct_failed = false;
-                if let Some(direct) = direct_ {
+                if let Some(direct) = direct {
                     match direct.write_all_at(bytes, at) {
                         Ok(()) => return direct.sync_data().map(|()| false),
                         // the file system refused the alignment: the page cache from now on
@@ -252,24 +323,18 @@ impl EventFile {
                         Err(error) => return Err(error),
                     }
                 }
-                file_.write_all_at(bytes, at)?;
-                file_.sync_data()?;
+                file.write_all_at(bytes, at)?;
+                file.sync_data()?;
                 Ok(direct_failed)
             })();
-            (buffer, written)
-        })
-        .await
-        .context("the events file's writer panicked")?;
-        if buffer.len() <= KEPT_BUFFER_BYTES {
-            *kept = buffer;
-        }
-        let direct_failed =
-            written.with_context(|| format!("cannot write {}", self.path.display()))?;
-        if direct_failed {
-            *direct = None;
-        }
-        *end += padded as u64;
-        Ok(placed)
+            (appender, buffer, written)
+        });
+        Ok(Some(PendingAppend {
+            written,
+            placed,
+            padded,
+            path: self.path.clone(),
+        }))
     }
 
     /// Opens the file for appending, creating it (and syncing its directory) when new.
@@ -1096,6 +1161,11 @@ impl AuditStore {
 /// which cost a single-row SQLite commit 15–70 µs here (BENCHMARKS.md, "One connection for
 /// the writer"). A connection whose commit failed is closed, not pooled again, and the next
 /// commit takes a fresh one.
+/// Rows whose large events [`Committer::stage`] started writing: for
+/// [`Committer::insert_staged`].
+#[derive(Debug)]
+pub struct Staged(Option<PendingAppend>);
+
 #[derive(Debug)]
 pub struct Committer {
     store: AuditStore,
@@ -1133,6 +1203,48 @@ impl Committer {
         snapshots: &[Snapshot],
         guard: Option<&Guard>,
     ) -> anyhow::Result<()> {
+        let staged = self.stage(rows).await?;
+        self.insert_staged(rows, staged, snapshots, guard).await
+    }
+
+    /// Starts writing the large events of `rows` to an SQLite store's events file on a
+    /// blocking thread, and returns without waiting for the write: what needs only the
+    /// rows' bodies is done, so their hashes may be filled in meanwhile. The rows, with the
+    /// same bodies, then go to [`Committer::insert_staged`].
+    ///
+    /// # Errors
+    /// The events file could not be opened, or no connection could be had.
+    pub async fn stage(&mut self, rows: &[NewRow]) -> anyhow::Result<Staged> {
+        let AuditStore::Sqlite(_, Some(file)) = &self.store else {
+            return Ok(Staged(None));
+        };
+        if rows.iter().all(|row| in_file(row).is_none()) {
+            return Ok(Staged(None));
+        }
+        let mut held = match self.held.take() {
+            Some(held) => held,
+            None => self.store.acquire().await?,
+        };
+        let begun = match &mut held {
+            Held::Sqlite(conn) => file.begin_append(conn, rows).await,
+            Held::Postgres(_) => Ok(None),
+        };
+        self.held = Some(held);
+        Ok(Staged(begun?))
+    }
+
+    /// [`Committer::insert_guarded`] of rows [`Committer::stage`]d: waits for their large
+    /// events' write, then inserts them.
+    ///
+    /// # Errors
+    /// As [`Committer::insert_guarded`].
+    pub async fn insert_staged(
+        &mut self,
+        rows: &[NewRow],
+        staged: Staged,
+        snapshots: &[Snapshot],
+        guard: Option<&Guard>,
+    ) -> anyhow::Result<()> {
         if rows.is_empty() && snapshots.is_empty() {
             return Ok(());
         }
@@ -1141,10 +1253,10 @@ impl Committer {
             None => self.store.acquire().await?,
         };
         let inserted = match (&self.store, &mut held) {
-            (AuditStore::Sqlite(_, file), Held::Sqlite(conn)) => {
+            (AuditStore::Sqlite(..), Held::Sqlite(conn)) => {
                 // the large events first, on disk before any row that points at them
-                let placed = match file {
-                    Some(file) => file.append(conn, rows).await,
+                let placed = match staged.0 {
+                    Some(pending) => pending.finish().await,
                     None => Ok(Vec::new()),
                 };
                 match placed {
