@@ -1155,17 +1155,17 @@ impl AuditStore {
     }
 }
 
+/// Rows whose large events [`Committer::stage`] started writing: for
+/// [`Committer::insert_staged`].
+#[derive(Debug)]
+pub struct Staged(Option<PendingAppend>);
+
 /// The audit writer's own connection for its commits, taken from the store's pool once and
 /// kept: a commit then goes straight to its connection (for SQLite, to that connection's
 /// worker thread) without taking one from the pool and handing it back around every commit,
 /// which cost a single-row SQLite commit 15–70 µs here (BENCHMARKS.md, "One connection for
 /// the writer"). A connection whose commit failed is closed, not pooled again, and the next
 /// commit takes a fresh one.
-/// Rows whose large events [`Committer::stage`] started writing: for
-/// [`Committer::insert_staged`].
-#[derive(Debug)]
-pub struct Staged(Option<PendingAppend>);
-
 #[derive(Debug)]
 pub struct Committer {
     store: AuditStore,
