@@ -448,28 +448,23 @@ pub async fn barrier_us(url: &str, streams: usize, rounds: usize) -> anyhow::Res
     Ok(median(&first.split_off(skip)))
 }
 
-/// [`barrier_us`] at each of `ranks` against a barrier echo of its own with a runtime of
-/// `threads`, as many rounds each as the fence scaling measures epochs (2 · iterations / ranks,
-/// at least 20; 5 when quick): `(ranks, µs per round)`.
+/// [`barrier_us`] at `streams` against a barrier echo of its own with a runtime of `threads`,
+/// as many rounds as the fence scaling measures epochs at that size (2 · iterations / streams,
+/// at least 20; 5 when quick): µs per round.
 ///
 /// # Errors
-/// As [`barrier_us`], or when a server cannot be started.
-pub async fn barriers(
+/// As [`barrier_us`], or when the server cannot be started.
+pub async fn barrier_floor(
     threads: Threads,
-    ranks: &[u32],
+    streams: u32,
     iterations: usize,
     quick: bool,
-) -> anyhow::Result<Vec<(u32, f64)>> {
-    let mut rows = Vec::with_capacity(ranks.len());
-    for &streams in ranks {
-        let server = EchoServerHandle::start_barrier(threads, streams as usize)?;
-        let rounds = crate::measure::scaling_epochs(iterations, quick, streams);
-        let us = barrier_us(&server.url, streams as usize, rounds)
-            .await
-            .with_context(|| format!("the barrier echo at {streams} streams"))?;
-        rows.push((streams, us));
-    }
-    Ok(rows)
+) -> anyhow::Result<f64> {
+    let server = EchoServerHandle::start_barrier(threads, streams as usize)?;
+    let rounds = crate::measure::scaling_epochs(iterations, quick, streams);
+    barrier_us(&server.url, streams as usize, rounds)
+        .await
+        .with_context(|| format!("the barrier echo at {streams} streams"))
 }
 
 /// The three figures of one run.

@@ -721,14 +721,13 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     )
     .await
     .context("the bare gRPC echo")?;
-    let grpc_barrier_us = grpc::barriers(
-        options.server_threads,
-        options.scaling_ranks(),
-        iterations,
-        options.quick,
-    )
-    .await
-    .context("the bare gRPC barrier")?;
+    let mut grpc_barrier_us = Vec::new();
+    for &ranks in options.scaling_ranks() {
+        let us = grpc::barrier_floor(options.server_threads, ranks, iterations, options.quick)
+            .await
+            .context("the bare gRPC barrier")?;
+        grpc_barrier_us.push((ranks, us));
+    }
     let limit = mpich::time_limit(iterations);
     let mpich =
         tokio::task::spawn_blocking(move || mpich::run(iterations, bulk_bytes, limit)).await?;
@@ -1644,16 +1643,13 @@ pub async fn fence_scaling(options: &Options, ranks: &[u32]) -> anyhow::Result<V
     let sync_bench = measure::Bench::connect(&sync.url, &sync.admin_token, options).await?;
     let mut rows = Vec::new();
     for &nranks in ranks {
-        let floor_us = grpc::barriers(
+        let floor_us = grpc::barrier_floor(
             options.server_threads,
-            &[nranks],
+            nranks,
             options.iterations,
             options.quick,
         )
-        .await?
-        .first()
-        .map(|(_, us)| *us)
-        .context("the barrier echo measured no size")?;
+        .await?;
         let off_us = off_bench
             .fence_scaling(nranks)
             .await

@@ -91,8 +91,8 @@ pub enum Command {
 pub struct WindowServerHandle {
     /// Boxed: a slot of the channel is a pointer, not a 288-byte command. A tokio channel
     /// writes each message into a slot it last used at least 32 messages earlier; with a
-    /// thousand actors those slots are cold, a freshly freed box is not (BENCHMARKS.md, "Fence scaling at
-    /// 1 024 ranks is bound by memory").
+    /// thousand actors those slots are cold, a freshly freed box is not (BENCHMARKS.md,
+    /// "Fence scaling at 1 024 ranks is bound by memory").
     sender: mpsc::Sender<Box<Command>>,
     rank: u32,
     /// Set if the actor panicked.

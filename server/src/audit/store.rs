@@ -138,7 +138,7 @@ type Written = (
     std::io::Result<bool>,
 );
 
-/// An [`EventFile`] append under way ([`EventFile::begin_append`]): its write and sync run on a
+/// An [`EventFile`] append under way ([`EventFile::append`]): its write and sync run on a
 /// blocking thread while the appender stays locked.
 #[derive(Debug)]
 struct PendingAppend {
@@ -152,11 +152,11 @@ struct PendingAppend {
 }
 
 impl PendingAppend {
-    /// Waits for the write and the sync: where each row's event now is, as
-    /// [`EventFile::append`] returns it.
+    /// Waits for the write and the sync: `(offset, length)` for each row whose event is now
+    /// in the file, `None` for the rest.
     ///
     /// # Errors
-    /// As [`EventFile::append`].
+    /// The write or the sync failed.
     async fn finish(self) -> anyhow::Result<Vec<Option<(i64, i64)>>> {
         let (mut appender, buffer, written) = self
             .written
@@ -223,32 +223,16 @@ impl EventFile {
         &self.path
     }
 
-    /// Appends the events of `rows` of at least [`FILE_EVENT_BYTES`] and syncs the file:
-    /// `(offset, length)` for each row whose event is now there, `None` for the rest (an empty
-    /// vector when none is).
+    /// Starts appending the events of `rows` of at least [`FILE_EVENT_BYTES`]: they are
+    /// copied and their write and sync started on a blocking thread;
+    /// [`PendingAppend::finish`] waits for them and says where each row's event now is. `None`
+    /// when no event goes to the file (none large enough, or the file refused). Until it
+    /// finishes, the next append waits.
     ///
     /// # Errors
-    /// The write or the sync failed (nothing of this call is pointed at; the next append
-    /// writes over it).
-    pub async fn append(
-        &self,
-        conn: &mut SqliteConnection,
-        rows: &[NewRow],
-    ) -> anyhow::Result<Vec<Option<(i64, i64)>>> {
-        match self.begin_append(conn, rows).await? {
-            Some(pending) => pending.finish().await,
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// [`EventFile::append`] up to the write: the events are copied and their write and sync
-    /// started on a blocking thread; [`PendingAppend::finish`] waits for them. `None` when no
-    /// event goes to the file (none large enough, or the file refused). Until it finishes, the
-    /// next append waits.
-    ///
-    /// # Errors
-    /// The file could not be opened (the write's own failure comes from `finish`).
-    async fn begin_append(
+    /// The file could not be opened (the write's own failure comes from `finish`: nothing of
+    /// it is pointed at then, and the next append writes over it).
+    async fn append(
         &self,
         conn: &mut SqliteConnection,
         rows: &[NewRow],
@@ -1226,7 +1210,7 @@ impl Committer {
             None => self.store.acquire().await?,
         };
         let begun = match &mut held {
-            Held::Sqlite(conn) => file.begin_append(conn, rows).await,
+            Held::Sqlite(conn) => file.append(conn, rows).await,
             Held::Postgres(_) => Ok(None),
         };
         self.held = Some(held);
