@@ -218,10 +218,12 @@ impl Layout {
         Layout::Contiguous { count }
     }
 
-    /// The number of blocks the layout declares (1 for contiguous), zero-length ones included.
-    /// A subarray's blocks are its rows (every dimension but the fastest), a resized layout's
-    /// its count times its inner layout's; `u64::MAX` when their number overflows or the
-    /// subarray's shape is invalid (which is refused anyway).
+    /// The number of blocks the layout declares (1 for contiguous), zero-length ones included:
+    /// the work of walking it, which [`MAX_BLOCKS`] bounds. A subarray's blocks are its rows
+    /// (every dimension but the fastest), a resized layout's its count times its inner
+    /// layout's — at least one per copy, since even a copy of an empty layout costs a step (a
+    /// billion copies of nothing are a billion steps); `u64::MAX` when their number overflows
+    /// or the subarray's shape is invalid (which is refused anyway).
     pub fn block_count(&self) -> u64 {
         match self {
             Layout::Contiguous { .. } => 1,
@@ -235,7 +237,9 @@ impl Layout {
                     .unwrap_or(u64::MAX),
                 Err(_) => u64::MAX,
             },
-            Layout::Resized(resized) => resized.count.saturating_mul(resized.inner.block_count()),
+            Layout::Resized(resized) => resized
+                .count
+                .saturating_mul(resized.inner.block_count().max(1)),
             Layout::Struct { blocks } => blocks.len() as u64,
         }
     }
@@ -363,7 +367,8 @@ impl Layout {
                 if resized.count == 0 {
                     return Ok(());
                 }
-                // the inner blocks once (the block limit bounds them), then every copy
+                // the inner blocks once (the block limit bounds them), then every copy; copies
+                // of nothing are nothing (the block limit counted each copy anyway)
                 let mut inner = Vec::new();
                 resized
                     .inner
@@ -371,6 +376,9 @@ impl Layout {
                         inner.push((offset, len));
                         Ok(())
                     })?;
+                if inner.is_empty() {
+                    return Ok(());
+                }
                 for k in 0..resized.count {
                     let shift = k.checked_mul(resized.extent).ok_or_else(overflow)?;
                     for &(offset, len) in &inner {
@@ -919,6 +927,34 @@ mod tests {
             elements.element_count().unwrap_err().class,
             ErrorClass::Count
         );
+    }
+
+    /// Copies of a layout with no blocks are work too: counted one each against the block
+    /// limit, so a huge count of nothing is refused at once instead of walked forever.
+    #[test]
+    fn copies_of_nothing_count_against_the_block_limit() {
+        let empty = Layout::Indexed { blocks: Vec::new() };
+        for inner in [
+            empty.clone(),
+            Layout::contiguous(0),
+            Layout::resized(empty.clone(), 0, 0, 1 << 10),
+        ] {
+            let endless = Layout::resized(inner.clone(), 0, 0, u64::MAX);
+            assert_eq!(endless.block_count(), u64::MAX);
+            assert_eq!(endless.flatten(1).unwrap_err().class, ErrorClass::Count);
+            assert_eq!(endless.extent(1).unwrap_err().class, ErrorClass::Count);
+            assert_eq!(
+                endless.element_count().unwrap_err().class,
+                ErrorClass::Count
+            );
+            assert_eq!(endless.total_bytes(1).unwrap_err().class, ErrorClass::Count);
+            let over = Layout::resized(inner, 0, 8, MAX_BLOCKS as u64 + 1);
+            assert_eq!(over.flatten(1).unwrap_err().class, ErrorClass::Count);
+        }
+        // at the limit, copies of nothing cover nothing
+        let at_limit = Layout::resized(empty, 0, 8, MAX_BLOCKS as u64);
+        assert_eq!(at_limit.flatten(1).unwrap(), []);
+        assert_eq!(at_limit.total_bytes(1).unwrap(), 0);
     }
 
     fn block(offset: u64, dtype: Datatype, len: u64) -> StructBlock {

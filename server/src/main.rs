@@ -232,36 +232,90 @@ fn warn_if_others_can_read(path: &std::path::Path) {
     let _ = path;
 }
 
+/// The longest a stop may take, from the signal to the exit, whatever a request or a client is
+/// doing: past it the process exits at once (what is acknowledged is already committed; a
+/// graceful stop takes [`onesided_server::SHUTDOWN_GRACE`] plus the audit's last flush).
+const EXIT_DEADLINE: std::time::Duration = std::time::Duration::from_millis(4_500);
+
 /// Resolves at SIGINT or SIGTERM. The handlers are installed when this is called, not when
 /// the future is first polled: the server prints its address before it serves, and a signal
 /// that follows at once must stop it gracefully rather than kill it.
+///
+/// The signals are watched on a thread and a runtime of their own, so that a stop is noticed
+/// even when every worker of the server's runtime is busy; from the signal on, that thread
+/// ends the process at [`EXIT_DEADLINE`] if the graceful stop has not.
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    #[cfg(unix)]
-    let signals = {
-        use tokio::signal::unix::{signal, SignalKind};
-        (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        )
-    };
+    let (installed, ready) = std::sync::mpsc::channel();
+    let (told, signalled) = tokio::sync::oneshot::channel::<()>();
+    let watching = std::thread::Builder::new()
+        .name("onesided-signals".into())
+        .spawn(move || watch_signals(&installed, told));
+    if let Err(error) = watching {
+        tracing::warn!(%error, "cannot start the signal thread; stopping by signal is not possible");
+    } else {
+        // the thread says once its handlers are installed (or that they cannot be)
+        let _ = ready.recv();
+    }
     async move {
+        if signalled.await.is_ok() {
+            tracing::info!("shutting down");
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The signal thread: installs the handlers, says so on `installed`, waits for SIGINT or
+/// SIGTERM, tells `told`, and exits the process if it is still running [`EXIT_DEADLINE`] later.
+fn watch_signals(installed: &std::sync::mpsc::Sender<()>, told: tokio::sync::oneshot::Sender<()>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch for signals");
+            let _ = installed.send(());
+            return;
+        }
+    };
+    let signalled = {
+        let _inside = runtime.enter();
         #[cfg(unix)]
-        match signals {
-            (Ok(mut interrupt), Ok(mut term)) => {
-                tokio::select! {
-                    _ = interrupt.recv() => {}
-                    _ = term.recv() => {}
+        let signals = {
+            use tokio::signal::unix::{signal, SignalKind};
+            (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            )
+        };
+        async move {
+            #[cfg(unix)]
+            match signals {
+                (Ok(mut interrupt), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                (Err(error), _) | (_, Err(error)) => {
+                    tracing::warn!(%error, "cannot listen for SIGINT and SIGTERM; only for Ctrl-C");
+                    let _ = tokio::signal::ctrl_c().await;
                 }
             }
-            (Err(error), _) | (_, Err(error)) => {
-                tracing::warn!(%error, "cannot listen for SIGINT and SIGTERM; only for Ctrl-C");
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
         }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down");
-    }
+    };
+    let _ = installed.send(());
+    runtime.block_on(signalled);
+    let _ = told.send(());
+    std::thread::sleep(EXIT_DEADLINE);
+    eprintln!(
+        "onesided-server: still running {} ms after the stop signal: exiting now",
+        EXIT_DEADLINE.as_millis()
+    );
+    std::process::exit(1);
 }
 
 fn main() -> std::process::ExitCode {
@@ -272,7 +326,12 @@ fn main() -> std::process::ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    let served = runtime(args.worker_threads).and_then(|runtime| runtime.block_on(serve(args)));
+    let served = runtime(args.worker_threads).and_then(|runtime| {
+        let served = runtime.block_on(serve(args));
+        // a task still running (a request mid-way) does not hold the exit up
+        runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+        served
+    });
     match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

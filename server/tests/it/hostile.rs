@@ -1086,6 +1086,24 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::Count),
             ),
             row(
+                "a resized layout of u64::MAX copies of an indexed layout with no blocks",
+                Send::Call(Some(Call::Op(get(
+                    1,
+                    resized(
+                        Some(v1::Layout {
+                            kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
+                                blocks: Vec::new(),
+                            })),
+                        }),
+                        0,
+                        0,
+                        u64::MAX,
+                    ),
+                )))),
+                InvalidArgument,
+                Some(C::Count),
+            ),
+            row(
                 "a resized layout of u64::MAX copies of a vector",
                 Send::Call(Some(Call::Op(get(
                     1,
