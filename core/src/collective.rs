@@ -34,8 +34,13 @@ pub enum Collective {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Instance {
     Barrier(u64),
-    Free { window: u64, barrier: bool },
-    SetInfo(u64),
+    Free {
+        window: u64,
+        barrier: bool,
+    },
+    /// The `n`-th `MPI_Win_set_info` call of every member on a window (counted across their
+    /// incarnations), as collectives match in call order in MPI.
+    SetInfo(u64, u64),
 }
 
 /// What the caller must do after an input: send the answers, and free the window whose free
@@ -133,8 +138,14 @@ pub struct Collectives<R> {
     /// Barrier instances that failed: every rank's call of one fails, so that ranks stay in
     /// step.
     failed: HashMap<u64, RmaError>,
-    /// Per window: the info each rank that called `MPI_Win_set_info` asked for.
-    proposals: HashMap<u64, Vec<(u32, WindowInfo)>>,
+    /// Per instance of `MPI_Win_set_info` (window, call number): the info each rank that
+    /// called it asked for.
+    proposals: HashMap<(u64, u64), Vec<(u32, WindowInfo)>>,
+    /// Per window: how many times each rank called `MPI_Win_set_info` on it.
+    set_infos: HashMap<u64, Vec<u64>>,
+    /// `MPI_Win_set_info` instances that failed (a member departed): every member's call of
+    /// one fails, so that ranks stay in step.
+    failed_infos: HashMap<(u64, u64), RmaError>,
     /// Per instance (the n-th creation call of every member of a group — the whole world
     /// when empty —, as collectives match per communicator in MPI): the ranks that called
     /// `MPI_Win_create`/`MPI_Win_allocate`, with the name they gave.
@@ -163,6 +174,8 @@ impl<R> Collectives<R> {
             barriers: vec![0; nranks as usize],
             failed: HashMap::new(),
             proposals: HashMap::new(),
+            set_infos: HashMap::new(),
+            failed_infos: HashMap::new(),
             creating: HashMap::new(),
             creates: HashMap::new(),
             failed_creates: HashMap::new(),
@@ -195,8 +208,9 @@ impl<R> Collectives<R> {
                 Instance::Barrier(n) => {
                     self.failed.insert(n, error.clone());
                 }
-                Instance::SetInfo(window) => {
-                    self.proposals.remove(&window);
+                Instance::SetInfo(window, n) => {
+                    self.proposals.remove(&(window, n));
+                    self.failed_infos.insert((window, n), error.clone());
                 }
                 Instance::Free { .. } => {}
             }
@@ -383,7 +397,19 @@ impl<R> Collectives<R> {
         group: &[u32],
         reply: R,
     ) -> Effects<R> {
-        let instance = Instance::SetInfo(window);
+        let nranks = self.nranks as usize;
+        let calls = self
+            .set_infos
+            .entry(window)
+            .or_insert_with(|| vec![0; nranks]);
+        let n = calls.get_mut(rank as usize).map_or(0, |calls| {
+            *calls += 1;
+            *calls
+        });
+        if let Some(error) = self.failed_infos.get(&(window, n)) {
+            return Effects::answer(reply, Err(error.clone()));
+        }
+        let instance = Instance::SetInfo(window, n);
         let members = (!group.is_empty()).then_some(group);
         // what `arrive_at` accepts: a member, arriving once, no member gone
         let accepted = self.member(rank, members)
@@ -393,13 +419,16 @@ impl<R> Collectives<R> {
                 .get(&instance)
                 .is_some_and(|arrivals| arrivals.iter().any(|(arrived, _)| *arrived == rank));
         if accepted {
-            self.proposals.entry(window).or_default().push((rank, info));
+            self.proposals
+                .entry((window, n))
+                .or_default()
+                .push((rank, info));
         }
         let mut effects = self.arrive_at(instance, rank, reply, members);
         if !accepted || self.waiting.contains_key(&instance) {
             return effects;
         }
-        let mut proposals = self.proposals.remove(&window).unwrap_or_default();
+        let mut proposals = self.proposals.remove(&(window, n)).unwrap_or_default();
         proposals.sort_by_key(|(rank, _)| *rank);
         let Some((_, first)) = proposals.first().cloned() else {
             return effects;
@@ -499,8 +528,14 @@ impl<R> Collectives<R> {
         let needs_all = !matches!(instance, Instance::Free { barrier: false, .. });
         if let Some((gone, reason)) = self.gone_member(members).filter(|_| needs_all) {
             let error = proc_failed(*gone, reason);
-            if let Instance::Barrier(n) = instance {
-                self.failed.insert(n, error.clone());
+            match instance {
+                Instance::Barrier(n) => {
+                    self.failed.insert(n, error.clone());
+                }
+                Instance::SetInfo(window, n) => {
+                    self.failed_infos.insert((window, n), error.clone());
+                }
+                Instance::Free { .. } => {}
             }
             return Effects::answer(reply, Err(error));
         }
@@ -696,13 +731,38 @@ mod tests {
             .message
             .contains("accumulate_ops"));
 
-        // a departure fails a pending set_info, and what was asked is forgotten
+        // a departure fails a pending set_info, and what was asked is forgotten; the departed
+        // rank's call of that instance fails too, so the ranks stay in step
         world.propose_info(5, 0, WindowInfo::default(), &[], 0);
         let failed = world.departed(1, "stream broke", false);
         assert_eq!(classes(&failed), [(0, Some(ErrorClass::ProcFailed))]);
+        let late = world.propose_info(5, 1, WindowInfo::default(), &[], 1);
+        assert_eq!(classes(&late), [(1, Some(ErrorClass::ProcFailed))]);
         world.propose_info(5, 1, WindowInfo::default(), &[], 1);
         let done = world.propose_info(5, 0, WindowInfo::default(), &[], 0);
         assert_eq!(done.info_set, Some((5, WindowInfo::default())));
+    }
+
+    /// A rank that calls set_info twice before the others call it once meets their first call
+    /// with its first and their second with its second, as MPI matches collectives in order.
+    #[test]
+    fn pipelined_set_infos_are_matched_in_call_order() {
+        use crate::window::WindowInfo;
+        let mut world = Collectives::new(2);
+        let same_op = WindowInfo::parse([("accumulate_ops", "same_op")]).unwrap();
+        let no_op = WindowInfo::parse([("accumulate_ops", "same_op_no_op")]).unwrap();
+        assert!(classes(&world.propose_info(5, 0, same_op.clone(), &[], 10)).is_empty());
+        assert!(classes(&world.propose_info(5, 0, no_op.clone(), &[], 11)).is_empty());
+        let first = world.propose_info(5, 1, same_op.clone(), &[], 20);
+        assert_eq!(classes(&first), [(10, None), (20, None)]);
+        assert_eq!(first.info_set, Some((5, same_op)));
+        let second = world.propose_info(5, 1, no_op.clone(), &[], 21);
+        assert_eq!(classes(&second), [(11, None), (21, None)]);
+        assert_eq!(second.info_set, Some((5, no_op)));
+        // another window counts its own calls
+        world.propose_info(6, 1, WindowInfo::default(), &[], 30);
+        let other = world.propose_info(6, 0, WindowInfo::default(), &[], 31);
+        assert_eq!(other.info_set, Some((6, WindowInfo::default())));
     }
 
     #[test]

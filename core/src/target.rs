@@ -705,6 +705,17 @@ impl<R> Target<R> {
                 pull,
                 reply,
             } => {
+                if self.pending_fence.is_some() {
+                    // the owner's session takes a fence only once the last one returned; a
+                    // second one now would leave the first unanswered
+                    let error = RmaError::new(
+                        ErrorClass::RmaSync,
+                        "a fence of this rank is still waiting: a rank enters one fence at a \
+                         time",
+                    );
+                    self.answer_early(reply, Err(error));
+                    return;
+                }
                 self.fence_entered = fence;
                 self.drain_all();
                 match closes {

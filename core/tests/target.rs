@@ -1166,3 +1166,29 @@ fn a_pscw_epochs_put_rides_on_the_acknowledgement_of_its_complete_marker() {
         assert!(effects.events.contains(&Event::WaitExit));
     }
 }
+
+/// A second fence entered while the first still waits is refused with `RMA_SYNC`, and the first
+/// is still answered when its epoch closes: no answer is ever dropped (the session takes a
+/// rank's next fence only after its last one returned).
+#[test]
+fn a_second_fence_while_one_waits_is_refused_and_the_first_still_answers() {
+    let now = Instant::now();
+    let mut engine = target(0, 2, 4);
+    let enter = |fence, closes, reply| Input::FenceEnter {
+        fence,
+        closes,
+        pull: false,
+        reply,
+    };
+    engine.handle(enter(1, None, 100), now);
+    engine.handle(enter(2, Some(1), 200), now);
+    engine.handle(enter(3, Some(2), 300), now);
+    let answers = answered(&engine.take_effects());
+    assert!(
+        matches!(&answers[..], [(100, Ok(_)), (300, Err(error))] if error.class == ErrorClass::RmaSync),
+        "{answers:?}"
+    );
+    engine.handle(Input::FenceReached { epoch: 1 }, now);
+    let answers = answered(&engine.take_effects());
+    assert!(matches!(&answers[..], [(200, Ok(_))]), "{answers:?}");
+}

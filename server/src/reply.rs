@@ -166,6 +166,15 @@ pub enum Reply {
         /// Times the call until its answer is sent (with the batch, or after it).
         timer: Option<CallTimer>,
     },
+    /// The answer of a call the session's next calls wait for (a fence, `MPI_Win_set_info`:
+    /// blocking calls in MPI, and calls are taken in order): `sent` is told once it went out
+    /// (or dropped, when it never will).
+    Then {
+        /// Where the answer goes.
+        reply: Box<Reply>,
+        /// Told after the answer is sent.
+        sent: oneshot::Sender<()>,
+    },
     /// An operation's answer, which frees its slot of the session's pending-operation budget
     /// once sent (or dropped).
     Counted {
@@ -196,6 +205,10 @@ impl Reply {
                 batch,
                 timer,
             } => batch.arrive(index, answer, timer),
+            Reply::Then { reply, sent } => {
+                reply.send(answer);
+                let _ = sent.send(());
+            }
             Reply::Counted { reply, permit } => {
                 reply.send(answer);
                 drop(permit);
@@ -226,11 +239,14 @@ pub fn message(id: u64, answer: Answer) -> ServerMessage {
     }
 }
 
-/// Collects the answers of a batch's calls into one `Batched` reply, sent when the batch's last
-/// call (the one that made the client send) is answered, with every answer that arrived by
-/// then. Answers that come later travel on their own, so a batch never waits for an operation
-/// that is still queued (a lazy lock + operations + unlock to one target is still one reply:
-/// the target answers the operations before the unlock).
+/// Collects the answers of a batch's calls into one `Batched` reply, in the batch's order, sent
+/// when the batch's last call (the one that made the client send) is answered, with every
+/// answer that came by then. Answers that come later travel on their own, so a batch never
+/// holds back an answer for an operation that is still queued: the client library sends its
+/// deferred operations with whatever call comes next, and an operation waiting for another
+/// rank (its post, its fence, a lock it holds) must not keep that call's answer from its
+/// client. A lazy lock + operations + unlock to one target is still one reply: the target
+/// answers the operations before the unlock.
 #[derive(Debug)]
 pub struct Collector {
     id: u64,
@@ -241,8 +257,9 @@ pub struct Collector {
 #[derive(Debug)]
 struct CollectorState {
     ids: Vec<u64>,
-    replies: Vec<ServerMessage>,
-    /// The timers of the replies held for the batch's reply, with their outcome.
+    /// Per call, in the batch's order: its answer, while the batch's reply is not sent.
+    replies: Vec<Option<ServerMessage>>,
+    /// The timers of the answers held for the batch's reply, with their outcome.
     timers: Vec<(CallTimer, Option<onesided_core::ErrorClass>)>,
     sent: bool,
 }
@@ -254,7 +271,7 @@ impl Collector {
             id,
             out,
             state: Mutex::new(CollectorState {
-                replies: Vec::with_capacity(ids.len()),
+                replies: vec![None; ids.len()],
                 timers: Vec::new(),
                 ids,
                 sent: false,
@@ -263,7 +280,7 @@ impl Collector {
     }
 
     fn arrive(&self, index: usize, answer: Answer, timer: Option<CallTimer>) {
-        // The lock guards the list for the instant of one push; nothing awaits under it.
+        // The lock guards the list for the instant of one store; nothing awaits under it.
         let mut state = self
             .state
             .lock()
@@ -280,11 +297,14 @@ impl Collector {
             self.out.send(Ok(reply));
             return;
         }
-        state.replies.push(reply);
+        state.replies[index] = Some(reply);
         state.timers.extend(timer.map(|timer| (timer, failed)));
         if index + 1 == state.ids.len() {
             state.sent = true;
-            let replies = std::mem::take(&mut state.replies);
+            let replies = std::mem::take(&mut state.replies)
+                .into_iter()
+                .flatten()
+                .collect();
             let batched = ServerMessage {
                 id: self.id,
                 reply: Some(server_message::Reply::Batched(Batched { replies })),

@@ -5,7 +5,7 @@
 //! Owns: the rank's origin-side epoch state on the server. Must not: touch window bytes (actors
 //! own them) or wait for an actor except through a reply (calls stay pipelined).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use futures::stream::FuturesUnordered;
@@ -76,6 +76,22 @@ enum Control {
 
 type Pending = futures::future::BoxFuture<'static, (Control, Reply, Answer)>;
 
+/// A call taken from the stream and not yet handled: it waits behind a call whose answer is
+/// still on its way and that the calls after it must wait for ([`Session::hold`]).
+struct Queued {
+    /// The call's id.
+    id: u64,
+    /// The call.
+    call: Option<Call>,
+    /// Its batch and its place in it, if it came in one.
+    batch: Option<(Arc<Collector>, usize)>,
+}
+
+/// The most calls a session takes from its stream while they wait behind a held call; past
+/// it the session reads no more until they are handled (HTTP/2 flow control holds the
+/// client back), and the lease does not count that time as the client's silence.
+const QUEUED_CALLS: usize = 4096;
+
 /// The server side of one session.
 pub struct Session {
     registry: Arc<Registry>,
@@ -83,6 +99,12 @@ pub struct Session {
     out: Outbound,
     windows: HashMap<u64, OpenWindow>,
     control: FuturesUnordered<Pending>,
+    /// Calls taken from the stream, in order, that wait for `held`.
+    queued: VecDeque<Queued>,
+    /// Told once the answer of the last call that blocks in MPI (a fence, `MPI_Win_set_info`)
+    /// went out: until then the calls after it wait in `queued`, so a client that sends calls
+    /// ahead of their answers has them taken in order, as if it had waited.
+    held: Option<tokio::sync::oneshot::Receiver<()>>,
     /// While the calls of a batch are handled: where their answers go.
     batch: Option<(Arc<Collector>, usize)>,
     /// While a call is handled: its kind and when it was taken up (for its answer's timer).
@@ -187,6 +209,8 @@ impl Session {
             out,
             windows: HashMap::new(),
             control: FuturesUnordered::new(),
+            queued: VecDeque::new(),
+            held: None,
             batch: None,
             call: None,
         })
@@ -294,6 +318,9 @@ impl Session {
         tokio::pin!(lapse);
         self.lease.renew(lapse.deadline());
         loop {
+            // while calls wait behind a held one, the stream is read up to a bound, and the
+            // client's silence is not timed while it is not read
+            let reading = self.queued.len() < QUEUED_CALLS;
             tokio::select! {
                 () = ended.cancelled() => {
                     tracing::info!("session closed by shutdown");
@@ -307,11 +334,17 @@ impl Session {
                     tracing::warn!("the client does not read its answers: session ended");
                     return Ending::Unread;
                 }
-                () = &mut lapse => {
+                () = &mut lapse, if reading => {
                     tracing::warn!(?lease, "session lease lapsed");
                     return Ending::Lapsed;
                 }
-                incoming = inbound.message() => match incoming {
+                () = sent(&mut self.held), if self.held.is_some() => {
+                    self.held = None;
+                    self.run_queued().await;
+                    lapse.as_mut().reset(tokio::time::Instant::now() + lease);
+                    self.lease.renew(lapse.deadline());
+                }
+                incoming = inbound.message(), if reading => match incoming {
                     Ok(Some(message)) => {
                         self.dispatch(message).await;
                         // the lease counts the client's silence from here: time this task spent
@@ -420,6 +453,8 @@ impl Session {
         }
     }
 
+    /// Takes one message from the stream: its calls are handled in order, now or, behind a
+    /// held call, once its answer went out.
     async fn dispatch(&mut self, message: ClientMessage) {
         let id = message.id;
         match message.call {
@@ -433,18 +468,85 @@ impl Session {
                     return;
                 }
                 let collector = Collector::new(id, ids, self.out.clone());
-                for (index, inner) in batch.calls.into_iter().enumerate() {
-                    self.batch = Some((Arc::clone(&collector), index));
-                    match inner.call {
-                        Some(Call::Batch(_)) => self
-                            .reply(inner.id)
-                            .send(Err(RmaError::new(ErrorClass::Arg, "batches do not nest"))),
-                        call => self.dispatch_one(inner.id, call).await,
+                if let Some(refusal) = self.over_budget(&batch.calls) {
+                    // all or nothing: a batch the budget cannot take is refused whole, in one
+                    // reply, and changes nothing
+                    for index in 0..batch.calls.len() {
+                        self.batch = Some((Arc::clone(&collector), index));
+                        self.reply(0).send(Err(refusal.clone()));
                     }
+                    self.batch = None;
+                    return;
                 }
-                self.batch = None;
+                for (index, inner) in batch.calls.into_iter().enumerate() {
+                    self.queued.push_back(Queued {
+                        id: inner.id,
+                        call: inner.call,
+                        batch: Some((Arc::clone(&collector), index)),
+                    });
+                }
             }
-            call => self.dispatch_one(id, call).await,
+            // it only keeps the lease alive, which any message does: it need not wait its turn
+            Some(Call::Heartbeat(_)) if self.held.is_some() => {
+                self.registry.metrics().count_call(CallKind::Heartbeat);
+                return;
+            }
+            call => self.queued.push_back(Queued {
+                id,
+                call,
+                batch: None,
+            }),
+        }
+        self.run_queued().await;
+    }
+
+    /// The refusal of a batch whose operations, with those already unanswered or waiting in
+    /// `queued`, are more than the session's pending-operation budget.
+    fn over_budget(&self, calls: &[ClientMessage]) -> Option<RmaError> {
+        let ops = |call: Option<&Call>| matches!(call, Some(Call::Op(_)));
+        let batch = calls.iter().filter(|call| ops(call.call.as_ref())).count();
+        let queued = self
+            .queued
+            .iter()
+            .filter(|queued| ops(queued.call.as_ref()))
+            .count();
+        let free = self.pending.available_permits();
+        (batch > 0 && batch + queued > free).then(|| {
+            crate::limits::exhausted(format!(
+                "this batch has {batch} operations and the session room for {} more \
+                 unanswered ones (the server's limit is {}): the batch was refused whole and \
+                 changed nothing",
+                free.saturating_sub(queued),
+                self.registry.limits().max_pending_ops
+            ))
+        })
+    }
+
+    /// Handles the queued calls in order, until one holds the rest ([`Session::hold`]).
+    async fn run_queued(&mut self) {
+        while self.held.is_none() {
+            let Some(Queued { id, call, batch }) = self.queued.pop_front() else {
+                break;
+            };
+            self.batch = batch;
+            match call {
+                Some(Call::Batch(_)) => self
+                    .reply(id)
+                    .send(Err(RmaError::new(ErrorClass::Arg, "batches do not nest"))),
+                call => self.dispatch_one(id, call).await,
+            }
+            self.batch = None;
+        }
+    }
+
+    /// `reply` answers a call the calls after it must wait for (it blocks in MPI): they are
+    /// handled once it was sent (or dropped, when it never will be).
+    fn hold(&mut self, reply: Reply) -> Reply {
+        let (sent, held) = tokio::sync::oneshot::channel();
+        self.held = Some(held);
+        Reply::Then {
+            reply: Box::new(reply),
+            sent,
         }
     }
 
@@ -622,7 +724,13 @@ impl Session {
                 closes,
                 pull,
                 push,
-            } => self.fence(on, event, fence, closes, pull, push).await,
+            } => {
+                let on = OnWindow {
+                    reply: self.hold(on.reply),
+                    ..on
+                };
+                self.fence(on, event, fence, closes, pull, push).await
+            }
             Admitted::Post { event, group, push } => self.post(on, event, group, push).await,
             Admitted::Start { event } => self.start(on, event).await,
             Admitted::Complete { markers } => self.complete(on, markers).await,
@@ -705,6 +813,13 @@ impl Session {
             let answer = answer.await.unwrap_or(Err(gone));
             (control, reply, answer)
         }));
+    }
+}
+
+/// Resolves once the held answer went out (or never will).
+async fn sent(held: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    if let Some(held) = held {
+        let _ = held.await;
     }
 }
 

@@ -200,7 +200,9 @@ impl Session {
             .collect();
         let info = open.entry.now().info.updated(pairs.iter().copied())?;
         let group = open.entry.desc.group.clone();
+        // the next calls see the info this call sets: they wait for its answer
         let reply = self.reply(id);
+        let reply = self.hold(reply);
         let (sender, answer) = oneshot::channel();
         self.member
             .collectives

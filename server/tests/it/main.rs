@@ -17,6 +17,7 @@ mod legacy;
 mod limits;
 mod linearizable;
 mod metrics;
+mod pipelined;
 mod promises;
 mod protocol;
 mod raw;
