@@ -74,6 +74,19 @@ impl Limits {
     }
 }
 
+/// How many connections each plain-HTTP listener (`--metrics-listen`, `--http-listen`) holds
+/// at once. Past it the listener accepts nothing more until one closes: further connections
+/// wait in the kernel's backlog, where they hold none of the server's file descriptors (1 135
+/// idle web connections once took every descriptor, and new gRPC connections were refused
+/// for 30 s).
+pub const HTTP_CONNECTIONS: usize = 128;
+
+/// How long a plain-HTTP client has to send a request's headers, from when the server starts
+/// reading them: a deadline, not an idle timer, so a client sending one byte at a time cannot
+/// stretch it, and a connection that sends nothing is closed when it passes (hyper's own
+/// default is 30 s).
+pub const HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The refusal of a call that would exceed a limit.
 pub fn exhausted(message: impl Into<String>) -> RmaError {
     RmaError::new(ErrorClass::NoMem, message)

@@ -435,6 +435,69 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Unauthenticated,
                 None,
             ),
+            // a credential or claim sent twice is refused, not taken first-wins (a proxy in
+            // front may have checked the other one)
+            row(
+                "a session with two authorization entries",
+                Send::Attach(rank2.clone().with("authorization", "Bearer not-a-token")),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a session with the same authorization entry twice",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("authorization", &format!("Bearer {}", tokens[2])),
+                ),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "an admin call with two authorization entries",
+                Send::Unary(
+                    LIST_WORLDS,
+                    admin_meta
+                        .clone()
+                        .with("authorization", "Bearer not-a-token"),
+                    Bytes::new(),
+                ),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a rank claimed twice",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("x-onesided-rank", "2")
+                        .with("x-onesided-rank", "0"),
+                ),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a rank claimed twice alike",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("x-onesided-rank", "2")
+                        .with("x-onesided-rank", "2"),
+                ),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a world claimed twice",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("x-onesided-world", &world)
+                        .with("x-onesided-world", &other),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
             row(
                 "a session coming back that names no incarnation",
                 Send::Attach(rank0.clone().with("x-onesided-succeeds", "first")),
@@ -1947,4 +2010,171 @@ async fn huge_names_and_values_are_refused_with_a_short_message() {
         admin.list_windows(&world).await.unwrap(),
     );
     assert_eq!(after, before);
+}
+
+/// The web view's refusals echo what a caller sent only cut short: a path of 60 000
+/// characters, sent with no credentials, once came back whole in the 404. An `Authorization`
+/// header sent twice is refused (400), whichever of the two is the admin token: taking the
+/// first would let a request whose other header a proxy checked through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_echoes_little_and_takes_one_authorization() {
+    use crate::web::get;
+    let listener =
+        onesided_server::http::HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let web = listener.local_addr();
+    let _server = spawn_server_with(|config| config.http = Some(listener)).await;
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    let long = "p".repeat(60_000);
+    for (path, authorization) in [
+        (format!("/{long}"), None),
+        (format!("/api/{long}"), Some(admin.as_str())),
+        (
+            format!(
+                "/api/worlds/{}/windows/{}",
+                &long[..20_000],
+                &long[..20_000]
+            ),
+            Some(admin.as_str()),
+        ),
+    ] {
+        let answer = get(web, &path, authorization).await;
+        assert_eq!(answer.status, 404, "{}", answer.body);
+        assert!(
+            answer.body.len() <= MAX_STATUS_MESSAGE,
+            "a 404 of {} bytes",
+            answer.body.len()
+        );
+        assert!(answer.body.contains("bytes)"), "{}", answer.body);
+    }
+    for (first, second) in [
+        (admin.as_str(), "Bearer not-a-token"),
+        ("Bearer not-a-token", admin.as_str()),
+        (admin.as_str(), admin.as_str()),
+    ] {
+        let twice = format!("{first}\r\nAuthorization: {second}");
+        let answer = get(web, "/api/state", Some(&twice)).await;
+        assert_eq!(answer.status, 400, "{first} then {second}: {}", answer.body);
+        assert!(answer.body.contains("more than one"), "{}", answer.body);
+    }
+    // one is still answered
+    assert_eq!(get(web, "/api/state", Some(&admin)).await.status, 200);
+}
+
+/// Members that give one window's group in different orders can never be matched (MPI would
+/// hang): they are told at once with `MPI_ERR_GROUP`, every call of both orders, and nothing
+/// is created. They stay in step: the same members then agree on an order and create it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_giving_one_window_two_group_orders_are_told() {
+    use onesided_client::{NewWindow, Session};
+    let server = crate::spawn_server().await;
+    let world = server
+        .admin
+        .create_world(&unique("orders"), 3)
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for token in &world.tokens {
+        sessions.push(Session::attach(&server.url, token).await.unwrap());
+    }
+    let call = |group: &[u32]| NewWindow::new("g", 8, 1).group(group);
+    let (ordered, reordered) = (call(&[0, 1, 2]), call(&[1, 0, 2]));
+    let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(
+            sessions[0].create(&ordered),
+            sessions[1].create(&reordered),
+            sessions[2].create(&ordered),
+        )
+    })
+    .await
+    .expect("the members were never told: they wait for a match that cannot come");
+    for (rank, created) in [zero, one, two].into_iter().enumerate() {
+        let error = created.unwrap_err();
+        assert_eq!(
+            (error.code(), error.class()),
+            (Code::InvalidArgument, Some(ErrorClass::Group)),
+            "rank {rank}: {error}"
+        );
+        assert!(error.to_string().contains("order"), "{error}");
+    }
+    assert!(server
+        .admin
+        .list_windows(&world.name)
+        .await
+        .unwrap()
+        .is_empty());
+    // in step: the next creation over either order is a fresh one
+    let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(
+            sessions[0].create(&reordered),
+            sessions[1].create(&reordered),
+            sessions[2].create(&reordered),
+        )
+    })
+    .await
+    .expect("the members agreeing afterwards were not matched");
+    let ranks: Vec<u32> = [zero, one, two]
+        .into_iter()
+        .map(|window| window.unwrap().rank())
+        .collect();
+    assert_eq!(ranks, vec![1, 0, 2]);
+}
+
+/// Idle connections to the web view cannot keep gRPC clients out. The binary runs with 256
+/// file descriptors and is sent 300 connections to its web view that never send a byte: it
+/// holds at most `HTTP_CONNECTIONS` of them (the rest wait in the kernel's backlog), so its
+/// descriptors last, and a new gRPC client is served at once. (Before, every one was
+/// accepted until descriptors ran out, and new gRPC connections were refused for hyper's
+/// 30 s header timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_web_connections_do_not_keep_grpc_clients_out() {
+    use std::time::Duration;
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-fds")));
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\""])
+        .arg(crate::SERVER_BINARY)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--data-dir",
+        ])
+        .arg(&data.0)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    let server = crate::Launched::start(command, "serving the web view", Duration::from_secs(60));
+    let grpc = format!("http://{}", server.field("address="));
+    let web: std::net::SocketAddr = server
+        .field("url=")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let idle = futures::future::join_all((0..300).map(|_| async move {
+        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(web))
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }))
+    .await;
+    let held = idle.iter().flatten().count();
+    assert!(
+        held >= 250,
+        "only {held} connections to the web view were made"
+    );
+    let listed = tokio::time::timeout(Duration::from_secs(5), async {
+        let admin = onesided_client::Admin::connect(&grpc, ADMIN_TOKEN).await?;
+        admin.list_worlds().await
+    })
+    .await;
+    assert!(
+        matches!(listed, Ok(Ok(_))),
+        "a gRPC client was kept out by {held} idle web connections: {listed:?}"
+    );
+    drop(idle);
+    drop(server);
 }
