@@ -332,7 +332,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     check_admin_token(&config.admin_token).map_err(|reason| anyhow::anyhow!(reason))?;
-    let mut server = tonic::transport::Server::builder();
+    // HTTP/2's budget of small frames not yet read follows the connection window: as large as
+    // the calls a session may have in flight need (`Limits::connection_window`)
+    let mut server = tonic::transport::Server::builder()
+        .initial_connection_window_size(config.limits.connection_window());
     if let Some(identity) = &config.tls {
         // before anything else starts: a key that does not match its certificate is refused here
         server = server

@@ -2178,3 +2178,154 @@ async fn idle_web_connections_do_not_keep_grpc_clients_out() {
     drop(idle);
     drop(server);
 }
+
+/// A client may have as many small calls in flight as the pending budget lets it, each in an
+/// HTTP/2 DATA frame of its own, as grpcio sends them: 30 000 gets on one session, written
+/// before the server has read the first, are all answered and the connection stays. (Before,
+/// HTTP/2 ended the connection, GOAWAY ENHANCE_YOUR_CALM "too_many_data_frames", once some
+/// 2 400 small frames waited unread, and every call was lost.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_calls_in_frames_of_their_own_keep_their_connection() {
+    use bytes::{Buf, BufMut, BytesMut};
+    use prost::Message;
+    const CALLS: u64 = 30_000;
+    let server = crate::spawn_server().await;
+    let world = unique("frames");
+    let tokens = server.admin.create_world(&world, 1).await.unwrap().tokens;
+    let name = unique("w");
+    server
+        .admin
+        .create_window(&world, &WindowSpec::bytes(&name, 1, 64, 1))
+        .await
+        .unwrap();
+    let framed = |message: ClientMessage| {
+        let bytes = message.encode_to_vec();
+        let mut frame = BytesMut::with_capacity(5 + bytes.len());
+        frame.put_u8(0);
+        frame.put_u32(bytes.len() as u32);
+        frame.extend_from_slice(&bytes);
+        frame.freeze()
+    };
+    let address = server.url.trim_start_matches("http://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("{}{}", server.url, crate::raw::SESSION))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {}", tokens[0]))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    /// The server's messages one at a time; `None` once the stream ended.
+    struct Incoming {
+        body: h2::RecvStream,
+        buffer: BytesMut,
+    }
+    impl Incoming {
+        async fn next(&mut self) -> Result<Option<ServerMessage>, h2::Error> {
+            loop {
+                let buffer = &mut self.buffer;
+                if buffer.len() >= 5 {
+                    let length =
+                        u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
+                    if buffer.len() >= 5 + length {
+                        buffer.advance(5);
+                        let message = buffer.split_to(length).freeze();
+                        return Ok(Some(ServerMessage::decode(message).unwrap()));
+                    }
+                }
+                match self.body.data().await {
+                    Some(Ok(chunk)) => {
+                        let _ = self.body.flow_control().release_capacity(chunk.len());
+                        self.buffer.extend_from_slice(&chunk);
+                    }
+                    Some(Err(error)) => return Err(error),
+                    None => return Ok(None),
+                }
+            }
+        }
+    }
+    let mut incoming = Incoming {
+        body: response.await.unwrap().into_body(),
+        buffer: BytesMut::new(),
+    };
+    let greeting = incoming.next().await.unwrap().expect("a greeting");
+    assert!(matches!(greeting.reply, Some(Reply::Attached(_))));
+    send.send_data(
+        framed(ClientMessage {
+            id: 1,
+            call: Some(Call::OpenWindow(v1::OpenWindow {
+                name,
+                with_copy: false,
+            })),
+        }),
+        false,
+    )
+    .unwrap();
+    let Some(Reply::Window(desc)) = incoming.next().await.unwrap().unwrap().reply else {
+        panic!("no window description");
+    };
+    send.send_data(
+        framed(ClientMessage {
+            id: 2,
+            call: Some(Call::LockAll(v1::LockAll {
+                window: desc.id,
+                assert: 0,
+            })),
+        }),
+        false,
+    )
+    .unwrap();
+    incoming.next().await.unwrap().unwrap();
+    for id in 3..3 + CALLS {
+        let get = v1::RmaOp {
+            window: desc.id,
+            target: 0,
+            kind: v1::OpKind::Get as i32,
+            datatype: Datatype::Byte.code(),
+            op: 0,
+            disp: id % 64,
+            layout: contiguous(1),
+            data: Bytes::new(),
+            compare: Bytes::new(),
+            request_based: false,
+            token: 0,
+        };
+        let frame = framed(ClientMessage {
+            id,
+            call: Some(Call::Op(get)),
+        });
+        assert!(
+            frame.len() < 256,
+            "a frame of {} bytes is not small",
+            frame.len()
+        );
+        if let Err(error) = send.send_data(frame, false) {
+            panic!("the connection was ended before call {id} of {CALLS} was sent: {error}");
+        }
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    while (answered.len() as u64) < CALLS {
+        match incoming.next().await {
+            Ok(Some(message)) => {
+                assert!(
+                    matches!(message.reply, Some(Reply::Result(_))),
+                    "call {}: {:?}",
+                    message.id,
+                    message.reply
+                );
+                answered.insert(message.id);
+            }
+            Ok(None) => panic!("the stream ended after {} answers", answered.len()),
+            Err(error) => panic!(
+                "the connection was ended after {} of {CALLS} answers: {error}",
+                answered.len()
+            ),
+        }
+    }
+    assert_eq!(answered.len() as u64, CALLS);
+    drop(send);
+    connection.abort();
+}
