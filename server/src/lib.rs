@@ -217,8 +217,11 @@ impl Rma for RmaService {
                 None => return Err(refused),
             },
         };
-        let capacity = self.registry.limits().outbound_capacity();
-        let (out, outbound) = reply::Outbound::bounded(capacity);
+        let limits = self.registry.limits();
+        let (out, outbound) = reply::Outbound::with_update_bytes(
+            limits.outbound_capacity(),
+            limits.max_unread_update_bytes,
+        );
         let span = tracing::info_span!("session", world = %member.world, rank = member.rank);
         // The reply stream ends with the session or at shutdown, even while queued operations
         // still hold reply senders.

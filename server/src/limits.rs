@@ -40,11 +40,17 @@ pub struct Limits {
     pub max_ranks_per_world: u32,
     /// The most operations one session may have sent and not yet had answered.
     pub max_pending_ops: usize,
+    /// The most bytes of unified-model updates (other ranks' changes of a window's public
+    /// copy, sent to the owner's session that follows it) a session's outbound stream holds
+    /// that its client has not read: one update more ends the session (RESOURCE_EXHAUSTED,
+    /// `MPI_ERR_NO_MEM`), as a full stream does. One update alone always fits.
+    pub max_unread_update_bytes: u64,
 }
 
 impl Default for Limits {
     /// Generous but finite: 1 GiB messages and per-rank windows, 8 GiB of windows per server,
-    /// 4096 ranks per world, 65536 operations in flight per session.
+    /// 4096 ranks per world, 65536 operations in flight per session, 256 MiB of updates
+    /// unread per session.
     fn default() -> Self {
         Limits {
             max_message_bytes: 1 << 30,
@@ -52,6 +58,7 @@ impl Default for Limits {
             max_window_bytes: 8 << 30,
             max_ranks_per_world: 4096,
             max_pending_ops: 1 << 16,
+            max_unread_update_bytes: 256 << 20,
         }
     }
 }

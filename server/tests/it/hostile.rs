@@ -2329,3 +2329,93 @@ async fn small_calls_in_frames_of_their_own_keep_their_connection() {
     drop(send);
     connection.abort();
 }
+
+/// The owner of a unified-model window follows its public copy and then reads nothing while
+/// another rank puts 1 MiB at a time: the updates waiting for it are bounded in bytes
+/// (`--max-unread-update-bytes`, 4 MiB here), and past that its session ends with
+/// RESOURCE_EXHAUSTED / `MPI_ERR_NO_MEM` after what was queued, as when its answers fill the
+/// stream. (Before, the bound counted messages, 66 560 of them: 4 000 puts of 1 MiB took the
+/// server from 47 MB to 4.3 GB.) The rank that puts carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_reads_nothing_is_held_to_its_update_bytes() {
+    use onesided_client::{LockType, MemoryModel, Session};
+    const MIB: usize = 1 << 20;
+    const PUTS: usize = 32;
+    let server = spawn_server_with(|config| {
+        config.durability = onesided_server::audit::Durability::Off;
+        config.limits.max_unread_update_bytes = 4 * MIB as u64;
+        // the raw follower sends no heartbeats: its lease must not end it first
+        config.lease_ttl = std::time::Duration::from_secs(120);
+    })
+    .await;
+    let world = unique("follower");
+    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
+    let name = unique("w");
+    let desc = server
+        .admin
+        .create_window(
+            &world,
+            &WindowSpec::bytes(&name, 2, MIB as u64, 1).model(MemoryModel::Unified),
+        )
+        .await
+        .unwrap();
+    // rank 0, raw, with HTTP/2 windows of 64 KiB: what the server holds for it is its own
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let (mut owner, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
+        .await
+        .unwrap();
+    owner
+        .ok(Call::OpenWindow(v1::OpenWindow {
+            name: name.clone(),
+            with_copy: false,
+        }))
+        .await;
+    owner.send(Some(Call::Follow(v1::Follow { window: desc.id })));
+    // rank 1 puts 32 MiB into rank 0's copy, 1 MiB at a time
+    let putter = Session::attach(&server.url, &tokens[1])
+        .await
+        .unwrap()
+        .window(&name)
+        .await
+        .unwrap();
+    for n in 0..PUTS {
+        putter.lock(LockType::Exclusive, 0, 0).await.unwrap();
+        putter.put(0, 0, &vec![n as u8 + 1; MIB]).unwrap();
+        putter.unlock(0).await.unwrap();
+    }
+    // rank 0's stream, read at last: what was queued, then the status it ended with
+    let (updates, status) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let mut updates = 0;
+        loop {
+            match owner.next().await {
+                Ok(Some(message)) => {
+                    if matches!(message.reply, Some(Reply::Updated(_))) {
+                        updates += 1;
+                    }
+                }
+                Ok(None) => panic!("the stream ended without a status after {updates} updates"),
+                Err(status) => break (updates, status),
+            }
+        }
+    })
+    .await
+    .expect("the follower's session never ended: its updates queue without bound");
+    assert_eq!(
+        outcome(&status),
+        (Code::ResourceExhausted, Some(ErrorClass::NoMem)),
+        "{status:?}"
+    );
+    assert!(updates < PUTS, "all {updates} updates were queued");
+    // the rank that puts carries on
+    putter.lock(LockType::Shared, 0, 0).await.unwrap();
+    let seen = putter.get::<u8>(0, MIB as u64 - 4, 4).unwrap();
+    putter.unlock(0).await.unwrap();
+    assert_eq!(seen.value().await.unwrap(), [PUTS as u8; 4]);
+}
