@@ -2186,9 +2186,6 @@ async fn idle_web_connections_do_not_keep_grpc_clients_out() {
 /// 2 400 small frames waited unread, and every call was lost.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_calls_in_frames_of_their_own_keep_their_connection() {
-    use bytes::{Buf, BufMut, BytesMut};
-    use prost::Message;
-    const CALLS: u64 = 30_000;
     let server = crate::spawn_server().await;
     let world = unique("frames");
     let tokens = server.admin.create_world(&world, 1).await.unwrap().tokens;
@@ -2198,6 +2195,145 @@ async fn small_calls_in_frames_of_their_own_keep_their_connection() {
         .create_window(&world, &WindowSpec::bytes(&name, 1, 64, 1))
         .await
         .unwrap();
+    let answered = small_calls_in_frames_of_their_own(&server.url, &tokens[0], &name)
+        .await
+        .unwrap_or_else(|why| panic!("{why}"));
+    assert_eq!(answered, SMALL_CALLS);
+}
+
+/// When HTTP/2 does end a connection for its limit, the server says so: the binary with a
+/// pending budget of 1, whose connections get HTTP/2's default window of 1 MiB
+/// (`Limits::connection_window`'s floor, h2's budget as it was before), is sent 30 000
+/// heartbeats in frames of their own (calls without answers, so that the session, reading
+/// behind, meets the connection's error rather than a full outbound stream), and its log
+/// names the limit at WARN. (That the session falls 2 300 frames behind is this machine's
+/// speed, not a guarantee: a much faster session would leave the limit unreached, which the
+/// test reports as such.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_http2_layer_ends_is_logged() {
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-goaway")));
+    let server = crate::launch_server(
+        &data,
+        &[
+            "--max-pending-ops",
+            "1",
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        "info",
+        "serving metrics",
+    );
+    let url = format!("http://{}", server.field("address="));
+    let metrics: std::net::SocketAddr = server
+        .field("url=")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .unwrap();
+    let admin = onesided_client::Admin::connect(&url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let tokens = admin
+        .create_world(&unique("frames"), 1)
+        .await
+        .unwrap()
+        .tokens;
+    let ended = heartbeats_in_frames_of_their_own(&url, &tokens[0]).await;
+    // the session reads what HTTP/2 had buffered before the error: wait until it ended
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let scraped = crate::web::get(metrics, "/metrics", None).await.body;
+        if scraped
+            .lines()
+            .any(|line| line.trim() == "onesided_sessions_attached 0")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never ended: {scraped}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (_, printed) =
+        tokio::task::spawn_blocking(move || server.terminate(std::time::Duration::from_secs(10)))
+            .await
+            .unwrap();
+    let why = ended.expect_err("HTTP/2's limit was not reached: nothing to log");
+    let logged = printed
+        .iter()
+        .find(|line| line.contains("the server's HTTP/2 layer ended this call's connection"))
+        .unwrap_or_else(|| {
+            panic!("the connection ended ({why}) and the log says nothing: {printed:#?}")
+        });
+    assert!(logged.contains("WARN"), "{logged}");
+    assert!(logged.contains("too_many_data_frames"), "{logged}");
+}
+
+const SMALL_CALLS: u64 = 30_000;
+
+/// Opens a session over bare HTTP/2 with `token` and, once greeted, writes
+/// [`SMALL_CALLS`] heartbeats (calls the session answers with nothing), each in a DATA frame
+/// of its own; then reads until the stream or the connection ends, and says why (an error
+/// when the connection was ended).
+async fn heartbeats_in_frames_of_their_own(url: &str, token: &str) -> Result<(), String> {
+    use bytes::BufMut;
+    use prost::Message;
+    let address = url.trim_start_matches("http://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("{url}{}", crate::raw::SESSION))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    // the greeting: the session reads its stream from here on
+    let mut body = response.await.unwrap().into_body();
+    let greeting = body.data().await.unwrap().unwrap();
+    let _ = body.flow_control().release_capacity(greeting.len());
+    for id in 1..=SMALL_CALLS {
+        let bytes = ClientMessage {
+            id,
+            call: Some(Call::Heartbeat(v1::Heartbeat {})),
+        }
+        .encode_to_vec();
+        let mut frame = bytes::BytesMut::with_capacity(5 + bytes.len());
+        frame.put_u8(0);
+        frame.put_u32(bytes.len() as u32);
+        frame.extend_from_slice(&bytes);
+        if let Err(error) = send.send_data(frame.freeze(), false) {
+            return Err(format!("ended before heartbeat {id} was sent: {error}"));
+        }
+    }
+    let ended = async {
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        Ok::<_, h2::Error>(())
+    }
+    .await;
+    connection.abort();
+    ended.map_err(|error| format!("the connection was ended: {error}"))
+}
+
+/// Opens a session over bare HTTP/2 with `token`, opens window `name` (at least 64 bytes) and
+/// opens a lock_all epoch, then writes [`SMALL_CALLS`] gets of one byte, each in a DATA frame
+/// of its own, before reading any answer; returns how many were answered, or why the
+/// connection ended first.
+async fn small_calls_in_frames_of_their_own(
+    url: &str,
+    token: &str,
+    name: &str,
+) -> Result<u64, String> {
+    use bytes::{Buf, BufMut, BytesMut};
+    use prost::Message;
     let framed = |message: ClientMessage| {
         let bytes = message.encode_to_vec();
         let mut frame = BytesMut::with_capacity(5 + bytes.len());
@@ -2206,15 +2342,15 @@ async fn small_calls_in_frames_of_their_own_keep_their_connection() {
         frame.extend_from_slice(&bytes);
         frame.freeze()
     };
-    let address = server.url.trim_start_matches("http://").to_string();
+    let address = url.trim_start_matches("http://").to_string();
     let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
     let connection = tokio::spawn(connection);
     let mut client = client.ready().await.unwrap();
-    let request = http::Request::post(format!("{}{}", server.url, crate::raw::SESSION))
+    let request = http::Request::post(format!("{url}{}", crate::raw::SESSION))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
-        .header("authorization", format!("Bearer {}", tokens[0]))
+        .header("authorization", format!("Bearer {token}"))
         .body(())
         .unwrap();
     let (response, mut send) = client.send_request(request, false).unwrap();
@@ -2257,7 +2393,7 @@ async fn small_calls_in_frames_of_their_own_keep_their_connection() {
         framed(ClientMessage {
             id: 1,
             call: Some(Call::OpenWindow(v1::OpenWindow {
-                name,
+                name: name.to_string(),
                 with_copy: false,
             })),
         }),
@@ -2279,7 +2415,7 @@ async fn small_calls_in_frames_of_their_own_keep_their_connection() {
     )
     .unwrap();
     incoming.next().await.unwrap().unwrap();
-    for id in 3..3 + CALLS {
+    for id in 3..3 + SMALL_CALLS {
         let get = v1::RmaOp {
             window: desc.id,
             target: 0,
@@ -2303,31 +2439,36 @@ async fn small_calls_in_frames_of_their_own_keep_their_connection() {
             frame.len()
         );
         if let Err(error) = send.send_data(frame, false) {
-            panic!("the connection was ended before call {id} of {CALLS} was sent: {error}");
+            return Err(format!(
+                "the connection was ended before call {id} of {SMALL_CALLS} was sent: {error}"
+            ));
         }
     }
     let mut answered = std::collections::BTreeSet::new();
-    while (answered.len() as u64) < CALLS {
+    while (answered.len() as u64) < SMALL_CALLS {
         match incoming.next().await {
             Ok(Some(message)) => {
+                // answered, with data or (over a pending budget) a refusal
                 assert!(
-                    matches!(message.reply, Some(Reply::Result(_))),
+                    matches!(message.reply, Some(Reply::Result(_) | Reply::Error(_))),
                     "call {}: {:?}",
                     message.id,
                     message.reply
                 );
                 answered.insert(message.id);
             }
-            Ok(None) => panic!("the stream ended after {} answers", answered.len()),
-            Err(error) => panic!(
-                "the connection was ended after {} of {CALLS} answers: {error}",
-                answered.len()
-            ),
+            Ok(None) => return Err(format!("the stream ended after {} answers", answered.len())),
+            Err(error) => {
+                return Err(format!(
+                    "the connection was ended after {} of {SMALL_CALLS} answers: {error}",
+                    answered.len()
+                ))
+            }
         }
     }
-    assert_eq!(answered.len() as u64, CALLS);
     drop(send);
     connection.abort();
+    Ok(answered.len() as u64)
 }
 
 /// The owner of a unified-model window follows its public copy and then reads nothing while
