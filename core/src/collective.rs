@@ -154,6 +154,9 @@ pub struct Collectives<R> {
     creates: HashMap<Vec<u32>, Vec<u64>>,
     /// Creation instances that failed: every member's call of one fails (ranks stay in step).
     failed_creates: HashMap<CreateInstance, RmaError>,
+    /// Of two creation instances that failed because their members gave one window's group in
+    /// different orders, each one's other: a member's call of one counts as its call of both.
+    reordered_with: HashMap<CreateInstance, CreateInstance>,
 }
 
 fn proc_failed(rank: u32, reason: &str) -> RmaError {
@@ -179,6 +182,7 @@ impl<R> Collectives<R> {
             creating: HashMap::new(),
             creates: HashMap::new(),
             failed_creates: HashMap::new(),
+            reordered_with: HashMap::new(),
         }
     }
 
@@ -245,7 +249,9 @@ impl<R> Collectives<R> {
     /// nothing is created; otherwise [`Effects::create`] says what to create. A bad group, or
     /// one without the caller, fails that call alone with `MPI_ERR_GROUP`; members that give
     /// different groups wait for the members of theirs (as MPI ranks calling a collective on
-    /// different communicators do) until a member departs.
+    /// different communicators do) until a member departs, except that the same ranks giving
+    /// one window's group in different orders are told at once (`MPI_ERR_GROUP`, every call of
+    /// both orders).
     pub fn propose_window(
         &mut self,
         name: &str,
@@ -285,13 +291,24 @@ impl<R> Collectives<R> {
         *calls += 1;
         let instance = (group.to_vec(), *calls);
         if let Some(error) = self.failed_creates.get(&instance) {
-            return Effects::answer(reply, Err(error.clone()));
+            let error = error.clone();
+            if let Some(sibling) = self.reordered_with.get(&instance).cloned() {
+                self.step_past(&sibling, rank);
+            }
+            return Effects::answer(reply, Err(error));
         }
         let members = (!group.is_empty()).then_some(group);
         if let Some((gone, reason)) = self.gone_member(members) {
             let error = proc_failed(*gone, reason);
             self.failed_creates.insert(instance, error.clone());
             return Effects::answer(reply, Err(error));
+        }
+        if let Some((error, waiting)) = self.reordered(name, rank, group, &instance) {
+            let mut effects = Effects::answer(reply, Err(error.clone()));
+            for (_, _, _, reply) in waiting {
+                effects.answers.push((reply, Err(error.clone())));
+            }
+            return effects;
         }
         let needed = if group.is_empty() {
             nranks
@@ -380,6 +397,83 @@ impl<R> Collectives<R> {
         }
         effects.create = Some(creation);
         effects
+    }
+
+    /// Rank `rank` calls the creation of window `name` over `group` (its `instance`) while
+    /// members of the same ranks gave that window their group in another order: no call of
+    /// either order can ever be matched, so both fail now with `MPI_ERR_GROUP` (instead of
+    /// waiting until a deadline), the order's waiting calls with it, and so do the members'
+    /// calls of either instance still to come. The error and the calls that waited.
+    #[allow(clippy::type_complexity)]
+    fn reordered(
+        &mut self,
+        name: &str,
+        rank: u32,
+        group: &[u32],
+        instance: &CreateInstance,
+    ) -> Option<(RmaError, Vec<(u32, String, WindowPart, R)>)> {
+        let nranks = self.nranks;
+        let ordered = |group: &[u32]| -> Vec<u32> {
+            if group.is_empty() {
+                (0..nranks).collect()
+            } else {
+                group.to_vec()
+            }
+        };
+        let mine = ordered(group);
+        let mut members = mine.clone();
+        members.sort_unstable();
+        let (theirs, other) = self.creating.iter().find_map(|(theirs, arrivals)| {
+            let order = ordered(&theirs.0);
+            if order == mine || order.len() != mine.len() {
+                return None;
+            }
+            let mut same = order.clone();
+            same.sort_unstable();
+            let (other, _, _, _) = arrivals.iter().find(|(_, given, _, _)| given == name)?;
+            (same == members).then(|| (theirs.clone(), *other))
+        })?;
+        let at = ordered(&theirs.0)
+            .iter()
+            .zip(&mine)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let error = RmaError::new(
+            ErrorClass::Group,
+            format!(
+                "creating window {}: rank {other} gives its group in another order than rank \
+                 {rank} (window rank {at} is world rank {} for one, {} for the other); every \
+                 member must give the same order, nothing was created",
+                crate::error::quoted(name),
+                ordered(&theirs.0)[at],
+                mine[at],
+            ),
+        );
+        self.failed_creates.insert(theirs.clone(), error.clone());
+        self.failed_creates.insert(instance.clone(), error.clone());
+        self.reordered_with.insert(theirs.clone(), instance.clone());
+        self.reordered_with.insert(instance.clone(), theirs.clone());
+        let waiting = self.creating.remove(&theirs).unwrap_or_default();
+        // each call made is its member's call of both orders: none of them meets the other
+        // order's failure later, when it calls again
+        self.step_past(&theirs, rank);
+        for (member, _, _, _) in &waiting {
+            self.step_past(instance, *member);
+        }
+        Some((error, waiting))
+    }
+
+    /// `rank` has made its call of creation `instance` (its sibling's): if that is its next
+    /// call of the instance's group, it is counted as made.
+    fn step_past(&mut self, instance: &CreateInstance, rank: u32) {
+        let nranks = self.nranks as usize;
+        let calls = &mut self
+            .creates
+            .entry(instance.0.clone())
+            .or_insert_with(|| vec![0; nranks])[rank as usize];
+        if *calls + 1 == instance.1 {
+            *calls = instance.1;
+        }
     }
 
     /// Rank `rank` calls `MPI_Win_set_info` on `window`, asking for `info` (the window's info

@@ -6,7 +6,9 @@
 //! or Audit service, the admin token on the Rma service, and a rank token whose session claims
 //! (`x-onesided-world`, `x-onesided-rank` metadata, both optional) to be another world or rank.
 //! These refusals are of the caller, not of an MPI call: they carry no MPI error class, except
-//! a rank claim that is not a number (INVALID_ARGUMENT, `MPI_ERR_RANK`).
+//! a rank claim that is not a number (INVALID_ARGUMENT, `MPI_ERR_RANK`). A credential or claim
+//! sent twice is refused, never taken first-wins: two `authorization` entries are
+//! UNAUTHENTICATED, a claim made twice INVALID_ARGUMENT.
 //!
 //! Owns: token extraction and comparison, claims. Must not: log tokens.
 
@@ -22,9 +24,10 @@ use crate::registry::{Membership, Registry};
 
 /// The bearer token of `request` (UNAUTHENTICATED when there is none, or an empty one).
 pub(crate) fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
-    let value = request
-        .metadata()
-        .get(AUTHORIZATION)
+    let value = single(request, AUTHORIZATION)
+        .map_err(|()| {
+            Status::unauthenticated("more than one authorization metadata entry: send one token")
+        })?
         .ok_or_else(|| Status::unauthenticated("missing authorization metadata"))?;
     let text = value
         .to_str()
@@ -37,6 +40,21 @@ pub(crate) fn bearer<T>(request: &Request<T>) -> Result<&str, Status> {
         return Err(Status::unauthenticated("the bearer token is empty"));
     }
     Ok(token)
+}
+
+/// The one value of metadata `key`, if any; `Err` when it comes more than once (HTTP/2 lets a
+/// client repeat any header, and taking the first of two credentials or claims would let a
+/// proxy that checks the last one be fooled).
+fn single<'a, T>(
+    request: &'a Request<T>,
+    key: &str,
+) -> Result<Option<&'a tonic::metadata::MetadataValue<tonic::metadata::Ascii>>, ()> {
+    let mut values = request.metadata().get_all(key).iter();
+    let first = values.next();
+    match values.next() {
+        Some(_) => Err(()),
+        None => Ok(first),
+    }
 }
 
 /// Compares in time independent of where the strings differ (`subtle`). Empty strings match
@@ -107,11 +125,20 @@ impl RankAuth {
     }
 }
 
-/// The text of an optional metadata entry.
-fn claim<'a, T>(request: &'a Request<T>, key: &str) -> Result<Option<&'a str>, Status> {
-    request
-        .metadata()
-        .get(key)
+/// The text of an optional metadata entry; a claim made twice is INVALID_ARGUMENT with
+/// `class` (`MPI_ERR_RANK` for the rank's), whether or not the two agree.
+fn claim<'a, T>(
+    request: &'a Request<T>,
+    key: &str,
+    class: ErrorClass,
+) -> Result<Option<&'a str>, Status> {
+    single(request, key)
+        .map_err(|()| {
+            status_from_rma(&RmaError::new(
+                class,
+                format!("{key} metadata comes more than once: a session makes one claim"),
+            ))
+        })?
         .map(|value| {
             value.to_str().map_err(|_| {
                 status_from_rma(&RmaError::new(
@@ -132,9 +159,10 @@ pub struct Unresolved(pub [u8; 32]);
 ///
 /// # Errors
 /// PERMISSION_DENIED for a claim of another world or rank; INVALID_ARGUMENT (`MPI_ERR_RANK`)
-/// for a rank that is not a number.
+/// for a rank that is not a number or a rank claimed twice, (`MPI_ERR_ARG`) for a world claimed
+/// twice.
 pub fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), Status> {
-    if let Some(world) = claim(request, CLAIM_WORLD)? {
+    if let Some(world) = claim(request, CLAIM_WORLD, ErrorClass::Arg)? {
         if world != member.world {
             return Err(Status::permission_denied(format!(
                 "the token is not of world {}",
@@ -142,7 +170,7 @@ pub fn check_claims<T>(request: &Request<T>, member: &Membership) -> Result<(), 
             )));
         }
     }
-    if let Some(text) = claim(request, CLAIM_RANK)? {
+    if let Some(text) = claim(request, CLAIM_RANK, ErrorClass::Rank)? {
         let rank: u32 = text.parse().map_err(|_| {
             status_from_rma(&RmaError::new(
                 ErrorClass::Rank,

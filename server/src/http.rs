@@ -3,7 +3,8 @@
 //!
 //! Owns: the listeners, the accept loop and each connection's lifetime (stopped after the
 //! drain; open connections finish their request, and a live stream of the web view ends when
-//! the server stops). Must not: decide what a page or a scrape shows (that is
+//! the server stops), at most [`HTTP_CONNECTIONS`] of them at once, each given
+//! [`HTTP_HEADER_TIMEOUT`] to send its request's headers. Must not: decide what a page or a scrape shows (that is
 //! [`crate::metrics`] and [`crate::web`]).
 
 use std::convert::Infallible;
@@ -16,6 +17,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::{HTTP_CONNECTIONS, HTTP_HEADER_TIMEOUT};
 use crate::metrics::Metrics;
 use crate::web::WebView;
 
@@ -103,7 +105,27 @@ pub fn serve(
 }
 
 async fn accept(listener: tokio::net::TcpListener, routes: Routes, stop: CancellationToken) {
+    // a connection holds one slot from its accept to its end: at most HTTP_CONNECTIONS
+    let slots = Arc::new(tokio::sync::Semaphore::new(HTTP_CONNECTIONS));
+    let mut full = false;
     loop {
+        let slot = tokio::select! {
+            () = stop.cancelled() => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        // said once each time it fills up, not per connection
+        let now_full = slots.available_permits() == 0;
+        if now_full && !full {
+            tracing::warn!(
+                connections = HTTP_CONNECTIONS,
+                "HTTP endpoint holds as many connections as it may: it accepts no more until one \
+                 closes"
+            );
+        }
+        full = now_full;
         let stream = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -127,6 +149,7 @@ async fn accept(listener: tokio::net::TcpListener, routes: Routes, stop: Cancell
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HTTP_HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             tokio::pin!(connection);
             let served = tokio::select! {
@@ -139,6 +162,7 @@ async fn accept(listener: tokio::net::TcpListener, routes: Routes, stop: Cancell
             if let Err(error) = served {
                 tracing::debug!(%error, "HTTP connection failed");
             }
+            drop(slot);
         });
     }
 }

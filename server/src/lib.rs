@@ -219,8 +219,11 @@ impl Rma for RmaService {
                 None => return Err(refused),
             },
         };
-        let capacity = self.registry.limits().outbound_capacity();
-        let (out, outbound) = reply::Outbound::bounded(capacity);
+        let limits = self.registry.limits();
+        let (out, outbound) = reply::Outbound::with_update_bytes(
+            limits.outbound_capacity(),
+            limits.max_unread_update_bytes,
+        );
         let span = tracing::info_span!("session", world = %member.world, rank = member.rank);
         // The reply stream ends with the session or at shutdown, even while queued operations
         // still hold reply senders.
@@ -334,7 +337,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     check_admin_token(&config.admin_token).map_err(|reason| anyhow::anyhow!(reason))?;
-    let mut server = tonic::transport::Server::builder();
+    // HTTP/2's budget of small frames not yet read follows the connection window: as large as
+    // the calls a session may have in flight need (`Limits::connection_window`)
+    let mut server = tonic::transport::Server::builder()
+        .initial_connection_window_size(config.limits.connection_window());
     if let Some(identity) = &config.tls {
         // before anything else starts: a key that does not match its certificate is refused here
         server = server

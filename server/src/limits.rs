@@ -40,11 +40,17 @@ pub struct Limits {
     pub max_ranks_per_world: u32,
     /// The most operations one session may have sent and not yet had answered.
     pub max_pending_ops: usize,
+    /// The most bytes of unified-model updates (other ranks' changes of a window's public
+    /// copy, sent to the owner's session that follows it) a session's outbound stream holds
+    /// that its client has not read: one update more ends the session (RESOURCE_EXHAUSTED,
+    /// `MPI_ERR_NO_MEM`), as a full stream does. One update alone always fits.
+    pub max_unread_update_bytes: u64,
 }
 
 impl Default for Limits {
     /// Generous but finite: 1 GiB messages and per-rank windows, 8 GiB of windows per server,
-    /// 4096 ranks per world, 65536 operations in flight per session.
+    /// 4096 ranks per world, 65536 operations in flight per session, 256 MiB of updates
+    /// unread per session.
     fn default() -> Self {
         Limits {
             max_message_bytes: 1 << 30,
@@ -52,6 +58,7 @@ impl Default for Limits {
             max_window_bytes: 8 << 30,
             max_ranks_per_world: 4096,
             max_pending_ops: 1 << 16,
+            max_unread_update_bytes: 256 << 20,
         }
     }
 }
@@ -72,7 +79,45 @@ impl Limits {
             .saturating_add(OUTBOUND_SLACK)
             .min(tokio::sync::Semaphore::MAX_PERMITS)
     }
+
+    /// The HTTP/2 connection window the server grants each connection, in bytes.
+    ///
+    /// HTTP/2 (h2) ends a connection, GOAWAY ENHANCE_YOUR_CALM "too_many_data_frames", when the
+    /// DATA frames of under [`SMALL_DATA_FRAME`] bytes it holds that the server has not read
+    /// yet cost more than half this window, each costing [`SMALL_DATA_FRAME`] minus its
+    /// length. A client such as grpcio sends each small call in a frame of its own, and a
+    /// session reads its calls one after the other: with HTTP/2's default of 1 MiB, some
+    /// 2 400 small calls not yet read ended the connection and lost every call, far below
+    /// the pending budget. Twice [`SMALL_DATA_FRAME`] for each call
+    /// [`Limits::outbound_capacity`] lets a session have unanswered makes the two agree: that
+    /// many calls may wait, each in a frame of its own, and the connection stays (34 MB at
+    /// the defaults; flow control still holds each stream to 1 MiB not read). Within HTTP/2's
+    /// largest window and never below its default.
+    pub fn connection_window(&self) -> u32 {
+        const DEFAULT: u64 = 1 << 20;
+        const LARGEST: u64 = (1 << 31) - 1;
+        (self.outbound_capacity() as u64)
+            .saturating_mul(2 * SMALL_DATA_FRAME as u64)
+            .clamp(DEFAULT, LARGEST) as u32
+    }
 }
+
+/// The size under which HTTP/2 (h2) counts a DATA frame against a connection's budget of small
+/// frames ([`Limits::connection_window`]).
+pub const SMALL_DATA_FRAME: usize = 256;
+
+/// How many connections each plain-HTTP listener (`--metrics-listen`, `--http-listen`) holds
+/// at once. Past it the listener accepts nothing more until one closes: further connections
+/// wait in the kernel's backlog, where they hold none of the server's file descriptors (1 135
+/// idle web connections once took every descriptor, and new gRPC connections were refused
+/// for 30 s).
+pub const HTTP_CONNECTIONS: usize = 128;
+
+/// How long a plain-HTTP client has to send a request's headers, from when the server starts
+/// reading them: a deadline, not an idle timer, so a client sending one byte at a time cannot
+/// stretch it, and a connection that sends nothing is closed when it passes (hyper's own
+/// default is 30 s).
+pub const HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The refusal of a call that would exceed a limit.
 pub fn exhausted(message: impl Into<String>) -> RmaError {
@@ -232,6 +277,9 @@ impl HttpBody for LimitedBody {
             return Poll::Ready(None);
         }
         let frame = ready!(Pin::new(&mut this.body).poll_frame(cx));
+        if let Some(Err(status)) = &frame {
+            log_connection_ended(status);
+        }
         if let Some(Ok(frame)) = &frame {
             if let Some(data) = frame.data_ref() {
                 if let Err(status) = this.scan(data) {
@@ -249,6 +297,26 @@ impl HttpBody for LimitedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// Says at WARN when the server's own HTTP/2 layer ended the connection a request came on (a
+/// GOAWAY it sent for a limit or a protocol error, ENHANCE_YOUR_CALM and the like): h2 and
+/// tonic say it only at DEBUG, and the client only sees its calls fail. Logged from the body of
+/// each request that was open on the connection, so in a session's span (its world and rank).
+fn log_connection_ended(status: &Status) {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            if h2.is_go_away() && h2.is_library() {
+                tracing::warn!(
+                    error = %h2,
+                    "the server's HTTP/2 layer ended this call's connection"
+                );
+            }
+            return;
+        }
+        source = error.source();
     }
 }
 
@@ -436,6 +504,32 @@ impl HttpBody for DeadlineBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connection_window_holds_a_small_frame_per_call_a_session_may_have_unanswered() {
+        let defaults = Limits::default();
+        // h2 ends the connection when unread small frames cost more than half the window,
+        // each at most SMALL_DATA_FRAME
+        assert!(
+            u64::from(defaults.connection_window()) / 2
+                >= (defaults.outbound_capacity() * SMALL_DATA_FRAME) as u64
+        );
+        assert_eq!(defaults.connection_window(), 66_560 * 512);
+        let few = Limits {
+            max_pending_ops: 1,
+            ..Limits::default()
+        };
+        assert_eq!(
+            few.connection_window(),
+            1 << 20,
+            "never below HTTP/2's default"
+        );
+        let many = Limits {
+            max_pending_ops: usize::MAX,
+            ..Limits::default()
+        };
+        assert_eq!(many.connection_window(), (1 << 31) - 1, "HTTP/2's largest");
+    }
 
     fn timeout(value: &str) -> Option<Duration> {
         let mut headers = http::HeaderMap::new();

@@ -71,6 +71,10 @@ struct Args {
     /// Most operations one session may have sent and not yet had answered.
     #[arg(long, env = "ONESIDED_MAX_PENDING_OPS", default_value_t = Limits::default().max_pending_ops)]
     max_pending_ops: usize,
+    /// Most bytes of a unified-model window's updates a session may leave unread (its client
+    /// stopped reading while other ranks put): past it the session ends.
+    #[arg(long, env = "ONESIDED_MAX_UNREAD_UPDATE_BYTES", default_value_t = Limits::default().max_unread_update_bytes)]
+    max_unread_update_bytes: u64,
     /// Threads that run the server's tasks: 1 runs everything on one thread (no hand-offs
     /// between threads, the lowest latency per call); more serve more clients at once. Default:
     /// one per CPU.
@@ -390,6 +394,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             max_window_bytes: args.max_window_bytes,
             max_ranks_per_world: args.max_ranks_per_world,
             max_pending_ops: args.max_pending_ops,
+            max_unread_update_bytes: args.max_unread_update_bytes,
         },
         tls,
         metrics,

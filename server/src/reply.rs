@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -28,34 +29,94 @@ pub type OutboundMessage = Result<ServerMessage, Status>;
 /// waits, so no actor, gather or session task ever waits for a client: an answer that finds
 /// the stream full (its client stopped reading) is dropped and ends the session
 /// ([`Outbound::overflow`]) instead of queueing without bound.
+///
+/// The unified model's updates (`Updated`, which other ranks' puts cause, as large as they are)
+/// are bounded in bytes as well ([`Limits::max_unread_update_bytes`]
+/// (crate::limits::Limits::max_unread_update_bytes)): an update that would take the bytes of
+/// those queued past it ends the session the same way; one alone always fits.
 #[derive(Clone, Debug)]
 pub struct Outbound {
     sender: mpsc::Sender<OutboundMessage>,
     overflow: CancellationToken,
+    updates: Arc<UpdateBytes>,
+}
+
+/// Bytes of updates queued and not yet taken by the transport, and their bound.
+#[derive(Debug)]
+struct UpdateBytes {
+    queued: AtomicU64,
+    max: u64,
+}
+
+/// The receiving end of an [`Outbound`], for [`Replies`].
+#[derive(Debug)]
+pub struct OutboundReceiver {
+    receiver: mpsc::Receiver<OutboundMessage>,
+    updates: Arc<UpdateBytes>,
+}
+
+/// The window bytes `message` carries if it is an update, else 0.
+fn update_bytes(message: &OutboundMessage) -> u64 {
+    match message {
+        Ok(ServerMessage {
+            reply: Some(server_message::Reply::Updated(updated)),
+            ..
+        }) => updated
+            .segments
+            .iter()
+            .map(|segment| segment.data.len() as u64)
+            .sum(),
+        _ => 0,
+    }
 }
 
 impl Outbound {
     /// A stream holding at most `capacity` messages (at least one) not yet taken by the
-    /// transport, and its receiving end.
-    pub fn bounded(capacity: usize) -> (Self, mpsc::Receiver<OutboundMessage>) {
+    /// transport, and its receiving end; updates are not bounded in bytes.
+    pub fn bounded(capacity: usize) -> (Self, OutboundReceiver) {
+        Self::with_update_bytes(capacity, u64::MAX)
+    }
+
+    /// [`Outbound::bounded`], holding at most `max_update_bytes` bytes of updates (at least
+    /// one update).
+    pub fn with_update_bytes(capacity: usize, max_update_bytes: u64) -> (Self, OutboundReceiver) {
         let (sender, receiver) = mpsc::channel(capacity.max(1));
+        let updates = Arc::new(UpdateBytes {
+            queued: AtomicU64::new(0),
+            max: max_update_bytes,
+        });
         let outbound = Outbound {
             sender,
             overflow: CancellationToken::new(),
+            updates: Arc::clone(&updates),
         };
-        (outbound, receiver)
+        (outbound, OutboundReceiver { receiver, updates })
     }
 
     /// Queues `message`; whether it was. A stream that is gone (the session ended) takes
-    /// nothing; one that is full takes nothing and ends its session.
+    /// nothing; one that is full, in messages or in update bytes, takes nothing and ends its
+    /// session.
     pub fn send(&self, message: OutboundMessage) -> bool {
+        let bytes = update_bytes(&message);
+        if bytes > 0 {
+            let before = self.updates.queued.fetch_add(bytes, Ordering::Relaxed);
+            if before > 0 && before.saturating_add(bytes) > self.updates.max {
+                self.updates.queued.fetch_sub(bytes, Ordering::Relaxed);
+                self.overflow.cancel();
+                return false;
+            }
+        }
         match self.sender.try_send(message) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
+                self.updates.queued.fetch_sub(bytes, Ordering::Relaxed);
                 self.overflow.cancel();
                 false
             }
-            Err(TrySendError::Closed(_)) => false,
+            Err(TrySendError::Closed(_)) => {
+                self.updates.queued.fetch_sub(bytes, Ordering::Relaxed);
+                false
+            }
         }
     }
 
@@ -82,6 +143,7 @@ impl Outbound {
 #[derive(Debug)]
 pub struct Replies {
     receiver: mpsc::Receiver<OutboundMessage>,
+    updates: Arc<UpdateBytes>,
     ended: Pin<Box<WaitForCancellationFutureOwned>>,
     /// The session ended: the receiver is closed and drains.
     closed: bool,
@@ -93,9 +155,11 @@ pub struct Replies {
 
 impl Replies {
     /// The answers `receiver` carries, until `ended` is cancelled.
-    pub fn new(receiver: mpsc::Receiver<OutboundMessage>, ended: CancellationToken) -> Self {
+    pub fn new(receiver: OutboundReceiver, ended: CancellationToken) -> Self {
+        let OutboundReceiver { receiver, updates } = receiver;
         Replies {
             receiver,
+            updates,
             ended: Box::pin(ended.cancelled_owned()),
             closed: false,
             waited: false,
@@ -115,6 +179,11 @@ impl Stream for Replies {
         loop {
             match this.receiver.poll_recv(cx) {
                 Poll::Ready(Some(reply)) => {
+                    // taken: an update's bytes are the transport's now
+                    let bytes = update_bytes(&reply);
+                    if bytes > 0 {
+                        this.updates.queued.fetch_sub(bytes, Ordering::Relaxed);
+                    }
                     if std::mem::take(&mut this.waited) {
                         this.held = Some(reply);
                         cx.waker().wake_by_ref();

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use onesided_core::error::quoted;
 use onesided_core::target::TargetView;
 use onesided_core::window::WindowDesc;
 use serde_json::{json, Value};
@@ -128,7 +129,12 @@ impl WebView {
         let Some(api) = path.strip_prefix("/api/") else {
             return text(
                 http::StatusCode::NOT_FOUND,
-                format!("no page {path}: the web view is at /, metrics at /metrics\n"),
+                // echoed through `quoted`, cut short: an unauthenticated caller must not get
+                // back whatever it sent (a path of 60 KB came back whole)
+                format!(
+                    "no page {}: the web view is at /, metrics at /metrics\n",
+                    quoted(&path)
+                ),
             );
         };
         if let Err(Refusal(status, why)) = self.authorize(&request) {
@@ -152,7 +158,7 @@ impl WebView {
                 .await
                 .map(|v| json_response(&v)),
             ["stream"] => self.stream(&query).await,
-            _ => Err(Refusal::not_found(format!("no API path /api/{api}"))),
+            _ => Err(Refusal::not_found(format!("no API path {}", quoted(&path)))),
         };
         answered.unwrap_or_else(|Refusal(status, why)| text(status, format!("{why}\n")))
     }
@@ -160,14 +166,21 @@ impl WebView {
     /// The admin token, in `Authorization: Bearer <token>`, compared in constant time.
     fn authorize<B>(&self, request: &http::Request<B>) -> Result<(), Refusal> {
         let unauthorized = |why: &str| Refusal(http::StatusCode::UNAUTHORIZED, why.to_string());
-        let value = request
+        let mut values = request
             .headers()
-            .get(http::header::AUTHORIZATION)
-            .ok_or_else(|| {
-                unauthorized(
-                    "missing Authorization header: send `Authorization: Bearer <admin token>`",
-                )
-            })?;
+            .get_all(http::header::AUTHORIZATION)
+            .iter();
+        let (value, again) = (values.next(), values.next());
+        if again.is_some() {
+            // a singleton field (RFC 9110): the first of two is not taken
+            return Err(Refusal(
+                http::StatusCode::BAD_REQUEST,
+                "more than one Authorization header: send one".to_string(),
+            ));
+        }
+        let value = value.ok_or_else(|| {
+            unauthorized("missing Authorization header: send `Authorization: Bearer <admin token>`")
+        })?;
         let value = value
             .to_str()
             .map_err(|_| unauthorized("the Authorization header is not text"))?;
@@ -229,11 +242,15 @@ impl WebView {
         window: &str,
     ) -> Result<Arc<crate::registry::WindowEntry>, Refusal> {
         if !self.registry.has_world(world) {
-            return Err(Refusal::not_found(format!("no world {world:?}")));
+            return Err(Refusal::not_found(format!("no world {}", quoted(world))));
         }
-        self.registry
-            .window(world, window)
-            .ok_or_else(|| Refusal::not_found(format!("no window {window:?} in world {world:?}")))
+        self.registry.window(world, window).ok_or_else(|| {
+            Refusal::not_found(format!(
+                "no window {} in world {}",
+                quoted(window),
+                quoted(world)
+            ))
+        })
     }
 
     /// One window and what each rank's actor says of its target.
@@ -271,7 +288,10 @@ impl WebView {
                 _ => {
                     return Err(Refusal(
                         http::StatusCode::BAD_REQUEST,
-                        format!("unknown query parameter {pair:?}: use world= and window="),
+                        format!(
+                            "unknown query parameter {}: use world= and window=",
+                            quoted(pair)
+                        ),
                     ))
                 }
             }

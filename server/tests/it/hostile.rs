@@ -435,6 +435,69 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Unauthenticated,
                 None,
             ),
+            // a credential or claim sent twice is refused, not taken first-wins (a proxy in
+            // front may have checked the other one)
+            row(
+                "a session with two authorization entries",
+                Send::Attach(rank2.clone().with("authorization", "Bearer not-a-token")),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a session with the same authorization entry twice",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("authorization", &format!("Bearer {}", tokens[2])),
+                ),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "an admin call with two authorization entries",
+                Send::Unary(
+                    LIST_WORLDS,
+                    admin_meta
+                        .clone()
+                        .with("authorization", "Bearer not-a-token"),
+                    Bytes::new(),
+                ),
+                Unauthenticated,
+                None,
+            ),
+            row(
+                "a rank claimed twice",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("x-onesided-rank", "2")
+                        .with("x-onesided-rank", "0"),
+                ),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a rank claimed twice alike",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("x-onesided-rank", "2")
+                        .with("x-onesided-rank", "2"),
+                ),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a world claimed twice",
+                Send::Attach(
+                    rank2
+                        .clone()
+                        .with("x-onesided-world", &world)
+                        .with("x-onesided-world", &other),
+                ),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
             row(
                 "a session coming back that names no incarnation",
                 Send::Attach(rank0.clone().with("x-onesided-succeeds", "first")),
@@ -1965,4 +2028,553 @@ async fn huge_names_and_values_are_refused_with_a_short_message() {
         admin.list_windows(&world).await.unwrap(),
     );
     assert_eq!(after, before);
+}
+
+/// The web view's refusals echo what a caller sent only cut short: a path of 60 000
+/// characters, sent with no credentials, once came back whole in the 404. An `Authorization`
+/// header sent twice is refused (400), whichever of the two is the admin token: taking the
+/// first would let a request whose other header a proxy checked through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_echoes_little_and_takes_one_authorization() {
+    use crate::web::get;
+    let listener =
+        onesided_server::http::HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let web = listener.local_addr();
+    let _server = spawn_server_with(|config| config.http = Some(listener)).await;
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    let long = "p".repeat(60_000);
+    for (path, authorization) in [
+        (format!("/{long}"), None),
+        (format!("/api/{long}"), Some(admin.as_str())),
+        (
+            format!(
+                "/api/worlds/{}/windows/{}",
+                &long[..20_000],
+                &long[..20_000]
+            ),
+            Some(admin.as_str()),
+        ),
+    ] {
+        let answer = get(web, &path, authorization).await;
+        assert_eq!(answer.status, 404, "{}", answer.body);
+        assert!(
+            answer.body.len() <= MAX_STATUS_MESSAGE,
+            "a 404 of {} bytes",
+            answer.body.len()
+        );
+        assert!(answer.body.contains("bytes)"), "{}", answer.body);
+    }
+    for (first, second) in [
+        (admin.as_str(), "Bearer not-a-token"),
+        ("Bearer not-a-token", admin.as_str()),
+        (admin.as_str(), admin.as_str()),
+    ] {
+        let twice = format!("{first}\r\nAuthorization: {second}");
+        let answer = get(web, "/api/state", Some(&twice)).await;
+        assert_eq!(answer.status, 400, "{first} then {second}: {}", answer.body);
+        assert!(answer.body.contains("more than one"), "{}", answer.body);
+    }
+    // one is still answered
+    assert_eq!(get(web, "/api/state", Some(&admin)).await.status, 200);
+}
+
+/// Members that give one window's group in different orders can never be matched (MPI would
+/// hang): they are told at once with `MPI_ERR_GROUP`, every call of both orders, and nothing
+/// is created. They stay in step: the same members then agree on an order and create it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_giving_one_window_two_group_orders_are_told() {
+    use onesided_client::{NewWindow, Session};
+    let server = crate::spawn_server().await;
+    let world = server
+        .admin
+        .create_world(&unique("orders"), 3)
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for token in &world.tokens {
+        sessions.push(Session::attach(&server.url, token).await.unwrap());
+    }
+    let call = |group: &[u32]| NewWindow::new("g", 8, 1).group(group);
+    let (ordered, reordered) = (call(&[0, 1, 2]), call(&[1, 0, 2]));
+    let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(
+            sessions[0].create(&ordered),
+            sessions[1].create(&reordered),
+            sessions[2].create(&ordered),
+        )
+    })
+    .await
+    .expect("the members were never told: they wait for a match that cannot come");
+    for (rank, created) in [zero, one, two].into_iter().enumerate() {
+        let error = created.unwrap_err();
+        assert_eq!(
+            (error.code(), error.class()),
+            (Code::InvalidArgument, Some(ErrorClass::Group)),
+            "rank {rank}: {error}"
+        );
+        assert!(error.to_string().contains("order"), "{error}");
+    }
+    assert!(server
+        .admin
+        .list_windows(&world.name)
+        .await
+        .unwrap()
+        .is_empty());
+    // in step: the next creation over either order is a fresh one
+    let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(
+            sessions[0].create(&reordered),
+            sessions[1].create(&reordered),
+            sessions[2].create(&reordered),
+        )
+    })
+    .await
+    .expect("the members agreeing afterwards were not matched");
+    let ranks: Vec<u32> = [zero, one, two]
+        .into_iter()
+        .map(|window| window.unwrap().rank())
+        .collect();
+    assert_eq!(ranks, vec![1, 0, 2]);
+}
+
+/// Idle connections to the web view cannot keep gRPC clients out. The binary runs with 256
+/// file descriptors and is sent 300 connections to its web view that never send a byte: it
+/// holds at most `HTTP_CONNECTIONS` of them (the rest wait in the kernel's backlog), so its
+/// descriptors last, and a new gRPC client is served at once. (Before, every one was
+/// accepted until descriptors ran out, and new gRPC connections were refused for hyper's
+/// 30 s header timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_web_connections_do_not_keep_grpc_clients_out() {
+    use std::time::Duration;
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-fds")));
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\""])
+        .arg(crate::SERVER_BINARY)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--data-dir",
+        ])
+        .arg(&data.0)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    let server = crate::Launched::start(command, "serving the web view", Duration::from_secs(60));
+    let grpc = format!("http://{}", server.field("address="));
+    let web: std::net::SocketAddr = server
+        .field("url=")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let idle = futures::future::join_all((0..300).map(|_| async move {
+        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(web))
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }))
+    .await;
+    let held = idle.iter().flatten().count();
+    assert!(
+        held >= 250,
+        "only {held} connections to the web view were made"
+    );
+    let listed = tokio::time::timeout(Duration::from_secs(5), async {
+        let admin = onesided_client::Admin::connect(&grpc, ADMIN_TOKEN).await?;
+        admin.list_worlds().await
+    })
+    .await;
+    assert!(
+        matches!(listed, Ok(Ok(_))),
+        "a gRPC client was kept out by {held} idle web connections: {listed:?}"
+    );
+    drop(idle);
+    drop(server);
+}
+
+/// A client may have as many small calls in flight as the pending budget lets it, each in an
+/// HTTP/2 DATA frame of its own, as grpcio sends them: 30 000 gets on one session, written
+/// before the server has read the first, are all answered and the connection stays. (Before,
+/// HTTP/2 ended the connection, GOAWAY ENHANCE_YOUR_CALM "too_many_data_frames", once some
+/// 2 400 small frames waited unread, and every call was lost.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_calls_in_frames_of_their_own_keep_their_connection() {
+    let server = crate::spawn_server().await;
+    let world = unique("frames");
+    let tokens = server.admin.create_world(&world, 1).await.unwrap().tokens;
+    let name = unique("w");
+    server
+        .admin
+        .create_window(&world, &WindowSpec::bytes(&name, 1, 64, 1))
+        .await
+        .unwrap();
+    let answered = small_calls_in_frames_of_their_own(&server.url, &tokens[0], &name)
+        .await
+        .unwrap_or_else(|why| panic!("{why}"));
+    assert_eq!(answered, SMALL_CALLS);
+}
+
+/// When HTTP/2 does end a connection for its limit, the server says so: the binary with a
+/// pending budget of 1, whose connections get HTTP/2's default window of 1 MiB
+/// (`Limits::connection_window`'s floor, h2's budget as it was before), is sent 30 000
+/// heartbeats in frames of their own (calls without answers, so that the session, reading
+/// behind, meets the connection's error rather than a full outbound stream), and its log
+/// names the limit at WARN. (That the session falls 2 300 frames behind is this machine's
+/// speed, not a guarantee: a much faster session would leave the limit unreached, which the
+/// test reports as such.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_http2_layer_ends_is_logged() {
+    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-goaway")));
+    let server = crate::launch_server(
+        &data,
+        &[
+            "--max-pending-ops",
+            "1",
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        "info",
+        "serving metrics",
+    );
+    let url = format!("http://{}", server.field("address="));
+    let metrics: std::net::SocketAddr = server
+        .field("url=")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .unwrap();
+    let admin = onesided_client::Admin::connect(&url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let tokens = admin
+        .create_world(&unique("frames"), 1)
+        .await
+        .unwrap()
+        .tokens;
+    let ended = heartbeats_in_frames_of_their_own(&url, &tokens[0]).await;
+    // the session reads what HTTP/2 had buffered before the error: wait until it ended
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let scraped = crate::web::get(metrics, "/metrics", None).await.body;
+        if scraped
+            .lines()
+            .any(|line| line.trim() == "onesided_sessions_attached 0")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never ended: {scraped}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (_, printed) =
+        tokio::task::spawn_blocking(move || server.terminate(std::time::Duration::from_secs(10)))
+            .await
+            .unwrap();
+    let why = ended.expect_err("HTTP/2's limit was not reached: nothing to log");
+    let logged = printed
+        .iter()
+        .find(|line| line.contains("the server's HTTP/2 layer ended this call's connection"))
+        .unwrap_or_else(|| {
+            panic!("the connection ended ({why}) and the log says nothing: {printed:#?}")
+        });
+    assert!(logged.contains("WARN"), "{logged}");
+    assert!(logged.contains("too_many_data_frames"), "{logged}");
+}
+
+const SMALL_CALLS: u64 = 30_000;
+
+/// Opens a session over bare HTTP/2 with `token` and, once greeted, writes
+/// [`SMALL_CALLS`] heartbeats (calls the session answers with nothing), each in a DATA frame
+/// of its own; then reads until the stream or the connection ends, and says why (an error
+/// when the connection was ended).
+async fn heartbeats_in_frames_of_their_own(url: &str, token: &str) -> Result<(), String> {
+    use bytes::BufMut;
+    use prost::Message;
+    let address = url.trim_start_matches("http://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("{url}{}", crate::raw::SESSION))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    // the greeting: the session reads its stream from here on
+    let mut body = response.await.unwrap().into_body();
+    let greeting = body.data().await.unwrap().unwrap();
+    let _ = body.flow_control().release_capacity(greeting.len());
+    for id in 1..=SMALL_CALLS {
+        let bytes = ClientMessage {
+            id,
+            call: Some(Call::Heartbeat(v1::Heartbeat {})),
+        }
+        .encode_to_vec();
+        let mut frame = bytes::BytesMut::with_capacity(5 + bytes.len());
+        frame.put_u8(0);
+        frame.put_u32(bytes.len() as u32);
+        frame.extend_from_slice(&bytes);
+        if let Err(error) = send.send_data(frame.freeze(), false) {
+            return Err(format!("ended before heartbeat {id} was sent: {error}"));
+        }
+    }
+    let ended = async {
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        Ok::<_, h2::Error>(())
+    }
+    .await;
+    connection.abort();
+    ended.map_err(|error| format!("the connection was ended: {error}"))
+}
+
+/// Opens a session over bare HTTP/2 with `token`, opens window `name` (at least 64 bytes) and
+/// opens a lock_all epoch, then writes [`SMALL_CALLS`] gets of one byte, each in a DATA frame
+/// of its own, before reading any answer; returns how many were answered, or why the
+/// connection ended first.
+async fn small_calls_in_frames_of_their_own(
+    url: &str,
+    token: &str,
+    name: &str,
+) -> Result<u64, String> {
+    use bytes::{Buf, BufMut, BytesMut};
+    use prost::Message;
+    let framed = |message: ClientMessage| {
+        let bytes = message.encode_to_vec();
+        let mut frame = BytesMut::with_capacity(5 + bytes.len());
+        frame.put_u8(0);
+        frame.put_u32(bytes.len() as u32);
+        frame.extend_from_slice(&bytes);
+        frame.freeze()
+    };
+    let address = url.trim_start_matches("http://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("{url}{}", crate::raw::SESSION))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    /// The server's messages one at a time; `None` once the stream ended.
+    struct Incoming {
+        body: h2::RecvStream,
+        buffer: BytesMut,
+    }
+    impl Incoming {
+        async fn next(&mut self) -> Result<Option<ServerMessage>, h2::Error> {
+            loop {
+                let buffer = &mut self.buffer;
+                if buffer.len() >= 5 {
+                    let length =
+                        u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
+                    if buffer.len() >= 5 + length {
+                        buffer.advance(5);
+                        let message = buffer.split_to(length).freeze();
+                        return Ok(Some(ServerMessage::decode(message).unwrap()));
+                    }
+                }
+                match self.body.data().await {
+                    Some(Ok(chunk)) => {
+                        let _ = self.body.flow_control().release_capacity(chunk.len());
+                        self.buffer.extend_from_slice(&chunk);
+                    }
+                    Some(Err(error)) => return Err(error),
+                    None => return Ok(None),
+                }
+            }
+        }
+    }
+    let mut incoming = Incoming {
+        body: response.await.unwrap().into_body(),
+        buffer: BytesMut::new(),
+    };
+    let greeting = incoming.next().await.unwrap().expect("a greeting");
+    assert!(matches!(greeting.reply, Some(Reply::Attached(_))));
+    send.send_data(
+        framed(ClientMessage {
+            id: 1,
+            call: Some(Call::OpenWindow(v1::OpenWindow {
+                name: name.to_string(),
+                with_copy: false,
+            })),
+        }),
+        false,
+    )
+    .unwrap();
+    let Some(Reply::Window(desc)) = incoming.next().await.unwrap().unwrap().reply else {
+        panic!("no window description");
+    };
+    send.send_data(
+        framed(ClientMessage {
+            id: 2,
+            call: Some(Call::LockAll(v1::LockAll {
+                window: desc.id,
+                assert: 0,
+            })),
+        }),
+        false,
+    )
+    .unwrap();
+    incoming.next().await.unwrap().unwrap();
+    for id in 3..3 + SMALL_CALLS {
+        let get = v1::RmaOp {
+            window: desc.id,
+            target: 0,
+            kind: v1::OpKind::Get as i32,
+            datatype: Datatype::Byte.code(),
+            op: 0,
+            disp: id % 64,
+            layout: contiguous(1),
+            data: Bytes::new(),
+            compare: Bytes::new(),
+            request_based: false,
+            token: 0,
+        };
+        let frame = framed(ClientMessage {
+            id,
+            call: Some(Call::Op(get)),
+        });
+        assert!(
+            frame.len() < 256,
+            "a frame of {} bytes is not small",
+            frame.len()
+        );
+        if let Err(error) = send.send_data(frame, false) {
+            return Err(format!(
+                "the connection was ended before call {id} of {SMALL_CALLS} was sent: {error}"
+            ));
+        }
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    while (answered.len() as u64) < SMALL_CALLS {
+        match incoming.next().await {
+            Ok(Some(message)) => {
+                // answered, with data or (over a pending budget) a refusal
+                assert!(
+                    matches!(message.reply, Some(Reply::Result(_) | Reply::Error(_))),
+                    "call {}: {:?}",
+                    message.id,
+                    message.reply
+                );
+                answered.insert(message.id);
+            }
+            Ok(None) => return Err(format!("the stream ended after {} answers", answered.len())),
+            Err(error) => {
+                return Err(format!(
+                    "the connection was ended after {} of {SMALL_CALLS} answers: {error}",
+                    answered.len()
+                ))
+            }
+        }
+    }
+    drop(send);
+    connection.abort();
+    Ok(answered.len() as u64)
+}
+
+/// The owner of a unified-model window follows its public copy and then reads nothing while
+/// another rank puts 1 MiB at a time: the updates waiting for it are bounded in bytes
+/// (`--max-unread-update-bytes`, 4 MiB here), and past that its session ends with
+/// RESOURCE_EXHAUSTED / `MPI_ERR_NO_MEM` after what was queued, as when its answers fill the
+/// stream. (Before, the bound counted messages, 66 560 of them: 4 000 puts of 1 MiB took the
+/// server from 47 MB to 4.3 GB.) The rank that puts carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_reads_nothing_is_held_to_its_update_bytes() {
+    use onesided_client::{LockType, MemoryModel, Session};
+    const MIB: usize = 1 << 20;
+    const PUTS: usize = 32;
+    let server = spawn_server_with(|config| {
+        config.durability = onesided_server::audit::Durability::Off;
+        config.limits.max_unread_update_bytes = 4 * MIB as u64;
+        // the raw follower sends no heartbeats: its lease must not end it first
+        config.lease_ttl = std::time::Duration::from_secs(120);
+    })
+    .await;
+    let world = unique("follower");
+    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
+    let name = unique("w");
+    let desc = server
+        .admin
+        .create_window(
+            &world,
+            &WindowSpec::bytes(&name, 2, MIB as u64, 1).model(MemoryModel::Unified),
+        )
+        .await
+        .unwrap();
+    // rank 0, raw, with HTTP/2 windows of 64 KiB: what the server holds for it is its own
+    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let (mut owner, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
+        .await
+        .unwrap();
+    owner
+        .ok(Call::OpenWindow(v1::OpenWindow {
+            name: name.clone(),
+            with_copy: false,
+        }))
+        .await;
+    owner.send(Some(Call::Follow(v1::Follow { window: desc.id })));
+    // rank 1 puts 32 MiB into rank 0's copy, 1 MiB at a time
+    let putter = Session::attach(&server.url, &tokens[1])
+        .await
+        .unwrap()
+        .window(&name)
+        .await
+        .unwrap();
+    for n in 0..PUTS {
+        putter.lock(LockType::Exclusive, 0, 0).await.unwrap();
+        putter.put(0, 0, &vec![n as u8 + 1; MIB]).unwrap();
+        putter.unlock(0).await.unwrap();
+    }
+    // rank 0's stream, read at last: what was queued, then the status it ended with
+    let (updates, status) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let mut updates = 0;
+        loop {
+            match owner.next().await {
+                Ok(Some(message)) => {
+                    if matches!(message.reply, Some(Reply::Updated(_))) {
+                        updates += 1;
+                    }
+                }
+                Ok(None) => panic!("the stream ended without a status after {updates} updates"),
+                Err(status) => break (updates, status),
+            }
+        }
+    })
+    .await
+    .expect("the follower's session never ended: its updates queue without bound");
+    assert_eq!(
+        outcome(&status),
+        (Code::ResourceExhausted, Some(ErrorClass::NoMem)),
+        "{status:?}"
+    );
+    assert!(updates < PUTS, "all {updates} updates were queued");
+    // the rank that puts carries on
+    putter.lock(LockType::Shared, 0, 0).await.unwrap();
+    let seen = putter.get::<u8>(0, MIB as u64 - 4, 4).unwrap();
+    putter.unlock(0).await.unwrap();
+    assert_eq!(seen.value().await.unwrap(), [PUTS as u8; 4]);
 }

@@ -93,11 +93,12 @@ impl Meta {
         self
     }
 
+    /// Every entry, in order: a key given twice is sent twice.
     pub fn apply<T>(&self, mut request: tonic::Request<T>) -> tonic::Request<T> {
         for (key, value) in &self.entries {
             request
                 .metadata_mut()
-                .insert(*key, value.parse().expect("ASCII metadata"));
+                .append(*key, value.parse().expect("ASCII metadata"));
         }
         request
     }
