@@ -1293,7 +1293,8 @@ async fn check(
     }
 }
 
-/// Reads `rank`'s public copy with a fresh session of that rank: lock shared, get, unlock.
+/// Reads `rank`'s public copy with a fresh session of that rank: lock shared, get, unlock
+/// (on a `no_locks` window, which refuses locks, the copy the session opened the window with).
 async fn read_public(
     scenario: &Scenario,
     config: &RunConfig,
@@ -1306,6 +1307,33 @@ async fn read_public(
     let disp = regions.disp(loc, decl.dtype.size() as u64)?;
     let session = Session::attach(&config.endpoint, &tokens[rank as usize]).await?;
     let window = session.window(&decl.name).await?;
+    if window.desc().info.no_locks {
+        // no epoch may be opened on the window by lock (`MPI_ERR_RMA_SYNC`), and the runner's
+        // look is no epoch of the program anyway: the fresh session's private copy started as
+        // the rank's public copy, so read that, recording nothing
+        let offset = match &loc.region {
+            Some(region) => {
+                let address = regions.address(region)?;
+                // a detached region is no longer part of the window, as a get would find
+                if !window.regions().iter().any(|&(base, _)| base == address) {
+                    return Err(RmaError::new(
+                        ErrorClass::RmaRange,
+                        format!("region {} is not attached at rank {rank}", region.name),
+                    )
+                    .into());
+                }
+                address.saturating_sub(DYNAMIC_BASE)
+            }
+            None => 0,
+        };
+        let mut bytes = Vec::new();
+        for (at, len) in byte_runs(loc, decl.dtype)? {
+            bytes.extend(window.inspect_bytes(offset.saturating_add(at), len)?);
+        }
+        drop(window);
+        session.close().await?;
+        return observed(decl.dtype, loc.shape.is_list(), &bytes);
+    }
     // the file names world ranks; a window over part of the world numbers them in its group
     let rank = window.rank();
     window

@@ -513,6 +513,26 @@ expect private B r[1] == 5
     );
 }
 
+/// `expect public` reads a `no_locks=true` window too: the runner's read is no epoch of the
+/// program, and that window takes no lock (a held-out scenario found it failing with
+/// `RMA_SYNC`).
+#[test]
+fn expect_public_reads_a_window_without_locks() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window V ranks=2 size=2 type=i64 info no_locks=true
+A: fence
+B: fence
+A: put B V[1] = 9
+A: fence
+B: fence
+expect public B V[0..2] == 0,9
+",
+    );
+}
+
 /// An access to a region after its detach fails at the call that completes it, and a region
 /// whose attach failed has no address: a use of it fails the scenario, naming the attach.
 #[test]
