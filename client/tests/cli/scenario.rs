@@ -339,23 +339,30 @@ A: flush C                           # r2 travels and completes alone
 A: rget B W[0] -> held as r1
 A: test_req r1 -> early
 A: wait_any r1,r2 -> first
-A: test_all r1,r2 -> all !REQUEST    # r2 completed at wait_any
+A: test_all r2,r1 -> pair            # r2 completed at wait_any: null, only r1 counts
 A: test_all r1 -> early_all
 A: rput C W[0] = 9 as r3
 A: test_req r3 -> put_done
-A: wait_req r3 !REQUEST              # a request tested complete is no longer active
+A: wait_req r3                       # tested complete: MPI_REQUEST_NULL, waited at once
+A: test_req r3 -> null_done          # and a test of it says true
 A: rget C W[1] -> dropped as r4
 A: free_req r4
-A: free_req r4 !REQUEST
+A: free_req r4 !REQUEST              # freeing a null request is erroneous
 barrier
 B: unlock B
-A: wait_all r1
+A: wait_all r2,r1,r3                 # nulls among them
+A: wait_any r1,r2 -> none            # all null: MPI_UNDEFINED
+A: test_all r1,r4 -> nulls           # all null: true
 A: unlock_all
 barrier
 expect A early == false
 expect A first == 1
+expect A pair == false
 expect A early_all == false
 expect A put_done == true
+expect A null_done == true
+expect A none == -1
+expect A nulls == true
 expect A held == 42
 expect A free == 0
 expect public C W[0] == 9
