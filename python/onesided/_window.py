@@ -522,7 +522,8 @@ class Session:
 
     def close(self):
         """Ships what is still pending (loads and stores since the last call) and waits until
-        the server has it."""
+        the server has it, then ends the session (the server sees it leave, not break); calls
+        on its windows fail afterwards."""
         self._native.close()
 
     def __enter__(self):
