@@ -161,6 +161,10 @@ async fn attach_and_detach_misuse_has_its_class_and_changes_nothing() {
     let fixture = Fixture::new(2).await;
     let w = fixture.window(dynamic(&unique("d"), 2)).await;
     let a = w[0].attach(64).await.unwrap();
+    let before: Vec<i64> = (1..=8).collect();
+    w[1].lock(LockType::Exclusive, 0, 0).await.unwrap();
+    w[1].put(0, a, &before).unwrap();
+    w[1].unlock(0).await.unwrap();
     // overlapping an attached region, at its start or inside it
     assert_eq!(
         class(w[0].attach_at(a, 8).await),
@@ -184,10 +188,13 @@ async fn attach_and_detach_misuse_has_its_class_and_changes_nothing() {
         Some(ErrorClass::RmaAttach)
     );
     assert_eq!(w[0].regions(), vec![(a, 64)]);
-    // the region still works
+    // the region still works, and holds what it held: no refusal changed a byte of it
     w[1].lock(LockType::Shared, 0, 0).await.unwrap();
-    w[1].put(0, a + 56, &[8i64]).unwrap();
+    w[1].put(0, a + 56, &[80i64]).unwrap();
+    w[1].flush(0).await.unwrap();
+    let read = w[1].get::<i64>(0, a, 8).unwrap();
     w[1].unlock(0).await.unwrap();
+    assert_eq!(read.value().await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 80]);
     // attach and detach on a window of another flavor
     let spec = WindowSpec::of::<i64>(&unique("s"), 2, 4);
     let statics = fixture.window(spec).await;
