@@ -1409,3 +1409,50 @@ impl Session {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onesided_core::{ErrorClass, RmaError};
+
+    fn ended_with(class: ErrorClass, code: tonic::Code, why: &str) -> Lost {
+        lost_with(onesided_proto::status_with_code(
+            code,
+            &RmaError::new(class, why),
+        ))
+    }
+
+    /// Which lost streams a session attaches again after: the ones a new stream may mend
+    /// (the server or node went, the connection broke), never a lapsed lease, a newer
+    /// incarnation or a refusal, which the server would only give again.
+    #[test]
+    fn a_lapsed_session_does_not_come_back() {
+        let lapsed = ended_with(
+            ErrorClass::ProcFailed,
+            tonic::Code::Unavailable,
+            "the session's lease lapsed",
+        );
+        assert!(!lapsed.reattach);
+        assert_eq!(lapsed.error.class(), Some(ErrorClass::ProcFailed));
+        let superseded = ended_with(
+            ErrorClass::ProcFailed,
+            tonic::Code::Aborted,
+            "a newer incarnation attached",
+        );
+        assert!(!superseded.reattach);
+        let refused = ended_with(
+            ErrorClass::NoMem,
+            tonic::Code::ResourceExhausted,
+            "the message is over the limit",
+        );
+        assert!(!refused.reattach);
+        let shutdown = ended_with(
+            ErrorClass::Io,
+            tonic::Code::Unavailable,
+            "the server is shutting down",
+        );
+        assert!(shutdown.reattach);
+        let broken = lost_with(tonic::Status::unavailable("connection reset"));
+        assert!(broken.reattach);
+    }
+}
