@@ -66,11 +66,16 @@ def test_the_ranks_create_a_dynamic_window_together(pair):
         w = session.create_window(name, 0, flavor="dynamic")
         address = w.attach(16)
         session.barrier()
-        return w.desc.flavor, address
+        return w, address
 
-    seen = ranks(pair.sessions, program)
-    assert [flavor for flavor, _ in seen] == ["dynamic", "dynamic"]
-    assert all(address != 0 for _, address in seen)
+    (w0, _), (w1, address) = ranks(pair.sessions, program)
+    assert [w0.desc.flavor, w1.desc.flavor] == ["dynamic", "dynamic"]
+    # together: one window, not one each, so rank 0 reaches the region rank 1 attached
+    assert w0.desc.id == w1.desc.id
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, address, [5], dtype="i64")
+    w0.unlock(1)
+    assert public(w0, 1, address, 1) == [5]
 
 
 def test_a_detached_region_is_rma_range_and_a_second_detach_rma_attach(pair):
