@@ -608,7 +608,13 @@ async fn open_at(
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
     let (outbound, requests) = mpsc::unbounded_channel();
-    let mut request = tonic::Request::new(UnboundedReceiverStream::new(requests));
+    // a message without a call ends the stream, after every message written before it
+    // ([`Session::close`]): the server then ends the session cleanly
+    let requests = tokio_stream::StreamExt::take_while(
+        UnboundedReceiverStream::new(requests),
+        |message: &ClientMessage| message.call.is_some(),
+    );
+    let mut request = tonic::Request::new(requests);
     if let Some(succeeds) = succeeds {
         request
             .metadata_mut()
@@ -1319,12 +1325,44 @@ impl Session {
     /// Ends the session cleanly: ships every open window's pending loads and stores (what a
     /// rank did after its last call) and every deferred call, and waits until the server has
     /// answered them — in sync durability, until they are in the audit log — and, when the
-    /// session persists its own events, until its writer has committed them. Dropping a
-    /// session instead may lose them.
+    /// session persists its own events, until its writer has committed them; then ends the
+    /// stream and waits until the server ended it too (the session left, not broken: no
+    /// `departed` row). Calls on its windows fail afterwards. Dropping a session instead may
+    /// lose what it did last, and the server sees a broken stream once the process exits.
     ///
     /// # Errors
     /// When the session already ended.
     pub async fn close(self) -> Result<()> {
+        let drained = self.drain().await;
+        self.end().await;
+        drained
+    }
+
+    /// Ends the stream after everything written to it, and waits until the server ended its
+    /// side (or the stream broke). The session does not attach again afterwards.
+    async fn end(&self) {
+        if let Some(supervisor) = lock(&self.inner.supervisor).take() {
+            supervisor.abort();
+        }
+        let ended = {
+            let mut deferred = lock(&self.inner.deferred);
+            let link = self.link();
+            self.write(&link, &mut deferred, None);
+            // a waiter for an id never sent: only the end of the stream answers it (the
+            // reader fails every waiter then)
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let ended = link.register(id);
+            let _ = link.outbound.send(ClientMessage { id: 0, call: None });
+            ended
+        };
+        if let Ok(ended) = ended {
+            let _ = ended.await;
+        }
+    }
+
+    /// Ships the windows' pending accesses and the deferred calls, and waits until they are
+    /// answered and recorded ([`Session::close`]).
+    async fn drain(&self) -> Result<()> {
         let watched: Vec<_> = lock(&self.inner.windows).clone();
         for window in &watched {
             if let Some(state) = window.state.upgrade() {
@@ -1369,5 +1407,52 @@ impl Session {
         }
         self.call(Call::Barrier(Barrier {})).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onesided_core::{ErrorClass, RmaError};
+
+    fn ended_with(class: ErrorClass, code: tonic::Code, why: &str) -> Lost {
+        lost_with(onesided_proto::status_with_code(
+            code,
+            &RmaError::new(class, why),
+        ))
+    }
+
+    /// Which lost streams a session attaches again after: the ones a new stream may mend
+    /// (the server or node went, the connection broke), never a lapsed lease, a newer
+    /// incarnation or a refusal, which the server would only give again.
+    #[test]
+    fn a_lapsed_session_does_not_come_back() {
+        let lapsed = ended_with(
+            ErrorClass::ProcFailed,
+            tonic::Code::Unavailable,
+            "the session's lease lapsed",
+        );
+        assert!(!lapsed.reattach);
+        assert_eq!(lapsed.error.class(), Some(ErrorClass::ProcFailed));
+        let superseded = ended_with(
+            ErrorClass::ProcFailed,
+            tonic::Code::Aborted,
+            "a newer incarnation attached",
+        );
+        assert!(!superseded.reattach);
+        let refused = ended_with(
+            ErrorClass::NoMem,
+            tonic::Code::ResourceExhausted,
+            "the message is over the limit",
+        );
+        assert!(!refused.reattach);
+        let shutdown = ended_with(
+            ErrorClass::Io,
+            tonic::Code::Unavailable,
+            "the server is shutting down",
+        );
+        assert!(shutdown.reattach);
+        let broken = lost_with(tonic::Status::unavailable("connection reset"));
+        assert!(broken.reattach);
     }
 }

@@ -248,7 +248,7 @@ pub enum Input<R> {
     /// Dynamic window: the owner attaches a region of `size` bytes (`MPI_WIN_ATTACH`), at the
     /// address `at` if given, else after everything attached so far; answered with
     /// [`Outcome::Attached`] and its address, or `MPI_ERR_RMA_ATTACH` (overlap, no room within
-    /// the limit), `MPI_ERR_SIZE` (size 0), `MPI_ERR_RMA_FLAVOR` (not a dynamic window).
+    /// the limit), `MPI_ERR_RMA_FLAVOR` (not a dynamic window).
     Attach {
         /// The region's size in bytes.
         size: u64,
@@ -393,6 +393,9 @@ struct Regions {
     max_bytes: u64,
     /// Offset in the public copy → size.
     attached: BTreeMap<u64, u64>,
+    /// Regions of no bytes (MPI allows them): offset → how many (one, unless attached by
+    /// address where another is), kept apart from those with bytes; only a detach finds them.
+    empty: BTreeMap<u64, usize>,
 }
 
 fn not_dynamic(call: &str) -> RmaError {
@@ -507,9 +510,12 @@ impl<R> Target<R> {
     /// handed out again unless asked for by address); `regions` are those already attached
     /// (offset → size in the copy, as recovery finds them).
     pub fn with_dynamic(mut self, max_bytes: u64, regions: BTreeMap<u64, u64>) -> Self {
+        let (empty, attached): (BTreeMap<u64, u64>, _) =
+            regions.into_iter().partition(|&(_, size)| size == 0);
         self.dynamic = Some(Regions {
             max_bytes,
-            attached: regions,
+            attached,
+            empty: empty.into_keys().map(|offset| (offset, 1)).collect(),
         });
         self
     }
@@ -527,7 +533,8 @@ impl<R> Target<R> {
             Some(at) => at.saturating_sub(DYNAMIC_BASE),
             None => span,
         };
-        let end = offset.saturating_add(size);
+        // a region of no bytes spans one address ([`Target::attach`])
+        let end = offset.saturating_add(size.max(1));
         if end > dynamic.max_bytes {
             return 0;
         }
@@ -780,12 +787,6 @@ impl<R> Target<R> {
         let Some(dynamic) = self.dynamic.as_mut() else {
             return Err(not_dynamic("attach"));
         };
-        if size == 0 {
-            return Err(RmaError::new(
-                ErrorClass::Size,
-                "a region of 0 bytes cannot be attached",
-            ));
-        }
         let offset = match at {
             Some(at) => at.checked_sub(DYNAMIC_BASE).ok_or_else(|| {
                 RmaError::new(
@@ -797,8 +798,10 @@ impl<R> Target<R> {
             })?,
             None => self.public.len() as u64,
         };
+        // a region of no bytes still spans one byte of addresses (none of them attached), so
+        // its address is its own: the next region does not start there
         let end = offset
-            .checked_add(size)
+            .checked_add(size.max(1))
             .filter(|&end| end <= dynamic.max_bytes)
             .ok_or_else(|| {
                 RmaError::new(
@@ -812,7 +815,7 @@ impl<R> Target<R> {
                 )
             })?;
         if let Some((&other, &len)) = dynamic.attached.range(..end).next_back() {
-            if other + len > offset {
+            if size > 0 && other + len > offset {
                 return Err(RmaError::new(
                     ErrorClass::RmaAttach,
                     format!(
@@ -824,7 +827,11 @@ impl<R> Target<R> {
                 ));
             }
         }
-        dynamic.attached.insert(offset, size);
+        if size == 0 {
+            *dynamic.empty.entry(offset).or_default() += 1;
+        } else {
+            dynamic.attached.insert(offset, size);
+        }
         if (self.public.len() as u64) < end {
             self.public.resize(end as usize, 0);
         }
@@ -839,7 +846,16 @@ impl<R> Target<R> {
         };
         let size = base
             .checked_sub(DYNAMIC_BASE)
-            .and_then(|offset| dynamic.attached.remove(&offset))
+            .and_then(|offset| {
+                dynamic.attached.remove(&offset).or_else(|| {
+                    let count = dynamic.empty.get_mut(&offset)?;
+                    *count -= 1;
+                    if *count == 0 {
+                        dynamic.empty.remove(&offset);
+                    }
+                    Some(0)
+                })
+            })
             .ok_or_else(|| {
                 RmaError::new(
                     ErrorClass::RmaAttach,

@@ -959,13 +959,12 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
         })
     );
     assert_eq!(t.public().len(), 24);
-    // overlapping, too large, empty: refused, nothing recorded, nothing grows
+    // overlapping, too large: refused, nothing recorded, nothing grows
     for (size, at, class) in [
         (4, Some(DYNAMIC_BASE + 4), ErrorClass::RmaAttach),
         (8, Some(DYNAMIC_BASE + 20), ErrorClass::RmaAttach),
         (41, None, ErrorClass::RmaAttach),
         (8, Some(4), ErrorClass::RmaAttach),
-        (0, None, ErrorClass::Size),
     ] {
         let (answer, events) = call(&mut t, attach(size, at));
         assert_eq!(class_of(&answer), Some(class), "{size} at {at:?}");
@@ -1041,6 +1040,79 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
         },
     );
     assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
+}
+
+#[test]
+fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
+    use onesided_core::window::DYNAMIC_BASE;
+    let now = Instant::now();
+    let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
+    let call = |t: &mut Target<u64>, input: Input<u64>| {
+        t.handle(input, now);
+        let effects = t.take_effects();
+        let answers = answered(&effects);
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        (answers[0].1.clone(), effects.events)
+    };
+    let attach = |size, at| Input::Attach { size, at, reply: 1 };
+    let detach = |base| Input::Detach { base, reply: 2 };
+    // MPI_Win_attach of size 0 is legal: an address of its own, and no bytes
+    let (empty, events) = call(&mut t, attach(0, None));
+    assert_eq!(empty, Ok(Outcome::Attached { base: DYNAMIC_BASE }));
+    assert_eq!(
+        events,
+        vec![Event::RegionAttached {
+            base: DYNAMIC_BASE,
+            size: 0
+        }]
+    );
+    assert_eq!(t.public().len(), 1, "it spans its one address");
+    assert_eq!(t.attach_growth(0, None), 1);
+    let (full, _) = call(&mut t, attach(8, None));
+    assert_eq!(
+        full,
+        Ok(Outcome::Attached {
+            base: DYNAMIC_BASE + 1
+        })
+    );
+    // by address, inside a region with bytes: it overlaps nothing
+    let (inside, _) = call(&mut t, attach(0, Some(DYNAMIC_BASE + 4)));
+    assert_eq!(
+        inside,
+        Ok(Outcome::Attached {
+            base: DYNAMIC_BASE + 4
+        })
+    );
+    assert_eq!(t.public().len(), 9);
+    assert_eq!(t.regions().unwrap().len(), 1);
+    assert_eq!(t.attached_regions(), vec![(DYNAMIC_BASE + 1, vec![0; 8])]);
+    // no access reaches its address
+    let (refused, _) = call(&mut t, put_bytes(0, &[1], 3));
+    assert_eq!(class_of(&refused), Some(ErrorClass::RmaRange));
+    // each detaches once, and the region with bytes stays
+    for (base, size) in [(DYNAMIC_BASE + 4, 0), (DYNAMIC_BASE, 0)] {
+        let (gone, events) = call(&mut t, detach(base));
+        assert_eq!(gone, Ok(Outcome::Done));
+        assert_eq!(events, vec![Event::RegionDetached { base, size }]);
+        let (again, _) = call(&mut t, detach(base));
+        assert_eq!(class_of(&again), Some(ErrorClass::RmaAttach), "{base:#x}");
+    }
+    let (kept, _) = call(&mut t, put_bytes(4, &[7], 4));
+    assert_eq!(kept, Ok(Outcome::Done));
+    // where a region with bytes starts at the same address (asked for), it detaches first
+    let (shared, _) = call(&mut t, attach(0, Some(DYNAMIC_BASE + 1)));
+    assert!(shared.is_ok(), "{shared:?}");
+    for size in [8, 0] {
+        let (gone, events) = call(&mut t, detach(DYNAMIC_BASE + 1));
+        assert_eq!(gone, Ok(Outcome::Done));
+        let base = DYNAMIC_BASE + 1;
+        assert_eq!(events, vec![Event::RegionDetached { base, size }]);
+    }
+    // recovery hands them back like any region
+    let mut back = target(1, 2, 0).with_dynamic(64, BTreeMap::from([(0, 8), (16, 0)]));
+    assert_eq!(back.regions().unwrap().len(), 1);
+    let (recovered, _) = call(&mut back, detach(DYNAMIC_BASE + 16));
+    assert_eq!(recovered, Ok(Outcome::Done));
 }
 
 proptest! {

@@ -150,9 +150,9 @@ class Window:
         """``MPI_Win_attach`` on a window of flavor ``"dynamic"``: a region of ``size`` bytes of
         this rank's memory; returns its address, which other ranks name as the ``disp`` of
         their operations (disp_unit 1). A local call: no epoch is needed; the other ranks learn
-        the address from this rank. ``ErrorClass.RMA_FLAVOR`` on another flavor,
-        ``ErrorClass.SIZE`` for 0 bytes, ``ErrorClass.RMA_ATTACH`` past the server's bytes per
-        rank."""
+        the address from this rank. A region of 0 bytes is allowed, as in MPI: it has an
+        address to detach, and no access reaches it. ``ErrorClass.RMA_FLAVOR`` on another
+        flavor, ``ErrorClass.RMA_ATTACH`` past the server's bytes per rank."""
         return self._native.attach(int(size))
 
     def attach_at(self, address, size):
@@ -522,7 +522,8 @@ class Session:
 
     def close(self):
         """Ships what is still pending (loads and stores since the last call) and waits until
-        the server has it."""
+        the server has it, then ends the session (the server sees it leave, not break); calls
+        on its windows fail afterwards."""
         self._native.close()
 
     def __enter__(self):

@@ -138,7 +138,7 @@ impl NativeSession {
     }
 
     /// Ships what is pending (loads and stores since the last call, deferred calls) and waits
-    /// until the server has it.
+    /// until the server has it, then ends the session (`Session::close`).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let session = Session::clone(&self.session);
         wait(py, session.close())

@@ -1,6 +1,7 @@
 """The rest of the calls through the Python package: fence epochs, atomics from several ranks
 at once, requests, layouts, datatypes, and the admin side."""
 
+import threading
 import time
 
 import numpy as np
@@ -359,6 +360,9 @@ def test_pscw_test_polls_until_the_epoch_is_complete(pair):
     def program(rank, w):
         if rank == 0:
             w.post([1])
+            # rank 1 starts only after the barrier: the epoch cannot be complete yet, and a
+            # test says so rather than wait
+            assert not w.test(), "test said the epoch was done before rank 1 started it"
             w.session.barrier()
             deadline = time.monotonic() + 30
             while not w.test():
@@ -434,9 +438,33 @@ def test_flushes_complete_operations_inside_a_passive_epoch(pair):
     w0.unlock_all()
 
 
+def returns_only_with_the_other(first, second):
+    """Runs ``first()`` in a thread: it has not returned half a second later, while
+    ``second()`` has not been called (a collective waits for every rank), and it returns once
+    ``second()`` did. A call that did not wait would return at once."""
+    done = threading.Event()
+    failed = []
+
+    def run():
+        try:
+            first()
+        except Exception as error:  # handed to the test's thread
+            failed.append(error)
+        done.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert not done.wait(0.5), "it returned before the other rank called it"
+    finally:
+        second()
+        thread.join(30)
+    assert done.is_set() and not failed, failed
+
+
 def test_free_is_collective_and_ends_the_window(pair):
     windows = pair.windows()
-    ranks(windows, lambda rank, w: w.free())
+    returns_only_with_the_other(windows[0].free, windows[1].free)
     with pytest.raises(onesided.MpiError) as caught:
         windows[0].fence()
     assert caught.value.error_class == onesided.ErrorClass.WIN
@@ -468,12 +496,11 @@ def test_reattach_within_takes_seconds_and_refuses_what_is_not(server, admin):
 
 def test_set_info_is_collective_and_get_info_shows_it_on_every_rank(pair):
     windows = pair.windows()
-
-    def program(rank, w):
-        w.set_info({"accumulate_ops": "same_op", "mine": "kept"})
-        return w.get_info()
-
-    for info in ranks(windows, program):
+    hints = {"accumulate_ops": "same_op", "mine": "kept"}
+    returns_only_with_the_other(
+        lambda: windows[0].set_info(hints), lambda: windows[1].set_info(hints)
+    )
+    for info in [w.get_info() for w in windows]:
         assert info["accumulate_ops"] == "same_op"
         assert info["mine"] == "kept"
     with pytest.raises(MpiError) as refused:

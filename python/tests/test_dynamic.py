@@ -66,11 +66,16 @@ def test_the_ranks_create_a_dynamic_window_together(pair):
         w = session.create_window(name, 0, flavor="dynamic")
         address = w.attach(16)
         session.barrier()
-        return w.desc.flavor, address
+        return w, address
 
-    seen = ranks(pair.sessions, program)
-    assert [flavor for flavor, _ in seen] == ["dynamic", "dynamic"]
-    assert all(address != 0 for _, address in seen)
+    (w0, _), (w1, address) = ranks(pair.sessions, program)
+    assert [w0.desc.flavor, w1.desc.flavor] == ["dynamic", "dynamic"]
+    # together: one window, not one each, so rank 0 reaches the region rank 1 attached
+    assert w0.desc.id == w1.desc.id
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, address, [5], dtype="i64")
+    w0.unlock(1)
+    assert public(w0, 1, address, 1) == [5]
 
 
 def test_a_detached_region_is_rma_range_and_a_second_detach_rma_attach(pair):
@@ -103,7 +108,6 @@ def test_a_detached_region_is_rma_range_and_a_second_detach_rma_attach(pair):
 def test_attach_misuse_has_its_class_and_changes_nothing(pair):
     w0, w1 = pair.windows(WindowSpec.dynamic(unique("d"), 2))
     a = w1.attach(16)
-    refused(ErrorClass.SIZE, w1.attach, 0)
     refused(ErrorClass.RMA_ATTACH, w1.attach_at, a + 8, 16)
     refused(ErrorClass.RMA_ATTACH, w1.attach_at, 0, 16)
     refused(ErrorClass.RMA_ATTACH, w1.attach, 1 << 40)
@@ -111,6 +115,17 @@ def test_attach_misuse_has_its_class_and_changes_nothing(pair):
     refused(ErrorClass.RMA_RANGE, w1.load_at, a + 8, 2, dtype="i64")
     assert w1.regions() == [(a, 16)]
     assert public(w0, 1, a, 2) == [0, 0]
+
+
+def test_a_region_of_no_bytes_attaches_and_detaches_as_mpi_allows(pair):
+    w0, w1 = pair.windows(WindowSpec.dynamic(unique("d"), 2))
+    empty = w1.attach(0)
+    a = w1.attach(16)
+    assert a != empty
+    assert w1.regions() == [(a, 16)]
+    w1.detach(empty)
+    refused(ErrorClass.RMA_ATTACH, w1.detach, empty)
+    assert w1.regions() == [(a, 16)]
 
 
 def test_attach_on_a_window_of_another_flavor_is_rma_flavor(pair):

@@ -416,3 +416,31 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     run(listener, config, shutdown).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated token file never replaces one another server wrote: a second write
+    /// fails (and leaves the first whole), and the token read is the first one.
+    #[test]
+    fn a_token_file_is_never_replaced() {
+        let directory = std::env::temp_dir().join(format!("onesided-token-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let path = directory.join("admin-token");
+        let _ = std::fs::remove_file(&path);
+        let first = "a".repeat(48);
+        write_private_atomically(&path, &first).unwrap();
+        let second = write_private_atomically(&path, &"b".repeat(48)).unwrap_err();
+        assert_eq!(second.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), first);
+        // nothing else is left in the directory (the temporary file went)
+        let names: Vec<_> = std::fs::read_dir(&directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["admin-token"]);
+        assert_eq!(read_token_file(&path).unwrap(), Some(first));
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+}

@@ -94,11 +94,21 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
         for record in &rows {
             let rank = record.rank as usize;
             match (&record.event, regions.get_mut(rank)) {
+                // a region of no bytes never takes the place of one with bytes at its
+                // address (the target keeps them apart; here one of them is known)
+                (Event::RegionAttached { base, size: 0 }, Some(regions)) => {
+                    regions
+                        .entry(base.saturating_sub(DYNAMIC_BASE))
+                        .or_insert(0);
+                }
                 (Event::RegionAttached { base, size }, Some(regions)) => {
                     regions.insert(base.saturating_sub(DYNAMIC_BASE), *size);
                 }
-                (Event::RegionDetached { base, .. }, Some(regions)) => {
-                    regions.remove(&base.saturating_sub(DYNAMIC_BASE));
+                (Event::RegionDetached { base, size }, Some(regions)) => {
+                    let offset = base.saturating_sub(DYNAMIC_BASE);
+                    if regions.get(&offset) == Some(size) {
+                        regions.remove(&offset);
+                    }
                 }
                 _ => {}
             }

@@ -102,6 +102,18 @@ struct RegionDecl {
     barriers: usize,
 }
 
+/// An alias whose location names a region not attached yet: its location's text, kept until
+/// a line uses it.
+#[derive(Clone, Debug)]
+struct LaterAlias {
+    /// The alias line.
+    line: usize,
+    /// The location's column on that line.
+    column: usize,
+    /// The location, `NAME[SEL]`.
+    text: String,
+}
+
 #[derive(Clone, Debug)]
 struct PendingExpect {
     line: usize,
@@ -116,6 +128,9 @@ pub struct Parser {
     windows: Vec<WindowDecl>,
     window_index: HashMap<String, usize>,
     aliases: HashMap<String, Loc>,
+    /// Aliases naming a region no line has attached yet (`alias X = r[1]` above `B: attach 4
+    /// -> r`), by name: resolved where they are used, once the region is known.
+    later_aliases: HashMap<String, LaterAlias>,
     vars: HashMap<(u32, String), VarType>,
     requests: HashMap<(u32, String), usize>,
     crashed: HashMap<u32, usize>,
@@ -133,6 +148,11 @@ fn err(line: usize, column: usize, message: impl Into<String>) -> ParseError {
         column,
         message: message.into(),
     }
+}
+
+/// The name a location `NAME[SEL]` starts with (the whole text when it has no `[`).
+fn location_name(text: &str) -> &str {
+    text.split_once('[').map_or(text, |(name, _)| name)
 }
 
 fn is_identifier(text: &str) -> bool {
@@ -283,6 +303,23 @@ impl Parser {
     /// The first expectation that does not parse; a file without any window.
     pub fn finish(mut self) -> Result<Scenario, ParseError> {
         let ranks = self.world(1, 1)?;
+        // an alias of a region must name one some line attaches (in line order: the first
+        // such alias)
+        let mut later: Vec<_> = self.later_aliases.values().collect();
+        later.sort_by_key(|alias| (alias.line, alias.column));
+        if let Some(alias) = later
+            .into_iter()
+            .find(|alias| !self.regions.contains_key(location_name(&alias.text)))
+        {
+            return Err(err(
+                alias.line,
+                alias.column,
+                format!(
+                    "unknown window or region \"{}\"",
+                    location_name(&alias.text)
+                ),
+            ));
+        }
         let expects = std::mem::take(&mut self.expects);
         let mut expectations = Vec::new();
         for pending in expects {
@@ -362,6 +399,7 @@ impl Parser {
     fn is_declared(&self, name: &str) -> bool {
         self.window_index.contains_key(name)
             || self.aliases.contains_key(name)
+            || self.later_aliases.contains_key(name)
             || self.regions.contains_key(name)
     }
 
@@ -626,6 +664,24 @@ impl Parser {
                 "unexpected text after the location",
             ));
         }
+        let target = location_name(loc.text);
+        if loc.text.contains('[')
+            && !self.window_index.contains_key(target)
+            && !self.regions.contains_key(target)
+            && is_identifier(target)
+        {
+            // a region a later line attaches (`attach N -> r`): the alias is a name for a
+            // location, and the region's window is known only from its attach
+            self.later_aliases.insert(
+                name.text.to_string(),
+                LaterAlias {
+                    line,
+                    column: loc.column,
+                    text: loc.text.to_string(),
+                },
+            );
+            return Ok(());
+        }
         let loc = self.loc(line, loc)?;
         self.aliases.insert(name.text.to_string(), loc);
         Ok(())
@@ -635,6 +691,25 @@ impl Parser {
     fn loc(&self, line: usize, token: &Token<'_>) -> Result<Loc, ParseError> {
         let text = token.text;
         let Some(open) = text.find('[') else {
+            if let Some(alias) = self.later_aliases.get(text) {
+                let region = location_name(&alias.text);
+                if !self.regions.contains_key(region) {
+                    return Err(err(
+                        line,
+                        token.column,
+                        format!(
+                            "alias {text} (line {}) names region {region}, which no line \
+                             before this one attaches",
+                            alias.line
+                        ),
+                    ));
+                }
+                let named = Token {
+                    text: &alias.text,
+                    column: alias.column,
+                };
+                return self.loc(alias.line, &named);
+            }
             return self.aliases.get(text).cloned().ok_or_else(|| {
                 err(
                     line,
@@ -1564,6 +1639,46 @@ mod tests {
             name: "r".into(),
         };
         assert_eq!(calls[2], &detach);
+    }
+
+    #[test]
+    fn an_alias_may_name_a_region_attached_on_a_later_line() {
+        let scenario = parse(
+            "window W ranks=2 type=i32 flavor=dynamic\nalias X = r[1]\nB: attach 4 -> r\n\
+             barrier\nA: put B X = 5\nexpect public B X == 5\n",
+        )
+        .unwrap();
+        let Some(Step::Call(put)) = scenario.steps.get(2) else {
+            panic!("{:?}", scenario.steps)
+        };
+        let Call::Op(put) = &put.call else {
+            panic!("{put:?}")
+        };
+        assert_eq!(put.loc.index, 1);
+        let region = put.loc.region.as_deref().unwrap();
+        assert_eq!(
+            (region.name.as_str(), region.owner, region.line),
+            ("r", 1, 3)
+        );
+        let Subject::Public { loc, .. } = &scenario.expectations[0].subject else {
+            panic!("{:?}", scenario.expectations[0])
+        };
+        assert_eq!(loc, &put.loc);
+        // used before its region's attach line: the use is refused, naming both
+        let (line, _, message) = error_of(
+            "window W ranks=2 type=i32 flavor=dynamic\nalias X = r[1]\nB: store X = 1\n\
+             B: attach 4 -> r\n",
+        );
+        assert_eq!(line, 3, "{message}");
+        assert!(
+            message.contains("alias X (line 2) names region r"),
+            "{message}"
+        );
+        // a region no line attaches is an unknown name, at the alias
+        let (line, column, message) =
+            error_of("window W ranks=2 type=i32 flavor=dynamic\nalias X = q[1]\n");
+        assert_eq!((line, column), (2, 11), "{message}");
+        assert_eq!(message, "unknown window or region \"q\"");
     }
 
     fn error_of(text: &str) -> (usize, usize, String) {

@@ -5,7 +5,7 @@
 //! Owns: what each scenario call does in terms of the library's [`Window`] methods, and the
 //! report of a run. Must not: print, or know about the CLI; the binary renders reports.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -319,6 +319,9 @@ pub struct RankExecutor {
     members: Vec<bool>,
     vars: BTreeMap<String, VarSlot>,
     requests: HashMap<String, RequestSlot>,
+    /// Requests that were active and are no longer (waited for, tested complete, freed): their
+    /// handle is `MPI_REQUEST_NULL`, on which a wait returns at once and a test says true.
+    null_requests: HashSet<String>,
     /// The regions of dynamic windows, shared by every rank of a run.
     regions: Regions,
     failed_calls: Vec<FailedCall>,
@@ -361,6 +364,7 @@ impl RankExecutor {
             members: Vec::new(),
             vars: BTreeMap::new(),
             requests: HashMap::new(),
+            null_requests: HashSet::new(),
             regions: Regions::default(),
             failed_calls: Vec::new(),
             problems: Vec::new(),
@@ -467,9 +471,36 @@ impl RankExecutor {
         self.requests.get(name).ok_or_else(|| request_gone(name))
     }
 
-    /// Takes the active request `name` out (it is no longer active).
+    /// Takes the active request `name` out (it is no longer active: its handle is now
+    /// `MPI_REQUEST_NULL`).
     fn take_request(&mut self, name: &str) -> Result<RequestSlot, Error> {
-        self.requests.remove(name).ok_or_else(|| request_gone(name))
+        let slot = self
+            .requests
+            .remove(name)
+            .ok_or_else(|| request_gone(name))?;
+        self.null_requests.insert(name.to_string());
+        Ok(slot)
+    }
+
+    /// Whether `name` is `MPI_REQUEST_NULL`: it was active and was waited for, tested
+    /// complete or freed. MPI's wait and test take such a handle and return at once (the
+    /// lists of `MPI_Waitall` and the others "may contain null or inactive handles"); any
+    /// other name that is not active is `MPI_ERR_REQUEST`.
+    fn request_null(&self, name: &str) -> bool {
+        !self.requests.contains_key(name) && self.null_requests.contains(name)
+    }
+
+    /// The active requests of `names`, in order, with their positions in it; the others
+    /// must be null (`MPI_ERR_REQUEST` otherwise).
+    fn active_of(&self, names: &[String]) -> Result<Vec<(usize, String)>, Error> {
+        let mut active = Vec::with_capacity(names.len());
+        for (position, name) in names.iter().enumerate() {
+            if !self.request_null(name) {
+                self.active_request(name)?;
+                active.push((position, name.clone()));
+            }
+        }
+        Ok(active)
     }
 
     /// Waits for a request taken out; its value variable is defined from now on, or failed.
@@ -775,16 +806,20 @@ impl RankExecutor {
                         var: spec.var.clone(),
                     };
                     self.requests.insert(name.clone(), slot);
+                    self.null_requests.remove(name);
                 }
                 Ok(())
             }
+            // a null request (one no longer active) is waited for at once
+            Call::WaitReq(name) if self.request_null(name) => Ok(()),
             Call::WaitReq(name) => {
                 let slot = self.take_request(name)?;
                 self.finish_request(slot).await
             }
             Call::TestReq { request, var } => {
-                let flag = self.active_request(request)?.complete_now();
-                if flag {
+                let flag =
+                    self.request_null(request) || self.active_request(request)?.complete_now();
+                if flag && !self.request_null(request) {
                     let slot = self.take_request(request)?;
                     self.finish_request(slot).await?;
                 }
@@ -792,49 +827,59 @@ impl RankExecutor {
                 Ok(())
             }
             Call::TestAll { requests, var } => {
+                let active: Vec<String> = self
+                    .active_of(requests)?
+                    .into_iter()
+                    .map(|(_, name)| name)
+                    .collect();
                 let mut all = true;
-                for name in requests {
+                for name in &active {
                     // every request is tested, so each makes progress
                     all &= self.active_request(name)?.complete_now();
                 }
                 if all {
-                    self.finish_requests(requests).await?;
+                    self.finish_requests(&active).await?;
                 }
                 self.set_var(var, Datatype::Bool, Value::Bool(all));
                 Ok(())
             }
             Call::WaitAll(requests) => {
-                for name in requests {
-                    self.active_request(name)?;
-                }
-                self.finish_requests(requests).await
+                let active: Vec<String> = self
+                    .active_of(requests)?
+                    .into_iter()
+                    .map(|(_, name)| name)
+                    .collect();
+                self.finish_requests(&active).await
             }
             Call::WaitAny { requests, var } => {
-                for name in requests {
-                    self.active_request(name)?;
-                }
-                let mut slots = Vec::with_capacity(requests.len());
-                let mut vars = Vec::with_capacity(requests.len());
-                for name in requests {
+                let active = self.active_of(requests)?;
+                let mut slots = Vec::with_capacity(active.len());
+                let mut vars = Vec::with_capacity(active.len());
+                for (_, name) in &active {
                     let slot = self.take_request(name)?;
                     slots.push(slot.request);
                     vars.push(slot.var);
                 }
                 let Some(done) = wait_any(slots).await else {
+                    // every handle null: MPI's index is MPI_UNDEFINED
+                    self.set_var(var, Datatype::I64, Value::Int(-1));
                     return Ok(());
                 };
                 // the others stay active under their names
                 let mut rest = done.rest.into_iter();
-                for (position, (name, request_var)) in requests.iter().zip(&mut vars).enumerate() {
+                for (position, ((_, name), request_var)) in active.iter().zip(&mut vars).enumerate()
+                {
                     if position != done.index {
                         if let Some(request) = rest.next() {
                             let var = request_var.take();
                             self.requests
                                 .insert(name.clone(), RequestSlot { request, var });
+                            self.null_requests.remove(name);
                         }
                     }
                 }
-                let index = i128::try_from(done.index).unwrap_or(i128::MAX);
+                // the position in the list given, nulls included
+                let index = i128::try_from(active[done.index].0).unwrap_or(i128::MAX);
                 self.set_var(var, Datatype::I64, Value::Int(index));
                 let finished = vars[done.index].take();
                 self.request_finished(finished, done.outcome)
@@ -908,6 +953,7 @@ impl RankExecutor {
                 self.windows.iter_mut().for_each(|window| *window = None);
                 self.session = None;
                 self.requests.clear();
+                self.null_requests.clear();
                 Ok(())
             }
             Call::Attach => {
@@ -1293,7 +1339,8 @@ async fn check(
     }
 }
 
-/// Reads `rank`'s public copy with a fresh session of that rank: lock shared, get, unlock.
+/// Reads `rank`'s public copy with a fresh session of that rank: lock shared, get, unlock
+/// (on a `no_locks` window, which refuses locks, the copy the session opened the window with).
 async fn read_public(
     scenario: &Scenario,
     config: &RunConfig,
@@ -1306,6 +1353,33 @@ async fn read_public(
     let disp = regions.disp(loc, decl.dtype.size() as u64)?;
     let session = Session::attach(&config.endpoint, &tokens[rank as usize]).await?;
     let window = session.window(&decl.name).await?;
+    if window.desc().info.no_locks {
+        // no epoch may be opened on the window by lock (`MPI_ERR_RMA_SYNC`), and the runner's
+        // look is no epoch of the program anyway: the fresh session's private copy started as
+        // the rank's public copy, so read that, recording nothing
+        let offset = match &loc.region {
+            Some(region) => {
+                let address = regions.address(region)?;
+                // a detached region is no longer part of the window, as a get would find
+                if !window.regions().iter().any(|&(base, _)| base == address) {
+                    return Err(RmaError::new(
+                        ErrorClass::RmaRange,
+                        format!("region {} is not attached at rank {rank}", region.name),
+                    )
+                    .into());
+                }
+                address.saturating_sub(DYNAMIC_BASE)
+            }
+            None => 0,
+        };
+        let mut bytes = Vec::new();
+        for (at, len) in byte_runs(loc, decl.dtype)? {
+            bytes.extend(window.inspect_bytes(offset.saturating_add(at), len)?);
+        }
+        drop(window);
+        session.close().await?;
+        return observed(decl.dtype, loc.shape.is_list(), &bytes);
+    }
     // the file names world ranks; a window over part of the world numbers them in its group
     let rank = window.rank();
     window

@@ -11,11 +11,11 @@ impl Window {
     /// `MPI_Win_attach`: attaches a region of `size` bytes of this rank's memory to the
     /// (dynamic) window and returns its address, which other ranks use as the `disp` of their
     /// operations (the address of the region's first byte; disp_unit 1). A local call: no epoch
-    /// is needed, and the other ranks learn the address from this rank.
+    /// is needed, and the other ranks learn the address from this rank. A region of 0 bytes is
+    /// allowed, as in MPI: it has an address to detach, and no access reaches it.
     ///
     /// # Errors
-    /// `MPI_ERR_RMA_FLAVOR` on a window not of flavor dynamic, `MPI_ERR_SIZE` for size 0,
-    /// `MPI_ERR_RMA_ATTACH` when the rank's attached memory would pass the server's limit.
+    /// `MPI_ERR_RMA_FLAVOR` on a window not of flavor dynamic, `MPI_ERR_RMA_ATTACH` when the rank's attached memory would pass the server's limit.
     pub async fn attach(&self, size: u64) -> Result<u64> {
         self.attach_region(size, 0).await
     }
@@ -53,7 +53,11 @@ impl Window {
         if state.private.len() < end {
             state.private.resize(end, 0);
         }
-        state.regions.insert(offset, size);
+        if size > 0 {
+            // a region of no bytes holds nothing to load or store, and never takes the key
+            // of one that does
+            state.regions.insert(offset, size);
+        }
         Ok(base)
     }
 

@@ -540,6 +540,47 @@ fn next_event(lines: &mpsc::Receiver<String>) -> Value {
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
 }
 
+/// A one-shot command ends its session cleanly once its own rows are in: three `put --lock
+/// exclusive` leave three `returned` rows of their unlocks (the client records those, and
+/// ships them with its next call — a command has none, so its close must), and no session of
+/// theirs `departed` (what the server records for a stream that broke).
+#[test]
+fn one_shot_commands_close_their_sessions_after_their_rows() {
+    let server = Server::start();
+    let tokens = server.world("w", 2);
+    server
+        .cli()
+        .args(["window", "create", "--world", "w", "W", "--count", "2"])
+        .args(["--type", "i64"])
+        .run()
+        .success();
+    for value in ["1", "2", "3"] {
+        crate::Cli::new(&server.url)
+            .token(&tokens[1])
+            .args(["put", "--world", "w", "--window", "W", "--target", "0"])
+            .args(["--lock", "exclusive", value])
+            .run()
+            .success();
+    }
+    // every session's detach is in the log once its departure was handled, broken or not
+    // (a broken stream's after the process exited): the history is complete then
+    let mut child = follower(&server, "w/W");
+    let lines = line_reader(child.stdout.take().unwrap());
+    let mut events: Vec<Value> = Vec::new();
+    let count = |events: &[Value], kind: &str| events.iter().filter(|e| e["kind"] == kind).count();
+    while count(&events, "attach") < 3 || count(&events, "detach") < 3 {
+        events.push(next_event(&lines));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let unlocks = events
+        .iter()
+        .filter(|e| e["kind"] == "returned" && e["event"]["call"] == "unlock")
+        .count();
+    assert_eq!(unlocks, 3, "{events:#?}");
+    assert_eq!(count(&events, "departed"), 0, "{events:#?}");
+}
+
 #[test]
 fn log_follow_prints_events_recorded_after_it_started() {
     use onesided_client::Session;

@@ -59,6 +59,18 @@ fn help_hides_the_token() {
         "{}",
         out.stdout
     );
+    // `run` takes the admin token from its own variable: hidden too
+    let out = Cli::new("http://127.0.0.1:1")
+        .env("ONESIDED_ADMIN_TOKEN", "secret-admin-value")
+        .args(["run", "--help"])
+        .run();
+    out.success();
+    assert!(!out.stdout.contains("secret-admin-value"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("[env: ONESIDED_ADMIN_TOKEN]"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]

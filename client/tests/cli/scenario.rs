@@ -339,23 +339,30 @@ A: flush C                           # r2 travels and completes alone
 A: rget B W[0] -> held as r1
 A: test_req r1 -> early
 A: wait_any r1,r2 -> first
-A: test_all r1,r2 -> all !REQUEST    # r2 completed at wait_any
+A: test_all r2,r1 -> pair            # r2 completed at wait_any: null, only r1 counts
 A: test_all r1 -> early_all
 A: rput C W[0] = 9 as r3
 A: test_req r3 -> put_done
-A: wait_req r3 !REQUEST              # a request tested complete is no longer active
+A: wait_req r3                       # tested complete: MPI_REQUEST_NULL, waited at once
+A: test_req r3 -> null_done          # and a test of it says true
 A: rget C W[1] -> dropped as r4
 A: free_req r4
-A: free_req r4 !REQUEST
+A: free_req r4 !REQUEST              # freeing a null request is erroneous
 barrier
 B: unlock B
-A: wait_all r1
+A: wait_all r2,r1,r3                 # nulls among them
+A: wait_any r1,r2 -> none            # all null: MPI_UNDEFINED
+A: test_all r1,r4 -> nulls           # all null: true
 A: unlock_all
 barrier
 expect A early == false
 expect A first == 1
+expect A pair == false
 expect A early_all == false
 expect A put_done == true
+expect A null_done == true
+expect A none == -1
+expect A nulls == true
 expect A held == 42
 expect A free == 0
 expect public C W[0] == 9
@@ -513,6 +520,49 @@ expect private B r[1] == 5
     );
 }
 
+/// `expect public` reads a `no_locks=true` window too: the runner's read is no epoch of the
+/// program, and that window takes no lock (a held-out scenario found it failing with
+/// `RMA_SYNC`).
+#[test]
+fn expect_public_reads_a_window_without_locks() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window V ranks=2 size=2 type=i64 info no_locks=true
+A: fence
+B: fence
+A: put B V[1] = 9
+A: fence
+B: fence
+expect public B V[0..2] == 0,9
+",
+    );
+}
+
+/// MPI allows a region of no bytes (a held-out scenario found `attach 0` failing with `SIZE`),
+/// and an alias may name a region above the line that attaches it (it said `unknown window`).
+#[test]
+fn a_region_of_no_bytes_and_an_alias_above_its_attach() {
+    let server = Server::start();
+    report(
+        &server,
+        "\
+window W ranks=2 type=i32 flavor=dynamic
+alias X = r[1]
+B: attach 0 -> z                 # MPI_Win_attach of nothing
+B: attach 4 -> r
+barrier
+A: lock exclusive B
+A: put B X = 7
+A: unlock B
+B: detach z
+expect public B X == 7
+expect public B r[0..2] == 0,7
+",
+    );
+}
+
 /// An access to a region after its detach fails at the call that completes it, and a region
 /// whose attach failed has no address: a use of it fails the scenario, naming the attach.
 #[test]
@@ -534,7 +584,7 @@ B: unlock A !RMA_RANGE
         &server,
         "\
 window W ranks=2 type=u8 flavor=dynamic
-A: attach 0 -> r !SIZE
+A: attach 1099511627776 -> r !RMA_ATTACH
 barrier
 B: lock shared A
 B: put A r[0] = 1

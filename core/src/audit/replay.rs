@@ -42,10 +42,11 @@ pub fn replay(records: &[AuditRecord], at: Option<u64>) -> RmaResult<Vec<Vec<u8>
 pub fn apply_record(copy: &mut Vec<u8>, record: &AuditRecord) -> RmaResult<()> {
     match &record.event {
         Event::RegionAttached { base, size } => {
-            // the public copy spans every region attached (dynamic windows)
+            // the public copy spans every region attached (dynamic windows); one of no bytes
+            // spans one address, as the target gives it
             let end = base
                 .checked_sub(DYNAMIC_BASE)
-                .and_then(|offset| offset.checked_add(*size))
+                .and_then(|offset| offset.checked_add((*size).max(1)))
                 .filter(|&end| end <= MAX_WINDOW_BYTES)
                 .ok_or_else(|| {
                     rma_err!(

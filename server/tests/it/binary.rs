@@ -103,6 +103,31 @@ fn zero_worker_threads_is_a_usage_error() {
 /// Every flag and environment variable `docker-compose.yml` hands the server is one this
 /// binary's `--help` lists (the CLI suite's compose test reads them from the source, which
 /// cannot name this binary).
+/// `--help` names the variables that carry secrets, never their values (clap would print a
+/// variable's value beside its flag).
+#[test]
+fn help_shows_no_secret_given_in_the_environment() {
+    let token = "admin-token-secret-in-env";
+    let password = "pg-password-secret-in-env";
+    let output = Command::new(crate::SERVER_BINARY)
+        .arg("--help")
+        .env_clear()
+        .env("ONESIDED_ADMIN_TOKEN", token)
+        .env(
+            "DATABASE_URL",
+            format!("postgres://audit:{password}@db/audit"),
+        )
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "onesided-server --help fails");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for variable in ["ONESIDED_ADMIN_TOKEN", "DATABASE_URL"] {
+        assert!(help.contains(&format!("[env: {variable}]")), "{help}");
+    }
+    assert!(!help.contains(token), "{help}");
+    assert!(!help.contains(password), "{help}");
+}
+
 #[test]
 fn the_compose_file_passes_only_flags_and_variables_the_binary_has() {
     use yaml_rust2::{Yaml, YamlLoader};

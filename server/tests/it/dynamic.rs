@@ -161,6 +161,10 @@ async fn attach_and_detach_misuse_has_its_class_and_changes_nothing() {
     let fixture = Fixture::new(2).await;
     let w = fixture.window(dynamic(&unique("d"), 2)).await;
     let a = w[0].attach(64).await.unwrap();
+    let before: Vec<i64> = (1..=8).collect();
+    w[1].lock(LockType::Exclusive, 0, 0).await.unwrap();
+    w[1].put(0, a, &before).unwrap();
+    w[1].unlock(0).await.unwrap();
     // overlapping an attached region, at its start or inside it
     assert_eq!(
         class(w[0].attach_at(a, 8).await),
@@ -178,17 +182,19 @@ async fn attach_and_detach_misuse_has_its_class_and_changes_nothing() {
     assert_eq!(class(w[1].detach(a).await), Some(ErrorClass::RmaAttach));
     w[0].detach(after).await.unwrap();
     assert_eq!(class(w[0].detach(after).await), Some(ErrorClass::RmaAttach));
-    // nothing, and more than a rank may expose
-    assert_eq!(class(w[0].attach(0).await), Some(ErrorClass::Size));
+    // more than a rank may expose
     assert_eq!(
         class(w[0].attach(1 << 40).await),
         Some(ErrorClass::RmaAttach)
     );
     assert_eq!(w[0].regions(), vec![(a, 64)]);
-    // the region still works
+    // the region still works, and holds what it held: no refusal changed a byte of it
     w[1].lock(LockType::Shared, 0, 0).await.unwrap();
-    w[1].put(0, a + 56, &[8i64]).unwrap();
+    w[1].put(0, a + 56, &[80i64]).unwrap();
+    w[1].flush(0).await.unwrap();
+    let read = w[1].get::<i64>(0, a, 8).unwrap();
     w[1].unlock(0).await.unwrap();
+    assert_eq!(read.value().await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 80]);
     // attach and detach on a window of another flavor
     let spec = WindowSpec::of::<i64>(&unique("s"), 2, 4);
     let statics = fixture.window(spec).await;
@@ -200,6 +206,37 @@ async fn attach_and_detach_misuse_has_its_class_and_changes_nothing() {
         class(statics[0].detach(a).await),
         Some(ErrorClass::RmaFlavor)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_of_no_bytes_attaches_and_detaches_as_mpi_allows() {
+    let fixture = Fixture::new(2).await;
+    let w = fixture.window(dynamic(&unique("d"), 2)).await;
+    // MPI_Win_attach(win, base, 0): legal; an address of its own, nothing to reach
+    let empty = w[0].attach(0).await.unwrap();
+    assert!(w[0].regions().is_empty());
+    let full = w[0].attach(8).await.unwrap();
+    assert_ne!(full, empty, "the next region has another address");
+    assert_eq!(w[0].regions(), vec![(full, 8)]);
+    // by address, inside a region with bytes: it overlaps nothing
+    let inside = w[0].attach_at(full + 4, 0).await.unwrap();
+    assert_eq!(inside, full + 4);
+    w[1].lock(LockType::Shared, 0, 0).await.unwrap();
+    w[1].put(0, full, &[5i64]).unwrap();
+    w[1].unlock(0).await.unwrap();
+    w[1].lock(LockType::Shared, 0, 0).await.unwrap();
+    w[1].put(0, empty, &[1u8]).unwrap();
+    assert_eq!(class(w[1].unlock(0).await), Some(ErrorClass::RmaRange));
+    // each detaches once; the region with bytes is untouched
+    for base in [inside, empty] {
+        w[0].detach(base).await.unwrap();
+        assert_eq!(class(w[0].detach(base).await), Some(ErrorClass::RmaAttach));
+    }
+    assert_eq!(w[0].regions(), vec![(full, 8)]);
+    w[1].lock(LockType::Shared, 0, 0).await.unwrap();
+    let got = w[1].get::<i64>(0, full, 1).unwrap();
+    w[1].unlock(0).await.unwrap();
+    assert_eq!(got.value().await.unwrap(), vec![5]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1733,16 +1733,6 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::RmaAttach),
             ),
             row(
-                "attaching a region of no bytes",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: d,
-                    size: 0,
-                    at: 0,
-                }))),
-                InvalidArgument,
-                Some(C::Size),
-            ),
-            row(
                 "detaching an address inside a region, not its start",
                 Send::Call(Some(Call::Detach(v1::Detach {
                     window: d,

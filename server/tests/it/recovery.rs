@@ -123,6 +123,55 @@ async fn a_session_attaches_again_by_itself_when_its_server_comes_back() {
     server.stop().await;
 }
 
+/// `reattach_within(0)` means never: when the server goes, such a session stays ended (its
+/// calls fail) while a session with the default bound, beside it, comes back — which gives
+/// the first as long to come back, had it wrongly tried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_told_reattach_within_zero_does_not_come_back() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-never")));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = start_listening(listener, &data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world(&unique("never"), 2).await.unwrap();
+    admin
+        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 1))
+        .await
+        .unwrap();
+    let never = Session::builder(&server.url, &world.tokens[0])
+        .reattach_within(Duration::ZERO)
+        .attach()
+        .await
+        .unwrap();
+    let control = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let w = never.window("w").await.unwrap();
+    let c = control.window("w").await.unwrap();
+    server.stop().await;
+    let server = start_listening(TcpListener::bind(address).await.unwrap(), &data.0, |_| {}).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while control.incarnation() == 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the control session did not attach again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // the control works again; the other stayed as it was lost
+    c.lock(LockType::Shared, 1, 0).await.unwrap();
+    c.unlock(1).await.unwrap();
+    assert_eq!(never.incarnation(), 1);
+    let lost = w.lock(LockType::Shared, 0, 0).await.unwrap_err();
+    assert!(
+        matches!(lost, onesided_client::Error::Disconnected(_)),
+        "{lost}"
+    );
+    drop((w, c));
+    control.close().await.unwrap();
+    server.stop().await;
+}
+
 /// The info `MPI_Win_set_info` put in place comes back with the window after a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_set_by_the_ranks_survives_a_restart() {

@@ -250,3 +250,44 @@ async fn the_sqlite_audit_store_is_its_owners_alone() {
         "{log:#?}"
     );
 }
+
+/// The admin token is compared in time independent of where a guess differs: every check of
+/// a presented token against it goes through `auth::same`, which compares with `subtle`'s
+/// constant-time equality (timing cannot be measured reliably in a test; the primitive can be
+/// read). A comparison with `==` of the admin token anywhere in the services that check it
+/// fails this.
+#[test]
+fn the_admin_token_is_compared_with_a_constant_time_primitive() {
+    let auth = include_str!("../../src/auth.rs");
+    let same = auth
+        .split("pub(crate) fn same(")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}\n").next())
+        .expect("auth.rs defines `same`");
+    assert!(
+        same.contains(".ct_eq("),
+        "`same` is not constant-time: {same}"
+    );
+    let checkers = [
+        ("auth.rs", auth, "same(presented, &self.token)"),
+        ("auth.rs", auth, "same(presented, &self.admin_token)"),
+        (
+            "web.rs",
+            include_str!("../../src/web.rs"),
+            "crate::auth::same(presented, &self.admin_token)",
+        ),
+    ];
+    for (file, source, check) in checkers {
+        assert!(
+            source.contains(check),
+            "{file} no longer checks with `{check}`"
+        );
+        for line in source.lines() {
+            let names_token = line.contains("admin_token") || line.contains("self.token");
+            assert!(
+                !(names_token && (line.contains("==") || line.contains("!="))),
+                "{file} compares the admin token with `==`: {line}"
+            );
+        }
+    }
+}

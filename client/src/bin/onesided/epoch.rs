@@ -1,7 +1,9 @@
 //! One-shot epochs: `get`, `put`, `acc`, `fop`, `cas`. Each attaches as the token's rank,
 //! opens the window, locks the target, issues the operation, unlocks and prints the result.
 //! Large `put --from-file` / `get --to-file` transfers go in chunks inside the one epoch, with
-//! a progress bar advancing per completed chunk.
+//! a progress bar advancing per completed chunk. Whatever the outcome, the command's session
+//! ends cleanly before it exits ([`Session::close`]): its own audit rows (the unlock's return)
+//! are committed, and the server sees the session leave rather than its stream break.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,6 +114,7 @@ pub struct CasArgs {
 }
 
 struct Epoch {
+    session: Session,
     window: Window,
     target: u32,
     disp: u64,
@@ -133,21 +136,38 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
     let given = args.dtype.as_deref().map(datatype).transpose()?;
     let token = global.token("the token of the rank to act as")?;
     let session = Session::attach(global.endpoint()?, token).await?;
-    check_membership(&session, args.world.as_deref(), args.rank)?;
-    let window = session.window_zeroed(&args.window).await?;
-    let dtype = element_type(given, window.desc().info.element_type, file, &args.window)?;
-    let lock = match args.lock {
-        Some(LockArg::Shared) => LockType::Shared,
-        Some(LockArg::Exclusive) => LockType::Exclusive,
-        None => default,
-    };
-    window.lock(lock, args.target, 0).await?;
-    Ok(Epoch {
-        window,
-        target: args.target,
-        disp: args.disp,
-        dtype,
-    })
+    let opened = async {
+        check_membership(&session, args.world.as_deref(), args.rank)?;
+        let window = session.window_zeroed(&args.window).await?;
+        let dtype = element_type(given, window.desc().info.element_type, file, &args.window)?;
+        let lock = match args.lock {
+            Some(LockArg::Shared) => LockType::Shared,
+            Some(LockArg::Exclusive) => LockType::Exclusive,
+            None => default,
+        };
+        window.lock(lock, args.target, 0).await?;
+        Ok::<_, anyhow::Error>((window, dtype))
+    }
+    .await;
+    match opened {
+        Ok((window, dtype)) => Ok(Epoch {
+            session,
+            window,
+            target: args.target,
+            disp: args.disp,
+            dtype,
+        }),
+        Err(error) => ended(session, Err(error)).await,
+    }
+}
+
+/// Ends the command's session cleanly ([`Session::close`]) and returns `outcome`: its error
+/// first, else the close's.
+async fn ended<T>(session: Session, outcome: Result<T>) -> Result<T> {
+    let closed = session.close().await;
+    let value = outcome?;
+    closed?;
+    Ok(value)
 }
 
 /// The operation's type: --type, else the window's own (when its creator named one), else
@@ -232,6 +252,11 @@ fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str)
 pub async fn get(global: &Global, args: GetArgs) -> Result<ExitCode> {
     let file = args.to_file.is_some();
     let epoch = open(global, &args.epoch, LockType::Shared, file).await?;
+    let session = epoch.session.clone();
+    ended(session, get_in(global, args, epoch).await).await
+}
+
+async fn get_in(global: &Global, args: GetArgs, epoch: Epoch) -> Result<ExitCode> {
     let Some(path) = args.to_file else {
         let target = epoch.target;
         let spec = epoch.spec(OpKind::Get, args.count, Vec::new());
@@ -288,6 +313,11 @@ pub async fn get(global: &Global, args: GetArgs) -> Result<ExitCode> {
 pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
     let file = args.from_file.is_some();
     let epoch = open(global, &args.epoch, LockType::Exclusive, file).await?;
+    let session = epoch.session.clone();
+    ended(session, put_in(global, args, epoch).await).await
+}
+
+async fn put_in(global: &Global, args: PutArgs, epoch: Epoch) -> Result<ExitCode> {
     let Some(path) = args.from_file else {
         let values = typed(epoch.dtype, &args.values)?;
         let data = encode_all(epoch.dtype, &values)?;
@@ -360,8 +390,15 @@ pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
 }
 
 pub async fn acc(global: &Global, args: AccArgs) -> Result<ExitCode> {
-    let op = op_of(&args.op)?;
+    // a usage error before attaching
+    op_of(&args.op)?;
     let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
+    let session = epoch.session.clone();
+    ended(session, acc_in(global, args, epoch).await).await
+}
+
+async fn acc_in(global: &Global, args: AccArgs, epoch: Epoch) -> Result<ExitCode> {
+    let op = op_of(&args.op)?;
     let values = typed(epoch.dtype, &args.values)?;
     let data = encode_all(epoch.dtype, &values)?;
     let spec = epoch.spec(OpKind::Accumulate(op), values.len() as u64, data);
@@ -374,8 +411,15 @@ pub async fn acc(global: &Global, args: AccArgs) -> Result<ExitCode> {
 }
 
 pub async fn fop(global: &Global, args: FopArgs) -> Result<ExitCode> {
-    let op = op_of(&args.op)?;
+    // a usage error before attaching
+    op_of(&args.op)?;
     let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
+    let session = epoch.session.clone();
+    ended(session, fop_in(global, args, epoch).await).await
+}
+
+async fn fop_in(global: &Global, args: FopArgs, epoch: Epoch) -> Result<ExitCode> {
+    let op = op_of(&args.op)?;
     let data = match (&args.value, op) {
         (_, Op::NoOp) => Vec::new(),
         (Some(value), _) => encode_all(
@@ -393,6 +437,11 @@ pub async fn fop(global: &Global, args: FopArgs) -> Result<ExitCode> {
 
 pub async fn cas(global: &Global, args: CasArgs) -> Result<ExitCode> {
     let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
+    let session = epoch.session.clone();
+    ended(session, cas_in(global, args, epoch).await).await
+}
+
+async fn cas_in(global: &Global, args: CasArgs, epoch: Epoch) -> Result<ExitCode> {
     let value = typed(epoch.dtype, std::slice::from_ref(&args.value))?;
     let compare = typed(epoch.dtype, std::slice::from_ref(&args.compare))?;
     let mut spec = epoch.spec(OpKind::CompareAndSwap, 1, encode_all(epoch.dtype, &value)?);

@@ -228,7 +228,10 @@ pub async fn shell(global: &Global, args: ShellArgs) -> Result<ExitCode> {
     let Some(session) = executor.session() else {
         return Err(Usage("the session ended".into()).into());
     };
-    crate::epoch::check_membership(session, args.world.as_deref(), args.rank)?;
+    if let Err(error) = crate::epoch::check_membership(session, args.world.as_deref(), args.rank) {
+        let _ = session.clone().close().await;
+        return Err(error.into());
+    }
     let ranks = session.nranks();
     let banner = format!(
         "onesided shell: rank {} of {} in world {} (type `help`)",
@@ -283,6 +286,14 @@ pub async fn shell(global: &Global, args: ShellArgs) -> Result<ExitCode> {
                 }
             }
             std::io::stdout().flush()?;
+        }
+    }
+    // the session ends cleanly: its last loads and stores and its own audit rows are in the
+    // log, and the server sees it leave rather than its stream break at exit
+    if let Some(session) = shell.executor.session().cloned() {
+        if let Err(error) = session.close().await {
+            failures += 1;
+            eprintln!("onesided: closing the session failed: {error}");
         }
     }
     Ok(if failures == 0 {
