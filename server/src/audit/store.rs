@@ -495,6 +495,23 @@ macro_rules! on_pool {
     };
 }
 
+/// Commits `tx` when `written` is `Ok`, and otherwise rolls it back *now* — a dropped
+/// transaction only queues its ROLLBACK for the connection's next use, holding its locks
+/// until then — and returns `written`'s error.
+async fn end_transaction<DB: sqlx::Database>(
+    tx: sqlx::Transaction<'_, DB>,
+    written: Result<(), sqlx::Error>,
+) -> Result<(), sqlx::Error> {
+    match written {
+        Ok(()) => tx.commit().await,
+        Err(error) => {
+            // the first error says why; a failed rollback ends with the connection anyway
+            let _ = tx.rollback().await;
+            Err(error)
+        }
+    }
+}
+
 /// A key or lower bound read from a request, as SQL's BIGINT: `None` past `i64::MAX`, which no
 /// stored window id or sequence number reaches. (`as i64` wraps such a value to a negative
 /// one, and `seq >= $2` then matches the whole log.)
@@ -722,6 +739,7 @@ impl AuditStore {
     ) -> anyhow::Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await?;
+            let written: Result<(), sqlx::Error> = async {
             sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
                 .bind(&world.name)
                 .bind(world.nranks as i32)
@@ -748,7 +766,10 @@ impl AuditStore {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.commit().await?;
+            Ok(())
+            }
+            .await;
+            end_transaction(tx, written).await?;
         });
         Ok(())
     }
@@ -771,14 +792,18 @@ impl AuditStore {
     pub async fn delete_world(&self, name: &str) -> anyhow::Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            for sql in [
-                "DELETE FROM world_tokens WHERE world = $1",
-                "DELETE FROM worlds WHERE name = $1",
-                "UPDATE window_specs SET freed = TRUE WHERE world = $1",
-            ] {
-                sqlx::query(sql).bind(name).execute(&mut *tx).await?;
+            let written: Result<(), sqlx::Error> = async {
+                for sql in [
+                    "DELETE FROM world_tokens WHERE world = $1",
+                    "DELETE FROM worlds WHERE name = $1",
+                    "UPDATE window_specs SET freed = TRUE WHERE world = $1",
+                ] {
+                    sqlx::query(sql).bind(name).execute(&mut *tx).await?;
+                }
+                Ok(())
             }
-            tx.commit().await?;
+            .await;
+            end_transaction(tx, written).await?;
         });
         Ok(())
     }
@@ -1467,6 +1492,7 @@ macro_rules! insert_fn {
                 return Ok(());
             }
             let mut tx = conn.begin().await?;
+            let written: anyhow::Result<()> = async {
             if let Some(guard) = guard {
                 $guard(&mut *tx, guard).await?;
             }
@@ -1506,7 +1532,25 @@ macro_rules! insert_fn {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.commit().await?;
+            Ok(())
+            }
+            .await;
+            match written {
+                Ok(()) => tx.commit().await?,
+                // ended now: a dropped transaction only queues its ROLLBACK for the
+                // connection's next use, and a connection kept while the node is idle (a
+                // fenced commit keeps it) would hold the transaction's locks until then
+                Err(error) => {
+                    if let Err(ending) = tx.rollback().await {
+                        // not `Fenced` any more: the connection's state is unknown, so the
+                        // committer closes it
+                        return Err(anyhow::Error::new(ending).context(format!(
+                            "cannot roll back a refused commit ({error:#})"
+                        )));
+                    }
+                    return Err(error);
+                }
+            }
             Ok(())
         }
     };

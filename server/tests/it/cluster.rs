@@ -742,46 +742,122 @@ async fn a_frozen_owner_past_its_lease_commits_nothing_and_its_clients_move() {
     assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
 }
 
-#[tokio::test]
-async fn a_commit_under_a_lease_another_node_took_stores_nothing() {
+/// The creation of window `window` of `world`: the first row of its chain.
+fn created_row(world: &str, window: u64) -> NewRow {
     use onesided_core::audit::{AuditRecord, Body, Event, GENESIS};
-    let database = PgDatabase::create().await;
+    let event = Event::WindowCreated {
+        unified: false,
+        world: world.into(),
+        name: format!("w{window}"),
+        sizes: vec![8],
+        disp_units: vec![1],
+        info: Default::default(),
+    };
+    NewRow {
+        body: Body::encode(&event),
+        record: AuditRecord {
+            window,
+            seq: 1,
+            at_ns: window,
+            rank: 0,
+            incarnation: 0,
+            cseq: None,
+            event,
+        },
+        prev_hash: GENESIS,
+        hash: [window as u8; 32],
+    }
+}
+
+/// A store on `database` holding `worlds` (one rank each), served by `node` at epoch 1.
+async fn store_serving(database: &PgDatabase, node: &str, worlds: &[&str]) -> AuditStore {
     let store = AuditStore::open(Some(&database.url), std::path::Path::new("."))
         .await
         .unwrap();
-    let world = onesided_server::audit::StoredWorld {
-        name: "fenced".into(),
-        nranks: 1,
-        tokens: vec![([7; 32], 0)],
-    };
+    for (index, name) in worlds.iter().enumerate() {
+        let world = onesided_server::audit::StoredWorld {
+            name: (*name).into(),
+            nranks: 1,
+            tokens: vec![([index as u8; 32], 0)],
+        };
+        store
+            .save_world(&world, Some((node, true, Duration::from_secs(5))))
+            .await
+            .unwrap();
+    }
     store
-        .save_world(&world, Some(("node-a", true, Duration::from_secs(5))))
+}
+
+/// Another node claims `world` as a claim does (the epoch grows), waiting for no lock longer
+/// than `patience`.
+async fn claim_within(database: &PgDatabase, world: &str, node: &str, patience: Duration) {
+    use sqlx::Connection;
+    let mut other = sqlx::PgConnection::connect(&database.url).await.unwrap();
+    sqlx::query(&format!("SET lock_timeout = {}", patience.as_millis()))
+        .execute(&mut other)
         .await
         .unwrap();
-    let row = |seq: u64| {
-        let event = Event::WindowCreated {
-            unified: false,
-            world: "fenced".into(),
-            name: format!("w{seq}"),
-            sizes: vec![8],
-            disp_units: vec![1],
-            info: Default::default(),
-        };
-        NewRow {
-            body: Body::encode(&event),
-            record: AuditRecord {
-                window: seq,
-                seq: 1,
-                at_ns: seq,
-                rank: 0,
-                incarnation: 0,
-                cseq: None,
-                event,
-            },
-            prev_hash: GENESIS,
-            hash: [seq as u8; 32],
-        }
+    let claimed =
+        sqlx::query("UPDATE world_owners SET node_id = $2, epoch = epoch + 1 WHERE world = $1")
+            .bind(world)
+            .bind(node)
+            .execute(&mut other)
+            .await;
+    assert!(
+        claimed.is_ok(),
+        "{node}'s claim of {world} waited on a lock: {claimed:?}"
+    );
+}
+
+/// Connections of `database` inside a transaction that is waiting for its client.
+async fn idle_in_transaction(database: &PgDatabase) -> i64 {
+    use sqlx::Connection;
+    let mut watcher = sqlx::PgConnection::connect(&database.url).await.unwrap();
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND state LIKE 'idle in transaction%'",
+    )
+    .fetch_one(&mut watcher)
+    .await
+    .unwrap()
+}
+
+/// A commit refused as fenced ends its transaction before the refusal is returned: the
+/// committer keeps its connection, and a node with no further traffic would otherwise leave
+/// it open, holding the leases of the batch's other worlds against every claim (issue 43,
+/// item 11).
+#[tokio::test]
+async fn a_fenced_commit_ends_its_transaction_at_once() {
+    let database = PgDatabase::create().await;
+    let store = store_serving(&database, "node-a", &["kept", "taken"]).await;
+    claim_within(&database, "taken", "node-b", Duration::from_secs(5)).await;
+    let guard = Guard {
+        node: "node-a".into(),
+        leases: vec![("kept".into(), 1), ("taken".into(), 1)],
     };
+    let mut committer = Committer::new(store.clone());
+    let refused = committer
+        .insert_guarded(&[created_row("kept", 1)], &[], Some(&guard))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.downcast_ref::<Fenced>(),
+        Some(&Fenced {
+            worlds: vec!["taken".into()]
+        })
+    );
+    // the committer sits idle now, as a node with no traffic does
+    assert_eq!(idle_in_transaction(&database).await, 0);
+    claim_within(&database, "kept", "node-b", Duration::from_secs(1)).await;
+    assert!(store.windows().await.unwrap().is_empty());
+    drop(committer);
+}
+
+#[tokio::test]
+async fn a_commit_under_a_lease_another_node_took_stores_nothing() {
+    let database = PgDatabase::create().await;
+    let store = store_serving(&database, "node-a", &["fenced"]).await;
+    let row = |seq: u64| created_row("fenced", seq);
     let guard = Guard {
         node: "node-a".into(),
         leases: vec![("fenced".into(), 1)],
