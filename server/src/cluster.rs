@@ -187,7 +187,13 @@ impl Cluster {
             .max_connections(2)
             .test_before_acquire(true)
             .acquire_timeout(config.lease_ttl / 2)
-            .connect_with((*pool.connect_options()).clone())
+            // no claim or heartbeat waits on another node's transaction for long, and none of
+            // these is left open by a node paused in the middle of it
+            .connect_with(crate::audit::store::cluster_session(
+                (*pool.connect_options()).clone(),
+                config.lease_ttl,
+                true,
+            ))
             .await
             .context("cannot connect to the cluster's database")?;
         Ok(Arc::new(Cluster {

@@ -359,6 +359,11 @@ pub async fn run(
     } else {
         let store =
             audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
+        // a paused node's open commit is ended by the database within a quarter of the lease
+        let store = match &config.cluster {
+            Some(node) => store.for_cluster(node.lease_ttl),
+            None => store,
+        };
         let last_window = store.max_window_id().await?;
         let recovered = match &config.cluster {
             // a node takes its worlds up one by one, at its first heartbeat
