@@ -114,6 +114,11 @@ pub struct Cluster {
     draining: Mutex<HashSet<String>>,
     /// Told when a drain ends.
     drained: tokio::sync::Notify,
+    /// Since when this node's heartbeats have reached the database without a failure (`None`
+    /// while they fail). Another node's world is claimed only after a whole lease of it: when
+    /// the database returns from an outage every lease has expired, and each live owner gets
+    /// that long to renew its own before anyone may take them.
+    reaching_since: Mutex<Option<tokio::time::Instant>>,
 }
 
 fn secs(ttl: Duration) -> f64 {
@@ -205,6 +210,7 @@ impl Cluster {
             registry: std::sync::OnceLock::new(),
             draining: Mutex::new(HashSet::new()),
             drained: tokio::sync::Notify::new(),
+            reaching_since: Mutex::new(Some(tokio::time::Instant::now())),
         }))
     }
 
@@ -226,6 +232,22 @@ impl Cluster {
     /// Whether this node holds `world`'s lease.
     pub fn holds(&self, world: &str) -> bool {
         lock(&self.held).contains_key(world)
+    }
+
+    /// Whether this node may take another node's world up: its heartbeats have reached the
+    /// database for a whole lease (see `reaching_since`).
+    fn settled(&self) -> bool {
+        lock(&self.reaching_since).is_some_and(|since| since.elapsed() >= self.config.lease_ttl)
+    }
+
+    /// Notes whether a heartbeat reached the database.
+    fn reached(&self, reached: bool) {
+        let mut since = lock(&self.reaching_since);
+        match (reached, *since) {
+            (true, None) => *since = Some(tokio::time::Instant::now()),
+            (false, _) => *since = None,
+            (true, Some(_)) => {}
+        }
     }
 
     /// The registry this node serves its worlds from.
@@ -327,8 +349,11 @@ impl Cluster {
             if self.holds(world) && registry.has_world(world) {
                 return Ok(Served::Here);
             }
-            let owner: Option<(String, Option<String>, bool)> = sqlx::query_as(
-                "SELECT o.node_id, n.advertise, o.lease_until > now() FROM world_owners o \
+            // (owner, its address, whether the world's lease is current, whether the owner's
+            // own lease is)
+            let owner: Option<(String, Option<String>, bool, Option<bool>)> = sqlx::query_as(
+                "SELECT o.node_id, n.advertise, o.lease_until > now(), n.lease_until > now() \
+                 FROM world_owners o \
                  LEFT JOIN cluster_nodes n ON n.node_id = o.node_id WHERE o.world = $1",
             )
             .bind(world)
@@ -336,10 +361,21 @@ impl Cluster {
             .await?;
             match owner {
                 None => return Ok(Served::Unknown),
-                Some((node, Some(advertise), true)) if node != self.config.node_id => {
+                // a live owner whose world lease lapsed (the database was away) renews it
+                // itself: it is not taken from it
+                Some((node, Some(advertise), world_current, node_alive))
+                    if node != self.config.node_id
+                        && (world_current || node_alive == Some(true)) =>
+                {
                     return Ok(Served::There(advertise))
                 }
-                Some(_) => {
+                Some((node, ..)) => {
+                    if node != self.config.node_id && !self.settled() {
+                        anyhow::bail!(
+                            "world {world:?} has no live node and this one has just reached the \
+                             database again; try again in a moment"
+                        );
+                    }
                     if self.adopt(world, registry).await? {
                         return Ok(Served::Here);
                     }
@@ -358,13 +394,17 @@ impl Cluster {
             return Ok(true);
         }
         let claimed: Option<i64> = sqlx::query_scalar(
-            "UPDATE world_owners SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
+            "UPDATE world_owners o SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
                  lease_until = now() + make_interval(secs => $3) \
-             WHERE world = $2 AND (node_id = $1 OR lease_until < now()) RETURNING epoch",
+             WHERE o.world = $2 AND (o.node_id = $1 OR ($4 AND o.lease_until < now() \
+                 AND NOT EXISTS (SELECT 1 FROM cluster_nodes n \
+                     WHERE n.node_id = o.node_id AND n.lease_until > now()))) \
+             RETURNING o.epoch",
         )
         .bind(&self.config.node_id)
         .bind(world)
         .bind(secs(self.config.lease_ttl))
+        .bind(self.settled())
         .fetch_optional(&self.pool)
         .await?;
         let Some(epoch) = claimed else {
@@ -514,7 +554,9 @@ impl Cluster {
         .bind(&self.config.node_id)
         .bind(ttl)
         .execute(&self.pool)
-        .await?;
+        .await;
+        self.reached(renewed.is_ok());
+        let renewed = renewed?;
         if renewed.rows_affected() == 0 {
             sqlx::query(
                 "INSERT INTO cluster_nodes (node_id, advertise, lease_until) \
@@ -546,11 +588,16 @@ impl Cluster {
             self.release(world);
             registry.evict_world(world);
         }
+        // this node's own worlds (placed here, or left by its previous run), and those of
+        // nodes that are dead: both their world's lease and their own expired
         let mut claimable: Vec<String> = sqlx::query_scalar(
-            "SELECT world FROM world_owners WHERE node_id = $1 OR lease_until < now() \
-             ORDER BY world",
+            "SELECT o.world FROM world_owners o WHERE o.node_id = $1 OR ($2 \
+                 AND o.lease_until < now() AND NOT EXISTS (SELECT 1 FROM cluster_nodes n \
+                     WHERE n.node_id = o.node_id AND n.lease_until > now())) \
+             ORDER BY o.world",
         )
         .bind(&self.config.node_id)
+        .bind(self.settled())
         .fetch_all(&self.pool)
         .await?;
         claimable.retain(|world| !self.holds(world));

@@ -708,6 +708,17 @@ impl AuditStore {
         Ok(AuditStore::Sqlite(pool, events))
     }
 
+    /// Whether the store answers (one round trip on a connection of its pool).
+    ///
+    /// # Errors
+    /// When it does not.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await?;
+        });
+        Ok(())
+    }
+
     /// The highest window id ever recorded (0 when none), so new windows never reuse an id.
     ///
     /// # Errors

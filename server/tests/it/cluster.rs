@@ -608,9 +608,121 @@ async fn a_crash_and_restart_of_postgresql_under_load_loses_nothing_acknowledged
         load.failed.load(Ordering::SeqCst) > 0,
         "no call noticed the crash"
     );
-    let status = admin.cluster_status().await.unwrap();
-    assert!(status.nodes.iter().all(|node| node.alive), "{status:#?}");
+    // every node is alive again within seconds, by itself
+    until_status(&admin, Duration::from_secs(5), |status| {
+        status.nodes.iter().all(|node| node.alive)
+    })
+    .await;
     load.stop_and_check(&all, &tokens[0]).await;
+    drop(database);
+    drop(postgres);
+}
+
+/// One lock epoch of `w` adding 1 to rank 1's element.
+async fn one_epoch(w: &onesided_client::Window) -> Result<(), onesided_client::Error> {
+    w.lock(LockType::Exclusive, 1, 0).await?;
+    w.accumulate::<u64>(1, 0, &[1], Op::Sum)?;
+    w.unlock(1).await
+}
+
+/// Repeats `epoch` until it succeeds; how long that took (panics past `within`).
+async fn until_an_epoch_succeeds<F, Fut>(within: Duration, what: &str, epoch: F) -> Duration
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), onesided_client::Error>>,
+{
+    let began = Instant::now();
+    loop {
+        match tokio::time::timeout(within, epoch()).await {
+            Ok(Ok(())) => return began.elapsed(),
+            Ok(Err(error)) => assert!(
+                began.elapsed() < within,
+                "{what}: no epoch succeeded within {within:?}: {error}"
+            ),
+            Err(_) => panic!("{what}: an epoch hung for {within:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// PostgreSQL stopped for longer than the nodes' lease and started again: every world is
+/// served again within 5 s of its return — through the sessions attached before, idle during
+/// the outage, and through new ones — and every node comes back alive by itself (issue 43,
+/// item 12: a node stayed "unavailable" for good, and idle worlds failed for 20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_postgresql_is_down_and_back_every_world_is_served_within_seconds() {
+    let postgres = tokio::task::spawn_blocking(PrivatePostgres::start)
+        .await
+        .unwrap();
+    let database = PgDatabase::create_on(&postgres.url).await;
+    let nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let mut worlds = Vec::new();
+    for index in 0..3 {
+        let world = unique(&format!("outage{index}"));
+        let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+        admin
+            .create_window(&world, &WindowSpec::of::<u64>("w", 2, 1))
+            .await
+            .unwrap();
+        let session = Session::attach(all.as_str(), &tokens[0]).await.unwrap();
+        let w = session.window("w").await.unwrap();
+        one_epoch(&w).await.unwrap();
+        worlds.push((tokens, session, w));
+    }
+    let status = admin.cluster_status().await.unwrap();
+    assert!(
+        status.nodes.iter().all(|node| node.worlds.len() == 1),
+        "one world per node: {status:#?}"
+    );
+    // down for 5 s: past the nodes' 2 s lease, so every lease has expired when it returns
+    let postgres = tokio::task::spawn_blocking(move || {
+        postgres.crash();
+        std::thread::sleep(Duration::from_secs(5));
+        postgres.start_again();
+        postgres
+    })
+    .await
+    .unwrap();
+    let back = Instant::now();
+    let served = futures::future::join_all(worlds.iter().map(|(tokens, _session, w)| {
+        let all = all.clone();
+        async move {
+            let idle =
+                until_an_epoch_succeeds(Duration::from_secs(5), "an idle session", || one_epoch(w))
+                    .await;
+            let fresh = until_an_epoch_succeeds(Duration::from_secs(5), "a new session", || {
+                let all = all.clone();
+                let token = tokens[1].clone();
+                async move {
+                    let session = Session::attach(all.as_str(), &token).await?;
+                    one_epoch(&session.window("w").await?).await
+                }
+            })
+            .await;
+            (idle, fresh)
+        }
+    }))
+    .await;
+    eprintln!(
+        "served again after {served:?} ({:?} since the database returned)",
+        back.elapsed()
+    );
+    assert!(
+        back.elapsed() < Duration::from_secs(8),
+        "{:?} after the database returned",
+        back.elapsed()
+    );
+    let status = until_status(&admin, Duration::from_secs(5), |status| {
+        status.nodes.iter().all(|node| node.alive)
+    })
+    .await;
+    // no node took a live node's world when the database returned
+    assert!(
+        status.nodes.iter().all(|node| node.worlds.len() == 1),
+        "{status:#?}"
+    );
     drop(database);
     drop(postgres);
 }
