@@ -104,6 +104,10 @@ pub struct Cluster {
     pool: PgPool,
     /// The worlds this node serves, with the epoch of its lease on each.
     held: Mutex<HashMap<String, i64>>,
+    /// Until when, by this node's clock, each held world's lease is surely still this node's
+    /// ([`Cluster::serves`]): a node paused or cut off past it may have lost the world
+    /// without knowing yet, and answers nothing of it before the database says.
+    current: Mutex<HashMap<String, tokio::time::Instant>>,
     /// The world of each window of a held world (the audit writer's fencing asks by window).
     windows: Mutex<HashMap<u64, String>>,
     /// One world taken up at a time on this node (claim, rebuild, register).
@@ -205,6 +209,7 @@ impl Cluster {
             config,
             pool: own,
             held: Mutex::new(HashMap::new()),
+            current: Mutex::new(HashMap::new()),
             windows: Mutex::new(HashMap::new()),
             adopting: tokio::sync::Mutex::new(()),
             registry: std::sync::OnceLock::new(),
@@ -232,6 +237,65 @@ impl Cluster {
     /// Whether this node holds `world`'s lease.
     pub fn holds(&self, world: &str) -> bool {
         lock(&self.held).contains_key(world)
+    }
+
+    /// Whether, by this node's clock, `world`'s lease is surely still this node's: held, and
+    /// renewed less than nine tenths of a lease ago (counted from before the renewal was
+    /// sent; the tenth covers clocks running at slightly different rates). A node that was
+    /// paused (SIGSTOP) or cut off past that may have lost the world without knowing yet.
+    pub fn serves(&self, world: &str) -> bool {
+        lock(&self.current)
+            .get(world)
+            .is_some_and(|until| tokio::time::Instant::now() < *until)
+    }
+
+    /// `world`'s lease at `epoch` was renewed (or taken) by a statement sent at `sent`;
+    /// nothing changes when this node no longer holds it at that epoch.
+    fn renewed(&self, world: &str, epoch: i64, sent: tokio::time::Instant) {
+        // `held` before `current`, as everywhere
+        let held = lock(&self.held);
+        if held.get(world) == Some(&epoch) {
+            let until = sent + self.config.lease_ttl.mul_f64(0.9);
+            lock(&self.current).insert(world.to_string(), until);
+        }
+    }
+
+    /// Whether this node still serves `world`: at once when [`Cluster::serves`] says so;
+    /// otherwise the database is asked, renewing the lease at the epoch this node holds it
+    /// with. A world found lost is let go of here (released and evicted: its sessions end, and
+    /// new ones are redirected).
+    ///
+    /// # Errors
+    /// Database failures (nothing is let go of then).
+    pub async fn confirm(&self, world: &str, registry: &Registry) -> anyhow::Result<bool> {
+        if self.serves(world) {
+            return Ok(true);
+        }
+        let Some(epoch) = lock(&self.held).get(world).copied() else {
+            return Ok(false);
+        };
+        let sent = tokio::time::Instant::now();
+        let renewed = sqlx::query(
+            "UPDATE world_owners SET lease_until = now() + make_interval(secs => $4) \
+             WHERE world = $1 AND node_id = $2 AND epoch = $3",
+        )
+        .bind(world)
+        .bind(&self.config.node_id)
+        .bind(epoch)
+        .bind(secs(self.config.lease_ttl))
+        .execute(&self.pool)
+        .await?;
+        if renewed.rows_affected() > 0 {
+            self.renewed(world, epoch, sent);
+            return Ok(self.serves(world));
+        }
+        tracing::warn!(
+            world,
+            "lost the world's lease to another node (or it was deleted)"
+        );
+        self.release(world);
+        registry.evict_world(world);
+        Ok(false)
     }
 
     /// Whether this node may take another node's world up: its heartbeats have reached the
@@ -262,7 +326,10 @@ impl Cluster {
 
     /// `world` is no longer held here: its rows commit no more.
     pub fn release(&self, world: &str) {
-        lock(&self.held).remove(world);
+        let mut held = lock(&self.held);
+        held.remove(world);
+        lock(&self.current).remove(world);
+        drop(held);
         lock(&self.windows).retain(|_, owner| owner != world);
     }
 
@@ -317,9 +384,11 @@ impl Cluster {
         }
     }
 
-    /// This node serves `world` (just created here) at `epoch`.
-    pub fn hold(&self, world: &str, epoch: i64) {
+    /// This node serves `world` (just created here, its lease taken by a statement sent at
+    /// `sent`) at `epoch`.
+    pub fn hold(&self, world: &str, epoch: i64, sent: tokio::time::Instant) {
         lock(&self.held).insert(world.to_string(), epoch);
+        self.renewed(world, epoch, sent);
     }
 
     /// The world and rank of a rank token (by its SHA-256), from the store.
@@ -346,7 +415,10 @@ impl Cluster {
         // a lost claim race is asked again; a row naming a node that never registered (which
         // placement and moves never write) must not make this loop
         for _ in 0..3 {
-            if self.holds(world) && registry.has_world(world) {
+            if self.holds(world)
+                && registry.has_world(world)
+                && self.confirm(world, registry).await?
+            {
                 return Ok(Served::Here);
             }
             // (owner, its address, whether the world's lease is current, whether the owner's
@@ -390,9 +462,10 @@ impl Cluster {
     /// now serves it.
     async fn adopt(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<bool> {
         let _one_at_a_time = self.adopting.lock().await;
-        if self.holds(world) && registry.has_world(world) {
+        if self.holds(world) && registry.has_world(world) && self.confirm(world, registry).await? {
             return Ok(true);
         }
+        let sent = tokio::time::Instant::now();
         let claimed: Option<i64> = sqlx::query_scalar(
             "UPDATE world_owners o SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
                  lease_until = now() + make_interval(secs => $3) \
@@ -425,6 +498,7 @@ impl Cluster {
             }
         }
         lock(&self.held).insert(world.to_string(), epoch);
+        self.renewed(world, epoch, sent);
         let windows: Vec<u64> = recovered.windows.iter().map(|w| w.desc.id).collect();
         registry.audit().forget(windows).await;
         registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
@@ -571,6 +645,7 @@ impl Cluster {
         let held: HashMap<String, i64> = lock(&self.held).clone();
         let worlds: Vec<String> = held.keys().cloned().collect();
         let epochs: Vec<i64> = worlds.iter().map(|world| held[world]).collect();
+        let sent = tokio::time::Instant::now();
         let kept: Vec<String> = sqlx::query_scalar(
             "UPDATE world_owners o SET lease_until = now() + make_interval(secs => $2) \
              FROM UNNEST($3::text[], $4::bigint[]) AS h(world, epoch) \
@@ -583,6 +658,9 @@ impl Cluster {
         .bind(&epochs)
         .fetch_all(&self.pool)
         .await?;
+        for world in &kept {
+            self.renewed(world, held[world], sent);
+        }
         for world in worlds.iter().filter(|world| !kept.contains(world)) {
             tracing::warn!(world = %world, "lost the world's lease to another node (or it was deleted)");
             self.release(world);
@@ -684,7 +762,9 @@ impl Cluster {
             .bind(&self.config.node_id)
             .execute(&self.pool)
             .await?;
-        lock(&self.held).clear();
+        let mut held = lock(&self.held);
+        held.clear();
+        lock(&self.current).clear();
         Ok(())
     }
 }

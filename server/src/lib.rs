@@ -200,14 +200,18 @@ impl Rma for RmaService {
                 cluster.until_drained(&member.world).await;
             }
         }
+        // in a cluster, only while this node still holds the world's lease — by its clock,
+        // else as the database says: a node that was paused past its lease may have lost the
+        // world without knowing yet, and must not attach a session to it
+        let confirmed = match (&membership, self.registry.cluster()) {
+            (Ok(member), Some(cluster)) => cluster
+                .confirm(&member.world, &self.registry)
+                .await
+                .map_err(|error| Status::unavailable(format!("the cluster's store: {error:#}")))?,
+            _ => true,
+        };
         let member = match membership {
-            // in a cluster, only while this node still holds the world's lease
-            Ok(member)
-                if self
-                    .registry
-                    .cluster()
-                    .is_some_and(|cluster| !cluster.holds(&member.world)) =>
-            {
+            Ok(_) if !confirmed => {
                 let hash = registry::token_hash(auth::bearer(&request)?);
                 self.resolve(&request, auth::Unresolved(hash)).await?
             }

@@ -854,6 +854,77 @@ async fn a_frozen_owner_past_its_lease_commits_nothing_and_its_clients_move() {
     assert_eq!(audit.verify(id).await.unwrap().first_bad, None);
 }
 
+/// A node paused (SIGSTOP) past its lease, whose world another node took meanwhile, attaches
+/// no new session to the world and grants no lock of it when it resumes — not even to calls
+/// that reached it while it was paused, before its heartbeat has heard of the loss: the new
+/// session is redirected to the new owner (`x-onesided-owner`), and the lock is refused with
+/// `MPI_ERR_IO` (issue 43, item 14).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_a_world_while_paused_attaches_and_locks_nothing_of_it() {
+    use crate::raw::{raw, Meta, RawSession};
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 3);
+    let all = everyone(&nodes);
+    let admin = Admin::connect(all.as_str(), ADMIN_TOKEN).await.unwrap();
+    let world = unique("lost");
+    let tokens = admin.create_world(&world, 2).await.unwrap().tokens;
+    admin
+        .create_window(&world, &WindowSpec::of::<u64>("w", 2, 1))
+        .await
+        .unwrap();
+    let owner_id = owner_of(&admin.cluster_status().await.unwrap(), &world)
+        .unwrap()
+        .to_string();
+    let owner = nodes.iter().find(|node| node.id == owner_id).unwrap();
+    let other = nodes.iter().find(|node| node.id != owner_id).unwrap();
+    let watcher = Admin::connect(other.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let session = Session::attach(owner.url.as_str(), &tokens[0])
+        .await
+        .unwrap();
+    let w = session.window("w").await.unwrap();
+    one_epoch(&w).await.unwrap();
+    let mut grpc = raw(&owner.url).await;
+    owner.signal("-STOP");
+    // both reach the paused node's socket and wait there
+    let attaching = tokio::spawn({
+        let meta = Meta::bearer(&tokens[1]);
+        async move { RawSession::open(&mut grpc, &meta).await.map(|_| ()) }
+    });
+    let locking = tokio::spawn(async move {
+        let locked = w.lock(LockType::Exclusive, 0, 0).await;
+        (w, locked)
+    });
+    let taken = until_status(&watcher, Duration::from_secs(30), |status| {
+        owner_of(status, &world).is_some_and(|node| node != owner_id)
+    })
+    .await;
+    let new_owner = owner_of(&taken, &world).unwrap();
+    let new_url = &nodes.iter().find(|node| node.id == new_owner).unwrap().url;
+    owner.signal("-CONT");
+    let refused = tokio::time::timeout(Duration::from_secs(10), attaching)
+        .await
+        .expect("the attach was answered")
+        .unwrap()
+        .expect_err("a node that lost the world attached a session to it");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert_eq!(
+        refused
+            .metadata()
+            .get("x-onesided-owner")
+            .and_then(|value| value.to_str().ok()),
+        Some(new_url.as_str()),
+        "{refused:?}"
+    );
+    let (_w, locked) = tokio::time::timeout(Duration::from_secs(10), locking)
+        .await
+        .expect("the lock was answered")
+        .unwrap();
+    let refused = locked.expect_err("a node that lost the world granted a lock of it");
+    assert_eq!(refused.class(), Some(ErrorClass::Io), "{refused}");
+}
+
 /// The creation of window `window` of `world`: the first row of its chain.
 fn created_row(world: &str, window: u64) -> NewRow {
     use onesided_core::audit::{AuditRecord, Body, Event, GENESIS};
