@@ -140,7 +140,12 @@ impl Cluster {
     /// # Errors
     /// A SQLite store (a cluster needs PostgreSQL), a node id a live node with another address
     /// holds, or database failures.
-    pub async fn join(store: &AuditStore, config: NodeConfig) -> anyhow::Result<Arc<Self>> {
+    pub async fn join(
+        store: &AuditStore,
+        config: NodeConfig,
+        admin_token: &str,
+        tls: bool,
+    ) -> anyhow::Result<Arc<Self>> {
         let AuditStore::Postgres(pool) = store else {
             anyhow::bail!(
                 "a cluster needs PostgreSQL: --node-id was given with a SQLite audit store; \
@@ -157,27 +162,30 @@ impl Cluster {
                 config.advertise
             );
         }
-        let joined = sqlx::query(
-            "INSERT INTO cluster_nodes (node_id, advertise, started_at, heartbeat_at, lease_until) \
-             VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
-             ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
-                 started_at = now(), heartbeat_at = now(), lease_until = excluded.lease_until \
-             WHERE cluster_nodes.lease_until < now() \
-                OR cluster_nodes.advertise = excluded.advertise",
-        )
-        .bind(&config.node_id)
-        .bind(&config.advertise)
-        .bind(secs(config.lease_ttl))
-        .execute(pool)
-        .await
-        .context("cannot register the node")?;
-        if joined.rows_affected() == 0 {
-            anyhow::bail!(
-                "node id {:?} is held by a live node at another address; give this node \
-                 another --node-id, or wait {} s for that lease to expire",
-                config.node_id,
-                secs(config.lease_ttl)
-            );
+        // clients would speak the other protocol to the listener
+        match (config.advertise.starts_with("https://"), tls) {
+            (true, false) => anyhow::bail!(
+                "--advertise {:?} is https://, but this node listens without TLS: give \
+                 --tls-cert and --tls-key, or advertise http://",
+                config.advertise
+            ),
+            (false, true) => anyhow::bail!(
+                "--advertise {:?} is http://, but this node listens with TLS: advertise https://",
+                config.advertise
+            ),
+            _ => {}
+        }
+        Self::register(pool, &config).await?;
+        if let Err(error) = Self::agree_on_the_admin_token(pool, &config, admin_token).await {
+            // not a node of this cluster after all: its row lets go of the id at once
+            let _ = sqlx::query(
+                "UPDATE cluster_nodes SET lease_until = now() WHERE node_id = $1 AND advertise = $2",
+            )
+            .bind(&config.node_id)
+            .bind(&config.advertise)
+            .execute(pool)
+            .await;
+            return Err(error);
         }
         // a single server on this database counted window ids in memory
         sqlx::query(
@@ -217,6 +225,95 @@ impl Cluster {
             drained: tokio::sync::Notify::new(),
             reaching_since: Mutex::new(Some(tokio::time::Instant::now())),
         }))
+    }
+
+    /// Registers the node's row, with a fresh lease. A row of the same id whose lease is
+    /// current belongs to a live node — or to this node's previous run, killed a moment ago:
+    /// while its heartbeats go on, the id is refused; once they have stopped for a whole
+    /// lease, the row is taken over.
+    async fn register(pool: &PgPool, config: &NodeConfig) -> anyhow::Result<()> {
+        let began = tokio::time::Instant::now();
+        let mut seen: Option<f64> = None;
+        loop {
+            let joined = sqlx::query(
+                "INSERT INTO cluster_nodes \
+                     (node_id, advertise, started_at, heartbeat_at, lease_until) \
+                 VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
+                 ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
+                     started_at = now(), heartbeat_at = now(), \
+                     lease_until = excluded.lease_until \
+                 WHERE cluster_nodes.lease_until < now()",
+            )
+            .bind(&config.node_id)
+            .bind(&config.advertise)
+            .bind(secs(config.lease_ttl))
+            .execute(pool)
+            .await
+            .context("cannot register the node")?;
+            if joined.rows_affected() > 0 {
+                return Ok(());
+            }
+            // the live row's last heartbeat, as seconds since the epoch (database clock)
+            let beat: Option<f64> = sqlx::query_scalar(
+                "SELECT EXTRACT(EPOCH FROM heartbeat_at)::float8 FROM cluster_nodes \
+                 WHERE node_id = $1",
+            )
+            .bind(&config.node_id)
+            .fetch_optional(pool)
+            .await?;
+            let beating = matches!((seen, beat), (Some(before), Some(now)) if now != before);
+            if beating || began.elapsed() > config.lease_ttl * 2 {
+                anyhow::bail!(
+                    "node id {:?} is held by a live node (its heartbeats go on): give this \
+                     node another --node-id",
+                    config.node_id
+                );
+            }
+            seen = seen.or(beat);
+            tokio::time::sleep(config.lease_ttl / 8).await;
+        }
+    }
+
+    /// The cluster's admin token is this node's: the first node to join while no other is
+    /// live sets it (as a hash); a node with another token refuses to start — its token
+    /// would read every world it is given, and the cluster's token would be refused on it.
+    async fn agree_on_the_admin_token(
+        pool: &PgPool,
+        config: &NodeConfig,
+        admin_token: &str,
+    ) -> anyhow::Result<()> {
+        use sha2::Digest;
+        let mine = sha2::Sha256::new()
+            .chain_update(b"onesided cluster admin token\0")
+            .chain_update(admin_token.as_bytes())
+            .finalize()
+            .to_vec();
+        sqlx::query(
+            "INSERT INTO cluster_settings (name, value) VALUES ('admin_token_sha256', $1) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value \
+             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes \
+                 WHERE node_id <> $2 AND lease_until > now())",
+        )
+        .bind(&mine)
+        .bind(&config.node_id)
+        .execute(pool)
+        .await
+        .context("cannot read the cluster's settings")?;
+        let agreed: Vec<u8> = sqlx::query_scalar(
+            "SELECT value FROM cluster_settings WHERE name = 'admin_token_sha256'",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(
+            agreed.as_slice(),
+            mine.as_slice(),
+        )) {
+            anyhow::bail!(
+                "this node's admin token is not the one the cluster's live nodes use: every \
+                 node of a cluster needs the same --admin-token (ONESIDED_ADMIN_TOKEN)"
+            );
+        }
+        Ok(())
     }
 
     /// This node's id.

@@ -372,7 +372,15 @@ pub async fn run(
         let recovered = match &config.cluster {
             // a node takes its worlds up one by one, at its first heartbeat
             Some(node) => {
-                joined = Some(cluster::Cluster::join(&store, node.clone()).await?);
+                joined = Some(
+                    cluster::Cluster::join(
+                        &store,
+                        node.clone(),
+                        &config.admin_token,
+                        config.tls.is_some(),
+                    )
+                    .await?,
+                );
                 recovery::Recovered::default()
             }
             None => recovery::recover(&store)

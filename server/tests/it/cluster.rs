@@ -27,29 +27,55 @@ struct Node {
     _data: TempDir,
 }
 
+/// The command line of a node `id` listening on `port`, advertising `advertise`, with
+/// `admin_token`, in its own data directory.
+fn node_command(
+    database: &PgDatabase,
+    id: &str,
+    port: u16,
+    advertise: &str,
+    admin_token: &str,
+    data: &TempDir,
+) -> std::process::Command {
+    let listen = format!("127.0.0.1:{port}");
+    let mut command = std::process::Command::new(SERVER_BINARY);
+    command
+        .args(["--listen", &listen, "--data-dir"])
+        .arg(&data.0)
+        .args([
+            "--node-id",
+            id,
+            "--advertise",
+            advertise,
+            "--node-lease-ttl",
+            LEASE,
+            "--admin-token",
+            admin_token,
+        ])
+        .env("DATABASE_URL", &database.url)
+        .env("RUST_LOG", "onesided_server=info")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// What a node that refuses to start says (it must exit, unsuccessfully, within a minute).
+fn refused_to_start(command: std::process::Command) -> String {
+    let out = onesided_test_support::run_to_exit(command, Duration::from_secs(60));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    said
+}
+
 impl Node {
     fn start(database: &PgDatabase, id: &str, port: u16) -> Node {
         let data = TempDir::new();
         let url = format!("http://127.0.0.1:{port}");
-        let listen = format!("127.0.0.1:{port}");
-        let mut command = std::process::Command::new(SERVER_BINARY);
-        command
-            .args(["--listen", &listen, "--data-dir"])
-            .arg(&data.0)
-            .args([
-                "--node-id",
-                id,
-                "--advertise",
-                &url,
-                "--node-lease-ttl",
-                LEASE,
-                "--admin-token",
-                ADMIN_TOKEN,
-            ])
-            .env("DATABASE_URL", &database.url)
-            .env("RUST_LOG", "onesided_server=info")
-            .env("NO_COLOR", "1")
-            .stdin(std::process::Stdio::null());
+        let command = node_command(database, id, port, &url, ADMIN_TOKEN, &data);
         let process = Launched::start(command, "address=", Duration::from_secs(60));
         Node {
             id: id.to_string(),
@@ -1170,6 +1196,58 @@ async fn a_move_lets_an_open_epoch_finish_and_new_sessions_wait_for_it() {
         vec![7],
         "the finished epoch's put moved along"
     );
+}
+
+/// Misconfigured nodes refuse to start rather than being given worlds (issue 43, item 15): a
+/// node with another admin token than the live nodes' (its token would read any world it is
+/// given, and the cluster's would be refused on it), one with the id of a live node — even
+/// at the same address — and one advertising `https://` over a plain listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misconfigured_nodes_refuse_to_start() {
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 1);
+    let data = TempDir::new();
+    let other_token = "another-admin-token-of-32-characters-x";
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let command = node_command(&database, "node-9", port, &url, other_token, &data);
+    let said = tokio::task::spawn_blocking(move || refused_to_start(command))
+        .await
+        .unwrap();
+    assert!(said.contains("admin token"), "{said}");
+    // the same id as the live node, at its very address (from another listener)
+    let command = node_command(
+        &database,
+        "node-0",
+        free_port(),
+        &nodes[0].url,
+        ADMIN_TOKEN,
+        &data,
+    );
+    let said = tokio::task::spawn_blocking(move || refused_to_start(command))
+        .await
+        .unwrap();
+    assert!(said.contains("held by a live node"), "{said}");
+    let port = free_port();
+    let https = format!("https://127.0.0.1:{port}");
+    let command = node_command(&database, "node-8", port, &https, ADMIN_TOKEN, &data);
+    let said = tokio::task::spawn_blocking(move || refused_to_start(command))
+        .await
+        .unwrap();
+    assert!(said.contains("listens without TLS"), "{said}");
+    // the live node was not disturbed: it is the only one, alive, serving
+    let admin = Admin::connect(nodes[0].url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let status = admin.cluster_status().await.unwrap();
+    let live: Vec<&str> = status
+        .nodes
+        .iter()
+        .filter(|node| node.alive)
+        .map(|node| node.node_id.as_str())
+        .collect();
+    assert_eq!(live, vec!["node-0"], "{status:#?}");
+    assert_eq!(status.nodes[0].advertise, nodes[0].url);
 }
 
 #[test]
