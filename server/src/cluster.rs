@@ -104,6 +104,10 @@ pub struct Cluster {
     pool: PgPool,
     /// The worlds this node serves, with the epoch of its lease on each.
     held: Mutex<HashMap<String, i64>>,
+    /// Until when, by this node's clock, each held world's lease is surely still this node's
+    /// ([`Cluster::serves`]): a node paused or cut off past it may have lost the world
+    /// without knowing yet, and answers nothing of it before the database says.
+    current: Mutex<HashMap<String, tokio::time::Instant>>,
     /// The world of each window of a held world (the audit writer's fencing asks by window).
     windows: Mutex<HashMap<u64, String>>,
     /// One world taken up at a time on this node (claim, rebuild, register).
@@ -114,6 +118,11 @@ pub struct Cluster {
     draining: Mutex<HashSet<String>>,
     /// Told when a drain ends.
     drained: tokio::sync::Notify,
+    /// Since when this node's heartbeats have reached the database without a failure (`None`
+    /// while they fail). Another node's world is claimed only after a whole lease of it: when
+    /// the database returns from an outage every lease has expired, and each live owner gets
+    /// that long to renew its own before anyone may take them.
+    reaching_since: Mutex<Option<tokio::time::Instant>>,
 }
 
 fn secs(ttl: Duration) -> f64 {
@@ -131,7 +140,12 @@ impl Cluster {
     /// # Errors
     /// A SQLite store (a cluster needs PostgreSQL), a node id a live node with another address
     /// holds, or database failures.
-    pub async fn join(store: &AuditStore, config: NodeConfig) -> anyhow::Result<Arc<Self>> {
+    pub async fn join(
+        store: &AuditStore,
+        config: NodeConfig,
+        admin_token: &str,
+        tls: bool,
+    ) -> anyhow::Result<Arc<Self>> {
         let AuditStore::Postgres(pool) = store else {
             anyhow::bail!(
                 "a cluster needs PostgreSQL: --node-id was given with a SQLite audit store; \
@@ -148,27 +162,30 @@ impl Cluster {
                 config.advertise
             );
         }
-        let joined = sqlx::query(
-            "INSERT INTO cluster_nodes (node_id, advertise, started_at, heartbeat_at, lease_until) \
-             VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
-             ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
-                 started_at = now(), heartbeat_at = now(), lease_until = excluded.lease_until \
-             WHERE cluster_nodes.lease_until < now() \
-                OR cluster_nodes.advertise = excluded.advertise",
-        )
-        .bind(&config.node_id)
-        .bind(&config.advertise)
-        .bind(secs(config.lease_ttl))
-        .execute(pool)
-        .await
-        .context("cannot register the node")?;
-        if joined.rows_affected() == 0 {
-            anyhow::bail!(
-                "node id {:?} is held by a live node at another address; give this node \
-                 another --node-id, or wait {} s for that lease to expire",
-                config.node_id,
-                secs(config.lease_ttl)
-            );
+        // clients would speak the other protocol to the listener
+        match (config.advertise.starts_with("https://"), tls) {
+            (true, false) => anyhow::bail!(
+                "--advertise {:?} is https://, but this node listens without TLS: give \
+                 --tls-cert and --tls-key, or advertise http://",
+                config.advertise
+            ),
+            (false, true) => anyhow::bail!(
+                "--advertise {:?} is http://, but this node listens with TLS: advertise https://",
+                config.advertise
+            ),
+            _ => {}
+        }
+        Self::register(pool, &config).await?;
+        if let Err(error) = Self::agree_on_the_admin_token(pool, &config, admin_token).await {
+            // not a node of this cluster after all: its row lets go of the id at once
+            let _ = sqlx::query(
+                "UPDATE cluster_nodes SET lease_until = now() WHERE node_id = $1 AND advertise = $2",
+            )
+            .bind(&config.node_id)
+            .bind(&config.advertise)
+            .execute(pool)
+            .await;
+            return Err(error);
         }
         // a single server on this database counted window ids in memory
         sqlx::query(
@@ -187,19 +204,116 @@ impl Cluster {
             .max_connections(2)
             .test_before_acquire(true)
             .acquire_timeout(config.lease_ttl / 2)
-            .connect_with((*pool.connect_options()).clone())
+            // no claim or heartbeat waits on another node's transaction for long, and none of
+            // these is left open by a node paused in the middle of it
+            .connect_with(crate::audit::store::cluster_session(
+                (*pool.connect_options()).clone(),
+                config.lease_ttl,
+                true,
+            ))
             .await
             .context("cannot connect to the cluster's database")?;
         Ok(Arc::new(Cluster {
             config,
             pool: own,
             held: Mutex::new(HashMap::new()),
+            current: Mutex::new(HashMap::new()),
             windows: Mutex::new(HashMap::new()),
             adopting: tokio::sync::Mutex::new(()),
             registry: std::sync::OnceLock::new(),
             draining: Mutex::new(HashSet::new()),
             drained: tokio::sync::Notify::new(),
+            reaching_since: Mutex::new(Some(tokio::time::Instant::now())),
         }))
+    }
+
+    /// Registers the node's row, with a fresh lease. A row of the same id whose lease is
+    /// current belongs to a live node — or to this node's previous run, killed a moment ago:
+    /// while its heartbeats go on, the id is refused; once they have stopped for a whole
+    /// lease, the row is taken over.
+    async fn register(pool: &PgPool, config: &NodeConfig) -> anyhow::Result<()> {
+        let began = tokio::time::Instant::now();
+        let mut seen: Option<f64> = None;
+        loop {
+            let joined = sqlx::query(
+                "INSERT INTO cluster_nodes \
+                     (node_id, advertise, started_at, heartbeat_at, lease_until) \
+                 VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
+                 ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
+                     started_at = now(), heartbeat_at = now(), \
+                     lease_until = excluded.lease_until \
+                 WHERE cluster_nodes.lease_until < now()",
+            )
+            .bind(&config.node_id)
+            .bind(&config.advertise)
+            .bind(secs(config.lease_ttl))
+            .execute(pool)
+            .await
+            .context("cannot register the node")?;
+            if joined.rows_affected() > 0 {
+                return Ok(());
+            }
+            // the live row's last heartbeat, as seconds since the epoch (database clock)
+            let beat: Option<f64> = sqlx::query_scalar(
+                "SELECT EXTRACT(EPOCH FROM heartbeat_at)::float8 FROM cluster_nodes \
+                 WHERE node_id = $1",
+            )
+            .bind(&config.node_id)
+            .fetch_optional(pool)
+            .await?;
+            let beating = matches!((seen, beat), (Some(before), Some(now)) if now != before);
+            if beating || began.elapsed() > config.lease_ttl * 2 {
+                anyhow::bail!(
+                    "node id {:?} is held by a live node (its heartbeats go on): give this \
+                     node another --node-id",
+                    config.node_id
+                );
+            }
+            seen = seen.or(beat);
+            tokio::time::sleep(config.lease_ttl / 8).await;
+        }
+    }
+
+    /// The cluster's admin token is this node's: the first node to join while no other is
+    /// live sets it (as a hash); a node with another token refuses to start — its token
+    /// would read every world it is given, and the cluster's token would be refused on it.
+    async fn agree_on_the_admin_token(
+        pool: &PgPool,
+        config: &NodeConfig,
+        admin_token: &str,
+    ) -> anyhow::Result<()> {
+        use sha2::Digest;
+        let mine = sha2::Sha256::new()
+            .chain_update(b"onesided cluster admin token\0")
+            .chain_update(admin_token.as_bytes())
+            .finalize()
+            .to_vec();
+        sqlx::query(
+            "INSERT INTO cluster_settings (name, value) VALUES ('admin_token_sha256', $1) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value \
+             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes \
+                 WHERE node_id <> $2 AND lease_until > now())",
+        )
+        .bind(&mine)
+        .bind(&config.node_id)
+        .execute(pool)
+        .await
+        .context("cannot read the cluster's settings")?;
+        let agreed: Vec<u8> = sqlx::query_scalar(
+            "SELECT value FROM cluster_settings WHERE name = 'admin_token_sha256'",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(
+            agreed.as_slice(),
+            mine.as_slice(),
+        )) {
+            anyhow::bail!(
+                "this node's admin token is not the one the cluster's live nodes use: every \
+                 node of a cluster needs the same --admin-token (ONESIDED_ADMIN_TOKEN)"
+            );
+        }
+        Ok(())
     }
 
     /// This node's id.
@@ -222,6 +336,81 @@ impl Cluster {
         lock(&self.held).contains_key(world)
     }
 
+    /// Whether, by this node's clock, `world`'s lease is surely still this node's: held, and
+    /// renewed less than nine tenths of a lease ago (counted from before the renewal was
+    /// sent; the tenth covers clocks running at slightly different rates). A node that was
+    /// paused (SIGSTOP) or cut off past that may have lost the world without knowing yet.
+    pub fn serves(&self, world: &str) -> bool {
+        lock(&self.current)
+            .get(world)
+            .is_some_and(|until| tokio::time::Instant::now() < *until)
+    }
+
+    /// `world`'s lease at `epoch` was renewed (or taken) by a statement sent at `sent`;
+    /// nothing changes when this node no longer holds it at that epoch.
+    fn renewed(&self, world: &str, epoch: i64, sent: tokio::time::Instant) {
+        // `held` before `current`, as everywhere
+        let held = lock(&self.held);
+        if held.get(world) == Some(&epoch) {
+            let until = sent + self.config.lease_ttl.mul_f64(0.9);
+            lock(&self.current).insert(world.to_string(), until);
+        }
+    }
+
+    /// Whether this node still serves `world`: at once when [`Cluster::serves`] says so;
+    /// otherwise the database is asked, renewing the lease at the epoch this node holds it
+    /// with. A world found lost is let go of here (released and evicted: its sessions end, and
+    /// new ones are redirected).
+    ///
+    /// # Errors
+    /// Database failures (nothing is let go of then).
+    pub async fn confirm(&self, world: &str, registry: &Registry) -> anyhow::Result<bool> {
+        if self.serves(world) {
+            return Ok(true);
+        }
+        let Some(epoch) = lock(&self.held).get(world).copied() else {
+            return Ok(false);
+        };
+        let sent = tokio::time::Instant::now();
+        let renewed = sqlx::query(
+            "UPDATE world_owners SET lease_until = now() + make_interval(secs => $4) \
+             WHERE world = $1 AND node_id = $2 AND epoch = $3",
+        )
+        .bind(world)
+        .bind(&self.config.node_id)
+        .bind(epoch)
+        .bind(secs(self.config.lease_ttl))
+        .execute(&self.pool)
+        .await?;
+        if renewed.rows_affected() > 0 {
+            self.renewed(world, epoch, sent);
+            return Ok(self.serves(world));
+        }
+        tracing::warn!(
+            world,
+            "lost the world's lease to another node (or it was deleted)"
+        );
+        self.release(world);
+        registry.evict_world(world);
+        Ok(false)
+    }
+
+    /// Whether this node may take another node's world up: its heartbeats have reached the
+    /// database for a whole lease (see `reaching_since`).
+    fn settled(&self) -> bool {
+        lock(&self.reaching_since).is_some_and(|since| since.elapsed() >= self.config.lease_ttl)
+    }
+
+    /// Notes whether a heartbeat reached the database.
+    fn reached(&self, reached: bool) {
+        let mut since = lock(&self.reaching_since);
+        match (reached, *since) {
+            (true, None) => *since = Some(tokio::time::Instant::now()),
+            (false, _) => *since = None,
+            (true, Some(_)) => {}
+        }
+    }
+
     /// The registry this node serves its worlds from.
     pub fn serve_from(&self, registry: std::sync::Weak<Registry>) {
         let _ = self.registry.set(registry);
@@ -234,7 +423,10 @@ impl Cluster {
 
     /// `world` is no longer held here: its rows commit no more.
     pub fn release(&self, world: &str) {
-        lock(&self.held).remove(world);
+        let mut held = lock(&self.held);
+        held.remove(world);
+        lock(&self.current).remove(world);
+        drop(held);
         lock(&self.windows).retain(|_, owner| owner != world);
     }
 
@@ -289,9 +481,11 @@ impl Cluster {
         }
     }
 
-    /// This node serves `world` (just created here) at `epoch`.
-    pub fn hold(&self, world: &str, epoch: i64) {
+    /// This node serves `world` (just created here, its lease taken by a statement sent at
+    /// `sent`) at `epoch`.
+    pub fn hold(&self, world: &str, epoch: i64, sent: tokio::time::Instant) {
         lock(&self.held).insert(world.to_string(), epoch);
+        self.renewed(world, epoch, sent);
     }
 
     /// The world and rank of a rank token (by its SHA-256), from the store.
@@ -318,11 +512,17 @@ impl Cluster {
         // a lost claim race is asked again; a row naming a node that never registered (which
         // placement and moves never write) must not make this loop
         for _ in 0..3 {
-            if self.holds(world) && registry.has_world(world) {
+            if self.holds(world)
+                && registry.has_world(world)
+                && self.confirm(world, registry).await?
+            {
                 return Ok(Served::Here);
             }
-            let owner: Option<(String, Option<String>, bool)> = sqlx::query_as(
-                "SELECT o.node_id, n.advertise, o.lease_until > now() FROM world_owners o \
+            // (owner, its address, whether the world's lease is current, whether the owner's
+            // own lease is)
+            let owner: Option<(String, Option<String>, bool, Option<bool>)> = sqlx::query_as(
+                "SELECT o.node_id, n.advertise, o.lease_until > now(), n.lease_until > now() \
+                 FROM world_owners o \
                  LEFT JOIN cluster_nodes n ON n.node_id = o.node_id WHERE o.world = $1",
             )
             .bind(world)
@@ -330,10 +530,21 @@ impl Cluster {
             .await?;
             match owner {
                 None => return Ok(Served::Unknown),
-                Some((node, Some(advertise), true)) if node != self.config.node_id => {
+                // a live owner whose world lease lapsed (the database was away) renews it
+                // itself: it is not taken from it
+                Some((node, Some(advertise), world_current, node_alive))
+                    if node != self.config.node_id
+                        && (world_current || node_alive == Some(true)) =>
+                {
                     return Ok(Served::There(advertise))
                 }
-                Some(_) => {
+                Some((node, ..)) => {
+                    if node != self.config.node_id && !self.settled() {
+                        anyhow::bail!(
+                            "world {world:?} has no live node and this one has just reached the \
+                             database again; try again in a moment"
+                        );
+                    }
                     if self.adopt(world, registry).await? {
                         return Ok(Served::Here);
                     }
@@ -348,17 +559,22 @@ impl Cluster {
     /// now serves it.
     async fn adopt(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<bool> {
         let _one_at_a_time = self.adopting.lock().await;
-        if self.holds(world) && registry.has_world(world) {
+        if self.holds(world) && registry.has_world(world) && self.confirm(world, registry).await? {
             return Ok(true);
         }
+        let sent = tokio::time::Instant::now();
         let claimed: Option<i64> = sqlx::query_scalar(
-            "UPDATE world_owners SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
+            "UPDATE world_owners o SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
                  lease_until = now() + make_interval(secs => $3) \
-             WHERE world = $2 AND (node_id = $1 OR lease_until < now()) RETURNING epoch",
+             WHERE o.world = $2 AND (o.node_id = $1 OR ($4 AND o.lease_until < now() \
+                 AND NOT EXISTS (SELECT 1 FROM cluster_nodes n \
+                     WHERE n.node_id = o.node_id AND n.lease_until > now()))) \
+             RETURNING o.epoch",
         )
         .bind(&self.config.node_id)
         .bind(world)
         .bind(secs(self.config.lease_ttl))
+        .bind(self.settled())
         .fetch_optional(&self.pool)
         .await?;
         let Some(epoch) = claimed else {
@@ -379,6 +595,7 @@ impl Cluster {
             }
         }
         lock(&self.held).insert(world.to_string(), epoch);
+        self.renewed(world, epoch, sent);
         let windows: Vec<u64> = recovered.windows.iter().map(|w| w.desc.id).collect();
         registry.audit().forget(windows).await;
         registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
@@ -508,7 +725,9 @@ impl Cluster {
         .bind(&self.config.node_id)
         .bind(ttl)
         .execute(&self.pool)
-        .await?;
+        .await;
+        self.reached(renewed.is_ok());
+        let renewed = renewed?;
         if renewed.rows_affected() == 0 {
             sqlx::query(
                 "INSERT INTO cluster_nodes (node_id, advertise, lease_until) \
@@ -523,6 +742,7 @@ impl Cluster {
         let held: HashMap<String, i64> = lock(&self.held).clone();
         let worlds: Vec<String> = held.keys().cloned().collect();
         let epochs: Vec<i64> = worlds.iter().map(|world| held[world]).collect();
+        let sent = tokio::time::Instant::now();
         let kept: Vec<String> = sqlx::query_scalar(
             "UPDATE world_owners o SET lease_until = now() + make_interval(secs => $2) \
              FROM UNNEST($3::text[], $4::bigint[]) AS h(world, epoch) \
@@ -535,16 +755,24 @@ impl Cluster {
         .bind(&epochs)
         .fetch_all(&self.pool)
         .await?;
+        for world in &kept {
+            self.renewed(world, held[world], sent);
+        }
         for world in worlds.iter().filter(|world| !kept.contains(world)) {
             tracing::warn!(world = %world, "lost the world's lease to another node (or it was deleted)");
             self.release(world);
             registry.evict_world(world);
         }
+        // this node's own worlds (placed here, or left by its previous run), and those of
+        // nodes that are dead: both their world's lease and their own expired
         let mut claimable: Vec<String> = sqlx::query_scalar(
-            "SELECT world FROM world_owners WHERE node_id = $1 OR lease_until < now() \
-             ORDER BY world",
+            "SELECT o.world FROM world_owners o WHERE o.node_id = $1 OR ($2 \
+                 AND o.lease_until < now() AND NOT EXISTS (SELECT 1 FROM cluster_nodes n \
+                     WHERE n.node_id = o.node_id AND n.lease_until > now())) \
+             ORDER BY o.world",
         )
         .bind(&self.config.node_id)
+        .bind(self.settled())
         .fetch_all(&self.pool)
         .await?;
         claimable.retain(|world| !self.holds(world));
@@ -631,7 +859,9 @@ impl Cluster {
             .bind(&self.config.node_id)
             .execute(&self.pool)
             .await?;
-        lock(&self.held).clear();
+        let mut held = lock(&self.held);
+        held.clear();
+        lock(&self.current).clear();
         Ok(())
     }
 }

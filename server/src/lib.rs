@@ -202,14 +202,18 @@ impl Rma for RmaService {
                 cluster.until_drained(&member.world).await;
             }
         }
+        // in a cluster, only while this node still holds the world's lease — by its clock,
+        // else as the database says: a node that was paused past its lease may have lost the
+        // world without knowing yet, and must not attach a session to it
+        let confirmed = match (&membership, self.registry.cluster()) {
+            (Ok(member), Some(cluster)) => cluster
+                .confirm(&member.world, &self.registry)
+                .await
+                .map_err(|error| Status::unavailable(format!("the cluster's store: {error:#}")))?,
+            _ => true,
+        };
         let member = match membership {
-            // in a cluster, only while this node still holds the world's lease
-            Ok(member)
-                if self
-                    .registry
-                    .cluster()
-                    .is_some_and(|cluster| !cluster.holds(&member.world)) =>
-            {
+            Ok(_) if !confirmed => {
                 let hash = registry::token_hash(auth::bearer(&request)?);
                 self.resolve(&request, auth::Unresolved(hash)).await?
             }
@@ -367,11 +371,24 @@ pub async fn run(
     } else {
         let store =
             audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
+        // a paused node's open commit is ended by the database within a quarter of the lease
+        let store = match &config.cluster {
+            Some(node) => store.for_cluster(node.lease_ttl),
+            None => store,
+        };
         let last_window = store.max_window_id().await?;
         let recovered = match &config.cluster {
             // a node takes its worlds up one by one, at its first heartbeat
             Some(node) => {
-                joined = Some(cluster::Cluster::join(&store, node.clone()).await?);
+                joined = Some(
+                    cluster::Cluster::join(
+                        &store,
+                        node.clone(),
+                        &config.admin_token,
+                        config.tls.is_some(),
+                    )
+                    .await?,
+                );
                 recovery::Recovered::default()
             }
             None => recovery::recover(&store)

@@ -663,12 +663,13 @@ impl Registry {
                 Some(cluster) => match cluster.place().await {
                     Ok((node, advertise)) => {
                         let here = node == cluster.node_id();
+                        let sent = tokio::time::Instant::now();
                         let saved = store
                             .save_world(&stored, Some((&node, here, cluster.lease_ttl())))
                             .await;
                         if saved.is_ok() {
                             if here {
-                                cluster.hold(name, 1);
+                                cluster.hold(name, 1, sent);
                             }
                             owner = Some((advertise, here));
                         }

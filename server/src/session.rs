@@ -571,6 +571,34 @@ impl Session {
             self.call = None;
             return;
         }
+        if let Some(cluster) = self
+            .registry
+            .cluster()
+            .filter(|_| !matches!(call, Call::Heartbeat(_)))
+        {
+            // a node paused past its lease may have lost the world without knowing yet: it
+            // opens, locks and answers nothing of it before the database says it is still
+            // this node's (a look at its clock while the lease is surely current)
+            let world = &self.member.world;
+            if !cluster.serves(world) {
+                let cluster = Arc::clone(cluster);
+                let confirmed = cluster.confirm(world, &self.registry).await;
+                if !matches!(confirmed, Ok(true)) {
+                    let why = match confirmed {
+                        Err(error) => format!(
+                            "this node cannot reach the cluster's store to confirm it still \
+                             serves the world ({error:#}); the call changed nothing, try again"
+                        ),
+                        Ok(_) => "this node no longer serves the world; the call changed \
+                                  nothing: attach again (the owner is found by itself)"
+                            .to_string(),
+                    };
+                    self.reply(id).send(Err(RmaError::new(ErrorClass::Io, why)));
+                    self.call = None;
+                    return;
+                }
+            }
+        }
         if let Some(cluster) = self.held_by_a_move(&call) {
             let world = self.member.world.clone();
             tracing::debug!("a new epoch waits for the world's move");

@@ -120,6 +120,17 @@ impl PrivatePostgres {
         run(&self.bin.join("pg_ctl"), &args);
     }
 
+    /// Stops it as a crash does (`pg_ctl stop -m immediate`: connections cut), leaving it down
+    /// until [`PrivatePostgres::start_again`].
+    pub fn crash(&self) {
+        self.pg_ctl(&["-m", "immediate", "stop"]);
+    }
+
+    /// Starts it again after [`PrivatePostgres::crash`] (returns once it accepts connections).
+    pub fn start_again(&self) {
+        self.pg_ctl(&["start"]);
+    }
+
     /// Crashes it (`pg_ctl stop -m immediate`: no checkpoint, connections cut) and starts it
     /// again, as a restart of the database under load does.
     pub fn crash_and_restart(&self) {

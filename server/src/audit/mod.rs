@@ -466,6 +466,10 @@ fn fail_all(answers: Vec<(Reply, Answer)>, why: &str) {
 /// The first wait before a failed commit is tried again; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
+/// While the store is known to be down and the writer has nothing to commit, how often it asks
+/// the store whether it answers again: sessions refuse every call while it is down, so no
+/// commit would ever come to find out.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
 
 struct Writer {
     store: AuditStore,
@@ -541,7 +545,21 @@ fn drop_windows(
 impl Writer {
     async fn run(mut self, mut inbox: mpsc::Receiver<Message>) {
         let mut batch = Vec::with_capacity(BATCH);
-        while inbox.recv_many(&mut batch, BATCH).await > 0 {
+        loop {
+            let received = if self.down.load(Ordering::Relaxed) {
+                tokio::select! {
+                    received = inbox.recv_many(&mut batch, BATCH) => received,
+                    () = tokio::time::sleep(PROBE_EVERY) => {
+                        self.probe().await;
+                        continue;
+                    }
+                }
+            } else {
+                inbox.recv_many(&mut batch, BATCH).await
+            };
+            if received == 0 {
+                break;
+            }
             if self.defer && has_room(&batch) && !batch.iter().any(Message::awaited) {
                 // The message an answer waits for is usually a moment behind the first events:
                 // the task that hands it over (an actor finishing the calls whose first events
@@ -585,6 +603,24 @@ impl Writer {
             self.metrics.audit_inbox(inbox.len());
         }
         tracing::info!("audit writer stopped");
+    }
+
+    /// The store is down and nothing waits to be committed: when it answers again, it is up
+    /// (a commit that still fails marks it down again). Without this, a retried batch that
+    /// ended empty (its lost worlds' events dropped) left the store marked down for good.
+    async fn probe(&mut self) {
+        match self.store.ping().await {
+            Ok(()) => {
+                // the tails are read again from the store (another node may have written)
+                self.tails.clear();
+                if self.down.swap(false, Ordering::Relaxed) {
+                    tracing::info!("the audit store answers again: calls are taken again");
+                }
+            }
+            Err(error) => {
+                tracing::debug!(error = %format!("{error:#}"), "the audit store is still down");
+            }
+        }
     }
 
     async fn tail(&mut self, window: u64) -> anyhow::Result<(u64, [u8; 32])> {
@@ -1433,6 +1469,51 @@ mod tests {
             .submit_effects(events, answers, lazy, Vec::new())
             .await;
         answered
+    }
+
+    /// A cluster's fencing that holds window 1's world until told it was lost.
+    #[derive(Debug, Default)]
+    struct Losing {
+        lost: AtomicBool,
+    }
+
+    impl Fencing for Losing {
+        fn node(&self) -> &str {
+            "node-a"
+        }
+
+        fn lease(&self, _window: u64) -> Option<(String, i64)> {
+            (!self.lost.load(Ordering::SeqCst)).then(|| ("w".to_string(), 1))
+        }
+
+        fn lost(&self, _world: &str) {}
+    }
+
+    /// The store is found back by itself, within a second, when no commit comes to find it
+    /// out: here a batch retried while the store refused it loses its world meanwhile, so its
+    /// events are dropped and the retry ends with nothing to commit — and sessions refuse
+    /// every call while the store is down, so before this no commit ever cleared it (issue 43,
+    /// item 12).
+    #[tokio::test]
+    async fn the_store_is_found_back_when_a_retried_batch_ends_with_nothing_to_commit() {
+        let (dir, _store, _metrics, handle, _task) = sync_writer("found-back").await;
+        let fencing = Arc::new(Losing::default());
+        handle.set_fencing(Arc::clone(&fencing) as Arc<dyn Fencing>);
+        // a guarded commit fails on SQLite (a cluster needs PostgreSQL): as far as the writer
+        // can tell, the store refuses commits
+        let answered = submit_one(&handle, vec![event(1, Event::Attach)], false).await;
+        assert!(answered.await.unwrap().is_err());
+        assert!(handle.is_down());
+        fencing.lost.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while handle.is_down() {
+            assert!(
+                Instant::now() < deadline,
+                "the store answers, and the writer still says it is down"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// In `sync`, a lazy answer (a fence epoch's operation, `Effects::lazy`) starts no commit:

@@ -495,6 +495,23 @@ macro_rules! on_pool {
     };
 }
 
+/// Commits `tx` when `written` is `Ok`, and otherwise rolls it back *now* — a dropped
+/// transaction only queues its ROLLBACK for the connection's next use, holding its locks
+/// until then — and returns `written`'s error.
+async fn end_transaction<DB: sqlx::Database>(
+    tx: sqlx::Transaction<'_, DB>,
+    written: Result<(), sqlx::Error>,
+) -> Result<(), sqlx::Error> {
+    match written {
+        Ok(()) => tx.commit().await,
+        Err(error) => {
+            // the first error says why; a failed rollback ends with the connection anyway
+            let _ = tx.rollback().await;
+            Err(error)
+        }
+    }
+}
+
 /// A key or lower bound read from a request, as SQL's BIGINT: `None` past `i64::MAX`, which no
 /// stored window id or sequence number reaches. (`as i64` wraps such a value to a negative
 /// one, and `seq >= $2` then matches the whole log.)
@@ -567,6 +584,37 @@ fn migration_error(error: sqlx::migrate::MigrateError) -> anyhow::Error {
     }
 }
 
+/// The pool of a PostgreSQL store.
+fn postgres_pool() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(4)
+        // no ping (a network round trip) before each use: a broken connection fails the
+        // commit, which is retried
+        .test_before_acquire(false)
+        // while the database is away, a commit fails within this (and is retried) instead of
+        // waiting sqlx's default 30 s for a connection
+        .acquire_timeout(std::time::Duration::from_secs(3))
+}
+
+/// `options` for a connection of a cluster node whose leases last `lease`: a transaction left
+/// waiting for the node longer than a quarter of the lease is ended by the database
+/// (`idle_in_transaction_session_timeout`), and with `lock_timeout` a statement waiting longer
+/// than that for another transaction's lock fails rather than wait on a node that may be
+/// paused (claims and heartbeats: `crate::cluster`).
+pub fn cluster_session(
+    options: sqlx::postgres::PgConnectOptions,
+    lease: std::time::Duration,
+    lock_timeout: bool,
+) -> sqlx::postgres::PgConnectOptions {
+    let quarter = (lease / 4).as_millis().max(1).to_string();
+    let options = options.options([("idle_in_transaction_session_timeout", quarter.as_str())]);
+    if lock_timeout {
+        options.options([("lock_timeout", quarter.as_str())])
+    } else {
+        options
+    }
+}
+
 impl AuditStore {
     /// Opens (and migrates) the store: PostgreSQL for a `postgres://` URL, SQLite for a
     /// `sqlite:` URL, and without a URL `audit.db` in `data_dir`.
@@ -576,14 +624,7 @@ impl AuditStore {
     pub async fn open(url: Option<&str>, data_dir: &Path) -> anyhow::Result<Self> {
         match url {
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                let pool = PgPoolOptions::new()
-                    .max_connections(4)
-                    // no ping (a network round trip) before each use: a broken connection fails
-                    // the commit, which is retried
-                    .test_before_acquire(false)
-                    // while the database is away, a commit fails within this (and is retried)
-                    // instead of waiting sqlx's default 30 s for a connection
-                    .acquire_timeout(std::time::Duration::from_secs(3))
+                let pool = postgres_pool()
                     .connect(url)
                     .await
                     .context("cannot connect to the PostgreSQL audit store")?;
@@ -621,6 +662,20 @@ impl AuditStore {
         }
     }
 
+    /// The same store for a cluster node whose leases last `lease`: each connection ends a
+    /// transaction left waiting for this node longer than a quarter of it
+    /// (`idle_in_transaction_session_timeout`), so a node paused or cut off in the middle of a
+    /// commit holds the rows it wrote — which the world's next owner may be writing too — for
+    /// no longer than that. A SQLite store is returned as it is (a cluster refuses it).
+    pub fn for_cluster(self, lease: std::time::Duration) -> Self {
+        let AuditStore::Postgres(pool) = &self else {
+            return self;
+        };
+        let options = cluster_session(pool.connect_options().as_ref().clone(), lease, false);
+        let bounded = postgres_pool().connect_lazy_with(options);
+        AuditStore::Postgres(bounded)
+    }
+
     async fn sqlite(options: SqliteConnectOptions) -> anyhow::Result<Self> {
         let options = options
             .create_if_missing(true)
@@ -651,6 +706,17 @@ impl AuditStore {
         drop(conn);
         let events = file.map(|file| Arc::new(EventFile::beside(&file)));
         Ok(AuditStore::Sqlite(pool, events))
+    }
+
+    /// Whether the store answers (one round trip on a connection of its pool).
+    ///
+    /// # Errors
+    /// When it does not.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await?;
+        });
+        Ok(())
     }
 
     /// The highest window id ever recorded (0 when none), so new windows never reuse an id.
@@ -722,6 +788,7 @@ impl AuditStore {
     ) -> anyhow::Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await?;
+            let written: Result<(), sqlx::Error> = async {
             sqlx::query("INSERT INTO worlds (name, nranks) VALUES ($1, $2)")
                 .bind(&world.name)
                 .bind(world.nranks as i32)
@@ -748,7 +815,10 @@ impl AuditStore {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.commit().await?;
+            Ok(())
+            }
+            .await;
+            end_transaction(tx, written).await?;
         });
         Ok(())
     }
@@ -771,14 +841,18 @@ impl AuditStore {
     pub async fn delete_world(&self, name: &str) -> anyhow::Result<()> {
         on_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            for sql in [
-                "DELETE FROM world_tokens WHERE world = $1",
-                "DELETE FROM worlds WHERE name = $1",
-                "UPDATE window_specs SET freed = TRUE WHERE world = $1",
-            ] {
-                sqlx::query(sql).bind(name).execute(&mut *tx).await?;
+            let written: Result<(), sqlx::Error> = async {
+                for sql in [
+                    "DELETE FROM world_tokens WHERE world = $1",
+                    "DELETE FROM worlds WHERE name = $1",
+                    "UPDATE window_specs SET freed = TRUE WHERE world = $1",
+                ] {
+                    sqlx::query(sql).bind(name).execute(&mut *tx).await?;
+                }
+                Ok(())
             }
-            tx.commit().await?;
+            .await;
+            end_transaction(tx, written).await?;
         });
         Ok(())
     }
@@ -1410,20 +1484,29 @@ pub struct Fenced {
     pub worlds: Vec<String>,
 }
 
-/// Checks `guard` inside the commit's transaction; `FOR SHARE` makes a change of owner (an
-/// UPDATE of the lease row) wait until this commit ends, so the new owner, which reads the log
-/// after its claim, sees every row the old owner committed.
+/// The SQLSTATE with which the commit trigger of migration 0007 refuses a guarded commit.
+const FENCED_SQLSTATE: &str = "OSFEN";
+
+/// Names `guard`'s leases in the commit's transaction (a row of `commit_guards`, migration
+/// 0007), whose deferred trigger checks them inside COMMIT — the lease rows are locked only
+/// while the database completes the commit, never across a round trip to this node, so a node
+/// paused or cut off between two statements of its commit keeps no other node's claim
+/// waiting. The same statement reads the leases now, without locking them: a commit already
+/// fenced is refused before its rows are sent.
 async fn guard_postgres(conn: &mut PgConnection, guard: &Guard) -> anyhow::Result<()> {
-    let worlds: Vec<&str> = guard
+    let (worlds, epochs): (Vec<&str>, Vec<i64>) = guard
         .leases
         .iter()
-        .map(|(world, _)| world.as_str())
-        .collect();
+        .map(|(world, epoch)| (world.as_str(), *epoch))
+        .unzip();
     let held: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT world, epoch FROM world_owners WHERE node_id = $1 AND world = ANY($2) FOR SHARE",
+        "WITH named AS (INSERT INTO commit_guards (node_id, worlds, epochs) \
+             VALUES ($1, $2, $3)) \
+         SELECT world, epoch FROM world_owners WHERE node_id = $1 AND world = ANY($2)",
     )
     .bind(&guard.node)
     .bind(&worlds)
+    .bind(&epochs)
     .fetch_all(&mut *conn)
     .await?;
     let fenced: Vec<String> = guard
@@ -1439,13 +1522,35 @@ async fn guard_postgres(conn: &mut PgConnection, guard: &Guard) -> anyhow::Resul
     }
 }
 
+/// A COMMIT's failure: [`Fenced`] when the commit trigger refused it (another node claimed a
+/// world between the guard's first look and the commit), else the database's error.
+fn commit_failed_postgres(error: sqlx::Error) -> anyhow::Error {
+    if let Some(database) = error.as_database_error() {
+        if database.code().as_deref() == Some(FENCED_SQLSTATE) {
+            let worlds = database
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .and_then(|error| error.detail())
+                .and_then(|detail| serde_json::from_str::<Vec<String>>(detail).ok());
+            if let Some(worlds) = worlds {
+                return Fenced { worlds }.into();
+            }
+        }
+    }
+    error.into()
+}
+
+/// SQLite commits are never guarded.
+fn commit_failed_sqlite(error: sqlx::Error) -> anyhow::Error {
+    error.into()
+}
+
 /// A cluster needs PostgreSQL (`Cluster::join` refuses SQLite before any commit).
 async fn guard_sqlite(_: &mut SqliteConnection, _: &Guard) -> anyhow::Result<()> {
     anyhow::bail!("a cluster needs PostgreSQL")
 }
 
 macro_rules! insert_fn {
-    ($name:ident, $conn:ty, $db:ty, $guard:ident, $texts:ident, $file_columns:expr) => {
+    ($name:ident, $conn:ty, $db:ty, $guard:ident, $commit_failed:ident, $texts:ident, $file_columns:expr) => {
         /// `placed`: where [`EventFile::append`] put the rows' large events (empty: nowhere).
         async fn $name(
             conn: &mut $conn,
@@ -1467,6 +1572,7 @@ macro_rules! insert_fn {
                 return Ok(());
             }
             let mut tx = conn.begin().await?;
+            let written: anyhow::Result<()> = async {
             if let Some(guard) = guard {
                 $guard(&mut *tx, guard).await?;
             }
@@ -1506,7 +1612,25 @@ macro_rules! insert_fn {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.commit().await?;
+            Ok(())
+            }
+            .await;
+            match written {
+                Ok(()) => tx.commit().await.map_err($commit_failed)?,
+                // ended now: a dropped transaction only queues its ROLLBACK for the
+                // connection's next use, and a connection kept while the node is idle (a
+                // fenced commit keeps it) would hold the transaction's locks until then
+                Err(error) => {
+                    if let Err(ending) = tx.rollback().await {
+                        // not `Fenced` any more: the connection's state is unknown, so the
+                        // committer closes it
+                        return Err(anyhow::Error::new(ending).context(format!(
+                            "cannot roll back a refused commit ({error:#})"
+                        )));
+                    }
+                    return Err(error);
+                }
+            }
             Ok(())
         }
     };
@@ -1521,6 +1645,7 @@ insert_fn!(
     SqliteConnection,
     Sqlite,
     guard_sqlite,
+    commit_failed_sqlite,
     PADDED_INSERTS_SQLITE,
     true
 );
@@ -1529,6 +1654,7 @@ insert_fn!(
     PgConnection,
     Postgres,
     guard_postgres,
+    commit_failed_postgres,
     PADDED_INSERTS_POSTGRES,
     false
 );
@@ -1984,6 +2110,90 @@ mod tests {
     #[tokio::test]
     async fn padded_batches_store_exactly_their_rows_in_sqlite() {
         padded_batches_store_exactly_their_rows(None).await;
+    }
+
+    /// A node paused (SIGSTOP) or cut off between two statements of a guarded commit keeps no
+    /// other node's claim of the world waiting: the guard locks no lease row across a round
+    /// trip. The commit, resumed after the claim, is refused at COMMIT and stores nothing
+    /// (issue 43, item 10).
+    #[tokio::test]
+    async fn a_guarded_commit_paused_between_its_statements_holds_no_claim_back() {
+        let database = onesided_test_support::PgDatabase::create().await;
+        let store = AuditStore::open(Some(&database.url), Path::new("."))
+            .await
+            .unwrap();
+        let world = StoredWorld {
+            name: "paused".into(),
+            nranks: 1,
+            tokens: vec![([3; 32], 0)],
+        };
+        store
+            .save_world(
+                &world,
+                Some(("node-a", true, std::time::Duration::from_secs(5))),
+            )
+            .await
+            .unwrap();
+        let AuditStore::Postgres(pool) = &store else {
+            unreachable!()
+        };
+        let guard = Guard {
+            node: "node-a".into(),
+            leases: vec![("paused".into(), 1)],
+        };
+        // the commit's statements, as `insert_postgres` sends them, up to its COMMIT
+        let mut conn = pool.acquire().await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        guard_postgres(&mut tx, &guard).await.unwrap();
+        let rows = chained(1, 1..=3, GENESIS);
+        padded_insert::<Postgres>(&PADDED_INSERTS_POSTGRES, false, &rows, &[])
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        // … where the node stops; another node claims the world, waiting for no lock
+        let mut other = PgConnection::connect(&database.url).await.unwrap();
+        sqlx::query("SET lock_timeout = 1000")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let claimed = sqlx::query(
+            "UPDATE world_owners SET node_id = 'node-b', epoch = epoch + 1 WHERE world = 'paused'",
+        )
+        .execute(&mut other)
+        .await;
+        assert!(
+            claimed.is_ok(),
+            "the claim waited on the paused commit: {claimed:?}"
+        );
+        // the node resumes: its commit is refused and nothing of it is stored
+        let refused = tx
+            .commit()
+            .await
+            .map_err(commit_failed_postgres)
+            .unwrap_err();
+        assert_eq!(
+            refused.downcast_ref::<Fenced>(),
+            Some(&Fenced {
+                worlds: vec!["paused".into()]
+            }),
+            "{refused:#}"
+        );
+        assert!(store.rows(1, 1).await.unwrap().is_empty());
+        // a commit under the current lease lands, and leaves no guard row behind
+        let current = Guard {
+            node: "node-b".into(),
+            leases: vec![("paused".into(), 2)],
+        };
+        Committer::new(store.clone())
+            .insert_guarded(&rows, &[], Some(&current))
+            .await
+            .unwrap();
+        assert_eq!(store.rows(1, 1).await.unwrap().len(), 3);
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM commit_guards")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        assert_eq!(left, 0);
     }
 
     #[tokio::test]
