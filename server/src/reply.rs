@@ -31,8 +31,9 @@ pub type OutboundMessage = Result<ServerMessage, Status>;
 /// ([`Outbound::overflow`]) instead of queueing without bound.
 ///
 /// The unified model's updates (`Updated`, which other ranks' puts cause, as large as they are)
-/// are bounded in bytes as well ([`Limits::max_unread_update_bytes`]
-/// (crate::limits::Limits::max_unread_update_bytes)): an update that would take the bytes of
+/// are bounded in bytes as well
+/// ([`Limits::max_unread_update_bytes`](crate::limits::Limits::max_unread_update_bytes)):
+/// an update that would take the bytes of
 /// those queued past it ends the session the same way; one alone always fits.
 #[derive(Clone, Debug)]
 pub struct Outbound {
