@@ -5,7 +5,7 @@
 //! Owns: the rank's origin-side epoch state on the server. Must not: touch window bytes (actors
 //! own them) or wait for an actor except through a reply (calls stay pipelined).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use futures::stream::FuturesUnordered;
@@ -76,9 +76,12 @@ enum Control {
 
 type Pending = futures::future::BoxFuture<'static, (Control, Reply, Answer)>;
 
-/// A call taken from the stream and not yet handled: it waits behind a call whose answer is
-/// still on its way and that the calls after it must wait for ([`Session::hold`]).
+/// A call taken from the stream and not yet handled: it waits behind a call on its window
+/// whose answer is still on its way and that the calls after it must wait for
+/// ([`Session::hold`]).
 struct Queued {
+    /// The window it is on (`None`: a call of the session's own).
+    window: Option<u64>,
     /// The call's id.
     id: u64,
     /// The call.
@@ -99,12 +102,17 @@ pub struct Session {
     out: Outbound,
     windows: HashMap<u64, OpenWindow>,
     control: FuturesUnordered<Pending>,
-    /// Calls taken from the stream, in order, that wait for `held`.
+    /// Calls taken from the stream, in order, that wait for a held window (or behind a call
+    /// that does).
     queued: VecDeque<Queued>,
-    /// Told once the answer of the last call that blocks in MPI (a fence, `MPI_Win_set_info`)
-    /// went out: until then the calls after it wait in `queued`, so a client that sends calls
-    /// ahead of their answers has them taken in order, as if it had waited.
-    held: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Windows whose last call that blocks in MPI (a fence, `MPI_Win_set_info`) is not
+    /// answered yet: the calls on that window after it wait in `queued` until its answer went
+    /// out, so a client that sends calls ahead of their answers has them taken in order, as if
+    /// it had waited. Other windows' calls go on (another task of the client may be using
+    /// them, as another thread may in MPI).
+    held_windows: HashSet<u64>,
+    /// Resolve, each with its window, once a held answer went out (or never will).
+    held: FuturesUnordered<futures::future::BoxFuture<'static, u64>>,
     /// While the calls of a batch are handled: where their answers go.
     batch: Option<(Arc<Collector>, usize)>,
     /// While a call is handled: its kind and when it was taken up (for its answer's timer).
@@ -210,7 +218,8 @@ impl Session {
             windows: HashMap::new(),
             control: FuturesUnordered::new(),
             queued: VecDeque::new(),
-            held: None,
+            held_windows: HashSet::new(),
+            held: FuturesUnordered::new(),
             batch: None,
             call: None,
         })
@@ -338,8 +347,8 @@ impl Session {
                     tracing::warn!(?lease, "session lease lapsed");
                     return Ending::Lapsed;
                 }
-                () = sent(&mut self.held), if self.held.is_some() => {
-                    self.held = None;
+                Some(window) = self.held.next(), if !self.held.is_empty() => {
+                    self.held_windows.remove(&window);
                     self.run_queued().await;
                     lapse.as_mut().reset(tokio::time::Instant::now() + lease);
                     self.lease.renew(lapse.deadline());
@@ -480,6 +489,7 @@ impl Session {
                 }
                 for (index, inner) in batch.calls.into_iter().enumerate() {
                     self.queued.push_back(Queued {
+                        window: inner.call.as_ref().and_then(admit::window_of),
                         id: inner.id,
                         call: inner.call,
                         batch: Some((Arc::clone(&collector), index)),
@@ -487,11 +497,12 @@ impl Session {
                 }
             }
             // it only keeps the lease alive, which any message does: it need not wait its turn
-            Some(Call::Heartbeat(_)) if self.held.is_some() => {
+            Some(Call::Heartbeat(_)) if !self.queued.is_empty() => {
                 self.registry.metrics().count_call(CallKind::Heartbeat);
                 return;
             }
             call => self.queued.push_back(Queued {
+                window: call.as_ref().and_then(admit::window_of),
                 id,
                 call,
                 batch: None,
@@ -522,10 +533,32 @@ impl Session {
         })
     }
 
-    /// Handles the queued calls in order, until one holds the rest ([`Session::hold`]).
+    /// Handles the queued calls that may go, in order: a call on a held window waits, and so
+    /// does every later call on that window; a call of the session's own waits for every call
+    /// before it, and the calls after it for it.
     async fn run_queued(&mut self) {
-        while self.held.is_none() {
-            let Some(Queued { id, call, batch }) = self.queued.pop_front() else {
+        let mut waiting: HashSet<u64> = HashSet::new();
+        let mut at = 0;
+        while at < self.queued.len() {
+            let blocked = match self.queued[at].window {
+                Some(window) => self.held_windows.contains(&window) || waiting.contains(&window),
+                None => at > 0,
+            };
+            if blocked {
+                match self.queued[at].window {
+                    Some(window) => {
+                        waiting.insert(window);
+                    }
+                    // nothing after a session call waiting its turn may pass it
+                    None => break,
+                }
+                at += 1;
+                continue;
+            }
+            let Some(Queued {
+                id, call, batch, ..
+            }) = self.queued.remove(at)
+            else {
                 break;
             };
             self.batch = batch;
@@ -539,11 +572,16 @@ impl Session {
         }
     }
 
-    /// `reply` answers a call the calls after it must wait for (it blocks in MPI): they are
-    /// handled once it was sent (or dropped, when it never will be).
-    fn hold(&mut self, reply: Reply) -> Reply {
-        let (sent, held) = tokio::sync::oneshot::channel();
-        self.held = Some(held);
+    /// `reply` answers a call on `window` that the calls after it on that window must wait
+    /// for (it blocks in MPI): they are handled once it was sent (or dropped, when it never
+    /// will be).
+    fn hold(&mut self, window: u64, reply: Reply) -> Reply {
+        let (sent, held) = tokio::sync::oneshot::channel::<()>();
+        self.held_windows.insert(window);
+        self.held.push(Box::pin(async move {
+            let _ = held.await;
+            window
+        }));
         Reply::Then {
             reply: Box::new(reply),
             sent,
@@ -754,7 +792,7 @@ impl Session {
                 push,
             } => {
                 let on = OnWindow {
-                    reply: self.hold(on.reply),
+                    reply: self.hold(on.window, on.reply),
                     ..on
                 };
                 self.fence(on, event, fence, closes, pull, push).await
@@ -841,13 +879,6 @@ impl Session {
             let answer = answer.await.unwrap_or(Err(gone));
             (control, reply, answer)
         }));
-    }
-}
-
-/// Resolves once the held answer went out (or never will).
-async fn sent(held: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
-    if let Some(held) = held {
-        let _ = held.await;
     }
 }
 

@@ -202,7 +202,7 @@ impl Session {
         let group = open.entry.desc.group.clone();
         // the next calls see the info this call sets: they wait for its answer
         let reply = self.reply(id);
-        let reply = self.hold(reply);
+        let reply = self.hold(set.window, reply);
         let (sender, answer) = oneshot::channel();
         self.member
             .collectives

@@ -250,3 +250,43 @@ async fn a_batch_over_the_pending_budget_is_refused_whole_in_one_reply() {
     })));
     assert_eq!(next(session).await.id, after);
 }
+
+/// A fence holds only the calls after it on its own window: while rank 0's fence on one
+/// window waits for rank 1, rank 0's calls on another window are answered (another task of the
+/// client may use it, as another thread may in MPI); the fence is answered once rank 1 fences.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_fence_holds_only_its_own_windows_calls() {
+    let server = spawn_server().await;
+    let (mut sessions, a, world, _) = world(&server, 2).await;
+    let other = unique("b");
+    server
+        .admin
+        .create_window(&world, &WindowSpec::bytes(&other, 2, 8, 1))
+        .await
+        .unwrap();
+    let Reply::Window(desc) = sessions[0]
+        .ok(Call::OpenWindow(v1::OpenWindow {
+            name: other,
+            with_copy: false,
+        }))
+        .await
+    else {
+        panic!("no window description");
+    };
+    let b = desc.id;
+    let fenced = sessions[0].send(Some(fence(a)));
+    let locked = sessions[0].send(Some(Call::LockAll(v1::LockAll {
+        window: b,
+        assert: 0,
+    })));
+    let answer = next(&mut sessions[0]).await;
+    assert_eq!(
+        answer.id, locked,
+        "the other window's call waited: {answer:?}"
+    );
+    assert!(succeeded(&answer), "{answer:?}");
+    sessions[1].ok(fence(a)).await;
+    let answer = next(&mut sessions[0]).await;
+    assert_eq!(answer.id, fenced);
+    assert!(succeeded(&answer), "{answer:?}");
+}
