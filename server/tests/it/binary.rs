@@ -738,6 +738,17 @@ async fn a_generated_admin_token_file_is_whole_private_and_the_only_file_written
     assert!(terminate(child).success());
 }
 
+/// World `w` of one rank with the window `spec`, created on the binary at `url` started with
+/// the admin token `binary-test-admin-token`: its rank token.
+async fn one_rank_world(url: &str, spec: &WindowSpec) -> onesided_client::WorldTokens {
+    let admin = Admin::connect(url, "binary-test-admin-token")
+        .await
+        .unwrap();
+    let world = admin.create_world("w", 1).await.unwrap();
+    admin.create_window("w", spec).await.unwrap();
+    world
+}
+
 /// Not a test of its own: the client process of
 /// [`a_frozen_client_does_not_hold_up_a_graceful_stop`], run by it as a child (the real client
 /// library in a process it can stop). Attaches, says so, and waits.
@@ -764,14 +775,7 @@ async fn frozen_client_process() {
 async fn a_frozen_client_does_not_hold_up_a_graceful_stop() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
     let (child, url) = start(&data, &["--admin-token", "binary-test-admin-token"]);
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
-    let world = admin.create_world("w", 1).await.unwrap();
-    admin
-        .create_window("w", &WindowSpec::of::<i64>("x", 1, 1))
-        .await
-        .unwrap();
+    let world = one_rank_world(&url, &WindowSpec::of::<i64>("x", 1, 1)).await;
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -818,14 +822,7 @@ async fn endless_copies_of_nothing_are_refused_and_the_server_still_answers_and_
 
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
     let (child, url) = start(&data, &["--admin-token", "binary-test-admin-token"]);
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
-    let world = admin.create_world("w", 1).await.unwrap();
-    admin
-        .create_window("w", &WindowSpec::bytes("x", 1, 64, 1))
-        .await
-        .unwrap();
+    let world = one_rank_world(&url, &WindowSpec::bytes("x", 1, 64, 1)).await;
     let mut grpc = raw(&url).await;
     let (mut session, _) = RawSession::open(&mut grpc, &Meta::bearer(&world.tokens[0]))
         .await
