@@ -8,6 +8,7 @@
 //! await anything but its inbox and the audit writer, or block on another actor (replies go
 //! out through [`Reply`], never back in).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use onesided_core::target::{self, Access, Effects, Input, Target, TargetView, Up
 use onesided_core::window::MemoryModel;
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::{server_message, Updated};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::audit::{AuditHandle, Durability, Pending};
 use crate::limits::WindowBytes;
@@ -27,17 +28,73 @@ use crate::supervise::{self, Fate};
 /// Capacity of an actor's inbox: senders wait when it is full (back-pressure, never loss).
 const INBOX: usize = 1024;
 
-/// A rank's public copy is snapshotted once this many bytes of publications and operations
-/// (or [`SNAPSHOT_WINDOWS`] times its own size, if larger) were logged since the last snapshot.
+/// A window's ranks are snapshotted together once this many bytes of publications and
+/// operations (each event counting [`EVENT_BYTES`] more) were logged on any of them since the
+/// last round — or [`SNAPSHOT_WINDOWS`] times the bytes of all the window's copies, if larger.
 const SNAPSHOT_BYTES: u64 = 64 * 1024;
 
-/// How many times its own size a rank's log may grow between two snapshots: a restart replays
-/// at most about this many copies' worth of log, and the store writes a copy of the window for
-/// every this many copies' worth of updates — 1 + 1/4 bytes per byte put when whole windows are
-/// overwritten, and a put of at most three windows' worth is stored once, not once in the log
-/// and again, at once, in a snapshot (issue 12: a snapshot right after each window-sized put
-/// doubled what the store wrote, and held a copy of the public copy in memory meanwhile).
+/// How many times the window's own size its log may grow between two rounds of snapshots: a
+/// restart replays at most about this many copies' worth of log, and the store writes a copy of
+/// the window for every this many copies' worth of updates — 1 + 1/4 bytes per byte put when
+/// whole windows are overwritten, and a put of at most three windows' worth is stored once, not
+/// once in the log and again, at once, in a snapshot (issue 12: a snapshot right after each
+/// window-sized put doubled what the store wrote, and held a copy of the public copy in memory
+/// meanwhile).
 const SNAPSHOT_WINDOWS: u64 = 4;
+
+/// What every event adds to the log towards the next round besides its data: lock and epoch
+/// events carry none, and a rank that only locks must not make recovery replay all of them.
+const EVENT_BYTES: u64 = 64;
+
+/// What the actors of one window's ranks share: the log grown since the last round of
+/// snapshots, and the round itself. Every rank is snapshotted in every round, written or not,
+/// so recovery — which replays the log from the oldest of the ranks' snapshots — replays at
+/// most one round's worth of it (issue 43, item 13: a rank never written had no snapshot, and
+/// every take-up replayed the whole log).
+#[derive(Debug)]
+pub struct WindowLog {
+    /// Bytes logged on any rank since the last round.
+    logged: AtomicU64,
+    /// Bytes of all the ranks' public copies (a dynamic window's grow).
+    span: AtomicU64,
+    /// The round's number: each rank's actor snapshots its copy when it changes.
+    round: watch::Sender<u64>,
+}
+
+impl WindowLog {
+    /// The log of a window whose ranks' copies hold `span` bytes together, `logged` of them
+    /// since the last round (what recovery replayed: a node that takes a world up again and
+    /// again must not let the log behind the snapshots grow each time).
+    pub fn new(span: u64, logged: u64) -> Arc<Self> {
+        Arc::new(WindowLog {
+            logged: AtomicU64::new(logged),
+            span: AtomicU64::new(span),
+            round: watch::Sender::new(0),
+        })
+    }
+
+    /// Counts `bytes` logged; starts a round of snapshots when they make one due.
+    fn logged(&self, bytes: u64) {
+        let threshold = SNAPSHOT_BYTES.max(
+            self.span
+                .load(Ordering::Relaxed)
+                .saturating_mul(SNAPSHOT_WINDOWS),
+        );
+        let total = self.logged.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        // of two ranks crossing it at once, one starts the round
+        if total >= threshold && self.logged.swap(0, Ordering::Relaxed) >= threshold {
+            self.round
+                .send_modify(|round| *round = round.wrapping_add(1));
+        }
+    }
+
+    /// A rank's copy grew from `before` to `after` bytes.
+    fn grew(&self, before: u64, after: u64) {
+        if after > before {
+            self.span.fetch_add(after - before, Ordering::Relaxed);
+        }
+    }
+}
 
 /// Something an origin sends to a target (core's [`Access`], answered through a [`Reply`]).
 pub type AccessItem = Access<Reply>;
@@ -115,7 +172,8 @@ pub struct Dynamic {
 
 impl WindowServerHandle {
     /// Starts the actor of `rank` of window `window` with the public copy `public` (zeroed for
-    /// a new window, rebuilt from snapshot and log after a restart).
+    /// a new window, rebuilt from snapshot and log after a restart); `log` is shared by the
+    /// window's ranks.
     #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         window: u64,
@@ -127,6 +185,7 @@ impl WindowServerHandle {
         audit: AuditHandle,
         metrics: Arc<Metrics>,
         lock_fairness: Duration,
+        log: Arc<WindowLog>,
     ) -> Self {
         let (sender, inbox) = mpsc::channel(INBOX);
         let recording = audit.durability() != Durability::Off;
@@ -142,9 +201,11 @@ impl WindowServerHandle {
                 .take_anyway(target.public().len() as u64);
             window_bytes = Some(dynamic.window_bytes);
         }
+        let rounds = log.round.subscribe();
         let actor = WindowServer {
             window_bytes,
-            logged: 0,
+            log,
+            rounds,
             window,
             rank,
             target,
@@ -297,8 +358,9 @@ struct WindowServer {
     /// Dynamic window: the server's window bytes, of which its public copy (the span of its
     /// regions, which only grows) holds its length until the actor ends ([`WindowServer::release`]).
     window_bytes: Option<Arc<WindowBytes>>,
-    /// Bytes of publications and operations logged since the last snapshot.
-    logged: u64,
+    /// The log shared with the window's other ranks, and its rounds of snapshots.
+    log: Arc<WindowLog>,
+    rounds: watch::Receiver<u64>,
     window: u64,
     rank: u32,
     audit: AuditHandle,
@@ -324,25 +386,34 @@ impl WindowServer {
         loop {
             // a shared lock request held back behind a waiting exclusive one is granted when
             // its fairness wait ends, whether or not another command arrives
-            let command = match self.target.next_deadline(Instant::now()) {
-                Some(deadline) => tokio::select! {
-                    command = inbox.recv() => match command {
-                        Some(command) => Some(*command),
-                        None => break,
-                    },
-                    () = tokio::time::sleep_until(deadline.into()) => {
-                        self.target.tick(Instant::now());
-                        None
-                    }
-                },
-                None => match inbox.recv().await {
+            let deadline = self.target.next_deadline(Instant::now());
+            let mut snapshot = false;
+            let command = tokio::select! {
+                command = inbox.recv() => match command {
                     Some(command) => Some(*command),
                     None => break,
                 },
+                // a round of the window's snapshots (this rank's log or another's started it);
+                // the sender lives as long as the window's actors
+                Ok(()) = self.rounds.changed() => {
+                    self.rounds.borrow_and_update();
+                    snapshot = true;
+                    None
+                }
+                () = async {
+                    match deadline {
+                        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.target.tick(Instant::now());
+                    None
+                }
             };
             let abandoning = matches!(command, Some(Command::Engine(Input::Abandon)));
             let stopping = abandoning || matches!(command, Some(Command::Engine(Input::Stop)));
             let mut departed = None;
+            let before = self.target.public().len() as u64;
             if let Some(command) = command {
                 self.metrics.actor_input();
                 departed = self.handle(command);
@@ -354,13 +425,9 @@ impl WindowServer {
             if let Some(done) = departed {
                 let _ = done.send(());
             }
-            let size = self.target.public().len() as u64;
-            if !abandoning
-                && self.logged >= SNAPSHOT_BYTES.max(size.saturating_mul(SNAPSHOT_WINDOWS))
-            {
-                // recovery replays at most about SNAPSHOT_WINDOWS copies' worth of log after a
-                // snapshot
-                self.logged = 0;
+            self.log.grew(before, self.target.public().len() as u64);
+            if snapshot && !abandoning {
+                // behind the events this actor submitted before it
                 let copy = self.target.public().to_vec();
                 self.audit.snapshot(self.window, self.rank, copy).await;
             }
@@ -483,7 +550,7 @@ impl WindowServer {
         let events: Vec<Pending> = events
             .into_iter()
             .map(|event| {
-                self.logged += logged_bytes(&event);
+                self.log.logged(logged_bytes(&event));
                 Pending {
                     window: self.window,
                     rank: self.rank,
@@ -523,11 +590,11 @@ impl WindowServer {
     }
 }
 
-/// Bytes an event adds to the log towards the next snapshot.
-fn logged_bytes(event: &Event) -> u64 {
+/// Bytes an event adds to the log towards the next round of snapshots.
+pub fn logged_bytes(event: &Event) -> u64 {
     match event {
-        Event::Published { data, .. } | Event::Op { data, .. } => 64 + data.len() as u64,
-        _ => 0,
+        Event::Published { data, .. } | Event::Op { data, .. } => EVENT_BYTES + data.len() as u64,
+        _ => EVENT_BYTES,
     }
 }
 

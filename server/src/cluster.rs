@@ -123,6 +123,16 @@ pub struct Cluster {
     /// the database returns from an outage every lease has expired, and each live owner gets
     /// that long to renew its own before anyone may take them.
     reaching_since: Mutex<Option<tokio::time::Instant>>,
+    /// Whether this node has reached itself at its advertised URL ([`Cluster::reach_self`]):
+    /// until it has, it takes no world up and no node places one on it (issue 43, item 15: a
+    /// node advertising a dead address, or another node's, was given worlds nobody could reach).
+    reached_self: tokio::sync::watch::Sender<bool>,
+    /// This process's name in the health service: a node that reaches its advertised URL
+    /// finds its own name there, not another server's (`onesided.node.<id>.<random>`).
+    health_name: String,
+    /// The certificates of this node's TLS identity (an https:// advertise is checked trusting
+    /// them as well as the system's roots).
+    tls_chain: Option<Vec<u8>>,
 }
 
 fn secs(ttl: Duration) -> f64 {
@@ -144,8 +154,9 @@ impl Cluster {
         store: &AuditStore,
         config: NodeConfig,
         admin_token: &str,
-        tls: bool,
+        tls_chain: Option<Vec<u8>>,
     ) -> anyhow::Result<Arc<Self>> {
+        let tls = tls_chain.is_some();
         let AuditStore::Postgres(pool) = store else {
             anyhow::bail!(
                 "a cluster needs PostgreSQL: --node-id was given with a SQLite audit store; \
@@ -200,8 +211,10 @@ impl Cluster {
         // audit's traffic in a busy node, a heartbeat would miss its lease
         // (pinged before each use: none of these is on the hot path, and a connection a
         // database restart broke is replaced rather than failing the next heartbeat or status)
+        // (four: a heartbeat, a world being taken up — which reads its log beside the
+        // heartbeats — and two lookups of who serves what for new sessions)
         let own = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
+            .max_connections(4)
             .test_before_acquire(true)
             .acquire_timeout(config.lease_ttl / 2)
             // no claim or heartbeat waits on another node's transaction for long, and none of
@@ -213,6 +226,11 @@ impl Cluster {
             ))
             .await
             .context("cannot connect to the cluster's database")?;
+        let health_name = format!(
+            "onesided.node.{}.{:016x}",
+            config.node_id,
+            rand::random::<u64>()
+        );
         Ok(Arc::new(Cluster {
             config,
             pool: own,
@@ -224,7 +242,112 @@ impl Cluster {
             draining: Mutex::new(HashSet::new()),
             drained: tokio::sync::Notify::new(),
             reaching_since: Mutex::new(Some(tokio::time::Instant::now())),
+            reached_self: tokio::sync::watch::Sender::new(false),
+            health_name,
+            tls_chain,
         }))
+    }
+
+    /// The name under which this node's health service answers SERVING to itself.
+    pub fn health_name(&self) -> &str {
+        &self.health_name
+    }
+
+    /// Whether this node has reached itself at its advertised URL.
+    pub fn reached_self(&self) -> bool {
+        *self.reached_self.borrow()
+    }
+
+    /// Calls this node's health service at its advertised URL until the answer comes from
+    /// this very process (its [`Cluster::health_name`] is SERVING there), then lets the node
+    /// take worlds: marks it reached in `cluster_nodes`, where placement looks. Says why at
+    /// once and every ten seconds while it cannot: a dead address, another server there, a
+    /// certificate it does not trust.
+    pub async fn reach_self(&self) {
+        use tonic_health::pb::health_check_response::ServingStatus;
+        use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+        let began = tokio::time::Instant::now();
+        let mut said: Option<tokio::time::Instant> = None;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let answer = async {
+                let mut endpoint =
+                    tonic::transport::Endpoint::from_shared(self.config.advertise.clone())?
+                        .connect_timeout(self.config.lease_ttl)
+                        .timeout(self.config.lease_ttl);
+                if self.config.advertise.starts_with("https://") {
+                    let mut tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
+                    if let Some(chain) = &self.tls_chain {
+                        tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(chain));
+                    }
+                    endpoint = endpoint.tls_config(tls)?;
+                }
+                let channel = endpoint.connect().await?;
+                let status = HealthClient::new(channel)
+                    .check(HealthCheckRequest {
+                        service: self.health_name.clone(),
+                    })
+                    .await;
+                anyhow::Ok(status)
+            }
+            .await;
+            let why = match answer {
+                Ok(Ok(answer)) if answer.get_ref().status == ServingStatus::Serving as i32 => {
+                    match self.mark_reached().await {
+                        Ok(()) => {
+                            tracing::info!(
+                                advertise = %self.config.advertise,
+                                after_ms = began.elapsed().as_millis() as u64,
+                                "reached itself at its advertised URL: takes worlds"
+                            );
+                            self.reached_self.send_replace(true);
+                            return;
+                        }
+                        Err(error) => format!("the database: {error:#}"),
+                    }
+                }
+                Ok(Ok(_)) | Ok(Err(_)) => {
+                    "another server answers there (not this process)".to_string()
+                }
+                Err(error) => format!("{error:#}"),
+            };
+            if said.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+                tracing::error!(
+                    advertise = %self.config.advertise,
+                    why = %why,
+                    "cannot reach itself at its advertised URL: takes no world until it can"
+                );
+                said = Some(tokio::time::Instant::now());
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Marks this node's row reached (placement's condition).
+    async fn mark_reached(&self) -> anyhow::Result<()> {
+        sqlx::query("UPDATE cluster_nodes SET reached = TRUE WHERE node_id = $1")
+            .bind(&self.config.node_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Waits, at most a lease, until this node has reached itself at its advertised URL.
+    async fn until_reached_self(&self) -> anyhow::Result<()> {
+        let mut reached = self.reached_self.subscribe();
+        let waited =
+            tokio::time::timeout(self.config.lease_ttl, reached.wait_for(|reached| *reached))
+                .await
+                .is_ok_and(|reached| reached.is_ok());
+        match waited {
+            true => Ok(()),
+            false => anyhow::bail!(
+                "this node has not reached itself at its advertised URL {} yet: it takes no \
+                 world until it does (see its log)",
+                self.config.advertise
+            ),
+        }
     }
 
     /// Registers the node's row, with a fresh lease. A row of the same id whose lease is
@@ -241,7 +364,7 @@ impl Cluster {
                  VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
                  ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
                      started_at = now(), heartbeat_at = now(), \
-                     lease_until = excluded.lease_until \
+                     lease_until = excluded.lease_until, reached = FALSE \
                  WHERE cluster_nodes.lease_until < now()",
             )
             .bind(&config.node_id)
@@ -442,24 +565,44 @@ impl Cluster {
     }
 
     /// The live node with the least load, measured as the ranks of the worlds it serves
-    /// (every rank is a session and one actor per window; ties go to the smallest id):
-    /// `(node id, address)`.
+    /// (every rank is a session and one actor per window; ties go to the smallest id), among
+    /// the nodes that have reached themselves at their advertised URL: `(node id, address)`.
     ///
     /// # Errors
-    /// Database failures.
+    /// Database failures, or no node that has reached itself.
     pub async fn place(&self) -> anyhow::Result<(String, String)> {
+        if let Some(chosen) = self.least_loaded().await? {
+            return Ok(chosen);
+        }
+        // a cluster just started: its nodes reach themselves within moments
+        if !self.reached_self() && self.until_reached_self().await.is_ok() {
+            if let Some(chosen) = self.least_loaded().await? {
+                return Ok(chosen);
+            }
+        }
+        if self.reached_self() {
+            // this node's own lease may have lapsed while the database was away: it is up
+            return Ok((self.config.node_id.clone(), self.config.advertise.clone()));
+        }
+        anyhow::bail!(
+            "no node of the cluster has reached itself at its advertised URL yet: a world \
+             placed now could not be served; see the nodes' logs"
+        )
+    }
+
+    /// [`Cluster::place`]'s choice among the nodes marked in the database.
+    async fn least_loaded(&self) -> anyhow::Result<Option<(String, String)>> {
         let chosen: Option<(String, String)> = sqlx::query_as(
             "SELECT n.node_id, n.advertise FROM cluster_nodes n \
              LEFT JOIN world_owners o ON o.node_id = n.node_id \
              LEFT JOIN worlds w ON w.name = o.world \
-             WHERE n.lease_until > now() \
+             WHERE n.lease_until > now() AND n.reached \
              GROUP BY n.node_id, n.advertise \
              ORDER BY COALESCE(SUM(w.nranks), 0), n.node_id LIMIT 1",
         )
         .fetch_optional(&self.pool)
         .await?;
-        // this node's own lease may have lapsed while the database was away: it is still up
-        Ok(chosen.unwrap_or_else(|| (self.config.node_id.clone(), self.config.advertise.clone())))
+        Ok(chosen)
     }
 
     /// Whether an admin's move is draining `world` here.
@@ -558,6 +701,7 @@ impl Cluster {
     /// its windows from snapshots and the log and registers them. Returns whether this node
     /// now serves it.
     async fn adopt(&self, world: &str, registry: &Arc<Registry>) -> anyhow::Result<bool> {
+        self.until_reached_self().await?;
         let _one_at_a_time = self.adopting.lock().await;
         if self.holds(world) && registry.has_world(world) && self.confirm(world, registry).await? {
             return Ok(true);
@@ -582,25 +726,57 @@ impl Cluster {
         };
         // whatever this node still had of the world is stale: the log is the truth now
         registry.evict_world(world);
+        // held from here on: the heartbeats renew its lease while the log is read, so that a
+        // long rebuild never lets it lapse into another node's hands (issue 43, item 13)
+        lock(&self.held).insert(world.to_string(), epoch);
+        self.renewed(world, epoch, sent);
         // the claim committed before this read, and it waited for every commit of the
         // previous owner that checked its epoch: the log read here is complete
         let store = AuditStore::Postgres(self.pool.clone());
-        let recovered = crate::recovery::recover_world(&store, world)
-            .await
-            .with_context(|| format!("cannot rebuild world {world}"))?;
+        let began = tokio::time::Instant::now();
+        let recovered = match crate::recovery::recover_world(&store, world).await {
+            Ok(recovered) => recovered,
+            Err(error) => {
+                // not renewed any more: another node may try
+                self.release(world);
+                return Err(error.context(format!("cannot rebuild world {world}")));
+            }
+        };
+        if lock(&self.held).get(world) != Some(&epoch) {
+            // lost meanwhile (a move, or the database said another node has it)
+            return Ok(false);
+        }
         {
             let mut windows = lock(&self.windows);
             for window in &recovered.windows {
                 windows.insert(window.desc.id, world.to_string());
             }
         }
-        lock(&self.held).insert(world.to_string(), epoch);
-        self.renewed(world, epoch, sent);
+        let replayed: usize = recovered.windows.iter().map(|w| w.replayed).sum();
         let windows: Vec<u64> = recovered.windows.iter().map(|w| w.desc.id).collect();
         registry.audit().forget(windows).await;
         registry.restore(recovered.worlds, recovered.windows, recovered.incarnations);
-        tracing::info!(world, epoch, "took the world up");
+        tracing::info!(
+            world,
+            epoch,
+            replayed,
+            took_ms = began.elapsed().as_millis() as u64,
+            "took the world up"
+        );
         Ok(true)
+    }
+
+    /// Takes up `worlds` (a heartbeat's [`Cluster::heartbeat`] found them), one after another,
+    /// outside the heartbeats: a rebuild as long as the lease must not stop them.
+    pub async fn take_up(&self, worlds: Vec<String>, registry: &Arc<Registry>) {
+        for world in worlds {
+            if self.holds(&world) {
+                continue;
+            }
+            if let Err(error) = self.adopt(&world, registry).await {
+                tracing::error!(world = %world, error = %format!("{error:#}"), "cannot take the world up");
+            }
+        }
     }
 
     /// Hands `world`, which this node serves, to the live node `target` (an admin's move, a
@@ -710,13 +886,14 @@ impl Cluster {
         }
     }
 
-    /// One heartbeat: renews the node's lease and its worlds' leases, lets go of worlds it no
-    /// longer holds (another node took them: their sessions end, their clients follow), and
-    /// takes up the worlds placed on it and those whose owner's lease expired.
+    /// One heartbeat: renews the node's lease and its worlds' leases, and lets go of worlds it
+    /// no longer holds (another node took them: their sessions end, their clients follow).
+    /// Returns the worlds to take up ([`Cluster::take_up`]): those placed on this node and
+    /// those whose owner's lease expired.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn heartbeat(&self, registry: &Arc<Registry>) -> anyhow::Result<()> {
+    pub async fn heartbeat(&self, registry: &Arc<Registry>) -> anyhow::Result<Vec<String>> {
         let ttl = secs(self.config.lease_ttl);
         let renewed = sqlx::query(
             "UPDATE cluster_nodes SET heartbeat_at = now(), \
@@ -730,12 +907,13 @@ impl Cluster {
         let renewed = renewed?;
         if renewed.rows_affected() == 0 {
             sqlx::query(
-                "INSERT INTO cluster_nodes (node_id, advertise, lease_until) \
-                 VALUES ($1, $2, now() + make_interval(secs => $3)) ON CONFLICT DO NOTHING",
+                "INSERT INTO cluster_nodes (node_id, advertise, lease_until, reached) \
+                 VALUES ($1, $2, now() + make_interval(secs => $3), $4) ON CONFLICT DO NOTHING",
             )
             .bind(&self.config.node_id)
             .bind(&self.config.advertise)
             .bind(ttl)
+            .bind(self.reached_self())
             .execute(&self.pool)
             .await?;
         }
@@ -776,12 +954,11 @@ impl Cluster {
         .fetch_all(&self.pool)
         .await?;
         claimable.retain(|world| !self.holds(world));
-        for world in claimable {
-            if let Err(error) = self.adopt(&world, registry).await {
-                tracing::error!(world = %world, error = %format!("{error:#}"), "cannot take the world up");
-            }
+        if !self.reached_self() {
+            // taken up once the node has reached itself, at the next heartbeat
+            claimable.clear();
         }
-        Ok(())
+        Ok(claimable)
     }
 
     /// Every node with its liveness and worlds.
@@ -866,7 +1043,8 @@ impl Cluster {
     }
 }
 
-/// Beats until `stop`: every quarter of the lease.
+/// Beats until `stop`: every quarter of the lease. The worlds a beat finds to take up are
+/// taken up by a task of their own (one at a time), so that no rebuild delays the next beat.
 pub async fn heartbeats(
     cluster: Arc<Cluster>,
     registry: Arc<Registry>,
@@ -874,9 +1052,16 @@ pub async fn heartbeats(
 ) {
     let every = cluster.config.lease_ttl / 4;
     let mut failing = false;
+    let mut taking_up: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         match cluster.heartbeat(&registry).await {
-            Ok(()) => {
+            Ok(worlds) => {
+                if !worlds.is_empty() && taking_up.as_ref().is_none_or(|task| task.is_finished()) {
+                    let (cluster, registry) = (Arc::clone(&cluster), Arc::clone(&registry));
+                    taking_up = Some(tokio::spawn(async move {
+                        cluster.take_up(worlds, &registry).await;
+                    }));
+                }
                 if failing {
                     tracing::info!("heartbeats reach the database again");
                 }
@@ -893,6 +1078,9 @@ pub async fn heartbeats(
             () = stop.cancelled() => break,
             () = tokio::time::sleep(every) => {}
         }
+    }
+    if let Some(task) = taking_up {
+        task.abort();
     }
 }
 

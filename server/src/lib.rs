@@ -385,7 +385,7 @@ pub async fn run(
                         &store,
                         node.clone(),
                         &config.admin_token,
-                        config.tls.is_some(),
+                        config.tls.as_ref().map(|tls| tls.chain_pem().to_vec()),
                     )
                     .await?,
                 );
@@ -420,10 +420,8 @@ pub async fn run(
     if let Some(cluster) = &joined {
         audit.set_fencing(Arc::clone(cluster) as Arc<dyn audit::Fencing>);
         registry.set_cluster(Arc::clone(cluster));
-        // the worlds placed on this node (or left by a node that died) before it serves
-        if let Err(error) = cluster.heartbeat(&registry).await {
-            tracing::error!(error = %format!("{error:#}"), "the first heartbeat failed");
-        }
+        // the worlds placed on this node (or left by a node that died) are taken up by the
+        // heartbeats once the node has reached itself at its advertised URL (below)
         tokio::spawn(cluster::heartbeats(
             Arc::clone(cluster),
             Arc::clone(&registry),
@@ -468,6 +466,20 @@ pub async fn run(
         .set_serving::<AdminServer<admin::AdminService>>()
         .await;
     health_reporter.set_serving::<RmaServer<RmaService>>().await;
+    if let Some(cluster) = &joined {
+        // the name only this process answers to: the node calls it at its advertised URL
+        // (once this server serves) before it takes any world
+        health_reporter
+            .set_service_status(cluster.health_name(), tonic_health::ServingStatus::Serving)
+            .await;
+        let (cluster, stop) = (Arc::clone(cluster), heartbeats_stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cluster.reach_self() => {}
+                () = stop.cancelled() => {}
+            }
+        });
+    }
     // without an audit log every Audit call is FAILED_PRECONDITION: not serving
     type AuditService = AuditServer<audit::service::AuditService>;
     if store.is_some() {

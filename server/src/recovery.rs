@@ -58,20 +58,27 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
             .into_iter()
             .map(|snapshot| (snapshot.rank, (snapshot.seq, snapshot.data)))
             .collect();
-        // a dynamic window's regions come from its whole log (a snapshot holds bytes only)
+        // every rank is snapshotted in each round (the actors' window log): the log after the
+        // oldest of them is about one round's worth
         let dynamic = desc.flavor == Flavor::Dynamic;
         let from = (0..desc.nranks())
             .map(|rank| snapshots.get(&rank).map_or(0, |(seq, _)| *seq))
             .min()
             .unwrap_or(0)
             + 1;
-        let from = if dynamic { 1 } else { from };
-        let rows = store.rows(window.id, from).await?;
+        let mut rows = store.rows(window.id, from).await?;
         if rows
             .iter()
             .any(|row| row.record.event == Event::WindowFreed)
         {
             continue;
+        }
+        if dynamic && from > 1 {
+            // a dynamic window's regions come from the whole log (a snapshot holds bytes
+            // only): its attaches and detaches before the snapshots, found by their index
+            let mut regions = store.region_rows(window.id, from).await?;
+            regions.append(&mut rows);
+            rows = regions;
         }
         // a row that cannot be read is refused, not skipped: the copy would silently lack it
         let rows = readable(rows)
@@ -118,6 +125,11 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
                 })?;
             }
         }
+        let logged = rows
+            .iter()
+            .filter(|record| record.seq >= from)
+            .map(|record| crate::actor::logged_bytes(&record.event))
+            .sum();
         tracing::info!(
             window = window.id,
             replayed = rows.len(),
@@ -128,6 +140,8 @@ async fn recover_where(store: &AuditStore, only: Option<&str>) -> anyhow::Result
             desc,
             copies,
             regions,
+            replayed: rows.len(),
+            logged,
         });
     }
     let mut incarnations = store.incarnations().await?;

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use onesided_core::audit::Event;
 
-use crate::actor::{Dynamic, WindowServerHandle};
+use crate::actor::{Dynamic, WindowLog, WindowServerHandle};
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
 use crate::cluster::Cluster;
 use crate::limits::{exhausted, Limits, WindowBytes};
@@ -227,6 +227,12 @@ pub struct RecoveredWindow {
     pub copies: Vec<Vec<u8>>,
     /// A dynamic window's attached regions (offset → size), index = rank; empty otherwise.
     pub regions: Vec<std::collections::BTreeMap<u64, u64>>,
+    /// How many rows of the log were read to rebuild it (after the ranks' oldest snapshot,
+    /// and a dynamic window's regions before it).
+    pub replayed: usize,
+    /// What the rows after the oldest snapshot count towards the next round of snapshots
+    /// ([`crate::actor::logged_bytes`]).
+    pub logged: u64,
 }
 
 /// Parses a stored spec back into a description.
@@ -410,6 +416,43 @@ impl Registry {
             .store(nanos, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Starts the actors of `desc`'s ranks with their public copies (and a dynamic window's
+    /// regions, by rank): one window log shared by all of them, `logged` bytes of it since the
+    /// ranks' snapshots.
+    fn spawn_ranks(
+        &self,
+        desc: &WindowDesc,
+        copies: Vec<Vec<u8>>,
+        regions: Vec<BTreeMap<u64, u64>>,
+        logged: u64,
+    ) -> Vec<WindowServerHandle> {
+        let span = copies.iter().map(|copy| copy.len() as u64).sum();
+        let log = WindowLog::new(span, logged);
+        copies
+            .into_iter()
+            .enumerate()
+            .map(|(rank, copy)| {
+                let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
+                    max_bytes: self.limits.max_window_bytes_per_rank,
+                    regions: regions.get(rank).cloned().unwrap_or_default(),
+                    window_bytes: Arc::clone(&self.window_bytes),
+                });
+                WindowServerHandle::spawn(
+                    desc.id,
+                    rank as u32,
+                    desc.nranks(),
+                    desc.model,
+                    copy,
+                    dynamic,
+                    self.audit.clone(),
+                    Arc::clone(&self.metrics),
+                    self.lock_fairness(),
+                    Arc::clone(&log),
+                )
+            })
+            .collect()
+    }
+
     fn lock_fairness(&self) -> Duration {
         Duration::from_nanos(
             self.lock_fairness_ns
@@ -451,30 +494,7 @@ impl Registry {
                 continue;
             };
             world.windows.insert(desc.name.clone(), desc.id);
-            let nranks = desc.nranks();
-            let ranks = window
-                .copies
-                .into_iter()
-                .enumerate()
-                .map(|(rank, copy)| {
-                    let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
-                        max_bytes: self.limits.max_window_bytes_per_rank,
-                        regions: window.regions.get(rank).cloned().unwrap_or_default(),
-                        window_bytes: Arc::clone(&self.window_bytes),
-                    });
-                    WindowServerHandle::spawn(
-                        desc.id,
-                        rank as u32,
-                        nranks,
-                        desc.model,
-                        copy,
-                        dynamic,
-                        self.audit.clone(),
-                        Arc::clone(&self.metrics),
-                        self.lock_fairness(),
-                    )
-                })
-                .collect();
+            let ranks = self.spawn_ranks(&desc, window.copies, window.regions, window.logged);
             inner.next_window = inner.next_window.max(desc.id);
             if let Some(cluster) = self.cluster() {
                 cluster.note_window(desc.id, &desc.world);
@@ -908,31 +928,12 @@ impl Registry {
                 return Err(unavailable(error));
             }
         }
-        let nranks = desc.nranks();
-        let ranks = desc
+        let zeroed = desc
             .sizes
             .iter()
-            .enumerate()
-            .map(|(rank, &size)| {
-                let public = vec![0; size as usize];
-                let dynamic = (desc.flavor == Flavor::Dynamic).then(|| Dynamic {
-                    max_bytes: self.limits.max_window_bytes_per_rank,
-                    regions: Default::default(),
-                    window_bytes: Arc::clone(&self.window_bytes),
-                });
-                WindowServerHandle::spawn(
-                    desc.id,
-                    rank as u32,
-                    nranks,
-                    desc.model,
-                    public,
-                    dynamic,
-                    self.audit.clone(),
-                    Arc::clone(&self.metrics),
-                    self.lock_fairness(),
-                )
-            })
+            .map(|&size| vec![0; size as usize])
             .collect();
+        let ranks = self.spawn_ranks(&desc, zeroed, Vec::new(), 0);
         let mut inner = self.write();
         let still_wanted = inner
             .worlds

@@ -46,6 +46,12 @@ impl std::fmt::Debug for TlsIdentity {
 }
 
 impl TlsIdentity {
+    /// The certificate chain, as PEM (a cluster node checks its advertised https:// URL
+    /// trusting it).
+    pub fn chain_pem(&self) -> &[u8] {
+        &self.chain_pem
+    }
+
     /// An identity from PEM text: at least one certificate, and one private key (PKCS#8,
     /// PKCS#1 or SEC1). Whether the key belongs to the certificate is checked by [`crate::run`]
     /// before it serves.

@@ -58,6 +58,15 @@ impl ServedOnThread {
     /// When the runtime cannot be built or no port bound; the thread panics when the server
     /// fails.
     pub fn start(config: ServerConfig) -> Self {
+        Self::start_at_url(|_| config)
+    }
+
+    /// As [`ServedOnThread::start`], with the configuration made once the server's URL is
+    /// known (a cluster node advertises it, and reaches itself there before taking worlds).
+    ///
+    /// # Panics
+    /// As [`ServedOnThread::start`].
+    pub fn start_at_url(config: impl FnOnce(&str) -> ServerConfig) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -65,6 +74,7 @@ impl ServedOnThread {
             .unwrap();
         let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let config = config(&url);
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             runtime

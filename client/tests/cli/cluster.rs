@@ -10,9 +10,10 @@ use crate::{Cli, Server};
 #[test]
 fn a_node_lists_the_cluster_and_moves_worlds_by_node_id() {
     let database = PgDatabase::create_blocking();
-    let server = Server::start_with(|config| {
+    // it advertises its own address: a node takes worlds only once it has reached itself there
+    let server = Server::start_with_url(|config, url| {
         config.database_url = Some(database.url.clone());
-        config.cluster = Some(NodeConfig::new("only", "http://127.0.0.1:1"));
+        config.cluster = Some(NodeConfig::new("only", url));
     });
     server.world("w", 2);
     // a dead address first: the CLI goes on to the next one
@@ -37,7 +38,7 @@ fn a_node_lists_the_cluster_and_moves_worlds_by_node_id() {
     let text = server.cli().args(["cluster", "status"]).run();
     text.success();
     let row = text.stdout.lines().nth(1).unwrap_or_default().to_string();
-    for expected in ["only", "http://127.0.0.1:1", "alive", "ms ago", "w"] {
+    for expected in ["only", server.url.as_str(), "alive", "ms ago", "w"] {
         assert!(row.contains(expected), "{}", text.stdout);
     }
     // moving a world to the node that serves it changes nothing
@@ -46,7 +47,7 @@ fn a_node_lists_the_cluster_and_moves_worlds_by_node_id() {
         .args(["--json", "cluster", "move", "w", "--to", "only"])
         .run();
     moved.success();
-    assert_eq!(moved.json()["owner"], "http://127.0.0.1:1");
+    assert_eq!(moved.json()["owner"], server.url.as_str());
     // no such node, no such world: refusals, one line each
     let nowhere = server
         .cli()

@@ -51,10 +51,17 @@ impl Server {
     /// A server whose default configuration (SQLite audit in its data dir, `sync`) `adjust`
     /// changes first.
     pub fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> Self {
+        Self::start_with_url(|config, _| adjust(config))
+    }
+
+    /// As [`Server::start_with`], adjusting the configuration once the server's URL is known.
+    pub fn start_with_url(adjust: impl FnOnce(&mut ServerConfig, &str)) -> Self {
         let data = TempDir::new();
-        let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
-        adjust(&mut config);
-        let served = ServedOnThread::start(config);
+        let served = ServedOnThread::start_at_url(|url| {
+            let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
+            adjust(&mut config, url);
+            config
+        });
         Server {
             url: served.url.clone(),
             _served: served,

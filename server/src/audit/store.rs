@@ -1042,6 +1042,31 @@ impl AuditStore {
         self.stored_rows(window, raw).await
     }
 
+    /// A dynamic window's rows that attach or detach a region, with `seq < before`: what
+    /// recovery reads of the log before the oldest snapshot (a snapshot holds bytes, not
+    /// regions). A partial index keeps this cheap however long the log.
+    ///
+    /// # Errors
+    /// Database failures, or a body this version cannot read.
+    pub async fn region_rows(&self, window: u64, before: u64) -> anyhow::Result<Vec<StoredRow>> {
+        // the index's own condition, word for word (both databases match it so)
+        let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, \
+                   hash, event_at, event_len \
+                   FROM audit_events WHERE window_id = $1 AND seq < $2 \
+                   AND kind IN ('region_attached', 'region_detached') ORDER BY seq";
+        let (Some(window_id), Some(before)) = (bigint(window), bigint(before)) else {
+            return Ok(Vec::new());
+        };
+        let raw: Vec<Raw> = on_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(window_id)
+                .bind(before)
+                .fetch_all(pool)
+                .await?
+        });
+        self.stored_rows(window, raw).await
+    }
+
     /// The rows of `window` as selected, with the events kept in the events file read from it.
     async fn stored_rows(&self, window: u64, raw: Vec<Raw>) -> anyhow::Result<Vec<StoredRow>> {
         let spans: Vec<(i64, i64)> = raw.iter().filter_map(|raw| raw.8.zip(raw.9)).collect();

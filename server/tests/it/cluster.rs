@@ -183,6 +183,15 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
         assert_eq!(node.worlds.len(), 2, "{status:#?}");
         assert_eq!(node.ranks, 4, "{status:#?}");
     }
+    // ties go to the smallest id: created one after another, the worlds go round in id order
+    for (index, (name, _)) in worlds.iter().enumerate() {
+        let expected = format!("node-{}", index % 3);
+        assert_eq!(
+            owner_of(&status, name),
+            Some(expected.as_str()),
+            "{status:#?}"
+        );
+    }
     // every node lists every world
     for admin in &admins {
         let listed = admin.list_worlds().await.unwrap();
@@ -1309,6 +1318,43 @@ async fn misconfigured_nodes_refuse_to_start() {
         .collect();
     assert_eq!(live, vec!["node-0"], "{status:#?}");
     assert_eq!(status.nodes[0].advertise, nodes[0].url);
+}
+
+/// Issue 43, item 15: a node advertising an address where nobody listens, or another node's
+/// address, stays up but takes no world until it reaches itself there: it says why, and
+/// placement passes over it (it used to be given worlds nobody could reach).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_cannot_reach_themselves_at_their_advertised_url_take_no_worlds() {
+    let database = PgDatabase::create().await;
+    let nodes = start_nodes(&database, 1);
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let mut lost = Vec::new();
+    for (id, advertise) in [("node-a", &nobody), ("node-b", &nodes[0].url)] {
+        let data = TempDir::new();
+        let command = node_command(&database, id, free_port(), advertise, ADMIN_TOKEN, &data);
+        let process = Launched::start(
+            command,
+            "cannot reach itself at its advertised URL",
+            Duration::from_secs(60),
+        );
+        lost.push((process, data));
+    }
+    let admin = Admin::connect(nodes[0].url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    for index in 0..4 {
+        admin.create_world(&format!("w{index}"), 2).await.unwrap();
+    }
+    let status = admin.cluster_status().await.unwrap();
+    let alive = status.nodes.iter().filter(|node| node.alive).count();
+    assert_eq!(alive, 3, "they are up: {status:#?}");
+    for index in 0..4 {
+        assert_eq!(
+            owner_of(&status, &format!("w{index}")),
+            Some("node-0"),
+            "{status:#?}"
+        );
+    }
 }
 
 #[test]

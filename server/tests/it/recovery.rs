@@ -289,10 +289,11 @@ async fn snapshot_count(database: &Path) -> i64 {
 }
 
 /// Issue 12: a put of a whole window is stored once, in the log, not again at once in a
-/// snapshot; a rank is snapshotted once four copies' worth of log has built up, and a restart
-/// rebuilds the window from that snapshot and the log after it.
+/// snapshot; the window's ranks are snapshotted once four windows' worth of log has built up
+/// (every rank, the one never written too), and a restart rebuilds the window from those
+/// snapshots and the log after them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_window_sized_put_is_logged_once_and_four_copies_of_log_make_a_snapshot() {
+async fn a_window_sized_put_is_logged_once_and_four_windows_of_log_make_a_snapshot() {
     const BYTES: usize = 128 << 10;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-snapshot-policy")));
     let database = data.0.join("audit.db");
@@ -325,15 +326,24 @@ async fn a_window_sized_put_is_logged_once_and_four_copies_of_log_make_a_snapsho
         0,
         "three windows' worth of log is not yet worth a snapshot"
     );
+    // the restart counts the three puts it replayed towards the next round
     let server = start_on(&data.0, |_| {}).await;
-    for fill in 4..=8 {
+    put(server.url.clone(), 4).await;
+    server.stop().await;
+    assert_eq!(
+        snapshot_count(&database).await,
+        0,
+        "four puts into one rank of two are two windows' worth"
+    );
+    let server = start_on(&data.0, |_| {}).await;
+    for fill in 5..=8 {
         put(server.url.clone(), fill).await;
     }
     server.stop().await;
     assert_eq!(
         snapshot_count(&database).await,
-        1,
-        "rank 1 is snapshotted once four copies' worth was logged"
+        2,
+        "both ranks are snapshotted once four windows' worth was logged"
     );
     let server = start_on(&data.0, |_| {}).await;
     let session = Session::attach(server.url.as_str(), &world.tokens[0])
@@ -347,6 +357,79 @@ async fn a_window_sized_put_is_logged_once_and_four_copies_of_log_make_a_snapsho
     drop(w);
     session.close().await.unwrap();
     server.stop().await;
+}
+
+/// Issue 43, item 13: a rank never written used to have no snapshot, so every restart (and
+/// every cluster node taking the world up) replayed the window's whole log. Every rank is now
+/// snapshotted in each round, and recovery reads about one round of log however long it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rank_never_written_is_snapshotted_too_and_recovery_reads_one_round_of_log() {
+    const OPS: i64 = 3000;
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-rounds")));
+    // recorded in the background (a graceful stop commits it all): each flush is a round trip
+    let server = start_on(&data.0, |config| {
+        config.durability = onesided_server::audit::Durability::Async;
+    })
+    .await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world("rounds", 2).await.unwrap();
+    let id = admin
+        .create_window("rounds", &WindowSpec::of::<i64>("w", 2, 1))
+        .await
+        .unwrap()
+        .id;
+    let session = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let w = session.window("w").await.unwrap();
+    w.lock_all(0).await.unwrap();
+    for _ in 0..OPS {
+        // rank 1's copy is never written
+        w.accumulate(0, 0, &[1i64], Op::Sum).unwrap();
+        // one operation at a time: the client sends what is pending in one message
+        w.flush(0).await.unwrap();
+    }
+    w.unlock_all().await.unwrap();
+    drop(w);
+    session.close().await.unwrap();
+    server.stop().await;
+
+    let store = onesided_server::audit::AuditStore::open(None, &data.0)
+        .await
+        .unwrap();
+    let mut ranks: Vec<u32> = store
+        .snapshots(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|snapshot| snapshot.rank)
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks,
+        vec![0, 1],
+        "the rank never written has a snapshot too"
+    );
+    let whole = store.rows(id, 1).await.unwrap().len();
+    assert!(whole > OPS as usize, "the log holds {whole} rows");
+    let recovered = onesided_server::recovery::recover(&store).await.unwrap();
+    let window = recovered
+        .windows
+        .iter()
+        .find(|window| window.desc.id == id)
+        .unwrap();
+    assert_eq!(
+        window.copies[0],
+        OPS.to_le_bytes(),
+        "every operation is in the copy"
+    );
+    assert_eq!(window.copies[1], 0i64.to_le_bytes());
+    // a round comes every 64 KiB of log, each operation counting 72 bytes: about 910 of them
+    assert!(
+        window.replayed < 1500,
+        "recovery read {} of the log's {whole} rows",
+        window.replayed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
