@@ -363,10 +363,24 @@ fn the_binary_refuses_half_or_wrong_tls_flags() {
 /// and ECDHE-RSA suites with what a TLS 1.2 server needs to pick one for the test PKI's P-256
 /// key.
 fn client_hello(version: u16) -> Vec<u8> {
+    hello(version, false)
+}
+
+/// A TLS 1.3 ClientHello: legacy version TLS 1.2, a TLS 1.3 suite first, and the
+/// `supported_versions` (1.3 only) and `key_share` (an x25519 share) extensions.
+fn client_hello_1_3() -> Vec<u8> {
+    hello(0x0303, true)
+}
+
+fn hello(version: u16, tls_1_3: bool) -> Vec<u8> {
     let mut body = version.to_be_bytes().to_vec();
     body.extend([7u8; 32]); // random
     body.push(0); // no session id
-    let suites: [u16; 4] = [0xc02b, 0xc02f, 0xc009, 0x002f];
+    let suites: &[u16] = if tls_1_3 {
+        &[0x1301, 0x1302, 0xc02b, 0xc02f]
+    } else {
+        &[0xc02b, 0xc02f, 0xc009, 0x002f]
+    };
     body.extend(((suites.len() * 2) as u16).to_be_bytes());
     for suite in suites {
         body.extend(suite.to_be_bytes());
@@ -381,6 +395,13 @@ fn client_hello(version: u16) -> Vec<u8> {
     add(10, &[0, 4, 0, 0x1d, 0, 0x17]); // supported groups: x25519, secp256r1
     add(11, &[1, 0]); // EC point formats: uncompressed
     add(13, &[0, 6, 4, 3, 8, 4, 4, 1]); // signature algorithms
+    if tls_1_3 {
+        add(43, &[2, 3, 4]); // supported versions: TLS 1.3
+                             // key share: one x25519 share (any 32 bytes but a low-order point)
+        let mut share = vec![0, 36, 0, 0x1d, 0, 32];
+        share.extend((1..=32u8).map(|byte| byte.wrapping_mul(37)));
+        add(51, &share);
+    }
     body.extend((extensions.len() as u16).to_be_bytes());
     body.extend(extensions);
     let mut handshake = vec![1]; // ClientHello
@@ -434,7 +455,17 @@ async fn only_tls_1_2_and_1_3_are_spoken() {
         // fatal, protocol_version
         assert_eq!(fragment, [2, 70], "{name}");
     }
-    // and TLS 1.3 is what the client negotiates
+    // a TLS 1.3 hello gets a TLS 1.3 ServerHello: its supported_versions extension says 1.3
+    let (kind, fragment) = first_record(&server.url, &client_hello_1_3()).await;
+    assert_eq!(kind, HANDSHAKE, "TLS 1.3 is refused: {fragment:?}");
+    assert_eq!(fragment[0], 2, "not a ServerHello: {fragment:?}");
+    assert!(
+        fragment
+            .windows(6)
+            .any(|bytes| bytes == [0, 43, 0, 2, 3, 4]),
+        "the server did not choose TLS 1.3: {fragment:?}"
+    );
+    // and the client library speaks it
     let admin = Admin::connect(with_ca(&server.url, &pki), ADMIN_TOKEN)
         .await
         .unwrap();

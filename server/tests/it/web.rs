@@ -32,20 +32,32 @@ pub struct Answer {
 
 /// `GET path` with `authorization` as the Authorization header (if any).
 pub async fn get(address: SocketAddr, path: &str, authorization: Option<&str>) -> Answer {
+    send(address, "GET", path, authorization).await
+}
+
+/// `METHOD path` (no body) with `authorization` as the Authorization header (if any).
+pub async fn send(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> Answer {
     let response = tokio::time::timeout(Duration::from_secs(10), async {
         let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
         let header = authorization
             .map(|value| format!("Authorization: {value}\r\n"))
             .unwrap_or_default();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n{header}Connection: close\r\n\r\n");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{header}Content-Length: 0\r\n\
+             Connection: close\r\n\r\n"
+        );
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).await.unwrap();
         response
     })
     .await
-    .unwrap_or_else(|_| panic!("GET {path} from {address}: no answer within 10 s"));
+    .unwrap_or_else(|_| panic!("{method} {path} from {address}: no answer within 10 s"));
     let (head, body) = response
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
@@ -63,6 +75,46 @@ pub async fn get(address: SocketAddr, path: &str, authorization: Option<&str>) -
 
 fn bearer(token: &str) -> String {
     format!("Bearer {token}")
+}
+
+/// Issue 43, item 16 (promises no test held): the web view answers only GET — whatever else
+/// is refused with 405 and `Allow: GET`, the admin token notwithstanding — and its page loads
+/// nothing from anywhere but the server: no address outside it in the page, its script or its
+/// style, and a Content-Security-Policy that would stop one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_answers_only_get_and_loads_nothing_from_elsewhere() {
+    let (_server, address) = server_with_web_view().await;
+    let admin = bearer(ADMIN_TOKEN);
+    for method in ["POST", "PUT", "DELETE", "PATCH"] {
+        for path in ["/", "/api/worlds"] {
+            let answer = send(address, method, path, Some(&admin)).await;
+            assert_eq!(answer.status, 405, "{method} {path}: {}", answer.body);
+            assert!(answer.head.contains("allow: get"), "{}", answer.head);
+        }
+    }
+    for asset in ["/", "/app.js", "/style.css"] {
+        let answer = get(address, asset, None).await;
+        assert_eq!(answer.status, 200, "{asset}");
+        assert!(
+            answer
+                .head
+                .contains("content-security-policy: default-src 'self';"),
+            "{asset}: {}",
+            answer.head
+        );
+        // the one absolute URL is the SVG namespace, a name that is never fetched
+        let elsewhere: Vec<&str> = answer
+            .body
+            .lines()
+            .filter(|line| {
+                ["http://", "https://", "\"//", "'//", "(//"]
+                    .iter()
+                    .any(|address| line.contains(address))
+                    && !line.contains("\"http://www.w3.org/2000/svg\"")
+            })
+            .collect();
+        assert!(elsewhere.is_empty(), "{asset} names {elsewhere:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
