@@ -11,70 +11,15 @@
 //! [LEASE_SECS=5] [RANKS=16] [MIB=64] [RUNS=3]`; POSTGRES_URL names a database whose user may
 //! create databases (`postgres://postgres@127.0.0.1:5432/postgres`). Prints one JSON line
 //! per run.
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use onesided_client::{Admin, LockType, Session, WindowSpec};
 use sqlx::Connection;
 
-const TOKEN: &str = "failover-bench-admin-token";
-
-struct Node {
-    id: String,
-    url: String,
-    child: Child,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts a node and waits for the line saying where it listens.
-fn start(binary: &str, database: &str, id: &str, lease: &str) -> anyhow::Result<Node> {
-    let port = onesided_test_support::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let data = std::env::temp_dir().join(format!("onesided-failover-{}-{id}", std::process::id()));
-    let mut child = Command::new(binary)
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-        .arg(&data)
-        .args([
-            "--node-id",
-            id,
-            "--advertise",
-            &url,
-            "--node-lease-ttl",
-            lease,
-        ])
-        .args(["--admin-token", TOKEN, "--database-url", database])
-        .env("RUST_LOG", "warn,onesided_server=info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    // the log goes to stdout
-    let stdout = child.stdout.take().expect("piped");
-    let (seen, listening) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("address=") {
-                let _ = seen.send(());
-            }
-        }
-    });
-    listening
-        .recv_timeout(Duration::from_secs(60))
-        .map_err(|_| anyhow::anyhow!("node {id} did not start"))?;
-    Ok(Node {
-        id: id.to_string(),
-        url,
-        child,
-    })
-}
+#[path = "support/nodes.rs"]
+#[allow(dead_code, reason = "shared with cluster_faults, which also signals nodes")]
+mod nodes;
+use nodes::{Node, TOKEN};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -132,13 +77,9 @@ async fn measure(
 ) -> anyhow::Result<(Duration, Duration, Duration)> {
     let mut nodes = Vec::new();
     for index in 0..3 {
-        nodes.push(start(binary, database, &format!("n{index}"), lease)?);
+        nodes.push(Node::start(binary, database, &format!("n{index}"), lease)?);
     }
-    let all = nodes
-        .iter()
-        .map(|n| n.url.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let all = nodes::addresses(&nodes);
     let admin = Admin::connect(all.as_str(), TOKEN).await?;
     let tokens = admin.create_world("w", ranks).await?.tokens;
     admin
@@ -168,12 +109,7 @@ async fn measure(
         .iter()
         .position(|node| node.id == owner)
         .expect("the owner is one of ours");
-    let survivors = nodes
-        .iter()
-        .filter(|node| node.id != owner)
-        .map(|n| n.url.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let survivors = nodes::addresses(nodes.iter().filter(|node| node.id != owner));
     let last = ranks - 1;
     // a session of rank 1, attached and idle before the kill, that nothing attaches again
     let held = Session::attach(all.as_str(), &tokens[1]).await?;
