@@ -1,0 +1,594 @@
+//! The window calls: creation and free, the synchronization calls (each one brackets the
+//! program's memory and the client's private copy, module `sync`), the communication calls on
+//! basic datatypes, attributes and error handlers of windows.
+
+use std::ffi::{c_int, c_void};
+
+use bytes::Bytes;
+use onesided_client::{Flavor, LockType, MemoryModel, NewWindow, OpSpec, Window};
+use onesided_core::window::OpKind;
+use onesided_core::Op;
+
+use crate::abi::*;
+use crate::env::{bytes_of, datatype, members, out, slice};
+use crate::error::{fail, On, OnObject, Res};
+use crate::state::{self, CPtr, Landing, Mpi, Win, WinAttrs};
+
+/// Core's assert bits for MPICH's `MPI_MODE_*` bits.
+fn assert_bits(assert: c_int) -> Res<u32> {
+    const MAP: [(c_int, u32); 5] = [
+        (MPI_MODE_NOCHECK, onesided_client::Assert::NOCHECK),
+        (MPI_MODE_NOSTORE, onesided_client::Assert::NOSTORE),
+        (MPI_MODE_NOPUT, onesided_client::Assert::NOPUT),
+        (MPI_MODE_NOPRECEDE, onesided_client::Assert::NOPRECEDE),
+        (MPI_MODE_NOSUCCEED, onesided_client::Assert::NOSUCCEED),
+    ];
+    let mut bits = 0;
+    let mut rest = assert;
+    for (mpi, core) in MAP {
+        if assert & mpi != 0 {
+            bits |= core;
+            rest &= !mpi;
+        }
+    }
+    if rest != 0 {
+        return Err(fail(
+            MPI_ERR_ASSERT,
+            format!("assert {assert:#x} has unknown bits"),
+        ));
+    }
+    Ok(bits)
+}
+
+/// Creates a window over `comm` of `size` bytes at `base` (allocated here when `allocate`).
+unsafe fn create(
+    base: *mut u8,
+    size: isize,
+    disp_unit: c_int,
+    info: c_int,
+    comm: c_int,
+    allocate: bool,
+) -> Res<(i32, *mut u8)> {
+    state::with(|mpi| {
+        let on = On::Comm(comm);
+        let ranks = mpi.comm_ranks(comm)?;
+        if size < 0 {
+            return Err(fail(MPI_ERR_SIZE, format!("size {size} is negative")).on(on));
+        }
+        if disp_unit <= 0 {
+            return Err(fail(
+                MPI_ERR_DISP,
+                format!("disp_unit {disp_unit} is not positive"),
+            )
+            .on(on));
+        }
+        let pairs = if info == MPI_INFO_NULL {
+            Vec::new()
+        } else {
+            mpi.infos.get(&info).cloned().ok_or_else(|| {
+                fail(MPI_ERR_INFO, format!("{info:#x} is not an info object")).on(on)
+            })?
+        };
+        let pairs: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let name = if comm == MPI_COMM_WORLD {
+            mpi.world_windows += 1;
+            format!("mpi-window-{}", mpi.world_windows)
+        } else {
+            mpi.self_windows += 1;
+            format!("mpi-self-{}-window-{}", mpi.rank, mpi.self_windows)
+        };
+        let group: Vec<u32> = if comm == MPI_COMM_WORLD {
+            Vec::new()
+        } else {
+            ranks
+        };
+        let call = NewWindow::new(&name, size as u64, disp_unit as u32)
+            .flavor(if allocate {
+                Flavor::Allocate
+            } else {
+                Flavor::Create
+            })
+            .model(MemoryModel::Separate)
+            .info(&pairs)
+            .group(&group);
+        let window = mpi.block_on(mpi.session.create(&call)).on(on)?;
+        let base = if allocate {
+            let memory = libc::calloc(1, (size as usize).max(1)).cast::<u8>();
+            if memory.is_null() {
+                return Err(fail(MPI_ERR_NO_MEM, format!("cannot allocate {size} bytes")).on(on));
+            }
+            memory
+        } else {
+            base
+        };
+        let size = size as usize;
+        if size > 0 && base.is_null() {
+            return Err(fail(MPI_ERR_BASE, "a null base for a window of non-zero size").on(on));
+        }
+        // the program's memory is the window's at creation, public copy included: what it
+        // holds is stored and published before any rank may access it (zeroes are the
+        // public copy already)
+        let initial = if size > 0 {
+            std::slice::from_raw_parts(base, size).to_vec()
+        } else {
+            Vec::new()
+        };
+        let mut win = Win {
+            window,
+            base: CPtr(base),
+            size,
+            shadow: vec![0; size],
+            allocated: allocate,
+            comm,
+            errhandler: mpi
+                .comm_errhandler
+                .get(&comm)
+                .copied()
+                .unwrap_or(MPI_ERRORS_ARE_FATAL),
+            attrs: Box::new(WinAttrs {
+                size: size as isize,
+                disp_unit,
+                flavor: if allocate {
+                    MPI_WIN_FLAVOR_ALLOCATE
+                } else {
+                    MPI_WIN_FLAVOR_CREATE
+                },
+                model: MPI_WIN_SEPARATE,
+            }),
+            landings: Vec::new(),
+        };
+        if initial.iter().any(|&b| b != 0) {
+            win.push_stores().on(on)?;
+            let me = win.window.rank();
+            mpi.block_on(async {
+                win.window.lock(LockType::Exclusive, me, 0).await?;
+                win.window.unlock(me).await
+            })
+            .on(on)?;
+        }
+        if comm == MPI_COMM_WORLD {
+            mpi.block_on(mpi.session.barrier()).on(on)?;
+        }
+        let handle = mpi.handle(MPI_WIN_NULL as u32);
+        mpi.windows.insert(handle, win);
+        Ok((handle, base))
+    })
+}
+
+/// A synchronization call on window `handle`: the program's stores go into the private copy
+/// first; after it, the get-like results it completed (those to `landing`'s target, all for
+/// `Some(None)`) land and the private copy's news reach the program's memory.
+fn synchronize(
+    handle: c_int,
+    landing: Option<Option<u32>>,
+    call: impl FnOnce(&Mpi, &Window) -> onesided_client::Result<()>,
+) -> Res {
+    state::with(|mpi| {
+        let on = On::Win(handle);
+        mpi.win(handle).on(on)?.push_stores().on(on)?;
+        let window = &mpi.windows.get(&handle).map(|w| &w.window);
+        if let Some(window) = window {
+            call(mpi, window).on(on)?;
+        }
+        if let Some(target) = landing {
+            mpi.land(handle, target).on(on)?;
+        }
+        mpi.win(handle).on(on)?.pull().on(on)
+    })
+}
+
+fn target_of(rank: c_int) -> Res<u32> {
+    u32::try_from(rank).map_err(|_| fail(MPI_ERR_RANK, format!("rank {rank} is not a rank")))
+}
+
+/// The datatype, element size and count of a communication call on basic datatypes: origin
+/// and target must hold the same elements.
+fn elements(
+    origin_count: c_int,
+    origin_type: c_int,
+    target_count: c_int,
+    target_type: c_int,
+) -> Res<(onesided_core::Datatype, usize, u64)> {
+    let (origin, size) = datatype(origin_type)?;
+    let (target, _) = datatype(target_type)?;
+    bytes_of(origin_count, size)?;
+    bytes_of(target_count, size)?;
+    if origin != target || origin_count != target_count {
+        return Err(fail(
+            MPI_ERR_UNSUPPORTED_OPERATION,
+            "origin and target must be the same basic datatype and count (derived datatypes are not supported yet)",
+        ));
+    }
+    Ok((origin, size, origin_count as u64))
+}
+
+/// Issues `spec` on window `handle`; a get-like call's result lands in `result` later.
+fn issue(handle: c_int, target: c_int, spec: OpSpec, result: Option<(*mut c_void, usize)>) -> Res {
+    state::with(|mpi| {
+        let on = On::Win(handle);
+        if target == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(target).on(on)?;
+        let win = mpi.win(handle).on(on)?;
+        if spec.layout == (onesided_client::Layout::Contiguous { count: 0 }) {
+            return Ok(());
+        }
+        let pending = win.window.issue(target, spec, false).on(on)?;
+        if let Some((into, len)) = result {
+            win.landings.push(Landing {
+                target,
+                pending,
+                into: CPtr(into.cast()),
+                len,
+            });
+        }
+        Ok(())
+    })
+}
+
+fn op_of(op: c_int) -> Res<Op> {
+    crate::abi::op(op).ok_or_else(|| fail(MPI_ERR_OP, format!("{op:#x} is not a predefined op")))
+}
+
+export! {
+    fn MPI_Win_create / PMPI_Win_create(
+        base: *mut c_void,
+        size: isize,
+        disp_unit: c_int,
+        info: c_int,
+        comm: c_int,
+        win: *mut c_int,
+    ) {
+        let (handle, _) = create(base.cast(), size, disp_unit, info, comm, false)?;
+        out(win, handle)
+    }
+
+    fn MPI_Win_allocate / PMPI_Win_allocate(
+        size: isize,
+        disp_unit: c_int,
+        info: c_int,
+        comm: c_int,
+        baseptr: *mut c_void,
+        win: *mut c_int,
+    ) {
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        out(baseptr.cast::<*mut c_void>(), base.cast())?;
+        out(win, handle)
+    }
+
+    fn MPI_Win_free / PMPI_Win_free(win: *mut c_int) {
+        if win.is_null() {
+            return Err(fail(MPI_ERR_ARG, "a null window pointer"));
+        }
+        let handle = *win;
+        state::with(|mpi| {
+            let on = On::Win(handle);
+            mpi.win(handle).on(on)?;
+            {
+                let entry = &mpi.windows[&handle];
+                mpi.block_on(entry.window.free()).on(on)?;
+            }
+            if let Some(entry) = mpi.windows.remove(&handle) {
+                if entry.allocated && !entry.base.0.is_null() {
+                    libc::free(entry.base.0.cast());
+                }
+            }
+            Ok(())
+        })?;
+        out(win, MPI_WIN_NULL)
+    }
+
+    fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: c_int) {
+        let bits = assert_bits(assert).on(On::Win(win))?;
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.fence(bits)))
+    }
+
+    fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: c_int) {
+        let on = On::Win(win);
+        let bits = assert_bits(assert).on(on)?;
+        let kind = match lock_type {
+            MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
+            MPI_LOCK_SHARED => LockType::Shared,
+            other => return Err(fail(MPI_ERR_LOCKTYPE, format!("{other} is not a lock type")).on(on)),
+        };
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(on)?;
+        synchronize(win, None, |mpi, w| mpi.block_on(w.lock(kind, target, bits)))
+    }
+
+    fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: c_int) {
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(On::Win(win))?;
+        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.unlock(target)))
+    }
+
+    fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) {
+        let bits = assert_bits(assert).on(On::Win(win))?;
+        synchronize(win, None, |mpi, w| mpi.block_on(w.lock_all(bits)))
+    }
+
+    fn MPI_Win_unlock_all / PMPI_Win_unlock_all(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.unlock_all()))
+    }
+
+    fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: c_int) {
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(On::Win(win))?;
+        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush(target)))
+    }
+
+    fn MPI_Win_flush_all / PMPI_Win_flush_all(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.flush_all()))
+    }
+
+    fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: c_int) {
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(On::Win(win))?;
+        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush_local(target)))
+    }
+
+    fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.flush_local_all()))
+    }
+
+    fn MPI_Win_sync / PMPI_Win_sync(win: c_int) {
+        synchronize(win, None, |mpi, w| mpi.block_on(w.sync()))
+    }
+
+    fn MPI_Win_post / PMPI_Win_post(group: c_int, assert: c_int, win: c_int) {
+        let on = On::Win(win);
+        let bits = assert_bits(assert).on(on)?;
+        let ranks = window_ranks(win, group).on(on)?;
+        synchronize(win, None, |_, w| w.post(&ranks, bits))
+    }
+
+    fn MPI_Win_start / PMPI_Win_start(group: c_int, assert: c_int, win: c_int) {
+        let on = On::Win(win);
+        let bits = assert_bits(assert).on(on)?;
+        let ranks = window_ranks(win, group).on(on)?;
+        synchronize(win, None, |_, w| w.start(&ranks, bits))
+    }
+
+    fn MPI_Win_complete / PMPI_Win_complete(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.complete()))
+    }
+
+    fn MPI_Win_wait / PMPI_Win_wait(win: c_int) {
+        synchronize(win, None, |mpi, w| mpi.block_on(w.wait()))
+    }
+
+    fn MPI_Win_test / PMPI_Win_test(win: c_int, flag: *mut c_int) {
+        let mut done = false;
+        synchronize(win, None, |mpi, w| {
+            done = mpi.block_on(w.test())?;
+            Ok(())
+        })?;
+        out(flag, c_int::from(done))
+    }
+
+    fn MPI_Put / PMPI_Put(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let (dtype, size, count) =
+            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        let data = slice(origin_addr, count as usize * size).on(on)?;
+        let spec = OpSpec::contiguous(OpKind::Put, dtype, target_disp as u64, count, Bytes::copy_from_slice(data));
+        issue(win, target_rank, spec, None)
+    }
+
+    fn MPI_Get / PMPI_Get(
+        origin_addr: *mut c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let (dtype, size, count) =
+            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        if count > 0 && origin_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
+        }
+        let spec = OpSpec::contiguous(OpKind::Get, dtype, target_disp as u64, count, Bytes::new());
+        issue(win, target_rank, spec, Some((origin_addr, count as usize * size)))
+    }
+
+    fn MPI_Accumulate / PMPI_Accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let (dtype, size, count) =
+            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        let op = op_of(op).on(on)?;
+        let data = slice(origin_addr, count as usize * size).on(on)?;
+        let spec = OpSpec::contiguous(OpKind::Accumulate(op), dtype, target_disp as u64, count, Bytes::copy_from_slice(data));
+        issue(win, target_rank, spec, None)
+    }
+
+    fn MPI_Get_accumulate / PMPI_Get_accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        result_addr: *mut c_void,
+        result_count: c_int,
+        result_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let op = op_of(op).on(on)?;
+        let (dtype, size, count) =
+            elements(result_count, result_datatype, target_count, target_datatype).on(on)?;
+        let data = if op == Op::NoOp {
+            Bytes::new()
+        } else {
+            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+            Bytes::copy_from_slice(slice(origin_addr, count as usize * size).on(on)?)
+        };
+        if count > 0 && result_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        }
+        let spec = OpSpec::contiguous(OpKind::GetAccumulate(op), dtype, target_disp as u64, count, data);
+        issue(win, target_rank, spec, Some((result_addr, count as usize * size)))
+    }
+
+    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(
+        origin_addr: *const c_void,
+        result_addr: *mut c_void,
+        datatype_: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        op: c_int,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let op = op_of(op).on(on)?;
+        let (dtype, size) = datatype(datatype_).on(on)?;
+        let data = if op == Op::NoOp {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(slice(origin_addr, size).on(on)?)
+        };
+        if result_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        }
+        let spec = OpSpec::contiguous(OpKind::FetchAndOp(op), dtype, target_disp as u64, 1, data);
+        issue(win, target_rank, spec, Some((result_addr, size)))
+    }
+
+    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(
+        origin_addr: *const c_void,
+        compare_addr: *const c_void,
+        result_addr: *mut c_void,
+        datatype_: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let (dtype, size) = datatype(datatype_).on(on)?;
+        let data = Bytes::copy_from_slice(slice(origin_addr, size).on(on)?);
+        let compare = Bytes::copy_from_slice(slice(compare_addr, size).on(on)?);
+        if result_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        }
+        let mut spec = OpSpec::contiguous(OpKind::CompareAndSwap, dtype, target_disp as u64, 1, data);
+        spec.compare = compare;
+        issue(win, target_rank, spec, Some((result_addr, size)))
+    }
+
+    fn MPI_Win_get_group / PMPI_Win_get_group(win: c_int, group: *mut c_int) {
+        let handle = state::with(|mpi| {
+            let on = On::Win(win);
+            let members = mpi.win(win).on(on)?.window.get_group();
+            let handle = mpi.handle(MPI_GROUP_NULL as u32);
+            mpi.groups.insert(handle, members);
+            Ok(handle)
+        })?;
+        out(group, handle)
+    }
+
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(
+        win: c_int,
+        keyval: c_int,
+        attribute_val: *mut c_void,
+        flag: *mut c_int,
+    ) {
+        let value: *mut c_void = state::with(|mpi| {
+            let on = On::Win(win);
+            let entry = mpi.win(win).on(on)?;
+            let attrs: *mut WinAttrs = &mut *entry.attrs;
+            Ok(match keyval {
+                MPI_WIN_BASE => entry.base.0.cast(),
+                MPI_WIN_SIZE => std::ptr::addr_of_mut!((*attrs).size).cast(),
+                MPI_WIN_DISP_UNIT => std::ptr::addr_of_mut!((*attrs).disp_unit).cast(),
+                MPI_WIN_CREATE_FLAVOR => std::ptr::addr_of_mut!((*attrs).flavor).cast(),
+                MPI_WIN_MODEL => std::ptr::addr_of_mut!((*attrs).model).cast(),
+                _ => std::ptr::null_mut(),
+            })
+        })?;
+        let known = matches!(
+            keyval,
+            MPI_WIN_BASE | MPI_WIN_SIZE | MPI_WIN_DISP_UNIT | MPI_WIN_CREATE_FLAVOR | MPI_WIN_MODEL
+        );
+        if known {
+            out(attribute_val.cast::<*mut c_void>(), value)?;
+        }
+        out(flag, c_int::from(known))
+    }
+
+    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: c_int, errhandler: c_int) {
+        state::with(|mpi| {
+            let on = On::Win(win);
+            if errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN {
+                return Err(fail(MPI_ERR_ARG, "only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN exist yet").on(on));
+            }
+            mpi.win(win).on(on)?.errhandler = errhandler;
+            Ok(())
+        })
+    }
+
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: c_int, errhandler: *mut c_int) {
+        let handler = state::with(|mpi| Ok(mpi.win(win).on(On::Win(win))?.errhandler))?;
+        out(errhandler, handler)
+    }
+}
+
+/// A group handle's members as ranks of window `win` (a world window's ranks are the world's).
+fn window_ranks(win: c_int, group: c_int) -> Res<Vec<u32>> {
+    state::with(|mpi| {
+        let world = members(mpi, group)?;
+        let entry = mpi.win(win)?;
+        let window_group = entry.window.get_group();
+        world
+            .iter()
+            .map(|w| {
+                window_group
+                    .iter()
+                    .position(|m| m == w)
+                    .map(|p| p as u32)
+                    .ok_or_else(|| {
+                        fail(
+                            MPI_ERR_GROUP,
+                            format!("rank {w} is not in the window's group"),
+                        )
+                    })
+            })
+            .collect()
+    })
+}
