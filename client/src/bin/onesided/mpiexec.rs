@@ -363,7 +363,9 @@ async fn run_ranks(
             first = Some(124);
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // often: the first rank to fail is the one whose status the job ends with, not one
+        // that failed because of it a few milliseconds later (MPI_ERR_PROC_FAILED)
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     Ok(first.unwrap_or(0))
 }
