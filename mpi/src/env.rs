@@ -10,7 +10,7 @@ use onesided_client::Session;
 
 use crate::abi::*;
 use crate::error::{fail, On, OnObject, Res};
-use crate::state::{self, Mpi, PHASE};
+use crate::state::{self, Comm, Mpi, PHASE};
 
 /// The environment `onesided mpiexec` gives each rank: the server's address(es) and the
 /// rank's token.
@@ -58,21 +58,28 @@ fn init() -> Res {
     let session = runtime
         .block_on(Session::attach(addr.as_str(), &token))
         .map_err(|e| fail(MPI_ERR_OTHER, format!("cannot attach to {addr}: {e}")))?;
+    let (rank, size) = (session.rank(), session.nranks());
+    let mut comms = std::collections::HashMap::new();
+    comms.insert(
+        MPI_COMM_WORLD,
+        Comm::new((0..size).collect(), "w".into(), MPI_ERRORS_ARE_FATAL),
+    );
+    comms.insert(
+        MPI_COMM_SELF,
+        Comm::new(vec![rank], format!("s{rank}"), MPI_ERRORS_ARE_FATAL),
+    );
     let mpi = Mpi {
-        rank: session.rank(),
-        size: session.nranks(),
+        rank,
+        size,
         runtime,
         session,
         started: Instant::now(),
-        comm_errhandler: Default::default(),
+        comms,
         windows: Default::default(),
         next_handle: 0,
-        world_windows: 0,
-        self_windows: 0,
         groups: Default::default(),
         infos: Default::default(),
         allocations: Default::default(),
-        collective: None,
     };
     state::install(mpi);
     Ok(())
@@ -98,7 +105,7 @@ fn finalize() -> Res {
                 unsafe { libc::free(win.base.0.cast()) };
             }
         }
-        mpi.collective = None;
+        mpi.comms.clear();
         runtime.block_on(mpi.session.clone().close())
     };
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -144,8 +151,8 @@ pub unsafe fn slice<'a>(pointer: *const c_void, len: usize) -> Res<&'a [u8]> {
     Ok(std::slice::from_raw_parts(pointer.cast::<u8>(), len))
 }
 
-fn root_of(mpi: &Mpi, root: c_int) -> Res<u32> {
-    if root < 0 || root as u32 >= mpi.size {
+fn root_of(mpi: &Mpi, comm: i32, root: c_int) -> Res<u32> {
+    if root < 0 || root as usize >= mpi.comm(comm)?.ranks.len() {
         return Err(fail(
             MPI_ERR_ROOT,
             format!("root {root} is not a rank of the communicator"),
@@ -263,7 +270,7 @@ export! {
     fn MPI_Comm_rank / PMPI_Comm_rank(comm: c_int, rank: *mut c_int) {
         let me = state::with(|mpi| {
             comm_check(mpi, comm)?;
-            Ok(if comm == MPI_COMM_SELF { 0 } else { mpi.rank })
+            mpi.comm_rank(comm)
         })?;
         out(rank, me as c_int)
     }
@@ -280,7 +287,7 @@ export! {
                 return Err(fail(MPI_ERR_ARG, "only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN exist yet")
                     .on(On::Comm(comm)));
             }
-            mpi.comm_errhandler.insert(comm, errhandler);
+            mpi.comm_mut(comm)?.errhandler = errhandler;
             Ok(())
         })
     }
@@ -288,7 +295,7 @@ export! {
     fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) {
         let handler = state::with(|mpi| {
             comm_check(mpi, comm)?;
-            Ok(mpi.comm_errhandler.get(&comm).copied().unwrap_or(MPI_ERRORS_ARE_FATAL))
+            Ok(mpi.comm(comm)?.errhandler)
         })?;
         out(errhandler, handler)
     }
@@ -492,10 +499,7 @@ export! {
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
         state::with(|mpi| {
             comm_check(mpi, comm)?;
-            if comm == MPI_COMM_WORLD {
-                mpi.block_on(mpi.session.barrier()).on(On::Comm(comm))?;
-            }
-            Ok(())
+            mpi.barrier(comm).on(On::Comm(comm))
         })
     }
 
@@ -505,14 +509,161 @@ export! {
             comm_check(mpi, comm)?;
             let (_, size) = self::datatype(datatype).on(on)?;
             let len = bytes_of(count, size).on(on)?;
-            if comm == MPI_COMM_SELF || len == 0 {
+            let root = root_of(mpi, comm, root).on(on)?;
+            if len == 0 {
                 return Ok(());
             }
-            let root = root_of(mpi, root).on(on)?;
             slice(buffer, len).on(on)?;
             let data = std::slice::from_raw_parts_mut(buffer.cast::<u8>(), len);
-            mpi.bcast(data, root).on(on)
+            mpi.bcast(comm, data, root).on(on)
         })
+    }
+
+    fn MPI_Comm_dup / PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) {
+        let handle = state::with(|mpi| {
+            let parent = mpi.comm_mut(comm)?;
+            parent.children += 1;
+            let id = format!("{}.{}", parent.id, parent.children);
+            let (ranks, errhandler) = (parent.ranks.clone(), parent.errhandler);
+            let handle = mpi.handle(MPI_COMM_NULL as u32);
+            mpi.comms.insert(handle, Comm::new(ranks, id, errhandler));
+            Ok(handle)
+        })?;
+        out(newcomm, handle)
+    }
+
+    fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
+        let handle = state::with(|mpi| {
+            let on = On::Comm(comm);
+            if color < 0 && color != MPI_UNDEFINED {
+                return Err(fail(MPI_ERR_ARG, format!("color {color} is negative")).on(on));
+            }
+            let mut mine = color.to_ne_bytes().to_vec();
+            mine.extend_from_slice(&key.to_ne_bytes());
+            let all = mpi.allgather(comm, &mine).on(on)?;
+            let parent = mpi.comm_mut(comm).on(on)?;
+            parent.children += 1;
+            if color == MPI_UNDEFINED {
+                return Ok(MPI_COMM_NULL);
+            }
+            let id = format!("{}.{}.{color}", parent.id, parent.children);
+            let word = |b: &[u8]| i32::from_ne_bytes(b.try_into().unwrap_or_default());
+            let mut members: Vec<(i32, usize)> = all
+                .iter()
+                .enumerate()
+                .filter(|(_, entry)| word(&entry[0..4]) == color)
+                .map(|(r, entry)| (word(&entry[4..8]), r))
+                .collect();
+            members.sort();
+            let ranks = members.iter().map(|&(_, r)| parent.ranks[r]).collect();
+            let errhandler = parent.errhandler;
+            let handle = mpi.handle(MPI_COMM_NULL as u32);
+            mpi.comms.insert(handle, Comm::new(ranks, id, errhandler));
+            Ok(handle)
+        })?;
+        out(newcomm, handle)
+    }
+
+    fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
+        let handle = state::with(|mpi| {
+            let members = group_members(mpi, group).on(On::Comm(comm))?;
+            let me = mpi.rank;
+            let parent = mpi.comm_mut(comm)?;
+            parent.children += 1;
+            if !members.contains(&me) {
+                return Ok(MPI_COMM_NULL);
+            }
+            let id = format!("{}.{}", parent.id, parent.children);
+            let errhandler = parent.errhandler;
+            let handle = mpi.handle(MPI_COMM_NULL as u32);
+            mpi.comms.insert(handle, Comm::new(members, id, errhandler));
+            Ok(handle)
+        })?;
+        out(newcomm, handle)
+    }
+
+    fn MPI_Comm_free / PMPI_Comm_free(comm: *mut c_int) {
+        if comm.is_null() {
+            return Err(fail(MPI_ERR_ARG, "a null communicator pointer"));
+        }
+        let handle = *comm;
+        state::with(|mpi| {
+            if handle == MPI_COMM_WORLD || handle == MPI_COMM_SELF {
+                return Err(fail(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed"));
+            }
+            let entry = mpi.comms.remove(&handle).ok_or_else(|| {
+                fail(MPI_ERR_COMM, format!("{handle:#x} is not a communicator"))
+            })?;
+            // collective, as MPI_Comm_free is: every member frees the scratch window
+            if let Some(scratch) = entry.scratch {
+                mpi.block_on(scratch.window.free())?;
+            }
+            Ok(())
+        })?;
+        out(comm, MPI_COMM_NULL)
+    }
+
+    fn MPI_Comm_compare / PMPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) {
+        let verdict = state::with(|mpi| {
+            let (a, b) = (mpi.comm_ranks(comm1)?, mpi.comm_ranks(comm2)?);
+            let mut sorted = (a.clone(), b.clone());
+            sorted.0.sort_unstable();
+            sorted.1.sort_unstable();
+            Ok(if comm1 == comm2 {
+                MPI_IDENT
+            } else if a == b {
+                MPI_CONGRUENT
+            } else if sorted.0 == sorted.1 {
+                MPI_SIMILAR
+            } else {
+                MPI_UNEQUAL
+            })
+        })?;
+        out(result, verdict)
+    }
+
+    fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: c_int, flag: *mut c_int) {
+        state::with(|mpi| mpi.comm(comm).map(drop))?;
+        out(flag, 0)
+    }
+
+    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) {
+        if datatype.is_null() || basic(*datatype).is_none() {
+            return Err(fail(MPI_ERR_TYPE, "not a basic datatype (derived datatypes are not supported yet)"));
+        }
+        Ok(())
+    }
+
+    fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) {
+        if datatype.is_null() || basic(*datatype).is_none() {
+            return Err(fail(MPI_ERR_TYPE, "not a derived datatype"));
+        }
+        Err(fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed"))
+    }
+
+    fn MPI_Allgather / PMPI_Allgather(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: c_int,
+        comm: c_int,
+    ) {
+        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm)
+    }
+
+    fn MPI_Gather / PMPI_Gather(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: c_int,
+        root: c_int,
+        comm: c_int,
+    ) {
+        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm)
     }
 
     fn MPI_Reduce / PMPI_Reduce(
@@ -560,25 +711,72 @@ unsafe fn reduce(
             .on(on));
         };
         let len = bytes_of(count, size).on(on)?;
-        let root = root.map(|r| root_of(mpi, r)).transpose().on(on)?;
+        let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
         let in_place = sendbuf as isize == MPI_IN_PLACE;
-        let receives = root.is_none_or(|r| r == mpi.rank);
+        let me = mpi.comm_rank(comm).on(on)?;
+        let receives = root.is_none_or(|r| r == me);
         let contribution = if in_place {
             slice(recvbuf, len).on(on)?.to_vec()
         } else {
             slice(sendbuf, len).on(on)?.to_vec()
         };
-        let result = if comm == MPI_COMM_SELF {
-            Some(contribution)
-        } else {
-            mpi.reduce(&contribution, dtype, op, root).on(on)?
-        };
+        let result = mpi.reduce(comm, &contribution, dtype, op, root).on(on)?;
         if let (true, Some(result)) = (receives, result) {
             if len > 0 {
                 if recvbuf.is_null() {
                     return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(on));
                 }
                 std::ptr::copy_nonoverlapping(result.as_ptr(), recvbuf.cast::<u8>(), len);
+            }
+        }
+        Ok(())
+    })
+}
+
+unsafe fn gather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root: Option<c_int>,
+    comm: c_int,
+) -> Res {
+    state::with(|mpi| {
+        let on = On::Comm(comm);
+        let me = mpi.comm_rank(comm).on(on)?;
+        let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
+        let receives = root.is_none_or(|r| r == me);
+        let (_, rsize) = self::datatype(recvtype).on(on)?;
+        let each = bytes_of(recvcount, rsize).on(on)?;
+        let contribution = if sendbuf as isize == MPI_IN_PLACE {
+            slice(recvbuf.cast::<u8>().add(me as usize * each).cast(), each)
+                .on(on)?
+                .to_vec()
+        } else {
+            let (_, ssize) = self::datatype(sendtype).on(on)?;
+            slice(sendbuf, bytes_of(sendcount, ssize).on(on)?)
+                .on(on)?
+                .to_vec()
+        };
+        if receives && contribution.len() != each {
+            return Err(fail(MPI_ERR_TRUNCATE, "send and receive sizes differ").on(on));
+        }
+        let all = match root {
+            Some(root) => mpi.gather(comm, &contribution, root),
+            None => mpi.allgather(comm, &contribution),
+        }
+        .on(on)?;
+        if receives {
+            for (r, part) in all.iter().enumerate() {
+                if !part.is_empty() {
+                    std::ptr::copy_nonoverlapping(
+                        part.as_ptr(),
+                        recvbuf.cast::<u8>().add(r * each),
+                        part.len(),
+                    );
+                }
             }
         }
         Ok(())

@@ -73,13 +73,7 @@ unsafe fn create(
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let name = if comm == MPI_COMM_WORLD {
-            mpi.world_windows += 1;
-            format!("mpi-window-{}", mpi.world_windows)
-        } else {
-            mpi.self_windows += 1;
-            format!("mpi-self-{}-window-{}", mpi.rank, mpi.self_windows)
-        };
+        let name = mpi.comm_mut(comm)?.next_window_name();
         let group: Vec<u32> = if comm == MPI_COMM_WORLD {
             Vec::new()
         } else {
@@ -123,11 +117,7 @@ unsafe fn create(
             shadow: vec![0; size],
             allocated: allocate,
             comm,
-            errhandler: mpi
-                .comm_errhandler
-                .get(&comm)
-                .copied()
-                .unwrap_or(MPI_ERRORS_ARE_FATAL),
+            errhandler: mpi.comm(comm)?.errhandler,
             attrs: Box::new(WinAttrs {
                 size: size as isize,
                 disp_unit,
@@ -149,9 +139,7 @@ unsafe fn create(
             })
             .on(on)?;
         }
-        if comm == MPI_COMM_WORLD {
-            mpi.block_on(mpi.session.barrier()).on(on)?;
-        }
+        mpi.barrier(comm).on(on)?;
         let handle = mpi.handle(MPI_WIN_NULL as u32);
         mpi.windows.insert(handle, win);
         Ok((handle, base))

@@ -11,7 +11,7 @@ use std::time::Instant;
 use onesided_client::{Pending, Session, Window};
 
 use crate::abi::*;
-use crate::error::{fail, On, Res};
+use crate::error::{fail, Fail, On, Res};
 
 /// Not initialized yet, initialized, finalized.
 pub const NOT_INITIALIZED: u8 = 0;
@@ -86,18 +86,50 @@ pub struct Mpi {
     pub rank: u32,
     pub size: u32,
     pub started: Instant,
-    pub comm_errhandler: HashMap<i32, i32>,
+    pub comms: HashMap<i32, Comm>,
     pub windows: HashMap<i32, Win>,
     pub next_handle: i32,
-    /// Windows created over `MPI_COMM_WORLD` / `MPI_COMM_SELF` so far (their names).
-    pub world_windows: u64,
-    pub self_windows: u64,
     /// Groups as lists of world ranks.
     pub groups: HashMap<i32, Vec<u32>>,
     pub infos: HashMap<i32, Vec<(String, String)>>,
     /// Memory of `MPI_Alloc_mem`, freed by `MPI_Free_mem`.
     pub allocations: HashMap<usize, usize>,
-    pub collective: Option<crate::collective::Scratch>,
+}
+
+/// A communicator: its members (world ranks, in communicator rank order) and what its
+/// members count alike, so that they agree on the names of what they create over it.
+#[derive(Debug)]
+pub struct Comm {
+    pub ranks: Vec<u32>,
+    /// Its name among the world's communicators: `w` (the world), `s<rank>` (self), and
+    /// `<parent>.<n>[.<color>]` for the n-th communicator made from `parent`.
+    pub id: String,
+    /// Communicators made from it so far.
+    pub children: u64,
+    /// Windows created over it so far (the library's scratch windows included).
+    pub windows: u64,
+    pub errhandler: i32,
+    /// The window its collectives use, once one ran (module `collective`).
+    pub scratch: Option<crate::collective::Scratch>,
+}
+
+impl Comm {
+    pub fn new(ranks: Vec<u32>, id: String, errhandler: i32) -> Self {
+        Comm {
+            ranks,
+            id,
+            children: 0,
+            windows: 0,
+            errhandler,
+            scratch: None,
+        }
+    }
+
+    /// The name of the next window created over it.
+    pub fn next_window_name(&mut self) -> String {
+        self.windows += 1;
+        format!("mpi-{}-w{}", self.id, self.windows)
+    }
 }
 
 impl Mpi {
@@ -117,18 +149,33 @@ impl Mpi {
             .ok_or_else(|| fail(MPI_ERR_WIN, format!("{handle:#x} is not a window")))
     }
 
-    /// The world ranks of a communicator (`MPI_COMM_WORLD` or `MPI_COMM_SELF`).
+    /// The world ranks of a communicator, in its rank order.
     pub fn comm_ranks(&self, comm: i32) -> Res<Vec<u32>> {
-        match comm {
-            MPI_COMM_WORLD => Ok((0..self.size).collect()),
-            MPI_COMM_SELF => Ok(vec![self.rank]),
-            _ => Err(fail(
-                MPI_ERR_COMM,
-                format!("{comm:#x} is not a communicator (only MPI_COMM_WORLD and MPI_COMM_SELF exist yet)"),
-            )
-            .on(On::Comm(MPI_COMM_WORLD))),
-        }
+        Ok(self.comm(comm)?.ranks.clone())
     }
+
+    pub fn comm(&self, comm: i32) -> Res<&Comm> {
+        self.comms.get(&comm).ok_or_else(|| not_a_comm(comm))
+    }
+
+    pub fn comm_mut(&mut self, comm: i32) -> Res<&mut Comm> {
+        self.comms.get_mut(&comm).ok_or_else(|| not_a_comm(comm))
+    }
+
+    /// This process's rank in `comm`.
+    pub fn comm_rank(&self, comm: i32) -> Res<u32> {
+        let me = self.rank;
+        Ok(self
+            .comm(comm)?
+            .ranks
+            .iter()
+            .position(|&r| r == me)
+            .unwrap_or(0) as u32)
+    }
+}
+
+fn not_a_comm(comm: i32) -> Fail {
+    fail(MPI_ERR_COMM, format!("{comm:#x} is not a communicator")).on(On::Comm(MPI_COMM_WORLD))
 }
 
 /// The state of an initialized, not finalized process.
@@ -174,17 +221,16 @@ pub fn errhandler(on: On) -> i32 {
     };
     match on {
         On::Comm(comm) => mpi
-            .comm_errhandler
+            .comms
             .get(&comm)
-            .copied()
-            .unwrap_or(MPI_ERRORS_ARE_FATAL),
+            .or_else(|| mpi.comms.get(&MPI_COMM_WORLD))
+            .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler),
         On::Win(win) => match mpi.windows.get(&win) {
             Some(win) => win.errhandler,
             None => mpi
-                .comm_errhandler
+                .comms
                 .get(&MPI_COMM_WORLD)
-                .copied()
-                .unwrap_or(MPI_ERRORS_ARE_FATAL),
+                .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler),
         },
     }
 }

@@ -79,3 +79,10 @@ fn a_crashing_rank_ends_the_job_naming_it() {
         "{run:?}"
     );
 }
+
+#[test]
+fn split_dup_and_free_communicators_with_collectives_and_windows_over_them() {
+    let run = mpiexec(4, &build("split.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("split: ok"), "{run:?}");
+}

@@ -302,7 +302,11 @@ async fn run_ranks(
         .program
         .split_first()
         .ok_or_else(|| Usage("no program to run".into()))?;
-    let mut children: Vec<Option<Child>> = Vec::new();
+    // each rank's process is waited for by a thread of its own, which reports its end at
+    // once: the job ends with the status of the rank that failed first, not of one that failed
+    // because of it a few milliseconds later (MPI_ERR_PROC_FAILED)
+    let (ended, endings) = std::sync::mpsc::channel();
+    let mut pids: Vec<Option<u32>> = Vec::new();
     for (rank, token) in tokens.iter().enumerate() {
         let mut command = Command::new(program);
         command
@@ -317,9 +321,15 @@ async fn run_ranks(
             command.stdin(Stdio::null());
         }
         match command.spawn() {
-            Ok(child) => children.push(Some(child)),
+            Ok(mut child) => {
+                pids.push(Some(child.id()));
+                let ended = ended.clone();
+                std::thread::spawn(move || {
+                    let _ = ended.send((rank, child.wait()));
+                });
+            }
             Err(error) => {
-                kill_all(&mut children);
+                kill_all(&pids);
                 return Err(Usage(format!(
                     "cannot start {}: {error}",
                     program.to_string_lossy()
@@ -328,51 +338,49 @@ async fn run_ranks(
             }
         }
     }
+    drop(ended);
     let deadline = given.timeout.then(|| Instant::now() + global.timeout);
+    let mut running = pids.len();
     let mut first: Option<u8> = None;
-    loop {
-        let mut running = 0;
-        for (rank, slot) in children.iter_mut().enumerate() {
-            let Some(child) = slot else { continue };
-            match child.try_wait()? {
-                None => running += 1,
-                Some(status) => {
-                    *slot = None;
-                    if let Some((code, why)) = failure(rank as u32, status) {
-                        if first.is_none() {
-                            eprintln!("onesided mpiexec: {why}: ending the job");
-                            first = Some(code);
-                        }
-                    }
-                }
+    while running > 0 {
+        let wait = deadline.map_or(Duration::from_secs(3600), |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        });
+        let (rank, status) = match tokio::task::block_in_place(|| endings.recv_timeout(wait)) {
+            Ok(ending) => ending,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if deadline.is_some() => {
+                eprintln!(
+                    "onesided mpiexec: the job ran past --timeout ({} s): ending it",
+                    global.timeout.as_secs_f64()
+                );
+                kill_all(&pids);
+                return Ok(124);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        running -= 1;
+        pids[rank] = None;
+        let status = status.context("waiting for a rank")?;
+        if let Some((code, why)) = failure(rank as u32, status) {
+            if first.is_none() {
+                eprintln!("onesided mpiexec: {why}: ending the job");
+                first = Some(code);
+                kill_all(&pids);
             }
         }
-        if first.is_some() {
-            kill_all(&mut children);
-            break;
-        }
-        if running == 0 {
-            break;
-        }
-        if deadline.is_some_and(|deadline| Instant::now() > deadline) {
-            eprintln!(
-                "onesided mpiexec: the job ran past --timeout ({} s): ending it",
-                global.timeout.as_secs_f64()
-            );
-            kill_all(&mut children);
-            first = Some(124);
-            break;
-        }
-        // often: the first rank to fail is the one whose status the job ends with, not one
-        // that failed because of it a few milliseconds later (MPI_ERR_PROC_FAILED)
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     Ok(first.unwrap_or(0))
 }
 
-fn kill_all(children: &mut [Option<Child>]) {
-    for child in children.iter_mut().flatten() {
-        let _ = child.kill();
-        let _ = child.wait();
+/// Kills the processes still running (their waiting threads reap them).
+fn kill_all(pids: &[Option<u32>]) {
+    let pids: Vec<String> = pids.iter().flatten().map(u32::to_string).collect();
+    if !pids.is_empty() {
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .args(&pids)
+            .stderr(Stdio::null())
+            .status();
     }
 }
