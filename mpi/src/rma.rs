@@ -255,7 +255,26 @@ export! {
         let handle = *win;
         state::with(|mpi| {
             let on = On::Win(handle);
-            mpi.win(handle).on(on)?;
+            let comm = mpi.win(handle).on(on)?.comm;
+            // the memory goes back to the program as plain memory, holding what the other
+            // ranks put there: once every member is here (no epoch is open anywhere), the
+            // public copy is pulled into it (a lock of one's own rank pulls)
+            mpi.barrier(comm).on(on)?;
+            {
+                let entry = &mpi.windows[&handle];
+                if entry.size > 0 {
+                    let me = entry.window.rank();
+                    let pulled = mpi.block_on(async {
+                        entry.window.lock(LockType::Shared, me, 0).await?;
+                        entry.window.unlock(me).await
+                    });
+                    // refused (a window of no_locks, or a fence epoch still open): nothing to
+                    // pull by lock, and nothing changed
+                    if pulled.is_ok() {
+                        mpi.win(handle).on(on)?.pull().on(on)?;
+                    }
+                }
+            }
             {
                 let entry = &mpi.windows[&handle];
                 mpi.block_on(entry.window.free()).on(on)?;
