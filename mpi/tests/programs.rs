@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{build, mpiexec};
+use common::{build, mpiexec, mpiexec_with};
 
 #[test]
 fn fence_put_and_get_see_each_others_values() {
@@ -85,4 +85,21 @@ fn split_dup_and_free_communicators_with_collectives_and_windows_over_them() {
     let run = mpiexec(4, &build("split.c"), &[]);
     assert!(run.status.success(), "{run:?}");
     assert!(run.stdout.contains("split: ok"), "{run:?}");
+}
+
+#[test]
+fn check_finds_the_race_of_two_unordered_puts_naming_ranks_and_calls() {
+    let program = build("race.c");
+    let run = mpiexec_with(3, &program, &[], &["--audit", "--check"]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    assert!(run.stdout.contains("race: done"), "{run:?}");
+    assert!(run.stdout.contains("put_put"), "{run:?}");
+    assert!(
+        run.stdout.contains("rank 1 put") && run.stdout.contains("rank 2 put"),
+        "{run:?}"
+    );
+
+    let run = mpiexec_with(2, &build("fence.c"), &[], &["--check"]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("no findings"), "{run:?}");
 }

@@ -73,9 +73,15 @@ pub struct Run {
 
 /// `onesided mpiexec -n N PROGRAM ARGS` with a server of its own, within 120 s.
 pub fn mpiexec(n: u32, program: &Path, args: &[&str]) -> Run {
+    mpiexec_with(n, program, args, &[])
+}
+
+/// [`mpiexec`] with more flags of `mpiexec`'s own (`--check`).
+pub fn mpiexec_with(n: u32, program: &Path, args: &[&str], flags: &[&str]) -> Run {
     let dir = artifacts();
     let output = Command::new(dir.join("onesided"))
         .args(["--timeout", "120", "mpiexec", "-n", &n.to_string()])
+        .args(flags)
         .arg(program)
         .args(args)
         .current_dir(scratch())
