@@ -80,6 +80,7 @@ fn init() -> Res {
         groups: Default::default(),
         infos: Default::default(),
         allocations: Default::default(),
+        requests: Default::default(),
     };
     state::install(mpi);
     Ok(())

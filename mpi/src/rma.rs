@@ -12,7 +12,7 @@ use onesided_core::Op;
 use crate::abi::*;
 use crate::env::{bytes_of, datatype, members, out, slice};
 use crate::error::{fail, On, OnObject, Res};
-use crate::state::{self, CPtr, Landing, Mpi, Win, WinAttrs};
+use crate::state::{self, CPtr, Landing, Mpi, Req, Win, WinAttrs};
 
 /// Core's assert bits for MPICH's `MPI_MODE_*` bits.
 fn assert_bits(assert: c_int) -> Res<u32> {
@@ -193,33 +193,185 @@ fn elements(
     Ok((origin, size, origin_count as u64))
 }
 
-/// Issues `spec` on window `handle`; a get-like call's result lands in `result` later.
-fn issue(handle: c_int, target: c_int, spec: OpSpec, result: Option<(*mut c_void, usize)>) -> Res {
-    state::with(|mpi| {
+/// Issues `spec` on window `handle`; a get-like call's result lands in `result` later: at the
+/// synchronization call that completes it, or — for a request-based call, whose request is
+/// written to `request` — when the request completes.
+unsafe fn issue(
+    handle: c_int,
+    target: c_int,
+    spec: OpSpec,
+    result: Option<(*mut c_void, usize)>,
+    request: Option<*mut c_int>,
+) -> Res {
+    let landed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let made = state::with(|mpi| {
         let on = On::Win(handle);
-        if target == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(target).on(on)?;
-        let win = mpi.win(handle).on(on)?;
-        if spec.layout == (onesided_client::Layout::Contiguous { count: 0 }) {
-            return Ok(());
-        }
-        let pending = win.window.issue(target, spec, false).on(on)?;
-        if let Some((into, len)) = result {
-            win.landings.push(Landing {
-                target,
-                pending,
-                into: CPtr(into.cast()),
-                len,
-            });
-        }
-        Ok(())
-    })
+        mpi.win(handle).on(on)?;
+        let empty = spec.layout == (onesided_client::Layout::Contiguous { count: 0 });
+        let pending = if target == MPI_PROC_NULL || empty {
+            None
+        } else {
+            let target = target_of(target).on(on)?;
+            let win = mpi.win(handle).on(on)?;
+            let pending = win.window.issue(target, spec, request.is_some()).on(on)?;
+            if let Some((into, len)) = result {
+                // the completing synchronization call writes the result (a request's wait
+                // too, whichever comes first)
+                win.landings.push(Landing {
+                    target,
+                    pending: pending.clone(),
+                    into: CPtr(into.cast()),
+                    len,
+                    landed: landed.clone(),
+                });
+            }
+            // an rput or raccumulate copied its origin buffer: its request is complete at once
+            result.map(|_| pending)
+        };
+        let Some(_) = request else {
+            return Ok(None);
+        };
+        let landing = result.filter(|_| pending.is_some());
+        let req = Req {
+            pending,
+            landing: landing.map(|(into, len)| (CPtr(into.cast()), len)),
+            landed: landed.clone(),
+        };
+        let id = mpi.handle(MPI_REQUEST_NULL as u32);
+        mpi.requests.insert(id, req);
+        Ok(Some(id))
+    })?;
+    if let (Some(pointer), Some(id)) = (request, made) {
+        out(pointer, id)?;
+    }
+    Ok(())
 }
 
 fn op_of(op: c_int) -> Res<Op> {
     crate::abi::op(op).ok_or_else(|| fail(MPI_ERR_OP, format!("{op:#x} is not a predefined op")))
+}
+
+unsafe fn put(
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let (dtype, size, count) =
+        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    let data = slice(origin_addr, count as usize * size).on(on)?;
+    let spec = OpSpec::contiguous(
+        OpKind::Put,
+        dtype,
+        target_disp as u64,
+        count,
+        Bytes::copy_from_slice(data),
+    );
+    issue(win, target_rank, spec, None, request)
+}
+
+unsafe fn get(
+    origin_addr: *mut c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let (dtype, size, count) =
+        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    if count > 0 && origin_addr.is_null() {
+        return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
+    }
+    let spec = OpSpec::contiguous(OpKind::Get, dtype, target_disp as u64, count, Bytes::new());
+    issue(
+        win,
+        target_rank,
+        spec,
+        Some((origin_addr, count as usize * size)),
+        request,
+    )
+}
+
+unsafe fn accumulate(
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    op: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let (dtype, size, count) =
+        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    let op = op_of(op).on(on)?;
+    let data = slice(origin_addr, count as usize * size).on(on)?;
+    let spec = OpSpec::contiguous(
+        OpKind::Accumulate(op),
+        dtype,
+        target_disp as u64,
+        count,
+        Bytes::copy_from_slice(data),
+    );
+    issue(win, target_rank, spec, None, request)
+}
+
+unsafe fn get_accumulate(
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    result_addr: *mut c_void,
+    result_count: c_int,
+    result_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    op: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let op = op_of(op).on(on)?;
+    let (dtype, size, count) =
+        elements(result_count, result_datatype, target_count, target_datatype).on(on)?;
+    let data = if op == Op::NoOp {
+        Bytes::new()
+    } else {
+        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        Bytes::copy_from_slice(slice(origin_addr, count as usize * size).on(on)?)
+    };
+    if count > 0 && result_addr.is_null() {
+        return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+    }
+    let spec = OpSpec::contiguous(
+        OpKind::GetAccumulate(op),
+        dtype,
+        target_disp as u64,
+        count,
+        data,
+    );
+    issue(
+        win,
+        target_rank,
+        spec,
+        Some((result_addr, count as usize * size)),
+        request,
+    )
 }
 
 export! {
@@ -395,12 +547,21 @@ export! {
         target_datatype: c_int,
         win: c_int,
     ) {
-        let on = On::Win(win);
-        let (dtype, size, count) =
-            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-        let data = slice(origin_addr, count as usize * size).on(on)?;
-        let spec = OpSpec::contiguous(OpKind::Put, dtype, target_disp as u64, count, Bytes::copy_from_slice(data));
-        issue(win, target_rank, spec, None)
+        put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
+    }
+
+    fn MPI_Rput / PMPI_Rput(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
     }
 
     fn MPI_Get / PMPI_Get(
@@ -413,14 +574,21 @@ export! {
         target_datatype: c_int,
         win: c_int,
     ) {
-        let on = On::Win(win);
-        let (dtype, size, count) =
-            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-        if count > 0 && origin_addr.is_null() {
-            return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
-        }
-        let spec = OpSpec::contiguous(OpKind::Get, dtype, target_disp as u64, count, Bytes::new());
-        issue(win, target_rank, spec, Some((origin_addr, count as usize * size)))
+        get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
+    }
+
+    fn MPI_Rget / PMPI_Rget(
+        origin_addr: *mut c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
     }
 
     fn MPI_Accumulate / PMPI_Accumulate(
@@ -434,13 +602,22 @@ export! {
         op: c_int,
         win: c_int,
     ) {
-        let on = On::Win(win);
-        let (dtype, size, count) =
-            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-        let op = op_of(op).on(on)?;
-        let data = slice(origin_addr, count as usize * size).on(on)?;
-        let spec = OpSpec::contiguous(OpKind::Accumulate(op), dtype, target_disp as u64, count, Bytes::copy_from_slice(data));
-        issue(win, target_rank, spec, None)
+        accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
+    }
+
+    fn MPI_Raccumulate / PMPI_Raccumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Get_accumulate / PMPI_Get_accumulate(
@@ -457,21 +634,25 @@ export! {
         op: c_int,
         win: c_int,
     ) {
-        let on = On::Win(win);
-        let op = op_of(op).on(on)?;
-        let (dtype, size, count) =
-            elements(result_count, result_datatype, target_count, target_datatype).on(on)?;
-        let data = if op == Op::NoOp {
-            Bytes::new()
-        } else {
-            elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-            Bytes::copy_from_slice(slice(origin_addr, count as usize * size).on(on)?)
-        };
-        if count > 0 && result_addr.is_null() {
-            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
-        }
-        let spec = OpSpec::contiguous(OpKind::GetAccumulate(op), dtype, target_disp as u64, count, data);
-        issue(win, target_rank, spec, Some((result_addr, count as usize * size)))
+        get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
+    }
+
+    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        result_addr: *mut c_void,
+        result_count: c_int,
+        result_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(
@@ -495,7 +676,7 @@ export! {
             return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
         }
         let spec = OpSpec::contiguous(OpKind::FetchAndOp(op), dtype, target_disp as u64, 1, data);
-        issue(win, target_rank, spec, Some((result_addr, size)))
+        issue(win, target_rank, spec, Some((result_addr, size)), None)
     }
 
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(
@@ -516,7 +697,7 @@ export! {
         }
         let mut spec = OpSpec::contiguous(OpKind::CompareAndSwap, dtype, target_disp as u64, 1, data);
         spec.compare = compare;
-        issue(win, target_rank, spec, Some((result_addr, size)))
+        issue(win, target_rank, spec, Some((result_addr, size)), None)
     }
 
     fn MPI_Win_get_group / PMPI_Win_get_group(win: c_int, group: *mut c_int) {
@@ -598,4 +779,164 @@ fn window_ranks(win: c_int, group: c_int) -> Res<Vec<u32>> {
             })
             .collect()
     })
+}
+
+/// Writes an empty, successful status unless the program ignores it.
+unsafe fn status_done(status: *mut c_int) {
+    if status.is_null() || status as isize == MPI_STATUS_IGNORE {
+        return;
+    }
+    let words = SIZEOF_STATUS / 4;
+    for i in 0..words {
+        status.add(i).write(0);
+    }
+    status.add(STATUS_SOURCE_OFFSET / 4).write(MPI_ANY_SOURCE);
+    status.add(STATUS_TAG_OFFSET / 4).write(MPI_ANY_TAG);
+    status.add(STATUS_ERROR_OFFSET / 4).write(MPI_SUCCESS);
+}
+
+/// The `i`-th status of an array, or null when the program ignores them.
+unsafe fn status_at(statuses: *mut c_int, i: usize) -> *mut c_int {
+    if statuses.is_null() || statuses as isize == MPI_STATUSES_IGNORE {
+        return std::ptr::null_mut();
+    }
+    statuses.add(i * SIZEOF_STATUS / 4)
+}
+
+/// Completes request `id` (waiting for it), writing its result.
+fn finish(mpi: &mut Mpi, id: i32) -> Res {
+    let Some(req) = mpi.requests.remove(&id) else {
+        return Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request")));
+    };
+    if let Some(pending) = req.pending {
+        let bytes = mpi.block_on(pending.value())?;
+        let landed = req.landed.swap(true, std::sync::atomic::Ordering::AcqRel);
+        if let (Some((into, len)), false) = (req.landing, landed) {
+            // SAFETY: the program's result buffer, valid until the request completes
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), into.0, bytes.len().min(len)) };
+        }
+    }
+    Ok(())
+}
+
+/// Whether request `id` is complete now.
+fn ready(mpi: &Mpi, id: i32) -> Res<bool> {
+    match mpi.requests.get(&id) {
+        None => Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request"))),
+        Some(Req { pending: None, .. }) => Ok(true),
+        Some(Req {
+            pending: Some(pending),
+            ..
+        }) => Ok(pending.test()?),
+    }
+}
+
+export! {
+    fn MPI_Wait / PMPI_Wait(request: *mut c_int, status: *mut c_int) {
+        if request.is_null() {
+            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
+        }
+        if *request != MPI_REQUEST_NULL {
+            state::with(|mpi| finish(mpi, *request))?;
+            *request = MPI_REQUEST_NULL;
+        }
+        status_done(status);
+        Ok(())
+    }
+
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut c_int, statuses: *mut c_int) {
+        for i in 0..count.max(0) as usize {
+            let request = requests.add(i);
+            if *request != MPI_REQUEST_NULL {
+                state::with(|mpi| finish(mpi, *request))?;
+                *request = MPI_REQUEST_NULL;
+            }
+            status_done(status_at(statuses, i));
+        }
+        Ok(())
+    }
+
+    fn MPI_Waitany / PMPI_Waitany(
+        count: c_int,
+        requests: *mut c_int,
+        index: *mut c_int,
+        status: *mut c_int,
+    ) {
+        loop {
+            let mut active = false;
+            for i in 0..count.max(0) as usize {
+                let request = requests.add(i);
+                if *request == MPI_REQUEST_NULL {
+                    continue;
+                }
+                active = true;
+                if state::with(|mpi| ready(mpi, *request))? {
+                    state::with(|mpi| finish(mpi, *request))?;
+                    *request = MPI_REQUEST_NULL;
+                    status_done(status);
+                    return out(index, i as c_int);
+                }
+            }
+            if !active {
+                status_done(status);
+                return out(index, MPI_UNDEFINED);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    fn MPI_Test / PMPI_Test(request: *mut c_int, flag: *mut c_int, status: *mut c_int) {
+        if request.is_null() {
+            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
+        }
+        let done = *request == MPI_REQUEST_NULL || state::with(|mpi| ready(mpi, *request))?;
+        if done && *request != MPI_REQUEST_NULL {
+            state::with(|mpi| finish(mpi, *request))?;
+            *request = MPI_REQUEST_NULL;
+        }
+        if done {
+            status_done(status);
+        }
+        out(flag, c_int::from(done))
+    }
+
+    fn MPI_Testall / PMPI_Testall(
+        count: c_int,
+        requests: *mut c_int,
+        flag: *mut c_int,
+        statuses: *mut c_int,
+    ) {
+        let count = count.max(0) as usize;
+        let mut all = true;
+        for i in 0..count {
+            let request = *requests.add(i);
+            if request != MPI_REQUEST_NULL && !state::with(|mpi| ready(mpi, request))? {
+                all = false;
+            }
+        }
+        if all {
+            for i in 0..count {
+                let request = requests.add(i);
+                if *request != MPI_REQUEST_NULL {
+                    state::with(|mpi| finish(mpi, *request))?;
+                    *request = MPI_REQUEST_NULL;
+                }
+                status_done(status_at(statuses, i));
+            }
+        }
+        out(flag, c_int::from(all))
+    }
+
+    fn MPI_Request_free / PMPI_Request_free(request: *mut c_int) {
+        if request.is_null() {
+            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
+        }
+        state::with(|mpi| {
+            mpi.requests
+                .remove(&*request)
+                .ok_or_else(|| fail(MPI_ERR_REQUEST, "not a request"))?;
+            Ok(())
+        })?;
+        out(request, MPI_REQUEST_NULL)
+    }
 }

@@ -38,6 +38,9 @@ pub struct Landing {
     pub pending: Pending<bytes::Bytes>,
     pub into: CPtr,
     pub len: usize,
+    /// Set once the result was written (by the completing call or by the request's wait,
+    /// whichever comes first: the other writes nothing, the program may reuse the buffer).
+    pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Landing {
@@ -94,6 +97,18 @@ pub struct Mpi {
     pub infos: HashMap<i32, Vec<(String, String)>>,
     /// Memory of `MPI_Alloc_mem`, freed by `MPI_Free_mem`.
     pub allocations: HashMap<usize, usize>,
+    /// The requests of request-based RMA calls.
+    pub requests: HashMap<i32, Req>,
+}
+
+/// A request of `MPI_Rput`, `MPI_Rget`, …: complete when its operation's answer arrived (at
+/// once for none: a call on `MPI_PROC_NULL`, or an rput/raccumulate, whose origin buffer was
+/// copied), its result then written into the program's buffer.
+#[derive(Debug)]
+pub struct Req {
+    pub pending: Option<Pending<bytes::Bytes>>,
+    pub landing: Option<(CPtr, usize)>,
+    pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A communicator: its members (world ranks, in communicator rank order) and what its

@@ -75,12 +75,18 @@ impl Mpi {
         win.landings = later;
         let mut result = Ok(());
         for landing in now {
+            if landing.landed.load(std::sync::atomic::Ordering::Acquire) {
+                continue;
+            }
             match self.runtime.block_on(landing.pending.value()) {
                 Ok(bytes) => {
                     let len = bytes.len().min(landing.len);
                     // SAFETY: the program's result buffer of `len` bytes, valid until the
                     // operation completes, which it just did
                     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), landing.into.0, len) };
+                    landing
+                        .landed
+                        .store(true, std::sync::atomic::Ordering::Release);
                 }
                 Err(error) => {
                     if result.is_ok() {
