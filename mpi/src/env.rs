@@ -81,6 +81,7 @@ fn init() -> Res {
         infos: Default::default(),
         allocations: Default::default(),
         requests: Default::default(),
+        types: Default::default(),
     };
     state::install(mpi);
     Ok(())
@@ -482,21 +483,6 @@ export! {
         Ok(())
     }
 
-    fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {
-        let Some((_, _, bytes)) = basic(datatype) else {
-            return Err(fail(MPI_ERR_TYPE, format!("{datatype:#x} is not a basic datatype")));
-        };
-        out(size, bytes as c_int)
-    }
-
-    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: c_int, lb: *mut isize, extent: *mut isize) {
-        let Some((_, _, bytes)) = basic(datatype) else {
-            return Err(fail(MPI_ERR_TYPE, format!("{datatype:#x} is not a basic datatype")));
-        };
-        out(lb, 0)?;
-        out(extent, bytes as isize)
-    }
-
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
         state::with(|mpi| {
             comm_check(mpi, comm)?;
@@ -626,20 +612,6 @@ export! {
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: c_int, flag: *mut c_int) {
         state::with(|mpi| mpi.comm(comm).map(drop))?;
         out(flag, 0)
-    }
-
-    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) {
-        if datatype.is_null() || basic(*datatype).is_none() {
-            return Err(fail(MPI_ERR_TYPE, "not a basic datatype (derived datatypes are not supported yet)"));
-        }
-        Ok(())
-    }
-
-    fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) {
-        if datatype.is_null() || basic(*datatype).is_none() {
-            return Err(fail(MPI_ERR_TYPE, "not a derived datatype"));
-        }
-        Err(fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed"))
     }
 
     fn MPI_Allgather / PMPI_Allgather(

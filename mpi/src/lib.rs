@@ -8,6 +8,7 @@
 //! - [`sync`]: how the program's window memory and the client's private copy stay one.
 //! - [`collective`]: bcast/reduce/allreduce over `MPI_COMM_WORLD`, from RMA on a window of the
 //!   library's own.
+//! - [`datatype`]: derived datatypes of one basic type, as byte runs.
 //! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`.
 //!
 //! ARCHITECTURE.md ("`mpi/`") says what is there and what is not yet.
@@ -37,6 +38,7 @@ macro_rules! export {
 
 pub mod abi;
 pub mod collective;
+pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod rma;

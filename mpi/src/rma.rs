@@ -5,12 +5,13 @@
 use std::ffi::{c_int, c_void};
 
 use bytes::Bytes;
-use onesided_client::{Flavor, LockType, MemoryModel, NewWindow, OpSpec, Window};
+use onesided_client::{Flavor, Layout, LockType, MemoryModel, NewWindow, OpSpec, Window};
 use onesided_core::window::OpKind;
 use onesided_core::Op;
 
 use crate::abi::*;
-use crate::env::{bytes_of, datatype, members, out, slice};
+use crate::datatype::{gather, Dt};
+use crate::env::{datatype, members, out, slice};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state::{self, CPtr, Landing, Mpi, Req, Win, WinAttrs};
 
@@ -172,25 +173,56 @@ fn target_of(rank: c_int) -> Res<u32> {
     u32::try_from(rank).map_err(|_| fail(MPI_ERR_RANK, format!("rank {rank} is not a rank")))
 }
 
-/// The datatype, element size and count of a communication call on basic datatypes: origin
-/// and target must hold the same elements.
-fn elements(
+/// What a communication call moves: the origin's datatype and count, the target's layout,
+/// and their basic type (both must hold the same elements: derived datatypes of one basic
+/// type).
+fn transfer(
     origin_count: c_int,
     origin_type: c_int,
     target_count: c_int,
     target_type: c_int,
-) -> Res<(onesided_core::Datatype, usize, u64)> {
-    let (origin, size) = datatype(origin_type)?;
-    let (target, _) = datatype(target_type)?;
-    bytes_of(origin_count, size)?;
-    bytes_of(target_count, size)?;
-    if origin != target || origin_count != target_count {
+) -> Res<(Dt, u64, Layout, onesided_core::Datatype)> {
+    let (origin, target) = state::with(|mpi| Ok((mpi.dt(origin_type)?, mpi.dt(target_type)?)))?;
+    let count = |c: c_int| {
+        u64::try_from(c).map_err(|_| fail(MPI_ERR_COUNT, format!("count {c} is negative")))
+    };
+    let (origin_count, target_count) = (count(origin_count)?, count(target_count)?);
+    if origin.base != target.base {
         return Err(fail(
-            MPI_ERR_UNSUPPORTED_OPERATION,
-            "origin and target must be the same basic datatype and count (derived datatypes are not supported yet)",
+            MPI_ERR_TYPE,
+            "origin and target datatypes hold different basic types",
         ));
     }
-    Ok((origin, size, origin_count as u64))
+    if origin.size() * origin_count != target.size() * target_count {
+        return Err(fail(
+            MPI_ERR_TYPE,
+            format!(
+                "the origin holds {} bytes, the target {}",
+                origin.size() * origin_count,
+                target.size() * target_count
+            ),
+        ));
+    }
+    let layout = target.target_layout(target_count)?;
+    Ok((origin, origin_count, layout, target.base))
+}
+
+/// A target operation of `kind` with its layout and packed origin data.
+fn spec(
+    kind: OpKind,
+    dtype: onesided_core::Datatype,
+    disp: isize,
+    layout: Layout,
+    data: Vec<u8>,
+) -> OpSpec {
+    OpSpec {
+        kind,
+        dtype,
+        disp: disp as u64,
+        layout,
+        data: Bytes::from(data),
+        compare: Bytes::new(),
+    }
 }
 
 /// Issues `spec` on window `handle`; a get-like call's result lands in `result` later: at the
@@ -200,7 +232,7 @@ unsafe fn issue(
     handle: c_int,
     target: c_int,
     spec: OpSpec,
-    result: Option<(*mut c_void, usize)>,
+    result: Option<(*mut c_void, Vec<(i64, u64)>)>,
     request: Option<*mut c_int>,
 ) -> Res {
     let landed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -214,19 +246,19 @@ unsafe fn issue(
             let target = target_of(target).on(on)?;
             let win = mpi.win(handle).on(on)?;
             let pending = win.window.issue(target, spec, request.is_some()).on(on)?;
-            if let Some((into, len)) = result {
+            if let Some((into, runs)) = &result {
                 // the completing synchronization call writes the result (a request's wait
                 // too, whichever comes first)
                 win.landings.push(Landing {
                     target,
                     pending: pending.clone(),
                     into: CPtr(into.cast()),
-                    len,
+                    runs: runs.clone(),
                     landed: landed.clone(),
                 });
             }
             // an rput or raccumulate copied its origin buffer: its request is complete at once
-            result.map(|_| pending)
+            result.as_ref().map(|_| pending)
         };
         let Some(_) = request else {
             return Ok(None);
@@ -234,7 +266,7 @@ unsafe fn issue(
         let landing = result.filter(|_| pending.is_some());
         let req = Req {
             pending,
-            landing: landing.map(|(into, len)| (CPtr(into.cast()), len)),
+            landing: landing.map(|(into, runs)| (CPtr(into.cast()), runs)),
             landed: landed.clone(),
         };
         let id = mpi.handle(MPI_REQUEST_NULL as u32);
@@ -263,16 +295,10 @@ unsafe fn put(
     request: Option<*mut c_int>,
 ) -> Res {
     let on = On::Win(win);
-    let (dtype, size, count) =
-        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-    let data = slice(origin_addr, count as usize * size).on(on)?;
-    let spec = OpSpec::contiguous(
-        OpKind::Put,
-        dtype,
-        target_disp as u64,
-        count,
-        Bytes::copy_from_slice(data),
-    );
+    let (origin, count, layout, base) =
+        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
+    let spec = spec(OpKind::Put, base, target_disp, layout, data);
     issue(win, target_rank, spec, None, request)
 }
 
@@ -288,19 +314,14 @@ unsafe fn get(
     request: Option<*mut c_int>,
 ) -> Res {
     let on = On::Win(win);
-    let (dtype, size, count) =
-        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-    if count > 0 && origin_addr.is_null() {
+    let (origin, count, layout, base) =
+        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    if count > 0 && origin.size() > 0 && origin_addr.is_null() {
         return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
     }
-    let spec = OpSpec::contiguous(OpKind::Get, dtype, target_disp as u64, count, Bytes::new());
-    issue(
-        win,
-        target_rank,
-        spec,
-        Some((origin_addr, count as usize * size)),
-        request,
-    )
+    let spec = spec(OpKind::Get, base, target_disp, layout, Vec::new());
+    let runs = origin.repeated(count);
+    issue(win, target_rank, spec, Some((origin_addr, runs)), request)
 }
 
 unsafe fn accumulate(
@@ -316,17 +337,11 @@ unsafe fn accumulate(
     request: Option<*mut c_int>,
 ) -> Res {
     let on = On::Win(win);
-    let (dtype, size, count) =
-        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    let (origin, count, layout, base) =
+        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
     let op = op_of(op).on(on)?;
-    let data = slice(origin_addr, count as usize * size).on(on)?;
-    let spec = OpSpec::contiguous(
-        OpKind::Accumulate(op),
-        dtype,
-        target_disp as u64,
-        count,
-        Bytes::copy_from_slice(data),
-    );
+    let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
+    let spec = spec(OpKind::Accumulate(op), base, target_disp, layout, data);
     issue(win, target_rank, spec, None, request)
 }
 
@@ -347,31 +362,21 @@ unsafe fn get_accumulate(
 ) -> Res {
     let on = On::Win(win);
     let op = op_of(op).on(on)?;
-    let (dtype, size, count) =
-        elements(result_count, result_datatype, target_count, target_datatype).on(on)?;
+    let (result, count, layout, base) =
+        transfer(result_count, result_datatype, target_count, target_datatype).on(on)?;
     let data = if op == Op::NoOp {
-        Bytes::new()
+        Vec::new()
     } else {
-        elements(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-        Bytes::copy_from_slice(slice(origin_addr, count as usize * size).on(on)?)
+        let (origin, origin_count, _, _) =
+            transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        gather(origin_addr, &origin.repeated(origin_count)).on(on)?
     };
-    if count > 0 && result_addr.is_null() {
+    if count > 0 && result.size() > 0 && result_addr.is_null() {
         return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
     }
-    let spec = OpSpec::contiguous(
-        OpKind::GetAccumulate(op),
-        dtype,
-        target_disp as u64,
-        count,
-        data,
-    );
-    issue(
-        win,
-        target_rank,
-        spec,
-        Some((result_addr, count as usize * size)),
-        request,
-    )
+    let spec = spec(OpKind::GetAccumulate(op), base, target_disp, layout, data);
+    let runs = result.repeated(count);
+    issue(win, target_rank, spec, Some((result_addr, runs)), request)
 }
 
 export! {
@@ -676,7 +681,7 @@ export! {
             return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
         }
         let spec = OpSpec::contiguous(OpKind::FetchAndOp(op), dtype, target_disp as u64, 1, data);
-        issue(win, target_rank, spec, Some((result_addr, size)), None)
+        issue(win, target_rank, spec, Some((result_addr, vec![(0, size as u64)])), None)
     }
 
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(
@@ -697,7 +702,7 @@ export! {
         }
         let mut spec = OpSpec::contiguous(OpKind::CompareAndSwap, dtype, target_disp as u64, 1, data);
         spec.compare = compare;
-        issue(win, target_rank, spec, Some((result_addr, size)), None)
+        issue(win, target_rank, spec, Some((result_addr, vec![(0, size as u64)])), None)
     }
 
     fn MPI_Win_get_group / PMPI_Win_get_group(win: c_int, group: *mut c_int) {
@@ -811,9 +816,9 @@ fn finish(mpi: &mut Mpi, id: i32) -> Res {
     if let Some(pending) = req.pending {
         let bytes = mpi.block_on(pending.value())?;
         let landed = req.landed.swap(true, std::sync::atomic::Ordering::AcqRel);
-        if let (Some((into, len)), false) = (req.landing, landed) {
+        if let (Some((into, runs)), false) = (req.landing, landed) {
             // SAFETY: the program's result buffer, valid until the request completes
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), into.0, bytes.len().min(len)) };
+            unsafe { crate::datatype::scatter(into.0, &runs, &bytes) };
         }
     }
     Ok(())

@@ -37,7 +37,8 @@ pub struct Landing {
     pub target: u32,
     pub pending: Pending<bytes::Bytes>,
     pub into: CPtr,
-    pub len: usize,
+    /// Where in the buffer the packed result goes (byte offset, length).
+    pub runs: Vec<(i64, u64)>,
     /// Set once the result was written (by the completing call or by the request's wait,
     /// whichever comes first: the other writes nothing, the program may reuse the buffer).
     pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -47,7 +48,7 @@ impl std::fmt::Debug for Landing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Landing")
             .field("target", &self.target)
-            .field("len", &self.len)
+            .field("runs", &self.runs)
             .finish_non_exhaustive()
     }
 }
@@ -99,6 +100,8 @@ pub struct Mpi {
     pub allocations: HashMap<usize, usize>,
     /// The requests of request-based RMA calls.
     pub requests: HashMap<i32, Req>,
+    /// Derived datatypes.
+    pub types: HashMap<i32, crate::datatype::Dt>,
 }
 
 /// A request of `MPI_Rput`, `MPI_Rget`, …: complete when its operation's answer arrived (at
@@ -107,7 +110,7 @@ pub struct Mpi {
 #[derive(Debug)]
 pub struct Req {
     pub pending: Option<Pending<bytes::Bytes>>,
-    pub landing: Option<(CPtr, usize)>,
+    pub landing: Option<(CPtr, Vec<(i64, u64)>)>,
     pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 

@@ -80,10 +80,9 @@ impl Mpi {
             }
             match self.runtime.block_on(landing.pending.value()) {
                 Ok(bytes) => {
-                    let len = bytes.len().min(landing.len);
-                    // SAFETY: the program's result buffer of `len` bytes, valid until the
-                    // operation completes, which it just did
-                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), landing.into.0, len) };
+                    // SAFETY: the program's result buffer, valid until the operation
+                    // completes, which it just did
+                    unsafe { crate::datatype::scatter(landing.into.0, &landing.runs, &bytes) };
                     landing
                         .landed
                         .store(true, std::sync::atomic::Ordering::Release);

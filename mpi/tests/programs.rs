@@ -103,3 +103,10 @@ fn check_finds_the_race_of_two_unordered_puts_naming_ranks_and_calls() {
     assert!(run.status.success(), "{run:?}");
     assert!(run.stdout.contains("no findings"), "{run:?}");
 }
+
+#[test]
+fn derived_datatypes_vector_indexed_and_subarray() {
+    let run = mpiexec(3, &build("datatypes.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("datatypes: ok"), "{run:?}");
+}
