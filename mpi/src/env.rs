@@ -82,6 +82,8 @@ fn init() -> Res {
         allocations: Default::default(),
         requests: Default::default(),
         types: Default::default(),
+        win_keyvals: Default::default(),
+        win_errhandlers: Default::default(),
     };
     state::install(mpi);
     Ok(())
@@ -303,6 +305,7 @@ export! {
     }
 
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut c_int) {
+        // a handler still set on a window stays usable there (freed with the process)
         out(errhandler, MPI_ERRHANDLER_NULL)
     }
 
@@ -721,8 +724,13 @@ unsafe fn gather(
         let me = mpi.comm_rank(comm).on(on)?;
         let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
         let receives = root.is_none_or(|r| r == me);
-        let (_, rsize) = self::datatype(recvtype).on(on)?;
-        let each = bytes_of(recvcount, rsize).on(on)?;
+        // the receive arguments count only where the data is received
+        let each = if receives {
+            let (_, rsize) = self::datatype(recvtype).on(on)?;
+            bytes_of(recvcount, rsize).on(on)?
+        } else {
+            0
+        };
         let contribution = if sendbuf as isize == MPI_IN_PLACE {
             slice(recvbuf.cast::<u8>().add(me as usize * each).cast(), each)
                 .on(on)?

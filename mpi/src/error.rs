@@ -78,7 +78,14 @@ pub fn guard(name: &str, body: impl FnOnce() -> Res) -> c_int {
             fail(MPI_ERR_INTERN, format!("internal error: {what}"))
         }
     };
-    if state::errhandler(failed.on) == MPI_ERRORS_RETURN {
+    let handler = state::errhandler(failed.on);
+    if handler == MPI_ERRORS_RETURN {
+        return failed.class;
+    }
+    if let (Some(function), On::Win(mut win)) = (state::user_errhandler(handler), failed.on) {
+        let mut code = failed.class;
+        // SAFETY: the program's handler, called as MPI calls it (window, code)
+        unsafe { function(&mut win, &mut code) };
         return failed.class;
     }
     let (class, _) = class_text(failed.class);

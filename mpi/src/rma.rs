@@ -130,6 +130,7 @@ unsafe fn create(
                 model: MPI_WIN_SEPARATE,
             }),
             landings: Vec::new(),
+            user_attrs: Vec::new(),
         };
         if initial.iter().any(|&b| b != 0) {
             win.push_stores().on(on)?;
@@ -437,6 +438,11 @@ export! {
                 mpi.block_on(entry.window.free()).on(on)?;
             }
             if let Some(entry) = mpi.windows.remove(&handle) {
+                for (keyval, value) in entry.user_attrs.iter().rev() {
+                    if let Some((Some(delete), extra)) = mpi.win_keyvals.get(keyval) {
+                        delete(handle, *keyval, value.0.cast(), extra.0.cast());
+                    }
+                }
                 if entry.allocated && !entry.base.0.is_null() {
                     libc::free(entry.base.0.cast());
                 }
@@ -735,25 +741,139 @@ export! {
                 _ => std::ptr::null_mut(),
             })
         })?;
-        let known = matches!(
+        let predefined = matches!(
             keyval,
             MPI_WIN_BASE | MPI_WIN_SIZE | MPI_WIN_DISP_UNIT | MPI_WIN_CREATE_FLAVOR | MPI_WIN_MODEL
         );
-        if known {
+        let value = if predefined {
+            Some(value)
+        } else {
+            state::with(|mpi| {
+                let on = On::Win(win);
+                if !mpi.win_keyvals.contains_key(&keyval) {
+                    return Err(fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on));
+                }
+                let entry = mpi.win(win).on(on)?;
+                Ok(entry
+                    .user_attrs
+                    .iter()
+                    .find(|(k, _)| *k == keyval)
+                    .map(|(_, v)| v.0.cast::<c_void>()))
+            })?
+        };
+        if let Some(value) = value {
             out(attribute_val.cast::<*mut c_void>(), value)?;
         }
-        out(flag, c_int::from(known))
+        out(flag, c_int::from(value.is_some()))
     }
 
     fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: c_int, errhandler: c_int) {
         state::with(|mpi| {
             let on = On::Win(win);
-            if errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN {
-                return Err(fail(MPI_ERR_ARG, "only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN exist yet").on(on));
+            let known = errhandler == MPI_ERRORS_ARE_FATAL
+                || errhandler == MPI_ERRORS_RETURN
+                || mpi.win_errhandlers.contains_key(&errhandler);
+            if !known {
+                return Err(fail(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler")).on(on));
             }
             mpi.win(win).on(on)?.errhandler = errhandler;
             Ok(())
         })
+    }
+
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(
+        _copy_fn: *mut c_void,
+        delete_fn: Option<state::WinDelete>,
+        keyval: *mut c_int,
+        extra_state: *mut c_void,
+    ) {
+        let handle = state::with(|mpi| {
+            let handle = mpi.handle(MPI_KEYVAL_INVALID as u32);
+            mpi.win_keyvals.insert(handle, (delete_fn, CPtr(extra_state.cast())));
+            Ok(handle)
+        })?;
+        out(keyval, handle)
+    }
+
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) {
+        if keyval.is_null() {
+            return Err(fail(MPI_ERR_ARG, "a null keyval pointer"));
+        }
+        // attributes still set keep using it until deleted: only the handle goes
+        state::with(|mpi| {
+            if !mpi.win_keyvals.contains_key(&*keyval) {
+                return Err(fail(MPI_ERR_KEYVAL, format!("{:#x} is not a keyval", *keyval)));
+            }
+            Ok(())
+        })?;
+        out(keyval, MPI_KEYVAL_INVALID)
+    }
+
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: c_int, keyval: c_int, attribute_val: *mut c_void) {
+        let old = state::with(|mpi| {
+            let on = On::Win(win);
+            let callback = *mpi
+                .win_keyvals
+                .get(&keyval)
+                .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+            let entry = mpi.win(win).on(on)?;
+            let old = entry.user_attrs.iter().position(|(k, _)| *k == keyval).map(|at| entry.user_attrs.remove(at).1);
+            entry.user_attrs.push((keyval, CPtr(attribute_val.cast())));
+            Ok(old.map(|value| (callback, value)))
+        })?;
+        if let Some(((Some(delete), extra), value)) = old {
+            delete(win, keyval, value.0.cast(), extra.0.cast());
+        }
+        Ok(())
+    }
+
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: c_int, keyval: c_int) {
+        let old = state::with(|mpi| {
+            let on = On::Win(win);
+            let callback = *mpi
+                .win_keyvals
+                .get(&keyval)
+                .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+            let entry = mpi.win(win).on(on)?;
+            let at = entry
+                .user_attrs
+                .iter()
+                .position(|(k, _)| *k == keyval)
+                .ok_or_else(|| fail(MPI_ERR_KEYVAL, "no attribute of this keyval is set").on(on))?;
+            Ok((callback, entry.user_attrs.remove(at).1))
+        })?;
+        if let ((Some(delete), extra), value) = old {
+            delete(win, keyval, value.0.cast(), extra.0.cast());
+        }
+        Ok(())
+    }
+
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
+        function: Option<state::WinErrhandler>,
+        errhandler: *mut c_int,
+    ) {
+        let Some(function) = function else {
+            return Err(fail(MPI_ERR_ARG, "a null error handler function"));
+        };
+        let handle = state::with(|mpi| {
+            let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
+            mpi.win_errhandlers.insert(handle, function);
+            Ok(handle)
+        })?;
+        out(errhandler, handle)
+    }
+
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: c_int, errorcode: c_int) {
+        let handler = state::with(|mpi| Ok(mpi.win(win).on(On::Win(win))?.errhandler))?;
+        if let Some(function) = state::user_errhandler(handler) {
+            let (mut win, mut code) = (win, errorcode);
+            function(&mut win, &mut code);
+            return Ok(());
+        }
+        if handler == MPI_ERRORS_RETURN {
+            return Ok(());
+        }
+        Err(fail(errorcode, "MPI_Win_call_errhandler").on(On::Win(win)))
     }
 
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: c_int, errhandler: *mut c_int) {

@@ -71,6 +71,8 @@ pub struct Win {
     /// addresses: boxed).
     pub attrs: Box<WinAttrs>,
     pub landings: Vec<Landing>,
+    /// Attributes set with `MPI_Win_set_attr` (keyval, value), in the order they were set.
+    pub user_attrs: Vec<(i32, CPtr)>,
 }
 
 #[derive(Debug)]
@@ -102,7 +104,17 @@ pub struct Mpi {
     pub requests: HashMap<i32, Req>,
     /// Derived datatypes.
     pub types: HashMap<i32, crate::datatype::Dt>,
+    /// Window keyvals: the delete callback and its extra state.
+    pub win_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
+    /// User error handlers of windows (`MPI_Win_create_errhandler`).
+    pub win_errhandlers: HashMap<i32, WinErrhandler>,
 }
+
+/// `MPI_Win_delete_attr_function`.
+pub type WinDelete =
+    unsafe extern "C" fn(i32, i32, *mut std::ffi::c_void, *mut std::ffi::c_void) -> i32;
+/// `MPI_Win_errhandler_function` (C-variadic).
+pub type WinErrhandler = unsafe extern "C" fn(*mut i32, *mut i32, ...);
 
 /// A request of `MPI_Rput`, `MPI_Rget`, …: complete when its operation's answer arrived (at
 /// once for none: a call on `MPI_PROC_NULL`, or an rput/raccumulate, whose origin buffer was
@@ -251,6 +263,12 @@ pub fn errhandler(on: On) -> i32 {
                 .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler),
         },
     }
+}
+
+/// The user error handler function a handle names, if any.
+pub fn user_errhandler(handle: i32) -> Option<WinErrhandler> {
+    let guard = STATE.try_lock().ok()?;
+    guard.as_ref()?.win_errhandlers.get(&handle).copied()
 }
 
 /// This rank as text for messages.
