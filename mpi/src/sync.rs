@@ -7,7 +7,7 @@
 //! - before the call ([`Win::push_stores`]): every byte of the program's memory that differs
 //!   from the shadow (what the library last left there) was stored by the program; it is
 //!   stored into the client's private copy (recorded as a store now, at the call);
-//! - after the call ([`Win::land`], [`Win::pull`]): completed get-like operations write their
+//! - after the call ([`Mpi::land`], [`Win::pull`]): completed get-like operations write their
 //!   results into the program's buffers, then every byte of the client's private copy that
 //!   differs from the shadow (a pull at fence, wait, lock of one's own rank, lock_all, sync)
 //!   is written into the program's memory.
