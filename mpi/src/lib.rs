@@ -9,7 +9,8 @@
 //! - [`collective`]: bcast/reduce/allreduce over `MPI_COMM_WORLD`, from RMA on a window of the
 //!   library's own.
 //! - [`datatype`]: derived datatypes of one basic type, as byte runs.
-//! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`.
+//! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`; `unsupported`: the
+//!   calls of later phases, failing with `MPI_ERR_UNSUPPORTED_OPERATION`.
 //!
 //! ARCHITECTURE.md ("`mpi/`") says what is there and what is not yet.
 // The exported functions are C's: MPI's names, raw pointers whose validity is the C program's
@@ -44,3 +45,4 @@ pub mod error;
 pub mod rma;
 pub mod state;
 pub mod sync;
+pub mod unsupported;

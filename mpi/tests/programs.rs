@@ -110,3 +110,15 @@ fn derived_datatypes_vector_indexed_and_subarray() {
     assert!(run.status.success(), "{run:?}");
     assert!(run.stdout.contains("datatypes: ok"), "{run:?}");
 }
+
+#[test]
+fn a_call_of_a_later_phase_fails_with_unsupported_operation_not_a_loader_error() {
+    let run = mpiexec(2, &build("unsupported.c"), &[]);
+    assert!(run.stdout.contains("unsupported: returned"), "{run:?}");
+    assert_eq!(run.status.code(), Some(44), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("rank 1: MPI_Recv: MPI_ERR_UNSUPPORTED_OPERATION"),
+        "{run:?}"
+    );
+}
