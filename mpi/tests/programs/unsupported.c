@@ -11,10 +11,11 @@ int main(int argc, char **argv)
     int err = MPI_Send(&value, 1, MPI_INT, 1 - rank, 0, MPI_COMM_WORLD);
     MPI_Error_class(err, &class);
     CHECK(class == MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Send gave class %d", class);
-    MPI_Barrier(MPI_COMM_WORLD);
+    /* printed before the barrier: rank 1 ends the job after it */
     if (rank == 0)
         printf("unsupported: returned\n");
     fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     if (rank == 1)
         MPI_Recv(&value, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
