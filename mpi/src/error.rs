@@ -89,6 +89,11 @@ pub fn guard(name: &str, body: impl FnOnce() -> Res) -> c_int {
         return failed.class;
     }
     let (class, _) = class_text(failed.class);
+    if failed.class == MPIX_ERR_PROC_FAILED {
+        // another rank's end caused this one: let `mpiexec` see that rank end first, so the
+        // job ends with its status (ours would only follow from it); mpiexec kills us meanwhile
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
     eprintln!(
         "onesided MPI: rank {}: {name}: {class}: {} (MPI_ERRORS_ARE_FATAL: the job ends)",
         state::rank_for_messages(),
