@@ -238,6 +238,18 @@ impl<T> Pending<T> {
 }
 
 impl<T> Pending<T> {
+    /// `MPI_Test` on the operation: whether its outcome has arrived, without waiting (then
+    /// `value` returns it at once). Makes progress as `value` does.
+    ///
+    /// # Errors
+    /// The operation's failure, once it is known.
+    pub fn test(&self) -> Result<bool> {
+        match self.outcome_now() {
+            None => Ok(false),
+            Some(outcome) => outcome.map(|_| true),
+        }
+    }
+
     /// The outcome if it has arrived, without waiting; `None` while it has not. Makes
     /// progress as `value` does: an operation still waiting to travel is sent now.
     fn outcome_now(&self) -> Option<Result<T>> {

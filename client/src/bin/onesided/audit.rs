@@ -673,7 +673,7 @@ fn side_text(side: &FindingSide) -> String {
 }
 
 /// One line: the rule, the bytes at the target, both sides, the message.
-fn finding_text(finding: &Finding) -> String {
+pub(crate) fn finding_text(finding: &Finding) -> String {
     let mut line = format!(
         "{} bytes [{},{}) at rank {}: {} / {}",
         finding.rule.name(),

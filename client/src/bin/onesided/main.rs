@@ -11,6 +11,7 @@ mod audit;
 mod epoch;
 mod exit;
 mod json;
+mod mpiexec;
 mod progress;
 mod run;
 mod shell;
@@ -20,7 +21,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use onesided_client::Endpoint;
 
 use crate::exit::{exit_code, Usage};
@@ -150,6 +152,9 @@ enum Command {
     Run(run::RunArgs),
     /// An interactive session as one rank: each line a scenario call (rank token)
     Shell(shell::ShellArgs),
+    /// Run an MPI program built by MPICH's mpicc on onesided, N processes (starts its own
+    /// server unless --addr is given)
+    Mpiexec(mpiexec::MpiexecArgs),
     /// Print a shell completion script
     Completions(CompletionArgs),
 }
@@ -244,7 +249,7 @@ pub enum LockArg {
     Exclusive,
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn dispatch(cli: Cli, given: mpiexec::Given) -> anyhow::Result<ExitCode> {
     let global = Global {
         addr: cli.addr,
         ca: cli.ca,
@@ -266,6 +271,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(command) => audit::audit(&global, command).await,
         Command::Run(args) => run::run(&global, args).await,
         Command::Shell(args) => shell::shell(&global, args).await,
+        Command::Mpiexec(args) => mpiexec::mpiexec(&global, given, args).await,
         Command::Completions(args) => {
             // clap_complete panics when its writer fails: it writes into memory, we write out
             let mut script = Vec::new();
@@ -276,8 +282,23 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Whether a global flag was given (on the command line or in the environment), not defaulted.
+fn given(matches: &clap::ArgMatches, id: &str) -> bool {
+    matches
+        .value_source(id)
+        .is_some_and(|source| source != ValueSource::DefaultValue)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let given = mpiexec::Given {
+        addr: given(&matches, "addr"),
+        timeout: given(&matches, "timeout"),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -288,7 +309,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    match runtime.block_on(dispatch(cli, given)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("onesided: {error:#}");

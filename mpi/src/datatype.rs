@@ -1,0 +1,461 @@
+//! Derived datatypes of one basic type (contiguous, vector, hvector, indexed, hindexed,
+//! indexed_block, hindexed_block, struct, subarray, resized, dup), held as the byte runs of
+//! their type map: an origin buffer is gathered and a result scattered by them, and a target
+//! is addressed as core's `Layout::Hindexed` of them (the target's rules — bounds, element
+//! types of an accumulate — stay core's `TargetOp::validate`).
+
+use std::ffi::{c_int, c_void};
+
+use onesided_client::{ByteBlock, Layout};
+use onesided_core::Datatype;
+
+use crate::abi::*;
+use crate::env::out;
+use crate::error::{fail, Res};
+use crate::state::{self, Mpi};
+
+/// A datatype: its basic element type, its type map's byte runs (offset, length), its lower
+/// bound and extent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dt {
+    pub base: Datatype,
+    pub elem: u64,
+    pub runs: Vec<(i64, u64)>,
+    pub lb: i64,
+    pub extent: i64,
+}
+
+impl Dt {
+    /// A basic datatype.
+    pub fn basic(handle: i32) -> Option<Dt> {
+        let dtype = crate::abi::datatype(handle)?;
+        let size = dtype.size() as u64;
+        Some(Dt {
+            base: dtype,
+            elem: size,
+            runs: vec![(0, size)],
+            lb: 0,
+            extent: size as i64,
+        })
+    }
+
+    /// Bytes of data in one copy.
+    pub fn size(&self) -> u64 {
+        self.runs.iter().map(|&(_, len)| len).sum()
+    }
+
+    /// The runs of `count` copies placed an extent apart, adjacent runs merged.
+    pub fn repeated(&self, count: u64) -> Vec<(i64, u64)> {
+        let mut runs: Vec<(i64, u64)> = Vec::new();
+        for copy in 0..count as i64 {
+            for &(offset, len) in &self.runs {
+                let at = offset + copy * self.extent;
+                match runs.last_mut() {
+                    Some((last, last_len)) if *last + *last_len as i64 == at => *last_len += len,
+                    _ => runs.push((at, len)),
+                }
+            }
+        }
+        runs
+    }
+
+    /// `count` copies as a target layout (byte blocks from the target displacement).
+    pub fn target_layout(&self, count: u64) -> Res<Layout> {
+        if self.runs == [(0, self.elem)] && self.extent == self.elem as i64 {
+            return Ok(Layout::Contiguous { count });
+        }
+        let blocks = self
+            .repeated(count)
+            .into_iter()
+            .map(|(offset, len)| {
+                let offset = u64::try_from(offset).map_err(|_| {
+                    fail(
+                        MPI_ERR_UNSUPPORTED_OPERATION,
+                        "a target datatype reaching below its displacement",
+                    )
+                })?;
+                Ok(ByteBlock {
+                    offset,
+                    len: len / self.elem,
+                })
+            })
+            .collect::<Res<Vec<_>>>()?;
+        Ok(Layout::Hindexed { blocks })
+    }
+
+    /// The type made of `blocks` (byte displacement, copies of its type), as MPI's type
+    /// constructors place them.
+    fn of_blocks<'a>(blocks: impl IntoIterator<Item = (i64, u64, &'a Dt)>) -> Res<Dt> {
+        let mut made: Option<Dt> = None;
+        let (mut lb, mut ub) = (i64::MAX, i64::MIN);
+        let mut runs = Vec::new();
+        for (disp, count, old) in blocks {
+            let base = made.as_ref().map_or(old.base, |m| m.base);
+            if old.base != base {
+                return Err(fail(
+                    MPI_ERR_UNSUPPORTED_OPERATION,
+                    "a datatype of several basic types is not supported yet",
+                ));
+            }
+            made.get_or_insert_with(|| old.clone());
+            if count == 0 {
+                continue;
+            }
+            lb = lb.min(disp + old.lb);
+            ub = ub.max(disp + old.lb + count as i64 * old.extent);
+            runs.extend(old.repeated(count).into_iter().map(|(o, l)| (o + disp, l)));
+        }
+        let Some(mut made) = made else {
+            return Err(fail(MPI_ERR_TYPE, "a datatype of no blocks"));
+        };
+        if lb > ub {
+            (lb, ub) = (0, 0);
+        }
+        made.runs = runs;
+        made.lb = lb;
+        made.extent = ub - lb;
+        Ok(made)
+    }
+}
+
+impl Mpi {
+    /// The datatype a handle names.
+    pub fn dt(&self, handle: i32) -> Res<Dt> {
+        if let Some(dt) = Dt::basic(handle) {
+            return Ok(dt);
+        }
+        if let Some(dt) = self.types.get(&handle) {
+            return Ok(dt.clone());
+        }
+        match basic(handle) {
+            Some((name, ..)) => Err(fail(MPI_ERR_TYPE, format!("{name} is not supported yet"))),
+            None => Err(fail(MPI_ERR_TYPE, format!("{handle:#x} is not a datatype"))),
+        }
+    }
+}
+
+/// Gathers `runs` of the program's buffer at `base` into packed bytes.
+pub unsafe fn gather(base: *const c_void, runs: &[(i64, u64)]) -> Res<Vec<u8>> {
+    let total: u64 = runs.iter().map(|&(_, len)| len).sum();
+    if total == 0 {
+        return Ok(Vec::new());
+    }
+    if base.is_null() {
+        return Err(fail(MPI_ERR_BUFFER, "a null buffer"));
+    }
+    let mut packed = Vec::with_capacity(total as usize);
+    for &(offset, len) in runs {
+        let from = base.cast::<u8>().offset(offset as isize);
+        packed.extend_from_slice(std::slice::from_raw_parts(from, len as usize));
+    }
+    Ok(packed)
+}
+
+/// Scatters packed bytes into `runs` of the program's buffer at `base`.
+pub unsafe fn scatter(base: *mut u8, runs: &[(i64, u64)], packed: &[u8]) {
+    let mut at = 0usize;
+    for &(offset, len) in runs {
+        let len = (len as usize).min(packed.len().saturating_sub(at));
+        if len == 0 {
+            break;
+        }
+        std::ptr::copy_nonoverlapping(packed[at..].as_ptr(), base.offset(offset as isize), len);
+        at += len;
+    }
+}
+
+unsafe fn ints<'a>(pointer: *const c_int, count: c_int) -> Res<&'a [c_int]> {
+    if count <= 0 {
+        return Ok(&[]);
+    }
+    if pointer.is_null() {
+        return Err(fail(MPI_ERR_ARG, "a null array"));
+    }
+    Ok(std::slice::from_raw_parts(pointer, count as usize))
+}
+
+unsafe fn aints<'a>(pointer: *const isize, count: c_int) -> Res<&'a [isize]> {
+    if count <= 0 {
+        return Ok(&[]);
+    }
+    if pointer.is_null() {
+        return Err(fail(MPI_ERR_ARG, "a null array"));
+    }
+    Ok(std::slice::from_raw_parts(pointer, count as usize))
+}
+
+fn count_of(count: c_int) -> Res<u64> {
+    u64::try_from(count).map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))
+}
+
+/// Makes a type from `old` with `build` and writes its new handle.
+unsafe fn define(old: c_int, new: *mut c_int, build: impl FnOnce(&Dt) -> Res<Dt>) -> Res {
+    let handle = state::with(|mpi| {
+        let old = mpi.dt(old)?;
+        let made = build(&old)?;
+        let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
+        mpi.types.insert(handle, made);
+        Ok(handle)
+    })?;
+    out(new, handle)
+}
+
+export! {
+    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) {
+        let count = count_of(count)?;
+        define(oldtype, newtype, |old| Dt::of_blocks([(0, count, old)]))
+    }
+
+    fn MPI_Type_vector / PMPI_Type_vector(
+        count: c_int,
+        blocklength: c_int,
+        stride: c_int,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
+        define(oldtype, newtype, |old| {
+            Dt::of_blocks((0..count as i64).map(|i| (i * stride as i64 * old.extent, blocklength, old)))
+        })
+    }
+
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(
+        count: c_int,
+        blocklength: c_int,
+        stride: isize,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
+        define(oldtype, newtype, |old| {
+            Dt::of_blocks((0..count as i64).map(|i| (i * stride as i64, blocklength, old)))
+        })
+    }
+
+    fn MPI_Type_indexed / PMPI_Type_indexed(
+        count: c_int,
+        blocklengths: *const c_int,
+        displacements: *const c_int,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let lengths = ints(blocklengths, count)?;
+        let disps = ints(displacements, count)?;
+        define(oldtype, newtype, |old| {
+            Dt::of_blocks(
+                lengths
+                    .iter()
+                    .zip(disps)
+                    .map(|(&len, &disp)| (disp as i64 * old.extent, len.max(0) as u64, old)),
+            )
+        })
+    }
+
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(
+        count: c_int,
+        blocklengths: *const c_int,
+        displacements: *const isize,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let lengths = ints(blocklengths, count)?;
+        let disps = aints(displacements, count)?;
+        define(oldtype, newtype, |old| {
+            Dt::of_blocks(
+                lengths
+                    .iter()
+                    .zip(disps)
+                    .map(|(&len, &disp)| (disp as i64, len.max(0) as u64, old)),
+            )
+        })
+    }
+
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(
+        count: c_int,
+        blocklength: c_int,
+        displacements: *const c_int,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let blocklength = count_of(blocklength)?;
+        let disps = ints(displacements, count)?;
+        define(oldtype, newtype, |old| {
+            Dt::of_blocks(disps.iter().map(|&disp| (disp as i64 * old.extent, blocklength, old)))
+        })
+    }
+
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(
+        count: c_int,
+        blocklength: c_int,
+        displacements: *const isize,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let blocklength = count_of(blocklength)?;
+        let disps = aints(displacements, count)?;
+        define(oldtype, newtype, |old| {
+            Dt::of_blocks(disps.iter().map(|&disp| (disp as i64, blocklength, old)))
+        })
+    }
+
+    fn MPI_Type_create_struct / PMPI_Type_create_struct(
+        count: c_int,
+        blocklengths: *const c_int,
+        displacements: *const isize,
+        types: *const c_int,
+        newtype: *mut c_int,
+    ) {
+        let lengths = ints(blocklengths, count)?;
+        let disps = aints(displacements, count)?;
+        let handles = ints(types, count)?;
+        let handle = state::with(|mpi| {
+            let olds = handles.iter().map(|&h| mpi.dt(h)).collect::<Res<Vec<_>>>()?;
+            let made = Dt::of_blocks(
+                lengths
+                    .iter()
+                    .zip(disps)
+                    .zip(&olds)
+                    .map(|((&len, &disp), old)| (disp as i64, len.max(0) as u64, old)),
+            )?;
+            let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
+            mpi.types.insert(handle, made);
+            Ok(handle)
+        })?;
+        out(newtype, handle)
+    }
+
+    fn MPI_Type_create_subarray / PMPI_Type_create_subarray(
+        ndims: c_int,
+        sizes: *const c_int,
+        subsizes: *const c_int,
+        starts: *const c_int,
+        order: c_int,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let sizes: Vec<i64> = ints(sizes, ndims)?.iter().map(|&v| v as i64).collect();
+        let subsizes: Vec<i64> = ints(subsizes, ndims)?.iter().map(|&v| v as i64).collect();
+        let starts: Vec<i64> = ints(starts, ndims)?.iter().map(|&v| v as i64).collect();
+        if order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN {
+            return Err(fail(MPI_ERR_ARG, format!("order {order} is not an order")));
+        }
+        for d in 0..sizes.len() {
+            if subsizes[d] < 0 || starts[d] < 0 || starts[d] + subsizes[d] > sizes[d] {
+                return Err(fail(MPI_ERR_ARG, format!("dimension {d} of the subarray is outside the array")));
+            }
+        }
+        define(oldtype, newtype, |old| {
+            // dimensions from the slowest-varying to the fastest
+            let dims: Vec<usize> = if order == MPI_ORDER_C {
+                (0..sizes.len()).collect()
+            } else {
+                (0..sizes.len()).rev().collect()
+            };
+            let mut strides = vec![0i64; sizes.len()];
+            let mut stride = old.extent;
+            for &d in dims.iter().rev() {
+                strides[d] = stride;
+                stride *= sizes[d];
+            }
+            let whole = stride;
+            let mut blocks = Vec::new();
+            let total: i64 = subsizes.iter().product();
+            let mut index = vec![0i64; sizes.len()];
+            for _ in 0..total {
+                let disp: i64 = (0..sizes.len()).map(|d| (starts[d] + index[d]) * strides[d]).sum();
+                blocks.push(disp);
+                for &d in dims.iter().rev() {
+                    index[d] += 1;
+                    if index[d] < subsizes[d] {
+                        break;
+                    }
+                    index[d] = 0;
+                }
+            }
+            let mut made = Dt::of_blocks(blocks.iter().map(|&disp| (disp, 1, old)))?;
+            made.lb = 0;
+            made.extent = whole;
+            Ok(made)
+        })
+    }
+
+    fn MPI_Type_create_resized / PMPI_Type_create_resized(
+        oldtype: c_int,
+        lb: isize,
+        extent: isize,
+        newtype: *mut c_int,
+    ) {
+        define(oldtype, newtype, |old| {
+            let mut made = old.clone();
+            made.lb = lb as i64;
+            made.extent = extent as i64;
+            Ok(made)
+        })
+    }
+
+    fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) {
+        define(oldtype, newtype, |old| Ok(old.clone()))
+    }
+
+    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) {
+        if datatype.is_null() {
+            return Err(fail(MPI_ERR_TYPE, "a null datatype pointer"));
+        }
+        state::with(|mpi| mpi.dt(*datatype).map(drop))
+    }
+
+    fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) {
+        if datatype.is_null() {
+            return Err(fail(MPI_ERR_TYPE, "a null datatype pointer"));
+        }
+        state::with(|mpi| {
+            mpi.types
+                .remove(&*datatype)
+                .map(drop)
+                .ok_or_else(|| fail(MPI_ERR_TYPE, "not a derived datatype (predefined ones cannot be freed)"))
+        })?;
+        out(datatype, MPI_DATATYPE_NULL)
+    }
+
+    fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {
+        let bytes = match basic(datatype) {
+            Some((_, _, bytes)) => bytes as u64,
+            None => state::with(|mpi| Ok(mpi.dt(datatype)?.size()))?,
+        };
+        out(size, bytes as c_int)
+    }
+
+    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: c_int, lb: *mut isize, extent: *mut isize) {
+        let (low, span) = match basic(datatype) {
+            Some((_, _, bytes)) => (0, bytes as i64),
+            None => state::with(|mpi| {
+                let dt = mpi.dt(datatype)?;
+                Ok((dt.lb, dt.extent))
+            })?,
+        };
+        out(lb, low as isize)?;
+        out(extent, span as isize)
+    }
+
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(
+        datatype: c_int,
+        true_lb: *mut isize,
+        true_extent: *mut isize,
+    ) {
+        let (low, span) = match basic(datatype) {
+            Some((_, _, bytes)) => (0, bytes as i64),
+            None => state::with(|mpi| {
+                let dt = mpi.dt(datatype)?;
+                let low = dt.runs.iter().map(|&(o, _)| o).min().unwrap_or(0);
+                let high = dt.runs.iter().map(|&(o, l)| o + l as i64).max().unwrap_or(0);
+                Ok((low, high - low))
+            })?,
+        };
+        out(true_lb, low as isize)?;
+        out(true_extent, span as isize)
+    }
+
+    fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
+        out(address, location as isize)
+    }
+}

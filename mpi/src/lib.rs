@@ -1,0 +1,48 @@
+//! `libmpich.so.12` on onesided: MPICH's ABI (handles, constants, `MPI_Status`, error classes
+//! from the system's `mpi.h`, [`abi`]) over the Rust client library, so that a program built
+//! by MPICH's `mpicc` runs on the service unchanged under `onesided mpiexec`.
+//!
+//! - [`error`]: the C boundary — every exported call runs in `guard`: no panic crosses it,
+//!   failures go to the error handler of their communicator or window.
+//! - [`state`]: the process's session, runtime and handle tables.
+//! - [`sync`]: how the program's window memory and the client's private copy stay one.
+//! - [`collective`]: bcast/reduce/allreduce over `MPI_COMM_WORLD`, from RMA on a window of the
+//!   library's own.
+//! - [`datatype`]: derived datatypes of one basic type, as byte runs.
+//! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`; `unsupported`: the
+//!   calls of later phases, failing with `MPI_ERR_UNSUPPORTED_OPERATION`.
+//!
+//! ARCHITECTURE.md ("`mpi/`") says what is there and what is not yet.
+// The exported functions are C's: MPI's names, raw pointers whose validity is the C program's
+// promise under the MPI standard (the "safety" documentation of every one of them).
+#![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+/// Exports each call under its `MPI_` name and its profiling `PMPI_` name, its body run in
+/// [`error::guard`].
+macro_rules! export {
+    ($(
+        $(#[$meta:meta])*
+        fn $name:ident / $pname:ident ( $($arg:ident : $ty:ty),* $(,)? ) $body:block
+    )*) => {$(
+        $(#[$meta])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> ::std::ffi::c_int {
+            $crate::error::guard(stringify!($name), move || -> $crate::error::Res { $body })
+        }
+        #[doc = concat!("`", stringify!($name), "`: as `", stringify!($pname), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::std::ffi::c_int {
+            $pname($($arg),*)
+        }
+    )*};
+}
+
+pub mod abi;
+pub mod collective;
+pub mod datatype;
+pub mod env;
+pub mod error;
+pub mod rma;
+pub mod state;
+pub mod sync;
+pub mod unsupported;

@@ -1,0 +1,1067 @@
+//! The window calls: creation and free, the synchronization calls (each one brackets the
+//! program's memory and the client's private copy, module `sync`), the communication calls on
+//! basic datatypes, attributes and error handlers of windows.
+
+use std::ffi::{c_int, c_void};
+
+use bytes::Bytes;
+use onesided_client::{Flavor, Layout, LockType, MemoryModel, NewWindow, OpSpec, Window};
+use onesided_core::window::OpKind;
+use onesided_core::Op;
+
+use crate::abi::*;
+use crate::datatype::{gather, Dt};
+use crate::env::{datatype, members, out, slice};
+use crate::error::{fail, On, OnObject, Res};
+use crate::state::{self, CPtr, Landing, Mpi, Req, Win, WinAttrs};
+
+/// Core's assert bits for MPICH's `MPI_MODE_*` bits.
+fn assert_bits(assert: c_int) -> Res<u32> {
+    const MAP: [(c_int, u32); 5] = [
+        (MPI_MODE_NOCHECK, onesided_client::Assert::NOCHECK),
+        (MPI_MODE_NOSTORE, onesided_client::Assert::NOSTORE),
+        (MPI_MODE_NOPUT, onesided_client::Assert::NOPUT),
+        (MPI_MODE_NOPRECEDE, onesided_client::Assert::NOPRECEDE),
+        (MPI_MODE_NOSUCCEED, onesided_client::Assert::NOSUCCEED),
+    ];
+    let mut bits = 0;
+    let mut rest = assert;
+    for (mpi, core) in MAP {
+        if assert & mpi != 0 {
+            bits |= core;
+            rest &= !mpi;
+        }
+    }
+    if rest != 0 {
+        return Err(fail(
+            MPI_ERR_ASSERT,
+            format!("assert {assert:#x} has unknown bits"),
+        ));
+    }
+    Ok(bits)
+}
+
+/// Creates a window over `comm` of `size` bytes at `base` (allocated here when `allocate`).
+unsafe fn create(
+    base: *mut u8,
+    size: isize,
+    disp_unit: c_int,
+    info: c_int,
+    comm: c_int,
+    allocate: bool,
+) -> Res<(i32, *mut u8)> {
+    state::with(|mpi| {
+        let on = On::Comm(comm);
+        let ranks = mpi.comm_ranks(comm)?;
+        if size < 0 {
+            return Err(fail(MPI_ERR_SIZE, format!("size {size} is negative")).on(on));
+        }
+        if disp_unit <= 0 {
+            return Err(fail(
+                MPI_ERR_DISP,
+                format!("disp_unit {disp_unit} is not positive"),
+            )
+            .on(on));
+        }
+        let pairs = if info == MPI_INFO_NULL {
+            Vec::new()
+        } else {
+            mpi.infos.get(&info).cloned().ok_or_else(|| {
+                fail(MPI_ERR_INFO, format!("{info:#x} is not an info object")).on(on)
+            })?
+        };
+        let pairs: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let name = mpi.comm_mut(comm)?.next_window_name();
+        let group: Vec<u32> = if comm == MPI_COMM_WORLD {
+            Vec::new()
+        } else {
+            ranks
+        };
+        let call = NewWindow::new(&name, size as u64, disp_unit as u32)
+            .flavor(if allocate {
+                Flavor::Allocate
+            } else {
+                Flavor::Create
+            })
+            .model(MemoryModel::Separate)
+            .info(&pairs)
+            .group(&group);
+        let window = mpi.block_on(mpi.session.create(&call)).on(on)?;
+        let base = if allocate {
+            let memory = libc::calloc(1, (size as usize).max(1)).cast::<u8>();
+            if memory.is_null() {
+                return Err(fail(MPI_ERR_NO_MEM, format!("cannot allocate {size} bytes")).on(on));
+            }
+            memory
+        } else {
+            base
+        };
+        let size = size as usize;
+        if size > 0 && base.is_null() {
+            return Err(fail(MPI_ERR_BASE, "a null base for a window of non-zero size").on(on));
+        }
+        // the program's memory is the window's at creation, public copy included: what it
+        // holds is stored and published before any rank may access it (zeroes are the
+        // public copy already)
+        let initial = if size > 0 {
+            std::slice::from_raw_parts(base, size).to_vec()
+        } else {
+            Vec::new()
+        };
+        let mut win = Win {
+            window,
+            base: CPtr(base),
+            size,
+            shadow: vec![0; size],
+            allocated: allocate,
+            comm,
+            errhandler: mpi.comm(comm)?.errhandler,
+            attrs: Box::new(WinAttrs {
+                size: size as isize,
+                disp_unit,
+                flavor: if allocate {
+                    MPI_WIN_FLAVOR_ALLOCATE
+                } else {
+                    MPI_WIN_FLAVOR_CREATE
+                },
+                model: MPI_WIN_SEPARATE,
+            }),
+            landings: Vec::new(),
+            user_attrs: Vec::new(),
+        };
+        if initial.iter().any(|&b| b != 0) {
+            win.push_stores().on(on)?;
+            let me = win.window.rank();
+            mpi.block_on(async {
+                win.window.lock(LockType::Exclusive, me, 0).await?;
+                win.window.unlock(me).await
+            })
+            .on(on)?;
+        }
+        mpi.barrier(comm).on(on)?;
+        let handle = mpi.handle(MPI_WIN_NULL as u32);
+        mpi.windows.insert(handle, win);
+        Ok((handle, base))
+    })
+}
+
+/// A synchronization call on window `handle`: the program's stores go into the private copy
+/// first; after it, the get-like results it completed (those to `landing`'s target, all for
+/// `Some(None)`) land and the private copy's news reach the program's memory.
+fn synchronize(
+    handle: c_int,
+    landing: Option<Option<u32>>,
+    call: impl FnOnce(&Mpi, &Window) -> onesided_client::Result<()>,
+) -> Res {
+    state::with(|mpi| {
+        let on = On::Win(handle);
+        mpi.win(handle).on(on)?.push_stores().on(on)?;
+        let window = &mpi.windows.get(&handle).map(|w| &w.window);
+        if let Some(window) = window {
+            call(mpi, window).on(on)?;
+        }
+        if let Some(target) = landing {
+            mpi.land(handle, target).on(on)?;
+        }
+        mpi.win(handle).on(on)?.pull().on(on)
+    })
+}
+
+fn target_of(rank: c_int) -> Res<u32> {
+    u32::try_from(rank).map_err(|_| fail(MPI_ERR_RANK, format!("rank {rank} is not a rank")))
+}
+
+/// What a communication call moves: the origin's datatype and count, the target's layout,
+/// and their basic type (both must hold the same elements: derived datatypes of one basic
+/// type).
+fn transfer(
+    origin_count: c_int,
+    origin_type: c_int,
+    target_count: c_int,
+    target_type: c_int,
+) -> Res<(Dt, u64, Layout, onesided_core::Datatype)> {
+    let (origin, target) = state::with(|mpi| Ok((mpi.dt(origin_type)?, mpi.dt(target_type)?)))?;
+    let count = |c: c_int| {
+        u64::try_from(c).map_err(|_| fail(MPI_ERR_COUNT, format!("count {c} is negative")))
+    };
+    let (origin_count, target_count) = (count(origin_count)?, count(target_count)?);
+    if origin.base != target.base {
+        return Err(fail(
+            MPI_ERR_TYPE,
+            "origin and target datatypes hold different basic types",
+        ));
+    }
+    if origin.size() * origin_count != target.size() * target_count {
+        return Err(fail(
+            MPI_ERR_TYPE,
+            format!(
+                "the origin holds {} bytes, the target {}",
+                origin.size() * origin_count,
+                target.size() * target_count
+            ),
+        ));
+    }
+    let layout = target.target_layout(target_count)?;
+    Ok((origin, origin_count, layout, target.base))
+}
+
+/// A target operation of `kind` with its layout and packed origin data.
+fn spec(
+    kind: OpKind,
+    dtype: onesided_core::Datatype,
+    disp: isize,
+    layout: Layout,
+    data: Vec<u8>,
+) -> OpSpec {
+    OpSpec {
+        kind,
+        dtype,
+        disp: disp as u64,
+        layout,
+        data: Bytes::from(data),
+        compare: Bytes::new(),
+    }
+}
+
+/// Issues `spec` on window `handle`; a get-like call's result lands in `result` later: at the
+/// synchronization call that completes it, or — for a request-based call, whose request is
+/// written to `request` — when the request completes.
+unsafe fn issue(
+    handle: c_int,
+    target: c_int,
+    spec: OpSpec,
+    result: Option<(*mut c_void, Vec<(i64, u64)>)>,
+    request: Option<*mut c_int>,
+) -> Res {
+    let landed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let made = state::with(|mpi| {
+        let on = On::Win(handle);
+        mpi.win(handle).on(on)?;
+        let empty = spec.layout == (onesided_client::Layout::Contiguous { count: 0 });
+        let pending = if target == MPI_PROC_NULL || empty {
+            None
+        } else {
+            let target = target_of(target).on(on)?;
+            let win = mpi.win(handle).on(on)?;
+            let pending = win.window.issue(target, spec, request.is_some()).on(on)?;
+            if let Some((into, runs)) = &result {
+                // the completing synchronization call writes the result (a request's wait
+                // too, whichever comes first)
+                win.landings.push(Landing {
+                    target,
+                    pending: pending.clone(),
+                    into: CPtr(into.cast()),
+                    runs: runs.clone(),
+                    landed: landed.clone(),
+                });
+            }
+            // an rput or raccumulate copied its origin buffer: its request is complete at once
+            result.as_ref().map(|_| pending)
+        };
+        let Some(_) = request else {
+            return Ok(None);
+        };
+        let landing = result.filter(|_| pending.is_some());
+        let req = Req {
+            pending,
+            landing: landing.map(|(into, runs)| (CPtr(into.cast()), runs)),
+            landed: landed.clone(),
+        };
+        let id = mpi.handle(MPI_REQUEST_NULL as u32);
+        mpi.requests.insert(id, req);
+        Ok(Some(id))
+    })?;
+    if let (Some(pointer), Some(id)) = (request, made) {
+        out(pointer, id)?;
+    }
+    Ok(())
+}
+
+fn op_of(op: c_int) -> Res<Op> {
+    crate::abi::op(op).ok_or_else(|| fail(MPI_ERR_OP, format!("{op:#x} is not a predefined op")))
+}
+
+unsafe fn put(
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let (origin, count, layout, base) =
+        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
+    let spec = spec(OpKind::Put, base, target_disp, layout, data);
+    issue(win, target_rank, spec, None, request)
+}
+
+unsafe fn get(
+    origin_addr: *mut c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let (origin, count, layout, base) =
+        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    if count > 0 && origin.size() > 0 && origin_addr.is_null() {
+        return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
+    }
+    let spec = spec(OpKind::Get, base, target_disp, layout, Vec::new());
+    let runs = origin.repeated(count);
+    issue(win, target_rank, spec, Some((origin_addr, runs)), request)
+}
+
+unsafe fn accumulate(
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    op: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let (origin, count, layout, base) =
+        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    let op = op_of(op).on(on)?;
+    let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
+    let spec = spec(OpKind::Accumulate(op), base, target_disp, layout, data);
+    issue(win, target_rank, spec, None, request)
+}
+
+unsafe fn get_accumulate(
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: c_int,
+    result_addr: *mut c_void,
+    result_count: c_int,
+    result_datatype: c_int,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: c_int,
+    target_datatype: c_int,
+    op: c_int,
+    win: c_int,
+    request: Option<*mut c_int>,
+) -> Res {
+    let on = On::Win(win);
+    let op = op_of(op).on(on)?;
+    let (result, count, layout, base) =
+        transfer(result_count, result_datatype, target_count, target_datatype).on(on)?;
+    let data = if op == Op::NoOp {
+        Vec::new()
+    } else {
+        let (origin, origin_count, _, _) =
+            transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        gather(origin_addr, &origin.repeated(origin_count)).on(on)?
+    };
+    if count > 0 && result.size() > 0 && result_addr.is_null() {
+        return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+    }
+    let spec = spec(OpKind::GetAccumulate(op), base, target_disp, layout, data);
+    let runs = result.repeated(count);
+    issue(win, target_rank, spec, Some((result_addr, runs)), request)
+}
+
+export! {
+    fn MPI_Win_create / PMPI_Win_create(
+        base: *mut c_void,
+        size: isize,
+        disp_unit: c_int,
+        info: c_int,
+        comm: c_int,
+        win: *mut c_int,
+    ) {
+        let (handle, _) = create(base.cast(), size, disp_unit, info, comm, false)?;
+        out(win, handle)
+    }
+
+    fn MPI_Win_allocate / PMPI_Win_allocate(
+        size: isize,
+        disp_unit: c_int,
+        info: c_int,
+        comm: c_int,
+        baseptr: *mut c_void,
+        win: *mut c_int,
+    ) {
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        out(baseptr.cast::<*mut c_void>(), base.cast())?;
+        out(win, handle)
+    }
+
+    fn MPI_Win_free / PMPI_Win_free(win: *mut c_int) {
+        if win.is_null() {
+            return Err(fail(MPI_ERR_ARG, "a null window pointer"));
+        }
+        let handle = *win;
+        state::with(|mpi| {
+            let on = On::Win(handle);
+            let comm = mpi.win(handle).on(on)?.comm;
+            // the memory goes back to the program as plain memory, holding what the other
+            // ranks put there: once every member is here (no epoch is open anywhere), the
+            // public copy is pulled into it (a lock of one's own rank pulls)
+            mpi.barrier(comm).on(on)?;
+            {
+                let entry = &mpi.windows[&handle];
+                if entry.size > 0 {
+                    let me = entry.window.rank();
+                    let pulled = mpi.block_on(async {
+                        entry.window.lock(LockType::Shared, me, 0).await?;
+                        entry.window.unlock(me).await
+                    });
+                    // refused (a window of no_locks, or a fence epoch still open): nothing to
+                    // pull by lock, and nothing changed
+                    if pulled.is_ok() {
+                        mpi.win(handle).on(on)?.pull().on(on)?;
+                    }
+                }
+            }
+            {
+                let entry = &mpi.windows[&handle];
+                mpi.block_on(entry.window.free()).on(on)?;
+            }
+            if let Some(entry) = mpi.windows.remove(&handle) {
+                for (keyval, value) in entry.user_attrs.iter().rev() {
+                    if let Some((Some(delete), extra)) = mpi.win_keyvals.get(keyval) {
+                        delete(handle, *keyval, value.0.cast(), extra.0.cast());
+                    }
+                }
+                if entry.allocated && !entry.base.0.is_null() {
+                    libc::free(entry.base.0.cast());
+                }
+            }
+            Ok(())
+        })?;
+        out(win, MPI_WIN_NULL)
+    }
+
+    fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: c_int) {
+        let bits = assert_bits(assert).on(On::Win(win))?;
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.fence(bits)))
+    }
+
+    fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: c_int) {
+        let on = On::Win(win);
+        let bits = assert_bits(assert).on(on)?;
+        let kind = match lock_type {
+            MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
+            MPI_LOCK_SHARED => LockType::Shared,
+            other => return Err(fail(MPI_ERR_LOCKTYPE, format!("{other} is not a lock type")).on(on)),
+        };
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(on)?;
+        synchronize(win, None, |mpi, w| mpi.block_on(w.lock(kind, target, bits)))
+    }
+
+    fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: c_int) {
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(On::Win(win))?;
+        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.unlock(target)))
+    }
+
+    fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) {
+        let bits = assert_bits(assert).on(On::Win(win))?;
+        synchronize(win, None, |mpi, w| mpi.block_on(w.lock_all(bits)))
+    }
+
+    fn MPI_Win_unlock_all / PMPI_Win_unlock_all(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.unlock_all()))
+    }
+
+    fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: c_int) {
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(On::Win(win))?;
+        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush(target)))
+    }
+
+    fn MPI_Win_flush_all / PMPI_Win_flush_all(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.flush_all()))
+    }
+
+    fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: c_int) {
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let target = target_of(rank).on(On::Win(win))?;
+        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush_local(target)))
+    }
+
+    fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.flush_local_all()))
+    }
+
+    fn MPI_Win_sync / PMPI_Win_sync(win: c_int) {
+        synchronize(win, None, |mpi, w| mpi.block_on(w.sync()))
+    }
+
+    fn MPI_Win_post / PMPI_Win_post(group: c_int, assert: c_int, win: c_int) {
+        let on = On::Win(win);
+        let bits = assert_bits(assert).on(on)?;
+        let ranks = window_ranks(win, group).on(on)?;
+        synchronize(win, None, |_, w| w.post(&ranks, bits))
+    }
+
+    fn MPI_Win_start / PMPI_Win_start(group: c_int, assert: c_int, win: c_int) {
+        let on = On::Win(win);
+        let bits = assert_bits(assert).on(on)?;
+        let ranks = window_ranks(win, group).on(on)?;
+        synchronize(win, None, |_, w| w.start(&ranks, bits))
+    }
+
+    fn MPI_Win_complete / PMPI_Win_complete(win: c_int) {
+        synchronize(win, Some(None), |mpi, w| mpi.block_on(w.complete()))
+    }
+
+    fn MPI_Win_wait / PMPI_Win_wait(win: c_int) {
+        synchronize(win, None, |mpi, w| mpi.block_on(w.wait()))
+    }
+
+    fn MPI_Win_test / PMPI_Win_test(win: c_int, flag: *mut c_int) {
+        let mut done = false;
+        synchronize(win, None, |mpi, w| {
+            done = mpi.block_on(w.test())?;
+            Ok(())
+        })?;
+        out(flag, c_int::from(done))
+    }
+
+    fn MPI_Put / PMPI_Put(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+    ) {
+        put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
+    }
+
+    fn MPI_Rput / PMPI_Rput(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
+    }
+
+    fn MPI_Get / PMPI_Get(
+        origin_addr: *mut c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+    ) {
+        get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
+    }
+
+    fn MPI_Rget / PMPI_Rget(
+        origin_addr: *mut c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
+    }
+
+    fn MPI_Accumulate / PMPI_Accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+    ) {
+        accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
+    }
+
+    fn MPI_Raccumulate / PMPI_Raccumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
+    }
+
+    fn MPI_Get_accumulate / PMPI_Get_accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        result_addr: *mut c_void,
+        result_count: c_int,
+        result_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+    ) {
+        get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
+    }
+
+    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        result_addr: *mut c_void,
+        result_count: c_int,
+        result_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int,
+        request: *mut c_int,
+    ) {
+        get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
+    }
+
+    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(
+        origin_addr: *const c_void,
+        result_addr: *mut c_void,
+        datatype_: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        op: c_int,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let op = op_of(op).on(on)?;
+        let (dtype, size) = datatype(datatype_).on(on)?;
+        let data = if op == Op::NoOp {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(slice(origin_addr, size).on(on)?)
+        };
+        if result_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        }
+        let spec = OpSpec::contiguous(OpKind::FetchAndOp(op), dtype, target_disp as u64, 1, data);
+        issue(win, target_rank, spec, Some((result_addr, vec![(0, size as u64)])), None)
+    }
+
+    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(
+        origin_addr: *const c_void,
+        compare_addr: *const c_void,
+        result_addr: *mut c_void,
+        datatype_: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        win: c_int,
+    ) {
+        let on = On::Win(win);
+        let (dtype, size) = datatype(datatype_).on(on)?;
+        let data = Bytes::copy_from_slice(slice(origin_addr, size).on(on)?);
+        let compare = Bytes::copy_from_slice(slice(compare_addr, size).on(on)?);
+        if result_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        }
+        let mut spec = OpSpec::contiguous(OpKind::CompareAndSwap, dtype, target_disp as u64, 1, data);
+        spec.compare = compare;
+        issue(win, target_rank, spec, Some((result_addr, vec![(0, size as u64)])), None)
+    }
+
+    fn MPI_Win_get_group / PMPI_Win_get_group(win: c_int, group: *mut c_int) {
+        let handle = state::with(|mpi| {
+            let on = On::Win(win);
+            let members = mpi.win(win).on(on)?.window.get_group();
+            let handle = mpi.handle(MPI_GROUP_NULL as u32);
+            mpi.groups.insert(handle, members);
+            Ok(handle)
+        })?;
+        out(group, handle)
+    }
+
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(
+        win: c_int,
+        keyval: c_int,
+        attribute_val: *mut c_void,
+        flag: *mut c_int,
+    ) {
+        let value: *mut c_void = state::with(|mpi| {
+            let on = On::Win(win);
+            let entry = mpi.win(win).on(on)?;
+            let attrs: *mut WinAttrs = &mut *entry.attrs;
+            Ok(match keyval {
+                MPI_WIN_BASE => entry.base.0.cast(),
+                MPI_WIN_SIZE => std::ptr::addr_of_mut!((*attrs).size).cast(),
+                MPI_WIN_DISP_UNIT => std::ptr::addr_of_mut!((*attrs).disp_unit).cast(),
+                MPI_WIN_CREATE_FLAVOR => std::ptr::addr_of_mut!((*attrs).flavor).cast(),
+                MPI_WIN_MODEL => std::ptr::addr_of_mut!((*attrs).model).cast(),
+                _ => std::ptr::null_mut(),
+            })
+        })?;
+        let predefined = matches!(
+            keyval,
+            MPI_WIN_BASE | MPI_WIN_SIZE | MPI_WIN_DISP_UNIT | MPI_WIN_CREATE_FLAVOR | MPI_WIN_MODEL
+        );
+        let value = if predefined {
+            Some(value)
+        } else {
+            state::with(|mpi| {
+                let on = On::Win(win);
+                if !mpi.win_keyvals.contains_key(&keyval) {
+                    return Err(fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on));
+                }
+                let entry = mpi.win(win).on(on)?;
+                Ok(entry
+                    .user_attrs
+                    .iter()
+                    .find(|(k, _)| *k == keyval)
+                    .map(|(_, v)| v.0.cast::<c_void>()))
+            })?
+        };
+        if let Some(value) = value {
+            out(attribute_val.cast::<*mut c_void>(), value)?;
+        }
+        out(flag, c_int::from(value.is_some()))
+    }
+
+    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: c_int, errhandler: c_int) {
+        state::with(|mpi| {
+            let on = On::Win(win);
+            let known = errhandler == MPI_ERRORS_ARE_FATAL
+                || errhandler == MPI_ERRORS_RETURN
+                || mpi.win_errhandlers.contains_key(&errhandler);
+            if !known {
+                return Err(fail(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler")).on(on));
+            }
+            mpi.win(win).on(on)?.errhandler = errhandler;
+            Ok(())
+        })
+    }
+
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(
+        _copy_fn: *mut c_void,
+        delete_fn: Option<state::WinDelete>,
+        keyval: *mut c_int,
+        extra_state: *mut c_void,
+    ) {
+        let handle = state::with(|mpi| {
+            let handle = mpi.handle(MPI_KEYVAL_INVALID as u32);
+            mpi.win_keyvals.insert(handle, (delete_fn, CPtr(extra_state.cast())));
+            Ok(handle)
+        })?;
+        out(keyval, handle)
+    }
+
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) {
+        if keyval.is_null() {
+            return Err(fail(MPI_ERR_ARG, "a null keyval pointer"));
+        }
+        // attributes still set keep using it until deleted: only the handle goes
+        state::with(|mpi| {
+            if !mpi.win_keyvals.contains_key(&*keyval) {
+                return Err(fail(MPI_ERR_KEYVAL, format!("{:#x} is not a keyval", *keyval)));
+            }
+            Ok(())
+        })?;
+        out(keyval, MPI_KEYVAL_INVALID)
+    }
+
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: c_int, keyval: c_int, attribute_val: *mut c_void) {
+        let old = state::with(|mpi| {
+            let on = On::Win(win);
+            let callback = *mpi
+                .win_keyvals
+                .get(&keyval)
+                .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+            let entry = mpi.win(win).on(on)?;
+            let old = entry.user_attrs.iter().position(|(k, _)| *k == keyval).map(|at| entry.user_attrs.remove(at).1);
+            entry.user_attrs.push((keyval, CPtr(attribute_val.cast())));
+            Ok(old.map(|value| (callback, value)))
+        })?;
+        if let Some(((Some(delete), extra), value)) = old {
+            delete(win, keyval, value.0.cast(), extra.0.cast());
+        }
+        Ok(())
+    }
+
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: c_int, keyval: c_int) {
+        let old = state::with(|mpi| {
+            let on = On::Win(win);
+            let callback = *mpi
+                .win_keyvals
+                .get(&keyval)
+                .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+            let entry = mpi.win(win).on(on)?;
+            let at = entry
+                .user_attrs
+                .iter()
+                .position(|(k, _)| *k == keyval)
+                .ok_or_else(|| fail(MPI_ERR_KEYVAL, "no attribute of this keyval is set").on(on))?;
+            Ok((callback, entry.user_attrs.remove(at).1))
+        })?;
+        if let ((Some(delete), extra), value) = old {
+            delete(win, keyval, value.0.cast(), extra.0.cast());
+        }
+        Ok(())
+    }
+
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
+        function: Option<state::WinErrhandler>,
+        errhandler: *mut c_int,
+    ) {
+        let Some(function) = function else {
+            return Err(fail(MPI_ERR_ARG, "a null error handler function"));
+        };
+        let handle = state::with(|mpi| {
+            let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
+            mpi.win_errhandlers.insert(handle, function);
+            Ok(handle)
+        })?;
+        out(errhandler, handle)
+    }
+
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: c_int, errorcode: c_int) {
+        let handler = state::with(|mpi| Ok(mpi.win(win).on(On::Win(win))?.errhandler))?;
+        if let Some(function) = state::user_errhandler(handler) {
+            let (mut win, mut code) = (win, errorcode);
+            function(&mut win, &mut code);
+            return Ok(());
+        }
+        if handler == MPI_ERRORS_RETURN {
+            return Ok(());
+        }
+        Err(fail(errorcode, "MPI_Win_call_errhandler").on(On::Win(win)))
+    }
+
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: c_int, errhandler: *mut c_int) {
+        let handler = state::with(|mpi| Ok(mpi.win(win).on(On::Win(win))?.errhandler))?;
+        out(errhandler, handler)
+    }
+}
+
+/// A group handle's members as ranks of window `win` (a world window's ranks are the world's).
+fn window_ranks(win: c_int, group: c_int) -> Res<Vec<u32>> {
+    state::with(|mpi| {
+        let world = members(mpi, group)?;
+        let entry = mpi.win(win)?;
+        let window_group = entry.window.get_group();
+        world
+            .iter()
+            .map(|w| {
+                window_group
+                    .iter()
+                    .position(|m| m == w)
+                    .map(|p| p as u32)
+                    .ok_or_else(|| {
+                        fail(
+                            MPI_ERR_GROUP,
+                            format!("rank {w} is not in the window's group"),
+                        )
+                    })
+            })
+            .collect()
+    })
+}
+
+/// Writes an empty, successful status unless the program ignores it.
+unsafe fn status_done(status: *mut c_int) {
+    if status.is_null() || status as isize == MPI_STATUS_IGNORE {
+        return;
+    }
+    let words = SIZEOF_STATUS / 4;
+    for i in 0..words {
+        status.add(i).write(0);
+    }
+    status.add(STATUS_SOURCE_OFFSET / 4).write(MPI_ANY_SOURCE);
+    status.add(STATUS_TAG_OFFSET / 4).write(MPI_ANY_TAG);
+    status.add(STATUS_ERROR_OFFSET / 4).write(MPI_SUCCESS);
+}
+
+/// The `i`-th status of an array, or null when the program ignores them.
+unsafe fn status_at(statuses: *mut c_int, i: usize) -> *mut c_int {
+    if statuses.is_null() || statuses as isize == MPI_STATUSES_IGNORE {
+        return std::ptr::null_mut();
+    }
+    statuses.add(i * SIZEOF_STATUS / 4)
+}
+
+/// Completes request `id` (waiting for it), writing its result.
+fn finish(mpi: &mut Mpi, id: i32) -> Res {
+    let Some(req) = mpi.requests.remove(&id) else {
+        return Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request")));
+    };
+    if let Some(pending) = req.pending {
+        let bytes = mpi.block_on(pending.value())?;
+        let landed = req.landed.swap(true, std::sync::atomic::Ordering::AcqRel);
+        if let (Some((into, runs)), false) = (req.landing, landed) {
+            // SAFETY: the program's result buffer, valid until the request completes
+            unsafe { crate::datatype::scatter(into.0, &runs, &bytes) };
+        }
+    }
+    Ok(())
+}
+
+/// Whether request `id` is complete now.
+fn ready(mpi: &Mpi, id: i32) -> Res<bool> {
+    match mpi.requests.get(&id) {
+        None => Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request"))),
+        Some(Req { pending: None, .. }) => Ok(true),
+        Some(Req {
+            pending: Some(pending),
+            ..
+        }) => Ok(pending.test()?),
+    }
+}
+
+export! {
+    fn MPI_Wait / PMPI_Wait(request: *mut c_int, status: *mut c_int) {
+        if request.is_null() {
+            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
+        }
+        if *request != MPI_REQUEST_NULL {
+            state::with(|mpi| finish(mpi, *request))?;
+            *request = MPI_REQUEST_NULL;
+        }
+        status_done(status);
+        Ok(())
+    }
+
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut c_int, statuses: *mut c_int) {
+        for i in 0..count.max(0) as usize {
+            let request = requests.add(i);
+            if *request != MPI_REQUEST_NULL {
+                state::with(|mpi| finish(mpi, *request))?;
+                *request = MPI_REQUEST_NULL;
+            }
+            status_done(status_at(statuses, i));
+        }
+        Ok(())
+    }
+
+    fn MPI_Waitany / PMPI_Waitany(
+        count: c_int,
+        requests: *mut c_int,
+        index: *mut c_int,
+        status: *mut c_int,
+    ) {
+        loop {
+            let mut active = false;
+            for i in 0..count.max(0) as usize {
+                let request = requests.add(i);
+                if *request == MPI_REQUEST_NULL {
+                    continue;
+                }
+                active = true;
+                if state::with(|mpi| ready(mpi, *request))? {
+                    state::with(|mpi| finish(mpi, *request))?;
+                    *request = MPI_REQUEST_NULL;
+                    status_done(status);
+                    return out(index, i as c_int);
+                }
+            }
+            if !active {
+                status_done(status);
+                return out(index, MPI_UNDEFINED);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    fn MPI_Test / PMPI_Test(request: *mut c_int, flag: *mut c_int, status: *mut c_int) {
+        if request.is_null() {
+            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
+        }
+        let done = *request == MPI_REQUEST_NULL || state::with(|mpi| ready(mpi, *request))?;
+        if done && *request != MPI_REQUEST_NULL {
+            state::with(|mpi| finish(mpi, *request))?;
+            *request = MPI_REQUEST_NULL;
+        }
+        if done {
+            status_done(status);
+        }
+        out(flag, c_int::from(done))
+    }
+
+    fn MPI_Testall / PMPI_Testall(
+        count: c_int,
+        requests: *mut c_int,
+        flag: *mut c_int,
+        statuses: *mut c_int,
+    ) {
+        let count = count.max(0) as usize;
+        let mut all = true;
+        for i in 0..count {
+            let request = *requests.add(i);
+            if request != MPI_REQUEST_NULL && !state::with(|mpi| ready(mpi, request))? {
+                all = false;
+            }
+        }
+        if all {
+            for i in 0..count {
+                let request = requests.add(i);
+                if *request != MPI_REQUEST_NULL {
+                    state::with(|mpi| finish(mpi, *request))?;
+                    *request = MPI_REQUEST_NULL;
+                }
+                status_done(status_at(statuses, i));
+            }
+        }
+        out(flag, c_int::from(all))
+    }
+
+    fn MPI_Request_free / PMPI_Request_free(request: *mut c_int) {
+        if request.is_null() {
+            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
+        }
+        state::with(|mpi| {
+            mpi.requests
+                .remove(&*request)
+                .ok_or_else(|| fail(MPI_ERR_REQUEST, "not a request"))?;
+            Ok(())
+        })?;
+        out(request, MPI_REQUEST_NULL)
+    }
+}

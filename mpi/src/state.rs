@@ -1,0 +1,280 @@
+//! The process's MPI state: the session of this rank, the runtime its calls run on, and the
+//! handle tables (windows, groups, info objects) that map MPICH's integer handles to the
+//! client's objects. One mutex guards it: MPI calls of one process are serialized
+//! (`MPI_THREAD_SERIALIZED` is the most `MPI_Init_thread` provides).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use onesided_client::{Pending, Session, Window};
+
+use crate::abi::*;
+use crate::error::{fail, Fail, On, Res};
+
+/// Not initialized yet, initialized, finalized.
+pub const NOT_INITIALIZED: u8 = 0;
+pub const INITIALIZED: u8 = 1;
+pub const FINALIZED: u8 = 2;
+
+pub static PHASE: AtomicU8 = AtomicU8::new(NOT_INITIALIZED);
+/// This rank, for messages (`u32::MAX` before `MPI_Init`).
+static RANK: AtomicU32 = AtomicU32::new(u32::MAX);
+
+static STATE: Mutex<Option<Mpi>> = Mutex::new(None);
+
+/// A raw pointer into the C program's memory, kept across calls: the program promises it
+/// stays valid (the window's memory until `MPI_Win_free`, a get's origin buffer until the
+/// operation completes), as MPI requires.
+#[derive(Clone, Copy, Debug)]
+pub struct CPtr(pub *mut u8);
+// SAFETY: only dereferenced under the state's mutex, in the calls MPI lets touch it.
+unsafe impl Send for CPtr {}
+
+/// A get-like operation's answer still to be written into the program's buffer.
+pub struct Landing {
+    pub target: u32,
+    pub pending: Pending<bytes::Bytes>,
+    pub into: CPtr,
+    /// Where in the buffer the packed result goes (byte offset, length).
+    pub runs: Vec<(i64, u64)>,
+    /// Set once the result was written (by the completing call or by the request's wait,
+    /// whichever comes first: the other writes nothing, the program may reuse the buffer).
+    pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for Landing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Landing")
+            .field("target", &self.target)
+            .field("runs", &self.runs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One window handle: the client's window and the C memory that is its private copy.
+#[derive(Debug)]
+pub struct Win {
+    pub window: Window,
+    /// The program's memory (`base` of `MPI_Win_create`, or what `MPI_Win_allocate` gave).
+    pub base: CPtr,
+    pub size: usize,
+    /// The private copy's bytes as this library last saw them in `base`: a byte of `base`
+    /// that differs was stored by the program since (module `sync`).
+    pub shadow: Vec<u8>,
+    /// `base` was allocated here (`MPI_Win_allocate`) and is freed with the window.
+    pub allocated: bool,
+    pub comm: i32,
+    pub errhandler: i32,
+    /// Where `MPI_Win_get_attr` points for size, disp_unit, flavor and model (stable
+    /// addresses: boxed).
+    pub attrs: Box<WinAttrs>,
+    pub landings: Vec<Landing>,
+    /// Attributes set with `MPI_Win_set_attr` (keyval, value), in the order they were set.
+    pub user_attrs: Vec<(i32, CPtr)>,
+}
+
+#[derive(Debug)]
+#[repr(C)]
+pub struct WinAttrs {
+    pub size: isize,
+    pub disp_unit: i32,
+    pub flavor: i32,
+    pub model: i32,
+}
+
+/// Everything an initialized process holds.
+#[derive(Debug)]
+pub struct Mpi {
+    pub runtime: tokio::runtime::Runtime,
+    pub session: Session,
+    pub rank: u32,
+    pub size: u32,
+    pub started: Instant,
+    pub comms: HashMap<i32, Comm>,
+    pub windows: HashMap<i32, Win>,
+    pub next_handle: i32,
+    /// Groups as lists of world ranks.
+    pub groups: HashMap<i32, Vec<u32>>,
+    pub infos: HashMap<i32, Vec<(String, String)>>,
+    /// Memory of `MPI_Alloc_mem`, freed by `MPI_Free_mem`.
+    pub allocations: HashMap<usize, usize>,
+    /// The requests of request-based RMA calls.
+    pub requests: HashMap<i32, Req>,
+    /// Derived datatypes.
+    pub types: HashMap<i32, crate::datatype::Dt>,
+    /// Window keyvals: the delete callback and its extra state.
+    pub win_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
+    /// User error handlers of windows (`MPI_Win_create_errhandler`).
+    pub win_errhandlers: HashMap<i32, WinErrhandler>,
+}
+
+/// `MPI_Win_delete_attr_function`.
+pub type WinDelete =
+    unsafe extern "C" fn(i32, i32, *mut std::ffi::c_void, *mut std::ffi::c_void) -> i32;
+/// `MPI_Win_errhandler_function` (C-variadic).
+pub type WinErrhandler = unsafe extern "C" fn(*mut i32, *mut i32, ...);
+
+/// A request of `MPI_Rput`, `MPI_Rget`, …: complete when its operation's answer arrived (at
+/// once for none: a call on `MPI_PROC_NULL`, or an rput/raccumulate, whose origin buffer was
+/// copied), its result then written into the program's buffer.
+#[derive(Debug)]
+pub struct Req {
+    pub pending: Option<Pending<bytes::Bytes>>,
+    pub landing: Option<(CPtr, Vec<(i64, u64)>)>,
+    pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A communicator: its members (world ranks, in communicator rank order) and what its
+/// members count alike, so that they agree on the names of what they create over it.
+#[derive(Debug)]
+pub struct Comm {
+    pub ranks: Vec<u32>,
+    /// Its name among the world's communicators: `w` (the world), `s<rank>` (self), and
+    /// `<parent>.<n>[.<color>]` for the n-th communicator made from `parent`.
+    pub id: String,
+    /// Communicators made from it so far.
+    pub children: u64,
+    /// Windows created over it so far (the library's scratch windows included).
+    pub windows: u64,
+    pub errhandler: i32,
+    /// The window its collectives use, once one ran (module `collective`).
+    pub scratch: Option<crate::collective::Scratch>,
+}
+
+impl Comm {
+    pub fn new(ranks: Vec<u32>, id: String, errhandler: i32) -> Self {
+        Comm {
+            ranks,
+            id,
+            children: 0,
+            windows: 0,
+            errhandler,
+            scratch: None,
+        }
+    }
+
+    /// The name of the next window created over it.
+    pub fn next_window_name(&mut self) -> String {
+        self.windows += 1;
+        format!("mpi-{}-w{}", self.id, self.windows)
+    }
+}
+
+impl Mpi {
+    /// A new handle of `kind` (MPICH's handle kind bits, `0x?4000000`), unique in the process.
+    pub fn handle(&mut self, kind: u32) -> i32 {
+        self.next_handle += 1;
+        (kind | (0x8000_0000 | (self.next_handle as u32 & 0x03ff_ffff))) as i32
+    }
+
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    pub fn win(&mut self, handle: i32) -> Res<&mut Win> {
+        self.windows
+            .get_mut(&handle)
+            .ok_or_else(|| fail(MPI_ERR_WIN, format!("{handle:#x} is not a window")))
+    }
+
+    /// The world ranks of a communicator, in its rank order.
+    pub fn comm_ranks(&self, comm: i32) -> Res<Vec<u32>> {
+        Ok(self.comm(comm)?.ranks.clone())
+    }
+
+    pub fn comm(&self, comm: i32) -> Res<&Comm> {
+        self.comms.get(&comm).ok_or_else(|| not_a_comm(comm))
+    }
+
+    pub fn comm_mut(&mut self, comm: i32) -> Res<&mut Comm> {
+        self.comms.get_mut(&comm).ok_or_else(|| not_a_comm(comm))
+    }
+
+    /// This process's rank in `comm`.
+    pub fn comm_rank(&self, comm: i32) -> Res<u32> {
+        let me = self.rank;
+        Ok(self
+            .comm(comm)?
+            .ranks
+            .iter()
+            .position(|&r| r == me)
+            .unwrap_or(0) as u32)
+    }
+}
+
+fn not_a_comm(comm: i32) -> Fail {
+    fail(MPI_ERR_COMM, format!("{comm:#x} is not a communicator")).on(On::Comm(MPI_COMM_WORLD))
+}
+
+/// The state of an initialized, not finalized process.
+pub fn lock() -> Res<MutexGuard<'static, Option<Mpi>>> {
+    match PHASE.load(Ordering::Acquire) {
+        INITIALIZED => Ok(STATE.lock().unwrap_or_else(|e| e.into_inner())),
+        NOT_INITIALIZED => Err(fail(MPI_ERR_OTHER, "MPI is not initialized (MPI_Init)")),
+        _ => Err(fail(MPI_ERR_OTHER, "MPI was finalized (MPI_Finalize)")),
+    }
+}
+
+/// Runs `f` on the initialized state.
+pub fn with<T>(f: impl FnOnce(&mut Mpi) -> Res<T>) -> Res<T> {
+    let mut guard = lock()?;
+    let mpi = guard
+        .as_mut()
+        .ok_or_else(|| fail(MPI_ERR_OTHER, "MPI is not initialized (MPI_Init)"))?;
+    f(mpi)
+}
+
+/// Installs the state of a process that just initialized.
+pub fn install(mpi: Mpi) {
+    RANK.store(mpi.rank, Ordering::Relaxed);
+    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(mpi);
+    PHASE.store(INITIALIZED, Ordering::Release);
+}
+
+/// Takes the state out for `MPI_Finalize`.
+pub fn take() -> Option<Mpi> {
+    let taken = STATE.lock().unwrap_or_else(|e| e.into_inner()).take();
+    PHASE.store(FINALIZED, Ordering::Release);
+    taken
+}
+
+/// The error handler of the object a failure is on (`MPI_ERRORS_ARE_FATAL` by default and
+/// whenever the state cannot be read).
+pub fn errhandler(on: On) -> i32 {
+    let Ok(guard) = STATE.try_lock() else {
+        return MPI_ERRORS_ARE_FATAL;
+    };
+    let Some(mpi) = guard.as_ref() else {
+        return MPI_ERRORS_ARE_FATAL;
+    };
+    match on {
+        On::Comm(comm) => mpi
+            .comms
+            .get(&comm)
+            .or_else(|| mpi.comms.get(&MPI_COMM_WORLD))
+            .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler),
+        On::Win(win) => match mpi.windows.get(&win) {
+            Some(win) => win.errhandler,
+            None => mpi
+                .comms
+                .get(&MPI_COMM_WORLD)
+                .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler),
+        },
+    }
+}
+
+/// The user error handler function a handle names, if any.
+pub fn user_errhandler(handle: i32) -> Option<WinErrhandler> {
+    let guard = STATE.try_lock().ok()?;
+    guard.as_ref()?.win_errhandlers.get(&handle).copied()
+}
+
+/// This rank as text for messages.
+pub fn rank_for_messages() -> String {
+    match RANK.load(Ordering::Relaxed) {
+        u32::MAX => "?".into(),
+        rank => rank.to_string(),
+    }
+}

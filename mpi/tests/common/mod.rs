@@ -1,0 +1,100 @@
+//! Building C programs with the system's `mpicc` and running them under `onesided mpiexec`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The target directory's profile directory (`target/debug`), where cargo put this crate's
+/// `libmpich.so` and the workspace's `onesided` and `onesided-server`.
+pub fn artifacts() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    // target/debug/deps/programs-… → target/debug
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a target directory");
+    for needed in ["libmpich.so", "onesided", "onesided-server"] {
+        assert!(
+            dir.join(needed).exists(),
+            "{} is missing: build the workspace first (`cargo build --workspace`; `cargo test \
+             --workspace` does)",
+            dir.join(needed).display()
+        );
+    }
+    dir.to_path_buf()
+}
+
+/// A directory for this test binary's builds.
+pub fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("onesided-mpi-tests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+/// Compiles `sources` (paths) with `mpicc` and `flags` into `name` in the scratch directory.
+pub fn mpicc(name: &str, sources: &[PathBuf], flags: &[&str]) -> PathBuf {
+    let out = scratch().join(name);
+    let status = Command::new("mpicc")
+        .args(flags)
+        .args(sources)
+        .arg("-lm")
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot run mpicc ({error}): MPICH's compiler wrapper is needed \
+                 (apt-get install mpich libmpich-dev; .ci/run installs it)"
+            )
+        });
+    assert!(status.success(), "mpicc failed on {sources:?}");
+    out
+}
+
+/// Builds `tests/programs/FILE` (with its `check.h`).
+pub fn build(file: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
+    let name = file.trim_end_matches(".c");
+    mpicc(name, &[dir.join(file)], &["-Wall"])
+}
+
+/// What a job printed and how it ended.
+#[derive(Debug)]
+pub struct Run {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `onesided mpiexec -n N PROGRAM ARGS` with a server of its own, within 120 s.
+pub fn mpiexec(n: u32, program: &Path, args: &[&str]) -> Run {
+    mpiexec_with(n, program, args, &[])
+}
+
+/// [`mpiexec`] with more flags of `mpiexec`'s own (`--check`).
+pub fn mpiexec_with(n: u32, program: &Path, args: &[&str], flags: &[&str]) -> Run {
+    let dir = artifacts();
+    let output = Command::new(dir.join("onesided"))
+        .args(["--timeout", "120", "mpiexec", "-n", &n.to_string()])
+        .args(flags)
+        .arg(program)
+        .args(args)
+        .current_dir(scratch())
+        .env_remove("ONESIDED_ADDR")
+        .env_remove("ONESIDED_TOKEN")
+        .env("ONESIDED_MPI_LIB", dir.join("libmpich.so"))
+        .env("ONESIDED_SERVER_BIN", dir.join("onesided-server"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("onesided runs");
+    Run {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}

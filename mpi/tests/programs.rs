@@ -1,0 +1,124 @@
+//! MPI programs of our own (`tests/programs/*.c`), built by the system's MPICH `mpicc` and run
+//! under `onesided mpiexec` with this crate's libmpich.so.12 — the binaries and the library
+//! `cargo test --workspace` builds into the target directory.
+
+mod common;
+
+use common::{build, mpiexec, mpiexec_with};
+
+#[test]
+fn fence_put_and_get_see_each_others_values() {
+    let program = build("fence.c");
+    for n in [2, 4] {
+        let run = mpiexec(n, &program, &[]);
+        assert!(run.status.success(), "-n {n}: {run:?}");
+        assert!(run.stdout.contains("fence: ok"), "-n {n}: {run:?}");
+    }
+}
+
+#[test]
+fn lock_accumulate_fetch_and_op_and_compare_and_swap() {
+    let run = mpiexec(4, &build("lock_acc.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("lock_acc: ok"), "{run:?}");
+}
+
+#[test]
+fn post_start_complete_wait() {
+    let run = mpiexec(4, &build("pscw.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("pscw: ok"), "{run:?}");
+}
+
+#[test]
+fn a_store_in_c_is_not_public_before_the_owner_synchronizes() {
+    let run = mpiexec(2, &build("separate.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("separate: ok"), "{run:?}");
+}
+
+#[test]
+fn errors_return_mpich_classes_and_a_fatal_one_ends_the_job() {
+    let program = build("errors.c");
+    let run = mpiexec(3, &program, &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(
+        run.stdout.contains("errors: returned classes ok"),
+        "{run:?}"
+    );
+
+    let run = mpiexec(3, &program, &["fatal"]);
+    assert_eq!(
+        run.status.code(),
+        Some(50),
+        "MPI_ERR_RMA_SYNC's status: {run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("rank 2: MPI_Win_unlock: MPI_ERR_RMA_SYNC"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn mpi_abort_ends_the_job_with_its_code() {
+    let run = mpiexec(2, &build("abort.c"), &[]);
+    assert_eq!(run.status.code(), Some(7), "{run:?}");
+    assert!(
+        run.stderr.contains("rank 1: MPI_Abort with error code 7"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_crashing_rank_ends_the_job_naming_it() {
+    let run = mpiexec(2, &build("crash.c"), &[]);
+    assert_eq!(run.status.code(), Some(128 + 11), "{run:?}");
+    assert!(
+        run.stderr.contains("rank 1 was killed by signal 11"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn split_dup_and_free_communicators_with_collectives_and_windows_over_them() {
+    let run = mpiexec(4, &build("split.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("split: ok"), "{run:?}");
+}
+
+#[test]
+fn check_finds_the_race_of_two_unordered_puts_naming_ranks_and_calls() {
+    let program = build("race.c");
+    let run = mpiexec_with(3, &program, &[], &["--audit", "--check"]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    assert!(run.stdout.contains("race: done"), "{run:?}");
+    assert!(run.stdout.contains("put_put"), "{run:?}");
+    assert!(
+        run.stdout.contains("rank 1 put") && run.stdout.contains("rank 2 put"),
+        "{run:?}"
+    );
+
+    let run = mpiexec_with(2, &build("fence.c"), &[], &["--check"]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("no findings"), "{run:?}");
+}
+
+#[test]
+fn derived_datatypes_vector_indexed_and_subarray() {
+    let run = mpiexec(3, &build("datatypes.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("datatypes: ok"), "{run:?}");
+}
+
+#[test]
+fn a_call_of_a_later_phase_fails_with_unsupported_operation_not_a_loader_error() {
+    let run = mpiexec(2, &build("unsupported.c"), &[]);
+    assert!(run.stdout.contains("unsupported: returned"), "{run:?}");
+    assert_eq!(run.status.code(), Some(44), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("rank 1: MPI_Recv: MPI_ERR_UNSUPPORTED_OPERATION"),
+        "{run:?}"
+    );
+}

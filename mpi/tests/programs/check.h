@@ -1,0 +1,16 @@
+/* What the test programs share: CHECK ends the job with a message naming the line. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            int r_;                                                        \
+            MPI_Comm_rank(MPI_COMM_WORLD, &r_);                            \
+            fprintf(stderr, "rank %d: %s:%d: check failed: ", r_, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+            exit(3);                                                       \
+        }                                                                  \
+    } while (0)

@@ -1,0 +1,61 @@
+/* Derived datatypes: a column of a 4x4 matrix (MPI_Type_vector) put into a row of the
+ * target's, a get into an indexed origin, an accumulate through a subarray. */
+#include "check.h"
+
+int main(int argc, char **argv)
+{
+    int rank, size, a[16], b[16], got[8];
+    MPI_Datatype column, picks, corner;
+    MPI_Win win;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 0; i < 16; i++) {
+        a[i] = 100 * rank + i;
+        b[i] = 0;
+    }
+    MPI_Type_vector(4, 1, 4, MPI_INT, &column);
+    MPI_Type_commit(&column);
+    int lens[2] = {1, 2}, disps[2] = {0, 4};
+    MPI_Type_indexed(2, lens, disps, MPI_INT, &picks);
+    MPI_Type_commit(&picks);
+    int sizes[2] = {4, 4}, subsizes[2] = {2, 2}, starts[2] = {2, 2};
+    MPI_Type_create_subarray(2, sizes, subsizes, starts, MPI_ORDER_C, MPI_INT, &corner);
+    MPI_Type_commit(&corner);
+    MPI_Aint lb, extent;
+    int bytes;
+    MPI_Type_get_extent(column, &lb, &extent);
+    MPI_Type_size(column, &bytes);
+    CHECK(lb == 0 && extent == 13 * sizeof(int) && bytes == 4 * sizeof(int),
+          "vector: lb %ld extent %ld size %d", (long) lb, (long) extent, bytes);
+
+    MPI_Win_create(b, sizeof b, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Win_fence(0, win);
+    /* column 1 of a → row 0 of b at the right neighbour */
+    MPI_Put(a + 1, 1, column, right, 0, 4, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < 4; i++)
+        CHECK(b[i] == 100 * left + 1 + 4 * i, "b[%d] is %d", i, b[i]);
+    for (int i = 0; i < 8; i++)
+        got[i] = -1;
+    /* b[0..3] of the right neighbour into got[0], got[4], got[5] */
+    MPI_Get(got, 1, picks, right, 0, 3, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    CHECK(got[0] == 100 * rank + 1 && got[4] == 100 * rank + 5 && got[5] == 100 * rank + 9 &&
+          got[1] == -1, "indexed get: %d %d %d %d", got[0], got[4], got[5], got[1]);
+    int ones[4] = {1, 1, 1, 1};
+    /* add 1 to the lower right 2x2 corner of every rank's b */
+    MPI_Accumulate(ones, 4, MPI_INT, right, 0, 1, corner, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+    CHECK(b[10] == 1 && b[11] == 1 && b[14] == 1 && b[15] == 1 && b[9] == 0,
+          "subarray accumulate: %d %d %d %d %d", b[10], b[11], b[14], b[15], b[9]);
+    MPI_Win_free(&win);
+    MPI_Type_free(&column);
+    MPI_Type_free(&picks);
+    MPI_Type_free(&corner);
+    MPI_Finalize();
+    if (rank == 0)
+        printf("datatypes: ok\n");
+    return 0;
+}

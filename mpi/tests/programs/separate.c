@@ -1,0 +1,37 @@
+/* The separate model in C: rank 0's store into its window memory is not public until it
+ * synchronizes, so rank 1 reads the obsolete value first (SEMANTICS.md), then the new one
+ * after rank 0's MPI_Win_sync. */
+#include "check.h"
+
+int main(int argc, char **argv)
+{
+    int rank, buf = 0, got = -1;
+    MPI_Win win;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Win_create(&buf, sizeof buf, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_lock_all(0, win);
+    if (rank == 0)
+        buf = 5; /* a local store: the private copy only */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        MPI_Get(&got, 1, MPI_INT, 0, 0, 1, MPI_INT, win);
+        MPI_Win_flush(0, win);
+        CHECK(got == 0, "read %d before rank 0 synchronized: expected the obsolete 0", got);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        MPI_Win_sync(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        MPI_Get(&got, 1, MPI_INT, 0, 0, 1, MPI_INT, win);
+        MPI_Win_flush(0, win);
+        CHECK(got == 5, "read %d after rank 0's MPI_Win_sync", got);
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
+    MPI_Finalize();
+    if (rank == 0)
+        printf("separate: ok\n");
+    return 0;
+}
