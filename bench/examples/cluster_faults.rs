@@ -58,8 +58,7 @@ impl Load {
                 let (acked, failed, stop) = (acked.clone(), failed.clone(), stop.clone());
                 tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
-                        let Some((_session, window)) = open(&addresses, &token, &stop).await
-                        else {
+                        let Some((_session, window)) = open(&addresses, &token, &stop).await else {
                             return;
                         };
                         while !stop.load(Ordering::Relaxed) {
@@ -226,7 +225,14 @@ impl Cluster {
     }
 }
 
-fn verdict(part: &str, times: &[f64], bound: f64, changes: &[i64], wanted: i64) {
+fn verdict(
+    part: &str,
+    times: &[f64],
+    bound: f64,
+    changes: &[i64],
+    wanted: i64,
+    (acked, failed): (u64, u64),
+) {
     let worst = times.iter().copied().fold(0.0, f64::max);
     let within = times.iter().filter(|&&time| time <= bound).count();
     let once = changes.iter().filter(|&&change| change == wanted).count();
@@ -240,6 +246,9 @@ fn verdict(part: &str, times: &[f64], bound: f64, changes: &[i64], wanted: i64) 
             "worst_s": worst,
             "owner_changes_as_wanted": once,
             "owner_changes_wanted": wanted,
+            "acknowledged_epochs": acked,
+            "failed_epochs": failed,
+            "acknowledged_lost": 0,
         })
     );
 }
@@ -276,7 +285,7 @@ async fn pause(cluster: &Cluster, runs: usize) -> anyhow::Result<()> {
     }
     let done = load.stop().await;
     nothing_lost("paused", counter(&all, &probe[0]).await?, done)?;
-    verdict("pause", &times, LEASE_SECS + 1.0, &changes, 1);
+    verdict("pause", &times, LEASE_SECS + 1.0, &changes, 1, done);
     Ok(())
 }
 
@@ -331,15 +340,14 @@ async fn postgres(
         times.push(worst);
         changes.push(changed);
     }
+    let mut all_done = (0, 0);
     for (name, tokens, load) in worlds {
         let done = load.stop().await;
-        nothing_lost(
-            name,
-            counter(&all, &tokens[LOAD_RANKS as usize]).await?,
-            done,
-        )?;
+        let counted = counter(&all, &tokens[LOAD_RANKS as usize]).await?;
+        nothing_lost(name, counted, done)?;
+        all_done = (all_done.0 + done.0, all_done.1 + done.1);
     }
-    verdict("postgres", &times, 5.0, &changes, 0);
+    verdict("postgres", &times, 5.0, &changes, 0, all_done);
     Ok(())
 }
 
@@ -419,6 +427,7 @@ async fn log(cluster: &mut Cluster, runs: usize, events: i64) -> anyhow::Result<
             .expect("ours");
         let others = cluster.others(&owner);
         let killed = Instant::now();
+        let port = cluster.nodes[at].port();
         drop(cluster.nodes.remove(at));
         let served = until_answered(&others, &probe[0], killed)
             .await?
@@ -439,14 +448,15 @@ async fn log(cluster: &mut Cluster, runs: usize, events: i64) -> anyhow::Result<
         );
         times.push(served);
         changes.push(after - before);
-        // the killed node comes back (its row is free once its lease has expired)
-        let node = Node::start(&cluster.binary, &cluster.database, &owner, LEASE)?;
+        // the killed node comes back where the clients know it (its row is free once its
+        // lease has expired)
+        let node = Node::start_on(&cluster.binary, &cluster.database, &owner, LEASE, port)?;
         cluster.nodes.push(node);
     }
     let done = load.stop().await;
     let counted = counter(&cluster.all(), &probe[0]).await? - before_load;
     nothing_lost("long", counted, done)?;
-    verdict("log", &times, LEASE_SECS + 1.0, &changes, 1);
+    verdict("log", &times, LEASE_SECS + 1.0, &changes, 1, done);
     Ok(())
 }
 

@@ -17,7 +17,10 @@ use onesided_client::{Admin, LockType, Session, WindowSpec};
 use sqlx::Connection;
 
 #[path = "support/nodes.rs"]
-#[allow(dead_code, reason = "shared with cluster_faults, which also signals nodes")]
+#[allow(
+    dead_code,
+    reason = "shared with cluster_faults, which also signals and restarts nodes"
+)]
 mod nodes;
 use nodes::{Node, TOKEN};
 

@@ -485,7 +485,10 @@ def test_get_info_reports_the_hints_in_use_and_the_keys_kept_as_given(pair):
         assert w.get_group() == [0, 1]
 
 
-def test_reattach_within_takes_seconds_and_refuses_what_is_not(server, admin):
+def test_reattach_within_is_given_in_seconds_and_a_negative_one_refused(server, admin):
+    """What the binding checks of ``reattach_within``; that a session told 0 does not come back
+    after its server restarts is the Rust client's, which this passes the value to
+    (server/tests/it/recovery.rs, ``a_session_told_reattach_within_zero_does_not_come_back``)."""
     world = admin.create_world(unique("py"), 1)
     with pytest.raises(ValueError):
         onesided.Session.attach(server.url, world.tokens[0], reattach_within=-1.0)

@@ -25,7 +25,23 @@ impl Node {
     /// Starts node `id` of the cluster on `database`, with a node lease of `lease` seconds,
     /// and waits for the line saying where it listens.
     pub fn start(binary: &str, database: &str, id: &str, lease: &str) -> anyhow::Result<Node> {
-        let port = onesided_test_support::free_port();
+        Self::start_on(
+            binary,
+            database,
+            id,
+            lease,
+            onesided_test_support::free_port(),
+        )
+    }
+
+    /// As [`Node::start`], listening on `port` (a node started again where clients know it).
+    pub fn start_on(
+        binary: &str,
+        database: &str,
+        id: &str,
+        lease: &str,
+        port: u16,
+    ) -> anyhow::Result<Node> {
         let url = format!("http://127.0.0.1:{port}");
         let data = std::env::temp_dir().join(onesided_test_support::unique(&format!(
             "onesided-cluster-bench-{id}"
@@ -65,6 +81,15 @@ impl Node {
             url,
             child,
         })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .unwrap_or(0)
     }
 
     /// Sends `signal` (`-STOP`, `-CONT`, …) to the node.
