@@ -306,9 +306,15 @@ impl Cluster {
                         Err(error) => format!("the database: {error:#}"),
                     }
                 }
-                Ok(Ok(_)) | Ok(Err(_)) => {
+                Ok(Ok(_)) => "another server answers there (not this process)".to_string(),
+                Ok(Err(status)) if status.code() == tonic::Code::NotFound => {
                     "another server answers there (not this process)".to_string()
                 }
+                Ok(Err(status)) => format!(
+                    "the health service there answered {:?}: {}",
+                    status.code(),
+                    status.message()
+                ),
                 Err(error) => format!("{error:#}"),
             };
             if said.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
