@@ -1026,20 +1026,7 @@ impl AuditStore {
     /// # Errors
     /// Database failures, or a body this version cannot read.
     pub async fn rows(&self, window: u64, from: u64) -> anyhow::Result<Vec<StoredRow>> {
-        let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, \
-                   hash, event_at, event_len \
-                   FROM audit_events WHERE window_id = $1 AND seq >= $2 ORDER BY seq";
-        let (Some(window_id), Some(from)) = (bigint(window), bigint(from)) else {
-            return Ok(Vec::new());
-        };
-        let raw: Vec<Raw> = on_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(window_id)
-                .bind(from)
-                .fetch_all(pool)
-                .await?
-        });
-        self.stored_rows(window, raw).await
+        self.rows_where(window, "seq >= $2", from).await
     }
 
     /// A dynamic window's rows that attach or detach a region, with `seq < before`: what
@@ -1050,17 +1037,30 @@ impl AuditStore {
     /// Database failures, or a body this version cannot read.
     pub async fn region_rows(&self, window: u64, before: u64) -> anyhow::Result<Vec<StoredRow>> {
         // the index's own condition, word for word (both databases match it so)
-        let sql = "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, \
-                   hash, event_at, event_len \
-                   FROM audit_events WHERE window_id = $1 AND seq < $2 \
-                   AND kind IN ('region_attached', 'region_detached') ORDER BY seq";
-        let (Some(window_id), Some(before)) = (bigint(window), bigint(before)) else {
+        let condition = "seq < $2 AND kind IN ('region_attached', 'region_detached')";
+        self.rows_where(window, condition, before).await
+    }
+
+    /// `window`'s rows where `condition` (on `seq` as `$2`, bound to `seq`) holds, in order of
+    /// sequence number.
+    async fn rows_where(
+        &self,
+        window: u64,
+        condition: &str,
+        seq: u64,
+    ) -> anyhow::Result<Vec<StoredRow>> {
+        let sql = format!(
+            "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, \
+             hash, event_at, event_len \
+             FROM audit_events WHERE window_id = $1 AND {condition} ORDER BY seq"
+        );
+        let (Some(window_id), Some(seq)) = (bigint(window), bigint(seq)) else {
             return Ok(Vec::new());
         };
         let raw: Vec<Raw> = on_pool!(self, pool => {
-            sqlx::query_as(sql)
+            sqlx::query_as(&sql)
                 .bind(window_id)
-                .bind(before)
+                .bind(seq)
                 .fetch_all(pool)
                 .await?
         });
