@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The target directory's profile directory (`target/debug`), where cargo put this crate's
-/// `libmpich.so` and the workspace's `onesided` and `onesided-server`.
+/// The target directory's profile directory (`target/debug`), where cargo put the workspace's
+/// `onesided` and `onesided-server`.
 pub fn artifacts() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     // target/debug/deps/programs-… → target/debug
@@ -15,15 +15,30 @@ pub fn artifacts() -> PathBuf {
         .parent()
         .and_then(Path::parent)
         .expect("a target directory");
-    for needed in ["libmpich.so", "onesided", "onesided-server"] {
+    for needed in ["onesided", "onesided-server"] {
         assert!(
             dir.join(needed).exists(),
-            "{} is missing: build the workspace first (`cargo build --workspace`; `cargo test \
-             --workspace` does)",
+            "{} is missing: build the workspace first (`cargo test --workspace` does)",
             dir.join(needed).display()
         );
     }
     dir.to_path_buf()
+}
+
+/// This crate's `libmpich.so`: the one `cargo test` built for this run (in `deps`, which cargo
+/// does not copy up a level when it builds for tests), else the one `cargo build` left.
+pub fn library() -> PathBuf {
+    let dir = artifacts();
+    [dir.join("deps/libmpich.so"), dir.join("libmpich.so")]
+        .into_iter()
+        .find(|path| path.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "libmpich.so is in neither {0}/deps nor {0}: build the workspace first \
+                 (`cargo test --workspace` does)",
+                dir.display()
+            )
+        })
 }
 
 /// A directory for this test binary's builds.
@@ -87,7 +102,7 @@ pub fn mpiexec_with(n: u32, program: &Path, args: &[&str], flags: &[&str]) -> Ru
         .current_dir(scratch())
         .env_remove("ONESIDED_ADDR")
         .env_remove("ONESIDED_TOKEN")
-        .env("ONESIDED_MPI_LIB", dir.join("libmpich.so"))
+        .env("ONESIDED_MPI_LIB", library())
         .env("ONESIDED_SERVER_BIN", dir.join("onesided-server"))
         .stdin(std::process::Stdio::null())
         .output()
