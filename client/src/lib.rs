@@ -2,7 +2,8 @@
 //!
 //! - [`Endpoint`]: where the server is; `https://` with a CA for TLS (a plain URL does too).
 //! - [`Admin`]: create worlds (one token per rank) and windows.
-//! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`].
+//! - [`Session`]: attach as one rank over one bidirectional stream; [`Session::barrier`];
+//!   point-to-point messages between ranks ([`Session::send`], [`Session::receive`]).
 //!   Its own audit events travel over the stream, or — given a database URL
 //!   ([`SessionBuilder::audit_database_url`], [`AUDIT_DATABASE_URL_ENV`]) — it writes them to
 //!   the audit store itself.
@@ -37,6 +38,7 @@ mod client_events;
 mod connect;
 mod element;
 mod error;
+mod messages;
 mod session;
 mod window;
 
@@ -50,6 +52,7 @@ pub use audit::{
 pub use connect::{Claim, Endpoint};
 pub use element::{Element, FloatIndex, IntIndex};
 pub use error::{Error, Result};
+pub use messages::{Match, Received};
 pub use onesided_core::assert::Assert;
 pub use onesided_core::audit::{Event as AuditEvent, RecordedOp};
 pub use onesided_core::epoch::LockType;

@@ -1397,6 +1397,15 @@ impl Session {
     /// # Errors
     /// When the session ends.
     pub async fn barrier(&self) -> Result<()> {
+        self.note_accesses();
+        self.call(Call::Barrier(Barrier {})).await?;
+        Ok(())
+    }
+
+    /// Records the local loads and stores not yet recorded on every open window: a session
+    /// call that orders (a barrier, a send, a receive) notes them first, so the log has them
+    /// before it.
+    pub(crate) fn note_accesses(&self) {
         let windows: Vec<_> = lock(&self.inner.windows)
             .iter()
             .filter_map(|window| window.state.upgrade().map(|state| (window.id, state)))
@@ -1405,8 +1414,6 @@ impl Session {
             let (me, events) = take_accesses(&state);
             self.record(id, me, events);
         }
-        self.call(Call::Barrier(Barrier {})).await?;
-        Ok(())
     }
 }
 

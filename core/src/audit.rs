@@ -240,6 +240,16 @@ mod tests {
             Event::Sync,
             Event::BarrierEnter,
             Event::BarrierExit,
+            Event::Sent {
+                to: 2,
+                tag: -0,
+                message: 9,
+            },
+            Event::Received {
+                from: 1,
+                tag: 77,
+                message: 9,
+            },
             Event::Issued {
                 call: "lock".into(),
                 target: Some(0),
@@ -284,7 +294,7 @@ mod tests {
     fn every_event_round_trips_through_both_encodings() {
         let events = every_kind();
         let kinds: HashSet<&str> = events.iter().map(Event::kind).collect();
-        assert_eq!(kinds.len(), 35, "one of each of the 35 kinds");
+        assert_eq!(kinds.len(), 37, "one of each of the 37 kinds");
         for event in events {
             let binary = Body::encode(&event);
             assert!(matches!(binary, Body::Binary(_)));

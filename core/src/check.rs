@@ -278,6 +278,8 @@ struct Pass {
     barrier_enters: Vec<usize>,
     barrier_exits: Vec<usize>,
     barrier_join: Vec<Clock>,
+    // point-to-point messages: the sender's clock at each send, by message id
+    sent: HashMap<u64, Clock>,
     // PSCW
     post_gen: HashMap<(u32, u32), u64>,
     post_token: HashMap<(u32, u32, u64), Clock>,
@@ -519,6 +521,16 @@ impl Pass {
                 self.barrier_exits[rank as usize] += 1;
                 if let Some(all) = self.barrier_join.get(round).cloned() {
                     self.absorb(rank, &all);
+                }
+            }
+            Event::Sent { message, .. } => {
+                let clock = self.tick(rank);
+                self.sent.insert(*message, clock);
+            }
+            Event::Received { message, .. } => {
+                self.tick(rank);
+                if let Some(sent) = self.sent.get(message).cloned() {
+                    self.absorb(rank, &sent);
                 }
             }
             Event::Issued { call, target } => self.issued(rank, call, *target),
@@ -1105,6 +1117,26 @@ mod tests {
             }
         }
 
+        /// `from` sends message `id` to `to`, which receives it.
+        fn message(&mut self, from: u32, to: u32, id: u64) {
+            self.po(
+                from,
+                Event::Sent {
+                    to,
+                    tag: 0,
+                    message: id,
+                },
+            );
+            self.po(
+                to,
+                Event::Received {
+                    from,
+                    tag: 0,
+                    message: id,
+                },
+            );
+        }
+
         fn op(
             &mut self,
             origin: u32,
@@ -1414,6 +1446,29 @@ mod tests {
         h.barrier();
         h.load(1, 0, 4);
         assert_eq!(rules(&h.check()), vec![Rule::PutLoad]);
+    }
+
+    /// A message orders what its sender did before the send before what its receiver does
+    /// after the receive, as a barrier does, and only in that direction.
+    #[test]
+    fn a_message_orders_the_senders_past_before_the_receivers_future() {
+        // two origins put to the same bytes under shared locks: a race unless ordered
+        let puts = |message: Option<(u32, u32)>| {
+            let mut h = History::new(3);
+            h.lock(0, 1, "shared");
+            h.put(0, 1, 0, 4);
+            h.unlock(0, 1);
+            if let Some((from, to)) = message {
+                h.message(from, to, 1);
+            }
+            h.lock(2, 1, "shared");
+            h.put(2, 1, 0, 4);
+            h.unlock(2, 1);
+            h.check()
+        };
+        assert_eq!(puts(Some((0, 2))), vec![]);
+        assert_eq!(rules(&puts(None)), vec![Rule::PutPut]);
+        assert_eq!(rules(&puts(Some((2, 0)))), vec![Rule::PutPut]);
     }
 
     #[test]

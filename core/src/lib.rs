@@ -17,6 +17,8 @@
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
 //! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
 //! - [`target`]: the target half of the protocol, sans I/O: when what origins send is applied.
+//! - [`messaging`]: a world's point-to-point messages, sans I/O: MPI's matching of sends to
+//!   receives.
 
 pub mod assert;
 pub mod audit;
@@ -29,6 +31,7 @@ pub mod export;
 pub mod fence;
 pub mod layout;
 pub mod locks;
+pub mod messaging;
 pub mod ranges;
 pub mod reduce;
 pub mod target;

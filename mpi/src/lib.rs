@@ -9,6 +9,7 @@
 //! - [`collective`]: bcast/reduce/allreduce over `MPI_COMM_WORLD`, from RMA on a window of the
 //!   library's own.
 //! - [`datatype`]: derived datatypes of one basic type, as byte runs.
+//! - [`p2p`]: point-to-point messages, carried and matched by the service.
 //! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`; `unsupported`: the
 //!   calls of later phases, failing with `MPI_ERR_UNSUPPORTED_OPERATION`.
 //!
@@ -42,6 +43,7 @@ pub mod collective;
 pub mod datatype;
 pub mod env;
 pub mod error;
+pub mod p2p;
 pub mod rma;
 pub mod state;
 pub mod sync;

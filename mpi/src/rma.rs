@@ -13,6 +13,7 @@ use crate::abi::*;
 use crate::datatype::{gather, Dt};
 use crate::env::{datatype, members, out, slice};
 use crate::error::{fail, On, OnObject, Res};
+use crate::p2p::{write_status, Envelope};
 use crate::state::{self, CPtr, Landing, Mpi, Req, Win, WinAttrs};
 
 /// Core's assert bits for MPICH's `MPI_MODE_*` bits.
@@ -269,6 +270,7 @@ unsafe fn issue(
             pending,
             landing: landing.map(|(into, runs)| (CPtr(into.cast()), runs)),
             landed: landed.clone(),
+            receiving: None,
         };
         let id = mpi.handle(MPI_REQUEST_NULL as u32);
         mpi.requests.insert(id, req);
@@ -906,19 +908,13 @@ fn window_ranks(win: c_int, group: c_int) -> Res<Vec<u32>> {
     })
 }
 
-/// Writes an empty, successful status unless the program ignores it.
-unsafe fn status_done(status: *mut c_int) {
-    if status.is_null() || status as isize == MPI_STATUS_IGNORE {
-        return;
-    }
-    let words = SIZEOF_STATUS / 4;
-    for i in 0..words {
-        status.add(i).write(0);
-    }
-    status.add(STATUS_SOURCE_OFFSET / 4).write(MPI_ANY_SOURCE);
-    status.add(STATUS_TAG_OFFSET / 4).write(MPI_ANY_TAG);
-    status.add(STATUS_ERROR_OFFSET / 4).write(MPI_SUCCESS);
-}
+/// What the status of a request that received nothing says (an RMA request's, an `MPI_Isend`'s:
+/// MPI leaves source and tag undefined there).
+const NO_MESSAGE: Envelope = Envelope {
+    source: MPI_ANY_SOURCE,
+    tag: MPI_ANY_TAG,
+    bytes: 0,
+};
 
 /// The `i`-th status of an array, or null when the program ignores them.
 unsafe fn status_at(statuses: *mut c_int, i: usize) -> *mut c_int {
@@ -928,11 +924,14 @@ unsafe fn status_at(statuses: *mut c_int, i: usize) -> *mut c_int {
     statuses.add(i * SIZEOF_STATUS / 4)
 }
 
-/// Completes request `id` (waiting for it), writing its result.
-fn finish(mpi: &mut Mpi, id: i32) -> Res {
+/// Completes request `id` (waiting for it), writing its result: what its status says.
+fn finish(mpi: &mut Mpi, id: i32) -> Res<Envelope> {
     let Some(req) = mpi.requests.remove(&id) else {
         return Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request")));
     };
+    if let Some(receiving) = req.receiving {
+        return crate::p2p::land(mpi, receiving);
+    }
     if let Some(pending) = req.pending {
         let bytes = mpi.block_on(pending.value())?;
         let landed = req.landed.swap(true, std::sync::atomic::Ordering::AcqRel);
@@ -941,13 +940,17 @@ fn finish(mpi: &mut Mpi, id: i32) -> Res {
             unsafe { crate::datatype::scatter(into.0, &runs, &bytes) };
         }
     }
-    Ok(())
+    Ok(NO_MESSAGE)
 }
 
 /// Whether request `id` is complete now.
 fn ready(mpi: &Mpi, id: i32) -> Res<bool> {
     match mpi.requests.get(&id) {
         None => Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request"))),
+        Some(Req {
+            receiving: Some(receiving),
+            ..
+        }) => Ok(receiving.answer.is_finished()),
         Some(Req { pending: None, .. }) => Ok(true),
         Some(Req {
             pending: Some(pending),
@@ -961,22 +964,24 @@ export! {
         if request.is_null() {
             return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
         }
+        let mut envelope = NO_MESSAGE;
         if *request != MPI_REQUEST_NULL {
-            state::with(|mpi| finish(mpi, *request))?;
+            envelope = state::with(|mpi| finish(mpi, *request))?;
             *request = MPI_REQUEST_NULL;
         }
-        status_done(status);
+        write_status(status, envelope);
         Ok(())
     }
 
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut c_int, statuses: *mut c_int) {
         for i in 0..count.max(0) as usize {
             let request = requests.add(i);
+            let mut envelope = NO_MESSAGE;
             if *request != MPI_REQUEST_NULL {
-                state::with(|mpi| finish(mpi, *request))?;
+                envelope = state::with(|mpi| finish(mpi, *request))?;
                 *request = MPI_REQUEST_NULL;
             }
-            status_done(status_at(statuses, i));
+            write_status(status_at(statuses, i), envelope);
         }
         Ok(())
     }
@@ -996,14 +1001,14 @@ export! {
                 }
                 active = true;
                 if state::with(|mpi| ready(mpi, *request))? {
-                    state::with(|mpi| finish(mpi, *request))?;
+                    let envelope = state::with(|mpi| finish(mpi, *request))?;
                     *request = MPI_REQUEST_NULL;
-                    status_done(status);
+                    write_status(status, envelope);
                     return out(index, i as c_int);
                 }
             }
             if !active {
-                status_done(status);
+                write_status(status, NO_MESSAGE);
                 return out(index, MPI_UNDEFINED);
             }
             std::thread::sleep(std::time::Duration::from_micros(50));
@@ -1015,12 +1020,13 @@ export! {
             return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
         }
         let done = *request == MPI_REQUEST_NULL || state::with(|mpi| ready(mpi, *request))?;
+        let mut envelope = NO_MESSAGE;
         if done && *request != MPI_REQUEST_NULL {
-            state::with(|mpi| finish(mpi, *request))?;
+            envelope = state::with(|mpi| finish(mpi, *request))?;
             *request = MPI_REQUEST_NULL;
         }
         if done {
-            status_done(status);
+            write_status(status, envelope);
         }
         out(flag, c_int::from(done))
     }
@@ -1042,11 +1048,12 @@ export! {
         if all {
             for i in 0..count {
                 let request = requests.add(i);
+                let mut envelope = NO_MESSAGE;
                 if *request != MPI_REQUEST_NULL {
-                    state::with(|mpi| finish(mpi, *request))?;
+                    envelope = state::with(|mpi| finish(mpi, *request))?;
                     *request = MPI_REQUEST_NULL;
                 }
-                status_done(status_at(statuses, i));
+                write_status(status_at(statuses, i), envelope);
             }
         }
         out(flag, c_int::from(all))

@@ -118,12 +118,15 @@ pub type WinErrhandler = unsafe extern "C" fn(*mut i32, *mut i32, ...);
 
 /// A request of `MPI_Rput`, `MPI_Rget`, …: complete when its operation's answer arrived (at
 /// once for none: a call on `MPI_PROC_NULL`, or an rput/raccumulate, whose origin buffer was
-/// copied), its result then written into the program's buffer.
+/// copied), its result then written into the program's buffer. Or of `MPI_Irecv`: complete
+/// when its message came (`receiving`), or of `MPI_Isend`: complete at once (the service
+/// holds the message).
 #[derive(Debug)]
 pub struct Req {
     pub pending: Option<Pending<bytes::Bytes>>,
     pub landing: Option<(CPtr, Vec<(i64, u64)>)>,
     pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub receiving: Option<crate::p2p::Receiving>,
 }
 
 /// A communicator: its members (world ranks, in communicator rank order) and what its
@@ -167,6 +170,24 @@ impl Mpi {
     pub fn handle(&mut self, kind: u32) -> i32 {
         self.next_handle += 1;
         (kind | (0x8000_0000 | (self.next_handle as u32 & 0x03ff_ffff))) as i32
+    }
+
+    /// A request complete from the start (`MPI_Isend`, whose message the service holds).
+    pub fn completed_request(&mut self) -> i32 {
+        self.receive_request(None)
+    }
+
+    /// The request of `MPI_Irecv` (`None`: from `MPI_PROC_NULL`, complete at once).
+    pub fn receive_request(&mut self, receiving: Option<crate::p2p::Receiving>) -> i32 {
+        let id = self.handle(MPI_REQUEST_NULL as u32);
+        let req = Req {
+            pending: None,
+            landing: None,
+            landed: Default::default(),
+            receiving,
+        };
+        self.requests.insert(id, req);
+        id
     }
 
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {

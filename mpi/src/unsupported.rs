@@ -28,19 +28,6 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Send / PMPI_Send: "point-to-point",
-    MPI_Ssend / PMPI_Ssend: "point-to-point",
-    MPI_Rsend / PMPI_Rsend: "point-to-point",
-    MPI_Bsend / PMPI_Bsend: "point-to-point",
-    MPI_Recv / PMPI_Recv: "point-to-point",
-    MPI_Isend / PMPI_Isend: "point-to-point",
-    MPI_Issend / PMPI_Issend: "point-to-point",
-    MPI_Irecv / PMPI_Irecv: "point-to-point",
-    MPI_Sendrecv / PMPI_Sendrecv: "point-to-point",
-    MPI_Sendrecv_replace / PMPI_Sendrecv_replace: "point-to-point",
-    MPI_Probe / PMPI_Probe: "point-to-point",
-    MPI_Iprobe / PMPI_Iprobe: "point-to-point",
-    MPI_Get_count / PMPI_Get_count: "point-to-point",
     MPI_Scatter / PMPI_Scatter: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
     MPI_Scatterv / PMPI_Scatterv: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
     MPI_Gatherv / PMPI_Gatherv: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",

@@ -318,6 +318,8 @@ pub fn window_of(call: &Call) -> Option<u64> {
         Call::OpenWindow(_)
         | Call::CreateWindow(_)
         | Call::Barrier(_)
+        | Call::Send(_)
+        | Call::Receive(_)
         | Call::Heartbeat(_)
         | Call::Batch(_) => return None,
     })
@@ -559,7 +561,12 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
             dynamic(window.desc, "detach")?;
             Admitted::Detach { base: detach.base }
         }
-        Call::OpenWindow(_) | Call::Barrier(_) | Call::Heartbeat(_) | Call::Batch(_) => {
+        Call::OpenWindow(_)
+        | Call::Barrier(_)
+        | Call::Send(_)
+        | Call::Receive(_)
+        | Call::Heartbeat(_)
+        | Call::Batch(_) => {
             return Err(RmaError::new(
                 ErrorClass::Arg,
                 "this call is not on a window",

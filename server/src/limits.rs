@@ -45,12 +45,15 @@ pub struct Limits {
     /// that its client has not read: one update more ends the session (RESOURCE_EXHAUSTED,
     /// `MPI_ERR_NO_MEM`), as a full stream does. One update alone always fits.
     pub max_unread_update_bytes: u64,
+    /// The most bytes of point-to-point messages sent and not yet received one world holds: a
+    /// send past it is refused (RESOURCE_EXHAUSTED, `MPI_ERR_NO_MEM`), nothing sent.
+    pub max_queued_message_bytes: u64,
 }
 
 impl Default for Limits {
     /// Generous but finite: 1 GiB messages and per-rank windows, 8 GiB of windows per server,
     /// 4096 ranks per world, 65536 operations in flight per session, 256 MiB of updates
-    /// unread per session.
+    /// unread per session, 1 GiB of messages unreceived per world.
     fn default() -> Self {
         Limits {
             max_message_bytes: 1 << 30,
@@ -59,6 +62,7 @@ impl Default for Limits {
             max_ranks_per_world: 4096,
             max_pending_ops: 1 << 16,
             max_unread_update_bytes: 256 << 20,
+            max_queued_message_bytes: 1 << 30,
         }
     }
 }

@@ -75,6 +75,10 @@ struct Args {
     /// stopped reading while other ranks put): past it the session ends.
     #[arg(long, env = "ONESIDED_MAX_UNREAD_UPDATE_BYTES", default_value_t = Limits::default().max_unread_update_bytes)]
     max_unread_update_bytes: u64,
+    /// Most bytes of point-to-point messages (MPI_Send) one world holds sent and not yet
+    /// received: a send past it is refused with MPI_ERR_NO_MEM.
+    #[arg(long, env = "ONESIDED_MAX_QUEUED_MESSAGE_BYTES", default_value_t = Limits::default().max_queued_message_bytes)]
+    max_queued_message_bytes: u64,
     /// Threads that run the server's tasks: 1 runs everything on one thread (no hand-offs
     /// between threads, the lowest latency per call); more serve more clients at once. Default:
     /// one per CPU.
@@ -395,6 +399,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             max_ranks_per_world: args.max_ranks_per_world,
             max_pending_ops: args.max_pending_ops,
             max_unread_update_bytes: args.max_unread_update_bytes,
+            max_queued_message_bytes: args.max_queued_message_bytes,
         },
         tls,
         metrics,

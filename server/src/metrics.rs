@@ -83,11 +83,15 @@ pub enum CallKind {
     Attach,
     /// Dynamic windows: `MPI_Win_detach`.
     Detach,
+    /// A point-to-point message sent (`MPI_Send`).
+    Send,
+    /// A point-to-point receive or probe (`MPI_Recv`, `MPI_Probe`, `MPI_Iprobe`).
+    Receive,
 }
 
 impl CallKind {
     /// Every kind, in index order.
-    pub const ALL: [CallKind; 26] = [
+    pub const ALL: [CallKind; 28] = [
         CallKind::OpenWindow,
         CallKind::Fence,
         CallKind::Post,
@@ -114,6 +118,8 @@ impl CallKind {
         CallKind::Follow,
         CallKind::Attach,
         CallKind::Detach,
+        CallKind::Send,
+        CallKind::Receive,
     ];
 
     /// The kind of `call`.
@@ -145,6 +151,8 @@ impl CallKind {
             Call::Follow(_) => CallKind::Follow,
             Call::Attach(_) => CallKind::Attach,
             Call::Detach(_) => CallKind::Detach,
+            Call::Send(_) => CallKind::Send,
+            Call::Receive(_) => CallKind::Receive,
         }
     }
 
@@ -177,6 +185,8 @@ impl CallKind {
             CallKind::Follow => "follow",
             CallKind::Attach => "attach",
             CallKind::Detach => "detach",
+            CallKind::Send => "send",
+            CallKind::Receive => "receive",
         }
     }
 

@@ -30,6 +30,7 @@ use crate::reply::{Answer, Collector, Outbound, Reply};
 
 mod active;
 mod barrier;
+mod messages;
 mod operations;
 mod passive;
 mod records;
@@ -72,6 +73,8 @@ enum Control {
     InfoSet(u64),
     /// `MPI_Win_create`/`MPI_Win_allocate` of the window of this name.
     Created(String),
+    /// A point-to-point receive (`false`) or probe (`true`) was matched.
+    Received(bool),
 }
 
 type Pending = futures::future::BoxFuture<'static, (Control, Reply, Answer)>;
@@ -746,6 +749,8 @@ impl Session {
                 return Err(RmaError::new(ErrorClass::Arg, "batches do not nest"));
             }
             Call::Barrier(_) => return self.barrier(id).await,
+            Call::Send(send) => return self.send_message(id, send.clone()).await,
+            Call::Receive(receive) => return self.receive_message(id, *receive).await,
             Call::SetInfo(set) => return self.set_info(id, set.clone()).await,
             Call::CreateWindow(create) => return self.create_window(id, create.clone()).await,
             call => admit::window_of(call).unwrap_or_default(),
@@ -851,6 +856,7 @@ impl Session {
             Control::Barrier(windows) => self.barrier_exited(windows, reply, answer).await,
             Control::InfoSet(window) => self.info_set(window, reply, answer).await,
             Control::Created(name) => self.created(name, reply, answer).await,
+            Control::Received(probe) => self.message_received(probe, reply, answer).await,
         }
     }
 

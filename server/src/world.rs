@@ -1,17 +1,22 @@
 //! The world actor: one task per world that carries its collectives — the world barrier
-//! (`MPI_Barrier`) and the barrier inside `MPI_WIN_FREE` — over tokio. Their rules (arrival
-//! counts, failure by departure) are core's [`Collectives`].
+//! (`MPI_Barrier`) and the barrier inside `MPI_WIN_FREE` — and its point-to-point messages
+//! over tokio. Their rules (arrival counts, matching, failure by departure) are core's
+//! [`Collectives`] and [`Mailbox`].
 //!
-//! Owns: the I/O around one world's [`Collectives`]. Must not: decide a rule, or touch windows
-//! (the free's last arrival tells the registry, which stops the window's actors).
+//! Owns: the I/O around one world's [`Collectives`] and [`Mailbox`]. Must not: decide a rule,
+//! or touch windows (the free's last arrival tells the registry, which stops the window's
+//! actors).
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 pub use onesided_core::collective::Collective;
 use onesided_core::collective::{Collectives, Creation, WindowPart};
+use onesided_core::messaging::{Delivery, Mailbox, Pattern};
 use onesided_core::window::WindowInfo;
 use onesided_core::{ErrorClass, RmaError};
-use tokio::sync::mpsc;
+use onesided_proto::v1::{self, server_message};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::registry::Registry;
 use crate::reply::Reply;
@@ -45,6 +50,25 @@ enum Message {
         info: WindowInfo,
         /// The window's group (world ranks).
         group: Vec<u32>,
+        reply: Reply,
+    },
+    /// `MPI_Send` by `source`: checked and held, its id (or the refusal) answered.
+    Admit {
+        source: u32,
+        dest: u32,
+        tag: i32,
+        context: u64,
+        payload: Bytes,
+        answer: oneshot::Sender<Result<u64, RmaError>>,
+    },
+    /// The admitted message may be received (its send is in the log).
+    Release(u64),
+    /// `MPI_Recv`, `MPI_Probe` or `MPI_Iprobe` by `rank`.
+    Receive {
+        rank: u32,
+        pattern: Pattern,
+        probe: bool,
+        wait: bool,
         reply: Reply,
     },
     /// A session of the rank started.
@@ -165,6 +189,63 @@ impl WorldHandle {
         .await
     }
 
+    /// Rank `source` sends `payload` to world rank `dest`: the message is checked and held
+    /// (core's [`Mailbox::admit`]), and its id returned; no receive sees it before
+    /// [`WorldHandle::release`].
+    ///
+    /// # Errors
+    /// What [`Mailbox::admit`] refuses, or as [`WorldHandle::arrive`].
+    pub async fn admit(
+        &self,
+        source: u32,
+        dest: u32,
+        tag: i32,
+        context: u64,
+        payload: Bytes,
+    ) -> Result<u64, RmaError> {
+        let (answer, admitted) = oneshot::channel();
+        self.send(Message::Admit {
+            source,
+            dest,
+            tag,
+            context,
+            payload,
+            answer,
+        })
+        .await?;
+        admitted
+            .await
+            .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Other, "the world was deleted")))
+    }
+
+    /// The admitted message `id` may be received.
+    pub async fn release(&self, id: u64) {
+        let _ = self.sender.send(Message::Release(id)).await;
+    }
+
+    /// Rank `rank` receives (or probes for) a message matching `pattern`; `reply` is answered
+    /// with `Received` when one matches (at once, found or not, when `wait` is false).
+    ///
+    /// # Errors
+    /// As [`WorldHandle::arrive`].
+    pub async fn receive(
+        &self,
+        rank: u32,
+        pattern: Pattern,
+        probe: bool,
+        wait: bool,
+        reply: Reply,
+    ) -> Result<(), RmaError> {
+        self.send(Message::Receive {
+            rank,
+            pattern,
+            probe,
+            wait,
+            reply,
+        })
+        .await
+    }
+
     /// A session of `rank` started: collectives may wait for it again.
     pub async fn joined(&self, rank: u32) {
         let _ = self.sender.send(Message::Joined(rank)).await;
@@ -189,8 +270,37 @@ async fn run(
     registry: std::sync::Weak<Registry>,
 ) {
     let mut collectives = Collectives::new(nranks);
+    let bound = registry
+        .upgrade()
+        .map_or(0, |registry| registry.limits().max_queued_message_bytes);
+    let mut mailbox = Mailbox::new(nranks, bound);
     while let Some(message) = inbox.recv().await {
         let effects = match message {
+            Message::Admit {
+                source,
+                dest,
+                tag,
+                context,
+                payload,
+                answer,
+            } => {
+                let _ = answer.send(mailbox.admit(source, dest, tag, context, payload));
+                continue;
+            }
+            Message::Release(id) => {
+                deliver(mailbox.release(id));
+                continue;
+            }
+            Message::Receive {
+                rank,
+                pattern,
+                probe,
+                wait,
+                reply,
+            } => {
+                deliver(mailbox.receive(rank, pattern, probe, wait, reply));
+                continue;
+            }
             Message::Arrive(arrive) => collectives.arrive_group(
                 arrive.collective,
                 arrive.rank,
@@ -213,9 +323,13 @@ async fn run(
             } => collectives.propose_info(window, rank, info, &group, reply),
             Message::Joined(rank) => {
                 collectives.joined(rank);
+                mailbox.joined(rank);
                 continue;
             }
-            Message::Departed { rank, reason, gone } => collectives.departed(rank, &reason, gone),
+            Message::Departed { rank, reason, gone } => {
+                deliver(mailbox.departed(rank, gone));
+                collectives.departed(rank, &reason, gone)
+            }
         };
         if let Some(window) = effects.freed {
             if let Some(registry) = registry.upgrade() {
@@ -237,6 +351,41 @@ async fn run(
                 Err(error) => reply.send(Err(error)),
             }
         }
+    }
+}
+
+/// Sends the mailbox's answers: a message or envelope as `Received`.
+fn deliver(answers: Vec<(Reply, Result<Delivery, RmaError>)>) {
+    for (reply, answer) in answers {
+        reply.send(answer.map(|delivery| server_message::Reply::Received(received(delivery))));
+    }
+}
+
+/// The wire form of a delivery.
+fn received(delivery: Delivery) -> v1::Received {
+    match delivery {
+        Delivery::Received(message) => v1::Received {
+            found: true,
+            source: message.source,
+            tag: message.tag,
+            message: message.id,
+            len: message.payload.len() as u64,
+            payload: message.payload,
+        },
+        Delivery::Probed {
+            id,
+            source,
+            tag,
+            len,
+        } => v1::Received {
+            found: true,
+            source,
+            tag,
+            message: id,
+            len,
+            payload: Bytes::new(),
+        },
+        Delivery::Nothing => v1::Received::default(),
     }
 }
 

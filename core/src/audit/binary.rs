@@ -18,7 +18,7 @@ pub(super) struct EventMessage {
     #[prost(
         oneof = "Kind",
         tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, \
-                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35"
+                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37"
     )]
     kind: Option<Kind>,
 }
@@ -95,6 +95,10 @@ enum Kind {
     RegionAttached(Region),
     #[prost(message, tag = "35")]
     RegionDetached(Region),
+    #[prost(message, tag = "36")]
+    Sent(PointToPoint),
+    #[prost(message, tag = "37")]
+    Received(PointToPoint),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -107,6 +111,17 @@ struct Region {
 
 #[derive(Clone, PartialEq, Message)]
 struct Empty {}
+
+/// A point-to-point message: `peer` is the receiver of a send, the sender of a receive.
+#[derive(Clone, PartialEq, Message)]
+struct PointToPoint {
+    #[prost(uint32, tag = "1")]
+    peer: u32,
+    #[prost(sint32, tag = "2")]
+    tag: i32,
+    #[prost(uint64, tag = "3")]
+    message: u64,
+}
 
 #[derive(Clone, PartialEq, Message)]
 struct WindowCreated {
@@ -533,6 +548,16 @@ fn head(event: &Event) -> Kind {
         Event::Sync => Kind::Sync(Empty {}),
         Event::BarrierEnter => Kind::BarrierEnter(Empty {}),
         Event::BarrierExit => Kind::BarrierExit(Empty {}),
+        Event::Sent { to, tag, message } => Kind::Sent(PointToPoint {
+            peer: *to,
+            tag: *tag,
+            message: *message,
+        }),
+        Event::Received { from, tag, message } => Kind::Received(PointToPoint {
+            peer: *from,
+            tag: *tag,
+            message: *message,
+        }),
         Event::Issued { call, target } => Kind::Issued(Call {
             call: call.clone(),
             target: *target,
@@ -686,6 +711,16 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
         Kind::Sync(_) => Event::Sync,
         Kind::BarrierEnter(_) => Event::BarrierEnter,
         Kind::BarrierExit(_) => Event::BarrierExit,
+        Kind::Sent(m) => Event::Sent {
+            to: m.peer,
+            tag: m.tag,
+            message: m.message,
+        },
+        Kind::Received(m) => Event::Received {
+            from: m.peer,
+            tag: m.tag,
+            message: m.message,
+        },
         Kind::Issued(m) => Event::Issued {
             call: m.call,
             target: m.target,

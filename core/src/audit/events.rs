@@ -232,6 +232,27 @@ pub enum Event {
     BarrierEnter,
     /// The world barrier returned.
     BarrierExit,
+    /// This rank sent a point-to-point message (recorded on every window it has open, before
+    /// the message can be received).
+    Sent {
+        /// The receiver's world rank.
+        to: u32,
+        /// The message's tag.
+        tag: i32,
+        /// The message's id in the world: its receive names the same.
+        message: u64,
+    },
+    /// This rank received a point-to-point message (recorded on every window it has open,
+    /// before the receive returns): whatever the sender did before its send happens before
+    /// what this rank does after.
+    Received {
+        /// The sender's world rank.
+        from: u32,
+        /// The message's tag.
+        tag: i32,
+        /// The message's id in the world.
+        message: u64,
+    },
     /// A synchronization call without an event of its own reached the server from this rank:
     /// `lock`, `unlock`, `lock_all`, `unlock_all`, `flush`, `flush_all`, `win_free`.
     Issued {
@@ -372,6 +393,8 @@ impl Event {
             Event::Sync => "sync",
             Event::BarrierEnter => "barrier_enter",
             Event::BarrierExit => "barrier_exit",
+            Event::Sent { .. } => "sent",
+            Event::Received { .. } => "received",
             Event::Issued { .. } => "issued",
             Event::Returned { .. } => "returned",
             Event::FlushLocal { .. } => "flush_local",

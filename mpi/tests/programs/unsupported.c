@@ -1,4 +1,4 @@
-/* A call of a later phase (point-to-point) fails with MPI_ERR_UNSUPPORTED_OPERATION: returned
+/* A call of a later phase (MPI_Alltoall) fails with MPI_ERR_UNSUPPORTED_OPERATION: returned
  * under MPI_ERRORS_RETURN, fatal (the job ends, the class printed) by default. */
 #include "check.h"
 
@@ -8,9 +8,10 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int err = MPI_Send(&value, 1, MPI_INT, 1 - rank, 0, MPI_COMM_WORLD);
+    int out = 0;
+    int err = MPI_Alltoall(&value, 1, MPI_INT, &out, 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Error_class(err, &class);
-    CHECK(class == MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Send gave class %d", class);
+    CHECK(class == MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Alltoall gave class %d", class);
     /* printed before the barrier: rank 1 ends the job after it */
     if (rank == 0)
         printf("unsupported: returned\n");
@@ -18,7 +19,7 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     if (rank == 1)
-        MPI_Recv(&value, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Alltoall(&value, 1, MPI_INT, &out, 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     return 0;

@@ -16,6 +16,7 @@ mod identity;
 mod legacy;
 mod limits;
 mod linearizable;
+mod messages;
 mod metrics;
 mod pipelined;
 mod promises;

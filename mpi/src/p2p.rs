@@ -1,0 +1,451 @@
+//! Point-to-point (`MPI_Send`, `MPI_Recv`, `MPI_Sendrecv`, `MPI_Isend`, `MPI_Irecv`,
+//! `MPI_Probe`, `MPI_Iprobe`, `MPI_Get_count`): the client's messages between the ranks of the
+//! world, carried and matched by the service (core's `messaging` rules) and recorded in the
+//! audit as the synchronization they are.
+//!
+//! Owns: the C side — packing the program's buffer by its datatype, a communicator's context
+//! (its name among the world's communicators, hashed, so every member computes the same) and
+//! rank translation, statuses, `MPI_PROC_NULL`, truncation. Must not: match messages (the
+//! service does) or keep messages of its own: sends are buffered by the service, so `MPI_Send`
+//! and `MPI_Isend` are complete once it holds the message.
+
+use std::ffi::{c_int, c_void};
+
+use bytes::Bytes;
+use onesided_client::{Match, Received};
+
+use crate::abi::*;
+use crate::datatype::{gather, scatter};
+use crate::env::out;
+use crate::error::{fail, On, OnObject, Res};
+use crate::state::{self, CPtr, Mpi};
+
+/// A receive still on its way: where its message goes once it comes.
+#[derive(Debug)]
+pub struct Receiving {
+    pub answer: tokio::task::JoinHandle<onesided_client::Result<Received>>,
+    pub into: CPtr,
+    pub runs: Vec<(i64, u64)>,
+    /// The world ranks of the receive's communicator, for the status's source.
+    pub ranks: Vec<u32>,
+}
+
+/// What a completed request tells its status: source (a rank of its communicator), tag and
+/// bytes received.
+#[derive(Clone, Copy, Debug)]
+pub struct Envelope {
+    pub source: c_int,
+    pub tag: c_int,
+    pub bytes: u64,
+}
+
+/// The context of communicator `comm`'s messages: 0 for the world, else a 64-bit FNV-1a hash
+/// of its name among the world's communicators (which every member gives it alike).
+fn context(mpi: &Mpi, comm: c_int) -> Res<u64> {
+    let id = &mpi.comm(comm)?.id;
+    if id == "w" {
+        return Ok(0);
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok(hash | 1)
+}
+
+/// The world rank of rank `rank` of `comm`.
+fn world_rank(mpi: &Mpi, comm: c_int, rank: c_int) -> Res<u32> {
+    let ranks = &mpi.comm(comm)?.ranks;
+    usize::try_from(rank)
+        .ok()
+        .and_then(|rank| ranks.get(rank).copied())
+        .ok_or_else(|| {
+            fail(
+                MPI_ERR_RANK,
+                format!(
+                    "rank {rank} is not in the communicator of {} ranks",
+                    ranks.len()
+                ),
+            )
+        })
+}
+
+/// The communicator rank of world rank `world` (`MPI_UNDEFINED` if it is not a member).
+fn comm_rank_of(ranks: &[u32], world: u32) -> c_int {
+    ranks
+        .iter()
+        .position(|&r| r == world)
+        .map_or(MPI_UNDEFINED, |r| r as c_int)
+}
+
+fn check_tag(tag: c_int, wildcard: bool) -> Res {
+    if tag >= 0 || (wildcard && tag == MPI_ANY_TAG) {
+        Ok(())
+    } else {
+        Err(fail(MPI_ERR_TAG, format!("tag {tag} is negative")))
+    }
+}
+
+fn count_of(count: c_int) -> Res<u64> {
+    u64::try_from(count).map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))
+}
+
+/// The runs of `count` elements of `datatype` in the program's buffer.
+fn runs_of(mpi: &Mpi, count: c_int, datatype: c_int) -> Res<Vec<(i64, u64)>> {
+    let count = count_of(count)?;
+    Ok(mpi.dt(datatype)?.repeated(count))
+}
+
+/// `MPI_Send` and its modes: the packed buffer, held by the service when this returns.
+unsafe fn send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> Res {
+    state::with(|mpi| {
+        let runs = runs_of(mpi, count, datatype)?;
+        check_tag(tag, false)?;
+        if dest == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let to = world_rank(mpi, comm, dest)?;
+        let context = context(mpi, comm)?;
+        let payload = Bytes::from(gather(buf, &runs)?);
+        mpi.block_on(mpi.session.send(to, tag, context, payload))?;
+        Ok(())
+    })
+    .on(On::Comm(comm))
+}
+
+/// `MPI_Recv`: waits for the message, writes it and the status.
+unsafe fn recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+    status: *mut c_int,
+) -> Res {
+    let envelope = state::with(
+        |mpi| match post(mpi, buf, count, datatype, source, tag, comm)? {
+            None => Ok(NULL_ENVELOPE),
+            Some(receiving) => land(mpi, receiving),
+        },
+    )
+    .on(On::Comm(comm))?;
+    write_status(status, envelope);
+    Ok(())
+}
+
+/// What a receive or probe matches, or `None` for `MPI_PROC_NULL`.
+fn matching(mpi: &Mpi, source: c_int, tag: c_int, comm: c_int) -> Res<Option<Match>> {
+    check_tag(tag, true)?;
+    if source == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    let source = match source {
+        MPI_ANY_SOURCE => None,
+        rank => Some(world_rank(mpi, comm, rank)?),
+    };
+    Ok(Some(Match {
+        source,
+        tag: (tag != MPI_ANY_TAG).then_some(tag),
+        context: context(mpi, comm)?,
+    }))
+}
+
+/// Posts a receive into the program's buffer: the request's state, or `None` for
+/// `MPI_PROC_NULL` (complete at once).
+unsafe fn post(
+    mpi: &Mpi,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> Res<Option<Receiving>> {
+    let runs = runs_of(mpi, count, datatype)?;
+    let Some(from) = matching(mpi, source, tag, comm)? else {
+        return Ok(None);
+    };
+    let answer = mpi.runtime.spawn(mpi.session.post_receive(from));
+    Ok(Some(Receiving {
+        answer,
+        into: CPtr(buf.cast()),
+        runs,
+        ranks: mpi.comm(comm)?.ranks.clone(),
+    }))
+}
+
+/// Waits for a posted receive and writes its message into the program's buffer.
+pub fn land(mpi: &Mpi, receiving: Receiving) -> Res<Envelope> {
+    let Receiving {
+        answer,
+        into,
+        runs,
+        ranks,
+    } = receiving;
+    let message = mpi.block_on(answer).map_err(|error| {
+        fail(
+            MPI_ERR_INTERN,
+            format!("the receive's task failed: {error}"),
+        )
+    })??;
+    let capacity: u64 = runs.iter().map(|&(_, len)| len).sum();
+    if message.len > capacity {
+        return Err(fail(
+            MPI_ERR_TRUNCATE,
+            format!(
+                "a message of {} bytes from rank {} (tag {}) does not fit the receive's {capacity}",
+                message.len, message.source, message.tag
+            ),
+        ));
+    }
+    // SAFETY: the program's receive buffer, valid until the receive completes
+    unsafe { scatter(into.0, &runs, &message.payload) };
+    Ok(Envelope {
+        source: comm_rank_of(&ranks, message.source),
+        tag: message.tag,
+        bytes: message.len,
+    })
+}
+
+/// The envelope of a receive from `MPI_PROC_NULL`.
+pub const NULL_ENVELOPE: Envelope = Envelope {
+    source: MPI_PROC_NULL,
+    tag: MPI_ANY_TAG,
+    bytes: 0,
+};
+
+/// Writes `envelope` into `status` unless the program ignores it. MPICH's `MPI_Status` keeps
+/// the count in bytes: its low 32 bits first, then the high bits shifted past the cancelled
+/// flag.
+pub unsafe fn write_status(status: *mut c_int, envelope: Envelope) {
+    if status.is_null() || status as isize == MPI_STATUS_IGNORE {
+        return;
+    }
+    for i in 0..SIZEOF_STATUS / 4 {
+        status.add(i).write(0);
+    }
+    status.write(envelope.bytes as u32 as c_int);
+    status.add(1).write(((envelope.bytes >> 32) << 1) as c_int);
+    status.add(STATUS_SOURCE_OFFSET / 4).write(envelope.source);
+    status.add(STATUS_TAG_OFFSET / 4).write(envelope.tag);
+    status.add(STATUS_ERROR_OFFSET / 4).write(MPI_SUCCESS);
+}
+
+/// The bytes a status says were received.
+unsafe fn status_bytes(status: *const c_int) -> u64 {
+    let low = u64::from(status.read() as u32);
+    let high = u64::from((status.add(1).read() as u32) >> 1);
+    low | (high << 32)
+}
+
+export! {
+    fn MPI_Send / PMPI_Send(
+        buf: *const c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+    ) {
+        send(buf, count, datatype, dest, tag, comm)
+    }
+
+    /// Synchronous mode: complete here once the service holds the message, which MPI allows
+    /// only once a receive matched it; programs that rely on the rendezvous to order
+    /// themselves are rare, and the difference is documented (ARCHITECTURE.md, `mpi/`).
+    fn MPI_Ssend / PMPI_Ssend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+    ) {
+        send(buf, count, datatype, dest, tag, comm)
+    }
+
+    fn MPI_Rsend / PMPI_Rsend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+    ) {
+        send(buf, count, datatype, dest, tag, comm)
+    }
+
+    fn MPI_Bsend / PMPI_Bsend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+    ) {
+        send(buf, count, datatype, dest, tag, comm)
+    }
+
+    fn MPI_Isend / PMPI_Isend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+        request: *mut c_int,
+    ) {
+        send(buf, count, datatype, dest, tag, comm)?;
+        let id = state::with(|mpi| Ok(mpi.completed_request()))?;
+        out(request, id)
+    }
+
+    fn MPI_Issend / PMPI_Issend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+        request: *mut c_int,
+    ) {
+        send(buf, count, datatype, dest, tag, comm)?;
+        let id = state::with(|mpi| Ok(mpi.completed_request()))?;
+        out(request, id)
+    }
+
+    fn MPI_Recv / PMPI_Recv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: c_int,
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        status: *mut c_int,
+    ) {
+        recv(buf, count, datatype, source, tag, comm, status)
+    }
+
+    fn MPI_Irecv / PMPI_Irecv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: c_int,
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        request: *mut c_int,
+    ) {
+        let id = state::with(|mpi| {
+            let receiving = post(mpi, buf, count, datatype, source, tag, comm)?;
+            Ok(mpi.receive_request(receiving))
+        })
+        .on(On::Comm(comm))?;
+        out(request, id)
+    }
+
+    fn MPI_Sendrecv / PMPI_Sendrecv(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: c_int,
+        dest: c_int,
+        sendtag: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: c_int,
+        source: c_int,
+        recvtag: c_int,
+        comm: c_int,
+        status: *mut c_int,
+    ) {
+        // the send is buffered by the service: it cannot wait for this rank's own receive
+        send(sendbuf, sendcount, sendtype, dest, sendtag, comm)?;
+        recv(recvbuf, recvcount, recvtype, source, recvtag, comm, status)
+    }
+
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: c_int,
+        dest: c_int,
+        sendtag: c_int,
+        source: c_int,
+        recvtag: c_int,
+        comm: c_int,
+        status: *mut c_int,
+    ) {
+        // packed (copied) before the receive writes the same buffer
+        send(buf, count, datatype, dest, sendtag, comm)?;
+        recv(buf, count, datatype, source, recvtag, comm, status)
+    }
+
+    fn MPI_Probe / PMPI_Probe(
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        status: *mut c_int,
+    ) {
+        let envelope = probe(source, tag, comm, true)?;
+        write_status(status, envelope.unwrap_or(NULL_ENVELOPE));
+        Ok(())
+    }
+
+    fn MPI_Iprobe / PMPI_Iprobe(
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        flag: *mut c_int,
+        status: *mut c_int,
+    ) {
+        let envelope = probe(source, tag, comm, false)?;
+        if let Some(envelope) = envelope {
+            write_status(status, envelope);
+        }
+        out(flag, c_int::from(envelope.is_some()))
+    }
+
+    fn MPI_Get_count / PMPI_Get_count(
+        status: *const c_int,
+        datatype: c_int,
+        count: *mut c_int,
+    ) {
+        if status.is_null() {
+            return Err(fail(MPI_ERR_ARG, "a null status"));
+        }
+        let size = state::with(|mpi| Ok(mpi.dt(datatype)?.size()))?;
+        let bytes = status_bytes(status);
+        let elements = match size {
+            0 if bytes == 0 => 0,
+            0 => MPI_UNDEFINED,
+            size if bytes.is_multiple_of(size) => c_int::try_from(bytes / size).unwrap_or(MPI_UNDEFINED),
+            _ => MPI_UNDEFINED,
+        };
+        out(count, elements)
+    }
+}
+
+/// `MPI_Probe` (`wait`) or `MPI_Iprobe`: the envelope of the earliest matching message, if
+/// one is there (a probe of `MPI_PROC_NULL` finds the null envelope at once).
+fn probe(source: c_int, tag: c_int, comm: c_int, wait: bool) -> Res<Option<Envelope>> {
+    state::with(|mpi| {
+        let Some(from) = matching(mpi, source, tag, comm)? else {
+            return Ok(Some(NULL_ENVELOPE));
+        };
+        let ranks = mpi.comm(comm)?.ranks.clone();
+        let seen = mpi.block_on(mpi.session.probe(from, wait))?;
+        Ok(seen.map(|message| Envelope {
+            source: comm_rank_of(&ranks, message.source),
+            tag: message.tag,
+            bytes: message.len,
+        }))
+    })
+    .on(On::Comm(comm))
+}
