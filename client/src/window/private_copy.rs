@@ -2,9 +2,9 @@
 //!
 //! Owns: `store`, `load` and their byte forms, which mark what they touch (dirty and stored
 //! ranges for the next push and the audit, loaded ranges for the audit), the unified model's
-//! store sent at once, and `inspect_bytes`, a read that records nothing. Must not: push, pull
-//! or wait for anything (synchronization calls do), or check anything but the bounds of the
-//! private copy.
+//! store published at once (numbered, unanswered), and `inspect_bytes`, a read that records
+//! nothing. Must not: pull or wait for anything, push a separate-model store (synchronization
+//! calls do), or check anything but the bounds of the private copy.
 
 use super::*;
 
