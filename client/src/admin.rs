@@ -1,4 +1,11 @@
 //! The admin side: worlds and windows.
+//!
+//! Owns: `Admin`, the admin token's connection and its calls (worlds created, listed and
+//! deleted; windows created, listed, described and freed; a world moved; the cluster's status),
+//! each bounded by the endpoint's `timeout`; `WindowSpec`, the builder of a new window (one
+//! element type's `of` records it in `onesided_element_type`); and the answers' plain types.
+//! Must not: validate a spec beyond building it (the server refuses a bad one with its MPI
+//! class), keep any state of the worlds it creates, or hold a rank token after returning it.
 
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};

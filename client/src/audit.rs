@@ -1,6 +1,13 @@
 //! The audit log, as an admin reads it: recorded windows, their events (live too), replay and
 //! verification. Rows a client persisted itself appear behind the `client_events` marker that
 //! names them, with their `cseq`.
+//!
+//! Owns: `Audit`, the admin token's connection to the Audit service and its calls, and the
+//! caller's view of their answers (`AuditEntry` with its event parsed when this version can,
+//! `Replayed`, and core's `Verdict`, findings and spans handed back through proto's
+//! `audit_wire`). Must not: verify, replay or check anything itself (the server runs core's
+//! code over the store), read the store directly, or report a rule or fault it does not know
+//! as one it does.
 
 use futures::{Stream, StreamExt};
 use onesided_core::audit::Event;

@@ -1,5 +1,13 @@
 //! Channels and credentials: where the server is ([`Endpoint`], with TLS for `https://`) and
 //! the bearer token every call carries.
+//!
+//! Owns: `Endpoint` (a URL or a cluster's comma-separated URLs tried in order, the CA to trust
+//! or the system's roots, `connect_timeout`, `timeout` with the keep-alive pings it turns on,
+//! and the busy-poll budget), opening a channel, `CallLimit` (the client's own deadline for
+//! calls that need only the server), and `Bearer`, the interceptor that adds the token and a
+//! session's `Claim`, whose Debug form never shows the token. Must not: decide which calls get
+//! a deadline (callers choose `CallLimit` or none), follow a redirect (the session does), log
+//! or print a token, or interpret the server's answers.
 
 use std::future::Future;
 use std::path::Path;

@@ -1,4 +1,10 @@
 //! Typed views: the Rust types whose values travel as an MPI basic datatype.
+//!
+//! Owns: `Element`, which Rust type travels as which core `Datatype` (the integers, the floats
+//! and the MAXLOC/MINLOC pairs `IntIndex` and `FloatIndex`), and the little-endian casts
+//! between values and wire bytes (`encode`, `decode`; a big-endian target does not build).
+//! Must not: check counts or bounds (the window's validation does), or know any datatype's
+//! arithmetic (core's `reduce` does).
 
 use onesided_core::Datatype;
 

@@ -1,5 +1,12 @@
 //! The client's error: an MPI error class where the call was refused, a plain gRPC failure
 //! otherwise.
+//!
+//! Owns: `Error` and its kinds (an MPI refusal, a status without a class, a failed connection,
+//! an ended session, a bad setting, an unexpected answer, a failing client audit store), the
+//! gRPC code each maps to, and reading a status: the MPI class from its details (proto's
+//! `rma_from_status`), and a status tonic made of a broken connection (one with a source) as
+//! UNAVAILABLE. Must not: build the details of a status (only the server does, with proto's
+//! `status_with_code`), retry or reattach (the session decides), or print.
 
 use onesided_core::{ErrorClass, RmaError};
 use tonic::{Code, Status};

@@ -12,6 +12,13 @@
 //!   window, with exactly the separate model's visibility rules.
 //! - [`scenario`]: `.rma` scenario files (docs/scenarios.md), parsed and run one session per rank.
 //!
+//! Owns: the crate's public API — which of its types are exported, and which of core's
+//! (assertion bits, datatypes, ops, layouts, lock types, window descriptions, audit events and
+//! verdicts) and proto's (`busy_poll`) it hands on as its own. Must not: decide an MPI rule of
+//! its own (a `Window` runs core's `EpochState` and `TargetOp::validate`, as the server does),
+//! depend on the server crate (its tests use the server as a dev-dependency only), or print:
+//! the `onesided` binary renders.
+//!
 //! ```no_run
 //! use onesided_client::{Admin, Assert, Op, Session, WindowSpec};
 //! # async fn demo() -> onesided_client::Result<()> {

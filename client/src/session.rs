@@ -4,6 +4,18 @@
 //! The session records what only it sees (local loads and stores, returns of blocking calls,
 //! flush_local) in the audit log: shipped over the stream, or — given a database URL —
 //! written to the store by [`crate::client_events`], with only a marker shipped.
+//!
+//! Owns: the rank's stream and its incarnations (`Link`: attaching, following a cluster's
+//! redirects, the greeting, a heartbeat every third of the lease; the supervisor that, when a
+//! stream is lost in a way attaching again may mend, attaches as its successor, reopens every
+//! open window and swaps the link in, ending the windows' epochs); the order of calls on the
+//! wire (ids, the lock that orders sends, deferred calls sent in one batch with the next call
+//! or at `DEFER_BYTES`/`DEFER_CALLS`, `coalesce` of an identical accumulate where core's
+//! `folds_exactly` allows); matching each reply to its caller; where the rank's own events go;
+//! and `SessionBuilder`, `NewWindow`, `barrier` and `close`. Must not: decide an MPI rule
+//! (each `Window` runs core's `EpochState`), hold a window's private copy (the window does),
+//! run SQL itself (`client_events` does), or attach again after a final refusal (a newer
+//! incarnation, a refused token or claim).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

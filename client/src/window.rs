@@ -8,7 +8,17 @@
 //!
 //! Rooms: this file holds the window's state and what the calls share; `private_copy` the local
 //! loads and stores, `synchronization` every synchronization call, `operations` every
-//! communication call.
+//! communication call, `requests` the requests of the request-based calls, `dynamic` a dynamic
+//! window's regions.
+//!
+//! Owns: one rank's view of one window — its `State` (the origin-side `EpochState`, the
+//! private copy with its dirty, stored and loaded ranges, the operations outstanding, the
+//! fencing token of each lock seen granted), the unified model's numbered publications and the
+//! updates it applies (`follow`, `apply_update`), losing the epochs when the session attaches
+//! again (`lose_epochs`), `Pending` results, the byte size of a piece (`PIECE_BYTES`), and
+//! `pack`/`unpack` over core's layouts. Must not: write the public copy or decide when a target
+//! applies anything (the server's engine does), send except through its `Session`, or push or
+//! pull at any call but those the rules name.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

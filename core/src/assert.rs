@@ -2,6 +2,8 @@
 //!
 //! Owns: the bit values that travel on the wire and the per-call validity table
 //! (SEMANTICS.md §4). Unknown bits, or a bit the call does not take, are `MPI_ERR_ASSERT`.
+//! Must not: decide what an accepted bit does (skipping a push or pull is `epoch`'s, NOCHECK
+//! is the lock table's), or know about epochs, windows or targets.
 
 use crate::error::RmaResult;
 use crate::rma_err;

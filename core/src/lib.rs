@@ -1,8 +1,12 @@
 //! onesided-core: the pure semantics of MPI one-sided communication.
 //!
 //! Everything that decides what an RMA call means lives here, as plain data and functions
-//! with no I/O and no async, so the live server, the client and (later) replay run the same
-//! code.
+//! with no I/O and no async, so the live server, the client and replay run the same code.
+//!
+//! Owns: the crate's module tree and its re-exports (`Datatype`, `ErrorClass`, `RmaError`,
+//! `RmaResult`, `Layout`, `Run`, `Op`); each module below states its own contract. Must not:
+//! do I/O, spawn or await, read a clock, or depend on tokio, gRPC or a database: the server,
+//! the client and the MPI library wrap it, and callers pass `now` where time matters.
 //!
 //! - [`error`]: MPI error classes and [`RmaError`].
 //! - [`datatype`]: the basic datatypes and their byte encodings.
@@ -17,6 +21,8 @@
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
 //! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
 //! - [`target`]: the target half of the protocol, sans I/O: when what origins send is applied.
+//! - `fence`: how many ranks entered each fence of a window.
+//! - `collective`: a world's barriers and collective window calls, sans I/O.
 //! - [`messaging`]: a world's point-to-point messages, sans I/O: MPI's matching of sends to
 //!   receives.
 

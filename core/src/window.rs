@@ -1,9 +1,12 @@
 //! Windows: their description (flavor, model, per-rank size and disp_unit, info keys), the
 //! operations that reach a target, their validation, and [`apply`], the one function that
-//! changes window bytes.
+//! carries out an operation on window bytes. It is not the only code that writes them: the
+//! owner's pushes and a dynamic window's growth are the target engine's (`crate::target`), and
+//! replay copies a recorded publication in itself (ARCHITECTURE.md, invariant 4).
 //!
 //! Owns: what an operation means at the target. Must not: know where the bytes live (the
-//! server's actor owns the public copy and calls [`apply`] on it).
+//! target engine holds the public copy, inside the server's actor, and calls [`apply`] on it;
+//! replay calls it on the copies it rebuilds).
 
 use crate::datatype::Datatype;
 use crate::error::{quoted, ErrorClass, RmaResult};

@@ -4,6 +4,12 @@
 //!
 //! Names a newer server may add (a rule, a client fault) are refused by name when read: a
 //! client cannot report a finding or a break it does not know as one it does.
+//!
+//! Owns: the field-by-field mapping of `RecordedWindow`, `Verdict` (with its client break,
+//! pending and unmarked spans) and race-checker `Finding`s to and from `onesided.v1`, and
+//! `UnknownName`, the refusal of a rule or client fault this version does not know. Must not:
+//! verify, check or list anything itself (core's verifier and checker and the server's store
+//! produce what it carries), read a stream or a store, or guess a name it does not know.
 
 use onesided_core::audit::{ClientBreak, ClientFault, ClientSpan, RecordedWindow, Verdict};
 use onesided_core::check::{Finding, Rule, Side};

@@ -13,6 +13,12 @@
 //! core, up to `budget` after every message (README, "Busy-polling"). Opt-in, off by default;
 //! the client sets it with `SessionBuilder::busy_poll` or `Endpoint::busy_poll` (one spinner per
 //! session), the server with `--busy-poll` (one for the whole server).
+//!
+//! Owns: the spinner task and its budget (`parse_micros`, at most `MAX_BUDGET`), when it spins
+//! and when it parks (`touch`, `POLLS_BEFORE_YIELD`), and its counters (`spun`, `is_spinning`,
+//! `parked`). Must not: read or write a socket or a message itself, decide whether to spin (the
+//! caller touches it after each message), or outlive its last handle; it is the one piece of
+//! this crate that touches a runtime, and it never creates one (it spawns on the caller's).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

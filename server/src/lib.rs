@@ -12,9 +12,23 @@
 //! - [`web`]: the web view, a read-only live page of the server for operators.
 //! - [`reply`]: where answers go.
 //! - [`tls`]: the server's optional TLS identity.
+//! - `audit`: the audit writer, its store and the Audit gRPC service.
+//! - `cluster`: cluster mode: node and world leases over one PostgreSQL, placement, take-up.
+//! - `recovery`: the worlds and windows of the previous run, rebuilt from the store.
+//! - `supervise`: spawning long-lived actors so that a panic is reported, not mistaken for a free.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0 and stop
 //! the server themselves.
+//!
+//! Owns: `ServerConfig` and its defaults; the order of start-up (the admin token checked, TLS,
+//! the data directory, the store opened, then recovery or joining the cluster, the audit
+//! writer, the registry, the services behind their interceptors and the limit layers, health
+//! and reflection, the HTTP listeners) and of a stop (sessions ended, connections drained for
+//! at most `SHUTDOWN_GRACE`, the audit flushed, the cluster left); and the Rma service's door:
+//! a stream's member resolved (in a cluster confirmed, redirected with `x-onesided-owner` or
+//! taken up here) before its session starts. Must not: parse flags, install a tracing
+//! subscriber, watch signals, or choose a runtime or an allocator (the binary does; an
+//! embedding application chooses its own), or decide an MPI rule.
 
 pub mod actor;
 pub mod admin;

@@ -1,4 +1,12 @@
 //! `onesided-server`: parse flags, start tracing, bind, run until SIGINT/SIGTERM.
+//!
+//! Owns: the flags and their environment variables (and their bounds, `--lease-ttl`), the admin
+//! token when none is given (generated once into `DATA_DIR/admin-token`, mode 0600, written
+//! atomically, never replaced, refused when too short), the tracing subscriber, the runtime
+//! (`--worker-threads`), the process's allocator (mimalloc), and the signal thread that starts
+//! a graceful stop and exits the process `EXIT_DEADLINE` after the signal whatever still runs.
+//! Must not: decide anything the library decides (a flag only fills `ServerConfig`), or be
+//! needed to run a server: tests and the bench call `onesided_server::run` without it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,5 +1,10 @@
 //! The parsed form of a scenario: windows, per-rank calls in file order, barriers, and
 //! expectations. Plain data; [`mod@super::parse`] builds it and [`mod@super::run`] executes it.
+//!
+//! Owns: the shape of a parsed scenario — window declarations (flavor, model, group, info),
+//! locations and origin layouts, every call with its arguments and expected error class, steps
+//! in file order, and expectations with what they observe. Must not: parse text, check
+//! anything, or run anything: it is built already checked and read by the runner.
 
 use onesided_core::datatype::Value;
 use onesided_core::epoch::LockType;

@@ -4,6 +4,12 @@
 //! This rank's memory is laid out as its target lays out the public copy: a region at address
 //! `a` is the bytes at offset `a - DYNAMIC_BASE` of the private copy, which grows as regions are
 //! attached (and keeps the bytes of detached ones), so pushes and pulls stay segments by offset.
+//!
+//! Owns: `attach`, `attach_at` and `detach` on this rank's side, the regions this handle knows
+//! (`regions`, and those a new session's `OpenWindow` answer names with their bytes,
+//! `restore_regions`), and loads and stores by address inside one attached region. Must not:
+//! decide where a region may go or whether another rank's access reaches one (the target does,
+//! at attach and at apply time), or take the server's bytes budget.
 
 use super::*;
 

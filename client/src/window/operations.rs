@@ -1,4 +1,13 @@
 //! Communication: put, get, accumulate and the rest, their typed and request-based forms.
+//!
+//! Owns: issuing an operation — validated here whole with core's `TargetOp::validate` (a
+//! dynamic window's addresses only turned into offsets: the target checks its regions), the
+//! epoch's tag for it from `EpochState::op`, a large contiguous one cut into core's
+//! `TargetOp::pieces` whose data is sliced from the caller's buffer (`Carried`), each piece
+//! deferred on the session, and one `Pending` that completes when every piece did — and the
+//! typed and request-based wrappers. Must not: apply the operation to any copy (the target
+//! does), wait for its answer before returning, or send anything itself except through the
+//! session.
 
 use super::*;
 

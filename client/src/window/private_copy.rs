@@ -1,4 +1,10 @@
 //! The private copy: local loads and stores (they touch only this rank's memory).
+//!
+//! Owns: `store`, `load` and their byte forms, which mark what they touch (dirty and stored
+//! ranges for the next push and the audit, loaded ranges for the audit), the unified model's
+//! store published at once (numbered, unanswered), and `inspect_bytes`, a read that records
+//! nothing. Must not: pull or wait for anything, push a separate-model store (synchronization
+//! calls do), or check anything but the bounds of the private copy.
 
 use super::*;
 

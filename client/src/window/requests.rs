@@ -14,6 +14,11 @@
 //!
 //! Ownership does what MPI asks of the caller: a waited or freed request is gone, so it cannot
 //! be used again; a tested-complete one still gives its value to [`Request::wait`], at once.
+//!
+//! Owns: `Request` and its local completion, `test`, `wait`, `free`, and `test_all`,
+//! `wait_all` and `wait_any` over several. Must not: send a message of its own (a test only
+//! sends operations still deferred, through the session), or stand for remote completion: a
+//! flush, an unlock or the epoch's end completes the operation at the target.
 
 use std::future::poll_fn;
 use std::task::Poll;

@@ -1,5 +1,12 @@
 //! Synchronization: fence, PSCW, locks, flushes, sync and free — where the private copy is
 //! pushed and pulled (rules 5 and 6).
+//!
+//! Owns: each synchronization call's client side — asking the window's `EpochState` whether it
+//! is legal and what it must do, pushing the dirty bytes and pulling remote changes exactly
+//! where it says (a pull never overwriting a dirty byte), the lock's fencing token once its
+//! grant is seen, waiting for the outstanding operations a call completes, and freeing the
+//! window. Must not: decide when a lock is granted or an epoch ends at a target (the server's
+//! engine does), or push or pull at any other call.
 
 use super::*;
 

@@ -5,6 +5,12 @@
 //!
 //! The messages are declared here with prost's derives rather than generated, so that core
 //! (which the client library and the server share) needs no build step.
+//!
+//! Owns: the `onesided.audit.v1` messages and their field numbers (kept in step with
+//! `event.proto`), and the two functions between an `Event` and its protobuf bytes; `decode`
+//! refuses bytes that do not parse or hold no event kind this version knows. Must not: renumber
+//! or reuse a field (stored rows hash these bytes, so a row must read the same forever), know
+//! about the hash chain, the store or gRPC, or be reached except through `Body`.
 
 use prost::Message;
 

@@ -1,4 +1,12 @@
 //! The hash chain that makes a window's log tamper-evident, and its verification.
+//!
+//! Owns: `GENESIS`, what `chain_hash` covers (the previous hash, the row's window, seq, time,
+//! rank and incarnation, and its stored body bytes, a binary body behind a zero byte),
+//! `StoredRow` (a row as readers get it, unreadable or not), the rule that a row whose event
+//! cannot be read stops every reader that acts on events (`readable`, `all_readable`), and
+//! `verify` of one window's chain: gap-free seqs from 1, linked and recomputed hashes, a body
+//! that decodes to the stored event. Must not: read or write the store, know about client
+//! chains or markers (`history` does), or apply events to bytes.
 
 use sha2::{Digest, Sha256};
 

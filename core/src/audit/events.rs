@@ -1,4 +1,13 @@
 //! The audit vocabulary: what is recorded about every epoch, and how a stored row holds it.
+//!
+//! Owns: the closed list of events (`Event`) and their stable names (`kind`, the store's
+//! `kind` column), `RecordedOp` and its one mapping to and from the operation kinds of
+//! `window` (`of`, `kind`), which events a client may record itself (`is_client_side`), how
+//! many bytes of window data an event carries (`payload_len`, what the server's commit budget
+//! counts), `Body` (canonical JSON of rows written before schema version 4, protobuf since),
+//! and `AuditRecord`, an event with its place in the log (`seq`, `cseq`, `place`). Must not:
+//! hash, verify, merge or replay rows (the sibling modules do), store them, or decide any MPI
+//! rule: an event says what happened, never whether it was allowed.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,14 @@
 //! The client chains: rows clients persist themselves, merged behind their markers, and the
 //! verification of a window's whole history.
+//!
+//! Owns: `merge` (each `client_events` marker replaced by the client rows it names, in cseq
+//! order, at the marker's seq and time; rows no marker names left out), `verify_history` and
+//! its `Verdict` (the window chain, every client chain a marker names, which rows are still
+//! pending for a live session, which are unmarked), the `ClientFault`s with their stable wire
+//! names, and `RecordedWindow`, a window as the store lists it. Must not: read the store
+//! (callers hand it the rows), tell a live session from a gone one other than by the log's own
+//! `attach` and `detach` events, hash rows other than through `chain_hash`, or apply events to
+//! bytes.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

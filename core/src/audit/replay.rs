@@ -1,5 +1,14 @@
 //! Replay: every rank's public copy at any sequence number, rebuilt through the same `apply`
 //! that runs live.
+//!
+//! Owns: how each recorded event changes a public copy (`apply_record`): a window's creation
+//! makes zeroed copies, a `region_attached` grows a dynamic window's copy, a `published` event
+//! writes the owner's pushed bytes itself (the one write here that is not `apply`, as the
+//! live target's push is not), and an `op` is rebuilt as the access it made and goes through
+//! `window::apply`; every other event changes no bytes. Recovery rolls snapshots forward with
+//! the same function. Must not: read the store or check the hash chain (callers hand it records
+//! they took through `readable`), or decide whether an operation was allowed: what the log
+//! says happened, happens.
 
 use super::{AuditRecord, Event, RecordedOp};
 use crate::datatype::Datatype;

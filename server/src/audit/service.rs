@@ -3,6 +3,15 @@
 //!
 //! Every reader sees the window's chain with each `client_events` marker expanded into the
 //! rows the client persisted itself (core's `merge`); verify checks both chains.
+//!
+//! Owns: the Audit service's methods and what each reads — stored rows (waiting for the
+//! writer's flush when a window has none yet), live commits for a follower (`Committed`
+//! from the writer's broadcast, the store polled every `FOLLOW_POLL` for another node's),
+//! the client rows a live marker names (waited for up to `CLIENT_ROWS_WAIT`) — the refusal to
+//! act on an unreadable row, and rows on the wire (every event shown as JSON). Must not: write
+//! to the store, decide what verify, replay, check or export conclude (core does; proto's
+//! `audit_wire` carries the verdicts and findings), or authenticate (the admin interceptor
+//! did).
 
 use std::pin::Pin;
 

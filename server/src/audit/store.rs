@@ -1,7 +1,22 @@
 //! The audit store: SQLite (an embedded file, the default) or PostgreSQL, with migrations
-//! applied at start-up. The only place in the server that talks SQL. It writes the window
-//! chains (`audit_events`) and reads the rows clients persisted themselves (`client_events`,
-//! written by the client library).
+//! applied at start-up. It writes the window chains (`audit_events`) and reads the rows clients
+//! persisted themselves (`client_events`, written by the client library). It runs the server's
+//! SQL but for the cluster's own statements in `crate::cluster` (node and world leases,
+//! placement, the admin token's hash, the token lookup of another node's world, window ids),
+//! which issue 41 plans to move here.
+//!
+//! Owns: the schema (the migrations of `migrations/postgres` and `migrations/sqlite`, run at
+//! `open`, and the refusal of a schema newer than the binary); every statement on the log
+//! (`audit_events` rows and their tails, snapshots, the reads of `client_events`), on the
+//! directory (worlds with their token hashes and, in a cluster, their first lease row; window
+//! specs; freed windows; incarnations) and on a commit's guard (`commit_guards`, `Fenced`);
+//! the SQLite file's privacy (mode 0600), its write-ahead log's working size (`prime_wal`) and
+//! the events file (`EventFile`: large events written and synced before the rows that point
+//! at them commit); the writer's own connection (`Committer`) and the cluster's connection
+//! options (`cluster_session`). Must not: number, hash or encode rows (the writer hands them
+//! ready, `NewRow`), decide what an event means or verify a chain (core does), write
+//! `client_events` (clients do), decide who holds a lease (the cluster does; the database's
+//! trigger enforces it), or retry a failed commit (the writer does).
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

@@ -1,5 +1,15 @@
 //! Active-target synchronization: `fence`, and PSCW's `post`, `start`, `complete`, `wait` and
 //! `test`.
+//!
+//! Owns: carrying out these calls' admitted plans — the order of their event, push and items
+//! (a fence logs, pushes, counts its arrival at the window's `FenceTally` and, as the last
+//! arrival, sends `FenceReached` to every rank's actor before entering its own; `complete` sends
+//! one end-of-epoch marker per target behind the epoch's operations and gathers their
+//! acknowledgements), which answers may leave once handed to the writer (`post`, `start`), and
+//! applying a true `test` to the rank's epoch state. Must not: decide whether a call is legal
+//! or what it must do (admission and core's `EpochState` did), decide when a target's epoch
+//! ends (its engine does), touch window bytes (segments go to the rank's own actor), or wait
+//! for an actor except through a reply.
 
 use std::sync::{Arc, PoisonError};
 

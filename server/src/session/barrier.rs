@@ -1,4 +1,10 @@
 //! The world barrier (`MPI_Barrier`), recorded on every window the rank has open.
+//!
+//! Owns: recording `barrier_enter` on every window open at the call and `barrier_exit` on the
+//! same windows when it returns, the answer riding on the last exit's commit. Must not: count
+//! arrivals or decide when the barrier completes or fails (the world actor's core
+//! `Collectives` does), or block the session while it waits (the answer comes back through a
+//! reply).
 
 use onesided_core::audit::Event;
 use onesided_core::{ErrorClass, RmaError};

@@ -1,5 +1,12 @@
 //! Communication calls: put, get, accumulate, get_accumulate, fetch_and_op, compare_and_swap
 //! and their request-based forms, one admitted `Op` plan each.
+//!
+//! Owns: `Issued`, what travels to the target with an admitted operation (its `AccessTag`,
+//! fencing token, validated `TargetOp` and byte runs), and the order of its sending: the
+//! `op_issued` event when the audit records, the lazy lock request if it must travel first,
+//! then the operation into the target actor's inbox, answered by that actor. Must not: validate
+//! the operation or choose its tag (admission did), apply it or touch window bytes (the
+//! target's engine does, through core's `apply`), or wait for its answer.
 
 use bytes::Bytes;
 use onesided_core::epoch::AccessTag;

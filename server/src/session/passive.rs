@@ -1,5 +1,16 @@
 //! Passive-target synchronization: `lock`, `unlock`, `lock_all`, `unlock_all`, the flushes and
 //! `sync`.
+//!
+//! Also the calls at one's own rank that are neither epochs nor operations: the unified
+//! model's `publish` and `follow`, and a dynamic window's `attach` and `detach`.
+//!
+//! Owns: carrying out these calls' admitted plans — when a lock's request travels (an eager one
+//! to one's own rank at once, a lazy one in front of the first operation or the unlock), the
+//! order of event, push and items, and gathering the answers of a call sent to several targets
+//! (`unlock_all`, `flush_all`). Must not: decide whether a lock may be granted or in which
+//! order (the target's lock table does), decide legality (admission and `EpochState` did),
+//! touch window bytes (segments go to the rank's own actor), or wait for a grant except
+//! through a reply.
 
 use std::sync::Arc;
 

@@ -1,5 +1,11 @@
 //! What the client records itself: the marker of rows it persisted, and its own events
 //! (loads, stores, returns, flush_local) shipped with its calls.
+//!
+//! Owns: logging them in order on the window and when each answer leaves (a marker after its
+//! commit, shipped events once handed to the writer, an empty batch after everything the
+//! session submitted is committed). Must not: check them (admission bounded them and checked
+//! them against the rank and window; the marker's chain is core's to verify), or write the
+//! client's own rows (the client commits those itself).
 
 use onesided_core::audit::Event;
 use onesided_core::RmaError;

@@ -1,6 +1,16 @@
 //! A window's life in the session: opening it (`open_window`, the session's own call),
 //! changing its info (`MPI_Win_set_info`) and freeing it (`MPI_Win_free`), collectives of the
 //! world.
+//!
+//! Also the ranks' own creation (`MPI_Win_create`/`MPI_Win_allocate`, `create_window`).
+//!
+//! Owns: a window's entry into and exit from this session — its fresh epoch state and rank in
+//! the window's group, the description it answers with (a dynamic window's regions, or the
+//! non-zero public bytes when asked), the checks of a creating rank's own part, holding the
+//! window's later calls behind `set_info`, and recording `info_set` once the info is in use.
+//! Must not: create, change or free the window itself (the world's collective and the
+//! registry do), decide whether the ranks' arguments or info agree (core's `Collectives`),
+//! or read a public copy except through its actor.
 
 use onesided_core::audit::Event;
 use onesided_core::epoch::EpochState;

@@ -1,4 +1,13 @@
 //! `onesided world …` and `onesided window …`: the admin side.
+//!
+//! Also `onesided cluster …` (a cluster's status, moving a world).
+//!
+//! Owns: these commands' arguments (per-rank sizes, flavor, model, group, info, an element
+//! type recorded as `onesided_element_type`), the `datatype` names the CLI accepts, and how
+//! worlds, windows and cluster nodes are shown (tables, JSON). Must not: check a spec beyond
+//! what the command line needs (the server refuses with its MPI class), talk to the server
+//! except through the library's `Admin`, or print a token except the ones `world create` is
+//! asked for.
 
 use std::process::ExitCode;
 

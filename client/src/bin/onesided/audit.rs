@@ -4,6 +4,12 @@
 //! `replay` rebuilds every rank's public copy at a sequence number, `check` reports the pairs of
 //! conflicting accesses no synchronization orders, `verify` checks the hash chain, `export`
 //! writes the timeline as a Perfetto trace.
+//!
+//! Owns: these commands' arguments (a window by id or `WORLD/NAME`), a one-line summary of
+//! every event kind, typed rendering of bytes (with the window's element type when known), and
+//! how verdicts and findings read, in text and JSON, with their exit status. Must not: replay,
+//! verify, check or export anything itself (the server runs core's code; the library's `Audit`
+//! brings the answers), or read the store directly.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -4,6 +4,12 @@
 //! a progress bar advancing per completed chunk. Whatever the outcome, the command's session
 //! ends cleanly before it exits ([`Session::close`]): its own audit rows (the unlock's return)
 //! are committed, and the server sees the session leave rather than its stream break.
+//!
+//! Owns: these commands' arguments (target, index, values, lock type, an element type from
+//! `--type` or the window's `onesided_element_type`), the one epoch each runs, chunking a
+//! file transfer inside it, and printing its result. Must not: validate an operation or decide
+//! an MPI rule (the library's `Window` runs core's checks, the server refuses the rest), or
+//! leave its session open on any path.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,4 +1,8 @@
 //! Exit codes: one mapping from what went wrong to the number a script sees.
+//!
+//! Owns: `Usage` (exit 2) and `Failed` (exit 1, already reported), and `exit_code`, the table
+//! from an error's kind and cause to 1–4 that `EXIT_CODES` documents. Must not: print anything
+//! (the caller prints the error once), or guess a code from an error's text.
 
 use onesided_client::scenario::{ParseError, RunError};
 use onesided_client::Error;

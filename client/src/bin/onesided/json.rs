@@ -1,4 +1,9 @@
 //! Values and reports as JSON.
+//!
+//! Owns: how a typed value reads in JSON (integers beyond 64 bits and non-finite floats as
+//! strings, pairs as `[value, index]`) and `print`, the one writer of a JSON document to
+//! stdout. Must not: choose what a command reports (each command builds its document), or
+//! write except through `out`.
 
 use onesided_client::scenario::Observed;
 use onesided_core::datatype::Value;

@@ -2,6 +2,13 @@
 //!
 //! `main` parses the command line, runs one subcommand, prints the error (one line, the MPI
 //! class first) and maps it to an exit code scripts can rely on (see [`EXIT_CODES`]).
+//!
+//! Owns: the command tree and the global flags with their environment variables (`Global`:
+//! address, CA, token, `--json`, the two timeouts, busy-polling; its Debug form never shows the
+//! token), the `Endpoint` every command connects with, the text of `--help`'s end, shell
+//! completions, and the runtime. Must not: speak gRPC or build wire messages (every connect
+//! goes through the library's `Admin`, `Audit` or `Session`), decide an MPI rule, or print a
+//! token; each subcommand's module does its own work and rendering.
 
 #[macro_use]
 mod out;

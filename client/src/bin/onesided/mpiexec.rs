@@ -9,6 +9,12 @@
 //! standard input to rank 0 only, and exits with the first non-zero status: a process that
 //! exits non-zero or dies by a signal (a crash, `MPI_Abort`, a fatal MPI error) ends the job,
 //! the other processes killed.
+//!
+//! Owns: the job's processes (started, their environment and loader path, killed when one
+//! fails), the server started for a job (its binary, port, admin token, data directory and log,
+//! stopped after), the job's world, and the job's exit status. Must not: implement any MPI call
+//! (the `mpi/` crate's library does, inside each process), or share a data directory it did not
+//! create or was not given.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,9 @@
 //! ends the process at once, quietly, with status 0, as ripgrep does: the reader took what it
 //! wanted, and there is nobody left to tell anything. Any other failure to write (a full disk)
 //! is reported on stderr with status 2, like an unwritable `--output`.
+//!
+//! Owns: every write to stdout (`outln!`, `line`, `bytes`) and what a failed write does.
+//! Must not: be bypassed by `println!` anywhere in the binary, or decide what is written.
 
 use std::io::{ErrorKind, Write};
 

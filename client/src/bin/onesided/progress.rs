@@ -8,6 +8,10 @@
 //! average converges as the transfer goes on and reaches 0 at the end. A steady tick keeps
 //! the elapsed time moving while no acknowledgement arrives. Off when stderr is not a
 //! terminal, and with --json.
+//!
+//! Owns: the bar's and the spinner's look, when they show, and the whole-transfer average
+//! behind their rate and ETA. Must not: write to stdout, or count anything but what the
+//! caller reports as acknowledged.
 
 use std::io::IsTerminal;
 use std::time::Duration;

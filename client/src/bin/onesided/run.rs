@@ -1,4 +1,9 @@
 //! `onesided run FILE`: parse a scenario, run it N times, print what was observed.
+//!
+//! Owns: the command's arguments, naming each run's world, the runs in sequence, how their
+//! reports read (text, JSON, the distribution of outcomes over the runs), the warning about
+//! rows a run did not record, and the exit status. Must not: parse or run a scenario itself
+//! (the library's `scenario` does both), or decide whether an expectation held.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

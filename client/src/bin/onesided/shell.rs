@@ -1,6 +1,12 @@
 //! `onesided shell`: one rank, interactively. Each line is a scenario call for this rank
 //! (`lock shared 1`, `get 1 W[0] -> a`, `unlock 1`, `print a`), run at once. With a terminal it
 //! has line editing and history; otherwise it reads lines from stdin (for scripts and tests).
+//!
+//! Owns: the shell's own commands (`open`, `alias`, `print`, `vars`, `barrier`, `help`,
+//! `quit`), the windows it opens with their element types, its prompt, line editing, and the
+//! exit status of a non-interactive run. Must not: parse or carry out a call itself (the
+//! library's scenario `Parser` and `RankExecutor` do, as in `onesided run`), or decide an MPI
+//! rule.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;

@@ -1,5 +1,9 @@
 //! The tables of the `ls` commands: every column as wide as its longest cell, so a long world
 //! or window name widens its column instead of pushing the rest of its row out of line.
+//!
+//! Owns: the tables' layout (no borders, two spaces between columns, each column's alignment).
+//! Must not: choose the columns or their contents (each command does), or write except through
+//! `out`.
 
 use comfy_table::presets::NOTHING;
 use comfy_table::{Cell, CellAlignment, Table};

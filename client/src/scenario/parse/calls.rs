@@ -2,6 +2,14 @@
 //!
 //! [`Parser::rank_call`](super::Parser) reads what every call line shares (the rank, a `W.`
 //! prefix, a trailing `!CLASS`) and hands the rest to the call's own function as a [`Site`].
+//!
+//! Owns: the `CALLS` table (every call name of the format) and each call's argument grammar:
+//! its arguments in order, `assert=` lists, arrows, origin layouts (a get's origin buffer at
+//! most `MAX_GET_ORIGIN_BYTES`), and whether a get-like call's variable holds a list
+//! (`returns_list`). Must not: read a line's rank, window prefix or expected class (the
+//! parser's `rank_call` does), check locations, values or variables other than through the
+//! parser's shared helpers (`located`, `values`, `assign_var`), or decide what a call does at
+//! run time.
 
 use onesided_core::assert::Assert;
 use onesided_core::datatype::{parse_value, Value};
