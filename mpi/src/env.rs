@@ -116,7 +116,7 @@ fn finalize() -> Res {
     closed.map_err(Into::into)
 }
 
-fn comm_check(mpi: &Mpi, comm: i32) -> Res<Vec<u32>> {
+pub(crate) fn comm_check(mpi: &Mpi, comm: i32) -> Res<Vec<u32>> {
     mpi.comm_ranks(comm).on(On::Comm(MPI_COMM_WORLD))
 }
 
@@ -155,7 +155,7 @@ pub unsafe fn slice<'a>(pointer: *const c_void, len: usize) -> Res<&'a [u8]> {
     Ok(std::slice::from_raw_parts(pointer.cast::<u8>(), len))
 }
 
-fn root_of(mpi: &Mpi, comm: i32, root: c_int) -> Res<u32> {
+pub(crate) fn root_of(mpi: &Mpi, comm: i32, root: c_int) -> Res<u32> {
     if root < 0 || root as usize >= mpi.comm(comm)?.ranks.len() {
         return Err(fail(
             MPI_ERR_ROOT,
@@ -581,13 +581,9 @@ export! {
             if handle == MPI_COMM_WORLD || handle == MPI_COMM_SELF {
                 return Err(fail(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed"));
             }
-            let entry = mpi.comms.remove(&handle).ok_or_else(|| {
+            mpi.comms.remove(&handle).ok_or_else(|| {
                 fail(MPI_ERR_COMM, format!("{handle:#x} is not a communicator"))
             })?;
-            // collective, as MPI_Comm_free is: every member frees the scratch window
-            if let Some(scratch) = entry.scratch {
-                mpi.block_on(scratch.window.free())?;
-            }
             Ok(())
         })?;
         out(comm, MPI_COMM_NULL)

@@ -54,6 +54,12 @@ fn context(mpi: &Mpi, comm: c_int) -> Res<u64> {
     Ok(hash | 1)
 }
 
+/// The context of communicator `comm`'s collectives: its own, apart from the program's
+/// messages on `comm`.
+pub fn collective_context(mpi: &Mpi, comm: c_int) -> Res<u64> {
+    Ok(context(mpi, comm)?.rotate_left(1) ^ 0x636f_6c6c_6563_7469)
+}
+
 /// The world rank of rank `rank` of `comm`.
 fn world_rank(mpi: &Mpi, comm: c_int, rank: c_int) -> Res<u32> {
     let ranks = &mpi.comm(comm)?.ranks;

@@ -139,11 +139,9 @@ pub struct Comm {
     pub id: String,
     /// Communicators made from it so far.
     pub children: u64,
-    /// Windows created over it so far (the library's scratch windows included).
+    /// Windows created over it so far.
     pub windows: u64,
     pub errhandler: i32,
-    /// The window its collectives use, once one ran (module `collective`).
-    pub scratch: Option<crate::collective::Scratch>,
 }
 
 impl Comm {
@@ -154,7 +152,6 @@ impl Comm {
             children: 0,
             windows: 0,
             errhandler,
-            scratch: None,
         }
     }
 

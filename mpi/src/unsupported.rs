@@ -28,13 +28,6 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Scatter / PMPI_Scatter: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
-    MPI_Scatterv / PMPI_Scatterv: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
-    MPI_Gatherv / PMPI_Gatherv: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
-    MPI_Allgatherv / PMPI_Allgatherv: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
-    MPI_Alltoall / PMPI_Alltoall: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
-    MPI_Alltoallv / PMPI_Alltoallv: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
-    MPI_Reduce_scatter / PMPI_Reduce_scatter: "collectives beyond barrier, bcast, reduce, allreduce, gather, allgather",
     MPI_Op_create / PMPI_Op_create: "user ops",
     MPI_Op_free / PMPI_Op_free: "user ops",
     MPI_Intercomm_create / PMPI_Intercomm_create: "intercommunicators",

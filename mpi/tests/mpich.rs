@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use common::{mpicc, mpiexec, scratch};
+use common::{mpicc, mpiexec, mpiexec_within, scratch};
 
 /// The runs of `tests.txt` (by name and process count) that pass on onesided now, within a
 /// few seconds each (the fetch_and_op and get_flushlocal runs take 15 to 20 s here).
@@ -219,4 +219,41 @@ fn the_mpich_rma_tests_that_pass_keep_passing() {
 #[ignore = "about 6 minutes: the runs that pass slowly (SLOW_PASSING)"]
 fn the_slow_mpich_rma_tests_that_pass_keep_passing() {
     run_all(SLOW_PASSING);
+}
+
+/// Not a check: runs every run of `tests.txt` that is in neither list, each within 90 s, and
+/// prints which pass now and how the others end (the first lines of their error output), to
+/// find what to add to `PASSING` and what to work on next.
+#[test]
+#[ignore = "a survey of the runs not passing yet (up to 90 s each)"]
+fn survey_the_runs_not_passing_yet() {
+    let suite = suite();
+    for run in runs(&suite) {
+        let known = PASSING
+            .iter()
+            .chain(SLOW_PASSING)
+            .any(|&(name, nprocs)| run.name == name && run.nprocs == nprocs);
+        if known {
+            continue;
+        }
+        let program = build(&suite, &run);
+        let args: Vec<&str> = run.args.iter().map(String::as_str).collect();
+        let started = std::time::Instant::now();
+        let result = mpiexec_within(run.nprocs, &program, &args, &[], 90);
+        let passed =
+            result.status.success() && result.stdout.lines().any(|line| line == " No Errors");
+        let why: Vec<&str> = result.stderr.lines().take(2).collect();
+        println!(
+            "survey: {} -n {}: {} in {:.1} s {}",
+            run.name,
+            run.nprocs,
+            if passed { "PASSES" } else { "fails" },
+            started.elapsed().as_secs_f64(),
+            if passed {
+                String::new()
+            } else {
+                format!("{why:?}")
+            }
+        );
+    }
 }

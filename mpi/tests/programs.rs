@@ -107,11 +107,16 @@ fn check_finds_the_race_of_two_unordered_puts_naming_ranks_and_calls() {
 /// The same two puts, ordered by a message from rank 1 to rank 2: the service recorded the
 /// send and the receive, and the race checker sees the order.
 #[test]
-fn a_message_between_the_epochs_orders_the_puts_for_the_check() {
-    let run = mpiexec_with(3, &build("race.c"), &["ordered"], &["--audit", "--check"]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("race: done"), "{run:?}");
-    assert!(run.stdout.contains("no findings"), "{run:?}");
+fn a_message_or_a_collective_between_the_epochs_orders_the_puts_for_the_check() {
+    let program = build("race.c");
+    // a message, and a collective (a broadcast over a communicator of ranks 1 and 2): both
+    // travel as the service's messages, which the audit records on the program's window
+    for order in ["ordered", "collective"] {
+        let run = mpiexec_with(3, &program, &[order], &["--audit", "--check"]);
+        assert!(run.status.success(), "{order}: {run:?}");
+        assert!(run.stdout.contains("race: done"), "{order}: {run:?}");
+        assert!(run.stdout.contains("no findings"), "{order}: {run:?}");
+    }
 }
 
 #[test]
@@ -138,7 +143,17 @@ fn a_call_of_a_later_phase_fails_with_unsupported_operation_not_a_loader_error()
     assert_eq!(run.status.code(), Some(44), "{run:?}");
     assert!(
         run.stderr
-            .contains("rank 1: MPI_Alltoall: MPI_ERR_UNSUPPORTED_OPERATION"),
+            .contains("rank 1: MPI_Intercomm_merge: MPI_ERR_UNSUPPORTED_OPERATION"),
         "{run:?}"
     );
+}
+
+#[test]
+fn scatter_gatherv_alltoall_and_reduce_scatter_on_the_world_and_a_subcommunicator() {
+    let program = build("collectives.c");
+    for n in [1, 3, 4] {
+        let run = mpiexec(n, &program, &[]);
+        assert!(run.status.success(), "-n {n}: {run:?}");
+        assert!(run.stdout.contains("collectives: ok"), "-n {n}: {run:?}");
+    }
 }

@@ -71,11 +71,20 @@ pub fn mpicc(name: &str, sources: &[PathBuf], flags: &[&str]) -> PathBuf {
     out
 }
 
-/// Builds `tests/programs/FILE` (with its `check.h`).
+/// Builds `tests/programs/FILE` (with its `check.h`), once per test binary: tests running at
+/// once that need the same program share one build (a second build writing the binary while
+/// the first test runs it fails that run with "Permission denied").
 pub fn build(file: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(name, _)| name == file) {
+        return path.clone();
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
     let name = file.trim_end_matches(".c");
-    mpicc(name, &[dir.join(file)], &["-Wall"])
+    let path = mpicc(name, &[dir.join(file)], &["-Wall"]);
+    built.push((file.to_string(), path.clone()));
+    path
 }
 
 /// What a job printed and how it ended.
@@ -93,9 +102,20 @@ pub fn mpiexec(n: u32, program: &Path, args: &[&str]) -> Run {
 
 /// [`mpiexec`] with more flags of `mpiexec`'s own (`--check`).
 pub fn mpiexec_with(n: u32, program: &Path, args: &[&str], flags: &[&str]) -> Run {
+    mpiexec_within(n, program, args, flags, 120)
+}
+
+/// [`mpiexec_with`] ending the job after `seconds`.
+pub fn mpiexec_within(n: u32, program: &Path, args: &[&str], flags: &[&str], seconds: u32) -> Run {
     let dir = artifacts();
     let output = Command::new(dir.join("onesided"))
-        .args(["--timeout", "120", "mpiexec", "-n", &n.to_string()])
+        .args([
+            "--timeout",
+            &seconds.to_string(),
+            "mpiexec",
+            "-n",
+            &n.to_string(),
+        ])
         .args(flags)
         .arg(program)
         .args(args)
