@@ -1683,6 +1683,48 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 Some(C::RmaFlavor),
             ),
             row(
+                "a message to a rank outside the world",
+                Send::Call(Some(Call::Send(v1::Send {
+                    dest: 1000,
+                    tag: 0,
+                    context: 0,
+                    payload: Bytes::from_static(b"x"),
+                }))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "a message with a negative tag",
+                Send::Call(Some(Call::Send(v1::Send {
+                    dest: 0,
+                    tag: -7,
+                    context: 0,
+                    payload: Bytes::from_static(b"x"),
+                }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
+                "a receive from a rank outside the world",
+                Send::Call(Some(Call::Receive(v1::Receive {
+                    source: u32::MAX,
+                    ..Default::default()
+                }))),
+                InvalidArgument,
+                Some(C::Rank),
+            ),
+            row(
+                "an immediate receive that is not a probe",
+                Send::Call(Some(Call::Receive(v1::Receive {
+                    any_source: true,
+                    any_tag: true,
+                    immediate: true,
+                    ..Default::default()
+                }))),
+                InvalidArgument,
+                Some(C::Arg),
+            ),
+            row(
                 "attaching memory to another world's window",
                 Send::Call(Some(Call::Attach(v1::Attach {
                     window: v.id,
