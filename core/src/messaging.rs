@@ -85,6 +85,8 @@ pub type Answers<R> = Vec<(R, Result<Delivery, RmaError>)>;
 #[derive(Debug)]
 struct Posted<R> {
     rank: u32,
+    /// The session of the rank that posted it.
+    incarnation: u64,
     pattern: Pattern,
     /// A blocking probe: answered without taking the message.
     probe: bool,
@@ -220,12 +222,12 @@ impl<R> Mailbox<R> {
         answers
     }
 
-    /// Rank `rank` receives (or, with `probe`, probes for) a message matching `pattern`:
-    /// answered at once when one is queued, else when one comes — or, with `wait` false (a
-    /// non-blocking probe), at once with [`Delivery::Nothing`].
+    /// Rank `rank` (its session `incarnation`) receives (or, with `probe`, probes for) a
+    /// message matching `pattern`: answered at once when one is queued, else when one comes —
+    /// or, with `wait` false (a non-blocking probe), at once with [`Delivery::Nothing`].
     pub fn receive(
         &mut self,
-        rank: u32,
+        (rank, incarnation): (u32, u64),
         pattern: Pattern,
         probe: bool,
         wait: bool,
@@ -262,6 +264,7 @@ impl<R> Mailbox<R> {
         }
         self.posted.push_back(Posted {
             rank,
+            incarnation,
             pattern,
             probe,
             reply,
@@ -274,12 +277,14 @@ impl<R> Mailbox<R> {
         self.gone.remove(&rank);
     }
 
-    /// A session of `rank` ended: its waiting receives and probes are dropped (their replies
-    /// with them: no message is taken for a session that is no longer there). While it is
-    /// `gone` (no newer session attached), receives that can only match it fail. Its messages
-    /// already sent stay: they were complete when sent.
-    pub fn departed(&mut self, rank: u32, gone: bool) -> Answers<R> {
-        self.posted.retain(|posted| posted.rank != rank);
+    /// Session `incarnation` of `rank` ended: its waiting receives and probes are dropped
+    /// (their replies with them: no message is taken for a session that is no longer there; a
+    /// newer session's stay). While the rank is `gone` (no newer session attached), receives
+    /// that can only match it fail. Its messages already sent stay: they were complete when
+    /// sent.
+    pub fn departed(&mut self, (rank, incarnation): (u32, u64), gone: bool) -> Answers<R> {
+        self.posted
+            .retain(|posted| (posted.rank, posted.incarnation) != (rank, incarnation));
         if !gone {
             return Vec::new();
         }
@@ -360,10 +365,10 @@ mod tests {
         send(&mut mailbox, 1, 0, 7, "second");
         send(&mut mailbox, 1, 0, 8, "third");
         // the tag-8 receive skips over the tag-7 messages; the any-tag ones take them in order
-        let third = mailbox.receive(0, pattern(Some(1), Some(8)), false, true, "r8");
+        let third = mailbox.receive((0, 1), pattern(Some(1), Some(8)), false, true, "r8");
         assert_eq!(received(third)[0].3, "third");
-        let first = mailbox.receive(0, pattern(Some(1), None), false, true, "a");
-        let second = mailbox.receive(0, pattern(None, None), false, true, "b");
+        let first = mailbox.receive((0, 1), pattern(Some(1), None), false, true, "a");
+        let second = mailbox.receive((0, 1), pattern(None, None), false, true, "b");
         assert_eq!(received(first)[0].3, "first");
         assert_eq!(received(second)[0].3, "second");
         assert_eq!(mailbox.queued(), 0);
@@ -373,13 +378,13 @@ mod tests {
     fn receives_posted_first_are_matched_first_and_a_probe_does_not_take() {
         let mut mailbox = Mailbox::new(3, 1 << 20);
         assert!(mailbox
-            .receive(0, pattern(None, None), true, true, "probe")
+            .receive((0, 1), pattern(None, None), true, true, "probe")
             .is_empty());
         assert!(mailbox
-            .receive(0, pattern(None, None), false, true, "r1")
+            .receive((0, 1), pattern(None, None), false, true, "r1")
             .is_empty());
         assert!(mailbox
-            .receive(0, pattern(Some(2), None), false, true, "r2")
+            .receive((0, 1), pattern(Some(2), None), false, true, "r2")
             .is_empty());
         let answers = deliver(&mut mailbox, 2, 0, 1, "x");
         assert_eq!(answers.len(), 2);
@@ -408,13 +413,13 @@ mod tests {
             .unwrap();
         // held, not yet released: no receive sees it
         assert_eq!(
-            mailbox.receive(0, pattern(None, None), false, false, "early"),
+            mailbox.receive((0, 1), pattern(None, None), false, false, "early"),
             vec![("early", Ok(Delivery::Nothing))]
         );
         assert!(mailbox.release(id).is_empty());
         send(&mut mailbox, 1, 2, 5, "for 2");
         assert_eq!(
-            mailbox.receive(0, pattern(None, None), false, false, "miss"),
+            mailbox.receive((0, 1), pattern(None, None), false, false, "miss"),
             vec![("miss", Ok(Delivery::Nothing))]
         );
         let hit = Pattern {
@@ -422,7 +427,7 @@ mod tests {
             ..pattern(None, None)
         };
         assert_eq!(
-            received(mailbox.receive(0, hit, false, false, "hit"))[0].3,
+            received(mailbox.receive((0, 1), hit, false, false, "hit"))[0].3,
             "ctx9"
         );
     }
@@ -445,10 +450,10 @@ mod tests {
             ErrorClass::NoMem
         );
         assert_eq!(mailbox.queued(), 1);
-        let answers = mailbox.receive(1, pattern(Some(5), None), false, true, "bad");
+        let answers = mailbox.receive((1, 1), pattern(Some(5), None), false, true, "bad");
         assert_eq!(answers[0].1.as_ref().unwrap_err().class, ErrorClass::Rank);
         // once received, the bytes are free again
-        mailbox.receive(1, pattern(None, None), false, true, "r");
+        mailbox.receive((1, 1), pattern(None, None), false, true, "r");
         send(&mut mailbox, 0, 1, 0, "9");
     }
 
@@ -456,15 +461,15 @@ mod tests {
     fn a_gone_source_fails_the_receives_only_it_could_satisfy() {
         let mut mailbox = Mailbox::new(3, 1 << 20);
         assert!(mailbox
-            .receive(0, pattern(Some(1), None), false, true, "from1")
+            .receive((0, 1), pattern(Some(1), None), false, true, "from1")
             .is_empty());
         assert!(mailbox
-            .receive(0, pattern(None, None), false, true, "any")
+            .receive((0, 1), pattern(None, None), false, true, "any")
             .is_empty());
         assert!(mailbox
-            .receive(1, pattern(None, None), false, true, "at1")
+            .receive((1, 1), pattern(None, None), false, true, "at1")
             .is_empty());
-        let failed = mailbox.departed(1, true);
+        let failed = mailbox.departed((1, 1), true);
         assert_eq!(failed.len(), 1);
         assert_eq!(failed[0].0, "from1");
         assert_eq!(
@@ -474,11 +479,11 @@ mod tests {
         // the departed rank's own receive is gone: a message to it waits for its next session
         send(&mut mailbox, 2, 1, 0, "kept");
         assert_eq!(mailbox.queued(), 1);
-        let now = mailbox.receive(0, pattern(Some(1), None), false, true, "later");
+        let now = mailbox.receive((0, 1), pattern(Some(1), None), false, true, "later");
         assert_eq!(now[0].1.as_ref().unwrap_err().class, ErrorClass::ProcFailed);
         mailbox.joined(1);
         assert!(mailbox
-            .receive(0, pattern(Some(1), None), false, true, "again")
+            .receive((0, 1), pattern(Some(1), None), false, true, "again")
             .is_empty());
         let answers = deliver(&mut mailbox, 2, 0, 0, "z");
         assert_eq!(received(answers)[0].0, "any");

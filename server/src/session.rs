@@ -441,7 +441,10 @@ impl Session {
         self.registry
             .end_session(&self.member.world, me, self.incarnation);
         if ending != Ending::Shutdown {
-            self.member.collectives.departed(me, reason, vanished).await;
+            self.member
+                .collectives
+                .departed((me, self.incarnation), reason, vanished)
+                .await;
         }
         self.ended.send_replace(true);
         tracing::info!(reason, "session detached");

@@ -63,9 +63,10 @@ enum Message {
     },
     /// The admitted message may be received (its send is in the log).
     Release(u64),
-    /// `MPI_Recv`, `MPI_Probe` or `MPI_Iprobe` by `rank`.
+    /// `MPI_Recv`, `MPI_Probe` or `MPI_Iprobe` by `rank`'s session `incarnation`.
     Receive {
         rank: u32,
+        incarnation: u64,
         pattern: Pattern,
         probe: bool,
         wait: bool,
@@ -76,6 +77,7 @@ enum Message {
     /// A session of the rank ended; `gone` unless a newer one is already attached.
     Departed {
         rank: u32,
+        incarnation: u64,
         reason: String,
         gone: bool,
     },
@@ -223,14 +225,15 @@ impl WorldHandle {
         let _ = self.sender.send(Message::Release(id)).await;
     }
 
-    /// Rank `rank` receives (or probes for) a message matching `pattern`; `reply` is answered
-    /// with `Received` when one matches (at once, found or not, when `wait` is false).
+    /// Session `incarnation` of rank `rank` receives (or probes for) a message matching
+    /// `pattern`; `reply` is answered with `Received` when one matches (at once, found or not,
+    /// when `wait` is false).
     ///
     /// # Errors
     /// As [`WorldHandle::arrive`].
     pub async fn receive(
         &self,
-        rank: u32,
+        (rank, incarnation): (u32, u64),
         pattern: Pattern,
         probe: bool,
         wait: bool,
@@ -238,6 +241,7 @@ impl WorldHandle {
     ) -> Result<(), RmaError> {
         self.send(Message::Receive {
             rank,
+            incarnation,
             pattern,
             probe,
             wait,
@@ -251,11 +255,13 @@ impl WorldHandle {
         let _ = self.sender.send(Message::Joined(rank)).await;
     }
 
-    /// A session of `rank` ended: collectives it has not joined fail with `PROC_FAILED`, and
-    /// while it is `gone` (no newer session attached) so do new ones.
-    pub async fn departed(&self, rank: u32, reason: &str, gone: bool) {
+    /// Session `incarnation` of `rank` ended: collectives it has not joined fail with
+    /// `PROC_FAILED`, and while it is `gone` (no newer session attached) so do new ones; its
+    /// receives waiting are dropped.
+    pub async fn departed(&self, (rank, incarnation): (u32, u64), reason: &str, gone: bool) {
         let message = Message::Departed {
             rank,
+            incarnation,
             reason: reason.to_string(),
             gone,
         };
@@ -293,12 +299,13 @@ async fn run(
             }
             Message::Receive {
                 rank,
+                incarnation,
                 pattern,
                 probe,
                 wait,
                 reply,
             } => {
-                deliver(mailbox.receive(rank, pattern, probe, wait, reply));
+                deliver(mailbox.receive((rank, incarnation), pattern, probe, wait, reply));
                 continue;
             }
             Message::Arrive(arrive) => collectives.arrive_group(
@@ -326,8 +333,13 @@ async fn run(
                 mailbox.joined(rank);
                 continue;
             }
-            Message::Departed { rank, reason, gone } => {
-                deliver(mailbox.departed(rank, gone));
+            Message::Departed {
+                rank,
+                incarnation,
+                reason,
+                gone,
+            } => {
+                deliver(mailbox.departed((rank, incarnation), gone));
                 collectives.departed(rank, &reason, gone)
             }
         };

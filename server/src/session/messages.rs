@@ -65,7 +65,7 @@ impl Session {
         self.member
             .collectives
             .receive(
-                self.member.rank,
+                (self.member.rank, self.incarnation),
                 pattern,
                 receive.probe,
                 !receive.immediate,
