@@ -104,5 +104,23 @@ int main(void)
     D(MPI_COUNT, Signed, MPI_Count);
     D(MPI_PACKED, Byte, char);
     printf("];\n");
+    /* the pair types of MAXLOC and MINLOC: a value and an int, laid out as C lays out the
+     * struct of the two (the int after the value's padding) */
+    printf("\n/// The pair datatypes of `MPI_MAXLOC`/`MPI_MINLOC`: handle, name, kind and size of the\n");
+    printf("/// value, offset of the int, size of the C struct (the extent).\n");
+    printf("pub const PAIR_DATATYPES: &[(i32, &str, Kind, usize, usize, usize)] = &[\n");
+#define PAIR(name, kind, type)                                                              \
+    do {                                                                                    \
+        struct pair { type value; int index; };                                             \
+        printf("    (0x%08x_u32 as i32, \"%s\", Kind::%s, %zu, %zu, %zu),\n", (unsigned) (name), \
+               #name, #kind, sizeof(type), offsetof(struct pair, index), sizeof(struct pair)); \
+    } while (0)
+    PAIR(MPI_FLOAT_INT, Float, float);
+    PAIR(MPI_DOUBLE_INT, Float, double);
+    PAIR(MPI_LONG_INT, Signed, long);
+    PAIR(MPI_2INT, Signed, int);
+    PAIR(MPI_SHORT_INT, Signed, short);
+    PAIR(MPI_LONG_DOUBLE_INT, Unsupported, long double);
+    printf("];\n");
     return 0;
 }

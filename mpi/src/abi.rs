@@ -50,6 +50,22 @@ pub fn datatype(handle: i32) -> Option<Datatype> {
     })
 }
 
+/// A pair datatype of `MPI_MAXLOC`/`MPI_MINLOC`: core's pair type (packed: the value, then the
+/// int), the value's size, the int's offset in the C struct and the struct's size — or `None`
+/// (not a pair type, or `MPI_LONG_DOUBLE_INT`, which no core datatype holds).
+pub fn pair(handle: i32) -> Option<(Datatype, usize, usize, usize)> {
+    let &(_, _, kind, value, index, extent) = PAIR_DATATYPES.iter().find(|p| p.0 == handle)?;
+    let dtype = match (kind, value) {
+        (Kind::Float, 4) => Datatype::PairF32I32,
+        (Kind::Float, 8) => Datatype::PairF64I32,
+        (Kind::Signed, 8) => Datatype::PairI64I32,
+        (Kind::Signed, 4) => Datatype::PairI32I32,
+        (Kind::Signed, 2) => Datatype::PairI16I32,
+        _ => return None,
+    };
+    Some((dtype, value, index, extent))
+}
+
 /// Core's op for a predefined op handle.
 pub fn op(handle: i32) -> Option<Op> {
     Some(match handle {
@@ -224,6 +240,21 @@ mod tests {
         assert_eq!(datatype(handle("MPI_DOUBLE")), Some(Datatype::F64));
         assert_eq!(datatype(handle("MPI_LONG")), Some(Datatype::I64));
         assert_eq!(datatype(handle("MPI_LONG_DOUBLE")), None);
+        let pair_of = |name: &str| {
+            let handle = PAIR_DATATYPES.iter().find(|d| d.1 == name).unwrap().0;
+            pair(handle).map(|(dtype, value, index, extent)| (dtype, value, index, extent))
+        };
+        // packed, the value then the int; in C, the int after the value's padding
+        assert_eq!(pair_of("MPI_2INT"), Some((Datatype::PairI32I32, 4, 4, 8)));
+        assert_eq!(
+            pair_of("MPI_DOUBLE_INT"),
+            Some((Datatype::PairF64I32, 8, 8, 16))
+        );
+        assert_eq!(
+            pair_of("MPI_SHORT_INT"),
+            Some((Datatype::PairI16I32, 2, 4, 8))
+        );
+        assert_eq!(pair_of("MPI_LONG_DOUBLE_INT"), None);
         assert_eq!(op(MPI_SUM), Some(Op::Sum));
     }
 }

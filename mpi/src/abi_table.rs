@@ -159,3 +159,14 @@ pub const DATATYPES: &[(i32, &str, Kind, usize)] = &[
     (0x4c000845_u32 as i32, "MPI_COUNT", Kind::Signed, 8),
     (0x4c00010f_u32 as i32, "MPI_PACKED", Kind::Byte, 1),
 ];
+
+/// The pair datatypes of `MPI_MAXLOC`/`MPI_MINLOC`: handle, name, kind and size of the
+/// value, offset of the int, size of the C struct (the extent).
+pub const PAIR_DATATYPES: &[(i32, &str, Kind, usize, usize, usize)] = &[
+    (0x8c000000_u32 as i32, "MPI_FLOAT_INT", Kind::Float, 4, 4, 8),
+    (0x8c000001_u32 as i32, "MPI_DOUBLE_INT", Kind::Float, 8, 8, 16),
+    (0x8c000002_u32 as i32, "MPI_LONG_INT", Kind::Signed, 8, 8, 16),
+    (0x4c000816_u32 as i32, "MPI_2INT", Kind::Signed, 4, 4, 8),
+    (0x8c000003_u32 as i32, "MPI_SHORT_INT", Kind::Signed, 2, 4, 8),
+    (0x8c000004_u32 as i32, "MPI_LONG_DOUBLE_INT", Kind::Unsupported, 16, 16, 32),
+];

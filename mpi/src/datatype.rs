@@ -26,8 +26,23 @@ pub struct Dt {
 }
 
 impl Dt {
-    /// A basic datatype.
+    /// A basic datatype, or a pair type of `MPI_MAXLOC`/`MPI_MINLOC` (its value and its int,
+    /// each where C puts it: packed they are core's pair type).
     pub fn basic(handle: i32) -> Option<Dt> {
+        if let Some((base, value, index, extent)) = crate::abi::pair(handle) {
+            let runs = if index == value {
+                vec![(0, value as u64 + 4)]
+            } else {
+                vec![(0, value as u64), (index as i64, 4)]
+            };
+            return Some(Dt {
+                base,
+                elem: base.size() as u64,
+                runs,
+                lb: 0,
+                extent: extent as i64,
+            });
+        }
         let dtype = crate::abi::datatype(handle)?;
         let size = dtype.size() as u64;
         Some(Dt {

@@ -157,3 +157,13 @@ fn scatter_gatherv_alltoall_and_reduce_scatter_on_the_world_and_a_subcommunicato
         assert!(run.stdout.contains("collectives: ok"), "-n {n}: {run:?}");
     }
 }
+
+#[test]
+fn maxloc_and_minloc_on_the_pair_types_with_the_c_structs_padding() {
+    let program = build("pairs.c");
+    for n in [2, 4] {
+        let run = mpiexec(n, &program, &[]);
+        assert!(run.status.success(), "-n {n}: {run:?}");
+        assert!(run.stdout.contains("pairs: ok"), "-n {n}: {run:?}");
+    }
+}
