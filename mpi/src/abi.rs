@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(datatype(handle("MPI_LONG_DOUBLE")), None);
         let pair_of = |name: &str| {
             let handle = PAIR_DATATYPES.iter().find(|d| d.1 == name).unwrap().0;
-            pair(handle).map(|(dtype, value, index, extent)| (dtype, value, index, extent))
+            pair(handle)
         };
         // packed, the value then the int; in C, the int after the value's padding
         assert_eq!(pair_of("MPI_2INT"), Some((Datatype::PairI32I32, 4, 4, 8)));

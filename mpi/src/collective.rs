@@ -392,6 +392,22 @@ fn members(comm: c_int) -> Res<usize> {
     state::with(|mpi| Ok(comm_check(mpi, comm)?.len()))
 }
 
+/// A rooted v-collective's counts and displacements: read at the root (one per member of
+/// `comm`), empty elsewhere, where MPI leaves them undefined.
+unsafe fn at_root<'a>(
+    comm: c_int,
+    root: c_int,
+    counts: *const c_int,
+    displs: *const c_int,
+) -> Res<(&'a [c_int], &'a [c_int])> {
+    let n = members(comm)?;
+    if state::with(|mpi| Ok(mpi.comm_rank(comm)? as c_int == root))? {
+        Ok((ints(counts, n)?, ints(displs, n)?))
+    } else {
+        Ok((&[], &[]))
+    }
+}
+
 export! {
     fn MPI_Scatter / PMPI_Scatter(
         sendbuf: *const c_void,
@@ -418,14 +434,7 @@ export! {
         root: c_int,
         comm: c_int,
     ) {
-        let n = members(comm)?;
-        let is_root = state::with(|mpi| Ok(mpi.comm_rank(comm)? as c_int == root))?;
-        // the arrays count only at the root
-        let (sendcounts, displs) = if is_root {
-            (ints(sendcounts, n)?, ints(displs, n)?)
-        } else {
-            (&[][..], &[][..])
-        };
+        let (sendcounts, displs) = at_root(comm, root, sendcounts, displs)?;
         let counts = |m: usize| (sendcounts[m], displs[m]);
         scatterv(sendbuf, &counts, sendtype, recvbuf, recvcount, recvtype, root, comm)
     }
@@ -441,13 +450,7 @@ export! {
         root: c_int,
         comm: c_int,
     ) {
-        let n = members(comm)?;
-        let is_root = state::with(|mpi| Ok(mpi.comm_rank(comm)? as c_int == root))?;
-        let (recvcounts, displs) = if is_root {
-            (ints(recvcounts, n)?, ints(displs, n)?)
-        } else {
-            (&[][..], &[][..])
-        };
+        let (recvcounts, displs) = at_root(comm, root, recvcounts, displs)?;
         let counts = |m: usize| (recvcounts[m], displs[m]);
         gatherv(sendbuf, sendcount, sendtype, recvbuf, &counts, recvtype, Some(root), comm)
     }

@@ -253,82 +253,56 @@ unsafe fn status_bytes(status: *const c_int) -> u64 {
     low | (high << 32)
 }
 
+/// `MPI_Send` and its modes, and their nonblocking forms, alike: the service buffers every
+/// message, so each completes once the service holds it — `MPI_Ssend` too, which in MPI
+/// completes only once a receive matched it (a program relying on that rendezvous to order
+/// itself is not ordered by it here), and each nonblocking form's request is complete at once.
+macro_rules! sends {
+    ($($name:ident / $pname:ident),*; $($iname:ident / $ipname:ident),*) => {
+        export! {
+            $(
+                fn $name / $pname(
+                    buf: *const c_void,
+                    count: c_int,
+                    datatype: c_int,
+                    dest: c_int,
+                    tag: c_int,
+                    comm: c_int,
+                ) {
+                    send(buf, count, datatype, dest, tag, comm)
+                }
+            )*
+            $(
+                fn $iname / $ipname(
+                    buf: *const c_void,
+                    count: c_int,
+                    datatype: c_int,
+                    dest: c_int,
+                    tag: c_int,
+                    comm: c_int,
+                    request: *mut c_int,
+                ) {
+                    send(buf, count, datatype, dest, tag, comm)?;
+                    let id = state::with(|mpi| Ok(mpi.completed_request()))?;
+                    out(request, id)
+                }
+            )*
+        }
+    };
+}
+
+sends!(
+    MPI_Send / PMPI_Send,
+    MPI_Ssend / PMPI_Ssend,
+    MPI_Rsend / PMPI_Rsend,
+    MPI_Bsend / PMPI_Bsend;
+    MPI_Isend / PMPI_Isend,
+    MPI_Issend / PMPI_Issend,
+    MPI_Irsend / PMPI_Irsend,
+    MPI_Ibsend / PMPI_Ibsend
+);
+
 export! {
-    fn MPI_Send / PMPI_Send(
-        buf: *const c_void,
-        count: c_int,
-        datatype: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-    ) {
-        send(buf, count, datatype, dest, tag, comm)
-    }
-
-    /// Synchronous mode: complete here once the service holds the message, which MPI allows
-    /// only once a receive matched it; programs that rely on the rendezvous to order
-    /// themselves are rare, and the difference is documented (ARCHITECTURE.md, `mpi/`).
-    fn MPI_Ssend / PMPI_Ssend(
-        buf: *const c_void,
-        count: c_int,
-        datatype: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-    ) {
-        send(buf, count, datatype, dest, tag, comm)
-    }
-
-    fn MPI_Rsend / PMPI_Rsend(
-        buf: *const c_void,
-        count: c_int,
-        datatype: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-    ) {
-        send(buf, count, datatype, dest, tag, comm)
-    }
-
-    fn MPI_Bsend / PMPI_Bsend(
-        buf: *const c_void,
-        count: c_int,
-        datatype: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-    ) {
-        send(buf, count, datatype, dest, tag, comm)
-    }
-
-    fn MPI_Isend / PMPI_Isend(
-        buf: *const c_void,
-        count: c_int,
-        datatype: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-        request: *mut c_int,
-    ) {
-        send(buf, count, datatype, dest, tag, comm)?;
-        let id = state::with(|mpi| Ok(mpi.completed_request()))?;
-        out(request, id)
-    }
-
-    fn MPI_Issend / PMPI_Issend(
-        buf: *const c_void,
-        count: c_int,
-        datatype: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-        request: *mut c_int,
-    ) {
-        send(buf, count, datatype, dest, tag, comm)?;
-        let id = state::with(|mpi| Ok(mpi.completed_request()))?;
-        out(request, id)
-    }
-
     fn MPI_Recv / PMPI_Recv(
         buf: *mut c_void,
         count: c_int,

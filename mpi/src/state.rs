@@ -164,9 +164,12 @@ impl Comm {
 
 impl Mpi {
     /// A new handle of `kind` (MPICH's handle kind bits, `0x?4000000`), unique in the process.
+    /// It is an "indirect" handle in MPICH's terms (top bits `11`): MPICH's own predefined
+    /// objects are "builtin" (`01`) or "direct" (`10`, the pair datatypes `0x8c000000`…), so
+    /// none of ours can ever be mistaken for one of them.
     pub fn handle(&mut self, kind: u32) -> i32 {
         self.next_handle += 1;
-        (kind | (0x8000_0000 | (self.next_handle as u32 & 0x03ff_ffff))) as i32
+        (kind | (0xc000_0000 | (self.next_handle as u32 & 0x03ff_ffff))) as i32
     }
 
     /// A request complete from the start (`MPI_Isend`, whose message the service holds).
