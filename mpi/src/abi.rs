@@ -223,6 +223,27 @@ mod tests {
         );
     }
 
+    /// `abi/functions.txt`, the functions build.rs stubs when the crate does not define them,
+    /// is exactly what `functions.sh` prints from the system's `mpi.h`.
+    #[test]
+    fn the_function_list_is_mpi_h() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let printed = std::process::Command::new("sh")
+            .arg(dir.join("abi/functions.sh"))
+            .output()
+            .expect("sh");
+        assert!(
+            printed.status.success(),
+            "abi/functions.sh failed (it needs mpicc: apt-get install mpich libmpich-dev)"
+        );
+        let listed = std::fs::read_to_string(dir.join("abi/functions.txt")).unwrap();
+        assert_eq!(
+            String::from_utf8(printed.stdout).unwrap(),
+            listed,
+            "mpi/abi/functions.txt differs from the system's mpi.h: regenerate it (abi/functions.sh)"
+        );
+    }
+
     #[test]
     fn every_core_class_has_an_mpich_class() {
         for class in onesided_core::ErrorClass::ALL {

@@ -470,6 +470,40 @@ export! {
         out(true_extent, span as isize)
     }
 
+    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: c_int, size: *mut i64) {
+        let mut bytes: c_int = 0;
+        match MPI_Type_size(datatype, &mut bytes) {
+            MPI_SUCCESS => out(size, i64::from(bytes)),
+            class => Err(fail(class, "MPI_Type_size failed")),
+        }
+    }
+
+    fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: c_int, lb: *mut i64, extent: *mut i64) {
+        let (mut low, mut span) = (0isize, 0isize);
+        match MPI_Type_get_extent(datatype, &mut low, &mut span) {
+            MPI_SUCCESS => {
+                out(lb, low as i64)?;
+                out(extent, span as i64)
+            }
+            class => Err(fail(class, "MPI_Type_get_extent failed")),
+        }
+    }
+
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(
+        datatype: c_int,
+        true_lb: *mut i64,
+        true_extent: *mut i64,
+    ) {
+        let (mut low, mut span) = (0isize, 0isize);
+        match MPI_Type_get_true_extent(datatype, &mut low, &mut span) {
+            MPI_SUCCESS => {
+                out(true_lb, low as i64)?;
+                out(true_extent, span as i64)
+            }
+            class => Err(fail(class, "MPI_Type_get_true_extent failed")),
+        }
+    }
+
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
         out(address, location as isize)
     }

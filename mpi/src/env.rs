@@ -83,6 +83,8 @@ fn init() -> Res {
         requests: Default::default(),
         types: Default::default(),
         win_keyvals: Default::default(),
+        comm_keyvals: Default::default(),
+        messages: Default::default(),
         win_errhandlers: Default::default(),
     };
     state::install(mpi);
@@ -577,15 +579,18 @@ export! {
             return Err(fail(MPI_ERR_ARG, "a null communicator pointer"));
         }
         let handle = *comm;
-        state::with(|mpi| {
+        let (attrs, keyvals) = state::with(|mpi| {
             if handle == MPI_COMM_WORLD || handle == MPI_COMM_SELF {
                 return Err(fail(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed"));
             }
-            mpi.comms.remove(&handle).ok_or_else(|| {
+            let entry = mpi.comms.remove(&handle).ok_or_else(|| {
                 fail(MPI_ERR_COMM, format!("{handle:#x} is not a communicator"))
             })?;
-            Ok(())
+            let keyvals: Vec<_> = mpi.comm_keyvals.iter().map(|(k, c)| (*k, *c)).collect();
+            Ok((entry.attrs, keyvals))
         })?;
+        // outside the state's lock: a delete function may call MPI
+        crate::attributes::delete_all(handle, attrs, &keyvals);
         out(comm, MPI_COMM_NULL)
     }
 

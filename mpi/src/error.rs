@@ -80,6 +80,14 @@ pub fn guard(name: &str, body: impl FnOnce() -> Res) -> c_int {
     };
     let handler = state::errhandler(failed.on);
     if handler == MPI_ERRORS_RETURN {
+        if report_returned() {
+            let (class, _) = class_text(failed.class);
+            eprintln!(
+                "onesided MPI: rank {}: {name}: {class}: {} (returned: MPI_ERRORS_RETURN)",
+                state::rank_for_messages(),
+                failed.message
+            );
+        }
         return failed.class;
     }
     if let (Some(function), On::Win(mut win)) = (state::user_errhandler(handler), failed.on) {
@@ -100,6 +108,16 @@ pub fn guard(name: &str, body: impl FnOnce() -> Res) -> c_int {
         failed.message
     );
     fatal_exit(failed.class)
+}
+
+/// Whether errors returned to the program (`MPI_ERRORS_RETURN`) are printed too:
+/// `ONESIDED_MPI_REPORT_ERRORS=1` (the class alone reaches the program; this says which call
+/// and why).
+fn report_returned() -> bool {
+    static REPORT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REPORT.get_or_init(|| {
+        std::env::var_os("ONESIDED_MPI_REPORT_ERRORS").is_some_and(|value| value != "0")
+    })
 }
 
 /// Ends the process at once with a non-zero status (the job's `mpiexec` then ends the others).

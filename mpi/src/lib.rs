@@ -8,6 +8,8 @@
 //! - [`sync`]: how the program's window memory and the client's private copy stay one.
 //! - [`collective`]: bcast/reduce/allreduce over `MPI_COMM_WORLD`, from RMA on a window of the
 //!   library's own.
+//! - [`attributes`]: attributes on communicators, and the world's predefined ones.
+//! - [`data`]: the data symbols of MPICH's ABI (sentinels programs take the address of).
 //! - [`datatype`]: derived datatypes of one basic type, as byte runs.
 //! - [`p2p`]: point-to-point messages, carried and matched by the service.
 //! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`; `unsupported`: the
@@ -39,7 +41,9 @@ macro_rules! export {
 }
 
 pub mod abi;
+pub mod attributes;
 pub mod collective;
+pub mod data;
 pub mod datatype;
 pub mod env;
 pub mod error;

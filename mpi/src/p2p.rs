@@ -203,23 +203,104 @@ pub fn land(mpi: &Mpi, receiving: Receiving) -> Res<Envelope> {
             format!("the receive's task failed: {error}"),
         )
     })??;
+    let envelope = Envelope {
+        source: comm_rank_of(&ranks, message.source),
+        tag: message.tag,
+        bytes: message.len,
+    };
+    write_into(into, &runs, &message.payload, envelope)
+}
+
+/// Writes a message's `payload` into the program's buffer (`runs` of `into`), or
+/// `MPI_ERR_TRUNCATE` when it does not fit.
+fn write_into(
+    into: CPtr,
+    runs: &[(i64, u64)],
+    payload: &[u8],
+    envelope: Envelope,
+) -> Res<Envelope> {
     let capacity: u64 = runs.iter().map(|&(_, len)| len).sum();
-    if message.len > capacity {
+    if payload.len() as u64 > capacity {
         return Err(fail(
             MPI_ERR_TRUNCATE,
             format!(
                 "a message of {} bytes from rank {} (tag {}) does not fit the receive's {capacity}",
-                message.len, message.source, message.tag
+                payload.len(),
+                envelope.source,
+                envelope.tag
             ),
         ));
     }
     // SAFETY: the program's receive buffer, valid until the receive completes
-    unsafe { scatter(into.0, &runs, &message.payload) };
-    Ok(Envelope {
-        source: comm_rank_of(&ranks, message.source),
-        tag: message.tag,
-        bytes: message.len,
+    unsafe { scatter(into.0, runs, payload) };
+    Ok(envelope)
+}
+
+/// `MPI_Mprobe` (`wait`) or `MPI_Improbe`: takes the earliest matching message out of the
+/// matching, as MPI's matched probe does, and keeps it here under a message handle for
+/// `MPI_Mrecv`: its handle and envelope, or `None` when `wait` is false and none is there.
+fn matched_probe(
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+    wait: bool,
+) -> Res<Option<(c_int, Envelope)>> {
+    state::with(|mpi| {
+        let Some(from) = matching(mpi, source, tag, comm)? else {
+            return Ok(Some((MPI_MESSAGE_NO_PROC, NULL_ENVELOPE)));
+        };
+        let message = if wait {
+            mpi.block_on(mpi.session.receive(from))?
+        } else {
+            let Some(seen) = mpi.block_on(mpi.session.probe(from, false))? else {
+                return Ok(None);
+            };
+            // this process's calls are serialized, and one sender's messages match in the
+            // order sent: the earliest message from that source with that tag is the one seen
+            let exactly = Match {
+                source: Some(seen.source),
+                tag: Some(seen.tag),
+                context: from.context,
+            };
+            mpi.block_on(mpi.session.receive(exactly))?
+        };
+        let envelope = Envelope {
+            source: comm_rank_of(&mpi.comm(comm)?.ranks, message.source),
+            tag: message.tag,
+            bytes: message.len,
+        };
+        let handle = mpi.handle(MPI_MESSAGE_NULL as u32);
+        mpi.messages.insert(handle, (message.payload, envelope));
+        Ok(Some((handle, envelope)))
     })
+    .on(On::Comm(comm))
+}
+
+/// `MPI_Mrecv`: the message a matched probe took, written into the program's buffer; the
+/// handle becomes `MPI_MESSAGE_NULL`.
+unsafe fn matched_receive(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+    message: *mut c_int,
+) -> Res<Envelope> {
+    if message.is_null() {
+        return Err(fail(MPI_ERR_ARG, "a null message pointer"));
+    }
+    if *message == MPI_MESSAGE_NO_PROC {
+        *message = MPI_MESSAGE_NULL;
+        return Ok(NULL_ENVELOPE);
+    }
+    let envelope = state::with(|mpi| {
+        let runs = runs_of(mpi, count, datatype)?;
+        let (payload, envelope) = mpi
+            .messages
+            .remove(&*message)
+            .ok_or_else(|| fail(MPI_ERR_REQUEST, format!("{:#x} is not a message", *message)))?;
+        write_into(CPtr(buf.cast()), &runs, &payload, envelope)
+    })?;
+    *message = MPI_MESSAGE_NULL;
+    Ok(envelope)
 }
 
 /// The envelope of a receive from `MPI_PROC_NULL`.
@@ -390,6 +471,66 @@ export! {
             write_status(status, envelope);
         }
         out(flag, c_int::from(envelope.is_some()))
+    }
+
+    fn MPI_Mprobe / PMPI_Mprobe(
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        message: *mut c_int,
+        status: *mut c_int,
+    ) {
+        let (handle, envelope) =
+            matched_probe(source, tag, comm, true)?.unwrap_or((MPI_MESSAGE_NULL, NULL_ENVELOPE));
+        write_status(status, envelope);
+        out(message, handle)
+    }
+
+    fn MPI_Improbe / PMPI_Improbe(
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        flag: *mut c_int,
+        message: *mut c_int,
+        status: *mut c_int,
+    ) {
+        let found = matched_probe(source, tag, comm, false)?;
+        if let Some((handle, envelope)) = found {
+            write_status(status, envelope);
+            out(message, handle)?;
+        }
+        out(flag, c_int::from(found.is_some()))
+    }
+
+    fn MPI_Mrecv / PMPI_Mrecv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: c_int,
+        message: *mut c_int,
+        status: *mut c_int,
+    ) {
+        let envelope = matched_receive(buf, count, datatype, message)?;
+        write_status(status, envelope);
+        Ok(())
+    }
+
+    fn MPI_Imrecv / PMPI_Imrecv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: c_int,
+        message: *mut c_int,
+        request: *mut c_int,
+    ) {
+        // the message is here already: the request is complete at once
+        let envelope = matched_receive(buf, count, datatype, message)?;
+        let id = state::with(|mpi| {
+            let id = mpi.completed_request();
+            if let Some(req) = mpi.requests.get_mut(&id) {
+                req.envelope = Some(envelope);
+            }
+            Ok(id)
+        })?;
+        out(request, id)
     }
 
     fn MPI_Get_count / PMPI_Get_count(

@@ -273,6 +273,7 @@ unsafe fn issue(
             landing: landing.map(|(into, runs)| (CPtr(into.cast()), runs)),
             landed: landed.clone(),
             receiving: None,
+            envelope: None,
         };
         let id = mpi.handle(MPI_REQUEST_NULL as u32);
         mpi.requests.insert(id, req);
@@ -933,6 +934,9 @@ fn finish(mpi: &mut Mpi, id: i32) -> Res<Envelope> {
     };
     if let Some(receiving) = req.receiving {
         return crate::p2p::land(mpi, receiving);
+    }
+    if let Some(envelope) = req.envelope {
+        return Ok(envelope);
     }
     if let Some(pending) = req.pending {
         let bytes = mpi.block_on(pending.value())?;

@@ -106,6 +106,11 @@ pub struct Mpi {
     pub types: HashMap<i32, crate::datatype::Dt>,
     /// Window keyvals: the delete callback and its extra state.
     pub win_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
+    /// Messages taken by `MPI_Mprobe`/`MPI_Improbe` and not yet received (`MPI_Mrecv`): the
+    /// message handle to the data and its envelope.
+    pub messages: HashMap<i32, (bytes::Bytes, crate::p2p::Envelope)>,
+    /// Communicator keyvals: the delete callback and its extra state (module `attributes`).
+    pub comm_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
     /// User error handlers of windows (`MPI_Win_create_errhandler`).
     pub win_errhandlers: HashMap<i32, WinErrhandler>,
 }
@@ -127,6 +132,8 @@ pub struct Req {
     pub landing: Option<(CPtr, Vec<(i64, u64)>)>,
     pub landed: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub receiving: Option<crate::p2p::Receiving>,
+    /// What the status of a request complete from the start says (`MPI_Imrecv`'s message).
+    pub envelope: Option<crate::p2p::Envelope>,
 }
 
 /// A communicator: its members (world ranks, in communicator rank order) and what its
@@ -142,6 +149,8 @@ pub struct Comm {
     /// Windows created over it so far.
     pub windows: u64,
     pub errhandler: i32,
+    /// Attributes set with `MPI_Comm_set_attr` (keyval, value), in the order they were set.
+    pub attrs: Vec<(i32, CPtr)>,
 }
 
 impl Comm {
@@ -152,6 +161,7 @@ impl Comm {
             children: 0,
             windows: 0,
             errhandler,
+            attrs: Vec::new(),
         }
     }
 
@@ -185,6 +195,7 @@ impl Mpi {
             landing: None,
             landed: Default::default(),
             receiving,
+            envelope: None,
         };
         self.requests.insert(id, req);
         id

@@ -167,3 +167,52 @@ fn maxloc_and_minloc_on_the_pair_types_with_the_c_structs_padding() {
         assert!(run.stdout.contains("pairs: ok"), "-n {n}: {run:?}");
     }
 }
+
+/// Every function `mpi.h` declares is in the library under its `MPI_` and `PMPI_` names
+/// (implemented, or a stub failing with `MPI_ERR_UNSUPPORTED_OPERATION`), but MPI-4's
+/// large-count `_c` bindings, and so are `mpi.h`'s data symbols: a program built against it
+/// loads whatever it calls.
+#[test]
+fn every_function_and_object_of_mpi_h_is_in_the_library() {
+    let listed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("abi/functions.txt"),
+    )
+    .unwrap();
+    let nm = std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(common::library())
+        .output()
+        .expect("nm (binutils)");
+    assert!(nm.status.success());
+    let defined: std::collections::HashSet<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2).map(str::to_string))
+        .collect();
+    let mut missing = Vec::new();
+    for name in listed.lines().filter(|name| !name.ends_with("_c")) {
+        for symbol in [name.to_string(), format!("P{name}")] {
+            if !defined.contains(&symbol) {
+                missing.push(symbol);
+            }
+        }
+    }
+    for object in [
+        "MPI_UNWEIGHTED",
+        "MPI_WEIGHTS_EMPTY",
+        "MPI_F_STATUS_IGNORE",
+        "MPI_F_STATUSES_IGNORE",
+        "MPI_F08_STATUS_IGNORE",
+        "MPI_F08_STATUSES_IGNORE",
+        "MPIR_F08_MPI_STATUS_IGNORE_OBJ",
+        "MPIR_F08_MPI_STATUSES_IGNORE_OBJ",
+        "MPIR_F08_MPI_IN_PLACE",
+        "MPIR_F08_MPI_BOTTOM",
+        "MPI_T_PVAR_ALL_HANDLES",
+    ] {
+        if !defined.contains(object) {
+            missing.push(object.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "not in libmpich.so: {missing:?}");
+    assert!(listed.lines().count() > 600, "mpi.h's functions were read");
+}
