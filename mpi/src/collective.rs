@@ -356,7 +356,7 @@ unsafe fn reduce_scatter(
         let Some(op) = crate::abi::op(op) else {
             return Err(fail(
                 MPI_ERR_OP,
-                format!("{op:#x} is not a predefined op (user ops are not supported yet)"),
+                format!("{op:#x} is not a predefined op (reduce_scatter takes no user op here)"),
             )
             .on(on));
         };

@@ -84,6 +84,7 @@ fn init() -> Res {
         types: Default::default(),
         win_keyvals: Default::default(),
         comm_keyvals: Default::default(),
+        user_ops: Default::default(),
         messages: Default::default(),
         win_errhandlers: Default::default(),
     };
@@ -556,6 +557,35 @@ export! {
         out(newcomm, handle)
     }
 
+    /// Each process gets a communicator of its own for `MPI_COMM_TYPE_SHARED`: processes of a
+    /// job share no memory across the network (`MPI_UNDEFINED`: `MPI_COMM_NULL`).
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(
+        comm: c_int,
+        split_type: c_int,
+        _key: c_int,
+        _info: c_int,
+        newcomm: *mut c_int,
+    ) {
+        let handle = state::with(|mpi| {
+            let on = On::Comm(comm);
+            if split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED {
+                return Err(fail(MPI_ERR_ARG, format!("split type {split_type} is not MPI_COMM_TYPE_SHARED")).on(on));
+            }
+            let me = mpi.rank;
+            let parent = mpi.comm_mut(comm).on(on)?;
+            parent.children += 1;
+            if split_type == MPI_UNDEFINED {
+                return Ok(MPI_COMM_NULL);
+            }
+            let id = format!("{}.{}.t{me}", parent.id, parent.children);
+            let errhandler = parent.errhandler;
+            let handle = mpi.handle(MPI_COMM_NULL as u32);
+            mpi.comms.insert(handle, Comm::new(vec![me], id, errhandler));
+            Ok(handle)
+        })?;
+        out(newcomm, handle)
+    }
+
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
         let handle = state::with(|mpi| {
             let members = group_members(mpi, group).on(On::Comm(comm))?;
@@ -676,16 +706,15 @@ unsafe fn reduce(
     root: Option<c_int>,
     comm: c_int,
 ) -> Res {
+    if crate::abi::op(op).is_none() && crate::ops::is_user_op(op) {
+        return crate::ops::reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+    }
     state::with(|mpi| {
         let on = On::Comm(comm);
         comm_check(mpi, comm)?;
         let (dtype, size) = self::datatype(datatype).on(on)?;
         let Some(op) = crate::abi::op(op) else {
-            return Err(fail(
-                MPI_ERR_OP,
-                format!("{op:#x} is not a predefined op (user ops are not supported yet)"),
-            )
-            .on(on));
+            return Err(fail(MPI_ERR_OP, format!("{op:#x} is not an op")).on(on));
         };
         let len = bytes_of(count, size).on(on)?;
         let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
@@ -765,7 +794,7 @@ unsafe fn gather(
     })
 }
 
-fn group_members(mpi: &Mpi, group: i32) -> Res<Vec<u32>> {
+pub(crate) fn group_members(mpi: &Mpi, group: i32) -> Res<Vec<u32>> {
     if group == MPI_GROUP_EMPTY {
         return Ok(Vec::new());
     }
@@ -780,7 +809,7 @@ pub fn members(mpi: &Mpi, group: i32) -> Res<Vec<u32>> {
     group_members(mpi, group)
 }
 
-fn new_group(mpi: &mut Mpi, members: Vec<u32>) -> i32 {
+pub(crate) fn new_group(mpi: &mut Mpi, members: Vec<u32>) -> i32 {
     if members.is_empty() {
         return MPI_GROUP_EMPTY;
     }

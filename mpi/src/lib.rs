@@ -11,6 +11,8 @@
 //! - [`attributes`]: attributes on communicators, and the world's predefined ones.
 //! - [`data`]: the data symbols of MPICH's ABI (sentinels programs take the address of).
 //! - [`datatype`]: derived datatypes of one basic type, as byte runs.
+//! - [`groups`]: group union, intersection, difference, ranges, translation, comparison.
+//! - [`ops`]: user-defined reduction operations, in `MPI_Reduce` and `MPI_Allreduce`.
 //! - [`p2p`]: point-to-point messages, carried and matched by the service.
 //! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`; `unsupported`: the
 //!   calls of later phases, failing with `MPI_ERR_UNSUPPORTED_OPERATION`.
@@ -47,6 +49,8 @@ pub mod data;
 pub mod datatype;
 pub mod env;
 pub mod error;
+pub mod groups;
+pub mod ops;
 pub mod p2p;
 pub mod rma;
 pub mod state;

@@ -411,6 +411,61 @@ export! {
         out(win, handle)
     }
 
+    /// A shared-memory window: there is no shared memory across a network, so only over a
+    /// communicator of one process (what `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)` gives),
+    /// where it is `MPI_Win_allocate`'s window with the shared flavor.
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(
+        size: isize,
+        disp_unit: c_int,
+        info: c_int,
+        comm: c_int,
+        baseptr: *mut c_void,
+        win: *mut c_int,
+    ) {
+        let members = state::with(|mpi| Ok(mpi.comm(comm).on(On::Comm(comm))?.ranks.len()))?;
+        if members != 1 {
+            return Err(fail(
+                MPI_ERR_RMA_SHARED,
+                format!(
+                    "the communicator has {members} processes: there is no shared memory across \
+                     a network (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) gives each process a \
+                     communicator of its own)"
+                ),
+            )
+            .on(On::Comm(comm)));
+        }
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        state::with(|mpi| {
+            mpi.win(handle)?.attrs.flavor = MPI_WIN_FLAVOR_SHARED;
+            Ok(())
+        })?;
+        out(baseptr.cast::<*mut c_void>(), base.cast())?;
+        out(win, handle)
+    }
+
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(
+        win: c_int,
+        rank: c_int,
+        size: *mut isize,
+        disp_unit: *mut c_int,
+        baseptr: *mut c_void,
+    ) {
+        let (base, bytes, unit) = state::with(|mpi| {
+            let on = On::Win(win);
+            let entry = mpi.win(win).on(on)?;
+            if entry.attrs.flavor != MPI_WIN_FLAVOR_SHARED {
+                return Err(fail(MPI_ERR_RMA_FLAVOR, "not a window of MPI_Win_allocate_shared").on(on));
+            }
+            if rank != 0 && rank != MPI_PROC_NULL {
+                return Err(fail(MPI_ERR_RANK, format!("rank {rank} is not in the window")).on(on));
+            }
+            Ok((entry.base, entry.attrs.size, entry.attrs.disp_unit))
+        })?;
+        out(size, bytes)?;
+        out(disp_unit, unit)?;
+        out(baseptr.cast::<*mut c_void>(), base.0.cast())
+    }
+
     fn MPI_Win_free / PMPI_Win_free(win: *mut c_int) {
         if win.is_null() {
             return Err(fail(MPI_ERR_ARG, "a null window pointer"));

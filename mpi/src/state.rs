@@ -109,6 +109,8 @@ pub struct Mpi {
     /// Messages taken by `MPI_Mprobe`/`MPI_Improbe` and not yet received (`MPI_Mrecv`): the
     /// message handle to the data and its envelope.
     pub messages: HashMap<i32, (bytes::Bytes, crate::p2p::Envelope)>,
+    /// User-defined reduction operations (module `ops`).
+    pub user_ops: HashMap<i32, crate::ops::UserOp>,
     /// Communicator keyvals: the delete callback and its extra state (module `attributes`).
     pub comm_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
     /// User error handlers of windows (`MPI_Win_create_errhandler`).

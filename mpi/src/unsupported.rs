@@ -29,21 +29,16 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Op_create / PMPI_Op_create: "user ops",
-    MPI_Op_free / PMPI_Op_free: "user ops",
     MPI_Intercomm_create / PMPI_Intercomm_create: "intercommunicators",
     MPI_Intercomm_merge / PMPI_Intercomm_merge: "intercommunicators",
     MPI_Comm_remote_size / PMPI_Comm_remote_size: "intercommunicators",
     MPI_Comm_remote_group / PMPI_Comm_remote_group: "intercommunicators",
     MPI_Comm_create_group / PMPI_Comm_create_group: "communicators made by a group alone",
-    MPI_Comm_split_type / PMPI_Comm_split_type: "MPI_Comm_split_type",
     MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler: "user error handlers on communicators",
     MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler: "user error handlers on communicators",
     MPI_Win_create_dynamic / PMPI_Win_create_dynamic: "dynamic windows",
     MPI_Win_attach / PMPI_Win_attach: "dynamic windows",
     MPI_Win_detach / PMPI_Win_detach: "dynamic windows",
-    MPI_Win_allocate_shared / PMPI_Win_allocate_shared: "shared-memory windows",
-    MPI_Win_shared_query / PMPI_Win_shared_query: "shared-memory windows",
     MPI_Win_set_info / PMPI_Win_set_info: "window info after creation",
     MPI_Win_get_info / PMPI_Win_get_info: "window info after creation",
     MPI_Type_get_envelope / PMPI_Type_get_envelope: "datatype decoding",

@@ -216,3 +216,23 @@ fn every_function_and_object_of_mpi_h_is_in_the_library() {
     assert!(missing.is_empty(), "not in libmpich.so: {missing:?}");
     assert!(listed.lines().count() > 600, "mpi.h's functions were read");
 }
+
+#[test]
+fn group_algebra_and_a_shared_window_on_a_communicator_of_one() {
+    let program = build("groups_shared.c");
+    for n in [4, 5] {
+        let run = mpiexec(n, &program, &[]);
+        assert!(run.status.success(), "-n {n}: {run:?}");
+        assert!(run.stdout.contains("groups_shared: ok"), "-n {n}: {run:?}");
+    }
+}
+
+#[test]
+fn user_ops_reduce_in_rank_order_and_may_call_mpi() {
+    let program = build("user_ops.c");
+    for n in [1, 3, 4] {
+        let run = mpiexec(n, &program, &[]);
+        assert!(run.status.success(), "-n {n}: {run:?}");
+        assert!(run.stdout.contains("user_ops: ok"), "-n {n}: {run:?}");
+    }
+}
