@@ -290,13 +290,42 @@ export! {
     fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: c_int, errhandler: c_int) {
         state::with(|mpi| {
             comm_check(mpi, comm)?;
-            if errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN {
-                return Err(fail(MPI_ERR_ARG, "only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN exist yet")
+            let user = mpi.win_errhandlers.contains_key(&errhandler);
+            if errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN && !user {
+                return Err(fail(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"))
                     .on(On::Comm(comm)));
             }
             mpi.comm_mut(comm)?.errhandler = errhandler;
             Ok(())
         })
+    }
+
+    fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(
+        function: Option<state::WinErrhandler>,
+        errhandler: *mut c_int,
+    ) {
+        let Some(function) = function else {
+            return Err(fail(MPI_ERR_ARG, "a null error handler function"));
+        };
+        let handle = state::with(|mpi| {
+            let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
+            mpi.win_errhandlers.insert(handle, function);
+            Ok(handle)
+        })?;
+        out(errhandler, handle)
+    }
+
+    fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: c_int, errorcode: c_int) {
+        let handler = state::with(|mpi| Ok(mpi.comm(comm).on(On::Comm(comm))?.errhandler))?;
+        if let Some(function) = state::user_errhandler(handler) {
+            let (mut comm, mut code) = (comm, errorcode);
+            function(&mut comm, &mut code);
+            return Ok(());
+        }
+        if handler == MPI_ERRORS_RETURN {
+            return Ok(());
+        }
+        Err(fail(errorcode, "MPI_Comm_call_errhandler").on(On::Comm(comm)))
     }
 
     fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) {

@@ -90,10 +90,11 @@ pub fn guard(name: &str, body: impl FnOnce() -> Res) -> c_int {
         }
         return failed.class;
     }
-    if let (Some(function), On::Win(mut win)) = (state::user_errhandler(handler), failed.on) {
+    if let Some(function) = state::user_errhandler(handler) {
+        let (On::Win(mut object) | On::Comm(mut object)) = failed.on;
         let mut code = failed.class;
-        // SAFETY: the program's handler, called as MPI calls it (window, code)
-        unsafe { function(&mut win, &mut code) };
+        // SAFETY: the program's handler, called as MPI calls it (window or communicator, code)
+        unsafe { function(&mut object, &mut code) };
         return failed.class;
     }
     let (class, _) = class_text(failed.class);

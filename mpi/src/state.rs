@@ -113,7 +113,8 @@ pub struct Mpi {
     pub user_ops: HashMap<i32, crate::ops::UserOp>,
     /// Communicator keyvals: the delete callback and its extra state (module `attributes`).
     pub comm_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
-    /// User error handlers of windows (`MPI_Win_create_errhandler`).
+    /// User error handlers of windows and communicators (`MPI_Win_create_errhandler`,
+    /// `MPI_Comm_create_errhandler`: the same C signature).
     pub win_errhandlers: HashMap<i32, WinErrhandler>,
 }
 

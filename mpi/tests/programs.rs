@@ -236,3 +236,10 @@ fn user_ops_reduce_in_rank_order_and_may_call_mpi() {
         assert!(run.stdout.contains("user_ops: ok"), "-n {n}: {run:?}");
     }
 }
+
+#[test]
+fn a_user_error_handler_on_a_communicator_hears_its_errors() {
+    let run = mpiexec(2, &build("comm_errhandler.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("comm_errhandler: ok"), "{run:?}");
+}
