@@ -936,6 +936,37 @@ export! {
         Err(fail(errorcode, "MPI_Win_call_errhandler").on(On::Win(win)))
     }
 
+    /// Collective over the window's ranks (the service's `set_info`: every rank must ask for
+    /// the same hints; the race checker reads them for the accesses after it).
+    fn MPI_Win_set_info / PMPI_Win_set_info(win: c_int, info: c_int) {
+        let on = On::Win(win);
+        let pairs = state::with(|mpi| {
+            mpi.win(win).on(on)?;
+            if info == MPI_INFO_NULL {
+                return Ok(Vec::new());
+            }
+            mpi.infos
+                .get(&info)
+                .cloned()
+                .ok_or_else(|| fail(MPI_ERR_INFO, format!("{info:#x} is not an info object")).on(on))
+        })?;
+        synchronize(win, None, |mpi, window| {
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            mpi.block_on(window.set_info(&pairs))
+        })
+    }
+
+    /// A new info object holding the hints in use (the program frees it).
+    fn MPI_Win_get_info / PMPI_Win_get_info(win: c_int, info_used: *mut c_int) {
+        let handle = state::with(|mpi| {
+            let pairs = mpi.win(win).on(On::Win(win))?.window.get_info();
+            let handle = mpi.handle(MPI_INFO_NULL as u32);
+            mpi.infos.insert(handle, pairs);
+            Ok(handle)
+        })?;
+        out(info_used, handle)
+    }
+
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: c_int, errhandler: *mut c_int) {
         let handler = state::with(|mpi| Ok(mpi.win(win).on(On::Win(win))?.errhandler))?;
         out(errhandler, handler)

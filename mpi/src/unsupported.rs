@@ -37,8 +37,6 @@ unsupported! {
     MPI_Win_create_dynamic / PMPI_Win_create_dynamic: "dynamic windows",
     MPI_Win_attach / PMPI_Win_attach: "dynamic windows",
     MPI_Win_detach / PMPI_Win_detach: "dynamic windows",
-    MPI_Win_set_info / PMPI_Win_set_info: "window info after creation",
-    MPI_Win_get_info / PMPI_Win_get_info: "window info after creation",
     MPI_Type_get_envelope / PMPI_Type_get_envelope: "datatype decoding",
     MPI_Type_get_contents / PMPI_Type_get_contents: "datatype decoding",
 }

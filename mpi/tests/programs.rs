@@ -243,3 +243,10 @@ fn a_user_error_handler_on_a_communicator_hears_its_errors() {
     assert!(run.status.success(), "{run:?}");
     assert!(run.stdout.contains("comm_errhandler: ok"), "{run:?}");
 }
+
+#[test]
+fn window_hints_are_set_and_read_after_creation() {
+    let run = mpiexec(3, &build("win_info.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("win_info: ok"), "{run:?}");
+}
