@@ -85,6 +85,7 @@ fn init() -> Res {
         win_keyvals: Default::default(),
         comm_keyvals: Default::default(),
         user_ops: Default::default(),
+        group_creations: Default::default(),
         messages: Default::default(),
         win_errhandlers: Default::default(),
     };

@@ -1,5 +1,6 @@
 //! The group calls beyond incl/excl (`env`): union, intersection, difference, range_incl,
-//! range_excl, translate_ranks and compare, over groups held as lists of world ranks.
+//! range_excl, translate_ranks and compare, over groups held as lists of world ranks; and
+//! `MPI_Comm_create_group`, collective over the group's members alone.
 //!
 //! Owns: MPI's set rules for groups (the order of a union's and an intersection's members,
 //! a range's expansion and its errors). Must not: talk to the service: groups are local.
@@ -8,8 +9,8 @@ use std::ffi::c_int;
 
 use crate::abi::*;
 use crate::env::{group_members, new_group, out};
-use crate::error::{fail, Res};
-use crate::state;
+use crate::error::{fail, On, OnObject, Res};
+use crate::state::{self, Comm};
 
 /// A group made from two: `pick` chooses the members, in order, from the lists of both.
 fn combine(
@@ -129,6 +130,38 @@ export! {
             ranks2.add(i).write(translated);
         }
         Ok(())
+    }
+
+    /// Collective over the members of `group` alone (the rest of `comm` does not call it):
+    /// they agree on the communicator's id by its parent, `tag`, members and how many such
+    /// calls came before, which they make in the same order.
+    fn MPI_Comm_create_group / PMPI_Comm_create_group(
+        comm: c_int,
+        group: c_int,
+        tag: c_int,
+        newcomm: *mut c_int,
+    ) {
+        let handle = state::with(|mpi| {
+            let on = On::Comm(comm);
+            let members = group_members(mpi, group).on(on)?;
+            let parent = mpi.comm(comm).on(on)?;
+            if !members.contains(&mpi.rank) {
+                return Err(fail(MPI_ERR_GROUP, "the calling process is not in the group").on(on));
+            }
+            if let Some(outside) = members.iter().find(|m| !parent.ranks.contains(m)) {
+                return Err(fail(MPI_ERR_GROUP, format!("world rank {outside} is not in the communicator")).on(on));
+            }
+            let names: Vec<String> = members.iter().map(u32::to_string).collect();
+            let hash = crate::p2p::fnv1a(names.join(",").as_bytes());
+            let key = format!("{}.g{tag}.{hash:x}", parent.id);
+            let (errhandler, made) = (parent.errhandler, mpi.group_creations.entry(key.clone()).or_default());
+            *made += 1;
+            let id = format!("{key}.{made}");
+            let handle = mpi.handle(MPI_COMM_NULL as u32);
+            mpi.comms.insert(handle, Comm::new(members, id, errhandler));
+            Ok(handle)
+        })?;
+        out(newcomm, handle)
     }
 
     fn MPI_Group_compare / PMPI_Group_compare(group1: c_int, group2: c_int, result: *mut c_int) {

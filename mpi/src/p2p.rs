@@ -46,12 +46,17 @@ fn context(mpi: &Mpi, comm: c_int) -> Res<u64> {
     if id == "w" {
         return Ok(0);
     }
+    Ok(fnv1a(id.as_bytes()) | 1)
+}
+
+/// The 64-bit FNV-1a hash of `bytes`: every process computes the same.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in id.bytes() {
+    for &byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    Ok(hash | 1)
+    hash
 }
 
 /// The context of communicator `comm`'s collectives: its own, apart from the program's

@@ -109,6 +109,9 @@ pub struct Mpi {
     /// Messages taken by `MPI_Mprobe`/`MPI_Improbe` and not yet received (`MPI_Mrecv`): the
     /// message handle to the data and its envelope.
     pub messages: HashMap<i32, (bytes::Bytes, crate::p2p::Envelope)>,
+    /// `MPI_Comm_create_group` calls so far, by parent, tag and members: the members of a new
+    /// communicator call it in the same order, so they agree on its id (module `groups`).
+    pub group_creations: HashMap<String, u64>,
     /// User-defined reduction operations (module `ops`).
     pub user_ops: HashMap<i32, crate::ops::UserOp>,
     /// Communicator keyvals: the delete callback and its extra state (module `attributes`).

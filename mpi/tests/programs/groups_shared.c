@@ -1,4 +1,5 @@
 /* Group algebra (union, intersection, difference, range_incl/excl, translate_ranks, compare),
+ * MPI_Comm_create_group called by a group's members alone,
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) giving each process a communicator of its own, a
  * shared-memory window over it with MPI_Win_shared_query, and one over the world refused with
  * MPI_ERR_RMA_SHARED. */
@@ -48,6 +49,18 @@ int main(int argc, char **argv)
     CHECK(result == MPI_SIMILAR, "the world reversed: %d", result);
     MPI_Group_compare(evens, world, &result);
     CHECK(result == MPI_UNEQUAL, "evens and the world: %d", result);
+
+    /* a communicator made by the even ranks alone (the odd ones do not call) */
+    if (rank % 2 == 0) {
+        MPI_Comm even_comm;
+        int even_size, sum = 0;
+        MPI_Comm_create_group(MPI_COMM_WORLD, evens, 7, &even_comm);
+        MPI_Comm_size(even_comm, &even_size);
+        CHECK(even_size == (size + 1) / 2, "the evens' communicator has %d", even_size);
+        MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, even_comm);
+        CHECK(sum == (even_size - 1) * even_size, "the evens' ranks sum to %d", sum);
+        MPI_Comm_free(&even_comm);
+    }
 
     /* a shared-memory communicator is each process alone, and its window is shared memory */
     MPI_Comm node;
