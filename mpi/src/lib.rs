@@ -14,6 +14,8 @@
 //! - [`groups`]: group union, intersection, difference, ranges, translation, comparison.
 //! - [`ops`]: user-defined reduction operations, in `MPI_Reduce` and `MPI_Allreduce`.
 //! - [`p2p`]: point-to-point messages, carried and matched by the service.
+//! - [`requests`]: the wait/test family over every kind of request.
+//! - [`win_attributes`]: a window's attributes, keyvals, error handlers and hints.
 //! - `env` and `rma`: the exported calls, each under `MPI_X` and `PMPI_X`; `unsupported`: the
 //!   calls of later phases, failing with `MPI_ERR_UNSUPPORTED_OPERATION`.
 //!
@@ -52,7 +54,9 @@ pub mod error;
 pub mod groups;
 pub mod ops;
 pub mod p2p;
+pub mod requests;
 pub mod rma;
 pub mod state;
 pub mod sync;
 pub mod unsupported;
+pub mod win_attributes;
