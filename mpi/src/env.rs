@@ -305,28 +305,12 @@ export! {
         function: Option<state::WinErrhandler>,
         errhandler: *mut c_int,
     ) {
-        let Some(function) = function else {
-            return Err(fail(MPI_ERR_ARG, "a null error handler function"));
-        };
-        let handle = state::with(|mpi| {
-            let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
-            mpi.win_errhandlers.insert(handle, function);
-            Ok(handle)
-        })?;
-        out(errhandler, handle)
+        crate::win_attributes::create_errhandler(function, errhandler)
     }
 
     fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: c_int, errorcode: c_int) {
         let handler = state::with(|mpi| Ok(mpi.comm(comm).on(On::Comm(comm))?.errhandler))?;
-        if let Some(function) = state::user_errhandler(handler) {
-            let (mut comm, mut code) = (comm, errorcode);
-            function(&mut comm, &mut code);
-            return Ok(());
-        }
-        if handler == MPI_ERRORS_RETURN {
-            return Ok(());
-        }
-        Err(fail(errorcode, "MPI_Comm_call_errhandler").on(On::Comm(comm)))
+        crate::win_attributes::call_errhandler(handler, On::Comm(comm), errorcode)
     }
 
     fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) {

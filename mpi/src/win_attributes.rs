@@ -10,9 +10,41 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
 use crate::env::out;
-use crate::error::{fail, On, OnObject};
+use crate::error::{fail, On, OnObject, Res};
 use crate::rma::synchronize;
 use crate::state::{self, CPtr, WinAttrs};
+
+/// `MPI_Win_create_errhandler` and `MPI_Comm_create_errhandler` (the same C signature, one
+/// table).
+pub(crate) unsafe fn create_errhandler(
+    function: Option<state::WinErrhandler>,
+    errhandler: *mut c_int,
+) -> Res {
+    let Some(function) = function else {
+        return Err(fail(MPI_ERR_ARG, "a null error handler function"));
+    };
+    let handle = state::with(|mpi| {
+        let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
+        mpi.win_errhandlers.insert(handle, function);
+        Ok(handle)
+    })?;
+    out(errhandler, handle)
+}
+
+/// `MPI_Win_call_errhandler` and `MPI_Comm_call_errhandler`: `handler` of the object `on`
+/// hears `errorcode`.
+pub(crate) unsafe fn call_errhandler(handler: c_int, on: On, errorcode: c_int) -> Res {
+    if let Some(function) = state::user_errhandler(handler) {
+        let (On::Win(mut object) | On::Comm(mut object)) = on;
+        let mut code = errorcode;
+        function(&mut object, &mut code);
+        return Ok(());
+    }
+    if handler == MPI_ERRORS_RETURN {
+        return Ok(());
+    }
+    Err(fail(errorcode, "the error handler was called").on(on))
+}
 
 export! {
     fn MPI_Win_get_attr / PMPI_Win_get_attr(
@@ -145,28 +177,12 @@ export! {
         function: Option<state::WinErrhandler>,
         errhandler: *mut c_int,
     ) {
-        let Some(function) = function else {
-            return Err(fail(MPI_ERR_ARG, "a null error handler function"));
-        };
-        let handle = state::with(|mpi| {
-            let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
-            mpi.win_errhandlers.insert(handle, function);
-            Ok(handle)
-        })?;
-        out(errhandler, handle)
+        create_errhandler(function, errhandler)
     }
 
     fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: c_int, errorcode: c_int) {
         let handler = state::with(|mpi| Ok(mpi.win(win).on(On::Win(win))?.errhandler))?;
-        if let Some(function) = state::user_errhandler(handler) {
-            let (mut win, mut code) = (win, errorcode);
-            function(&mut win, &mut code);
-            return Ok(());
-        }
-        if handler == MPI_ERRORS_RETURN {
-            return Ok(());
-        }
-        Err(fail(errorcode, "MPI_Win_call_errhandler").on(On::Win(win)))
+        call_errhandler(handler, On::Win(win), errorcode)
     }
 
     /// Collective over the window's ranks (the service's `set_info`: every rank must ask for
