@@ -280,3 +280,48 @@ fn an_unreachable_server_exits_4() {
     );
     drop(bound);
 }
+
+/// With `--json`, a failure is one JSON object on stderr: the message, the MPI error class
+/// (when there is one) and the exit code; without it, the plain sentence as before.
+#[test]
+fn json_errors_are_json_on_stderr() {
+    let server = Server::start();
+    let tokens = server.world("jerr", 2);
+    let refused = server
+        .cli()
+        .token(&tokens[0])
+        .args(["--json", "get", "--window", "nosuch", "--target", "1"])
+        .run();
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    let error: serde_json::Value = serde_json::from_str(refused.stderr.trim())
+        .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", refused.stderr));
+    assert_eq!(error["error"]["exit_code"], refused.code.unwrap());
+    assert!(
+        error["error"]["class"]
+            .as_str()
+            .is_some_and(|class| class.starts_with("MPI_ERR_")),
+        "{error}"
+    );
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nosuch")),
+        "{error}"
+    );
+
+    let unreachable = Cli::new("http://127.0.0.1:1")
+        .token("an-admin-token-nobody-checks")
+        .args(["--json", "world", "ls"])
+        .run();
+    unreachable.code(4);
+    let error: serde_json::Value = serde_json::from_str(unreachable.stderr.trim())
+        .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", unreachable.stderr));
+    assert_eq!(error["error"]["exit_code"], 4);
+    assert!(error["error"]["class"].is_null(), "{error}");
+
+    let plain = Cli::new("http://127.0.0.1:1")
+        .token("an-admin-token-nobody-checks")
+        .args(["world", "ls"])
+        .run();
+    assert!(plain.stderr.starts_with("onesided: "), "{}", plain.stderr);
+}

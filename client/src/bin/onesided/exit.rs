@@ -1,8 +1,9 @@
 //! Exit codes: one mapping from what went wrong to the number a script sees.
 //!
-//! Owns: `Usage` (exit 2) and `Failed` (exit 1, already reported), and `exit_code`, the table
-//! from an error's kind and cause to 1–4 that `EXIT_CODES` documents. Must not: print anything
-//! (the caller prints the error once), or guess a code from an error's text.
+//! Owns: `Usage` (exit 2) and `Failed` (exit 1, already reported), `exit_code`, the table
+//! from an error's kind and cause to 1–4 that `EXIT_CODES` documents, and `error_json`, the
+//! error as `--json` reports it. Must not: print anything (the caller prints the error once),
+//! or guess a code from an error's text.
 
 use onesided_client::scenario::{ParseError, RunError};
 use onesided_client::Error;
@@ -28,6 +29,33 @@ fn client_code(error: &Error) -> u8 {
         } => 4,
         _ => 3,
     }
+}
+
+/// The MPI error class somewhere in `error`'s chain, if any.
+fn class_of(error: &anyhow::Error) -> Option<onesided_core::ErrorClass> {
+    error.chain().find_map(|cause| {
+        if let Some(error) = cause.downcast_ref::<Error>() {
+            return error.class();
+        }
+        if let Some(RunError::Client(error)) = cause.downcast_ref::<RunError>() {
+            return error.class();
+        }
+        cause
+            .downcast_ref::<onesided_core::RmaError>()
+            .map(|error| error.class)
+    })
+}
+
+/// `error` as `--json` reports it on stderr: one object, `{"error": {"message", "class"
+/// (`MPI_ERR_…` or null), "exit_code"}}`.
+pub fn error_json(error: &anyhow::Error, code: u8) -> serde_json::Value {
+    serde_json::json!({
+        "error": {
+            "message": format!("{error:#}"),
+            "class": class_of(error).map(onesided_core::ErrorClass::mpi_name),
+            "exit_code": code,
+        }
+    })
 }
 
 /// The exit code for `error` (the table in `--help`).

@@ -306,6 +306,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
+    let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -319,8 +320,13 @@ fn main() -> ExitCode {
     match runtime.block_on(dispatch(cli, given)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("onesided: {error:#}");
-            ExitCode::from(exit_code(&error))
+            let code = exit_code(&error);
+            if json {
+                eprintln!("{}", exit::error_json(&error, code));
+            } else {
+                eprintln!("onesided: {error:#}");
+            }
+            ExitCode::from(code)
         }
     }
 }
