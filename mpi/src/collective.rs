@@ -267,8 +267,9 @@ unsafe fn scatterv(
     })
 }
 
-/// `MPI_Gatherv` (`root` given) or `MPI_Allgatherv` (`None`): member `m`'s elements land at
-/// `displs[m]` of the receiving members' `recvbuf`, `counts[m]` of them.
+/// `MPI_Gatherv` (`root` given) or `MPI_Allgatherv` (`None`), and `MPI_Gather` /
+/// `MPI_Allgather` (their counts all alike): member `m`'s elements land at `displs[m]` of the
+/// receiving members' `recvbuf`, `counts[m]` of them.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gatherv(
     sendbuf: *const c_void,
@@ -294,8 +295,21 @@ unsafe fn gatherv(
         };
         let all = mpi.exchange(comm, &mine, root).on(on)?;
         if receives {
+            let each = mpi.dt(recvtype).on(on)?.size();
             for (m, part) in all.iter().enumerate().take(size) {
                 let (count, displ) = counts(m);
+                // MPI asks the type signatures to match: a part of another size is an error
+                let expected = each * u64::try_from(count).unwrap_or(0);
+                if part.len() as u64 != expected {
+                    return Err(fail(
+                        MPI_ERR_TRUNCATE,
+                        format!(
+                            "member {m} sent {} bytes, the receive expects {expected}",
+                            part.len()
+                        ),
+                    )
+                    .on(on));
+                }
                 unpack(mpi, recvbuf, displ, count, recvtype, part).on(on)?;
             }
         }
@@ -421,6 +435,33 @@ export! {
     ) {
         let counts = |m: usize| (sendcount, m as c_int * sendcount);
         scatterv(sendbuf, &counts, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    }
+
+    fn MPI_Gather / PMPI_Gather(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: c_int,
+        root: c_int,
+        comm: c_int,
+    ) {
+        let counts = |m: usize| (recvcount, m as c_int * recvcount);
+        gatherv(sendbuf, sendcount, sendtype, recvbuf, &counts, recvtype, Some(root), comm)
+    }
+
+    fn MPI_Allgather / PMPI_Allgather(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: c_int,
+        comm: c_int,
+    ) {
+        let counts = |m: usize| (recvcount, m as c_int * recvcount);
+        gatherv(sendbuf, sendcount, sendtype, recvbuf, &counts, recvtype, None, comm)
     }
 
     fn MPI_Scatterv / PMPI_Scatterv(

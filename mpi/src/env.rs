@@ -662,31 +662,6 @@ export! {
         out(flag, 0)
     }
 
-    fn MPI_Allgather / PMPI_Allgather(
-        sendbuf: *const c_void,
-        sendcount: c_int,
-        sendtype: c_int,
-        recvbuf: *mut c_void,
-        recvcount: c_int,
-        recvtype: c_int,
-        comm: c_int,
-    ) {
-        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm)
-    }
-
-    fn MPI_Gather / PMPI_Gather(
-        sendbuf: *const c_void,
-        sendcount: c_int,
-        sendtype: c_int,
-        recvbuf: *mut c_void,
-        recvcount: c_int,
-        recvtype: c_int,
-        root: c_int,
-        comm: c_int,
-    ) {
-        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm)
-    }
-
     fn MPI_Reduce / PMPI_Reduce(
         sendbuf: *const c_void,
         recvbuf: *mut c_void,
@@ -747,61 +722,6 @@ unsafe fn reduce(
                     return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(on));
                 }
                 std::ptr::copy_nonoverlapping(result.as_ptr(), recvbuf.cast::<u8>(), len);
-            }
-        }
-        Ok(())
-    })
-}
-
-unsafe fn gather(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: c_int,
-    root: Option<c_int>,
-    comm: c_int,
-) -> Res {
-    state::with(|mpi| {
-        let on = On::Comm(comm);
-        let me = mpi.comm_rank(comm).on(on)?;
-        let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
-        let receives = root.is_none_or(|r| r == me);
-        // the receive arguments count only where the data is received
-        let each = if receives {
-            let (_, rsize) = self::datatype(recvtype).on(on)?;
-            bytes_of(recvcount, rsize).on(on)?
-        } else {
-            0
-        };
-        let contribution = if sendbuf as isize == MPI_IN_PLACE {
-            slice(recvbuf.cast::<u8>().add(me as usize * each).cast(), each)
-                .on(on)?
-                .to_vec()
-        } else {
-            let (_, ssize) = self::datatype(sendtype).on(on)?;
-            slice(sendbuf, bytes_of(sendcount, ssize).on(on)?)
-                .on(on)?
-                .to_vec()
-        };
-        if receives && contribution.len() != each {
-            return Err(fail(MPI_ERR_TRUNCATE, "send and receive sizes differ").on(on));
-        }
-        let all = match root {
-            Some(root) => mpi.gather(comm, &contribution, root),
-            None => mpi.allgather(comm, &contribution),
-        }
-        .on(on)?;
-        if receives {
-            for (r, part) in all.iter().enumerate() {
-                if !part.is_empty() {
-                    std::ptr::copy_nonoverlapping(
-                        part.as_ptr(),
-                        recvbuf.cast::<u8>().add(r * each),
-                        part.len(),
-                    );
-                }
             }
         }
         Ok(())

@@ -1,7 +1,7 @@
-/* The collectives beyond bcast/reduce/gather, on the world and on a subcommunicator: scatter(v),
- * gatherv, allgatherv, alltoall(v), reduce_scatter(_block), with MPI_IN_PLACE where MPI
- * allows it, and collectives of two communicators interleaved with the program's own
- * messages (each on a context of its own). */
+/* The collectives beyond bcast/reduce, on the world and on a subcommunicator: gather,
+ * allgather, scatter(v), gatherv, allgatherv, alltoall(v), reduce_scatter(_block), with
+ * MPI_IN_PLACE where MPI allows it, and collectives of two communicators interleaved with the
+ * program's own messages (each on a context of its own). */
 #include "check.h"
 
 static void run(MPI_Comm comm, const char *name)
@@ -18,6 +18,21 @@ static void run(MPI_Comm comm, const char *name)
         send[i] = 10 * (i / 2) + i % 2;
     MPI_Scatter(send, 2, MPI_INT, two, 2, MPI_INT, root, comm);
     CHECK(two[0] == 10 * rank && two[1] == 10 * rank + 1, "%s scatter got %d %d", name, two[0], two[1]);
+
+    /* gather to the last rank and allgather in place: two ints per member, in rank order */
+    int pair[2] = {rank, -rank};
+    for (int i = 0; i < 2 * size; i++)
+        recv[i] = -1;
+    MPI_Gather(pair, 2, MPI_INT, recv, 2, MPI_INT, root, comm);
+    if (rank == root)
+        for (int m = 0; m < size; m++)
+            CHECK(recv[2 * m] == m && recv[2 * m + 1] == -m, "%s gather from %d", name, m);
+    for (int i = 0; i < 2 * size; i++)
+        recv[i] = i / 2 == rank ? 10 * rank + i % 2 : -1;
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, 2, MPI_INT, comm);
+    for (int m = 0; m < size; m++)
+        CHECK(recv[2 * m] == 10 * m && recv[2 * m + 1] == 10 * m + 1, "%s allgather from %d",
+              name, m);
 
     /* scatterv: member m gets m+1 elements, placed backwards in the root's buffer */
     int total = 0;
