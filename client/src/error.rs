@@ -24,6 +24,10 @@ pub enum Error {
         code: Code,
         /// Why.
         message: String,
+        /// The server refused the call before it changed anything (the audit store away): it
+        /// may be made again as it was. This library has then put back whatever it changed
+        /// for the call (the epoch it opened or closed, the stores it took to publish).
+        unchanged: bool,
     },
     /// A gRPC failure that carries no MPI class (authentication, transport).
     #[error("{message} ({code:?})")]
@@ -66,6 +70,37 @@ impl Error {
         }
     }
 
+    /// Whether the call was refused before it changed anything, and may be made again as it
+    /// was (the window's epoch state here is as before the call).
+    pub fn unchanged(&self) -> bool {
+        matches!(
+            self,
+            Error::Mpi {
+                unchanged: true,
+                ..
+            }
+        )
+    }
+
+    /// The same failure, reported by a call that did change something (it completed the
+    /// refused one): not [`Error::unchanged`].
+    pub(crate) fn changed(self) -> Self {
+        match self {
+            Error::Mpi {
+                class,
+                code,
+                message,
+                ..
+            } => Error::Mpi {
+                class,
+                code,
+                message,
+                unchanged: false,
+            },
+            other => other,
+        }
+    }
+
     /// The gRPC code.
     pub fn code(&self) -> Code {
         match self {
@@ -85,6 +120,7 @@ impl From<RmaError> for Error {
             class: error.class,
             code: onesided_proto::grpc_code(error.class),
             message: error.message,
+            unchanged: error.unchanged,
         }
     }
 }
@@ -104,6 +140,7 @@ impl From<Status> for Error {
                 class: error.class,
                 code: status.code(),
                 message: error.message,
+                unchanged: error.unchanged,
             },
             // a status tonic made of a transport failure (one the server sent has no
             // source): no gRPC conversation took place, like when an http:// client meets a
@@ -134,6 +171,7 @@ impl From<onesided_proto::v1::MpiFailure> for Error {
                 class,
                 code: Code::from_i32(failure.code),
                 message: error.message,
+                unchanged: error.unchanged,
             },
             None => Error::Status {
                 code: Code::from_i32(failure.code),

@@ -54,6 +54,39 @@ struct Outstanding {
     target: Option<u32>,
     returns_data: bool,
     reply: SharedReply,
+    /// The lazy lock this is the reply of: requested again when the call that carried it is
+    /// refused unchanged and undone.
+    lock: Option<v1::Lock>,
+}
+
+/// What a synchronization call may change here before the server answers it, as it was before:
+/// put back when the server refuses the call unchanged (`Error::unchanged`), so that the same
+/// call can be made again — an unlock refused while the audit store is away must leave the
+/// lock held here as it is at the target, and the stores it was to publish dirty.
+struct Undo {
+    epoch: EpochState,
+    tokens: Vec<u64>,
+    /// The byte ranges the call took to publish.
+    pushed: Vec<(u64, u64)>,
+}
+
+impl Undo {
+    fn of(state: &State) -> Self {
+        Undo {
+            epoch: state.epoch.clone(),
+            tokens: state.tokens.clone(),
+            pushed: Vec::new(),
+        }
+    }
+
+    /// The same, knowing the stores the call took to publish.
+    fn pushing(mut self, push: &[Segment]) -> Self {
+        self.pushed = push
+            .iter()
+            .map(|segment| (segment.offset, segment.offset + segment.data.len() as u64))
+            .collect();
+        self
+    }
 }
 
 #[derive(Debug)]
@@ -86,6 +119,9 @@ pub(crate) struct State {
     /// Unified model: publications sent and not yet known to be applied (number, byte range):
     /// an update that the server made before applying them must not overwrite their bytes.
     in_flight: Vec<(u64, u64, u64)>,
+    /// Lazy locks refused unchanged with a call that was undone: the target holds none of
+    /// them, so each is requested again before the next call that needs it.
+    refused_locks: Vec<v1::Lock>,
 }
 
 /// Unified model: `session` follows the public copy of window `id` from now on, then
@@ -180,6 +216,7 @@ pub(crate) fn lose_epochs(state: &mut State, why: String, gone: bool) {
     let open = state.epoch.has_open_epoch() || !state.outstanding.is_empty();
     state.epoch = EpochState::new(state.epoch.me(), state.epoch.nranks(), state.no_locks);
     state.outstanding.clear();
+    state.refused_locks.clear();
     state.tokens.iter_mut().for_each(|token| *token = 0);
     // unified: stores that may not have reached the lost incarnation are published again
     for (_, start, end) in std::mem::take(&mut state.in_flight) {
@@ -396,6 +433,7 @@ impl Window {
             epoch,
             private: vec![0; size],
             dirty: RangeSet::new(),
+            refused_locks: Vec::new(),
             outstanding: Vec::new(),
             stored: RangeSet::new(),
             loaded: RangeSet::new(),
@@ -608,6 +646,15 @@ impl Window {
     /// Takes the outstanding replies that `wanted` selects, awaits them, and returns the first
     /// failure.
     async fn await_outstanding(&self, wanted: impl Fn(&Outstanding) -> bool) -> Result<()> {
+        self.settle_outstanding(wanted).await.0.map_or(Ok(()), Err)
+    }
+
+    /// Takes the outstanding replies that `wanted` selects and awaits them: the first failure,
+    /// and the items that failed (an undone call puts them back).
+    async fn settle_outstanding(
+        &self,
+        wanted: impl Fn(&Outstanding) -> bool,
+    ) -> (Option<Error>, Vec<Outstanding>) {
         // what we wait for may still be waiting to travel
         self.session.flush_deferred();
         let selected: Vec<Outstanding> = {
@@ -619,12 +666,14 @@ impl Window {
             selected
         };
         let mut first_error = None;
+        let mut failed = Vec::new();
         for item in selected {
-            if let Err(error) = item.reply.await {
+            if let Err(error) = item.reply.clone().await {
                 first_error.get_or_insert(error);
+                failed.push(item);
             }
         }
-        first_error.map_or(Ok(()), Err)
+        (first_error, failed)
     }
 
     fn background(&self, reply: SharedReply) {
@@ -632,20 +681,80 @@ impl Window {
             target: None,
             returns_data: false,
             reply,
+            lock: None,
         });
     }
 
     /// Awaits the reply of a blocking call and the outstanding replies `wanted` selects, and
-    /// reports the first failure, the call's own first.
+    /// reports the first failure, the call's own first. When the call itself is refused
+    /// unchanged, `undo` (of a call that changes the state here) puts back what it changed,
+    /// so it may be made again.
     async fn finish(
         &self,
         reply: futures::future::BoxFuture<'static, Result<Reply>>,
         wanted: impl Fn(&Outstanding) -> bool,
+        undo: Option<Undo>,
     ) -> Result<Reply> {
-        let completed = self.await_outstanding(wanted).await;
-        let reply = reply.await?;
-        completed?;
-        Ok(reply)
+        let (completed, failed) = self.settle_outstanding(wanted).await;
+        let reply = self.undone_if_unchanged(reply.await, undo, failed)?;
+        // the call itself did what it does: a refusal of one it completed changed this much
+        completed.map_or(Ok(reply), |error| Err(error.changed()))
+    }
+
+    /// `result`, after putting back what the call changed here when the server refused it
+    /// unchanged: the epoch state, the fencing tokens, the stores it took to publish (dirty
+    /// again), the failures of what it completed (`failed`: reported again by the call made
+    /// again), and the lazy locks that travelled with it and were refused too (requested
+    /// again, in front of the next call that needs them).
+    fn undone_if_unchanged<T>(
+        &self,
+        result: Result<T>,
+        undo: Option<Undo>,
+        failed: Vec<Outstanding>,
+    ) -> Result<T> {
+        let Err(error) = result else {
+            return result;
+        };
+        if !error.unchanged() {
+            return Err(error);
+        }
+        if let Some(undo) = undo {
+            let mut state = self.state();
+            state.epoch = undo.epoch;
+            state.tokens = undo.tokens;
+            for (start, end) in undo.pushed {
+                state.dirty.insert(start, end);
+            }
+            for item in failed {
+                let refused = matches!(item.reply.peek(), Some(Err(error)) if error.unchanged());
+                match item.lock {
+                    Some(lock) if refused => state.refused_locks.push(lock),
+                    _ => state.outstanding.push(item),
+                }
+            }
+        }
+        Err(error)
+    }
+
+    /// Requests again the lazy locks of `target` (of every target: `None`) that were refused
+    /// unchanged, ahead of the call about to be sent that needs them.
+    fn renew_refused_locks(&self, state: &mut State, target: Option<u32>) {
+        if state.refused_locks.is_empty() {
+            return;
+        }
+        let (renewed, kept) = std::mem::take(&mut state.refused_locks)
+            .into_iter()
+            .partition(|lock| target.is_none_or(|target| lock.target == target));
+        state.refused_locks = kept;
+        for lock in renewed {
+            let reply = self.session.defer(Call::Lock(lock));
+            state.outstanding.push(Outstanding {
+                target: Some(lock.target),
+                returns_data: false,
+                reply: async move { bytes_of(reply.await?) }.boxed().shared(),
+                lock: Some(lock),
+            });
+        }
     }
 
     // ---- synchronization ----

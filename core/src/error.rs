@@ -162,6 +162,10 @@ pub struct RmaError {
     pub class: ErrorClass,
     /// What was wrong, for a person.
     pub message: String,
+    /// The call was refused before it changed anything anywhere (the audit store away, a node
+    /// not yet sure it still serves the world): the same call may be made again as it was,
+    /// and the caller's own state must be as if it had not been made.
+    pub unchanged: bool,
 }
 
 impl RmaError {
@@ -170,6 +174,15 @@ impl RmaError {
         RmaError {
             class,
             message: message.into(),
+            unchanged: false,
+        }
+    }
+
+    /// A refusal that changed nothing: see [`RmaError::unchanged`](RmaError#structfield.unchanged).
+    pub fn unchanged(class: ErrorClass, message: impl Into<String>) -> Self {
+        RmaError {
+            unchanged: true,
+            ..RmaError::new(class, message)
         }
     }
 }

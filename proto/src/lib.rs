@@ -159,6 +159,7 @@ pub fn status_with_code(code: Code, error: &RmaError) -> Status {
     let detail = v1::MpiError {
         class: error.class.code(),
         message,
+        unchanged: error.unchanged,
     };
     let details = tonic_types::pb::Status {
         code: code as i32,
@@ -194,9 +195,15 @@ pub fn rma_from_status(status: &Status) -> Option<RmaError> {
         .iter()
         .find(|any| any.type_url == MPI_ERROR_TYPE_URL)
         .and_then(|any| v1::MpiError::decode(any.value.as_slice()).ok())
-        .and_then(|detail| Some((ErrorClass::from_code(detail.class)?, detail.message)));
-    if let Some((class, message)) = packed {
-        return Some(RmaError::new(class, message));
+        .and_then(|detail| {
+            let class = ErrorClass::from_code(detail.class)?;
+            Some(RmaError {
+                unchanged: detail.unchanged,
+                ..RmaError::new(class, detail.message)
+            })
+        });
+    if packed.is_some() {
+        return packed;
     }
     let info = rich
         .details
@@ -218,6 +225,7 @@ pub fn failure_from_rma(error: &RmaError) -> v1::MpiFailure {
         error: Some(v1::MpiError {
             class: error.class.code(),
             message: bounded_message(&error.message),
+            unchanged: error.unchanged,
         }),
     }
 }
@@ -948,6 +956,7 @@ mod tests {
         let bare = v1::MpiError {
             class: ErrorClass::Rank.code(),
             message: "rank 9 is outside the world".to_string(),
+            unchanged: false,
         };
         let old = Status::with_details(
             Code::InvalidArgument,

@@ -528,8 +528,9 @@ impl Session {
             .filter(|queued| ops(queued.call.as_ref()))
             .count();
         let free = self.pending.available_permits();
-        (batch > 0 && batch + queued > free).then(|| {
-            crate::limits::exhausted(format!(
+        (batch > 0 && batch + queued > free).then(|| RmaError {
+            unchanged: true,
+            ..crate::limits::exhausted(format!(
                 "this batch has {batch} operations and the session room for {} more \
                  unanswered ones (the server's limit is {}): the batch was refused whole and \
                  changed nothing",
@@ -608,7 +609,7 @@ impl Session {
         self.call = Some((kind, std::time::Instant::now()));
         if self.registry.audit().is_down() && !matches!(call, Call::Heartbeat(_)) {
             // nothing may happen that the log cannot take: refused before any state changes
-            self.reply(id).send(Err(RmaError::new(
+            self.reply(id).send(Err(RmaError::unchanged(
                 ErrorClass::Io,
                 "the audit store is unavailable; the call changed nothing, try again",
             )));
@@ -637,7 +638,8 @@ impl Session {
                                   nothing: attach again (the owner is found by itself)"
                             .to_string(),
                     };
-                    self.reply(id).send(Err(RmaError::new(ErrorClass::Io, why)));
+                    self.reply(id)
+                        .send(Err(RmaError::unchanged(ErrorClass::Io, why)));
                     self.call = None;
                     return;
                 }
@@ -649,7 +651,7 @@ impl Session {
             cluster.until_drained(&world).await;
             // the move may have failed, and the world stayed
             if !cluster.holds(&world) {
-                let moved = RmaError::new(
+                let moved = RmaError::unchanged(
                     ErrorClass::Io,
                     "the world moved to another node while this lock waited for the move; \
                      nothing changed: attach again",

@@ -260,6 +260,7 @@ fn request_gone(name: &str) -> Error {
         message: format!(
             "request {name} is not active (it was waited for, tested complete or freed)"
         ),
+        unchanged: false,
     }
 }
 

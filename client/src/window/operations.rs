@@ -76,6 +76,7 @@ impl Window {
             )],
         };
         let mut state = self.live_state()?;
+        self.renew_refused_locks(&mut state, Some(target));
         let mut replies = Vec::with_capacity(pieces.len());
         for (disp, layout, data) in pieces {
             let plan = state.epoch.op(target, request_based)?;
@@ -115,6 +116,7 @@ impl Window {
             target: Some(target),
             returns_data,
             reply: reply.clone(),
+            lock: None,
         });
         Ok(Pending {
             reply,

@@ -21,21 +21,24 @@ impl Window {
     /// operation it completed.
     pub async fn fence(&self, assert: u32) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             let plan = state.epoch.fence(assert)?;
             let push = if plan.push {
                 Self::take_push(&mut state)
             } else {
                 Vec::new()
             };
-            self.session.call(Call::Fence(v1::Fence {
+            let undo = undo.pushing(&push);
+            let call = Call::Fence(v1::Fence {
                 window: self.id(),
                 assert,
                 push,
-            }))
+            });
+            (self.session.call(call), Some(undo))
         };
-        let reply = self.finish(reply, |_| true).await?;
+        let reply = self.finish(reply, |_| true, undo).await?;
         self.apply_pull(synced(reply)?.pull);
         self.returned("fence", None);
         Ok(())
@@ -95,13 +98,14 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` without start; a failure of an operation it completed.
     pub async fn complete(&self) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             state.epoch.complete()?;
-            self.session
-                .call(Call::Complete(v1::Complete { window: self.id() }))
+            let call = Call::Complete(v1::Complete { window: self.id() });
+            (self.session.call(call), Some(undo))
         };
-        self.finish(reply, |_| true).await?;
+        self.finish(reply, |_| true, undo).await?;
         self.returned("complete", None);
         Ok(())
     }
@@ -113,13 +117,16 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` without post.
     pub async fn wait(&self) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             state.epoch.wait()?;
-            self.session
-                .call(Call::Wait(v1::Wait { window: self.id() }))
+            let call = Call::Wait(v1::Wait { window: self.id() });
+            (self.session.call(call), Some(undo))
         };
-        let reply = self.finish(reply, |item| item.target.is_none()).await?;
+        let reply = self
+            .finish(reply, |item| item.target.is_none(), undo)
+            .await?;
         self.apply_pull(synced(reply)?.pull);
         self.returned("wait", None);
         Ok(())
@@ -132,13 +139,16 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` without post.
     pub async fn test(&self) -> Result<bool> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let state = self.live_state()?;
             state.epoch.test()?;
-            self.session
-                .call(Call::Test(v1::Test { window: self.id() }))
+            let call = Call::Test(v1::Test { window: self.id() });
+            (self.session.call(call), None)
         };
-        let answer = synced(self.finish(reply, |item| item.target.is_none()).await?)?;
+        let answer = synced(
+            self.finish(reply, |item| item.target.is_none(), undo)
+                .await?,
+        )?;
         if answer.flag {
             self.state().epoch.wait()?;
             self.apply_pull(answer.pull);
@@ -156,25 +166,26 @@ impl Window {
     /// inside PSCW or lock_all, or on a `no_locks` window.
     pub async fn lock(&self, lock_type: LockType, target: u32, assert: u32) -> Result<()> {
         self.note(Vec::new());
-        let (eager, reply) = {
+        let (eager, reply, undo, lock) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             let eager = state.epoch.lock(lock_type, target, assert)?;
-            let lock = Call::Lock(v1::Lock {
+            let lock = v1::Lock {
                 window: self.id(),
                 lock_type: lock_type.code(),
                 target,
                 assert,
-            });
+            };
             // a lock of another rank is lazy: it travels with the first operation or the unlock
             let reply = if eager {
-                self.session.call(lock)
+                self.session.call(Call::Lock(lock))
             } else {
-                self.session.defer(lock)
+                self.session.defer(Call::Lock(lock))
             };
-            (eager, reply)
+            (eager, reply, undo, lock)
         };
         if eager {
-            let answer = synced(reply.await?)?;
+            let answer = synced(self.undone_if_unchanged(reply.await, Some(undo), Vec::new())?)?;
             self.state().tokens[target as usize] = answer.token;
             self.apply_pull(answer.pull);
         } else {
@@ -183,6 +194,7 @@ impl Window {
                 target: Some(target),
                 returns_data: false,
                 reply,
+                lock: Some(lock),
             });
         }
         self.returned("lock", Some(target));
@@ -196,21 +208,23 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` when `target` is not locked; a failure of an operation it completed.
     pub async fn unlock(&self, target: u32) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             state.epoch.unlock(target)?;
+            self.renew_refused_locks(&mut state, Some(target));
             state.tokens[target as usize] = 0;
             let push = Self::take_push(&mut state);
-            self.session.call(Call::Unlock(v1::Unlock {
+            let undo = undo.pushing(&push);
+            let call = Call::Unlock(v1::Unlock {
                 window: self.id(),
                 target,
                 push,
-            }))
+            });
+            (self.session.call(call), Some(undo))
         };
-        self.finish(reply, |item| {
-            item.target == Some(target) || item.target.is_none()
-        })
-        .await?;
+        let mine = |item: &Outstanding| item.target == Some(target) || item.target.is_none();
+        self.finish(reply, mine, undo).await?;
         self.returned("unlock", Some(target));
         Ok(())
     }
@@ -223,15 +237,17 @@ impl Window {
     /// window.
     pub async fn lock_all(&self, assert: u32) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             state.epoch.lock_all(assert)?;
-            self.session.call(Call::LockAll(v1::LockAll {
+            let call = Call::LockAll(v1::LockAll {
                 window: self.id(),
                 assert,
-            }))
+            });
+            (self.session.call(call), Some(undo))
         };
-        let answer = synced(reply.await?)?;
+        let answer = synced(self.undone_if_unchanged(reply.await, undo, Vec::new())?)?;
         self.state().tokens[self.me as usize] = answer.token;
         self.apply_pull(answer.pull);
         self.returned("lock_all", None);
@@ -244,17 +260,20 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` without lock_all.
     pub async fn unlock_all(&self) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
+            let undo = Undo::of(&state);
             state.epoch.unlock_all()?;
             state.tokens.iter_mut().for_each(|token| *token = 0);
             let push = Self::take_push(&mut state);
-            self.session.call(Call::UnlockAll(v1::UnlockAll {
+            let undo = undo.pushing(&push);
+            let call = Call::UnlockAll(v1::UnlockAll {
                 window: self.id(),
                 push,
-            }))
+            });
+            (self.session.call(call), Some(undo))
         };
-        self.finish(reply, |_| true).await?;
+        self.finish(reply, |_| true, undo).await?;
         self.returned("unlock_all", None);
         Ok(())
     }
@@ -266,19 +285,19 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
     pub async fn flush(&self, target: u32) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
-            let state = self.live_state()?;
+        let (reply, undo) = {
+            let mut state = self.live_state()?;
             state.epoch.flush(target)?;
-            self.session.call(Call::Flush(v1::Flush {
+            self.renew_refused_locks(&mut state, Some(target));
+            let call = Call::Flush(v1::Flush {
                 window: self.id(),
                 target,
                 local: false,
-            }))
+            });
+            (self.session.call(call), None)
         };
-        self.finish(reply, |item| {
-            item.target == Some(target) || item.target.is_none()
-        })
-        .await?;
+        let mine = |item: &Outstanding| item.target == Some(target) || item.target.is_none();
+        self.finish(reply, mine, undo).await?;
         self.returned("flush", Some(target));
         Ok(())
     }
@@ -289,15 +308,17 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn flush_all(&self) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
-            let state = self.live_state()?;
+        let (reply, undo) = {
+            let mut state = self.live_state()?;
             state.epoch.flush_all()?;
-            self.session.call(Call::FlushAll(v1::FlushAll {
+            self.renew_refused_locks(&mut state, None);
+            let call = Call::FlushAll(v1::FlushAll {
                 window: self.id(),
                 local: false,
-            }))
+            });
+            (self.session.call(call), None)
         };
-        self.finish(reply, |_| true).await?;
+        self.finish(reply, |_| true, undo).await?;
         self.returned("flush_all", None);
         Ok(())
     }
@@ -333,16 +354,22 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn sync(&self) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let mut state = self.live_state()?;
             state.epoch.sync()?;
+            let undo = Undo::of(&state);
             let push = Self::take_push(&mut state);
-            self.session.call(Call::Sync(v1::Sync {
+            let undo = undo.pushing(&push);
+            let call = Call::Sync(v1::Sync {
                 window: self.id(),
                 push,
-            }))
+            });
+            (self.session.call(call), Some(undo))
         };
-        let answer = synced(self.finish(reply, |item| item.target.is_none()).await?)?;
+        let answer = synced(
+            self.finish(reply, |item| item.target.is_none(), undo)
+                .await?,
+        )?;
         self.apply_pull(answer.pull);
         self.returned("sync", None);
         Ok(())
@@ -356,13 +383,13 @@ impl Window {
     /// again).
     pub async fn free(&self) -> Result<()> {
         self.note(Vec::new());
-        let reply = {
+        let (reply, undo) = {
             let state = self.live_state()?;
             state.epoch.free()?;
-            self.session
-                .call(Call::WinFree(v1::WinFree { window: self.id() }))
+            let call = Call::WinFree(v1::WinFree { window: self.id() });
+            (self.session.call(call), None)
         };
-        self.finish(reply, |_| true).await?;
+        self.finish(reply, |_| true, undo).await?;
         Ok(())
     }
 

@@ -1037,3 +1037,104 @@ async fn a_new_session_starts_from_its_public_copy() {
     other.close().await.unwrap();
     server.stop().await;
 }
+
+/// A synchronization call refused while the audit store is away changed nothing, at the
+/// target and here: the locks it was to release are still held on both sides (and the lazy
+/// one that travelled with it is requested again), the stores it was to publish are still to
+/// be published, and the same calls made again once the store is back succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlocks_refused_unchanged_can_be_made_again_and_publish_then() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-undo")));
+    let mut outage = Outage::Sqlite {
+        path: data.0.join("audit.db"),
+        holder: None,
+    };
+    let server = start_on(&data.0, |_| {}).await;
+    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let world = admin.create_world("u", 2).await.unwrap();
+    for name in ["c", "probe"] {
+        admin
+            .create_window("u", &WindowSpec::of::<i64>(name, 2, 1))
+            .await
+            .unwrap();
+    }
+    // rank 0 only watches for the outage, on a session of its own (a call of rank 1's session
+    // would carry its lazy lock early)
+    let watcher = Session::attach(&server.url, &world.tokens[0])
+        .await
+        .unwrap();
+    let probe = watcher.window("probe").await.unwrap();
+    probe.lock_all(0).await.unwrap();
+    let session = Session::attach(&server.url, &world.tokens[1])
+        .await
+        .unwrap();
+    let w = session.window("c").await.unwrap();
+    // rank 1's own lock is held, over a store; rank 0's is lazy, and nothing carried it yet
+    w.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w.store(0, &[42i64]).unwrap();
+    w.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    outage.begin().await;
+    let mut known = false;
+    for _ in 0..1000 {
+        // each writes the log, until the server knows it cannot
+        let increment = probe.fetch_and_op(0, 0, 1i64, Op::Sum).unwrap();
+        let flushed = probe.flush(0).await;
+        if let Err(error) = increment.value().await.and(flushed) {
+            assert_eq!(error.class(), Some(ErrorClass::Io), "{error}");
+            if error.unchanged() {
+                known = true;
+                break;
+            }
+        }
+    }
+    assert!(
+        known,
+        "the server never refused a call unchanged during the outage"
+    );
+    // a put that travels (behind the lazy lock) with the unlock and is refused with it
+    w.put(0, 0, &[7i64]).unwrap();
+    for target in [0, 1] {
+        let refused = w.unlock(target).await.unwrap_err();
+        assert_eq!(refused.class(), Some(ErrorClass::Io), "{refused}");
+        assert!(refused.unchanged(), "unlock({target}): {refused}");
+        // still locked here, as at the target
+        let again = w.lock(LockType::Shared, target, 0).await.unwrap_err();
+        assert_eq!(again.class(), Some(ErrorClass::RmaSync), "{again}");
+    }
+    outage.end().await;
+    // the same calls again, until the server takes calls again: the unlock of rank 0 then
+    // reports the refused put it completed (which it did not change into a success)
+    for target in [0, 1] {
+        let mut unlocked = None;
+        for _ in 0..1000 {
+            match w.unlock(target).await {
+                Err(error) if error.unchanged() => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                done => {
+                    unlocked = Some(done);
+                    break;
+                }
+            }
+        }
+        let unlocked = unlocked.expect("the unlock was never taken once the store was back");
+        if target == 0 {
+            let put = unlocked.expect_err("the refused put went unreported");
+            assert_eq!(put.class(), Some(ErrorClass::Io), "{put}");
+            assert!(
+                !put.unchanged(),
+                "the unlock that reported it changed the epoch"
+            );
+        } else {
+            unlocked.unwrap();
+        }
+    }
+    drop((w, probe));
+    session.close().await.unwrap();
+    watcher.close().await.unwrap();
+    // both locks were released (lock_all of rank 0 is granted) and the store was published
+    let live = public_copies(&server.url, &world.tokens[0], "c", 2, 1).await;
+    assert_eq!(live[0], [0], "the refused put");
+    assert_eq!(live[1], [42], "the store the refused unlock was to publish");
+    server.stop().await;
+}
