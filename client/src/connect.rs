@@ -163,7 +163,9 @@ impl Endpoint {
     }
 
     /// Gives up connecting after `limit`: the TCP connection, the TLS handshake and the
-    /// HTTP/2 handshake together ([`Error::Connect`] naming the limit).
+    /// server's first answer together (a health check, which a server the kernel accepts
+    /// connections for while it is paused never answers): [`Error::Connect`] naming the limit
+    /// (or [`Endpoint::timeout`], when shorter, for the answer).
     pub fn connect_timeout(self, limit: Duration) -> Self {
         Endpoint {
             connect_timeout: Some(limit),
@@ -310,8 +312,18 @@ impl Endpoint {
         Err(failed)
     }
 
-    /// Opens a channel to `url` alone.
+    /// Opens a channel to `url` alone; with a connect timeout, one the server answered on.
     async fn channel_to(&self) -> Result<Channel> {
+        let scheme = self.url.split_once("://").map(|(scheme, _)| scheme);
+        if !scheme.is_some_and(|scheme| {
+            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
+        }) {
+            return Err(Error::Config(format!(
+                "the server address {:?} must start with http:// or https:// \
+                 (http://127.0.0.1:50051, say)",
+                self.url
+            )));
+        }
         let mut endpoint = TonicEndpoint::from_shared(self.url.clone())
             .map_err(|e| self.error(causes(&e)))?
             .tcp_nodelay(true);
@@ -326,13 +338,32 @@ impl Endpoint {
                 .keep_alive_timeout(limit);
         }
         let connecting = endpoint.connect();
-        let connected = match self.connect_timeout {
-            None => connecting.await,
-            Some(limit) => tokio::time::timeout(limit, connecting)
-                .await
-                .map_err(|_| self.error(format!("no connection within {}", seconds(limit))))?,
+        let Some(limit) = self.connect_timeout else {
+            return connecting.await.map_err(|e| self.error(causes(&e)));
         };
-        connected.map_err(|e| self.error(causes(&e)))
+        let began = tokio::time::Instant::now();
+        let channel = tokio::time::timeout(limit, connecting)
+            .await
+            .map_err(|_| self.error(format!("no connection within {}", seconds(limit))))?
+            .map_err(|e| self.error(causes(&e)))?;
+        // the TCP handshake is the kernel's and HTTP/2's does not wait for the server: only
+        // an answer shows that something serves there (any answer; the health service needs
+        // no token)
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let check = health.check(tonic_health::pb::HealthCheckRequest::default());
+        // bounded by the call limit too: it is the first answer the server owes
+        let answer = self.timeout.map_or(limit, |timeout| timeout.min(limit));
+        match tokio::time::timeout_at(began + answer, check).await {
+            Err(_) => Err(self.error(format!(
+                "no answer within {}: the connection was accepted but nothing answered on it \
+                 (a paused or overloaded server, or not a gRPC server)",
+                seconds(answer)
+            ))),
+            Ok(Err(status)) if std::error::Error::source(&status).is_some() => {
+                Err(self.error(causes(&status)))
+            }
+            Ok(_) => Ok(channel),
+        }
     }
 }
 

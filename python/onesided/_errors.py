@@ -101,8 +101,9 @@ class DisconnectedError(OnesidedError):
     """The session's stream ended; the calls in flight failed."""
 
 
-class ConfigError(OnesidedError):
-    """A client-side setting cannot be used (a CA file that holds no certificate)."""
+class ConfigError(OnesidedError, ValueError):
+    """A client-side setting cannot be used (an address without ``http://`` or ``https://``,
+    a CA file that holds no certificate): also a ``ValueError``."""
 
 
 class ProtocolError(OnesidedError):

@@ -125,3 +125,8 @@ def test_every_failure_is_an_onesided_error(pair):
         w0.unlock(1)
     with pytest.raises(onesided.ConnectError):
         onesided.Admin("http://127.0.0.1:1", "t" * 48, connect_timeout=2)
+
+
+def test_an_address_without_a_scheme_is_a_value_error():
+    with pytest.raises(ValueError, match="must start with http:// or https://"):
+        onesided.Admin("127.0.0.1:1", "t" * 48).list_worlds()

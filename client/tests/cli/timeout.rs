@@ -49,6 +49,45 @@ fn a_server_that_accepts_and_never_speaks_times_out_every_kind_of_call() {
     drop(silent);
 }
 
+/// Issue 44: a server whose kernel accepts connections while it is paused (SIGSTOP) is cut by
+/// `--connect-timeout`, and named as such, not left to the call's 30 s.
+#[test]
+fn a_paused_server_is_cut_by_the_connect_timeout() {
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let (out, took) = timed(
+        Cli::new(&url)
+            .token("some-token")
+            .env("ONESIDED_CONNECT_TIMEOUT", "0.5")
+            .args(["world", "ls"]),
+    );
+    out.code(4);
+    assert!(
+        out.stderr
+            .contains(&format!("cannot connect to {url}: no answer within 0.5s")),
+        "{}",
+        out.stderr
+    );
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    drop(silent);
+}
+
+/// Issue 44: an address without a scheme is a configuration mistake, said as such.
+#[test]
+fn an_address_without_a_scheme_is_refused_as_such() {
+    let out = Cli::new("127.0.0.1:50051")
+        .token("some-token")
+        .args(["world", "ls"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr.contains("must start with http:// or https://"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// A listener whose accept queue is full: the kernel drops further connection attempts, so
 /// a client's TCP connect hangs (SYN retransmits) instead of completing or being refused.
 struct FullBacklog {
