@@ -170,23 +170,41 @@ pub struct Dynamic {
     pub window_bytes: Arc<WindowBytes>,
 }
 
+/// One rank's actor as it starts ([`WindowServerHandle::spawn`]).
+#[derive(Debug)]
+pub struct RankStart {
+    /// The window's id.
+    pub window: u64,
+    /// The rank.
+    pub rank: u32,
+    /// How many ranks the window has.
+    pub nranks: u32,
+    /// The window's memory model.
+    pub model: MemoryModel,
+    /// The rank's public copy: zeroed for a new window, rebuilt from snapshot and log after a
+    /// restart.
+    pub public: Vec<u8>,
+    /// A dynamic window's regions and limits.
+    pub dynamic: Option<Dynamic>,
+    /// How long a shared lock request may wait behind a waiting exclusive one.
+    pub lock_fairness: Duration,
+    /// The log of the window's operations since its last snapshot, shared by its ranks.
+    pub log: Arc<WindowLog>,
+}
+
 impl WindowServerHandle {
-    /// Starts the actor of `rank` of window `window` with the public copy `public` (zeroed for
-    /// a new window, rebuilt from snapshot and log after a restart); `log` is shared by the
-    /// window's ranks.
-    #[allow(clippy::too_many_arguments)]
-    pub fn spawn(
-        window: u64,
-        rank: u32,
-        nranks: u32,
-        model: MemoryModel,
-        public: Vec<u8>,
-        dynamic: Option<Dynamic>,
-        audit: AuditHandle,
-        metrics: Arc<Metrics>,
-        lock_fairness: Duration,
-        log: Arc<WindowLog>,
-    ) -> Self {
+    /// Starts the actor of one rank of a window, as `rank` says, recording through `audit`.
+    pub fn spawn(rank: RankStart, audit: AuditHandle, metrics: Arc<Metrics>) -> Self {
+        let RankStart {
+            window,
+            rank,
+            nranks,
+            model,
+            public,
+            dynamic,
+            lock_fairness,
+            log,
+        } = rank;
         let (sender, inbox) = mpsc::channel(INBOX);
         let recording = audit.durability() != Durability::Off;
         let now = Instant::now();

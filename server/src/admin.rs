@@ -241,13 +241,15 @@ impl Admin for AdminService {
             registry
                 .create_window(
                     &request.world,
-                    &request.name,
-                    flavor,
-                    model,
-                    request.sizes,
-                    request.disp_units,
-                    info,
-                    (!request.group.is_empty()).then_some(request.group),
+                    crate::registry::NewWindow {
+                        name: request.name,
+                        flavor,
+                        model,
+                        sizes: request.sizes,
+                        disp_units: request.disp_units,
+                        info,
+                        group: (!request.group.is_empty()).then_some(request.group),
+                    },
                 )
                 .await
         })

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use onesided_core::audit::Event;
 
-use crate::actor::{Dynamic, WindowLog, WindowServerHandle};
+use crate::actor::{Dynamic, RankStart, WindowLog, WindowServerHandle};
 use crate::audit::{AuditHandle, AuditStore, Durability, Pending, StoredWindow, StoredWorld};
 use crate::cluster::Cluster;
 use crate::limits::{exhausted, Limits, WindowBytes};
@@ -280,6 +280,26 @@ pub fn desc_from_spec(id: u64, world: &str, name: &str, spec: &str) -> anyhow::R
     })
 }
 
+/// A window to create ([`Registry::create_window`]): all of its description but its id and
+/// world.
+#[derive(Clone, Debug)]
+pub struct NewWindow {
+    /// Its name, unique in the world.
+    pub name: String,
+    /// How its memory came to be.
+    pub flavor: Flavor,
+    /// Its memory model.
+    pub model: MemoryModel,
+    /// Each rank's size in bytes.
+    pub sizes: Vec<u64>,
+    /// Each rank's displacement unit.
+    pub disp_units: Vec<u32>,
+    /// Its info.
+    pub info: WindowInfo,
+    /// The world's ranks it spans, in window-rank order (`None`: the whole world).
+    pub group: Option<Vec<u32>>,
+}
+
 /// The directory.
 #[derive(Debug)]
 pub struct Registry {
@@ -437,18 +457,17 @@ impl Registry {
                     regions: regions.get(rank).cloned().unwrap_or_default(),
                     window_bytes: Arc::clone(&self.window_bytes),
                 });
-                WindowServerHandle::spawn(
-                    desc.id,
-                    rank as u32,
-                    desc.nranks(),
-                    desc.model,
-                    copy,
+                let start = RankStart {
+                    window: desc.id,
+                    rank: rank as u32,
+                    nranks: desc.nranks(),
+                    model: desc.model,
+                    public: copy,
                     dynamic,
-                    self.audit.clone(),
-                    Arc::clone(&self.metrics),
-                    self.lock_fairness(),
-                    Arc::clone(&log),
-                )
+                    lock_fairness: self.lock_fairness(),
+                    log: Arc::clone(&log),
+                };
+                WindowServerHandle::spawn(start, self.audit.clone(), Arc::clone(&self.metrics))
             })
             .collect()
     }
@@ -833,18 +852,21 @@ impl Registry {
     /// An unknown world, a taken or bad name, a bad shape or info (`MPI_ERR_SIZE`,
     /// `MPI_ERR_DISP`, `MPI_ERR_INFO`), or more bytes than the limits allow
     /// (`MPI_ERR_NO_MEM`).
-    #[allow(clippy::too_many_arguments)]
     pub async fn create_window(
         &self,
         world: &str,
-        name: &str,
-        flavor: Flavor,
-        model: MemoryModel,
-        sizes: Vec<u64>,
-        disp_units: Vec<u32>,
-        info: WindowInfo,
-        group: Option<Vec<u32>>,
+        window: NewWindow,
     ) -> Result<Arc<WindowDesc>, RegistryError> {
+        let NewWindow {
+            name,
+            flavor,
+            model,
+            sizes,
+            disp_units,
+            info,
+            group,
+        } = window;
+        let name = name.as_str();
         check_name("window", name)?;
         // ids unique across the cluster come from the database
         let cluster_id = match self.cluster() {

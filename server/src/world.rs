@@ -424,13 +424,15 @@ async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::We
             Ok(info) => registry
                 .create_window(
                     world,
-                    &name,
-                    shared.flavor,
-                    shared.model,
-                    sizes,
-                    disp_units,
-                    info,
-                    (!group.is_empty()).then_some(group),
+                    crate::registry::NewWindow {
+                        name: name.clone(),
+                        flavor: shared.flavor,
+                        model: shared.model,
+                        sizes,
+                        disp_units,
+                        info,
+                        group: (!group.is_empty()).then_some(group),
+                    },
                 )
                 .await
                 .map(drop)
