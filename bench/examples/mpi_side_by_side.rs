@@ -5,7 +5,7 @@
 //! (BENCHMARKS.md, "MPI programs on onesided beside MPICH").
 //!
 //! ```sh
-//! cargo build --release -p onesided-client -p onesided-server -p onesided-mpi
+//! cargo build --release -p onesided-cli -p onesided-server -p onesided-mpi
 //! cargo run --release -p onesided-bench --example mpi_side_by_side -- [ITERATIONS [BULK [ROUNDS]]]
 //! ```
 //!
@@ -38,7 +38,7 @@ fn main() -> anyhow::Result<()> {
     for needed in ["onesided", "onesided-server", "libmpich.so"] {
         if !release.join(needed).exists() {
             bail!(
-                "{} is missing: cargo build --release -p onesided-client -p onesided-server -p \
+                "{} is missing: cargo build --release -p onesided-cli -p onesided-server -p \
                  onesided-mpi",
                 release.join(needed).display()
             );

@@ -359,8 +359,13 @@ impl Endpoint {
                  (a paused or overloaded server, or not a gRPC server)",
                 seconds(answer)
             ))),
+            // the connection failed under the check (a TLS server behind an http:// URL):
+            // said as a call's failure would say it
             Ok(Err(status)) if std::error::Error::source(&status).is_some() => {
-                Err(self.error(causes(&status)))
+                Err(self.error(match Error::from(status) {
+                    Error::Status { message, .. } => message,
+                    other => other.to_string(),
+                }))
             }
             Ok(_) => Ok(channel),
         }

@@ -10,7 +10,6 @@
 //! - [`Audit`]: the audit log — recorded windows, events (live too), replay, verify.
 //! - [`Window`]: every MPI RMA call with its MPI name, on this rank's private copy of the
 //!   window, with exactly the separate model's visibility rules.
-//! - [`scenario`]: `.rma` scenario files (docs/scenarios.md), parsed and run one session per rank.
 //!
 //! Owns: the crate's public API — which of its types are exported, and which of core's
 //! (assertion bits, datatypes, ops, layouts, lock types, window descriptions, audit events and
@@ -48,8 +47,6 @@ mod error;
 mod messages;
 mod session;
 mod window;
-
-pub mod scenario;
 
 pub use admin::{Admin, ClusterNode, ClusterStatus, WindowSpec, WorldSummary, WorldTokens};
 pub use audit::{

@@ -45,15 +45,16 @@ enum Inner<T> {
 }
 
 impl<T> Request<T> {
-    /// A request complete from the start.
-    pub(crate) fn complete(value: T) -> Self {
+    /// A request complete from the start (what `rput` and `raccumulate` return: the origin's
+    /// values were copied when the call returned).
+    pub fn complete(value: T) -> Self {
         Request {
             inner: Inner::Complete(value),
         }
     }
 
-    /// A request that completes with `pending`.
-    pub(crate) fn pending(pending: Pending<T>) -> Self {
+    /// A request that completes with `pending` (what `rget` and the fetching calls return).
+    pub fn pending(pending: Pending<T>) -> Self {
         Request {
             inner: Inner::Pending(pending),
         }

@@ -1,4 +1,4 @@
-//! `onesided`: the command-line client, built on the onesided-client library only.
+//! `onesided`: the command-line client, on the onesided-client library and onesided-scenario only.
 //!
 //! `main` parses the command line, runs one subcommand, prints the error (one line, the MPI
 //! class first) and maps it to an exit code scripts can rely on (see [`EXIT_CODES`]).

@@ -12,8 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use clap::Args;
-use onesided_client::scenario::{self, rank_name, RunConfig, RunReport, Scenario};
 use onesided_client::Audit;
+use onesided_scenario::{self as scenario, rank_name, RunConfig, RunReport, Scenario};
 use serde_json::{json, Value as Json};
 
 use crate::exit::Usage;

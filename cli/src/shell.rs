@@ -13,9 +13,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use onesided_client::scenario::ast::{FlavorDecl, Model, WindowDecl};
-use onesided_client::scenario::{Parser, RankExecutor};
 use onesided_client::{Datatype, Flavor};
+use onesided_scenario::ast::{FlavorDecl, Model, WindowDecl};
+use onesided_scenario::{Parser, RankExecutor};
 use serde_json::json;
 
 use crate::admin::datatype;
@@ -206,9 +206,9 @@ impl Shell {
                     return Err(format!("`{}` succeeded but must fail", call.text));
                 }
                 let assigned = match &call.call {
-                    onesided_client::scenario::Call::Load { var, .. }
-                    | onesided_client::scenario::Call::Test { var, .. } => Some(var.clone()),
-                    onesided_client::scenario::Call::Op(spec) => spec.var.clone(),
+                    onesided_scenario::Call::Load { var, .. }
+                    | onesided_scenario::Call::Test { var, .. } => Some(var.clone()),
+                    onesided_scenario::Call::Op(spec) => spec.var.clone(),
                     _ => None,
                 };
                 match assigned.map(|var| (self.executor.var(&var), var)) {

@@ -23,7 +23,7 @@ use super::ast::{
     Scenario, Step, Subject, WindowDecl,
 };
 use super::parse::{rank_name, returns_list};
-use crate::{
+use onesided_client::{
     wait_any, Admin, Endpoint, Error, NewWindow, OpSpec, Request, Session, Window, WindowSpec,
 };
 
@@ -624,7 +624,7 @@ impl RankExecutor {
     fn read(
         &self,
         loc: &Loc,
-        read: impl Fn(&Window, u64, u64) -> crate::Result<Vec<u8>>,
+        read: impl Fn(&Window, u64, u64) -> onesided_client::Result<Vec<u8>>,
     ) -> Result<Observed, Error> {
         let dtype = self.dtypes[loc.window];
         let window = self.window(loc.window)?;
@@ -1015,7 +1015,7 @@ async fn created_by_ranks(
     config: &RunConfig,
     tokens: &[String],
     decl: &WindowDecl,
-) -> Result<crate::WindowDesc, Error> {
+) -> Result<onesided_client::WindowDesc, Error> {
     let spec = spec_of(decl);
     let info: Vec<(&str, &str)> = spec
         .info

@@ -5,8 +5,8 @@
 //! stdout. Must not: choose what a command reports (each command builds its document), or
 //! write except through `out`.
 
-use onesided_client::scenario::Observed;
 use onesided_core::datatype::Value;
+use onesided_scenario::Observed;
 use serde_json::{json, Value as Json};
 
 /// One element: integers as numbers (as strings beyond 64 bits), floats as numbers (non-finite

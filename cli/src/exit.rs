@@ -5,8 +5,8 @@
 //! error as `--json` reports it. Must not: print anything (the caller prints the error once),
 //! or guess a code from an error's text.
 
-use onesided_client::scenario::{ParseError, RunError};
 use onesided_client::Error;
+use onesided_scenario::{ParseError, RunError};
 
 /// A usage error of ours (exit 2): a bad combination of arguments, an unreadable file.
 #[derive(Debug, thiserror::Error)]

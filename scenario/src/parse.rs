@@ -1596,7 +1596,7 @@ fn split_list(text: &str) -> Vec<(usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::ast::{Call, OpCall};
+    use crate::ast::{Call, OpCall};
     use onesided_core::assert::Assert;
     use onesided_core::Op;
 
