@@ -19,6 +19,19 @@ use crate::{ErrorClass, RmaError};
 
 use super::{Outcome, Segment, Target, Update, FOLLOW_CHUNK};
 
+/// Who sent an operation being applied, and in which epoch.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sent {
+    /// The origin rank.
+    pub(super) origin: u32,
+    /// The origin session's incarnation.
+    pub(super) incarnation: u64,
+    /// The call's id in that session.
+    pub(super) op_id: u64,
+    /// When it may be applied (its epoch).
+    pub(super) tag: AccessTag,
+}
+
 impl<R> Target<R> {
     pub(super) fn push(&mut self, segments: Vec<Segment>) {
         for segment in segments {
@@ -73,18 +86,20 @@ impl<R> Target<R> {
         }
     }
 
-    /// Applies an enabled operation and answers it.
-    #[allow(clippy::too_many_arguments)]
+    /// Applies an enabled operation `sent` by an origin and answers it.
     pub(super) fn operate(
         &mut self,
-        origin: u32,
-        incarnation: u64,
-        op_id: u64,
-        tag: AccessTag,
+        sent: Sent,
         op: &TargetOp<Bytes>,
         access: &TargetAccess,
         reply: R,
     ) {
+        let Sent {
+            origin,
+            incarnation,
+            op_id,
+            tag,
+        } = sent;
         let (epoch, token) = match tag {
             AccessTag::Fence { epoch } => (epoch, 0),
             AccessTag::Pscw { generation } => (generation, 0),

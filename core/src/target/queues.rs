@@ -165,7 +165,13 @@ impl<R> Target<R> {
                 tag,
                 ..
             } => {
-                self.operate(origin, incarnation, op_id, tag, &op, &access, reply);
+                let sent = super::copy::Sent {
+                    origin,
+                    incarnation,
+                    op_id,
+                    tag,
+                };
+                self.operate(sent, &op, &access, reply);
                 false
             }
             Access::LockRequest {
