@@ -13,7 +13,7 @@
 //!
 //! Owns: the crate's public API — which of its types are exported, and which of core's
 //! (assertion bits, datatypes, ops, layouts, lock types, window descriptions, audit events and
-//! verdicts) and proto's (`busy_poll`) it hands on as its own. Must not: decide an MPI rule of
+//! verdicts) and the busy-poll crate's (`busy_poll`) it hands on as its own. Must not: decide an MPI rule of
 //! its own (a `Window` runs core's `EpochState` and `TargetOp::validate`, as the server does),
 //! depend on the server crate (its tests use the server as a dev-dependency only), or print:
 //! the `onesided` binary renders.
@@ -38,7 +38,7 @@
 //! ```
 
 mod admin;
-pub use onesided_proto::busy_poll;
+pub use onesided_busy_poll as busy_poll;
 mod audit;
 mod client_events;
 mod connect;

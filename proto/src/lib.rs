@@ -6,7 +6,7 @@
 //! `MpiError`, [`status_with_code`]) and reading them back, conversions of layouts, datatypes
 //! and ops, the Audit service's answers ([`audit_wire`]), and [`admit`]: whether a session's
 //! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
-//! Must not: do I/O ([`busy_poll`] only keeps the caller's tokio runtime polling).
+//! Must not: do I/O or touch a runtime.
 
 #![allow(missing_docs, clippy::large_enum_variant)]
 
@@ -23,7 +23,6 @@ pub mod audit {
 
 pub mod admit;
 pub mod audit_wire;
-pub mod busy_poll;
 
 /// Generated code of package `onesided.v1`.
 #[allow(clippy::all, missing_debug_implementations, rust_2018_idioms)]

@@ -53,7 +53,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use onesided_proto::busy_poll::BusyPoll;
+use onesided_busy_poll::BusyPoll;
 use onesided_proto::v1::admin_server::AdminServer;
 use onesided_proto::v1::audit_server::AuditServer;
 use onesided_proto::v1::rma_server::{Rma, RmaServer};
@@ -130,7 +130,7 @@ pub struct ServerConfig {
     /// core's `locks`).
     pub lock_fairness: std::time::Duration,
     /// Keep polling for this long after each answer before a thread parks (`--busy-poll`,
-    /// [`onesided_proto::busy_poll`]); `None`: never spin.
+    /// [`onesided_busy_poll`]); `None`: never spin.
     pub busy_poll: Option<std::time::Duration>,
     /// Join a cluster of nodes over the PostgreSQL store (`--node-id`, `--advertise`);
     /// `None`: a single server.

@@ -100,7 +100,7 @@ struct Args {
     /// Microseconds to keep polling for the next message after each answer before a thread
     /// parks, as MPI libraries spin (lower latency for back-to-back calls, at up to that much
     /// of one core's time per answer; README, "Busy-polling"). 0, the default, never spins.
-    #[arg(long, env = "ONESIDED_BUSY_POLL", value_name = "MICROS", default_value = "0", value_parser = onesided_proto::busy_poll::parse_micros)]
+    #[arg(long, env = "ONESIDED_BUSY_POLL", value_name = "MICROS", default_value = "0", value_parser = onesided_busy_poll::parse_micros)]
     busy_poll: std::time::Duration,
     /// Serve TLS only, with this certificate chain (PEM, leaf first). Needs --tls-key.
     #[arg(long, env = "ONESIDED_TLS_CERT", requires = "tls_key")]

@@ -240,7 +240,7 @@ pub struct Metrics {
     /// scrape.
     busy_poll_spin: Counter<f64, std::sync::atomic::AtomicU64>,
     /// The server's spinner (`--busy-poll`), set once at start.
-    busy_poll: std::sync::OnceLock<onesided_proto::busy_poll::BusyPoll>,
+    busy_poll: std::sync::OnceLock<onesided_busy_poll::BusyPoll>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -409,7 +409,7 @@ impl Metrics {
     }
 
     /// The server busy-polls with `busy` (`--busy-poll`): its spinning time is reported.
-    pub fn busy_polling(&self, busy: onesided_proto::busy_poll::BusyPoll) {
+    pub fn busy_polling(&self, busy: onesided_busy_poll::BusyPoll) {
         let _ = self.busy_poll.set(busy);
     }
 

@@ -17,8 +17,9 @@
 //! Owns: the spinner task and its budget (`parse_micros`, at most `MAX_BUDGET`), when it spins
 //! and when it parks (`touch`, `POLLS_BEFORE_YIELD`), and its counters (`spun`, `is_spinning`,
 //! `parked`). Must not: read or write a socket or a message itself, decide whether to spin (the
-//! caller touches it after each message), or outlive its last handle; it is the one piece of
-//! this crate that touches a runtime, and it never creates one (it spawns on the caller's).
+//! caller touches it after each message), outlive its last handle, or create a runtime (it
+//! spawns on the caller's). It is a crate of its own so that proto, the wire mapping, needs
+//! no runtime.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
