@@ -661,7 +661,7 @@ fn side_json(side: &FindingSide) -> Json {
     json!({"seq": side.seq, "cseq": side.cseq, "rank": side.rank, "call": side.call})
 }
 
-fn finding_json(finding: &Finding) -> Json {
+pub(crate) fn finding_json(finding: &Finding) -> Json {
     json!({
         "rule": finding.rule.name(),
         "description": finding.rule.describe(),

@@ -12,7 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use clap::Args;
-use onesided_client::Audit;
+use futures::StreamExt;
+use onesided_client::{Audit, AuditEvent, Finding};
 use onesided_scenario::{self as scenario, rank_name, RunConfig, RunReport, Scenario};
 use serde_json::{json, Value as Json};
 
@@ -38,7 +39,12 @@ same token (a new incarnation) and reopens the windows, with a fresh, zeroed pri
 --audit prints the ids of the windows each run created (with --json: a top-level \"windows\" list \
 of {name, id} over all runs, and the same per run); read their history with `onesided audit log \
 ID`, `audit replay ID`, `audit verify ID`. The server records whenever its audit is on (the \
-default); --audit warns on stderr when it is off.")]
+default); --audit warns on stderr when it is off.
+
+--check runs the race checker (`onesided audit check`) over every window of every run once the \
+run's log is complete, prints its findings (with --json: a top-level \"findings\" list of \
+{run, window, id, findings}) and exits 1 when there is one, as when an expectation failed: the \
+`_broken` examples then fail with what they break.")]
 pub struct RunArgs {
     /// The scenario file (.rma)
     file: PathBuf,
@@ -48,6 +54,9 @@ pub struct RunArgs {
     /// Report the ids of the windows each run created, to read with `onesided audit`
     #[arg(long)]
     audit: bool,
+    /// Run the race checker over every window each run created; a finding fails the command
+    #[arg(long)]
+    check: bool,
     /// Admin token (default: --token / ONESIDED_TOKEN)
     #[arg(long, env = "ONESIDED_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -206,6 +215,75 @@ fn print_text(file: &str, reports: &[RunReport], scenario: &Scenario, audit: boo
     }
 }
 
+/// The race checker's findings over one window of one run.
+struct Checked {
+    run: usize,
+    name: String,
+    id: u64,
+    findings: Vec<Finding>,
+}
+
+/// Checks every window of every run, once its log holds the window's end (`window_freed`: the
+/// run deleted its world; the answer to that may come before the event's commit).
+async fn check_runs(config: &RunConfig, reports: &[RunReport]) -> Result<Vec<Checked>> {
+    let audit = Audit::connect(&config.endpoint, &config.admin_token).await?;
+    let mut checked = Vec::new();
+    for report in reports {
+        for window in &report.windows {
+            let ended = until_freed(&audit, window.id);
+            tokio::time::timeout(config.timeout, ended)
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "the log of window {} (id {}) did not end within {} s: cannot check it",
+                        window.name,
+                        window.id,
+                        config.timeout.as_secs_f64()
+                    )
+                })??;
+            checked.push(Checked {
+                run: report.run,
+                name: window.name.clone(),
+                id: window.id,
+                findings: audit.check(window.id).await?,
+            });
+        }
+    }
+    Ok(checked)
+}
+
+/// Follows window `id`'s log until its `window_freed` event.
+async fn until_freed(audit: &Audit, id: u64) -> Result<()> {
+    let mut events = std::pin::pin!(audit.follow(id, 1).await?);
+    while let Some(entry) = events.next().await {
+        if matches!(entry?.event, Some(AuditEvent::WindowFreed)) {
+            return Ok(());
+        }
+    }
+    Err(anyhow::anyhow!(
+        "the log of window {id} ended before the window was freed"
+    ))
+}
+
+fn print_findings(checked: &[Checked]) {
+    for checked in checked {
+        let count = match checked.findings.len() {
+            0 => "no findings".to_string(),
+            1 => "1 finding".to_string(),
+            n => format!("{n} findings"),
+        };
+        outln!(
+            "run {}: window {} (id {}): {count}",
+            checked.run,
+            checked.name,
+            checked.id
+        );
+        for finding in &checked.findings {
+            outln!("  {}", crate::audit::finding_text(finding));
+        }
+    }
+}
+
 /// Warns on stderr about windows the run created that the server did not record (its audit is
 /// off, or its store failed): their ids lead nowhere.
 async fn warn_unrecorded(config: &RunConfig, reports: &[RunReport]) {
@@ -261,7 +339,16 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
     for index in 1..=args.repeat {
         reports.push(scenario::run(&scenario, &config, index as usize).await?);
     }
-    let ok = reports.iter().all(RunReport::ok);
+    let checked = if args.check {
+        Some(check_runs(&config, &reports).await?)
+    } else {
+        None
+    };
+    let clean = checked
+        .iter()
+        .flatten()
+        .all(|checked| checked.findings.is_empty());
+    let ok = reports.iter().all(RunReport::ok) && clean;
     if args.audit {
         warn_unrecorded(&config, &reports).await;
     }
@@ -283,9 +370,29 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode> {
                 .map(|window| json!({"name": window.name, "id": window.id}))
                 .collect();
         }
+        if let Some(checked) = &checked {
+            document["findings"] = checked
+                .iter()
+                .map(|checked| {
+                    json!({
+                        "run": checked.run,
+                        "window": checked.name,
+                        "id": checked.id,
+                        "findings": checked
+                            .findings
+                            .iter()
+                            .map(crate::audit::finding_json)
+                            .collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+        }
         json::print(&document);
     } else {
         print_text(&file, &reports, &scenario, args.audit);
+        if let Some(checked) = &checked {
+            print_findings(checked);
+        }
     }
     Ok(if ok {
         ExitCode::SUCCESS

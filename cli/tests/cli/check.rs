@@ -1062,3 +1062,41 @@ fn check_and_export_exit_codes() {
             .code(4);
     }
 }
+
+/// Issue 44: `run --check` checks every window of the run: each broken example fails (exit 1)
+/// with its findings, in text and in JSON, and a clean one passes.
+#[test]
+fn run_check_fails_the_broken_examples_with_their_findings() {
+    let server = Server::start();
+    for name in BROKEN_EXAMPLES {
+        let file = examples_dir().join(name);
+        let out = server
+            .cli()
+            .arg("run")
+            .arg(&file)
+            .args(["--check", "--json"])
+            .run();
+        assert_eq!(out.code, Some(1), "{name}: {}\n{}", out.stdout, out.stderr);
+        let document = out.json();
+        assert_eq!(document["ok"], false, "{name}: {document:#}");
+        let findings: Vec<&Value> = document["findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no findings list: {document:#}"))
+            .iter()
+            .flat_map(|window| window["findings"].as_array().unwrap())
+            .collect();
+        assert!(!findings.is_empty(), "{name}: {document:#}");
+        assert!(
+            findings.iter().all(|finding| finding["rule"].is_string()),
+            "{name}: {document:#}"
+        );
+        // the same in text: the finding's line under its window's
+        let out = server.cli().arg("run").arg(&file).arg("--check").run();
+        assert_eq!(out.code, Some(1), "{name}: {}", out.stdout);
+        assert!(out.stdout.contains("finding"), "{name}: {}", out.stdout);
+    }
+    let clean = examples_dir().join("forum1_unlock_publishes.rma");
+    let out = server.cli().arg("run").arg(&clean).arg("--check").run();
+    out.success();
+    assert!(out.stdout.contains(": no findings"), "{}", out.stdout);
+}
