@@ -92,6 +92,7 @@ fn entry(event: v1::AuditEvent) -> AuditEntry {
 pub struct Audit {
     client: AuditClient<InterceptedService<Channel, Bearer>>,
     limit: CallLimit,
+    silence: crate::connect::Silence,
 }
 
 impl Audit {
@@ -104,6 +105,7 @@ impl Audit {
         let channel = server.channel().await?;
         Ok(Audit {
             limit: server.call_limit(),
+            silence: server.silence(),
             client: AuditClient::with_interceptor(channel, Bearer::new(token)?)
                 .max_decoding_message_size(usize::MAX),
         })
@@ -165,7 +167,8 @@ impl Audit {
             }))
             .await?
             .into_inner();
-        Ok(stream.map(|event| event.map(entry).map_err(Error::from)))
+        let silence = self.silence.clone();
+        Ok(stream.map(move |event| event.map(entry).map_err(|status| silence.name(status))))
     }
 
     /// Every rank's public copy after event `at` (`None`: the end of the log).

@@ -209,6 +209,14 @@ impl Endpoint {
         CallLimit(self.timeout)
     }
 
+    /// How a stream that outlives any deadline names a server gone silent.
+    pub(crate) fn silence(&self) -> Silence {
+        Silence {
+            url: self.url.clone(),
+            limit: self.timeout,
+        }
+    }
+
     /// Trusts the CA certificates in `pem` (one or more PEM certificates) for this server,
     /// and only them: the system's roots are then not consulted.
     ///
@@ -420,6 +428,35 @@ impl CallLimit {
                 code: tonic::Code::DeadlineExceeded,
                 message: format!("no answer from the server within {}", seconds(limit)),
             }),
+        }
+    }
+}
+
+/// How a long-lived stream (a follower of the log) names its connection's end: with
+/// [`Endpoint::timeout`] the connection is pinged, and a server that stops answering ends it,
+/// which reaches the stream only as a broken connection.
+#[derive(Clone, Debug)]
+pub(crate) struct Silence {
+    url: String,
+    limit: Option<Duration>,
+}
+
+impl Silence {
+    /// `status` as the client's error, a connection that broke under keep-alive pings named
+    /// as the silent server it may be.
+    pub(crate) fn name(&self, status: Status) -> Error {
+        match self.limit {
+            Some(limit) if crate::error::from_transport(&status) => Error::Status {
+                code: tonic::Code::Unavailable,
+                message: format!(
+                    "no answer from {} within {} (its keep-alive ping went unanswered), or the \
+                     connection broke: {}",
+                    self.url,
+                    seconds(limit),
+                    status.message()
+                ),
+            },
+            _ => Error::from(status),
         }
     }
 }

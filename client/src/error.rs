@@ -129,7 +129,7 @@ impl From<RmaError> for Error {
 /// status the server sent has no source, one tonic made of a transport, HTTP/2 or I/O error
 /// (a refused connection, a TLS mismatch, a keep-alive ping the server never answered) keeps
 /// that error as its source.
-fn from_transport(status: &Status) -> bool {
+pub(crate) fn from_transport(status: &Status) -> bool {
     std::error::Error::source(status).is_some()
 }
 

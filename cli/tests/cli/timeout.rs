@@ -352,5 +352,10 @@ fn a_follower_notices_a_server_that_went_silent() {
         .expect("the follower gives up on a silent server");
     assert_eq!(code, Some(4), "{stderr}");
     assert!(stderr.starts_with("onesided: "), "{stderr}");
+    // issue 44: named as the silent server it may be, not only as an HTTP/2 protocol error
+    assert!(
+        stderr.contains(&format!("no answer from http://{} within 1s", proxy.addr)),
+        "{stderr}"
+    );
     assert!(started.elapsed() < GIVES_UP_WITHIN);
 }
