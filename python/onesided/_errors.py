@@ -82,11 +82,15 @@ class OnesidedError(Exception):
 
 class MpiError(OnesidedError):
     """The call was refused with an MPI error class, by the library at the call (a bounds
-    check at the origin) or by the server. A refused call changed nothing."""
+    check at the origin) or by the server, or a call reports the refusal of one it completed.
+    ``unchanged`` is True when the server refused the call itself before it changed anything
+    (its audit store away): the window's state here is as before the call, and the same call
+    may simply be made again."""
 
-    def __init__(self, message, code, error_class):
+    def __init__(self, message, code, error_class, unchanged=False):
         super().__init__(message, code)
         self.error_class = error_class
+        self.unchanged = unchanged
 
 
 class StatusError(OnesidedError):
@@ -131,8 +135,8 @@ def _status_code(code):
         return StatusCode.UNKNOWN
 
 
-def _from_native(kind, error_class, code, message):
+def _from_native(kind, error_class, code, message, unchanged=False):
     """The exception for a failure of the native module (called by it)."""
     if kind == "mpi":
-        return MpiError(message, _status_code(code), ErrorClass(error_class))
+        return MpiError(message, _status_code(code), ErrorClass(error_class), unchanged)
     return _KINDS.get(kind, OnesidedError)(message, _status_code(code))

@@ -20,10 +20,11 @@ pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
     let class = error.class().map(|class| class.code());
     let code = i32::from(error.code());
     let text = error.to_string();
+    let unchanged = error.unchanged();
     let made = py
         .import("onesided._errors")
         .and_then(|errors| errors.getattr("_from_native"))
-        .and_then(|make| make.call1((kind, class, code, text.as_str())));
+        .and_then(|make| make.call1((kind, class, code, text.as_str(), unchanged)));
     match made {
         Ok(exception) => PyErr::from_value(exception),
         // the package is not importable (the module was loaded on its own): still say why

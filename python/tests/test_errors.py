@@ -121,8 +121,10 @@ def test_admin_refusals(server, admin):
 
 def test_every_failure_is_an_onesided_error(pair):
     w0, _ = pair.windows()
-    with pytest.raises(onesided.OnesidedError):
+    with pytest.raises(onesided.MpiError) as refused:
         w0.unlock(1)
+    # refused here, for what the call is: not a refusal "that changed nothing, try again"
+    assert refused.value.unchanged is False
     with pytest.raises(onesided.ConnectError):
         onesided.Admin("http://127.0.0.1:1", "t" * 48, connect_timeout=2)
 
