@@ -384,15 +384,7 @@ impl Admin for AdminService {
             .await
             .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?
             .into_iter()
-            .map(|node| v1::ClusterNode {
-                node_id: node.node_id,
-                advertise: node.advertise,
-                alive: node.alive,
-                heartbeat_age_ms: node.heartbeat_age_ms,
-                worlds: node.worlds,
-                ranks: node.ranks,
-                moving: node.moving,
-            })
+            .map(onesided_proto::admin_wire::node_to_wire)
             .collect();
         Ok(Response::new(v1::ClusterStatusResponse {
             node_id: cluster.node_id().to_string(),

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use onesided_proto::admin_wire::ClusterNode;
 
 use crate::audit::store::ClusterStore;
 use crate::audit::AuditStore;
@@ -78,25 +79,6 @@ pub enum MoveError {
     /// The database failed.
     #[error("the cluster's store: {0:#}")]
     Store(anyhow::Error),
-}
-
-/// One node as [`Cluster::status`] shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeStatus {
-    /// Its id.
-    pub node_id: String,
-    /// Its address.
-    pub advertise: String,
-    /// Whether its lease is current.
-    pub alive: bool,
-    /// Milliseconds since its last heartbeat.
-    pub heartbeat_age_ms: u64,
-    /// The worlds it holds.
-    pub worlds: Vec<String>,
-    /// Their ranks together.
-    pub ranks: u64,
-    /// Those of them an admin's move is draining away.
-    pub moving: Vec<String>,
 }
 
 /// This node's part in the cluster.
@@ -838,7 +820,7 @@ impl Cluster {
     ///
     /// # Errors
     /// Database failures.
-    pub async fn status(&self) -> anyhow::Result<Vec<NodeStatus>> {
+    pub async fn status(&self) -> anyhow::Result<Vec<ClusterNode>> {
         let nodes = self.store.nodes().await?;
         let owned = self.store.owned_worlds().await?;
         let mut by_node: BTreeMap<String, (Vec<String>, u64, Vec<String>)> = BTreeMap::new();
@@ -854,7 +836,7 @@ impl Cluster {
             .into_iter()
             .map(|(node_id, advertise, alive, age)| {
                 let (worlds, ranks, moving) = by_node.remove(&node_id).unwrap_or_default();
-                NodeStatus {
+                ClusterNode {
                     node_id,
                     advertise,
                     alive,
