@@ -3,9 +3,11 @@
 //! Owns: `Admin`, the admin token's connection and its calls (worlds created, listed and
 //! deleted; windows created, listed, described and freed; a world moved; the cluster's status),
 //! each bounded by the endpoint's `timeout`; `WindowSpec`, the builder of a new window (one
-//! element type's `of` records it in `onesided_element_type`); and the answers' plain types.
+//! element type's `of` records it in `onesided_element_type`); and the answers' plain types
+//! but `ClusterNode`, which the server builds too (proto's `admin_wire`, re-exported here).
 //! Must not: validate a spec beyond building it (the server refuses a bad one with its MPI
-//! class), keep any state of the worlds it creates, or hold a rank token after returning it.
+//! class), keep any state of the worlds it creates, hold a rank token after returning it, or
+//! map an answer field by field that proto maps.
 
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};
@@ -45,24 +47,9 @@ pub struct WorldSummary {
     pub windows: u32,
 }
 
-/// One node of a cluster ([`Admin::cluster_status`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClusterNode {
-    /// Its id (`--node-id`).
-    pub node_id: String,
-    /// The URL it is reached at (`--advertise`).
-    pub advertise: String,
-    /// Whether its lease is current.
-    pub alive: bool,
-    /// Milliseconds since its last heartbeat, by the database's clock.
-    pub heartbeat_age_ms: u64,
-    /// The worlds it serves.
-    pub worlds: Vec<String>,
-    /// Their ranks together (the load placement balances).
-    pub ranks: u64,
-    /// Those of its worlds an admin's move is draining away right now.
-    pub moving: Vec<String>,
-}
+/// One node of a cluster ([`Admin::cluster_status`]): proto's plain type, which the server
+/// builds too, so the two map it the same way.
+pub use onesided_proto::admin_wire::ClusterNode;
 
 /// A cluster as one of its nodes sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -338,15 +325,7 @@ impl Admin {
             nodes: response
                 .nodes
                 .into_iter()
-                .map(|node| ClusterNode {
-                    node_id: node.node_id,
-                    advertise: node.advertise,
-                    alive: node.alive,
-                    heartbeat_age_ms: node.heartbeat_age_ms,
-                    worlds: node.worlds,
-                    ranks: node.ranks,
-                    moving: node.moving,
-                })
+                .map(onesided_proto::admin_wire::node_from_wire)
                 .collect(),
             lease_ttl_secs: response.lease_ttl_secs,
         })

@@ -4,7 +4,8 @@
 //! Owns: prost/tonic codegen (the only crate that knows it), the table from MPI error class to
 //! gRPC code, the error details of a refusal (`google.rpc.Status` with `ErrorInfo` and the
 //! `MpiError`, [`status_with_code`]) and reading them back, conversions of layouts, datatypes
-//! and ops, the Audit service's answers ([`audit_wire`]), and [`admit`]: whether a session's
+//! and ops, the Audit service's answers ([`audit_wire`]), the Admin service's answers without a
+//! core type, as plain types of their own ([`admin_wire`]), and [`admit`]: whether a session's
 //! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
 //! Must not: do I/O or touch a runtime.
 
@@ -21,6 +22,7 @@ pub mod audit {
     }
 }
 
+pub mod admin_wire;
 pub mod admit;
 pub mod audit_wire;
 

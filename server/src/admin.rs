@@ -1,7 +1,9 @@
 //! The Admin gRPC service: worlds and windows. Authenticated with the admin token by
 //! [`crate::auth`] before any request reaches it.
 //!
-//! Owns: conversion between admin requests and the registry. Must not: hold semantics.
+//! Owns: conversion between admin requests and the registry, and forwarding a call about a
+//! world another cluster node serves to that node (`forwarded`, the one place that does).
+//! Must not: hold semantics.
 
 use std::sync::Arc;
 
@@ -16,6 +18,9 @@ use tracing::Instrument;
 
 use crate::cluster::Served;
 use crate::registry::{Registry, RegistryError};
+
+/// A client of another node's Admin service.
+type Peer = v1::admin_client::AdminClient<tonic::transport::Channel>;
 
 /// The Admin service.
 #[derive(Clone)]
@@ -75,19 +80,32 @@ impl AdminService {
         }
     }
 
+    /// The answer of the node that serves the world `world` names in `request`, which `call`
+    /// asks it for, when that is another node ([`AdminService::route`]); `None` when this node
+    /// answers. A forwarded call's message is taken out of `request` (a default one is left).
+    /// The one place where Admin calls are forwarded.
+    async fn forwarded<M, R, F>(
+        &self,
+        request: &mut Request<M>,
+        world: fn(&M) -> &str,
+        call: impl FnOnce(Peer, Request<M>) -> F,
+    ) -> Result<Option<Response<R>>, Status>
+    where
+        M: Default,
+        F: std::future::Future<Output = Result<Response<R>, Status>>,
+    {
+        let Some(address) = self.route(&*request, world(request.get_ref())).await? else {
+            return Ok(None);
+        };
+        let (peer, forwarded) = self
+            .peer(&address, std::mem::take(request.get_mut()))
+            .await?;
+        call(peer, forwarded).await.map(Some)
+    }
+
     /// A client of the node at `address`, and `message` as a request to it (this node's
     /// admin token, marked as forwarded).
-    async fn peer<M>(
-        &self,
-        address: &str,
-        message: M,
-    ) -> Result<
-        (
-            v1::admin_client::AdminClient<tonic::transport::Channel>,
-            Request<M>,
-        ),
-        Status,
-    > {
+    async fn peer<M>(&self, address: &str, message: M) -> Result<(Peer, Request<M>), Status> {
         let unreachable = |error: &dyn std::fmt::Display| {
             Status::unavailable(format!(
                 "the node serving this world ({address}) cannot be reached: {error}"
@@ -113,7 +131,7 @@ impl AdminService {
             onesided_proto::FORWARDED,
             tonic::metadata::MetadataValue::from_static("1"),
         );
-        let client = v1::admin_client::AdminClient::new(channel)
+        let client = Peer::new(channel)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         Ok((client, request))
@@ -203,11 +221,11 @@ impl Admin for AdminService {
     #[tracing::instrument(skip_all, fields(world = %request.get_ref().name))]
     async fn delete_world(
         &self,
-        request: Request<v1::DeleteWorldRequest>,
+        mut request: Request<v1::DeleteWorldRequest>,
     ) -> Result<Response<v1::DeleteWorldResponse>, Status> {
-        if let Some(address) = self.route(&request, &request.get_ref().name).await? {
-            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
-            return peer.delete_world(forwarded).await;
+        let forward = |mut peer: Peer, call| async move { peer.delete_world(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.name, forward).await? {
+            return Ok(answer);
         }
         let registry = Arc::clone(&self.registry);
         let name = request.into_inner().name;
@@ -218,11 +236,11 @@ impl Admin for AdminService {
     #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().name))]
     async fn create_window(
         &self,
-        request: Request<v1::CreateWindowRequest>,
+        mut request: Request<v1::CreateWindowRequest>,
     ) -> Result<Response<v1::WindowDescription>, Status> {
-        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
-            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
-            return peer.create_window(forwarded).await;
+        let forward = |mut peer: Peer, call| async move { peer.create_window(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
         }
         let request = request.into_inner();
         let flavor =
@@ -259,11 +277,11 @@ impl Admin for AdminService {
 
     async fn list_windows(
         &self,
-        request: Request<v1::ListWindowsRequest>,
+        mut request: Request<v1::ListWindowsRequest>,
     ) -> Result<Response<v1::ListWindowsResponse>, Status> {
-        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
-            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
-            return peer.list_windows(forwarded).await;
+        let forward = |mut peer: Peer, call| async move { peer.list_windows(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
         }
         let windows = self
             .registry
@@ -277,11 +295,11 @@ impl Admin for AdminService {
 
     async fn describe_window(
         &self,
-        request: Request<v1::DescribeWindowRequest>,
+        mut request: Request<v1::DescribeWindowRequest>,
     ) -> Result<Response<v1::WindowDescription>, Status> {
-        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
-            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
-            return peer.describe_window(forwarded).await;
+        let forward = |mut peer: Peer, call| async move { peer.describe_window(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
         }
         let request = request.into_inner();
         let entry = self.window(&request.world, &request.name)?;
@@ -291,11 +309,11 @@ impl Admin for AdminService {
     #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().name))]
     async fn free_window(
         &self,
-        request: Request<v1::FreeWindowRequest>,
+        mut request: Request<v1::FreeWindowRequest>,
     ) -> Result<Response<v1::FreeWindowResponse>, Status> {
-        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
-            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
-            return peer.free_window(forwarded).await;
+        let forward = |mut peer: Peer, call| async move { peer.free_window(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
         }
         let request = request.into_inner();
         let entry = self.window(&request.world, &request.name)?;
@@ -318,14 +336,14 @@ impl Admin for AdminService {
     #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, to = %request.get_ref().node_id))]
     async fn move_world(
         &self,
-        request: Request<v1::MoveWorldRequest>,
+        mut request: Request<v1::MoveWorldRequest>,
     ) -> Result<Response<v1::MoveWorldResponse>, Status> {
         let Some(cluster) = self.registry.cluster().cloned() else {
             return Err(not_clustered());
         };
-        if let Some(address) = self.route(&request, &request.get_ref().world).await? {
-            let (mut peer, forwarded) = self.peer(&address, request.into_inner()).await?;
-            return peer.move_world(forwarded).await;
+        let forward = |mut peer: Peer, call| async move { peer.move_world(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
         }
         let request = request.into_inner();
         if !self.registry.has_world(&request.world) {
@@ -366,15 +384,7 @@ impl Admin for AdminService {
             .await
             .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?
             .into_iter()
-            .map(|node| v1::ClusterNode {
-                node_id: node.node_id,
-                advertise: node.advertise,
-                alive: node.alive,
-                heartbeat_age_ms: node.heartbeat_age_ms,
-                worlds: node.worlds,
-                ranks: node.ranks,
-                moving: node.moving,
-            })
+            .map(onesided_proto::admin_wire::node_to_wire)
             .collect();
         Ok(Response::new(v1::ClusterStatusResponse {
             node_id: cluster.node_id().to_string(),

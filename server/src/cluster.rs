@@ -9,15 +9,18 @@
 //! Times are the database's (`now()`), never a node's clock: nodes' clocks may differ.
 //!
 //! Owns: the node's lease, its worlds' leases and epochs, placement, and taking a world up
-//! (claim, then rebuild from snapshots and the log). Must not: decide RMA semantics.
+//! (claim, then rebuild from snapshots and the log): when each statement runs and what its
+//! answer means. Must not: decide RMA semantics, or run SQL (every statement is the store's,
+//! `crate::audit::store::ClusterStore`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::PgPool;
+use onesided_proto::admin_wire::ClusterNode;
 
+use crate::audit::store::ClusterStore;
 use crate::audit::AuditStore;
 use crate::registry::Registry;
 
@@ -78,30 +81,12 @@ pub enum MoveError {
     Store(anyhow::Error),
 }
 
-/// One node as [`Cluster::status`] shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeStatus {
-    /// Its id.
-    pub node_id: String,
-    /// Its address.
-    pub advertise: String,
-    /// Whether its lease is current.
-    pub alive: bool,
-    /// Milliseconds since its last heartbeat.
-    pub heartbeat_age_ms: u64,
-    /// The worlds it holds.
-    pub worlds: Vec<String>,
-    /// Their ranks together.
-    pub ranks: u64,
-    /// Those of them an admin's move is draining away.
-    pub moving: Vec<String>,
-}
-
 /// This node's part in the cluster.
 #[derive(Debug)]
 pub struct Cluster {
     config: NodeConfig,
-    pool: PgPool,
+    /// The cluster's statements, on the node's own connections.
+    store: ClusterStore,
     /// The worlds this node serves, with the epoch of its lease on each.
     held: Mutex<HashMap<String, i64>>,
     /// Until when, by this node's clock, each held world's lease is surely still this node's
@@ -135,10 +120,6 @@ pub struct Cluster {
     tls_chain: Option<Vec<u8>>,
 }
 
-fn secs(ttl: Duration) -> f64 {
-    ttl.as_secs_f64()
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
@@ -157,7 +138,7 @@ impl Cluster {
         tls_chain: Option<Vec<u8>>,
     ) -> anyhow::Result<Arc<Self>> {
         let tls = tls_chain.is_some();
-        let AuditStore::Postgres(pool) = store else {
+        let Some(shared) = ClusterStore::on(store) else {
             anyhow::bail!(
                 "a cluster needs PostgreSQL: --node-id was given with a SQLite audit store; \
                  give --database-url postgres://… (every node of the cluster the same one)"
@@ -186,44 +167,20 @@ impl Cluster {
             ),
             _ => {}
         }
-        Self::register(pool, &config).await?;
-        if let Err(error) = Self::agree_on_the_admin_token(pool, &config, admin_token).await {
+        Self::register(&shared, &config).await?;
+        if let Err(error) = Self::agree_on_the_admin_token(&shared, &config, admin_token).await {
             // not a node of this cluster after all: its row lets go of the id at once
-            let _ = sqlx::query(
-                "UPDATE cluster_nodes SET lease_until = now() WHERE node_id = $1 AND advertise = $2",
-            )
-            .bind(&config.node_id)
-            .bind(&config.advertise)
-            .execute(pool)
-            .await;
+            let _ = shared
+                .let_go_of_node(&config.node_id, &config.advertise)
+                .await;
             return Err(error);
         }
         // a single server on this database counted window ids in memory
-        sqlx::query(
-            "SELECT setval('window_ids', GREATEST((SELECT last_value FROM window_ids), \
-             (SELECT COALESCE(MAX(window_id), 0) FROM audit_windows), \
-             (SELECT COALESCE(MAX(window_id), 0) FROM window_specs), 1))",
-        )
-        .execute(pool)
-        .await?;
+        shared.catch_up_window_ids().await?;
         tracing::info!(node = %config.node_id, advertise = %config.advertise, "joined the cluster");
-        // heartbeats, claims and lookups get connections of their own: queued behind the
-        // audit's traffic in a busy node, a heartbeat would miss its lease
-        // (pinged before each use: none of these is on the hot path, and a connection a
-        // database restart broke is replaced rather than failing the next heartbeat or status)
-        // (four: a heartbeat, a world being taken up — which reads its log beside the
-        // heartbeats — and two lookups of who serves what for new sessions)
-        let own = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(4)
-            .test_before_acquire(true)
-            .acquire_timeout(config.lease_ttl / 2)
-            // no claim or heartbeat waits on another node's transaction for long, and none of
-            // these is left open by a node paused in the middle of it
-            .connect_with(crate::audit::store::cluster_session(
-                (*pool.connect_options()).clone(),
-                config.lease_ttl,
-                true,
-            ))
+        // heartbeats, claims and lookups get connections of their own
+        let own = shared
+            .own_connections(config.lease_ttl)
             .await
             .context("cannot connect to the cluster's database")?;
         let health_name = format!(
@@ -233,7 +190,7 @@ impl Cluster {
         );
         Ok(Arc::new(Cluster {
             config,
-            pool: own,
+            store: own,
             held: Mutex::new(HashMap::new()),
             current: Mutex::new(HashMap::new()),
             windows: Mutex::new(HashMap::new()),
@@ -332,11 +289,7 @@ impl Cluster {
 
     /// Marks this node's row reached (placement's condition).
     async fn mark_reached(&self) -> anyhow::Result<()> {
-        sqlx::query("UPDATE cluster_nodes SET reached = TRUE WHERE node_id = $1")
-            .bind(&self.config.node_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.store.mark_reached(&self.config.node_id).await
     }
 
     /// Waits, at most a lease, until this node has reached itself at its advertised URL.
@@ -360,36 +313,19 @@ impl Cluster {
     /// current belongs to a live node — or to this node's previous run, killed a moment ago:
     /// while its heartbeats go on, the id is refused; once they have stopped for a whole
     /// lease, the row is taken over.
-    async fn register(pool: &PgPool, config: &NodeConfig) -> anyhow::Result<()> {
+    async fn register(store: &ClusterStore, config: &NodeConfig) -> anyhow::Result<()> {
         let began = tokio::time::Instant::now();
         let mut seen: Option<f64> = None;
         loop {
-            let joined = sqlx::query(
-                "INSERT INTO cluster_nodes \
-                     (node_id, advertise, started_at, heartbeat_at, lease_until) \
-                 VALUES ($1, $2, now(), now(), now() + make_interval(secs => $3)) \
-                 ON CONFLICT (node_id) DO UPDATE SET advertise = excluded.advertise, \
-                     started_at = now(), heartbeat_at = now(), \
-                     lease_until = excluded.lease_until, reached = FALSE \
-                 WHERE cluster_nodes.lease_until < now()",
-            )
-            .bind(&config.node_id)
-            .bind(&config.advertise)
-            .bind(secs(config.lease_ttl))
-            .execute(pool)
-            .await
-            .context("cannot register the node")?;
-            if joined.rows_affected() > 0 {
+            let joined = store
+                .register_node(&config.node_id, &config.advertise, config.lease_ttl)
+                .await
+                .context("cannot register the node")?;
+            if joined {
                 return Ok(());
             }
             // the live row's last heartbeat, as seconds since the epoch (database clock)
-            let beat: Option<f64> = sqlx::query_scalar(
-                "SELECT EXTRACT(EPOCH FROM heartbeat_at)::float8 FROM cluster_nodes \
-                 WHERE node_id = $1",
-            )
-            .bind(&config.node_id)
-            .fetch_optional(pool)
-            .await?;
+            let beat = store.heartbeat_at(&config.node_id).await?;
             let beating = matches!((seen, beat), (Some(before), Some(now)) if now != before);
             if beating || began.elapsed() > config.lease_ttl * 2 {
                 anyhow::bail!(
@@ -407,7 +343,7 @@ impl Cluster {
     /// live sets it (as a hash); a node with another token refuses to start — its token
     /// would read every world it is given, and the cluster's token would be refused on it.
     async fn agree_on_the_admin_token(
-        pool: &PgPool,
+        store: &ClusterStore,
         config: &NodeConfig,
         admin_token: &str,
     ) -> anyhow::Result<()> {
@@ -417,22 +353,11 @@ impl Cluster {
             .chain_update(admin_token.as_bytes())
             .finalize()
             .to_vec();
-        sqlx::query(
-            "INSERT INTO cluster_settings (name, value) VALUES ('admin_token_sha256', $1) \
-             ON CONFLICT (name) DO UPDATE SET value = excluded.value \
-             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes \
-                 WHERE node_id <> $2 AND lease_until > now())",
-        )
-        .bind(&mine)
-        .bind(&config.node_id)
-        .execute(pool)
-        .await
-        .context("cannot read the cluster's settings")?;
-        let agreed: Vec<u8> = sqlx::query_scalar(
-            "SELECT value FROM cluster_settings WHERE name = 'admin_token_sha256'",
-        )
-        .fetch_one(pool)
-        .await?;
+        store
+            .offer_admin_token(&mine, &config.node_id)
+            .await
+            .context("cannot read the cluster's settings")?;
+        let agreed = store.admin_token().await?;
         if !bool::from(subtle::ConstantTimeEq::ct_eq(
             agreed.as_slice(),
             mine.as_slice(),
@@ -501,17 +426,11 @@ impl Cluster {
             return Ok(false);
         };
         let sent = tokio::time::Instant::now();
-        let renewed = sqlx::query(
-            "UPDATE world_owners SET lease_until = now() + make_interval(secs => $4) \
-             WHERE world = $1 AND node_id = $2 AND epoch = $3",
-        )
-        .bind(world)
-        .bind(&self.config.node_id)
-        .bind(epoch)
-        .bind(secs(self.config.lease_ttl))
-        .execute(&self.pool)
-        .await?;
-        if renewed.rows_affected() > 0 {
+        let renewed = self
+            .store
+            .renew_world(world, &self.config.node_id, epoch, self.config.lease_ttl)
+            .await?;
+        if renewed {
             self.renewed(world, epoch, sent);
             return Ok(self.serves(world));
         }
@@ -564,10 +483,7 @@ impl Cluster {
     /// # Errors
     /// Database failures.
     pub async fn next_window_id(&self) -> anyhow::Result<u64> {
-        let id: i64 = sqlx::query_scalar("SELECT nextval('window_ids')")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(id as u64)
+        self.store.next_window_id().await
     }
 
     /// The live node with the least load, measured as the ranks of the worlds it serves
@@ -598,17 +514,7 @@ impl Cluster {
 
     /// [`Cluster::place`]'s choice among the nodes marked in the database.
     async fn least_loaded(&self) -> anyhow::Result<Option<(String, String)>> {
-        let chosen: Option<(String, String)> = sqlx::query_as(
-            "SELECT n.node_id, n.advertise FROM cluster_nodes n \
-             LEFT JOIN world_owners o ON o.node_id = n.node_id \
-             LEFT JOIN worlds w ON w.name = o.world \
-             WHERE n.lease_until > now() AND n.reached \
-             GROUP BY n.node_id, n.advertise \
-             ORDER BY COALESCE(SUM(w.nranks), 0), n.node_id LIMIT 1",
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(chosen)
+        self.store.least_loaded().await
     }
 
     /// Whether an admin's move is draining `world` here.
@@ -642,12 +548,7 @@ impl Cluster {
     /// # Errors
     /// Database failures.
     pub async fn resolve(&self, token_sha256: &[u8; 32]) -> anyhow::Result<Option<(String, u32)>> {
-        let found: Option<(String, i32)> =
-            sqlx::query_as("SELECT world, rank FROM world_tokens WHERE token_sha256 = $1")
-                .bind(token_sha256.as_slice())
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(found.map(|(world, rank)| (world, rank as u32)))
+        self.store.token_owner(token_sha256).await
     }
 
     /// Who serves `world`; when nobody live does (or it was placed here), this node takes it
@@ -669,14 +570,7 @@ impl Cluster {
             }
             // (owner, its address, whether the world's lease is current, whether the owner's
             // own lease is)
-            let owner: Option<(String, Option<String>, bool, Option<bool>)> = sqlx::query_as(
-                "SELECT o.node_id, n.advertise, o.lease_until > now(), n.lease_until > now() \
-                 FROM world_owners o \
-                 LEFT JOIN cluster_nodes n ON n.node_id = o.node_id WHERE o.world = $1",
-            )
-            .bind(world)
-            .fetch_optional(&self.pool)
-            .await?;
+            let owner = self.store.owner(world).await?;
             match owner {
                 None => return Ok(Served::Unknown),
                 // a live owner whose world lease lapsed (the database was away) renews it
@@ -713,20 +607,15 @@ impl Cluster {
             return Ok(true);
         }
         let sent = tokio::time::Instant::now();
-        let claimed: Option<i64> = sqlx::query_scalar(
-            "UPDATE world_owners o SET node_id = $1, epoch = epoch + 1, moving_to = NULL, \
-                 lease_until = now() + make_interval(secs => $3) \
-             WHERE o.world = $2 AND (o.node_id = $1 OR ($4 AND o.lease_until < now() \
-                 AND NOT EXISTS (SELECT 1 FROM cluster_nodes n \
-                     WHERE n.node_id = o.node_id AND n.lease_until > now()))) \
-             RETURNING o.epoch",
-        )
-        .bind(&self.config.node_id)
-        .bind(world)
-        .bind(secs(self.config.lease_ttl))
-        .bind(self.settled())
-        .fetch_optional(&self.pool)
-        .await?;
+        let claimed = self
+            .store
+            .claim(
+                &self.config.node_id,
+                world,
+                self.config.lease_ttl,
+                self.settled(),
+            )
+            .await?;
         let Some(epoch) = claimed else {
             return Ok(false);
         };
@@ -738,7 +627,7 @@ impl Cluster {
         self.renewed(world, epoch, sent);
         // the claim committed before this read, and it waited for every commit of the
         // previous owner that checked its epoch: the log read here is complete
-        let store = AuditStore::Postgres(self.pool.clone());
+        let store = self.store.audit();
         let began = tokio::time::Instant::now();
         let recovered = match crate::recovery::recover_world(&store, world).await {
             Ok(recovered) => recovered,
@@ -803,14 +692,7 @@ impl Cluster {
         target: &str,
         registry: &Arc<Registry>,
     ) -> Result<String, MoveError> {
-        let store = |error: sqlx::Error| MoveError::Store(error.into());
-        let node: Option<(String, bool)> = sqlx::query_as(
-            "SELECT advertise, lease_until > now() FROM cluster_nodes WHERE node_id = $1",
-        )
-        .bind(target)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(store)?;
+        let node = self.store.node(target).await.map_err(MoveError::Store)?;
         let advertise = match node {
             None => return Err(MoveError::NoNode(target.to_string())),
             Some((_, false)) => return Err(MoveError::Dead(target.to_string())),
@@ -826,21 +708,14 @@ impl Cluster {
         if !lock(&self.draining).insert(world.to_string()) {
             return Err(MoveError::NotHere(world.to_string()));
         }
-        let marked = sqlx::query(
-            "UPDATE world_owners SET moving_to = $3 WHERE world = $1 AND node_id = $2 AND epoch = $4",
-        )
-        .bind(world)
-        .bind(&self.config.node_id)
-        .bind(target)
-        .bind(epoch)
-        .execute(&self.pool)
-        .await;
+        let marked = self
+            .store
+            .mark_moving(world, &self.config.node_id, target, epoch)
+            .await;
         let moved = match marked {
-            Ok(marked) if marked.rows_affected() > 0 => {
-                self.drain_and_hand(world, target, epoch, registry).await
-            }
-            Ok(_) => Err(MoveError::NotHere(world.to_string())),
-            Err(error) => Err(MoveError::Store(error.into())),
+            Ok(true) => self.drain_and_hand(world, target, epoch, registry).await,
+            Ok(false) => Err(MoveError::NotHere(world.to_string())),
+            Err(error) => Err(MoveError::Store(error)),
         };
         lock(&self.draining).remove(world);
         self.drained.notify_waiters();
@@ -872,23 +747,21 @@ impl Cluster {
         registry.evict_world(world);
         // what its actors did is the new owner's starting point
         registry.audit().flush().await;
-        let moved = sqlx::query(
-            "UPDATE world_owners SET node_id = $3, epoch = epoch + 1, moving_to = NULL, \
-                 lease_until = now() + make_interval(secs => $4) \
-             WHERE world = $1 AND node_id = $2 AND epoch = $5",
-        )
-        .bind(world)
-        .bind(&self.config.node_id)
-        .bind(target)
-        .bind(secs(self.config.lease_ttl))
-        .bind(epoch)
-        .execute(&self.pool)
-        .await;
+        let moved = self
+            .store
+            .move_world(
+                world,
+                &self.config.node_id,
+                target,
+                self.config.lease_ttl,
+                epoch,
+            )
+            .await;
         self.release(world);
         match moved {
-            Ok(done) if done.rows_affected() > 0 => Ok(()),
-            Ok(_) => Err(MoveError::NotHere(world.to_string())),
-            Err(error) => Err(MoveError::Store(error.into())),
+            Ok(true) => Ok(()),
+            Ok(false) => Err(MoveError::NotHere(world.to_string())),
+            Err(error) => Err(MoveError::Store(error)),
         }
     }
 
@@ -900,45 +773,27 @@ impl Cluster {
     /// # Errors
     /// Database failures.
     pub async fn heartbeat(&self, registry: &Arc<Registry>) -> anyhow::Result<Vec<String>> {
-        let ttl = secs(self.config.lease_ttl);
-        let renewed = sqlx::query(
-            "UPDATE cluster_nodes SET heartbeat_at = now(), \
-             lease_until = now() + make_interval(secs => $2) WHERE node_id = $1",
-        )
-        .bind(&self.config.node_id)
-        .bind(ttl)
-        .execute(&self.pool)
-        .await;
+        let ttl = self.config.lease_ttl;
+        let renewed = self.store.renew_node(&self.config.node_id, ttl).await;
         self.reached(renewed.is_ok());
-        let renewed = renewed?;
-        if renewed.rows_affected() == 0 {
-            sqlx::query(
-                "INSERT INTO cluster_nodes (node_id, advertise, lease_until, reached) \
-                 VALUES ($1, $2, now() + make_interval(secs => $3), $4) ON CONFLICT DO NOTHING",
-            )
-            .bind(&self.config.node_id)
-            .bind(&self.config.advertise)
-            .bind(ttl)
-            .bind(self.reached_self())
-            .execute(&self.pool)
-            .await?;
+        if !renewed? {
+            self.store
+                .insert_node(
+                    &self.config.node_id,
+                    &self.config.advertise,
+                    ttl,
+                    self.reached_self(),
+                )
+                .await?;
         }
         let held: HashMap<String, i64> = lock(&self.held).clone();
         let worlds: Vec<String> = held.keys().cloned().collect();
         let epochs: Vec<i64> = worlds.iter().map(|world| held[world]).collect();
         let sent = tokio::time::Instant::now();
-        let kept: Vec<String> = sqlx::query_scalar(
-            "UPDATE world_owners o SET lease_until = now() + make_interval(secs => $2) \
-             FROM UNNEST($3::text[], $4::bigint[]) AS h(world, epoch) \
-             WHERE o.world = h.world AND o.epoch = h.epoch AND o.node_id = $1 \
-             RETURNING o.world",
-        )
-        .bind(&self.config.node_id)
-        .bind(ttl)
-        .bind(&worlds)
-        .bind(&epochs)
-        .fetch_all(&self.pool)
-        .await?;
+        let kept = self
+            .store
+            .renew_worlds(&self.config.node_id, ttl, &worlds, &epochs)
+            .await?;
         for world in &kept {
             self.renewed(world, held[world], sent);
         }
@@ -949,16 +804,10 @@ impl Cluster {
         }
         // this node's own worlds (placed here, or left by its previous run), and those of
         // nodes that are dead: both their world's lease and their own expired
-        let mut claimable: Vec<String> = sqlx::query_scalar(
-            "SELECT o.world FROM world_owners o WHERE o.node_id = $1 OR ($2 \
-                 AND o.lease_until < now() AND NOT EXISTS (SELECT 1 FROM cluster_nodes n \
-                     WHERE n.node_id = o.node_id AND n.lease_until > now())) \
-             ORDER BY o.world",
-        )
-        .bind(&self.config.node_id)
-        .bind(self.settled())
-        .fetch_all(&self.pool)
-        .await?;
+        let mut claimable = self
+            .store
+            .claimable(&self.config.node_id, self.settled())
+            .await?;
         claimable.retain(|world| !self.holds(world));
         if !self.reached_self() {
             // taken up once the node has reached itself, at the next heartbeat
@@ -971,20 +820,9 @@ impl Cluster {
     ///
     /// # Errors
     /// Database failures.
-    pub async fn status(&self) -> anyhow::Result<Vec<NodeStatus>> {
-        let nodes: Vec<(String, String, bool, f64)> = sqlx::query_as(
-            "SELECT node_id, advertise, lease_until > now(), \
-             EXTRACT(EPOCH FROM (now() - heartbeat_at))::float8 * 1000 \
-             FROM cluster_nodes ORDER BY node_id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let owned: Vec<(String, String, i32, bool)> = sqlx::query_as(
-            "SELECT o.node_id, o.world, w.nranks, o.moving_to IS NOT NULL FROM world_owners o \
-             JOIN worlds w ON w.name = o.world ORDER BY o.world",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+    pub async fn status(&self) -> anyhow::Result<Vec<ClusterNode>> {
+        let nodes = self.store.nodes().await?;
+        let owned = self.store.owned_worlds().await?;
         let mut by_node: BTreeMap<String, (Vec<String>, u64, Vec<String>)> = BTreeMap::new();
         for (node, world, nranks, moving) in owned {
             let entry = by_node.entry(node).or_default();
@@ -998,7 +836,7 @@ impl Cluster {
             .into_iter()
             .map(|(node_id, advertise, alive, age)| {
                 let (worlds, ranks, moving) = by_node.remove(&node_id).unwrap_or_default();
-                NodeStatus {
+                ClusterNode {
                     node_id,
                     advertise,
                     alive,
@@ -1016,16 +854,7 @@ impl Cluster {
     /// # Errors
     /// Database failures.
     pub async fn worlds(&self) -> anyhow::Result<Vec<(String, u32, u32)>> {
-        let rows: Vec<(String, i32, i64)> = sqlx::query_as(
-            "SELECT w.name, w.nranks, (SELECT COUNT(*) FROM window_specs s \
-             WHERE s.world = w.name AND NOT s.freed) FROM worlds w ORDER BY w.name",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(name, nranks, windows)| (name, nranks as u32, windows as u32))
-            .collect())
+        self.store.worlds().await
     }
 
     /// The node leaves: its row goes, and its worlds' leases expire at once, so other nodes
@@ -1034,14 +863,7 @@ impl Cluster {
     /// # Errors
     /// Database failures.
     pub async fn leave(&self) -> anyhow::Result<()> {
-        sqlx::query("UPDATE world_owners SET lease_until = now() WHERE node_id = $1")
-            .bind(&self.config.node_id)
-            .execute(&self.pool)
-            .await?;
-        sqlx::query("UPDATE cluster_nodes SET lease_until = now() WHERE node_id = $1")
-            .bind(&self.config.node_id)
-            .execute(&self.pool)
-            .await?;
+        self.store.expire_node(&self.config.node_id).await?;
         let mut held = lock(&self.held);
         held.clear();
         lock(&self.current).clear();

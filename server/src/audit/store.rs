@@ -1,14 +1,14 @@
 //! The audit store: SQLite (an embedded file, the default) or PostgreSQL, with migrations
 //! applied at start-up. It writes the window chains (`audit_events`) and reads the rows clients
-//! persisted themselves (`client_events`, written by the client library). It runs the server's
-//! SQL but for the cluster's own statements in `crate::cluster` (node and world leases,
-//! placement, the admin token's hash, the token lookup of another node's world, window ids),
-//! which issue 41 plans to move here.
+//! persisted themselves (`client_events`, written by the client library). It runs all of the
+//! server's SQL, the cluster's too (`cluster`: node and world leases, placement, the admin
+//! token's hash, the token lookup of another node's world, window ids).
 //!
 //! Split by concern (issue 41): this file opens the store and holds what its parts share;
 //! `log` reads the log, `directory` keeps the worlds and window specs, `commit` is the writer's
-//! insert (`Committer`), `events_file` the SQLite store's file of large events, and `sqlite`
-//! and `postgres` what only one of the two databases has.
+//! insert (`Committer`), `events_file` the SQLite store's file of large events, `sqlite`
+//! and `postgres` what only one of the two databases has, and `cluster` the statements
+//! `crate::cluster` runs (`ClusterStore`).
 //!
 //! Owns: the schema (the migrations of `migrations/postgres` and `migrations/sqlite`, run at
 //! `open`, and the refusal of a schema newer than the binary); the choice of database by URL
@@ -19,6 +19,7 @@
 //! chain (core does), write `client_events` (clients do), decide who holds a lease (the cluster
 //! does; the database's trigger enforces it), or retry a failed commit (the writer does).
 
+mod cluster;
 mod commit;
 mod directory;
 mod events_file;
@@ -35,6 +36,7 @@ use onesided_core::audit::{AuditRecord, Body};
 use sqlx::postgres::PgPool;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
+pub use cluster::ClusterStore;
 pub use commit::{Committer, Staged};
 pub use directory::{StoredWindow, StoredWorld};
 pub use events_file::{EventFile, FILE_EVENT_BYTES};

@@ -29,7 +29,7 @@ pub(super) fn postgres_pool() -> PgPoolOptions {
 /// waiting for the node longer than a quarter of the lease is ended by the database
 /// (`idle_in_transaction_session_timeout`), and with `lock_timeout` a statement waiting longer
 /// than that for another transaction's lock fails rather than wait on a node that may be
-/// paused (claims and heartbeats: `crate::cluster`).
+/// paused (claims and heartbeats: `ClusterStore::own_connections`).
 pub fn cluster_session(
     options: sqlx::postgres::PgConnectOptions,
     lease: std::time::Duration,
