@@ -17,10 +17,10 @@ use onesided_core::epoch::LockType;
 use onesided_core::{Datatype, Op};
 
 use super::super::ast::{Call, Loc, OpCall, OpCallSpec, Origin};
-use super::{
-    check_count, err, in_elements_of, is_identifier, selection, ParseError, Parser, RegionDecl,
-    Token,
-};
+use super::layouts::in_elements_of;
+use super::lines::{is_identifier, Token};
+use super::locations::{check_count, selection};
+use super::{err, ParseError, Parser, RegionDecl};
 
 /// One call line, as a call's function sees it.
 #[derive(Debug)]
@@ -928,4 +928,111 @@ fn detach(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseError> {
         window,
         name: token.text.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use onesided_core::datatype::Value;
+    use onesided_core::layout::Layout;
+    use onesided_core::Op;
+
+    use crate::ast::{Call, Observed, OpCall, Shape};
+    use crate::parse::parse;
+    use crate::parse::tests::{error_of, only_call, HEAD};
+
+    #[test]
+    fn origin_layouts() {
+        let call = only_call("A: put B W[0..2] = 1,2,3,4 origin=vector:2,1,3");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.values.len(), 4, "the values are the origin buffer");
+        let origin = spec.origin.unwrap();
+        assert_eq!(origin.index, 0);
+        assert_eq!(
+            origin.shape.layout(),
+            Layout::Vector {
+                count: 2,
+                blocklen: 1,
+                stride: 3
+            }
+        );
+        let call = only_call("A: get_acc B W[indexed:1,3] op=sum = 5,6,7 origin=1..3 -> old");
+        let Call::Op(spec) = call.call else { panic!() };
+        let origin = spec.origin.unwrap();
+        assert_eq!((origin.index, origin.shape), (1, Shape::Range { count: 2 }));
+        // a get's variable is its origin buffer: a list even for one element
+        let scenario = parse(&format!(
+            "{HEAD}A: get B W[2] -> spread origin=3\nexpect A spread == 0,0,0,5\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            scenario.expectations[0].accepted[0],
+            Observed::List(vec![
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(5)
+            ])
+        );
+        let call = only_call("A: rput B W[0] = 1,2 origin=1 as r");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert!(spec.request_based);
+        assert!(spec.origin.is_some());
+    }
+
+    #[test]
+    fn origin_errors_name_line_column_and_what_is_wrong() {
+        let origin_cases: [(&str, (usize, usize), &str); 6] = [
+            (
+                "A: get B W[0..2] -> v origin=vector:2,1,10000000",
+                (2, 30),
+                "the origin buffer of a get may be at most 67108864 bytes",
+            ),
+            (
+                "A: put B W[0..2] = 1,2,3 origin=0..3",
+                (2, 33),
+                "the origin selects 3 elements, the location has 2",
+            ),
+            (
+                "A: fop B W[0] op=sum = 1 origin=0 -> x",
+                (2, 26),
+                "fop takes one element and no origin=",
+            ),
+            (
+                "A: cas B W[0] compare=1 = 2 origin=0 -> x",
+                (2, 29),
+                "cas takes one element and no origin=",
+            ),
+            (
+                "A: get_acc B W[0] op=no_op origin=0 -> x",
+                (2, 28),
+                "op=no_op sends no values",
+            ),
+            (
+                "A: put B W[0] = 1 origin=vector:1",
+                (2, 33),
+                "vector takes COUNT,BLOCKLEN,STRIDE",
+            ),
+        ];
+        for (call, position, message) in origin_cases {
+            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
+            assert_eq!((line, column), position, "{call:?}: {actual}");
+            assert!(actual.contains(message), "{call:?}: {actual}");
+        }
+    }
+
+    #[test]
+    fn request_calls_need_a_name_when_they_return_data() {
+        let call = only_call("A: rget B W[0] -> v as r");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert!(spec.request_based);
+        assert_eq!(spec.request.as_deref(), Some("r"));
+        let (_, _, message) = error_of(&format!("{HEAD}A: rget B W[0] -> v\n"));
+        assert!(message.contains("needs `as REQ`"));
+        let (_, _, message) = error_of(&format!("{HEAD}A: put B W[0] = 1 as r\n"));
+        assert!(message.contains("not request-based"));
+        let call = only_call("A: get_acc B W[0] op=no_op -> v");
+        let Call::Op(spec) = call.call else { panic!() };
+        assert_eq!(spec.kind, OpCall::GetAcc(Op::NoOp));
+        assert!(spec.values.is_empty());
+    }
 }
