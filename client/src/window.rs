@@ -718,21 +718,23 @@ impl Window {
         if !error.unchanged() {
             return Err(error);
         }
+        let mut state = self.state();
         if let Some(undo) = undo {
-            let mut state = self.state();
             state.epoch = undo.epoch;
             state.tokens = undo.tokens;
             for (start, end) in undo.pushed {
                 state.dirty.insert(start, end);
             }
-            for item in failed {
-                let refused = matches!(item.reply.peek(), Some(Err(error)) if error.unchanged());
-                match item.lock {
-                    Some(lock) if refused => state.refused_locks.push(lock),
-                    _ => state.outstanding.push(item),
-                }
+        }
+        // a flush refused unchanged completed nothing either: what it awaited stays to report
+        for item in failed {
+            let refused = matches!(item.reply.peek(), Some(Err(error)) if error.unchanged());
+            match item.lock {
+                Some(lock) if refused => state.refused_locks.push(lock),
+                _ => state.outstanding.push(item),
             }
         }
+        drop(state);
         Err(error)
     }
 

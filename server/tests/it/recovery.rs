@@ -1091,8 +1091,12 @@ async fn unlocks_refused_unchanged_can_be_made_again_and_publish_then() {
         known,
         "the server never refused a call unchanged during the outage"
     );
-    // a put that travels (behind the lazy lock) with the unlock and is refused with it
+    // a put that travels behind the lazy lock and is refused with it, and with the flush that
+    // would complete it: a flush refused unchanged completed nothing, so the put's failure is
+    // still to be reported, and the lock still to be requested
     w.put(0, 0, &[7i64]).unwrap();
+    let flush = w.flush(0).await.unwrap_err();
+    assert!(flush.unchanged(), "{flush}");
     for target in [0, 1] {
         let refused = w.unlock(target).await.unwrap_err();
         assert_eq!(refused.class(), Some(ErrorClass::Io), "{refused}");
