@@ -88,7 +88,7 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
-    /// Seconds to wait for a connection to the server (TCP, TLS and HTTP/2 handshakes)
+    /// Seconds to wait for a connection to the server (TCP and TLS handshakes and its first answer)
     #[arg(
         long,
         global = true,
