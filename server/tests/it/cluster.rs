@@ -86,12 +86,36 @@ impl Node {
         }
     }
 
+    /// Sends `signal`; after `-STOP`, returns once every thread of the node is stopped: `kill`
+    /// returns when the signal is sent, and a thread still running on another core could
+    /// otherwise answer a call the test sends next as if the node were awake.
     fn signal(&self, signal: &str) {
+        let pid = self.process.id();
         let sent = std::process::Command::new("kill")
-            .args([signal, &self.process.id().to_string()])
+            .args([signal, &pid.to_string()])
             .status()
             .unwrap();
         assert!(sent.success(), "kill {signal}");
+        if signal != "-STOP" {
+            return;
+        }
+        let stopped = || {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                return false;
+            };
+            tasks.flatten().all(|task| {
+                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                    // the state follows the parenthesized command name
+                    stat.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                })
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !stopped() {
+            assert!(Instant::now() < deadline, "node {} never stopped", self.id);
+            std::thread::yield_now();
+        }
     }
 }
 
