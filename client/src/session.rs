@@ -256,7 +256,7 @@ impl Session {
             }),
             None => {
                 // within the server's bounds per message
-                for chunk in onesided_proto::recorded_chunks(events) {
+                for chunk in onesided_core::origin::recorded_chunks(events) {
                     let call = Call::Record(Record {
                         window,
                         events: chunk.iter().map(AuditEvent::to_json).collect(),

@@ -4,7 +4,7 @@
 //! (stored, not yet published) bytes are pushed to the public copy at exactly post, fence,
 //! unlock, unlock_all and sync (rule 5), and bytes changed remotely are pulled at exactly wait,
 //! fence, lock (of this rank), lock_all and sync (rule 6) — never elsewhere. A pull never
-//! overwrites a dirty byte.
+//! overwrites a dirty byte (core's `origin::PrivateCopy` holds the bytes and that rule).
 //!
 //! Rooms: this file holds the window's state and what the calls share; `private_copy` the local
 //! loads and stores, `synchronization` every synchronization call, `operations` every
@@ -27,6 +27,7 @@ use futures::future::{FutureExt, Shared};
 use onesided_core::audit::Event as AuditEvent;
 use onesided_core::epoch::{AccessTag, EpochState, LockType};
 use onesided_core::layout::Layout;
+use onesided_core::origin::PrivateCopy;
 use onesided_core::ranges::RangeSet;
 use onesided_core::window::{Flavor, MemoryModel, OpKind, TargetOp, WindowDesc, DYNAMIC_BASE};
 use onesided_core::{ErrorClass, Op, RmaError};
@@ -92,8 +93,7 @@ impl Undo {
 #[derive(Debug)]
 pub(crate) struct State {
     epoch: EpochState,
-    private: Vec<u8>,
-    dirty: RangeSet,
+    copy: PrivateCopy,
     outstanding: Vec<Outstanding>,
     /// Bytes stored and loaded locally since the last call (for the audit log).
     stored: RangeSet,
@@ -184,25 +184,11 @@ pub(crate) fn apply_update(state: &mut State, updated: v1::Updated) {
     state
         .in_flight
         .retain(|&(seq, _, _)| seq > updated.published);
-    let mut keep = state.dirty.clone();
-    for &(_, start, end) in &state.in_flight {
-        keep.insert(start, end);
-    }
-    let private = &mut state.private;
-    for segment in updated.segments {
-        let start = segment.offset;
-        let Some(end) = start
-            .checked_add(segment.data.len() as u64)
-            .filter(|&end| end <= private.len() as u64)
-        else {
-            tracing::warn!(start, "updated bytes outside the private copy ignored");
-            continue;
-        };
-        for (gap_start, gap_end) in keep.gaps_within(start, end) {
-            let from = (gap_start - start) as usize;
-            let to = (gap_end - start) as usize;
-            private[gap_start as usize..gap_end as usize].copy_from_slice(&segment.data[from..to]);
-        }
+    let in_flight = state.in_flight.iter().map(|&(_, start, end)| (start, end));
+    let in_flight: Vec<(u64, u64)> = in_flight.collect();
+    let segments = onesided_proto::segments_from_wire(updated.segments);
+    for (start, len) in state.copy.update(segments, in_flight) {
+        tracing::warn!(start, len, "updated bytes outside the private copy ignored");
     }
 }
 
@@ -220,7 +206,7 @@ pub(crate) fn lose_epochs(state: &mut State, why: String, gone: bool) {
     state.tokens.iter_mut().for_each(|token| *token = 0);
     // unified: stores that may not have reached the lost incarnation are published again
     for (_, start, end) in std::mem::take(&mut state.in_flight) {
-        state.dirty.insert(start, end);
+        state.copy.mark_dirty(start, end);
     }
     if gone {
         state.gone = Some(why);
@@ -417,22 +403,12 @@ impl Window {
     /// `MPI_ERR_GROUP` when the session's rank is not in the group (the server refuses to
     /// open such a window first).
     pub(crate) fn new(session: Session, desc: WindowDesc) -> Result<Self> {
-        let me = desc.rank_of(session.rank()).ok_or_else(|| {
-            RmaError::new(
-                ErrorClass::Group,
-                format!(
-                    "rank {} is not in the group of window {}",
-                    session.rank(),
-                    desc.name
-                ),
-            )
-        })?;
+        let me = desc.member(session.rank())?;
         let size = desc.sizes.get(me as usize).copied().unwrap_or(0) as usize;
         let epoch = EpochState::new(me, desc.nranks(), desc.info.no_locks);
         let state = Arc::new(Mutex::new(State {
             epoch,
-            private: vec![0; size],
-            dirty: RangeSet::new(),
+            copy: PrivateCopy::new(size),
             refused_locks: Vec::new(),
             outstanding: Vec::new(),
             stored: RangeSet::new(),
@@ -590,10 +566,7 @@ impl Window {
     }
 
     fn take_push(state: &mut State) -> Vec<Segment> {
-        onesided_proto::segments_to_wire(onesided_core::target::Segment::take(
-            &mut state.dirty,
-            &state.private,
-        ))
+        onesided_proto::segments_to_wire(state.copy.take_push())
     }
 
     /// The rank's public copy as the server had it when this handle was opened (the bytes
@@ -602,44 +575,22 @@ impl Window {
     /// # Errors
     /// Bytes outside the rank's memory are a protocol error.
     pub(crate) fn restore_copy(&self, segments: Vec<Segment>) -> Result<()> {
-        let mut state = self.state();
-        for segment in segments {
-            let start = segment.offset as usize;
-            let bytes = start
-                .checked_add(segment.data.len())
-                .and_then(|end| state.private.get_mut(start..end))
-                .ok_or_else(|| {
-                    Error::Protocol(format!(
-                        "the server described {} bytes at offset {start} of a rank's copy of {} \
-                         bytes",
-                        segment.data.len(),
-                        self.desc.sizes.get(self.me as usize).copied().unwrap_or(0)
-                    ))
-                })?;
-            bytes.copy_from_slice(&segment.data);
-        }
-        Ok(())
+        let segments = onesided_proto::segments_from_wire(segments);
+        self.state().copy.restore(segments).map_err(|(start, len)| {
+            Error::Protocol(format!(
+                "the server described {len} bytes at offset {start} of a rank's copy of {} bytes",
+                self.desc.sizes.get(self.me as usize).copied().unwrap_or(0)
+            ))
+        })
     }
 
     fn apply_pull(&self, segments: Vec<Segment>) {
         if segments.is_empty() {
             return;
         }
-        let mut state = self.state();
-        let State { private, dirty, .. } = &mut *state;
-        for segment in segments {
-            let start = segment.offset;
-            let end = start + segment.data.len() as u64;
-            if end > private.len() as u64 {
-                tracing::warn!(start, end, "pulled bytes outside the private copy ignored");
-                continue;
-            }
-            for (gap_start, gap_end) in dirty.gaps_within(start, end) {
-                let from = (gap_start - start) as usize;
-                let to = (gap_end - start) as usize;
-                private[gap_start as usize..gap_end as usize]
-                    .copy_from_slice(&segment.data[from..to]);
-            }
+        let segments = onesided_proto::segments_from_wire(segments);
+        for (start, len) in self.state().copy.pull(segments) {
+            tracing::warn!(start, len, "pulled bytes outside the private copy ignored");
         }
     }
 
@@ -723,7 +674,7 @@ impl Window {
             state.epoch = undo.epoch;
             state.tokens = undo.tokens;
             for (start, end) in undo.pushed {
-                state.dirty.insert(start, end);
+                state.copy.mark_dirty(start, end);
             }
         }
         // a flush refused unchanged completed nothing either: what it awaited stays to report

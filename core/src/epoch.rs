@@ -639,6 +639,14 @@ impl EpochState {
         }
     }
 
+    /// The answer to a test came back to its origin: a true `flag` has the effect of
+    /// [`EpochState::wait`] (the exposure epoch ends); a false one changes nothing.
+    pub fn tested(&mut self, flag: bool) {
+        if flag {
+            self.exposure = Exposure::None;
+        }
+    }
+
     /// The exposure group of the current post, if posted.
     pub fn post_group(&self) -> Option<&[u32]> {
         match &self.exposure {

@@ -20,6 +20,8 @@
 //! - [`check`]: happens-before over an audit log and the access pairs it leaves unordered.
 //! - [`export`]: an audit log as a Perfetto (Chrome trace-event) timeline.
 //! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
+//! - [`origin`]: the origin half of the protocol, sans I/O: whether a rank's call is legal and
+//!   what a legal one must do.
 //! - [`target`]: the target half of the protocol, sans I/O: when what origins send is applied.
 //! - `fence`: how many ranks entered each fence of a window.
 //! - `collective`: a world's barriers and collective window calls, sans I/O.
@@ -38,6 +40,7 @@ pub mod fence;
 pub mod layout;
 pub mod locks;
 pub mod messaging;
+pub mod origin;
 pub mod ranges;
 pub mod reduce;
 pub mod target;

@@ -499,6 +499,22 @@ impl WindowDesc {
             .map(|rank| rank as u32)
     }
 
+    /// The window rank of world rank `world_rank`, which opens the window.
+    ///
+    /// # Errors
+    /// `MPI_ERR_GROUP` when it is not in the window's group: it may not open the window.
+    pub fn member(&self, world_rank: u32) -> RmaResult<u32> {
+        self.rank_of(world_rank).ok_or_else(|| {
+            rma_err!(
+                Group,
+                "rank {world_rank} of the world is not in the group of window {} (world ranks \
+                 {:?})",
+                self.name,
+                self.group
+            )
+        })
+    }
+
     /// The group of a window over the whole world of `nranks` ranks.
     pub fn whole_world(nranks: u32) -> Vec<u32> {
         (0..nranks).collect()

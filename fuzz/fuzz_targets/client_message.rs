@@ -1,5 +1,6 @@
 //! Arbitrary bytes as a session's `ClientMessage`, through the server's own admission
-//! (`onesided_proto::admit::admit`, the function the session calls) and then, for what it
+//! (the wire mapping `onesided_proto::call_wire::call_from_wire`, then
+//! `onesided_core::origin::admit`, the functions the session calls) and then, for what it
 //! admits, through core's target engine (`onesided_core::target::Target`, what the actors run).
 //!
 //! It runs one rank's session on a fixed four-rank window and indexes the window's ranks
@@ -19,7 +20,8 @@ use onesided_core::epoch::{AccessTag, EpochState, LockRequest, LockType};
 use onesided_core::target::{Access, Input, Outcome, Segment, Target};
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::RmaError;
-use onesided_proto::admit::{admit, Admitted, OpenState, OpenWindows};
+use onesided_core::origin::{admit, Admitted, OpenState, OpenWindows};
+use onesided_proto::call_wire::call_from_wire;
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::ClientMessage;
 use prost::Message;
@@ -112,7 +114,7 @@ impl Window {
         ) {
             return Ok(());
         }
-        match admit(self, ME, call)? {
+        match admit(self, ME, call_from_wire(call)?)? {
             // a closing fence counts its arrival; the last tells every rank of the window
             Admitted::Fence { push, .. }
             | Admitted::Post { push, .. }
@@ -157,9 +159,7 @@ impl Window {
             Admitted::Test { pull } => {
                 // the flag comes from the actor: explore both ways (a true flag has the effect
                 // of wait)
-                if pull {
-                    let _ = self.epoch.wait();
-                }
+                self.epoch.tested(pull);
             }
             Admitted::Flush {
                 travels: Some((_, target)),

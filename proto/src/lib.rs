@@ -5,8 +5,8 @@
 //! gRPC code, the error details of a refusal (`google.rpc.Status` with `ErrorInfo` and the
 //! `MpiError`, [`status_with_code`]) and reading them back, conversions of layouts, datatypes
 //! and ops, the Audit service's answers ([`audit_wire`]), the Admin service's answers without a
-//! core type, as plain types of their own ([`admin_wire`]), and [`admit`]: whether a session's
-//! wire call is legal and what it must do (pure, so the fuzz target runs the same function).
+//! core type, as plain types of their own ([`admin_wire`]), and a session's window calls as
+//! core's origin engine takes them ([`call_wire`]; whether one is legal is core's).
 //! Must not: do I/O or touch a runtime.
 
 #![allow(missing_docs, clippy::large_enum_variant)]
@@ -23,8 +23,8 @@ pub mod audit {
 }
 
 pub mod admin_wire;
-pub mod admit;
 pub mod audit_wire;
+pub mod call_wire;
 
 /// Generated code of package `onesided.v1`.
 #[allow(clippy::all, missing_debug_implementations, rust_2018_idioms)]
@@ -45,7 +45,6 @@ impl std::fmt::Debug for v1::CreateWorldResponse {
 /// The encoded file descriptor set, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("onesided_descriptor");
 
-use onesided_core::audit::Event;
 use onesided_core::layout::{Block, ByteBlock, Order, Resized, StructBlock, Subarray};
 use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{Datatype, ErrorClass, Layout, Op, RmaError};
@@ -464,239 +463,6 @@ pub fn reply_from_outcome(outcome: onesided_core::target::Outcome) -> v1::server
     }
 }
 
-/// Checks that bytes a rank pushes to its own public copy (at a fence, post, unlock or sync)
-/// lie inside its window of `size` bytes.
-///
-/// # Errors
-/// `MPI_ERR_RMA_RANGE` for a segment that does not.
-pub fn check_segments(size: u64, segments: &[v1::Segment]) -> Result<(), RmaError> {
-    for segment in segments {
-        let end = segment.offset.checked_add(segment.data.len() as u64);
-        if end.is_none_or(|end| end > size) {
-            return Err(RmaError::new(
-                ErrorClass::RmaRange,
-                format!(
-                    "pushed bytes at {} of length {} are outside the window of {size} bytes",
-                    segment.offset,
-                    segment.data.len()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Most events one `Record` message may ship (the client sends a few per call).
-pub const MAX_RECORDED_EVENTS: usize = 1024;
-
-/// Most byte ranges the loads and stores of one `Record` message may name together.
-pub const MAX_RECORDED_RANGES: usize = 65_536;
-
-/// The client-side events a `Record` ships (no client rows), decoded and checked against the
-/// recording rank's window: its private copy has `own_size` bytes, the window `nranks` ranks.
-///
-/// # Errors
-/// `MPI_ERR_ARG` for an event that does not decode, one a client may not record (only the
-/// client-side kinds: loads, stores, returns, flush_local), or an empty or reversed byte
-/// range; `MPI_ERR_RMA_RANGE` for bytes outside the private copy; `MPI_ERR_RANK` for a target
-/// outside the window; `MPI_ERR_NO_MEM` for more than [`MAX_RECORDED_EVENTS`] events or
-/// [`MAX_RECORDED_RANGES`] ranges in one message.
-pub fn recorded_events(
-    record: &v1::Record,
-    own_size: u64,
-    nranks: u32,
-) -> Result<Vec<Event>, RmaError> {
-    if record.events.len() > MAX_RECORDED_EVENTS {
-        return Err(RmaError::new(
-            ErrorClass::NoMem,
-            format!(
-                "{} recorded events in one message: at most {MAX_RECORDED_EVENTS}",
-                record.events.len()
-            ),
-        ));
-    }
-    let mut events = Vec::with_capacity(record.events.len());
-    let mut ranges = 0usize;
-    for body in &record.events {
-        let event =
-            Event::from_json(body).map_err(|e| RmaError::new(ErrorClass::Arg, e.message))?;
-        if !event.is_client_side() {
-            return Err(RmaError::new(
-                ErrorClass::Arg,
-                format!("a client may not record {} events", event.kind()),
-            ));
-        }
-        match &event {
-            Event::Store { ranges: accessed } | Event::Load { ranges: accessed } => {
-                ranges += accessed.len();
-                if ranges > MAX_RECORDED_RANGES {
-                    return Err(RmaError::new(
-                        ErrorClass::NoMem,
-                        format!(
-                            "more than {MAX_RECORDED_RANGES} recorded byte ranges in one message"
-                        ),
-                    ));
-                }
-                for &(start, end) in accessed {
-                    if start >= end {
-                        return Err(RmaError::new(
-                            ErrorClass::Arg,
-                            format!(
-                                "a recorded {} of bytes [{start}, {end}): a range must not be \
-                                 empty or reversed",
-                                event.kind()
-                            ),
-                        ));
-                    }
-                    if end > own_size {
-                        return Err(RmaError::new(
-                            ErrorClass::RmaRange,
-                            format!(
-                                "a recorded {} of bytes [{start}, {end}) of a private copy of \
-                                 {own_size} bytes",
-                                event.kind()
-                            ),
-                        ));
-                    }
-                }
-            }
-            Event::Returned {
-                target: Some(target),
-                ..
-            }
-            | Event::FlushLocal {
-                target: Some(target),
-            } if *target >= nranks => {
-                return Err(RmaError::new(
-                    ErrorClass::Rank,
-                    format!(
-                        "a recorded {} naming rank {target} of a window of {nranks} ranks",
-                        event.kind()
-                    ),
-                ));
-            }
-            _ => {}
-        }
-        events.push(event);
-    }
-    Ok(events)
-}
-
-/// `events` in messages [`recorded_events`] takes: at most [`MAX_RECORDED_EVENTS`] events
-/// and [`MAX_RECORDED_RANGES`] ranges each, a load or store over more ranges split into
-/// several of the same kind, in order.
-pub fn recorded_chunks(events: Vec<Event>) -> Vec<Vec<Event>> {
-    let mut chunks = Vec::new();
-    let mut chunk: Vec<Event> = Vec::new();
-    let mut ranges = 0;
-    let mut push = |event: Event, count: usize, chunk: &mut Vec<Event>, ranges: &mut usize| {
-        if chunk.len() == MAX_RECORDED_EVENTS || *ranges + count > MAX_RECORDED_RANGES {
-            chunks.push(std::mem::take(chunk));
-            *ranges = 0;
-        }
-        chunk.push(event);
-        *ranges += count;
-    };
-    for event in events {
-        match event {
-            Event::Store { ranges: accessed } if accessed.len() > MAX_RECORDED_RANGES => {
-                for part in accessed.chunks(MAX_RECORDED_RANGES) {
-                    let event = Event::Store {
-                        ranges: part.to_vec(),
-                    };
-                    push(event, part.len(), &mut chunk, &mut ranges);
-                }
-            }
-            Event::Load { ranges: accessed } if accessed.len() > MAX_RECORDED_RANGES => {
-                for part in accessed.chunks(MAX_RECORDED_RANGES) {
-                    let event = Event::Load {
-                        ranges: part.to_vec(),
-                    };
-                    push(event, part.len(), &mut chunk, &mut ranges);
-                }
-            }
-            event => {
-                let count = match &event {
-                    Event::Store { ranges } | Event::Load { ranges } => ranges.len(),
-                    _ => 0,
-                };
-                push(event, count, &mut chunk, &mut ranges);
-            }
-        }
-    }
-    if !chunk.is_empty() {
-        chunks.push(chunk);
-    }
-    chunks
-}
-
-/// The client rows a `Record` names, when it names only them.
-///
-/// # Errors
-/// `MPI_ERR_ARG` for a record without rows, or with events too.
-pub fn record_rows(record: &v1::Record) -> Result<&v1::ClientRows, RmaError> {
-    let Some(rows) = &record.rows else {
-        return Err(RmaError::new(
-            ErrorClass::Arg,
-            "a record without client rows",
-        ));
-    };
-    if !record.events.is_empty() {
-        return Err(RmaError::new(
-            ErrorClass::Arg,
-            "a record carries events or client rows, not both",
-        ));
-    }
-    Ok(rows)
-}
-
-/// The `client_events` marker of `rows` of `window`, once they continue the session's chain
-/// of that window, whose next row is `next_cseq`; and the chain's next row after them.
-///
-/// # Errors
-/// `MPI_ERR_ARG` for rows that do not start at `next_cseq`, end before they start or at the
-/// last possible cseq, or a hash that is not 32 bytes.
-pub fn client_rows_marker(
-    window: u64,
-    rows: &v1::ClientRows,
-    next_cseq: u64,
-) -> Result<(Event, u64), RmaError> {
-    if rows.from != next_cseq || rows.to < rows.from {
-        return Err(RmaError::new(
-            ErrorClass::Arg,
-            format!(
-                "client rows {}..={} do not continue this session's chain of window {window}: \
-                 the next is {next_cseq}",
-                rows.from, rows.to
-            ),
-        ));
-    }
-    if rows.hash.len() != 32 {
-        return Err(RmaError::new(
-            ErrorClass::Arg,
-            format!(
-                "the hash of client rows is 32 bytes, not {}",
-                rows.hash.len()
-            ),
-        ));
-    }
-    let Some(next) = rows.to.checked_add(1) else {
-        return Err(RmaError::new(
-            ErrorClass::Arg,
-            format!(
-                "client rows may not end at cseq {}: no row could follow",
-                rows.to
-            ),
-        ));
-    };
-    let marker = Event::ClientEvents {
-        from: rows.from,
-        to: rows.to,
-        hash: rows.hash.to_vec(),
-    };
-    Ok((marker, next))
-}
-
 /// The wire form of a layout.
 pub fn layout_to_wire(layout: &Layout) -> v1::Layout {
     use v1::layout::Kind;
@@ -1108,49 +874,6 @@ mod tests {
     }
 
     #[test]
-    fn pushed_segments_must_lie_inside_the_window() {
-        let segment = |offset: u64, len: usize| v1::Segment {
-            offset,
-            data: vec![0u8; len].into(),
-        };
-        assert_eq!(check_segments(8, &[segment(0, 8), segment(8, 0)]), Ok(()));
-        for bad in [segment(1, 8), segment(9, 0), segment(u64::MAX, 1)] {
-            let error = check_segments(8, &[segment(0, 1), bad]).unwrap_err();
-            assert_eq!(error.class, ErrorClass::RmaRange);
-        }
-    }
-
-    #[test]
-    fn client_rows_must_continue_the_chain() {
-        let rows = |from: u64, to: u64, hash: usize| v1::ClientRows {
-            from,
-            to,
-            hash: vec![7u8; hash].into(),
-        };
-        let (marker, next) = client_rows_marker(1, &rows(3, 5, 32), 3).unwrap();
-        assert_eq!(
-            marker,
-            Event::ClientEvents {
-                from: 3,
-                to: 5,
-                hash: vec![7u8; 32]
-            }
-        );
-        assert_eq!(next, 6);
-        // a gap, a repeat, a backwards range, the last cseq (no next row), a short hash
-        for (bad, next_cseq) in [
-            (rows(4, 5, 32), 3),
-            (rows(2, 5, 32), 3),
-            (rows(3, 2, 32), 3),
-            (rows(u64::MAX, u64::MAX, 32), u64::MAX),
-            (rows(3, 5, 31), 3),
-        ] {
-            let error = client_rows_marker(1, &bad, next_cseq).unwrap_err();
-            assert_eq!(error.class, ErrorClass::Arg, "{bad:?}");
-        }
-    }
-
-    #[test]
     fn op_kinds_from_the_wire() {
         assert_eq!(
             op_kind_from_wire(v1::OpKind::Accumulate as i32, Op::Max.code()),
@@ -1222,45 +945,5 @@ mod tests {
         assert_eq!(unknown.class, ErrorClass::Arg);
         let deep = layout_from_wire(Some(&subarray(1, onesided_core::layout::MAX_DIMS + 1)));
         assert_eq!(deep.unwrap_err().class, ErrorClass::Arg);
-    }
-
-    #[test]
-    fn recorded_chunks_fit_the_bounds_and_keep_every_range_in_order() {
-        let many: Vec<(u64, u64)> = (0..(MAX_RECORDED_RANGES as u64 * 2 + 5))
-            .map(|i| (2 * i, 2 * i + 1))
-            .collect();
-        let mut events = vec![Event::Store {
-            ranges: many.clone(),
-        }];
-        events.extend((0..MAX_RECORDED_EVENTS + 3).map(|_| Event::FlushLocal { target: None }));
-        events.push(Event::Load {
-            ranges: vec![(0, 1)],
-        });
-        let chunks = recorded_chunks(events.clone());
-        let size = 2 * many.len() as u64;
-        let mut stored = Vec::new();
-        let mut flushes = 0;
-        for chunk in &chunks {
-            let record = v1::Record {
-                window: 1,
-                events: chunk.iter().map(Event::to_json).collect(),
-                rows: None,
-            };
-            let accepted = recorded_events(&record, size, 1).unwrap();
-            assert_eq!(&accepted, chunk);
-            for event in chunk {
-                match event {
-                    Event::Store { ranges } => stored.extend(ranges.iter().copied()),
-                    Event::FlushLocal { .. } => flushes += 1,
-                    _ => {}
-                }
-            }
-        }
-        assert_eq!(stored, many);
-        assert_eq!(flushes, MAX_RECORDED_EVENTS + 3);
-        assert!(matches!(
-            chunks.last().unwrap().last(),
-            Some(Event::Load { .. })
-        ));
     }
 }

@@ -12,9 +12,10 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use onesided_core::audit::Event;
 use onesided_core::epoch::EpochState;
+use onesided_core::origin::{self as admit, Admitted};
 use onesided_core::target::{Input, Segment};
 use onesided_core::{ErrorClass, RmaError};
-use onesided_proto::admit::{self, Admitted};
+use onesided_proto::call_wire::{call_from_wire, window_of};
 use onesided_proto::v1::{
     client_message::Call, server_message, Attached, ClientMessage, Done, ServerMessage,
 };
@@ -28,20 +29,13 @@ use crate::metrics::{CallKind, CallTimer, PendingOp};
 use crate::registry::{Membership, Registry, WindowEntry};
 use crate::reply::{Answer, Collector, Outbound, Reply};
 
-mod active;
 mod barrier;
 mod messages;
-mod operations;
-mod passive;
-mod records;
+mod route;
 mod windows;
 
-use operations::Issued;
-
-/// A call admitted on an open window, as its handler carries it out.
+/// A call admitted on an open window, as `route.rs` carries it out.
 struct OnWindow {
-    /// The call's id in this session.
-    id: u64,
     /// The window.
     window: u64,
     /// Its description and its ranks' actors.
@@ -495,7 +489,7 @@ impl Session {
                 }
                 for (index, inner) in batch.calls.into_iter().enumerate() {
                     self.queued.push_back(Queued {
-                        window: inner.call.as_ref().and_then(admit::window_of),
+                        window: inner.call.as_ref().and_then(window_of),
                         id: inner.id,
                         call: inner.call,
                         batch: Some((Arc::clone(&collector), index)),
@@ -508,7 +502,7 @@ impl Session {
                 return;
             }
             call => self.queued.push_back(Queued {
-                window: call.as_ref().and_then(admit::window_of),
+                window: call.as_ref().and_then(window_of),
                 id,
                 call,
                 batch: None,
@@ -740,8 +734,8 @@ impl Session {
     }
 
     /// Takes up one call: the session's own (opening a window, the barrier, heartbeats), or
-    /// one on a window, which proto's `admit` checks and turns into an `Admitted` plan that
-    /// the call's handler carries out (`session/`: one file per family).
+    /// one on a window, which core's `origin::admit` checks and turns into an `Admitted` plan, and
+    /// core's `origin::route` into the steps [`Session::carry_out`] takes.
     async fn handle(&mut self, id: u64, call: Call) -> Result<(), RmaError> {
         let me = self.member.rank;
         let window_id = match &call {
@@ -758,7 +752,7 @@ impl Session {
             Call::Receive(receive) => return self.receive_message(id, *receive).await,
             Call::SetInfo(set) => return self.set_info(id, set.clone()).await,
             Call::CreateWindow(create) => return self.create_window(id, create.clone()).await,
-            call => admit::window_of(call).unwrap_or_default(),
+            call => window_of(call).unwrap_or_default(),
         };
         // an operation takes a slot of the session's pending budget before anything else
         let reply = if matches!(call, Call::Op(_)) {
@@ -777,7 +771,7 @@ impl Session {
         };
         // ranks are numbered in the window's group
         let me = self.windows.get(&window_id).map_or(me, |open| open.me);
-        let admitted = admit::admit(&mut Opened(&mut self.windows), me, call)?;
+        let admitted = admit::admit(&mut Opened(&mut self.windows), me, call_from_wire(call)?)?;
         // admission found the window open
         let Some(entry) = self
             .windows
@@ -786,72 +780,25 @@ impl Session {
         else {
             return Err(RmaError::new(ErrorClass::Win, "the window is not open"));
         };
+        // a fence's answer holds the session's next calls on the window until it went out
+        let reply = if matches!(admitted, Admitted::Fence { .. }) {
+            self.hold(window_id, reply)
+        } else {
+            reply
+        };
         let on = OnWindow {
-            id,
             window: window_id,
             entry,
             reply,
             me,
         };
-        match admitted {
-            Admitted::Fence {
-                event,
-                fence,
-                closes,
-                pull,
-                push,
-            } => {
-                let on = OnWindow {
-                    reply: self.hold(on.window, on.reply),
-                    ..on
-                };
-                self.fence(on, event, fence, closes, pull, push).await
-            }
-            Admitted::Post { event, group, push } => self.post(on, event, group, push).await,
-            Admitted::Start { event } => self.start(on, event).await,
-            Admitted::Complete { markers } => self.complete(on, markers).await,
-            Admitted::Wait { pull } => self.wait(on, pull).await,
-            Admitted::Test { pull } => self.test(on, pull).await,
-            Admitted::Lock { event, eager } => self.lock(on, event, eager).await,
-            Admitted::Unlock {
-                event,
-                target,
-                request,
-                push,
-            } => self.unlock(on, event, target, request, push).await,
-            Admitted::LockAll { event, request } => self.lock_all(on, event, request).await,
-            Admitted::UnlockAll {
-                event,
-                released,
-                push,
-            } => self.unlock_all(on, event, released, push).await,
-            Admitted::Flush { travels } => self.flush(on, travels).await,
-            Admitted::FlushAll { travels } => self.flush_all(on, travels).await,
-            Admitted::Sync { push } => self.sync(on, push).await,
-            Admitted::Publish { push, seq } => self.publish(on, push, seq).await,
-            Admitted::Follow => self.follow(on).await,
-            Admitted::Attach { size, at } => self.attach(on, size, at).await,
-            Admitted::Detach { base } => self.detach(on, base).await,
-            Admitted::Op {
-                target,
-                request,
-                tag,
-                token,
-                op,
-                access,
-            } => {
-                let operation = Issued {
-                    tag,
-                    token,
-                    op,
-                    access,
-                };
-                self.op(on, target, request, operation).await
-            }
-            Admitted::ClientRows { marker } => self.client_rows(on, marker).await,
-            Admitted::Recorded { events } => self.recorded(on, events).await,
-            Admitted::Free { event, barrier } => self.free(on, event, barrier).await,
-        }
+        let issuer = admit::Issuer {
+            id,
+            incarnation: self.incarnation,
+            me,
+            recording: self.registry.audit().durability() != Durability::Off,
+        };
+        self.carry_out(on, admit::route(admitted, issuer)).await
     }
 
     /// A call whose answer came back to the session: handled, then answered.
@@ -903,14 +850,6 @@ impl admit::OpenWindows for Opened<'_> {
             epoch: &mut open.epoch,
             next_cseq: &mut open.next_cseq,
         })
-    }
-}
-
-fn lock_request(request: admit::Request, grant: Option<Reply>) -> AccessItem {
-    AccessItem::LockRequest {
-        request: request.request,
-        holding_elsewhere: request.holding_elsewhere,
-        grant,
     }
 }
 

@@ -56,9 +56,7 @@ impl Window {
         })?;
         let mut state = self.state();
         let end = (offset + size) as usize;
-        if state.private.len() < end {
-            state.private.resize(end, 0);
-        }
+        state.copy.grow(end);
         if size > 0 {
             // a region of no bytes holds nothing to load or store, and never takes the key
             // of one that does
@@ -116,11 +114,7 @@ impl Window {
                         region.base
                     ))
                 })?;
-            let (start, end) = (offset as usize, (offset + size) as usize);
-            if state.private.len() < end {
-                state.private.resize(end, 0);
-            }
-            state.private[start..end].copy_from_slice(&region.data);
+            state.copy.place(offset as usize, &region.data);
             state.regions.insert(offset, size);
         }
         Ok(())

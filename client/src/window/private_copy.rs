@@ -27,12 +27,12 @@ impl Window {
     /// `MPI_ERR_RMA_RANGE` outside the window.
     pub fn store_bytes(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         let mut state = self.state();
-        let size = state.private.len() as u64;
+        let size = state.copy.len();
         let (start, end) = local_range("store", offset, bytes.len() as u64, size)?;
-        state.private[start..end].copy_from_slice(bytes);
         state.stored.insert(start as u64, end as u64);
-        if !state.unified || state.gone.is_some() {
-            state.dirty.insert(start as u64, end as u64);
+        let publish_later = !state.unified || state.gone.is_some();
+        state.copy.store(start, bytes, publish_later);
+        if publish_later {
             return Ok(());
         }
         // numbered before the lock is let go, so no update can overwrite it meanwhile; its
@@ -65,9 +65,9 @@ impl Window {
     /// `MPI_ERR_RMA_RANGE` outside the window.
     pub fn load_bytes(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
         let mut state = self.state();
-        let (start, end) = local_range("load", offset, len, state.private.len() as u64)?;
+        let (start, end) = local_range("load", offset, len, state.copy.len())?;
         state.loaded.insert(start as u64, end as u64);
-        Ok(state.private[start..end].to_vec())
+        Ok(state.copy.bytes()[start..end].to_vec())
     }
 
     /// Reads raw bytes of the private copy without recording a load: for tools that observe a
@@ -77,7 +77,7 @@ impl Window {
     /// `MPI_ERR_RMA_RANGE` outside the window.
     pub fn inspect_bytes(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
         let state = self.state();
-        let (start, end) = local_range("load", offset, len, state.private.len() as u64)?;
-        Ok(state.private[start..end].to_vec())
+        let (start, end) = local_range("load", offset, len, state.copy.len())?;
+        Ok(state.copy.bytes()[start..end].to_vec())
     }
 }

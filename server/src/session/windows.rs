@@ -1,6 +1,6 @@
-//! A window's life in the session: opening it (`open_window`, the session's own call),
-//! changing its info (`MPI_Win_set_info`) and freeing it (`MPI_Win_free`), collectives of the
-//! world.
+//! A window's life in the session: opening it (`open_window`, the session's own call) and
+//! changing its info (`MPI_Win_set_info`), collectives of the world (freeing it is a route's
+//! step: `route.rs`).
 //!
 //! Also the ranks' own creation (`MPI_Win_create`/`MPI_Win_allocate`, `create_window`).
 //!
@@ -21,9 +21,8 @@ use tokio::sync::oneshot;
 
 use onesided_core::collective::{SharedArgs, WindowPart};
 
-use super::{Control, OnWindow, OpenWindow, Session};
+use super::{Control, OpenWindow, Session};
 use crate::reply::{Answer, Reply};
-use crate::world::Collective;
 
 impl Session {
     /// Opens window `name` in this session: a fresh epoch state, every rank's actor told that
@@ -71,15 +70,7 @@ impl Session {
             .window(&self.member.world, name)
             .ok_or_else(|| onesided_core::window::unknown_window(name))?;
         // ranks are numbered in the window's group
-        let me = entry.desc.rank_of(self.member.rank).ok_or_else(|| {
-            RmaError::new(
-                ErrorClass::Group,
-                format!(
-                    "rank {} of the world is not in the group of window {name} (world ranks {:?})",
-                    self.member.rank, entry.desc.group
-                ),
-            )
-        })?;
+        let me = entry.desc.member(self.member.rank)?;
         if self.windows.contains_key(&entry.desc.id) {
             // the epoch state (and PSCW generations) live on: a second handle with a fresh
             // private copy would silently diverge from it
@@ -169,27 +160,6 @@ impl Session {
         }
         let opened = self.opened(&name).await;
         reply.send(opened.map(server_message::Reply::Window));
-    }
-
-    /// `MPI_Win_free`: recorded, the window closed in this session, then this rank enters the
-    /// window's free collective (a barrier unless the window has `no_locks`), which answers.
-    pub(super) async fn free(
-        &mut self,
-        on: OnWindow,
-        event: Event,
-        barrier: bool,
-    ) -> Result<(), RmaError> {
-        self.log(on.window, event, None).await;
-        self.windows.remove(&on.window);
-        let collective = Collective::Free {
-            window: on.window,
-            barrier,
-        };
-        let group = on.entry.desc.group.clone();
-        self.member
-            .collectives
-            .arrive(collective, self.member.rank, group, on.reply)
-            .await
     }
 
     /// `MPI_Win_set_info`: the window's info with the caller's keys set ([`onesided_core::window::WindowInfo::updated`];
