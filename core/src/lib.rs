@@ -22,6 +22,8 @@
 //! - [`locks`]: the lock table of one target: compatibility, grant order, fencing tokens.
 //! - [`origin`]: the origin half of the protocol, sans I/O: whether a rank's call is legal and
 //!   what a legal one must do.
+//! - [`sim`]: a deterministic simulator: origin and target engines wired in memory, every
+//!   order chosen by a seeded schedule.
 //! - [`target`]: the target half of the protocol, sans I/O: when what origins send is applied.
 //! - `fence`: how many ranks entered each fence of a window.
 //! - `collective`: a world's barriers and collective window calls, sans I/O.
@@ -43,6 +45,7 @@ pub mod messaging;
 pub mod origin;
 pub mod ranges;
 pub mod reduce;
+pub mod sim;
 pub mod target;
 pub mod window;
 

@@ -1,0 +1,621 @@
+//! A deterministic simulator: a world of origin and target engines wired in memory, no
+//! network, no clock, no threads.
+//!
+//! Owns: running ranks' programs through exactly what the server runs — `origin::admit`,
+//! `origin::route` and `Target::handle` — with one FIFO inbox per target (as the server's
+//! actors have: what one rank sent before another thing is received before it; the fence's
+//! notice relies on this), each rank's private copy ([`PrivateCopy`]) pushed and pulled where
+//! the route and the answers say, and a [`Schedule`] that chooses every nondeterministic step:
+//! which rank makes its next call, which target takes the next input of its inbox, which answer
+//! reaches its origin next. Must not: decide an MPI rule (admission, routes and the target
+//! engine do), read a clock, or let anything but the schedule choose an order.
+//!
+//! Limits (this first version): the separate memory model only (a unified window is refused
+//! at [`World::new`]); one incarnation per rank (no departures); the lock table without its
+//! fairness wait; a free collective answers once every rank of the window called.
+
+mod schedule;
+
+pub use schedule::{Choice, Replay, Schedule, Seeded};
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::audit::Event;
+use crate::epoch::EpochState;
+use crate::fence::FenceTally;
+use crate::origin::{self, Admitted, Call, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To};
+use crate::target::{Input, Outcome, Segment, Target};
+use crate::window::{MemoryModel, WindowDesc};
+use crate::{ErrorClass, RmaError};
+
+/// One thing a rank's program does.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// A call on a window. The bytes a call publishes are taken from the rank's private copy
+    /// (leave its `push` empty), as the client does.
+    Call(Call),
+    /// A local store into the private copy.
+    Store {
+        /// The window.
+        window: u64,
+        /// The byte offset.
+        offset: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// A local load from the private copy, kept in [`Run::loads`] under `label`.
+    Load {
+        /// The window.
+        window: u64,
+        /// The byte offset.
+        offset: u64,
+        /// How many bytes.
+        len: u64,
+        /// Its name in the run's result.
+        label: String,
+    },
+}
+
+/// Where a target's answer goes: the rank, the call (its index in the rank's program) and
+/// the kind of answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ref {
+    /// The origin rank.
+    pub rank: u32,
+    /// The call's index in the rank's program.
+    pub call: usize,
+    /// The kind of answer.
+    pub to: To,
+}
+
+/// What a run ended with.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Run {
+    /// Every choice the schedule made, in order: with the same programs, replaying them gives
+    /// the same run.
+    pub trace: Vec<Choice>,
+    /// Each `Load` of each rank: `(rank, label, bytes)`, in the order they happened.
+    pub loads: Vec<(u32, String, Vec<u8>)>,
+    /// The data each operation that returns data brought back: `(rank, call index, bytes)`.
+    pub fetched: Vec<(u32, usize, Vec<u8>)>,
+    /// Calls that failed: `(rank, call index, error)`.
+    pub errors: Vec<(u32, usize, RmaError)>,
+    /// The audit events recorded, `(window, rank, event)`, origin side and target side.
+    pub events: Vec<(u64, u32, Event)>,
+    /// Every window's public copies at the end, by window id.
+    pub publics: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// Every rank's private copies at the end, by window id.
+    pub privates: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// When no rank could move and some had not finished: each such rank and what it waits
+    /// for (a deadlock, or a program that never synchronizes).
+    pub stuck: Vec<(u32, String)>,
+}
+
+/// One window as the simulator holds it.
+struct SimWindow {
+    desc: WindowDesc,
+    targets: Vec<Target<Ref>>,
+    inboxes: Vec<VecDeque<Input<Ref>>>,
+    fences: FenceTally,
+    /// Ranks waiting in the free collective.
+    freeing: Vec<(u32, usize)>,
+}
+
+/// A rank's state on one window.
+struct Opened {
+    epoch: EpochState,
+    copy: PrivateCopy,
+    next_cseq: u64,
+}
+
+/// A call a rank waits in.
+struct Waiting {
+    call: usize,
+    window: u64,
+    /// The call's own answer (or all its gathered shares) arrived.
+    answered: bool,
+    /// Shares still to come.
+    shares: usize,
+    /// The operations it completes: all of the window's (`None`) or those to one target.
+    completes: Option<Option<u32>>,
+}
+
+struct Rank {
+    program: Vec<Action>,
+    next: usize,
+    windows: BTreeMap<u64, Opened>,
+    waiting: Option<Waiting>,
+    /// Operations issued and not yet answered: call index → (window, target).
+    outstanding: BTreeMap<usize, (u64, u32)>,
+}
+
+/// A rank's open windows beside their descriptions, as admission reads them.
+struct Admission<'a> {
+    windows: &'a BTreeMap<u64, SimWindow>,
+    opened: &'a mut BTreeMap<u64, Opened>,
+}
+
+impl OpenWindows for Admission<'_> {
+    fn open(&mut self, id: u64) -> Option<OpenState<'_>> {
+        let desc = &self.windows.get(&id)?.desc;
+        self.opened.get_mut(&id).map(|open| OpenState {
+            desc,
+            epoch: &mut open.epoch,
+            next_cseq: &mut open.next_cseq,
+        })
+    }
+}
+
+/// A world of ranks running programs on windows, in memory.
+#[allow(missing_debug_implementations)] // its target engines are not `Debug`
+pub struct World {
+    windows: BTreeMap<u64, SimWindow>,
+    ranks: Vec<Rank>,
+    /// Answers on their way to their origins.
+    answers: Vec<(Ref, crate::target::Answer)>,
+    now: Instant,
+    run: Run,
+}
+
+impl World {
+    /// A world in which every rank has opened each of `windows` (of the separate model, each
+    /// over the whole world of `nranks` ranks), public and private copies zeroed.
+    ///
+    /// # Errors
+    /// `MPI_ERR_ARG` for a unified window or one whose group is not the whole world.
+    pub fn new(nranks: u32, windows: Vec<WindowDesc>) -> Result<Self, RmaError> {
+        let now = Instant::now();
+        let mut sims = BTreeMap::new();
+        for desc in windows {
+            if desc.model == MemoryModel::Unified || desc.group != WindowDesc::whole_world(nranks) {
+                return Err(RmaError::new(
+                    ErrorClass::Arg,
+                    format!(
+                        "the simulator runs windows of the separate model over the whole \
+                         world; window {} is not one",
+                        desc.name
+                    ),
+                ));
+            }
+            let targets = (0..nranks)
+                .map(|rank| {
+                    let public = vec![0; desc.sizes[rank as usize] as usize];
+                    Target::new(rank, nranks, public, true, Duration::ZERO, now)
+                })
+                .collect();
+            sims.insert(
+                desc.id,
+                SimWindow {
+                    targets,
+                    inboxes: (0..nranks).map(|_| VecDeque::new()).collect(),
+                    fences: FenceTally::new(nranks),
+                    freeing: Vec::new(),
+                    desc,
+                },
+            );
+        }
+        let ranks = (0..nranks)
+            .map(|rank| Rank {
+                program: Vec::new(),
+                next: 0,
+                windows: sims
+                    .values()
+                    .map(|window| {
+                        let desc = &window.desc;
+                        let size = desc.sizes[rank as usize] as usize;
+                        let opened = Opened {
+                            epoch: EpochState::new(rank, nranks, desc.info.no_locks),
+                            copy: PrivateCopy::new(size),
+                            next_cseq: 1,
+                        };
+                        (desc.id, opened)
+                    })
+                    .collect(),
+                waiting: None,
+                outstanding: BTreeMap::new(),
+            })
+            .collect();
+        Ok(World {
+            windows: sims,
+            ranks,
+            answers: Vec::new(),
+            now,
+            run: Run::default(),
+        })
+    }
+
+    /// Runs `programs` (one per rank) to the end, or until no rank can move, each step chosen
+    /// by `schedule`.
+    pub fn run(mut self, programs: Vec<Vec<Action>>, schedule: &mut impl Schedule) -> Run {
+        for (rank, program) in self.ranks.iter_mut().zip(programs) {
+            rank.program = program;
+        }
+        loop {
+            let choices = self.choices();
+            if choices.is_empty() {
+                break;
+            }
+            let choice = choices[schedule.pick(&choices) % choices.len()];
+            self.run.trace.push(choice);
+            match choice {
+                Choice::Call { rank } => self.call(rank),
+                Choice::Deliver { window, rank } => self.deliver(window, rank),
+                Choice::Answer { index } => self.answer(index),
+            }
+        }
+        self.finish()
+    }
+
+    /// What may happen now, in a fixed order: ranks' calls, targets' inputs, answers.
+    fn choices(&self) -> Vec<Choice> {
+        let mut choices = Vec::new();
+        for (rank, state) in self.ranks.iter().enumerate() {
+            if state.waiting.is_none() && state.next < state.program.len() {
+                choices.push(Choice::Call { rank: rank as u32 });
+            }
+        }
+        for (&window, sim) in &self.windows {
+            for (rank, inbox) in sim.inboxes.iter().enumerate() {
+                if !inbox.is_empty() {
+                    let rank = rank as u32;
+                    choices.push(Choice::Deliver { window, rank });
+                }
+            }
+        }
+        choices.extend((0..self.answers.len()).map(|index| Choice::Answer { index }));
+        choices
+    }
+
+    /// Rank `rank` takes the next action of its program.
+    fn call(&mut self, rank: u32) {
+        let state = &mut self.ranks[rank as usize];
+        let index = state.next;
+        state.next += 1;
+        match state.program[index].clone() {
+            Action::Store {
+                window,
+                offset,
+                bytes,
+            } => {
+                let stored = state.windows.get_mut(&window).and_then(|open| {
+                    let end = offset.checked_add(bytes.len() as u64)?;
+                    (end <= open.copy.len()).then(|| open.copy.store(offset as usize, &bytes, true))
+                });
+                if stored.is_none() {
+                    self.fail(rank, index, range_error("store", window));
+                }
+            }
+            Action::Load {
+                window,
+                offset,
+                len,
+                label,
+            } => {
+                let loaded = state.windows.get(&window).and_then(|open| {
+                    let end = offset.checked_add(len)?;
+                    open.copy.bytes().get(offset as usize..end as usize)
+                });
+                match loaded {
+                    Some(bytes) => self.run.loads.push((rank, label, bytes.to_vec())),
+                    None => self.fail(rank, index, range_error("load", window)),
+                }
+            }
+            Action::Call(call) => self.window_call(rank, index, call),
+        }
+    }
+
+    fn window_call(&mut self, rank: u32, index: usize, call: Call) {
+        let window = call.window();
+        let state = &mut self.ranks[rank as usize];
+        let (call, taken) = with_push(call, state.windows.get_mut(&window));
+        let completes = completes(&call);
+        let mut admission = Admission {
+            windows: &self.windows,
+            opened: &mut state.windows,
+        };
+        let admitted = origin::admit(&mut admission, rank, call);
+        let admitted = match admitted {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                put_back(state.windows.get_mut(&window), &taken);
+                self.fail(rank, index, error);
+                return;
+            }
+        };
+        // a fence or post that publishes nothing (NOSTORE) leaves the stores dirty
+        if matches!(&admitted, Admitted::Fence { push, .. } | Admitted::Post { push, .. } if push.is_empty())
+        {
+            put_back(state.windows.get_mut(&window), &taken);
+        }
+        let is_op = matches!(admitted, Admitted::Op { .. });
+        if let Admitted::Op { target, .. } = &admitted {
+            state.outstanding.insert(index, (window, *target));
+        }
+        let issuer = Issuer {
+            id: index as u64,
+            incarnation: 1,
+            me: rank,
+            recording: true,
+        };
+        let route = origin::route(admitted, issuer);
+        state.waiting = (!is_op).then_some(Waiting {
+            call: index,
+            window,
+            answered: false,
+            shares: route.gather,
+            completes,
+        });
+        let caller = |to: To| -> Result<Ref, Infallible> {
+            Ok(Ref {
+                rank,
+                call: index,
+                to,
+            })
+        };
+        for step in route.steps {
+            match step {
+                Step::Log { event, answers } => {
+                    self.run.events.push((window, rank, event));
+                    if answers != origin::Answers::No {
+                        self.answered(rank);
+                    }
+                }
+                Step::Push(segments) => self.send(window, rank, Input::Push { segments }),
+                Step::Arrive(epoch) => {
+                    let Some(sim) = self.windows.get_mut(&window) else {
+                        continue;
+                    };
+                    if sim.fences.arrive(rank, epoch) {
+                        for inbox in &mut sim.inboxes {
+                            inbox.push_back(Input::FenceReached { epoch });
+                        }
+                    }
+                }
+                Step::Own(input) => {
+                    let Ok(input) = input.try_map(caller);
+                    self.send(window, rank, input);
+                }
+                Step::Send { to, item } => {
+                    let Ok(item) = item.try_map(caller);
+                    let input = Input::Access {
+                        origin: rank,
+                        incarnation: 1,
+                        item,
+                    };
+                    self.send(window, to, input);
+                }
+                Step::Drain => {}
+                Step::Free { .. } => self.free(window, rank, index),
+                Step::Answer => self.answered(rank),
+            }
+        }
+        self.maybe_done(rank);
+    }
+
+    /// Puts `input` at the back of the inbox of rank `to`'s target of `window`.
+    fn send(&mut self, window: u64, to: u32, input: Input<Ref>) {
+        if let Some(inbox) = self
+            .windows
+            .get_mut(&window)
+            .and_then(|sim| sim.inboxes.get_mut(to as usize))
+        {
+            inbox.push_back(input);
+        }
+    }
+
+    /// Rank `rank`'s target of `window` takes the next input of its inbox; its answers set
+    /// out to their origins.
+    fn deliver(&mut self, window: u64, rank: u32) {
+        let Some(sim) = self.windows.get_mut(&window) else {
+            return;
+        };
+        let Some(input) = sim.inboxes[rank as usize].pop_front() else {
+            return;
+        };
+        let target = &mut sim.targets[rank as usize];
+        target.handle(input, self.now);
+        let effects = target.take_effects();
+        self.run.events.extend(
+            effects
+                .events
+                .into_iter()
+                .map(|event| (window, rank, event)),
+        );
+        for answers in [effects.early, effects.lazy, effects.answers, effects.behind] {
+            self.answers.extend(answers);
+        }
+    }
+
+    /// The answer at `index` reaches its origin.
+    fn answer(&mut self, index: usize) {
+        let (to, answer) = self.answers.remove(index);
+        let rank = to.rank;
+        let state = &mut self.ranks[rank as usize];
+        if let Some((window, _)) = state.outstanding.remove(&to.call) {
+            match answer {
+                Ok(Outcome::Data(data)) => self.run.fetched.push((rank, to.call, data)),
+                Ok(_) => {}
+                Err(error) => self.run.errors.push((rank, to.call, error)),
+            }
+            let _ = window;
+            self.maybe_done(rank);
+            return;
+        }
+        let Some(waiting) = state.waiting.as_mut().filter(|w| w.call == to.call) else {
+            return;
+        };
+        let window = waiting.window;
+        match answer {
+            Ok(Outcome::Synced { pull, flag, .. }) => {
+                if let Some(open) = state.windows.get_mut(&window) {
+                    open.copy.pull(pull);
+                    if to.to == To::Origin {
+                        open.epoch.tested(flag);
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                self.run.errors.push((rank, to.call, error));
+                if let Some(waiting) = self.ranks[rank as usize].waiting.as_mut() {
+                    waiting.answered = true;
+                    waiting.shares = 0;
+                }
+                self.maybe_done(rank);
+                return;
+            }
+        }
+        if to.to == To::Gathered {
+            waiting.shares = waiting.shares.saturating_sub(1);
+            if waiting.shares == 0 {
+                waiting.answered = true;
+            }
+        } else {
+            waiting.answered = true;
+        }
+        self.maybe_done(rank);
+    }
+
+    /// The call rank `rank` waits in was answered (a step answered it).
+    fn answered(&mut self, rank: u32) {
+        if let Some(waiting) = self.ranks[rank as usize].waiting.as_mut() {
+            waiting.answered = true;
+        }
+    }
+
+    /// Rank `rank` returns from the call it waits in once it was answered and every
+    /// operation the call completes was answered too.
+    fn maybe_done(&mut self, rank: u32) {
+        let state = &mut self.ranks[rank as usize];
+        let Some(waiting) = &state.waiting else {
+            return;
+        };
+        let pending = state.outstanding.values().any(|&(window, target)| {
+            window == waiting.window
+                && match waiting.completes {
+                    None => false,
+                    Some(None) => true,
+                    Some(Some(only)) => target == only,
+                }
+        });
+        if waiting.answered && !pending {
+            state.waiting = None;
+        }
+    }
+
+    /// Rank `rank` entered the free collective of `window`: everyone waiting in it returns
+    /// once every rank called.
+    fn free(&mut self, window: u64, rank: u32, call: usize) {
+        let Some(sim) = self.windows.get_mut(&window) else {
+            return;
+        };
+        sim.freeing.push((rank, call));
+        if sim.freeing.len() < sim.targets.len() {
+            return;
+        }
+        let freed: Vec<u32> = sim.freeing.drain(..).map(|(rank, _)| rank).collect();
+        for rank in freed {
+            self.answered(rank);
+            self.maybe_done(rank);
+        }
+    }
+
+    fn fail(&mut self, rank: u32, call: usize, error: RmaError) {
+        self.run.errors.push((rank, call, error));
+    }
+
+    fn finish(mut self) -> Run {
+        for (rank, state) in self.ranks.iter().enumerate() {
+            let rank = rank as u32;
+            if let Some(waiting) = &state.waiting {
+                let what = match &state.program[waiting.call] {
+                    Action::Call(call) => format!("{call:?}"),
+                    other => format!("{other:?}"),
+                };
+                let why = format!("waits in call {} ({what})", waiting.call);
+                self.run.stuck.push((rank, why));
+            } else if !state.outstanding.is_empty() {
+                let why = format!("operations {:?} unanswered", state.outstanding.keys());
+                self.run.stuck.push((rank, why));
+            }
+        }
+        for (&id, sim) in &self.windows {
+            let publics = sim.targets.iter().map(|t| t.public().to_vec()).collect();
+            self.run.publics.insert(id, publics);
+            let privates = self
+                .ranks
+                .iter()
+                .map(|rank| {
+                    rank.windows
+                        .get(&id)
+                        .map(|open| open.copy.bytes().to_vec())
+                        .unwrap_or_default()
+                })
+                .collect();
+            self.run.privates.insert(id, privates);
+        }
+        self.run
+    }
+}
+
+fn range_error(what: &str, window: u64) -> RmaError {
+    RmaError::new(
+        ErrorClass::RmaRange,
+        format!("a {what} outside the private copy of window {window}"),
+    )
+}
+
+/// `call` with the bytes it publishes taken from the private copy (the calls that publish:
+/// fence, post, unlock, unlock_all, sync), and the ranges taken.
+fn with_push(call: Call, open: Option<&mut Opened>) -> (Call, Vec<(u64, u64)>) {
+    let Some(open) = open else {
+        return (call, Vec::new());
+    };
+    let mut taken = Vec::new();
+    let mut take = |push: &mut Vec<Segment>| {
+        *push = open.copy.take_push();
+        taken = push
+            .iter()
+            .map(|s| (s.offset, s.offset + s.data.len() as u64))
+            .collect();
+    };
+    let mut call = call;
+    match &mut call {
+        Call::Fence { push, .. }
+        | Call::Post { push, .. }
+        | Call::Unlock { push, .. }
+        | Call::UnlockAll { push, .. }
+        | Call::Sync { push, .. } => take(push),
+        _ => {}
+    }
+    (call, taken)
+}
+
+/// Stores taken to publish by a call that did not publish them are dirty again.
+fn put_back(open: Option<&mut Opened>, taken: &[(u64, u64)]) {
+    if let Some(open) = open {
+        for &(start, end) in taken {
+            open.copy.mark_dirty(start, end);
+        }
+    }
+}
+
+/// The operations a call completes before it returns: none, all of its window's (`Some(None)`)
+/// or those to one target — as the client waits for them.
+fn completes(call: &Call) -> Option<Option<u32>> {
+    match call {
+        Call::Fence { .. } | Call::Complete { .. } | Call::UnlockAll { .. } => Some(None),
+        Call::FlushAll { .. } => Some(None),
+        Call::Unlock { target, .. } | Call::Flush { target, .. } => Some(Some(*target)),
+        _ => None,
+    }
+}
+
+/// Bytes as an operation's data.
+pub fn data(bytes: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(bytes)
+}

@@ -1,0 +1,205 @@
+//! The simulator against MPI's rules: what MPI guarantees holds under every schedule tried,
+//! what it allows shows up, and a seed gives the same run every time.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use onesided_core::assert::Assert;
+use onesided_core::epoch::LockType;
+use onesided_core::layout::Layout;
+use onesided_core::origin::Call;
+use onesided_core::sim::{Action, Replay, Run, Seeded, World};
+use onesided_core::window::{Flavor, MemoryModel, OpKind, TargetOp, WindowDesc, WindowInfo};
+use onesided_core::{Datatype, ErrorClass};
+
+const W: u64 = 1;
+
+fn window(nranks: u32, size: u64) -> WindowDesc {
+    WindowDesc {
+        id: W,
+        name: "w".to_string(),
+        world: "sim".to_string(),
+        flavor: Flavor::Create,
+        model: MemoryModel::Separate,
+        sizes: vec![size; nranks as usize],
+        disp_units: vec![1; nranks as usize],
+        info: WindowInfo::default(),
+        group: WindowDesc::whole_world(nranks),
+    }
+}
+
+fn run(nranks: u32, size: u64, programs: Vec<Vec<Action>>, seed: u64) -> Run {
+    let world = World::new(nranks, vec![window(nranks, size)]).expect("a separate window");
+    world.run(programs, &mut Seeded::new(seed))
+}
+
+fn call(call: Call) -> Action {
+    Action::Call(call)
+}
+
+fn fence(assert: u32) -> Action {
+    call(Call::Fence {
+        window: W,
+        assert,
+        push: Vec::new(),
+    })
+}
+
+fn op(target: u32, kind: OpKind, disp: u64, data: &[u8]) -> Action {
+    let count = if kind == OpKind::Get {
+        1
+    } else {
+        data.len() as u64
+    };
+    call(Call::Op {
+        window: W,
+        target,
+        token: 0,
+        request_based: false,
+        op: Ok(TargetOp {
+            kind,
+            dtype: Datatype::U8,
+            disp,
+            layout: Layout::contiguous(count),
+            data: Bytes::copy_from_slice(data),
+            compare: Bytes::new(),
+        }),
+    })
+}
+
+fn lock(target: u32) -> Action {
+    call(Call::Lock {
+        window: W,
+        lock_type: LockType::Exclusive,
+        target,
+        assert: 0,
+    })
+}
+
+fn unlock(target: u32) -> Action {
+    call(Call::Unlock {
+        window: W,
+        target,
+        push: Vec::new(),
+    })
+}
+
+fn load(label: &str) -> Action {
+    Action::Load {
+        window: W,
+        offset: 0,
+        len: 1,
+        label: label.to_string(),
+    }
+}
+
+fn loaded(run: &Run, label: &str) -> Vec<u8> {
+    let found = run.loads.iter().find(|(_, name, _)| name == label);
+    found.map(|(_, _, bytes)| bytes.clone()).unwrap_or_default()
+}
+
+/// A put between two fences is in the target's private copy after the second fence, in
+/// every schedule; and the target's own store between them, published at the fence, is
+/// either overwritten or not — never a third value.
+#[test]
+fn a_put_inside_a_fence_epoch_is_visible_after_the_closing_fence_in_every_schedule() {
+    for seed in 0..300 {
+        let programs = vec![
+            vec![fence(0), fence(0), load("after")],
+            vec![fence(0), op(0, OpKind::Put, 0, &[42]), fence(0)],
+        ];
+        let run = run(2, 4, programs, seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert!(run.stuck.is_empty(), "seed {seed}: {:?}", run.stuck);
+        assert_eq!(loaded(&run, "after"), vec![42], "seed {seed}");
+        assert_eq!(run.publics[&W][0][0], 42, "seed {seed}");
+    }
+}
+
+/// The seed documents' fence thread: a store to one's own window before a fence that a
+/// remote get reads after it (the get sees the store: the fence published it).
+#[test]
+fn a_store_before_a_fence_is_what_a_get_of_the_next_epoch_reads() {
+    for seed in 0..300 {
+        let store = Action::Store {
+            window: W,
+            offset: 0,
+            bytes: vec![7],
+        };
+        let programs = vec![
+            vec![fence(0), store, fence(0), fence(0)],
+            vec![fence(0), fence(0), op(0, OpKind::Get, 0, &[]), fence(0)],
+        ];
+        let run = run(2, 4, programs, seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert_eq!(run.fetched, vec![(1, 2, vec![7])], "seed {seed}");
+    }
+}
+
+/// Two origins that each lock a target exclusively and put their own value: MPI orders the
+/// epochs either way, and both orders show up across seeds; the lock is never shared.
+#[test]
+fn both_orders_of_two_exclusive_lock_epochs_show_up() {
+    let mut finals = BTreeSet::new();
+    for seed in 0..200 {
+        let programs = vec![
+            vec![],
+            vec![lock(0), op(0, OpKind::Put, 0, &[1]), unlock(0)],
+            vec![lock(0), op(0, OpKind::Put, 0, &[2]), unlock(0)],
+        ];
+        let run = run(3, 1, programs, seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert!(run.stuck.is_empty(), "seed {seed}: {:?}", run.stuck);
+        finals.insert(run.publics[&W][0][0]);
+    }
+    assert_eq!(finals, BTreeSet::from([1, 2]));
+}
+
+/// The same seed gives the same run, step for step; a recorded trace replays it; another
+/// seed gives another interleaving.
+#[test]
+fn a_seed_gives_the_same_run_and_its_trace_replays_it() {
+    let programs = || {
+        vec![
+            vec![fence(0), op(1, OpKind::Put, 0, &[3]), fence(0), load("a")],
+            vec![fence(0), op(0, OpKind::Put, 0, &[4]), fence(0), load("b")],
+        ]
+    };
+    let first = run(2, 1, programs(), 11);
+    assert_eq!(first, run(2, 1, programs(), 11));
+    let world = World::new(2, vec![window(2, 1)]).unwrap();
+    let replayed = world.run(programs(), &mut Replay::new(first.trace.clone()));
+    assert_eq!(replayed, first);
+    let traces: BTreeSet<_> = (0..20)
+        .map(|seed| run(2, 1, programs(), seed).trace)
+        .collect();
+    assert!(traces.len() > 1, "20 seeds gave one interleaving");
+}
+
+/// A rank that fences alone waits forever: the run ends with it stuck, and says where.
+#[test]
+fn a_fence_no_other_rank_enters_is_reported_stuck() {
+    let programs = vec![vec![fence(0), fence(0)], vec![fence(0)]];
+    let run = run(2, 1, programs, 3);
+    assert_eq!(run.stuck.len(), 1, "{:?}", run.stuck);
+    assert_eq!(run.stuck[0].0, 0);
+    assert!(run.stuck[0].1.contains("call 1"), "{}", run.stuck[0].1);
+}
+
+/// An illegal call is refused as the server refuses it and changes nothing; the program goes
+/// on.
+#[test]
+fn an_illegal_call_is_refused_with_its_class_and_the_program_goes_on() {
+    let programs = vec![
+        vec![
+            op(1, OpKind::Put, 0, &[1]),
+            fence(Assert::NOPRECEDE),
+            fence(Assert::NOSUCCEED),
+        ],
+        vec![fence(Assert::NOPRECEDE), fence(Assert::NOSUCCEED)],
+    ];
+    let run = run(2, 1, programs, 5);
+    assert_eq!(run.errors.len(), 1, "{:?}", run.errors);
+    assert_eq!(run.errors[0].2.class, ErrorClass::RmaSync);
+    assert!(run.stuck.is_empty(), "{:?}", run.stuck);
+}
