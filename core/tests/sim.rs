@@ -203,3 +203,107 @@ fn an_illegal_call_is_refused_with_its_class_and_the_program_goes_on() {
     assert_eq!(run.errors[0].2.class, ErrorClass::RmaSync);
     assert!(run.stuck.is_empty(), "{:?}", run.stuck);
 }
+
+fn store(value: u8, offset: u64) -> Action {
+    Action::Store {
+        window: W,
+        offset,
+        bytes: vec![value],
+    }
+}
+
+fn pscw(name: &str, group: &[u32]) -> Action {
+    let window = W;
+    let group = group.to_vec();
+    call(match name {
+        "post" => Call::Post {
+            window,
+            group,
+            assert: 0,
+            push: Vec::new(),
+        },
+        "start" => Call::Start {
+            window,
+            group,
+            assert: 0,
+        },
+        "complete" => Call::Complete { window },
+        _ => Call::Wait { window },
+    })
+}
+
+fn get(target: u32, disp: u64) -> Action {
+    op(target, OpKind::Get, disp, &[])
+}
+
+/// SEMANTICS.md example 4: A stores Y before its post (published: B's get of Y is y1 in every
+/// schedule) and X during the epoch (complete and wait publish nothing: B's get of X is the
+/// old value here, an outcome MPI allows).
+#[test]
+fn example_4_a_store_during_a_pscw_epoch_is_not_published_by_complete_or_wait() {
+    for seed in 0..300 {
+        let a = vec![
+            store(11, 1),
+            pscw("post", &[0, 1]),
+            pscw("start", &[0]),
+            store(22, 0),
+            pscw("complete", &[]),
+            pscw("wait", &[]),
+            Action::Barrier,
+        ];
+        let b = vec![
+            pscw("start", &[0]),
+            pscw("complete", &[]),
+            Action::Barrier,
+            lock(0),
+            get(0, 0),
+            get(0, 1),
+            unlock(0),
+        ];
+        let run = run(2, 2, vec![a, b], seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert!(run.stuck.is_empty(), "seed {seed}: {:?}", run.stuck);
+        let fetched = |call| {
+            let found = run
+                .fetched
+                .iter()
+                .find(|&&(rank, at, _)| rank == 1 && at == call);
+            found.map(|(_, _, bytes)| bytes[0])
+        };
+        assert_eq!(fetched(5), Some(11), "seed {seed}: Y is guaranteed");
+        assert_eq!(fetched(4), Some(0), "seed {seed}: X was never published");
+        assert_eq!(
+            run.privates[&W][0],
+            vec![22, 11],
+            "seed {seed}: A's own stores"
+        );
+    }
+}
+
+/// SEMANTICS.md example 5: a put under B's lock, a barrier, then B's load right after its post
+/// and start sees the old value (post and start pull nothing), and after its wait the new one.
+#[test]
+fn example_5_a_load_after_post_is_obsolete_and_after_wait_is_current() {
+    for seed in 0..300 {
+        let a = vec![
+            lock(1),
+            op(1, OpKind::Put, 0, &[9]),
+            unlock(1),
+            Action::Barrier,
+        ];
+        let b = vec![
+            Action::Barrier,
+            pscw("post", &[1]),
+            pscw("start", &[1]),
+            load("early"),
+            pscw("complete", &[]),
+            pscw("wait", &[]),
+            load("late"),
+        ];
+        let run = run(2, 1, vec![a, b], seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert!(run.stuck.is_empty(), "seed {seed}: {:?}", run.stuck);
+        assert_eq!(loaded(&run, "early"), vec![0], "seed {seed}");
+        assert_eq!(loaded(&run, "late"), vec![9], "seed {seed}");
+    }
+}

@@ -47,6 +47,9 @@ pub enum Action {
         /// The bytes.
         bytes: Vec<u8>,
     },
+    /// The world's barrier: the rank waits until every rank entered it. It moves no data
+    /// (SEMANTICS.md: "a barrier moves no data"); it only orders.
+    Barrier,
     /// A local load from the private copy, kept in [`Run::loads`] under `label`.
     Load {
         /// The window.
@@ -131,6 +134,8 @@ struct Rank {
     waiting: Option<Waiting>,
     /// Operations issued and not yet answered: call index → (window, target).
     outstanding: BTreeMap<usize, (u64, u32)>,
+    /// Waiting in the world's barrier.
+    in_barrier: bool,
 }
 
 /// A rank's open windows beside their descriptions, as admission reads them.
@@ -217,6 +222,7 @@ impl World {
                     .collect(),
                 waiting: None,
                 outstanding: BTreeMap::new(),
+                in_barrier: false,
             })
             .collect();
         Ok(World {
@@ -254,7 +260,8 @@ impl World {
     fn choices(&self) -> Vec<Choice> {
         let mut choices = Vec::new();
         for (rank, state) in self.ranks.iter().enumerate() {
-            if state.waiting.is_none() && state.next < state.program.len() {
+            let free = state.waiting.is_none() && !state.in_barrier;
+            if free && state.next < state.program.len() {
                 choices.push(Choice::Call { rank: rank as u32 });
             }
         }
@@ -305,6 +312,14 @@ impl World {
                 }
             }
             Action::Call(call) => self.window_call(rank, index, call),
+            Action::Barrier => {
+                state.in_barrier = true;
+                if self.ranks.iter().all(|rank| rank.in_barrier) {
+                    for rank in &mut self.ranks {
+                        rank.in_barrier = false;
+                    }
+                }
+            }
         }
     }
 
@@ -531,7 +546,10 @@ impl World {
     fn finish(mut self) -> Run {
         for (rank, state) in self.ranks.iter().enumerate() {
             let rank = rank as u32;
-            if let Some(waiting) = &state.waiting {
+            if state.in_barrier {
+                let why = format!("waits in the barrier of action {}", state.next - 1);
+                self.run.stuck.push((rank, why));
+            } else if let Some(waiting) = &state.waiting {
                 let what = match &state.program[waiting.call] {
                     Action::Call(call) => format!("{call:?}"),
                     other => format!("{other:?}"),
