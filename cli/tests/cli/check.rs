@@ -27,7 +27,7 @@ fn record_file_persisting(server: &Server, file: &Path, database: Option<&str>) 
     if let Some(database) = database {
         cli = cli.env(AUDIT_DATABASE_URL_ENV, database);
     }
-    let out = cli.arg("run").arg(file).args(["--audit", "--json"]).run();
+    let out = cli.arg("run").arg(file).words("--audit --json").run();
     out.success();
     let document = out.json();
     let ids: Vec<u64> = document["windows"]
@@ -1022,8 +1022,7 @@ fn check_and_export_exit_codes() {
     audit(&server, &["check", "nothing"]).code(2);
     audit(&server, &["export", &id]).code(2);
     let svg = audit(&server, &["export", &id, "--format", "svg"]);
-    svg.code(2);
-    assert!(svg.stderr.contains("perfetto"), "{}", svg.stderr);
+    svg.code(2).stderr_has("perfetto");
     let dir = TempDir::new();
     let nowhere = dir.0.join("missing").join("trace.json");
     let out = audit(
@@ -1037,16 +1036,14 @@ fn check_and_export_exit_codes() {
             nowhere.to_str().unwrap(),
         ],
     );
-    out.code(2);
-    assert!(out.stderr.contains("trace.json"), "{}", out.stderr);
+    out.code(2).stderr_has("trace.json");
     // refusals: an unknown window, an unknown name, a wrong token
     let missing = audit(&server, &["check", "999999"]);
-    missing.code(3);
-    assert!(missing.stderr.contains("999999"), "{}", missing.stderr);
+    missing.code(3).stderr_has("999999");
     audit(&server, &["export", "999999", "--format", "perfetto"]).code(3);
     audit(&server, &["check", "nowhere/W"]).code(3);
-    crate::Cli::new(&server.url)
-        .token("wrong")
+    server
+        .as_rank("wrong")
         .args(["audit", "check", &id])
         .run()
         .code(3);
@@ -1074,7 +1071,7 @@ fn run_check_fails_the_broken_examples_with_their_findings() {
             .cli()
             .arg("run")
             .arg(&file)
-            .args(["--check", "--json"])
+            .words("--check --json")
             .run();
         assert_eq!(out.code, Some(1), "{name}: {}\n{}", out.stdout, out.stderr);
         let document = out.json();
@@ -1098,5 +1095,5 @@ fn run_check_fails_the_broken_examples_with_their_findings() {
     let clean = examples_dir().join("forum1_unlock_publishes.rma");
     let out = server.cli().arg("run").arg(&clean).arg("--check").run();
     out.success();
-    assert!(out.stdout.contains(": no findings"), "{}", out.stdout);
+    out.stdout_has(": no findings");
 }

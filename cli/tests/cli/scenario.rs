@@ -183,13 +183,8 @@ A: unlock B
 expect A a == 7
 ";
     let out = run(&server, text, &[]);
-    out.code(1);
-    assert!(
-        out.stdout
-            .contains("s.rma:8: expect A a == 7: did NOT hold (observed 0)"),
-        "{}",
-        out.stdout
-    );
+    out.code(1)
+        .stdout_has("s.rma:8: expect A a == 7: did NOT hold (observed 0)");
     let json = run(&server, text, &["--json"]);
     json.code(1);
     let document = json.json();
@@ -206,39 +201,24 @@ fn a_call_failing_without_bang_fails_the_scenario() {
         "window W ranks=2 size=1 type=i64\nA: unlock B\nA: lock shared B\nA: unlock B\n",
         &[],
     );
-    out.code(1);
-    assert!(
-        out.stdout
-            .contains("s.rma:2: A: `unlock B` failed: MPI_ERR_RMA_SYNC"),
-        "{}",
-        out.stdout
-    );
+    out.code(1)
+        .stdout_has("s.rma:2: A: `unlock B` failed: MPI_ERR_RMA_SYNC");
 
     let wrong_class = run(
         &server,
         "window W ranks=2 size=1 type=i64\nA: unlock B !RMA_RANGE\n",
         &[],
     );
-    wrong_class.code(1);
-    assert!(
-        wrong_class.stdout.contains("(expected RMA_RANGE)"),
-        "{}",
-        wrong_class.stdout
-    );
+    wrong_class.code(1).stdout_has("(expected RMA_RANGE)");
 
     let no_failure = run(
         &server,
         "window W ranks=1 size=1 type=i64\nA: fence !RMA_SYNC\n",
         &[],
     );
-    no_failure.code(1);
-    assert!(
-        no_failure
-            .stdout
-            .contains("succeeded but must fail with RMA_SYNC"),
-        "{}",
-        no_failure.stdout
-    );
+    no_failure
+        .code(1)
+        .stdout_has("succeeded but must fail with RMA_SYNC");
 }
 
 #[test]
@@ -672,13 +652,8 @@ fn a_stuck_rank_times_out_and_fails() {
         "window W ranks=2 size=1 type=i64\nA: post {B}\nA: wait\n",
         &["--timeout", "1"],
     );
-    out.code(1);
-    assert!(
-        out.stdout
-            .contains("rank 0 did not finish within 1s: stuck at line 3"),
-        "{}",
-        out.stdout
-    );
+    out.code(1)
+        .stdout_has("rank 0 did not finish within 1s: stuck at line 3");
 }
 
 #[test]
@@ -720,6 +695,6 @@ fn parse_errors_exit_2_with_line_and_column() {
         assert!(out.stderr.contains(message), "{text:?}: {}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1);
     }
-    let missing = server.cli().args(["run", "/nonexistent/x.rma"]).run();
+    let missing = server.cli().words("run /nonexistent/x.rma").run();
     missing.code(2);
 }
