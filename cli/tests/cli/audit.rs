@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use onesided_client::{AuditEvent as Event, AUDIT_DATABASE_URL_ENV};
 
-use crate::store::Store;
+use crate::store::{on_both_stores, Store};
 use crate::{Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Two ranks, two fence epochs: B's store published by the first fence, a put and an
@@ -367,15 +367,7 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
     );
 }
 
-#[test]
-fn verify_exits_0_when_intact_and_1_naming_the_changed_row_on_sqlite() {
-    verify_exits_0_when_intact_and_1_naming_the_changed_row(Store::Sqlite);
-}
-
-#[test]
-fn verify_exits_0_when_intact_and_1_naming_the_changed_row_on_postgres() {
-    verify_exits_0_when_intact_and_1_naming_the_changed_row(Store::postgres());
-}
+on_both_stores!(verify_exits_0_when_intact_and_1_naming_the_changed_row);
 
 /// The scenario run with its sessions writing their own events: the log shows each marker
 /// followed by the rows it names (SEQ:CSEQ), replay is what the scenario expected, verify
@@ -490,15 +482,7 @@ fn client_rows_behind_their_markers(store: Store) {
     );
 }
 
-#[test]
-fn client_rows_behind_their_markers_on_sqlite() {
-    client_rows_behind_their_markers(Store::Sqlite);
-}
-
-#[test]
-fn client_rows_behind_their_markers_on_postgres() {
-    client_rows_behind_their_markers(Store::postgres());
-}
+on_both_stores!(client_rows_behind_their_markers);
 
 /// Reads `child`'s stdout lines on a thread; the receiver gets each line.
 fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {

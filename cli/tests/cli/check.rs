@@ -11,7 +11,7 @@ use serde_json::Value;
 use onesided_client::AUDIT_DATABASE_URL_ENV;
 
 use crate::audit::settled;
-use crate::store::Store;
+use crate::store::{on_both_stores, Store};
 use crate::{examples_dir, Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Runs the scenario file with `--audit --json`, waits for each recorded window's history to
@@ -833,15 +833,7 @@ fn programs_are_judged_alike_shipped_or_persisted(store: Store) {
     }
 }
 
-#[test]
-fn programs_are_judged_alike_shipped_or_persisted_on_sqlite() {
-    programs_are_judged_alike_shipped_or_persisted(Store::Sqlite);
-}
-
-#[test]
-fn programs_are_judged_alike_shipped_or_persisted_on_postgres() {
-    programs_are_judged_alike_shipped_or_persisted(Store::postgres());
-}
+on_both_stores!(programs_are_judged_alike_shipped_or_persisted);
 
 // --- the interface ------------------------------------------------------------------------
 
