@@ -30,10 +30,7 @@ fn world_create_ls_rm() {
 
     let text = server.cli().words("world ls").run();
     text.success();
-    assert!(text
-        .stdout
-        .lines()
-        .any(|l| l.starts_with("w1 ") && l.contains(" 3 ")));
+    text.has_row("w1 ", " 3 ");
 
     server.cli().words("world rm w1").run().success();
     let after = server.cli().words("--json world ls").run();
@@ -71,10 +68,7 @@ fn window_create_ls_show_free() {
 
     let text = server.cli().words("window ls --world w").run();
     text.success();
-    assert!(text
-        .stdout
-        .lines()
-        .any(|l| l.starts_with("counters") && l.contains("32,32")));
+    text.has_row("counters", "32,32");
 
     let shown = server.cli().words("window show --world w counters").run();
     shown.success();

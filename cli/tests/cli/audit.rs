@@ -95,6 +95,15 @@ fn unsettled_window(server: &Server, database: Option<&str>) -> u64 {
     windows[0]["id"].as_u64().unwrap()
 }
 
+/// The sequence number of the scenario's put in the log of window `id`.
+fn seq_of_the_put(server: &Server, id: &str) -> u64 {
+    let events = audit(server, &["log", id, "--json"]).json_lines();
+    let put = events
+        .iter()
+        .find(|e| e["kind"] == "op" && e["event"]["op"] == "put");
+    put.unwrap()["seq"].as_u64().unwrap()
+}
+
 fn audit(server: &Server, args: &[&str]) -> Output {
     server.cli().arg("audit").args(args).run()
 }
@@ -282,13 +291,7 @@ fn replay_equals_the_scenarios_public_expectations() {
     );
     at_one.success();
     assert_eq!(at_one.json()["ranks"][1]["values"], json!([0, 0, 0]));
-    let events = audit(&server, &["log", &id_text, "--json"]).json_lines();
-    let put = events
-        .iter()
-        .find(|e| e["kind"] == "op" && e["event"]["op"] == "put")
-        .unwrap()["seq"]
-        .as_u64()
-        .unwrap();
+    let put = seq_of_the_put(&server, &id_text);
     let at_put = audit(
         &server,
         &[
@@ -335,13 +338,7 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
     );
 
     // rewrite the put's data in the stored row: 9 becomes 10
-    let events = audit(&server, &["log", &id_text, "--json"]).json_lines();
-    let put = events
-        .iter()
-        .find(|e| e["kind"] == "op" && e["event"]["op"] == "put")
-        .unwrap()["seq"]
-        .as_u64()
-        .unwrap();
+    let put = seq_of_the_put(&server, &id_text);
     tamper(&store, &server, id, put, |event| match event {
         Event::Op { data, .. } => {
             assert_eq!(*data, 9i64.to_le_bytes());
@@ -542,12 +539,10 @@ fn one_shot_commands_close_their_sessions_after_their_rows() {
 
 #[test]
 fn log_follow_prints_events_recorded_after_it_started() {
-    use onesided_client::Session;
     let (server, tokens) = Server::with_window("w", 1, "W", "--count 2 --type i64");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (session, window) = runtime.block_on(async {
-        let session = Session::attach(&server.url, &tokens[0]).await.unwrap();
-        let window = session.window("W").await.unwrap();
+        let (session, window) = server.attach(&tokens[0], "W").await;
         window.fence(0).await.unwrap();
         (session, window)
     });

@@ -104,6 +104,19 @@ impl Server {
         out
     }
 
+    /// The session of `token`, attached through the library, and its handle of `window`.
+    pub async fn attach(
+        &self,
+        token: &str,
+        window: &str,
+    ) -> (onesided_client::Session, onesided_client::Window) {
+        let session = onesided_client::Session::attach(&self.url, token)
+            .await
+            .unwrap();
+        let window = session.window(window).await.unwrap();
+        (session, window)
+    }
+
     /// Creates a world with the CLI and returns its rank tokens.
     pub fn world(&self, name: &str, ranks: u32) -> Vec<String> {
         let out = self
@@ -318,6 +331,30 @@ impl Output {
     pub fn prints(&self, expected: &str) -> &Self {
         self.success();
         assert_eq!(self.stdout, expected, "stderr:\n{}", self.stderr);
+        self
+    }
+
+    /// A line of stdout is exactly `line`.
+    #[track_caller]
+    pub fn prints_line(&self, line: &str) -> &Self {
+        let mut lines = self.stdout.lines();
+        assert!(
+            lines.any(|l| l == line),
+            "no line {line:?} in\n{}",
+            self.stdout
+        );
+        self
+    }
+
+    /// A line of stdout starts with `start` and holds `part`.
+    #[track_caller]
+    pub fn has_row(&self, start: &str, part: &str) -> &Self {
+        let row = |l: &&str| l.starts_with(start) && l.contains(part);
+        assert!(
+            self.stdout.lines().any(|l| row(&l)),
+            "no line starting {start:?} with {part:?} in\n{}",
+            self.stdout
+        );
         self
     }
 

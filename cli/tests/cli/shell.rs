@@ -29,18 +29,11 @@ unlock 1
 vars
 ";
     let out = rank_0(&server, &tokens, "s", script);
-    let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(out.stdout.contains("commands (one rank, the token's):"));
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("window W (id ") && l.contains("2 ranks, 4,4 elements of i64")),
-        "{}",
-        out.stdout
-    );
-    assert!(lines.contains(&"a = 5,6"), "{}", out.stdout);
-    assert!(lines.contains(&"c = 6"), "vars lists c: {}", out.stdout);
-    assert!(lines.contains(&"d = 6,0,5"), "vars lists d: {}", out.stdout);
+    out.has_row("window W (id ", "2 ranks, 4,4 elements of i64");
+    out.prints_line("a = 5,6");
+    // vars lists c and d
+    out.prints_line("c = 6").prints_line("d = 6,0,5");
     out.stderr_has("onesided: line 8: MPI_ERR_RMA_SYNC: ");
     out.stdout_has("failed as expected: MPI_ERR_RMA_SYNC");
     out.stderr_has("line 10: zzz was never assigned");
@@ -69,16 +62,8 @@ detach r
 detach r !RMA_ATTACH
 ";
     let out = rank_0(&server, &tokens, "d", script);
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("window D (id ") && l.contains("elements of i32")),
-        "{}",
-        out.stdout
-    );
-    assert!(lines.contains(&"a = 7,0,0"), "{}", out.stdout);
-    assert!(lines.contains(&"b = 7,0,9"), "{}", out.stdout);
+    out.has_row("window D (id ", "elements of i32");
+    out.prints_line("a = 7,0,0").prints_line("b = 7,0,9");
     out.stdout_has("failed as expected: MPI_ERR_RMA_ATTACH");
     assert_eq!(out.stderr, "", "{}", out.stderr);
     out.success();

@@ -150,14 +150,13 @@ fn timeouts_must_be_positive_numbers_of_seconds() {
 #[test]
 fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
     use futures::StreamExt;
-    use onesided_client::{Audit, AuditEvent, LockType, Session};
+    use onesided_client::{Audit, AuditEvent, LockType};
 
     let (server, tokens) = Server::with_window("wait", 2, "W", "--count 1 --type i64");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // rank 0 holds an exclusive lock on its own window and writes 42 under it
     let (holder, window) = runtime.block_on(async {
-        let holder = Session::attach(&server.url, &tokens[0]).await.unwrap();
-        let window = holder.window("W").await.unwrap();
+        let (holder, window) = server.attach(&tokens[0], "W").await;
         window.lock(LockType::Exclusive, 0, 0).await.unwrap();
         window.put(0, 0, &[42i64]).unwrap();
         (holder, window)
