@@ -541,11 +541,8 @@ fn one_shot_commands_close_their_sessions_after_their_rows() {
 fn log_follow_prints_events_recorded_after_it_started() {
     let (server, tokens) = Server::with_window("w", 1, "W", "--count 2 --type i64");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (session, window) = runtime.block_on(async {
-        let (session, window) = server.attach(&tokens[0], "W").await;
-        window.fence(0).await.unwrap();
-        (session, window)
-    });
+    let (session, window) = server.attach_on(&runtime, &tokens[0], "W");
+    runtime.block_on(window.fence(0)).unwrap();
     let before = audit(&server, &["log", "w/W", "--json"]).json_lines();
     assert_eq!(kinds(&before)[..2], ["window_created", "attach"]);
 

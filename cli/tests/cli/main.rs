@@ -104,17 +104,21 @@ impl Server {
         out
     }
 
-    /// The session of `token`, attached through the library, and its handle of `window`.
-    pub async fn attach(
+    /// The session of `token`, attached through the library on `runtime`, and its handle of
+    /// `window`.
+    pub fn attach_on(
         &self,
+        runtime: &tokio::runtime::Runtime,
         token: &str,
         window: &str,
     ) -> (onesided_client::Session, onesided_client::Window) {
-        let session = onesided_client::Session::attach(&self.url, token)
-            .await
-            .unwrap();
-        let window = session.window(window).await.unwrap();
-        (session, window)
+        runtime.block_on(async {
+            let session = onesided_client::Session::attach(&self.url, token)
+                .await
+                .unwrap();
+            let window = session.window(window).await.unwrap();
+            (session, window)
+        })
     }
 
     /// Creates a world with the CLI and returns its rank tokens.

@@ -155,11 +155,10 @@ fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
     let (server, tokens) = Server::with_window("wait", 2, "W", "--count 1 --type i64");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // rank 0 holds an exclusive lock on its own window and writes 42 under it
-    let (holder, window) = runtime.block_on(async {
-        let (holder, window) = server.attach(&tokens[0], "W").await;
+    let (holder, window) = server.attach_on(&runtime, &tokens[0], "W");
+    runtime.block_on(async {
         window.lock(LockType::Exclusive, 0, 0).await.unwrap();
         window.put(0, 0, &[42i64]).unwrap();
-        (holder, window)
     });
     // rank 1 reads it with a 1 s timeout: its shared lock must wait behind rank 0's
     let reader = server
