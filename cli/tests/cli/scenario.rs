@@ -560,7 +560,6 @@ B: unlock A
 /// column, and nothing runs.
 #[test]
 fn dynamic_parse_errors_exit_2_with_line_and_column() {
-    let server = Server::start();
     let head = "window W ranks=2 type=i64 flavor=dynamic\n";
     let cases = [
         (
@@ -612,6 +611,7 @@ fn dynamic_parse_errors_exit_2_with_line_and_column() {
             "s.rma:3:4: rank 0 crashed at line 2: only `attach` (without arguments) may follow",
         ),
     ];
+    let server = Server::start();
     for (text, message) in cases {
         let out = run(&server, &text, &[]);
         out.code(2);
