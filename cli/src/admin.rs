@@ -18,7 +18,7 @@ use onesided_core::window::ELEMENT_TYPE_KEY;
 use serde_json::json;
 
 use crate::exit::Usage;
-use crate::table::{self, Align};
+use crate::table::{self, Align::Left, Align::Right};
 use crate::{json, Global};
 
 #[derive(Debug, Subcommand)]
@@ -91,22 +91,22 @@ pub async fn cluster(global: &Global, command: ClusterCommand) -> Result<ExitCod
             } else {
                 table::print(
                     &[
-                        ("NODE", Align::Left),
-                        ("ADDRESS", Align::Left),
-                        ("STATE", Align::Left),
-                        ("HEARTBEAT", Align::Right),
-                        ("RANKS", Align::Right),
-                        ("WORLDS", Align::Left),
+                        ("NODE", Left),
+                        ("ADDRESS", Left),
+                        ("STATE", Left),
+                        ("HEARTBEAT", Right),
+                        ("RANKS", Right),
+                        ("WORLDS", Left),
                     ],
                     status.nodes.iter().map(|node| {
-                        vec![
-                            node.node_id.clone(),
-                            node.advertise.clone(),
-                            if node.alive { "alive" } else { "dead" }.to_string(),
-                            format!("{} ms ago", node.heartbeat_age_ms),
-                            node.ranks.to_string(),
-                            node.worlds.join(","),
-                        ]
+                        table::row(&[
+                            &node.node_id,
+                            &node.advertise,
+                            &if node.alive { "alive" } else { "dead" },
+                            &format!("{} ms ago", node.heartbeat_age_ms),
+                            &node.ranks,
+                            &node.worlds.join(","),
+                        ])
                     }),
                 );
             }
@@ -241,14 +241,10 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
                 json::print(&json!({ "worlds": list }));
             } else {
                 table::print(
-                    &[
-                        ("NAME", Align::Left),
-                        ("RANKS", Align::Right),
-                        ("WINDOWS", Align::Right),
-                    ],
+                    &[("NAME", Left), ("RANKS", Right), ("WINDOWS", Right)],
                     worlds
                         .iter()
-                        .map(|w| vec![w.name.clone(), w.ranks.to_string(), w.windows.to_string()]),
+                        .map(|w| table::row(&[&w.name, &w.ranks, &w.windows])),
                 );
             }
         }
@@ -382,24 +378,24 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
             } else {
                 table::print(
                     &[
-                        ("NAME", Align::Left),
-                        ("ID", Align::Right),
-                        ("FLAVOR", Align::Left),
-                        ("TYPE", Align::Left),
-                        ("SIZES", Align::Left),
-                        ("DISP_UNITS", Align::Left),
+                        ("NAME", Left),
+                        ("ID", Right),
+                        ("FLAVOR", Left),
+                        ("TYPE", Left),
+                        ("SIZES", Left),
+                        ("DISP_UNITS", Left),
                     ],
                     windows.iter().map(|w| {
-                        vec![
-                            w.name.clone(),
-                            w.id.to_string(),
-                            w.flavor.name().to_string(),
-                            w.info
+                        table::row(&[
+                            &w.name,
+                            &w.id,
+                            &w.flavor.name(),
+                            &w.info
                                 .element_type
                                 .map_or_else(|| "-".to_string(), |t| t.name().to_string()),
-                            list(&w.sizes),
-                            list(&w.disp_units),
-                        ]
+                            &list(&w.sizes),
+                            &list(&w.disp_units),
+                        ])
                     }),
                 );
             }

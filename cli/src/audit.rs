@@ -25,7 +25,7 @@ use onesided_core::datatype;
 use serde_json::{json, Value as Json};
 
 use crate::exit::Usage;
-use crate::table::{self, Align};
+use crate::table::{self, Align, Align::Left, Align::Right};
 use crate::{json, Global};
 
 /// The end of `audit --help`.
@@ -182,6 +182,14 @@ pub async fn audit(global: &Global, command: AuditCommand) -> Result<ExitCode> {
     }
 }
 
+/// The columns of `audit ls`: the numbers right-aligned.
+const LS_COLUMNS: &[(&str, Align)] = &[
+    ("ID", Right),
+    ("WORLD", Left),
+    ("NAME", Left),
+    ("EVENTS", Right),
+];
+
 async fn ls(global: &Global, audit: &Audit) -> Result<ExitCode> {
     let windows = audit.windows().await?;
     if global.json {
@@ -192,20 +200,10 @@ async fn ls(global: &Global, audit: &Audit) -> Result<ExitCode> {
         json::print(&json!({ "windows": list }));
     } else {
         table::print(
-            &[
-                ("ID", Align::Right),
-                ("WORLD", Align::Left),
-                ("NAME", Align::Left),
-                ("EVENTS", Align::Right),
-            ],
-            windows.iter().map(|w| {
-                vec![
-                    w.id.to_string(),
-                    w.world.clone(),
-                    w.name.clone(),
-                    w.events.to_string(),
-                ]
-            }),
+            LS_COLUMNS,
+            windows
+                .iter()
+                .map(|w| table::row(&[&w.id, &w.world, &w.name, &w.events])),
         );
     }
     Ok(ExitCode::SUCCESS)

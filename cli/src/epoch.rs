@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use indicatif::ProgressBar;
+use onesided_client::LockType::{Exclusive, Shared};
 use onesided_client::{Datatype, LockType, Op, OpKind, OpSpec, Session, Window};
 use onesided_core::datatype::{decode, encode_all, parse_value, Value};
 use serde_json::json;
@@ -167,6 +168,20 @@ async fn open(global: &Global, args: &EpochArgs, default: LockType, file: bool) 
     }
 }
 
+/// Opens the epoch `args` describes ([`open`]), runs `body` in it, and ends the session
+/// ([`ended`]) whatever came of it.
+async fn in_epoch(
+    global: &Global,
+    args: &EpochArgs,
+    default: LockType,
+    file: bool,
+    body: impl AsyncFnOnce(Epoch) -> Result<ExitCode>,
+) -> Result<ExitCode> {
+    let epoch = open(global, args, default, file).await?;
+    let session = epoch.session.clone();
+    ended(session, body(epoch).await).await
+}
+
 /// Ends the command's session cleanly ([`Session::close`]) and returns `outcome`: its error
 /// first, else the close's.
 async fn ended<T>(session: Session, outcome: Result<T>) -> Result<T> {
@@ -257,205 +272,191 @@ fn print_values(global: &Global, epoch_target: u32, values: &[Value], key: &str)
 
 pub async fn get(global: &Global, args: GetArgs) -> Result<ExitCode> {
     let file = args.to_file.is_some();
-    let epoch = open(global, &args.epoch, LockType::Shared, file).await?;
-    let session = epoch.session.clone();
-    ended(session, get_in(global, args, epoch).await).await
-}
-
-async fn get_in(global: &Global, args: GetArgs, epoch: Epoch) -> Result<ExitCode> {
-    let Some(path) = args.to_file else {
-        let target = epoch.target;
-        let spec = epoch.spec(OpKind::Get, args.count, Vec::new());
-        let values = epoch.one(spec).await?;
-        print_values(global, target, &values, "values");
-        return Ok(ExitCode::SUCCESS);
-    };
-    let elem = epoch.dtype.size() as u64;
-    let total = args.count * elem;
-    let chunk = epoch.chunk_bytes(args.chunk);
-    let bar = progress(global, total);
-    let mut pending = Vec::new();
-    let mut offset = 0;
-    while offset < total {
-        let len = chunk.min(total - offset);
-        let mut spec = epoch.spec(OpKind::Get, len / elem, Vec::new());
-        spec.disp = epoch.disp + offset / u64::from(epoch.disp_unit());
-        pending.push(epoch.window.issue(epoch.target, spec, false));
-        offset += len;
-    }
-    let mut data = Vec::with_capacity(total as usize);
-    let mut first_error = None;
-    for issued in pending {
-        match issued {
-            Ok(reply) => match reply.value().await {
-                Ok(bytes) => {
-                    bar.inc(bytes.len() as u64);
-                    data.extend_from_slice(&bytes);
-                }
+    in_epoch(global, &args.epoch, Shared, file, async |epoch| {
+        let Some(path) = &args.to_file else {
+            let target = epoch.target;
+            let spec = epoch.spec(OpKind::Get, args.count, Vec::new());
+            let values = epoch.one(spec).await?;
+            print_values(global, target, &values, "values");
+            return Ok(ExitCode::SUCCESS);
+        };
+        let elem = epoch.dtype.size() as u64;
+        let total = args.count * elem;
+        let chunk = epoch.chunk_bytes(args.chunk);
+        let bar = progress(global, total);
+        let mut pending = Vec::new();
+        let mut offset = 0;
+        while offset < total {
+            let len = chunk.min(total - offset);
+            let mut spec = epoch.spec(OpKind::Get, len / elem, Vec::new());
+            spec.disp = epoch.disp + offset / u64::from(epoch.disp_unit());
+            pending.push(epoch.window.issue(epoch.target, spec, false));
+            offset += len;
+        }
+        let mut data = Vec::with_capacity(total as usize);
+        let mut first_error = None;
+        for issued in pending {
+            match issued {
+                Ok(reply) => match reply.value().await {
+                    Ok(bytes) => {
+                        bar.inc(bytes.len() as u64);
+                        data.extend_from_slice(&bytes);
+                    }
+                    Err(error) => {
+                        first_error.get_or_insert(error);
+                    }
+                },
                 Err(error) => {
                     first_error.get_or_insert(error);
+                    break;
                 }
-            },
-            Err(error) => {
-                first_error.get_or_insert(error);
-                break;
             }
         }
-    }
-    let unlocked = epoch.window.unlock(epoch.target).await;
-    bar.finish_and_clear();
-    if let Some(error) = first_error {
-        return Err(error.into());
-    }
-    unlocked?;
-    std::fs::write(&path, &data)
-        .map_err(|e| Usage(format!("cannot write {}: {e}", path.display())))?;
-    if global.json {
-        json::print(&json!({"target": epoch.target, "bytes": data.len(), "file": path}));
-    }
-    Ok(ExitCode::SUCCESS)
+        let unlocked = epoch.window.unlock(epoch.target).await;
+        bar.finish_and_clear();
+        if let Some(error) = first_error {
+            return Err(error.into());
+        }
+        unlocked?;
+        std::fs::write(path, &data)
+            .map_err(|e| Usage(format!("cannot write {}: {e}", path.display())))?;
+        if global.json {
+            json::print(&json!({"target": epoch.target, "bytes": data.len(), "file": path}));
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
 }
 
 pub async fn put(global: &Global, args: PutArgs) -> Result<ExitCode> {
     let file = args.from_file.is_some();
-    let epoch = open(global, &args.epoch, LockType::Exclusive, file).await?;
-    let session = epoch.session.clone();
-    ended(session, put_in(global, args, epoch).await).await
-}
-
-async fn put_in(global: &Global, args: PutArgs, epoch: Epoch) -> Result<ExitCode> {
-    let Some(path) = args.from_file else {
-        let values = typed(epoch.dtype, &args.values)?;
-        let data = encode_all(epoch.dtype, &values)?;
-        let spec = epoch.spec(OpKind::Put, values.len() as u64, data);
-        let target = epoch.target;
-        epoch.one(spec).await?;
+    in_epoch(global, &args.epoch, Exclusive, file, async |epoch| {
+        let Some(path) = &args.from_file else {
+            let values = typed(epoch.dtype, &args.values)?;
+            let data = encode_all(epoch.dtype, &values)?;
+            let spec = epoch.spec(OpKind::Put, values.len() as u64, data);
+            let target = epoch.target;
+            epoch.one(spec).await?;
+            if global.json {
+                json::print(&json!({"target": target, "elements": values.len()}));
+            }
+            return Ok(ExitCode::SUCCESS);
+        };
+        let data = std::fs::read(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(|e| Usage(format!("{e:#}")))?;
+        let elem = epoch.dtype.size() as u64;
+        if !(data.len() as u64).is_multiple_of(elem) {
+            return Err(Usage(format!(
+                "{} has {} bytes, not a whole number of {} elements",
+                path.display(),
+                data.len(),
+                epoch.dtype
+            ))
+            .into());
+        }
+        // the whole transfer is checked before any chunk is sent: a file that does not fit
+        // leaves the target as it was, rather than with its first chunks written
+        let whole = epoch.spec(OpKind::Put, data.len() as u64 / elem, data);
+        if let Err(error) = epoch.check(&whole) {
+            let _ = epoch.window.unlock(epoch.target).await;
+            return Err(error.into());
+        }
+        let data = whole.data;
+        let chunk = epoch.chunk_bytes(args.chunk);
+        let bar = progress(global, data.len() as u64);
+        let mut pending = Vec::new();
+        let mut first_error = None;
+        // each chunk is a slice of the file's one buffer, not a copy of it: the client holds the
+        // file's bytes once, however many chunks are in flight
+        for (index, start) in (0..data.len()).step_by(chunk as usize).enumerate() {
+            let part = data.slice(start..data.len().min(start + chunk as usize));
+            let len = part.len() as u64;
+            let mut spec =
+                OpSpec::contiguous(OpKind::Put, epoch.dtype, epoch.disp, len / elem, part);
+            spec.disp = epoch.disp + index as u64 * chunk / u64::from(epoch.disp_unit());
+            match epoch.window.issue(epoch.target, spec, false) {
+                Ok(reply) => pending.push((len, reply)),
+                Err(error) => {
+                    first_error = Some(error);
+                    break;
+                }
+            }
+        }
+        for (len, reply) in pending {
+            match reply.value().await {
+                Ok(_) => bar.inc(len),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        let unlocked = epoch.window.unlock(epoch.target).await;
+        bar.finish_and_clear();
+        if let Some(error) = first_error {
+            return Err(error.into());
+        }
+        unlocked?;
         if global.json {
-            json::print(&json!({"target": target, "elements": values.len()}));
+            json::print(&json!({"target": epoch.target, "bytes": data.len(), "file": path}));
         }
-        return Ok(ExitCode::SUCCESS);
-    };
-    let data = std::fs::read(&path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(|e| Usage(format!("{e:#}")))?;
-    let elem = epoch.dtype.size() as u64;
-    if !(data.len() as u64).is_multiple_of(elem) {
-        return Err(Usage(format!(
-            "{} has {} bytes, not a whole number of {} elements",
-            path.display(),
-            data.len(),
-            epoch.dtype
-        ))
-        .into());
-    }
-    // the whole transfer is checked before any chunk is sent: a file that does not fit
-    // leaves the target as it was, rather than with its first chunks written
-    let whole = epoch.spec(OpKind::Put, data.len() as u64 / elem, data);
-    if let Err(error) = epoch.check(&whole) {
-        let _ = epoch.window.unlock(epoch.target).await;
-        return Err(error.into());
-    }
-    let data = whole.data;
-    let chunk = epoch.chunk_bytes(args.chunk);
-    let bar = progress(global, data.len() as u64);
-    let mut pending = Vec::new();
-    let mut first_error = None;
-    // each chunk is a slice of the file's one buffer, not a copy of it: the client holds the
-    // file's bytes once, however many chunks are in flight
-    for (index, start) in (0..data.len()).step_by(chunk as usize).enumerate() {
-        let part = data.slice(start..data.len().min(start + chunk as usize));
-        let len = part.len() as u64;
-        let mut spec = OpSpec::contiguous(OpKind::Put, epoch.dtype, epoch.disp, len / elem, part);
-        spec.disp = epoch.disp + index as u64 * chunk / u64::from(epoch.disp_unit());
-        match epoch.window.issue(epoch.target, spec, false) {
-            Ok(reply) => pending.push((len, reply)),
-            Err(error) => {
-                first_error = Some(error);
-                break;
-            }
-        }
-    }
-    for (len, reply) in pending {
-        match reply.value().await {
-            Ok(_) => bar.inc(len),
-            Err(error) => {
-                first_error.get_or_insert(error);
-            }
-        }
-    }
-    let unlocked = epoch.window.unlock(epoch.target).await;
-    bar.finish_and_clear();
-    if let Some(error) = first_error {
-        return Err(error.into());
-    }
-    unlocked?;
-    if global.json {
-        json::print(&json!({"target": epoch.target, "bytes": data.len(), "file": path}));
-    }
-    Ok(ExitCode::SUCCESS)
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
 }
 
 pub async fn acc(global: &Global, args: AccArgs) -> Result<ExitCode> {
     // a usage error before attaching
-    op_of(&args.op)?;
-    let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
-    let session = epoch.session.clone();
-    ended(session, acc_in(global, args, epoch).await).await
-}
-
-async fn acc_in(global: &Global, args: AccArgs, epoch: Epoch) -> Result<ExitCode> {
     let op = op_of(&args.op)?;
-    let values = typed(epoch.dtype, &args.values)?;
-    let data = encode_all(epoch.dtype, &values)?;
-    let spec = epoch.spec(OpKind::Accumulate(op), values.len() as u64, data);
-    let target = epoch.target;
-    epoch.one(spec).await?;
-    if global.json {
-        json::print(&json!({"target": target, "elements": values.len(), "op": op.name()}));
-    }
-    Ok(ExitCode::SUCCESS)
+    in_epoch(global, &args.epoch, Exclusive, false, async |epoch| {
+        let values = typed(epoch.dtype, &args.values)?;
+        let data = encode_all(epoch.dtype, &values)?;
+        let spec = epoch.spec(OpKind::Accumulate(op), values.len() as u64, data);
+        let target = epoch.target;
+        epoch.one(spec).await?;
+        if global.json {
+            json::print(&json!({"target": target, "elements": values.len(), "op": op.name()}));
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
 }
 
 pub async fn fop(global: &Global, args: FopArgs) -> Result<ExitCode> {
     // a usage error before attaching
-    op_of(&args.op)?;
-    let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
-    let session = epoch.session.clone();
-    ended(session, fop_in(global, args, epoch).await).await
-}
-
-async fn fop_in(global: &Global, args: FopArgs, epoch: Epoch) -> Result<ExitCode> {
     let op = op_of(&args.op)?;
-    let data = match (&args.value, op) {
-        (_, Op::NoOp) => Vec::new(),
-        (Some(value), _) => encode_all(
-            epoch.dtype,
-            &typed(epoch.dtype, std::slice::from_ref(value))?,
-        )?,
-        (None, _) => return Err(Usage(format!("fop with op {} needs a value", op.name())).into()),
-    };
-    let spec = epoch.spec(OpKind::FetchAndOp(op), 1, data);
-    let target = epoch.target;
-    let old = epoch.one(spec).await?;
-    print_values(global, target, &old, "old");
-    Ok(ExitCode::SUCCESS)
+    in_epoch(global, &args.epoch, Exclusive, false, async |epoch| {
+        let data = match (&args.value, op) {
+            (_, Op::NoOp) => Vec::new(),
+            (Some(value), _) => encode_all(
+                epoch.dtype,
+                &typed(epoch.dtype, std::slice::from_ref(value))?,
+            )?,
+            (None, _) => {
+                return Err(Usage(format!("fop with op {} needs a value", op.name())).into())
+            }
+        };
+        let spec = epoch.spec(OpKind::FetchAndOp(op), 1, data);
+        let target = epoch.target;
+        let old = epoch.one(spec).await?;
+        print_values(global, target, &old, "old");
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
 }
 
 pub async fn cas(global: &Global, args: CasArgs) -> Result<ExitCode> {
-    let epoch = open(global, &args.epoch, LockType::Exclusive, false).await?;
-    let session = epoch.session.clone();
-    ended(session, cas_in(global, args, epoch).await).await
-}
-
-async fn cas_in(global: &Global, args: CasArgs, epoch: Epoch) -> Result<ExitCode> {
-    let value = typed(epoch.dtype, std::slice::from_ref(&args.value))?;
-    let compare = typed(epoch.dtype, std::slice::from_ref(&args.compare))?;
-    let mut spec = epoch.spec(OpKind::CompareAndSwap, 1, encode_all(epoch.dtype, &value)?);
-    spec.compare = Bytes::from(encode_all(epoch.dtype, &compare)?);
-    let target = epoch.target;
-    let old = epoch.one(spec).await?;
-    print_values(global, target, &old, "old");
-    Ok(ExitCode::SUCCESS)
+    in_epoch(global, &args.epoch, Exclusive, false, async |epoch| {
+        let value = typed(epoch.dtype, std::slice::from_ref(&args.value))?;
+        let compare = typed(epoch.dtype, std::slice::from_ref(&args.compare))?;
+        let mut spec = epoch.spec(OpKind::CompareAndSwap, 1, encode_all(epoch.dtype, &value)?);
+        spec.compare = Bytes::from(encode_all(epoch.dtype, &compare)?);
+        let target = epoch.target;
+        let old = epoch.one(spec).await?;
+        print_values(global, target, &old, "old");
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
 }
 
 /// Refuses a `--world`/`--rank` that the token does not belong to.

@@ -17,6 +17,11 @@ pub enum Align {
     Right,
 }
 
+/// A row of `cells`, each as it displays.
+pub fn row(cells: &[&dyn std::fmt::Display]) -> Vec<String> {
+    cells.iter().map(|cell| cell.to_string()).collect()
+}
+
 /// Prints a table: a header row, then `rows`, columns two spaces apart, no borders and no
 /// trailing spaces.
 pub fn print(header: &[(&str, Align)], rows: impl IntoIterator<Item = Vec<String>>) {

@@ -5,16 +5,9 @@ use crate::{Cli, Server};
 #[test]
 fn world_create_ls_rm() {
     let server = Server::start();
-    let out = server
-        .cli()
-        .args(["world", "create", "w1", "--ranks", "3"])
-        .run();
+    let out = server.cli().words("world create w1 --ranks 3").run();
     out.success();
-    assert!(
-        out.stdout.starts_with("world w1 with 3 ranks\n"),
-        "{}",
-        out.stdout
-    );
+    out.stdout_starts("world w1 with 3 ranks\n");
     assert_eq!(
         out.stdout
             .lines()
@@ -27,7 +20,7 @@ fn world_create_ls_rm() {
     assert_eq!(tokens.len(), 2);
     assert_ne!(tokens[0], tokens[1]);
 
-    let listed = server.cli().args(["world", "ls", "--json"]).run();
+    let listed = server.cli().words("world ls --json").run();
     listed.success();
     let worlds = listed.json()["worlds"].as_array().unwrap().clone();
     let w1 = worlds.iter().find(|w| w["name"] == "w1").unwrap();
@@ -35,15 +28,12 @@ fn world_create_ls_rm() {
     assert_eq!(w1["windows"], 0);
     assert!(worlds.iter().any(|w| w["name"] == "w2"));
 
-    let text = server.cli().args(["world", "ls"]).run();
+    let text = server.cli().words("world ls").run();
     text.success();
-    assert!(text
-        .stdout
-        .lines()
-        .any(|l| l.starts_with("w1 ") && l.contains(" 3 ")));
+    text.has_row("w1 ", " 3 ");
 
-    server.cli().args(["world", "rm", "w1"]).run().success();
-    let after = server.cli().args(["--json", "world", "ls"]).run();
+    server.cli().words("world rm w1").run().success();
+    let after = server.cli().words("--json world ls").run();
     let names: Vec<String> = after.json()["worlds"]
         .as_array()
         .unwrap()
@@ -57,42 +47,17 @@ fn world_create_ls_rm() {
 fn window_create_ls_show_free() {
     let server = Server::start();
     server.world("w", 2);
-    let created = server
-        .cli()
-        .args([
-            "--json",
-            "window",
-            "create",
-            "--world",
-            "w",
-            "counters",
-            "--count",
-            "4",
-            "--type",
-            "i64",
-            "--info",
-            "no_locks=false",
-        ])
-        .run();
-    created.success();
+    let counters = "--json --count 4 --type i64 --info no_locks=false";
+    let created = server.window("w", "counters", counters);
     let desc = created.json();
     assert_eq!(desc["name"], "counters");
     assert_eq!(desc["sizes"], serde_json::json!([32, 32]));
     assert_eq!(desc["disp_units"], serde_json::json!([8, 8]));
     assert_eq!(desc["flavor"], "allocate");
 
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "w", "bytes", "--size", "16,0", "--flavor", "create",
-        ])
-        .run()
-        .success();
+    server.window("w", "bytes", "--size 16,0 --flavor create");
 
-    let listed = server
-        .cli()
-        .args(["--json", "window", "ls", "--world", "w"])
-        .run();
+    let listed = server.cli().words("--json window ls --world w").run();
     listed.success();
     let windows = listed.json()["windows"].as_array().unwrap().clone();
     assert_eq!(windows.len(), 2);
@@ -101,40 +66,22 @@ fn window_create_ls_show_free() {
     assert_eq!(bytes["disp_units"], serde_json::json!([1, 1]));
     assert_eq!(bytes["flavor"], "create");
 
-    let text = server.cli().args(["window", "ls", "--world", "w"]).run();
+    let text = server.cli().words("window ls --world w").run();
     text.success();
-    assert!(text
-        .stdout
-        .lines()
-        .any(|l| l.starts_with("counters") && l.contains("32,32")));
+    text.has_row("counters", "32,32");
 
-    let shown = server
-        .cli()
-        .args(["window", "show", "--world", "w", "counters"])
-        .run();
+    let shown = server.cli().words("window show --world w counters").run();
     shown.success();
-    assert!(
-        shown.stdout.contains("sizes:      32,32"),
-        "{}",
-        shown.stdout
-    );
+    shown.stdout_has("sizes:      32,32");
     assert!(shown.stdout.contains("disp_units: 8,8"));
 
     server
         .cli()
-        .args(["window", "free", "--world", "w", "counters"])
+        .words("window free --world w counters")
         .run()
         .success();
-    let gone = server
-        .cli()
-        .args(["window", "show", "--world", "w", "counters"])
-        .run();
-    gone.code(3);
-    assert!(
-        gone.stderr.starts_with("onesided: MPI_ERR_WIN: "),
-        "{}",
-        gone.stderr
-    );
+    let gone = server.cli().words("window show --world w counters").run();
+    gone.code(3).stderr_starts("onesided: MPI_ERR_WIN: ");
     assert_eq!(gone.stderr.lines().count(), 1);
 }
 
@@ -142,59 +89,32 @@ fn window_create_ls_show_free() {
 fn refusals_exit_3_with_one_line() {
     let server = Server::start();
     server.world("taken", 1);
-    let twice = server
-        .cli()
-        .args(["world", "create", "taken", "--ranks", "1"])
-        .run();
+    let twice = server.cli().words("world create taken --ranks 1").run();
     twice.code(3);
     assert!(twice.stderr.starts_with("onesided: "));
     assert_eq!(twice.stderr.lines().count(), 1);
 
     let bad_size = server
         .cli()
-        .args([
-            "window",
-            "create",
-            "--world",
-            "taken",
-            "w",
-            "--size",
-            "8",
-            "--disp-unit",
-            "0",
-        ])
+        .words("window create --world taken w --size 8 --disp-unit 0")
         .run();
-    bad_size.code(3);
-    assert!(
-        bad_size.stderr.starts_with("onesided: MPI_ERR_DISP: "),
-        "{}",
-        bad_size.stderr
-    );
+    bad_size.code(3).stderr_starts("onesided: MPI_ERR_DISP: ");
 
-    let wrong_token = server
-        .cli()
-        .token("not-the-admin")
-        .args(["world", "ls"])
-        .run();
+    let wrong_token = server.cli().token("not-the-admin").words("world ls").run();
     wrong_token.code(3);
 }
 
 #[test]
 fn usage_errors_exit_2() {
     let server = Server::start();
-    server.cli().args(["world", "create", "x"]).run().code(2);
+    server.cli().words("world create x").run().code(2);
     server.cli().args(["frobnicate"]).run().code(2);
-    let no_token = server.cli().no_token().args(["world", "ls"]).run();
-    no_token.code(2);
-    assert!(
-        no_token.stderr.contains("ONESIDED_TOKEN"),
-        "{}",
-        no_token.stderr
-    );
+    let no_token = server.cli().no_token().words("world ls").run();
+    no_token.code(2).stderr_has("ONESIDED_TOKEN");
     server.world("w", 2);
     let sizes = server
         .cli()
-        .args(["window", "create", "--world", "w", "x", "--size", "1,2,3"])
+        .words("window create --world w x --size 1,2,3")
         .run();
     sizes.code(2);
     assert!(sizes
@@ -208,14 +128,7 @@ fn usage_errors_exit_2() {
 fn dynamic_windows_are_created_without_memory() {
     let server = Server::start();
     server.world("w", 2);
-    let created = server
-        .cli()
-        .args([
-            "--json", "window", "create", "--world", "w", "d", "--flavor", "dynamic", "--type",
-            "i64",
-        ])
-        .run();
-    created.success();
+    let created = server.window("w", "d", "--json --flavor dynamic --type i64");
     let desc = created.json();
     assert_eq!(desc["flavor"], "dynamic", "{desc:#}");
     assert_eq!(desc["sizes"], serde_json::json!([0, 0]));
@@ -226,18 +139,12 @@ fn dynamic_windows_are_created_without_memory() {
     ] {
         let refused = server
             .cli()
-            .args([
-                "window", "create", "--world", "w", "e", "--flavor", "dynamic",
-            ])
+            .words("window create --world w e --flavor dynamic")
             .args(extra)
             .run();
-        refused.code(3);
-        assert!(refused.stderr.contains(class), "{}", refused.stderr);
+        refused.code(3).stderr_has(class);
     }
-    let listed = server
-        .cli()
-        .args(["--json", "window", "ls", "--world", "w"])
-        .run();
+    let listed = server.cli().words("--json window ls --world w").run();
     listed.success();
     let document = listed.json();
     let names: Vec<&str> = document["windows"]
@@ -248,16 +155,8 @@ fn dynamic_windows_are_created_without_memory() {
         .collect();
     assert_eq!(names, vec!["d"]);
     // the other flavors still need a size
-    let sizeless = server
-        .cli()
-        .args(["window", "create", "--world", "w", "f"])
-        .run();
-    sizeless.code(2);
-    assert!(
-        sizeless.stderr.contains("give --size or --count"),
-        "{}",
-        sizeless.stderr
-    );
+    let sizeless = server.cli().words("window create --world w f").run();
+    sizeless.code(2).stderr_has("give --size or --count");
 }
 
 #[test]
@@ -270,14 +169,9 @@ fn an_unreachable_server_exits_4() {
     let port = bound.local_addr().unwrap().port();
     let out = Cli::new(&format!("http://127.0.0.1:{port}"))
         .token("t")
-        .args(["world", "ls"])
+        .words("world ls")
         .run();
-    out.code(4);
-    assert!(
-        out.stderr.starts_with("onesided: cannot connect to "),
-        "{}",
-        out.stderr
-    );
+    out.code(4).stderr_starts("onesided: cannot connect to ");
     drop(bound);
 }
 
@@ -290,7 +184,7 @@ fn json_errors_are_json_on_stderr() {
     let refused = server
         .cli()
         .token(&tokens[0])
-        .args(["--json", "get", "--window", "nosuch", "--target", "1"])
+        .words("--json get --window nosuch --target 1")
         .run();
     assert_ne!(refused.code, Some(0), "{refused:?}");
     let error: serde_json::Value = serde_json::from_str(refused.stderr.trim())
@@ -311,7 +205,7 @@ fn json_errors_are_json_on_stderr() {
 
     let unreachable = Cli::new("http://127.0.0.1:1")
         .token("an-admin-token-nobody-checks")
-        .args(["--json", "world", "ls"])
+        .words("--json world ls")
         .run();
     unreachable.code(4);
     let error: serde_json::Value = serde_json::from_str(unreachable.stderr.trim())
@@ -321,7 +215,7 @@ fn json_errors_are_json_on_stderr() {
 
     let plain = Cli::new("http://127.0.0.1:1")
         .token("an-admin-token-nobody-checks")
-        .args(["world", "ls"])
+        .words("world ls")
         .run();
-    assert!(plain.stderr.starts_with("onesided: "), "{}", plain.stderr);
+    plain.stderr_starts("onesided: ");
 }

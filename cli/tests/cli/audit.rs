@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use onesided_client::{AuditEvent as Event, AUDIT_DATABASE_URL_ENV};
 
-use crate::store::Store;
+use crate::store::{on_both_stores, Store};
 use crate::{Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Two ranks, two fence epochs: B's store published by the first fence, a put and an
@@ -67,12 +67,10 @@ pub(crate) fn settled(server: &Server, id: u64) -> Vec<Value> {
 
 /// `onesided audit log WINDOW --follow --json`, its stdout piped.
 fn follower(server: &Server, window: &str) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_onesided"))
-        .env_clear()
-        .env("ONESIDED_ADDR", &server.url)
-        .env("ONESIDED_TOKEN", ADMIN_TOKEN)
-        .args(["audit", "log", window, "--follow", "--json"])
-        .stdin(Stdio::null())
+    let cli = server
+        .cli()
+        .args(["audit", "log", window, "--follow", "--json"]);
+    cli.command()
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -86,7 +84,7 @@ fn unsettled_window(server: &Server, database: Option<&str>) -> u64 {
     if let Some(database) = database {
         cli = cli.env(AUDIT_DATABASE_URL_ENV, database);
     }
-    let out = cli.arg("run").arg(&file).args(["--audit", "--json"]).run();
+    let out = cli.arg("run").arg(&file).words("--audit --json").run();
     out.success();
     assert_eq!(out.stderr, "", "no warning: the server records");
     let document = out.json();
@@ -97,16 +95,17 @@ fn unsettled_window(server: &Server, database: Option<&str>) -> u64 {
     windows[0]["id"].as_u64().unwrap()
 }
 
-fn audit(server: &Server, args: &[&str]) -> Output {
-    server.cli().arg("audit").args(args).run()
+/// The sequence number of the scenario's put in the log of window `id`.
+fn seq_of_the_put(server: &Server, id: &str) -> u64 {
+    let events = audit(server, &["log", id, "--json"]).json_lines();
+    let put = events
+        .iter()
+        .find(|e| e["kind"] == "op" && e["event"]["op"] == "put");
+    put.unwrap()["seq"].as_u64().unwrap()
 }
 
-/// The JSON lines of `audit log … --json`.
-fn lines(out: &Output) -> Vec<Value> {
-    out.stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}")))
-        .collect()
+fn audit(server: &Server, args: &[&str]) -> Output {
+    server.cli().arg("audit").args(args).run()
 }
 
 fn kinds(events: &[Value]) -> Vec<&str> {
@@ -153,7 +152,7 @@ fn log_prints_every_event_in_order_without_gaps() {
 
     let out = audit(&server, &["log", &id.to_string(), "--json"]);
     out.success();
-    let events = lines(&out);
+    let events = out.json_lines();
     assert_eq!(events.len() as u64, count);
     for (index, event) in events.iter().enumerate() {
         assert_eq!(event["seq"], index as u64 + 1, "gap-free from 1: {event}");
@@ -205,11 +204,11 @@ fn log_prints_every_event_in_order_without_gaps() {
     // --from, and WORLD/NAME for the id
     let from = audit(&server, &["log", &id.to_string(), "--from", "3", "--json"]);
     from.success();
-    assert_eq!(lines(&from)[..], events[2..]);
+    assert_eq!(from.json_lines()[..], events[2..]);
     let world = events[0]["event"]["world"].as_str().unwrap();
     let named = audit(&server, &["log", &format!("{world}/W"), "--json"]);
     named.success();
-    assert_eq!(lines(&named), events);
+    assert_eq!(named.json_lines(), events);
 
     // text: a header, then one line per event with seq, rank, kind and the fields
     let text = audit(&server, &["log", &id.to_string()]);
@@ -277,12 +276,7 @@ fn replay_equals_the_scenarios_public_expectations() {
     // without a type: hex, one group per disp_unit
     let raw = audit(&server, &["replay", &id_text]);
     raw.success();
-    assert!(
-        raw.stdout
-            .contains("rank 1: 0500000000000000 0900000000000000 0300000000000000\n"),
-        "{}",
-        raw.stdout
-    );
+    raw.stdout_has("rank 1: 0500000000000000 0900000000000000 0300000000000000\n");
     assert!(
         audit(&server, &["replay", &id_text, "--json"]).json()["ranks"][1]
             .get("values")
@@ -297,13 +291,7 @@ fn replay_equals_the_scenarios_public_expectations() {
     );
     at_one.success();
     assert_eq!(at_one.json()["ranks"][1]["values"], json!([0, 0, 0]));
-    let events = lines(&audit(&server, &["log", &id_text, "--json"]));
-    let put = events
-        .iter()
-        .find(|e| e["kind"] == "op" && e["event"]["op"] == "put")
-        .unwrap()["seq"]
-        .as_u64()
-        .unwrap();
+    let put = seq_of_the_put(&server, &id_text);
     let at_put = audit(
         &server,
         &[
@@ -338,8 +326,10 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
     let id_text = id.to_string();
     let intact = audit(&server, &["verify", &id_text]);
     intact.success();
-    assert!(intact.stdout.contains("intact"), "{}", intact.stdout);
-    let count = lines(&audit(&server, &["log", &id_text, "--json"])).len() as u64;
+    intact.stdout_has("intact");
+    let count = audit(&server, &["log", &id_text, "--json"])
+        .json_lines()
+        .len() as u64;
     let document = audit(&server, &["verify", &id_text, "--json"]).json();
     assert_eq!(
         document,
@@ -348,13 +338,7 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
     );
 
     // rewrite the put's data in the stored row: 9 becomes 10
-    let events = lines(&audit(&server, &["log", &id_text, "--json"]));
-    let put = events
-        .iter()
-        .find(|e| e["kind"] == "op" && e["event"]["op"] == "put")
-        .unwrap()["seq"]
-        .as_u64()
-        .unwrap();
+    let put = seq_of_the_put(&server, &id_text);
     tamper(&store, &server, id, put, |event| match event {
         Event::Op { data, .. } => {
             assert_eq!(*data, 9i64.to_le_bytes());
@@ -364,12 +348,7 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
     });
 
     let broken = audit(&server, &["verify", &id_text]);
-    broken.code(1);
-    assert!(
-        broken.stdout.contains(&format!("broken at seq {put}")),
-        "{}",
-        broken.stdout
-    );
+    broken.code(1).stdout_has(&format!("broken at seq {put}"));
     let document = audit(&server, &["verify", &id_text, "--json"]);
     document.code(1);
     assert_eq!(
@@ -378,22 +357,14 @@ fn verify_exits_0_when_intact_and_1_naming_the_changed_row(store: Store) {
                "first_bad": put, "client_break": null, "pending": [], "unmarked": []})
     );
     // the log shows what is stored now, the lie included
-    let changed = lines(&audit(&server, &["log", &id_text, "--json"]));
+    let changed = audit(&server, &["log", &id_text, "--json"]).json_lines();
     assert_eq!(
         changed[put as usize - 1]["event"]["data"],
         "0a00000000000000"
     );
 }
 
-#[test]
-fn verify_exits_0_when_intact_and_1_naming_the_changed_row_on_sqlite() {
-    verify_exits_0_when_intact_and_1_naming_the_changed_row(Store::Sqlite);
-}
-
-#[test]
-fn verify_exits_0_when_intact_and_1_naming_the_changed_row_on_postgres() {
-    verify_exits_0_when_intact_and_1_naming_the_changed_row(Store::postgres());
-}
+on_both_stores!(verify_exits_0_when_intact_and_1_naming_the_changed_row);
 
 /// The scenario run with its sessions writing their own events: the log shows each marker
 /// followed by the rows it names (SEQ:CSEQ), replay is what the scenario expected, verify
@@ -404,7 +375,7 @@ fn client_rows_behind_their_markers(store: Store) {
     let id = recorded_window_persisting(&server, Some(&database));
     let id_text = id.to_string();
 
-    let events = lines(&audit(&server, &["log", &id_text, "--json"]));
+    let events = audit(&server, &["log", &id_text, "--json"]).json_lines();
     let window_rows: Vec<&Value> = events.iter().filter(|e| e["cseq"].is_null()).collect();
     for (index, event) in window_rows.iter().enumerate() {
         assert_eq!(
@@ -496,7 +467,7 @@ fn client_rows_behind_their_markers(store: Store) {
          cseq {} (the row was changed",
         store_row["seq"], store_row["incarnation"], store_row["cseq"]
     );
-    assert!(broken.stdout.contains(&expected), "{}", broken.stdout);
+    broken.stdout_has(&expected);
     let document = audit(&server, &["verify", &id_text, "--json"]);
     document.code(1);
     let document = document.json();
@@ -508,15 +479,7 @@ fn client_rows_behind_their_markers(store: Store) {
     );
 }
 
-#[test]
-fn client_rows_behind_their_markers_on_sqlite() {
-    client_rows_behind_their_markers(Store::Sqlite);
-}
-
-#[test]
-fn client_rows_behind_their_markers_on_postgres() {
-    client_rows_behind_their_markers(Store::postgres());
-}
+on_both_stores!(client_rows_behind_their_markers);
 
 /// Reads `child`'s stdout lines on a thread; the receiver gets each line.
 fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
@@ -546,18 +509,11 @@ fn next_event(lines: &mpsc::Receiver<String>) -> Value {
 /// theirs `departed` (what the server records for a stream that broke).
 #[test]
 fn one_shot_commands_close_their_sessions_after_their_rows() {
-    let server = Server::start();
-    let tokens = server.world("w", 2);
-    server
-        .cli()
-        .args(["window", "create", "--world", "w", "W", "--count", "2"])
-        .args(["--type", "i64"])
-        .run()
-        .success();
+    let (server, tokens) = Server::with_window("w", 2, "W", "--count 2 --type i64");
     for value in ["1", "2", "3"] {
-        crate::Cli::new(&server.url)
-            .token(&tokens[1])
-            .args(["put", "--world", "w", "--window", "W", "--target", "0"])
+        server
+            .as_rank(&tokens[1])
+            .words("put --world w --window W --target 0")
             .args(["--lock", "exclusive", value])
             .run()
             .success();
@@ -583,24 +539,11 @@ fn one_shot_commands_close_their_sessions_after_their_rows() {
 
 #[test]
 fn log_follow_prints_events_recorded_after_it_started() {
-    use onesided_client::Session;
-    let server = Server::start();
-    let tokens = server.world("w", 1);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "w", "W", "--count", "2", "--type", "i64",
-        ])
-        .run()
-        .success();
+    let (server, tokens) = Server::with_window("w", 1, "W", "--count 2 --type i64");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (session, window) = runtime.block_on(async {
-        let session = Session::attach(&server.url, &tokens[0]).await.unwrap();
-        let window = session.window("W").await.unwrap();
-        window.fence(0).await.unwrap();
-        (session, window)
-    });
-    let before = lines(&audit(&server, &["log", "w/W", "--json"]));
+    let (session, window) = server.attach_on(&runtime, &tokens[0], "W");
+    runtime.block_on(window.fence(0)).unwrap();
+    let before = audit(&server, &["log", "w/W", "--json"]).json_lines();
     assert_eq!(kinds(&before)[..2], ["window_created", "attach"]);
 
     let mut child = follower(&server, "w/W");
@@ -641,17 +584,12 @@ fn exit_codes_and_refusals() {
     audit(&server, &["replay", &id, "--type", "complex"]).code(2);
     audit(&server, &["replay", &id, "--at", "0"]).code(2);
     audit(&server, &["verify"]).code(2);
-    let out = server.cli().no_token().args(["audit", "ls"]).run();
-    out.code(2);
-    assert!(out.stderr.contains("ONESIDED_TOKEN"), "{}", out.stderr);
+    let out = server.cli().no_token().words("audit ls").run();
+    out.code(2).stderr_has("ONESIDED_TOKEN");
     // a type that does not divide a copy is a usage error too (a window of 5 bytes, recorded
     // from its creation on)
     server.world("w", 1);
-    server
-        .cli()
-        .args(["window", "create", "--world", "w", "B", "--size", "5"])
-        .run()
-        .success();
+    server.window("w", "B", "--size 5");
     let bytes = audit(&server, &["replay", "w/B", "--type", "u8"]);
     bytes.success();
     assert!(
@@ -660,23 +598,17 @@ fn exit_codes_and_refusals() {
         bytes.stdout
     );
     let odd = audit(&server, &["replay", "w/B", "--type", "i16"]);
-    odd.code(2);
-    assert!(odd.stderr.contains("5 bytes"), "{}", odd.stderr);
+    odd.code(2).stderr_has("5 bytes");
     // refusals: an unknown window, an unknown name, a wrong token
     let missing = audit(&server, &["verify", "999999"]);
-    missing.code(3);
-    assert!(missing.stderr.contains("999999"), "{}", missing.stderr);
+    missing.code(3).stderr_has("999999");
     audit(&server, &["replay", "999999"]).code(3);
     audit(&server, &["log", "nowhere/W"]).code(3);
-    crate::Cli::new(&server.url)
-        .token("wrong")
-        .args(["audit", "ls"])
-        .run()
-        .code(3);
+    server.as_rank("wrong").words("audit ls").run().code(3);
     // unreachable
     crate::Cli::new("http://127.0.0.1:1")
         .token(ADMIN_TOKEN)
-        .args(["audit", "ls"])
+        .words("audit ls")
         .run()
         .code(4);
 }
@@ -687,8 +619,7 @@ fn a_server_that_records_nothing() {
         config.durability = onesided_server::audit::Durability::Off;
     });
     let out = audit(&server, &["ls"]);
-    out.code(3);
-    assert!(out.stderr.contains("off"), "{}", out.stderr);
+    out.code(3).stderr_has("off");
     // run --audit still reports the ids, and warns that they lead nowhere
     let dir = TempDir::new();
     let file = dir.file("s.rma", "window W ranks=1 size=1 type=u8\nA: fence\n");
@@ -696,9 +627,9 @@ fn a_server_that_records_nothing() {
         .cli()
         .arg("run")
         .arg(&file)
-        .args(["--audit", "--json"])
+        .words("--audit --json")
         .run();
     run.success();
     assert_eq!(run.json()["windows"][0]["name"], "W");
-    assert!(run.stderr.contains("warning"), "{}", run.stderr);
+    run.stderr_has("warning");
 }

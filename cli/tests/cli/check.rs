@@ -4,14 +4,14 @@
 //! trace-event JSON, the JSON shapes and the exit codes. The same programs are judged alike on
 //! PostgreSQL, and with the sessions persisting their own events instead of shipping them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use onesided_client::AUDIT_DATABASE_URL_ENV;
 
 use crate::audit::settled;
-use crate::store::Store;
+use crate::store::{on_both_stores, Store};
 use crate::{examples_dir, Output, Server, TempDir, ADMIN_TOKEN};
 
 /// Runs the scenario file with `--audit --json`, waits for each recorded window's history to
@@ -27,12 +27,10 @@ fn record_file_persisting(server: &Server, file: &Path, database: Option<&str>) 
     if let Some(database) = database {
         cli = cli.env(AUDIT_DATABASE_URL_ENV, database);
     }
-    let out = cli.arg("run").arg(file).args(["--audit", "--json"]).run();
+    let out = cli.arg("run").arg(file).words("--audit --json").run();
     out.success();
     let document = out.json();
-    let ids: Vec<u64> = document["windows"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no windows list: {document:#}"))
+    let ids: Vec<u64> = list(&document, "windows", &file.display().to_string())
         .iter()
         .map(|window| window["id"].as_u64().unwrap())
         .collect();
@@ -41,6 +39,14 @@ fn record_file_persisting(server: &Server, file: &Path, database: Option<&str>) 
         settled(server, *id);
     }
     ids
+}
+
+/// `document[key]`, which must be a list (`of` says whose document it is).
+#[track_caller]
+fn list<'a>(document: &'a Value, key: &str, of: &str) -> &'a Vec<Value> {
+    document[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{of}: no {key} list: {document:#}"))
 }
 
 /// `record_file` for scenario text: the one window it declares.
@@ -61,6 +67,12 @@ fn check(server: &Server, id: u64) -> (Option<i32>, Value) {
     let out = audit(server, &["check", &id.to_string(), "--json"]);
     let document = out.json();
     (out.code, document)
+}
+
+/// The first finding of `document` that breaks `rule`.
+fn first_finding<'a>(document: &'a Value, rule: &str) -> &'a Value {
+    let findings = document["findings"].as_array().unwrap();
+    findings.iter().find(|f| f["rule"] == rule).unwrap()
 }
 
 fn rules(document: &Value) -> Vec<&str> {
@@ -108,157 +120,63 @@ fn assert_clean(server: &Server, name: &str, scenario: &str) {
 
 // --- racy programs ------------------------------------------------------------------------
 
-/// Two origins put to one location in the same fence epoch.
-const FENCE_PUT_PUT: &str = "\
-window W ranks=3 size=2 type=i64
-A: fence
-B: fence
-C: fence
-A: put C W[0] = 1
-B: put C W[0] = 2
-A: fence
-B: fence
-C: fence
-";
-
-/// The store is to other bytes than the put's: in the separate model a store while a put to
-/// the window is pending is erroneous even then.
-const STORE_WHILE_PENDING: &str = "\
-window W ranks=2 size=2 type=i64
-A: fence
-B: fence
-A: put B W[0] = 1
-B: store W[1] = 2
-A: fence
-B: fence
-";
-
-/// Shared locks do not guard conflicting puts.
-const SHARED_PUT_PUT: &str = "\
-window W ranks=3 size=1 type=i64
-A: lock shared C
-B: lock shared C
-A: put C W[0] = 1
-B: put C W[0] = 2
-A: unlock C
-B: unlock C
-";
-
-/// Different accumulate ops on one element.
-const ACCUMULATE_OPS: &str = "\
-window W ranks=3 size=1 type=i64
-A: lock_all
-B: lock_all
-A: acc C W[0] op=sum = 1
-B: acc C W[0] op=max = 5
-A: unlock_all
-B: unlock_all
-";
-
-/// B's local store races with A's put to the same element in one fence epoch.
-const STORE_RACES_PUT: &str = "\
-window W ranks=2 size=1 type=i64
-A: fence
-B: fence
-A: put B W[0] = 1
-B: store W[0] = 2
-A: fence
-B: fence
-";
-
-const DISJOINT_PUTS: &str = "\
-window W ranks=3 size=2 type=i64
-A: fence
-B: fence
-C: fence
-A: put C W[0] = 1
-B: put C W[1] = 2
-A: fence
-B: fence
-C: fence
-expect public C W[0..2] == 1,2
-";
-
-const EXCLUSIVE_PUTS: &str = "\
-window W ranks=3 size=1 type=i64
-A: lock exclusive C
-A: put C W[0] = 1
-A: unlock C
-B: lock exclusive C
-B: put C W[0] = 2
-B: unlock C
-expect public C W[0] in {1,2}
-";
-
-const PUT_FLUSH_GET: &str = "\
-window W ranks=2 size=1 type=i64
-A: lock shared B
-A: put B W[0] = 7
-A: flush B
-A: get B W[0] -> x
-A: unlock B
-expect A x == 7
-";
-
-const FENCE_SEPARATED: &str = "\
-window W ranks=3 size=1 type=i64
-A: fence
-B: fence
-C: fence
-A: put B W[0] = 4
-A: fence
-B: fence
-C: fence
-C: get B W[0] -> x
-A: fence
-B: fence
-C: fence
-expect C x == 4
-";
-
-/// The owner stores, then locks its own window and loads: correct, and all of it local.
-const LOCAL_STORE_LOCK_LOAD: &str = "\
-window W ranks=2 size=1 type=i64
-B: store W[0] = 3
-B: lock exclusive B
-B: load W[0] -> b
-B: unlock B
-expect B b == 3
-";
-
-/// The racy programs and a rule each breaks.
-const RACY: &[(&str, &str, &str)] = &[
-    ("fence-put-put", FENCE_PUT_PUT, "put_put"),
-    (
-        "store-while-pending",
-        STORE_WHILE_PENDING,
-        "store_while_pending",
-    ),
-    ("store-races-put", STORE_RACES_PUT, "store_while_pending"),
-    ("shared-put-put", SHARED_PUT_PUT, "put_put"),
-    ("accumulate-ops", ACCUMULATE_OPS, "accumulate_ops"),
-    ("put-load", PUT_LOAD, "put_load"),
+/// The racy programs of `programs/` (NAME.rma) and a rule each breaks.
+const RACY: &[(&str, &str)] = &[
+    // two origins put to one location in the same fence epoch
+    ("fence-put-put", "put_put"),
+    // the store is to other bytes than the put's: in the separate model a store while a put
+    // to the window is pending is erroneous even then
+    ("store-while-pending", "store_while_pending"),
+    // B's local store races with A's put to the same element in one fence epoch
+    ("store-races-put", "store_while_pending"),
+    // shared locks do not guard conflicting puts
+    ("shared-put-put", "put_put"),
+    // different accumulate ops on one element
+    ("accumulate-ops", "accumulate_ops"),
+    // a put completed by unlock, a barrier, then the owner's plain load: no refresh call
+    // orders the load after the put (forum example 2, broken)
+    ("put-load", "put_load"),
 ];
 
-/// Correct programs: no findings.
-const CORRECT: &[(&str, &str)] = &[
-    ("disjoint-puts", DISJOINT_PUTS),
-    ("exclusive-puts", EXCLUSIVE_PUTS),
-    ("put-flush-get", PUT_FLUSH_GET),
-    ("fence-separated", FENCE_SEPARATED),
-    ("local-store-lock-load", LOCAL_STORE_LOCK_LOAD),
+/// The correct programs of `programs/`: no findings.
+const CORRECT: &[&str] = &[
+    "disjoint-puts",
+    "exclusive-puts",
+    "put-flush-get",
+    "fence-separated",
+    // the owner stores, then locks its own window and loads: correct, and all of it local
+    "local-store-lock-load",
 ];
+
+/// The file of the program `name` of [`RACY`] or [`CORRECT`].
+fn program_file(name: &str) -> PathBuf {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/programs");
+    file.join(format!("{name}.rma"))
+}
+
+/// The text of the program `name` of [`RACY`] or [`CORRECT`].
+fn program(name: &str) -> String {
+    std::fs::read_to_string(program_file(name)).unwrap()
+}
+
+/// The racy program `name`, recorded on a server of its own, breaks its rule of [`RACY`].
+#[track_caller]
+fn racy(name: &str) -> Value {
+    let (_, rule) = RACY.iter().find(|(racy, _)| *racy == name).unwrap();
+    assert_racy(&Server::start(), name, &program(name), rule)
+}
+
+/// The correct program `name`, recorded on a server of its own, has no findings.
+#[track_caller]
+fn clean(name: &str) {
+    assert!(CORRECT.contains(&name), "{name} is not in CORRECT");
+    assert_clean(&Server::start(), name, &program(name));
+}
 
 #[test]
 fn two_puts_to_one_location_in_a_fence_epoch_are_put_put() {
-    let server = Server::start();
-    let document = assert_racy(&server, "fence-put-put", FENCE_PUT_PUT, "put_put");
-    let finding = document["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "put_put")
-        .unwrap();
+    let document = racy("fence-put-put");
+    let finding = first_finding(&document, "put_put");
     assert_eq!(finding["target"], 2);
     assert_eq!(finding["bytes"], serde_json::json!([0, 8]));
     let mut origins = [
@@ -274,27 +192,19 @@ fn two_puts_to_one_location_in_a_fence_epoch_are_put_put() {
 
 #[test]
 fn a_store_while_a_put_is_pending_in_a_fence_epoch() {
-    let server = Server::start();
     // the store is to other bytes than the put's: in the separate model a store while a put to
     // the window is pending is erroneous even then
-    assert_racy(
-        &server,
-        "store-while-pending",
-        STORE_WHILE_PENDING,
-        "store_while_pending",
-    );
+    racy("store-while-pending");
 }
 
 #[test]
 fn shared_locks_do_not_guard_conflicting_puts() {
-    let server = Server::start();
-    assert_racy(&server, "shared-put-put", SHARED_PUT_PUT, "put_put");
+    racy("shared-put-put");
 }
 
 #[test]
 fn different_accumulate_ops_on_one_element() {
-    let server = Server::start();
-    assert_racy(&server, "accumulate-ops", ACCUMULATE_OPS, "accumulate_ops");
+    racy("accumulate-ops");
 }
 
 #[test]
@@ -305,12 +215,7 @@ fn forum_example_3_is_get_store() {
     let (code, document) = check(&server, ids[0]);
     assert_eq!(code, Some(1), "{document:#}");
     assert!(rules(&document).contains(&"get_store"), "{document:#}");
-    let finding = document["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "get_store")
-        .unwrap();
+    let finding = first_finding(&document, "get_store");
     assert_eq!(finding["target"], 1, "B's window");
     let calls = [
         finding["first"]["call"].as_str().unwrap(),
@@ -322,21 +227,9 @@ fn forum_example_3_is_get_store() {
     );
 }
 
-/// A put completed by unlock, a barrier, then the owner's plain load: no refresh call orders
-/// the load after the put (forum example 2, broken).
-const PUT_LOAD: &str = "\
-window W ranks=2 size=1 type=i64
-A: lock exclusive B
-A: put B W[0] = 42
-A: unlock B
-barrier
-B: load W[0] -> b
-";
-
 #[test]
 fn a_load_after_unlock_and_barrier_without_a_refresh_is_put_load() {
-    let server = Server::start();
-    assert_racy(&server, "put-load", PUT_LOAD, "put_load");
+    racy("put-load");
 }
 
 #[test]
@@ -344,14 +237,9 @@ fn a_load_after_unlock_and_barrier_is_put_load_when_a_later_call_records_it() {
     // the same race; the trailing barrier (after the load, so it orders nothing before it)
     // only makes the library ship the load to the log
     let server = Server::start();
-    let scenario = format!("{PUT_LOAD}barrier\n");
+    let scenario = format!("{}barrier\n", program("put-load"));
     let document = assert_racy(&server, "put-load-recorded", &scenario, "put_load");
-    let finding = document["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "put_load")
-        .unwrap();
+    let finding = first_finding(&document, "put_load");
     assert_eq!(finding["target"], 1);
     assert_eq!(finding["bytes"], serde_json::json!([0, 8]));
     assert_eq!(finding["first"]["call"], "put");
@@ -395,14 +283,13 @@ C: unlock_all
 
 #[test]
 fn disjoint_puts_in_one_fence_epoch() {
-    let server = Server::start();
-    assert_clean(&server, "disjoint-puts", DISJOINT_PUTS);
+    clean("disjoint-puts");
 }
 
 #[test]
 fn exclusive_locks_guard_conflicting_puts() {
     let server = Server::start();
-    let id = record(&server, "exclusive-puts", EXCLUSIVE_PUTS);
+    let id = record(&server, "exclusive-puts", &program("exclusive-puts"));
     assert_clean_window(&server, "exclusive-puts", id);
     // either rank may get C's lock first (the scenario's expectation admits both values);
     // whichever did, C holds the put of the one granted it second
@@ -433,14 +320,12 @@ fn exclusive_locks_guard_conflicting_puts() {
 
 #[test]
 fn put_flush_get_by_one_origin() {
-    let server = Server::start();
-    assert_clean(&server, "put-flush-get", PUT_FLUSH_GET);
+    clean("put-flush-get");
 }
 
 #[test]
 fn fence_separated_accesses_by_different_ranks() {
-    let server = Server::start();
-    assert_clean(&server, "fence-separated", FENCE_SEPARATED);
+    clean("fence-separated");
 }
 
 /// The examples whose header says they are correct (a fix, or a guarantee): no findings.
@@ -487,6 +372,11 @@ const BROKEN_EXAMPLES: &[&str] = &[
     "set_info_same_op_broken.rma",
 ];
 
+/// The text of the example `name`.
+fn example_text(name: &str) -> String {
+    std::fs::read_to_string(examples_dir().join(name)).unwrap()
+}
+
 fn example_is_clean(name: &str) {
     let server = Server::start();
     for id in record_file(&server, &examples_dir().join(name)) {
@@ -523,9 +413,8 @@ fn example_accumulate_same_op_broken_is_an_accumulate_ops_finding() {
     let server = Server::start();
     one_finding_naming_same_op(&server, "accumulate_same_op_broken.rma");
     // the same program on a window without the hint breaks nothing
-    let text = std::fs::read_to_string(examples_dir().join("accumulate_same_op_broken.rma"))
-        .unwrap()
-        .replace(" info accumulate_ops=same_op", "");
+    let text =
+        example_text("accumulate_same_op_broken.rma").replace(" info accumulate_ops=same_op", "");
     assert_clean(&server, "same-op-no-op-default", &text);
 }
 
@@ -536,8 +425,8 @@ fn example_set_info_same_op_broken_is_one_finding_after_the_set_info() {
     let server = Server::start();
     one_finding_naming_same_op(&server, "set_info_same_op_broken.rma");
     // without the set_info, the same two phases break nothing
-    let text = std::fs::read_to_string(examples_dir().join("set_info_same_op_broken.rma"))
-        .unwrap()
+    let text = example_text("set_info_same_op_broken.rma");
+    let text = text
         .lines()
         .filter(|line| !line.contains("set_info"))
         .collect::<Vec<_>>()
@@ -587,12 +476,10 @@ fn example_dynamic_detach_race_broken_is_a_detach_race() {
     assert_eq!(finding["target"], 0, "{finding:#}");
     assert_eq!(finding["first"]["call"], "put", "{finding:#}");
     assert_eq!(finding["second"]["call"], "detach", "{finding:#}");
-    let text = std::fs::read_to_string(examples_dir().join(name))
-        .unwrap()
-        .replace(
-            "B: put A r[0] = 1                  # not completed until B's unlock\n",
-            "B: put A r[0] = 1\nB: flush A\n",
-        );
+    let text = example_text(name).replace(
+        "B: put A r[0] = 1                  # not completed until B's unlock\n",
+        "B: put A r[0] = 1\nB: flush A\n",
+    );
     assert!(text.contains("B: flush A"), "the example changed: {text}");
     assert_clean(&server, "dynamic-detach-flushed", &text);
 }
@@ -769,15 +656,12 @@ fn judged(document: &Value) -> Vec<Judged> {
 fn programs_are_judged_alike_shipped_or_persisted(store: Store) {
     let server = store.server();
     let database = store.url(&server);
-    let dir = TempDir::new();
-    let mut programs: Vec<(String, std::path::PathBuf, Verdict<'_>)> = Vec::new();
-    for (name, scenario, rule) in RACY {
-        let file = dir.file(&format!("{name}.rma"), scenario);
-        programs.push((name.to_string(), file, Verdict::Breaks(rule)));
+    let mut programs: Vec<(String, PathBuf, Verdict<'_>)> = Vec::new();
+    for (name, rule) in RACY {
+        programs.push((name.to_string(), program_file(name), Verdict::Breaks(rule)));
     }
-    for (name, scenario) in CORRECT {
-        let file = dir.file(&format!("{name}.rma"), scenario);
-        programs.push((name.to_string(), file, Verdict::Clean));
+    for name in CORRECT {
+        programs.push((name.to_string(), program_file(name), Verdict::Clean));
     }
     for name in CORRECT_EXAMPLES {
         programs.push((name.to_string(), examples_dir().join(name), Verdict::Clean));
@@ -833,22 +717,14 @@ fn programs_are_judged_alike_shipped_or_persisted(store: Store) {
     }
 }
 
-#[test]
-fn programs_are_judged_alike_shipped_or_persisted_on_sqlite() {
-    programs_are_judged_alike_shipped_or_persisted(Store::Sqlite);
-}
-
-#[test]
-fn programs_are_judged_alike_shipped_or_persisted_on_postgres() {
-    programs_are_judged_alike_shipped_or_persisted(Store::postgres());
-}
+on_both_stores!(programs_are_judged_alike_shipped_or_persisted);
 
 // --- the interface ------------------------------------------------------------------------
 
 #[test]
 fn check_json_shape_and_text() {
     let server = Server::start();
-    let id = record(&server, "fence-put-put", FENCE_PUT_PUT);
+    let id = record(&server, "fence-put-put", &program("fence-put-put"));
     let id_text = id.to_string();
     let (_, document) = check(&server, id);
     let keys: Vec<&String> = document.as_object().unwrap().keys().collect();
@@ -976,27 +852,23 @@ fn assert_trace(trace: &str, ranks: u64) {
     }
 }
 
+/// `audit export ID --format perfetto --output FILE`.
+fn export_to(server: &Server, id: &str, file: &Path) -> Output {
+    let export = ["export", id, "--format", "perfetto", "--output"];
+    server.cli().arg("audit").args(export).arg(file).run()
+}
+
 #[test]
 fn export_writes_a_perfetto_trace() {
     let server = Server::start();
-    let id = record(&server, "fence-put-put", FENCE_PUT_PUT).to_string();
+    let id = record(&server, "fence-put-put", &program("fence-put-put")).to_string();
     let out = audit(&server, &["export", &id, "--format", "perfetto"]);
     out.success();
     assert_trace(&out.stdout, 3);
 
     let dir = TempDir::new();
     let file = dir.0.join("trace.json");
-    let written = audit(
-        &server,
-        &[
-            "export",
-            &id,
-            "--format",
-            "perfetto",
-            "--output",
-            file.to_str().unwrap(),
-        ],
-    );
+    let written = export_to(&server, &id, &file);
     written.success();
     assert_eq!(written.stdout, "");
     let trace = std::fs::read_to_string(&file).unwrap();
@@ -1010,43 +882,26 @@ fn export_writes_a_perfetto_trace() {
 #[test]
 fn check_and_export_exit_codes() {
     let server = Server::start();
-    let id = record(
-        &server,
-        "disjoint",
-        "window W ranks=1 size=1 type=i64\nA: fence\n",
-    );
-    let id = id.to_string();
+    let one_fence = "window W ranks=1 size=1 type=i64\nA: fence\n";
+    let id = record(&server, "disjoint", one_fence).to_string();
     // usage: no window, a window that is neither, no format, an unknown format, an unwritable
     // output
     audit(&server, &["check"]).code(2);
     audit(&server, &["check", "nothing"]).code(2);
     audit(&server, &["export", &id]).code(2);
     let svg = audit(&server, &["export", &id, "--format", "svg"]);
-    svg.code(2);
-    assert!(svg.stderr.contains("perfetto"), "{}", svg.stderr);
+    svg.code(2).stderr_has("perfetto");
     let dir = TempDir::new();
     let nowhere = dir.0.join("missing").join("trace.json");
-    let out = audit(
-        &server,
-        &[
-            "export",
-            &id,
-            "--format",
-            "perfetto",
-            "--output",
-            nowhere.to_str().unwrap(),
-        ],
-    );
-    out.code(2);
-    assert!(out.stderr.contains("trace.json"), "{}", out.stderr);
+    let out = export_to(&server, &id, &nowhere);
+    out.code(2).stderr_has("trace.json");
     // refusals: an unknown window, an unknown name, a wrong token
     let missing = audit(&server, &["check", "999999"]);
-    missing.code(3);
-    assert!(missing.stderr.contains("999999"), "{}", missing.stderr);
+    missing.code(3).stderr_has("999999");
     audit(&server, &["export", "999999", "--format", "perfetto"]).code(3);
     audit(&server, &["check", "nowhere/W"]).code(3);
-    crate::Cli::new(&server.url)
-        .token("wrong")
+    server
+        .as_rank("wrong")
         .args(["audit", "check", &id])
         .run()
         .code(3);
@@ -1074,14 +929,12 @@ fn run_check_fails_the_broken_examples_with_their_findings() {
             .cli()
             .arg("run")
             .arg(&file)
-            .args(["--check", "--json"])
+            .words("--check --json")
             .run();
         assert_eq!(out.code, Some(1), "{name}: {}\n{}", out.stdout, out.stderr);
         let document = out.json();
         assert_eq!(document["ok"], false, "{name}: {document:#}");
-        let findings: Vec<&Value> = document["findings"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{name}: no findings list: {document:#}"))
+        let findings: Vec<&Value> = list(&document, "findings", name)
             .iter()
             .flat_map(|window| window["findings"].as_array().unwrap())
             .collect();
@@ -1098,5 +951,5 @@ fn run_check_fails_the_broken_examples_with_their_findings() {
     let clean = examples_dir().join("forum1_unlock_publishes.rma");
     let out = server.cli().arg("run").arg(&clean).arg("--check").run();
     out.success();
-    assert!(out.stdout.contains(": no findings"), "{}", out.stdout);
+    out.stdout_has(": no findings");
 }

@@ -23,7 +23,7 @@ fn a_node_lists_the_cluster_and_moves_worlds_by_node_id() {
     let both = format!("{dead},{}", server.url);
     let status = Cli::new(&both)
         .token(crate::ADMIN_TOKEN)
-        .args(["--json", "cluster", "status"])
+        .words("--json cluster status")
         .run();
     status.success();
     let document = status.json();
@@ -35,62 +35,30 @@ fn a_node_lists_the_cluster_and_moves_worlds_by_node_id() {
     assert_eq!(nodes[0]["worlds"], serde_json::json!(["w"]));
     assert_eq!(nodes[0]["ranks"], 2);
     assert_eq!(nodes[0]["moving"], serde_json::json!([]));
-    let text = server.cli().args(["cluster", "status"]).run();
+    let text = server.cli().words("cluster status").run();
     text.success();
     let row = text.stdout.lines().nth(1).unwrap_or_default().to_string();
     for expected in ["only", server.url.as_str(), "alive", "ms ago", "w"] {
         assert!(row.contains(expected), "{}", text.stdout);
     }
     // moving a world to the node that serves it changes nothing
-    let moved = server
-        .cli()
-        .args(["--json", "cluster", "move", "w", "--to", "only"])
-        .run();
+    let moved = server.cli().words("--json cluster move w --to only").run();
     moved.success();
     assert_eq!(moved.json()["owner"], server.url.as_str());
     // no such node, no such world: refusals, one line each
-    let nowhere = server
-        .cli()
-        .args(["cluster", "move", "w", "--to", "elsewhere"])
-        .run();
-    nowhere.code(3);
-    assert!(
-        nowhere.stderr.contains("no node \"elsewhere\""),
-        "{}",
-        nowhere.stderr
-    );
+    let nowhere = server.cli().words("cluster move w --to elsewhere").run();
+    nowhere.code(3).stderr_has("no node \"elsewhere\"");
     assert_eq!(nowhere.stderr.lines().count(), 1);
-    let unknown = server
-        .cli()
-        .args(["cluster", "move", "nope", "--to", "only"])
-        .run();
-    unknown.code(3);
-    assert!(
-        unknown.stderr.contains("no world named"),
-        "{}",
-        unknown.stderr
-    );
+    let unknown = server.cli().words("cluster move nope --to only").run();
+    unknown.code(3).stderr_has("no world named");
 }
 
 #[test]
 fn a_single_server_says_it_is_not_part_of_a_cluster() {
     let server = Server::start();
-    let out = server.cli().args(["cluster", "status"]).run();
-    out.code(3);
-    assert!(
-        out.stderr.contains("not part of a cluster"),
-        "{}",
-        out.stderr
-    );
+    let out = server.cli().words("cluster status").run();
+    out.code(3).stderr_has("not part of a cluster");
     server.world("w", 1);
-    let out = server
-        .cli()
-        .args(["cluster", "move", "w", "--to", "a"])
-        .run();
-    out.code(3);
-    assert!(
-        out.stderr.contains("not part of a cluster"),
-        "{}",
-        out.stderr
-    );
+    let out = server.cli().words("cluster move w --to a").run();
+    out.code(3).stderr_has("not part of a cluster");
 }

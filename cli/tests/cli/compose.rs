@@ -388,18 +388,19 @@ fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
 
     let runtime = &stages[1];
     assert_eq!(runtime[0], "FROM debian:bookworm-slim");
-    let copy = runtime
-        .iter()
-        .find(|l| l.starts_with(&format!("COPY --from={name} ")))
-        .expect("the runtime stage copies from the builder");
+    // the runtime stage's first line that `test` picks; `missing` says what it is
+    let line = |missing: &str, test: &dyn Fn(&str) -> bool| {
+        runtime.iter().find(|l| test(l)).expect(missing)
+    };
+    let from_builder = format!("COPY --from={name} ");
+    let copy = line("the runtime stage copies from the builder", &|l| {
+        l.starts_with(&from_builder)
+    });
     assert!(
         copy.contains("/target/release/onesided-server "),
         "the binary named onesided-server: {copy}"
     );
-    let installs = runtime
-        .iter()
-        .find(|l| l.contains("apt-get install"))
-        .expect("packages");
+    let installs = line("packages", &|l| l.contains("apt-get install"));
     assert!(installs.contains("ca-certificates"));
     assert!(
         installs.contains(" bash"),

@@ -49,7 +49,7 @@ fn every_scenario_in_the_format_documentation_runs_and_holds() {
             out.stdout,
             out.stderr
         );
-        assert!(out.stdout.starts_with("run 1: ok\n"), "{}", out.stdout);
+        out.stdout_starts("run 1: ok\n");
     }
 }
 

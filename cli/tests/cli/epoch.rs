@@ -1,124 +1,61 @@
 //! One-shot epochs: typed values in and out, JSON, the lock choice, file transfers in chunks,
 //! and the exit code and message of an MPI error.
 
-use crate::{Server, TempDir};
+use crate::{Output, Server, TempDir};
 
-fn setup(server: &Server) -> Vec<String> {
-    let tokens = server.world("w", 3);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "w", "counters", "--count", "4", "--type", "i64",
-        ])
-        .run()
-        .success();
-    tokens
+/// World `w` of three ranks with the window `counters` of four i64 each.
+struct Counters {
+    server: Server,
+    tokens: Vec<String>,
 }
 
-fn as_rank<'a>(
-    server: &Server,
-    token: &str,
-    args: impl IntoIterator<Item = &'a str>,
-) -> crate::Output {
-    crate::Cli::new(&server.url).token(token).args(args).run()
-}
+/// Where the one-shot commands of these tests go.
+const AT: &str = "--world w --window counters --target 0";
 
-const AT: [&str; 6] = ["--world", "w", "--window", "counters", "--target", "0"];
+impl Counters {
+    fn new() -> Self {
+        let (server, tokens) = Server::with_window("w", 3, "counters", "--count 4 --type i64");
+        Counters { server, tokens }
+    }
+
+    /// `onesided WORDS` with rank `rank`'s token.
+    fn rank(&self, rank: usize, words: &str) -> Output {
+        self.server.as_rank(&self.tokens[rank]).words(words).run()
+    }
+
+    /// `onesided OP --world w --window counters --target 0 ARGS` with rank `rank`'s token.
+    fn at_0(&self, rank: usize, op: &str, args: &str) -> Output {
+        self.rank(rank, &format!("{op} {AT} {args}"))
+    }
+
+    /// [`Counters::at_0`] exits 0 and prints exactly `expected`.
+    #[track_caller]
+    fn prints(&self, rank: usize, op: &str, args: &str, expected: &str) {
+        self.at_0(rank, op, args).prints(expected);
+    }
+}
 
 #[test]
 fn put_get_acc_fop_cas_round_trip() {
-    let server = Server::start();
-    let tokens = setup(&server);
-    let put = as_rank(
-        &server,
-        &tokens[1],
-        ["put"].into_iter().chain(AT).chain([
-            "--rank", "1", "--type", "i64", "--disp", "1", "5", "-7", "9",
-        ]),
-    );
-    put.success();
-    assert_eq!(put.stdout, "");
+    let counters = Counters::new();
+    counters.prints(1, "put", "--rank 1 --type i64 --disp 1 5 -7 9", "");
 
-    let got = as_rank(
-        &server,
-        &tokens[2],
-        ["get"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--type", "i64", "--count", "4"]),
-    );
-    got.success();
-    assert_eq!(got.stdout, "0 5 -7 9\n");
+    counters.prints(2, "get", "--type i64 --count 4", "0 5 -7 9\n");
 
-    let acc = as_rank(
-        &server,
-        &tokens[2],
-        ["acc"].into_iter().chain(AT).chain([
-            "--rank", "2", "--disp", "1", "--type", "i64", "--op", "sum", "10", "--lock", "shared",
-        ]),
-    );
-    acc.success();
+    let acc = "--rank 2 --disp 1 --type i64 --op sum 10 --lock shared";
+    counters.at_0(2, "acc", acc).success();
 
-    let fop = as_rank(
-        &server,
-        &tokens[0],
-        ["--json", "fop"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--disp", "1", "--type", "i64", "--op", "sum", "1"]),
-    );
+    let fop = counters.at_0(0, "--json fop", "--disp 1 --type i64 --op sum 1");
     fop.success();
     assert_eq!(fop.json(), serde_json::json!({"target": 0, "old": 15}));
 
-    let read = as_rank(
-        &server,
-        &tokens[0],
-        ["fop"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--disp", "1", "--type", "i64", "--op", "no_op"]),
-    );
-    read.success();
-    assert_eq!(read.stdout, "16\n");
+    counters.prints(0, "fop", "--disp 1 --type i64 --op no_op", "16\n");
 
-    let cas = as_rank(
-        &server,
-        &tokens[0],
-        ["cas"].into_iter().chain(AT).chain([
-            "--disp",
-            "2",
-            "--type",
-            "i64",
-            "--compare",
-            "-7",
-            "100",
-        ]),
-    );
-    cas.success();
-    assert_eq!(cas.stdout, "-7\n");
-    let missed = as_rank(
-        &server,
-        &tokens[0],
-        ["cas"].into_iter().chain(AT).chain([
-            "--disp",
-            "2",
-            "--type",
-            "i64",
-            "--compare",
-            "-7",
-            "200",
-        ]),
-    );
+    counters.prints(0, "cas", "--disp 2 --type i64 --compare -7 100", "-7\n");
+    let missed = counters.at_0(0, "cas", "--disp 2 --type i64 --compare -7 200");
     assert_eq!(missed.stdout, "100\n");
 
-    let json = as_rank(
-        &server,
-        &tokens[0],
-        ["get", "--json"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--type", "i64", "--count", "4"]),
-    );
+    let json = counters.at_0(0, "get --json", "--type i64 --count 4");
     assert_eq!(
         json.json(),
         serde_json::json!({"target": 0, "values": [0, 16, 100, 9]})
@@ -127,166 +64,71 @@ fn put_get_acc_fop_cas_round_trip() {
 
 #[test]
 fn mpi_errors_exit_3_with_the_class_first() {
-    let server = Server::start();
-    let tokens = setup(&server);
-    let out = as_rank(
-        &server,
-        &tokens[1],
-        ["get"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--type", "i64", "--disp", "3", "--count", "2"]),
-    );
-    out.code(3);
-    assert!(
-        out.stderr.starts_with("onesided: MPI_ERR_RMA_RANGE: "),
-        "{}",
-        out.stderr
-    );
+    let counters = Counters::new();
+    let out = counters.at_0(1, "get", "--type i64 --disp 3 --count 2");
+    out.code(3).stderr_starts("onesided: MPI_ERR_RMA_RANGE: ");
     assert_eq!(out.stderr.lines().count(), 1);
 
-    let op = as_rank(
-        &server,
-        &tokens[1],
-        ["acc"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--type", "f64", "--op", "band", "1"]),
-    );
-    op.code(3);
-    assert!(
-        op.stderr.starts_with("onesided: MPI_ERR_OP: "),
-        "{}",
-        op.stderr
-    );
+    let op = counters.at_0(1, "acc", "--type f64 --op band 1");
+    op.code(3).stderr_starts("onesided: MPI_ERR_OP: ");
 
-    let rank = as_rank(
-        &server,
-        &tokens[1],
-        [
-            "get", "--world", "w", "--window", "counters", "--target", "7", "--type", "i64",
-        ],
-    );
-    rank.code(3);
-    assert!(
-        rank.stderr.starts_with("onesided: MPI_ERR_RANK: "),
-        "{}",
-        rank.stderr
-    );
+    let rank = "get --world w --window counters --target 7 --type i64";
+    counters
+        .rank(1, rank)
+        .code(3)
+        .stderr_starts("onesided: MPI_ERR_RANK: ");
 
-    let window = as_rank(
-        &server,
-        &tokens[1],
-        ["get", "--window", "nope", "--target", "0", "--type", "i64"],
-    );
-    window.code(3);
-    assert!(
-        window.stderr.starts_with("onesided: MPI_ERR_WIN: "),
-        "{}",
-        window.stderr
-    );
+    let window = "get --window nope --target 0 --type i64";
+    counters
+        .rank(1, window)
+        .code(3)
+        .stderr_starts("onesided: MPI_ERR_WIN: ");
 }
 
 #[test]
 fn the_token_decides_the_rank() {
-    let server = Server::start();
-    let tokens = setup(&server);
-    let wrong = as_rank(
-        &server,
-        &tokens[1],
-        ["get"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--rank", "2", "--type", "i64"]),
-    );
-    wrong.code(2);
-    assert!(
-        wrong.stderr.contains("the token belongs to rank 1, not 2"),
-        "{}",
-        wrong.stderr
-    );
-    let world = as_rank(
-        &server,
-        &tokens[1],
-        [
-            "get", "--world", "other", "--window", "counters", "--target", "0", "--type", "i64",
-        ],
-    );
-    world.code(2);
-    let value = as_rank(
-        &server,
-        &tokens[1],
-        ["put"].into_iter().chain(AT).chain(["--type", "u8", "300"]),
-    );
-    value.code(2);
-    assert!(
-        value
-            .stderr
-            .contains("invalid value \"300\" for datatype u8"),
-        "{}",
-        value.stderr
-    );
-    let bad_token = as_rank(
-        &server,
-        "nobody",
-        ["get"].into_iter().chain(AT).chain(["--type", "i64"]),
-    );
-    bad_token.code(3);
+    let counters = Counters::new();
+    let wrong = counters.at_0(1, "get", "--rank 2 --type i64");
+    wrong
+        .code(2)
+        .stderr_has("the token belongs to rank 1, not 2");
+    let world = "get --world other --window counters --target 0 --type i64";
+    counters.rank(1, world).code(2);
+    let value = counters.at_0(1, "put", "--type u8 300");
+    value
+        .code(2)
+        .stderr_has("invalid value \"300\" for datatype u8");
+    let bad_token = counters.server.as_rank("nobody").words("get").words(AT);
+    bad_token.words("--type i64").run().code(3);
 }
 
 #[test]
 fn files_travel_in_chunks_inside_one_epoch() {
     let server = Server::start();
     let tokens = server.world("f", 2);
-    let created = server
-        .cli()
-        .args([
-            "--json",
-            "window",
-            "create",
-            "--world",
-            "f",
-            "blob",
-            "--size",
-            "100000",
-            "--disp-unit",
-            "4",
-        ])
-        .run();
-    created.success();
+    let created = server.window("f", "blob", "--json --size 100000 --disp-unit 4");
     let id = created.json()["id"].as_u64().unwrap().to_string();
     let dir = TempDir::new();
     let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let source = dir.0.join("in.bin");
     std::fs::write(&source, &data).unwrap();
-    let put = crate::Cli::new(&server.url)
-        .token(&tokens[0])
-        .args([
-            "--json",
-            "put",
-            "--window",
-            "blob",
-            "--target",
-            "1",
-            "--disp",
-            "10",
-            "--chunk",
-            "4096",
-            "--from-file",
-        ])
-        .arg(&source)
-        .run();
+    // `onesided OP --window blob --target 1 ARGS PATH` with rank `rank`'s token
+    let on_blob = |rank: usize, op: &str, args: &str, path: &std::path::Path| {
+        let cli = server.as_rank(&tokens[rank]).words(op);
+        cli.words("--window blob --target 1")
+            .words(args)
+            .arg(path)
+            .run()
+    };
+    let chunks = "--disp 10 --chunk 4096 --from-file";
+    let put = on_blob(0, "--json put", chunks, &source);
     put.success();
     assert_eq!(put.json()["bytes"], 40_000);
     // ten puts of at most 4096 bytes, all under the one lock the put took: each carries the
     // fencing token of the only grant rank 0 had, and the release follows the last of them
     let log = server.cli().args(["audit", "log", &id, "--json"]).run();
     log.success();
-    let events: Vec<serde_json::Value> = log
-        .stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let events = log.json_lines();
     let by_rank_0 = |kind: &str| -> Vec<(usize, &serde_json::Value)> {
         events
             .iter()
@@ -309,35 +151,16 @@ fn files_travel_in_chunks_inside_one_epoch() {
     }
 
     let target = dir.0.join("out.bin");
-    let get = crate::Cli::new(&server.url)
-        .token(&tokens[1])
-        .args([
-            "get",
-            "--window",
-            "blob",
-            "--target",
-            "1",
-            "--disp",
-            "10",
-            "--count",
-            "40000",
-            "--chunk",
-            "3000",
-            "--to-file",
-        ])
-        .arg(&target)
-        .run();
+    let chunks = "--disp 10 --count 40000 --chunk 3000 --to-file";
+    let get = on_blob(1, "get", chunks, &target);
     get.success();
     assert_eq!(get.stderr, "", "no progress bar without a terminal");
     assert_eq!(std::fs::read(&target).unwrap(), data);
 
     // the displacement is in disp_units: 10 × 4 bytes
-    let head = crate::Cli::new(&server.url)
-        .token(&tokens[1])
-        .args([
-            "get", "--window", "blob", "--target", "1", "--disp", "10", "--type", "u8", "--count",
-            "3",
-        ])
+    let head = server
+        .as_rank(&tokens[1])
+        .words("get --window blob --target 1 --disp 10 --type u8 --count 3")
         .run();
     assert_eq!(
         head.stdout,
@@ -346,46 +169,12 @@ fn files_travel_in_chunks_inside_one_epoch() {
 
     // bytes 80000.. of the window cannot take the 40000 of the file; its first chunks would
     // fit, and none of them may be written: the whole transfer is refused before any is sent
-    let too_big = crate::Cli::new(&server.url)
-        .token(&tokens[0])
-        .args([
-            "put",
-            "--window",
-            "blob",
-            "--target",
-            "1",
-            "--disp",
-            "20000",
-            "--chunk",
-            "4096",
-            "--from-file",
-        ])
-        .arg(&source)
-        .run();
-    too_big.code(3);
-    assert!(
-        too_big.stderr.starts_with("onesided: MPI_ERR_RMA_RANGE: "),
-        "{}",
-        too_big.stderr
-    );
+    let too_big = on_blob(0, "put", "--disp 20000 --chunk 4096 --from-file", &source);
+    too_big
+        .code(3)
+        .stderr_starts("onesided: MPI_ERR_RMA_RANGE: ");
     let tail = dir.0.join("tail.bin");
-    crate::Cli::new(&server.url)
-        .token(&tokens[1])
-        .args([
-            "get",
-            "--window",
-            "blob",
-            "--target",
-            "1",
-            "--disp",
-            "10",
-            "--count",
-            "99960",
-            "--to-file",
-        ])
-        .arg(&tail)
-        .run()
-        .success();
+    on_blob(1, "get", "--disp 10 --count 99960 --to-file", &tail).success();
     let after = std::fs::read(&tail).unwrap();
     assert_eq!(after[..40_000], data[..], "the earlier put is intact");
     let written = after[40_000..].iter().filter(|&&byte| byte != 0).count();
@@ -394,39 +183,22 @@ fn files_travel_in_chunks_inside_one_epoch() {
 
 #[test]
 fn busy_polling_epochs_give_the_same_answers_and_bad_budgets_are_usage_errors() {
-    let server = Server::start();
-    let tokens = setup(&server);
-    let put = as_rank(
-        &server,
-        &tokens[1],
-        ["--busy-poll", "500", "put"]
-            .into_iter()
-            .chain(AT)
-            .chain(["--rank", "1", "--type", "i64", "3", "4"]),
-    );
+    let counters = Counters::new();
+    let put = counters.at_0(1, "--busy-poll 500 put", "--rank 1 --type i64 3 4");
     put.success();
-    let got = crate::Cli::new(&server.url)
-        .token(&tokens[2])
+    let got = counters
+        .server
+        .as_rank(&counters.tokens[2])
         .env("ONESIDED_BUSY_POLL", "1000")
-        .args(
-            ["get"]
-                .into_iter()
-                .chain(AT)
-                .chain(["--type", "i64", "--count", "4"]),
-        )
+        .words("get")
+        .words(AT)
+        .words("--type i64 --count 4")
         .run();
     got.success();
     assert_eq!(got.stdout, "3 4 0 0\n");
     for bad in ["-1", "0.5", "soon", "1000001"] {
         let flag = format!("--busy-poll={bad}");
-        let out = as_rank(
-            &server,
-            &tokens[2],
-            ["get"]
-                .into_iter()
-                .chain(AT)
-                .chain(["--type", "i64", "--count", "1", flag.as_str()]),
-        );
+        let out = counters.at_0(2, "get", &format!("--type i64 --count 1 {flag}"));
         out.code(2);
         assert!(out.stderr.contains("--busy-poll"), "{bad}: {}", out.stderr);
     }

@@ -26,7 +26,7 @@ fn every_example_holds_five_times() {
             .cli()
             .arg("run")
             .arg(file)
-            .args(["--repeat", "5", "--json"])
+            .words("--repeat 5 --json")
             .run();
         let document = out.json();
         assert_eq!(document["ok"], true, "{}: {document:#}", file.display());

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
-use crate::{unique, Cli, Server};
+use crate::{unique, Server};
 
 fn signal(child: &std::process::Child, name: &str) {
     let status = std::process::Command::new("kill")
@@ -33,17 +33,11 @@ fn holder_gets(signal_name: &str, reason: &str) {
     let server = Server::start_with(|config| config.lease_ttl = lease);
     let world = unique("dying");
     let tokens = server.world(&world, 3);
-    let created = server
-        .cli()
-        .args([
-            "--json", "window", "create", "--world", &world, "W", "--count", "1", "--type", "i64",
-        ])
-        .run();
-    created.success();
+    let created = server.window(&world, "W", "--json --count 1 --type i64");
     let id = created.json()["id"].as_u64().unwrap().to_string();
     let mut holder = KillOnDrop(
-        Cli::new(&server.url)
-            .token(&tokens[0])
+        server
+            .as_rank(&tokens[0])
             .args(["shell", "--world", &world, "--rank", "0"])
             .spawn(),
     );
@@ -66,26 +60,18 @@ fn holder_gets(signal_name: &str, reason: &str) {
     }
     // the holder's stdin stays open: it would wait for more lines, holding the lock
     signal(&holder.0, signal_name);
-    let reader = Cli::new(&server.url)
-        .token(&tokens[2])
+    let reader = server
+        .as_rank(&tokens[2])
         .args(["shell", "--world", &world, "--rank", "2"])
         .stdin("open W\nlock exclusive 1\nget 1 W[0] -> y\nunlock 1\nprint y\n")
         .run();
-    reader.success();
-    assert!(
-        reader.stdout.lines().any(|line| line == "y = 42"),
-        "the dead holder's flushed write: {}",
-        reader.stdout
-    );
+    // the dead holder's flushed write
+    reader.success().prints_line("y = 42");
     // timed by the server's own clock in the audit log, not around spawning processes: from
     // the holder's last recorded event to the revocation of its lock
     let log = server.cli().args(["audit", "log", &id, "--json"]).run();
     log.success();
-    let events: Vec<serde_json::Value> = log
-        .stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let events = log.json_lines();
     let revoked = events
         .iter()
         .position(|e| e["kind"] == "lock_revoke" && e["event"]["origin"] == 0)

@@ -45,25 +45,19 @@ fn long_names_widen_their_column_and_the_rows_stay_in_line() {
     let long_window = "a_window_with_a_name_longer_than_twenty_four";
     for (world, window) in [("w", "W"), (long_world.as_str(), long_window)] {
         server.world(world, 2);
-        server
-            .cli()
-            .args([
-                "window", "create", "--world", world, window, "--count", "2", "--type", "i64",
-            ])
-            .run()
-            .success();
+        server.window(world, window, "--count 2 --type i64");
     }
-    let audit = server.cli().args(["audit", "ls"]).run();
+    let audit = server.cli().words("audit ls").run();
     audit.success();
     assert_eq!(audit.stdout.lines().count(), 3, "{}", audit.stdout);
-    assert!(audit.stdout.contains(&long_world), "{}", audit.stdout);
+    audit.stdout_has(&long_world);
     // ID, WORLD, NAME, EVENTS: the names start in line, the numbers (the last) end in line
     aligned(&audit.stdout, 1);
     aligned(&audit.stdout, 2);
     let ends: Vec<usize> = audit.stdout.lines().map(|l| l.chars().count()).collect();
     assert!(ends.windows(2).all(|p| p[0] == p[1]), "{}", audit.stdout);
 
-    let worlds = server.cli().args(["world", "ls"]).run();
+    let worlds = server.cli().words("world ls").run();
     worlds.success();
     let ends: Vec<usize> = worlds.stdout.lines().map(|l| l.chars().count()).collect();
     // RANKS and WINDOWS are numbers: they end in line

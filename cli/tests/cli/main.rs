@@ -48,6 +48,15 @@ impl Server {
         Server::start_with(|_| {})
     }
 
+    /// A server with world `world` of `ranks` ranks and in it the window `name` that
+    /// `window create` makes of `words`: the server and the world's rank tokens.
+    pub fn with_window(world: &str, ranks: u32, name: &str, words: &str) -> (Self, Vec<String>) {
+        let server = Server::start();
+        let tokens = server.world(world, ranks);
+        server.window(world, name, words);
+        (server, tokens)
+    }
+
     /// A server whose default configuration (SQLite audit in its data dir, `sync`) `adjust`
     /// changes first.
     pub fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> Self {
@@ -76,7 +85,40 @@ impl Server {
 
     /// `onesided` against this server with the admin token.
     pub fn cli(&self) -> Cli {
-        Cli::new(&self.url).token(ADMIN_TOKEN)
+        self.as_rank(ADMIN_TOKEN)
+    }
+
+    /// `onesided` against this server with `token` (a rank's, or any other).
+    pub fn as_rank(&self, token: &str) -> Cli {
+        Cli::new(&self.url).token(token)
+    }
+
+    /// `window create --world WORLD NAME WORDS…` with the admin token, which must succeed.
+    pub fn window(&self, world: &str, name: &str, words: &str) -> Output {
+        let out = self
+            .cli()
+            .args(["window", "create", "--world", world, name])
+            .words(words)
+            .run();
+        out.success();
+        out
+    }
+
+    /// The session of `token`, attached through the library on `runtime`, and its handle of
+    /// `window`.
+    pub fn attach_on(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        token: &str,
+        window: &str,
+    ) -> (onesided_client::Session, onesided_client::Window) {
+        runtime.block_on(async {
+            let session = onesided_client::Session::attach(&self.url, token)
+                .await
+                .unwrap();
+            let window = session.window(window).await.unwrap();
+            (session, window)
+        })
     }
 
     /// Creates a world with the CLI and returns its rank tokens.
@@ -93,14 +135,18 @@ impl Server {
             ])
             .run();
         out.success();
-        let document = out.json();
-        document["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|token| token.as_str().unwrap().to_string())
-            .collect()
+        tokens(&out.json())
     }
+}
+
+/// The rank tokens of `world create --json`'s document.
+pub fn tokens(document: &serde_json::Value) -> Vec<String> {
+    document["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|token| token.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// One invocation of the binary.
@@ -148,6 +194,11 @@ impl Cli {
         self
     }
 
+    /// The arguments of `words`, split at white space: `.words("get --window W --target 0")`.
+    pub fn words(self, words: &str) -> Self {
+        self.args(words.split_whitespace())
+    }
+
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
         self.command.arg(arg);
         self
@@ -168,6 +219,12 @@ impl Cli {
         self.command.spawn().expect("the binary runs")
     }
 
+    /// The command as configured so far (environment, arguments, stdin closed), for a test that
+    /// wires its stdout and stderr itself.
+    pub fn command(self) -> Command {
+        self.command
+    }
+
     pub fn run(mut self) -> Output {
         use std::io::Write;
         self.command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -185,6 +242,65 @@ impl Cli {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
+    }
+}
+
+/// A long-running invocation (`audit log --follow`) with its stdout and stderr piped, read
+/// by the test as it goes.
+#[derive(Debug)]
+pub struct Follower {
+    child: std::process::Child,
+    stdout: Option<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl Follower {
+    pub fn spawn(cli: Cli) -> Self {
+        let mut child = cli
+            .command()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        Follower {
+            child,
+            stdout: Some(stdout),
+        }
+    }
+
+    /// Reads `count` lines of stdout, each of which must come (not the end of the stream).
+    #[track_caller]
+    pub fn read_lines(&mut self, count: usize) {
+        use std::io::BufRead;
+        let stdout = self.stdout.as_mut().expect("stdout is open");
+        for _ in 0..count {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            assert!(!line.is_empty(), "the follower printed its first lines");
+        }
+    }
+
+    /// Stops reading: the follower's next write goes into a closed pipe.
+    pub fn close_stdout(&mut self) {
+        self.stdout = None;
+    }
+
+    /// The exit code and stderr once the process exits, which it must within `bound` (`what`
+    /// says why it should).
+    #[track_caller]
+    pub fn exit_within(mut self, bound: std::time::Duration, what: &str) -> (Option<i32>, String) {
+        let mut stderr = self.child.stderr.take().unwrap();
+        let mut child = self.child;
+        let (sender, exited) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            let _ = sender.send((child.wait().unwrap().code(), text));
+        });
+        // stdout stays as it is (read or closed) until the process is gone
+        let exit = exited.recv_timeout(bound).expect(what);
+        drop(self.stdout);
+        exit
     }
 }
 
@@ -214,10 +330,80 @@ impl Output {
         self.code(0)
     }
 
+    /// Exit 0, and exactly `expected` on stdout.
+    #[track_caller]
+    pub fn prints(&self, expected: &str) -> &Self {
+        self.success();
+        assert_eq!(self.stdout, expected, "stderr:\n{}", self.stderr);
+        self
+    }
+
+    /// A line of stdout is exactly `line`.
+    #[track_caller]
+    pub fn prints_line(&self, line: &str) -> &Self {
+        let mut lines = self.stdout.lines();
+        assert!(
+            lines.any(|l| l == line),
+            "no line {line:?} in\n{}",
+            self.stdout
+        );
+        self
+    }
+
+    /// A line of stdout starts with `start` and holds `part`.
+    #[track_caller]
+    pub fn has_row(&self, start: &str, part: &str) -> &Self {
+        let row = |l: &&str| l.starts_with(start) && l.contains(part);
+        assert!(
+            self.stdout.lines().any(|l| row(&l)),
+            "no line starting {start:?} with {part:?} in\n{}",
+            self.stdout
+        );
+        self
+    }
+
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+
+    /// One JSON document per line of stdout (`audit log --json`, the shell's `--json`).
+    #[track_caller]
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"))
+            })
+            .collect()
+    }
+}
+
+/// Methods `NAME(needle)` of [`Output`]: its `STREAM` passes `STREAM.TEST(needle)`, or the
+/// test fails there, showing the stream.
+macro_rules! stream_checks {
+    ($($name:ident: $stream:ident, $test:ident;)*) => {$(
+        #[track_caller]
+        pub fn $name(&self, needle: &str) -> &Self {
+            assert!(
+                self.$stream.$test(needle),
+                "{} fails {}({needle:?}):\n{}",
+                stringify!($stream),
+                stringify!($test),
+                self.$stream
+            );
+            self
+        }
+    )*};
+}
+
+impl Output {
+    stream_checks! {
+        stdout_has: stdout, contains;
+        stdout_starts: stdout, starts_with;
+        stderr_has: stderr, contains;
+        stderr_starts: stderr, starts_with;
     }
 }
 

@@ -2,45 +2,34 @@
 //! (issue 17), and on a terminal (a pseudo-terminal here) it is drawn (the bar's estimate is
 //! unit-tested in the binary's `progress` module).
 
-use crate::{Server, TempDir};
+use std::path::PathBuf;
+
+use crate::{Cli, Server, TempDir};
+
+/// The put of these tests, the file's path to follow.
+const PUT: &str = "put --window blob --target 0 --from-file";
+
+/// A server with world `p` of one rank and its window `blob` of 3 MiB, and a file of `data`
+/// to put there: the server, the rank's token, the file's directory and the file.
+fn a_window_and_a_file(data: &[u8]) -> (Server, String, TempDir, PathBuf) {
+    let (server, tokens) = Server::with_window("p", 1, "blob", "--size 3145728");
+    let dir = TempDir::new();
+    let source = dir.0.join("in.bin");
+    std::fs::write(&source, data).unwrap();
+    (server, tokens[0].clone(), dir, source)
+}
 
 #[test]
 fn file_transfers_draw_no_bar_when_stderr_is_not_a_terminal() {
-    let server = Server::start();
-    let tokens = server.world("p", 1);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "p", "blob", "--size", "3145728",
-        ])
-        .run()
-        .success();
-    let dir = TempDir::new();
     let data: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
-    let source = dir.0.join("in.bin");
-    std::fs::write(&source, &data).unwrap();
-    let put = server
-        .cli()
-        .token(&tokens[0])
-        .args(["put", "--window", "blob", "--target", "0", "--from-file"])
-        .arg(&source)
-        .run();
+    let (server, token, dir, source) = a_window_and_a_file(&data);
+    let put = server.as_rank(&token).words(PUT).arg(&source).run();
     put.success();
     assert_eq!(put.stderr, "", "no bar without a terminal");
     let target = dir.0.join("out.bin");
     let get = server
-        .cli()
-        .token(&tokens[0])
-        .args([
-            "get",
-            "--window",
-            "blob",
-            "--target",
-            "0",
-            "--count",
-            "3145728",
-            "--to-file",
-        ])
+        .as_rank(&token)
+        .words("get --window blob --target 0 --count 3145728 --to-file")
         .arg(&target)
         .run();
     get.success();
@@ -48,10 +37,10 @@ fn file_transfers_draw_no_bar_when_stderr_is_not_a_terminal() {
     assert_eq!(std::fs::read(&target).unwrap(), data);
 }
 
-/// `onesided ARGS` with its stderr on a pseudo-terminal: what it wrote there (read until the
-/// process closed it), and whether it succeeded.
+/// `cli` run with its stderr on a pseudo-terminal: what it wrote there (read until the process
+/// closed it), and whether it succeeded.
 #[cfg(unix)]
-fn on_a_terminal(server: &Server, token: &str, args: &[&std::ffi::OsStr]) -> (String, bool) {
+fn on_a_terminal(cli: Cli) -> (String, bool) {
     use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
     use std::io::Read;
 
@@ -64,14 +53,10 @@ fn on_a_terminal(server: &Server, token: &str, args: &[&std::ffi::OsStr]) -> (St
         .write(true)
         .open(name.to_str().unwrap())
         .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_onesided"))
-        .env_clear()
-        .env("ONESIDED_ADDR", &server.url)
-        .env("ONESIDED_TOKEN", token)
+    let mut child = cli
         // a terminal that draws (without TERM, indicatif takes it for a dumb one)
         .env("TERM", "xterm")
-        .args(args)
-        .stdin(std::process::Stdio::null())
+        .command()
         .stdout(std::process::Stdio::null())
         .stderr(terminal)
         .spawn()
@@ -95,22 +80,8 @@ fn on_a_terminal(server: &Server, token: &str, args: &[&std::ffi::OsStr]) -> (St
 #[cfg(unix)]
 #[test]
 fn file_transfers_draw_a_bar_on_a_terminal() {
-    let server = Server::start();
-    let tokens = server.world("p", 1);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "p", "blob", "--size", "3145728",
-        ])
-        .run()
-        .success();
-    let dir = TempDir::new();
-    let source = dir.0.join("in.bin");
-    std::fs::write(&source, vec![7u8; 3 << 20]).unwrap();
-    let args = ["put", "--window", "blob", "--target", "0", "--from-file"];
-    let mut args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
-    args.push(source.as_os_str());
-    let (drawn, ok) = on_a_terminal(&server, &tokens[0], &args);
+    let (server, token, _dir, source) = a_window_and_a_file(&[7u8; 3 << 20]);
+    let (drawn, ok) = on_a_terminal(server.as_rank(&token).words(PUT).arg(&source));
     assert!(ok, "{drawn}");
     // the bar's text: acknowledged bytes of the total, the average rate and the time left
     assert!(drawn.contains("/3.00 MiB"), "no bar drawn: {drawn:?}");

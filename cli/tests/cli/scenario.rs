@@ -19,15 +19,18 @@ fn report(server: &Server, text: &str) -> Value {
     document
 }
 
+/// [`report`] on a server of its own.
+fn holds(text: &str) -> Value {
+    report(&Server::start(), text)
+}
+
 fn var(document: &Value, rank: usize, name: &str) -> Value {
     document["runs"][0]["ranks"][rank]["vars"][name].clone()
 }
 
 #[test]
 fn communication_calls_ranges_strides_and_aliases() {
-    let server = Server::start();
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window W ranks=2 size=8 type=i32
 alias X = W[0]
@@ -71,9 +74,7 @@ expect public B W[0..8:2] == 11,3,50,-1
 /// private` and `expect public`: every element where its layout says, the others untouched.
 #[test]
 fn layouts_in_stores_loads_gets_and_expectations() {
-    let server = Server::start();
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window W ranks=2 size=6 type=i32
 A: store W[vector:2,1,3@1] = 5,6                  # elements 1 and 4
@@ -183,13 +184,8 @@ A: unlock B
 expect A a == 7
 ";
     let out = run(&server, text, &[]);
-    out.code(1);
-    assert!(
-        out.stdout
-            .contains("s.rma:8: expect A a == 7: did NOT hold (observed 0)"),
-        "{}",
-        out.stdout
-    );
+    out.code(1)
+        .stdout_has("s.rma:8: expect A a == 7: did NOT hold (observed 0)");
     let json = run(&server, text, &["--json"]);
     json.code(1);
     let document = json.json();
@@ -201,51 +197,28 @@ expect A a == 7
 #[test]
 fn a_call_failing_without_bang_fails_the_scenario() {
     let server = Server::start();
-    let out = run(
-        &server,
-        "window W ranks=2 size=1 type=i64\nA: unlock B\nA: lock shared B\nA: unlock B\n",
-        &[],
-    );
-    out.code(1);
-    assert!(
-        out.stdout
-            .contains("s.rma:2: A: `unlock B` failed: MPI_ERR_RMA_SYNC"),
-        "{}",
-        out.stdout
-    );
-
-    let wrong_class = run(
-        &server,
-        "window W ranks=2 size=1 type=i64\nA: unlock B !RMA_RANGE\n",
-        &[],
-    );
-    wrong_class.code(1);
-    assert!(
-        wrong_class.stdout.contains("(expected RMA_RANGE)"),
-        "{}",
-        wrong_class.stdout
-    );
-
-    let no_failure = run(
-        &server,
-        "window W ranks=1 size=1 type=i64\nA: fence !RMA_SYNC\n",
-        &[],
-    );
-    no_failure.code(1);
-    assert!(
-        no_failure
-            .stdout
-            .contains("succeeded but must fail with RMA_SYNC"),
-        "{}",
-        no_failure.stdout
-    );
+    // each program, and what its run (exit 1) says
+    for (text, says) in [
+        (
+            "window W ranks=2 size=1 type=i64\nA: unlock B\nA: lock shared B\nA: unlock B\n",
+            "s.rma:2: A: `unlock B` failed: MPI_ERR_RMA_SYNC",
+        ),
+        (
+            "window W ranks=2 size=1 type=i64\nA: unlock B !RMA_RANGE\n",
+            "(expected RMA_RANGE)",
+        ),
+        (
+            "window W ranks=1 size=1 type=i64\nA: fence !RMA_SYNC\n",
+            "succeeded but must fail with RMA_SYNC",
+        ),
+    ] {
+        run(&server, text, &[]).code(1).stdout_has(says);
+    }
 }
 
 #[test]
 fn expected_error_classes() {
-    let server = Server::start();
-    report(
-        &server,
+    holds(
         "\
 window W ranks=2 size=2 type=f32
 window N ranks=2 size=1 type=i32 info no_locks=true
@@ -268,9 +241,7 @@ B: W.fence
 
 #[test]
 fn fence_pscw_requests_and_test() {
-    let server = Server::start();
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window W ranks=3 size=2 type=i64
 A: fence assert=noprecede
@@ -323,11 +294,9 @@ expect B late == true
 
 #[test]
 fn request_calls_test_wait_any_wait_all_and_free() {
-    let server = Server::start();
     // B holds its own window exclusively until the second barrier, so A's rget from B cannot
     // complete before it: every flag below is determined, not a race
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window W ranks=3 size=2 type=i64
 B: lock exclusive B
@@ -374,9 +343,7 @@ expect public C W[0] == 9
 
 #[test]
 fn several_windows_per_rank_sizes_flavor_and_private_copies() {
-    let server = Server::start();
-    report(
-        &server,
+    holds(
         "\
 window W ranks=2 size=2,0 type=u16 flavor=create
 window V ranks=2 size=1 type=i8 info accumulate_ordering=none
@@ -401,9 +368,7 @@ expect private A V[0] == -5
 
 #[test]
 fn flush_family_and_sleep() {
-    let server = Server::start();
-    report(
-        &server,
+    holds(
         "\
 window W ranks=2 size=1 type=u32
 A: lock_all assert=nocheck
@@ -422,9 +387,7 @@ expect A g == 3
 
 #[test]
 fn crash_and_attach() {
-    let server = Server::start();
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window W ranks=2 size=1 type=i64
 B: lock exclusive A
@@ -444,9 +407,7 @@ expect public A W[0] == 4
 
 #[test]
 fn a_fence_with_a_crashed_rank_fails_with_proc_failed() {
-    let server = Server::start();
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window W ranks=3 size=1 type=i64
 A: fence
@@ -468,9 +429,7 @@ B: fence !PROC_FAILED
 /// to a static window; the owner's stores and loads by address; misuse has its class.
 #[test]
 fn dynamic_windows_attach_regions_that_every_call_reaches() {
-    let server = Server::start();
-    let document = report(
-        &server,
+    let document = holds(
         "\
 window D ranks=2 size=0 type=i32 flavor=dynamic
 window R ranks=2 type=i64 flavor=dynamic by=ranks
@@ -525,9 +484,7 @@ expect private B r[1] == 5
 /// `RMA_SYNC`).
 #[test]
 fn expect_public_reads_a_window_without_locks() {
-    let server = Server::start();
-    report(
-        &server,
+    holds(
         "\
 window V ranks=2 size=2 type=i64 info no_locks=true
 A: fence
@@ -544,9 +501,7 @@ expect public B V[0..2] == 0,9
 /// and an alias may name a region above the line that attaches it (it said `unknown window`).
 #[test]
 fn a_region_of_no_bytes_and_an_alias_above_its_attach() {
-    let server = Server::start();
-    report(
-        &server,
+    holds(
         "\
 window W ranks=2 type=i32 flavor=dynamic
 alias X = r[1]
@@ -605,7 +560,6 @@ B: unlock A
 /// column, and nothing runs.
 #[test]
 fn dynamic_parse_errors_exit_2_with_line_and_column() {
-    let server = Server::start();
     let head = "window W ranks=2 type=i64 flavor=dynamic\n";
     let cases = [
         (
@@ -657,6 +611,7 @@ fn dynamic_parse_errors_exit_2_with_line_and_column() {
             "s.rma:3:4: rank 0 crashed at line 2: only `attach` (without arguments) may follow",
         ),
     ];
+    let server = Server::start();
     for (text, message) in cases {
         let out = run(&server, &text, &[]);
         out.code(2);
@@ -666,19 +621,10 @@ fn dynamic_parse_errors_exit_2_with_line_and_column() {
 
 #[test]
 fn a_stuck_rank_times_out_and_fails() {
-    let server = Server::start();
-    let out = run(
-        &server,
-        "window W ranks=2 size=1 type=i64\nA: post {B}\nA: wait\n",
-        &["--timeout", "1"],
-    );
-    out.code(1);
-    assert!(
-        out.stdout
-            .contains("rank 0 did not finish within 1s: stuck at line 3"),
-        "{}",
-        out.stdout
-    );
+    let text = "window W ranks=2 size=1 type=i64\nA: post {B}\nA: wait\n";
+    let out = run(&Server::start(), text, &["--timeout", "1"]);
+    out.code(1)
+        .stdout_has("rank 0 did not finish within 1s: stuck at line 3");
 }
 
 #[test]
@@ -720,6 +666,6 @@ fn parse_errors_exit_2_with_line_and_column() {
         assert!(out.stderr.contains(message), "{text:?}: {}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1);
     }
-    let missing = server.cli().args(["run", "/nonexistent/x.rma"]).run();
+    let missing = server.cli().words("run /nonexistent/x.rma").run();
     missing.code(2);
 }

@@ -18,21 +18,13 @@ fn holds_none(what: &str, out: &Output, secrets: &[&str]) {
 
 #[test]
 fn no_token_reaches_the_clis_output_at_any_log_level() {
-    let server = Server::start();
-    // the one command whose job is to print tokens
-    let tokens = server.world("w", 2);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "w", "counters", "--count", "4", "--type", "i64",
-        ])
-        .run()
-        .success();
+    // world create: the one command whose job is to print tokens
+    let (server, tokens) = Server::with_window("w", 2, "counters", "--count 4 --type i64");
     let wrong = "wrong-secret-token-0123456789";
     let secrets = [ADMIN_TOKEN, tokens[0].as_str(), tokens[1].as_str(), wrong];
     let verbose = |token: &str| {
-        Cli::new(&server.url)
-            .token(token)
+        server
+            .as_rank(token)
             .env("RUST_LOG", "trace")
             .env("RUST_BACKTRACE", "1")
     };
@@ -41,7 +33,7 @@ fn no_token_reaches_the_clis_output_at_any_log_level() {
     let runs: Vec<(&str, Output, Option<i32>)> = vec![
         (
             "world ls",
-            verbose(ADMIN_TOKEN).args(["world", "ls"]).run(),
+            verbose(ADMIN_TOKEN).words("world ls").run(),
             Some(0),
         ),
         (
@@ -62,13 +54,13 @@ fn no_token_reaches_the_clis_output_at_any_log_level() {
         (
             "audit log",
             verbose(ADMIN_TOKEN)
-                .args(["--json", "audit", "log", "w/counters"])
+                .words("--json audit log w/counters")
                 .run(),
             Some(0),
         ),
         (
             "an unknown token",
-            verbose(wrong).args(["world", "ls"]).run(),
+            verbose(wrong).words("world ls").run(),
             Some(3),
         ),
         (
@@ -78,7 +70,7 @@ fn no_token_reaches_the_clis_output_at_any_log_level() {
         ),
         (
             "a rank token on an admin command",
-            verbose(&tokens[0]).args(["world", "ls"]).run(),
+            verbose(&tokens[0]).words("world ls").run(),
             Some(3),
         ),
         (
@@ -89,14 +81,14 @@ fn no_token_reaches_the_clis_output_at_any_log_level() {
         (
             "an MPI error",
             verbose(&tokens[0])
-                .args(["get", "--rank", "0", "--type", "i64", "--disp", "9"])
+                .words("get --rank 0 --type i64 --disp 9")
                 .args(at)
                 .run(),
             None,
         ),
         (
             "a usage error",
-            verbose(&tokens[0]).args(["put", "--bogus"]).run(),
+            verbose(&tokens[0]).words("put --bogus").run(),
             Some(2),
         ),
     ];

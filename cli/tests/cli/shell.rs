@@ -1,18 +1,16 @@
 //! `onesided shell` without a terminal: lines from stdin, results on stdout.
 
-use crate::{Cli, Server};
+use crate::{Output, Server};
+
+/// `onesided shell --world WORLD --rank 0` with rank 0's token, `script` its stdin.
+fn rank_0(server: &Server, tokens: &[String], world: &str, script: &str) -> Output {
+    let shell = server.as_rank(&tokens[0]).words("shell --rank 0 --world");
+    shell.arg(world).stdin(script).run()
+}
 
 #[test]
 fn a_rank_works_its_epochs_by_hand() {
-    let server = Server::start();
-    let tokens = server.world("s", 2);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "s", "W", "--count", "4", "--type", "i64",
-        ])
-        .run()
-        .success();
+    let (server, tokens) = Server::with_window("s", 2, "W", "--count 4 --type i64");
     let script = "\
 help
 open W
@@ -30,38 +28,15 @@ get 1 W[indexed:1,0] -> d origin=vector:2,1,2   # elements 1 then 0, landing at 
 unlock 1
 vars
 ";
-    let out = Cli::new(&server.url)
-        .token(&tokens[0])
-        .args(["shell", "--world", "s", "--rank", "0"])
-        .stdin(script)
-        .run();
-    let lines: Vec<&str> = out.stdout.lines().collect();
+    let out = rank_0(&server, &tokens, "s", script);
     assert!(out.stdout.contains("commands (one rank, the token's):"));
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("window W (id ") && l.contains("2 ranks, 4,4 elements of i64")),
-        "{}",
-        out.stdout
-    );
-    assert!(lines.contains(&"a = 5,6"), "{}", out.stdout);
-    assert!(lines.contains(&"c = 6"), "vars lists c: {}", out.stdout);
-    assert!(lines.contains(&"d = 6,0,5"), "vars lists d: {}", out.stdout);
-    assert!(
-        out.stderr.contains("onesided: line 8: MPI_ERR_RMA_SYNC: "),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stdout.contains("failed as expected: MPI_ERR_RMA_SYNC"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stderr.contains("line 10: zzz was never assigned"),
-        "{}",
-        out.stderr
-    );
+    out.has_row("window W (id ", "2 ranks, 4,4 elements of i64");
+    out.prints_line("a = 5,6");
+    // vars lists c and d
+    out.prints_line("c = 6").prints_line("d = 6,0,5");
+    out.stderr_has("onesided: line 8: MPI_ERR_RMA_SYNC: ");
+    out.stdout_has("failed as expected: MPI_ERR_RMA_SYNC");
+    out.stderr_has("line 10: zzz was never assigned");
     assert_eq!(out.stderr.lines().count(), 2, "{}", out.stderr);
     out.code(1);
 }
@@ -70,15 +45,7 @@ vars
 /// name, reaches it with a put to itself, and detaches it once.
 #[test]
 fn a_rank_attaches_and_detaches_regions_of_a_dynamic_window() {
-    let server = Server::start();
-    let tokens = server.world("d", 2);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "d", "D", "--flavor", "dynamic", "--type", "i32",
-        ])
-        .run()
-        .success();
+    let (server, tokens) = Server::with_window("d", 2, "D", "--flavor dynamic --type i32");
     let script = "\
 open D
 attach 3 -> r
@@ -94,53 +61,24 @@ print b
 detach r
 detach r !RMA_ATTACH
 ";
-    let out = Cli::new(&server.url)
-        .token(&tokens[0])
-        .args(["shell", "--world", "d", "--rank", "0"])
-        .stdin(script)
-        .run();
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("window D (id ") && l.contains("elements of i32")),
-        "{}",
-        out.stdout
-    );
-    assert!(lines.contains(&"a = 7,0,0"), "{}", out.stdout);
-    assert!(lines.contains(&"b = 7,0,9"), "{}", out.stdout);
-    assert!(
-        out.stdout
-            .contains("failed as expected: MPI_ERR_RMA_ATTACH"),
-        "{}",
-        out.stdout
-    );
+    let out = rank_0(&server, &tokens, "d", script);
+    out.has_row("window D (id ", "elements of i32");
+    out.prints_line("a = 7,0,0").prints_line("b = 7,0,9");
+    out.stdout_has("failed as expected: MPI_ERR_RMA_ATTACH");
     assert_eq!(out.stderr, "", "{}", out.stderr);
     out.success();
 }
 
 #[test]
 fn json_lines_and_a_clean_exit() {
-    let server = Server::start();
-    let tokens = server.world("j", 1);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "j", "W", "--count", "2", "--type", "i32",
-        ])
-        .run()
-        .success();
-    let out = Cli::new(&server.url)
-        .token(&tokens[0])
-        .args(["--json", "shell"])
+    let (server, tokens) = Server::with_window("j", 1, "W", "--count 2 --type i32");
+    let out = server
+        .as_rank(&tokens[0])
+        .words("--json shell")
         .stdin("open W type=u8\nstore W[1] = 200\nload W[0..2] -> v\nbarrier\nquit\nfence\n")
         .run();
     out.success();
-    let documents: Vec<serde_json::Value> = out
-        .stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let documents = out.json_lines();
     assert_eq!(documents[0]["type"], "u8");
     assert_eq!(documents[0]["sizes"], serde_json::json!([8]));
     assert_eq!(documents[2]["value"], serde_json::json!([0, 200]));
@@ -151,9 +89,6 @@ fn json_lines_and_a_clean_exit() {
 fn the_shell_checks_the_rank() {
     let server = Server::start();
     let tokens = server.world("r", 2);
-    let out = Cli::new(&server.url)
-        .token(&tokens[1])
-        .args(["shell", "--rank", "0"])
-        .run();
+    let out = server.as_rank(&tokens[1]).words("shell --rank 0").run();
     out.code(2);
 }

@@ -64,35 +64,51 @@ impl Store {
         binds: &[i64],
         change: impl FnOnce(&mut onesided_core::audit::Event),
     ) {
-        use sqlx::Connection;
+        use onesided_test_support::{rewrite_event_postgres, rewrite_event_sqlite};
         let url = self.url(server);
         block_on(async {
             match self {
                 Store::Sqlite => {
-                    let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
-                    onesided_test_support::rewrite_event_sqlite(
-                        &mut connection,
-                        table,
-                        filter,
-                        binds,
-                        change,
-                    )
-                    .await;
-                    connection.close().await.unwrap();
+                    let rewrite = async |connection: &mut sqlx::SqliteConnection| {
+                        rewrite_event_sqlite(connection, table, filter, binds, change).await
+                    };
+                    connected(&url, rewrite).await
                 }
                 Store::Postgres(_) => {
-                    let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
-                    onesided_test_support::rewrite_event_postgres(
-                        &mut connection,
-                        table,
-                        filter,
-                        binds,
-                        change,
-                    )
-                    .await;
-                    connection.close().await.unwrap();
+                    let rewrite = async |connection: &mut sqlx::PgConnection| {
+                        rewrite_event_postgres(connection, table, filter, binds, change).await
+                    };
+                    connected(&url, rewrite).await
                 }
             }
         })
     }
 }
+
+/// Runs `body` on a connection of its own to `url`, closed after it.
+async fn connected<C: sqlx::Connection>(url: &str, body: impl AsyncFnOnce(&mut C)) {
+    let mut connection = C::connect(url).await.unwrap();
+    body(&mut connection).await;
+    connection.close().await.unwrap();
+}
+
+/// The tests `on_sqlite` and `on_postgres` of `check(store)`, in a module named after it.
+macro_rules! on_both_stores {
+    ($check:ident) => {
+        mod $check {
+            use crate::store::Store;
+
+            #[test]
+            fn on_sqlite() {
+                super::$check(Store::Sqlite);
+            }
+
+            #[test]
+            fn on_postgres() {
+                super::$check(Store::postgres());
+            }
+        }
+    };
+}
+
+pub(crate) use on_both_stores;

@@ -5,7 +5,7 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::{Cli, Output, Server, ADMIN_TOKEN};
+use crate::{Cli, Follower, Output, Server, ADMIN_TOKEN};
 
 /// A bound no correct run comes near, far below what waiting for the server would take.
 const GIVES_UP_WITHIN: Duration = Duration::from_secs(15);
@@ -38,7 +38,7 @@ fn a_server_that_accepts_and_never_speaks_times_out_every_kind_of_call() {
         let (out, took) = timed(
             Cli::new(&url)
                 .token("some-token")
-                .args(["--timeout", "1"])
+                .words("--timeout 1")
                 .args(args),
         );
         out.code(4);
@@ -55,22 +55,24 @@ fn a_server_that_accepts_and_never_speaks_times_out_every_kind_of_call() {
 fn a_paused_server_is_cut_by_the_connect_timeout() {
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", silent.local_addr().unwrap());
+    cut_by_the_connect_timeout(&url, "no answer", Duration::from_secs(10));
+    drop(silent);
+}
+
+/// `world ls` against `url` with a connect timeout of 0.5 s: exit 4 after the 0.5 s and
+/// before `bound`, saying it could not connect for want of `what` within it.
+#[track_caller]
+fn cut_by_the_connect_timeout(url: &str, what: &str, bound: Duration) {
     let (out, took) = timed(
-        Cli::new(&url)
+        Cli::new(url)
             .token("some-token")
             .env("ONESIDED_CONNECT_TIMEOUT", "0.5")
-            .args(["world", "ls"]),
+            .words("world ls"),
     );
-    out.code(4);
-    assert!(
-        out.stderr
-            .contains(&format!("cannot connect to {url}: no answer within 0.5s")),
-        "{}",
-        out.stderr
-    );
+    out.code(4)
+        .stderr_has(&format!("cannot connect to {url}: {what} within 0.5s"));
     assert!(took >= Duration::from_millis(500), "{took:?}");
-    assert!(took < Duration::from_secs(10), "{took:?}");
-    drop(silent);
+    assert!(took < bound, "{took:?}");
 }
 
 /// Issue 44: an address without a scheme is a configuration mistake, said as such.
@@ -78,14 +80,10 @@ fn a_paused_server_is_cut_by_the_connect_timeout() {
 fn an_address_without_a_scheme_is_refused_as_such() {
     let out = Cli::new("127.0.0.1:50051")
         .token("some-token")
-        .args(["world", "ls"])
+        .words("world ls")
         .run();
-    out.code(2);
-    assert!(
-        out.stderr.contains("must start with http:// or https://"),
-        "{}",
-        out.stderr
-    );
+    out.code(2)
+        .stderr_has("must start with http:// or https://");
 }
 
 /// A listener whose accept queue is full: the kernel drops further connection attempts, so
@@ -132,22 +130,7 @@ impl FullBacklog {
 fn a_connection_that_never_completes_hits_the_connect_timeout() {
     let full = FullBacklog::new();
     let url = format!("http://{}", full.addr);
-    let (out, took) = timed(
-        Cli::new(&url)
-            .token("some-token")
-            .env("ONESIDED_CONNECT_TIMEOUT", "0.5")
-            .args(["world", "ls"]),
-    );
-    out.code(4);
-    assert!(
-        out.stderr.contains(&format!(
-            "cannot connect to {url}: no connection within 0.5s"
-        )),
-        "{}",
-        out.stderr
-    );
-    assert!(took >= Duration::from_millis(500), "{took:?}");
-    assert!(took < GIVES_UP_WITHIN, "{took:?}");
+    cut_by_the_connect_timeout(&url, "no connection", GIVES_UP_WITHIN);
 }
 
 #[test]
@@ -156,7 +139,7 @@ fn timeouts_must_be_positive_numbers_of_seconds() {
         for flag in ["--timeout", "--connect-timeout"] {
             let out = Cli::new("http://127.0.0.1:1")
                 .arg(format!("{flag}={bad}"))
-                .args(["world", "ls"])
+                .words("world ls")
                 .run();
             out.code(2);
             assert!(out.stderr.contains(flag), "{flag} {bad}: {}", out.stderr);
@@ -167,31 +150,21 @@ fn timeouts_must_be_positive_numbers_of_seconds() {
 #[test]
 fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
     use futures::StreamExt;
-    use onesided_client::{Audit, AuditEvent, LockType, Session};
+    use onesided_client::{Audit, AuditEvent, LockType};
 
-    let server = Server::start();
-    let tokens = server.world("wait", 2);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "wait", "W", "--count", "1", "--type", "i64",
-        ])
-        .run()
-        .success();
+    let (server, tokens) = Server::with_window("wait", 2, "W", "--count 1 --type i64");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // rank 0 holds an exclusive lock on its own window and writes 42 under it
-    let (holder, window) = runtime.block_on(async {
-        let holder = Session::attach(&server.url, &tokens[0]).await.unwrap();
-        let window = holder.window("W").await.unwrap();
+    let (holder, window) = server.attach_on(&runtime, &tokens[0], "W");
+    runtime.block_on(async {
         window.lock(LockType::Exclusive, 0, 0).await.unwrap();
         window.put(0, 0, &[42i64]).unwrap();
-        (holder, window)
     });
     // rank 1 reads it with a 1 s timeout: its shared lock must wait behind rank 0's
-    let reader = Cli::new(&server.url)
-        .token(&tokens[1])
-        .args(["--timeout", "1"])
-        .args(["get", "--window", "W", "--target", "0"]);
+    let reader = server
+        .as_rank(&tokens[1])
+        .words("--timeout 1")
+        .words("get --window W --target 0");
     let started = Instant::now();
     let waiting = std::thread::spawn(move || reader.run());
     // once the target has queued rank 1's request (the audit log records it) ...
@@ -226,9 +199,7 @@ fn a_lock_wait_longer_than_the_timeout_is_not_cut() {
         drop(window);
         holder.close().await.unwrap();
     });
-    let out = waiting.join().unwrap();
-    out.success();
-    assert_eq!(out.stdout, "42\n");
+    waiting.join().unwrap().prints("42\n");
     assert!(started.elapsed() > Duration::from_secs(2));
 }
 
@@ -308,48 +279,20 @@ impl FreezableProxy {
 
 #[test]
 fn a_follower_notices_a_server_that_went_silent() {
-    use std::io::{BufRead, BufReader};
-
-    let server = Server::start();
-    server.world("s", 1);
-    server
-        .cli()
-        .args([
-            "window", "create", "--world", "s", "W", "--count", "1", "--type", "i64",
-        ])
-        .run()
-        .success();
+    let (server, _) = Server::with_window("s", 1, "W", "--count 1 --type i64");
     let proxy = FreezableProxy::new(&server.url);
-    let mut follower = std::process::Command::new(env!("CARGO_BIN_EXE_onesided"))
-        .env_clear()
-        .env("ONESIDED_ADDR", format!("http://{}", proxy.addr))
-        .env("ONESIDED_TOKEN", ADMIN_TOKEN)
-        .args(["--timeout", "1", "audit", "log", "s/W", "--follow"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut follower = Follower::spawn(
+        Cli::new(&format!("http://{}", proxy.addr))
+            .token(ADMIN_TOKEN)
+            .words("--timeout 1 audit log s/W --follow"),
+    );
     // the header and the creation event: the follower is live, then waits for new events
-    let mut stdout = BufReader::new(follower.stdout.take().unwrap());
-    for _ in 0..2 {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert!(!line.is_empty());
-    }
+    follower.read_lines(2);
     proxy.freeze();
     let started = Instant::now();
-    let (sender, exited) = std::sync::mpsc::channel();
-    let mut stderr = follower.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
-        let _ = sender.send((follower.wait().unwrap().code(), text));
-    });
     // silent for the ping interval (1 s, the timeout), then 1 s without an answer to the ping
-    let (code, stderr) = exited
-        .recv_timeout(GIVES_UP_WITHIN)
-        .expect("the follower gives up on a silent server");
+    let (code, stderr) =
+        follower.exit_within(GIVES_UP_WITHIN, "the follower gives up on a silent server");
     assert_eq!(code, Some(4), "{stderr}");
     assert!(stderr.starts_with("onesided: "), "{stderr}");
     // issue 44: named as the silent server it may be, not only as an HTTP/2 protocol error
