@@ -486,6 +486,22 @@ pub struct WindowDesc {
 }
 
 impl WindowDesc {
+    /// A window created (`MPI_Win_create`) over the whole world of `sizes.len()` ranks, of
+    /// the separate model and default info.
+    pub fn created(id: u64, name: &str, sizes: Vec<u64>, disp_units: Vec<u32>) -> WindowDesc {
+        WindowDesc {
+            id,
+            name: name.to_string(),
+            world: name.to_string(),
+            flavor: Flavor::Create,
+            model: MemoryModel::Separate,
+            group: WindowDesc::whole_world(sizes.len() as u32),
+            sizes,
+            disp_units,
+            info: WindowInfo::default(),
+        }
+    }
+
     /// Number of ranks.
     pub fn nranks(&self) -> u32 {
         self.sizes.len() as u32

@@ -205,6 +205,68 @@ pub enum Call {
 }
 
 impl Call {
+    /// `MPI_Win_fence(assert)` on `window`, publishing nothing yet (a client or the simulator
+    /// fills in what it publishes).
+    pub fn fence(window: u64, assert: u32) -> Call {
+        let push = Vec::new();
+        Call::Fence {
+            window,
+            assert,
+            push,
+        }
+    }
+
+    /// `MPI_Win_post(group, assert)`.
+    pub fn post(window: u64, group: Vec<u32>, assert: u32) -> Call {
+        let push = Vec::new();
+        Call::Post {
+            window,
+            group,
+            assert,
+            push,
+        }
+    }
+
+    /// `MPI_Win_start(group, assert)`.
+    pub fn start(window: u64, group: Vec<u32>, assert: u32) -> Call {
+        Call::Start {
+            window,
+            group,
+            assert,
+        }
+    }
+
+    /// `MPI_Win_lock(lock_type, target, assert)`.
+    pub fn lock(window: u64, lock_type: LockType, target: u32, assert: u32) -> Call {
+        Call::Lock {
+            window,
+            lock_type,
+            target,
+            assert,
+        }
+    }
+
+    /// `MPI_Win_unlock(target)`.
+    pub fn unlock(window: u64, target: u32) -> Call {
+        let push = Vec::new();
+        Call::Unlock {
+            window,
+            target,
+            push,
+        }
+    }
+
+    /// `MPI_Win_lock_all(assert)`.
+    pub fn lock_all(window: u64, assert: u32) -> Call {
+        Call::LockAll { window, assert }
+    }
+
+    /// `MPI_Win_unlock_all`.
+    pub fn unlock_all(window: u64) -> Call {
+        let push = Vec::new();
+        Call::UnlockAll { window, push }
+    }
+
     /// The window the call is on.
     pub fn window(&self) -> u64 {
         match self {

@@ -132,8 +132,9 @@ struct Rank {
     next: usize,
     windows: BTreeMap<u64, Opened>,
     waiting: Option<Waiting>,
-    /// Operations issued and not yet answered: call index → (window, target).
-    outstanding: BTreeMap<usize, (u64, u32)>,
+    /// Operations issued and not yet answered: call index → (window, target, the bytes its
+    /// answer brings back).
+    outstanding: BTreeMap<usize, (u64, u32, u64)>,
     /// Waiting in the world's barrier.
     in_barrier: bool,
 }
@@ -164,6 +165,7 @@ pub struct World {
     answers: Vec<(Ref, crate::target::Answer)>,
     now: Instant,
     run: Run,
+    strict: bool,
 }
 
 impl World {
@@ -231,7 +233,18 @@ impl World {
             answers: Vec::new(),
             now,
             run: Run::default(),
+            strict: false,
         })
+    }
+
+    /// A world that checks, as it goes, what the fuzz target relies on, and panics when it
+    /// does not hold: a refused call changes nothing of its rank (epoch state, client chain,
+    /// private copy), and an operation admission accepted is answered, when it succeeds,
+    /// with exactly the bytes its access covers, and when it fails, never with a class
+    /// admission checks (the engine applies without checking again).
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
+        self
     }
 
     /// Runs `programs` (one per rank) to the end, or until no rank can move, each step chosen
@@ -326,6 +339,10 @@ impl World {
     fn window_call(&mut self, rank: u32, index: usize, call: Call) {
         let window = call.window();
         let state = &mut self.ranks[rank as usize];
+        let before = self.strict.then(|| {
+            let open = state.windows.get(&window);
+            open.map(|open| (open.epoch.clone(), open.next_cseq, open.copy.clone()))
+        });
         let (call, taken) = with_push(call, state.windows.get_mut(&window));
         let completes = completes(&call);
         let mut admission = Admission {
@@ -337,6 +354,12 @@ impl World {
             Ok(admitted) => admitted,
             Err(error) => {
                 put_back(state.windows.get_mut(&window), &taken);
+                if let Some(before) = before {
+                    let open = state.windows.get(&window);
+                    let after =
+                        open.map(|open| (open.epoch.clone(), open.next_cseq, open.copy.clone()));
+                    assert!(after == before, "a refused call changed its rank: {error}");
+                }
                 self.fail(rank, index, error);
                 return;
             }
@@ -347,8 +370,16 @@ impl World {
             put_back(state.windows.get_mut(&window), &taken);
         }
         let is_op = matches!(admitted, Admitted::Op { .. });
-        if let Admitted::Op { target, .. } = &admitted {
-            state.outstanding.insert(index, (window, *target));
+        if let Admitted::Op {
+            target, op, access, ..
+        } = &admitted
+        {
+            let returned = if op.kind.returns_data() {
+                access.bytes
+            } else {
+                0
+            };
+            state.outstanding.insert(index, (window, *target, returned));
         }
         let issuer = Issuer {
             id: index as u64,
@@ -412,12 +443,14 @@ impl World {
     }
 
     /// Puts `input` at the back of the inbox of rank `to`'s target of `window`.
+    ///
+    /// # Panics
+    /// When a route addresses a rank outside the window (the server's session would index
+    /// past its actors: a bug of admission or of the route).
     fn send(&mut self, window: u64, to: u32, input: Input<Ref>) {
-        if let Some(inbox) = self
-            .windows
-            .get_mut(&window)
-            .and_then(|sim| sim.inboxes.get_mut(to as usize))
-        {
+        if let Some(sim) = self.windows.get_mut(&window) {
+            let inbox = sim.inboxes.get_mut(to as usize);
+            let inbox = inbox.unwrap_or_else(|| panic!("a route addresses rank {to}"));
             inbox.push_back(input);
         }
     }
@@ -450,13 +483,15 @@ impl World {
         let (to, answer) = self.answers.remove(index);
         let rank = to.rank;
         let state = &mut self.ranks[rank as usize];
-        if let Some((window, _)) = state.outstanding.remove(&to.call) {
+        if let Some((_, _, returned)) = state.outstanding.remove(&to.call) {
+            if self.strict {
+                strictly_answered(&answer, returned);
+            }
             match answer {
                 Ok(Outcome::Data(data)) => self.run.fetched.push((rank, to.call, data)),
                 Ok(_) => {}
                 Err(error) => self.run.errors.push((rank, to.call, error)),
             }
-            let _ = window;
             self.maybe_done(rank);
             return;
         }
@@ -509,7 +544,7 @@ impl World {
         let Some(waiting) = &state.waiting else {
             return;
         };
-        let pending = state.outstanding.values().any(|&(window, target)| {
+        let pending = state.outstanding.values().any(|&(window, target, _)| {
             window == waiting.window
                 && match waiting.completes {
                     None => false,
@@ -577,6 +612,29 @@ impl World {
             self.run.privates.insert(id, privates);
         }
         self.run
+    }
+}
+
+/// An operation's answer as a strict world demands it: `returned` bytes when it succeeds,
+/// and no refusal of a kind admission checks.
+fn strictly_answered(answer: &crate::target::Answer, returned: u64) {
+    match answer {
+        Ok(Outcome::Data(data)) => assert_eq!(data.len() as u64, returned, "the answer's length"),
+        Ok(Outcome::Done) => assert_eq!(returned, 0, "no data came back"),
+        Ok(other) => panic!("an operation answered {other:?}"),
+        Err(error) => assert!(
+            !matches!(
+                error.class,
+                ErrorClass::RmaRange
+                    | ErrorClass::Type
+                    | ErrorClass::Op
+                    | ErrorClass::Count
+                    | ErrorClass::Arg
+                    | ErrorClass::Disp
+                    | ErrorClass::Rank
+            ),
+            "admission accepted what the engine refuses: {error}"
+        ),
     }
 }
 
