@@ -10,10 +10,12 @@
 //! oracle, not part of core's API). Dev-only: no crate depends on it outside its tests.
 //!
 //! It also runs the server in the test's process ([`in_process`]), with the configuration the
-//! suite built. It must not decide how servers or clients are configured: the suites do that
-//! through the real server and the real client, each in its own way (in process, or as a
-//! binary).
+//! suite built, and sets up what the server's tests start from ([`fixture`]: a server in
+//! process, a world attached to it through the real client, a server restarted on its files).
+//! It must not decide how servers or clients are configured: the suites do that through the
+//! real server and the real client, each in its own way (in process, or as a binary).
 
+pub mod fixture;
 pub mod in_process;
 pub mod linearizable;
 pub mod private_postgres;
