@@ -361,7 +361,7 @@ async fn a_new_session_of_the_rank_knows_the_regions_it_attached() {
 /// private copy) and a region can still be detached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_survive_a_restart() {
-    use crate::recovery::start_on;
+    use crate::start_on;
     use onesided_client::{Admin, Session};
     let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-dynamic")));
     let server = start_on(&data.0, |_| {}).await;
@@ -428,7 +428,7 @@ async fn regions_survive_a_restart() {
 /// taken across a restart, and freeing the window gives them back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_count_toward_the_servers_window_bytes() {
-    use crate::recovery::start_on;
+    use crate::start_on;
     use onesided_client::{Admin, Session};
     let limited = |config: &mut onesided_server::ServerConfig| {
         config.limits.max_window_bytes = 1000;

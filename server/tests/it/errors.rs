@@ -12,9 +12,7 @@ const PATTERN: [[i64; 4]; 3] = [[1, 2, 3, 4], [11, 12, 13, 14], [21, 22, 23, 24]
 
 /// Three ranks on a fresh window whose public and private copies hold PATTERN.
 async fn prepared(fixture: &Fixture) -> Vec<Window> {
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 4))
-        .await;
+    let windows = fixture.window_of::<i64>(4).await;
     for (rank, window) in windows.iter().enumerate() {
         window.store(0, &PATTERN[rank]).unwrap();
         window

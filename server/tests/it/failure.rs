@@ -240,9 +240,7 @@ async fn an_idle_client_keeps_its_lease_with_heartbeats() {
     let lease = Duration::from_millis(1500);
     let server = spawn_server_with(|config| config.lease_ttl = lease).await;
     let fixture = Fixture::on(server, 2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let w = fixture.window_of::<i64>(1).await;
     w[0].lock(LockType::Exclusive, 0, 0).await.unwrap();
     assert!(w[0].fencing_token(0).is_some());
     // idle for several leases, holding the lock: heartbeats keep the session alive, so the
@@ -263,10 +261,7 @@ async fn an_idle_client_keeps_its_lease_with_heartbeats() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_with_a_crashed_rank_fails_with_proc_failed_naming_it() {
-    let fixture = Fixture::new(3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 1))
-        .await;
+    let (fixture, w) = Fixture::with_window::<i64>(3, 1).await;
     let results = crate::ranks(w, |_, window| async move {
         window.fence(0).await.map(|()| window)
     })
@@ -314,10 +309,7 @@ async fn a_barrier_with_a_departed_rank_fails_and_works_again_after_it_reattache
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_a_crashed_origin_fails_with_proc_failed() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     let [target, origin]: [_; 2] = w.try_into().unwrap();
     target.post(&[1], 0).unwrap();
     origin.start(&[0], 0).unwrap();

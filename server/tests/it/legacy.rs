@@ -10,7 +10,7 @@ use std::path::Path;
 use onesided_client::{Audit, LockType, Session};
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
-use crate::recovery::start_on;
+use crate::start_on;
 use crate::store::PgDatabase;
 use crate::{unique, TempDir, ADMIN_TOKEN};
 

@@ -12,7 +12,7 @@ use onesided_server::ServerConfig;
 use tonic::Code;
 
 use crate::raw::{bare_call, contiguous, encode, raw, Meta, RawSession};
-use crate::recovery::start_on;
+use crate::start_on;
 use crate::{spawn_server_with, unique, Fixture, TempDir, ADMIN_TOKEN};
 
 fn no_mem<T: std::fmt::Debug>(result: onesided_client::Result<T>) -> (Code, Option<ErrorClass>) {

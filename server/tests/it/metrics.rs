@@ -72,9 +72,7 @@ async fn fences_and_batched_puts_are_counted_and_timed_per_call() {
     const FENCES: usize = 5;
     let (server, metrics) = server_with_metrics().await;
     let fixture = Fixture::on(server, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     let ranks = windows.len();
     let puts = crate::ranks(windows, |rank, w| async move {
         w.fence(Assert::NOPRECEDE).await.unwrap();
@@ -164,9 +162,7 @@ async fn a_lock_wait_lasts_at_least_as_long_as_the_holder_kept_the_lock() {
     const HOLD: Duration = Duration::from_millis(200);
     let (server, metrics) = server_with_metrics().await;
     let fixture = Fixture::on(server, 2).await;
-    let mut windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let mut windows = fixture.window_of::<i64>(1).await;
     let waiter = windows.pop().unwrap();
     let holder = windows.pop().unwrap();
     // rank 0 locks its own rank: granted at once (an eager lock waits for its grant)
@@ -235,9 +231,7 @@ async fn audit_commits_count_every_event_of_the_log_in_sync_mode() {
     let (server, metrics) = server_with_metrics().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let fixture = Fixture::on(server, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
-        .await;
+    let windows = fixture.window_of::<i64>(4).await;
     crate::ranks(windows, |rank, w| async move {
         w.fence(Assert::NOPRECEDE).await.unwrap();
         for round in 0..3i64 {
@@ -495,9 +489,7 @@ async fn a_busy_polling_server_spins_its_budget_after_answers_and_reports_it() {
     // the default: no spinning at all, whatever the traffic
     let (plain, plain_metrics) = server_with_metrics().await;
     let fixture = Fixture::on(plain, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     for i in 1..=20_i64 {
         windows[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
         windows[0].put(1, 0, &[i]).unwrap();

@@ -6,7 +6,8 @@
 use onesided_client::{Admin, Audit, AuditEvent, LockType, RecordedOp, Session, WindowSpec};
 use onesided_server::audit::Durability;
 
-use crate::recovery::{public_copies, start_on};
+use crate::recovery::public_copies;
+use crate::start_on;
 use crate::{unique, TempDir, ADMIN_TOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

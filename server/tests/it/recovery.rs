@@ -9,60 +9,9 @@ use std::time::Duration;
 
 use onesided_client::{Admin, Audit, ErrorClass, LockType, Op, Session, WindowSpec};
 use onesided_core::audit::Event;
-use onesided_server::{run, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 
-use crate::{unique, TempDir, ADMIN_TOKEN};
-
-/// A server on `data` that can be stopped (gracefully) and started again on the same files.
-pub(crate) struct Running {
-    pub(crate) url: String,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-pub(crate) async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Running {
-    start_listening(
-        TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        data,
-        adjust,
-    )
-    .await
-}
-
-async fn start_listening(
-    listener: TcpListener,
-    data: &Path,
-    adjust: impl FnOnce(&mut ServerConfig),
-) -> Running {
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let mut config = ServerConfig::new(ADMIN_TOKEN, data.to_path_buf());
-    adjust(&mut config);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        run(listener, config, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server failed");
-    });
-    // the first answer comes once the server runs (its store is open and recovered)
-    Admin::connect(&url, ADMIN_TOKEN)
-        .await
-        .unwrap()
-        .list_worlds()
-        .await
-        .unwrap();
-    Running { url, stop, task }
-}
-
-impl Running {
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
-    }
-}
+use crate::{start_listening, start_on, unique, TempDir, ADMIN_TOKEN};
 
 /// A session whose server stops and starts again attaches again by itself: the same
 /// `Session` and `Window` go on as a new incarnation, the window's private copy (with a store

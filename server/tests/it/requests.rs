@@ -4,16 +4,13 @@
 //! long as the test needs, so "not complete" is a fact here, not a race. Operations that
 //! travel in one message are answered in one reply, so they complete together.
 
-use onesided_client::{test_all, wait_all, wait_any, LockType, WindowSpec};
+use onesided_client::{test_all, wait_all, wait_any, LockType};
 
-use crate::{unique, Fixture};
+use crate::Fixture;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tested_complete_rget_holds_its_data_and_an_incomplete_one_says_so() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     // rank 1 holds its own window exclusively: rank 0's access waits there
     w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
     w[1].put(1, 0, &[42i64]).unwrap();
@@ -31,10 +28,7 @@ async fn a_tested_complete_rget_holds_its_data_and_an_incomplete_one_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rput_is_locally_complete_at_once_and_free_does_not_cancel_it() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 2).await;
     w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     let put = w[0].rput(1, 0, &[7i64]).unwrap();
@@ -59,10 +53,7 @@ async fn rput_is_locally_complete_at_once_and_free_does_not_cancel_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_any_returns_the_request_that_can_complete_and_wait_all_the_rest_in_order() {
-    let fixture = Fixture::new(3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 1))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(3, 1).await;
     w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
     w[1].put(1, 0, &[11i64]).unwrap();
     w[2].lock(LockType::Exclusive, 2, 0).await.unwrap();

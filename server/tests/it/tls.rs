@@ -28,19 +28,10 @@ async fn spawn_tls_server_with(pki: &Pki, adjust: impl FnOnce(&mut ServerConfig)
         ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
     };
     adjust(&mut config);
-    let served = in_process::serve(config).await;
-    let url = format!("https://localhost:{}", served.addr.port());
-    let endpoint = Endpoint::new(url.as_str())
-        .ca_pem(pki.ca_pem.clone())
-        .unwrap();
-    let admin = Admin::connect(&endpoint, ADMIN_TOKEN).await.unwrap();
-    admin.list_worlds().await.unwrap();
-    TestServer {
-        url,
-        admin,
-        _served: served,
-        data,
-    }
+    TestServer::start(data, config, |addr| {
+        with_ca(&format!("https://localhost:{}", addr.port()), pki)
+    })
+    .await
 }
 
 fn with_ca(url: &str, pki: &Pki) -> Endpoint {

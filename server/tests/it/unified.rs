@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use onesided_client::{Audit, LockType, MemoryModel, WindowSpec};
 
-use crate::recovery::{public_copies, start_on};
+use crate::recovery::public_copies;
+use crate::start_on;
 use crate::{unique, Fixture, TempDir, ADMIN_TOKEN};
 
 fn unified(name: &str, nranks: u32, count: u64) -> WindowSpec {
