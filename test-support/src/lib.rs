@@ -5,7 +5,8 @@
 //! ([`private_postgres`]), a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
 //! [`rewrite_event_postgres`], how the tests tamper with a stored audit row, and [`Launched`] /
 //! [`run_to_exit`], how a suite runs a binary it built (each suite names its own binaries:
-//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them), and [`linearizable`], the
+//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them; [`server_binary`], the
+//! command line the server is started with), and [`linearizable`], the
 //! linearizability oracle the server's 64-client test checks its history with (a test's
 //! oracle, not part of core's API). Dev-only: no crate depends on it outside its tests.
 //!
@@ -19,6 +20,7 @@ pub mod fixture;
 pub mod in_process;
 pub mod linearizable;
 pub mod private_postgres;
+pub mod server_binary;
 
 use std::path::{Path, PathBuf};
 

@@ -655,13 +655,7 @@ fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> Str
     for (key, value) in env {
         command.env(key, value);
     }
-    let output = onesided_test_support::run_to_exit(command, Duration::from_secs(30));
-    let printed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(!output.status.success(), "{printed}");
+    let printed = crate::server_binary::refused_to_start(command, Duration::from_secs(30));
     assert!(!printed.contains("listening"), "{printed}");
     printed
 }

@@ -64,7 +64,7 @@ pub use onesided_test_support::fixture::{
     ranks, spawn_server, spawn_server_with, start_listening, start_on, Fixture, Restartable,
     TestServer, ADMIN_TOKEN,
 };
-pub use onesided_test_support::{unique, Launched, TempDir};
+pub use onesided_test_support::{server_binary, unique, Launched, TempDir};
 
 /// The `onesided-server` binary this suite runs.
 pub const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_onesided-server");
@@ -72,15 +72,7 @@ pub const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_onesided-server");
 /// The `onesided-server` binary on 127.0.0.1:0 with `data` as its data directory and `extra`
 /// flags, logging at `log` without colour: what every suite that runs the binary starts from.
 pub fn server_command(data: &TempDir, extra: &[&str], log: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(SERVER_BINARY);
-    command
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env("RUST_LOG", log)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null());
-    command
+    server_binary::command(SERVER_BINARY, "127.0.0.1:0", &data.0, extra, log)
 }
 
 /// The binary started as [`server_command`] says, up to the line containing `until` (at most
