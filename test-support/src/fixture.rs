@@ -3,7 +3,8 @@
 //! directory, the server's default configuration as the test adjusts it, an admin client),
 //! [`Fixture`] (a world whose ranks are attached, and windows opened on every rank), [`ranks`]
 //! (one task per rank), [`Restartable`] (a server stopped and started again on the same
-//! files, the recovery tests' own).
+//! files, the recovery tests' own), [`world_with`] and [`attached_window`] (a world and its
+//! windows created through an admin client, a rank's session and window).
 //!
 //! Owns: starting the server in process and waiting for its first answer, attaching a world's
 //! sessions, naming its windows. Must not: configure the server or a session beyond what the
@@ -11,9 +12,9 @@
 //! test means to check.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use onesided_client::{Admin, Audit, Element, Endpoint, Session, Window, WindowSpec};
+use onesided_client::{Admin, Audit, Element, Endpoint, Session, Window, WindowSpec, WorldTokens};
 use onesided_server::ServerConfig;
 use tokio::net::TcpListener;
 
@@ -207,14 +208,60 @@ where
 pub struct Restartable {
     /// The URL its clients connect to.
     pub url: String,
+    /// An admin client of it.
+    pub admin: Admin,
+    data: PathBuf,
     served: Served,
 }
 
 impl Restartable {
-    /// Stops it gracefully, and returns once it has stopped.
+    /// Stops it gracefully (its admin client gone first), and returns once it has stopped.
     pub async fn stop(self) {
+        drop(self.admin);
         self.served.stop().await;
     }
+
+    /// Stops it ([`Restartable::stop`]) and starts it again on the same files and the same
+    /// address (its clients find it there again), the default configuration as `adjust`
+    /// changes it.
+    pub async fn restart(self, adjust: impl FnOnce(&mut ServerConfig)) -> Restartable {
+        let (addr, data) = (self.served.addr, self.data.clone());
+        self.stop().await;
+        let listener = TcpListener::bind(addr).await.unwrap();
+        start_listening(listener, &data, adjust).await
+    }
+
+    /// [`world_with`] through its admin client.
+    pub async fn world_with(&self, name: &str, nranks: u32, specs: &[WindowSpec]) -> WorldTokens {
+        world_with(&self.admin, name, nranks, specs).await
+    }
+
+    /// [`attached_window`] here.
+    pub async fn attached_window(&self, token: &str, window: &str) -> (Session, Window) {
+        attached_window(&self.url, token, window).await
+    }
+}
+
+/// Creates the world `name` of `nranks` ranks through `admin`, and the windows `specs` in it;
+/// returns its tokens.
+pub async fn world_with(
+    admin: &Admin,
+    name: &str,
+    nranks: u32,
+    specs: &[WindowSpec],
+) -> WorldTokens {
+    let world = admin.create_world(name, nranks).await.unwrap();
+    for spec in specs {
+        admin.create_window(name, spec).await.unwrap();
+    }
+    world
+}
+
+/// A session of `token` attached at `url`, and its handle of the window `window`.
+pub async fn attached_window(url: &str, token: &str, window: &str) -> (Session, Window) {
+    let session = Session::attach(url, token).await.unwrap();
+    let window = session.window(window).await.unwrap();
+    (session, window)
 }
 
 /// A [`Restartable`] on 127.0.0.1:0 with `data` as its data directory and the default
@@ -229,6 +276,17 @@ pub async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Re
     .await
 }
 
+/// [`start_on`] a fresh data directory named after `prefix` (removed when the returned
+/// [`TempDir`] is dropped, so the test keeps it while it starts servers on it).
+pub async fn start_fresh(
+    prefix: &str,
+    adjust: impl FnOnce(&mut ServerConfig),
+) -> (TempDir, Restartable) {
+    let data = TempDir(std::env::temp_dir().join(unique(prefix)));
+    let server = start_on(&data.0, adjust).await;
+    (data, server)
+}
+
 /// [`start_on`] on a listener the test bound (the address of a server it stopped).
 pub async fn start_listening(
     listener: TcpListener,
@@ -238,9 +296,10 @@ pub async fn start_listening(
     let mut config = ServerConfig::new(ADMIN_TOKEN, data.to_path_buf());
     adjust(&mut config);
     let served = in_process::serve_on(listener, config);
-    first_answer(&served.url).await;
     Restartable {
         url: served.url.clone(),
+        admin: first_answer(&served.url).await,
+        data: data.to_path_buf(),
         served,
     }
 }

@@ -61,8 +61,8 @@ mod unified;
 mod web;
 
 pub use onesided_test_support::fixture::{
-    ranks, spawn_server, spawn_server_with, start_listening, start_on, Fixture, Restartable,
-    TestServer, ADMIN_TOKEN,
+    ranks, spawn_server, spawn_server_with, start_fresh, start_on, world_with, Fixture,
+    Restartable, TestServer, ADMIN_TOKEN,
 };
 pub use onesided_test_support::{server_binary, unique, Launched, TempDir};
 

@@ -7,8 +7,7 @@ use std::time::Duration;
 use onesided_client::{Audit, LockType, MemoryModel, WindowSpec};
 
 use crate::recovery::public_copies;
-use crate::start_on;
-use crate::{unique, Fixture, TempDir, ADMIN_TOKEN};
+use crate::{start_fresh, start_on, unique, Fixture, ADMIN_TOKEN};
 
 fn unified(name: &str, nranks: u32, count: u64) -> WindowSpec {
     WindowSpec::of::<i64>(name, nranks, count).model(MemoryModel::Unified)
@@ -121,8 +120,7 @@ async fn private_and_public_copies_converge_under_concurrent_stores_and_puts() {
 /// without epochs included — replays to the live public copies and verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unified_window_survives_a_restart_and_its_log_replays() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-unified")));
-    let server = start_on(&data.0, |_| {}).await;
+    let (data, server) = start_fresh("onesided-unified", |_| {}).await;
     let admin = onesided_client::Admin::connect(&server.url, ADMIN_TOKEN)
         .await
         .unwrap();
