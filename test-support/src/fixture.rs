@@ -4,7 +4,8 @@
 //! [`Fixture`] (a world whose ranks are attached, and windows opened on every rank), [`ranks`]
 //! (one task per rank), [`Restartable`] (a server stopped and started again on the same
 //! files, the recovery tests' own), [`world_with`] and [`attached_window`] (a world and its
-//! windows created through an admin client, a rank's session and window).
+//! windows created through an admin client, a rank's session and window), [`get_shared`] (a
+//! read under a shared lock) and [`poll_until`] (a value polled until it is as awaited).
 //!
 //! Owns: starting the server in process and waiting for its first answer, attaching a world's
 //! sessions, naming its windows. Must not: configure the server or a session beyond what the
@@ -13,8 +14,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use onesided_client::{Admin, Audit, Element, Endpoint, Session, Window, WindowSpec, WorldTokens};
+use onesided_client::{
+    Admin, Audit, Element, Endpoint, LockType, Session, Window, WindowSpec, WorldTokens,
+};
 use onesided_server::ServerConfig;
 use tokio::net::TcpListener;
 
@@ -147,13 +151,18 @@ impl Fixture {
         self.sessions.len() as u32
     }
 
-    /// Creates a window and opens it on every rank.
-    pub async fn window(&self, spec: WindowSpec) -> Vec<Window> {
+    /// Creates a window in the world (opened nowhere yet).
+    pub async fn create_window(&self, spec: &WindowSpec) {
         self.server
             .admin
-            .create_window(&self.world, &spec)
+            .create_window(&self.world, spec)
             .await
             .unwrap();
+    }
+
+    /// Creates a window and opens it on every rank.
+    pub async fn window(&self, spec: WindowSpec) -> Vec<Window> {
+        self.create_window(&spec).await;
         let mut windows = Vec::new();
         for session in &self.sessions {
             windows.push(session.window(&spec.name).await.unwrap());
@@ -179,6 +188,47 @@ impl Fixture {
         let windows = self.window_of::<T>(count).await;
         let id = windows[0].desc().id;
         (audit, windows, id)
+    }
+}
+
+/// The `count` elements of `T` at `disp` of rank `target`, read through `window` under a
+/// shared lock of `target` (locked, got, unlocked, then awaited).
+pub async fn get_shared<T: Element>(window: &Window, target: u32, disp: u64, count: u64) -> Vec<T> {
+    window.lock(LockType::Shared, target, 0).await.unwrap();
+    let value = window.get::<T>(target, disp, count).unwrap();
+    window.unlock(target).await.unwrap();
+    value.value().await.unwrap()
+}
+
+/// Calls `probe` until `done` accepts what it returned, and returns that; panics with
+/// `otherwise` of the last value once `within` has passed. Between calls it sleeps `pause`, or
+/// only yields when `pause` is zero.
+pub async fn poll_until<T, Fut>(
+    within: Duration,
+    pause: Duration,
+    mut probe: impl FnMut() -> Fut,
+    done: impl Fn(&T) -> bool,
+    otherwise: impl Fn(&T) -> String,
+) -> T
+where
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let value = probe().await;
+        if done(&value) {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            otherwise(&value)
+        );
+        if pause.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(pause).await;
+        }
     }
 }
 

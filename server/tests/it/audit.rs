@@ -5,8 +5,7 @@
 use futures::StreamExt;
 use onesided_client::{
     Assert, Audit, AuditEntry, AuditEvent, ByteBlock, ClientBreak, ClientFault, ClientSpan,
-    Datatype, ErrorClass, Finding, Layout, LockType, Op, Order, StructBlock, Subarray, Window,
-    WindowSpec,
+    Datatype, ErrorClass, Finding, Layout, LockType, Op, Order, StructBlock, Window, WindowSpec,
 };
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 use rand::rngs::StdRng;
@@ -974,15 +973,7 @@ async fn answer(raw: &mut RawSession, call: Call) -> Reply {
 }
 
 fn marker(window: u64, from: u64, to: u64, hash_len: usize) -> Call {
-    Call::Record(v1::Record {
-        window,
-        events: Vec::new(),
-        rows: Some(v1::ClientRows {
-            from,
-            to,
-            hash: vec![7u8; hash_len].into(),
-        }),
-    })
+    crate::raw::client_rows(window, from, to, vec![7u8; hash_len])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -996,14 +987,7 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
     let (mut raw, greeting) = raw_session(&fixture.server.url, &fixture.tokens[0]).await;
     assert_eq!(greeting.incarnation, 2, "the rank's second session");
     assert!(matches!(
-        answer(
-            &mut raw,
-            Call::OpenWindow(v1::OpenWindow {
-                name: spec.name,
-                with_copy: false
-            })
-        )
-        .await,
+        answer(&mut raw, crate::raw::open_window(&spec.name)).await,
         Reply::Window(_)
     ));
     let with_events = Call::Record(v1::Record {
@@ -1252,12 +1236,7 @@ async fn byte_placed_and_subarray_layouts_replay_and_race_by_their_bytes() {
     // next epoch: rank 1 writes the 2x2 block at (1,0) of rank 2 seen as 4x2, which holds
     // element 2, the first of rank 0's elements 2..4
     w[0].put(2, 2, &[20i64, 30]).unwrap();
-    let block = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![4, 2],
-        subsizes: vec![2, 2],
-        starts: vec![1, 0],
-        order: Order::C,
-    }));
+    let block = crate::subarray([4, 2], [2, 2], [1, 0], Order::C);
     w[1].put_layout(2, 0, block, &[1i64, 1, 1, 1]).unwrap();
     fence_all(&w, Assert::NOSUCCEED).await;
     rank_2_replays_as_it_is(&audit, id, &w[2]).await;

@@ -14,7 +14,9 @@ use onesided_client::{
 use onesided_server::audit::{AuditStore, Committer, Fenced, Guard, NewRow};
 
 use crate::store::PgDatabase;
-use crate::{server_binary, unique, Launched, TempDir, ADMIN_TOKEN, SERVER_BINARY};
+use crate::{
+    get_shared, poll_until, server_binary, unique, Launched, TempDir, ADMIN_TOKEN, SERVER_BINARY,
+};
 use onesided_test_support::free_port;
 use onesided_test_support::private_postgres::PrivatePostgres;
 
@@ -148,14 +150,6 @@ async fn world_with_w(admin: &Admin, prefix: &str, nranks: u32) -> (String, Vec<
     (world, tokens, owner)
 }
 
-/// The first `count` elements of rank 1 of `w`, read under a shared lock.
-async fn rank_1_shared(w: &Window, count: u64) -> Vec<u64> {
-    w.lock(LockType::Shared, 1, 0).await.unwrap();
-    let value = w.get::<u64>(1, 0, count).unwrap();
-    w.unlock(1).await.unwrap();
-    value.value().await.unwrap()
-}
-
 /// What the tests of a world's owner start from: [`three_nodes`] over a fresh database, a world
 /// of two ranks of theirs ([`world_with_w`]), an admin client of a node that does not own it to
 /// watch the cluster from, and rank 0's session at the owner.
@@ -263,18 +257,9 @@ async fn until_status(
     within: Duration,
     done: impl Fn(&ClusterStatus) -> bool,
 ) -> ClusterStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        let status = admin.cluster_status().await.unwrap();
-        if done(&status) {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cluster never got there: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let status = || async { admin.cluster_status().await.unwrap() };
+    let otherwise = |status: &ClusterStatus| format!("cluster never got there: {status:#?}");
+    poll_until(within, Duration::from_millis(50), status, done, otherwise).await
 }
 
 /// Attaches through any node, retrying while the world is between owners.
@@ -372,7 +357,7 @@ async fn worlds_spread_over_three_nodes_and_any_node_serves_any_world() {
         w.unlock(1).await.unwrap();
         let r = reader.window("w").await.unwrap();
         assert_eq!(
-            rank_1_shared(&r, 4).await,
+            get_shared::<u64>(&r, 1, 0, 4).await,
             vec![0, 0, 42, 43],
             "world {name}"
         );
@@ -999,7 +984,7 @@ async fn a_frozen_owner_past_its_lease_commits_nothing_and_its_clients_move() {
     let read = |token: String, address: String| async move {
         let session = attach_retrying(&address, &token, Duration::from_secs(30)).await;
         let w = session.window("w").await.unwrap();
-        rank_1_shared(&w, 1).await[0]
+        get_shared::<u64>(&w, 1, 0, 1).await[0]
     };
     assert_eq!(read(tokens[1].clone(), other.url.clone()).await, 1);
     // woken, the old owner finds its lease gone: the frozen calls are not acknowledged
@@ -1315,7 +1300,7 @@ async fn a_move_lets_an_open_epoch_finish_and_new_sessions_wait_for_it() {
     let session = newcomer.await.unwrap().unwrap();
     let r = session.window("w").await.unwrap();
     assert_eq!(
-        rank_1_shared(&r, 1).await,
+        get_shared::<u64>(&r, 1, 0, 1).await,
         vec![7],
         "the finished epoch's put moved along"
     );

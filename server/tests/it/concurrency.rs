@@ -165,11 +165,8 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
     let probe = |n: u32| format!("probe-{n}");
     for n in 0..2 {
         fixture
-            .server
-            .admin
-            .create_window(&fixture.world, &WindowSpec::of::<i64>(&probe(n), 4, 1))
-            .await
-            .unwrap();
+            .create_window(&WindowSpec::of::<i64>(&probe(n), 4, 1))
+            .await;
     }
     let (holder, writer, reader) = (
         windows.next().unwrap(),
@@ -439,11 +436,8 @@ async fn vector_and_indexed_layouts() {
 async fn round_trip(fixture: &Fixture, session: &onesided_client::Session) {
     let name = unique("probe");
     fixture
-        .server
-        .admin
-        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 4, 1))
-        .await
-        .unwrap();
+        .create_window(&WindowSpec::of::<i64>(&name, 4, 1))
+        .await;
     session.window(&name).await.unwrap();
 }
 

@@ -361,9 +361,9 @@ async fn a_new_session_of_the_rank_knows_the_regions_it_attached() {
 /// private copy) and a region can still be detached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_survive_a_restart() {
-    use crate::{start_fresh, start_on, world_with};
+    use crate::{start_fresh, world_with};
 
-    let (data, server) = start_fresh("onesided-dynamic", |_| {}).await;
+    let (_data, server) = start_fresh("onesided-dynamic", |_| {}).await;
     let admin = &server.admin;
     let world = world_with(admin, &unique("dyn"), 2, &[dynamic("d", 2)]).await;
     let (owner, o) = server.attached_window(&world.tokens[1], "d").await;
@@ -377,9 +377,8 @@ async fn regions_survive_a_restart() {
     drop((o, w));
     owner.close().await.unwrap();
     origin.close().await.unwrap();
-    server.stop().await;
 
-    let server = start_on(&data.0, |_| {}).await;
+    let server = server.restart(|_| {}).await;
     let (owner, o) = server.attached_window(&world.tokens[1], "d").await;
     let (origin, w) = server.attached_window(&world.tokens[0], "d").await;
     assert_eq!(o.regions(), vec![(b, 16)]);

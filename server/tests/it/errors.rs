@@ -403,16 +403,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
     let (mut raw, _) = RawSession::open(&mut grpc, &Meta::bearer(&fixture.tokens[0]))
         .await
         .unwrap();
-    let Reply::Window(desc) = raw
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name,
-            with_copy: false,
-        }))
-        .await
-    else {
-        panic!("no window");
-    };
-    let window = desc.id;
+    let window = raw.open_window(&name).await;
     // data that differs from every byte of PATTERN, so that an applied refusal shows
     let op = |target, datatype, disp| v1::RmaOp {
         window,

@@ -269,12 +269,9 @@ async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(po
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sqlite_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued() {
-    a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued() {
-    a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(true).await;
+async_tests! {
+    a_sqlite_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued =>
+        a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(false);
+    a_postgres_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued =>
+        a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(true);
 }

@@ -61,10 +61,50 @@ mod unified;
 mod web;
 
 pub use onesided_test_support::fixture::{
-    ranks, spawn_server, spawn_server_with, start_fresh, start_on, world_with, Fixture,
-    Restartable, TestServer, ADMIN_TOKEN,
+    attached_window, get_shared, poll_until, ranks, spawn_server, spawn_server_with, start_fresh,
+    start_on, world_with, Fixture, Restartable, TestServer, ADMIN_TOKEN,
 };
 pub use onesided_test_support::{server_binary, unique, Launched, TempDir};
+
+/// The windows of ranks 0 and 1: rank 0 locks its own rank exclusively, granted at once (an
+/// eager lock waits for its grant); rank 1 asks for that lock too, its lazy request travelling
+/// with a put of 7 at element 0, and a task of its own flushes (waiting for the grant) and
+/// unlocks. Returns rank 0's window, and the task, which gives rank 1's window back.
+pub async fn rank_1_waiting_for_rank_0(
+    mut windows: Vec<onesided_client::Window>,
+) -> (
+    onesided_client::Window,
+    tokio::task::JoinHandle<onesided_client::Window>,
+) {
+    use onesided_client::LockType::Exclusive;
+    let waiter = windows.pop().unwrap();
+    let holder = windows.pop().unwrap();
+    holder.lock(Exclusive, 0, 0).await.unwrap();
+    waiter.lock(Exclusive, 0, 0).await.unwrap();
+    waiter.put(0, 0, &[7i64]).unwrap();
+    let waited = tokio::spawn(async move {
+        waiter.flush(0).await.unwrap();
+        waiter.unlock(0).await.unwrap();
+        waiter
+    });
+    (holder, waited)
+}
+
+/// The subarray layout of `subsizes` at `starts` of a two-dimensional array of `sizes`, in
+/// `order`.
+pub fn subarray(
+    sizes: [u64; 2],
+    subsizes: [u64; 2],
+    starts: [u64; 2],
+    order: onesided_client::Order,
+) -> onesided_client::Layout {
+    onesided_client::Layout::Subarray(Box::new(onesided_client::Subarray {
+        sizes: sizes.to_vec(),
+        subsizes: subsizes.to_vec(),
+        starts: starts.to_vec(),
+        order,
+    }))
+}
 
 /// The `onesided-server` binary this suite runs.
 pub const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_onesided-server");

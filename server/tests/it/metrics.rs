@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use onesided_client::{Assert, Audit, ErrorClass, LockType, WindowSpec};
 use onesided_server::metrics::MetricsListener;
 
-use crate::{spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
+use crate::{poll_until, spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
 
 /// A server with its metrics endpoint on a free port, and that endpoint's address.
 async fn server_with_metrics() -> (TestServer, std::net::SocketAddr) {
@@ -56,15 +56,17 @@ async fn scrape_until(
     what: &str,
     settled: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = scrape(address).await;
-        if settled(&text) {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "{what} never happened:\n{text}");
-        tokio::task::yield_now().await;
-    }
+    let otherwise = |text: &String| format!("{what} never happened:\n{text}");
+    let within = Duration::from_secs(10);
+    let settled = |text: &String| settled(text);
+    poll_until(
+        within,
+        Duration::ZERO,
+        || scrape(address),
+        settled,
+        otherwise,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,18 +164,8 @@ async fn a_lock_wait_lasts_at_least_as_long_as_the_holder_kept_the_lock() {
     const HOLD: Duration = Duration::from_millis(200);
     let (server, metrics) = server_with_metrics().await;
     let fixture = Fixture::on(server, 2).await;
-    let mut windows = fixture.window_of::<i64>(1).await;
-    let waiter = windows.pop().unwrap();
-    let holder = windows.pop().unwrap();
-    // rank 0 locks its own rank: granted at once (an eager lock waits for its grant)
-    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    // rank 1's lazy request travels with its put; the flush waits for the grant
-    waiter.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    waiter.put(0, 0, &[7i64]).unwrap();
-    let waited = tokio::spawn(async move {
-        waiter.flush(0).await.unwrap();
-        waiter.unlock(0).await.unwrap();
-    });
+    let windows = fixture.window_of::<i64>(1).await;
+    let (holder, waited) = crate::rank_1_waiting_for_rank_0(windows).await;
     // its request in rank 0's lock queue, its put in rank 0's queue of what rank 1 sent
     scrape_until(
         metrics,

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use onesided_client::{
     Assert, Block, ByteBlock, Datatype, ErrorClass, IntIndex, Layout, LockType, Op, OpKind, OpSpec,
-    Order, StructBlock, Subarray, WindowSpec,
+    Order, StructBlock, WindowSpec,
 };
 use onesided_core::reduce::{check_op, reduce};
 
@@ -433,12 +433,7 @@ async fn repeated_integer_accumulates_travel_as_one_operation_and_floats_do_not(
 async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
     // a 4x6 array of i32 at rank 1
     let (_fixture, w) = Fixture::with_window::<i32>(2, 24).await;
-    let block = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![4, 6],
-        subsizes: vec![2, 3],
-        starts: vec![1, 2],
-        order: Order::C,
-    }));
+    let block = crate::subarray([4, 6], [2, 3], [1, 2], Order::C);
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     // put six values into the 2x3 block: elements 8, 9, 10 and 14, 15, 16
     w[0].put_layout(1, 0, block.clone(), &[1i32, 2, 3, 4, 5, 6])
@@ -459,12 +454,7 @@ async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
             ByteBlock { offset: 16, len: 1 },
         ],
     };
-    let column = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![6, 4],
-        subsizes: vec![1, 2],
-        starts: vec![2, 1],
-        order: Order::Fortran,
-    }));
+    let column = crate::subarray([6, 4], [1, 2], [2, 1], Order::Fortran);
     w[0].accumulate_from(1, 0, column.clone(), &origin, &origin_layout, Op::Sum)
         .unwrap();
     // get_accumulate(replace) from a vector origin (elements 0 and 2: values 0, 20) into the
@@ -499,21 +489,11 @@ async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
     assert_eq!(picked.value().await.unwrap(), vec![0, 2, 3, 20, 5, 6]);
     // a get's origin layout: the block's values land in a 2x3 hole of a local 3x4 array
     let mut local = vec![-1i32; 12];
-    let hole = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![3, 4],
-        subsizes: vec![2, 3],
-        starts: vec![0, 1],
-        order: Order::C,
-    }));
+    let hole = crate::subarray([3, 4], [2, 3], [0, 1], Order::C);
     onesided_client::unpack(&[0, 2, 3, 20, 5, 6], &mut local, &hole).unwrap();
     assert_eq!(local, vec![-1, 0, 2, 3, -1, 20, 5, 6, -1, -1, -1, -1]);
     // a subarray MPI refuses is MPI_ERR_ARG before anything travels
-    let bad = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![4, 6],
-        subsizes: vec![2, 3],
-        starts: vec![3, 0],
-        order: Order::C,
-    }));
+    let bad = crate::subarray([4, 6], [2, 3], [3, 0], Order::C);
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     let error = w[0].put_layout(1, 0, bad, &[0i32; 6]).unwrap_err();
     assert_eq!(error.class(), Some(ErrorClass::Arg), "{error}");

@@ -109,7 +109,7 @@ async fn a_session_told_reattach_within_zero_does_not_come_back() {
 /// The info `MPI_Win_set_info` put in place comes back with the window after a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_set_by_the_ranks_survives_a_restart() {
-    let (data, server) = start_fresh("onesided-info", |_| {}).await;
+    let (_data, server) = start_fresh("onesided-info", |_| {}).await;
     let admin = &server.admin;
     let world = world_with(
         admin,
@@ -135,8 +135,7 @@ async fn info_set_by_the_ranks_survives_a_restart() {
         drop(w);
         session.close().await.unwrap();
     }
-    server.stop().await;
-    let server = start_on(&data.0, |_| {}).await;
+    let server = server.restart(|_| {}).await;
     let admin = &server.admin;
     let desc = admin.describe_window(&world.name, "w").await.unwrap();
     assert_eq!(
@@ -798,10 +797,8 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
     // every applied increment is in the log exactly once; every acknowledged one among them
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let id = admin.list_windows("o").await.unwrap()[0].id;
-    let logged: Vec<i64> = audit
-        .events(id, 1)
-        .await
-        .unwrap()
+    let events = audit.events(id, 1).await.unwrap();
+    let logged: Vec<i64> = events
         .into_iter()
         .filter_map(|entry| match entry.event {
             Some(Event::Op { result, .. }) => Some(i64::from_le_bytes(result.try_into().unwrap())),
@@ -852,7 +849,7 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
 /// then is published as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_session_starts_from_its_public_copy() {
-    let (data, server) = start_fresh("onesided-fresh", |_| {}).await;
+    let (_data, server) = start_fresh("onesided-fresh", |_| {}).await;
     let world = server
         .world_with("w", 2, &[WindowSpec::of::<i64>("x", 2, 40)])
         .await;
@@ -886,10 +883,9 @@ async fn a_new_session_starts_from_its_public_copy() {
     drop((w0, w1));
     origin.close().await.unwrap();
     again.close().await.unwrap();
-    server.stop().await;
 
     // after a restart too
-    let server = start_on(&data.0, |_| {}).await;
+    let server = server.restart(|_| {}).await;
     let (owner, w1) = server.attached_window(&world.tokens[1], "x").await;
     assert_eq!(w1.load::<i64>(0, 40).unwrap(), expected);
     drop(w1);

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use onesided_client::{LockType, WindowSpec};
+use onesided_client::WindowSpec;
 use onesided_server::http::HttpListener;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -314,18 +314,11 @@ async fn until(
     script: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let value = page.execute(script, Vec::new()).await.unwrap();
-        if done(&value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the page never showed {what} within 20 s; last saw {value}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let value = || async { page.execute(script, Vec::new()).await.unwrap() };
+    let otherwise =
+        |value: &Value| format!("the page never showed {what} within 20 s; last saw {value}");
+    let (within, pause) = (Duration::from_secs(20), Duration::from_millis(50));
+    crate::poll_until(within, pause, value, done, otherwise).await
 }
 
 fn cell(rank: u32, class: &str) -> String {
@@ -345,7 +338,7 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
     let (server, web) = server_with_web_view().await;
     let mut fixture = Fixture::on(server, 2).await;
     let window = unique("w");
-    let mut windows = fixture.window(WindowSpec::of::<i64>(&window, 2, 4)).await;
+    let windows = fixture.window(WindowSpec::of::<i64>(&window, 2, 4)).await;
     let page = browser(&driver).await;
 
     page.goto(&format!("http://{web}/")).await.unwrap();
@@ -379,16 +372,7 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
     .await;
 
     // rank 0 holds the exclusive lock of its own rank; rank 1 asks for it and waits
-    let waiter = windows.pop().unwrap();
-    let holder = windows.pop().unwrap();
-    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    waiter.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    waiter.put(0, 0, &[7i64]).unwrap();
-    let waited = tokio::spawn(async move {
-        waiter.flush(0).await.unwrap();
-        waiter.unlock(0).await.unwrap();
-        waiter
-    });
+    let (holder, waited) = crate::rank_1_waiting_for_rank_0(windows).await;
     until(
         &page,
         "rank 0 holding the lock",
