@@ -50,6 +50,18 @@ fn launched_listening_too(listen: &str, until: &str) -> (TempDir, Launched) {
     (data, child)
 }
 
+/// The address in `url`, a printed `http://ADDRESS{path}`, whose port is the one bound (not 0).
+fn bound_address(url: &str, path: &str) -> std::net::SocketAddr {
+    let address: std::net::SocketAddr = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix(path))
+        .unwrap_or_else(|| panic!("not a URL of {path}: {url}"))
+        .parse()
+        .unwrap();
+    assert_ne!(address.port(), 0, "the bound port is printed");
+    address
+}
+
 /// The binary without an admin token ([`start`]), and the one it generated into its data
 /// directory `data`, as the file has it.
 fn started_generating_a_token(data: &TempDir) -> (Launched, String, String) {
@@ -571,14 +583,7 @@ async fn an_acknowledged_large_put_survives_kill_9_written_once_beside_the_datab
 async fn serves_metrics_where_it_says_with_metrics_listen() {
     let (_data, child) = launched_listening_too("--metrics-listen", "serving metrics");
     let url = format!("http://{}", child.field("address="));
-    let metrics_url = child.field("url=");
-    let metrics: std::net::SocketAddr = metrics_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("not a metrics URL: {metrics_url}"))
-        .parse()
-        .unwrap();
-    assert_ne!(metrics.port(), 0, "the bound port is printed");
+    let metrics = bound_address(&child.field("url="), "/metrics");
     let admin = admin_at(&url).await;
     let world = admin.create_world("w", 1).await.unwrap();
     let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
@@ -596,14 +601,7 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_web_view_and_metrics_where_it_says_with_http_listen() {
     let (_data, child) = launched_listening_too("--http-listen", "serving the web view");
-    let page_url = child.field("url=");
-    let web: std::net::SocketAddr = page_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("not the web view's URL: {page_url}"))
-        .parse()
-        .unwrap();
-    assert_ne!(web.port(), 0, "the bound port is printed");
+    let web = bound_address(&child.field("url="), "/");
     let (status, text) = crate::metrics::get(web, "/metrics").await;
     assert_eq!(status, 200);
     assert!(text.contains("onesided_sessions_attached 0"), "{text}");
