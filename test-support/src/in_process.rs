@@ -2,7 +2,8 @@
 //! in the test's tokio runtime ([`serve`], for async tests that drive it with the client
 //! library) or on a thread with its own runtime ([`ServedOnThread`], for blocking tests that run
 //! the CLI binary against it). The listener is bound before either returns, so clients connect
-//! at once; no readiness sleep.
+//! at once; no readiness sleep. A [`Served`] may also be stopped gracefully and waited for
+//! ([`Served::stop`]), for a test that starts the server again on the same files.
 
 use onesided_server::{run, ServerConfig};
 use tokio::net::TcpListener;
@@ -15,7 +16,8 @@ pub struct Served {
     pub url: String,
     /// Where it listens (for a URL of another form, `https://localhost:PORT`).
     pub addr: std::net::SocketAddr,
-    _stop: oneshot::Sender<()>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// Binds 127.0.0.1:0 and runs the server there as a task of the current runtime; it stops when
@@ -25,10 +27,18 @@ pub struct Served {
 /// # Panics
 /// When no port can be bound; the task panics when the server fails.
 pub async fn serve(config: ServerConfig) -> Served {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(TcpListener::bind("127.0.0.1:0").await.unwrap(), config)
+}
+
+/// [`serve`] on a listener the caller bound (the address a server stopped before listened on,
+/// so that its clients find it again).
+///
+/// # Panics
+/// When the listener has no local address; the task panics when the server fails.
+pub fn serve_on(listener: TcpListener, config: ServerConfig) -> Served {
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         run(listener, config, async {
             let _ = stopped.await;
         })
@@ -38,7 +48,19 @@ pub async fn serve(config: ServerConfig) -> Served {
     Served {
         url: format!("http://{addr}"),
         addr,
-        _stop: stop,
+        stop,
+        task,
+    }
+}
+
+impl Served {
+    /// Stops the server gracefully and waits until it has stopped (its store closed).
+    ///
+    /// # Panics
+    /// When the server failed.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
     }
 }
 

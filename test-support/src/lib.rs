@@ -5,18 +5,22 @@
 //! ([`private_postgres`]), a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
 //! [`rewrite_event_postgres`], how the tests tamper with a stored audit row, and [`Launched`] /
 //! [`run_to_exit`], how a suite runs a binary it built (each suite names its own binaries:
-//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them), and [`linearizable`], the
+//! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them; [`server_binary`], the
+//! command line the server is started with), and [`linearizable`], the
 //! linearizability oracle the server's 64-client test checks its history with (a test's
 //! oracle, not part of core's API). Dev-only: no crate depends on it outside its tests.
 //!
 //! It also runs the server in the test's process ([`in_process`]), with the configuration the
-//! suite built. It must not decide how servers or clients are configured: the suites do that
-//! through the real server and the real client, each in its own way (in process, or as a
-//! binary).
+//! suite built, and sets up what the server's tests start from ([`fixture`]: a server in
+//! process, a world attached to it through the real client, a server restarted on its files).
+//! It must not decide how servers or clients are configured: the suites do that through the
+//! real server and the real client, each in its own way (in process, or as a binary).
 
+pub mod fixture;
 pub mod in_process;
 pub mod linearizable;
 pub mod private_postgres;
+pub mod server_binary;
 
 use std::path::{Path, PathBuf};
 

@@ -5,8 +5,7 @@
 use futures::StreamExt;
 use onesided_client::{
     Assert, Audit, AuditEntry, AuditEvent, ByteBlock, ClientBreak, ClientFault, ClientSpan,
-    Datatype, ErrorClass, Finding, Layout, LockType, Op, Order, StructBlock, Subarray, Window,
-    WindowSpec,
+    Datatype, ErrorClass, Finding, Layout, LockType, Op, Order, StructBlock, Window, WindowSpec,
 };
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 use rand::rngs::StdRng;
@@ -60,9 +59,7 @@ async fn random_epochs(rank: u32, window: Window, seed: u64) -> Window {
 
 /// Runs a random workload on a fresh window and returns its id and the live public copies.
 async fn workload(fixture: &Fixture, seed: u64) -> (u64, Vec<Vec<u8>>) {
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, ELEMENTS))
-        .await;
+    let windows = fixture.window_of::<i64>(ELEMENTS).await;
     let id = windows[0].desc().id;
     let windows = ranks(windows, move |rank, w| random_epochs(rank, w, seed)).await;
     let reader = &windows[0];
@@ -96,11 +93,8 @@ async fn settle(fixture: &Fixture) {
 
 /// Random workloads; with `database`, the sessions persist their own events there.
 async fn replay_equals_live(server: TestServer, database: Option<String>) {
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = match &database {
-        Some(database) => Fixture::persisting(server, 3, database).await,
-        None => Fixture::on(server, 3).await,
-    };
+    let fixture = Fixture::attached(server, 3, database.as_deref()).await;
+    let audit = fixture.audit().await;
     for seed in 0..6 {
         let (window, live) = workload(&fixture, seed).await;
         // a world barrier returns once each session's rows before it are stored and named
@@ -150,9 +144,8 @@ async fn replay_equals_live(server: TestServer, database: Option<String>) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_equals_live_on_sqlite() {
-    replay_equals_live(spawn_server().await, None).await;
+async_tests! {
+    replay_equals_live_on_sqlite => replay_equals_live(spawn_server().await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,13 +170,8 @@ async fn replay_equals_live_with_clients_persisting_on_postgres() {
 }
 
 async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(store: Store) {
-    let server = store.server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 8).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 8, 2))
-        .await;
-    let id = windows[0].desc().id;
+    let fixture = store.fixture(8, false).await;
+    let (audit, windows, id) = fixture.audited_window::<i64>(2).await;
     ranks(windows, |_, w| async move {
         w.lock_all(0).await.unwrap();
         // alternating elements: an accumulate repeating the one just before it would be
@@ -231,6 +219,19 @@ async fn sequence_numbers_stay_gap_free_under_eight_concurrent_ranks_on_postgres
     sequence_numbers_stay_gap_free_under_eight_concurrent_ranks(Store::postgres().await).await;
 }
 
+/// Makes an event with an origin say that rank 2 did it (panics on one without).
+fn said_by_rank_2(event: &mut AuditEvent) {
+    match event {
+        AuditEvent::Op { origin, .. }
+        | AuditEvent::LockRequest { origin, .. }
+        | AuditEvent::LockGrant { origin, .. }
+        | AuditEvent::LockRelease { origin, .. }
+        | AuditEvent::LockRevoke { origin, .. }
+        | AuditEvent::Flush { origin } => *origin = 2,
+        other => panic!("no origin in {other:?}"),
+    }
+}
+
 /// The three statements that swap the rows whose `key` is `$1` and `$2` through a free key
 /// value; `scope` is the rest of the WHERE clause (binding `$3`, …).
 fn swap_statements(table: &str, key: &str, scope: &str) -> [String; 3] {
@@ -241,10 +242,9 @@ fn swap_statements(table: &str, key: &str, scope: &str) -> [String; 3] {
 }
 
 async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: Store) {
-    let server = store.server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let mut database = store.connect(&server).await;
-    let fixture = Fixture::on(server, 3).await;
+    let fixture = store.fixture(3, false).await;
+    let audit = fixture.audit().await;
+    let mut database = store.connect(&fixture.server).await;
     for (case, sql) in [
         ("changed", ""),
         (
@@ -267,15 +267,7 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
                     "audit_events",
                     "window_id = $1 AND seq = $2",
                     &[window as i64, target as i64],
-                    |event| match event {
-                        AuditEvent::Op { origin, .. }
-                        | AuditEvent::LockRequest { origin, .. }
-                        | AuditEvent::LockGrant { origin, .. }
-                        | AuditEvent::LockRelease { origin, .. }
-                        | AuditEvent::LockRevoke { origin, .. }
-                        | AuditEvent::Flush { origin } => *origin = 2,
-                        other => panic!("no origin in {other:?}"),
-                    },
+                    said_by_rank_2,
                 )
                 .await;
         } else if case == "reordered" {
@@ -298,10 +290,9 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
 /// Three ranks of a window on `store` after a workload, a connection to tamper with the store,
 /// and the window's id; nothing more is written to the window once this returns.
 async fn tamper_setup(store: &Store) -> (Audit, crate::store::Connection, Fixture, u64) {
-    let server = store.server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let database = store.connect(&server).await;
-    let fixture = Fixture::on(server, 3).await;
+    let fixture = store.fixture(3, false).await;
+    let audit = fixture.audit().await;
+    let database = store.connect(&fixture.server).await;
     let (window, _) = workload(&fixture, 11).await;
     settle(&fixture).await;
     (audit, database, fixture, window)
@@ -322,15 +313,7 @@ async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(s
     assert_eq!(audit.verify(window).await.unwrap().first_bad, None);
     // a copy of rank 0's operation, now said to be rank 2's, slipped in before it
     database
-        .insert_forged_row(window, target, |event| match event {
-            AuditEvent::Op { origin, .. }
-            | AuditEvent::LockRequest { origin, .. }
-            | AuditEvent::LockGrant { origin, .. }
-            | AuditEvent::LockRelease { origin, .. }
-            | AuditEvent::LockRevoke { origin, .. }
-            | AuditEvent::Flush { origin } => *origin = 2,
-            other => panic!("no origin in {other:?}"),
-        })
+        .insert_forged_row(window, target, said_by_rank_2)
         .await;
     let forged = audit.events(window, target).await.unwrap();
     assert_eq!(forged[0].seq, target);
@@ -349,15 +332,10 @@ async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(s
     assert_eq!(verification.client_break, None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_sqlite() {
-    an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(Store::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_postgres() {
-    an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(Store::postgres().await)
-        .await;
+store_tests! {
+    an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it:
+        an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_sqlite,
+        an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_postgres;
 }
 
 /// A row whose stored event cannot be read is named by verify, and readers that act on
@@ -391,41 +369,20 @@ async fn an_unreadable_row_is_named_never_skipped(store: Store) {
     assert!(checked.to_string().contains(&named), "{checked}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreadable_row_is_named_never_skipped_on_sqlite() {
-    an_unreadable_row_is_named_never_skipped(Store::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreadable_row_is_named_never_skipped_on_postgres() {
-    an_unreadable_row_is_named_never_skipped(Store::postgres().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_sqlite() {
-    changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(Store::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_postgres() {
-    changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(Store::postgres().await).await;
+store_tests! {
+    an_unreadable_row_is_named_never_skipped:
+        an_unreadable_row_is_named_never_skipped_on_sqlite,
+        an_unreadable_row_is_named_never_skipped_on_postgres;
+    changing_deleting_or_reordering_a_row_breaks_verify_at_that_row:
+        changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_sqlite,
+        changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_postgres;
 }
 
 /// With `persisting`, the sessions write their own events and the follower sees each marker
 /// followed by the client rows it names, as the stored log has them.
 async fn followers_see_live_events_without_gaps(persisting: bool) {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = if persisting {
-        let database = Store::Sqlite.url(&server);
-        Fixture::persisting(server, 2, &database).await
-    } else {
-        Fixture::on(server, 2).await
-    };
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
-    let id = windows[0].desc().id;
+    let fixture = Store::Sqlite.fixture(2, persisting).await;
+    let (audit, windows, id) = fixture.audited_window::<i64>(1).await;
     let mut follower = Box::pin(audit.follow(id, 1).await.unwrap());
     for round in 0..20i64 {
         windows[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
@@ -463,25 +420,16 @@ async fn followers_see_live_events_without_gaps(persisting: bool) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn followers_see_live_events_without_gaps_shipped() {
-    followers_see_live_events_without_gaps(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn followers_see_live_events_and_client_rows_without_gaps_persisted() {
-    followers_see_live_events_without_gaps(true).await;
+async_tests! {
+    followers_see_live_events_without_gaps_shipped => followers_see_live_events_without_gaps(false);
+    followers_see_live_events_and_client_rows_without_gaps_persisted =>
+        followers_see_live_events_without_gaps(true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_clients_side_of_the_history_is_recorded_in_program_order() {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
-        .await;
-    let id = w[0].desc().id;
+    let fixture = Fixture::new(2).await;
+    let (audit, w, id) = fixture.audited_window::<i64>(4).await;
     assert!(w[1].session().audited());
     w[1].store(2, &[5i64]).unwrap();
     w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
@@ -546,15 +494,9 @@ async fn the_clients_side_of_the_history_is_recorded_in_program_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_flags_forum_example_3_and_passes_example_2() {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 2).await;
-
+    let fixture = Fixture::new(2).await;
     // example 3: B's store before its shared lock races with A's get
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
-    let racy = windows[0].desc().id;
+    let (audit, windows, racy) = fixture.audited_window::<i64>(1).await;
     ranks(windows, |rank, w| async move {
         if rank == 1 {
             w.store(0, &[7i64]).unwrap();
@@ -581,9 +523,7 @@ async fn check_flags_forum_example_3_and_passes_example_2() {
     );
 
     // example 2: put under an exclusive lock, barrier, the owner locks its window and loads
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     let correct = windows[0].desc().id;
     ranks(windows, |rank, w| async move {
         if rank == 0 {
@@ -615,13 +555,8 @@ async fn check_flags_forum_example_3_and_passes_example_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_record_their_fence_epoch() {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
-    let id = windows[0].desc().id;
+    let fixture = Fixture::new(2).await;
+    let (audit, windows, id) = fixture.audited_window::<i64>(1).await;
     ranks(windows, |rank, w| async move {
         w.fence(0).await.unwrap();
         w.fence(0).await.unwrap();
@@ -650,18 +585,8 @@ async fn operations_record_their_fence_epoch() {
 
 /// With `persisting`, close also waits until the session's writer committed its rows.
 async fn closing_a_session_records_its_last_loads_and_stores(persisting: bool) {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = if persisting {
-        let database = Store::Sqlite.url(&server);
-        Fixture::persisting(server, 1, &database).await
-    } else {
-        Fixture::on(server, 1).await
-    };
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 1, 2))
-        .await;
-    let id = windows[0].desc().id;
+    let fixture = Store::Sqlite.fixture(1, persisting).await;
+    let (audit, windows, id) = fixture.audited_window::<i64>(2).await;
     windows[0].store(1, &[3i64]).unwrap();
     let _ = windows[0].load::<i64>(0, 1).unwrap();
     let session = windows[0].session().clone();
@@ -686,14 +611,11 @@ async fn closing_a_session_records_its_last_loads_and_stores(persisting: bool) {
     assert_eq!(verification.client_events, persisted as u64);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn closing_a_session_records_its_last_loads_and_stores_shipped() {
-    closing_a_session_records_its_last_loads_and_stores(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn closing_a_persisting_session_commits_its_last_loads_and_stores() {
-    closing_a_session_records_its_last_loads_and_stores(true).await;
+async_tests! {
+    closing_a_session_records_its_last_loads_and_stores_shipped =>
+        closing_a_session_records_its_last_loads_and_stores(false);
+    closing_a_persisting_session_commits_its_last_loads_and_stores =>
+        closing_a_session_records_its_last_loads_and_stores(true);
 }
 
 // --- clients persisting their own events ---------------------------------------------------
@@ -727,9 +649,7 @@ fn judged(findings: &[Finding]) -> Vec<Judged> {
 /// closing fence rank 1 loads it. Once the live public copies are read, a world barrier ships
 /// every rank's last notes. Returns the window and the live copies.
 async fn store_races_put(fixture: &Fixture) -> (u64, Vec<Vec<u8>>) {
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-        .await;
+    let windows = fixture.window_of::<i64>(2).await;
     let id = windows[0].desc().id;
     let windows = ranks(windows, |rank, w| async move {
         w.fence(0).await.unwrap();
@@ -762,11 +682,8 @@ async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
     shipped_store: Store,
     persisted_store: Store,
 ) {
-    let shipped_server = shipped_store.server().await;
-    let shipped_audit = Audit::connect(&shipped_server.url, ADMIN_TOKEN)
-        .await
-        .unwrap();
-    let shipped_fixture = Fixture::on(shipped_server, 2).await;
+    let shipped_fixture = shipped_store.fixture(2, false).await;
+    let shipped_audit = shipped_fixture.audit().await;
     let (shipped, _) = store_races_put(&shipped_fixture).await;
     let shipped_findings = shipped_audit.check(shipped).await.unwrap();
     assert!(
@@ -776,11 +693,9 @@ async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
         "{shipped_findings:#?}"
     );
 
-    let server = persisted_store.server().await;
-    let database = persisted_store.url(&server);
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let mut connection = persisted_store.connect(&server).await;
-    let fixture = Fixture::persisting(server, 2, &database).await;
+    let fixture = persisted_store.fixture(2, true).await;
+    let audit = fixture.audit().await;
+    let mut connection = persisted_store.connect(&fixture.server).await;
     let (window, live) = store_races_put(&fixture).await;
     let findings = audit.check(window).await.unwrap();
     assert_eq!(judged(&findings), judged(&shipped_findings));
@@ -856,30 +771,23 @@ async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted_on_sqlite() {
-    local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
-        Store::Sqlite,
-        Store::Sqlite,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted_on_postgres() {
-    local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
-        Store::postgres().await,
-        Store::postgres().await,
-    )
-    .await;
+async_tests! {
+    local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted_on_sqlite =>
+        local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
+            Store::Sqlite,
+            Store::Sqlite,
+        );
+    local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted_on_postgres =>
+        local_stores_racing_a_remote_put_are_found_alike_shipped_or_persisted(
+            Store::postgres().await,
+            Store::postgres().await,
+        );
 }
 
 /// Rank 0 stores, loads and locks its own window a few times: a chain of client rows under
 /// several markers. A closing barrier ships its last notes.
 async fn local_program(fixture: &Fixture) -> u64 {
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 1, 2))
-        .await;
+    let windows = fixture.window_of::<i64>(2).await;
     let w = &windows[0];
     for round in 0..3i64 {
         w.store(round as u64 % 2, &[round]).unwrap();
@@ -892,11 +800,9 @@ async fn local_program(fixture: &Fixture) -> u64 {
 }
 
 async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported(store: Store) {
-    let server = store.server().await;
-    let database = store.url(&server);
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let mut connection = store.connect(&server).await;
-    let fixture = Fixture::persisting(server, 1, &database).await;
+    let fixture = store.fixture(1, true).await;
+    let audit = fixture.audit().await;
+    let mut connection = store.connect(&fixture.server).await;
     let incarnation = fixture.sessions[0].incarnation();
     let chain = "window_id = $3 AND rank = 0 AND incarnation = $4";
     for (case, fault) in [
@@ -964,29 +870,26 @@ async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_repo
     assert_eq!(verification.first_bad, None);
     assert_eq!(
         verification.unmarked,
-        [ClientSpan {
-            rank: 0,
-            incarnation,
-            from: last + 1,
-            to: last + 2,
-        }]
+        [rank_0_span(incarnation, last + 1, last + 2)]
     );
     assert_eq!(audit.events(window, 1).await.unwrap(), events, "not merged");
     assert_eq!(audit.check(window).await.unwrap(), findings);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported_on_sqlite() {
-    deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported(Store::Sqlite)
-        .await;
+store_tests! {
+    deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported:
+        deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported_on_sqlite,
+        deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported_on_postgres;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported_on_postgres() {
-    deleted_or_reordered_client_rows_break_verify_and_unnamed_ones_are_reported(
-        Store::postgres().await,
-    )
-    .await;
+/// The client rows `from..=to` of rank 0's session `incarnation`.
+fn rank_0_span(incarnation: u64, from: u64, to: u64) -> ClientSpan {
+    ClientSpan {
+        rank: 0,
+        incarnation,
+        from,
+        to,
+    }
 }
 
 /// Follows window `id`'s log until the session `incarnation` of `rank` detached.
@@ -1009,11 +912,9 @@ async fn detached(audit: &Audit, id: u64, rank: u32, incarnation: u64) {
 async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches(
     store: Store,
 ) {
-    let server = store.server().await;
-    let database = store.url(&server);
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let mut connection = store.connect(&server).await;
-    let fixture = Fixture::persisting(server, 1, &database).await;
+    let fixture = store.fixture(1, true).await;
+    let audit = fixture.audit().await;
+    let mut connection = store.connect(&fixture.server).await;
     let id = local_program(&fixture).await;
     let incarnation = fixture.sessions[0].incarnation();
     // as if the client's writer had not committed the last marker's rows yet
@@ -1036,13 +937,7 @@ async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_de
     assert_eq!(deleted, [to - from + 1]);
     let live = audit.verify(id).await.unwrap();
     assert_eq!(live.first_bad, None, "the client may still be writing them");
-    let span = ClientSpan {
-        rank: 0,
-        incarnation,
-        from,
-        to,
-    };
-    assert_eq!(live.pending, [span]);
+    assert_eq!(live.pending, [rank_0_span(incarnation, from, to)]);
     // once the session is gone, what its markers name must be there
     let Fixture {
         server, sessions, ..
@@ -1058,18 +953,10 @@ async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_de
     drop(server);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_sqlite() {
-    rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches(Store::Sqlite)
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_postgres() {
-    rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches(
-        Store::postgres().await,
-    )
-    .await;
+store_tests! {
+    rows_missing_at_the_end_of_a_live_clients_chain_are_pending_until_it_detaches:
+        rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_sqlite,
+        rows_missing_at_the_end_of_a_live_clients_chain_are_pending_on_postgres;
 }
 
 /// A rank's session spoken to over raw gRPC, as a hostile client would, and its greeting.
@@ -1086,23 +973,13 @@ async fn answer(raw: &mut RawSession, call: Call) -> Reply {
 }
 
 fn marker(window: u64, from: u64, to: u64, hash_len: usize) -> Call {
-    Call::Record(v1::Record {
-        window,
-        events: Vec::new(),
-        rows: Some(v1::ClientRows {
-            from,
-            to,
-            hash: vec![7u8; hash_len].into(),
-        }),
-    })
+    crate::raw::client_rows(window, from, to, vec![7u8; hash_len])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their_rows() {
     let fixture = Fixture::new(1).await;
-    let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
-        .await
-        .unwrap();
+    let audit = fixture.audit().await;
     let spec = WindowSpec::of::<i64>(&unique("w"), 1, 1);
     let windows = fixture.window(spec.clone()).await;
     let id = windows[0].desc().id;
@@ -1110,14 +987,7 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
     let (mut raw, greeting) = raw_session(&fixture.server.url, &fixture.tokens[0]).await;
     assert_eq!(greeting.incarnation, 2, "the rank's second session");
     assert!(matches!(
-        answer(
-            &mut raw,
-            Call::OpenWindow(v1::OpenWindow {
-                name: spec.name,
-                with_copy: false
-            })
-        )
-        .await,
+        answer(&mut raw, crate::raw::open_window(&spec.name)).await,
         Reply::Window(_)
     ));
     let with_events = Call::Record(v1::Record {
@@ -1184,15 +1054,7 @@ async fn markers_must_continue_the_sessions_chain_and_verify_holds_them_to_their
     // client stored none: pending while it is attached, missing once it is gone
     let live = audit.verify(id).await.unwrap();
     assert_eq!(live.first_bad, None);
-    assert_eq!(
-        live.pending,
-        [ClientSpan {
-            rank: 0,
-            incarnation: 2,
-            from: 1,
-            to: 3
-        }]
-    );
+    assert_eq!(live.pending, [rank_0_span(2, 1, 3)]);
     drop(raw);
     detached(&audit, id, 0, 2).await;
     let gone = audit.verify(id).await.unwrap();
@@ -1265,13 +1127,8 @@ async fn a_database_a_client_cannot_write_its_rows_to_is_refused_at_attach() {
 /// event: it must not wrap to a negative bound and stream the log from the beginning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_from_past_i64_max_are_none_and_replay_there_is_the_end() {
-    let audit_fixture = Fixture::new(2).await;
-    let audit = Audit::connect(&audit_fixture.server.url, ADMIN_TOKEN)
-        .await
-        .unwrap();
-    let windows = audit_fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-        .await;
+    let (audit_fixture, windows) = Fixture::with_window::<i64>(2, 2).await;
+    let audit = audit_fixture.audit().await;
     let id = windows[0].desc().id;
     ranks(windows, |rank, w| async move {
         w.fence(0).await.unwrap();
@@ -1345,14 +1202,10 @@ async fn a_window_just_created_under_async_durability_is_found(store: Store) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_window_just_created_under_async_durability_is_found_on_sqlite() {
-    a_window_just_created_under_async_durability_is_found(Store::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_window_just_created_under_async_durability_is_found_on_postgres() {
-    a_window_just_created_under_async_durability_is_found(Store::postgres().await).await;
+store_tests! {
+    a_window_just_created_under_async_durability_is_found:
+        a_window_just_created_under_async_durability_is_found_on_sqlite,
+        a_window_just_created_under_async_durability_is_found_on_postgres;
 }
 
 /// Puts through hvector, hindexed and subarray layouts reach the log as the bytes they touch:
@@ -1360,13 +1213,8 @@ async fn a_window_just_created_under_async_durability_is_found_on_postgres() {
 /// origins share (interleaved elements do not race; an overlapping subarray does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byte_placed_and_subarray_layouts_replay_and_race_by_their_bytes() {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 8))
-        .await;
-    let id = w[0].desc().id;
+    let fixture = Fixture::new(3).await;
+    let (audit, w, id) = fixture.audited_window::<i64>(8).await;
     fence_all(&w, Assert::NOPRECEDE).await;
     // rank 0: the even elements of rank 2 (16 bytes apart); rank 1: the odd ones
     let evens = Layout::Hvector {
@@ -1388,36 +1236,17 @@ async fn byte_placed_and_subarray_layouts_replay_and_race_by_their_bytes() {
     // next epoch: rank 1 writes the 2x2 block at (1,0) of rank 2 seen as 4x2, which holds
     // element 2, the first of rank 0's elements 2..4
     w[0].put(2, 2, &[20i64, 30]).unwrap();
-    let block = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![4, 2],
-        subsizes: vec![2, 2],
-        starts: vec![1, 0],
-        order: Order::C,
-    }));
+    let block = crate::subarray([4, 2], [2, 2], [1, 0], Order::C);
     w[1].put_layout(2, 0, block, &[1i64, 1, 1, 1]).unwrap();
     fence_all(&w, Assert::NOSUCCEED).await;
-    let replayed = audit.replay(id, None).await.unwrap();
-    let live = w[2].load::<i64>(0, 8).unwrap();
-    let replayed: Vec<i64> = replayed.ranks[2]
-        .chunks(8)
-        .map(|chunk| i64::from_le_bytes(chunk.try_into().unwrap()))
-        .collect();
-    assert_eq!(replayed, live, "replay rebuilds what the layouts wrote");
-    assert_eq!(&live[..2], &[10, 11]);
-    assert_eq!(&live[6..], &[16, 17]);
+    rank_2_replays_as_it_is(&audit, id, &w[2]).await;
     let findings = audit.check(id).await.unwrap();
-    let races: Vec<(&str, u64, (u64, u64))> = findings
-        .iter()
-        .map(|finding| {
-            (
-                finding.rule.name(),
-                u64::from(finding.target),
-                finding.bytes,
-            )
-        })
-        .collect();
     // only the second epoch's overlap: bytes 16..32 of rank 2 (elements 2 and 3)
-    assert_eq!(races, vec![("put_put", 2, (16, 32))], "{findings:#?}");
+    assert_eq!(
+        races(&findings),
+        vec![("put_put", 2, (16, 32))],
+        "{findings:#?}"
+    );
 }
 
 /// Puts through resized and struct layouts reach the log as the bytes they touch: replay
@@ -1425,13 +1254,8 @@ async fn byte_placed_and_subarray_layouts_replay_and_race_by_their_bytes() {
 /// share (two interleaved columns do not race; a struct overlapping a resized copy does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resized_and_struct_layouts_replay_and_race_by_their_bytes() {
-    let server = spawn_server().await;
-    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let fixture = Fixture::on(server, 3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 8))
-        .await;
-    let id = w[0].desc().id;
+    let fixture = Fixture::new(3).await;
+    let (audit, w, id) = fixture.audited_window::<i64>(8).await;
     fence_all(&w, Assert::NOPRECEDE).await;
     // rank 2 holds a 4x2 matrix: rank 0 writes column 0 (resized), rank 1 column 1 (struct)
     let column = Layout::resized(Layout::contiguous(1), 0, 16, 4);
@@ -1479,8 +1303,23 @@ async fn resized_and_struct_layouts_replay_and_race_by_their_bytes() {
     };
     w[1].put_layout(2, 0, mixed, &[3u8, 0, 0, 0, 4, 0]).unwrap();
     fence_all(&w, Assert::NOSUCCEED).await;
+    let live = rank_2_replays_as_it_is(&audit, id, &w[2]).await;
+    assert_eq!(live[2], 1 | 3 << 32, "rank 0's i32, then rank 1's");
+    let findings = audit.check(id).await.unwrap();
+    // only the second epoch's overlap: bytes 32..34 of rank 2
+    assert_eq!(
+        races(&findings),
+        vec![("put_put", 2, (32, 34))],
+        "{findings:#?}"
+    );
+}
+
+/// Rank 2's window of eight `i64`s after the layout tests' epochs, checked equal to its
+/// replay: ranks 0 and 1 wrote the even and the odd elements first (10, 12, 14, 16 and 11,
+/// 13, 15, 17), which elements 2 to 5 only may have lost since.
+async fn rank_2_replays_as_it_is(audit: &Audit, id: u64, rank_2: &Window) -> Vec<i64> {
     let replayed = audit.replay(id, None).await.unwrap();
-    let live = w[2].load::<i64>(0, 8).unwrap();
+    let live = rank_2.load::<i64>(0, 8).unwrap();
     let replayed: Vec<i64> = replayed.ranks[2]
         .chunks(8)
         .map(|chunk| i64::from_le_bytes(chunk.try_into().unwrap()))
@@ -1488,9 +1327,12 @@ async fn resized_and_struct_layouts_replay_and_race_by_their_bytes() {
     assert_eq!(replayed, live, "replay rebuilds what the layouts wrote");
     assert_eq!(&live[..2], &[10, 11]);
     assert_eq!(&live[6..], &[16, 17]);
-    assert_eq!(live[2], 1 | 3 << 32, "rank 0's i32, then rank 1's");
-    let findings = audit.check(id).await.unwrap();
-    let races: Vec<(&str, u64, (u64, u64))> = findings
+    live
+}
+
+/// The races of `findings`: (rule, target, bytes).
+fn races(findings: &[Finding]) -> Vec<(&str, u64, (u64, u64))> {
+    findings
         .iter()
         .map(|finding| {
             (
@@ -1499,9 +1341,7 @@ async fn resized_and_struct_layouts_replay_and_race_by_their_bytes() {
                 finding.bytes,
             )
         })
-        .collect();
-    // only the second epoch's overlap: bytes 32..34 of rank 2
-    assert_eq!(races, vec![("put_put", 2, (32, 34))], "{findings:#?}");
+        .collect()
 }
 
 /// Every rank's fence at once (a fence is collective).

@@ -4,12 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use onesided_client::WindowSpec;
 use onesided_server::audit::Durability;
 use sqlx::Connection;
 
 use crate::store::PgDatabase;
-use crate::{spawn_server_with, unique, Fixture};
+use crate::{spawn_server_with, Fixture};
 
 /// Events the server may answer before they are committed: far fewer than the puts below, so
 /// the session task must wait for the store.
@@ -33,9 +32,7 @@ async fn a_session_blocked_behind_a_stalled_audit_store_keeps_its_lease() {
     })
     .await;
     let fixture = Fixture::on(server, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     let w = &windows[0];
     w.lock_all(0).await.unwrap();
     w.flush(1).await.unwrap();

@@ -21,12 +21,72 @@ fn terminate(child: Launched) -> std::process::ExitStatus {
     child.terminate(Duration::from_secs(10)).0
 }
 
+/// [`terminate`] off the test's runtime; it must exit successfully.
+async fn stopped_cleanly(child: Launched) {
+    let status = tokio::task::spawn_blocking(move || terminate(child))
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// An admin client of the binary at `url` (started with the suite's admin token).
+async fn admin_at(url: &str) -> Admin {
+    Admin::connect(url, "binary-test-admin-token")
+        .await
+        .unwrap()
+}
+
+/// The binary on a fresh data directory with the suite's admin token and `listen` (a flag
+/// naming a listener of its own) on 127.0.0.1:0, once it printed `until`.
+fn launched_listening_too(listen: &str, until: &str) -> (TempDir, Launched) {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
+    let flags = [
+        "--admin-token",
+        "binary-test-admin-token",
+        listen,
+        "127.0.0.1:0",
+    ];
+    let child = crate::launch_server(&data, &flags, "info", until);
+    (data, child)
+}
+
+/// The address in `url`, a printed `http://ADDRESS{path}`, whose port is the one bound (not 0).
+fn bound_address(url: &str, path: &str) -> std::net::SocketAddr {
+    let address: std::net::SocketAddr = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix(path))
+        .unwrap_or_else(|| panic!("not a URL of {path}: {url}"))
+        .parse()
+        .unwrap();
+    assert_ne!(address.port(), 0, "the bound port is printed");
+    address
+}
+
+/// The binary without an admin token ([`start`]), and the one it generated into its data
+/// directory `data`, as the file has it.
+fn started_generating_a_token(data: &TempDir) -> (Launched, String, String) {
+    let (child, url) = start(data, &[]);
+    let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
+    (child, url, token)
+}
+
+/// The flags of a binary with the suite's admin token that records in `store`.
+fn flags_recording_in(store: &Store) -> Vec<String> {
+    let mut flags = vec![
+        "--admin-token".to_string(),
+        "binary-test-admin-token".to_string(),
+    ];
+    if let Some(database) = store.database_url() {
+        flags.extend(["--database-url".to_string(), database]);
+    }
+    flags
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let (child, url) = start(&data, &[]);
     // no --admin-token: one was generated into the data directory
-    let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
+    let (child, url, token) = started_generating_a_token(&data);
     let admin = Admin::connect(&url, token.trim()).await.unwrap();
     let world = admin.create_world("w", 2).await.unwrap();
     admin
@@ -41,10 +101,7 @@ async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
         let session = session.clone();
         async move { session.barrier().await }
     });
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success(), "{status}");
+    stopped_cleanly(child).await;
     let error = waiting.await.unwrap().unwrap_err();
     assert_eq!(error.code(), tonic::Code::Unavailable, "{error}");
 }
@@ -61,9 +118,7 @@ async fn one_worker_thread_serves_epochs_among_ranks_and_stops_on_sigterm() {
             "binary-test-admin-token",
         ],
     );
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
+    let admin = admin_at(&url).await;
     let world = admin.create_world("w", 2).await.unwrap();
     admin
         .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
@@ -83,10 +138,7 @@ async fn one_worker_thread_serves_epochs_among_ranks_and_stops_on_sigterm() {
     });
     let seen = futures::future::join_all(epochs).await;
     assert_eq!(seen, vec![vec![11], vec![10]]);
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success(), "{status}");
+    stopped_cleanly(child).await;
 }
 
 #[test]
@@ -192,18 +244,10 @@ fn the_compose_file_passes_only_flags_and_variables_the_binary_has() {
 async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, persisting: bool) {
     use onesided_client::{Audit, AuditEvent, LockType};
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let mut flags = vec![
-        "--admin-token".to_string(),
-        "binary-test-admin-token".to_string(),
-    ];
-    if let Some(database) = store.database_url() {
-        flags.extend(["--database-url".to_string(), database]);
-    }
+    let flags = flags_recording_in(&store);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (mut child, url) = start(&data, &flags);
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
+    let admin = admin_at(&url).await;
     let world = admin.create_world("w", 2).await.unwrap();
     let desc = admin
         .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
@@ -317,18 +361,13 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     drop(window);
     session.close().await.unwrap();
     // a window created after the restart never reuses a recorded id
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
+    let admin = admin_at(&url).await;
     let again = admin
         .create_window("w", &WindowSpec::of::<i64>("y", 2, 1))
         .await
         .unwrap();
     assert!(again.id > desc.id);
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success());
+    stopped_cleanly(child).await;
 }
 
 async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
@@ -340,18 +379,10 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
     use onesided_client::{Audit, AuditEvent, LockType, Op};
     const CLIENTS: u32 = 16;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let mut token = vec![
-        "--admin-token".to_string(),
-        "binary-test-admin-token".to_string(),
-    ];
-    if let Some(database) = store.database_url() {
-        token.extend(["--database-url".to_string(), database]);
-    }
+    let token = flags_recording_in(&store);
     let token: Vec<&str> = token.iter().map(String::as_str).collect();
     let (mut child, url) = start(&data, &token);
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
+    let admin = admin_at(&url).await;
     let world = admin.create_world("load", CLIENTS).await.unwrap();
     let desc = admin
         .create_window("load", &WindowSpec::of::<i64>("counter", CLIENTS, 1))
@@ -453,38 +484,24 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
         "the recovered counter is exactly the logged increments"
     );
     assert_eq!(audit.verify(desc.id).await.unwrap().first_bad, None);
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success());
+    stopped_cleanly(child).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_sqlite(
-) {
-    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
-        Store::Sqlite,
-    )
-    .await;
+store_tests! {
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once:
+        kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_sqlite,
+        kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_postgres;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_on_postgres(
-) {
-    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(
-        Store::postgres().await,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_epochs_survive_kill_9_in_sync_durability_on_sqlite() {
-    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_epochs_survive_kill_9_in_sync_durability_on_postgres() {
-    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, false).await;
+async_tests! {
+    acknowledged_epochs_survive_kill_9_in_sync_durability_on_sqlite =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, false);
+    acknowledged_epochs_survive_kill_9_in_sync_durability_on_postgres =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, false);
+    acknowledged_client_rows_survive_kill_9_on_sqlite =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, true);
+    acknowledged_client_rows_survive_kill_9_on_postgres =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, true);
 }
 
 /// A large put is written once, into the events file beside the SQLite database, before it is
@@ -497,9 +514,7 @@ async fn an_acknowledged_large_put_survives_kill_9_written_once_beside_the_datab
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin-large")));
     let flags = ["--admin-token", "binary-test-admin-token"];
     let (mut child, url) = start(&data, &flags);
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
+    let admin = admin_at(&url).await;
     let world = admin.create_world("w", 2).await.unwrap();
     let desc = admin
         .create_window("w", &WindowSpec::bytes("big", 2, SIZE as u64, 1))
@@ -561,44 +576,15 @@ async fn an_acknowledged_large_put_survives_kill_9_written_once_beside_the_datab
     );
     drop(window);
     session.close().await.unwrap();
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_client_rows_survive_kill_9_on_sqlite() {
-    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_client_rows_survive_kill_9_on_postgres() {
-    acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, true).await;
+    stopped_cleanly(child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_metrics_where_it_says_with_metrics_listen() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let flags = [
-        "--admin-token",
-        "binary-test-admin-token",
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ];
-    let child = crate::launch_server(&data, &flags, "info", "serving metrics");
+    let (_data, child) = launched_listening_too("--metrics-listen", "serving metrics");
     let url = format!("http://{}", child.field("address="));
-    let metrics_url = child.field("url=");
-    let metrics: std::net::SocketAddr = metrics_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("not a metrics URL: {metrics_url}"))
-        .parse()
-        .unwrap();
-    assert_ne!(metrics.port(), 0, "the bound port is printed");
-    let admin = Admin::connect(&url, "binary-test-admin-token")
-        .await
-        .unwrap();
+    let metrics = bound_address(&child.field("url="), "/metrics");
+    let admin = admin_at(&url).await;
     let world = admin.create_world("w", 1).await.unwrap();
     let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
     let (status, text) = crate::metrics::get(metrics, "/metrics").await;
@@ -609,30 +595,13 @@ async fn serves_metrics_where_it_says_with_metrics_listen() {
         "{text}"
     );
     session.close().await.unwrap();
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success());
+    stopped_cleanly(child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_web_view_and_metrics_where_it_says_with_http_listen() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let flags = [
-        "--admin-token",
-        "binary-test-admin-token",
-        "--http-listen",
-        "127.0.0.1:0",
-    ];
-    let child = crate::launch_server(&data, &flags, "info", "serving the web view");
-    let page_url = child.field("url=");
-    let web: std::net::SocketAddr = page_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("not the web view's URL: {page_url}"))
-        .parse()
-        .unwrap();
-    assert_ne!(web.port(), 0, "the bound port is printed");
+    let (_data, child) = launched_listening_too("--http-listen", "serving the web view");
+    let web = bound_address(&child.field("url="), "/");
     let (status, text) = crate::metrics::get(web, "/metrics").await;
     assert_eq!(status, 200);
     assert!(text.contains("onesided_sessions_attached 0"), "{text}");
@@ -641,10 +610,7 @@ async fn serves_the_web_view_and_metrics_where_it_says_with_http_listen() {
     assert!(page.body.contains("Admin token"), "{}", page.body);
     let refused = crate::web::get(web, "/api/state", Some("Bearer wrong-token")).await;
     assert_eq!(refused.status, 401, "{}", refused.body);
-    let status = tokio::task::spawn_blocking(move || terminate(child))
-        .await
-        .unwrap();
-    assert!(status.success());
+    stopped_cleanly(child).await;
 }
 
 /// Runs the binary with `extra` until it exits; it must exit unsuccessfully before it listens.
@@ -655,13 +621,7 @@ fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> Str
     for (key, value) in env {
         command.env(key, value);
     }
-    let output = onesided_test_support::run_to_exit(command, Duration::from_secs(30));
-    let printed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(!output.status.success(), "{printed}");
+    let printed = crate::server_binary::refused_to_start(command, Duration::from_secs(30));
     assert!(!printed.contains("listening"), "{printed}");
     printed
 }
@@ -701,8 +661,7 @@ fn an_admin_token_too_short_to_be_a_secret_is_refused_at_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generated_admin_token_file_is_whole_private_and_the_only_file_written_for_it() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let (child, url) = start(&data, &[]);
-    let token = std::fs::read_to_string(data.0.join("admin-token")).unwrap();
+    let (child, url, token) = started_generating_a_token(&data);
     assert_eq!(token.len(), 48, "{token:?}");
     assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token:?}");
     #[cfg(unix)]
@@ -827,20 +786,9 @@ async fn endless_copies_of_nothing_are_refused_and_the_server_still_answers_and_
     let (mut session, _) = RawSession::open(&mut grpc, &Meta::bearer(&world.tokens[0]))
         .await
         .unwrap();
-    let Reply::Window(desc) = session
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name: "x".into(),
-            with_copy: false,
-        }))
-        .await
-    else {
-        panic!("no window description");
-    };
+    let window = session.open_window("x").await;
     session
-        .ok(Call::LockAll(v1::LockAll {
-            window: desc.id,
-            assert: 0,
-        }))
+        .ok(Call::LockAll(v1::LockAll { window, assert: 0 }))
         .await;
     let nothing = v1::Layout {
         kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
@@ -856,7 +804,7 @@ async fn endless_copies_of_nothing_are_refused_and_the_server_still_answers_and_
         }))),
     };
     let get = v1::RmaOp {
-        window: desc.id,
+        window,
         target: 0,
         kind: v1::OpKind::Get as i32,
         datatype: onesided_core::Datatype::Byte.code(),

@@ -5,16 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use onesided_client::{Block, Layout, LockType, Op, WindowSpec};
+use onesided_client::{Block, Layout, LockType, Op, Window, WindowSpec};
 
 use crate::{ranks, unique, Fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_ranks_accumulate_sum_exactly_under_lock_all() {
-    let fixture = Fixture::new(8).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 8, 1))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i64>(8, 1).await;
     let totals = ranks(windows, |rank, w| async move {
         w.lock_all(0).await.unwrap();
         for _ in 0..1000 {
@@ -37,10 +34,7 @@ async fn eight_ranks_accumulate_sum_exactly_under_lock_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_and_op_counter_hands_out_every_value_once() {
-    let fixture = Fixture::new(8).await;
-    let windows = fixture
-        .window(WindowSpec::of::<u64>(&unique("w"), 8, 1))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<u64>(8, 1).await;
     let handed = ranks(windows, |_, w| async move {
         w.lock_all(0).await.unwrap();
         let mut pending = Vec::new();
@@ -63,11 +57,8 @@ async fn fetch_and_op_counter_hands_out_every_value_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_and_swap_spin_lock_gives_mutual_exclusion() {
-    let fixture = Fixture::new(4).await;
     // element 0: the lock word, element 1: a counter updated with plain get/put
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 2))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i64>(4, 2).await;
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let counters = ranks(windows, |rank, w| {
@@ -96,11 +87,7 @@ async fn compare_and_swap_spin_lock_gives_mutual_exclusion() {
                 assert_eq!(released.value().await.unwrap(), i64::from(rank) + 1);
             }
             w.unlock_all().await.unwrap();
-            w.session().barrier().await.unwrap();
-            w.lock(LockType::Shared, 0, 0).await.unwrap();
-            let counter = w.get::<i64>(0, 1, 1).unwrap();
-            w.unlock(0).await.unwrap();
-            counter.value().await.unwrap()[0]
+            rank_0_after_a_barrier(&w, 1).await
         }
     })
     .await;
@@ -112,18 +99,27 @@ async fn compare_and_swap_spin_lock_gives_mutual_exclusion() {
     assert_eq!(counters, vec![100; 4], "an update was lost");
 }
 
+/// Element `disp` of rank 0, read under a shared lock once every rank entered a barrier.
+async fn rank_0_after_a_barrier(w: &Window, disp: u64) -> i64 {
+    w.session().barrier().await.unwrap();
+    w.lock(LockType::Shared, 0, 0).await.unwrap();
+    let value = w.get::<i64>(0, disp, 1).unwrap();
+    w.unlock(0).await.unwrap();
+    value.value().await.unwrap()[0]
+}
+
+/// A world of four ranks on a server whose writers-first preference lasts `fairness`.
+async fn four_ranks_with_fairness(fairness: Duration) -> Fixture {
+    let server = crate::spawn_server_with(|config| config.lock_fairness = fairness).await;
+    Fixture::on(server, 4).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exclusive_locks_exclude_and_shared_locks_overlap() {
     // writers first is a bounded preference (core's `locks`): with an hour's bound, a shared
     // request behind a waiting writer waits for the writer throughout this test
-    let server = crate::spawn_server_with(|config| {
-        config.lock_fairness = Duration::from_secs(3600);
-    })
-    .await;
-    let fixture = Fixture::on(server, 4).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
-        .await;
+    let fixture = four_ranks_with_fairness(Duration::from_secs(3600)).await;
+    let windows = fixture.window_of::<i64>(1).await;
     // exclusive: read-modify-write with plain get/put loses nothing
     let finals = ranks(windows, |_, w| async move {
         for _ in 0..20 {
@@ -134,17 +130,11 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
             w.put(0, 0, &[value + 1]).unwrap();
             w.unlock(0).await.unwrap();
         }
-        w.session().barrier().await.unwrap();
-        w.lock(LockType::Shared, 0, 0).await.unwrap();
-        let total = w.get::<i64>(0, 0, 1).unwrap();
-        w.unlock(0).await.unwrap();
-        total.value().await.unwrap()[0]
+        rank_0_after_a_barrier(&w, 0).await
     })
     .await;
     assert_eq!(finals, vec![80; 4], "an increment was lost");
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     let rendezvous = Arc::new(tokio::sync::Barrier::new(3));
     let shared = ranks(windows, |rank, w| {
         let rendezvous = Arc::clone(&rendezvous);
@@ -170,20 +160,13 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
         "shared locks did not overlap"
     );
 
-    let mut windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
-        .await
-        .into_iter()
-        .skip(1);
+    let mut windows = fixture.window_of::<i64>(1).await.into_iter().skip(1);
     // opening another window is a round trip on a session that changes nothing else
     let probe = |n: u32| format!("probe-{n}");
     for n in 0..2 {
         fixture
-            .server
-            .admin
-            .create_window(&fixture.world, &WindowSpec::of::<i64>(&probe(n), 4, 1))
-            .await
-            .unwrap();
+            .create_window(&WindowSpec::of::<i64>(&probe(n), 4, 1))
+            .await;
     }
     let (holder, writer, reader) = (
         windows.next().unwrap(),
@@ -198,25 +181,12 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
     // session proves its request reached the target before the reader's is sent
     writer.lock(LockType::Exclusive, 0, 0).await.unwrap();
     writer.put(0, 0, &[1i64]).unwrap();
-    writer.session().window(&probe(0)).await.unwrap();
-    let writer_order = Arc::clone(&order);
-    let writer_task = tokio::spawn(async move {
-        writer.flush(0).await.unwrap();
-        writer_order.lock().unwrap().push("writer");
-        writer.unlock(0).await.unwrap();
-    });
+    let writer_task = noting_flush(writer, &probe(0), &order, "writer").await;
     // a later shared request does not overtake the waiting writer while the holder releases
     // within the fairness bound
     reader.lock(LockType::Shared, 0, 0).await.unwrap();
     let seen = reader.get::<i64>(0, 0, 1).unwrap();
-    reader.session().window(&probe(1)).await.unwrap();
-    let reader_order = Arc::clone(&order);
-    let reader_task = tokio::spawn(async move {
-        reader.flush(0).await.unwrap();
-        reader_order.lock().unwrap().push("reader");
-        reader.unlock(0).await.unwrap();
-        seen.value().await.unwrap()[0]
-    });
+    let reader_task = noting_flush(reader, &probe(1), &order, "reader").await;
     assert!(
         tokio::time::timeout(Duration::from_millis(50), async {
             loop {
@@ -232,17 +202,36 @@ async fn exclusive_locks_exclude_and_shared_locks_overlap() {
     );
     holder.unlock(0).await.unwrap();
     writer_task.await.unwrap();
-    let seen = reader_task.await.unwrap();
+    reader_task.await.unwrap();
+    let seen = seen.value().await.unwrap()[0];
     assert_eq!(*order.lock().unwrap(), vec!["writer", "reader"]);
     assert_eq!(seen, 1, "the reader came after the writer");
 }
 
+/// The order in which epochs were done, by who did them.
+type Order = Arc<std::sync::Mutex<Vec<&'static str>>>;
+
+/// After a round trip on `window`'s session (it opens the window `probe`: what it sent before
+/// reached its targets), a task that flushes at rank 0, notes `who` in `order`, and unlocks
+/// rank 0.
+async fn noting_flush(
+    window: Window,
+    probe: &str,
+    order: &Order,
+    who: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    window.session().window(probe).await.unwrap();
+    let order = Arc::clone(order);
+    tokio::spawn(async move {
+        window.flush(0).await.unwrap();
+        order.lock().unwrap().push(who);
+        window.unlock(0).await.unwrap();
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pscw_with_overlapping_groups() {
-    let fixture = Fixture::new(3).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 3))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i64>(3, 3).await;
     // every rank exposes to the two others and accesses the two others: the groups overlap
     let seen = ranks(windows, |rank, w| async move {
         let others: Vec<u32> = (0..3).filter(|&r| r != rank).collect();
@@ -268,10 +257,7 @@ async fn pscw_with_overlapping_groups() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pscw_start_before_post_on_disjoint_groups() {
-    let fixture = Fixture::new(4).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 4))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i64>(4, 4).await;
     let seen = ranks(windows, |rank, w| async move {
         let odds = [1u32, 3];
         let evens = [0u32, 2];
@@ -302,9 +288,7 @@ async fn pscw_start_before_post_on_disjoint_groups() {
 async fn flush_orders_a_payload_before_its_flag() {
     let fixture = Fixture::new(2).await;
     for round in 1..=20i64 {
-        let windows = fixture
-            .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-            .await;
+        let windows = fixture.window_of::<i64>(2).await;
         let seen = ranks(windows, move |rank, w| async move {
             w.lock_all(0).await.unwrap();
             if rank == 0 {
@@ -335,10 +319,7 @@ async fn flush_orders_a_payload_before_its_flag() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn win_sync_publishes_and_refreshes_inside_lock_all() {
-    let fixture = Fixture::new(2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i64>(2, 2).await;
     let seen = ranks(windows, |rank, w| async move {
         w.lock_all(0).await.unwrap();
         let result = if rank == 0 {
@@ -372,10 +353,7 @@ async fn win_sync_publishes_and_refreshes_inside_lock_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_based_operations() {
-    let fixture = Fixture::new(2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i32>(&unique("w"), 2, 4))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i32>(2, 4).await;
     let seen = ranks(windows, |rank, w| async move {
         if rank == 1 {
             w.session().barrier().await.unwrap();
@@ -417,10 +395,7 @@ async fn request_based_operations() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vector_and_indexed_layouts() {
-    let fixture = Fixture::new(2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i16>(&unique("w"), 2, 12))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i16>(2, 12).await;
     let seen = ranks(windows, |rank, w| async move {
         w.fence(0).await.unwrap();
         if rank == 0 {
@@ -461,11 +436,8 @@ async fn vector_and_indexed_layouts() {
 async fn round_trip(fixture: &Fixture, session: &onesided_client::Session) {
     let name = unique("probe");
     fixture
-        .server
-        .admin
-        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 4, 1))
-        .await
-        .unwrap();
+        .create_window(&WindowSpec::of::<i64>(&name, 4, 1))
+        .await;
     session.window(&name).await.unwrap();
 }
 
@@ -475,15 +447,8 @@ async fn round_trip(fixture: &Fixture, session: &onesided_client::Session) {
 /// an hour here, so only the `lock_all` rule can let them through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_all_readers_never_wait_for_writers_that_wait_for_them() {
-    let server = crate::spawn_server_with(|config| {
-        config.lock_fairness = Duration::from_secs(3600);
-    })
-    .await;
-    let fixture = Fixture::on(server, 4).await;
-    let mut windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
-        .await
-        .into_iter();
+    let fixture = four_ranks_with_fairness(Duration::from_secs(3600)).await;
+    let mut windows = fixture.window_of::<i64>(1).await.into_iter();
     let (a, b, c, d) = (
         windows.next().unwrap(),
         windows.next().unwrap(),
@@ -535,15 +500,8 @@ async fn lock_all_readers_never_wait_for_writers_that_wait_for_them() {
 /// bound, and never sees the writer's value: the writer waits for the holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_request_behind_a_waiting_writer_completes_within_the_fairness_bound() {
-    let server = crate::spawn_server_with(|config| {
-        config.lock_fairness = Duration::from_millis(200);
-    })
-    .await;
-    let fixture = Fixture::on(server, 4).await;
-    let mut windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 1))
-        .await
-        .into_iter();
+    let fixture = four_ranks_with_fairness(Duration::from_millis(200)).await;
+    let mut windows = fixture.window_of::<i64>(1).await.into_iter();
     let (holder, writer, reader) = (
         windows.next().unwrap(),
         windows.next().unwrap(),

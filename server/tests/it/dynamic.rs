@@ -361,26 +361,13 @@ async fn a_new_session_of_the_rank_knows_the_regions_it_attached() {
 /// private copy) and a region can still be detached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_survive_a_restart() {
-    use crate::recovery::start_on;
-    use onesided_client::{Admin, Session};
-    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-dynamic")));
-    let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world(&unique("dyn"), 2).await.unwrap();
-    admin
-        .create_window(&world.name, &dynamic("d", 2))
-        .await
-        .unwrap();
-    let owner = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let origin = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let (o, w) = (
-        owner.window("d").await.unwrap(),
-        origin.window("d").await.unwrap(),
-    );
+    use crate::{start_fresh, world_with};
+
+    let (_data, server) = start_fresh("onesided-dynamic", |_| {}).await;
+    let admin = &server.admin;
+    let world = world_with(admin, &unique("dyn"), 2, &[dynamic("d", 2)]).await;
+    let (owner, o) = server.attached_window(&world.tokens[1], "d").await;
+    let (origin, w) = server.attached_window(&world.tokens[0], "d").await;
     let a = o.attach(16).await.unwrap();
     let b = o.attach(16).await.unwrap();
     o.detach(a).await.unwrap();
@@ -390,19 +377,10 @@ async fn regions_survive_a_restart() {
     drop((o, w));
     owner.close().await.unwrap();
     origin.close().await.unwrap();
-    server.stop().await;
 
-    let server = start_on(&data.0, |_| {}).await;
-    let owner = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let origin = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let (o, w) = (
-        owner.window("d").await.unwrap(),
-        origin.window("d").await.unwrap(),
-    );
+    let server = server.restart(|_| {}).await;
+    let (owner, o) = server.attached_window(&world.tokens[1], "d").await;
+    let (origin, w) = server.attached_window(&world.tokens[0], "d").await;
     assert_eq!(o.regions(), vec![(b, 16)]);
     assert_eq!(o.load_at::<i64>(b, 2).unwrap(), vec![0, 42]);
     assert_eq!(class(o.load_at::<i64>(a, 1)), Some(ErrorClass::RmaRange));
@@ -428,8 +406,8 @@ async fn regions_survive_a_restart() {
 /// taken across a restart, and freeing the window gives them back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_count_toward_the_servers_window_bytes() {
-    use crate::recovery::start_on;
-    use onesided_client::{Admin, Session};
+    use crate::{start_fresh, start_on, world_with};
+    use onesided_client::Session;
     let limited = |config: &mut onesided_server::ServerConfig| {
         config.limits.max_window_bytes = 1000;
         config.limits.max_window_bytes_per_rank = 800;
@@ -438,14 +416,15 @@ async fn regions_count_toward_the_servers_window_bytes() {
         let error = result.expect_err("the window must not fit");
         assert_eq!(error.class(), Some(ErrorClass::NoMem), "{error}");
     };
-    let data = crate::TempDir(std::env::temp_dir().join(unique("onesided-dynamic")));
-    let server = start_on(&data.0, limited).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world(&unique("dyn"), 2).await.unwrap();
-    admin
-        .create_window(&world.name, &WindowSpec::bytes("s", 2, 200, 1))
-        .await
-        .unwrap();
+    let (data, server) = start_fresh("onesided-dynamic", limited).await;
+    let admin = &server.admin;
+    let world = world_with(
+        admin,
+        &unique("dyn"),
+        2,
+        &[WindowSpec::bytes("s", 2, 200, 1)],
+    )
+    .await;
     admin
         .create_window(&world.name, &dynamic("d", 2))
         .await
@@ -493,7 +472,7 @@ async fn regions_count_toward_the_servers_window_bytes() {
 
     // after a restart the regions still take their bytes; freeing the window gives them back
     let server = start_on(&data.0, limited).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let admin = &server.admin;
     exhausted(
         admin
             .create_window(&world.name, &WindowSpec::bytes("t", 2, 1, 1))

@@ -12,9 +12,7 @@ const PATTERN: [[i64; 4]; 3] = [[1, 2, 3, 4], [11, 12, 13, 14], [21, 22, 23, 24]
 
 /// Three ranks on a fresh window whose public and private copies hold PATTERN.
 async fn prepared(fixture: &Fixture) -> Vec<Window> {
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 4))
-        .await;
+    let windows = fixture.window_of::<i64>(4).await;
     for (rank, window) in windows.iter().enumerate() {
         window.store(0, &PATTERN[rank]).unwrap();
         window
@@ -53,100 +51,48 @@ fn class<T: std::fmt::Debug>(result: onesided_client::Result<T>) -> ErrorClass {
         .unwrap_or_else(|| panic!("{error} carries no MPI class"))
 }
 
+/// Asserts that `result` was refused with `expected` ([`class`]), saying `what` otherwise.
+#[track_caller]
+fn refused<T: std::fmt::Debug>(
+    result: onesided_client::Result<T>,
+    expected: ErrorClass,
+    what: &str,
+) {
+    assert_eq!(class(result), expected, "{what}");
+}
+
+/// [`refused`] with `MPI_ERR_RMA_SYNC`.
+#[track_caller]
+fn rma_sync<T: std::fmt::Debug>(result: onesided_client::Result<T>, what: &str) {
+    refused(result, ErrorClass::RmaSync, what);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronization_misuse_is_rma_sync() {
     let fixture = Fixture::new(3).await;
 
     let w = prepared(&fixture).await;
-    assert_eq!(
-        class(w[0].put(1, 0, &[9i64])),
-        ErrorClass::RmaSync,
-        "put outside an epoch"
-    );
-    assert_eq!(
-        class(w[0].get::<i64>(1, 0, 1)),
-        ErrorClass::RmaSync,
-        "get outside an epoch"
-    );
-    assert_eq!(
-        class(w[0].unlock(1).await),
-        ErrorClass::RmaSync,
-        "unlock without lock"
-    );
-    assert_eq!(
-        class(w[0].complete().await),
-        ErrorClass::RmaSync,
-        "complete without start"
-    );
-    assert_eq!(
-        class(w[0].wait().await),
-        ErrorClass::RmaSync,
-        "wait without post"
-    );
-    assert_eq!(
-        class(w[0].flush(1).await),
-        ErrorClass::RmaSync,
-        "flush outside passive"
-    );
-    assert_eq!(
-        class(w[0].flush_all().await),
-        ErrorClass::RmaSync,
-        "flush_all outside"
-    );
-    assert_eq!(
-        class(w[0].flush_local(1).await),
-        ErrorClass::RmaSync,
-        "flush_local outside"
-    );
-    assert_eq!(
-        class(w[0].flush_local_all().await),
-        ErrorClass::RmaSync,
-        "flush_local_all"
-    );
-    assert_eq!(
-        class(w[0].sync().await),
-        ErrorClass::RmaSync,
-        "sync outside passive"
-    );
-    assert_eq!(
-        class(w[0].unlock_all().await),
-        ErrorClass::RmaSync,
-        "unlock_all alone"
-    );
+    rma_sync(w[0].put(1, 0, &[9i64]), "put outside an epoch");
+    rma_sync(w[0].get::<i64>(1, 0, 1), "get outside an epoch");
+    rma_sync(w[0].unlock(1).await, "unlock without lock");
+    rma_sync(w[0].complete().await, "complete without start");
+    rma_sync(w[0].wait().await, "wait without post");
+    rma_sync(w[0].flush(1).await, "flush outside passive");
+    rma_sync(w[0].flush_all().await, "flush_all outside");
+    rma_sync(w[0].flush_local(1).await, "flush_local outside");
+    rma_sync(w[0].flush_local_all().await, "flush_local_all");
+    rma_sync(w[0].sync().await, "sync outside passive");
+    rma_sync(w[0].unlock_all().await, "unlock_all alone");
     assert_unchanged(&w, "no epoch").await;
 
     let w = prepared(&fixture).await;
     w[0].lock(LockType::Shared, 1, 0).await.unwrap();
-    assert_eq!(
-        class(w[0].lock(LockType::Exclusive, 1, 0).await),
-        ErrorClass::RmaSync,
-        "second lock"
-    );
-    assert_eq!(
-        class(w[0].lock_all(0).await),
-        ErrorClass::RmaSync,
-        "lock_all inside lock"
-    );
-    assert_eq!(
-        class(w[0].start(&[1], 0)),
-        ErrorClass::RmaSync,
-        "start inside lock"
-    );
-    assert_eq!(
-        class(w[0].fence(0).await),
-        ErrorClass::RmaSync,
-        "fence inside lock"
-    );
-    assert_eq!(
-        class(w[0].put(2, 0, &[9i64])),
-        ErrorClass::RmaSync,
-        "op to a rank not locked"
-    );
-    assert_eq!(
-        class(w[0].free().await),
-        ErrorClass::RmaSync,
-        "free inside lock"
-    );
+    rma_sync(w[0].lock(LockType::Exclusive, 1, 0).await, "second lock");
+    rma_sync(w[0].lock_all(0).await, "lock_all inside lock");
+    rma_sync(w[0].start(&[1], 0), "start inside lock");
+    rma_sync(w[0].fence(0).await, "fence inside lock");
+    rma_sync(w[0].put(2, 0, &[9i64]), "op to a rank not locked");
+    rma_sync(w[0].free().await, "free inside lock");
     // the first lock is still there and works
     let seen = w[0].get::<i64>(1, 0, 4).unwrap();
     w[0].unlock(1).await.unwrap();
@@ -155,71 +101,31 @@ async fn synchronization_misuse_is_rma_sync() {
 
     let w = prepared(&fixture).await;
     w[0].start(&[1], 0).unwrap();
-    assert_eq!(
-        class(w[0].start(&[1], 0)),
-        ErrorClass::RmaSync,
-        "nested start"
-    );
-    assert_eq!(
-        class(w[0].lock(LockType::Shared, 1, 0).await),
-        ErrorClass::RmaSync,
-        "lock in pscw"
-    );
-    assert_eq!(
-        class(w[0].put(2, 0, &[9i64])),
-        ErrorClass::RmaSync,
-        "outside the start group"
-    );
-    assert_eq!(
-        class(w[0].rput(1, 0, &[9i64])),
-        ErrorClass::RmaSync,
-        "request-based in pscw"
-    );
+    rma_sync(w[0].start(&[1], 0), "nested start");
+    rma_sync(w[0].lock(LockType::Shared, 1, 0).await, "lock in pscw");
+    rma_sync(w[0].put(2, 0, &[9i64]), "outside the start group");
+    rma_sync(w[0].rput(1, 0, &[9i64]), "request-based in pscw");
     w[0].complete().await.unwrap();
-    assert_eq!(
-        class(w[0].complete().await),
-        ErrorClass::RmaSync,
-        "second complete"
-    );
+    rma_sync(w[0].complete().await, "second complete");
     assert_unchanged(&w, "pscw").await;
 
     let w = prepared(&fixture).await;
     w[0].post(&[1], 0).unwrap();
-    assert_eq!(
-        class(w[0].post(&[1], 0)),
-        ErrorClass::RmaSync,
-        "post while posted"
-    );
-    assert_eq!(
-        class(w[0].fence(0).await),
-        ErrorClass::RmaSync,
-        "fence while posted"
-    );
-    assert_eq!(
-        class(w[0].free().await),
-        ErrorClass::RmaSync,
-        "free while posted"
-    );
+    rma_sync(w[0].post(&[1], 0), "post while posted");
+    rma_sync(w[0].fence(0).await, "fence while posted");
+    rma_sync(w[0].free().await, "free while posted");
     assert!(!w[0].test().await.unwrap(), "nobody completed yet");
     w[1].start(&[0], 0).unwrap();
     w[1].complete().await.unwrap();
     w[0].wait().await.unwrap();
-    assert_eq!(
-        class(w[0].test().await),
-        ErrorClass::RmaSync,
-        "test after wait"
-    );
+    rma_sync(w[0].test().await, "test after wait");
     assert_unchanged(&w, "post").await;
 
     let w = prepared(&fixture).await;
     w[0].fence(Assert::NOPRECEDE | Assert::NOSUCCEED)
         .await
         .unwrap();
-    assert_eq!(
-        class(w[0].put(1, 0, &[9i64])),
-        ErrorClass::RmaSync,
-        "op after nosucceed"
-    );
+    rma_sync(w[0].put(1, 0, &[9i64]), "op after nosucceed");
     // after nosucceed the rank may switch to another mode
     w[0].lock(LockType::Shared, 1, 0).await.unwrap();
     w[0].unlock(1).await.unwrap();
@@ -231,98 +137,110 @@ async fn argument_misuse_has_its_own_class() {
     let fixture = Fixture::new(3).await;
     let w = prepared(&fixture).await;
     w[0].lock_all(0).await.unwrap();
-    assert_eq!(
-        class(w[0].put(1, 4, &[9i64])),
-        ErrorClass::RmaRange,
-        "past the end"
-    );
-    assert_eq!(
-        class(w[0].get::<i64>(1, 3, 2)),
-        ErrorClass::RmaRange,
-        "straddling the end"
-    );
-    assert_eq!(
-        class(w[0].get::<i64>(1, u64::MAX / 4, 1)),
-        ErrorClass::RmaRange,
-        "overflowing disp"
-    );
-    assert_eq!(
-        class(w[0].put(7, 0, &[9i64])),
-        ErrorClass::Rank,
-        "rank outside the world"
-    );
-    assert_eq!(
-        class(w[0].accumulate(1, 0, &[9i64], Op::NoOp)),
-        ErrorClass::Op,
-        "no_op in accumulate"
-    );
-    assert_eq!(
-        class(w[0].accumulate(1, 0, &[9i64], Op::MaxLoc)),
-        ErrorClass::Op,
-        "maxloc on i64"
-    );
-    assert_eq!(
-        class(w[0].store(4, &[9i64])),
-        ErrorClass::RmaRange,
-        "local store past the end"
-    );
-    assert_eq!(
-        class(w[0].load::<i64>(3, 2)),
-        ErrorClass::RmaRange,
-        "local load past the end"
-    );
+    for (refusal, expected, what) in [
+        (
+            class(w[0].put(1, 4, &[9i64])),
+            ErrorClass::RmaRange,
+            "past the end",
+        ),
+        (
+            class(w[0].get::<i64>(1, 3, 2)),
+            ErrorClass::RmaRange,
+            "straddling the end",
+        ),
+        (
+            class(w[0].get::<i64>(1, u64::MAX / 4, 1)),
+            ErrorClass::RmaRange,
+            "overflowing disp",
+        ),
+        (
+            class(w[0].put(7, 0, &[9i64])),
+            ErrorClass::Rank,
+            "rank outside the world",
+        ),
+        (
+            class(w[0].accumulate(1, 0, &[9i64], Op::NoOp)),
+            ErrorClass::Op,
+            "no_op in accumulate",
+        ),
+        (
+            class(w[0].accumulate(1, 0, &[9i64], Op::MaxLoc)),
+            ErrorClass::Op,
+            "maxloc on i64",
+        ),
+        (
+            class(w[0].store(4, &[9i64])),
+            ErrorClass::RmaRange,
+            "local store past the end",
+        ),
+        (
+            class(w[0].load::<i64>(3, 2)),
+            ErrorClass::RmaRange,
+            "local load past the end",
+        ),
+    ] {
+        assert_eq!(refusal, expected, "{what}");
+    }
     w[0].unlock_all().await.unwrap();
-    assert_eq!(
-        class(w[0].fence(1 << 9).await),
-        ErrorClass::Assert,
-        "unknown assert bits"
-    );
-    assert_eq!(
-        class(w[0].lock(LockType::Shared, 1, Assert::NOPRECEDE).await),
-        ErrorClass::Assert,
-        "noprecede on lock"
-    );
-    assert_eq!(
-        class(w[0].post(&[1], Assert::NOSUCCEED)),
-        ErrorClass::Assert,
-        "nosucceed on post"
-    );
-    assert_eq!(
-        class(w[0].lock(LockType::Shared, 9, 0).await),
-        ErrorClass::Rank,
-        "lock outside"
-    );
-    assert_eq!(
-        class(w[0].post(&[1, 1], 0)),
-        ErrorClass::Group,
-        "duplicate group member"
-    );
-    assert_eq!(
-        class(w[0].start(&[5], 0)),
-        ErrorClass::Rank,
-        "start group outside"
-    );
+    for (refusal, expected, what) in [
+        (
+            class(w[0].fence(1 << 9).await),
+            ErrorClass::Assert,
+            "unknown assert bits",
+        ),
+        (
+            class(w[0].lock(LockType::Shared, 1, Assert::NOPRECEDE).await),
+            ErrorClass::Assert,
+            "noprecede on lock",
+        ),
+        (
+            class(w[0].post(&[1], Assert::NOSUCCEED)),
+            ErrorClass::Assert,
+            "nosucceed on post",
+        ),
+        (
+            class(w[0].lock(LockType::Shared, 9, 0).await),
+            ErrorClass::Rank,
+            "lock outside",
+        ),
+        (
+            class(w[0].post(&[1, 1], 0)),
+            ErrorClass::Group,
+            "duplicate group member",
+        ),
+        (
+            class(w[0].start(&[5], 0)),
+            ErrorClass::Rank,
+            "start group outside",
+        ),
+    ] {
+        assert_eq!(refusal, expected, "{what}");
+    }
     assert_unchanged(&w, "arguments").await;
 
     let floats = fixture
         .window(WindowSpec::of::<f64>(&unique("f"), 3, 2))
         .await;
     floats[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
-    assert_eq!(
-        class(floats[0].compare_and_swap(1, 0, 0.0f64, 1.0)),
-        ErrorClass::Type,
-        "cas on f64"
-    );
-    assert_eq!(
-        class(floats[0].accumulate(1, 0, &[1.0f64], Op::Band)),
-        ErrorClass::Op,
-        "band on f64"
-    );
-    assert_eq!(
-        class(floats[0].fetch_and_op(1, 0, 1.0f64, Op::Bxor)),
-        ErrorClass::Op,
-        "bxor on f64"
-    );
+    for (refusal, expected, what) in [
+        (
+            class(floats[0].compare_and_swap(1, 0, 0.0f64, 1.0)),
+            ErrorClass::Type,
+            "cas on f64",
+        ),
+        (
+            class(floats[0].accumulate(1, 0, &[1.0f64], Op::Band)),
+            ErrorClass::Op,
+            "band on f64",
+        ),
+        (
+            class(floats[0].fetch_and_op(1, 0, 1.0f64, Op::Bxor)),
+            ErrorClass::Op,
+            "bxor on f64",
+        ),
+    ] {
+        assert_eq!(refusal, expected, "{what}");
+    }
     floats[0].accumulate(1, 0, &[2.5f64], Op::Sum).unwrap();
     let value = floats[0].get::<f64>(1, 0, 2).unwrap();
     floats[0].unlock(1).await.unwrap();
@@ -355,12 +273,8 @@ async fn unknown_and_freed_windows_are_win() {
     w[0].get::<i64>(1, 0, 1).unwrap();
     w[0].flush(1).await.unwrap();
     // the admin cannot free a window while a rank holds a lock on it
-    let busy = fixture
-        .server
-        .admin
-        .free_window(&fixture.world, &name)
-        .await
-        .unwrap_err();
+    let admin = &fixture.server.admin;
+    let busy = admin.free_window(&fixture.world, &name).await.unwrap_err();
     assert_eq!(busy.class(), Some(ErrorClass::RmaSync));
     w[0].unlock(1).await.unwrap();
     assert_unchanged(&w, "busy free").await;
@@ -370,18 +284,13 @@ async fn unknown_and_freed_windows_are_win() {
     for result in futures::future::join_all(frees).await {
         result.unwrap();
     }
-    assert_eq!(
-        class(w[0].fence(0).await),
+    refused(
+        w[0].fence(0).await,
         ErrorClass::Win,
-        "fence on a freed window"
+        "fence on a freed window",
     );
-    let gone = fixture
-        .server
-        .admin
-        .describe_window(&fixture.world, &name)
-        .await
-        .unwrap_err();
-    assert_eq!(gone.class(), Some(ErrorClass::Win));
+    let gone = admin.describe_window(&fixture.world, &name).await;
+    assert_eq!(gone.unwrap_err().class(), Some(ErrorClass::Win));
 
     // no_locks windows free without a barrier, and refuse locks
     let spec = WindowSpec::of::<i64>(&unique("w"), 3, 1).info("no_locks", "true");
@@ -405,16 +314,7 @@ async fn the_server_validates_what_a_raw_client_sends() {
     let (mut raw, _) = RawSession::open(&mut grpc, &Meta::bearer(&fixture.tokens[0]))
         .await
         .unwrap();
-    let Reply::Window(desc) = raw
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name,
-            with_copy: false,
-        }))
-        .await
-    else {
-        panic!("no window");
-    };
-    let window = desc.id;
+    let window = raw.open_window(&name).await;
     // data that differs from every byte of PATTERN, so that an applied refusal shows
     let op = |target, datatype, disp| v1::RmaOp {
         window,

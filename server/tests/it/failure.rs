@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, Session, Window, WindowSpec};
 use onesided_core::audit::Event;
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 
@@ -36,29 +36,27 @@ impl Hand {
     }
 
     async fn open(&mut self, name: &str) -> u64 {
-        let Reply::Window(desc) = self
-            .call(Call::OpenWindow(v1::OpenWindow {
-                name: name.to_string(),
-                with_copy: false,
-            }))
-            .await
-        else {
+        let Reply::Window(desc) = self.call(raw::open_window(name)).await else {
             panic!("no window");
         };
         desc.id
     }
 
+    /// Asks for an exclusive lock of `target`, and returns the answer.
+    async fn lock(&mut self, window: u64, target: u32) -> Reply {
+        self.call(Call::Lock(v1::Lock {
+            window,
+            lock_type: LockType::Exclusive.code(),
+            target,
+            assert: 0,
+        }))
+        .await
+    }
+
     /// An exclusive lock of `target` (the own rank: eager, answered at the grant with its
     /// fencing token).
     async fn lock_own(&mut self, window: u64, target: u32) -> u64 {
-        let reply = self
-            .call(Call::Lock(v1::Lock {
-                window,
-                lock_type: LockType::Exclusive.code(),
-                target,
-                assert: 0,
-            }))
-            .await;
+        let reply = self.lock(window, target).await;
         let Reply::Synced(synced) = reply else {
             panic!("lock answered {reply:?}");
         };
@@ -81,6 +79,24 @@ impl Hand {
         }))
         .await
     }
+}
+
+/// A world of two ranks on a server whose sessions' lease is `lease`.
+async fn two_ranks_with_lease(lease: Duration) -> Fixture {
+    Fixture::on(
+        spawn_server_with(|config| config.lease_ttl = lease).await,
+        2,
+    )
+    .await
+}
+
+/// [`two_ranks_with_lease`], and a window of one `i64` a rank, open on both: its name (for a
+/// session driven by hand to open) and the ranks' handles.
+async fn a_window_with_lease(lease: Duration) -> (Fixture, String, Vec<Window>) {
+    let fixture = two_ranks_with_lease(lease).await;
+    let name = unique("w");
+    let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 1)).await;
+    (fixture, name, w)
 }
 
 fn class_of(reply: &Reply) -> Option<ErrorClass> {
@@ -152,22 +168,12 @@ async fn a_silent_session_loses_its_lease_and_its_lock_within_two_leases() {
     // the live sessions' heartbeats go every third of the lease: long enough that a busy
     // two-core machine does not end them
     let lease = Duration::from_millis(1500);
-    let server = spawn_server_with(|config| config.lease_ttl = lease).await;
-    let fixture = Fixture::on(server, 2).await;
-    let name = unique("w");
-    let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 1)).await;
+    let (fixture, name, w) = a_window_with_lease(lease).await;
     // rank 0 attaches by hand, takes rank 1's lock, writes, flushes — then goes silent
     // without closing its stream (a hung process)
     let mut silent = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
     let window = silent.open(&name).await;
-    let lock = silent
-        .call(Call::Lock(v1::Lock {
-            window,
-            lock_type: LockType::Exclusive.code(),
-            target: 1,
-            assert: 0,
-        }))
-        .await;
+    let lock = silent.lock(window, 1).await;
     assert!(matches!(lock, Reply::Done(_)), "{lock:?}");
     assert!(matches!(silent.put(window, 1, 7, 0).await, Reply::Done(_)));
     let flushed = silent
@@ -238,11 +244,8 @@ async fn an_idle_client_keeps_its_lease_with_heartbeats() {
     // heartbeats go every third of the lease, so a live session survives a stall of about two
     // thirds of it: long enough that a busy two-core machine does not end it
     let lease = Duration::from_millis(1500);
-    let server = spawn_server_with(|config| config.lease_ttl = lease).await;
-    let fixture = Fixture::on(server, 2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let fixture = two_ranks_with_lease(lease).await;
+    let w = fixture.window_of::<i64>(1).await;
     w[0].lock(LockType::Exclusive, 0, 0).await.unwrap();
     assert!(w[0].fencing_token(0).is_some());
     // idle for several leases, holding the lock: heartbeats keep the session alive, so the
@@ -263,10 +266,7 @@ async fn an_idle_client_keeps_its_lease_with_heartbeats() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_with_a_crashed_rank_fails_with_proc_failed_naming_it() {
-    let fixture = Fixture::new(3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 1))
-        .await;
+    let (fixture, w) = Fixture::with_window::<i64>(3, 1).await;
     let results = crate::ranks(w, |_, window| async move {
         window.fence(0).await.map(|()| window)
     })
@@ -314,10 +314,7 @@ async fn a_barrier_with_a_departed_rank_fails_and_works_again_after_it_reattache
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_a_crashed_origin_fails_with_proc_failed() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     let [target, origin]: [_; 2] = w.try_into().unwrap();
     target.post(&[1], 0).unwrap();
     origin.start(&[0], 0).unwrap();
@@ -339,11 +336,8 @@ async fn a_new_incarnation_supersedes_the_old_and_its_fencing_token_is_refused()
     let fixture = Fixture::new(2).await;
     let name = unique("w");
     fixture
-        .server
-        .admin
-        .create_window(&fixture.world, &WindowSpec::of::<i64>(&name, 2, 1))
-        .await
-        .unwrap();
+        .create_window(&WindowSpec::of::<i64>(&name, 2, 1))
+        .await;
     let mut old = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
     let window = old.open(&name).await;
     let old_token = old.lock_own(window, 0).await;
@@ -399,23 +393,13 @@ async fn a_new_incarnation_supersedes_the_old_and_its_fencing_token_is_refused()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_session_fails_its_pending_calls_and_ends_saying_why() {
     let lease = Duration::from_millis(600);
-    let server = spawn_server_with(|config| config.lease_ttl = lease).await;
-    let fixture = Fixture::on(server, 2).await;
-    let name = unique("w");
-    let w = fixture.window(WindowSpec::of::<i64>(&name, 2, 1)).await;
+    let (fixture, name, w) = a_window_with_lease(lease).await;
     // rank 1 holds its own window exclusively, so what rank 0 sends there waits
     let owner = &w[1];
     owner.lock(LockType::Exclusive, 1, 0).await.unwrap();
     let mut silent = Hand::attach(&fixture.server.url, &fixture.tokens[0]).await;
     let window = silent.open(&name).await;
-    let lock = silent
-        .call(Call::Lock(v1::Lock {
-            window,
-            lock_type: LockType::Exclusive.code(),
-            target: 1,
-            assert: 0,
-        }))
-        .await;
+    let lock = silent.lock(window, 1).await;
     assert!(matches!(lock, Reply::Done(_)), "{lock:?}");
     let put = silent.session.send(Some(Call::Op(v1::RmaOp {
         window,

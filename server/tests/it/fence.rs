@@ -4,17 +4,15 @@
 
 use std::time::Duration;
 
-use onesided_client::{Assert, WindowSpec};
+use onesided_client::Assert;
 
-use crate::{ranks, unique, Fixture};
+use crate::{ranks, Fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_fence_waits_for_the_slow_origins_operations() {
     let fixture = Fixture::new(2).await;
     for round in 0..50i64 {
-        let mut windows = fixture
-            .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-            .await;
+        let mut windows = fixture.window_of::<i64>(1).await;
         let slow = windows.pop().unwrap();
         let target = windows.pop().unwrap();
         target.fence(Assert::NOPRECEDE).await.unwrap();
@@ -44,9 +42,7 @@ async fn closing_fence_waits_for_the_slow_origins_operations() {
 async fn an_op_after_a_fence_waits_for_the_target_to_enter_it() {
     let fixture = Fixture::new(2).await;
     for _ in 0..50 {
-        let windows = fixture
-            .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-            .await;
+        let windows = fixture.window_of::<i64>(1).await;
         let seen = ranks(windows, |rank, w| async move {
             if rank == 1 {
                 // rank 1 is in the new epoch at once (noprecede: no barrier)
@@ -77,10 +73,7 @@ async fn an_op_after_a_fence_waits_for_the_target_to_enter_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fence_epochs_exchange_values_and_nostore_noput_skip_copies() {
-    let fixture = Fixture::new(4).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 4, 4))
-        .await;
+    let (_fixture, windows) = Fixture::with_window::<i64>(4, 4).await;
     let seen = ranks(windows, |rank, w| async move {
         w.fence(Assert::NOPRECEDE).await.unwrap();
         for target in 0..4u32 {

@@ -2,9 +2,9 @@
 //! guaranteed outcome must hold in each of 50 repetitions; every outcome the examples warn
 //! about is forced with barriers and shown to occur.
 
-use onesided_client::{LockType, Window, WindowSpec};
+use onesided_client::{LockType, Window};
 
-use crate::{ranks, unique, Fixture};
+use crate::{ranks, Fixture};
 
 const REPETITIONS: usize = 50;
 const A: u32 = 0;
@@ -15,9 +15,7 @@ const OLD: i64 = 0;
 const NEW: i64 = 42;
 
 async fn fresh(fixture: &Fixture) -> Vec<Window> {
-    fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-        .await
+    fixture.window_of::<i64>(2).await
 }
 
 /// Reads `target`'s public copy at `disp` under an exclusive lock.

@@ -69,12 +69,8 @@ async fn a_window_over_part_of_the_world_numbers_its_ranks_in_its_group() {
     let (a, b) = tokio::join!(first.free(), second.free());
     a.unwrap();
     b.unwrap();
-    assert!(server
-        .admin
-        .list_windows(&world.name)
-        .await
-        .unwrap()
-        .is_empty());
+    let listed = server.admin.list_windows(&world.name).await.unwrap();
+    assert!(listed.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,12 +92,8 @@ async fn a_bad_group_is_refused_and_creates_nothing() {
         };
         assert_eq!(error.class(), Some(expected), "{group:?}: {error}");
     }
-    assert!(server
-        .admin
-        .list_windows(&world.name)
-        .await
-        .unwrap()
-        .is_empty());
+    let listed = server.admin.list_windows(&world.name).await.unwrap();
+    assert!(listed.is_empty());
 }
 
 /// A new world of `nranks` ranks on `server`, and a session of each.

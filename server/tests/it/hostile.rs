@@ -153,16 +153,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
     let admin_meta = Meta::bearer(ADMIN_TOKEN);
     let wrong = Meta::bearer("not-a-token");
     let (mut hostile, _) = RawSession::open(&mut grpc, &rank0).await.unwrap();
-    let Reply::Window(desc) = hostile
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name: w_name.clone(),
-            with_copy: false,
-        }))
-        .await
-    else {
-        panic!("no window description");
-    };
-    let w = desc.id;
+    let w = hostile.open_window(&w_name).await;
     // a dynamic window, with one region of 64 bytes attached by the hostile rank
     let d_name = unique("d");
     admin
@@ -172,16 +163,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
         )
         .await
         .unwrap();
-    let Reply::Window(dynamic) = hostile
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name: d_name,
-            with_copy: false,
-        }))
-        .await
-    else {
-        panic!("no window description");
-    };
-    let d = dynamic.id;
+    let d = hostile.open_window(&d_name).await;
     let Reply::Region(region) = hostile
         .ok(Call::Attach(v1::Attach {
             window: d,
@@ -305,15 +287,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
         })
     };
     let client_rows = |window: u64, from: u64, to: u64, hash: usize| {
-        Call::Record(v1::Record {
-            window,
-            events: Vec::new(),
-            rows: Some(v1::ClientRows {
-                from,
-                to,
-                hash: vec![0xab; hash].into(),
-            }),
-        })
+        crate::raw::client_rows(window, from, to, vec![0xab; hash])
     };
     let store_event = Event::Store {
         ranges: vec![(0, 8)],
@@ -2146,12 +2120,8 @@ async fn members_giving_one_window_two_group_orders_are_told() {
         );
         assert!(error.to_string().contains("order"), "{error}");
     }
-    assert!(server
-        .admin
-        .list_windows(&world.name)
-        .await
-        .unwrap()
-        .is_empty());
+    let listed = server.admin.list_windows(&world.name).await.unwrap();
+    assert!(listed.is_empty());
     // in step: the next creation over either order is a fresh one
     let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
         tokio::join!(
@@ -2237,14 +2207,11 @@ async fn idle_web_connections_do_not_keep_grpc_clients_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_calls_in_frames_of_their_own_keep_their_connection() {
     let server = crate::spawn_server().await;
-    let world = unique("frames");
-    let tokens = server.admin.create_world(&world, 1).await.unwrap().tokens;
-    let name = unique("w");
-    server
-        .admin
-        .create_window(&world, &WindowSpec::bytes(&name, 1, 64, 1))
+    let (world, name) = (unique("frames"), unique("w"));
+    let spec = WindowSpec::bytes(&name, 1, 64, 1);
+    let tokens = crate::world_with(&server.admin, &world, 1, &[spec])
         .await
-        .unwrap();
+        .tokens;
     let answered = small_calls_in_frames_of_their_own(&server.url, &tokens[0], &name)
         .await
         .unwrap_or_else(|why| panic!("{why}"));
@@ -2331,17 +2298,8 @@ const SMALL_CALLS: u64 = 30_000;
 async fn heartbeats_in_frames_of_their_own(url: &str, token: &str) -> Result<(), String> {
     use bytes::BufMut;
     use prost::Message;
-    let address = url.trim_start_matches("http://").to_string();
-    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    let connection = tokio::spawn(connection);
-    let mut client = client.ready().await.unwrap();
-    let request = http::Request::post(format!("{url}{}", crate::raw::SESSION))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("authorization", format!("Bearer {token}"))
-        .body(())
-        .unwrap();
+    let (mut client, request, connection) =
+        crate::raw::bare_request(url, crate::raw::SESSION, token, None).await;
     let (response, mut send) = client.send_request(request, false).unwrap();
     // the greeting: the session reads its stream from here on
     let mut body = response.await.unwrap().into_body();
@@ -2392,17 +2350,8 @@ async fn small_calls_in_frames_of_their_own(
         frame.extend_from_slice(&bytes);
         frame.freeze()
     };
-    let address = url.trim_start_matches("http://").to_string();
-    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    let connection = tokio::spawn(connection);
-    let mut client = client.ready().await.unwrap();
-    let request = http::Request::post(format!("{url}{}", crate::raw::SESSION))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("authorization", format!("Bearer {token}"))
-        .body(())
-        .unwrap();
+    let (mut client, request, connection) =
+        crate::raw::bare_request(url, crate::raw::SESSION, token, None).await;
     let (response, mut send) = client.send_request(request, false).unwrap();
     /// The server's messages one at a time; `None` once the stream ended.
     struct Incoming {
@@ -2529,7 +2478,7 @@ async fn small_calls_in_frames_of_their_own(
 /// server from 47 MB to 4.3 GB.) The rank that puts carries on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_that_reads_nothing_is_held_to_its_update_bytes() {
-    use onesided_client::{LockType, MemoryModel, Session};
+    use onesided_client::{LockType, MemoryModel};
     const MIB: usize = 1 << 20;
     const PUTS: usize = 32;
     let server = spawn_server_with(|config| {
@@ -2551,31 +2500,10 @@ async fn a_follower_that_reads_nothing_is_held_to_its_update_bytes() {
         .await
         .unwrap();
     // rank 0, raw, with HTTP/2 windows of 64 KiB: what the server holds for it is its own
-    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
-        .unwrap()
-        .initial_stream_window_size(65_535)
-        .initial_connection_window_size(65_535)
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    let (mut owner, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
-        .await
-        .unwrap();
-    owner
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name: name.clone(),
-            with_copy: false,
-        }))
-        .await;
+    let (_grpc, mut owner) = crate::raw::unread_session(&server.url, &tokens[0], &name).await;
     owner.send(Some(Call::Follow(v1::Follow { window: desc.id })));
     // rank 1 puts 32 MiB into rank 0's copy, 1 MiB at a time
-    let putter = Session::attach(&server.url, &tokens[1])
-        .await
-        .unwrap()
-        .window(&name)
-        .await
-        .unwrap();
+    let (_, putter) = crate::attached_window(&server.url, &tokens[1], &name).await;
     for n in 0..PUTS {
         putter.lock(LockType::Exclusive, 0, 0).await.unwrap();
         putter.put(0, 0, &vec![n as u8 + 1; MIB]).unwrap();

@@ -10,7 +10,7 @@ use std::path::Path;
 use onesided_client::{Audit, LockType, Session};
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
-use crate::recovery::start_on;
+use crate::start_on;
 use crate::store::PgDatabase;
 use crate::{unique, TempDir, ADMIN_TOKEN};
 
@@ -182,20 +182,7 @@ async fn all_intact(audit: &Audit) -> u64 {
 }
 
 async fn counters(url: &str) -> Vec<Vec<i64>> {
-    let session = Session::attach(url, RANK0).await.unwrap();
-    let w = session.window("counters").await.unwrap();
-    w.lock_all(0).await.unwrap();
-    let reads: Vec<_> = (0..2)
-        .map(|rank| w.get::<i64>(rank, 0, 4).unwrap())
-        .collect();
-    w.unlock_all().await.unwrap();
-    let mut copies = Vec::new();
-    for read in reads {
-        copies.push(read.value().await.unwrap());
-    }
-    drop(w);
-    session.close().await.unwrap();
-    copies
+    crate::recovery::public_copies(url, RANK0, "counters", 2, 4).await
 }
 
 async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(postgres: bool) {
@@ -282,12 +269,9 @@ async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(po
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sqlite_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued() {
-    a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued() {
-    a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(true).await;
+async_tests! {
+    a_sqlite_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued =>
+        a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(false);
+    a_postgres_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued =>
+        a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(true);
 }

@@ -12,8 +12,35 @@ use onesided_server::ServerConfig;
 use tonic::Code;
 
 use crate::raw::{bare_call, contiguous, encode, raw, Meta, RawSession};
-use crate::recovery::start_on;
-use crate::{spawn_server_with, unique, Fixture, TempDir, ADMIN_TOKEN};
+use crate::start_on;
+use crate::{spawn_server_with, unique, Fixture, TempDir, TestServer, ADMIN_TOKEN};
+
+/// A world (named after "world") of `nranks` on `server` with a window `name` of `size`
+/// bytes a rank: the world's name, its tokens and the window's description.
+async fn a_world_with_bytes(
+    server: &TestServer,
+    nranks: u32,
+    name: &str,
+    size: u64,
+) -> (String, Vec<String>, onesided_client::WindowDesc) {
+    let world = unique("world");
+    let spec = WindowSpec::bytes(name, nranks, size, 1);
+    let tokens = crate::world_with(&server.admin, &world, nranks, &[])
+        .await
+        .tokens;
+    let desc = server.admin.create_window(&world, &spec).await.unwrap();
+    (world, tokens, desc)
+}
+
+/// [`bare_call`] of `path` with the admin token, `message` and `timeout`.
+async fn admin_call(
+    url: &str,
+    path: &str,
+    timeout: &str,
+    message: bytes::Bytes,
+) -> (Vec<bytes::Bytes>, Code, Duration) {
+    bare_call(url, path, ADMIN_TOKEN, timeout, Some(message)).await
+}
 
 fn no_mem<T: std::fmt::Debug>(result: onesided_client::Result<T>) -> (Code, Option<ErrorClass>) {
     let error = result.expect_err("over a limit");
@@ -105,26 +132,15 @@ async fn windows_a_restart_brings_back_count_toward_the_servers_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_may_have_only_so_many_operations_unanswered() {
     let server = spawn_server_with(|config| config.limits.max_pending_ops = 4).await;
-    let world = unique("world");
-    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
     let name = unique("w");
-    let desc = server
-        .admin
-        .create_window(&world, &WindowSpec::bytes(&name, 2, 16, 1))
-        .await
-        .unwrap();
+    let (_, tokens, desc) = a_world_with_bytes(&server, 2, &name, 16).await;
     let mut grpc = raw(&server.url).await;
     let mut ranks = Vec::new();
     for token in &tokens {
         let (mut session, _) = RawSession::open(&mut grpc, &Meta::bearer(token))
             .await
             .unwrap();
-        session
-            .ok(Call::OpenWindow(v1::OpenWindow {
-                name: name.clone(),
-                with_copy: false,
-            }))
-            .await;
+        session.ok(crate::raw::open_window(&name)).await;
         ranks.push(session);
     }
     let fence = |assert| {
@@ -140,13 +156,10 @@ async fn a_session_may_have_only_so_many_operations_unanswered() {
             target: 1,
             kind: v1::OpKind::Put as i32,
             datatype: onesided_core::Datatype::Byte.code(),
-            op: 0,
             disp,
             layout: contiguous(1),
             data: vec![value].into(),
-            compare: Default::default(),
-            request_based: false,
-            token: 0,
+            ..Default::default()
         })
     };
     let noprecede = onesided_client::Assert::NOPRECEDE;
@@ -254,33 +267,12 @@ async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
         ..Default::default()
     }
     .outbound_capacity();
-    let world = unique("world");
-    let tokens = server.admin.create_world(&world, 2).await.unwrap().tokens;
     let name = unique("w");
-    let desc = server
-        .admin
-        .create_window(&world, &WindowSpec::bytes(&name, 2, 1024, 1))
-        .await
-        .unwrap();
+    let (_, tokens, desc) = a_world_with_bytes(&server, 2, &name, 1024).await;
     // rank 0, raw: an exclusive lock at rank 1, held (its request travelled with the get).
     // Its connection takes what HTTP/2 allows by default without reading, 64 KiB, so what the
     // server holds for it is its own (tonic's client would take 2 MiB)
-    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
-        .unwrap()
-        .initial_stream_window_size(65_535)
-        .initial_connection_window_size(65_535)
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    let (mut r0, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
-        .await
-        .unwrap();
-    r0.ok(Call::OpenWindow(v1::OpenWindow {
-        name: name.clone(),
-        with_copy: false,
-    }))
-    .await;
+    let (_grpc, mut r0) = crate::raw::unread_session(&server.url, &tokens[0], &name).await;
     r0.ok(Call::Lock(v1::Lock {
         window: desc.id,
         target: 1,
@@ -294,23 +286,13 @@ async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
             target: 1,
             kind: v1::OpKind::Get as i32,
             datatype: onesided_core::Datatype::Byte.code(),
-            op: 0,
-            disp: 0,
             layout: contiguous(1024),
-            data: Default::default(),
-            compare: Default::default(),
-            request_based: false,
-            token: 0,
+            ..Default::default()
         })
     };
     r0.ok(get()).await;
     // rank 1, a real client, asks for an exclusive lock at its own rank: it waits for rank 0
-    let w1 = Session::attach(&server.url, &tokens[1])
-        .await
-        .unwrap()
-        .window(&name)
-        .await
-        .unwrap();
+    let (_, w1) = crate::attached_window(&server.url, &tokens[1], &name).await;
     let granted =
         tokio::spawn(async move { w1.lock(LockType::Exclusive, 1, 0).await.map(|()| w1) });
     // rank 0 keeps reading 1 KiB and never reads an answer: far more answers (1 KiB of data,
@@ -416,13 +398,7 @@ async fn a_unary_call_that_cannot_finish_in_time_is_deadline_exceeded() {
     let database = crate::store::PgDatabase::create().await;
     let url = database.url.clone();
     let server = spawn_server_with(move |config| config.database_url = Some(url)).await;
-    let world = unique("world");
-    server.admin.create_world(&world, 2).await.unwrap();
-    let desc = server
-        .admin
-        .create_window(&world, &WindowSpec::bytes("w", 2, 8, 1))
-        .await
-        .unwrap();
+    let (world, _, desc) = a_world_with_bytes(&server, 2, "w", 8).await;
     // the log can be neither read nor written while this transaction holds its table
     let mut lock = <sqlx::PgConnection as sqlx::Connection>::connect(&database.url)
         .await
@@ -433,14 +409,8 @@ async fn a_unary_call_that_cannot_finish_in_time_is_deadline_exceeded() {
         .await
         .unwrap();
     let verify = encode(&v1::VerifyRequest { window: desc.id });
-    let (_, code, took) = bare_call(
-        &server.url,
-        "/onesided.v1.Audit/Verify",
-        ADMIN_TOKEN,
-        "300m",
-        Some(verify),
-    )
-    .await;
+    let (_, code, took) =
+        admin_call(&server.url, "/onesided.v1.Audit/Verify", "300m", verify).await;
     assert_eq!(code, Code::DeadlineExceeded);
     assert!(at_the_deadline(took), "answered after {took:?}");
     // a window's creation waits for its commit: answered at the deadline, it still finishes,
@@ -455,12 +425,11 @@ async fn a_unary_call_that_cannot_finish_in_time_is_deadline_exceeded() {
         disp_units: vec![1, 1],
         info: Vec::new(),
     });
-    let (_, code, took) = bare_call(
+    let (_, code, took) = admin_call(
         &server.url,
         "/onesided.v1.Admin/CreateWindow",
-        ADMIN_TOKEN,
         "300m",
-        Some(create),
+        create,
     )
     .await;
     assert_eq!(code, Code::DeadlineExceeded);
@@ -503,14 +472,8 @@ async fn a_call_whose_deadline_passed_on_arrival_is_not_started() {
         name: name.clone(),
         ranks: 2,
     });
-    let (_, code, _) = bare_call(
-        &server.url,
-        "/onesided.v1.Admin/CreateWorld",
-        ADMIN_TOKEN,
-        "0n",
-        Some(create),
-    )
-    .await;
+    let (_, code, _) =
+        admin_call(&server.url, "/onesided.v1.Admin/CreateWorld", "0n", create).await;
     assert_eq!(code, Code::DeadlineExceeded);
     let worlds = server.admin.list_worlds().await.unwrap();
     assert!(worlds.iter().all(|world| world.name != name), "{worlds:?}");
@@ -519,13 +482,7 @@ async fn a_call_whose_deadline_passed_on_arrival_is_not_started() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_end_at_the_clients_deadline() {
     let server = spawn_server_with(|_| {}).await;
-    let world = unique("world");
-    let tokens = server.admin.create_world(&world, 1).await.unwrap().tokens;
-    let desc = server
-        .admin
-        .create_window(&world, &WindowSpec::bytes("w", 1, 8, 1))
-        .await
-        .unwrap();
+    let (_, tokens, desc) = a_world_with_bytes(&server, 1, "w", 8).await;
 
     // following the log: what is recorded arrives, then the deadline ends the stream
     let follow = encode(&v1::EventsRequest {
@@ -533,14 +490,8 @@ async fn streams_end_at_the_clients_deadline() {
         from: 1,
         follow: true,
     });
-    let (events, code, took) = bare_call(
-        &server.url,
-        "/onesided.v1.Audit/Events",
-        ADMIN_TOKEN,
-        "300m",
-        Some(follow),
-    )
-    .await;
+    let (events, code, took) =
+        admin_call(&server.url, "/onesided.v1.Audit/Events", "300m", follow).await;
     assert_eq!(code, Code::DeadlineExceeded);
     assert!(at_the_deadline(took), "ended after {took:?}");
     let kinds: Vec<String> = events

@@ -1,4 +1,33 @@
-//! Integration tests: the real server on 127.0.0.1:0, driven through the real client.
+//! Integration tests: the real server on 127.0.0.1:0, driven through the real client, from
+//! the fixtures of the test-support crate (`fixture`: a server in process, a world attached).
+
+/// `#[tokio::test]`s on two worker threads that each await one call, `name => call;`: the
+/// cases of a body shared by several tests (a store, shipped or persisted). Defined before the
+/// modules, which use it.
+macro_rules! async_tests {
+    ($($(#[$meta:meta])* $name:ident => $call:expr;)+) => {
+        $(
+            $(#[$meta])*
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $call.await;
+            }
+        )+
+    };
+}
+
+/// For each `body: sqlite_name, postgres_name;`, the [`async_tests`] `sqlite_name`, running
+/// `body(Store::Sqlite)`, and `postgres_name`, running `body` on a fresh PostgreSQL database.
+macro_rules! store_tests {
+    ($($body:ident: $sqlite:ident, $postgres:ident;)+) => {
+        $(
+            async_tests! {
+                $sqlite => $body(crate::store::Store::Sqlite);
+                $postgres => $body(crate::store::Store::postgres().await);
+            }
+        )+
+    };
+}
 
 mod audit;
 mod backpressure;
@@ -31,22 +60,51 @@ mod tls;
 mod unified;
 mod web;
 
-use onesided_client::{Admin, Session, Window, WindowSpec};
-use onesided_server::ServerConfig;
-use onesided_test_support::in_process;
+pub use onesided_test_support::fixture::{
+    attached_window, get_shared, poll_until, ranks, spawn_server, spawn_server_with, start_fresh,
+    start_on, world_with, Fixture, Restartable, TestServer, ADMIN_TOKEN,
+};
+pub use onesided_test_support::{server_binary, unique, Launched, TempDir};
 
-pub const ADMIN_TOKEN: &str = "test-admin-token";
-
-/// A server running in this process until dropped.
-#[derive(Debug)]
-pub struct TestServer {
-    pub url: String,
-    pub admin: Admin,
-    _served: in_process::Served,
-    pub data: TempDir,
+/// The windows of ranks 0 and 1: rank 0 locks its own rank exclusively, granted at once (an
+/// eager lock waits for its grant); rank 1 asks for that lock too, its lazy request travelling
+/// with a put of 7 at element 0, and a task of its own flushes (waiting for the grant) and
+/// unlocks. Returns rank 0's window, and the task, which gives rank 1's window back.
+pub async fn rank_1_waiting_for_rank_0(
+    mut windows: Vec<onesided_client::Window>,
+) -> (
+    onesided_client::Window,
+    tokio::task::JoinHandle<onesided_client::Window>,
+) {
+    use onesided_client::LockType::Exclusive;
+    let waiter = windows.pop().unwrap();
+    let holder = windows.pop().unwrap();
+    holder.lock(Exclusive, 0, 0).await.unwrap();
+    waiter.lock(Exclusive, 0, 0).await.unwrap();
+    waiter.put(0, 0, &[7i64]).unwrap();
+    let waited = tokio::spawn(async move {
+        waiter.flush(0).await.unwrap();
+        waiter.unlock(0).await.unwrap();
+        waiter
+    });
+    (holder, waited)
 }
 
-pub use onesided_test_support::{unique, Launched, TempDir};
+/// The subarray layout of `subsizes` at `starts` of a two-dimensional array of `sizes`, in
+/// `order`.
+pub fn subarray(
+    sizes: [u64; 2],
+    subsizes: [u64; 2],
+    starts: [u64; 2],
+    order: onesided_client::Order,
+) -> onesided_client::Layout {
+    onesided_client::Layout::Subarray(Box::new(onesided_client::Subarray {
+        sizes: sizes.to_vec(),
+        subsizes: subsizes.to_vec(),
+        starts: starts.to_vec(),
+        order,
+    }))
+}
 
 /// The `onesided-server` binary this suite runs.
 pub const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_onesided-server");
@@ -54,15 +112,7 @@ pub const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_onesided-server");
 /// The `onesided-server` binary on 127.0.0.1:0 with `data` as its data directory and `extra`
 /// flags, logging at `log` without colour: what every suite that runs the binary starts from.
 pub fn server_command(data: &TempDir, extra: &[&str], log: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(SERVER_BINARY);
-    command
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data.0)
-        .args(extra)
-        .env("RUST_LOG", log)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null());
-    command
+    server_binary::command(SERVER_BINARY, "127.0.0.1:0", &data.0, extra, log)
 }
 
 /// The binary started as [`server_command`] says, up to the line containing `until` (at most
@@ -80,109 +130,4 @@ pub fn launch_server_listening(data: &TempDir, extra: &[&str], log: &str) -> (La
     let launched = launch_server(data, extra, log, "address=");
     let url = format!("http://{}", launched.field("address="));
     (launched, url)
-}
-
-pub async fn spawn_server() -> TestServer {
-    spawn_server_with(|_| {}).await
-}
-
-/// A server whose default configuration (SQLite audit in a fresh data dir, sync durability)
-/// `adjust` may change.
-pub async fn spawn_server_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-it")));
-    let mut config = ServerConfig::new(ADMIN_TOKEN, data.0.clone());
-    adjust(&mut config);
-    let served = in_process::serve(config).await;
-    let admin = Admin::connect(&served.url, ADMIN_TOKEN).await.unwrap();
-    // the first answer comes once the server runs (its audit store is open)
-    admin.list_worlds().await.unwrap();
-    TestServer {
-        url: served.url.clone(),
-        admin,
-        _served: served,
-        data,
-    }
-}
-
-/// A world of `nranks` ranks with one window described by `spec`, attached: one session and
-/// one window handle per rank.
-#[derive(Debug)]
-pub struct Fixture {
-    pub server: TestServer,
-    pub world: String,
-    pub tokens: Vec<String>,
-    pub sessions: Vec<Session>,
-}
-
-impl Fixture {
-    pub async fn new(nranks: u32) -> Self {
-        Self::on(spawn_server().await, nranks).await
-    }
-
-    /// A world of `nranks` on an already running server.
-    pub async fn on(server: TestServer, nranks: u32) -> Self {
-        Self::attached(server, nranks, None).await
-    }
-
-    /// [`Fixture::on`], every session writing its own audit events to the store at
-    /// `database` itself.
-    pub async fn persisting(server: TestServer, nranks: u32, database: &str) -> Self {
-        Self::attached(server, nranks, Some(database)).await
-    }
-
-    async fn attached(server: TestServer, nranks: u32, database: Option<&str>) -> Self {
-        let world = unique("world");
-        let created = server.admin.create_world(&world, nranks).await.unwrap();
-        let mut sessions = Vec::new();
-        for token in &created.tokens {
-            let builder = Session::builder(&server.url, token);
-            let builder = match database {
-                Some(database) => builder.audit_database_url(database),
-                None => builder.ship_audit_events(),
-            };
-            let session = builder.attach().await.unwrap();
-            assert_eq!(session.persists_audit_events(), database.is_some());
-            sessions.push(session);
-        }
-        Fixture {
-            server,
-            world,
-            tokens: created.tokens,
-            sessions,
-        }
-    }
-
-    /// Creates a window and opens it on every rank.
-    pub async fn window(&self, spec: WindowSpec) -> Vec<Window> {
-        self.server
-            .admin
-            .create_window(&self.world, &spec)
-            .await
-            .unwrap();
-        let mut windows = Vec::new();
-        for session in &self.sessions {
-            windows.push(session.window(&spec.name).await.unwrap());
-        }
-        windows
-    }
-}
-
-/// Runs one future per rank concurrently and returns their outputs in rank order; a panic in
-/// any rank fails the test.
-pub async fn ranks<T, F, Fut>(windows: Vec<Window>, body: F) -> Vec<T>
-where
-    T: Send + 'static,
-    F: Fn(u32, Window) -> Fut,
-    Fut: std::future::Future<Output = T> + Send + 'static,
-{
-    let tasks: Vec<_> = windows
-        .into_iter()
-        .enumerate()
-        .map(|(rank, window)| tokio::spawn(body(rank as u32, window)))
-        .collect();
-    let mut outputs = Vec::new();
-    for task in tasks {
-        outputs.push(task.await.expect("a rank panicked"));
-    }
-    outputs
 }

@@ -2,9 +2,9 @@
 //! server, and the audit's record of them as synchronization the race checker honours.
 
 use bytes::Bytes;
-use onesided_client::{Audit, AuditEvent, ErrorClass, LockType, Match, WindowSpec};
+use onesided_client::{Audit, AuditEvent, ErrorClass, LockType, Match};
 
-use crate::{ranks, spawn_server, unique, Fixture, ADMIN_TOKEN};
+use crate::{ranks, spawn_server, Fixture, ADMIN_TOKEN};
 
 fn from(source: Option<u32>, tag: Option<i32>) -> Match {
     Match {
@@ -125,9 +125,7 @@ async fn a_message_orders_accesses_for_the_race_checker() {
     let fixture = Fixture::on(server, 3).await;
     let mut checked = Vec::new();
     for ordered in [true, false] {
-        let windows = fixture
-            .window(WindowSpec::of::<i64>(&unique("w"), 3, 1))
-            .await;
+        let windows = fixture.window_of::<i64>(1).await;
         let id = windows[0].desc().id;
         ranks(windows, move |rank, w| async move {
             let session = w.session().clone();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use onesided_client::{Assert, Audit, ErrorClass, LockType, WindowSpec};
 use onesided_server::metrics::MetricsListener;
 
-use crate::{spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
+use crate::{poll_until, spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
 
 /// A server with its metrics endpoint on a free port, and that endpoint's address.
 async fn server_with_metrics() -> (TestServer, std::net::SocketAddr) {
@@ -56,15 +56,17 @@ async fn scrape_until(
     what: &str,
     settled: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = scrape(address).await;
-        if settled(&text) {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "{what} never happened:\n{text}");
-        tokio::task::yield_now().await;
-    }
+    let otherwise = |text: &String| format!("{what} never happened:\n{text}");
+    let within = Duration::from_secs(10);
+    let settled = |text: &String| settled(text);
+    poll_until(
+        within,
+        Duration::ZERO,
+        || scrape(address),
+        settled,
+        otherwise,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,9 +74,7 @@ async fn fences_and_batched_puts_are_counted_and_timed_per_call() {
     const FENCES: usize = 5;
     let (server, metrics) = server_with_metrics().await;
     let fixture = Fixture::on(server, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     let ranks = windows.len();
     let puts = crate::ranks(windows, |rank, w| async move {
         w.fence(Assert::NOPRECEDE).await.unwrap();
@@ -164,20 +164,8 @@ async fn a_lock_wait_lasts_at_least_as_long_as_the_holder_kept_the_lock() {
     const HOLD: Duration = Duration::from_millis(200);
     let (server, metrics) = server_with_metrics().await;
     let fixture = Fixture::on(server, 2).await;
-    let mut windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
-    let waiter = windows.pop().unwrap();
-    let holder = windows.pop().unwrap();
-    // rank 0 locks its own rank: granted at once (an eager lock waits for its grant)
-    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    // rank 1's lazy request travels with its put; the flush waits for the grant
-    waiter.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    waiter.put(0, 0, &[7i64]).unwrap();
-    let waited = tokio::spawn(async move {
-        waiter.flush(0).await.unwrap();
-        waiter.unlock(0).await.unwrap();
-    });
+    let windows = fixture.window_of::<i64>(1).await;
+    let (holder, waited) = crate::rank_1_waiting_for_rank_0(windows).await;
     // its request in rank 0's lock queue, its put in rank 0's queue of what rank 1 sent
     scrape_until(
         metrics,
@@ -235,9 +223,7 @@ async fn audit_commits_count_every_event_of_the_log_in_sync_mode() {
     let (server, metrics) = server_with_metrics().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let fixture = Fixture::on(server, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
-        .await;
+    let windows = fixture.window_of::<i64>(4).await;
     crate::ranks(windows, |rank, w| async move {
         w.fence(Assert::NOPRECEDE).await.unwrap();
         for round in 0..3i64 {
@@ -495,9 +481,7 @@ async fn a_busy_polling_server_spins_its_budget_after_answers_and_reports_it() {
     // the default: no spinning at all, whatever the traffic
     let (plain, plain_metrics) = server_with_metrics().await;
     let fixture = Fixture::on(plain, 2).await;
-    let windows = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let windows = fixture.window_of::<i64>(1).await;
     for i in 1..=20_i64 {
         windows[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
         windows[0].put(1, 0, &[i]).unwrap();

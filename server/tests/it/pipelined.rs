@@ -40,16 +40,7 @@ async fn world(server: &TestServer, nranks: u32) -> (Vec<RawSession>, u64, Strin
         let (mut session, _) = RawSession::open(&mut grpc, &Meta::bearer(token))
             .await
             .unwrap();
-        let Reply::Window(desc) = session
-            .ok(Call::OpenWindow(v1::OpenWindow {
-                name: name.clone(),
-                with_copy: false,
-            }))
-            .await
-        else {
-            panic!("no window description");
-        };
-        window = desc.id;
+        window = session.open_window(&name).await;
         sessions.push(session);
     }
     (sessions, window, world, name)
@@ -264,16 +255,7 @@ async fn a_waiting_fence_holds_only_its_own_windows_calls() {
         .create_window(&world, &WindowSpec::bytes(&other, 2, 8, 1))
         .await
         .unwrap();
-    let Reply::Window(desc) = sessions[0]
-        .ok(Call::OpenWindow(v1::OpenWindow {
-            name: other,
-            with_copy: false,
-        }))
-        .await
-    else {
-        panic!("no window description");
-    };
-    let b = desc.id;
+    let b = sessions[0].open_window(&other).await;
     let fenced = sessions[0].send(Some(fence(a)));
     let locked = sessions[0].send(Some(Call::LockAll(v1::LockAll {
         window: b,

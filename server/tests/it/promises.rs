@@ -3,26 +3,21 @@
 //! answers before the commit but drops nothing, so after a graceful stop every acknowledged
 //! operation is in the log and a restart in `async` brings every byte back.
 
-use onesided_client::{Admin, Audit, AuditEvent, LockType, RecordedOp, Session, WindowSpec};
+use onesided_client::{Audit, AuditEvent, LockType, RecordedOp, Session, WindowSpec};
 use onesided_server::audit::Durability;
 
-use crate::recovery::{public_copies, start_on};
-use crate::{unique, TempDir, ADMIN_TOKEN};
+use crate::recovery::public_copies;
+use crate::{start_fresh, start_on, unique, world_with, TempDir, ADMIN_TOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_records_nothing_so_a_restart_starts_empty() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-off-restart")));
-    let server = start_on(&data.0, |config| config.durability = Durability::Off).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world("gone", 2).await.unwrap();
-    admin
-        .create_window("gone", &WindowSpec::of::<i64>("w", 2, 2))
-        .await
-        .unwrap();
-    let session = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let w = session.window("w").await.unwrap();
+    let (data, server) = start_fresh("onesided-off-restart", |config| {
+        config.durability = Durability::Off
+    })
+    .await;
+    let admin = &server.admin;
+    let world = world_with(admin, "gone", 2, &[WindowSpec::of::<i64>("w", 2, 2)]).await;
+    let (session, w) = server.attached_window(&world.tokens[0], "w").await;
     w.lock(LockType::Exclusive, 1, 0).await.unwrap();
     w.put(1, 0, &[7i64, 8]).unwrap();
     w.unlock(1).await.unwrap();
@@ -42,7 +37,7 @@ async fn off_records_nothing_so_a_restart_starts_empty() {
     server.stop().await;
 
     let server = start_on(&data.0, |config| config.durability = Durability::Off).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let admin = &server.admin;
     assert_eq!(
         admin.list_worlds().await.unwrap(),
         [],
@@ -66,16 +61,10 @@ async fn async_drops_nothing_and_a_restart_in_async_brings_every_byte_back() {
         config.async_max_unrecorded = 16;
     };
     let server = start_on(&data.0, asynchronous).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world("kept", 2).await.unwrap();
-    admin
-        .create_window("kept", &WindowSpec::of::<i64>("w", 2, 4))
-        .await
-        .unwrap();
-    let session = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let w = session.window("w").await.unwrap();
+    let world = server
+        .world_with("kept", 2, &[WindowSpec::of::<i64>("w", 2, 4)])
+        .await;
+    let (session, w) = server.attached_window(&world.tokens[0], "w").await;
     let id = w.desc().id;
     w.lock_all(0).await.unwrap();
     for i in 0..PUTS {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use onesided_client::{
     Assert, Block, ByteBlock, Datatype, ErrorClass, IntIndex, Layout, LockType, Op, OpKind, OpSpec,
-    Order, StructBlock, Subarray, WindowSpec,
+    Order, StructBlock, WindowSpec,
 };
 use onesided_core::reduce::{check_op, reduce};
 
@@ -13,10 +13,7 @@ use crate::{unique, Fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_ops_unlock_to_one_target_is_one_message_and_one_reply() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 4).await;
     let session = w[0].session();
     let before = session.wire_stats();
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
@@ -38,10 +35,7 @@ async fn lock_ops_unlock_to_one_target_is_one_message_and_one_reply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_noprecede_fence_is_not_a_barrier() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     // rank 1 has not called any fence: rank 0's NOPRECEDE fence returns anyway
     w[0].fence(Assert::NOPRECEDE).await.unwrap();
     w[0].put(1, 0, &[3i64]).unwrap();
@@ -186,10 +180,7 @@ async fn every_datatype_and_op_is_applied_as_core_computes_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maxloc_with_a_typed_pair() {
-    let fixture = Fixture::new(3).await;
-    let w = fixture
-        .window(WindowSpec::of::<IntIndex>(&unique("w"), 3, 1))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<IntIndex>(3, 1).await;
     for (rank, window) in w.iter().enumerate() {
         let value = [5, 9, 9][rank];
         window.lock(LockType::Shared, 0, 0).await.unwrap();
@@ -218,10 +209,7 @@ async fn maxloc_with_a_typed_pair() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nocheck_locks_do_not_wait_for_each_other() {
-    let fixture = Fixture::new(3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 2))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(3, 2).await;
     w[1].lock(LockType::Exclusive, 0, Assert::NOCHECK)
         .await
         .unwrap();
@@ -242,10 +230,7 @@ async fn nocheck_locks_do_not_wait_for_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_layouts_pack_and_unpack() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i32>(&unique("w"), 2, 8))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i32>(2, 8).await;
     let origin: Vec<i32> = (0..10).collect();
     // origin: every other element (0, 2, 4); target: elements 6, 7 and 0
     let origin_layout = Layout::Vector {
@@ -276,9 +261,7 @@ async fn a_put_and_a_get_larger_than_grpcs_default_message_size() {
     let fixture = Fixture::new(2).await;
     // 6 MiB: past tonic's default limit of 4 MiB per message
     let count = 768 * 1024u64;
-    let w = fixture
-        .window(WindowSpec::of::<u64>(&unique("w"), 2, count))
-        .await;
+    let w = fixture.window_of::<u64>(count).await;
     let values: Vec<u64> = (0..count).map(|i| i * 7 + 1).collect();
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     w[0].put(1, 0, &values).unwrap();
@@ -448,17 +431,9 @@ async fn repeated_integer_accumulates_travel_as_one_operation_and_floats_do_not(
 /// what core's flattening says, and the audit records the same bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
-    let fixture = Fixture::new(2).await;
     // a 4x6 array of i32 at rank 1
-    let w = fixture
-        .window(WindowSpec::of::<i32>(&unique("w"), 2, 24))
-        .await;
-    let block = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![4, 6],
-        subsizes: vec![2, 3],
-        starts: vec![1, 2],
-        order: Order::C,
-    }));
+    let (_fixture, w) = Fixture::with_window::<i32>(2, 24).await;
+    let block = crate::subarray([4, 6], [2, 3], [1, 2], Order::C);
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     // put six values into the 2x3 block: elements 8, 9, 10 and 14, 15, 16
     w[0].put_layout(1, 0, block.clone(), &[1i32, 2, 3, 4, 5, 6])
@@ -479,12 +454,7 @@ async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
             ByteBlock { offset: 16, len: 1 },
         ],
     };
-    let column = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![6, 4],
-        subsizes: vec![1, 2],
-        starts: vec![2, 1],
-        order: Order::Fortran,
-    }));
+    let column = crate::subarray([6, 4], [1, 2], [2, 1], Order::Fortran);
     w[0].accumulate_from(1, 0, column.clone(), &origin, &origin_layout, Op::Sum)
         .unwrap();
     // get_accumulate(replace) from a vector origin (elements 0 and 2: values 0, 20) into the
@@ -519,21 +489,11 @@ async fn hvector_hindexed_and_subarray_layouts_on_both_sides() {
     assert_eq!(picked.value().await.unwrap(), vec![0, 2, 3, 20, 5, 6]);
     // a get's origin layout: the block's values land in a 2x3 hole of a local 3x4 array
     let mut local = vec![-1i32; 12];
-    let hole = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![3, 4],
-        subsizes: vec![2, 3],
-        starts: vec![0, 1],
-        order: Order::C,
-    }));
+    let hole = crate::subarray([3, 4], [2, 3], [0, 1], Order::C);
     onesided_client::unpack(&[0, 2, 3, 20, 5, 6], &mut local, &hole).unwrap();
     assert_eq!(local, vec![-1, 0, 2, 3, -1, 20, 5, 6, -1, -1, -1, -1]);
     // a subarray MPI refuses is MPI_ERR_ARG before anything travels
-    let bad = Layout::Subarray(Box::new(Subarray {
-        sizes: vec![4, 6],
-        subsizes: vec![2, 3],
-        starts: vec![3, 0],
-        order: Order::C,
-    }));
+    let bad = crate::subarray([4, 6], [2, 3], [3, 0], Order::C);
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     let error = w[0].put_layout(1, 0, bad, &[0i32; 6]).unwrap_err();
     assert_eq!(error.class(), Some(ErrorClass::Arg), "{error}");
@@ -548,11 +508,8 @@ fn block(offset: u64, dtype: Datatype, len: u64) -> StructBlock {
 /// row-major matrix at the target and picks one at the origin; its lower bound moves no byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resized_layouts_move_a_matrix_column() {
-    let fixture = Fixture::new(2).await;
     // a 3x4 matrix of i64 at rank 1: a row is 32 bytes
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 12))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 12).await;
     let column = Layout::resized(Layout::contiguous(1), 0, 32, 3);
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     // column 2: the layout starts at element 2
@@ -646,9 +603,7 @@ async fn struct_layouts_move_their_blocks_bytes_and_accumulate_of_one_type() {
     assert_eq!(&local[..2], &513u16.to_le_bytes());
     assert_eq!(onesided_client::pack(&local, &spread).unwrap(), packed);
 
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 4))
-        .await;
+    let w = fixture.window_of::<i64>(4).await;
     let same = Layout::Struct {
         blocks: vec![block(24, Datatype::I64, 1), block(0, Datatype::I64, 2)],
     };

@@ -209,6 +209,15 @@ impl RawSession {
         reply
     }
 
+    /// Opens the window `name` ([`open_window`]) and returns its id, failing the test on a
+    /// refusal or another answer.
+    pub async fn open_window(&mut self, name: &str) -> u64 {
+        let Reply::Window(desc) = self.ok(open_window(name)).await else {
+            panic!("no window description");
+        };
+        desc.id
+    }
+
     /// Sends `call` and returns what it answered, failing the test on a refusal.
     pub async fn ok(&mut self, call: Call) -> Reply {
         let description = format!("{call:?}");
@@ -218,6 +227,52 @@ impl RawSession {
             None => panic!("{description}: an empty answer"),
         }
     }
+}
+
+/// A session of `token`'s rank at `url`, with the window `name` open, over a connection whose
+/// HTTP/2 windows are 64 KiB (what HTTP/2 allows by default) for a test that reads nothing:
+/// what the server holds for it is then its own (tonic's client would take 2 MiB). The client
+/// is returned too: the connection must outlive the session's stream.
+pub async fn unread_session(
+    url: &str,
+    token: &str,
+    name: &str,
+) -> (tonic::client::Grpc<Channel>, RawSession) {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let (mut session, _) = RawSession::open(&mut grpc, &Meta::bearer(token))
+        .await
+        .unwrap();
+    session.ok(open_window(name)).await;
+    (grpc, session)
+}
+
+/// The call that opens the window `name`, without its private copy.
+pub fn open_window(name: &str) -> Call {
+    Call::OpenWindow(v1::OpenWindow {
+        name: name.to_string(),
+        with_copy: false,
+    })
+}
+
+/// The marker a client that persists its own events sends: its rows `from..=to`, whose last
+/// hash it says is `hash`.
+pub fn client_rows(window: u64, from: u64, to: u64, hash: Vec<u8>) -> Call {
+    Call::Record(v1::Record {
+        window,
+        events: Vec::new(),
+        rows: Some(v1::ClientRows {
+            from,
+            to,
+            hash: hash.into(),
+        }),
+    })
 }
 
 pub fn contiguous(count: u64) -> Option<v1::Layout> {
@@ -237,20 +292,7 @@ pub async fn bare_call(
     timeout: &str,
     message: Option<Bytes>,
 ) -> (Vec<Bytes>, Code, Duration) {
-    let address = url.trim_start_matches("http://");
-    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await.unwrap();
-    let request = http::Request::post(format!("{url}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("authorization", format!("Bearer {token}"))
-        .header("grpc-timeout", timeout)
-        .body(())
-        .unwrap();
+    let (mut client, request, _) = bare_request(url, path, token, Some(timeout)).await;
     let started = Instant::now();
     let (response, mut send) = client.send_request(request, false).unwrap();
     if let Some(message) = message {
@@ -270,6 +312,44 @@ pub async fn bare_call(
     if let Some(code) = status(&parts.headers) {
         return (Vec::new(), code, started.elapsed());
     }
+    let messages = messages_to_the_end(&mut body).await;
+    let trailers = body.trailers().await.unwrap().expect("trailers");
+    let took = started.elapsed();
+    drop(send);
+    (messages, status(&trailers).expect("a grpc-status"), took)
+}
+
+/// A bare HTTP/2 connection to `url` (driven by a task of its own, returned) and a gRPC request
+/// for `path` with `token` (and `grpc-timeout: timeout` when given), not sent yet: the client
+/// sends it (`send_request`, its body left open) when the test is ready to time it.
+pub async fn bare_request(
+    url: &str,
+    path: &str,
+    token: &str,
+    timeout: Option<&str>,
+) -> (
+    h2::client::SendRequest<Bytes>,
+    http::Request<()>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let address = url.trim_start_matches("http://");
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let client = client.ready().await.unwrap();
+    let mut request = http::Request::post(format!("{url}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"));
+    if let Some(timeout) = timeout {
+        request = request.header("grpc-timeout", timeout);
+    }
+    (client, request.body(()).unwrap(), connection)
+}
+
+/// Every gRPC message of `body` until it ends (each a length-prefixed frame), the flow-control
+/// window given back as it goes.
+async fn messages_to_the_end(body: &mut h2::RecvStream) -> Vec<Bytes> {
     let mut buffer = BytesMut::new();
     let mut messages = Vec::new();
     while let Some(chunk) = body.data().await {
@@ -285,10 +365,7 @@ pub async fn bare_call(
             messages.push(buffer.split_to(length).freeze());
         }
     }
-    let trailers = body.trailers().await.unwrap().expect("trailers");
-    let took = started.elapsed();
-    drop(send);
-    (messages, status(&trailers).expect("a grpc-status"), took)
+    messages
 }
 
 /// A gRPC call over a bare HTTP/2 stream that sends only a length prefix claiming a message of
@@ -303,19 +380,7 @@ pub async fn claim_a_message(
     sent: usize,
     patience: Duration,
 ) -> Option<(Vec<Bytes>, Status)> {
-    let address = url.trim_start_matches("http://");
-    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await.unwrap();
-    let request = http::Request::post(format!("{url}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("authorization", format!("Bearer {token}"))
-        .body(())
-        .unwrap();
+    let (mut client, request, _) = bare_request(url, path, token, None).await;
     let (response, mut send) = client.send_request(request, false).unwrap();
     let mut framed = BytesMut::with_capacity(5 + sent);
     framed.put_u8(0);
@@ -327,22 +392,7 @@ pub async fn claim_a_message(
         if parts.headers.contains_key("grpc-status") {
             return (Vec::new(), Status::from_header_map(&parts.headers).unwrap());
         }
-        let mut buffer = BytesMut::new();
-        let mut messages = Vec::new();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.unwrap();
-            let _ = body.flow_control().release_capacity(chunk.len());
-            buffer.extend_from_slice(&chunk);
-            while buffer.len() >= 5 {
-                let length =
-                    u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
-                if buffer.len() < 5 + length {
-                    break;
-                }
-                buffer.advance(5);
-                messages.push(buffer.split_to(length).freeze());
-            }
-        }
+        let messages = messages_to_the_end(&mut body).await;
         let trailers = body.trailers().await.unwrap().expect("trailers");
         (
             messages,

@@ -7,61 +7,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use onesided_client::{Admin, Audit, ErrorClass, LockType, Op, Session, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, Op, Session, WindowSpec, WorldTokens};
 use onesided_core::audit::Event;
-use onesided_server::{run, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 
-use crate::{unique, TempDir, ADMIN_TOKEN};
+use crate::{start_fresh, start_on, unique, world_with, Restartable, TempDir, ADMIN_TOKEN};
 
-/// A server on `data` that can be stopped (gracefully) and started again on the same files.
-pub(crate) struct Running {
-    pub(crate) url: String,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-pub(crate) async fn start_on(data: &Path, adjust: impl FnOnce(&mut ServerConfig)) -> Running {
-    start_listening(
-        TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        data,
-        adjust,
-    )
-    .await
-}
-
-async fn start_listening(
-    listener: TcpListener,
-    data: &Path,
-    adjust: impl FnOnce(&mut ServerConfig),
-) -> Running {
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let mut config = ServerConfig::new(ADMIN_TOKEN, data.to_path_buf());
-    adjust(&mut config);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        run(listener, config, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server failed");
-    });
-    // the first answer comes once the server runs (its store is open and recovered)
-    Admin::connect(&url, ADMIN_TOKEN)
-        .await
-        .unwrap()
-        .list_worlds()
-        .await
-        .unwrap();
-    Running { url, stop, task }
-}
-
-impl Running {
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
-    }
+/// A restartable server on a fresh data directory, and a world of two ranks named after `name`
+/// with a window `w` of `count` `i64`s a rank.
+async fn restartable_world(name: &str, count: u64) -> (TempDir, Restartable, WorldTokens) {
+    let (data, server) = start_fresh(&format!("onesided-{name}"), |_| {}).await;
+    let spec = WindowSpec::of::<i64>("w", 2, count);
+    let world = server.world_with(&unique(name), 2, &[spec]).await;
+    (data, server, world)
 }
 
 /// A session whose server stops and starts again attaches again by itself: the same
@@ -70,16 +28,7 @@ impl Running {
 /// was acknowledged before is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_attaches_again_by_itself_when_its_server_comes_back() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-reattach")));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let server = start_listening(listener, &data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world(&unique("back"), 2).await.unwrap();
-    admin
-        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 4))
-        .await
-        .unwrap();
+    let (_data, server, world) = restartable_world("back", 4).await;
     let session = Session::attach(&server.url, &world.tokens[0])
         .await
         .unwrap();
@@ -91,17 +40,9 @@ async fn a_session_attaches_again_by_itself_when_its_server_comes_back() {
     // a store not yet published, and an epoch left open, when the server goes
     w.store(3, &[9i64]).unwrap();
     w.lock(LockType::Exclusive, 1, 0).await.unwrap();
-    server.stop().await;
-    let server = start_listening(TcpListener::bind(address).await.unwrap(), &data.0, |_| {}).await;
+    let server = server.restart(|_| {}).await;
     // the session comes back by itself (nothing here attaches it)
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while session.incarnation() == 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session did not attach again"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    attached_again(&session, "the session did not attach again").await;
     assert_eq!(session.incarnation(), 2);
     // the epoch open when the server went is gone, and its next call says so, once
     let lost = w.put(1, 1, &[6i64]).unwrap_err();
@@ -123,21 +64,22 @@ async fn a_session_attaches_again_by_itself_when_its_server_comes_back() {
     server.stop().await;
 }
 
+/// Waits (at most 30 s) until `session`, of incarnation 1, attached again by itself; else
+/// panics saying `otherwise`.
+async fn attached_again(session: &Session, otherwise: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while session.incarnation() == 1 {
+        assert!(std::time::Instant::now() < deadline, "{otherwise}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// `reattach_within(0)` means never: when the server goes, such a session stays ended (its
 /// calls fail) while a session with the default bound, beside it, comes back — which gives
 /// the first as long to come back, had it wrongly tried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_told_reattach_within_zero_does_not_come_back() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-never")));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let server = start_listening(listener, &data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world(&unique("never"), 2).await.unwrap();
-    admin
-        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 1))
-        .await
-        .unwrap();
+    let (_data, server, world) = restartable_world("never", 1).await;
     let never = Session::builder(&server.url, &world.tokens[0])
         .reattach_within(Duration::ZERO)
         .attach()
@@ -148,16 +90,8 @@ async fn a_session_told_reattach_within_zero_does_not_come_back() {
         .unwrap();
     let w = never.window("w").await.unwrap();
     let c = control.window("w").await.unwrap();
-    server.stop().await;
-    let server = start_listening(TcpListener::bind(address).await.unwrap(), &data.0, |_| {}).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while control.incarnation() == 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the control session did not attach again"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let server = server.restart(|_| {}).await;
+    attached_again(&control, "the control session did not attach again").await;
     // the control works again; the other stayed as it was lost
     c.lock(LockType::Shared, 1, 0).await.unwrap();
     c.unlock(1).await.unwrap();
@@ -175,14 +109,15 @@ async fn a_session_told_reattach_within_zero_does_not_come_back() {
 /// The info `MPI_Win_set_info` put in place comes back with the window after a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_set_by_the_ranks_survives_a_restart() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-info")));
-    let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world(&unique("info"), 2).await.unwrap();
-    admin
-        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 1))
-        .await
-        .unwrap();
+    let (_data, server) = start_fresh("onesided-info", |_| {}).await;
+    let admin = &server.admin;
+    let world = world_with(
+        admin,
+        &unique("info"),
+        2,
+        &[WindowSpec::of::<i64>("w", 2, 1)],
+    )
+    .await;
     let mut sessions = Vec::new();
     for token in &world.tokens {
         let session = Session::attach(&server.url, token).await.unwrap();
@@ -200,9 +135,8 @@ async fn info_set_by_the_ranks_survives_a_restart() {
         drop(w);
         session.close().await.unwrap();
     }
-    server.stop().await;
-    let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let server = server.restart(|_| {}).await;
+    let admin = &server.admin;
     let desc = admin.describe_window(&world.name, "w").await.unwrap();
     assert_eq!(
         desc.info.accumulate_ops,
@@ -217,18 +151,8 @@ async fn info_set_by_the_ranks_survives_a_restart() {
 /// session that replaced it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_replaced_by_a_newer_incarnation_does_not_come_back() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-replaced")));
-    let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world(&unique("replaced"), 2).await.unwrap();
-    admin
-        .create_window(&world.name, &WindowSpec::of::<i64>("w", 2, 1))
-        .await
-        .unwrap();
-    let old = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let old_window = old.window("w").await.unwrap();
+    let (_data, server, world) = restartable_world("replaced", 1).await;
+    let (old, old_window) = server.attached_window(&world.tokens[0], "w").await;
     let new = Session::attach(&server.url, &world.tokens[0])
         .await
         .unwrap();
@@ -288,6 +212,20 @@ async fn snapshot_count(database: &Path) -> i64 {
         .unwrap()
 }
 
+/// Stops `server` (everything it was going to write is written then), asserts that its SQLite
+/// store `database` holds `snapshots` snapshots (else it panics saying `why`), and starts it
+/// again on the same files.
+async fn counted_and_restarted(
+    server: Restartable,
+    database: &Path,
+    snapshots: i64,
+    why: &str,
+) -> Restartable {
+    server.stop().await;
+    assert_eq!(snapshot_count(database).await, snapshots, "{why}");
+    start_on(database.parent().unwrap(), |_| {}).await
+}
+
 /// Issue 12: a put of a whole window is stored once, in the log, not again at once in a
 /// snapshot; the window's ranks are snapshotted once four windows' worth of log has built up
 /// (every rank, the one never written too), and a restart rebuilds the window from those
@@ -298,12 +236,9 @@ async fn a_window_sized_put_is_logged_once_and_four_windows_of_log_make_a_snapsh
     let data = TempDir(std::env::temp_dir().join(unique("onesided-snapshot-policy")));
     let database = data.0.join("audit.db");
     let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world("big", 2).await.unwrap();
-    admin
-        .create_window("big", &WindowSpec::bytes("w", 2, BYTES as u64, 1))
-        .await
-        .unwrap();
+    let world = server
+        .world_with("big", 2, &[WindowSpec::bytes("w", 2, BYTES as u64, 1)])
+        .await;
     let put = |url: String, fill: u8| {
         let token = world.tokens[0].clone();
         async move {
@@ -319,33 +254,17 @@ async fn a_window_sized_put_is_logged_once_and_four_windows_of_log_make_a_snapsh
     for fill in 1..=3 {
         put(server.url.clone(), fill).await;
     }
-    // stopped: everything the server was going to write is written
-    server.stop().await;
-    assert_eq!(
-        snapshot_count(&database).await,
-        0,
-        "three windows' worth of log is not yet worth a snapshot"
-    );
+    let not_yet = "three windows' worth of log is not yet worth a snapshot";
+    let server = counted_and_restarted(server, &database, 0, not_yet).await;
     // the restart counts the three puts it replayed towards the next round
-    let server = start_on(&data.0, |_| {}).await;
     put(server.url.clone(), 4).await;
-    server.stop().await;
-    assert_eq!(
-        snapshot_count(&database).await,
-        0,
-        "four puts into one rank of two are two windows' worth"
-    );
-    let server = start_on(&data.0, |_| {}).await;
+    let two_worth = "four puts into one rank of two are two windows' worth";
+    let server = counted_and_restarted(server, &database, 0, two_worth).await;
     for fill in 5..=8 {
         put(server.url.clone(), fill).await;
     }
-    server.stop().await;
-    assert_eq!(
-        snapshot_count(&database).await,
-        2,
-        "both ranks are snapshotted once four windows' worth was logged"
-    );
-    let server = start_on(&data.0, |_| {}).await;
+    let both = "both ranks are snapshotted once four windows' worth was logged";
+    let server = counted_and_restarted(server, &database, 2, both).await;
     let session = Session::attach(server.url.as_str(), &world.tokens[0])
         .await
         .unwrap();
@@ -371,17 +290,14 @@ async fn a_rank_never_written_is_snapshotted_too_and_recovery_reads_one_round_of
         config.durability = onesided_server::audit::Durability::Async;
     })
     .await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let admin = &server.admin;
     let world = admin.create_world("rounds", 2).await.unwrap();
     let id = admin
         .create_window("rounds", &WindowSpec::of::<i64>("w", 2, 1))
         .await
         .unwrap()
         .id;
-    let session = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let w = session.window("w").await.unwrap();
+    let (session, w) = server.attached_window(&world.tokens[0], "w").await;
     w.lock_all(0).await.unwrap();
     for _ in 0..OPS {
         // rank 1's copy is never written
@@ -434,9 +350,8 @@ async fn a_rank_never_written_is_snapshotted_too_and_recovery_reads_one_round_of
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-recover")));
-    let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let (data, server) = start_fresh("onesided-recover", |_| {}).await;
+    let admin = &server.admin;
     let world = admin.create_world("kept", 3).await.unwrap();
     admin
         .create_window(
@@ -451,10 +366,7 @@ async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
         .unwrap();
     admin.create_world("deleted", 1).await.unwrap();
     // enough operations that every rank's copy is snapshotted at least once, then more after
-    let session = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let w = session.window("w").await.unwrap();
+    let (session, w) = server.attached_window(&world.tokens[1], "w").await;
     w.lock_all(0).await.unwrap();
     for i in 0..3000i64 {
         let target = (i % 3) as u32;
@@ -480,39 +392,18 @@ async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
     );
 
     let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let worlds: Vec<_> = admin
-        .list_worlds()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|world| world.name)
-        .collect();
-    assert_eq!(
-        worlds,
-        vec!["kept".to_string()],
-        "the deleted world stays deleted"
-    );
-    let windows: Vec<_> = admin
-        .list_windows("kept")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|window| window.name)
-        .collect();
-    assert_eq!(
-        windows,
-        vec!["w".to_string()],
-        "the freed window stays freed"
-    );
+    let admin = &server.admin;
+    let worlds = admin.list_worlds().await.unwrap();
+    let names: Vec<&str> = worlds.iter().map(|world| world.name.as_str()).collect();
+    assert_eq!(names, ["kept"], "the deleted world stays deleted");
+    let windows = admin.list_windows("kept").await.unwrap();
+    let names: Vec<&str> = windows.iter().map(|window| window.name.as_str()).collect();
+    assert_eq!(names, ["w"], "the freed window stays freed");
     // the old tokens still attach, and every byte is back
     let after = public_copies(&server.url, &world.tokens[2], "w", 3, 4).await;
     assert_eq!(after, before);
     // the history continues: one chain across both runs, replay equals the live copies
-    let session = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let w = session.window("w").await.unwrap();
+    let (session, w) = server.attached_window(&world.tokens[1], "w").await;
     // an info key the server does not use is still reported as given
     assert!(w
         .get_info()
@@ -828,16 +719,9 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
         config.metrics = Some(metrics);
     })
     .await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world("o", 2).await.unwrap();
-    admin
-        .create_window("o", &WindowSpec::of::<i64>("c", 2, 1))
-        .await
-        .unwrap();
-    let session = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let w = session.window("c").await.unwrap();
+    let admin = &server.admin;
+    let world = world_with(admin, "o", 2, &[WindowSpec::of::<i64>("c", 2, 1)]).await;
+    let (session, w) = server.attached_window(&world.tokens[1], "c").await;
     w.lock_all(0).await.unwrap();
     let mut acknowledged = Vec::new();
     // refused calls: those that changed nothing, and those applied but not recorded yet
@@ -913,10 +797,8 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
     // every applied increment is in the log exactly once; every acknowledged one among them
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     let id = admin.list_windows("o").await.unwrap()[0].id;
-    let logged: Vec<i64> = audit
-        .events(id, 1)
-        .await
-        .unwrap()
+    let events = audit.events(id, 1).await.unwrap();
+    let logged: Vec<i64> = events
         .into_iter()
         .filter_map(|entry| match entry.event {
             Some(Event::Op { result, .. }) => Some(i64::from_le_bytes(result.try_into().unwrap())),
@@ -967,24 +849,12 @@ async fn a_lost_database_refuses_calls_with_unavailable_and_loses_nothing_acknow
 /// then is published as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_session_starts_from_its_public_copy() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-fresh")));
-    let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    let world = admin.create_world("w", 2).await.unwrap();
-    admin
-        .create_window("w", &WindowSpec::of::<i64>("x", 2, 40))
-        .await
-        .unwrap();
-    let origin = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let owner = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let (w0, w1) = (
-        origin.window("x").await.unwrap(),
-        owner.window("x").await.unwrap(),
-    );
+    let (_data, server) = start_fresh("onesided-fresh", |_| {}).await;
+    let world = server
+        .world_with("w", 2, &[WindowSpec::of::<i64>("x", 2, 40)])
+        .await;
+    let (origin, w0) = server.attached_window(&world.tokens[0], "x").await;
+    let (owner, w1) = server.attached_window(&world.tokens[1], "x").await;
     // rank 1 publishes its store of element 0; rank 0 puts elements 1 and 39 (a zero gap of
     // 37 elements between them)
     w1.store(0, &[5i64]).unwrap();
@@ -999,10 +869,7 @@ async fn a_new_session_starts_from_its_public_copy() {
 
     let mut expected = vec![0i64; 40];
     (expected[0], expected[1], expected[39]) = (5, 6, -1);
-    let again = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let w1 = again.window("x").await.unwrap();
+    let (again, w1) = server.attached_window(&world.tokens[1], "x").await;
     assert_eq!(w1.load::<i64>(0, 40).unwrap(), expected);
     // its next store is published as any store
     w1.store(2, &[7i64]).unwrap();
@@ -1016,14 +883,10 @@ async fn a_new_session_starts_from_its_public_copy() {
     drop((w0, w1));
     origin.close().await.unwrap();
     again.close().await.unwrap();
-    server.stop().await;
 
     // after a restart too
-    let server = start_on(&data.0, |_| {}).await;
-    let owner = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let w1 = owner.window("x").await.unwrap();
+    let server = server.restart(|_| {}).await;
+    let (owner, w1) = server.attached_window(&world.tokens[1], "x").await;
     assert_eq!(w1.load::<i64>(0, 40).unwrap(), expected);
     drop(w1);
     owner.close().await.unwrap();
@@ -1050,7 +913,7 @@ async fn unlocks_refused_unchanged_can_be_made_again_and_publish_then() {
         holder: None,
     };
     let server = start_on(&data.0, |_| {}).await;
-    let admin = Admin::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    let admin = &server.admin;
     let world = admin.create_world("u", 2).await.unwrap();
     for name in ["c", "probe"] {
         admin
@@ -1060,15 +923,9 @@ async fn unlocks_refused_unchanged_can_be_made_again_and_publish_then() {
     }
     // rank 0 only watches for the outage, on a session of its own (a call of rank 1's session
     // would carry its lazy lock early)
-    let watcher = Session::attach(&server.url, &world.tokens[0])
-        .await
-        .unwrap();
-    let probe = watcher.window("probe").await.unwrap();
+    let (watcher, probe) = server.attached_window(&world.tokens[0], "probe").await;
     probe.lock_all(0).await.unwrap();
-    let session = Session::attach(&server.url, &world.tokens[1])
-        .await
-        .unwrap();
-    let w = session.window("c").await.unwrap();
+    let (session, w) = server.attached_window(&world.tokens[1], "c").await;
     // rank 1's own lock is held, over a store; rank 0's is lazy, and nothing carried it yet
     w.lock(LockType::Exclusive, 1, 0).await.unwrap();
     w.store(0, &[42i64]).unwrap();

@@ -4,19 +4,22 @@
 //! long as the test needs, so "not complete" is a fact here, not a race. Operations that
 //! travel in one message are answered in one reply, so they complete together.
 
-use onesided_client::{test_all, wait_all, wait_any, LockType, WindowSpec};
+use onesided_client::{test_all, wait_all, wait_any, LockType, Window};
 
-use crate::{unique, Fixture};
+use crate::{get_shared, Fixture};
+
+/// Rank `rank` locks its own window exclusively and puts `value` at its element 0: until it
+/// unlocks, another rank's access there waits.
+async fn holding_its_own(w: &Window, rank: u32, value: i64) {
+    w.lock(LockType::Exclusive, rank, 0).await.unwrap();
+    w.put(rank, 0, &[value]).unwrap();
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tested_complete_rget_holds_its_data_and_an_incomplete_one_says_so() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 1))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     // rank 1 holds its own window exclusively: rank 0's access waits there
-    w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
-    w[1].put(1, 0, &[42i64]).unwrap();
+    holding_its_own(&w[1], 1, 42).await;
     w[0].lock(LockType::Shared, 1, 0).await.unwrap();
     let request = w[0].rget::<i64>(1, 0, 1).unwrap();
     assert!(!request.test().unwrap(), "the target is still locked");
@@ -31,10 +34,7 @@ async fn a_tested_complete_rget_holds_its_data_and_an_incomplete_one_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rput_is_locally_complete_at_once_and_free_does_not_cancel_it() {
-    let fixture = Fixture::new(2).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 2, 2))
-        .await;
+    let (_fixture, w) = Fixture::with_window::<i64>(2, 2).await;
     w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
     w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
     let put = w[0].rput(1, 0, &[7i64]).unwrap();
@@ -47,11 +47,8 @@ async fn rput_is_locally_complete_at_once_and_free_does_not_cancel_it() {
     get.free();
     w[1].unlock(1).await.unwrap();
     w[0].unlock(1).await.unwrap();
-    w[1].lock(LockType::Shared, 1, 0).await.unwrap();
-    let seen = w[1].get::<i64>(1, 0, 2).unwrap();
-    w[1].unlock(1).await.unwrap();
     assert_eq!(
-        seen.value().await.unwrap(),
+        get_shared::<i64>(&w[1], 1, 0, 2).await,
         vec![7, 0],
         "a freed request's operation still completes"
     );
@@ -59,14 +56,9 @@ async fn rput_is_locally_complete_at_once_and_free_does_not_cancel_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_any_returns_the_request_that_can_complete_and_wait_all_the_rest_in_order() {
-    let fixture = Fixture::new(3).await;
-    let w = fixture
-        .window(WindowSpec::of::<i64>(&unique("w"), 3, 1))
-        .await;
-    w[1].lock(LockType::Exclusive, 1, 0).await.unwrap();
-    w[1].put(1, 0, &[11i64]).unwrap();
-    w[2].lock(LockType::Exclusive, 2, 0).await.unwrap();
-    w[2].put(2, 0, &[22i64]).unwrap();
+    let (_fixture, w) = Fixture::with_window::<i64>(3, 1).await;
+    holding_its_own(&w[1], 1, 11).await;
+    holding_its_own(&w[2], 2, 22).await;
     w[2].unlock(2).await.unwrap();
     w[0].lock(LockType::Shared, 1, 0).await.unwrap();
     w[0].lock(LockType::Shared, 2, 0).await.unwrap();

@@ -29,6 +29,23 @@ impl Running {
         assert!(exit.success(), "the server ended with {exit}: {output:#?}");
         output
     }
+
+    /// [`Running::stop`] off the test's runtime.
+    pub async fn stopped(self) -> Vec<String> {
+        tokio::task::spawn_blocking(move || self.stop())
+            .await
+            .unwrap()
+    }
+}
+
+/// The message (with its causes) of the error with which a server configured as `config`
+/// refuses to run.
+async fn refusal(config: onesided_server::ServerConfig) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let error = onesided_server::run(listener, config, std::future::pending())
+        .await
+        .unwrap_err();
+    format!("{error:#}")
 }
 
 /// One admin call answered with `token`: the server is up and takes it.
@@ -39,6 +56,21 @@ pub async fn served(url: &str, token: &str) {
         .list_worlds()
         .await
         .unwrap();
+}
+
+/// Makes `path` readable by others, starts the binary on `data` again, has it serve `token`,
+/// and returns what it printed until it stopped.
+#[cfg(unix)]
+async fn served_once_readable_by_others(
+    data: &TempDir,
+    path: &std::path::Path,
+    token: &str,
+) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let server = start(data, &[], "info");
+    served(&server.url, token).await;
+    server.stopped().await
 }
 
 #[cfg(unix)]
@@ -52,17 +84,10 @@ async fn the_generated_admin_token_file_is_its_owners_alone() {
     assert_eq!(mode & 0o777, 0o600, "mode {:o}", mode & 0o777);
     let token = std::fs::read_to_string(&path).unwrap();
     served(&server.url, token.trim()).await;
-    tokio::task::spawn_blocking(move || server.stop())
-        .await
-        .unwrap();
+    server.stopped().await;
 
     // a token file others can read is used, with a warning
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let server = start(&data, &[], "info");
-    served(&server.url, token.trim()).await;
-    let log = tokio::task::spawn_blocking(move || server.stop())
-        .await
-        .unwrap();
+    let log = served_once_readable_by_others(&data, &path, token.trim()).await;
     assert!(
         log.iter()
             .any(|line| line.contains("readable by others than its owner")),
@@ -173,11 +198,7 @@ async fn an_unsupported_database_url_is_refused_without_its_password() {
         database_url: Some("mysql://audit:hunter2@db.example/audit".into()),
         ..onesided_server::ServerConfig::new("secrets-test-admin-token", data.0.clone())
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let error = onesided_server::run(listener, config, std::future::pending())
-        .await
-        .unwrap_err();
-    let message = format!("{error:#}");
+    let message = refusal(config).await;
     assert!(message.contains("\"mysql\""), "{message}");
     assert!(!message.contains("hunter2"), "{message}");
 }
@@ -187,11 +208,7 @@ async fn a_server_with_an_empty_or_short_admin_token_does_not_start() {
     for token in ["", "short"] {
         let data = TempDir(std::env::temp_dir().join(unique("onesided-secrets")));
         let config = onesided_server::ServerConfig::new(token, data.0.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let error = onesided_server::run(listener, config, std::future::pending())
-            .await
-            .unwrap_err();
-        let message = format!("{error:#}");
+        let message = refusal(config).await;
         assert!(message.contains("at least 16"), "{message}");
     }
 }
@@ -233,17 +250,10 @@ async fn the_sqlite_audit_store_is_its_owners_alone() {
             .mode();
         assert_eq!(mode & 0o777, 0o600, "{name}: mode {:o}", mode & 0o777);
     }
-    tokio::task::spawn_blocking(move || server.stop())
-        .await
-        .unwrap();
+    server.stopped().await;
 
     let path = data.0.join("audit.db");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let server = start(&data, &[], "info");
-    served(&server.url, token.trim()).await;
-    let log = tokio::task::spawn_blocking(move || server.stop())
-        .await
-        .unwrap();
+    let log = served_once_readable_by_others(&data, &path, token.trim()).await;
     assert!(
         log.iter()
             .any(|line| line.contains("audit.db") && line.contains("readable by others")),

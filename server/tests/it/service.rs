@@ -4,7 +4,7 @@ use onesided_client::{Admin, Claim, ErrorClass, Session, WindowSpec};
 use prost::Message;
 use tonic::Code;
 
-use crate::{spawn_server, unique, Fixture, ADMIN_TOKEN};
+use crate::{spawn_server, unique, Fixture, TestServer, ADMIN_TOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worlds_and_windows_are_created_listed_described_and_freed() {
@@ -38,12 +38,10 @@ async fn worlds_and_windows_are_created_listed_described_and_freed() {
         .iter()
         .any(|w| w.name == world && w.ranks == 3 && w.windows == 1));
     server.admin.free_window(&world, "counters").await.unwrap();
-    let gone = server
-        .admin
-        .describe_window(&world, "counters")
-        .await
-        .unwrap_err();
-    assert_eq!(gone.class(), Some(ErrorClass::Win));
+    assert_eq!(
+        refused_description(&server, &world, "counters").await,
+        Some(ErrorClass::Win)
+    );
     server.admin.delete_world(&world).await.unwrap();
     let gone = server.admin.delete_world(&world).await.unwrap_err();
     assert_eq!(gone.code(), Code::NotFound);
@@ -146,12 +144,10 @@ async fn ranks_create_a_window_together_each_with_its_own_size() {
     for refused in create("other", [hint, hint, &[]]).await {
         assert_eq!(refused.unwrap_err().class(), Some(ErrorClass::Info));
     }
-    let absent = server
-        .admin
-        .describe_window(&world, "other")
-        .await
-        .unwrap_err();
-    assert_eq!(absent.class(), Some(ErrorClass::Win));
+    assert_eq!(
+        refused_description(&server, &world, "other").await,
+        Some(ErrorClass::Win)
+    );
     assert_eq!(server.admin.list_windows(&world).await.unwrap().len(), 1);
 }
 
@@ -373,16 +369,37 @@ async fn a_session_acts_only_as_its_own_rank() {
     assert_eq!(wrong_world.code(), Code::PermissionDenied, "{wrong_world}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn health_and_reflection_are_served() {
-    use tonic_health::pb::health_client::HealthClient;
-    use tonic_health::pb::HealthCheckRequest;
-    let server = spawn_server().await;
-    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
+/// The class of the refusal to describe the window `name` of `world`, which is not there.
+async fn refused_description(server: &TestServer, world: &str, name: &str) -> Option<ErrorClass> {
+    let refusal = server.admin.describe_window(world, name).await.unwrap_err();
+    refusal.class()
+}
+
+/// A channel to the server at `url`.
+async fn channel_to(url: &str) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(url.to_string())
         .unwrap()
         .connect()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// What health says of `service` (its `ServingStatus` as a number).
+async fn serving_status(
+    health: &mut tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
+    service: &str,
+) -> i32 {
+    let request = tonic_health::pb::HealthCheckRequest {
+        service: service.to_string(),
+    };
+    health.check(request).await.unwrap().into_inner().status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_reflection_are_served() {
+    use tonic_health::pb::health_client::HealthClient;
+    let server = spawn_server().await;
+    let channel = channel_to(&server.url).await;
     let mut health = HealthClient::new(channel.clone());
     for service in [
         "",
@@ -390,14 +407,7 @@ async fn health_and_reflection_are_served() {
         "onesided.v1.Audit",
         "onesided.v1.Rma",
     ] {
-        let status = health
-            .check(HealthCheckRequest {
-                service: service.to_string(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status;
+        let status = serving_status(&mut health, service).await;
         assert_eq!(status, 1, "{service} is SERVING");
     }
     use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
@@ -409,12 +419,10 @@ async fn health_and_reflection_are_served() {
         host: String::new(),
         message_request: Some(MessageRequest::ListServices(String::new())),
     };
-    let mut responses = reflection
-        .server_reflection_info(tokio_stream::iter([request]))
-        .await
-        .unwrap()
-        .into_inner();
-    let response = responses.message().await.unwrap().unwrap();
+    let list_services = tokio_stream::iter([request]);
+    let responses = reflection.server_reflection_info(list_services).await;
+    let response = responses.unwrap().into_inner().message().await;
+    let response = response.unwrap().unwrap();
     let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
         panic!("no service list");
     };
@@ -435,11 +443,7 @@ async fn reflection_v1alpha_lists_and_describes_the_services() {
     use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
     use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
     let server = spawn_server().await;
-    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel_to(&server.url).await;
     let mut reflection = ServerReflectionClient::new(channel);
     let request = |message| ServerReflectionRequest {
         host: String::new(),
@@ -485,27 +489,14 @@ async fn reflection_v1alpha_lists_and_describes_the_services() {
 async fn health_says_audit_is_not_serving_without_an_audit_log() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::health_client::HealthClient;
-    use tonic_health::pb::HealthCheckRequest;
     let server = crate::spawn_server_with(|config| {
         config.durability = onesided_server::audit::Durability::Off;
     })
     .await;
-    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel_to(&server.url).await;
     let mut health = HealthClient::new(channel);
     let mut status_of = async |service: &str| {
-        let status = health
-            .check(HealthCheckRequest {
-                service: service.to_string(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status;
-        ServingStatus::try_from(status).unwrap()
+        ServingStatus::try_from(serving_status(&mut health, service).await).unwrap()
     };
     assert_eq!(
         status_of("onesided.v1.Audit").await,
@@ -526,11 +517,7 @@ async fn refusals_carry_error_info_with_the_mpi_class() {
     };
     use tonic_types::StatusExt;
     let server = spawn_server().await;
-    let channel = tonic::transport::Endpoint::from_shared(server.url.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel_to(&server.url).await;
     let bearer = |token: String| {
         move |mut request: tonic::Request<()>| {
             let value = format!("Bearer {token}").parse().unwrap();

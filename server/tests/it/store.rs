@@ -4,7 +4,7 @@
 
 use onesided_server::ServerConfig;
 
-use crate::{spawn_server_with, TestServer};
+use crate::{spawn_server_with, Fixture, TestServer};
 
 pub use onesided_test_support::PgDatabase;
 
@@ -42,6 +42,14 @@ impl Store {
             adjust(config);
         })
         .await
+    }
+
+    /// A world of `nranks` on a server recording here ([`Store::server`]), its sessions
+    /// persisting their own events here too when `persisting`, else shipping them.
+    pub async fn fixture(&self, nranks: u32, persisting: bool) -> Fixture {
+        let server = self.server().await;
+        let database = persisting.then(|| self.url(&server));
+        Fixture::attached(server, nranks, database.as_deref()).await
     }
 
     /// The URL of the store of a server whose data directory is `data`: what a client that

@@ -28,19 +28,19 @@ async fn spawn_tls_server_with(pki: &Pki, adjust: impl FnOnce(&mut ServerConfig)
         ..ServerConfig::new(ADMIN_TOKEN, data.0.clone())
     };
     adjust(&mut config);
-    let served = in_process::serve(config).await;
-    let url = format!("https://localhost:{}", served.addr.port());
-    let endpoint = Endpoint::new(url.as_str())
-        .ca_pem(pki.ca_pem.clone())
-        .unwrap();
-    let admin = Admin::connect(&endpoint, ADMIN_TOKEN).await.unwrap();
-    admin.list_worlds().await.unwrap();
-    TestServer {
-        url,
-        admin,
-        _served: served,
-        data,
-    }
+    TestServer::start(data, config, |addr| {
+        with_ca(&format!("https://localhost:{}", addr.port()), pki)
+    })
+    .await
+}
+
+/// A TLS server with a fresh PKI ([`spawn_tls_server`]), and an endpoint of it that trusts its
+/// CA.
+async fn tls_server_and_endpoint() -> (TestServer, Endpoint) {
+    let pki = Pki::new(&["localhost"]);
+    let server = spawn_tls_server(&pki).await;
+    let endpoint = with_ca(&server.url, &pki);
+    (server, endpoint)
 }
 
 fn with_ca(url: &str, pki: &Pki) -> Endpoint {
@@ -49,9 +49,7 @@ fn with_ca(url: &str, pki: &Pki) -> Endpoint {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranks_attach_put_and_get_over_tls() {
-    let pki = Pki::new(&["localhost"]);
-    let server = spawn_tls_server(&pki).await;
-    let endpoint = with_ca(&server.url, &pki);
+    let (server, endpoint) = tls_server_and_endpoint().await;
     let world = unique("tls");
     let created = server.admin.create_world(&world, 2).await.unwrap();
     server
@@ -80,9 +78,7 @@ async fn ranks_attach_put_and_get_over_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_claim_who_they_are_and_persist_their_events_over_tls() {
-    let pki = Pki::new(&["localhost"]);
-    let server = spawn_tls_server(&pki).await;
-    let endpoint = with_ca(&server.url, &pki);
+    let (server, endpoint) = tls_server_and_endpoint().await;
     let world = unique("tls");
     let created = server.admin.create_world(&world, 2).await.unwrap();
     let window = server

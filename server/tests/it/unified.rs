@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use onesided_client::{Audit, LockType, MemoryModel, WindowSpec};
 
-use crate::recovery::{public_copies, start_on};
-use crate::{unique, Fixture, TempDir, ADMIN_TOKEN};
+use crate::recovery::public_copies;
+use crate::{poll_until, start_fresh, unique, Fixture, ADMIN_TOKEN};
 
 fn unified(name: &str, nranks: u32, count: u64) -> WindowSpec {
     WindowSpec::of::<i64>(name, nranks, count).model(MemoryModel::Unified)
@@ -16,18 +16,17 @@ fn unified(name: &str, nranks: u32, count: u64) -> WindowSpec {
 /// Polls `load` until it returns `want` (a unified update arrives by itself; nothing here
 /// makes it come), failing after 5 s.
 async fn eventually(want: i64, load: impl Fn() -> i64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let seen = load();
-        if seen == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still {seen}, not {want}, after 5 s"
-        );
-        tokio::task::yield_now().await;
-    }
+    let seen = || std::future::ready(load());
+    let otherwise = |seen: &i64| format!("still {seen}, not {want}, after 5 s");
+    let within = Duration::from_secs(5);
+    poll_until(
+        within,
+        Duration::ZERO,
+        seen,
+        |&seen| seen == want,
+        otherwise,
+    )
+    .await;
 }
 
 /// `MPI_Barrier` of both ranks.
@@ -120,8 +119,7 @@ async fn private_and_public_copies_converge_under_concurrent_stores_and_puts() {
 /// without epochs included — replays to the live public copies and verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unified_window_survives_a_restart_and_its_log_replays() {
-    let data = TempDir(std::env::temp_dir().join(unique("onesided-unified")));
-    let server = start_on(&data.0, |_| {}).await;
+    let (_data, server) = start_fresh("onesided-unified", |_| {}).await;
     let admin = onesided_client::Admin::connect(&server.url, ADMIN_TOKEN)
         .await
         .unwrap();
@@ -139,8 +137,7 @@ async fn a_unified_window_survives_a_restart_and_its_log_replays() {
     // close ships what is pending and waits for its answers
     drop(w);
     session.close().await.unwrap();
-    server.stop().await;
-    let server = start_on(&data.0, |_| {}).await;
+    let server = server.restart(|_| {}).await;
     let admin = onesided_client::Admin::connect(&server.url, ADMIN_TOKEN)
         .await
         .unwrap();

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use onesided_client::{LockType, WindowSpec};
+use onesided_client::WindowSpec;
 use onesided_server::http::HttpListener;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,11 +23,32 @@ async fn server_with_web_view() -> (TestServer, SocketAddr) {
     (server, address)
 }
 
+/// A world of `nranks` on a server with the web view ([`server_with_web_view`]), and a window
+/// of `count` `i64`s a rank open on every rank: the fixture, the web view's address, the
+/// window's name and its handles.
+async fn a_window_with_web_view(
+    nranks: u32,
+    count: u64,
+) -> (Fixture, SocketAddr, String, Vec<onesided_client::Window>) {
+    let (server, web) = server_with_web_view().await;
+    let fixture = Fixture::on(server, nranks).await;
+    let window = unique("w");
+    let windows = fixture
+        .window(WindowSpec::of::<i64>(&window, nranks, count))
+        .await;
+    (fixture, web, window, windows)
+}
+
 /// An HTTP answer: status, headers (lowercase names) and body.
 pub struct Answer {
     pub status: u16,
     pub head: String,
     pub body: String,
+}
+
+/// Asserts that `answer`'s body contains `text`.
+fn says(answer: &Answer, text: &str) {
+    assert!(answer.body.contains(text), "{}", answer.body);
 }
 
 /// `GET path` with `authorization` as the Authorization header (if any).
@@ -119,10 +140,7 @@ async fn the_web_view_answers_only_get_and_loads_nothing_from_elsewhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
-    let (server, web) = server_with_web_view().await;
-    let fixture = Fixture::on(server, 2).await;
-    let window = unique("w");
-    fixture.window(WindowSpec::of::<i64>(&window, 2, 4)).await;
+    let (fixture, web, window, _) = a_window_with_web_view(2, 4).await;
     let admin = bearer(ADMIN_TOKEN);
 
     // the page itself carries no data and needs no token
@@ -133,23 +151,15 @@ async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
         "{}",
         page.head
     );
-    assert!(page.body.contains("Admin token"), "{}", page.body);
+    says(&page, "Admin token");
     // metrics share the listener, without a token as on --metrics-listen
     let metrics = get(web, "/metrics", None).await;
     assert_eq!(metrics.status, 200);
-    assert!(
-        metrics.body.contains("onesided_sessions_attached 2"),
-        "{}",
-        metrics.body
-    );
+    says(&metrics, "onesided_sessions_attached 2");
 
     let missing = get(web, "/api/state", None).await;
     assert_eq!(missing.status, 401, "{}", missing.body);
-    assert!(
-        missing.body.contains("missing Authorization header"),
-        "{}",
-        missing.body
-    );
+    says(&missing, "missing Authorization header");
     assert!(
         missing.head.contains("www-authenticate: bearer"),
         "{}",
@@ -157,11 +167,7 @@ async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
     );
     let malformed = get(web, "/api/state", Some(ADMIN_TOKEN)).await;
     assert_eq!(malformed.status, 401);
-    assert!(
-        malformed.body.contains("must be `Bearer <admin token>`"),
-        "{}",
-        malformed.body
-    );
+    says(&malformed, "must be `Bearer <admin token>`");
     let wrong = get(web, "/api/state", Some(&bearer("not-the-admin-token"))).await;
     assert_eq!(wrong.status, 401);
     assert_eq!(wrong.body.trim(), "invalid admin token");
@@ -169,7 +175,7 @@ async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
     // a rank token is a credential, but not this one
     let rank = get(web, "/api/state", Some(&bearer(&fixture.tokens[0]))).await;
     assert_eq!(rank.status, 403, "{}", rank.body);
-    assert!(rank.body.contains("rank token"), "{}", rank.body);
+    says(&rank, "rank token");
 
     let state = get(web, "/api/state", Some(&admin)).await;
     assert_eq!(state.status, 200, "{}", state.body);
@@ -196,11 +202,7 @@ async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
     let no_window = format!("/api/worlds/{}/windows/missing", fixture.world);
     let answer = get(web, &no_window, Some(&admin)).await;
     assert_eq!(answer.status, 404);
-    assert!(
-        answer.body.contains("no window \"missing\""),
-        "{}",
-        answer.body
-    );
+    says(&answer, "no window \"missing\"");
     let answer = get(web, &format!("{no_window}/timeline"), Some(&admin)).await;
     assert_eq!(answer.status, 404, "{}", answer.body);
     let answer = get(
@@ -214,11 +216,7 @@ async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
     assert_eq!(answer.status, 404);
     let answer = get(web, "/nothing", None).await;
     assert_eq!(answer.status, 404);
-    assert!(
-        answer.body.contains("the web view is at /"),
-        "{}",
-        answer.body
-    );
+    says(&answer, "the web view is at /");
     // the unknown-path answers never required or echoed a token; an unauthenticated call to
     // an unknown API path is refused for the token first
     let answer = get(web, "/api/nothing", None).await;
@@ -314,18 +312,37 @@ async fn until(
     script: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let value = page.execute(script, Vec::new()).await.unwrap();
-        if done(&value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the page never showed {what} within 20 s; last saw {value}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let value = || async { page.execute(script, Vec::new()).await.unwrap() };
+    let otherwise =
+        |value: &Value| format!("the page never showed {what} within 20 s; last saw {value}");
+    let (within, pause) = (Duration::from_secs(20), Duration::from_millis(50));
+    crate::poll_until(within, pause, value, done, otherwise).await
+}
+
+/// [`until`] `script` evaluates to a text that contains `text`.
+async fn until_text(page: &fantoccini::Client, what: &str, script: &str, text: &str) {
+    let contains = |value: &Value| value.as_str().is_some_and(|shown| shown.contains(text));
+    until(page, what, script, contains).await;
+}
+
+/// [`until`] the origins of the audit events of `kind` listed on the page satisfy `done`.
+async fn until_origins(
+    page: &fantoccini::Client,
+    what: &str,
+    kind: &str,
+    done: impl Fn(&[Value]) -> bool,
+) {
+    let script = format!(
+        "return [...document.querySelectorAll('#events tr[data-kind=\"{kind}\"]')].map(r => r.dataset.origin);"
+    );
+    let listed = |value: &Value| value.as_array().is_some_and(|origins| done(origins));
+    until(page, what, &script, listed).await;
+}
+
+/// [`until`] the lock slices of the timeline ([`UNCLOSED_LOCK_SLICES`]) satisfy `done`.
+async fn until_slices(page: &fantoccini::Client, what: &str, done: impl Fn(&[Value]) -> bool) {
+    let drawn = |value: &Value| done(value.as_array().unwrap());
+    until(page, what, UNCLOSED_LOCK_SLICES, drawn).await;
 }
 
 fn cell(rank: u32, class: &str) -> String {
@@ -342,10 +359,7 @@ const UNCLOSED_LOCK_SLICES: &str = "return [...document.querySelectorAll('#timel
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
     let driver = chromedriver().await;
-    let (server, web) = server_with_web_view().await;
-    let mut fixture = Fixture::on(server, 2).await;
-    let window = unique("w");
-    let mut windows = fixture.window(WindowSpec::of::<i64>(&window, 2, 4)).await;
+    let (mut fixture, web, window, windows) = a_window_with_web_view(2, 4).await;
     let page = browser(&driver).await;
 
     page.goto(&format!("http://{web}/")).await.unwrap();
@@ -379,67 +393,32 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
     .await;
 
     // rank 0 holds the exclusive lock of its own rank; rank 1 asks for it and waits
-    let waiter = windows.pop().unwrap();
-    let holder = windows.pop().unwrap();
-    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    waiter.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    waiter.put(0, 0, &[7i64]).unwrap();
-    let waited = tokio::spawn(async move {
-        waiter.flush(0).await.unwrap();
-        waiter.unlock(0).await.unwrap();
-        waiter
-    });
-    until(
-        &page,
-        "rank 0 holding the lock",
-        &cell(0, "holders"),
-        |value| {
-            value
-                .as_str()
-                .is_some_and(|text| text.contains("rank 0 exclusive"))
-        },
-    )
-    .await;
-    until(
-        &page,
-        "rank 1 in rank 0's lock queue",
-        &cell(0, "waiters"),
-        |value| {
-            value
-                .as_str()
-                .is_some_and(|text| text.contains("rank 1 exclusive"))
-        },
-    )
-    .await;
-    until(
-        &page,
-        "rank 1's put pending at rank 0",
-        &cell(0, "pending"),
-        |value| {
-            value
-                .as_str()
-                .is_some_and(|text| text.contains("from rank 1: put (under lock)"))
-        },
-    )
-    .await;
-    until(&page, "rank 1's lock request in the audit events", 
-        "return [...document.querySelectorAll('#events tr[data-kind=\"lock_request\"]')].map(r => r.dataset.origin);",
-        |value| value.as_array().is_some_and(|origins| origins.iter().any(|origin| origin == "1")),
-    )
+    let (holder, waited) = crate::rank_1_waiting_for_rank_0(windows).await;
+    for (what, class, text) in [
+        ("rank 0 holding the lock", "holders", "rank 0 exclusive"),
+        (
+            "rank 1 in rank 0's lock queue",
+            "waiters",
+            "rank 1 exclusive",
+        ),
+        (
+            "rank 1's put pending at rank 0",
+            "pending",
+            "from rank 1: put (under lock)",
+        ),
+    ] {
+        until_text(&page, what, &cell(0, class), text).await;
+    }
+    let what = "rank 1's lock request in the audit events";
+    until_origins(&page, what, "lock_request", |origins| {
+        origins.iter().any(|origin| origin == "1")
+    })
     .await;
     // the timeline draws rank 0's lock epoch as still open
-    until(
-        &page,
-        "rank 0's open lock epoch in the timeline",
-        UNCLOSED_LOCK_SLICES,
-        |value| {
-            value
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|slice| slice == "0:true")
-        },
-    )
+    let what = "rank 0's open lock epoch in the timeline";
+    until_slices(&page, what, |slices| {
+        slices.iter().any(|slice| slice == "0:true")
+    })
     .await;
     // docs/web-view.png is this moment: ONESIDED_WEB_SCREENSHOT=docs/web-view.png
     if let Some(path) = std::env::var_os("ONESIDED_WEB_SCREENSHOT") {
@@ -469,33 +448,22 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
         value == "–"
     })
     .await;
-    until(&page, "the lock released in the audit events",
-        "return [...document.querySelectorAll('#events tr[data-kind=\"lock_release\"]')].map(r => r.dataset.origin);",
-        |value| value.as_array().is_some_and(|origins| {
-            origins.iter().any(|origin| origin == "0") && origins.iter().any(|origin| origin == "1")
-        }),
-    )
+    let what = "the lock released in the audit events";
+    until_origins(&page, what, "lock_release", |origins| {
+        origins.iter().any(|origin| origin == "0") && origins.iter().any(|origin| origin == "1")
+    })
     .await;
-    until(
-        &page,
-        "both lock epochs closed in the timeline",
-        UNCLOSED_LOCK_SLICES,
-        |value| {
-            let slices = value.as_array().unwrap();
-            slices.iter().any(|slice| slice == "0:false")
-                && slices.iter().any(|slice| slice == "1:false")
-        },
-    )
+    until_slices(&page, "both lock epochs closed in the timeline", |slices| {
+        slices.iter().any(|slice| slice == "0:false")
+            && slices.iter().any(|slice| slice == "1:false")
+    })
     .await;
     page.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_stream_sends_state_and_events_and_ends_when_the_server_stops() {
-    let (server, web) = server_with_web_view().await;
-    let fixture = Fixture::on(server, 1).await;
-    let window = unique("w");
-    fixture.window(WindowSpec::of::<i64>(&window, 1, 1)).await;
+    let (fixture, web, window, _) = a_window_with_web_view(1, 1).await;
     let mut stream = tokio::net::TcpStream::connect(web).await.unwrap();
     let request = format!(
         "GET /api/stream?world={}&window={window} HTTP/1.1\r\nHost: {web}\r\n\
