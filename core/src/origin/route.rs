@@ -108,6 +108,12 @@ impl Route {
         }
     }
 
+    /// Records `event` (not answering), then publishes `push`.
+    fn publishing(&mut self, event: Event, push: Vec<Segment>) {
+        self.log(event, Answers::No);
+        self.push(push);
+    }
+
     fn own(&mut self, input: Input<To>) {
         self.steps.push(Step::Own(input));
     }
@@ -150,8 +156,7 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
             pull,
             push,
         } => {
-            route.log(event, Answers::No);
-            route.push(push);
+            route.publishing(event, push);
             if let Some(epoch) = closes {
                 route.steps.push(Step::Arrive(epoch));
             }
@@ -213,8 +218,7 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
             request,
             push,
         } => {
-            route.log(event, Answers::No);
-            route.push(push);
+            route.publishing(event, push);
             if let Some(request) = request {
                 route.send(target, lock_request(request, None));
             }
@@ -235,8 +239,7 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
             released,
             push,
         } => {
-            route.log(event, Answers::No);
-            route.push(push);
+            route.publishing(event, push);
             route.each(released, |reply| Access::Unlock { reply });
         }
         Admitted::Flush { travels } => match travels {
@@ -254,8 +257,7 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
             }
         },
         Admitted::Sync { push } => {
-            route.log(Event::Sync, Answers::No);
-            route.push(push);
+            route.publishing(Event::Sync, push);
             route.own(Input::Pull { reply: To::Caller });
         }
         // the client does not wait: its stores are numbered, and the updates it receives say

@@ -133,8 +133,5 @@ int main(int argc, char **argv)
         CHECK(v == 5 + (1 - rank), "the program's message came as %d", v);
     }
     MPI_Comm_free(&half);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("collectives: ok\n");
-    return 0;
+    return finish(rank, "collectives");
 }

@@ -39,8 +39,5 @@ int main(int argc, char **argv)
 
     MPI_Errhandler_free(&eh);
     MPI_Comm_free(&dup);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("comm_errhandler: ok\n");
-    return 0;
+    return finish(rank, "comm_errhandler");
 }

@@ -54,8 +54,5 @@ int main(int argc, char **argv)
     MPI_Type_free(&column);
     MPI_Type_free(&picks);
     MPI_Type_free(&corner);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("datatypes: ok\n");
-    return 0;
+    return finish(rank, "datatypes");
 }

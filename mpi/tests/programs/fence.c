@@ -35,8 +35,5 @@ int main(int argc, char **argv)
     int sum = -1;
     MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     CHECK(sum == size * (size - 1) / 2, "allreduce gave %d", sum);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("fence: ok\n");
-    return 0;
+    return finish(rank, "fence");
 }

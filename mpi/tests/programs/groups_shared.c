@@ -96,8 +96,5 @@ int main(int argc, char **argv)
     MPI_Group_free(&only_evens);
     MPI_Group_free(&back);
     MPI_Group_free(&ranged);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("groups_shared: ok\n");
-    return 0;
+    return finish(rank, "groups_shared");
 }

@@ -47,8 +47,5 @@ int main(int argc, char **argv)
     MPI_Win_unlock(0, win);
     CHECK(result[0] == total + size, "counter after fetch_and_op is %ld", result[0]);
     MPI_Win_free(&win);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("lock_acc: ok\n");
-    return 0;
+    return finish(rank, "lock_acc");
 }

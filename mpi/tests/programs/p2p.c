@@ -141,8 +141,5 @@ int main(int argc, char **argv)
     free(got);
     free(reqs);
     free(statuses);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("p2p: ok\n");
-    return 0;
+    return finish(rank, "p2p");
 }

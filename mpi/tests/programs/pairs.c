@@ -80,8 +80,5 @@ int main(int argc, char **argv)
     }
     MPI_Win_free(&wi);
     MPI_Win_free(&wd);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("pairs: ok\n");
-    return 0;
+    return finish(rank, "pairs");
 }

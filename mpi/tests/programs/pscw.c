@@ -28,8 +28,5 @@ int main(int argc, char **argv)
     }
     MPI_Group_free(&world);
     MPI_Win_free(&win);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("pscw: ok\n");
-    return 0;
+    return finish(rank, "pscw");
 }

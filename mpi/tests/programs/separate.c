@@ -30,8 +30,5 @@ int main(int argc, char **argv)
     }
     MPI_Win_unlock_all(win);
     MPI_Win_free(&win);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("separate: ok\n");
-    return 0;
+    return finish(rank, "separate");
 }

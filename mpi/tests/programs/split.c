@@ -25,8 +25,5 @@ int main(int argc, char **argv) {
     MPI_Barrier(dup);
     MPI_Comm_free(&dup);
     MPI_Comm_free(&sub);
-    if (rank == 0)
-        printf("split: ok\n");
-    MPI_Finalize();
-    return 0;
+    return finish(rank, "split");
 }

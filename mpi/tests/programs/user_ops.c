@@ -63,8 +63,5 @@ int main(int argc, char **argv)
     MPI_Op_free(&ordered);
     MPI_Op_free(&largest);
     CHECK(ordered == MPI_OP_NULL, "a freed op is MPI_OP_NULL");
-    MPI_Finalize();
-    if (rank == 0)
-        printf("user_ops: ok\n");
-    return 0;
+    return finish(rank, "user_ops");
 }

@@ -28,8 +28,5 @@ int main(int argc, char **argv)
     MPI_Info_free(&used);
 
     MPI_Win_free(&win);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("win_info: ok\n");
-    return 0;
+    return finish(rank, "win_info");
 }
