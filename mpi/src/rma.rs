@@ -41,15 +41,18 @@ fn assert_bits(assert: c_int) -> Res<u32> {
     Ok(bits)
 }
 
-/// Creates a window over `comm` of `size` bytes at `base` (allocated here when `allocate`).
-unsafe fn create(
+/// Creates a window of `flavor` over `comm` of `size` bytes at `base` (allocated here for
+/// `Flavor::Allocate`; none for `Flavor::Dynamic`, whose regions are attached later, module
+/// `dynamic`).
+pub(crate) unsafe fn create(
     base: *mut u8,
     size: isize,
     disp_unit: c_int,
     info: c_int,
     comm: c_int,
-    allocate: bool,
+    flavor: Flavor,
 ) -> Res<(i32, *mut u8)> {
+    let allocate = flavor == Flavor::Allocate;
     state::with(|mpi| {
         let on = On::Comm(comm);
         let ranks = mpi.comm_ranks(comm)?;
@@ -81,15 +84,16 @@ unsafe fn create(
             ranks
         };
         let call = NewWindow::new(&name, size as u64, disp_unit as u32)
-            .flavor(if allocate {
-                Flavor::Allocate
-            } else {
-                Flavor::Create
-            })
+            .flavor(flavor)
             .model(MemoryModel::Separate)
             .info(&pairs)
             .group(&group);
         let window = mpi.block_on(mpi.session.create(&call)).on(on)?;
+        let directory = if flavor == Flavor::Dynamic {
+            Some(crate::dynamic::Directory::create(mpi, &name, &group).on(on)?)
+        } else {
+            None
+        };
         let base = if allocate {
             let memory = libc::calloc(1, (size as usize).max(1)).cast::<u8>();
             if memory.is_null() {
@@ -122,15 +126,17 @@ unsafe fn create(
             attrs: Box::new(WinAttrs {
                 size: size as isize,
                 disp_unit,
-                flavor: if allocate {
-                    MPI_WIN_FLAVOR_ALLOCATE
-                } else {
-                    MPI_WIN_FLAVOR_CREATE
+                flavor: match flavor {
+                    Flavor::Allocate => MPI_WIN_FLAVOR_ALLOCATE,
+                    Flavor::Dynamic => MPI_WIN_FLAVOR_DYNAMIC,
+                    Flavor::Create => MPI_WIN_FLAVOR_CREATE,
                 },
                 model: MPI_WIN_SEPARATE,
             }),
             landings: Vec::new(),
             user_attrs: Vec::new(),
+            regions: Vec::new(),
+            directory,
         };
         if initial.iter().any(|&b| b != 0) {
             win.push_stores().on(on)?;
@@ -247,6 +253,8 @@ unsafe fn issue(
             None
         } else {
             let target = target_of(target).on(on)?;
+            let mut spec = spec;
+            crate::dynamic::translate(mpi, handle, target, &mut spec).on(on)?;
             let win = mpi.win(handle).on(on)?;
             let pending = win.window.issue(target, spec, request.is_some()).on(on)?;
             if let Some((into, runs)) = &result {
@@ -393,7 +401,7 @@ export! {
         comm: c_int,
         win: *mut c_int,
     ) {
-        let (handle, _) = create(base.cast(), size, disp_unit, info, comm, false)?;
+        let (handle, _) = create(base.cast(), size, disp_unit, info, comm, Flavor::Create)?;
         out(win, handle)
     }
 
@@ -405,7 +413,7 @@ export! {
         baseptr: *mut c_void,
         win: *mut c_int,
     ) {
-        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, Flavor::Allocate)?;
         out(baseptr.cast::<*mut c_void>(), base.cast())?;
         out(win, handle)
     }
@@ -433,7 +441,7 @@ export! {
             )
             .on(On::Comm(comm)));
         }
-        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, Flavor::Allocate)?;
         state::with(|mpi| {
             mpi.win(handle)?.attrs.flavor = MPI_WIN_FLAVOR_SHARED;
             Ok(())
@@ -479,7 +487,7 @@ export! {
             mpi.barrier(comm).on(on)?;
             {
                 let entry = &mpi.windows[&handle];
-                if entry.size > 0 {
+                if entry.size > 0 || !entry.regions.is_empty() {
                     let me = entry.window.rank();
                     let pulled = mpi.block_on(async {
                         entry.window.lock(LockType::Shared, me, 0).await?;
@@ -495,6 +503,9 @@ export! {
             {
                 let entry = &mpi.windows[&handle];
                 mpi.block_on(entry.window.free()).on(on)?;
+                if let Some(directory) = &entry.directory {
+                    directory.free(&mpi.runtime).on(on)?;
+                }
             }
             if let Some(entry) = mpi.windows.remove(&handle) {
                 for (keyval, value) in entry.user_attrs.iter().rev() {
@@ -513,6 +524,7 @@ export! {
 
     fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: c_int) {
         let bits = assert_bits(assert).on(On::Win(win))?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, Some(None), |mpi, w| mpi.block_on(w.fence(bits)))
     }
 
@@ -528,6 +540,7 @@ export! {
             return Ok(());
         }
         let target = target_of(rank).on(on)?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, None, |mpi, w| mpi.block_on(w.lock(kind, target, bits)))
     }
 
@@ -541,6 +554,7 @@ export! {
 
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) {
         let bits = assert_bits(assert).on(On::Win(win))?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, None, |mpi, w| mpi.block_on(w.lock_all(bits)))
     }
 
@@ -587,6 +601,7 @@ export! {
         let on = On::Win(win);
         let bits = assert_bits(assert).on(on)?;
         let ranks = window_ranks(win, group).on(on)?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, None, |_, w| w.start(&ranks, bits))
     }
 

@@ -73,6 +73,12 @@ pub struct Win {
     pub landings: Vec<Landing>,
     /// Attributes set with `MPI_Win_set_attr` (keyval, value), in the order they were set.
     pub user_attrs: Vec<(i32, CPtr)>,
+    /// A dynamic window's regions of the program's memory attached here (module `dynamic`):
+    /// each is private copy too, at the offset of the address the service gave it.
+    pub regions: Vec<crate::dynamic::Region>,
+    /// A dynamic window's directory of every rank's regions (module `dynamic`); `None` for
+    /// the other flavors.
+    pub directory: Option<crate::dynamic::Directory>,
 }
 
 #[derive(Debug)]

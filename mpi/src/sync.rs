@@ -12,55 +12,102 @@
 //!   differs from the shadow (a pull at fence, wait, lock of one's own rank, lock_all, sync)
 //!   is written into the program's memory.
 //!
+//! A dynamic window's attached regions (module `dynamic`) are the program's memory each at
+//! the private copy's offset of the address the service gave it, synchronized alike.
+//!
 //! So the separate model's outcomes — a store not yet published, a public update not yet
 //! pulled — are the program's exactly as in `.rma`. The program's loads are not seen (no
 //! `load` events), and its stores are seen at the next synchronization call, as the bytes
 //! that changed.
 
+use onesided_client::Window;
+
 use crate::error::Res;
-use crate::state::{Mpi, Win};
+use crate::state::{CPtr, Mpi, Win};
 
 impl Win {
-    /// The program's window memory.
-    fn memory(&mut self) -> &mut [u8] {
-        if self.size == 0 || self.base.0.is_null() {
-            return &mut [];
-        }
-        // SAFETY: the program gave `size` bytes at `base` for the window's lifetime
-        unsafe { std::slice::from_raw_parts_mut(self.base.0, self.size) }
-    }
-
-    /// Stores into the private copy what the program changed since the last call.
+    /// Stores into the private copy what the program changed since the last call: in the
+    /// window's memory, and in each region attached to a dynamic window.
     pub fn push_stores(&mut self) -> Res {
-        let mut shadow = std::mem::take(&mut self.shadow);
-        let memory: Vec<u8> = self.memory().to_vec();
-        let mut result = Ok(());
-        for (start, end) in differing(&memory, &shadow) {
-            if let Err(error) = self.window.store_bytes(start as u64, &memory[start..end]) {
-                result = Err(error.into());
-                break;
-            }
-            shadow[start..end].copy_from_slice(&memory[start..end]);
+        push(&self.window, self.base, self.size, 0, &mut self.shadow)?;
+        for region in &mut self.regions {
+            push(
+                &self.window,
+                region.base,
+                region.size,
+                region.offset,
+                &mut region.shadow,
+            )?;
         }
-        self.shadow = shadow;
-        result
+        Ok(())
     }
 
     /// Writes into the program's memory what the private copy gained (a pull).
     pub fn pull(&mut self) -> Res {
-        if self.size == 0 {
-            return Ok(());
+        pull(&self.window, self.base, self.size, 0, &mut self.shadow)?;
+        for region in &mut self.regions {
+            pull(
+                &self.window,
+                region.base,
+                region.size,
+                region.offset,
+                &mut region.shadow,
+            )?;
         }
-        let private = self.window.inspect_bytes(0, self.size as u64)?;
-        let mut shadow = std::mem::take(&mut self.shadow);
-        let memory = self.memory();
-        for (start, end) in differing(&private, &shadow) {
-            memory[start..end].copy_from_slice(&private[start..end]);
-            shadow[start..end].copy_from_slice(&private[start..end]);
-        }
-        self.shadow = shadow;
         Ok(())
     }
+}
+
+/// `size` bytes of the program's memory at `base`.
+///
+/// # Safety
+/// The program gave them to the window (`MPI_Win_create`, `MPI_Win_attach`) for as long as
+/// they are part of it.
+unsafe fn memory<'a>(base: CPtr, size: usize) -> &'a mut [u8] {
+    if size == 0 || base.0.is_null() {
+        return &mut [];
+    }
+    std::slice::from_raw_parts_mut(base.0, size)
+}
+
+/// Stores into the private copy, from `offset` on, what the program changed in its `size`
+/// bytes at `base` since the library last left them as `shadow`.
+pub(crate) fn push(
+    window: &Window,
+    base: CPtr,
+    size: usize,
+    offset: u64,
+    shadow: &mut [u8],
+) -> Res {
+    // SAFETY: the window's memory (or an attached region) while it is part of the window
+    let memory = unsafe { memory(base, size) };
+    for (start, end) in differing(memory, shadow) {
+        window.store_bytes(offset + start as u64, &memory[start..end])?;
+        shadow[start..end].copy_from_slice(&memory[start..end]);
+    }
+    Ok(())
+}
+
+/// Writes into the program's `size` bytes at `base` what the private copy from `offset` on
+/// gained since the library last left them as `shadow`.
+pub(crate) fn pull(
+    window: &Window,
+    base: CPtr,
+    size: usize,
+    offset: u64,
+    shadow: &mut [u8],
+) -> Res {
+    if size == 0 {
+        return Ok(());
+    }
+    let private = window.inspect_bytes(offset, size as u64)?;
+    // SAFETY: as in `push`
+    let memory = unsafe { memory(base, size) };
+    for (start, end) in differing(&private, shadow) {
+        memory[start..end].copy_from_slice(&private[start..end]);
+        shadow[start..end].copy_from_slice(&private[start..end]);
+    }
+    Ok(())
 }
 
 impl Mpi {

@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use common::{mpicc, mpiexec, mpiexec_within, scratch};
 
 /// The runs of `tests.txt` (by name and process count) that pass on onesided now, within a
-/// few seconds each (the fetch_and_op and get_flushlocal runs take 15 to 20 s here).
+/// few seconds each (the fetch_and_op, get_flushlocal and linked_list_bench_lock_all runs
+/// take 15 to 20 s here).
 const PASSING: &[(&str, u32)] = &[
     ("allocmem", 2),
     ("putfidx", 4),
@@ -72,6 +73,15 @@ const PASSING: &[(&str, u32)] = &[
     ("badrma", 2),
     // MPI_2INT
     ("acc_ordering", 2),
+    // dynamic windows at the program's own addresses (module `dynamic`)
+    ("win_flavors", 4),
+    ("win_flavors", 3),
+    ("win_dynamic_acc", 4),
+    ("win_dynamic_acc_collattach", 4),
+    ("linked_list", 4),
+    ("linked_list_fop", 4),
+    ("linked_list_lockall", 4),
+    ("linked_list_bench_lock_all", 4),
 ];
 
 /// Runs that pass too, but take 35 to 70 s each here (debug builds, two cores): run them with

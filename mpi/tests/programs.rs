@@ -250,3 +250,10 @@ fn window_hints_are_set_and_read_after_creation() {
     assert!(run.status.success(), "{run:?}");
     assert!(run.stdout.contains("win_info: ok"), "{run:?}");
 }
+
+#[test]
+fn dynamic_windows_at_the_programs_own_addresses_and_the_classes_of_bad_attaches() {
+    let run = mpiexec(3, &build("dynamic.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("dynamic: ok"), "{run:?}");
+}
