@@ -181,8 +181,8 @@ fn target_of(rank: c_int) -> Res<u32> {
 }
 
 /// What a communication call moves: the origin's datatype and count, the target's layout,
-/// and their basic type (both must hold the same elements: derived datatypes of one basic
-/// type).
+/// and their basic type (both must hold the same elements: the same basic type, or the same
+/// signature of several, moved as bytes).
 fn transfer(
     origin_count: c_int,
     origin_type: c_int,
@@ -196,7 +196,12 @@ fn transfer(
     let (origin_count, target_count) = (count(origin_count)?, count(target_count)?);
     // an empty type signature matches every other empty one, whatever types hold it
     let empty = origin.size() * origin_count == 0 && target.size() * target_count == 0;
-    if origin.base != target.base && !empty {
+    let matching = if origin.mixed || target.mixed {
+        origin.signature_of(origin_count) == target.signature_of(target_count)
+    } else {
+        origin.base == target.base
+    };
+    if !matching && !empty {
         return Err(fail(
             MPI_ERR_TYPE,
             "origin and target datatypes hold different basic types",
@@ -214,6 +219,18 @@ fn transfer(
     }
     let layout = target.target_layout(target_count)?;
     Ok((origin, origin_count, layout, target.base))
+}
+
+/// `MPI_ERR_TYPE` for a datatype of several basic types: an accumulate's datatypes hold one
+/// (MPI's rule for accumulate functions), which the target's op works on.
+fn one_basic_type(dt: &Dt) -> Res {
+    if dt.mixed {
+        return Err(fail(
+            MPI_ERR_TYPE,
+            "an accumulate's datatype holds several basic types (one is allowed)",
+        ));
+    }
+    Ok(())
 }
 
 /// A target operation of `kind` with its layout and packed origin data.
@@ -352,6 +369,7 @@ unsafe fn accumulate(
     let on = On::Win(win);
     let (origin, count, layout, base) =
         transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    one_basic_type(&origin).on(on)?;
     let op = op_of(op).on(on)?;
     let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
     let spec = spec(OpKind::Accumulate(op), base, target_disp, layout, data);
@@ -377,6 +395,7 @@ unsafe fn get_accumulate(
     let op = op_of(op).on(on)?;
     let (result, count, layout, base) =
         transfer(result_count, result_datatype, target_count, target_datatype).on(on)?;
+    one_basic_type(&result).on(on)?;
     let data = if op == Op::NoOp {
         Vec::new()
     } else {

@@ -82,6 +82,8 @@ const PASSING: &[(&str, u32)] = &[
     ("linked_list_fop", 4),
     ("linked_list_lockall", 4),
     ("linked_list_bench_lock_all", 4),
+    // a struct of several basic types, got from a dynamic window
+    ("get_struct", 2),
 ];
 
 /// Runs that pass too, but take 35 to 70 s each here (debug builds, two cores): run them with
