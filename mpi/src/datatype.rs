@@ -94,6 +94,13 @@ impl Dt {
 
     /// The runs of `count` copies placed an extent apart, adjacent runs merged.
     pub fn repeated(&self, count: u64) -> Vec<(i64, u64)> {
+        if let [(offset, len)] = self.runs[..] {
+            if len as i64 == self.extent && count > 0 {
+                // copies that touch each other: one run, however many (2 MiB of MPI_BYTE is
+                // one run, not two million merged one by one)
+                return vec![(offset, len * count)];
+            }
+        }
         let mut runs: Vec<(i64, u64)> = Vec::new();
         for copy in 0..count as i64 {
             for &(offset, len) in &self.runs {
@@ -578,6 +585,25 @@ mod tests {
     /// MPICH's handle of a basic datatype.
     fn handle(name: &str) -> i32 {
         DATATYPES.iter().find(|d| d.1 == name).unwrap().0
+    }
+
+    fn ints(runs: Vec<(i64, u64)>, extent: i64) -> Dt {
+        Dt {
+            runs,
+            extent,
+            ..Dt::basic(handle("MPI_INT")).unwrap()
+        }
+    }
+
+    #[test]
+    fn copies_that_touch_are_one_run_and_others_keep_their_gaps() {
+        assert_eq!(ints(vec![(0, 4)], 4).repeated(3), vec![(0, 12)]);
+        assert_eq!(
+            ints(vec![(0, 4)], 8).repeated(3),
+            vec![(0, 4), (8, 4), (16, 4)]
+        );
+        assert_eq!(ints(vec![(0, 4), (4, 4)], 8).repeated(2), vec![(0, 16)]);
+        assert!(ints(vec![(0, 4)], 4).repeated(0).is_empty());
     }
 
     #[test]

@@ -147,7 +147,13 @@ pub(crate) unsafe fn create(
             })
             .on(on)?;
         }
-        mpi.barrier(comm).on(on)?;
+        if flavor == Flavor::Create {
+            // no rank reaches the memory before its owner published it; the memory of the
+            // other flavors is zeros (allocated here) or none (dynamic), public already, and
+            // the creation itself is collective. A barrier is not free: every rank records
+            // it on every window it has open
+            mpi.barrier(comm).on(on)?;
+        }
         let handle = mpi.handle(MPI_WIN_NULL as u32);
         mpi.windows.insert(handle, win);
         Ok((handle, base))
@@ -499,14 +505,19 @@ export! {
         let handle = *win;
         state::with(|mpi| {
             let on = On::Win(handle);
-            let comm = mpi.win(handle).on(on)?.comm;
+            let entry = mpi.win(handle).on(on)?;
+            let (comm, allocated) = (entry.comm, entry.allocated);
             // the memory goes back to the program as plain memory, holding what the other
             // ranks put there: once every member is here (no epoch is open anywhere), the
-            // public copy is pulled into it (a lock of one's own rank pulls)
-            mpi.barrier(comm).on(on)?;
+            // public copy is pulled into it (a lock of one's own rank pulls). Memory allocated
+            // here goes nowhere (it is freed with the window): the free's own collective is
+            // enough
+            if !allocated {
+                mpi.barrier(comm).on(on)?;
+            }
             {
                 let entry = &mpi.windows[&handle];
-                if entry.size > 0 || !entry.regions.is_empty() {
+                if !allocated && (entry.size > 0 || !entry.regions.is_empty()) {
                     let me = entry.window.rank();
                     let pulled = mpi.block_on(async {
                         entry.window.lock(LockType::Shared, me, 0).await?;

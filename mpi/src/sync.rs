@@ -145,22 +145,25 @@ impl Mpi {
     }
 }
 
-/// The maximal ranges where `a` and `b` differ.
+/// The maximal ranges where `a` and `b` differ. Compared a block at a time (slice equality is
+/// `memcmp`, fast in debug builds too), byte by byte only inside blocks that differ: every
+/// synchronization call compares the whole window, mostly unchanged.
 fn differing(a: &[u8], b: &[u8]) -> Vec<(usize, usize)> {
-    let mut ranges = Vec::new();
-    let mut start = None;
-    for i in 0..a.len().min(b.len()) {
-        match (a[i] != b[i], start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                ranges.push((s, i));
-                start = None;
-            }
-            _ => {}
+    const BLOCK: usize = 256;
+    let len = a.len().min(b.len());
+    let (a, b) = (&a[..len], &b[..len]);
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for (index, (x, y)) in a.chunks(BLOCK).zip(b.chunks(BLOCK)).enumerate() {
+        if x == y {
+            continue;
         }
-    }
-    if let Some(s) = start {
-        ranges.push((s, a.len().min(b.len())));
+        let at = index * BLOCK;
+        for (i, _) in x.iter().zip(y).enumerate().filter(|(_, (p, q))| p != q) {
+            match ranges.last_mut() {
+                Some((_, end)) if *end == at + i => *end += 1,
+                _ => ranges.push((at + i, at + i + 1)),
+            }
+        }
     }
     ranges
 }
@@ -175,5 +178,16 @@ mod tests {
             vec![(0, 1), (3, 4)]
         );
         assert!(super::differing(&[1], &[1]).is_empty());
+    }
+
+    #[test]
+    fn a_range_across_blocks_is_one_and_unchanged_blocks_have_none() {
+        let a = vec![0u8; 1000];
+        let mut b = a.clone();
+        b[250..270].fill(1);
+        b[999] = 2;
+        assert_eq!(super::differing(&a, &b), vec![(250, 270), (999, 1000)]);
+        assert_eq!(super::differing(&a[..600], &b), vec![(250, 270)]);
+        assert!(super::differing(&a, &a).is_empty());
     }
 }
