@@ -55,6 +55,9 @@ pub(crate) unsafe fn create(
     let allocate = flavor == Flavor::Allocate;
     state::with(|mpi| {
         let on = On::Comm(comm);
+        if mpi.any_comm(comm).on(on)?.remote.is_some() {
+            return Err(fail(MPI_ERR_COMM, "a window is made over an intracommunicator").on(on));
+        }
         let ranks = mpi.comm_ranks(comm)?;
         if size < 0 {
             return Err(fail(MPI_ERR_SIZE, format!("size {size} is negative")).on(on));
