@@ -1,8 +1,9 @@
-//! Derived datatypes of one basic type (contiguous, vector, hvector, indexed, hindexed,
-//! indexed_block, hindexed_block, struct, subarray, resized, dup), held as the byte runs of
-//! their type map: an origin buffer is gathered and a result scattered by them, and a target
-//! is addressed as core's `Layout::Hindexed` of them (the target's rules — bounds, element
-//! types of an accumulate — stay core's `TargetOp::validate`).
+//! Derived datatypes (contiguous, vector, hvector, indexed, hindexed, indexed_block,
+//! hindexed_block, struct, subarray, resized, dup), held as the byte runs of their type map
+//! and their type signature: an origin buffer is gathered and a result scattered by the runs,
+//! and a target is addressed as core's `Layout::Hindexed` of them (the target's rules —
+//! bounds, element types of an accumulate — stay core's `TargetOp::validate`). A type of
+//! several basic types travels as bytes, its signature checked at the origin.
 
 use std::ffi::{c_int, c_void};
 
@@ -15,7 +16,11 @@ use crate::error::{fail, Res};
 use crate::state::{self, Mpi};
 
 /// A datatype: its basic element type, its type map's byte runs (offset, length), its lower
-/// bound and extent.
+/// bound and extent, and its type signature.
+///
+/// A type of several basic types (a struct of an `MPI_AINT` and an `MPI_INT`, say) is moved as
+/// bytes: its `base` is `Byte` and `mixed` is set. Put and get move it (their origin and target
+/// signatures must match); an accumulate refuses it, as MPI requires one basic type there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dt {
     pub base: Datatype,
@@ -23,6 +28,13 @@ pub struct Dt {
     pub runs: Vec<(i64, u64)>,
     pub lb: i64,
     pub extent: i64,
+    /// The basic types of one copy in type-map order, as (type, elements) runs.
+    pub signature: Vec<(Datatype, u64)>,
+    /// Holds more than one basic type (`base` is then `Byte`, `elem` 1).
+    pub mixed: bool,
+    /// The alignment C gives its largest basic type: a struct's extent is rounded up to it, as
+    /// a C struct's size is.
+    pub align: i64,
 }
 
 impl Dt {
@@ -41,6 +53,9 @@ impl Dt {
                 runs,
                 lb: 0,
                 extent: extent as i64,
+                signature: vec![(base, 1)],
+                mixed: false,
+                align: value.max(4) as i64,
             });
         }
         let dtype = crate::abi::datatype(handle)?;
@@ -51,7 +66,25 @@ impl Dt {
             runs: vec![(0, size)],
             lb: 0,
             extent: size as i64,
+            signature: vec![(dtype, 1)],
+            mixed: false,
+            align: size.clamp(1, 8) as i64,
         })
+    }
+
+    /// The type signature of `count` copies, as (type, elements) runs.
+    pub fn signature_of(&self, count: u64) -> Vec<(Datatype, u64)> {
+        let mut signature = Vec::new();
+        if let [(dtype, elements)] = self.signature[..] {
+            if count > 0 && elements > 0 {
+                signature.push((dtype, elements * count));
+            }
+            return signature;
+        }
+        for _ in 0..count {
+            append_signature(&mut signature, &self.signature);
+        }
+        signature
     }
 
     /// Bytes of data in one copy.
@@ -61,6 +94,13 @@ impl Dt {
 
     /// The runs of `count` copies placed an extent apart, adjacent runs merged.
     pub fn repeated(&self, count: u64) -> Vec<(i64, u64)> {
+        if let [(offset, len)] = self.runs[..] {
+            if len as i64 == self.extent && count > 0 {
+                // copies that touch each other: one run, however many (2 MiB of MPI_BYTE is
+                // one run, not two million merged one by one)
+                return vec![(offset, len * count)];
+            }
+        }
         let mut runs: Vec<(i64, u64)> = Vec::new();
         for copy in 0..count as i64 {
             for &(offset, len) in &self.runs {
@@ -104,21 +144,20 @@ impl Dt {
         let mut made: Option<Dt> = None;
         let (mut lb, mut ub) = (i64::MAX, i64::MIN);
         let mut runs = Vec::new();
+        let mut signature = Vec::new();
+        let mut mixed = false;
+        let mut align = 1;
         for (disp, count, old) in blocks {
-            let base = made.as_ref().map_or(old.base, |m| m.base);
-            if old.base != base {
-                return Err(fail(
-                    MPI_ERR_UNSUPPORTED_OPERATION,
-                    "a datatype of several basic types is not supported yet",
-                ));
-            }
-            made.get_or_insert_with(|| old.clone());
+            let first = made.get_or_insert_with(|| old.clone());
+            mixed |= old.mixed || old.base != first.base;
+            align = align.max(old.align);
             if count == 0 {
                 continue;
             }
             lb = lb.min(disp + old.lb);
             ub = ub.max(disp + old.lb + count as i64 * old.extent);
             runs.extend(old.repeated(count).into_iter().map(|(o, l)| (o + disp, l)));
+            append_signature(&mut signature, &old.signature_of(count));
         }
         let Some(mut made) = made else {
             return Err(fail(MPI_ERR_TYPE, "a datatype of no blocks"));
@@ -129,7 +168,31 @@ impl Dt {
         made.runs = runs;
         made.lb = lb;
         made.extent = ub - lb;
+        if signature.is_empty() {
+            signature.push((made.base, 0));
+        }
+        made.signature = signature;
+        made.align = align;
+        if mixed {
+            // moved as bytes; its signature says what it holds
+            made.base = Datatype::Byte;
+            made.elem = 1;
+            made.mixed = true;
+        }
         Ok(made)
+    }
+}
+
+/// Appends `more` to the signature `to`, merging a run of the type `to` ends with.
+fn append_signature(to: &mut Vec<(Datatype, u64)>, more: &[(Datatype, u64)]) {
+    for &(dtype, elements) in more {
+        if elements == 0 {
+            continue;
+        }
+        match to.last_mut() {
+            Some((last, n)) if *last == dtype => *n += elements,
+            _ => to.push((dtype, elements)),
+        }
     }
 }
 
@@ -325,13 +388,19 @@ export! {
         let handles = ints(types, count)?;
         let handle = state::with(|mpi| {
             let olds = handles.iter().map(|&h| mpi.dt(h)).collect::<Res<Vec<_>>>()?;
-            let made = Dt::of_blocks(
+            let mut made = Dt::of_blocks(
                 lengths
                     .iter()
                     .zip(disps)
                     .zip(&olds)
                     .map(|((&len, &disp), old)| (disp as i64, len.max(0) as u64, old)),
             )?;
+            // MPI pads a struct's extent to its largest member's alignment, as C pads the
+            // struct: an array of them is addressed as C lays it out
+            let padding = made.extent.rem_euclid(made.align);
+            if padding != 0 {
+                made.extent += made.align - padding;
+            }
             let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
             mpi.types.insert(handle, made);
             Ok(handle)
@@ -506,5 +575,56 @@ export! {
 
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
         out(address, location as isize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MPICH's handle of a basic datatype.
+    fn handle(name: &str) -> i32 {
+        DATATYPES.iter().find(|d| d.1 == name).unwrap().0
+    }
+
+    fn ints(runs: Vec<(i64, u64)>, extent: i64) -> Dt {
+        Dt {
+            runs,
+            extent,
+            ..Dt::basic(handle("MPI_INT")).unwrap()
+        }
+    }
+
+    #[test]
+    fn copies_that_touch_are_one_run_and_others_keep_their_gaps() {
+        assert_eq!(ints(vec![(0, 4)], 4).repeated(3), vec![(0, 12)]);
+        assert_eq!(
+            ints(vec![(0, 4)], 8).repeated(3),
+            vec![(0, 4), (8, 4), (16, 4)]
+        );
+        assert_eq!(ints(vec![(0, 4), (4, 4)], 8).repeated(2), vec![(0, 16)]);
+        assert!(ints(vec![(0, 4)], 4).repeated(0).is_empty());
+    }
+
+    #[test]
+    fn a_struct_of_two_basic_types_is_mixed_with_their_signature() {
+        let long = Dt::basic(handle("MPI_LONG")).unwrap();
+        let int = Dt::basic(handle("MPI_INT")).unwrap();
+        let pair = Dt::of_blocks([(0, 1, &long), (8, 2, &int)]).unwrap();
+        assert!(pair.mixed && pair.base == Datatype::Byte && pair.elem == 1);
+        assert_eq!(pair.signature, vec![(Datatype::I64, 1), (Datatype::I32, 2)]);
+        assert_eq!(pair.align, 8);
+        assert_eq!(
+            pair.signature_of(2),
+            vec![
+                (Datatype::I64, 1),
+                (Datatype::I32, 2),
+                (Datatype::I64, 1),
+                (Datatype::I32, 2)
+            ]
+        );
+        let same = Dt::of_blocks([(0, 2, &int), (12, 1, &int)]).unwrap();
+        assert!(!same.mixed && same.base == Datatype::I32);
+        assert_eq!(same.signature_of(2), vec![(Datatype::I32, 6)]);
     }
 }

@@ -275,16 +275,19 @@ export! {
         out_text(&format!("{name}: {text}"), string, MPI_MAX_ERROR_STRING as usize, len)
     }
 
+    /// The rank in the communicator (in its local group, for an intercommunicator).
     fn MPI_Comm_rank / PMPI_Comm_rank(comm: c_int, rank: *mut c_int) {
         let me = state::with(|mpi| {
-            comm_check(mpi, comm)?;
-            mpi.comm_rank(comm)
+            let me = mpi.rank;
+            let ranks = &mpi.any_comm(comm).on(On::Comm(MPI_COMM_WORLD))?.ranks;
+            Ok(ranks.iter().position(|&r| r == me).unwrap_or(0))
         })?;
         out(rank, me as c_int)
     }
 
+    /// The communicator's size (its local group's, for an intercommunicator).
     fn MPI_Comm_size / PMPI_Comm_size(comm: c_int, size: *mut c_int) {
-        let n = state::with(|mpi| Ok(comm_check(mpi, comm)?.len()))?;
+        let n = state::with(|mpi| Ok(mpi.any_comm(comm).on(On::Comm(MPI_COMM_WORLD))?.ranks.len()))?;
         out(size, n as c_int)
     }
 
@@ -658,8 +661,8 @@ export! {
     }
 
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: c_int, flag: *mut c_int) {
-        state::with(|mpi| mpi.comm(comm).map(drop))?;
-        out(flag, 0)
+        let inter = state::with(|mpi| Ok(mpi.any_comm(comm)?.remote.is_some()))?;
+        out(flag, c_int::from(inter))
     }
 
     fn MPI_Reduce / PMPI_Reduce(

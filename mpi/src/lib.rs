@@ -11,6 +11,9 @@
 //! - [`attributes`]: attributes on communicators, and the world's predefined ones.
 //! - [`data`]: the data symbols of MPICH's ABI (sentinels programs take the address of).
 //! - [`datatype`]: derived datatypes of one basic type, as byte runs.
+//! - [`dynamic`]: dynamic windows at the program's own addresses, and the directories that
+//!   turn them into the service's.
+//! - [`intercomm`]: intercommunicators, made and merged.
 //! - [`groups`]: group union, intersection, difference, ranges, translation, comparison.
 //! - [`ops`]: user-defined reduction operations, in `MPI_Reduce` and `MPI_Allreduce`.
 //! - [`p2p`]: point-to-point messages, carried and matched by the service.
@@ -49,9 +52,11 @@ pub mod attributes;
 pub mod collective;
 pub mod data;
 pub mod datatype;
+pub mod dynamic;
 pub mod env;
 pub mod error;
 pub mod groups;
+pub mod intercomm;
 pub mod ops;
 pub mod p2p;
 pub mod requests;

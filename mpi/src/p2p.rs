@@ -41,7 +41,7 @@ pub struct Envelope {
 
 /// The context of communicator `comm`'s messages: 0 for the world, else a 64-bit FNV-1a hash
 /// of its name among the world's communicators (which every member gives it alike).
-fn context(mpi: &Mpi, comm: c_int) -> Res<u64> {
+pub(crate) fn context(mpi: &Mpi, comm: c_int) -> Res<u64> {
     let id = &mpi.comm(comm)?.id;
     if id == "w" {
         return Ok(0);

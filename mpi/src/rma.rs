@@ -41,17 +41,23 @@ fn assert_bits(assert: c_int) -> Res<u32> {
     Ok(bits)
 }
 
-/// Creates a window over `comm` of `size` bytes at `base` (allocated here when `allocate`).
-unsafe fn create(
+/// Creates a window of `flavor` over `comm` of `size` bytes at `base` (allocated here for
+/// `Flavor::Allocate`; none for `Flavor::Dynamic`, whose regions are attached later, module
+/// `dynamic`).
+pub(crate) unsafe fn create(
     base: *mut u8,
     size: isize,
     disp_unit: c_int,
     info: c_int,
     comm: c_int,
-    allocate: bool,
+    flavor: Flavor,
 ) -> Res<(i32, *mut u8)> {
+    let allocate = flavor == Flavor::Allocate;
     state::with(|mpi| {
         let on = On::Comm(comm);
+        if mpi.any_comm(comm).on(on)?.remote.is_some() {
+            return Err(fail(MPI_ERR_COMM, "a window is made over an intracommunicator").on(on));
+        }
         let ranks = mpi.comm_ranks(comm)?;
         if size < 0 {
             return Err(fail(MPI_ERR_SIZE, format!("size {size} is negative")).on(on));
@@ -81,15 +87,16 @@ unsafe fn create(
             ranks
         };
         let call = NewWindow::new(&name, size as u64, disp_unit as u32)
-            .flavor(if allocate {
-                Flavor::Allocate
-            } else {
-                Flavor::Create
-            })
+            .flavor(flavor)
             .model(MemoryModel::Separate)
             .info(&pairs)
             .group(&group);
         let window = mpi.block_on(mpi.session.create(&call)).on(on)?;
+        let directory = if flavor == Flavor::Dynamic {
+            Some(crate::dynamic::Directory::create(mpi, &name, &group).on(on)?)
+        } else {
+            None
+        };
         let base = if allocate {
             let memory = libc::calloc(1, (size as usize).max(1)).cast::<u8>();
             if memory.is_null() {
@@ -122,15 +129,17 @@ unsafe fn create(
             attrs: Box::new(WinAttrs {
                 size: size as isize,
                 disp_unit,
-                flavor: if allocate {
-                    MPI_WIN_FLAVOR_ALLOCATE
-                } else {
-                    MPI_WIN_FLAVOR_CREATE
+                flavor: match flavor {
+                    Flavor::Allocate => MPI_WIN_FLAVOR_ALLOCATE,
+                    Flavor::Dynamic => MPI_WIN_FLAVOR_DYNAMIC,
+                    Flavor::Create => MPI_WIN_FLAVOR_CREATE,
                 },
                 model: MPI_WIN_SEPARATE,
             }),
             landings: Vec::new(),
             user_attrs: Vec::new(),
+            regions: Vec::new(),
+            directory,
         };
         if initial.iter().any(|&b| b != 0) {
             win.push_stores().on(on)?;
@@ -141,7 +150,13 @@ unsafe fn create(
             })
             .on(on)?;
         }
-        mpi.barrier(comm).on(on)?;
+        if flavor == Flavor::Create {
+            // no rank reaches the memory before its owner published it; the memory of the
+            // other flavors is zeros (allocated here) or none (dynamic), public already, and
+            // the creation itself is collective. A barrier is not free: every rank records
+            // it on every window it has open
+            mpi.barrier(comm).on(on)?;
+        }
         let handle = mpi.handle(MPI_WIN_NULL as u32);
         mpi.windows.insert(handle, win);
         Ok((handle, base))
@@ -175,8 +190,8 @@ fn target_of(rank: c_int) -> Res<u32> {
 }
 
 /// What a communication call moves: the origin's datatype and count, the target's layout,
-/// and their basic type (both must hold the same elements: derived datatypes of one basic
-/// type).
+/// and their basic type (both must hold the same elements: the same basic type, or the same
+/// signature of several, moved as bytes).
 fn transfer(
     origin_count: c_int,
     origin_type: c_int,
@@ -190,7 +205,12 @@ fn transfer(
     let (origin_count, target_count) = (count(origin_count)?, count(target_count)?);
     // an empty type signature matches every other empty one, whatever types hold it
     let empty = origin.size() * origin_count == 0 && target.size() * target_count == 0;
-    if origin.base != target.base && !empty {
+    let matching = if origin.mixed || target.mixed {
+        origin.signature_of(origin_count) == target.signature_of(target_count)
+    } else {
+        origin.base == target.base
+    };
+    if !matching && !empty {
         return Err(fail(
             MPI_ERR_TYPE,
             "origin and target datatypes hold different basic types",
@@ -208,6 +228,18 @@ fn transfer(
     }
     let layout = target.target_layout(target_count)?;
     Ok((origin, origin_count, layout, target.base))
+}
+
+/// `MPI_ERR_TYPE` for a datatype of several basic types: an accumulate's datatypes hold one
+/// (MPI's rule for accumulate functions), which the target's op works on.
+fn one_basic_type(dt: &Dt) -> Res {
+    if dt.mixed {
+        return Err(fail(
+            MPI_ERR_TYPE,
+            "an accumulate's datatype holds several basic types (one is allowed)",
+        ));
+    }
+    Ok(())
 }
 
 /// A target operation of `kind` with its layout and packed origin data.
@@ -247,6 +279,8 @@ unsafe fn issue(
             None
         } else {
             let target = target_of(target).on(on)?;
+            let mut spec = spec;
+            crate::dynamic::translate(mpi, handle, target, &mut spec).on(on)?;
             let win = mpi.win(handle).on(on)?;
             let pending = win.window.issue(target, spec, request.is_some()).on(on)?;
             if let Some((into, runs)) = &result {
@@ -344,6 +378,7 @@ unsafe fn accumulate(
     let on = On::Win(win);
     let (origin, count, layout, base) =
         transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+    one_basic_type(&origin).on(on)?;
     let op = op_of(op).on(on)?;
     let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
     let spec = spec(OpKind::Accumulate(op), base, target_disp, layout, data);
@@ -369,6 +404,7 @@ unsafe fn get_accumulate(
     let op = op_of(op).on(on)?;
     let (result, count, layout, base) =
         transfer(result_count, result_datatype, target_count, target_datatype).on(on)?;
+    one_basic_type(&result).on(on)?;
     let data = if op == Op::NoOp {
         Vec::new()
     } else {
@@ -393,7 +429,7 @@ export! {
         comm: c_int,
         win: *mut c_int,
     ) {
-        let (handle, _) = create(base.cast(), size, disp_unit, info, comm, false)?;
+        let (handle, _) = create(base.cast(), size, disp_unit, info, comm, Flavor::Create)?;
         out(win, handle)
     }
 
@@ -405,7 +441,7 @@ export! {
         baseptr: *mut c_void,
         win: *mut c_int,
     ) {
-        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, Flavor::Allocate)?;
         out(baseptr.cast::<*mut c_void>(), base.cast())?;
         out(win, handle)
     }
@@ -433,7 +469,7 @@ export! {
             )
             .on(On::Comm(comm)));
         }
-        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, true)?;
+        let (handle, base) = create(std::ptr::null_mut(), size, disp_unit, info, comm, Flavor::Allocate)?;
         state::with(|mpi| {
             mpi.win(handle)?.attrs.flavor = MPI_WIN_FLAVOR_SHARED;
             Ok(())
@@ -472,14 +508,19 @@ export! {
         let handle = *win;
         state::with(|mpi| {
             let on = On::Win(handle);
-            let comm = mpi.win(handle).on(on)?.comm;
+            let entry = mpi.win(handle).on(on)?;
+            let (comm, allocated) = (entry.comm, entry.allocated);
             // the memory goes back to the program as plain memory, holding what the other
             // ranks put there: once every member is here (no epoch is open anywhere), the
-            // public copy is pulled into it (a lock of one's own rank pulls)
-            mpi.barrier(comm).on(on)?;
+            // public copy is pulled into it (a lock of one's own rank pulls). Memory allocated
+            // here goes nowhere (it is freed with the window): the free's own collective is
+            // enough
+            if !allocated {
+                mpi.barrier(comm).on(on)?;
+            }
             {
                 let entry = &mpi.windows[&handle];
-                if entry.size > 0 {
+                if !allocated && (entry.size > 0 || !entry.regions.is_empty()) {
                     let me = entry.window.rank();
                     let pulled = mpi.block_on(async {
                         entry.window.lock(LockType::Shared, me, 0).await?;
@@ -495,6 +536,9 @@ export! {
             {
                 let entry = &mpi.windows[&handle];
                 mpi.block_on(entry.window.free()).on(on)?;
+                if let Some(directory) = &entry.directory {
+                    directory.free(&mpi.runtime).on(on)?;
+                }
             }
             if let Some(entry) = mpi.windows.remove(&handle) {
                 for (keyval, value) in entry.user_attrs.iter().rev() {
@@ -513,6 +557,7 @@ export! {
 
     fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: c_int) {
         let bits = assert_bits(assert).on(On::Win(win))?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, Some(None), |mpi, w| mpi.block_on(w.fence(bits)))
     }
 
@@ -528,6 +573,7 @@ export! {
             return Ok(());
         }
         let target = target_of(rank).on(on)?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, None, |mpi, w| mpi.block_on(w.lock(kind, target, bits)))
     }
 
@@ -541,6 +587,7 @@ export! {
 
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) {
         let bits = assert_bits(assert).on(On::Win(win))?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, None, |mpi, w| mpi.block_on(w.lock_all(bits)))
     }
 
@@ -587,6 +634,7 @@ export! {
         let on = On::Win(win);
         let bits = assert_bits(assert).on(on)?;
         let ranks = window_ranks(win, group).on(on)?;
+        crate::dynamic::epoch_begins(win)?;
         synchronize(win, None, |_, w| w.start(&ranks, bits))
     }
 

@@ -73,6 +73,12 @@ pub struct Win {
     pub landings: Vec<Landing>,
     /// Attributes set with `MPI_Win_set_attr` (keyval, value), in the order they were set.
     pub user_attrs: Vec<(i32, CPtr)>,
+    /// A dynamic window's regions of the program's memory attached here (module `dynamic`):
+    /// each is private copy too, at the offset of the address the service gave it.
+    pub regions: Vec<crate::dynamic::Region>,
+    /// A dynamic window's directory of every rank's regions (module `dynamic`); `None` for
+    /// the other flavors.
+    pub directory: Option<crate::dynamic::Directory>,
 }
 
 #[derive(Debug)]
@@ -157,6 +163,9 @@ pub struct Comm {
     pub errhandler: i32,
     /// Attributes set with `MPI_Comm_set_attr` (keyval, value), in the order they were set.
     pub attrs: Vec<(i32, CPtr)>,
+    /// An intercommunicator's remote group (world ranks, in its rank order); `ranks` is then
+    /// the local group (module `intercomm`).
+    pub remote: Option<Vec<u32>>,
 }
 
 impl Comm {
@@ -168,6 +177,7 @@ impl Comm {
             windows: 0,
             errhandler,
             attrs: Vec::new(),
+            remote: None,
         }
     }
 
@@ -222,11 +232,29 @@ impl Mpi {
         Ok(self.comm(comm)?.ranks.clone())
     }
 
+    /// An intracommunicator: every call but a few (module `intercomm`) works on those only.
     pub fn comm(&self, comm: i32) -> Res<&Comm> {
-        self.comms.get(&comm).ok_or_else(|| not_a_comm(comm))
+        let entry = self.any_comm(comm)?;
+        if entry.remote.is_some() {
+            return Err(on_an_intercomm(comm));
+        }
+        Ok(entry)
     }
 
     pub fn comm_mut(&mut self, comm: i32) -> Res<&mut Comm> {
+        let entry = self.any_comm_mut(comm)?;
+        if entry.remote.is_some() {
+            return Err(on_an_intercomm(comm));
+        }
+        Ok(entry)
+    }
+
+    /// A communicator, intra or inter.
+    pub fn any_comm(&self, comm: i32) -> Res<&Comm> {
+        self.comms.get(&comm).ok_or_else(|| not_a_comm(comm))
+    }
+
+    pub fn any_comm_mut(&mut self, comm: i32) -> Res<&mut Comm> {
         self.comms.get_mut(&comm).ok_or_else(|| not_a_comm(comm))
     }
 
@@ -240,6 +268,17 @@ impl Mpi {
             .position(|&r| r == me)
             .unwrap_or(0) as u32)
     }
+}
+
+fn on_an_intercomm(comm: i32) -> Fail {
+    fail(
+        MPI_ERR_UNSUPPORTED_OPERATION,
+        format!(
+            "{comm:#x} is an intercommunicator: this phase makes, merges, sizes and frees them, \
+             and sends nothing over them"
+        ),
+    )
+    .on(On::Comm(comm))
 }
 
 fn not_a_comm(comm: i32) -> Fail {

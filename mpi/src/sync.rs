@@ -12,55 +12,102 @@
 //!   differs from the shadow (a pull at fence, wait, lock of one's own rank, lock_all, sync)
 //!   is written into the program's memory.
 //!
+//! A dynamic window's attached regions (module `dynamic`) are the program's memory each at
+//! the private copy's offset of the address the service gave it, synchronized alike.
+//!
 //! So the separate model's outcomes — a store not yet published, a public update not yet
 //! pulled — are the program's exactly as in `.rma`. The program's loads are not seen (no
 //! `load` events), and its stores are seen at the next synchronization call, as the bytes
 //! that changed.
 
+use onesided_client::Window;
+
 use crate::error::Res;
-use crate::state::{Mpi, Win};
+use crate::state::{CPtr, Mpi, Win};
 
 impl Win {
-    /// The program's window memory.
-    fn memory(&mut self) -> &mut [u8] {
-        if self.size == 0 || self.base.0.is_null() {
-            return &mut [];
-        }
-        // SAFETY: the program gave `size` bytes at `base` for the window's lifetime
-        unsafe { std::slice::from_raw_parts_mut(self.base.0, self.size) }
-    }
-
-    /// Stores into the private copy what the program changed since the last call.
+    /// Stores into the private copy what the program changed since the last call: in the
+    /// window's memory, and in each region attached to a dynamic window.
     pub fn push_stores(&mut self) -> Res {
-        let mut shadow = std::mem::take(&mut self.shadow);
-        let memory: Vec<u8> = self.memory().to_vec();
-        let mut result = Ok(());
-        for (start, end) in differing(&memory, &shadow) {
-            if let Err(error) = self.window.store_bytes(start as u64, &memory[start..end]) {
-                result = Err(error.into());
-                break;
-            }
-            shadow[start..end].copy_from_slice(&memory[start..end]);
+        push(&self.window, self.base, self.size, 0, &mut self.shadow)?;
+        for region in &mut self.regions {
+            push(
+                &self.window,
+                region.base,
+                region.size,
+                region.offset,
+                &mut region.shadow,
+            )?;
         }
-        self.shadow = shadow;
-        result
+        Ok(())
     }
 
     /// Writes into the program's memory what the private copy gained (a pull).
     pub fn pull(&mut self) -> Res {
-        if self.size == 0 {
-            return Ok(());
+        pull(&self.window, self.base, self.size, 0, &mut self.shadow)?;
+        for region in &mut self.regions {
+            pull(
+                &self.window,
+                region.base,
+                region.size,
+                region.offset,
+                &mut region.shadow,
+            )?;
         }
-        let private = self.window.inspect_bytes(0, self.size as u64)?;
-        let mut shadow = std::mem::take(&mut self.shadow);
-        let memory = self.memory();
-        for (start, end) in differing(&private, &shadow) {
-            memory[start..end].copy_from_slice(&private[start..end]);
-            shadow[start..end].copy_from_slice(&private[start..end]);
-        }
-        self.shadow = shadow;
         Ok(())
     }
+}
+
+/// `size` bytes of the program's memory at `base`.
+///
+/// # Safety
+/// The program gave them to the window (`MPI_Win_create`, `MPI_Win_attach`) for as long as
+/// they are part of it.
+unsafe fn memory<'a>(base: CPtr, size: usize) -> &'a mut [u8] {
+    if size == 0 || base.0.is_null() {
+        return &mut [];
+    }
+    std::slice::from_raw_parts_mut(base.0, size)
+}
+
+/// Stores into the private copy, from `offset` on, what the program changed in its `size`
+/// bytes at `base` since the library last left them as `shadow`.
+pub(crate) fn push(
+    window: &Window,
+    base: CPtr,
+    size: usize,
+    offset: u64,
+    shadow: &mut [u8],
+) -> Res {
+    // SAFETY: the window's memory (or an attached region) while it is part of the window
+    let memory = unsafe { memory(base, size) };
+    for (start, end) in differing(memory, shadow) {
+        window.store_bytes(offset + start as u64, &memory[start..end])?;
+        shadow[start..end].copy_from_slice(&memory[start..end]);
+    }
+    Ok(())
+}
+
+/// Writes into the program's `size` bytes at `base` what the private copy from `offset` on
+/// gained since the library last left them as `shadow`.
+pub(crate) fn pull(
+    window: &Window,
+    base: CPtr,
+    size: usize,
+    offset: u64,
+    shadow: &mut [u8],
+) -> Res {
+    if size == 0 {
+        return Ok(());
+    }
+    let private = window.inspect_bytes(offset, size as u64)?;
+    // SAFETY: as in `push`
+    let memory = unsafe { memory(base, size) };
+    for (start, end) in differing(&private, shadow) {
+        memory[start..end].copy_from_slice(&private[start..end]);
+        shadow[start..end].copy_from_slice(&private[start..end]);
+    }
+    Ok(())
 }
 
 impl Mpi {
@@ -98,22 +145,25 @@ impl Mpi {
     }
 }
 
-/// The maximal ranges where `a` and `b` differ.
+/// The maximal ranges where `a` and `b` differ. Compared a block at a time (slice equality is
+/// `memcmp`, fast in debug builds too), byte by byte only inside blocks that differ: every
+/// synchronization call compares the whole window, mostly unchanged.
 fn differing(a: &[u8], b: &[u8]) -> Vec<(usize, usize)> {
-    let mut ranges = Vec::new();
-    let mut start = None;
-    for i in 0..a.len().min(b.len()) {
-        match (a[i] != b[i], start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                ranges.push((s, i));
-                start = None;
-            }
-            _ => {}
+    const BLOCK: usize = 256;
+    let len = a.len().min(b.len());
+    let (a, b) = (&a[..len], &b[..len]);
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for (index, (x, y)) in a.chunks(BLOCK).zip(b.chunks(BLOCK)).enumerate() {
+        if x == y {
+            continue;
         }
-    }
-    if let Some(s) = start {
-        ranges.push((s, a.len().min(b.len())));
+        let at = index * BLOCK;
+        for (i, _) in x.iter().zip(y).enumerate().filter(|(_, (p, q))| p != q) {
+            match ranges.last_mut() {
+                Some((_, end)) if *end == at + i => *end += 1,
+                _ => ranges.push((at + i, at + i + 1)),
+            }
+        }
     }
     ranges
 }
@@ -128,5 +178,16 @@ mod tests {
             vec![(0, 1), (3, 4)]
         );
         assert!(super::differing(&[1], &[1]).is_empty());
+    }
+
+    #[test]
+    fn a_range_across_blocks_is_one_and_unchanged_blocks_have_none() {
+        let a = vec![0u8; 1000];
+        let mut b = a.clone();
+        b[250..270].fill(1);
+        b[999] = 2;
+        assert_eq!(super::differing(&a, &b), vec![(250, 270), (999, 1000)]);
+        assert_eq!(super::differing(&a[..600], &b), vec![(250, 270)]);
+        assert!(super::differing(&a, &a).is_empty());
     }
 }

@@ -29,13 +29,6 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Intercomm_create / PMPI_Intercomm_create: "intercommunicators",
-    MPI_Intercomm_merge / PMPI_Intercomm_merge: "intercommunicators",
-    MPI_Comm_remote_size / PMPI_Comm_remote_size: "intercommunicators",
-    MPI_Comm_remote_group / PMPI_Comm_remote_group: "intercommunicators",
-    MPI_Win_create_dynamic / PMPI_Win_create_dynamic: "dynamic windows",
-    MPI_Win_attach / PMPI_Win_attach: "dynamic windows",
-    MPI_Win_detach / PMPI_Win_detach: "dynamic windows",
     MPI_Type_get_envelope / PMPI_Type_get_envelope: "datatype decoding",
     MPI_Type_get_contents / PMPI_Type_get_contents: "datatype decoding",
 }

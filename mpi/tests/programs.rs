@@ -143,7 +143,7 @@ fn a_call_of_a_later_phase_fails_with_unsupported_operation_not_a_loader_error()
     assert_eq!(run.status.code(), Some(44), "{run:?}");
     assert!(
         run.stderr
-            .contains("rank 1: MPI_Intercomm_merge: MPI_ERR_UNSUPPORTED_OPERATION"),
+            .contains("rank 1: MPI_Type_get_envelope: MPI_ERR_UNSUPPORTED_OPERATION"),
         "{run:?}"
     );
 }
@@ -249,4 +249,18 @@ fn window_hints_are_set_and_read_after_creation() {
     let run = mpiexec(3, &build("win_info.c"), &[]);
     assert!(run.status.success(), "{run:?}");
     assert!(run.stdout.contains("win_info: ok"), "{run:?}");
+}
+
+#[test]
+fn dynamic_windows_at_the_programs_own_addresses_and_the_classes_of_bad_attaches() {
+    let run = mpiexec(3, &build("dynamic.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("dynamic: ok"), "{run:?}");
+}
+
+#[test]
+fn intercommunicators_are_made_and_merged_in_the_order_high_says() {
+    let run = mpiexec(4, &build("intercomm.c"), &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("intercomm: ok"), "{run:?}");
 }

@@ -1,6 +1,16 @@
 /* Derived datatypes: a column of a 4x4 matrix (MPI_Type_vector) put into a row of the
- * target's, a get into an indexed origin, an accumulate through a subarray. */
+ * target's, a get into an indexed origin, an accumulate through a subarray; a struct of
+ * several basic types put and got (its padding untouched), refused by an accumulate and
+ * against a target type of another signature (MPI_ERR_TYPE). */
+#include <stddef.h>
+#include <string.h>
+
 #include "check.h"
+
+struct pair {
+    long along;
+    int anint; /* then 4 bytes of padding */
+};
 
 int main(int argc, char **argv)
 {
@@ -51,6 +61,51 @@ int main(int argc, char **argv)
     CHECK(b[10] == 1 && b[11] == 1 && b[14] == 1 && b[15] == 1 && b[9] == 0,
           "subarray accumulate: %d %d %d %d %d", b[10], b[11], b[14], b[15], b[9]);
     MPI_Win_free(&win);
+
+    /* a struct of a long and an int, through a window of such structs */
+    MPI_Datatype pairtype;
+    int blens[2] = {1, 1};
+    MPI_Aint pdisps[2] = {offsetof(struct pair, along), offsetof(struct pair, anint)};
+    MPI_Datatype ptypes[2] = {MPI_LONG, MPI_INT};
+    MPI_Type_create_struct(2, blens, pdisps, ptypes, &pairtype);
+    MPI_Type_commit(&pairtype);
+    MPI_Type_size(pairtype, &bytes);
+    CHECK(bytes == sizeof(long) + sizeof(int), "struct size %d", bytes);
+    MPI_Type_get_extent(pairtype, &lb, &extent);
+    CHECK(lb == 0 && extent == sizeof(struct pair), "struct extent %ld (C pads it to %zu)",
+          (long) extent, sizeof(struct pair));
+    struct pair mine[2], theirs[2], back[2];
+    memset(theirs, 0x5a, sizeof theirs);
+    for (int i = 0; i < 2; i++) {
+        mine[i].along = 1000L * rank + i;
+        mine[i].anint = -rank - i;
+    }
+    MPI_Win_create(theirs, sizeof theirs, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_fence(0, win);
+    MPI_Put(mine, 2, pairtype, right, 0, 2, pairtype, win);
+    MPI_Win_fence(0, win);
+    unsigned char padding[4];
+    memset(padding, 0x5a, 4);
+    for (int i = 0; i < 2; i++)
+        CHECK(theirs[i].along == 1000L * left + i && theirs[i].anint == -left - i &&
+              memcmp((char *) &theirs[i] + sizeof(long) + sizeof(int), padding, 4) == 0,
+              "struct put [%d]: %ld %d", i, theirs[i].along, theirs[i].anint);
+    memset(back, 0, sizeof back);
+    MPI_Get(back, 2, pairtype, right, 0, 2, pairtype, win);
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < 2; i++)
+        CHECK(back[i].along == 1000L * rank + i && back[i].anint == -rank - i,
+              "struct get [%d]: %ld %d", i, back[i].along, back[i].anint);
+    int class, err = MPI_Accumulate(mine, 1, pairtype, right, 0, 1, pairtype, MPI_REPLACE, win);
+    MPI_Error_class(err, &class);
+    CHECK(class == MPI_ERR_TYPE, "an accumulate of a struct: class %d", class);
+    err = MPI_Put(mine, 1, pairtype, right, 0, 3, MPI_INT, win);
+    MPI_Error_class(err, &class);
+    CHECK(class == MPI_ERR_TYPE, "a struct put into ints: class %d", class);
+    MPI_Win_fence(0, win);
+    MPI_Win_free(&win);
+    MPI_Type_free(&pairtype);
     MPI_Type_free(&column);
     MPI_Type_free(&picks);
     MPI_Type_free(&corner);
