@@ -103,8 +103,5 @@ int main(int argc, char **argv)
     CHECK(MPI_Win_detach(win, stack) == MPI_SUCCESS, "detach the stack");
     MPI_Win_free(&win);
     free(heap);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("dynamic: ok\n");
-    return 0;
+    return finish(rank, "dynamic");
 }

@@ -87,8 +87,5 @@ int main(int argc, char **argv)
     MPI_Comm_free(&inter);
     CHECK(inter == MPI_COMM_NULL, "free sets MPI_COMM_NULL");
     MPI_Comm_free(&local);
-    MPI_Finalize();
-    if (rank == 0)
-        printf("intercomm: ok\n");
-    return 0;
+    return finish(rank, "intercomm");
 }
