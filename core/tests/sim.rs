@@ -2,6 +2,7 @@
 //! what it allows shows up, and a seed gives the same run every time.
 
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 use bytes::Bytes;
 use onesided_core::assert::Assert;
@@ -29,7 +30,8 @@ fn window(nranks: u32, size: u64) -> WindowDesc {
 }
 
 fn run(nranks: u32, size: u64, programs: Vec<Vec<Action>>, seed: u64) -> Run {
-    let world = World::new(nranks, vec![window(nranks, size)]).expect("a separate window");
+    let world =
+        World::new(nranks, vec![window(nranks, size)], Instant::now()).expect("a separate window");
     world.run(programs, &mut Seeded::new(seed))
 }
 
@@ -167,7 +169,7 @@ fn a_seed_gives_the_same_run_and_its_trace_replays_it() {
     };
     let first = run(2, 1, programs(), 11);
     assert_eq!(first, run(2, 1, programs(), 11));
-    let world = World::new(2, vec![window(2, 1)]).unwrap();
+    let world = World::new(2, vec![window(2, 1)], Instant::now()).unwrap();
     let replayed = world.run(programs(), &mut Replay::new(first.trace.clone()));
     assert_eq!(replayed, first);
     let traces: BTreeSet<_> = (0..20)

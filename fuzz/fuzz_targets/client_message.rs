@@ -13,6 +13,8 @@
 
 #![no_main]
 
+use std::time::Instant;
+
 use libfuzzer_sys::fuzz_target;
 use onesided_core::epoch::LockType::Exclusive;
 use onesided_core::origin::Call as Origin;
@@ -77,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
     for [before, after, other] in states() {
         let me = [before, calls.clone(), after].concat();
         let programs = vec![other.clone(), me, other.clone(), other];
-        let world = World::new(4, vec![window.clone()]).expect("a separate window");
+        let world = World::new(4, vec![window.clone()], Instant::now()).expect("a separate window");
         let _ = world.strict().run(programs, &mut Seeded::new(message.id));
     }
 });

@@ -8,7 +8,8 @@
 //! the route and the answers say, and a [`Schedule`] that chooses every nondeterministic step:
 //! which rank makes its next call, which target takes the next input of its inbox, which answer
 //! reaches its origin next. Must not: decide an MPI rule (admission, routes and the target
-//! engine do), read a clock, or let anything but the schedule choose an order.
+//! engine do), read a clock (the caller passes the one reading the engines get; no time
+//! passes), or let anything but the schedule choose an order.
 //!
 //! Limits (this first version): the separate memory model only (a unified window is refused
 //! at [`World::new`]); one incarnation per rank (no departures); the lock table without its
@@ -170,12 +171,12 @@ pub struct World {
 
 impl World {
     /// A world in which every rank has opened each of `windows` (of the separate model, each
-    /// over the whole world of `nranks` ranks), public and private copies zeroed.
+    /// over the whole world of `nranks` ranks), public and private copies zeroed. `now` is
+    /// the engines' clock reading, which never moves: no time passes in a simulated world.
     ///
     /// # Errors
     /// `MPI_ERR_ARG` for a unified window or one whose group is not the whole world.
-    pub fn new(nranks: u32, windows: Vec<WindowDesc>) -> Result<Self, RmaError> {
-        let now = Instant::now();
+    pub fn new(nranks: u32, windows: Vec<WindowDesc>, now: Instant) -> Result<Self, RmaError> {
         let mut sims = BTreeMap::new();
         for desc in windows {
             if desc.model == MemoryModel::Unified || desc.group != WindowDesc::whole_world(nranks) {
