@@ -560,6 +560,131 @@ fn unified(desc: &WindowDesc) -> Result<(), RmaError> {
     }
 }
 
+/// `MPI_Win_fence`: what it publishes is checked first, then the epoch's step.
+fn fence(
+    window: OpenState<'_>,
+    me: u32,
+    assert: u32,
+    push: Vec<Segment>,
+) -> Result<Admitted, RmaError> {
+    pushed(window.desc, me, &push)?;
+    let plan = window.epoch.fence(assert)?;
+    Ok(Admitted::Fence {
+        event: Event::FenceEnter {
+            fence: plan.fence,
+            assert,
+        },
+        fence: plan.fence,
+        closes: plan.closes,
+        pull: plan.pull,
+        push: if_pushed(plan.push, push),
+    })
+}
+
+/// `MPI_Win_post`: what it publishes is checked first, then the epoch's step.
+fn post(
+    window: OpenState<'_>,
+    me: u32,
+    group: &[u32],
+    assert: u32,
+    push: Vec<Segment>,
+) -> Result<Admitted, RmaError> {
+    pushed(window.desc, me, &push)?;
+    let plan = window.epoch.post(group, assert)?;
+    Ok(Admitted::Post {
+        event: Event::Post {
+            group: plan.group.clone(),
+            assert,
+        },
+        group: plan.group,
+        push: if_pushed(plan.push, push),
+    })
+}
+
+/// `MPI_Win_lock`: a lazy lock is answered once recorded, an eager one (the epoch state says
+/// which) travels to its grant.
+fn lock(
+    window: OpenState<'_>,
+    me: u32,
+    lock_type: LockType,
+    target: u32,
+    assert: u32,
+) -> Result<Admitted, RmaError> {
+    let eager = window.epoch.lock(lock_type, target, assert)?;
+    let request = Request {
+        request: LockRequest {
+            lock_type,
+            nocheck: assert & Assert::NOCHECK != 0,
+        },
+        holding_elsewhere: window.epoch.holds_locks_besides(me),
+    };
+    Ok(Admitted::Lock {
+        event: issued("lock", Some(target)),
+        eager: eager.then_some(request),
+    })
+}
+
+/// `MPI_Win_unlock`: publishes, and sends the lock's request first when it never travelled.
+fn unlock(
+    window: OpenState<'_>,
+    me: u32,
+    target: u32,
+    push: Vec<Segment>,
+) -> Result<Admitted, RmaError> {
+    pushed(window.desc, me, &push)?;
+    let plan = window.epoch.unlock(target)?;
+    let holding_elsewhere = window.epoch.holds_locks_besides(target);
+    Ok(Admitted::Unlock {
+        event: issued("unlock", Some(target)),
+        target,
+        request: (!plan.requested).then_some(Request {
+            request: plan.lock,
+            holding_elsewhere,
+        }),
+        push,
+    })
+}
+
+/// A communication call: the target rank, then what the operation says (its decoding, then
+/// its bytes at the target), then the epoch.
+fn operation(
+    window: OpenState<'_>,
+    target: u32,
+    token: u64,
+    request_based: bool,
+    op: Result<TargetOp<Bytes>, RmaError>,
+) -> Result<Admitted, RmaError> {
+    let nranks = window.desc.nranks();
+    if target >= nranks {
+        return Err(RmaError::new(
+            ErrorClass::Rank,
+            format!("rank {target} is outside the window's group of {nranks} ranks"),
+        ));
+    }
+    let op = op?;
+    // a dynamic window: `disp` is an address, checked against the target's regions when it
+    // applies the operation; here it becomes an offset of the rank's memory
+    let access = if window.desc.flavor == Flavor::Dynamic {
+        dynamic_offsets(op.validate(u64::MAX, 1)?)?
+    } else {
+        let at = target as usize;
+        op.validate(window.desc.sizes[at], window.desc.disp_units[at])?
+    };
+    let plan = window.epoch.op(target, request_based)?;
+    let holding_elsewhere = window.epoch.holds_locks_besides(target);
+    Ok(Admitted::Op {
+        target,
+        request: plan.request_lock.map(|request| Request {
+            request,
+            holding_elsewhere,
+        }),
+        tag: plan.tag,
+        token,
+        op,
+        access,
+    })
+}
+
 /// Only the bytes a plan publishes: all of them, or none when the epoch publishes nothing.
 fn if_pushed(push: bool, segments: Vec<Segment>) -> Vec<Segment> {
     if push {
@@ -580,37 +705,13 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
     let id = call.window();
     let window = windows.open(id).ok_or_else(|| not_open(id))?;
     Ok(match call {
-        Call::Fence { assert, push, .. } => {
-            pushed(window.desc, me, &push)?;
-            let plan = window.epoch.fence(assert)?;
-            Admitted::Fence {
-                event: Event::FenceEnter {
-                    fence: plan.fence,
-                    assert,
-                },
-                fence: plan.fence,
-                closes: plan.closes,
-                pull: plan.pull,
-                push: if_pushed(plan.push, push),
-            }
-        }
+        Call::Fence { assert, push, .. } => fence(window, me, assert, push)?,
         Call::Post {
             group,
             assert,
             push,
             ..
-        } => {
-            pushed(window.desc, me, &push)?;
-            let plan = window.epoch.post(&group, assert)?;
-            Admitted::Post {
-                event: Event::Post {
-                    group: plan.group.clone(),
-                    assert,
-                },
-                group: plan.group,
-                push: if_pushed(plan.push, push),
-            }
-        }
+        } => post(window, me, &group, assert, push)?,
         Call::Start { group, assert, .. } => {
             let group = window.epoch.start(&group, assert)?;
             Admitted::Start {
@@ -631,34 +732,8 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
             target,
             assert,
             ..
-        } => {
-            let eager = window.epoch.lock(lock_type, target, assert)?;
-            let request = Request {
-                request: LockRequest {
-                    lock_type,
-                    nocheck: assert & Assert::NOCHECK != 0,
-                },
-                holding_elsewhere: window.epoch.holds_locks_besides(me),
-            };
-            Admitted::Lock {
-                event: issued("lock", Some(target)),
-                eager: eager.then_some(request),
-            }
-        }
-        Call::Unlock { target, push, .. } => {
-            pushed(window.desc, me, &push)?;
-            let plan = window.epoch.unlock(target)?;
-            let holding_elsewhere = window.epoch.holds_locks_besides(target);
-            Admitted::Unlock {
-                event: issued("unlock", Some(target)),
-                target,
-                request: (!plan.requested).then_some(Request {
-                    request: plan.lock,
-                    holding_elsewhere,
-                }),
-                push,
-            }
-        }
+        } => lock(window, me, lock_type, target, assert)?,
+        Call::Unlock { target, push, .. } => unlock(window, me, target, push)?,
         Call::LockAll { assert, .. } => Admitted::LockAll {
             request: window.epoch.lock_all(assert)?,
             event: issued("lock_all", None),
@@ -695,37 +770,7 @@ pub fn admit(windows: &mut impl OpenWindows, me: u32, call: Call) -> Result<Admi
             request_based,
             op,
             ..
-        } => {
-            let nranks = window.desc.nranks();
-            if target >= nranks {
-                return Err(RmaError::new(
-                    ErrorClass::Rank,
-                    format!("rank {target} is outside the window's group of {nranks} ranks"),
-                ));
-            }
-            let op = op?;
-            // a dynamic window: `disp` is an address, checked against the target's regions
-            // when it applies the operation; here it becomes an offset of the rank's memory
-            let access = if window.desc.flavor == Flavor::Dynamic {
-                dynamic_offsets(op.validate(u64::MAX, 1)?)?
-            } else {
-                let at = target as usize;
-                op.validate(window.desc.sizes[at], window.desc.disp_units[at])?
-            };
-            let plan = window.epoch.op(target, request_based)?;
-            let holding_elsewhere = window.epoch.holds_locks_besides(target);
-            Admitted::Op {
-                target,
-                request: plan.request_lock.map(|request| Request {
-                    request,
-                    holding_elsewhere,
-                }),
-                tag: plan.tag,
-                token,
-                op,
-                access,
-            }
-        }
+        } => operation(window, target, token, request_based, op)?,
         Call::ClientRows { window: id, rows } => {
             let (marker, next) = client_rows_marker(id, &rows, *window.next_cseq)?;
             *window.next_cseq = next;

@@ -122,6 +122,100 @@ impl Route {
         self.steps.push(Step::Send { to, item });
     }
 
+    /// A fence (called with one only): record, publish, count the arrival at the fence that
+    /// closes the epoch, then enter the fence at one's own rank, which answers when it may
+    /// return.
+    fn fence(&mut self, admitted: Admitted) {
+        let Admitted::Fence {
+            event,
+            fence,
+            closes,
+            pull,
+            push,
+        } = admitted
+        else {
+            return;
+        };
+        self.publishing(event, push);
+        self.steps.extend(closes.map(Step::Arrive));
+        let reply = To::Caller;
+        self.own(Input::FenceEnter {
+            fence,
+            closes,
+            pull,
+            reply,
+        });
+    }
+
+    /// An unlock (called with one only): record, publish, the lazy request if it never
+    /// travelled, then the unlock, answered once released.
+    fn unlock(&mut self, admitted: Admitted) {
+        let Admitted::Unlock {
+            event,
+            target,
+            request,
+            push,
+        } = admitted
+        else {
+            return;
+        };
+        self.publishing(event, push);
+        if let Some(request) = request {
+            self.send(target, lock_request(request, None));
+        }
+        self.send(target, Access::Unlock { reply: To::Caller });
+    }
+
+    /// An operation (called with one only): recorded as issued (when the log records), the
+    /// lazy lock request first if one must travel, then the operation, answered by the target.
+    fn operation(&mut self, admitted: Admitted, from: Issuer) {
+        let Admitted::Op {
+            target,
+            request,
+            tag,
+            token,
+            op,
+            access,
+        } = admitted
+        else {
+            return;
+        };
+        if from.recording {
+            self.log(op_issued(from.id, target, &op, &access), Answers::No);
+        }
+        if let Some(request) = request {
+            self.send(target, lock_request(request, None));
+        }
+        let (op_id, incarnation, reply) = (from.id, from.incarnation, To::Caller);
+        self.send(
+            target,
+            Access::Op {
+                op_id,
+                incarnation,
+                tag,
+                token,
+                op,
+                access,
+                reply,
+            },
+        );
+    }
+
+    /// Each target's end-of-epoch marker, behind the epoch's operations; a target
+    /// acknowledges after applying them. With no target, answered after the commit.
+    fn complete(&mut self, markers: Vec<(u32, u64)>) {
+        if markers.is_empty() {
+            self.log(Event::Complete, Answers::Committed);
+            return;
+        }
+        self.log(Event::Complete, Answers::No);
+        self.gather = markers.len();
+        for (target, generation) in markers {
+            let reply = To::Gathered;
+            self.send(target, Access::CompleteMarker { generation, reply });
+        }
+    }
+
     /// `item` to each of `targets`, gathered; answered at once when there is none.
     fn each(&mut self, targets: Vec<u32>, item: fn(To) -> Access<To>) {
         if targets.is_empty() {
@@ -147,26 +241,7 @@ fn lock_request(request: Request, grant: Option<To>) -> Access<To> {
 pub fn route(admitted: Admitted, from: Issuer) -> Route {
     let mut route = Route::default();
     match admitted {
-        // record, publish, count the arrival at the fence that closes the epoch, then enter
-        // the fence at one's own rank, which answers when it may return
-        Admitted::Fence {
-            event,
-            fence,
-            closes,
-            pull,
-            push,
-        } => {
-            route.publishing(event, push);
-            if let Some(epoch) = closes {
-                route.steps.push(Step::Arrive(epoch));
-            }
-            route.own(Input::FenceEnter {
-                fence,
-                closes,
-                pull,
-                reply: To::Caller,
-            });
-        }
+        fence @ Admitted::Fence { .. } => route.fence(fence),
         // publish, record (answered once handed on: the wait that ends the epoch waits for a
         // commit behind it), then open the exposure epoch at one's own rank
         Admitted::Post { event, group, push } => {
@@ -176,27 +251,11 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
         }
         // operations of the epoch wait at their targets for the post
         Admitted::Start { event } => route.log(event, Answers::Handed),
-        // each target gets its end-of-epoch marker behind the epoch's operations and
-        // acknowledges after applying them; with no target, answered after the commit
-        Admitted::Complete { markers } => {
-            if markers.is_empty() {
-                route.log(Event::Complete, Answers::Committed);
-            } else {
-                route.log(Event::Complete, Answers::No);
-                route.gather = markers.len();
-                for (target, generation) in markers {
-                    let reply = To::Gathered;
-                    route.send(target, Access::CompleteMarker { generation, reply });
-                }
-            }
-        }
+        Admitted::Complete { markers } => route.complete(markers),
         Admitted::Wait { pull } => {
             route.log(Event::WaitEnter, Answers::No);
-            route.own(Input::Wait {
-                pull,
-                test: false,
-                reply: To::Caller,
-            });
+            let (test, reply) = (false, To::Caller);
+            route.own(Input::Wait { pull, test, reply });
         }
         Admitted::Test { pull } => route.own(Input::Wait {
             pull,
@@ -212,18 +271,7 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
                 Some(request) => route.send(from.me, lock_request(request, Some(To::Caller))),
             }
         }
-        Admitted::Unlock {
-            event,
-            target,
-            request,
-            push,
-        } => {
-            route.publishing(event, push);
-            if let Some(request) = request {
-                route.send(target, lock_request(request, None));
-            }
-            route.send(target, Access::Unlock { reply: To::Caller });
-        }
+        unlock @ Admitted::Unlock { .. } => route.unlock(unlock),
         // a lock_all epoch holds at every target from the call on, so its requests are never
         // held back behind exclusive ones; the other targets' requests travel lazily
         Admitted::LockAll { event, request } => {
@@ -279,35 +327,7 @@ pub fn route(admitted: Admitted, from: Issuer) -> Route {
             base,
             reply: To::Caller,
         }),
-        // recorded as issued (when the log records), the lazy lock request first if one must
-        // travel, then the operation, answered by the target
-        Admitted::Op {
-            target,
-            request,
-            tag,
-            token,
-            op,
-            access,
-        } => {
-            if from.recording {
-                route.log(op_issued(from.id, target, &op, &access), Answers::No);
-            }
-            if let Some(request) = request {
-                route.send(target, lock_request(request, None));
-            }
-            route.send(
-                target,
-                Access::Op {
-                    op_id: from.id,
-                    incarnation: from.incarnation,
-                    tag,
-                    token,
-                    op,
-                    access,
-                    reply: To::Caller,
-                },
-            );
-        }
+        op @ Admitted::Op { .. } => route.operation(op, from),
         Admitted::ClientRows { marker } => route.log(marker, Answers::Committed),
         // the client's own events, answered once handed on (its next completing call waits
         // for their commit); none at all is a drain
