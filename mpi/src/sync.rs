@@ -29,24 +29,20 @@ impl Win {
     /// Stores into the private copy what the program changed since the last call: in the
     /// window's memory, and in each region attached to a dynamic window.
     pub fn push_stores(&mut self) -> Res {
-        push(&self.window, self.base, self.size, 0, &mut self.shadow)?;
-        for region in &mut self.regions {
-            push(
-                &self.window,
-                region.base,
-                region.size,
-                region.offset,
-                &mut region.shadow,
-            )?;
-        }
-        Ok(())
+        self.each_memory(push)
     }
 
     /// Writes into the program's memory what the private copy gained (a pull).
     pub fn pull(&mut self) -> Res {
-        pull(&self.window, self.base, self.size, 0, &mut self.shadow)?;
+        self.each_memory(pull)
+    }
+
+    /// `step` over the window's memory and each attached region, with its offset in the
+    /// private copy and its shadow.
+    fn each_memory(&mut self, step: fn(&Window, CPtr, usize, u64, &mut [u8]) -> Res) -> Res {
+        step(&self.window, self.base, self.size, 0, &mut self.shadow)?;
         for region in &mut self.regions {
-            pull(
+            step(
                 &self.window,
                 region.base,
                 region.size,

@@ -73,8 +73,7 @@ impl PrivateCopy {
     /// published: its own store is newer. Segments outside the copy are left out and
     /// returned, as `(offset, length)`, for the caller to report.
     pub fn pull(&mut self, segments: Vec<Segment>) -> Vec<(u64, u64)> {
-        let keep = self.dirty.clone();
-        self.apply_except(segments, &keep)
+        apply_except(&mut self.bytes, segments, &self.dirty)
     }
 
     /// The unified model's update of the public copy into this one, except the dirty bytes
@@ -89,7 +88,7 @@ impl PrivateCopy {
         for (start, end) in in_flight {
             keep.insert(start, end);
         }
-        self.apply_except(segments, &keep)
+        apply_except(&mut self.bytes, segments, &keep)
     }
 
     /// Bytes the public copy had, as this copy's starting state (nothing dirty). Returns the
@@ -121,27 +120,28 @@ impl PrivateCopy {
         self.grow(start + data.len());
         self.bytes[start..start + data.len()].copy_from_slice(data);
     }
+}
 
-    fn apply_except(&mut self, segments: Vec<Segment>, keep: &RangeSet) -> Vec<(u64, u64)> {
-        let mut outside = Vec::new();
-        for segment in segments {
-            let start = segment.offset;
-            let Some(end) = start
-                .checked_add(segment.data.len() as u64)
-                .filter(|&end| end <= self.len())
-            else {
-                outside.push((start, segment.data.len() as u64));
-                continue;
-            };
-            for (gap_start, gap_end) in keep.gaps_within(start, end) {
-                let from = (gap_start - start) as usize;
-                let to = (gap_end - start) as usize;
-                self.bytes[gap_start as usize..gap_end as usize]
-                    .copy_from_slice(&segment.data[from..to]);
-            }
+/// `segments` into `bytes`, except where `keep` says (the copy's own newer stores); the
+/// segments outside `bytes`, as `(offset, length)`, are left out and returned.
+fn apply_except(bytes: &mut [u8], segments: Vec<Segment>, keep: &RangeSet) -> Vec<(u64, u64)> {
+    let mut outside = Vec::new();
+    for segment in segments {
+        let start = segment.offset;
+        let Some(end) = start
+            .checked_add(segment.data.len() as u64)
+            .filter(|&end| end <= bytes.len() as u64)
+        else {
+            outside.push((start, segment.data.len() as u64));
+            continue;
+        };
+        for (gap_start, gap_end) in keep.gaps_within(start, end) {
+            let from = (gap_start - start) as usize;
+            let to = (gap_end - start) as usize;
+            bytes[gap_start as usize..gap_end as usize].copy_from_slice(&segment.data[from..to]);
         }
-        outside
     }
+    outside
 }
 
 #[cfg(test)]
