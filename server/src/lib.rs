@@ -268,11 +268,18 @@ impl Rma for RmaService {
             ),
         };
         let session = session::Session::new(Arc::clone(&self.registry), member, out, succeeds)?;
-        let run = session.run(request.into_inner(), ended.clone());
+        let mut inbound = request.into_inner();
+        // cancelled once the transport is done with the answers (it took the last, or dropped
+        // the stream): until then what the client still sends is read (`session::drain`)
+        let answered = CancellationToken::new();
+        let answers_gone = answered.clone().drop_guard();
+        let lease = self.registry.lease_ttl();
+        let session_ended = ended.clone();
         let served = tokio::spawn(
             async move {
-                let failure = run.await;
+                let failure = session.run(&mut inbound, session_ended).await;
                 drop(attached);
+                tokio::spawn(session::drain(inbound, answered, lease).in_current_span());
                 failure
             }
             .instrument(span),
@@ -285,6 +292,7 @@ impl Rma for RmaService {
         let busy = self.busy.clone();
         let replies = reply::Replies::new(outbound, ended)
             .inspect(move |_| {
+                let _ = &answers_gone;
                 if let Some(busy) = &busy {
                     busy.touch();
                 }

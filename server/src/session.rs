@@ -170,6 +170,31 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// What the client of an ended session still sends is read and dropped until its answers are
+/// gone (the transport took the status the stream ends with, or dropped the stream), for at
+/// most `bound`.
+///
+/// A stream nobody reads costs the whole connection: h2 (0.4.20) counts every small DATA frame
+/// it receives against a per-connection budget, freed only when the application reads the
+/// frame, and charges frames that arrive after the stream's reading half was dropped without
+/// ever freeing them. A client that keeps sending small calls after its session ended (one
+/// that does not read its answers, the very client [`Ending::Unread`] ends) then exhausts the
+/// budget and h2 closes the connection with GOAWAY `ENHANCE_YOUR_CALM`: the status that says
+/// why the session ended is lost, and every other call on that connection with it. Past
+/// `bound` the stream is dropped all the same.
+pub async fn drain(
+    mut inbound: Streaming<ClientMessage>,
+    answered: CancellationToken,
+    bound: std::time::Duration,
+) {
+    let reading = async { while let Ok(Some(_)) = inbound.message().await {} };
+    tokio::select! {
+        () = reading => {}
+        () = answered.cancelled() => {}
+        () = tokio::time::sleep(bound) => {}
+    }
+}
+
 impl Session {
     /// A session of `member`, answering into `out`; given `succeeds`, the session of a client
     /// re-attaching by itself after it lost that incarnation ([`Registry::succeed_session`]).
@@ -223,10 +248,11 @@ impl Session {
     }
 
     /// Greets the client and serves its calls until the stream ends. Returns the status the
-    /// stream failed with, if it failed.
+    /// stream failed with, if it failed. `inbound` stays the caller's: what the client still
+    /// sends after the session ended must be read ([`drain`]).
     pub async fn run(
         mut self,
-        mut inbound: Streaming<ClientMessage>,
+        inbound: &mut Streaming<ClientMessage>,
         ended: CancellationToken,
     ) -> Option<Status> {
         let _end_replies = ended.clone().drop_guard();
@@ -255,7 +281,7 @@ impl Session {
             Ending::Closed
         } else {
             tracing::info!(incarnation = self.incarnation, "session attached");
-            self.serve(&mut inbound, &ended, lease).await
+            self.serve(inbound, &ended, lease).await
         };
         self.depart(ending).await;
         if ending == Ending::Unread {

@@ -256,9 +256,6 @@ async fn a_message_over_the_size_limit_ends_only_its_own_session() {
 /// it at the same target, then gets; that client's session carries on. (The real client
 /// always reads its stream, so the rank that does not read is a raw session.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "regressed by 6889c21 (the session carries out core routes): the unread client's \
-            stream often breaks (Unknown, broken pipe) instead of ending ResourceExhausted; \
-            passes 8/8 at a954bec, fails 5/6 at 6889c21 — the next session's first fix"]
 async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
     let server = spawn_server_with(|config| {
         config.limits.max_pending_ops = 4;
@@ -275,7 +272,7 @@ async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
     // rank 0, raw: an exclusive lock at rank 1, held (its request travelled with the get).
     // Its connection takes what HTTP/2 allows by default without reading, 64 KiB, so what the
     // server holds for it is its own (tonic's client would take 2 MiB)
-    let (_grpc, mut r0) = crate::raw::unread_session(&server.url, &tokens[0], &name).await;
+    let (mut grpc, mut r0) = crate::raw::unread_session(&server.url, &tokens[0], &name).await;
     r0.ok(Call::Lock(v1::Lock {
         window: desc.id,
         target: 1,
@@ -337,6 +334,11 @@ async fn a_client_that_does_not_read_its_answers_ends_only_its_own_session() {
     assert_eq!(error.class, ErrorClass::NoMem, "{status:?}");
     // and not every answer: those that found the stream full were dropped, not queued
     assert!(queued < sent, "{queued} of {sent} answers arrived");
+    // only the session ended, not the connection it shared: rank 0 attaches again over it
+    let (mut again, _) = RawSession::open(&mut grpc, &Meta::bearer(&tokens[0]))
+        .await
+        .expect("the connection of the ended session still carries calls");
+    again.ok(crate::raw::open_window(&name)).await;
 }
 
 /// README: a message over `--max-message-bytes` is refused as soon as its length is known,
