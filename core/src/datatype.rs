@@ -53,11 +53,14 @@ pub enum Datatype {
     PairI32I32 = 16,
     /// `i16` value and `i32` index (`MPI_SHORT_INT`), 6 bytes.
     PairI16I32 = 17,
+    /// x87 80-bit extended float in 16 bytes (`MPI_LONG_DOUBLE` on x86-64):
+    /// [`F80`](crate::f80::F80).
+    F80 = 18,
 }
 
 impl Datatype {
     /// Every datatype, in wire order.
-    pub const ALL: [Datatype; 17] = [
+    pub const ALL: [Datatype; 18] = [
         Datatype::I8,
         Datatype::I16,
         Datatype::I32,
@@ -75,6 +78,7 @@ impl Datatype {
         Datatype::PairI64I32,
         Datatype::PairI32I32,
         Datatype::PairI16I32,
+        Datatype::F80,
     ];
 
     /// The size in bytes of one element in the packed encoding.
@@ -87,6 +91,7 @@ impl Datatype {
             Datatype::PairF32I32 | Datatype::PairI32I32 => 8,
             Datatype::PairF64I32 | Datatype::PairI64I32 => 12,
             Datatype::PairI16I32 => 6,
+            Datatype::F80 => 16,
         }
     }
 
@@ -110,6 +115,7 @@ impl Datatype {
             Datatype::PairI64I32 => "i64_i32",
             Datatype::PairI32I32 => "i32_i32",
             Datatype::PairI16I32 => "i16_i32",
+            Datatype::F80 => "f80",
         }
     }
 
@@ -120,7 +126,7 @@ impl Datatype {
             .find(|dtype| dtype.name().eq_ignore_ascii_case(text))
     }
 
-    /// The wire value (1..=17, in declaration order).
+    /// The wire value (1..=18, in declaration order).
     pub fn code(self) -> i32 {
         self as i32
     }
@@ -153,9 +159,9 @@ impl Datatype {
         )
     }
 
-    /// True for `f32` and `f64`; not for the pair types holding a float.
+    /// True for `f32`, `f64` and `f80`; not for the pair types holding a float.
     pub fn is_float(self) -> bool {
-        matches!(self, Datatype::F32 | Datatype::F64)
+        matches!(self, Datatype::F32 | Datatype::F64 | Datatype::F80)
     }
 
     /// True for the value-and-index pair types used by `maxloc` and `minloc`.
@@ -310,6 +316,9 @@ pub fn encode(dtype: Datatype, value: &Value, out: &mut Vec<u8>) -> RmaResult<()
             out.extend_from_slice(&narrow.to_le_bytes());
         }
         Datatype::F64 => out.extend_from_slice(&float_of(dtype, value)?.to_le_bytes()),
+        Datatype::F80 => {
+            out.extend_from_slice(&crate::f80::F80::from_f64(float_of(dtype, value)?).0)
+        }
         Datatype::Bool => {
             let b = match value {
                 Value::Bool(b) => *b,
@@ -372,6 +381,7 @@ fn decode_one(dtype: Datatype, b: &[u8]) -> Value {
         Datatype::U64 => Value::Int(u64::from_le_bytes(le(b)).into()),
         Datatype::F32 => Value::Float(f32::from_le_bytes(le(b)).into()),
         Datatype::F64 => Value::Float(f64::from_le_bytes(le(b))),
+        Datatype::F80 => Value::Float(crate::f80::F80(le(b)).to_f64()),
         Datatype::Bool => Value::Bool(b.first().is_some_and(|&byte| byte != 0)),
         Datatype::PairF32I32
         | Datatype::PairF64I32
@@ -495,13 +505,16 @@ mod tests {
         }
         assert_eq!(Datatype::parse("int"), None);
         assert_eq!(Datatype::from_code(0), None);
-        assert_eq!(Datatype::from_code(18), None);
+        assert_eq!(Datatype::from_code(19), None);
         assert_eq!(
             "nope".parse::<Datatype>().unwrap_err().class,
             ErrorClass::Type
         );
         let sizes: Vec<usize> = Datatype::ALL.iter().map(|d| d.size()).collect();
-        assert_eq!(sizes, [1, 2, 4, 8, 1, 2, 4, 8, 4, 8, 1, 1, 8, 12, 12, 8, 6]);
+        assert_eq!(
+            sizes,
+            [1, 2, 4, 8, 1, 2, 4, 8, 4, 8, 1, 1, 8, 12, 12, 8, 6, 16]
+        );
     }
 
     #[test]
@@ -558,10 +571,12 @@ mod tests {
             .into_iter()
             .map(|v| Value::Float(v.into()))
             .collect(),
-            Datatype::F64 => [0.0, 1.0 / 3.0, -1e300, f64::MIN_POSITIVE, f64::NEG_INFINITY]
-                .into_iter()
-                .map(Value::Float)
-                .collect(),
+            Datatype::F64 | Datatype::F80 => {
+                [0.0, 1.0 / 3.0, -1e300, f64::MIN_POSITIVE, f64::NEG_INFINITY]
+                    .into_iter()
+                    .map(Value::Float)
+                    .collect()
+            }
             Datatype::Bool => vec![Value::Bool(true), Value::Bool(false)],
             _ => {
                 let inner = dtype.pair_value_type().unwrap();

@@ -38,6 +38,7 @@ pub mod datatype;
 pub mod epoch;
 pub mod error;
 pub mod export;
+pub mod f80;
 pub mod fence;
 pub mod layout;
 pub mod locks;

@@ -20,6 +20,7 @@ use std::str::FromStr;
 
 use crate::datatype::Datatype;
 use crate::error::{RmaError, RmaResult};
+use crate::f80::F80;
 
 /// A predefined reduction operation. The numeric values are stable: they travel on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -238,6 +239,7 @@ pub fn reduce(op: Op, dtype: Datatype, target: &mut [u8], origin: &[u8]) -> RmaR
         Datatype::U64 => int_kernel::<8, u64>(op, target, origin),
         Datatype::F32 => float_kernel::<4, f32>(op, target, origin),
         Datatype::F64 => float_kernel::<8, f64>(op, target, origin),
+        Datatype::F80 => float_kernel::<16, F80>(op, target, origin),
         Datatype::PairF32I32 => loc_kernel::<8, f32>(op, target, origin),
         Datatype::PairF64I32 => loc_kernel::<12, f64>(op, target, origin),
         Datatype::PairI64I32 => loc_kernel::<12, i64>(op, target, origin),
@@ -347,6 +349,17 @@ elem!(4, f32);
 elem!(8, f64);
 impl Float<4> for f32 {}
 impl Float<8> for f64 {}
+impl Elem<16> for F80 {
+    #[inline(always)]
+    fn load(bytes: [u8; 16]) -> Self {
+        F80(bytes)
+    }
+    #[inline(always)]
+    fn store(self) -> [u8; 16] {
+        self.0
+    }
+}
+impl Float<16> for F80 {}
 
 /// A value-and-index pair element, `V`'s bytes followed by a little-endian `i32`.
 #[derive(Clone, Copy)]
@@ -563,7 +576,7 @@ mod tests {
     fn expected_valid(op: Op, dtype: Datatype) -> bool {
         let name = dtype.name();
         let integer = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"].contains(&name);
-        let float = name == "f32" || name == "f64";
+        let float = ["f32", "f64", "f80"].contains(&name);
         let pair = name.contains('_');
         match op.name() {
             "replace" | "no_op" => true,
@@ -714,7 +727,7 @@ mod tests {
             Datatype::U16 => unsigned(u16::MAX.into()),
             Datatype::U32 => unsigned(u32::MAX.into()),
             Datatype::U64 => unsigned(u64::MAX.into()),
-            Datatype::F32 | Datatype::F64 => float_sample(),
+            Datatype::F32 | Datatype::F64 | Datatype::F80 => float_sample(),
             Datatype::Bool => {
                 let a = [true, true, false, false];
                 let b = [true, false, true, false];
@@ -780,7 +793,7 @@ mod tests {
             }
         }
         // 8 integer types take 10 ops + 2; floats 4 + 2; bool and byte 3 + 2; pairs 2 + 2.
-        assert_eq!(checked, 8 * 12 + 2 * 6 + 2 * 5 + 5 * 4);
+        assert_eq!(checked, 8 * 12 + 3 * 6 + 2 * 5 + 5 * 4);
     }
 
     #[test]

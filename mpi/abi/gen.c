@@ -90,7 +90,7 @@ int main(void)
     D(MPI_UNSIGNED_LONG_LONG, Unsigned, unsigned long long);
     D(MPI_FLOAT, Float, float);
     D(MPI_DOUBLE, Float, double);
-    D(MPI_LONG_DOUBLE, Unsupported, long double);
+    D(MPI_LONG_DOUBLE, Float, long double);
     D(MPI_WCHAR, Unsigned, wchar_t);
     D(MPI_INT8_T, Signed, int8_t);
     D(MPI_INT16_T, Signed, int16_t);

@@ -12,7 +12,7 @@ pub enum Kind {
     Float,
     Byte,
     Bool,
-    /// No core datatype holds it (`long double`).
+    /// No core datatype holds it (`MPI_LONG_DOUBLE_INT`).
     Unsupported,
 }
 
@@ -44,6 +44,9 @@ pub fn datatype(handle: i32) -> Option<Datatype> {
         (Kind::Unsigned, 8) => Datatype::U64,
         (Kind::Float, 4) => Datatype::F32,
         (Kind::Float, 8) => Datatype::F64,
+        // x86-64's `long double` is the x87 extended float in 16 bytes (elsewhere a 16-byte
+        // `long double` is another format, which no core datatype holds)
+        (Kind::Float, 16) if cfg!(target_arch = "x86_64") => Datatype::F80,
         (Kind::Byte, 1) => Datatype::Byte,
         (Kind::Bool, 1) => Datatype::Bool,
         _ => return None,
@@ -260,7 +263,7 @@ mod tests {
         assert_eq!(datatype(handle("MPI_INT")), Some(Datatype::I32));
         assert_eq!(datatype(handle("MPI_DOUBLE")), Some(Datatype::F64));
         assert_eq!(datatype(handle("MPI_LONG")), Some(Datatype::I64));
-        assert_eq!(datatype(handle("MPI_LONG_DOUBLE")), None);
+        assert_eq!(datatype(handle("MPI_LONG_DOUBLE")), Some(Datatype::F80));
         let pair_of = |name: &str| {
             let handle = PAIR_DATATYPES.iter().find(|d| d.1 == name).unwrap().0;
             pair(handle)

@@ -151,7 +151,7 @@ pub const DATATYPES: &[(i32, &str, Kind, usize)] = &[
     (0x4c000819_u32 as i32, "MPI_UNSIGNED_LONG_LONG", Kind::Unsigned, 8),
     (0x4c00040a_u32 as i32, "MPI_FLOAT", Kind::Float, 4),
     (0x4c00080b_u32 as i32, "MPI_DOUBLE", Kind::Float, 8),
-    (0x4c00100c_u32 as i32, "MPI_LONG_DOUBLE", Kind::Unsupported, 16),
+    (0x4c00100c_u32 as i32, "MPI_LONG_DOUBLE", Kind::Float, 16),
     (0x4c00040e_u32 as i32, "MPI_WCHAR", Kind::Unsigned, 4),
     (0x4c000137_u32 as i32, "MPI_INT8_T", Kind::Signed, 1),
     (0x4c000238_u32 as i32, "MPI_INT16_T", Kind::Signed, 2),

@@ -32,6 +32,8 @@ DTYPES = {
     "i64_i32": _pair("<i8"),
     "i32_i32": _pair("<i4"),
     "i16_i32": _pair("<i2"),
+    # x86-64's long double: numpy's longdouble there is the same 16 bytes
+    "f80": np.dtype(np.longdouble),
 }
 
 # the native module's datatypes are exactly these, of these sizes
