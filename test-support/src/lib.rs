@@ -125,7 +125,15 @@ impl PgDatabase {
         let name = format!("{}_{nanos}", unique("onesided_test").replace('-', "_"));
         let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
             .await
-            .expect("PostgreSQL must be running for these tests (see .ci/run)");
+            .unwrap_or_else(|error| {
+                // a server that answers but wants a password (a stock Debian cluster:
+                // scram-sha-256) fails here too: say which URL and why, not only "running"
+                panic!(
+                    "cannot connect to the tests' PostgreSQL at {admin_url} ({error}): it must \
+                     run and accept that URL as it is (set ONESIDED_TEST_POSTGRES to one that \
+                     does, with its password); scripts/test provides one"
+                )
+            });
         sqlx::query(&format!("CREATE DATABASE {name}"))
             .execute(&mut connection)
             .await
