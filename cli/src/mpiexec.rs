@@ -53,6 +53,11 @@ pub struct MpiexecArgs {
     /// Run the race checker over the job's windows afterwards; exit 1 on a finding
     #[arg(long)]
     check: bool,
+    /// Memory model of the job's windows whose info does not choose one (info key
+    /// onesided_memory_model): unified, as MPICH's windows are, or separate (dynamic windows
+    /// are separate always)
+    #[arg(long, value_enum, default_value_t = MemoryModel::Unified)]
+    memory_model: MemoryModel,
     /// The onesided libmpich (default: libmpich.so beside this binary)
     #[arg(long, env = "ONESIDED_MPI_LIB", value_name = "PATH")]
     lib: Option<PathBuf>,
@@ -63,6 +68,13 @@ pub struct MpiexecArgs {
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     program: Vec<OsString>,
+}
+
+/// A window memory model, as `--memory-model` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MemoryModel {
+    Unified,
+    Separate,
 }
 
 /// What `main` knows about how the global flags were given.
@@ -322,6 +334,13 @@ async fn run_ranks(
             .env("ONESIDED_MPI_TOKEN", token)
             .env("PMI_RANK", rank.to_string())
             .env("PMI_SIZE", tokens.len().to_string())
+            .env(
+                "ONESIDED_MPI_MEMORY_MODEL",
+                match args.memory_model {
+                    MemoryModel::Unified => "unified",
+                    MemoryModel::Separate => "separate",
+                },
+            )
             .env_remove("ONESIDED_TOKEN");
         if rank != 0 {
             command.stdin(Stdio::null());

@@ -13,7 +13,7 @@ int main(int argc, char **argv)
     MPI_Win win;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Win_allocate(2 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    MPI_Win_allocate(2 * sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
     mem[0] = mem[1] = 0;
     MPI_Win_fence(0, win);
     if (rank == B) {

@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 2, ranks, &both);
     MPI_Group_incl(world, 1, &a, &owner);
-    MPI_Win_allocate(3 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    MPI_Win_allocate(3 * sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
     mem[0] = mem[1] = mem[2] = 0;
     MPI_Win_fence(0, win);
     if (rank == A) {

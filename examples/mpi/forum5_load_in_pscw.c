@@ -14,7 +14,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &b, &self);
-    MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    MPI_Win_allocate(sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
     *mem = 0;
     MPI_Win_fence(0, win);
     if (rank == A) {

@@ -40,6 +40,7 @@ impl Mpi {
         let ranks = self.comm(comm)?.ranks.clone();
         let me = self.comm_rank(comm)?;
         let context = crate::p2p::collective_context(self, comm)?;
+        self.settle()?;
         let mut own = None;
         for (to, data) in outgoing {
             if to == me {
@@ -66,6 +67,7 @@ impl Mpi {
             let message = self.block_on(self.session.receive(from))?;
             received.push(message.payload.to_vec());
         }
+        self.settle()?;
         Ok(received)
     }
 
@@ -91,7 +93,9 @@ impl Mpi {
     /// tells member 0, which tells every member (all of them entered) back.
     pub fn barrier(&mut self, comm: i32) -> Res {
         if comm == MPI_COMM_WORLD {
-            return self.block_on(self.session.barrier()).map_err(Into::into);
+            self.settle()?;
+            self.block_on(self.session.barrier())?;
+            return self.settle();
         }
         self.exchange(comm, &[], Some(0))?;
         self.bcast(comm, &mut [], 0)

@@ -497,8 +497,18 @@ export! {
 
     fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) {
         state::with(|mpi| {
-            if mpi.allocations.remove(&(base as usize)).is_none() {
+            let Some(len) = mpi.allocations.remove(&(base as usize)) else {
                 return Err(fail(MPI_ERR_BASE, "not memory of MPI_Alloc_mem"));
+            };
+            // a window over this memory (freed before the window, as MPICH's tests do) is no
+            // longer the program's memory: it is not read or written again
+            let freed = base as usize..(base as usize).saturating_add(len);
+            for win in mpi.windows.values_mut() {
+                if freed.contains(&(win.base.0 as usize)) {
+                    win.base = crate::state::CPtr(std::ptr::null_mut());
+                    win.size = 0;
+                    win.shadow = Vec::new();
+                }
             }
             Ok(())
         })?;

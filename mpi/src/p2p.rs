@@ -126,6 +126,7 @@ unsafe fn send(
         let to = world_rank(mpi, comm, dest)?;
         let context = context(mpi, comm)?;
         let payload = Bytes::from(gather(buf, &runs)?);
+        mpi.settle()?;
         mpi.block_on(mpi.session.send(to, tag, context, payload))?;
         Ok(())
     })
@@ -145,7 +146,11 @@ unsafe fn recv(
     let envelope = state::with(
         |mpi| match post(mpi, buf, count, datatype, source, tag, comm)? {
             None => Ok(NULL_ENVELOPE),
-            Some(receiving) => land(mpi, receiving),
+            Some(receiving) => {
+                let envelope = land(mpi, receiving)?;
+                mpi.settle()?;
+                Ok(envelope)
+            }
         },
     )
     .on(On::Comm(comm))?;
@@ -567,6 +572,7 @@ fn probe(source: c_int, tag: c_int, comm: c_int, wait: bool) -> Res<Option<Envel
         };
         let ranks = mpi.comm(comm)?.ranks.clone();
         let seen = mpi.block_on(mpi.session.probe(from, wait))?;
+        mpi.settle()?;
         Ok(seen.map(|message| Envelope {
             source: comm_rank_of(&ranks, message.source),
             tag: message.tag,

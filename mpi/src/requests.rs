@@ -35,7 +35,9 @@ fn finish(mpi: &mut Mpi, id: i32) -> Res<Envelope> {
         return Err(fail(MPI_ERR_REQUEST, format!("{id:#x} is not a request")));
     };
     if let Some(receiving) = req.receiving {
-        return crate::p2p::land(mpi, receiving);
+        let envelope = crate::p2p::land(mpi, receiving)?;
+        mpi.settle()?;
+        return Ok(envelope);
     }
     if let Some(envelope) = req.envelope {
         return Ok(envelope);

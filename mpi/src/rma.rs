@@ -41,6 +41,47 @@ fn assert_bits(assert: c_int) -> Res<u32> {
     Ok(bits)
 }
 
+/// The info key that chooses a window's memory model: `unified` or `separate`.
+pub const MEMORY_MODEL_KEY: &str = "onesided_memory_model";
+
+/// The environment variable that chooses the memory model of the job's windows whose info
+/// does not ([`MEMORY_MODEL_KEY`]); `onesided mpiexec --memory-model` sets it.
+pub const MEMORY_MODEL_ENV: &str = "ONESIDED_MPI_MEMORY_MODEL";
+
+/// The memory model of a new window: its info's [`MEMORY_MODEL_KEY`], else the job's
+/// [`MEMORY_MODEL_ENV`], else unified, as MPICH's windows are (programs written for it read
+/// their window memory after other ranks' epochs, ordered by a message or a barrier, without
+/// synchronizing it: only the unified model makes that correct). A dynamic window is
+/// separate whatever is asked (its regions come and go; the service follows whole copies).
+pub fn memory_model(info: &[(String, String)], flavor: Flavor) -> Res<MemoryModel> {
+    let asked = info
+        .iter()
+        .rev()
+        .find(|(key, _)| key == MEMORY_MODEL_KEY)
+        .map(|(_, value)| (format!("info {MEMORY_MODEL_KEY}"), value.clone()))
+        .or_else(|| {
+            std::env::var(MEMORY_MODEL_ENV)
+                .ok()
+                .map(|value| (MEMORY_MODEL_ENV.to_string(), value))
+        });
+    let model = match asked {
+        None => MemoryModel::Unified,
+        Some((_, value)) if value.trim().eq_ignore_ascii_case("unified") => MemoryModel::Unified,
+        Some((_, value)) if value.trim().eq_ignore_ascii_case("separate") => MemoryModel::Separate,
+        Some((from, value)) => {
+            return Err(fail(
+                MPI_ERR_INFO_VALUE,
+                format!("{from} is {value:?}: the memory model is unified or separate"),
+            ))
+        }
+    };
+    Ok(if flavor == Flavor::Dynamic {
+        MemoryModel::Separate
+    } else {
+        model
+    })
+}
+
 /// Creates a window of `flavor` over `comm` of `size` bytes at `base` (allocated here for
 /// `Flavor::Allocate`; none for `Flavor::Dynamic`, whose regions are attached later, module
 /// `dynamic`).
@@ -76,8 +117,10 @@ pub(crate) unsafe fn create(
                 fail(MPI_ERR_INFO, format!("{info:#x} is not an info object")).on(on)
             })?
         };
+        let model = memory_model(&pairs, flavor).on(on)?;
         let pairs: Vec<(&str, &str)> = pairs
             .iter()
+            .filter(|(k, _)| k != MEMORY_MODEL_KEY)
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let name = mpi.comm_mut(comm)?.next_window_name();
@@ -88,7 +131,7 @@ pub(crate) unsafe fn create(
         };
         let call = NewWindow::new(&name, size as u64, disp_unit as u32)
             .flavor(flavor)
-            .model(MemoryModel::Separate)
+            .model(model)
             .info(&pairs)
             .group(&group);
         let window = mpi.block_on(mpi.session.create(&call)).on(on)?;
@@ -134,12 +177,16 @@ pub(crate) unsafe fn create(
                     Flavor::Dynamic => MPI_WIN_FLAVOR_DYNAMIC,
                     Flavor::Create => MPI_WIN_FLAVOR_CREATE,
                 },
-                model: MPI_WIN_SEPARATE,
+                model: match model {
+                    MemoryModel::Unified => MPI_WIN_UNIFIED,
+                    MemoryModel::Separate => MPI_WIN_SEPARATE,
+                },
             }),
             landings: Vec::new(),
             user_attrs: Vec::new(),
             regions: Vec::new(),
             directory,
+            freeing: false,
         };
         if initial.iter().any(|&b| b != 0) {
             win.push_stores().on(on)?;
@@ -183,6 +230,54 @@ pub(crate) fn synchronize(
         }
         mpi.win(handle).on(on)?.pull().on(on)
     })
+}
+
+/// `MPI_Win_free` of `handle`, whose `freeing` is set.
+unsafe fn free(mpi: &mut Mpi, handle: c_int) -> Res {
+    let on = On::Win(handle);
+    let entry = mpi.win(handle).on(on)?;
+    let (comm, allocated) = (entry.comm, entry.allocated);
+    // the memory goes back to the program as plain memory, holding what the other
+    // ranks put there: once every member is here (no epoch is open anywhere), the
+    // public copy is pulled into it (a lock of one's own rank pulls). Memory allocated
+    // here goes nowhere (it is freed with the window): the free's own collective is
+    // enough
+    if !allocated {
+        mpi.barrier(comm).on(on)?;
+    }
+    {
+        let entry = &mpi.windows[&handle];
+        if !allocated && (entry.size > 0 || !entry.regions.is_empty()) {
+            let me = entry.window.rank();
+            let pulled = mpi.block_on(async {
+                entry.window.lock(LockType::Shared, me, 0).await?;
+                entry.window.unlock(me).await
+            });
+            // refused (a window of no_locks, or a fence epoch still open): nothing to
+            // pull by lock, and nothing changed
+            if pulled.is_ok() {
+                mpi.win(handle).on(on)?.pull().on(on)?;
+            }
+        }
+    }
+    {
+        let entry = &mpi.windows[&handle];
+        mpi.block_on(entry.window.free()).on(on)?;
+        if let Some(directory) = &entry.directory {
+            directory.free(&mpi.runtime).on(on)?;
+        }
+    }
+    if let Some(entry) = mpi.windows.remove(&handle) {
+        for (keyval, value) in entry.user_attrs.iter().rev() {
+            if let Some((Some(delete), extra)) = mpi.win_keyvals.get(keyval) {
+                delete(handle, *keyval, value.0.cast(), extra.0.cast());
+            }
+        }
+        if entry.allocated && !entry.base.0.is_null() {
+            libc::free(entry.base.0.cast());
+        }
+    }
+    Ok(())
 }
 
 fn target_of(rank: c_int) -> Res<u32> {
@@ -507,50 +602,15 @@ export! {
         }
         let handle = *win;
         state::with(|mpi| {
-            let on = On::Win(handle);
-            let entry = mpi.win(handle).on(on)?;
-            let (comm, allocated) = (entry.comm, entry.allocated);
-            // the memory goes back to the program as plain memory, holding what the other
-            // ranks put there: once every member is here (no epoch is open anywhere), the
-            // public copy is pulled into it (a lock of one's own rank pulls). Memory allocated
-            // here goes nowhere (it is freed with the window): the free's own collective is
-            // enough
-            if !allocated {
-                mpi.barrier(comm).on(on)?;
-            }
-            {
-                let entry = &mpi.windows[&handle];
-                if !allocated && (entry.size > 0 || !entry.regions.is_empty()) {
-                    let me = entry.window.rank();
-                    let pulled = mpi.block_on(async {
-                        entry.window.lock(LockType::Shared, me, 0).await?;
-                        entry.window.unlock(me).await
-                    });
-                    // refused (a window of no_locks, or a fence epoch still open): nothing to
-                    // pull by lock, and nothing changed
-                    if pulled.is_ok() {
-                        mpi.win(handle).on(on)?.pull().on(on)?;
-                    }
+            mpi.win(handle).on(On::Win(handle))?.freeing = true;
+            let freed = free(mpi, handle);
+            if freed.is_err() {
+                // not freed: the window is the program's as before
+                if let Ok(entry) = mpi.win(handle) {
+                    entry.freeing = false;
                 }
             }
-            {
-                let entry = &mpi.windows[&handle];
-                mpi.block_on(entry.window.free()).on(on)?;
-                if let Some(directory) = &entry.directory {
-                    directory.free(&mpi.runtime).on(on)?;
-                }
-            }
-            if let Some(entry) = mpi.windows.remove(&handle) {
-                for (keyval, value) in entry.user_attrs.iter().rev() {
-                    if let Some((Some(delete), extra)) = mpi.win_keyvals.get(keyval) {
-                        delete(handle, *keyval, value.0.cast(), extra.0.cast());
-                    }
-                }
-                if entry.allocated && !entry.base.0.is_null() {
-                    libc::free(entry.base.0.cast());
-                }
-            }
-            Ok(())
+            freed
         })?;
         out(win, MPI_WIN_NULL)
     }

@@ -79,6 +79,10 @@ pub struct Win {
     /// A dynamic window's directory of every rank's regions (module `dynamic`); `None` for
     /// the other flavors.
     pub directory: Option<crate::dynamic::Directory>,
+    /// `MPI_Win_free` has begun: the window's memory is no longer met at other calls
+    /// ([`Mpi::settle`]): programs free it before the window (MPICH's tests do), and reading
+    /// or writing it then would read or write what the allocator gave to another.
+    pub freeing: bool,
 }
 
 #[derive(Debug)]

@@ -107,6 +107,22 @@ pub(crate) fn pull(
 }
 
 impl Mpi {
+    /// Unified model ([`crate::rma::memory_model`]): public and private copy are one memory in
+    /// MPI, so every unified window meets its client's copy at every call that can order
+    /// processes — a message sent, received or probed, a collective — besides its own
+    /// synchronization calls: the program's stores since are published, and what other ranks
+    /// changed in its public copy (the service's updates, already in the client's copy when a
+    /// message sent after them arrives: one stream carries both, in order) reaches its memory.
+    pub fn settle(&mut self) -> Res {
+        for win in self.windows.values_mut() {
+            if win.attrs.model == crate::abi::MPI_WIN_UNIFIED && !win.freeing {
+                win.push_stores()?;
+                win.pull()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the results of completed get-like operations on window `handle` (those to
     /// `target`, or all) into the program's buffers.
     pub fn land(&mut self, handle: i32, target: Option<u32>) -> Res {

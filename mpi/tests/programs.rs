@@ -38,6 +38,19 @@ fn a_store_in_c_is_not_public_before_the_owner_synchronizes() {
 }
 
 #[test]
+fn windows_are_unified_unless_asked_and_memory_sees_what_a_message_orders() {
+    let program = build("unified.c");
+    for args in [&[][..], &["bad-info"][..]] {
+        let run = mpiexec(2, &program, args);
+        assert!(run.status.success(), "{args:?}: {run:?}");
+        assert!(run.stdout.contains("unified: ok"), "{args:?}: {run:?}");
+    }
+    let run = mpiexec_with(2, &program, &["separate"], &["--memory-model", "separate"]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(run.stdout.contains("unified: ok"), "{run:?}");
+}
+
+#[test]
 fn errors_return_mpich_classes_and_a_fatal_one_ends_the_job() {
     let program = build("errors.c");
     let run = mpiexec(3, &program, &[]);

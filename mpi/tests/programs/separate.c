@@ -1,15 +1,21 @@
-/* The separate model in C: rank 0's store into its window memory is not public until it
- * synchronizes, so rank 1 reads the obsolete value first (SEMANTICS.md), then the new one
- * after rank 0's MPI_Win_sync. */
+/* The separate model in C (asked with info onesided_memory_model=separate): rank 0's store
+ * into its window memory is not public until it synchronizes, so rank 1 reads the obsolete
+ * value first (SEMANTICS.md), then the new one after rank 0's MPI_Win_sync. */
 #include "check.h"
 
 int main(int argc, char **argv)
 {
-    int rank, buf = 0, got = -1;
+    int rank, buf = 0, got = -1, flag = 0, *model = NULL;
     MPI_Win win;
+    MPI_Info info;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Win_create(&buf, sizeof buf, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "onesided_memory_model", "separate");
+    MPI_Win_create(&buf, sizeof buf, sizeof(int), info, MPI_COMM_WORLD, &win);
+    MPI_Info_free(&info);
+    MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag);
+    CHECK(flag && *model == MPI_WIN_SEPARATE, "the model asked is separate");
     MPI_Win_lock_all(0, win);
     if (rank == 0)
         buf = 5; /* a local store: the private copy only */
