@@ -5,11 +5,13 @@
 //! - [`parse`](mod@parse): text to [`Scenario`], errors with line and column.
 //! - [`run`](mod@run): one run in a fresh world, one session per rank, all ranks concurrently,
 //!   then the expectations; [`RankExecutor`] interprets one rank's calls (the shell uses it).
+//! - `buffers`: values to bytes and back.
 //!
 //! Owns: the module tree of the `.rma` format and what of it the crate exports. Must not: hold
 //! any logic of its own (each submodule states its contract), print, or know about the CLI.
 
 pub mod ast;
+mod buffers;
 pub mod parse;
 pub mod run;
 
