@@ -10,6 +10,7 @@ mod docs;
 mod element_type;
 mod epoch;
 mod examples;
+mod explore;
 mod failure;
 mod help;
 mod ls;
