@@ -312,8 +312,7 @@ fn replay(
     explorer: &Explorer<'_>,
     at: Reproducer,
 ) -> ExitCode {
-    let (run, outcome) = explorer.run(at.seed, at.schedule);
-    let steps = explorer.steps(&run);
+    let (_, outcome, steps) = explorer.replay(at.seed, at.schedule);
     if global.json {
         json::print(&json!({
             "file": file,

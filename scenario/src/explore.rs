@@ -9,7 +9,8 @@
 //! every expected subject, each failure with a schedule that reproduces it).
 //!
 //! Owns: which schedule seed schedule K of seed S runs under ([`schedule_seed`]), running one
-//! schedule and many, and how a run's trace reads step by step ([`Explorer::steps`]). Must
+//! schedule and many, and how a replayed run's trace reads step by step
+//! ([`Explorer::replay`], from the simulator's narration). Must
 //! not: decide an MPI rule (the simulator runs core's admission, routes and target engine),
 //! print, read a clock for anything but the engines' one reading, or iterate in hash order
 //! (the same seed gives the same report, byte for byte).
@@ -20,7 +21,7 @@ mod translate;
 
 use std::time::Instant;
 
-use onesided_core::sim::{Choice, Run, Seeded, World};
+use onesided_core::sim::{Choice, Happening, Run, Seeded, World};
 use onesided_core::RmaError;
 
 use super::ast::{Scenario, Step};
@@ -103,8 +104,15 @@ impl<'a> Explorer<'a> {
 
     /// Runs schedule `schedule` of seed `seed` (see [`schedule_seed`]) and reads its outcome.
     pub fn run(&self, seed: u64, schedule: u64) -> (Run, Outcome) {
-        let world = World::new(self.plan.nranks, self.plan.windows.clone(), self.now)
-            .expect("translate admits only windows the simulator runs");
+        self.run_in(self.world(), seed, schedule)
+    }
+
+    fn world(&self) -> World {
+        World::new(self.plan.nranks, self.plan.windows.clone(), self.now)
+            .expect("translate admits only windows the simulator runs")
+    }
+
+    fn run_in(&self, world: World, seed: u64, schedule: u64) -> (Run, Outcome) {
         let mut order = Seeded::new(schedule_seed(seed, schedule));
         let run = world.run(self.plan.programs.clone(), &mut order);
         let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
@@ -121,38 +129,44 @@ impl<'a> Explorer<'a> {
         report
     }
 
-    /// The run's trace step by step, as text: which rank ran which line, which target took
-    /// the next message of its inbox, which answer reached its origin.
-    pub fn steps(&self, run: &Run) -> Vec<String> {
-        let nranks = self.plan.nranks;
-        let mut begun = vec![0usize; nranks as usize];
-        run.trace
+    /// Runs schedule `schedule` of seed `seed` again, as [`Explorer::run`] does, and says
+    /// step by step what happened: which rank ran which line, which input a target took from
+    /// its inbox, which answer reached its origin (each with the line it concerns).
+    pub fn replay(&self, seed: u64, schedule: u64) -> (Run, Outcome, Vec<String>) {
+        let (run, outcome) = self.run_in(self.world().narrated(), seed, schedule);
+        let steps = run
+            .trace
             .iter()
-            .map(|choice| match *choice {
-                Choice::Call { rank } => {
-                    let action = begun[rank as usize];
-                    begun[rank as usize] += 1;
-                    let who = rank_name(rank, nranks);
-                    match self.plan.sources[rank as usize][action] {
-                        Source::Barrier(line) => format!("{who} enters the barrier of line {line}"),
-                        Source::Call(step) => match &self.scenario.steps[step] {
-                            Step::Call(call) => {
-                                format!("{who} runs line {}: {}", call.line, call.text)
-                            }
-                            Step::Barrier { line } => format!("{who} at line {line}"),
-                        },
-                    }
-                }
-                Choice::Deliver { window, rank } => format!(
-                    "window {} at {}: the target takes the next message of its inbox",
-                    self.plan.window_name(window),
-                    rank_name(rank, nranks)
-                ),
-                Choice::Answer { index } => {
-                    format!("answer {index} of those on their way reaches its origin")
-                }
-            })
-            .collect()
+            .zip(&run.narration)
+            .map(|(choice, happening)| self.step_text(choice, happening))
+            .collect();
+        (run, outcome, steps)
+    }
+
+    fn step_text(&self, choice: &Choice, happening: &Happening) -> String {
+        let nranks = self.plan.nranks;
+        let line = |(rank, action): (u32, usize)| {
+            let who = rank_name(rank, nranks);
+            match self.plan.sources[rank as usize].get(action) {
+                Some(Source::Barrier(line)) => format!("{who}'s barrier of line {line}"),
+                Some(Source::Call(step)) => match &self.scenario.steps[*step] {
+                    Step::Call(call) => format!("{who}'s line {}: {}", call.line, call.text),
+                    Step::Barrier { line } => format!("{who}'s line {line}"),
+                },
+                None => format!("{who}'s action {action}"),
+            }
+        };
+        let about = happening.about.map(line);
+        match (choice, about) {
+            (Choice::Call { .. }, Some(about)) => format!("runs {about}"),
+            (Choice::Deliver { window, .. }, about) => {
+                let window = self.plan.window_name(*window);
+                let about = about.map(|a| format!(" (from {a})")).unwrap_or_default();
+                format!("window {window}, {}{about}", happening.what)
+            }
+            (_, Some(about)) => format!("{} (to {about})", happening.what),
+            (_, None) => happening.what.clone(),
+        }
     }
 }
 

@@ -194,8 +194,9 @@ fn a_failing_schedule_replays_with_its_failure() {
     replay.stdout_has(&format!(
         "expect A t == 0: did NOT hold (observed {observed})"
     ));
-    replay.stdout_has("A runs line 5: fop A C[0] op=sum = 1 -> t");
-    replay.stdout_has("the target takes the next message of its inbox");
+    replay.stdout_has("runs A's line 5: fop A C[0] op=sum = 1 -> t");
+    replay.stdout_has("window C, target 0 takes the FetchAndOp(Sum) of rank 1 (from B's line 6");
+    replay.stdout_has("an answer reaches rank 2: 8 byte(s) of data (to C's line 7");
     let replayed = explore(&file, &format!("--replay {at} --json")).json();
     assert_eq!(replayed["expectations"][0]["held"], false);
     assert_eq!(
