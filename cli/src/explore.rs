@@ -37,13 +37,13 @@ without `!CLASS` or deadlocked, 2 for a file that does not parse or a bad argume
 scenario uses something the simulator does not run yet (the message names the line).
 
 What the simulator runs: windows of the separate model over the whole world (create and \
-allocate flavors), fence, PSCW (post, start, complete, wait), lock, unlock, lock_all, \
+allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, \
 stores, loads and barriers. It publishes private stores and refreshes private copies exactly \
 at the calls MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), never earlier, and \
 applies one origin's operations at a target in the order issued. Refused for now: \
 model=unified, flavor=dynamic, group=, accumulate_ordering hints, request-based operations, \
-test, set_info, sleep, crash and attach.")]
+set_info, sleep, crash and attach.")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,

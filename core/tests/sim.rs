@@ -336,3 +336,21 @@ fn a_narrated_run_is_the_same_run_with_one_happening_per_step() {
         "the get's answer: {narration:#?}"
     );
 }
+
+/// MPI_Win_test answers whether the exposure epoch ended: true when the origin's complete
+/// reached the target first, false otherwise; both show up, and each run reports its flag.
+#[test]
+fn a_test_answers_true_or_false_as_the_complete_arrives_and_the_run_reports_it() {
+    let mut flags = BTreeSet::new();
+    for seed in 0..100 {
+        let a = vec![pscw("post", &[1]), call(Call::Test { window: W })];
+        let b = vec![pscw("start", &[0]), pscw("complete", &[])];
+        let run = run(2, 1, vec![a, b], seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert_eq!(run.flags.len(), 1, "seed {seed}: {:?}", run.flags);
+        let (rank, action, flag) = run.flags[0];
+        assert_eq!((rank, action), (0, 1));
+        flags.insert(flag);
+    }
+    assert_eq!(flags, BTreeSet::from([false, true]));
+}

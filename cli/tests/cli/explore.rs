@@ -289,3 +289,26 @@ fn strategies_not_there_yet_and_bad_replays_are_usage_errors() {
         .stderr_has("is not a schedule number");
     explore(&file, "--schedules 0").code(2);
 }
+
+/// MPI_Win_test says true only once the origin's complete reached the target: both answers
+/// show up over the schedules, and B's put is applied either way.
+#[test]
+fn a_test_flag_takes_both_values_over_the_schedules() {
+    let out = explore_text(
+        "\
+window W ranks=2 size=1 type=i64
+A: post {B}
+B: start {A}
+B: put A W[0] = 5
+B: complete
+A: test -> done
+expect A done in {true,false}
+expect public A W[0] == 5
+",
+        "--schedules 200 --json",
+    );
+    let document = out.json();
+    out.success();
+    assert_eq!(values(&document, "A done"), set(&["false", "true"]));
+    assert_eq!(values(&document, "public A W[0]"), set(&["5"]));
+}

@@ -91,6 +91,8 @@ pub struct Run {
     pub fetched: Vec<(u32, usize, Vec<u8>)>,
     /// Calls that failed: `(rank, call index, error)`.
     pub errors: Vec<(u32, usize, RmaError)>,
+    /// What each `test` answered: `(rank, call index, flag)`.
+    pub flags: Vec<(u32, usize, bool)>,
     /// The audit events recorded, `(window, rank, event)`, origin side and target side.
     pub events: Vec<(u64, u32, Event)>,
     /// Every window's public copies at the end, by window id.
@@ -530,6 +532,7 @@ impl World {
                     open.copy.pull(pull);
                     if to.to == To::Origin {
                         open.epoch.tested(flag);
+                        self.run.flags.push((rank, to.call, flag));
                     }
                 }
             }

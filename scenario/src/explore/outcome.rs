@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use onesided_core::datatype::Value;
 use onesided_core::sim::{Choice, Run};
 use onesided_core::RmaError;
 
@@ -69,6 +70,7 @@ struct Produced<'r> {
     loads: BTreeMap<(u32, &'r str), &'r [u8]>,
     fetched: BTreeMap<(u32, usize), &'r [u8]>,
     errors: BTreeMap<(u32, usize), &'r RmaError>,
+    flags: BTreeMap<(u32, usize), bool>,
 }
 
 impl<'r> Produced<'r> {
@@ -96,6 +98,11 @@ impl<'r> Produced<'r> {
                 .map(|(rank, action, bytes)| ((*rank, *action), bytes.as_slice()))
                 .collect(),
             errors,
+            flags: run
+                .flags
+                .iter()
+                .map(|(rank, action, flag)| ((*rank, *action), *flag))
+                .collect(),
         }
     }
 
@@ -213,6 +220,17 @@ fn variables(
                     let Some(parts) = parts else { continue };
                     let dtype = scenario.windows[loc.window].dtype;
                     observed(dtype, loc.shape.is_list(), &parts.concat()).map_err(|e| e.to_string())
+                };
+                vars.insert(var.clone(), value);
+            }
+            ast::Call::Test { var, .. } => {
+                let flag = produced.flags.get(&(rank, planned.actions.start));
+                let value = match flag {
+                    _ if failed => Err(format!("{var} has no value: its test failed")),
+                    Some(&flag) => Ok(Observed::Scalar(Value::Bool(flag))),
+                    None => Err(format!(
+                        "{var} is not defined yet: its test has not returned"
+                    )),
                 };
                 vars.insert(var.clone(), value);
             }

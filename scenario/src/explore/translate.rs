@@ -242,7 +242,9 @@ fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreE
             window: id(*window),
             push: Vec::new(),
         },
-        C::Test { .. } => return refuse("the simulator does not report a test's flag yet"),
+        C::Test { window, .. } => Call::Test {
+            window: id(*window),
+        },
         C::WaitReq(_)
         | C::TestReq { .. }
         | C::TestAll { .. }
@@ -333,9 +335,9 @@ mod tests {
             ("A: lock_all\nA: rput B W[0] = 1 as r\n", 3, "`rput`"),
             ("A: sleep 5\n", 2, "`sleep`"),
             (
-                "A: post {B}\nB: start {A}\nB: complete\nA: test -> done\n",
-                5,
-                "`test`",
+                "A: lock_all\nA: rget B W[0] -> x as r\nA: wait_req r\n",
+                3,
+                "`rget`",
             ),
             ("A: set_info accumulate_ops=same_op\n", 2, "`set_info`"),
             ("\nA: crash\n", 3, "`crash`"),
