@@ -270,6 +270,21 @@ B: unlock A
     text.code(1);
     text.stdout_has("deadlock in 10 schedule(s)");
     text.stdout_has("A at line 4: waits in `fence`");
+    // C never unlocks B: A's lazy lock returned, but its put waits for the grant forever
+    let text = explore_text(
+        "\
+window W ranks=3 size=1 type=i64
+C: lock exclusive B
+C: put B W[0] = 1
+C: flush B
+barrier
+A: lock exclusive B
+A: put B W[0] = 2
+",
+        "--schedules 10",
+    );
+    text.code(1);
+    text.stdout_has("A at line 7: ran its last line; operations it issued were never answered");
 }
 
 #[test]

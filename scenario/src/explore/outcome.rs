@@ -330,10 +330,12 @@ fn stuck(plan: &Plan, scenario: &Scenario, run: &Run, produced: &Produced<'_>) -
                 },
                 None => (0, String::new()),
             };
+            // the simulator says "waits in …" for a rank inside a call or the barrier, and
+            // names its unanswered operations for one that ran its whole program
             let waits = if why.starts_with("waits") {
                 format!("waits in `{text}`")
             } else {
-                format!("ran its last line; its operations were never answered ({why})")
+                "ran its last line; operations it issued were never answered".to_string()
             };
             Stuck {
                 rank: *rank,
