@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use onesided_scenario::explore::{
-    schedule_seed, ExploreReport, Explorer, Outcome, Reproducer, Stuck,
+    schedule_seed, ExploreReport, Explorer, Outcome, Reproducer, Strategy, Stuck,
 };
 use onesided_scenario::{self as scenario, rank_name, Scenario};
 use serde_json::{json, Value as Json};
@@ -36,6 +36,12 @@ at. Exit status: 0 when every schedule passed, 1 when one failed an expectation,
 without `!CLASS` or deadlocked, 2 for a file that does not parse or a bad argument, 3 when the \
 scenario uses something the simulator does not run yet (the message names the line).
 
+--strategy pct[:DEPTH] draws schedules by PCT (probabilistic concurrency testing, Burckhardt \
+et al., ASPLOS 2010): every rank, every target's inbox and the answers on their way get random \
+priorities, the highest enabled one moves, and at DEPTH - 1 random steps the moving one drops \
+below all others; a rank that must stay behind for a whole run is found in a good share of \
+schedules, where uniform random choices almost never keep it back. DEPTH is 3 by default.
+
 What the simulator runs: windows of the separate model over the whole world (create and \
 allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, \
@@ -53,9 +59,10 @@ pub struct ExploreArgs {
     /// The seed the schedules are drawn from
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// How schedules are drawn: random (uniform among the steps possible at each point);
-    /// pct and exhaustive are not there yet
-    #[arg(long, default_value = "random")]
+    /// How schedules are drawn: random (uniform among the steps possible at each point), or
+    /// pct[:DEPTH] (probabilistic concurrency testing, depth 3 by default); exhaustive is not
+    /// there yet
+    #[arg(long, default_value = "random", value_name = "random|pct[:DEPTH]")]
     strategy: String,
     /// Run schedule K of seed S alone and print its trace step by step
     #[arg(long, value_name = "S:K", value_parser = reproducer)]
@@ -78,32 +85,36 @@ fn reproducer(text: &str) -> Result<Reproducer, String> {
     Ok(Reproducer { seed, schedule })
 }
 
-pub fn explore(global: &Global, args: ExploreArgs) -> Result<ExitCode> {
-    match args.strategy.as_str() {
-        "random" => {}
-        "pct" | "exhaustive" => {
-            return Err(Usage(format!(
-                "--strategy {}: not yet; only random is implemented (issue 42)",
-                args.strategy
-            ))
-            .into())
-        }
-        other if other.starts_with("pct:") => {
-            return Err(Usage(format!(
-                "--strategy {other}: not yet; only random is implemented (issue 42)"
-            ))
-            .into())
-        }
-        other => {
-            return Err(Usage(format!("--strategy {other}: random is the one strategy")).into())
-        }
+/// `random`, `pct` (depth 3) or `pct:DEPTH`; `exhaustive` is not there yet.
+fn strategy(text: &str) -> Result<Strategy, Usage> {
+    match text.split_once(':') {
+        None if text == "random" => Ok(Strategy::Random),
+        None if text == "pct" => Ok(Strategy::Pct { depth: 3 }),
+        Some(("pct", depth)) => match depth.parse() {
+            Ok(depth) if depth >= 1 => Ok(Strategy::Pct { depth }),
+            _ => Err(Usage(format!(
+                "--strategy {text}: the depth is a number, 1 or more"
+            ))),
+        },
+        None if text == "exhaustive" => Err(Usage(
+            "--strategy exhaustive: not yet; random and pct[:DEPTH] are implemented (issue 42)"
+                .to_string(),
+        )),
+        _ => Err(Usage(format!(
+            "--strategy {text}: one of random, pct, pct:DEPTH"
+        ))),
     }
+}
+
+pub fn explore(global: &Global, args: ExploreArgs) -> Result<ExitCode> {
+    let strategy = strategy(&args.strategy)?;
     let file = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| Usage(format!("cannot read {file}: {e}")))?;
     let scenario = scenario::parse(&text).map_err(|e| Usage(format!("{file}:{e}")))?;
-    let explorer =
-        Explorer::new(&scenario).map_err(|e| anyhow::Error::new(e).context(file.clone()))?;
+    let explorer = Explorer::new(&scenario)
+        .map_err(|e| anyhow::Error::new(e).context(file.clone()))?
+        .with_strategy(strategy);
     if let Some(at) = args.replay {
         return Ok(replay(global, &file, &scenario, &explorer, at));
     }
@@ -124,9 +135,13 @@ fn exit(ok: bool) -> ExitCode {
     }
 }
 
-fn replay_hint(file: &str, at: Reproducer) -> String {
+fn replay_hint(file: &str, strategy: Strategy, at: Reproducer) -> String {
+    let with = match strategy {
+        Strategy::Random => String::new(),
+        other => format!(" --strategy {other}"),
+    };
     format!(
-        "onesided explore {file} --replay {}:{}",
+        "onesided explore {file}{with} --replay {}:{}",
         at.seed, at.schedule
     )
 }
@@ -142,15 +157,17 @@ fn stuck_text(scenario: &Scenario, stuck: &Stuck) -> String {
 
 fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
     outln!(
-        "explored {} schedule(s) of seed {} (strategy random)",
+        "explored {} schedule(s) of seed {} (strategy {})",
         report.schedules,
-        report.seed
+        report.seed,
+        report.strategy
     );
     if !report.distributions.is_empty() {
         outln!("values over {} schedule(s):", report.schedules);
         for distribution in &report.distributions {
-            let parts: Vec<String> = distribution
-                .values
+            let mut values: Vec<(&String, &u64)> = distribution.values.iter().collect();
+            values.sort_by(|a, b| natural(a.0, b.0));
+            let parts: Vec<String> = values
                 .iter()
                 .map(|(value, count)| format!("{value} ×{count}"))
                 .collect();
@@ -172,7 +189,7 @@ fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
                 tally.failed,
                 report.schedules,
                 at.schedule,
-                replay_hint(file, *at)
+                replay_hint(file, report.strategy, *at)
             ),
         }
     }
@@ -197,14 +214,14 @@ fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
             problem.line,
             problem.message,
             problem.count,
-            replay_hint(file, problem.first)
+            replay_hint(file, report.strategy, problem.first)
         );
     }
     for deadlock in &report.deadlocks {
         outln!(
             "  deadlock in {} schedule(s) (replay: {}):",
             deadlock.count,
-            replay_hint(file, deadlock.first)
+            replay_hint(file, report.strategy, deadlock.first)
         );
         for stuck in &deadlock.stuck {
             outln!("    {}", stuck_text(scenario, stuck));
@@ -222,6 +239,16 @@ fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
             report.failed,
             report.schedules
         );
+    }
+}
+
+/// Numbers in numeric order (2 before 10), everything else after them as text.
+fn natural(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x.total_cmp(&y),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
     }
 }
 
@@ -291,7 +318,7 @@ fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport) -> Json 
         .collect();
     json!({
         "file": file,
-        "strategy": "random",
+        "strategy": report.strategy.to_string(),
         "seed": report.seed,
         "schedules": report.schedules,
         "failed": report.failed,
@@ -319,6 +346,7 @@ fn replay(
             "seed": at.seed,
             "schedule": at.schedule,
             "schedule_seed": schedule_seed(at.seed, at.schedule),
+            "strategy": explorer.strategy().to_string(),
             "steps": steps,
             "expectations": outcome_json(scenario, &outcome),
             "problems": outcome.problems.iter().map(|p| json!({"line": p.line, "message": p.message})).collect::<Vec<_>>(),
@@ -328,9 +356,10 @@ fn replay(
         return exit(outcome.ok());
     }
     outln!(
-        "schedule {} of seed {} ({} steps):",
+        "schedule {} of seed {} (strategy {}, {} steps):",
         at.schedule,
         at.seed,
+        explorer.strategy(),
         steps.len()
     );
     for (index, step) in steps.iter().enumerate() {

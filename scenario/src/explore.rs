@@ -1,8 +1,8 @@
 //! Exploring a scenario: its ranks' lines run on core's simulator (`onesided_core::sim`) under
 //! many seeded schedules, no server and no network, and every run's expectations checked
-//! (issue 42, first slice: the `random` strategy).
+//! (issue 42, first slice: the `random` and `pct` strategies).
 //!
-//! Split by concern: `translate.rs` turns a parsed [`Scenario`] into the simulator's windows
+//! Split by concern: `pct.rs` is PCT as the simulator's `Schedule`; `translate.rs` turns a parsed [`Scenario`] into the simulator's windows
 //! and programs, and refuses up front, naming the line, what the simulator cannot run;
 //! `outcome.rs` reads one simulated [`Run`] as the scenario's variables, copies, failed calls
 //! and deadlock; `tally.rs` sums many outcomes into an [`ExploreReport`] (the distribution of
@@ -16,6 +16,7 @@
 //! (the same seed gives the same report, byte for byte).
 
 mod outcome;
+mod pct;
 mod tally;
 mod translate;
 
@@ -80,12 +81,38 @@ pub fn schedule_seed(seed: u64, schedule: u64) -> u64 {
     Seeded::new(base ^ schedule).next_u64()
 }
 
+/// How schedules are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Uniformly among the steps possible at each point.
+    Random,
+    /// PCT of depth `depth` (at least 1): random thread priorities and `depth - 1` change
+    /// points (`pct.rs`).
+    Pct {
+        /// The number of orderings a bug it looks for needs.
+        depth: u32,
+    },
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Strategy::Random => f.write_str("random"),
+            Strategy::Pct { depth } => write!(f, "pct:{depth}"),
+        }
+    }
+}
+
 /// A scenario ready to run on the simulator.
 #[derive(Debug)]
 pub struct Explorer<'a> {
     scenario: &'a Scenario,
     plan: Plan,
     now: Instant,
+    strategy: Strategy,
+    /// How many steps a run takes, about (PCT's change points are drawn up to it): the
+    /// length of the random schedule 1 of seed 0.
+    steps: u64,
 }
 
 impl<'a> Explorer<'a> {
@@ -94,12 +121,27 @@ impl<'a> Explorer<'a> {
     /// # Errors
     /// [`ExploreError`] naming the first line the simulator cannot run.
     pub fn new(scenario: &'a Scenario) -> Result<Self, ExploreError> {
-        Ok(Explorer {
+        let mut explorer = Explorer {
             scenario,
             plan: translate::plan(scenario)?,
             // the engines' one clock reading: no time passes in a simulated world
             now: Instant::now(),
-        })
+            strategy: Strategy::Random,
+            steps: 0,
+        };
+        explorer.steps = explorer.run(0, 1).0.trace.len() as u64;
+        Ok(explorer)
+    }
+
+    /// How it draws its schedules.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The explorer drawing its schedules with `strategy` (random by default).
+    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
     }
 
     /// Runs schedule `schedule` of seed `seed` (see [`schedule_seed`]) and reads its outcome.
@@ -113,15 +155,21 @@ impl<'a> Explorer<'a> {
     }
 
     fn run_in(&self, world: World, seed: u64, schedule: u64) -> (Run, Outcome) {
-        let mut order = Seeded::new(schedule_seed(seed, schedule));
-        let run = world.run(self.plan.programs.clone(), &mut order);
+        let seed = schedule_seed(seed, schedule);
+        let programs = self.plan.programs.clone();
+        let run = match self.strategy {
+            Strategy::Random => world.run(programs, &mut Seeded::new(seed)),
+            Strategy::Pct { depth } => {
+                world.run(programs, &mut pct::Pct::new(seed, depth, self.steps))
+            }
+        };
         let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
         (run, outcome)
     }
 
     /// Runs schedules 1 to `schedules` of seed `seed` and sums their outcomes.
     pub fn explore(&self, seed: u64, schedules: u64) -> ExploreReport {
-        let mut report = ExploreReport::new(self.scenario, seed);
+        let mut report = ExploreReport::new(self.scenario, self.strategy, seed);
         for schedule in 1..=schedules {
             let (_, outcome) = self.run(seed, schedule);
             report.add(schedule, &outcome);

@@ -11,6 +11,7 @@ use onesided_core::ErrorClass;
 
 use super::super::ast::Scenario;
 use super::outcome::{Outcome, Stuck};
+use super::Strategy;
 
 /// A schedule that reproduces something: `--replay SEED:SCHEDULE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +93,8 @@ pub struct DeadlockTally {
 /// An exploration's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExploreReport {
+    /// How the schedules were drawn.
+    pub strategy: Strategy,
     /// The seed.
     pub seed: u64,
     /// How many schedules ran.
@@ -126,7 +129,7 @@ fn subject_text(text: &str) -> String {
 
 impl ExploreReport {
     /// An empty report of `scenario`'s exploration under `seed`.
-    pub fn new(scenario: &Scenario, seed: u64) -> Self {
+    pub fn new(scenario: &Scenario, strategy: Strategy, seed: u64) -> Self {
         let mut distributions: Vec<Distribution> = Vec::new();
         let mut counts_into = Vec::new();
         for expectation in &scenario.expectations {
@@ -142,6 +145,7 @@ impl ExploreReport {
             }
         }
         ExploreReport {
+            strategy,
             seed,
             schedules: 0,
             failed: 0,
