@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::{examples_dir, Cli, Output, TempDir};
+use crate::{example_files, examples_dir, Cli, Output, TempDir};
 
 /// No server: nothing is reached at this address.
 fn explore(file: &Path, extra: &str) -> Output {
@@ -74,12 +74,7 @@ fn the_forum_examples_hold_in_every_explored_schedule() {
 /// simulator does not run: never a false alarm, never a line skipped.
 #[test]
 fn every_example_is_explored_clean_or_refused_with_its_line() {
-    let mut files: Vec<_> = std::fs::read_dir(examples_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "rma"))
-        .collect();
-    files.sort();
+    let files = example_files();
     let mut explored = 0;
     for file in &files {
         let out = explore(file, "--schedules 200");

@@ -412,3 +412,14 @@ impl Output {
 pub fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
+
+/// Every `.rma` file of `examples/`, sorted.
+pub fn example_files() -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(examples_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "rma"))
+        .collect();
+    files.sort();
+    files
+}
