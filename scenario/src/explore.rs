@@ -2,18 +2,19 @@
 //! many seeded schedules, no server and no network, and every run's expectations checked
 //! (issue 42, first slice: the `random` and `pct` strategies).
 //!
-//! Split by concern: `pct.rs` is PCT as the simulator's `Schedule`; `translate.rs` turns a parsed [`Scenario`] into the simulator's windows
+//! Split by concern: `translate.rs` turns a parsed [`Scenario`] into the simulator's windows
 //! and programs, and refuses up front, naming the line, what the simulator cannot run;
-//! `outcome.rs` reads one simulated [`Run`] as the scenario's variables, copies, failed calls
-//! and deadlock; `tally.rs` sums many outcomes into an [`ExploreReport`] (the distribution of
-//! every expected subject, each failure with a schedule that reproduces it).
+//! `pct.rs` is PCT as the simulator's `Schedule`; `outcome.rs` reads one simulated [`Run`] as
+//! the scenario's variables, copies, failed calls and deadlock; `tally.rs` sums many outcomes
+//! into an [`ExploreReport`] (the distribution of every expected subject, each failure with a
+//! schedule that reproduces it).
 //!
-//! Owns: which schedule seed schedule K of seed S runs under ([`schedule_seed`]), running one
-//! schedule and many, and how a replayed run's trace reads step by step
-//! ([`Explorer::replay`], from the simulator's narration). Must
-//! not: decide an MPI rule (the simulator runs core's admission, routes and target engine),
-//! print, read a clock for anything but the engines' one reading, or iterate in hash order
-//! (the same seed gives the same report, byte for byte).
+//! Owns: which schedule seed schedule K of seed S runs under ([`schedule_seed`]), the
+//! [`Strategy`], running one schedule and many, and how a replayed run's trace reads step by
+//! step ([`Explorer::replay`], from the simulator's narration). Must not: decide an MPI rule
+//! (the simulator runs core's admission, routes and target engine), print, read a clock for
+//! anything but the engines' one reading, or iterate in hash order (the same seed gives the
+//! same report, byte for byte).
 
 mod outcome;
 mod pct;
