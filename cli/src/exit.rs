@@ -6,6 +6,7 @@
 //! or guess a code from an error's text.
 
 use onesided_client::Error;
+use onesided_scenario::explore::ExploreError;
 use onesided_scenario::{ParseError, RunError};
 
 /// A usage error of ours (exit 2): a bad combination of arguments, an unreadable file.
@@ -69,6 +70,9 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
                 RunError::Client(error) => client_code(error),
                 RunError::Unsupported { .. } => 3,
             };
+        }
+        if cause.is::<ExploreError>() {
+            return 3;
         }
         if cause.is::<ParseError>() || cause.is::<Usage>() {
             return 2;

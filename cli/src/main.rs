@@ -17,6 +17,7 @@ mod admin;
 mod audit;
 mod epoch;
 mod exit;
+mod explore;
 mod json;
 mod mpiexec;
 mod progress;
@@ -42,7 +43,8 @@ Exit codes:
      `audit verify` found the log broken
   2  usage error: bad arguments, a scenario or value that does not parse, an unreadable file
   3  the server refused: an MPI error class (printed first, as MPI_ERR_RMA_RANGE) or a gRPC
-     refusal (unauthenticated, not found, already exists)
+     refusal (unauthenticated, not found, already exists); `explore`: the scenario uses
+     something the simulator does not run yet
   4  the server could not be reached (within --connect-timeout), did not answer (within
      --timeout), or the connection broke
 
@@ -157,6 +159,9 @@ enum Command {
     Audit(audit::AuditCommand),
     /// Run a scenario file (.rma, see docs/scenarios.md) in a fresh world (admin token)
     Run(run::RunArgs),
+    /// Run a scenario file on the in-memory simulator under many seeded schedules and report
+    /// every outcome they showed (no server)
+    Explore(explore::ExploreArgs),
     /// An interactive session as one rank: each line a scenario call (rank token)
     Shell(shell::ShellArgs),
     /// Run an MPI program built by MPICH's mpicc on onesided, N processes (starts its own
@@ -277,6 +282,7 @@ async fn dispatch(cli: Cli, given: mpiexec::Given) -> anyhow::Result<ExitCode> {
         Command::Cas(args) => epoch::cas(&global, args).await,
         Command::Audit(command) => audit::audit(&global, command).await,
         Command::Run(args) => run::run(&global, args).await,
+        Command::Explore(args) => explore::explore(&global, args),
         Command::Shell(args) => shell::shell(&global, args).await,
         Command::Mpiexec(args) => mpiexec::mpiexec(&global, given, args).await,
         Command::Completions(args) => {

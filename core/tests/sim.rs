@@ -309,3 +309,48 @@ fn example_5_a_load_after_post_is_obsolete_and_after_wait_is_current() {
         assert_eq!(loaded(&run, "late"), vec![9], "seed {seed}");
     }
 }
+
+/// A narrated world runs exactly as a silent one and says what each step did: one happening
+/// per step of the trace, the begun actions and the answers naming their rank and action.
+#[test]
+fn a_narrated_run_is_the_same_run_with_one_happening_per_step() {
+    let programs = || {
+        vec![
+            vec![fence(0), op(1, OpKind::Put, 0, &[3]), fence(0), load("a")],
+            vec![fence(0), op(0, OpKind::Get, 0, &[]), fence(0)],
+        ]
+    };
+    let silent = run(2, 1, programs(), 4);
+    let world = World::new(2, vec![window(2, 1)], Instant::now()).unwrap();
+    let mut narrated = world.narrated().run(programs(), &mut Seeded::new(4));
+    assert_eq!(narrated.narration.len(), narrated.trace.len());
+    let narration = std::mem::take(&mut narrated.narration);
+    assert_eq!(narrated, silent);
+    assert!(silent.narration.is_empty());
+    let begun = narration.iter().filter(|h| h.what == "begins").count();
+    assert_eq!(begun, 7, "every action of both programs began");
+    assert!(
+        narration
+            .iter()
+            .any(|h| h.about == Some((1, 1)) && h.what.contains("1 byte(s) of data")),
+        "the get's answer: {narration:#?}"
+    );
+}
+
+/// MPI_Win_test answers whether the exposure epoch ended: true when the origin's complete
+/// reached the target first, false otherwise; both show up, and each run reports its flag.
+#[test]
+fn a_test_answers_true_or_false_as_the_complete_arrives_and_the_run_reports_it() {
+    let mut flags = BTreeSet::new();
+    for seed in 0..100 {
+        let a = vec![pscw("post", &[1]), call(Call::Test { window: W })];
+        let b = vec![pscw("start", &[0]), pscw("complete", &[])];
+        let run = run(2, 1, vec![a, b], seed);
+        assert!(run.errors.is_empty(), "seed {seed}: {:?}", run.errors);
+        assert_eq!(run.flags.len(), 1, "seed {seed}: {:?}", run.flags);
+        let (rank, action, flag) = run.flags[0];
+        assert_eq!((rank, action), (0, 1));
+        flags.insert(flag);
+    }
+    assert_eq!(flags, BTreeSet::from([false, true]));
+}

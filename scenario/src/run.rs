@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use onesided_core::{Datatype, ErrorClass};
 
-use super::ast::{Observed, Scenario};
+use super::ast::{Observed, RankCall, Scenario};
 use onesided_client::{Admin, Endpoint, Error};
 
 mod executor;
@@ -95,6 +95,52 @@ pub struct FailedCall {
     pub message: String,
     /// Whether the line said it must fail with exactly this class.
     pub expected: bool,
+}
+
+impl FailedCall {
+    /// The call `call` of rank `who` failed with `class` (`message`): how it went against its
+    /// `!CLASS`, and the problem it makes unless it failed exactly as the line says.
+    pub(crate) fn judged(
+        who: &str,
+        call: &RankCall,
+        class: Option<ErrorClass>,
+        message: String,
+    ) -> (FailedCall, Option<Problem>) {
+        let expected = call.expect_fail;
+        let matched = expected.is_some() && class == expected;
+        let problem = (!matched).then(|| {
+            let wanted = match expected {
+                Some(wanted) => format!(" (expected {})", wanted.name()),
+                None => String::new(),
+            };
+            Problem {
+                line: call.line,
+                message: format!("{who}: `{}` failed: {message}{wanted}", call.text),
+            }
+        });
+        let failed = FailedCall {
+            line: call.line,
+            call: call.text.clone(),
+            class,
+            message,
+            expected: matched,
+        };
+        (failed, problem)
+    }
+}
+
+impl Problem {
+    /// The call `call` of rank `who` succeeded though its line says it must fail with `class`.
+    pub(crate) fn unfailed(who: &str, call: &RankCall, class: ErrorClass) -> Problem {
+        Problem {
+            line: call.line,
+            message: format!(
+                "{who}: `{}` succeeded but must fail with {}",
+                call.text,
+                class.name()
+            ),
+        }
+    }
 }
 
 /// Something that makes the run fail, besides an expectation.

@@ -1,16 +1,11 @@
 //! Every `.rma` file in `examples/` must hold, five times in a row.
 
-use crate::{examples_dir, Server};
+use crate::{example_files, Server};
 
 #[test]
 fn every_example_holds_five_times() {
     let server = Server::start();
-    let mut files: Vec<_> = std::fs::read_dir(examples_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "rma"))
-        .collect();
-    files.sort();
+    let files = example_files();
     assert!(
         files.len() >= 12,
         "the forum examples, their fixes and the fence semantics: {files:?}"

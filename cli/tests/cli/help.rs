@@ -32,6 +32,9 @@ fn help_matches_the_snapshot() {
     let run = Cli::new("http://127.0.0.1:1").words("run --help").run();
     run.success();
     snapshot("run-help.txt", &run.stdout);
+    let explore = Cli::new("http://127.0.0.1:1").words("explore --help").run();
+    explore.success();
+    snapshot("explore-help.txt", &explore.stdout);
     let audit = Cli::new("http://127.0.0.1:1").words("audit --help").run();
     audit.success();
     snapshot("audit-help.txt", &audit.stdout);

@@ -10,6 +10,7 @@ mod docs;
 mod element_type;
 mod epoch;
 mod examples;
+mod explore;
 mod failure;
 mod help;
 mod ls;
@@ -410,4 +411,15 @@ impl Output {
 /// The repository's `examples/` folder.
 pub fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// Every `.rma` file of `examples/`, sorted.
+pub fn example_files() -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(examples_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "rma"))
+        .collect();
+    files.sort();
+    files
 }

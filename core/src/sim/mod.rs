@@ -7,7 +7,8 @@
 //! notice relies on this), each rank's private copy ([`PrivateCopy`]) pushed and pulled where
 //! the route and the answers say, and a [`Schedule`] that chooses every nondeterministic step:
 //! which rank makes its next call, which target takes the next input of its inbox, which answer
-//! reaches its origin next. Must not: decide an MPI rule (admission, routes and the target
+//! reaches its origin next; and, in a narrated world, what each step did in words
+//! (`narrate.rs`, for a replay to print). Must not: decide an MPI rule (admission, routes and the target
 //! engine do), read a clock (the caller passes the one reading the engines get; no time
 //! passes), or let anything but the schedule choose an order.
 //!
@@ -15,8 +16,10 @@
 //! at [`World::new`]); one incarnation per rank (no departures); the lock table without its
 //! fairness wait; a free collective answers once every rank of the window called.
 
+mod narrate;
 mod schedule;
 
+pub use narrate::Happening;
 pub use schedule::{Choice, Replay, Schedule, Seeded};
 
 use std::collections::{BTreeMap, VecDeque};
@@ -88,6 +91,8 @@ pub struct Run {
     pub fetched: Vec<(u32, usize, Vec<u8>)>,
     /// Calls that failed: `(rank, call index, error)`.
     pub errors: Vec<(u32, usize, RmaError)>,
+    /// What each `test` answered: `(rank, call index, flag)`.
+    pub flags: Vec<(u32, usize, bool)>,
     /// The audit events recorded, `(window, rank, event)`, origin side and target side.
     pub events: Vec<(u64, u32, Event)>,
     /// Every window's public copies at the end, by window id.
@@ -97,6 +102,9 @@ pub struct Run {
     /// When no rank could move and some had not finished: each such rank and what it waits
     /// for (a deadlock, or a program that never synchronizes).
     pub stuck: Vec<(u32, String)>,
+    /// What each step of [`Run::trace`] did, one per step: filled by a narrated world only
+    /// ([`World::narrated`]).
+    pub narration: Vec<Happening>,
 }
 
 /// One window as the simulator holds it.
@@ -167,6 +175,7 @@ pub struct World {
     now: Instant,
     run: Run,
     strict: bool,
+    narrated: bool,
 }
 
 impl World {
@@ -235,6 +244,7 @@ impl World {
             now,
             run: Run::default(),
             strict: false,
+            narrated: false,
         })
     }
 
@@ -245,6 +255,13 @@ impl World {
     /// admission checks (the engine applies without checking again).
     pub fn strict(mut self) -> Self {
         self.strict = true;
+        self
+    }
+
+    /// A world that says in words what each step did ([`Run::narration`]), for a replay to
+    /// print; it runs exactly as one that does not.
+    pub fn narrated(mut self) -> Self {
+        self.narrated = true;
         self
     }
 
@@ -296,6 +313,9 @@ impl World {
         let state = &mut self.ranks[rank as usize];
         let index = state.next;
         state.next += 1;
+        if self.narrated {
+            self.run.narration.push(narrate::began(rank, index));
+        }
         match state.program[index].clone() {
             Action::Store {
                 window,
@@ -465,6 +485,9 @@ impl World {
         let Some(input) = sim.inboxes[rank as usize].pop_front() else {
             return;
         };
+        if self.narrated {
+            self.run.narration.push(narrate::delivered(rank, &input));
+        }
         let target = &mut sim.targets[rank as usize];
         target.handle(input, self.now);
         let effects = target.take_effects();
@@ -482,6 +505,9 @@ impl World {
     /// The answer at `index` reaches its origin.
     fn answer(&mut self, index: usize) {
         let (to, answer) = self.answers.remove(index);
+        if self.narrated {
+            self.run.narration.push(narrate::answered(&to, &answer));
+        }
         let rank = to.rank;
         let state = &mut self.ranks[rank as usize];
         if let Some((_, _, returned)) = state.outstanding.remove(&to.call) {
@@ -506,6 +532,7 @@ impl World {
                     open.copy.pull(pull);
                     if to.to == To::Origin {
                         open.epoch.tested(flag);
+                        self.run.flags.push((rank, to.call, flag));
                     }
                 }
             }

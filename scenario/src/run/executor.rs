@@ -17,8 +17,8 @@ use onesided_core::window::DYNAMIC_BASE;
 use onesided_core::{Datatype, ErrorClass, RmaError};
 
 use super::super::ast::{Call, Loc, Observed, RankCall};
+use super::super::buffers::{byte_runs, observed};
 use super::super::parse::rank_name;
-use super::operations::{byte_runs, observed};
 use super::requests::RequestSlot;
 use super::{FailedCall, Problem, Regions, VarValue};
 use onesided_client::{Endpoint, Error, Session, Window};
@@ -300,7 +300,7 @@ impl RankExecutor {
         for (offset, len) in byte_runs(loc, dtype)? {
             bytes.extend(read(window, offset, len)?);
         }
-        observed(dtype, loc.shape.is_list(), &bytes)
+        Ok(observed(dtype, loc.shape.is_list(), &bytes)?)
     }
 
     /// Moves every completed pending result into its variable.
@@ -329,44 +329,18 @@ impl RankExecutor {
     pub async fn execute(&mut self, call: &RankCall) -> Option<Error> {
         let outcome = self.perform(&call.call).await;
         self.resolve_ready();
+        let who = rank_name(self.rank, self.nranks);
         match (outcome, call.expect_fail) {
             (Ok(()), None) => None,
             (Ok(()), Some(class)) => {
-                self.problems.push(Problem {
-                    line: call.line,
-                    message: format!(
-                        "{}: `{}` succeeded but must fail with {}",
-                        rank_name(self.rank, self.nranks),
-                        call.text,
-                        class.name()
-                    ),
-                });
+                self.problems.push(Problem::unfailed(&who, call, class));
                 None
             }
-            (Err(error), expected) => {
-                let class = error.class();
-                let matched = expected.is_some() && class == expected;
-                self.failed_calls.push(FailedCall {
-                    line: call.line,
-                    call: call.text.clone(),
-                    class,
-                    message: error.to_string(),
-                    expected: matched,
-                });
-                if !matched {
-                    let wanted = match expected {
-                        Some(wanted) => format!(" (expected {})", wanted.name()),
-                        None => String::new(),
-                    };
-                    self.problems.push(Problem {
-                        line: call.line,
-                        message: format!(
-                            "{}: `{}` failed: {error}{wanted}",
-                            rank_name(self.rank, self.nranks),
-                            call.text
-                        ),
-                    });
-                }
+            (Err(error), _) => {
+                let (failed, problem) =
+                    FailedCall::judged(&who, call, error.class(), error.to_string());
+                self.failed_calls.push(failed);
+                self.problems.extend(problem);
                 Some(error)
             }
         }

@@ -12,7 +12,7 @@ use onesided_core::window::{OpKind, DYNAMIC_BASE};
 use onesided_core::{ErrorClass, RmaError};
 
 use super::super::ast::{Expectation, Loc, Observed, Scenario, Subject};
-use super::operations::{byte_runs, observed};
+use super::super::buffers::{byte_runs, observed};
 use super::{ExpectationOutcome, RankExecutor, Regions, RunConfig};
 use onesided_client::{Error, OpSpec, Session};
 
@@ -100,7 +100,7 @@ async fn read_public(
         }
         drop(window);
         session.close().await?;
-        return observed(decl.dtype, loc.shape.is_list(), &bytes);
+        return Ok(observed(decl.dtype, loc.shape.is_list(), &bytes)?);
     }
     // the file names world ranks; a window over part of the world numbers them in its group
     let rank = window.rank();
@@ -121,5 +121,5 @@ async fn read_public(
     unlocked?;
     drop(window);
     session.close().await?;
-    observed(decl.dtype, loc.shape.is_list(), &bytes)
+    Ok(observed(decl.dtype, loc.shape.is_list(), &bytes)?)
 }

@@ -1,91 +1,23 @@
 //! The calls that move data: `store`, `load`, and the operations (put, get, accumulate,
-//! get_accumulate, fetch_and_op, compare_and_swap, and their request-based forms), with the
-//! conversions between the scenario's typed values and the library's bytes.
+//! get_accumulate, fetch_and_op, compare_and_swap, and their request-based forms), through the
+//! library's `Window`.
 //!
-//! Owns: a location's byte runs and element offsets in its window, the origin buffer an
-//! operation sends (packed by its origin layout, with core's `gather`) and the one a get's
-//! values land in (`unpacked`, with `scatter`), the [`OpSpec`] of each operation, and a
-//! fetched value's variable (pending until its reply is here) and request. Must not: check a
-//! location against a window (the library and the server do, as `RMA_RANGE`), or test or wait
-//! for a request (the `requests` calls do).
+//! Owns: what each of these calls does with the rank's window handle, and a fetched value's
+//! variable (pending until its reply is here) and request. Must not: convert between values
+//! and bytes itself (`buffers` does, for the explorer too), check a location against a window
+//! (the library and the server do, as `RMA_RANGE`), or test or wait for a request (the
+//! `requests` calls do).
 
 use bytes::Bytes;
 use futures::FutureExt;
-use onesided_core::datatype::{decode, encode_all, Value};
-use onesided_core::layout::{gather, scatter};
-use onesided_core::window::OpKind;
-use onesided_core::{Datatype, ErrorClass, Op, RmaError};
+use onesided_core::datatype::{encode_all, Value};
 
-use super::super::ast::{Loc, Observed, OpCall, OpCallSpec, Origin};
+use super::super::ast::{Loc, OpCall, OpCallSpec};
+use super::super::buffers::{element_offsets, target_op, unpacked};
 use super::super::parse::returns_list;
 use super::executor::VarSlot;
 use super::{RankExecutor, VarValue};
-use onesided_client::{Error, OpSpec, Request};
-
-/// The value of `bytes` read as elements of `dtype`: a list, or the first element.
-pub(super) fn observed(dtype: Datatype, list: bool, bytes: &[u8]) -> Result<Observed, Error> {
-    let values = decode(dtype, bytes)?;
-    Ok(if list {
-        Observed::List(values)
-    } else {
-        Observed::Scalar(values.into_iter().next().unwrap_or(Value::Int(0)))
-    })
-}
-
-/// The byte runs of a location's elements in a window of `dtype`, in type-map order, as
-/// (offset, length) from the window's start; an offset that overflows is `u64::MAX` (outside
-/// every window).
-pub(super) fn byte_runs(loc: &Loc, dtype: Datatype) -> Result<Vec<(u64, u64)>, Error> {
-    let size = dtype.size() as u64;
-    let base = loc.index.saturating_mul(size);
-    let runs = loc.shape.layout().flatten(size)?;
-    Ok(runs
-        .into_iter()
-        .map(|run| (base.saturating_add(run.offset), run.len))
-        .collect())
-}
-
-/// Byte offsets of a location's elements in a window of `dtype`, in type-map order.
-fn element_offsets(loc: &Loc, dtype: Datatype) -> Result<Vec<u64>, Error> {
-    let size = dtype.size() as u64;
-    let mut offsets = Vec::new();
-    for (offset, len) in byte_runs(loc, dtype)? {
-        offsets.extend((0..len / size).map(|k| offset.saturating_add(k * size)));
-    }
-    Ok(offsets)
-}
-
-/// The origin values an operation sends: all of them, or those `origin` selects in its
-/// type-map order (`MPI_ERR_RMA_RANGE` when it reaches past them).
-fn origin_data(dtype: Datatype, values: &[Value], origin: Option<&Origin>) -> Result<Bytes, Error> {
-    let buffer = encode_all(dtype, values)?;
-    let Some(origin) = origin else {
-        return Ok(Bytes::from(buffer));
-    };
-    let size = dtype.size() as u64;
-    let runs = origin.shape.layout().flatten(size)?;
-    let base = origin.index.saturating_mul(size);
-    Ok(Bytes::from(gather(&runs, base, &buffer)?))
-}
-
-/// The origin buffer of a get with an origin layout: the fetched values unpacked where
-/// `origin` says, the buffer just long enough for them, every other element zero.
-fn unpacked(dtype: Datatype, origin: &Origin, fetched: &[u8]) -> Result<Bytes, Error> {
-    let size = dtype.size() as u64;
-    let runs = origin.shape.layout().flatten(size)?;
-    let base = origin.index.saturating_mul(size);
-    let end = runs
-        .iter()
-        .filter_map(|run| run.end())
-        .max()
-        .map_or(Some(0), |end| base.checked_add(end))
-        .and_then(|end| end.checked_next_multiple_of(size))
-        .and_then(|end| usize::try_from(end).ok())
-        .ok_or_else(|| RmaError::new(ErrorClass::Count, "the origin buffer is too large"))?;
-    let mut buffer = vec![0u8; end];
-    scatter(&runs, base, &mut buffer, fetched)?;
-    Ok(Bytes::from(buffer))
-}
+use onesided_client::{Error, Request};
 
 impl RankExecutor {
     /// `store LOC = V[,V...]`: writes the values into this rank's private copy, element by
@@ -123,31 +55,8 @@ impl RankExecutor {
     pub(super) fn operation(&mut self, spec: &OpCallSpec) -> Result<(), Error> {
         let dtype = self.dtypes[spec.loc.window];
         let window = self.window(spec.loc.window)?;
-        let (kind, sends) = match spec.kind {
-            OpCall::Put => (OpKind::Put, true),
-            OpCall::Get => (OpKind::Get, false),
-            OpCall::Acc(op) => (OpKind::Accumulate(op), true),
-            OpCall::GetAcc(op) => (OpKind::GetAccumulate(op), op != Op::NoOp),
-            OpCall::Fop(op) => (OpKind::FetchAndOp(op), op != Op::NoOp),
-            OpCall::Cas => (OpKind::CompareAndSwap, true),
-        };
-        let data = if sends {
-            origin_data(dtype, &spec.values, spec.origin.as_deref())?
-        } else {
-            Bytes::new()
-        };
-        let compare = match &spec.compare {
-            Some(value) => Bytes::from(encode_all(dtype, std::slice::from_ref(value))?),
-            None => Bytes::new(),
-        };
-        let op = OpSpec {
-            kind,
-            dtype,
-            disp: self.regions.disp(&spec.loc, dtype.size() as u64)?,
-            layout: spec.loc.shape.layout(),
-            data,
-            compare,
-        };
+        let disp = self.regions.disp(&spec.loc, dtype.size() as u64)?;
+        let op = target_op(spec, dtype, disp)?;
         let target = self.in_window(spec.loc.window, spec.target)?;
         let pending = window.issue(target, op, spec.request_based)?;
         if let Some(var) = &spec.var {
@@ -156,7 +65,7 @@ impl RankExecutor {
                 // a get's origin layout says where its values land (`unpack`)
                 (OpCall::Get, Some(origin)) => {
                     let origin = origin.clone();
-                    async move { unpacked(dtype, &origin, &fetched.await?) }.boxed()
+                    async move { Ok(unpacked(dtype, &origin, &fetched.await?)?) }.boxed()
                 }
                 _ => fetched.boxed(),
             };

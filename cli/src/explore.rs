@@ -1,0 +1,412 @@
+//! `onesided explore FILE`: run a scenario on the in-memory simulator under many seeded
+//! schedules and print every outcome they showed, or replay one schedule step by step.
+//!
+//! Owns: the command's arguments (`--schedules`, `--seed`, `--strategy`, `--replay S:K`), how
+//! the report and a replay read (text and JSON, in a fixed order: one seed, one output), and
+//! the exit status (1 when a schedule failed an expectation, failed a call unexpectedly or
+//! deadlocked). Must not: translate or run the scenario (the library's `explore` does), or
+//! print a timestamp or anything else that differs between two runs of one seed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use onesided_scenario::explore::{
+    schedule_seed, ExploreReport, Explorer, Outcome, Reproducer, Strategy, Stuck,
+};
+use onesided_scenario::{self as scenario, rank_name, Scenario};
+use serde_json::{json, Value as Json};
+
+use crate::exit::Usage;
+use crate::{json, Global};
+
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+Runs the scenario on the in-memory simulator of onesided's core, with no server and no network: \
+the same admission, routing and target engine as the server, every order between ranks, \
+targets and answers chosen by a schedule drawn from the seed. Schedule K of seed S runs under a \
+seed derived from both, so `--replay S:K` runs that one schedule again and prints its trace \
+step by step. The same seed gives the same output, byte for byte.
+
+The report gives, for every variable and location the expectations read, how often each value \
+was seen; each expectation that failed, in how many schedules, and the first schedule that \
+shows it; calls that failed; and deadlocks (no rank could move) with the line each rank waits \
+at. Exit status: 0 when every schedule passed, 1 when one failed an expectation, failed a call \
+without `!CLASS` or deadlocked, 2 for a file that does not parse or a bad argument, 3 when the \
+scenario uses something the simulator does not run yet (the message names the line).
+
+--strategy pct[:DEPTH] draws schedules by PCT (probabilistic concurrency testing, Burckhardt \
+et al., ASPLOS 2010): every rank, every target's inbox and the answers on their way get random \
+priorities, the highest enabled one moves, and at DEPTH - 1 random steps the moving one drops \
+below all others; a rank that must stay behind for a whole run is found in a good share of \
+schedules, where uniform random choices almost never keep it back. DEPTH is 3 by default.
+
+What the simulator runs: windows of the separate model over the whole world (create and \
+allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
+unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, \
+stores, loads and barriers. It publishes private stores and refreshes private copies exactly \
+at the calls MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), never earlier, and \
+applies one origin's operations at a target in the order issued. Refused for now: \
+model=unified, flavor=dynamic, group=, accumulate_ordering hints, request-based operations, \
+set_info, sleep, crash and attach.")]
+pub struct ExploreArgs {
+    /// The scenario file (.rma)
+    file: PathBuf,
+    /// How many schedules to run
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    schedules: u64,
+    /// The seed the schedules are drawn from
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// How schedules are drawn: random (uniform among the steps possible at each point), or
+    /// pct[:DEPTH] (probabilistic concurrency testing, depth 3 by default); exhaustive is not
+    /// there yet
+    #[arg(long, default_value = "random", value_name = "random|pct[:DEPTH]")]
+    strategy: String,
+    /// Run schedule K of seed S alone and print its trace step by step
+    #[arg(long, value_name = "S:K", value_parser = reproducer)]
+    replay: Option<Reproducer>,
+}
+
+/// `S:K`: a seed and a schedule number (from 1).
+fn reproducer(text: &str) -> Result<Reproducer, String> {
+    let (seed, schedule) = text
+        .split_once(':')
+        .ok_or_else(|| format!("\"{text}\" is not SEED:SCHEDULE"))?;
+    let seed = seed
+        .parse()
+        .map_err(|_| format!("\"{seed}\" is not a seed (a number)"))?;
+    let schedule = schedule
+        .parse()
+        .ok()
+        .filter(|&k: &u64| k >= 1)
+        .ok_or_else(|| format!("\"{schedule}\" is not a schedule number (1 or more)"))?;
+    Ok(Reproducer { seed, schedule })
+}
+
+/// `random`, `pct` (depth 3) or `pct:DEPTH`; `exhaustive` is not there yet.
+fn strategy(text: &str) -> Result<Strategy, Usage> {
+    match text.split_once(':') {
+        None if text == "random" => Ok(Strategy::Random),
+        None if text == "pct" => Ok(Strategy::Pct { depth: 3 }),
+        Some(("pct", depth)) => match depth.parse() {
+            Ok(depth) if depth >= 1 => Ok(Strategy::Pct { depth }),
+            _ => Err(Usage(format!(
+                "--strategy {text}: the depth is a number, 1 or more"
+            ))),
+        },
+        None if text == "exhaustive" => Err(Usage(
+            "--strategy exhaustive: not yet; random and pct[:DEPTH] are implemented (issue 42)"
+                .to_string(),
+        )),
+        _ => Err(Usage(format!(
+            "--strategy {text}: one of random, pct, pct:DEPTH"
+        ))),
+    }
+}
+
+pub fn explore(global: &Global, args: ExploreArgs) -> Result<ExitCode> {
+    let strategy = strategy(&args.strategy)?;
+    let file = args.file.display().to_string();
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| Usage(format!("cannot read {file}: {e}")))?;
+    let scenario = scenario::parse(&text).map_err(|e| Usage(format!("{file}:{e}")))?;
+    let explorer = Explorer::new(&scenario)
+        .map_err(|e| anyhow::Error::new(e).context(file.clone()))?
+        .with_strategy(strategy);
+    if let Some(at) = args.replay {
+        return Ok(replay(global, &file, &scenario, &explorer, at));
+    }
+    let report = explorer.explore(args.seed, args.schedules);
+    if global.json {
+        json::print(&report_json(&file, &scenario, &report));
+    } else {
+        print_report(&file, &scenario, &report);
+    }
+    Ok(exit(report.ok()))
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn replay_hint(file: &str, strategy: Strategy, at: Reproducer) -> String {
+    let with = match strategy {
+        Strategy::Random => String::new(),
+        other => format!(" --strategy {other}"),
+    };
+    format!(
+        "onesided explore {file}{with} --replay {}:{}",
+        at.seed, at.schedule
+    )
+}
+
+fn stuck_text(scenario: &Scenario, stuck: &Stuck) -> String {
+    format!(
+        "{} at line {}: {}",
+        rank_name(stuck.rank, scenario.ranks),
+        stuck.line,
+        stuck.waits
+    )
+}
+
+fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
+    outln!(
+        "explored {} schedule(s) of seed {} (strategy {})",
+        report.schedules,
+        report.seed,
+        report.strategy
+    );
+    if !report.distributions.is_empty() {
+        outln!("values over {} schedule(s):", report.schedules);
+        for distribution in &report.distributions {
+            let mut values: Vec<(&String, &u64)> = distribution.values.iter().collect();
+            values.sort_by(|a, b| natural(a.0, b.0));
+            let parts: Vec<String> = values
+                .iter()
+                .map(|(value, count)| format!("{value} ×{count}"))
+                .collect();
+            outln!("  {}: {}", distribution.subject, parts.join(", "));
+        }
+    }
+    for tally in &report.expectations {
+        match &tally.first {
+            None => outln!(
+                "  {file}:{}: {}: held in every schedule",
+                tally.line,
+                tally.text
+            ),
+            Some((at, observed)) => outln!(
+                "  {file}:{}: {}: did NOT hold in {} of {} schedule(s); first schedule {} \
+                 observed {observed} (replay: {})",
+                tally.line,
+                tally.text,
+                tally.failed,
+                report.schedules,
+                at.schedule,
+                replay_hint(file, report.strategy, *at)
+            ),
+        }
+    }
+    for call in &report.calls {
+        let how = if call.expected {
+            "as expected"
+        } else {
+            "unexpectedly"
+        };
+        outln!(
+            "  {file}:{}: {} `{}` failed {how} in {} schedule(s): {}",
+            call.line,
+            rank_name(call.rank, scenario.ranks),
+            call.call,
+            call.count,
+            call.message
+        );
+    }
+    for problem in &report.problems {
+        outln!(
+            "  {file}:{}: {} in {} schedule(s) (replay: {})",
+            problem.line,
+            problem.message,
+            problem.count,
+            replay_hint(file, report.strategy, problem.first)
+        );
+    }
+    for deadlock in &report.deadlocks {
+        outln!(
+            "  deadlock in {} schedule(s) (replay: {}):",
+            deadlock.count,
+            replay_hint(file, report.strategy, deadlock.first)
+        );
+        for stuck in &deadlock.stuck {
+            outln!("    {}", stuck_text(scenario, stuck));
+        }
+    }
+    if report.ok() {
+        outln!(
+            "ok: {} expectation(s) held in {} schedule(s)",
+            scenario.expectations.len(),
+            report.schedules
+        );
+    } else {
+        outln!(
+            "FAILED: {} of {} schedule(s) failed",
+            report.failed,
+            report.schedules
+        );
+    }
+}
+
+/// Numbers in numeric order (2 before 10), everything else after them as text.
+fn natural(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x.total_cmp(&y),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
+}
+
+fn at_json(at: Reproducer) -> Json {
+    json!({"seed": at.seed, "schedule": at.schedule})
+}
+
+fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
+    stuck
+        .iter()
+        .map(|s| {
+            json!({
+                "rank": s.rank,
+                "name": rank_name(s.rank, scenario.ranks),
+                "line": s.line,
+                "waits": s.waits,
+            })
+        })
+        .collect()
+}
+
+fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport) -> Json {
+    let distribution: serde_json::Map<String, Json> = report
+        .distributions
+        .iter()
+        .map(|d| (d.subject.clone(), json!(d.values)))
+        .collect();
+    let expectations: Vec<Json> = report
+        .expectations
+        .iter()
+        .map(|tally| {
+            json!({
+                "line": tally.line,
+                "text": tally.text,
+                "failed": tally.failed,
+                "first": tally.first.as_ref().map(|(at, observed)| {
+                    json!({"seed": at.seed, "schedule": at.schedule, "observed": observed})
+                }),
+            })
+        })
+        .collect();
+    let calls: Vec<Json> = report
+        .calls
+        .iter()
+        .map(|call| {
+            json!({
+                "line": call.line,
+                "rank": call.rank,
+                "call": call.call,
+                "class": call.class.map(|class| class.name()),
+                "expected": call.expected,
+                "message": call.message,
+                "count": call.count,
+                "first": at_json(call.first),
+            })
+        })
+        .collect();
+    let problems: Vec<Json> = report
+        .problems
+        .iter()
+        .map(|p| json!({"line": p.line, "message": p.message, "count": p.count, "first": at_json(p.first)}))
+        .collect();
+    let deadlocks: Vec<Json> = report
+        .deadlocks
+        .iter()
+        .map(|d| json!({"stuck": stuck_json(scenario, &d.stuck), "count": d.count, "first": at_json(d.first)}))
+        .collect();
+    json!({
+        "file": file,
+        "strategy": report.strategy.to_string(),
+        "seed": report.seed,
+        "schedules": report.schedules,
+        "failed": report.failed,
+        "distribution": distribution,
+        "expectations": expectations,
+        "failed_calls": calls,
+        "problems": problems,
+        "deadlocks": deadlocks,
+        "ok": report.ok(),
+    })
+}
+
+/// `--replay S:K`: the schedule's steps, then its outcome.
+fn replay(
+    global: &Global,
+    file: &str,
+    scenario: &Scenario,
+    explorer: &Explorer<'_>,
+    at: Reproducer,
+) -> ExitCode {
+    let (_, outcome, steps) = explorer.replay(at.seed, at.schedule);
+    if global.json {
+        json::print(&json!({
+            "file": file,
+            "seed": at.seed,
+            "schedule": at.schedule,
+            "schedule_seed": schedule_seed(at.seed, at.schedule),
+            "strategy": explorer.strategy().to_string(),
+            "steps": steps,
+            "expectations": outcome_json(scenario, &outcome),
+            "problems": outcome.problems.iter().map(|p| json!({"line": p.line, "message": p.message})).collect::<Vec<_>>(),
+            "deadlock": stuck_json(scenario, &outcome.stuck),
+            "ok": outcome.ok(),
+        }));
+        return exit(outcome.ok());
+    }
+    outln!(
+        "schedule {} of seed {} (strategy {}, {} steps):",
+        at.schedule,
+        at.seed,
+        explorer.strategy(),
+        steps.len()
+    );
+    for (index, step) in steps.iter().enumerate() {
+        outln!("  {:>4}  {step}", index + 1);
+    }
+    for (expectation, observation) in scenario.expectations.iter().zip(&outcome.expectations) {
+        let verdict = if observation.held {
+            "held"
+        } else {
+            "did NOT hold"
+        };
+        let observed = match &observation.value {
+            Ok(value) => format!("observed {value}"),
+            Err(why) => why.clone(),
+        };
+        outln!(
+            "  {file}:{}: {}: {verdict} ({observed})",
+            expectation.line,
+            expectation.text
+        );
+    }
+    for problem in &outcome.problems {
+        outln!("  {file}:{}: {}", problem.line, problem.message);
+    }
+    if !outcome.stuck.is_empty() {
+        outln!("  deadlock:");
+        for stuck in &outcome.stuck {
+            outln!("    {}", stuck_text(scenario, stuck));
+        }
+    }
+    outln!("{}", if outcome.ok() { "ok" } else { "FAILED" });
+    exit(outcome.ok())
+}
+
+fn outcome_json(scenario: &Scenario, outcome: &Outcome) -> Json {
+    scenario
+        .expectations
+        .iter()
+        .zip(&outcome.expectations)
+        .map(|(expectation, observation)| {
+            json!({
+                "line": expectation.line,
+                "text": expectation.text,
+                "held": observation.held,
+                "observed": observation.value.as_ref().ok().map(json::observed),
+                "note": observation.value.as_ref().err(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,359 @@
+//! `onesided explore`: scenarios on the in-memory simulator under seeded schedules, no
+//! server. What MPI guarantees holds in every schedule, what it allows shows up, one seed
+//! gives one output, a failing schedule replays, and what the simulator cannot run is refused
+//! with its line.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::{example_files, examples_dir, Cli, Output, TempDir};
+
+/// No server: nothing is reached at this address.
+fn explore(file: &Path, extra: &str) -> Output {
+    Cli::new("http://127.0.0.1:1")
+        .arg("explore")
+        .arg(file)
+        .words(extra)
+        .run()
+}
+
+fn explore_text(text: &str, extra: &str) -> Output {
+    let dir = TempDir::new();
+    explore(&dir.file("s.rma", text), extra)
+}
+
+/// The values `subject` took over the schedules of a `--json` report.
+fn values(document: &Value, subject: &str) -> BTreeSet<String> {
+    let values = document["distribution"][subject]
+        .as_object()
+        .unwrap_or_else(|| panic!("no distribution of {subject}: {document:#}"));
+    values.keys().cloned().collect()
+}
+
+fn set(values: &[&str]) -> BTreeSet<String> {
+    values.iter().map(|v| v.to_string()).collect()
+}
+
+/// The forum examples of the separate model (and their fixes): every expectation, each an
+/// outcome MPI guarantees or the one onesided's latest-point publication gives, holds in all
+/// 1000 schedules.
+#[test]
+fn the_forum_examples_hold_in_every_explored_schedule() {
+    let forum = [
+        "forum1_store_without_lock",
+        "forum1_unlock_publishes",
+        "forum2_load_without_lock",
+        "forum2_lock_pulls",
+        "forum3_store_before_shared_lock",
+        "forum3_win_sync",
+        "forum4_put_to_self",
+        "forum4_store_in_pscw",
+        "forum5_load_after_wait",
+        "forum5_load_in_pscw",
+        "forum5_local_get",
+    ];
+    for name in forum {
+        let file = examples_dir().join(format!("{name}.rma"));
+        let out = explore(&file, "--json");
+        let document = out.json();
+        assert_eq!(document["ok"], true, "{name}: {document:#}");
+        assert_eq!(document["schedules"], 1000, "{name}");
+        let expectations = document["expectations"].as_array().unwrap();
+        assert!(!expectations.is_empty(), "{name}");
+        assert!(
+            expectations.iter().all(|e| e["failed"] == 0),
+            "{name}: {document:#}"
+        );
+        out.success();
+    }
+}
+
+/// Every example is explored clean or refused up front with the line that asks for what the
+/// simulator does not run: never a false alarm, never a line skipped.
+#[test]
+fn every_example_is_explored_clean_or_refused_with_its_line() {
+    let files = example_files();
+    let mut explored = 0;
+    for file in &files {
+        let out = explore(file, "--schedules 200");
+        match out.code {
+            Some(0) => {
+                out.stdout_has("held in 200 schedule(s)");
+                explored += 1;
+            }
+            Some(3) => {
+                let line = refused_line(&out.stderr);
+                assert!(line > 0, "{}: {}", file.display(), out.stderr);
+                out.stderr_has("cannot be explored yet");
+            }
+            _ => panic!("{}: {out:?}", file.display()),
+        }
+    }
+    assert!(
+        explored >= 18,
+        "only {explored} of {} explored",
+        files.len()
+    );
+}
+
+/// The number after `line ` in a refusal.
+fn refused_line(stderr: &str) -> usize {
+    let after = stderr.split("line ").nth(1).unwrap_or_default();
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or(0)
+}
+
+/// Outcomes MPI allows that a server on loopback rarely shows: C's no_op read between A's two
+/// accumulates (5), before them (0) and after (7); and every old value of a shared counter at
+/// every rank.
+#[test]
+fn racing_accumulates_show_every_order_mpi_allows() {
+    let out = explore(&examples_dir().join("accumulate_ordering.rma"), "--json");
+    let document = out.json();
+    out.success();
+    assert_eq!(values(&document, "C seen"), set(&["0", "5", "7"]));
+    assert_eq!(
+        values(&document, "A old"),
+        set(&["5"]),
+        "A's own ops stay in order"
+    );
+    let out = explore(&examples_dir().join("counter.rma"), "--json");
+    let document = out.json();
+    out.success();
+    for rank in ["A", "B", "C", "D"] {
+        let seen = values(&document, &format!("{rank} t"));
+        assert_eq!(seen, set(&["0", "1", "2", "3"]), "{rank}");
+    }
+    assert_eq!(values(&document, "public A C[0]"), set(&["4"]));
+}
+
+#[test]
+fn one_seed_gives_byte_identical_output_and_another_seed_other_schedules() {
+    let file = examples_dir().join("counter.rma");
+    let first = explore(&file, "--seed 5 --schedules 300");
+    first.success();
+    let again = explore(&file, "--seed 5 --schedules 300");
+    assert_eq!(first.stdout, again.stdout);
+    let json = explore(&file, "--seed 5 --schedules 300 --json");
+    assert_eq!(
+        json.stdout,
+        explore(&file, "--seed 5 --schedules 300 --json").stdout
+    );
+    let other = explore(&file, "--seed 6 --schedules 300");
+    other.success();
+    assert_ne!(
+        first.stdout, other.stdout,
+        "seed 6 drew the very same counts"
+    );
+}
+
+const FIRST_WINS: &str = "\
+window C ranks=3 size=1 type=u64
+A: lock_all
+B: lock_all
+C: lock_all
+A: fop A C[0] op=sum = 1 -> t
+B: fop A C[0] op=sum = 1 -> t
+C: fop A C[0] op=sum = 1 -> t
+A: unlock_all
+B: unlock_all
+C: unlock_all
+expect A t == 0                 # not guaranteed: A is first in some schedules only
+expect public A C[0] == 3
+";
+
+/// An expectation that fails in some schedules names the first one; `--replay S:K` runs that
+/// schedule alone, prints its steps and fails the same way.
+#[test]
+fn a_failing_schedule_replays_with_its_failure() {
+    let dir = TempDir::new();
+    let file = dir.file("first.rma", FIRST_WINS);
+    let out = explore(&file, "--seed 9 --json");
+    out.code(1);
+    let document = out.json();
+    let failed = &document["expectations"][0];
+    let count = failed["failed"].as_u64().unwrap();
+    assert!(count > 0 && count < 1000, "{failed}");
+    assert_eq!(document["expectations"][1]["failed"], 0);
+    let first = &failed["first"];
+    assert_eq!(first["seed"], 9);
+    let observed = first["observed"].as_str().unwrap().to_string();
+    let at = format!("{}:{}", first["seed"], first["schedule"]);
+    let text = explore(&file, "--seed 9");
+    text.code(1);
+    text.stdout_has(&format!("--replay {at})"));
+    let replay = explore(&file, &format!("--replay {at}"));
+    replay.code(1);
+    replay.stdout_has(&format!(
+        "expect A t == 0: did NOT hold (observed {observed})"
+    ));
+    replay.stdout_has("runs A's line 5: fop A C[0] op=sum = 1 -> t");
+    replay.stdout_has("window C, target 0 takes the FetchAndOp(Sum) of rank 1 (from B's line 6");
+    replay.stdout_has("an answer reaches rank 2: 8 byte(s) of data (to C's line 7");
+    let replayed = explore(&file, &format!("--replay {at} --json")).json();
+    assert_eq!(replayed["expectations"][0]["held"], false);
+    assert_eq!(
+        replayed["expectations"][0]["observed"].to_string(),
+        observed
+    );
+    assert!(replayed["steps"].as_array().unwrap().len() > 10);
+}
+
+#[test]
+fn an_unsupported_feature_is_refused_with_its_line() {
+    let out = explore_text(
+        "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rput B W[0] = 1 as r\nA: unlock B\n",
+        "",
+    );
+    out.code(3);
+    out.stderr_has(
+        "line 3: `rput` cannot be explored yet: the simulator has no request-based operations",
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    let out = explore(&examples_dir().join("forum1_unified.rma"), "--json");
+    out.code(3);
+    out.stderr_has("line 6: model=unified cannot be explored yet");
+    out.stderr_has("\"exit_code\":3");
+}
+
+/// Two ranks that each wait for the other: reported as a deadlock with the line each waits
+/// at, in every schedule, and the command fails.
+#[test]
+fn a_deadlock_is_reported_with_where_each_rank_waits() {
+    let out = explore_text(
+        "\
+window W ranks=2 size=1 type=i64
+A: lock exclusive A             # to itself: returns once granted
+B: lock exclusive A
+B: put A W[0] = 1
+B: flush A                      # waits for the lock A holds until after the barrier
+barrier
+A: unlock A
+B: unlock A
+",
+        "--schedules 100 --json",
+    );
+    out.code(1);
+    let document = out.json();
+    assert_eq!(document["failed"], 100);
+    let deadlocks = document["deadlocks"].as_array().unwrap();
+    let total: u64 = deadlocks.iter().map(|d| d["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, 100);
+    let waits: BTreeSet<String> = deadlocks
+        .iter()
+        .flat_map(|d| d["stuck"].as_array().unwrap().iter())
+        .map(|s| {
+            format!(
+                "{} {} {}",
+                s["name"].as_str().unwrap(),
+                s["line"],
+                s["waits"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(waits.contains("B 5 waits in `flush A`"), "{waits:?}");
+    assert!(
+        waits.contains("A 2 waits in `lock exclusive A`"),
+        "{waits:?}"
+    );
+    let text = explore_text(
+        "window W ranks=2 size=1 type=i64\nA: fence\nB: fence\nA: fence\n",
+        "--schedules 10",
+    );
+    text.code(1);
+    text.stdout_has("deadlock in 10 schedule(s)");
+    text.stdout_has("A at line 4: waits in `fence`");
+    // C never unlocks B: A's lazy lock returned, but its put waits for the grant forever
+    let text = explore_text(
+        "\
+window W ranks=3 size=1 type=i64
+C: lock exclusive B
+C: put B W[0] = 1
+C: flush B
+barrier
+A: lock exclusive B
+A: put B W[0] = 2
+",
+        "--schedules 10",
+    );
+    text.code(1);
+    text.stdout_has("A at line 7: ran its last line; operations it issued were never answered");
+}
+
+#[test]
+fn a_strategy_not_there_yet_and_bad_replays_are_usage_errors() {
+    let file = examples_dir().join("counter.rma");
+    explore(&file, "--strategy exhaustive")
+        .code(2)
+        .stderr_has("not yet");
+    explore(&file, "--strategy dfs").code(2);
+    explore(&file, "--strategy pct:0")
+        .code(2)
+        .stderr_has("1 or more");
+    explore(&file, "--replay 3")
+        .code(2)
+        .stderr_has("is not SEED:SCHEDULE");
+    explore(&file, "--replay 3:0")
+        .code(2)
+        .stderr_has("is not a schedule number");
+    explore(&file, "--schedules 0").code(2);
+}
+
+/// MPI_Win_test says true only once the origin's complete reached the target: both answers
+/// show up over the schedules, and B's put is applied either way.
+#[test]
+fn a_test_flag_takes_both_values_over_the_schedules() {
+    let out = explore_text(
+        "\
+window W ranks=2 size=1 type=i64
+A: post {B}
+B: start {A}
+B: put A W[0] = 5
+B: complete
+A: test -> done
+expect A done in {true,false}
+expect public A W[0] == 5
+",
+        "--schedules 200 --json",
+    );
+    let document = out.json();
+    out.success();
+    assert_eq!(values(&document, "A done"), set(&["false", "true"]));
+    assert_eq!(values(&document, "public A W[0]"), set(&["5"]));
+}
+
+/// B reads a counter A adds to 30 times: the read sees all 30 only when B stays behind A for
+/// the whole run. Uniform random choices almost never keep a rank back that long; PCT makes B
+/// the lowest priority in a good share of its schedules, finds the failure within 1000 and
+/// replays it.
+#[test]
+fn pct_finds_the_rank_that_must_stay_behind_where_random_choices_rarely_do() {
+    let mut text = String::from("window W ranks=3 size=1 type=i64\nA: lock_all\n");
+    for _ in 0..30 {
+        text.push_str("A: acc C W[0] op=sum = 1\n");
+    }
+    text.push_str("A: unlock_all\nB: lock_all\nB: fop C W[0] op=no_op -> seen\nB: unlock_all\n");
+    text.push_str("expect B seen in {0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29}\n");
+    let dir = TempDir::new();
+    let file = dir.file("behind.rma", &text);
+    let failed = |strategy: &str| {
+        let out = explore(&file, &format!("--strategy {strategy} --seed 1 --json"));
+        let document = out.json();
+        assert_eq!(document["strategy"], strategy);
+        document["expectations"][0]["failed"].as_u64().unwrap()
+    };
+    let by_pct = failed("pct:1");
+    let by_random = failed("random");
+    assert!(by_pct >= 50, "pct found it in {by_pct} of 1000");
+    assert!(by_random * 10 < by_pct, "random {by_random}, pct {by_pct}");
+    let out = explore(&file, "--strategy pct:1 --seed 1");
+    out.code(1);
+    out.stdout_has("--strategy pct:1 --replay 1:");
+    let at = out.stdout.split("--replay ").nth(1).unwrap();
+    let at: String = at.chars().take_while(|c| *c != ')').collect();
+    let replay = explore(&file, &format!("--strategy pct:1 --replay {at}"));
+    replay.code(1);
+    replay.stdout_has("did NOT hold (observed 30)");
+}

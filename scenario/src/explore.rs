@@ -1,0 +1,280 @@
+//! Exploring a scenario: its ranks' lines run on core's simulator (`onesided_core::sim`) under
+//! many seeded schedules, no server and no network, and every run's expectations checked
+//! (issue 42, first slice: the `random` and `pct` strategies).
+//!
+//! Split by concern: `translate.rs` turns a parsed [`Scenario`] into the simulator's windows
+//! and programs, and refuses up front, naming the line, what the simulator cannot run;
+//! `pct.rs` is PCT as the simulator's `Schedule`; `outcome.rs` reads one simulated [`Run`] as
+//! the scenario's variables, copies, failed calls and deadlock; `tally.rs` sums many outcomes
+//! into an [`ExploreReport`] (the distribution of every expected subject, each failure with a
+//! schedule that reproduces it).
+//!
+//! Owns: which schedule seed schedule K of seed S runs under ([`schedule_seed`]), the
+//! [`Strategy`], running one schedule and many, and how a replayed run's trace reads step by
+//! step ([`Explorer::replay`], from the simulator's narration). Must not: decide an MPI rule
+//! (the simulator runs core's admission, routes and target engine), print, read a clock for
+//! anything but the engines' one reading, or iterate in hash order (the same seed gives the
+//! same report, byte for byte).
+
+mod outcome;
+mod pct;
+mod tally;
+mod translate;
+
+use std::time::Instant;
+
+use onesided_core::sim::{Choice, Happening, Run, Seeded, World};
+use onesided_core::RmaError;
+
+use super::ast::{Scenario, Step};
+use super::parse::rank_name;
+
+pub use outcome::{Observation, Outcome, Stuck};
+pub use tally::{
+    CallTally, DeadlockTally, Distribution, ExpectationTally, ExploreReport, ProblemTally,
+    Reproducer,
+};
+
+use translate::{Plan, Source};
+
+/// Why a scenario cannot be explored.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    /// The scenario uses something the simulator does not run yet.
+    #[error("line {line}: {what} cannot be explored yet: {why}")]
+    Unsupported {
+        /// The line that uses it.
+        line: usize,
+        /// What it is, as the file says it (`model=unified`, `` `rput` ``).
+        what: String,
+        /// Why the simulator cannot run it.
+        why: String,
+    },
+    /// A window declaration the server would refuse too (an info value MPI cannot mean).
+    #[error("line {line}: window {name} cannot be created")]
+    Window {
+        /// The declaration's line.
+        line: usize,
+        /// The window.
+        name: String,
+        /// Why.
+        #[source]
+        source: RmaError,
+    },
+    /// A call whose values do not become bytes.
+    #[error("line {line}: `{text}` cannot be translated")]
+    Call {
+        /// Its line.
+        line: usize,
+        /// The call as written.
+        text: String,
+        /// Why.
+        #[source]
+        source: RmaError,
+    },
+}
+
+/// The seed schedule `schedule` of seed `seed` runs under: derived from both, so that any one
+/// schedule of an exploration can be run again alone (`--replay S:K`). Distinct schedules of
+/// one seed get distinct seeds (SplitMix64's output is a bijection of its state).
+pub fn schedule_seed(seed: u64, schedule: u64) -> u64 {
+    let base = Seeded::new(seed).next_u64();
+    Seeded::new(base ^ schedule).next_u64()
+}
+
+/// How schedules are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Uniformly among the steps possible at each point.
+    Random,
+    /// PCT of depth `depth` (at least 1): random thread priorities and `depth - 1` change
+    /// points (`pct.rs`).
+    Pct {
+        /// The number of orderings a bug it looks for needs.
+        depth: u32,
+    },
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Strategy::Random => f.write_str("random"),
+            Strategy::Pct { depth } => write!(f, "pct:{depth}"),
+        }
+    }
+}
+
+/// A scenario ready to run on the simulator.
+#[derive(Debug)]
+pub struct Explorer<'a> {
+    scenario: &'a Scenario,
+    plan: Plan,
+    now: Instant,
+    strategy: Strategy,
+    /// How many steps a run takes, about (PCT's change points are drawn up to it): the
+    /// length of the random schedule 1 of seed 0.
+    steps: u64,
+}
+
+impl<'a> Explorer<'a> {
+    /// Translates `scenario` for the simulator.
+    ///
+    /// # Errors
+    /// [`ExploreError`] naming the first line the simulator cannot run.
+    pub fn new(scenario: &'a Scenario) -> Result<Self, ExploreError> {
+        let mut explorer = Explorer {
+            scenario,
+            plan: translate::plan(scenario)?,
+            // the engines' one clock reading: no time passes in a simulated world
+            now: Instant::now(),
+            strategy: Strategy::Random,
+            steps: 0,
+        };
+        explorer.steps = explorer.run(0, 1).0.trace.len() as u64;
+        Ok(explorer)
+    }
+
+    /// How it draws its schedules.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The explorer drawing its schedules with `strategy` (random by default).
+    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Runs schedule `schedule` of seed `seed` (see [`schedule_seed`]) and reads its outcome.
+    pub fn run(&self, seed: u64, schedule: u64) -> (Run, Outcome) {
+        self.run_in(self.world(), seed, schedule)
+    }
+
+    fn world(&self) -> World {
+        World::new(self.plan.nranks, self.plan.windows.clone(), self.now)
+            .expect("translate admits only windows the simulator runs")
+    }
+
+    fn run_in(&self, world: World, seed: u64, schedule: u64) -> (Run, Outcome) {
+        let seed = schedule_seed(seed, schedule);
+        let programs = self.plan.programs.clone();
+        let run = match self.strategy {
+            Strategy::Random => world.run(programs, &mut Seeded::new(seed)),
+            Strategy::Pct { depth } => {
+                world.run(programs, &mut pct::Pct::new(seed, depth, self.steps))
+            }
+        };
+        let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
+        (run, outcome)
+    }
+
+    /// Runs schedules 1 to `schedules` of seed `seed` and sums their outcomes.
+    pub fn explore(&self, seed: u64, schedules: u64) -> ExploreReport {
+        let mut report = ExploreReport::new(self.scenario, self.strategy, seed);
+        for schedule in 1..=schedules {
+            let (_, outcome) = self.run(seed, schedule);
+            report.add(schedule, &outcome);
+        }
+        report
+    }
+
+    /// Runs schedule `schedule` of seed `seed` again, as [`Explorer::run`] does, and says
+    /// step by step what happened: which rank ran which line, which input a target took from
+    /// its inbox, which answer reached its origin (each with the line it concerns).
+    pub fn replay(&self, seed: u64, schedule: u64) -> (Run, Outcome, Vec<String>) {
+        let (run, outcome) = self.run_in(self.world().narrated(), seed, schedule);
+        let steps = run
+            .trace
+            .iter()
+            .zip(&run.narration)
+            .map(|(choice, happening)| self.step_text(choice, happening))
+            .collect();
+        (run, outcome, steps)
+    }
+
+    fn step_text(&self, choice: &Choice, happening: &Happening) -> String {
+        let nranks = self.plan.nranks;
+        let line = |(rank, action): (u32, usize)| {
+            let who = rank_name(rank, nranks);
+            match self.plan.sources[rank as usize].get(action) {
+                Some(Source::Barrier(line)) => format!("{who}'s barrier of line {line}"),
+                Some(Source::Call(step)) => match &self.scenario.steps[*step] {
+                    Step::Call(call) => format!("{who}'s line {}: {}", call.line, call.text),
+                    Step::Barrier { line } => format!("{who}'s line {line}"),
+                },
+                None => format!("{who}'s action {action}"),
+            }
+        };
+        let about = happening.about.map(line);
+        match (choice, about) {
+            (Choice::Call { .. }, Some(about)) => format!("runs {about}"),
+            (Choice::Deliver { window, .. }, about) => {
+                let window = self.plan.window_name(*window);
+                let about = about.map(|a| format!(" (from {a})")).unwrap_or_default();
+                format!("window {window}, {}{about}", happening.what)
+            }
+            (_, Some(about)) => format!("{} (to {about})", happening.what),
+            (_, None) => happening.what.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    /// Two writers take turns under an exclusive lock, in either order; a reader gets the
+    /// lock after both.
+    const TURNS: &str = "\
+window W ranks=3 size=1 type=i64
+B: lock exclusive A
+B: put A W[0] = 1
+B: unlock A
+C: lock exclusive A
+C: put A W[0] = 2
+C: unlock A
+barrier
+A: lock shared A
+A: get A W[0] -> last
+A: unlock A
+expect A last == 2
+expect public A W[0] in {1,2}
+";
+
+    #[test]
+    fn both_lock_orders_show_up_and_the_reader_sees_the_last_writer() {
+        let scenario = parse(TURNS).unwrap();
+        let report = Explorer::new(&scenario).unwrap().explore(7, 300);
+        let seen = |index: usize| -> Vec<String> {
+            report.distributions[index].values.keys().cloned().collect()
+        };
+        assert_eq!(seen(0), ["1", "2"]);
+        assert_eq!(seen(1), ["1", "2"]);
+        let failed = &report.expectations[0];
+        assert!(failed.failed > 0 && failed.failed < 300, "{failed:?}");
+        assert_eq!(report.expectations[1].failed, 0);
+        let (first, observed) = failed.first.clone().unwrap();
+        assert_eq!(observed, "1");
+        // the reproducer runs the same schedule again
+        let (_, outcome) = Explorer::new(&scenario)
+            .unwrap()
+            .run(first.seed, first.schedule);
+        assert!(!outcome.expectations[0].held);
+        assert_eq!(
+            outcome.expectations[0].value.as_ref().unwrap().to_string(),
+            observed
+        );
+    }
+
+    #[test]
+    fn one_seed_gives_one_report_and_schedules_get_distinct_seeds() {
+        let scenario = parse(TURNS).unwrap();
+        let explorer = Explorer::new(&scenario).unwrap();
+        assert_eq!(explorer.explore(3, 100), explorer.explore(3, 100));
+        let seeds: std::collections::BTreeSet<u64> =
+            (1..=1000).map(|k| schedule_seed(3, k)).collect();
+        assert_eq!(seeds.len(), 1000);
+        assert_ne!(schedule_seed(3, 1), schedule_seed(4, 1));
+    }
+}

@@ -1,0 +1,377 @@
+//! A parsed scenario as the simulator's windows and one program of [`Action`]s per rank.
+//!
+//! Owns: which scenario lines the simulator runs and how (a window of the separate model over
+//! the whole world, ids from 1 in file order; a store or load as one action per byte run of its
+//! location; every other call as one core [`Call`]; a `barrier` line as a barrier of every
+//! rank), where each action came from ([`Source`]), and the refusal, naming the line, of
+//! everything else — never a line silently skipped. Must not: run anything, or decide whether
+//! a call is legal (admission does, as the server's session).
+
+use std::ops::Range;
+
+use onesided_core::datatype::{encode_all, Value};
+use onesided_core::origin::Call;
+use onesided_core::sim::Action;
+use onesided_core::window::{AccumulateOrdering, Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::RmaError;
+
+use super::super::ast::{self, FlavorDecl, Loc, Model, RankCall, Scenario, Step, WindowDecl};
+use super::super::buffers::{byte_runs, target_op};
+use super::ExploreError;
+
+/// Where an action of a rank's program came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The rank call at this index of the scenario's steps.
+    Call(usize),
+    /// The `barrier` of this line.
+    Barrier(usize),
+}
+
+/// One rank call in a rank's program: its index in the scenario's steps and its actions.
+#[derive(Clone, Debug)]
+pub(super) struct Planned {
+    pub step: usize,
+    pub actions: Range<usize>,
+}
+
+/// The simulator's input for a scenario.
+#[derive(Clone, Debug)]
+pub(super) struct Plan {
+    pub nranks: u32,
+    /// The windows, window `i` of the file with id `i + 1`.
+    pub windows: Vec<WindowDesc>,
+    /// One program per rank.
+    pub programs: Vec<Vec<Action>>,
+    /// Per rank, per action of its program: where it came from.
+    pub sources: Vec<Vec<Source>>,
+    /// Per rank, its calls in program order.
+    pub calls: Vec<Vec<Planned>>,
+}
+
+impl Plan {
+    /// The file's name of the window with simulator id `id`.
+    pub fn window_name(&self, id: u64) -> &str {
+        let index = id.checked_sub(1).and_then(|i| usize::try_from(i).ok());
+        index
+            .and_then(|i| self.windows.get(i))
+            .map_or("?", |desc| desc.name.as_str())
+    }
+}
+
+/// The simulator's id of the file's window `index`.
+pub(super) fn window_id(index: usize) -> u64 {
+    index as u64 + 1
+}
+
+fn unsupported(line: usize, what: impl Into<String>, why: &str) -> ExploreError {
+    ExploreError::Unsupported {
+        line,
+        what: what.into(),
+        why: why.to_string(),
+    }
+}
+
+/// The plan of `scenario`, or the first line the simulator cannot run.
+pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
+    let nranks = scenario.ranks;
+    let windows = scenario
+        .windows
+        .iter()
+        .enumerate()
+        .map(|(index, decl)| window_desc(index, decl, nranks))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut plan = Plan {
+        nranks,
+        windows,
+        programs: vec![Vec::new(); nranks as usize],
+        sources: vec![Vec::new(); nranks as usize],
+        calls: vec![Vec::new(); nranks as usize],
+    };
+    for (index, step) in scenario.steps.iter().enumerate() {
+        match step {
+            Step::Barrier { line } => {
+                for rank in 0..nranks as usize {
+                    plan.programs[rank].push(Action::Barrier);
+                    plan.sources[rank].push(Source::Barrier(*line));
+                }
+            }
+            Step::Call(call) => {
+                let rank = call.rank as usize;
+                let Some(program) = plan.programs.get_mut(rank) else {
+                    return Err(unsupported(
+                        call.line,
+                        "a rank outside the world",
+                        "no such rank",
+                    ));
+                };
+                let start = program.len();
+                for mut action in actions(scenario, call)? {
+                    if let Action::Load { label, .. } = &mut action {
+                        // a load's bytes are found again by the action's place
+                        *label = program.len().to_string();
+                    }
+                    program.push(action);
+                    plan.sources[rank].push(Source::Call(index));
+                }
+                let actions = start..program.len();
+                plan.calls[rank].push(Planned {
+                    step: index,
+                    actions,
+                });
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// A declared window as the simulator runs it: separate model, whole world, create or
+/// allocate, disp_unit the element's size.
+fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDesc, ExploreError> {
+    let line = decl.line;
+    if decl.model == Model::Unified {
+        let why = "the simulator runs the separate memory model only";
+        return Err(unsupported(line, "model=unified", why));
+    }
+    let flavor = match decl.flavor {
+        FlavorDecl::Create => Flavor::Create,
+        FlavorDecl::Allocate => Flavor::Allocate,
+        FlavorDecl::Dynamic => {
+            let why = "the simulator has no attached regions";
+            return Err(unsupported(line, "flavor=dynamic", why));
+        }
+    };
+    if decl.group.is_some() {
+        let why = "the simulator's windows span the whole world";
+        return Err(unsupported(line, "group=", why));
+    }
+    let pairs = decl.info.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let info = WindowInfo::parse(pairs).map_err(|source| ExploreError::Window {
+        line,
+        name: decl.name.clone(),
+        source,
+    })?;
+    if info.accumulate_ordering != AccumulateOrdering::ALL {
+        let why = "the simulator applies one origin's operations at a target in order, so \
+                   the reorderings this hint allows would never be explored";
+        return Err(unsupported(line, "info accumulate_ordering", why));
+    }
+    let unit = decl.dtype.size() as u64;
+    Ok(WindowDesc {
+        id: window_id(index),
+        name: decl.name.clone(),
+        world: "explore".to_string(),
+        flavor,
+        model: MemoryModel::Separate,
+        sizes: decl.sizes.iter().map(|count| count * unit).collect(),
+        disp_units: vec![unit as u32; decl.sizes.len()],
+        info,
+        group: WindowDesc::whole_world(nranks),
+    })
+}
+
+/// The actions of one rank call.
+fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreError> {
+    use ast::Call as C;
+    let id = window_id;
+    let what = || {
+        let word = call.text.split_whitespace().next().unwrap_or_default();
+        format!("`{word}`")
+    };
+    let refuse = |why: &str| Err(unsupported(call.line, what(), why));
+    let translated = |source: RmaError| ExploreError::Call {
+        line: call.line,
+        text: call.text.clone(),
+        source,
+    };
+    let single = match &call.call {
+        C::Store { loc, values } => return stores(scenario, loc, values).map_err(translated),
+        C::Load { loc, .. } => return loads(scenario, loc).map_err(translated),
+        C::Op(spec) if spec.request_based => {
+            return refuse("the simulator has no request-based operations")
+        }
+        C::Op(spec) if spec.loc.region.is_some() => return refuse("the simulator has no regions"),
+        C::Op(spec) => {
+            let dtype = scenario.windows[spec.loc.window].dtype;
+            Call::Op {
+                window: id(spec.loc.window),
+                target: spec.target,
+                token: 0,
+                request_based: false,
+                // one that does not build is refused by admission in its turn, as the
+                // server's session refuses it
+                op: target_op(spec, dtype, spec.loc.index),
+            }
+        }
+        C::Fence { window, assert } => Call::fence(id(*window), *assert),
+        C::Post {
+            window,
+            group,
+            assert,
+        } => Call::post(id(*window), group.clone(), *assert),
+        C::Start {
+            window,
+            group,
+            assert,
+        } => Call::start(id(*window), group.clone(), *assert),
+        C::Complete { window } => Call::Complete {
+            window: id(*window),
+        },
+        C::Wait { window } => Call::Wait {
+            window: id(*window),
+        },
+        C::Lock {
+            window,
+            lock_type,
+            target,
+            assert,
+        } => Call::lock(id(*window), *lock_type, *target, *assert),
+        C::Unlock { window, target } => Call::unlock(id(*window), *target),
+        C::LockAll { window, assert } => Call::lock_all(id(*window), *assert),
+        C::UnlockAll { window } => Call::unlock_all(id(*window)),
+        C::Flush { window, target } | C::FlushLocal { window, target } => Call::Flush {
+            window: id(*window),
+            target: *target,
+            local: matches!(call.call, C::FlushLocal { .. }),
+        },
+        C::FlushAll { window } | C::FlushLocalAll { window } => Call::FlushAll {
+            window: id(*window),
+            local: matches!(call.call, C::FlushLocalAll { .. }),
+        },
+        C::Sync { window } => Call::Sync {
+            window: id(*window),
+            push: Vec::new(),
+        },
+        C::Test { window, .. } => Call::Test {
+            window: id(*window),
+        },
+        C::WaitReq(_)
+        | C::TestReq { .. }
+        | C::TestAll { .. }
+        | C::WaitAll(_)
+        | C::WaitAny { .. }
+        | C::FreeReq(_) => return refuse("the simulator has no requests"),
+        C::SetInfo { .. } => return refuse("the simulator's windows keep their info"),
+        C::Sleep { .. } => return refuse("the simulator has no clock"),
+        C::Crash | C::Attach => return refuse("the simulator runs one incarnation per rank"),
+        C::AttachRegion { .. } | C::DetachRegion { .. } => {
+            return refuse("the simulator has no dynamic windows")
+        }
+    };
+    Ok(vec![Action::Call(single)])
+}
+
+/// `store LOC = V…`: one store per byte run of the location, the values in type-map order
+/// (as the runner, the values past the location's elements are not stored).
+fn stores(scenario: &Scenario, loc: &Loc, values: &[Value]) -> Result<Vec<Action>, RmaError> {
+    let dtype = scenario.windows[loc.window].dtype;
+    let bytes = encode_all(dtype, values)?;
+    let mut rest = bytes.as_slice();
+    let mut actions = Vec::new();
+    for (offset, len) in byte_runs(loc, dtype)? {
+        let take = rest.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+        let (run, after) = rest.split_at(take);
+        rest = after;
+        actions.push(Action::Store {
+            window: window_id(loc.window),
+            offset,
+            bytes: run.to_vec(),
+        });
+    }
+    Ok(actions)
+}
+
+/// `load LOC -> var`: one load per byte run of the location (labelled by the caller).
+fn loads(scenario: &Scenario, loc: &Loc) -> Result<Vec<Action>, RmaError> {
+    let dtype = scenario.windows[loc.window].dtype;
+    Ok(byte_runs(loc, dtype)?
+        .into_iter()
+        .map(|(offset, len)| Action::Load {
+            window: window_id(loc.window),
+            offset,
+            len,
+            label: String::new(),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn refusal(text: &str) -> (usize, String) {
+        let scenario = parse(text).expect("the scenario parses");
+        match plan(&scenario) {
+            Err(ExploreError::Unsupported { line, what, .. }) => (line, what),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_the_simulator_cannot_run_is_refused_with_its_line() {
+        let window = "window W ranks=2 size=2 type=i64\n";
+        for (text, line, what) in [
+            (
+                "window W ranks=2 size=1 type=i64 model=unified\n",
+                1,
+                "model=unified",
+            ),
+            (
+                "window W ranks=2 type=i64 flavor=dynamic\n",
+                1,
+                "flavor=dynamic",
+            ),
+            (
+                "window W ranks=3 size=1 type=i64 group={A,C}\n",
+                1,
+                "group=",
+            ),
+            (
+                "window W ranks=2 size=1 type=i64 info accumulate_ordering=none\n",
+                1,
+                "info accumulate_ordering",
+            ),
+            ("A: lock_all\nA: rput B W[0] = 1 as r\n", 3, "`rput`"),
+            ("A: sleep 5\n", 2, "`sleep`"),
+            (
+                "A: lock_all\nA: rget B W[0] -> x as r\nA: wait_req r\n",
+                3,
+                "`rget`",
+            ),
+            ("A: set_info accumulate_ops=same_op\n", 2, "`set_info`"),
+            ("\nA: crash\n", 3, "`crash`"),
+        ] {
+            let text = if text.starts_with("window") {
+                text.to_string()
+            } else {
+                format!("{window}{text}")
+            };
+            assert_eq!(refusal(&text), (line, what.to_string()), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_strided_store_is_one_store_per_run_and_a_barrier_one_action_per_rank() {
+        let scenario = parse(
+            "window W ranks=2 size=6 type=i32\nA: store W[0..6:2] = 1,2,3\nbarrier\nB: load W[1..3] -> b\n",
+        )
+        .unwrap();
+        let plan = plan(&scenario).unwrap();
+        let stores: Vec<(u64, Vec<u8>)> = plan.programs[0]
+            .iter()
+            .filter_map(|action| match action {
+                Action::Store { offset, bytes, .. } => Some((*offset, bytes.clone())),
+                _ => None,
+            })
+            .collect();
+        let le = |v: i32| v.to_le_bytes().to_vec();
+        assert_eq!(stores, vec![(0, le(1)), (8, le(2)), (16, le(3))]);
+        assert!(matches!(plan.programs[0][3], Action::Barrier));
+        assert!(matches!(plan.programs[1][0], Action::Barrier));
+        assert!(
+            matches!(&plan.programs[1][1], Action::Load { offset: 4, len: 8, label, .. } if label == "1")
+        );
+        assert_eq!(plan.sources[1], vec![Source::Barrier(3), Source::Call(2)]);
+    }
+}
