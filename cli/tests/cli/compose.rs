@@ -6,7 +6,8 @@
 //! (`--http-listen`); Grafana's provisioned data source is that Prometheus; every metric
 //! the dashboard (`ops/grafana/dashboards/onesided.json`) queries is one a live server exports,
 //! and every metric it exports is graphed, per node (its `instance` variable selects the nodes,
-//! every series keeps its `instance`).
+//! every series keeps its `instance`); and the image carries the server and the CLI, built
+//! from the workspace's packages under their binaries' names.
 //!
 //! Where the server's flags come from: its `Args` are private to `server/src/main.rs`, and this
 //! crate cannot name another crate's binary (`CARGO_BIN_EXE_*` is for its own). So the flags
@@ -376,6 +377,46 @@ fn stages() -> Vec<Vec<String>> {
     stages
 }
 
+/// The `name = "…"` right after `header` (`[package]`, `[[bin]]`) in a Cargo.toml's text.
+fn names_under(manifest: &str, header: &str) -> Vec<String> {
+    manifest
+        .split(header)
+        .skip(1)
+        .filter_map(|section| {
+            section
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("name = "))
+                .map(|name| name.trim_matches('"').to_string())
+        })
+        .collect()
+}
+
+/// The binaries of the workspace member whose package is `package` (its `[[bin]]` names, or
+/// the package's name for a `src/main.rs` without one); `None`: no such member.
+fn binaries_of(package: &str) -> Option<Vec<String>> {
+    let workspace = read("Cargo.toml");
+    let members = workspace
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("the workspace's members");
+    members
+        .split(',')
+        .map(|member| member.trim().trim_matches('"'))
+        .filter(|member| !member.is_empty())
+        .find_map(|member| {
+            let manifest = read(&format!("{member}/Cargo.toml"));
+            (names_under(&manifest, "[package]").first()? == package).then(|| {
+                let bins = names_under(&manifest, "[[bin]]");
+                if bins.is_empty() && repo().join(member).join("src/main.rs").is_file() {
+                    vec![package.to_string()]
+                } else {
+                    bins
+                }
+            })
+        })
+}
+
 #[test]
 fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
     let stages = stages();
@@ -383,9 +424,33 @@ fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
     let builder = &stages[0];
     assert!(builder[0].starts_with("FROM rust:1-bookworm AS "));
     let name = builder[0].rsplit(' ').next().unwrap();
-    assert!(builder
+    let build = builder
         .iter()
-        .any(|l| l.contains("cargo build --release -p onesided-server --locked")));
+        .find(|l| l.contains("cargo build "))
+        .expect("the builder runs cargo build");
+    let words: Vec<&str> = build.split_whitespace().collect();
+    assert!(
+        words.contains(&"--release") && words.contains(&"--locked"),
+        "{build}"
+    );
+    let packages: Vec<&str> = words
+        .windows(2)
+        .filter(|pair| pair[0] == "-p")
+        .map(|pair| pair[1])
+        .collect();
+    assert!(
+        packages.contains(&"onesided-server") && packages.contains(&"onesided-cli"),
+        "the server and the CLI: {build}"
+    );
+    // what the build leaves in target/release: the binaries of those workspace members
+    let built: Vec<String> = packages
+        .iter()
+        .flat_map(|package| {
+            binaries_of(package)
+                .unwrap_or_else(|| panic!("the Dockerfile builds {package}, no workspace member"))
+        })
+        .collect();
+    assert!(built.iter().any(|bin| bin == "onesided"), "{built:?}");
 
     let runtime = &stages[1];
     assert_eq!(runtime[0], "FROM debian:bookworm-slim");
@@ -394,12 +459,29 @@ fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
         runtime.iter().find(|l| test(l)).expect(missing)
     };
     let from_builder = format!("COPY --from={name} ");
-    let copy = line("the runtime stage copies from the builder", &|l| {
-        l.starts_with(&from_builder)
-    });
+    let copied: Vec<(&str, &str)> = runtime
+        .iter()
+        .filter_map(|l| l.strip_prefix(&from_builder))
+        .map(|rest| rest.split_once(' ').expect("COPY --from=… SOURCE TARGET"))
+        .collect();
+    let copies = |binary: &str| {
+        copied.iter().any(|(source, target)| {
+            *source == format!("/src/target/release/{binary}")
+                && *target == format!("/usr/local/bin/{binary}")
+        })
+    };
+    assert!(copies("onesided-server"), "the server: {copied:?}");
+    assert!(copies("onesided"), "the CLI beside it: {copied:?}");
+    for (source, _) in &copied {
+        let binary = source.rsplit('/').next().unwrap();
+        assert!(
+            built.iter().any(|bin| bin == binary),
+            "{source} is not a binary the build makes ({built:?})"
+        );
+    }
     assert!(
-        copy.contains("/target/release/onesided-server "),
-        "the binary named onesided-server: {copy}"
+        builder.iter().any(|l| l == "WORKDIR /src"),
+        "the build's target/ is /src/target"
     );
     let installs = line("packages", &|l| l.contains("apt-get install"));
     assert!(installs.contains("ca-certificates"));
