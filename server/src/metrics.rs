@@ -740,6 +740,36 @@ mod tests {
     }
 
     #[test]
+    fn each_scrape_asks_what_the_server_holds_and_keeps_the_last_answer_once_it_is_gone() {
+        let metrics = Metrics::new();
+        let answer = Arc::new(std::sync::Mutex::new(Some(Holdings {
+            worlds: 2,
+            windows: 5,
+            window_bytes: 4096,
+            window_limit_bytes: 1 << 20,
+        })));
+        let source = Arc::clone(&answer);
+        metrics.count_holdings(move || *source.lock().unwrap());
+        let text = metrics.encode();
+        for line in [
+            "onesided_worlds 2",
+            "onesided_windows 5",
+            "onesided_window_bytes 4096",
+            "onesided_window_limit_bytes 1048576",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from\n{text}"
+            );
+        }
+        answer.lock().unwrap().as_mut().unwrap().windows = 4;
+        assert!(metrics.encode().lines().any(|l| l == "onesided_windows 4"));
+        // the directory is gone: the last values stay
+        *answer.lock().unwrap() = None;
+        assert!(metrics.encode().lines().any(|l| l == "onesided_windows 4"));
+    }
+
+    #[test]
     fn queue_reports_add_up_across_actors() {
         let metrics = Metrics::new();
         let (mut first, mut second) = (QueueReport::default(), QueueReport::default());
