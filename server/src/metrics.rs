@@ -11,6 +11,16 @@
 //! tables (one histogram per call kind and lock type, created at start), so recording
 //! allocates nothing. Labels never name a world, window or rank: the endpoint is
 //! unauthenticated and the series count stays fixed.
+//!
+//! What a scrape reads rather than what calls record: the build (`onesided_build_info`), the
+//! process (`process_*`, [`process`]), the busy-poll spinning time, and what the server holds
+//! (worlds, windows, their bytes). The last is asked of the directory at each scrape
+//! ([`Metrics::count_holdings`]) instead of being counted up and down where worlds and windows
+//! come and go: they do so in many places (creation, a failed creation, a free, a world's
+//! deletion, recovery, a cluster's hand-over), and a count taken from the directory itself
+//! cannot drift from it.
+
+mod process;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +35,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -241,6 +252,44 @@ pub struct Metrics {
     busy_poll_spin: Counter<f64, std::sync::atomic::AtomicU64>,
     /// The server's spinner (`--busy-poll`), set once at start.
     busy_poll: std::sync::OnceLock<onesided_busy_poll::BusyPoll>,
+    worlds: Gauge,
+    windows: Gauge,
+    window_bytes: Gauge<u64, std::sync::atomic::AtomicU64>,
+    window_limit_bytes: Gauge<u64, std::sync::atomic::AtomicU64>,
+    /// What the server holds, asked at each scrape (set once, by the directory).
+    holdings: std::sync::OnceLock<HoldingsSource>,
+    /// `process_*`, read at each scrape; a registry without the `onesided` prefix.
+    process: Registry,
+}
+
+/// Where a scrape learns what the server holds (`None`: the directory is gone).
+type HoldingsSource = Box<dyn Fn() -> Option<Holdings> + Send + Sync>;
+
+/// What a server holds: the worlds, windows and window bytes of its directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// Worlds served here.
+    pub worlds: u64,
+    /// Windows of those worlds whose actors run here.
+    pub windows: u64,
+    /// Bytes of all windows, those being created included, and of the regions attached to
+    /// dynamic windows (what `--max-window-bytes` bounds).
+    pub window_bytes: u64,
+    /// That bound (`--max-window-bytes`).
+    pub window_limit_bytes: u64,
+}
+
+/// `onesided_build_info`'s labels: the version, and the compiler and commit when the build
+/// knew them (`build.rs`; `ONESIDED_BUILD_COMMIT` in the build's environment).
+fn build_labels() -> Vec<(&'static str, &'static str)> {
+    let mut labels = vec![("version", env!("CARGO_PKG_VERSION"))];
+    if let Some(rustc) = option_env!("ONESIDED_RUSTC_VERSION") {
+        labels.push(("rustc", rustc));
+    }
+    if let Some(commit) = option_env!("ONESIDED_BUILD_COMMIT").filter(|commit| !commit.is_empty()) {
+        labels.push(("commit", commit));
+    }
+    labels
 }
 
 impl std::fmt::Debug for Metrics {
@@ -358,9 +407,46 @@ impl Metrics {
             busy_poll_spin.clone(),
         );
 
+        registry.register(
+            "build",
+            "The server's build: its version, and the compiler and commit when known (always 1)",
+            Info::new(build_labels()),
+        );
+        let worlds = Gauge::default();
+        registry.register("worlds", "Worlds this server serves", worlds.clone());
+        let windows = Gauge::default();
+        registry.register(
+            "windows",
+            "Windows of those worlds whose actors run on this server",
+            windows.clone(),
+        );
+        let window_bytes = Gauge::<u64, std::sync::atomic::AtomicU64>::default();
+        registry.register_with_unit(
+            "window",
+            "Bytes of this server's windows (those being created included) and of the regions \
+             attached to its dynamic windows",
+            Unit::Bytes,
+            window_bytes.clone(),
+        );
+        let window_limit_bytes = Gauge::<u64, std::sync::atomic::AtomicU64>::default();
+        registry.register_with_unit(
+            "window_limit",
+            "The most bytes this server's windows may take together (--max-window-bytes)",
+            Unit::Bytes,
+            window_limit_bytes.clone(),
+        );
+        let mut process = Registry::default();
+        process.register_collector(Box::new(process::ProcessCollector));
+
         Arc::new(Metrics {
             busy_poll_spin,
             busy_poll: std::sync::OnceLock::new(),
+            worlds,
+            windows,
+            window_bytes,
+            window_limit_bytes,
+            holdings: std::sync::OnceLock::new(),
+            process,
             calls: CallKind::ALL
                 .iter()
                 .map(|kind| calls.get_or_create(&[("call", kind.name())]).clone())
@@ -402,10 +488,24 @@ impl Metrics {
                 self.busy_poll_spin.inc_by(missing);
             }
         }
+        if let Some(holdings) = self.holdings.get().and_then(|source| source()) {
+            let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.worlds.set(count(holdings.worlds));
+            self.windows.set(count(holdings.windows));
+            self.window_bytes.set(holdings.window_bytes);
+            self.window_limit_bytes.set(holdings.window_limit_bytes);
+        }
         let mut text = String::new();
         // writing into a String cannot fail
         let _ = prometheus_text::encode(&mut text, &self.registry);
+        let _ = prometheus_text::encode(&mut text, &self.process);
         text
+    }
+
+    /// Each scrape asks `source` what the server holds (the directory's census; `None` once
+    /// the directory is gone, which leaves the last values). Set once: later calls are ignored.
+    pub fn count_holdings(&self, source: impl Fn() -> Option<Holdings> + Send + Sync + 'static) {
+        let _ = self.holdings.set(Box::new(source));
     }
 
     /// The server busy-polls with `busy` (`--busy-poll`): its spinning time is reported.
@@ -637,6 +737,36 @@ mod tests {
             text.contains("onesided_call_errors_total{call=\"fence\",class=\"RMA_SYNC\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn each_scrape_asks_what_the_server_holds_and_keeps_the_last_answer_once_it_is_gone() {
+        let metrics = Metrics::new();
+        let answer = Arc::new(std::sync::Mutex::new(Some(Holdings {
+            worlds: 2,
+            windows: 5,
+            window_bytes: 4096,
+            window_limit_bytes: 1 << 20,
+        })));
+        let source = Arc::clone(&answer);
+        metrics.count_holdings(move || *source.lock().unwrap());
+        let text = metrics.encode();
+        for line in [
+            "onesided_worlds 2",
+            "onesided_windows 5",
+            "onesided_window_bytes 4096",
+            "onesided_window_limit_bytes 1048576",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from\n{text}"
+            );
+        }
+        answer.lock().unwrap().as_mut().unwrap().windows = 4;
+        assert!(metrics.encode().lines().any(|l| l == "onesided_windows 4"));
+        // the directory is gone: the last values stay
+        *answer.lock().unwrap() = None;
+        assert!(metrics.encode().lines().any(|l| l == "onesided_windows 4"));
     }
 
     #[test]

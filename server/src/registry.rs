@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{AuditHandle, AuditStore};
 use crate::cluster::Cluster;
 use crate::limits::{Limits, WindowBytes};
-use crate::metrics::Metrics;
+use crate::metrics::{Holdings, Metrics};
 use crate::world::WorldHandle;
 
 mod handover;
@@ -197,23 +197,43 @@ impl Registry {
         limits: Limits,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| Registry {
-            inner: RwLock::new(Inner {
-                next_window: last_window,
-                ..Inner::default()
-            }),
-            me: me.clone(),
-            audit,
-            store,
-            lease_ttl,
-            window_bytes: Arc::new(WindowBytes::new(limits.max_window_bytes)),
-            limits,
-            metrics,
-            lock_fairness_ns: std::sync::atomic::AtomicU64::new(
-                onesided_core::locks::DEFAULT_FAIRNESS.as_nanos() as u64,
-            ),
-            cluster: OnceLock::new(),
+        Arc::new_cyclic(|me: &Weak<Registry>| {
+            // each scrape counts what the directory holds (a weak reference: no cycle)
+            let directory = me.clone();
+            metrics.count_holdings(move || directory.upgrade().map(|registry| registry.holdings()));
+            Registry {
+                inner: RwLock::new(Inner {
+                    next_window: last_window,
+                    ..Inner::default()
+                }),
+                me: me.clone(),
+                audit,
+                store,
+                lease_ttl,
+                window_bytes: Arc::new(WindowBytes::new(limits.max_window_bytes)),
+                limits,
+                metrics,
+                lock_fairness_ns: std::sync::atomic::AtomicU64::new(
+                    onesided_core::locks::DEFAULT_FAIRNESS.as_nanos() as u64,
+                ),
+                cluster: OnceLock::new(),
+            }
         })
+    }
+
+    /// What the directory holds now: its worlds, the windows whose actors run, and the window
+    /// bytes taken from the limits (the metrics' gauges, at each scrape).
+    pub fn holdings(&self) -> Holdings {
+        let (worlds, windows) = {
+            let inner = self.read();
+            (inner.worlds.len(), inner.windows.len())
+        };
+        Holdings {
+            worlds: worlds as u64,
+            windows: windows as u64,
+            window_bytes: self.window_bytes.in_use(),
+            window_limit_bytes: self.window_bytes.limit(),
+        }
     }
 
     /// Makes this registry a cluster node's: worlds are placed across nodes, window ids come

@@ -3,9 +3,11 @@
 //! onesided waits for a healthy PostgreSQL and points its audit store at it (same database,
 //! user and port); every flag and environment variable the file hands to `onesided-server`
 //! is one the server really has; Prometheus scrapes the port onesided serves `/metrics` on
-//! (`--http-listen`); Grafana's provisioned data source is that Prometheus; and every metric
+//! (`--http-listen`); Grafana's provisioned data source is that Prometheus; every metric
 //! the dashboard (`ops/grafana/dashboards/onesided.json`) queries is one a live server exports,
-//! and every metric it exports is graphed.
+//! and every metric it exports is graphed, per node (its `instance` variable selects the nodes,
+//! every series keeps its `instance`); and the image carries the server and the CLI, built
+//! from the workspace's packages under their binaries' names.
 //!
 //! Where the server's flags come from: its `Args` are private to `server/src/main.rs`, and this
 //! crate cannot name another crate's binary (`CARGO_BIN_EXE_*` is for its own). So the flags
@@ -375,6 +377,46 @@ fn stages() -> Vec<Vec<String>> {
     stages
 }
 
+/// The `name = "…"` right after `header` (`[package]`, `[[bin]]`) in a Cargo.toml's text.
+fn names_under(manifest: &str, header: &str) -> Vec<String> {
+    manifest
+        .split(header)
+        .skip(1)
+        .filter_map(|section| {
+            section
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("name = "))
+                .map(|name| name.trim_matches('"').to_string())
+        })
+        .collect()
+}
+
+/// The binaries of the workspace member whose package is `package` (its `[[bin]]` names, or
+/// the package's name for a `src/main.rs` without one); `None`: no such member.
+fn binaries_of(package: &str) -> Option<Vec<String>> {
+    let workspace = read("Cargo.toml");
+    let members = workspace
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("the workspace's members");
+    members
+        .split(',')
+        .map(|member| member.trim().trim_matches('"'))
+        .filter(|member| !member.is_empty())
+        .find_map(|member| {
+            let manifest = read(&format!("{member}/Cargo.toml"));
+            (names_under(&manifest, "[package]").first()? == package).then(|| {
+                let bins = names_under(&manifest, "[[bin]]");
+                if bins.is_empty() && repo().join(member).join("src/main.rs").is_file() {
+                    vec![package.to_string()]
+                } else {
+                    bins
+                }
+            })
+        })
+}
+
 #[test]
 fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
     let stages = stages();
@@ -382,9 +424,33 @@ fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
     let builder = &stages[0];
     assert!(builder[0].starts_with("FROM rust:1-bookworm AS "));
     let name = builder[0].rsplit(' ').next().unwrap();
-    assert!(builder
+    let build = builder
         .iter()
-        .any(|l| l.contains("cargo build --release -p onesided-server --locked")));
+        .find(|l| l.contains("cargo build "))
+        .expect("the builder runs cargo build");
+    let words: Vec<&str> = build.split_whitespace().collect();
+    assert!(
+        words.contains(&"--release") && words.contains(&"--locked"),
+        "{build}"
+    );
+    let packages: Vec<&str> = words
+        .windows(2)
+        .filter(|pair| pair[0] == "-p")
+        .map(|pair| pair[1])
+        .collect();
+    assert!(
+        packages.contains(&"onesided-server") && packages.contains(&"onesided-cli"),
+        "the server and the CLI: {build}"
+    );
+    // what the build leaves in target/release: the binaries of those workspace members
+    let built: Vec<String> = packages
+        .iter()
+        .flat_map(|package| {
+            binaries_of(package)
+                .unwrap_or_else(|| panic!("the Dockerfile builds {package}, no workspace member"))
+        })
+        .collect();
+    assert!(built.iter().any(|bin| bin == "onesided"), "{built:?}");
 
     let runtime = &stages[1];
     assert_eq!(runtime[0], "FROM debian:bookworm-slim");
@@ -393,12 +459,29 @@ fn the_dockerfile_builds_the_server_and_runs_it_unprivileged() {
         runtime.iter().find(|l| test(l)).expect(missing)
     };
     let from_builder = format!("COPY --from={name} ");
-    let copy = line("the runtime stage copies from the builder", &|l| {
-        l.starts_with(&from_builder)
-    });
+    let copied: Vec<(&str, &str)> = runtime
+        .iter()
+        .filter_map(|l| l.strip_prefix(&from_builder))
+        .map(|rest| rest.split_once(' ').expect("COPY --from=… SOURCE TARGET"))
+        .collect();
+    let copies = |binary: &str| {
+        copied.iter().any(|(source, target)| {
+            *source == format!("/src/target/release/{binary}")
+                && *target == format!("/usr/local/bin/{binary}")
+        })
+    };
+    assert!(copies("onesided-server"), "the server: {copied:?}");
+    assert!(copies("onesided"), "the CLI beside it: {copied:?}");
+    for (source, _) in &copied {
+        let binary = source.rsplit('/').next().unwrap();
+        assert!(
+            built.iter().any(|bin| bin == binary),
+            "{source} is not a binary the build makes ({built:?})"
+        );
+    }
     assert!(
-        copy.contains("/target/release/onesided-server "),
-        "the binary named onesided-server: {copy}"
+        builder.iter().any(|l| l == "WORKDIR /src"),
+        "the build's target/ is /src/target"
     );
     let installs = line("packages", &|l| l.contains("apt-get install"));
     assert!(installs.contains("ca-certificates"));
@@ -569,12 +652,58 @@ fn grafana_is_provisioned_with_that_prometheus_and_the_dashboard() {
     }
 }
 
-/// The metric names (`onesided_…`) a PromQL expression refers to.
+/// Whether `word` names a metric the server exports (`onesided_…`, `process_…`).
+fn is_metric(word: &str) -> bool {
+    word.starts_with("onesided_") || word.starts_with("process_")
+}
+
+/// The metric names (`onesided_…`, `process_…`) a PromQL expression refers to.
 fn metric_names(expression: &str) -> Vec<String> {
     expression
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-        .filter(|word| word.starts_with("onesided_"))
+        .filter(|word| is_metric(word))
         .map(str::to_string)
+        .collect()
+}
+
+/// Each metric selector of a PromQL expression: the metric's name and its `{…}` matchers
+/// (empty without braces).
+fn selectors(expression: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut rest = expression;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+        let word_end = rest[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(rest.len(), |end| start + end);
+        let word = &rest[start..word_end];
+        rest = &rest[word_end..];
+        if !is_metric(word) {
+            continue;
+        }
+        let matchers = match rest.strip_prefix('{') {
+            Some(inside) => {
+                let end = inside.find('}').expect("a closed selector");
+                rest = &inside[end + 1..];
+                inside[..end].to_string()
+            }
+            None => String::new(),
+        };
+        found.push((word.to_string(), matchers));
+    }
+    found
+}
+
+/// The label lists of a PromQL expression's `by (…)` clauses.
+fn groupings(expression: &str) -> Vec<Vec<String>> {
+    expression
+        .split("by (")
+        .skip(1)
+        .map(|rest| {
+            let list = rest.split(')').next().unwrap();
+            list.split(',')
+                .map(|label| label.trim().to_string())
+                .collect()
+        })
         .collect()
 }
 
@@ -674,6 +803,94 @@ fn the_dashboard_queries_only_metrics_the_server_exports_and_graphs_them_all() {
             "the server exports {family}, which no dashboard panel shows"
         );
     }
+}
+
+/// The dashboard tells the nodes apart: its `instance` variable lists the nodes that report
+/// `onesided_build_info` (a metric a live server exports), every selector of every query keeps
+/// to the nodes it selects, every aggregation keeps `instance`, and every legend starts with
+/// it.
+#[test]
+fn every_panel_is_per_node_and_filtered_by_the_instance_variable() {
+    let (_, dashboards, _) = grafana();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read(&format!("{dashboards}/onesided.json"))).unwrap();
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
+    let instance = variables
+        .iter()
+        .find(|variable| variable["name"] == "instance")
+        .expect("a variable named instance");
+    assert_eq!(instance["type"], "query");
+    let uid = &dashboard["panels"][0]["datasource"]["uid"];
+    assert_eq!(
+        &instance["datasource"]["uid"], uid,
+        "the panels' data source"
+    );
+    let query = instance["query"]
+        .as_str()
+        .or_else(|| instance["query"]["query"].as_str())
+        .expect("the variable's query");
+    let listed = query
+        .strip_prefix("label_values(")
+        .and_then(|rest| rest.strip_suffix(", instance)"))
+        .unwrap_or_else(|| panic!("not label_values(METRIC, instance): {query}"));
+    let (_, samples) = exported(&live_metrics());
+    assert!(
+        samples.contains(listed),
+        "the variable lists the instances of {listed}, which a server does not export"
+    );
+    assert_eq!(instance["includeAll"], true, "all nodes at once too");
+    assert_eq!(instance["multi"], true);
+
+    for panel in dashboard["panels"].as_array().unwrap() {
+        let title = &panel["title"];
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().expect("an expr");
+            let found = selectors(expr);
+            assert!(!found.is_empty(), "panel {title}: {expr} selects no metric");
+            for (metric, matchers) in found {
+                assert!(
+                    matchers
+                        .split(',')
+                        .any(|matcher| matcher.trim() == "instance=~\"$instance\""),
+                    "panel {title}: {metric} is not filtered by $instance in {expr}"
+                );
+            }
+            for labels in groupings(expr) {
+                assert!(
+                    labels.iter().any(|label| label == "instance"),
+                    "panel {title}: an aggregation merges the nodes in {expr}"
+                );
+            }
+            assert!(
+                !expr.contains(" without ("),
+                "panel {title}: {expr} (spell out by (instance, …))"
+            );
+            let legend = target["legendFormat"].as_str().unwrap_or_default();
+            assert!(
+                legend.starts_with("{{instance}}"),
+                "panel {title}: legend {legend:?} does not name the node"
+            );
+        }
+    }
+}
+
+#[test]
+fn selectors_and_groupings_are_read_from_promql() {
+    let expr = "sum by (instance, le) (rate(onesided_x_bucket{instance=~\"$instance\"}[1m])) \
+                / time() - process_start_time_seconds";
+    assert_eq!(
+        selectors(expr),
+        [
+            (
+                "onesided_x_bucket".to_string(),
+                "instance=~\"$instance\"".to_string()
+            ),
+            ("process_start_time_seconds".to_string(), String::new()),
+        ]
+    );
+    assert_eq!(groupings(expr), [["instance", "le"]]);
 }
 
 #[test]

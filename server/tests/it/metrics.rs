@@ -325,10 +325,15 @@ fn labels(text: &str) -> Vec<(String, String)> {
 }
 
 /// README, "Metrics": every label of `text` is a call kind, an error class, a lock type or a
-/// bucket bound; none names the world `world` or the window `window`, or holds a number
-/// other than a bound (a rank).
+/// bucket bound (but those of `onesided_build_info`, which describe the build); none names
+/// the world `world` or the window `window`, or holds a number other than a bound (a rank).
 fn labels_name_only_kinds(text: &str, world: &str, window: &str) {
-    let found = labels(text);
+    let without_build: String = text
+        .lines()
+        .filter(|line| !line.starts_with("onesided_build_info{"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let found = labels(&without_build);
     assert!(found.iter().any(|(key, _)| key == "call"), "{text}");
     assert!(found.iter().any(|(key, _)| key == "class"), "{text}");
     for (key, value) in &found {
@@ -488,4 +493,178 @@ async fn a_busy_polling_server_spins_its_budget_after_answers_and_reports_it() {
         windows[0].unlock(1).await.unwrap();
     }
     assert_eq!(sample(&scrape(plain_metrics).await, SPIN), 0.0);
+}
+
+/// `onesided_build_info`'s labels: (key, value) pairs of its one sample, which is 1.
+fn build_info(text: &str) -> Vec<(String, String)> {
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("onesided_build_info{"))
+        .unwrap_or_else(|| panic!("no onesided_build_info in\n{text}"));
+    assert!(line.ends_with("} 1"), "{line}");
+    labels(line)
+}
+
+/// README, "Metrics": the build (version, compiler) and the process (memory, CPU, file
+/// descriptors, threads, start time) are exported, in the units their names say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_build_and_the_process_are_exported() {
+    let (_server, metrics) = server_with_metrics().await;
+    let text = scrape(metrics).await;
+    assert!(text.contains("# TYPE onesided_build_info gauge"), "{text}");
+    let build = build_info(&text);
+    let label = |key: &str| {
+        build
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.clone())
+    };
+    assert_eq!(label("version").as_deref(), Some(env!("CARGO_PKG_VERSION")));
+    // build.rs asks the compiler that built this very test
+    let rustc = label("rustc").expect("the rustc label");
+    assert!(
+        rustc.split('.').count() >= 3 && rustc.starts_with(|c: char| c.is_ascii_digit()),
+        "rustc={rustc}"
+    );
+
+    // the process: this test's own
+    let resident = sample(&text, "process_resident_memory_bytes");
+    assert!(resident > 1e6, "a server in under a megabyte? {resident}");
+    assert!(sample(&text, "process_virtual_memory_bytes") >= resident);
+    // a tokio runtime of two workers at least, and this test's
+    assert!(sample(&text, "process_threads") >= 2.0);
+    let open = sample(&text, "process_open_fds");
+    assert!(open >= 3.0, "stdin, stdout, stderr and listeners: {open}");
+    assert!(sample(&text, "process_max_fds") >= open);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = sample(&text, "process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 24.0 * 3600.0,
+        "started at {started}, now {now}: not seconds since the epoch"
+    );
+    // CPU time: it grows as scrapes keep the process busy, and it is seconds (no more than
+    // every core for the whole time since the start), not clock ticks
+    let cpu = |text: &str| sample(text, "process_cpu_seconds_total");
+    let first = cpu(&text);
+    let later = scrape_until(metrics, "CPU time counted", |later| cpu(later) > first).await;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        cpu(&later) <= (now - started + 1.0) * cores,
+        "{} s of CPU in {} s on {cores} cores",
+        cpu(&later),
+        now - started
+    );
+}
+
+/// What the server holds, per server: `onesided_worlds`, `onesided_windows` and
+/// `onesided_window_bytes` go up as a world and its windows are created and back down as
+/// they are freed (by the admin, by their ranks) and the world is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worlds_windows_and_window_bytes_follow_creation_and_deletion() {
+    let held = |text: &str| {
+        (
+            sample(text, "onesided_worlds"),
+            sample(text, "onesided_windows"),
+            sample(text, "onesided_window_bytes"),
+        )
+    };
+    let (server, metrics) = server_with_metrics().await;
+    let text = scrape(metrics).await;
+    assert_eq!(held(&text), (0.0, 0.0, 0.0), "a fresh server holds nothing");
+    assert_eq!(
+        sample(&text, "onesided_window_limit_bytes"),
+        onesided_server::limits::Limits::default().max_window_bytes as f64
+    );
+
+    let fixture = Fixture::on(server, 2).await;
+    assert_eq!(held(&scrape(metrics).await), (1.0, 0.0, 0.0));
+    // 2 ranks of 4 i64 (64 bytes), 2 ranks of 3 i32 (24 bytes)
+    let admin = &fixture.server.admin;
+    let big = unique("big");
+    admin
+        .create_window(&fixture.world, &WindowSpec::of::<i64>(&big, 2, 4))
+        .await
+        .unwrap();
+    let small = fixture
+        .window(WindowSpec::of::<i32>(&unique("small"), 2, 3))
+        .await;
+    assert_eq!(held(&scrape(metrics).await), (1.0, 2.0, 88.0));
+
+    // a second world counts on its own
+    let other = unique("other");
+    admin.create_world(&other, 1).await.unwrap();
+    admin
+        .create_window(&other, &WindowSpec::of::<u8>(&unique("w"), 1, 10))
+        .await
+        .unwrap();
+    assert_eq!(held(&scrape(metrics).await), (2.0, 3.0, 98.0));
+
+    admin.free_window(&fixture.world, &big).await.unwrap();
+    assert_eq!(held(&scrape(metrics).await), (2.0, 2.0, 34.0));
+    // freed by its ranks (MPI_Win_free): gone once the last rank's free is answered
+    crate::ranks(small, |_, w| async move { w.free().await.unwrap() }).await;
+    let text = scrape_until(metrics, "the ranks' free", |text| {
+        sample(text, "onesided_windows") == 1.0
+    })
+    .await;
+    assert_eq!(held(&text), (2.0, 1.0, 10.0));
+    admin.delete_world(&other).await.unwrap();
+    assert_eq!(held(&scrape(metrics).await), (1.0, 0.0, 0.0));
+}
+
+/// The metric families of `README.md`'s "Metrics" table: the first cell's name of each row,
+/// without its labels.
+fn readme_families() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("\n## ")
+        .find(|section| section.starts_with("Metrics\n"))
+        .expect("README.md has a Metrics section");
+    section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .map(|cell| {
+            let name = cell.split('`').next().unwrap();
+            name.split('{').next().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// README, "Metrics": its table names every metric family a server exports (`# TYPE`), and
+/// nothing it does not. Scraped after a refused call, so that the families whose series
+/// appear only once they happen (the error counts) are there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_table_names_every_exported_family() {
+    let (server, metrics) = server_with_metrics().await;
+    let fixture = Fixture::on(server, 1).await;
+    let refused = fixture.sessions[0].window("no-such-window").await;
+    assert_eq!(refused.unwrap_err().class(), Some(ErrorClass::Win));
+    let text = scrape(metrics).await;
+    let exported: Vec<String> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .map(|rest| rest.split(' ').next().unwrap().to_string())
+        .collect();
+    assert!(exported.len() >= 20, "{exported:?}");
+    let documented = readme_families();
+    for family in &exported {
+        assert!(
+            documented.contains(family),
+            "{family} is exported but missing from README.md's metrics table"
+        );
+    }
+    for family in &documented {
+        assert!(
+            exported.contains(family),
+            "README.md's metrics table names {family}, which the server does not export"
+        );
+    }
 }
