@@ -60,8 +60,8 @@ pub struct ExploreArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// How schedules are drawn: random (uniform among the steps possible at each point), or
-    /// pct[:DEPTH] (probabilistic concurrency testing, depth 3 by default); exhaustive is not
-    /// there yet
+    /// pct, pct:DEPTH (probabilistic concurrency testing, depth 3 by default); exhaustive is
+    /// not there yet
     #[arg(long, default_value = "random", value_name = "random|pct[:DEPTH]")]
     strategy: String,
     /// Run schedule K of seed S alone and print its trace step by step

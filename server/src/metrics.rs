@@ -13,7 +13,7 @@
 //! unauthenticated and the series count stays fixed.
 //!
 //! What a scrape reads rather than what calls record: the build (`onesided_build_info`), the
-//! process (`process_*`, [`process`]), the busy-poll spinning time, and what the server holds
+//! process (`process_*`, module `process`), the busy-poll spinning time, and what the server holds
 //! (worlds, windows, their bytes). The last is asked of the directory at each scrape
 //! ([`Metrics::count_holdings`]) instead of being counted up and down where worlds and windows
 //! come and go: they do so in many places (creation, a failed creation, a free, a world's

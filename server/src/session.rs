@@ -178,7 +178,7 @@ impl std::fmt::Debug for Session {
 /// it receives against a per-connection budget, freed only when the application reads the
 /// frame, and charges frames that arrive after the stream's reading half was dropped without
 /// ever freeing them. A client that keeps sending small calls after its session ended (one
-/// that does not read its answers, the very client [`Ending::Unread`] ends) then exhausts the
+/// that does not read its answers, the very client `Ending::Unread` ends) then exhausts the
 /// budget and h2 closes the connection with GOAWAY `ENHANCE_YOUR_CALM`: the status that says
 /// why the session ended is lost, and every other call on that connection with it. Past
 /// `bound` the stream is dropped all the same.
