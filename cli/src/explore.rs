@@ -49,7 +49,7 @@ stores, loads and barriers. It publishes private stores and refreshes private co
 at the calls MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), never earlier, and \
 applies one origin's operations at a target in the order issued. Refused for now: \
 model=unified, flavor=dynamic, group=, accumulate_ordering hints, request-based operations, \
-set_info, sleep, crash and attach.")]
+set_info, crash and attach; sleep runs as nothing (a pause orders nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,

@@ -39,6 +39,24 @@ fn set(values: &[&str]) -> BTreeSet<String> {
 /// The forum examples of the separate model (and their fixes): every expectation, each an
 /// outcome MPI guarantees or the one onesided's latest-point publication gives, holds in all
 /// 1000 schedules.
+/// A pause moves and orders nothing, so a scenario's `sleep`s are explored as if absent: the
+/// fence rules of the mpiwg-rma thread (whose example sleeps to make the late put likely on a
+/// server) and the writers a lock_all waits behind hold in every schedule.
+#[test]
+fn sleeps_are_explored_as_the_interleavings_they_make_likely() {
+    for name in ["fence_semantics", "lock_all_behind_writers"] {
+        let file = examples_dir().join(format!("{name}.rma"));
+        assert!(
+            std::fs::read_to_string(&file).unwrap().contains("sleep"),
+            "{name} still sleeps"
+        );
+        let out = explore(&file, "--json");
+        let document = out.json();
+        assert_eq!(document["ok"], true, "{name}: {document:#}");
+        assert_eq!(document["schedules"], 1000, "{name}");
+    }
+}
+
 #[test]
 fn the_forum_examples_hold_in_every_explored_schedule() {
     let forum = [
