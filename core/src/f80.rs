@@ -11,7 +11,8 @@ use std::cmp::Ordering;
 use rustc_apfloat::ieee::{Double, X87DoubleExtended};
 use rustc_apfloat::{Float, FloatConvert, Round};
 
-/// One `long double`: its 16 bytes as memory holds them.
+/// One `long double`: its 16 bytes as memory holds them. `==` compares the bytes; the order
+/// (`<`, `>`) is the values' (−0 and +0 are neither less than the other, a NaN is unordered).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct F80(pub [u8; 16]);
 
