@@ -134,6 +134,15 @@ pub enum ModelArg {
     Unified,
 }
 
+impl From<ModelArg> for MemoryModel {
+    fn from(model: ModelArg) -> Self {
+        match model {
+            ModelArg::Separate => MemoryModel::Separate,
+            ModelArg::Unified => MemoryModel::Unified,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct WindowCreate {
     /// The world
@@ -343,10 +352,7 @@ async fn create_window(global: &Global, admin: &Admin, args: WindowCreate) -> Re
             FlavorArg::Allocate => Flavor::Allocate,
             FlavorArg::Dynamic => Flavor::Dynamic,
         },
-        model: match args.model {
-            ModelArg::Separate => MemoryModel::Separate,
-            ModelArg::Unified => MemoryModel::Unified,
-        },
+        model: args.model.into(),
         sizes,
         disp_units: vec![disp_unit; ranks as usize],
         info,

@@ -56,8 +56,8 @@ pub struct MpiexecArgs {
     /// Memory model of the job's windows whose info does not choose one (info key
     /// onesided_memory_model): unified, as MPICH's windows are, or separate (dynamic windows
     /// are separate always)
-    #[arg(long, value_enum, default_value_t = MemoryModel::Unified)]
-    memory_model: MemoryModel,
+    #[arg(long, value_enum, default_value = "unified")]
+    memory_model: crate::admin::ModelArg,
     /// The onesided libmpich (default: libmpich.so beside this binary)
     #[arg(long, env = "ONESIDED_MPI_LIB", value_name = "PATH")]
     lib: Option<PathBuf>,
@@ -68,13 +68,6 @@ pub struct MpiexecArgs {
     /// The program and its arguments
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     program: Vec<OsString>,
-}
-
-/// A window memory model, as `--memory-model` takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum MemoryModel {
-    Unified,
-    Separate,
 }
 
 /// What `main` knows about how the global flags were given.
@@ -336,10 +329,7 @@ async fn run_ranks(
             .env("PMI_SIZE", tokens.len().to_string())
             .env(
                 "ONESIDED_MPI_MEMORY_MODEL",
-                match args.memory_model {
-                    MemoryModel::Unified => "unified",
-                    MemoryModel::Separate => "separate",
-                },
+                onesided_client::MemoryModel::from(args.memory_model).name(),
             )
             .env_remove("ONESIDED_TOKEN");
         if rank != 0 {

@@ -66,14 +66,12 @@ pub fn memory_model(info: &[(String, String)], flavor: Flavor) -> Res<MemoryMode
         });
     let model = match asked {
         None => MemoryModel::Unified,
-        Some((_, value)) if value.trim().eq_ignore_ascii_case("unified") => MemoryModel::Unified,
-        Some((_, value)) if value.trim().eq_ignore_ascii_case("separate") => MemoryModel::Separate,
-        Some((from, value)) => {
-            return Err(fail(
+        Some((from, value)) => MemoryModel::parse(value.trim()).ok_or_else(|| {
+            fail(
                 MPI_ERR_INFO_VALUE,
                 format!("{from} is {value:?}: the memory model is unified or separate"),
-            ))
-        }
+            )
+        })?,
     };
     Ok(if flavor == Flavor::Dynamic {
         MemoryModel::Separate
