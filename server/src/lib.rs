@@ -379,57 +379,13 @@ pub async fn run(
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let metrics = metrics::Metrics::new();
-    if config.cluster.is_some() && config.durability == audit::Durability::Off {
-        anyhow::bail!(
-            "a cluster node needs the audit store (--audit-durability sync or async): it is \
-             where nodes rebuild each other's worlds from"
-        );
-    }
-    let mut joined = None;
-    let (audit, store, last_window, recovered) = if config.durability == audit::Durability::Off {
-        (
-            audit::AuditHandle::off(),
-            None,
-            0,
-            recovery::Recovered::default(),
-        )
-    } else {
-        let store =
-            audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
-        // a paused node's open commit is ended by the database within a quarter of the lease
-        let store = match &config.cluster {
-            Some(node) => store.for_cluster(node.lease_ttl),
-            None => store,
-        };
-        let last_window = store.max_window_id().await?;
-        let recovered = match &config.cluster {
-            // a node takes its worlds up one by one, at its first heartbeat
-            Some(node) => {
-                joined = Some(
-                    cluster::Cluster::join(
-                        &store,
-                        node.clone(),
-                        &config.admin_token,
-                        config.tls.as_ref().map(|tls| tls.chain_pem().to_vec()),
-                    )
-                    .await?,
-                );
-                recovery::Recovered::default()
-            }
-            None => recovery::recover(&store)
-                .await
-                .context("cannot recover the windows of the previous run")?,
-        };
-        let last_at = store.last_at_ns().await?;
-        let (audit, _writer) = audit::AuditHandle::spawn_bounded(
-            store.clone(),
-            config.durability,
-            last_at,
-            Arc::clone(&metrics),
-            config.async_max_unrecorded,
-        );
-        (audit, Some(store), last_window, recovered)
-    };
+    let Opened {
+        audit,
+        store,
+        last_window,
+        recovered,
+        joined,
+    } = open_audit(&config, &metrics).await?;
     let registry = Registry::with_metrics(
         audit.clone(),
         store.clone(),
@@ -443,89 +399,18 @@ pub async fn run(
     let heartbeats_stop = CancellationToken::new();
     let _stop_heartbeats = heartbeats_stop.clone().drop_guard();
     if let Some(cluster) = &joined {
-        audit.set_fencing(Arc::clone(cluster) as Arc<dyn audit::Fencing>);
-        cluster.serve_from(Arc::downgrade(&registry));
-        registry.set_placement(Arc::clone(cluster) as Arc<dyn registry::Placement>);
-        // the worlds placed on this node (or left by a node that died) are taken up by the
-        // heartbeats once the node has reached itself at its advertised URL (below)
-        tokio::spawn(cluster::heartbeats(
-            Arc::clone(cluster),
-            Arc::clone(&registry),
-            heartbeats_stop.clone(),
-        ));
+        join_registry(cluster, &audit, &registry, &heartbeats_stop);
     }
-    let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(&registry));
-    // MessageLimitLayer measures what clients send (tonic's own limit answers OUT_OF_RANGE and
-    // only after buffering a message); what the server sends is bounded by window sizes
     let audit_reader = audit::service::AuditService::new(store.clone(), audit.clone());
-    let audit_service = tonic::service::interceptor::InterceptedService::new(
-        AuditServer::new(audit_reader.clone())
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX),
-        admin_auth.clone(),
-    );
-    let admin = tonic::service::interceptor::InterceptedService::new(
-        AdminServer::new(admin::AdminService::clustered(
-            Arc::clone(&registry),
-            &config.admin_token,
-        ))
-        .max_decoding_message_size(usize::MAX),
-        admin_auth,
-    );
     let stopping = CancellationToken::new();
-    let rma = tonic::service::interceptor::InterceptedService::new(
-        RmaServer::new(RmaService {
-            registry: Arc::clone(&registry),
-            shutdown: stopping.clone(),
-            busy: config.busy_poll.map(|budget| {
-                let busy = BusyPoll::start(budget);
-                registry.metrics().busy_polling(busy.clone());
-                busy
-            }),
-        })
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX),
-        auth::RankAuth::new(Arc::clone(&registry), &config.admin_token),
-    );
-    let (health_reporter, health) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<AdminServer<admin::AdminService>>()
-        .await;
-    health_reporter.set_serving::<RmaServer<RmaService>>().await;
-    if let Some(cluster) = &joined {
-        // the name only this process answers to: the node calls it at its advertised URL
-        // (once this server serves) before it takes any world
-        health_reporter
-            .set_service_status(cluster.health_name(), tonic_health::ServingStatus::Serving)
-            .await;
-        let (cluster, stop) = (Arc::clone(cluster), heartbeats_stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = cluster.reach_self() => {}
-                () = stop.cancelled() => {}
-            }
-        });
-    }
-    // without an audit log every Audit call is FAILED_PRECONDITION: not serving
-    type AuditService = AuditServer<audit::service::AuditService>;
-    if store.is_some() {
-        health_reporter.set_serving::<AuditService>().await;
-    } else {
-        health_reporter.set_not_serving::<AuditService>().await;
-    }
-    // both reflection versions: grpcurl speaks v1, Python's grpcio-reflection and older tools
-    // only v1alpha
-    let reflection_builder = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(onesided_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let reflection = reflection_builder()
-        .build_v1()
-        .context("cannot build the reflection service")?;
-    let reflection_v1alpha = reflection_builder()
-        .build_v1alpha()
-        .context("cannot build the reflection service (v1alpha)")?;
+    let routes = grpc_routes(
+        &config,
+        &registry,
+        audit_reader.clone(),
+        stopping.clone(),
+        joined.as_ref().map(|cluster| (cluster, &heartbeats_stop)),
+    )
+    .await?;
     let address = listener
         .local_addr()
         .context("the listener has no local address")?;
@@ -538,34 +423,14 @@ pub async fn run(
     // stopped after the drain (or when `run` returns early), so scrapes see the shutdown
     let metrics_stop = CancellationToken::new();
     let _stop_metrics = metrics_stop.clone().drop_guard();
-    let mut http_served = Vec::new();
-    if let Some(listener) = &config.metrics {
-        let routes = http::Routes::Metrics(Arc::clone(&metrics));
-        let served =
-            http::serve(listener, routes, metrics_stop.clone()).context("cannot serve metrics")?;
-        let url = format!("http://{}/metrics", listener.local_addr());
-        tracing::info!(%url, "serving metrics");
-        http_served.push(served);
-    }
-    if let Some(listener) = &config.http {
-        let web = web::WebView::new(
-            Arc::clone(&registry),
-            audit_reader,
-            audit.clone(),
-            Arc::clone(&metrics),
-            &config.admin_token,
-            metrics_stop.clone(),
-        );
-        let served = http::serve(
-            listener,
-            http::Routes::Web(Arc::new(web)),
-            metrics_stop.clone(),
-        )
-        .context("cannot serve the web view")?;
-        let url = format!("http://{}/", listener.local_addr());
-        tracing::info!(%url, metrics = %format!("{url}metrics"), "serving the web view");
-        http_served.push(served);
-    }
+    let http_served = serve_http(
+        &config,
+        &registry,
+        audit_reader,
+        &audit,
+        &metrics,
+        &metrics_stop,
+    )?;
     let single_request = [
         onesided_proto::FILE_DESCRIPTOR_SET,
         tonic_health::pb::FILE_DESCRIPTOR_SET,
@@ -584,12 +449,7 @@ pub async fn run(
             limits::MessageLimitLayer::new(config.limits.max_message_bytes)
                 .single_request(single_request),
         )
-        .add_service(health)
-        .add_service(reflection)
-        .add_service(reflection_v1alpha)
-        .add_service(admin)
-        .add_service(audit_service)
-        .add_service(rma)
+        .add_routes(routes)
         // Server::tcp_nodelay does not reach sockets accepted from our own listener: without
         // this, Nagle's algorithm meets delayed ACKs and a fence epoch takes ~40 ms
         .serve_with_incoming_shutdown(incoming, {
@@ -631,4 +491,225 @@ pub async fn run(
     }
     tracing::info!("onesided server stopped");
     Ok(())
+}
+
+/// What a server records into and starts from: its audit writer and store (none with the
+/// audit off), the highest window id ever used, what it recovered of the previous run, and
+/// the cluster it joined (a cluster node recovers nothing itself: it takes its worlds up one
+/// by one, at its first heartbeat).
+struct Opened {
+    audit: audit::AuditHandle,
+    store: Option<audit::AuditStore>,
+    last_window: u64,
+    recovered: recovery::Recovered,
+    joined: Option<Arc<cluster::Cluster>>,
+}
+
+/// Opens the audit store `config` names, recovers the previous run's windows (or joins the
+/// cluster) and starts the audit writer.
+async fn open_audit(
+    config: &ServerConfig,
+    metrics: &Arc<metrics::Metrics>,
+) -> anyhow::Result<Opened> {
+    use anyhow::Context;
+    if config.cluster.is_some() && config.durability == audit::Durability::Off {
+        anyhow::bail!(
+            "a cluster node needs the audit store (--audit-durability sync or async): it is \
+             where nodes rebuild each other's worlds from"
+        );
+    }
+    if config.durability == audit::Durability::Off {
+        return Ok(Opened {
+            audit: audit::AuditHandle::off(),
+            store: None,
+            last_window: 0,
+            recovered: recovery::Recovered::default(),
+            joined: None,
+        });
+    }
+    let store = audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
+    // a paused node's open commit is ended by the database within a quarter of the lease
+    let store = match &config.cluster {
+        Some(node) => store.for_cluster(node.lease_ttl),
+        None => store,
+    };
+    let last_window = store.max_window_id().await?;
+    let (recovered, joined) = match &config.cluster {
+        Some(node) => {
+            let tls_chain = config.tls.as_ref().map(|tls| tls.chain_pem().to_vec());
+            let cluster =
+                cluster::Cluster::join(&store, node.clone(), &config.admin_token, tls_chain)
+                    .await?;
+            (recovery::Recovered::default(), Some(cluster))
+        }
+        None => (
+            recovery::recover(&store)
+                .await
+                .context("cannot recover the windows of the previous run")?,
+            None,
+        ),
+    };
+    let last_at = store.last_at_ns().await?;
+    let (audit, _writer) = audit::AuditHandle::spawn_bounded(
+        store.clone(),
+        config.durability,
+        last_at,
+        Arc::clone(metrics),
+        config.async_max_unrecorded,
+    );
+    Ok(Opened {
+        audit,
+        store: Some(store),
+        last_window,
+        recovered,
+        joined,
+    })
+}
+
+/// Makes `cluster` the placement of `registry`'s worlds and the audit's fencing, and starts
+/// its heartbeats (until `stop`): the worlds placed on this node (or left by a node that
+/// died) are taken up by them once the node has reached itself at its advertised URL.
+fn join_registry(
+    cluster: &Arc<cluster::Cluster>,
+    audit: &audit::AuditHandle,
+    registry: &Arc<Registry>,
+    stop: &CancellationToken,
+) {
+    audit.set_fencing(Arc::clone(cluster) as Arc<dyn audit::Fencing>);
+    cluster.serve_from(Arc::downgrade(registry));
+    registry.set_placement(Arc::clone(cluster) as Arc<dyn registry::Placement>);
+    tokio::spawn(cluster::heartbeats(
+        Arc::clone(cluster),
+        Arc::clone(registry),
+        stop.clone(),
+    ));
+}
+
+/// The gRPC services: Admin and Audit behind the admin token, Rma behind rank tokens (its
+/// sessions end when `stopping` is cancelled), health and reflection. A cluster node's
+/// health service also answers to the name only this process has, and the node starts
+/// reaching itself at its advertised URL (until `stop`).
+async fn grpc_routes(
+    config: &ServerConfig,
+    registry: &Arc<Registry>,
+    audit_reader: audit::service::AuditService,
+    stopping: CancellationToken,
+    cluster: Option<(&Arc<cluster::Cluster>, &CancellationToken)>,
+) -> anyhow::Result<tonic::service::Routes> {
+    use anyhow::Context;
+    use tonic::service::interceptor::InterceptedService;
+    let admin_auth = auth::AdminAuth::new(&config.admin_token, Arc::clone(registry));
+    // MessageLimitLayer measures what clients send (tonic's own limit answers OUT_OF_RANGE and
+    // only after buffering a message); what the server sends is bounded by window sizes
+    let audited = audit_reader.has_store();
+    let audit_service = InterceptedService::new(
+        AuditServer::new(audit_reader)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX),
+        admin_auth.clone(),
+    );
+    let admin = InterceptedService::new(
+        AdminServer::new(admin::AdminService::clustered(
+            Arc::clone(registry),
+            &config.admin_token,
+        ))
+        .max_decoding_message_size(usize::MAX),
+        admin_auth,
+    );
+    let rma = InterceptedService::new(
+        RmaServer::new(RmaService {
+            registry: Arc::clone(registry),
+            shutdown: stopping,
+            busy: config.busy_poll.map(|budget| {
+                let busy = BusyPoll::start(budget);
+                registry.metrics().busy_polling(busy.clone());
+                busy
+            }),
+        })
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX),
+        auth::RankAuth::new(Arc::clone(registry), &config.admin_token),
+    );
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<AdminServer<admin::AdminService>>()
+        .await;
+    health_reporter.set_serving::<RmaServer<RmaService>>().await;
+    if let Some((cluster, stop)) = cluster {
+        // the name only this process answers to: the node calls it at its advertised URL
+        // (once this server serves) before it takes any world
+        health_reporter
+            .set_service_status(cluster.health_name(), tonic_health::ServingStatus::Serving)
+            .await;
+        let (cluster, stop) = (Arc::clone(cluster), stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cluster.reach_self() => {}
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+    // without an audit log every Audit call is FAILED_PRECONDITION: not serving
+    type AuditService = AuditServer<audit::service::AuditService>;
+    if audited {
+        health_reporter.set_serving::<AuditService>().await;
+    } else {
+        health_reporter.set_not_serving::<AuditService>().await;
+    }
+    // both reflection versions: grpcurl speaks v1, Python's grpcio-reflection and older tools
+    // only v1alpha
+    let reflection_builder = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(onesided_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection = reflection_builder()
+        .build_v1()
+        .context("cannot build the reflection service")?;
+    let reflection_v1alpha = reflection_builder()
+        .build_v1alpha()
+        .context("cannot build the reflection service (v1alpha)")?;
+    Ok(tonic::service::Routes::new(health)
+        .add_service(reflection)
+        .add_service(reflection_v1alpha)
+        .add_service(admin)
+        .add_service(audit_service)
+        .add_service(rma))
+}
+
+/// The HTTP listeners `config` asks for: `/metrics` alone, and the web view (with its own
+/// `/metrics`); both stop at `stop`.
+fn serve_http(
+    config: &ServerConfig,
+    registry: &Arc<Registry>,
+    audit_reader: audit::service::AuditService,
+    audit: &audit::AuditHandle,
+    metrics: &Arc<metrics::Metrics>,
+    stop: &CancellationToken,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    use anyhow::Context;
+    let mut served = Vec::new();
+    if let Some(listener) = &config.metrics {
+        let routes = http::Routes::Metrics(Arc::clone(metrics));
+        served.push(http::serve(listener, routes, stop.clone()).context("cannot serve metrics")?);
+        let url = format!("http://{}/metrics", listener.local_addr());
+        tracing::info!(%url, "serving metrics");
+    }
+    if let Some(listener) = &config.http {
+        let web = web::WebView::new(
+            Arc::clone(registry),
+            audit_reader,
+            audit.clone(),
+            Arc::clone(metrics),
+            &config.admin_token,
+            stop.clone(),
+        );
+        let routes = http::Routes::Web(Arc::new(web));
+        served.push(
+            http::serve(listener, routes, stop.clone()).context("cannot serve the web view")?,
+        );
+        let url = format!("http://{}/", listener.local_addr());
+        tracing::info!(%url, metrics = %format!("{url}metrics"), "serving the web view");
+    }
+    Ok(served)
 }

@@ -101,6 +101,11 @@ impl AuditService {
         AuditService { store, live }
     }
 
+    /// Whether there is a log to read (the audit is on).
+    pub fn has_store(&self) -> bool {
+        self.store.is_some()
+    }
+
     /// The window's timeline: the Perfetto trace `export` answers with (core's `export`), for
     /// the web view to draw.
     ///
