@@ -851,3 +851,58 @@ async fn the_cluster_page_names_every_node_and_who_serves_which_world() {
     }
     page.close().await.unwrap();
 }
+
+/// Issue 44, item 6: a departure that is a failure still looks like one. Rank 0 attaches again
+/// by hand (superseding its first session), opens the window and goes silent: its lease
+/// lapses, and rank 1's target lists it in red, saying why — where a rank that closed its
+/// session is listed as having left (the Chromium test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_is_shown_as_a_failure_in_chromium() {
+    let driver = chromedriver().await;
+    let listener = HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let web = listener.local_addr();
+    let server = spawn_server_with(|config| {
+        config.http = Some(listener);
+        config.lease_ttl = Duration::from_millis(1500);
+    })
+    .await;
+    let fixture = Fixture::on(server, 2).await;
+    let window = unique("w");
+    let _windows = fixture.window(WindowSpec::of::<i64>(&window, 2, 1)).await;
+    let page = browser(&driver).await;
+    log_in(&page, web).await;
+    let link = format!(
+        "a.window-link[data-world=\"{}\"][data-window=\"{window}\"]",
+        fixture.world
+    );
+    until(&page, "the window in the page", &format!(
+        "const link = document.querySelector('{link}'); if (link) link.click(); return link !== null;"
+    ), |value| value == true)
+    .await;
+
+    let mut grpc = crate::raw::raw(&fixture.server.url).await;
+    let meta = crate::raw::Meta::bearer(&fixture.tokens[0]);
+    let (mut silent, _) = crate::raw::RawSession::open(&mut grpc, &meta)
+        .await
+        .unwrap();
+    silent.open_window(&window).await;
+    let broken = "const cell = document.querySelector('#targets tbody tr[data-rank=\"1\"] td.departed .broken'); \
+        return cell ? cell.textContent : null;";
+    until_text(
+        &page,
+        "rank 0's lapsed lease, in red, at rank 1",
+        broken,
+        "rank 0 absent: lease lapsed",
+    )
+    .await;
+    let left = page
+        .execute(
+            "return document.querySelectorAll('#targets .left').length;",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "a lapsed lease is no clean departure");
+    drop(silent);
+    page.close().await.unwrap();
+}
