@@ -16,8 +16,7 @@ use onesided_proto::{status_from_rma, status_with_code};
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
-use crate::cluster::Served;
-use crate::registry::{Registry, RegistryError};
+use crate::registry::{MoveError, Registry, RegistryError, Served};
 
 /// A client of another node's Admin service.
 type Peer = v1::admin_client::AdminClient<tonic::transport::Channel>;
@@ -59,13 +58,11 @@ impl AdminService {
     /// it. A world nobody live serves is taken up here first. A call another node forwarded
     /// is never forwarded again.
     async fn route<T>(&self, request: &Request<T>, world: &str) -> Result<Option<String>, Status> {
-        let Some(cluster) = self.registry.cluster() else {
-            return Ok(None);
-        };
-        if cluster.holds(world) && self.registry.has_world(world) {
+        let placement = self.registry.placement();
+        if placement.holds(world) && self.registry.has_world(world) {
             return Ok(None);
         }
-        let served = cluster
+        let served = placement
             .serve(world, &self.registry)
             .await
             .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?;
@@ -200,13 +197,12 @@ impl Admin for AdminService {
         _request: Request<v1::ListWorldsRequest>,
     ) -> Result<Response<v1::ListWorldsResponse>, Status> {
         // in a cluster: every world of every node, from the store
-        let listed = match self.registry.cluster() {
-            Some(cluster) => cluster
-                .worlds()
-                .await
-                .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?,
-            None => self.registry.list_worlds(),
-        };
+        let listed = self
+            .registry
+            .placement()
+            .worlds(&self.registry)
+            .await
+            .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?;
         let worlds = listed
             .into_iter()
             .map(|(name, ranks, windows)| v1::WorldSummary {
@@ -338,9 +334,9 @@ impl Admin for AdminService {
         &self,
         mut request: Request<v1::MoveWorldRequest>,
     ) -> Result<Response<v1::MoveWorldResponse>, Status> {
-        let Some(cluster) = self.registry.cluster().cloned() else {
+        if !self.registry.placement().others_may_know() {
             return Err(not_clustered());
-        };
+        }
         let forward = |mut peer: Peer, call| async move { peer.move_world(call).await };
         if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
             return Ok(answer);
@@ -352,7 +348,8 @@ impl Admin for AdminService {
         let registry = Arc::clone(&self.registry);
         let owner = tokio::spawn(
             async move {
-                cluster
+                registry
+                    .placement()
                     .hand_over(&request.world, &request.node_id, &registry)
                     .await
             }
@@ -361,11 +358,11 @@ impl Admin for AdminService {
         .await
         .map_err(|_| Status::unavailable("the server is stopping"))?
         .map_err(|error| {
-            use crate::cluster::MoveError;
             let (code, class) = match &error {
                 MoveError::NoNode(_) => (Code::NotFound, ErrorClass::Arg),
                 MoveError::Dead(_) => (Code::FailedPrecondition, ErrorClass::Arg),
                 MoveError::NotHere(_) | MoveError::Store(_) => (Code::Unavailable, ErrorClass::Io),
+                MoveError::Alone => (Code::FailedPrecondition, ErrorClass::Arg),
             };
             status_with_code(code, &RmaError::new(class, error.to_string()))
         })?;
@@ -376,20 +373,21 @@ impl Admin for AdminService {
         &self,
         _request: Request<v1::ClusterStatusRequest>,
     ) -> Result<Response<v1::ClusterStatusResponse>, Status> {
-        let Some(cluster) = self.registry.cluster() else {
-            return Err(not_clustered());
-        };
-        let nodes = cluster
+        let view = self
+            .registry
+            .placement()
             .status()
             .await
             .map_err(|error| status(RegistryError::Unavailable(format!("{error:#}"))))?
-            .into_iter()
-            .map(onesided_proto::admin_wire::node_to_wire)
-            .collect();
+            .ok_or_else(not_clustered)?;
         Ok(Response::new(v1::ClusterStatusResponse {
-            node_id: cluster.node_id().to_string(),
-            nodes,
-            lease_ttl_secs: cluster.lease_ttl().as_secs_f64(),
+            node_id: view.node_id,
+            nodes: view
+                .nodes
+                .into_iter()
+                .map(onesided_proto::admin_wire::node_to_wire)
+                .collect(),
+            lease_ttl_secs: view.lease_ttl.as_secs_f64(),
         }))
     }
 }

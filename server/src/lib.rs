@@ -210,21 +210,22 @@ impl Rma for RmaService {
         request: Request<Streaming<ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let membership = auth::membership(&request);
+        let placement = self.registry.placement();
         // a world an admin's move drains here: new sessions wait, then go where it went
-        if let (Ok(member), Some(cluster)) = (&membership, self.registry.cluster()) {
-            if cluster.is_draining(&member.world) {
-                cluster.until_drained(&member.world).await;
+        if let Ok(member) = &membership {
+            if placement.is_draining(&member.world) {
+                placement.until_drained(&member.world).await;
             }
         }
         // in a cluster, only while this node still holds the world's lease — by its clock,
         // else as the database says: a node that was paused past its lease may have lost the
         // world without knowing yet, and must not attach a session to it
-        let confirmed = match (&membership, self.registry.cluster()) {
-            (Ok(member), Some(cluster)) => cluster
+        let confirmed = match &membership {
+            Ok(member) => placement
                 .confirm(&member.world, &self.registry)
                 .await
                 .map_err(|error| Status::unavailable(format!("the cluster's store: {error:#}")))?,
-            _ => true,
+            Err(_) => true,
         };
         let member = match membership {
             Ok(_) if !confirmed => {
@@ -314,20 +315,22 @@ impl RmaService {
         unresolved: auth::Unresolved,
     ) -> Result<registry::Membership, Status> {
         let invalid = || Status::unauthenticated("invalid rank token");
-        let Some(cluster) = self.registry.cluster() else {
-            return Err(invalid());
-        };
+        let placement = self.registry.placement();
         let unavailable =
             |error: anyhow::Error| Status::unavailable(format!("the cluster's store: {error:#}"));
-        let Some((world, _)) = cluster.resolve(&unresolved.0).await.map_err(unavailable)? else {
+        let Some((world, _)) = placement
+            .resolve(&unresolved.0)
+            .await
+            .map_err(unavailable)?
+        else {
             return Err(invalid());
         };
-        match cluster
+        match placement
             .serve(&world, &self.registry)
             .await
             .map_err(unavailable)?
         {
-            cluster::Served::Here => {
+            registry::Served::Here => {
                 let member = self
                     .registry
                     .authenticate_hash(&unresolved.0)
@@ -335,7 +338,7 @@ impl RmaService {
                 auth::check_claims(request, &member)?;
                 Ok(member)
             }
-            cluster::Served::There(address) => {
+            registry::Served::There(address) => {
                 let mut status = Status::unavailable(format!(
                     "world {} is served by the node at {address}: attach there",
                     onesided_core::error::quoted(&world)
@@ -345,7 +348,7 @@ impl RmaService {
                 }
                 Err(status)
             }
-            cluster::Served::Unknown => Err(invalid()),
+            registry::Served::Unknown => Err(invalid()),
         }
     }
 }
@@ -441,7 +444,8 @@ pub async fn run(
     let _stop_heartbeats = heartbeats_stop.clone().drop_guard();
     if let Some(cluster) = &joined {
         audit.set_fencing(Arc::clone(cluster) as Arc<dyn audit::Fencing>);
-        registry.set_cluster(Arc::clone(cluster));
+        cluster.serve_from(Arc::downgrade(&registry));
+        registry.set_placement(Arc::clone(cluster) as Arc<dyn registry::Placement>);
         // the worlds placed on this node (or left by a node that died) are taken up by the
         // heartbeats once the node has reached itself at its advertised URL (below)
         tokio::spawn(cluster::heartbeats(

@@ -19,22 +19,24 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditHandle, AuditStore};
-use crate::cluster::Cluster;
 use crate::limits::{Limits, WindowBytes};
 use crate::metrics::{Holdings, Metrics};
-use crate::world::WorldHandle;
+use crate::world::{Directory, WorldHandle};
 
 mod handover;
 mod overview;
+mod placement;
 mod ranks;
 mod sessions;
 mod windows;
 mod worlds;
 
+pub use crate::world::NewWindow;
 pub use handover::{desc_from_spec, RecoveredWindow};
 pub use overview::{RankView, WorldView};
+pub use placement::{Alone, ClusterView, MoveError, Placed, Placement, Served, Stopping};
 pub use sessions::{Lease, SessionSlot};
-pub use windows::{NewWindow, WindowEntry};
+pub use windows::WindowEntry;
 pub use worlds::{token_hash, Membership};
 
 struct World {
@@ -122,7 +124,7 @@ pub fn as_rma(error: &RegistryError) -> RmaError {
     }
 }
 
-fn unavailable(error: anyhow::Error) -> RegistryError {
+pub(crate) fn unavailable(error: anyhow::Error) -> RegistryError {
     RegistryError::Unavailable(format!("{error:#}"))
 }
 
@@ -144,8 +146,9 @@ pub struct Registry {
     /// How long a new window's actors hold a shared lock request back behind a waiting
     /// exclusive one, in nanoseconds (core's `locks`).
     lock_fairness_ns: std::sync::atomic::AtomicU64,
-    /// In a cluster, this node's part in it (set once, before any world exists).
-    cluster: OnceLock<Arc<Cluster>>,
+    /// Where worlds live: a cluster's placement when set (once, before any world exists),
+    /// else this node alone.
+    placement: OnceLock<Arc<dyn Placement>>,
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), RmaError> {
@@ -216,7 +219,7 @@ impl Registry {
                 lock_fairness_ns: std::sync::atomic::AtomicU64::new(
                     onesided_core::locks::DEFAULT_FAIRNESS.as_nanos() as u64,
                 ),
-                cluster: OnceLock::new(),
+                placement: OnceLock::new(),
             }
         })
     }
@@ -236,16 +239,24 @@ impl Registry {
         }
     }
 
-    /// Makes this registry a cluster node's: worlds are placed across nodes, window ids come
-    /// from the database, and every window is noted for the audit's fencing.
-    pub fn set_cluster(&self, cluster: Arc<Cluster>) {
-        cluster.serve_from(self.me.clone());
-        let _ = self.cluster.set(cluster);
+    /// Places this registry's worlds with `placement` (a cluster's: worlds are placed across
+    /// nodes, window ids come from the database, and every window is noted for the audit's
+    /// fencing) instead of this node alone. Set once, before any world exists.
+    pub fn set_placement(&self, placement: Arc<dyn Placement>) {
+        let _ = self.placement.set(placement);
     }
 
-    /// This node's part in a cluster, if it is in one.
-    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
-        self.cluster.get()
+    /// Where worlds live.
+    pub fn placement(&self) -> &dyn Placement {
+        match self.placement.get() {
+            Some(placement) => placement.as_ref(),
+            None => &Alone,
+        }
+    }
+
+    /// This registry itself, shared (what a placement that takes worlds up keeps).
+    pub fn weak(&self) -> Weak<Registry> {
+        self.me.clone()
     }
 
     /// The limits the server enforces.
@@ -278,5 +289,28 @@ impl Registry {
         self.inner
             .write()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// What a world's actor asks of the directory.
+#[tonic::async_trait]
+impl Directory for Registry {
+    fn max_queued_message_bytes(&self) -> u64 {
+        self.limits.max_queued_message_bytes
+    }
+
+    async fn create_window(&self, world: &str, window: NewWindow) -> Result<(), RmaError> {
+        Registry::create_window(self, world, window)
+            .await
+            .map(drop)
+            .map_err(|error| as_rma(&error))
+    }
+
+    async fn window_freed(self: Arc<Self>, window: u64) {
+        self.remove_window(window).await;
+    }
+
+    async fn window_info_set(&self, window: u64, info: onesided_core::window::WindowInfo) {
+        self.set_window_info(window, info).await;
     }
 }

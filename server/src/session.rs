@@ -636,41 +636,40 @@ impl Session {
             self.call = None;
             return;
         }
-        if let Some(cluster) = self
-            .registry
-            .cluster()
-            .filter(|_| !matches!(call, Call::Heartbeat(_)))
+        if !matches!(call, Call::Heartbeat(_))
+            && !self.registry.placement().surely_serves(&self.member.world)
         {
             // a node paused past its lease may have lost the world without knowing yet: it
-            // opens, locks and answers nothing of it before the database says it is still
+            // opens, locks and answers nothing of it before the placement says it is still
             // this node's (a look at its clock while the lease is surely current)
-            let world = &self.member.world;
-            if !cluster.serves(world) {
-                let cluster = Arc::clone(cluster);
-                let confirmed = cluster.confirm(world, &self.registry).await;
-                if !matches!(confirmed, Ok(true)) {
-                    let why = match confirmed {
-                        Err(error) => format!(
-                            "this node cannot reach the cluster's store to confirm it still \
-                             serves the world ({error:#}); the call changed nothing, try again"
-                        ),
-                        Ok(_) => "this node no longer serves the world; the call changed \
-                                  nothing: attach again (the owner is found by itself)"
-                            .to_string(),
-                    };
-                    self.reply(id)
-                        .send(Err(RmaError::unchanged(ErrorClass::Io, why)));
-                    self.call = None;
-                    return;
-                }
+            let registry = Arc::clone(&self.registry);
+            let confirmed = registry
+                .placement()
+                .confirm(&self.member.world, &registry)
+                .await;
+            if !matches!(confirmed, Ok(true)) {
+                let why = match confirmed {
+                    Err(error) => format!(
+                        "this node cannot reach the cluster's store to confirm it still \
+                         serves the world ({error:#}); the call changed nothing, try again"
+                    ),
+                    Ok(_) => "this node no longer serves the world; the call changed \
+                              nothing: attach again (the owner is found by itself)"
+                        .to_string(),
+                };
+                self.reply(id)
+                    .send(Err(RmaError::unchanged(ErrorClass::Io, why)));
+                self.call = None;
+                return;
             }
         }
-        if let Some(cluster) = self.held_by_a_move(&call) {
+        if self.held_by_a_move(&call) {
+            let registry = Arc::clone(&self.registry);
             let world = self.member.world.clone();
             tracing::debug!("a new epoch waits for the world's move");
-            cluster.until_drained(&world).await;
+            registry.placement().until_drained(&world).await;
             // the move may have failed, and the world stayed
-            if !cluster.holds(&world) {
+            if !registry.placement().holds(&world) {
                 let moved = RmaError::unchanged(
                     ErrorClass::Io,
                     "the world moved to another node while this lock waited for the move; \
@@ -691,18 +690,17 @@ impl Session {
     /// A lock or lock_all about to open this session's first epoch while an admin's move
     /// drains the world must wait until the move is over, so that the epochs open now can
     /// finish and the world goes quiet instead of new ones keeping it busy until the drain's
-    /// bound ends them: returns the cluster to wait on then. A session with an epoch open
-    /// anywhere is not held (its new lock may be part of the epoch the drain waits for).
-    fn held_by_a_move(&self, call: &Call) -> Option<Arc<crate::cluster::Cluster>> {
+    /// bound ends them. A session with an epoch open anywhere is not held (its new lock may
+    /// be part of the epoch the drain waits for).
+    fn held_by_a_move(&self, call: &Call) -> bool {
         if !matches!(call, Call::Lock(_) | Call::LockAll(_)) {
-            return None;
+            return false;
         }
-        let cluster = self.registry.cluster()?;
         let opening = !self
             .windows
             .values()
             .any(|open| open.epoch.has_open_epoch());
-        (opening && cluster.is_draining(&self.member.world)).then(|| Arc::clone(cluster))
+        opening && self.registry.placement().is_draining(&self.member.world)
     }
 
     /// `event` of this rank on `window` as the audit writer takes it (none with the audit off).

@@ -13,14 +13,54 @@ use bytes::Bytes;
 pub use onesided_core::collective::Collective;
 use onesided_core::collective::{Collectives, Creation, WindowPart};
 use onesided_core::messaging::{Delivery, Mailbox, Pattern};
-use onesided_core::window::WindowInfo;
+use onesided_core::window::{Flavor, MemoryModel, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::{self, server_message};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::registry::Registry;
 use crate::reply::Reply;
 use crate::supervise::{self, Fate};
+
+/// A window to create (the directory's [`Directory::create_window`]): all of its description but its id and
+/// world.
+#[derive(Clone, Debug)]
+pub struct NewWindow {
+    /// Its name, unique in the world.
+    pub name: String,
+    /// How its memory came to be.
+    pub flavor: Flavor,
+    /// Its memory model.
+    pub model: MemoryModel,
+    /// Each rank's size in bytes.
+    pub sizes: Vec<u64>,
+    /// Each rank's displacement unit.
+    pub disp_units: Vec<u32>,
+    /// Its info.
+    pub info: WindowInfo,
+    /// The world's ranks it spans, in window-rank order (`None`: the whole world).
+    pub group: Option<Vec<u32>>,
+}
+
+/// What a world's actor asks of the directory its world is in (the registry, which spawns
+/// it): no more than this, so that the actor knows nothing else of the directory.
+#[tonic::async_trait]
+pub trait Directory: Send + Sync {
+    /// How many bytes of point-to-point messages may wait for a receive, per world.
+    fn max_queued_message_bytes(&self) -> u64;
+
+    /// Creates the window every rank asked for alike (the directory's own checks: name,
+    /// shape, limits).
+    ///
+    /// # Errors
+    /// What those checks refuse.
+    async fn create_window(&self, world: &str, window: NewWindow) -> Result<(), RmaError>;
+
+    /// Every rank freed `window`: its actors stop and it leaves the directory.
+    async fn window_freed(self: Arc<Self>, window: u64);
+
+    /// Every rank set `window`'s info alike.
+    async fn window_info_set(&self, window: u64, info: WindowInfo);
+}
 
 #[derive(Debug)]
 struct Arrive {
@@ -93,12 +133,12 @@ pub struct WorldHandle {
 
 impl WorldHandle {
     /// Starts the actor of world `name` with `nranks` ranks.
-    pub fn spawn(name: &str, nranks: u32, registry: std::sync::Weak<Registry>) -> Self {
+    pub fn spawn(name: &str, nranks: u32, directory: std::sync::Weak<dyn Directory>) -> Self {
         let (sender, inbox) = mpsc::channel(256);
         let span = tracing::info_span!("world", world = name);
         let fate = supervise::spawn(
             "world",
-            run(name.to_string(), nranks, inbox, registry),
+            run(name.to_string(), nranks, inbox, directory),
             span,
         );
         WorldHandle { sender, fate }
@@ -273,12 +313,12 @@ async fn run(
     world: String,
     nranks: u32,
     mut inbox: mpsc::Receiver<Message>,
-    registry: std::sync::Weak<Registry>,
+    directory: std::sync::Weak<dyn Directory>,
 ) {
     let mut collectives = Collectives::new(nranks);
-    let bound = registry
+    let bound = directory
         .upgrade()
-        .map_or(0, |registry| registry.limits().max_queued_message_bytes);
+        .map_or(0, |directory| directory.max_queued_message_bytes());
     let mut mailbox = Mailbox::new(nranks, bound);
     while let Some(message) = inbox.recv().await {
         let effects = match message {
@@ -344,17 +384,17 @@ async fn run(
             }
         };
         if let Some(window) = effects.freed {
-            if let Some(registry) = registry.upgrade() {
-                Arc::clone(&registry).remove_window(window).await;
+            if let Some(directory) = directory.upgrade() {
+                directory.window_freed(window).await;
             }
             tracing::info!(window, "window freed by all ranks");
         }
         if let Some(creation) = effects.create {
-            create(&world, creation, &registry).await;
+            create(&world, creation, &directory).await;
         }
         if let Some((window, info)) = effects.info_set {
-            if let Some(registry) = registry.upgrade() {
-                registry.set_window_info(window, info).await;
+            if let Some(directory) = directory.upgrade() {
+                directory.window_info_set(window, info).await;
             }
         }
         for (reply, answer) in effects.answers {
@@ -403,7 +443,11 @@ fn received(delivery: Delivery) -> v1::Received {
 
 /// Every rank asked for the window alike: the registry creates it (its own checks — name,
 /// shape, info — may still refuse it), and every rank is answered with the outcome.
-async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::Weak<Registry>) {
+async fn create(
+    world: &str,
+    creation: Creation<Reply>,
+    directory: &std::sync::Weak<dyn Directory>,
+) {
     let Creation {
         name,
         group,
@@ -412,31 +456,31 @@ async fn create(world: &str, creation: Creation<Reply>, registry: &std::sync::We
         shared,
         replies,
     } = creation;
-    let outcome = match registry.upgrade() {
+    let outcome = match directory.upgrade() {
         None => Err(RmaError::new(ErrorClass::Other, "the server is stopping")),
-        Some(registry) => match WindowInfo::parse(
+        Some(directory) => match WindowInfo::parse(
             shared
                 .info
                 .iter()
                 .map(|(key, value)| (key.as_str(), value.as_str())),
         ) {
             Err(error) => Err(error),
-            Ok(info) => registry
-                .create_window(
-                    world,
-                    crate::registry::NewWindow {
-                        name: name.clone(),
-                        flavor: shared.flavor,
-                        model: shared.model,
-                        sizes,
-                        disp_units,
-                        info,
-                        group: (!group.is_empty()).then_some(group),
-                    },
-                )
-                .await
-                .map(drop)
-                .map_err(|error| crate::registry::as_rma(&error)),
+            Ok(info) => {
+                directory
+                    .create_window(
+                        world,
+                        NewWindow {
+                            name: name.clone(),
+                            flavor: shared.flavor,
+                            model: shared.model,
+                            sizes,
+                            disp_units,
+                            info,
+                            group: (!group.is_empty()).then_some(group),
+                        },
+                    )
+                    .await
+            }
         },
     };
     if outcome.is_ok() {

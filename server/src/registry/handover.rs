@@ -136,9 +136,7 @@ impl Registry {
             world.windows.insert(desc.name.clone(), desc.id);
             let ranks = self.spawn_ranks(&desc, window.copies, window.regions, window.logged);
             inner.next_window = inner.next_window.max(desc.id);
-            if let Some(cluster) = self.cluster() {
-                cluster.note_window(desc.id, &desc.world);
-            }
+            self.placement().note_window(desc.id, &desc.world);
             // counted even past a limit lowered since: new windows wait for room
             self.window_bytes.take_anyway(bytes_of(&desc));
             tracing::info!(world = %desc.world, window = %desc.name, id = desc.id, "window recovered");

@@ -14,7 +14,7 @@ use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::RmaError;
 
 use super::handover::spec_json;
-use super::{bytes_of, check_name, unavailable, Registry, RegistryError};
+use super::{bytes_of, check_name, unavailable, NewWindow, Registry, RegistryError};
 use crate::actor::WindowServerHandle;
 use crate::audit::{Durability, Pending, StoredWindow};
 use crate::limits::exhausted;
@@ -67,26 +67,6 @@ impl WindowEntry {
     }
 }
 
-/// A window to create ([`Registry::create_window`]): all of its description but its id and
-/// world.
-#[derive(Clone, Debug)]
-pub struct NewWindow {
-    /// Its name, unique in the world.
-    pub name: String,
-    /// How its memory came to be.
-    pub flavor: Flavor,
-    /// Its memory model.
-    pub model: MemoryModel,
-    /// Each rank's size in bytes.
-    pub sizes: Vec<u64>,
-    /// Each rank's displacement unit.
-    pub disp_units: Vec<u32>,
-    /// Its info.
-    pub info: WindowInfo,
-    /// The world's ranks it spans, in window-rank order (`None`: the whole world).
-    pub group: Option<Vec<u32>>,
-}
-
 impl Registry {
     /// Creates a window on `world`: records its creation, then starts one actor per rank.
     ///
@@ -110,11 +90,8 @@ impl Registry {
         } = window;
         let name = name.as_str();
         check_name("window", name)?;
-        // ids unique across the cluster come from the database
-        let cluster_id = match self.cluster() {
-            Some(cluster) => Some(cluster.next_window_id().await.map_err(unavailable)?),
-            None => None,
-        };
+        // ids unique across a cluster come from its database
+        let placed_id = self.placement().window_id().await.map_err(unavailable)?;
         // reserve the name and id; the window becomes visible only once its creation is logged
         let desc = {
             let mut inner = self.write();
@@ -133,13 +110,10 @@ impl Registry {
                 )));
             }
             self.room(&sizes)?;
-            let id = match cluster_id {
-                Some(id) => id,
-                None => {
-                    inner.next_window += 1;
-                    inner.next_window
-                }
-            };
+            let id = placed_id.unwrap_or_else(|| {
+                inner.next_window += 1;
+                inner.next_window
+            });
             if let Some(entry) = inner.worlds.get_mut(world) {
                 entry.windows.insert(name.to_string(), id);
             }
@@ -155,9 +129,7 @@ impl Registry {
                 group,
             })
         };
-        if let Some(cluster) = self.cluster() {
-            cluster.note_window(desc.id, world);
-        }
+        self.placement().note_window(desc.id, world);
         let created = Pending {
             window: desc.id,
             rank: 0,

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use onesided_core::{ErrorClass, RmaError};
 use rand::Rng;
 
-use super::{
-    bytes_of, check_name, unavailable, Inner, Registry, RegistryError, WindowEntry, World,
-};
+use super::{bytes_of, check_name, Inner, Placed, Registry, RegistryError, WindowEntry, World};
 use crate::actor::WindowServerHandle;
 use crate::audit::StoredWorld;
 use crate::limits::{exhausted, WindowBytes};
@@ -80,9 +78,9 @@ impl Registry {
         Ok(self.create_world_placed(name, nranks).await?.0)
     }
 
-    /// [`Registry::create_world`]; in a cluster the world goes to the live node with the
-    /// least load ([`Cluster::place`](crate::cluster::Cluster::place)), whose address comes
-    /// back with the tokens (`None` outside a cluster). A world placed on another node is not
+    /// [`Registry::create_world`], saved where the [`Placement`](super::Placement) puts it
+    /// (in a cluster, on the live node with the least load), whose address comes back with
+    /// the tokens (`None` outside a cluster). A world placed on another node is not
     /// served here: that node takes it up when it first hears of it.
     ///
     /// # Errors
@@ -111,47 +109,30 @@ impl Registry {
         }
         let tokens: Vec<String> = (0..nranks).map(|_| new_token()).collect();
         let hashes: Vec<[u8; 32]> = tokens.iter().map(|token| token_hash(token)).collect();
-        let mut owner = None;
+        let mut placed = Placed {
+            here: true,
+            owner: None,
+        };
         if let Some(store) = &self.store {
             let stored = StoredWorld {
                 name: name.to_string(),
                 nranks,
                 tokens: hashes.iter().copied().zip(0..nranks).collect(),
             };
-            let saved = match self.cluster() {
-                None => store.save_world(&stored, None).await,
-                Some(cluster) => match cluster.place().await {
-                    Ok((node, advertise)) => {
-                        let here = node == cluster.node_id();
-                        let sent = tokio::time::Instant::now();
-                        let saved = store
-                            .save_world(&stored, Some((&node, here, cluster.lease_ttl())))
-                            .await;
-                        if saved.is_ok() {
-                            if here {
-                                cluster.hold(name, 1, sent);
-                            }
-                            owner = Some((advertise, here));
-                        }
-                        saved
-                    }
-                    Err(error) => Err(error),
-                },
-            };
-            if let Err(error) = saved {
-                self.write().reserved.remove(name);
-                // another node created it first
-                if self.cluster().is_some() && store.world_exists(name).await.unwrap_or(false) {
-                    return Err(RegistryError::AlreadyExists(format!("world {name}")));
+            match self.placement().save_world(store, &stored).await {
+                Ok(saved) => placed = saved,
+                Err(error) => {
+                    self.write().reserved.remove(name);
+                    return Err(error);
                 }
-                return Err(unavailable(error));
             }
         }
         let mut inner = self.write();
         inner.reserved.remove(name);
-        if let Some((advertise, false)) = owner {
-            tracing::info!(world = name, nranks, owner = %advertise, "world created on another node");
-            return Ok((tokens, Some(advertise)));
+        if !placed.here {
+            let owner = placed.owner.unwrap_or_default();
+            tracing::info!(world = name, nranks, %owner, "world created on another node");
+            return Ok((tokens, Some(owner)));
         }
         for (rank, hash) in hashes.iter().enumerate() {
             inner.tokens.insert(*hash, (name.to_string(), rank as u32));
@@ -167,7 +148,7 @@ impl Registry {
             },
         );
         tracing::info!(world = name, nranks, "world created");
-        Ok((tokens, owner.map(|(advertise, _)| advertise)))
+        Ok((tokens, placed.owner))
     }
 
     /// `(name, ranks, windows)` of every world.
@@ -187,14 +168,7 @@ impl Registry {
         if !self.read().worlds.contains_key(name) {
             return Err(RegistryError::NoWorld(name.to_string()));
         }
-        // in a cluster the world's rows commit only under its lease, so the store forgets it
-        // (and the lease) only after its actors' last events (`window_freed`) are committed
-        let cluster = self.cluster().cloned();
-        if cluster.is_none() {
-            if let Some(store) = &self.store {
-                store.delete_world(name).await.map_err(unavailable)?;
-            }
-        }
+        self.placement().deleting(self.store.as_ref(), name).await?;
         let stopped = {
             let mut inner = self.write();
             let (world, windows) = take_world(&mut inner, &self.window_bytes, name)
@@ -212,18 +186,17 @@ impl Registry {
             }
             windows
         };
-        if let Some(cluster) = cluster {
+        let stopping = Box::pin(async move {
             for entry in &stopped {
                 for rank in &entry.ranks {
                     rank.stopped().await;
                 }
             }
             self.audit.flush().await;
-            if let Some(store) = &self.store {
-                store.delete_world(name).await.map_err(unavailable)?;
-            }
-            cluster.release(name);
-        }
+        });
+        self.placement()
+            .deleted(self.store.as_ref(), name, stopping)
+            .await?;
         tracing::info!(world = name, "world deleted");
         Ok(())
     }
