@@ -23,7 +23,8 @@
 //!
 //! Owns: routing, the token check, the JSON shapes. Must not: change anything (it only reads
 //! the registry, asks actors for [`onesided_core::target::Target::inspect`] and for their
-//! public copy, asks the cluster for its status and reads the audit store), or log a token.
+//! public copy, asks the placement for the cluster's status and reads the audit store), or log
+//! a token.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -73,6 +74,8 @@ pub struct WebView {
     stop: CancellationToken,
     /// When the web view (so the server) started, by the wall clock and the monotonic one.
     started: (SystemTime, Instant),
+    /// This node's id in a cluster (`None` alone), once the placement said it.
+    node: Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 impl std::fmt::Debug for WebView {
@@ -109,6 +112,7 @@ impl WebView {
             admin_token: Arc::from(admin_token),
             stop,
             started: (SystemTime::now(), Instant::now()),
+            node: Arc::default(),
         }
     }
 
@@ -163,7 +167,10 @@ impl WebView {
         }
         let query = request.uri().query().unwrap_or("").to_string();
         let answered = match api.split('/').collect::<Vec<_>>().as_slice() {
-            ["state"] => Ok(json_response(&self.with_uptime(self.state()))),
+            ["state"] => {
+                self.learn_node().await;
+                Ok(json_response(&self.with_uptime(self.state())))
+            }
             ["worlds", world, "windows", window] => {
                 self.window(world, window).await.map(|v| json_response(&v))
             }
@@ -253,12 +260,24 @@ impl WebView {
             "server": {
                 "version": env!("CARGO_PKG_VERSION"),
                 "started_ms": unix_ms(since),
-                "node": self.registry.cluster().map(|cluster| cluster.node_id()),
+                "node": self.node.get().cloned().flatten(),
             },
             "durability": format!("{:?}", self.live.durability()).to_lowercase(),
             "lease_ttl_ms": self.registry.lease_ttl().as_millis() as u64,
             "worlds": worlds,
         })
+    }
+
+    /// Asks the placement for this node's id once (again after a failure: the cluster's
+    /// database did not answer), for `state` to name.
+    async fn learn_node(&self) {
+        let _ = self
+            .node
+            .get_or_try_init(|| async {
+                let view = self.registry.placement().status().await?;
+                anyhow::Ok(view.map(|view| view.node_id))
+            })
+            .await;
     }
 
     /// `state` with the server's uptime, which the live stream leaves out when it compares
@@ -313,16 +332,22 @@ impl WebView {
     /// worlds it holds the lease of (the Admin API's `ClusterStatus`); a server outside a
     /// cluster says so.
     async fn cluster(&self) -> Result<Value, Refusal> {
-        let Some(cluster) = self.registry.cluster() else {
-            return Ok(json!({"clustered": false, "node": null, "nodes": []}));
-        };
-        let nodes = cluster.status().await.map_err(|error| {
+        let view = self.registry.placement().status().await.map_err(|error| {
             Refusal(
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 format!("the cluster's database does not answer: {error:#}"),
             )
         })?;
-        let nodes: Vec<Value> = nodes
+        let Some(view) = view else {
+            return Ok(json!({"clustered": false, "node": null, "nodes": []}));
+        };
+        let advertise = view
+            .nodes
+            .iter()
+            .find(|node| node.node_id == view.node_id)
+            .map(|node| node.advertise.clone());
+        let nodes: Vec<Value> = view
+            .nodes
             .into_iter()
             .map(|node| {
                 // each world with whether an admin's move is draining it away
@@ -338,9 +363,9 @@ impl WebView {
             .collect();
         Ok(json!({
             "clustered": true,
-            "node": cluster.node_id(),
-            "advertise": cluster.advertise(),
-            "lease_ttl_ms": cluster.lease_ttl().as_millis() as u64,
+            "node": view.node_id,
+            "advertise": advertise,
+            "lease_ttl_ms": view.lease_ttl.as_millis() as u64,
             "nodes": nodes,
         }))
     }
@@ -481,6 +506,7 @@ impl WebView {
 
     /// Server-sent events: the state whenever it changes, each committed audit event.
     async fn stream(&self, query: &str) -> Result<http::Response<Body>, Refusal> {
+        self.learn_node().await;
         let mut world = None;
         let mut window = None;
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {

@@ -17,9 +17,20 @@ use crate::{spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
 
 /// A server with its web view on a free port, and that port's address.
 async fn server_with_web_view() -> (TestServer, SocketAddr) {
+    server_with_web_view_and(|_| {}).await
+}
+
+/// [`server_with_web_view`], its configuration adjusted by `adjust`.
+async fn server_with_web_view_and(
+    adjust: impl FnOnce(&mut onesided_server::ServerConfig),
+) -> (TestServer, SocketAddr) {
     let listener = HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let address = listener.local_addr();
-    let server = spawn_server_with(|config| config.http = Some(listener)).await;
+    let server = spawn_server_with(|config| {
+        config.http = Some(listener);
+        adjust(config);
+    })
+    .await;
     (server, address)
 }
 
@@ -364,6 +375,20 @@ async fn log_in(page: &fantoccini::Client, web: SocketAddr) {
         .unwrap();
 }
 
+/// Clicks window `window` of world `world` in the page's list once it is there. The list is
+/// redrawn as the state changes: found and clicked in one step, as a user's click is.
+async fn click_window(page: &fantoccini::Client, world: &str, window: &str) {
+    let link = format!("a.window-link[data-world=\"{world}\"][data-window=\"{window}\"]");
+    let script = format!(
+        "const link = document.querySelector('{link}'); if (link) link.click(); \
+         return link !== null;"
+    );
+    until(page, "the window in the page", &script, |value| {
+        value == true
+    })
+    .await;
+}
+
 /// Evaluates `script` (a function body returning a value) in the page until `done` accepts
 /// what it returns, for at most 20 s; panics naming `what` and the last value otherwise.
 async fn until(
@@ -510,16 +535,7 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
         |value| value == &serde_json::json!([true, false, true]),
     )
     .await;
-    let link = format!(
-        "a.window-link[data-world=\"{}\"][data-window=\"{window}\"]",
-        fixture.world
-    );
-    // the list is redrawn as the state changes: find and click in one step, as a user's
-    // click is
-    until(&page, "the window in the page after the token was entered", &format!(
-        "const link = document.querySelector('{link}'); if (link) link.click(); return link !== null;"
-    ), |value| value == true)
-    .await;
+    click_window(&page, &fixture.world, &window).await;
     until(
         &page,
         "both ranks attached",
@@ -859,26 +875,14 @@ async fn the_cluster_page_names_every_node_and_who_serves_which_world() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_lease_is_shown_as_a_failure_in_chromium() {
     let driver = chromedriver().await;
-    let listener = HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let web = listener.local_addr();
-    let server = spawn_server_with(|config| {
-        config.http = Some(listener);
-        config.lease_ttl = Duration::from_millis(1500);
-    })
-    .await;
+    let lease = Duration::from_millis(1500);
+    let (server, web) = server_with_web_view_and(|config| config.lease_ttl = lease).await;
     let fixture = Fixture::on(server, 2).await;
     let window = unique("w");
     let _windows = fixture.window(WindowSpec::of::<i64>(&window, 2, 1)).await;
     let page = browser(&driver).await;
     log_in(&page, web).await;
-    let link = format!(
-        "a.window-link[data-world=\"{}\"][data-window=\"{window}\"]",
-        fixture.world
-    );
-    until(&page, "the window in the page", &format!(
-        "const link = document.querySelector('{link}'); if (link) link.click(); return link !== null;"
-    ), |value| value == true)
-    .await;
+    click_window(&page, &fixture.world, &window).await;
 
     let mut grpc = crate::raw::raw(&fixture.server.url).await;
     let meta = crate::raw::Meta::bearer(&fixture.tokens[0]);
