@@ -8,22 +8,31 @@
 //! `Authorization: Bearer` header on every call to `/api/…`, never in a URL; the live updates
 //! come as server-sent events over a `fetch` stream (an `EventSource` cannot send headers).
 //!
-//! - `GET /api/state` — every world with its ranks and windows (JSON).
+//! - `GET /api/state` — the server (version, start, uptime, node) and every world with its
+//!   ranks and windows (JSON).
 //! - `GET /api/worlds/{world}/windows/{window}` — one window and each rank's target
 //!   (core's `TargetView`).
 //! - `GET /api/worlds/{world}/windows/{window}/timeline` — its Perfetto trace (JSON).
+//! - `GET /api/worlds/{world}/windows/{window}/contents?rank=R[&from=E&count=N]` — a page of
+//!   rank R's public copy, decoded as the window's element type (bytes when it has none).
+//! - `GET /api/cluster` — the cluster's nodes, their liveness and the worlds each holds the
+//!   lease of (as the Admin API's `ClusterStatus`), or that the server is not in one.
 //! - `GET /api/stream[?world=W&window=N]` — `text/event-stream`: `state` (the state, and the
-//!   window's when one is named) whenever it changes, `audit` for each committed event.
+//!   window's when one is named) whenever it changes, `audit` for each committed event (with
+//!   its wall-clock time and, for operations and published bytes, the values decoded).
 //!
 //! Owns: routing, the token check, the JSON shapes. Must not: change anything (it only reads
-//! the registry, asks actors for [`onesided_core::target::Target::inspect`] and reads the
-//! audit store), or log a token.
+//! the registry, asks actors for [`onesided_core::target::Target::inspect`] and for their
+//! public copy, asks the placement for the cluster's status and reads the audit store), or log
+//! a token.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use onesided_core::audit::Event;
+use onesided_core::datatype::Datatype;
 use onesided_core::error::quoted;
 use onesided_core::target::TargetView;
 use onesided_core::window::WindowDesc;
@@ -48,7 +57,10 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// How many of a window's past events a newly opened window shows.
-const RECENT_EVENTS: u64 = 50;
+const RECENT_EVENTS: u64 = 200;
+
+/// The most elements one page of a window's contents holds.
+const MAX_PAGE: u64 = 4096;
 
 /// What the web view reads, and the token it asks for.
 #[derive(Clone)]
@@ -60,6 +72,10 @@ pub struct WebView {
     admin_token: Arc<str>,
     /// Cancelled when the server stops: live streams end.
     stop: CancellationToken,
+    /// When the web view (so the server) started, by the wall clock and the monotonic one.
+    started: (SystemTime, Instant),
+    /// This node's id in a cluster (`None` alone), once the placement said it.
+    node: Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 impl std::fmt::Debug for WebView {
@@ -95,6 +111,8 @@ impl WebView {
             metrics,
             admin_token: Arc::from(admin_token),
             stop,
+            started: (SystemTime::now(), Instant::now()),
+            node: Arc::default(),
         }
     }
 
@@ -149,7 +167,10 @@ impl WebView {
         }
         let query = request.uri().query().unwrap_or("").to_string();
         let answered = match api.split('/').collect::<Vec<_>>().as_slice() {
-            ["state"] => Ok(json_response(&self.state())),
+            ["state"] => {
+                self.learn_node().await;
+                Ok(json_response(&self.with_uptime(self.state())))
+            }
             ["worlds", world, "windows", window] => {
                 self.window(world, window).await.map(|v| json_response(&v))
             }
@@ -157,6 +178,11 @@ impl WebView {
                 .timeline(world, window)
                 .await
                 .map(|v| json_response(&v)),
+            ["worlds", world, "windows", window, "contents"] => self
+                .contents(world, window, &query)
+                .await
+                .map(|v| json_response(&v)),
+            ["cluster"] => self.cluster().await.map(|v| json_response(&v)),
             ["stream"] => self.stream(&query).await,
             _ => Err(Refusal::not_found(format!("no API path {}", quoted(&path)))),
         };
@@ -229,11 +255,36 @@ impl WebView {
                 json!({"name": world.name, "ranks": ranks, "windows": windows})
             })
             .collect();
+        let since = self.started.0;
         json!({
+            "server": {
+                "version": env!("CARGO_PKG_VERSION"),
+                "started_ms": unix_ms(since),
+                "node": self.node.get().cloned().flatten(),
+            },
             "durability": format!("{:?}", self.live.durability()).to_lowercase(),
             "lease_ttl_ms": self.registry.lease_ttl().as_millis() as u64,
             "worlds": worlds,
         })
+    }
+
+    /// Asks the placement for this node's id once (again after a failure: the cluster's
+    /// database did not answer), for `state` to name.
+    async fn learn_node(&self) {
+        let _ = self
+            .node
+            .get_or_try_init(|| async {
+                let view = self.registry.placement().status().await?;
+                anyhow::Ok(view.map(|view| view.node_id))
+            })
+            .await;
+    }
+
+    /// `state` with the server's uptime, which the live stream leaves out when it compares
+    /// states (it changes every second).
+    fn with_uptime(&self, mut state: Value) -> Value {
+        state["server"]["uptime_s"] = json!(self.started.1.elapsed().as_secs());
+        state
     }
 
     fn entry(
@@ -277,8 +328,185 @@ impl WebView {
             .map_err(refusal_of_status)
     }
 
+    /// The cluster as this node sees it: every node with its liveness, heartbeat age and the
+    /// worlds it holds the lease of (the Admin API's `ClusterStatus`); a server outside a
+    /// cluster says so.
+    async fn cluster(&self) -> Result<Value, Refusal> {
+        let view = self.registry.placement().status().await.map_err(|error| {
+            Refusal(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                format!("the cluster's database does not answer: {error:#}"),
+            )
+        })?;
+        let Some(view) = view else {
+            return Ok(json!({"clustered": false, "node": null, "nodes": []}));
+        };
+        let advertise = view
+            .nodes
+            .iter()
+            .find(|node| node.node_id == view.node_id)
+            .map(|node| node.advertise.clone());
+        let nodes: Vec<Value> = view
+            .nodes
+            .into_iter()
+            .map(|node| {
+                // each world with whether an admin's move is draining it away
+                let worlds: Vec<Value> = node
+                    .worlds
+                    .iter()
+                    .map(|world| json!({"name": world, "moving": node.moving.contains(world)}))
+                    .collect();
+                let lease = json!({"alive": node.alive, "heartbeat_age_ms": node.heartbeat_age_ms});
+                json!({"node": node.node_id, "advertise": node.advertise, "lease": lease,
+                       "worlds": worlds, "ranks": node.ranks})
+            })
+            .collect();
+        Ok(json!({
+            "clustered": true,
+            "node": view.node_id,
+            "advertise": advertise,
+            "lease_ttl_ms": view.lease_ttl.as_millis() as u64,
+            "nodes": nodes,
+        }))
+    }
+
+    /// A page of one rank's public copy: `count` elements (256 unless named, at most
+    /// `MAX_PAGE`) from element `from` (0 unless named), decoded as the window's element
+    /// type, or as bytes when it has none.
+    async fn contents(&self, world: &str, window: &str, query: &str) -> Result<Value, Refusal> {
+        let entry = self.entry(world, window)?;
+        let (mut rank, mut from, mut count) = (None, 0u64, 256u64);
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let number = || {
+                value.parse::<u64>().map_err(|_| {
+                    bad_request(format!(
+                        "{key}= takes a whole number, not {}",
+                        quoted(value)
+                    ))
+                })
+            };
+            match key {
+                "rank" => rank = Some(number()?),
+                "from" => from = number()?,
+                "count" => count = number()?,
+                _ => {
+                    return Err(bad_request(format!(
+                        "unknown query parameter {}: use rank=, from= and count=",
+                        quoted(pair)
+                    )))
+                }
+            }
+        }
+        let nranks = entry.ranks.len() as u64;
+        let rank = rank.ok_or_else(|| bad_request("name the rank: rank=".to_string()))?;
+        let handle = usize::try_from(rank)
+            .ok()
+            .and_then(|index| entry.ranks.get(index))
+            .ok_or_else(|| {
+                Refusal::not_found(format!(
+                    "no rank {rank} in window {}: it has ranks 0 to {}",
+                    quoted(window),
+                    nranks.saturating_sub(1)
+                ))
+            })?;
+        if count == 0 || count > MAX_PAGE {
+            return Err(bad_request(format!(
+                "count= must be 1 to {MAX_PAGE}, not {count}"
+            )));
+        }
+        let desc = entry.now();
+        let dtype = desc.info.element_type.unwrap_or(Datatype::Byte);
+        let segments = handle.written().await.map_err(|error| {
+            Refusal(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                format!("rank {rank}'s target does not answer: {}", error.message),
+            )
+        })?;
+        // the copy is zero where no segment says otherwise; a dynamic window's grows past its
+        // declared size as regions are attached
+        let declared = desc.sizes.get(rank as usize).copied().unwrap_or(0);
+        let bytes = segments
+            .iter()
+            .map(|segment| segment.offset + segment.data.len() as u64)
+            .fold(declared, u64::max);
+        let size = dtype.size() as u64;
+        let elements = bytes / size;
+        let start = from.min(elements);
+        let end = start.saturating_add(count).min(elements);
+        let mut page = vec![0u8; ((end - start) * size) as usize];
+        let (low, high) = (start * size, end * size);
+        for segment in &segments {
+            let (first, last) = (segment.offset, segment.offset + segment.data.len() as u64);
+            let (a, b) = (first.max(low), last.min(high));
+            if a < b {
+                page[(a - low) as usize..(b - low) as usize]
+                    .copy_from_slice(&segment.data[(a - first) as usize..(b - first) as usize]);
+            }
+        }
+        let values = onesided_core::datatype::decode(dtype, &page)
+            .map_err(|error| Refusal(http::StatusCode::INTERNAL_SERVER_ERROR, error.message))?;
+        Ok(json!({
+            "world": world,
+            "window": window,
+            "rank": rank,
+            "element_type": dtype.name(),
+            "element_size": size,
+            "bytes": bytes,
+            "elements": elements,
+            "from": start,
+            "values": values.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }))
+    }
+
+    /// The wall-clock time of an audit clock reading (`at_ns`), in milliseconds since the
+    /// Unix epoch: the log's clock is monotonic, so this is now minus how long ago it was.
+    fn wall_ms(&self, at_ns: u64) -> u64 {
+        let ago = Duration::from_nanos(self.live.now().saturating_sub(at_ns));
+        unix_ms(SystemTime::now() - ago)
+    }
+
+    /// A committed event as the page shows it: the row, its wall-clock time, and the values
+    /// its payload carries decoded (an operation's as its datatype, published bytes as the
+    /// window's element type).
+    fn audit_event(&self, event: &onesided_proto::v1::AuditEvent) -> Value {
+        let mut value = audit_event(event);
+        value["wall_ms"] = json!(self.wall_ms(event.at_ns));
+        if let Ok(recorded) = serde_json::from_str::<Event>(&event.body) {
+            let decoded = match &recorded {
+                Event::Op {
+                    datatype,
+                    data,
+                    compare,
+                    result,
+                    ..
+                } => Datatype::parse(datatype).map(|dtype| {
+                    json!({
+                        "type": dtype.name(),
+                        "data": decoded(dtype, data),
+                        "compare": decoded(dtype, compare),
+                        "result": decoded(dtype, result),
+                    })
+                }),
+                Event::Published { data, .. } => {
+                    let dtype = self
+                        .registry
+                        .window_by_id(event.window)
+                        .and_then(|entry| entry.now().info.element_type);
+                    dtype.map(|dtype| json!({"type": dtype.name(), "data": decoded(dtype, data)}))
+                }
+                _ => None,
+            };
+            if let Some(decoded) = decoded {
+                value["decoded"] = decoded;
+            }
+        }
+        value
+    }
+
     /// Server-sent events: the state whenever it changes, each committed audit event.
     async fn stream(&self, query: &str) -> Result<http::Response<Body>, Refusal> {
+        self.learn_node().await;
         let mut world = None;
         let mut window = None;
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
@@ -326,7 +554,7 @@ impl WebView {
             for event in &recent {
                 last_seq.insert(event.window, event.seq);
                 if sender
-                    .send(sse("audit", &audit_event(event)))
+                    .send(sse("audit", &view.audit_event(event)))
                     .await
                     .is_err()
                 {
@@ -352,7 +580,7 @@ impl WebView {
                         let text = state.to_string();
                         if text != last_state {
                             last_state = text;
-                            Some(sse("state", &state))
+                            Some(sse("state", &view.with_uptime(state)))
                         } else if quiet.elapsed() >= KEEP_ALIVE {
                             Some(Bytes::from_static(b": keep-alive\n\n"))
                         } else {
@@ -364,7 +592,7 @@ impl WebView {
                             let seen = last_seq.get(&row.record.window).copied().unwrap_or(0);
                             (row.record.seq > seen).then(|| {
                                 let event = crate::audit::service::wire_committed(&row);
-                                sse("audit", &audit_event(&event))
+                                sse("audit", &view.audit_event(&event))
                             })
                         }
                         Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -396,6 +624,27 @@ impl WebView {
         );
         Ok(response)
     }
+}
+
+fn bad_request(why: String) -> Refusal {
+    Refusal(http::StatusCode::BAD_REQUEST, why)
+}
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `bytes` decoded as whole elements of `dtype`, each as text; `None` when they are not whole
+/// elements (or there are none).
+fn decoded(dtype: Datatype, bytes: &[u8]) -> Option<Vec<String>> {
+    if bytes.is_empty() {
+        return None;
+    }
+    onesided_core::datatype::decode(dtype, bytes)
+        .ok()
+        .map(|values| values.iter().map(ToString::to_string).collect())
 }
 
 fn refusal_of_status(status: tonic::Status) -> Refusal {

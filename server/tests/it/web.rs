@@ -17,9 +17,20 @@ use crate::{spawn_server_with, unique, Fixture, TestServer, ADMIN_TOKEN};
 
 /// A server with its web view on a free port, and that port's address.
 async fn server_with_web_view() -> (TestServer, SocketAddr) {
+    server_with_web_view_and(|_| {}).await
+}
+
+/// [`server_with_web_view`], its configuration adjusted by `adjust`.
+async fn server_with_web_view_and(
+    adjust: impl FnOnce(&mut onesided_server::ServerConfig),
+) -> (TestServer, SocketAddr) {
     let listener = HttpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let address = listener.local_addr();
-    let server = spawn_server_with(|config| config.http = Some(listener)).await;
+    let server = spawn_server_with(|config| {
+        config.http = Some(listener);
+        adjust(config);
+    })
+    .await;
     (server, address)
 }
 
@@ -190,6 +201,53 @@ async fn the_api_answers_only_the_admin_token_and_names_what_is_missing() {
     assert_eq!(world["windows"][0]["name"], window.as_str());
     assert_eq!(world["windows"][0]["sizes"], serde_json::json!([32, 32]));
 
+    assert_eq!(
+        state["server"]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{state}"
+    );
+    assert!(state["server"]["uptime_s"].is_u64(), "{state}");
+    assert!(state["server"]["node"].is_null(), "not clustered: {state}");
+
+    // a page of a rank's public copy, decoded as the window's element type
+    let contents = format!("/api/worlds/{}/windows/{window}/contents", fixture.world);
+    let page = get(web, &format!("{contents}?rank=1"), Some(&admin)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let page: Value = serde_json::from_str(&page.body).unwrap();
+    assert_eq!(page["element_type"], "i64", "{page}");
+    assert_eq!(page["elements"], 4, "{page}");
+    assert_eq!(page["values"], serde_json::json!(["0", "0", "0", "0"]));
+    let page = get(
+        web,
+        &format!("{contents}?rank=0&from=3&count=5"),
+        Some(&admin),
+    )
+    .await;
+    let page: Value = serde_json::from_str(&page.body).unwrap();
+    assert_eq!(
+        (
+            page["from"].clone(),
+            page["values"].as_array().map(Vec::len)
+        ),
+        (3.into(), Some(1))
+    );
+    for (query, status, text) in [
+        ("", 400, "name the rank: rank="),
+        ("?rank=two", 400, "rank= takes a whole number, not \"two\""),
+        ("?rank=2", 404, "no rank 2 in window"),
+        ("?rank=0&count=0", 400, "count= must be 1 to 4096, not 0"),
+        (
+            "?rank=0&count=4097",
+            400,
+            "count= must be 1 to 4096, not 4097",
+        ),
+        ("?rank=0&page=1", 400, "unknown query parameter \"page=1\""),
+    ] {
+        let answer = get(web, &format!("{contents}{query}"), Some(&admin)).await;
+        assert_eq!(answer.status, status, "{query}: {}", answer.body);
+        says(&answer, text);
+    }
+
     let path = format!("/api/worlds/{}/windows/{window}", fixture.world);
     let found = get(web, &path, Some(&admin)).await;
     assert_eq!(found.status, 200, "{}", found.body);
@@ -304,6 +362,33 @@ async fn browser(driver: &Chromedriver) -> fantoccini::Client {
         .expect("chromedriver starts a headless chromium session")
 }
 
+/// Opens the page of the web view at `web` and enters the admin token, as a user does.
+async fn log_in(page: &fantoccini::Client, web: SocketAddr) {
+    page.goto(&format!("http://{web}/")).await.unwrap();
+    let token = page.find(fantoccini::Locator::Id("token")).await.unwrap();
+    token.send_keys(ADMIN_TOKEN).await.unwrap();
+    page.find(fantoccini::Locator::Id("connect"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Clicks window `window` of world `world` in the page's list once it is there. The list is
+/// redrawn as the state changes: found and clicked in one step, as a user's click is.
+async fn click_window(page: &fantoccini::Client, world: &str, window: &str) {
+    let link = format!("a.window-link[data-world=\"{world}\"][data-window=\"{window}\"]");
+    let script = format!(
+        "const link = document.querySelector('{link}'); if (link) link.click(); \
+         return link !== null;"
+    );
+    until(page, "the window in the page", &script, |value| {
+        value == true
+    })
+    .await;
+}
+
 /// Evaluates `script` (a function body returning a value) in the page until `done` accepts
 /// what it returns, for at most 20 s; panics naming `what` and the last value otherwise.
 async fn until(
@@ -339,10 +424,76 @@ async fn until_origins(
     until(page, what, &script, listed).await;
 }
 
-/// [`until`] the lock slices of the timeline ([`UNCLOSED_LOCK_SLICES`]) satisfy `done`.
+/// [`until`] the lock slices of the timeline ([`UNCLOSED_LOCK_SLICES`]: held, not waited
+/// for) satisfy `done`.
 async fn until_slices(page: &fantoccini::Client, what: &str, done: impl Fn(&[Value]) -> bool) {
     let drawn = |value: &Value| done(value.as_array().unwrap());
     until(page, what, UNCLOSED_LOCK_SLICES, drawn).await;
+}
+
+/// The events table's rows once the filters are set to `rank`, `call`, `class` and `text`, as
+/// `rank:origin:kind:call` (or, with `text`, the details of the matching rows).
+fn filtered(rank: &str, call: &str, class: &str, text: &str) -> String {
+    format!(
+        "for (const [id, value] of [['filter-rank', '{rank}'], ['filter-call', '{call}'], \
+           ['filter-class', '{class}'], ['filter-text', '{text}']]) {{ \
+           const input = document.getElementById(id); input.value = value; \
+           input.dispatchEvent(new Event('input')); }} \
+         const rows = [...document.querySelectorAll('#events tbody tr')]; \
+         return '{text}' ? rows.map(r => r.querySelector('td.details').textContent).join('\\n') \
+           : rows.map(r => [r.dataset.rank, r.dataset.origin, r.dataset.kind, r.dataset.call].join(':'));"
+    )
+}
+
+/// The lock bars of the timeline: `tid:state:unclosed` (state `waiting` or `holding`).
+const LOCK_STATES: &str = "return [...document.querySelectorAll('#timeline rect.slice')]\
+    .filter(r => r.dataset.name === 'lock 0')\
+    .map(r => [r.dataset.tid, r.dataset.state, r.dataset.unclosed].join(':'));";
+
+/// The timeline's axis ticks (how many, the first label), its bar labels (how many), the
+/// pairs of labels that overlap and the labels cut by the edge of the drawing.
+const TIMELINE_AXIS_AND_LABELS: &str = "const svg = document.querySelector('#timeline svg'); \
+    const ticks = [...svg.querySelectorAll('.axis text.tick-label')]; \
+    const labels = [...svg.querySelectorAll('text.slice-label')]; \
+    const box = (t) => t.getBBox(); \
+    const overlapping = []; \
+    for (let i = 0; i < labels.length; i++) for (let j = i + 1; j < labels.length; j++) { \
+      const a = box(labels[i]), b = box(labels[j]); \
+      if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height) \
+        overlapping.push(labels[i].textContent + ' / ' + labels[j].textContent); } \
+    const width = svg.width.baseVal.value; \
+    const cut = labels.filter(t => box(t).x + box(t).width > width).map(t => t.textContent); \
+    return {ticks: ticks.length, first: ticks.length ? ticks[0].textContent : null, \
+      labels: labels.length, overlapping, cut};";
+
+/// How many audit rows there are, and those whose time is not a wall-clock `HH:MM:SS.mmm`
+/// within a minute of the browser's clock.
+const AUDIT_TIMES: &str = "const rows = [...document.querySelectorAll('#events tbody tr')]; \
+    const bad = rows.map(r => r.querySelector('td.time')).filter(td => \
+      !/^\\d\\d:\\d\\d:\\d\\d\\.\\d{3}$/.test(td.textContent) || \
+      Math.abs(Date.parse(td.title) - Date.now()) > 60000).map(td => td.textContent + ' ' + td.title); \
+    return {rows: rows.length, bad};";
+
+/// The first row of the contents table: its index, then its first four values.
+const CONTENTS: &str = "const row = document.querySelector('#contents tbody tr'); \
+    return row ? [...row.children].slice(0, 5).map(td => td.textContent) : null;";
+
+/// With `ONESIDED_WEB_SCREENSHOTS=DIR`, the page as it is now in `DIR/name` (PNG), scrolled to
+/// the heading `heading` when one is named.
+async fn screenshot(page: &fantoccini::Client, name: &str, heading: Option<&str>) {
+    let Some(dir) = std::env::var_os("ONESIDED_WEB_SCREENSHOTS") else {
+        return;
+    };
+    let scroll = match heading {
+        Some(heading) => format!(
+            "[...document.querySelectorAll('h3, h2')].find(h => h.textContent === '{heading}')\
+             .scrollIntoView();"
+        ),
+        None => "window.scrollTo(0, 0);".to_string(),
+    };
+    page.execute(&scroll, Vec::new()).await.unwrap();
+    let png = page.screenshot().await.unwrap();
+    std::fs::write(std::path::Path::new(&dir).join(name), png).unwrap();
 }
 
 fn cell(rank: u32, class: &str) -> String {
@@ -353,7 +504,7 @@ fn cell(rank: u32, class: &str) -> String {
 }
 
 const UNCLOSED_LOCK_SLICES: &str = "return [...document.querySelectorAll('#timeline rect.slice')]\
-    .filter(r => r.dataset.name === 'lock 0')\
+    .filter(r => r.dataset.name === 'lock 0' && r.dataset.state !== 'waiting')\
     .map(r => r.dataset.tid + ':' + r.dataset.unclosed);";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,25 +513,29 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
     let (mut fixture, web, window, windows) = a_window_with_web_view(2, 4).await;
     let page = browser(&driver).await;
 
-    page.goto(&format!("http://{web}/")).await.unwrap();
-    let token = page.find(fantoccini::Locator::Id("token")).await.unwrap();
-    token.send_keys(ADMIN_TOKEN).await.unwrap();
-    page.find(fantoccini::Locator::Id("connect"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let link = format!(
-        "a.window-link[data-world=\"{}\"][data-window=\"{window}\"]",
-        fixture.world
-    );
-    // the list is redrawn as the state changes: find and click in one step, as a user's
-    // click is
-    until(&page, "the window in the page after the token was entered", &format!(
-        "const link = document.querySelector('{link}'); if (link) link.click(); return link !== null;"
-    ), |value| value == true)
+    log_in(&page, web).await;
+    // the header names the server's version and node, and counts its uptime
+    let info = "return document.getElementById('server-info').textContent;";
+    let version = format!("v{} · node standalone · up ", env!("CARGO_PKG_VERSION"));
+    until_text(
+        &page,
+        "the server's version, node and uptime",
+        info,
+        &version,
+    )
     .await;
+    // the token is kept for the tab's session: a reload stays connected, without the form
+    page.refresh().await.unwrap();
+    until(
+        &page,
+        "the view again after a reload, without the token asked for",
+        "return [document.getElementById('login').hidden, \
+         document.getElementById('view').hidden, \
+         document.querySelectorAll('.world').length > 0];",
+        |value| value == &serde_json::json!([true, false, true]),
+    )
+    .await;
+    click_window(&page, &fixture.world, &window).await;
     until(
         &page,
         "both ranks attached",
@@ -420,10 +575,81 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
         slices.iter().any(|slice| slice == "0:true")
     })
     .await;
-    // docs/web-view.png is this moment: ONESIDED_WEB_SCREENSHOT=docs/web-view.png
-    if let Some(path) = std::env::var_os("ONESIDED_WEB_SCREENSHOT") {
-        std::fs::write(path, page.screenshot().await.unwrap()).unwrap();
+    // rank 1 waits for the lock rank 0 holds: drawn differently, on a time axis, every
+    // label whole and clear of the others
+    until(
+        &page,
+        "rank 1 waiting and rank 0 holding in the timeline",
+        LOCK_STATES,
+        |value| {
+            let states = value.as_array().unwrap();
+            states.contains(&"1:waiting:true".into())
+                && states.contains(&"0:holding:true".into())
+                && !states.iter().any(|state| state == "1:holding:true")
+        },
+    )
+    .await;
+    let axis = page
+        .execute(TIMELINE_AXIS_AND_LABELS, Vec::new())
+        .await
+        .unwrap();
+    assert!(axis["ticks"].as_u64().unwrap() >= 2, "{axis}");
+    assert_eq!(axis["first"], "0 µs", "{axis}");
+    assert!(axis["labels"].as_u64().unwrap() >= 2, "{axis}");
+    assert_eq!(axis["overlapping"], serde_json::json!([]), "{axis}");
+    assert_eq!(axis["cut"], serde_json::json!([]), "{axis}");
+    // the audit rows: wall-clock time, and the put's value decoded as the window's i64
+    until(
+        &page,
+        "audit rows with their wall-clock time",
+        AUDIT_TIMES,
+        |value| value["rows"].as_u64() > Some(0) && value["bad"] == serde_json::json!([]),
+    )
+    .await;
+    // the events filtered by rank, call and class
+    let lock_events_of_1 = filtered("1", "", "lock", "");
+    let rows = until(
+        &page,
+        "rank 1's lock events alone",
+        &lock_events_of_1,
+        |value| {
+            value
+                .as_array()
+                .is_some_and(|rows| rows.iter().any(|row| row == "1::issued:lock"))
+        },
+    )
+    .await;
+    for row in rows.as_array().unwrap() {
+        let row = row.as_str().unwrap();
+        let (rank, rest) = row.split_once(':').unwrap();
+        let (origin, rest) = rest.split_once(':').unwrap();
+        assert!(
+            rank == "1" || origin == "1",
+            "not rank 1's: {row} in {rows}"
+        );
+        let kind = rest.split(':').next().unwrap();
+        assert!(
+            [
+                "lock_request",
+                "lock_grant",
+                "lock_release",
+                "issued",
+                "returned"
+            ]
+            .contains(&kind),
+            "not a lock event: {row} in {rows}"
+        );
     }
+    let none = page
+        .execute(&filtered("1", "fence", "", ""), Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(none, serde_json::json!([]), "rank 1 called no fence");
+    page.execute(&filtered("", "", "", ""), Vec::new())
+        .await
+        .unwrap();
+    // docs/web-view.png is this moment: ONESIDED_WEB_SCREENSHOTS=$PWD/docs (README)
+    screenshot(&page, "web-view.png", None).await;
     let before = page
         .execute(UNCLOSED_LOCK_SLICES, Vec::new())
         .await
@@ -439,6 +665,27 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
 
     holder.unlock(0).await.unwrap();
     let waiter = waited.await.unwrap();
+    let what = "rank 1's put applied, its value decoded in the audit events";
+    until_text(
+        &page,
+        what,
+        &filtered("", "put", "operation", "from rank 1"),
+        "data [7]",
+    )
+    .await;
+    // rank 0's public copy holds the 7 rank 1 put at element 0
+    until(&page, "the 7 in rank 0's contents", CONTENTS, |value| {
+        value == &serde_json::json!(["0", "7", "0", "0", "0"])
+    })
+    .await;
+    // docs/web-view-events.png: the contents, and rank 1's operations found in the events
+    page.execute(&filtered("1", "", "operation", ""), Vec::new())
+        .await
+        .unwrap();
+    screenshot(&page, "web-view-events.png", Some("Contents")).await;
+    page.execute(&filtered("", "", "", ""), Vec::new())
+        .await
+        .unwrap();
     // both close their sessions: the returns of their last calls reach the log
     drop((holder, waiter));
     for session in std::mem::take(&mut fixture.sessions) {
@@ -458,6 +705,43 @@ async fn the_page_shows_the_lock_queue_and_the_timeline_change_in_chromium() {
             && slices.iter().any(|slice| slice == "1:false")
     })
     .await;
+    until(
+        &page,
+        "rank 1's wait, then its hold, in the timeline",
+        LOCK_STATES,
+        |value| {
+            let states = value.as_array().unwrap();
+            states.contains(&"1:waiting:false".into()) && states.contains(&"1:holding:false".into())
+        },
+    )
+    .await;
+    // both ranks closed their sessions: a clean departure, said as one
+    until_text(
+        &page,
+        "rank 1 left, at rank 0",
+        &cell(0, "departed"),
+        "rank 1 left",
+    )
+    .await;
+    for rank in [0, 1] {
+        let departed = page
+            .execute(&cell(rank, "departed"), Vec::new())
+            .await
+            .unwrap();
+        let departed = departed.as_str().unwrap();
+        assert!(
+            !departed.contains("absent") && !departed.contains("broke"),
+            "a clean departure shown as a failure at rank {rank}: {departed}"
+        );
+    }
+    let broken = page
+        .execute(
+            "return document.querySelectorAll('#targets .broken').length;",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(broken, 0);
     page.close().await.unwrap();
 }
 
@@ -489,6 +773,7 @@ async fn the_live_stream_sends_state_and_events_and_ends_when_the_server_stops()
         .to_ascii_lowercase()
         .contains("content-type: text/event-stream"));
     assert!(seen.contains("\"kind\":\"window_created\""), "{seen}");
+    assert!(seen.contains("\"wall_ms\":"), "{seen}");
     assert!(!seen.contains(ADMIN_TOKEN), "the token is never echoed");
 
     // a stopping server ends the stream instead of waiting for the page to close it
@@ -498,4 +783,130 @@ async fn the_live_stream_sends_state_and_events_and_ends_when_the_server_stops()
     })
     .await;
     assert!(ended.is_ok(), "the stream outlived the server by 10 s");
+}
+
+/// Issue 44, item 6: the cluster page. Two nodes over one PostgreSQL, each with its web view:
+/// `/api/cluster` names both, alive, and the one node that serves the world (as the Admin
+/// API's `ClusterStatus` says); the page of the other node shows the same, and its own name
+/// in the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_page_names_every_node_and_who_serves_which_world() {
+    use onesided_test_support::free_port;
+    let database = crate::store::PgDatabase::create().await;
+    let mut nodes = Vec::new();
+    for id in ["web-a", "web-b"] {
+        let data = crate::TempDir::new();
+        let (port, http) = (free_port(), free_port());
+        let url = format!("http://127.0.0.1:{port}");
+        let web = format!("127.0.0.1:{http}");
+        let extra = ["--node-id", id, "--advertise", &url, "--http-listen", &web];
+        let log = "onesided_server=info";
+        let listen = format!("127.0.0.1:{port}");
+        let mut command =
+            crate::server_binary::command(crate::SERVER_BINARY, &listen, &data.0, &extra, log);
+        command
+            .args(["--admin-token", ADMIN_TOKEN])
+            .env("DATABASE_URL", &database.url);
+        let process = crate::Launched::start(command, "address=", Duration::from_secs(60));
+        nodes.push((id, url, web.parse::<SocketAddr>().unwrap(), process, data));
+    }
+    let admin = onesided_client::Admin::connect(nodes[0].1.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let world = unique("clustered");
+    admin.create_world(&world, 2).await.unwrap();
+    let status = admin.cluster_status().await.unwrap();
+    let owner = status
+        .nodes
+        .iter()
+        .find(|node| node.worlds.contains(&world))
+        .unwrap_or_else(|| panic!("nobody serves {world}: {status:?}"))
+        .node_id
+        .clone();
+
+    let answer = get(nodes[0].2, "/api/cluster", Some(&bearer(ADMIN_TOKEN))).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let cluster: Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(cluster["node"], "web-a", "{cluster}");
+    let listed = cluster["nodes"].as_array().unwrap();
+    for (id, url, ..) in &nodes {
+        let node = listed
+            .iter()
+            .find(|node| node["node"] == *id)
+            .unwrap_or_else(|| panic!("{id} missing from {cluster}"));
+        assert_eq!(node["advertise"], url.as_str(), "{cluster}");
+        assert_eq!(node["lease"]["alive"], true, "{cluster}");
+        let serves = node["worlds"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!({"name": world, "moving": false}));
+        assert_eq!(serves, *id == owner, "{id}, owner {owner}: {cluster}");
+    }
+    // a server outside a cluster says so
+    let (_standalone, web) = server_with_web_view().await;
+    let answer = get(web, "/api/cluster", Some(&bearer(ADMIN_TOKEN))).await;
+    assert_eq!(answer.body, r#"{"clustered":false,"node":null,"nodes":[]}"#);
+
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    log_in(&page, nodes[1].2).await;
+    let info = "return document.getElementById('server-info').textContent;";
+    until_text(&page, "node web-b in the header", info, " · node web-b · ").await;
+    let rows = "return [...document.querySelectorAll('#cluster tr[data-node]')]\
+        .map(r => [...r.children].map(td => td.textContent).join('|'));";
+    let rows = until(&page, "both nodes on the cluster page", rows, |value| {
+        value.as_array().is_some_and(|rows| rows.len() == 2)
+    })
+    .await;
+    for row in rows.as_array().unwrap() {
+        let row = row.as_str().unwrap();
+        let id = row.split([' ', '|']).next().unwrap();
+        assert!(row.contains("|alive|"), "{row}");
+        assert_eq!(row.contains(&world), id == owner, "{row}, owner {owner}");
+        assert_eq!(row.contains("(this node)"), id == "web-b", "{row}");
+    }
+    page.close().await.unwrap();
+}
+
+/// Issue 44, item 6: a departure that is a failure still looks like one. Rank 0 attaches again
+/// by hand (superseding its first session), opens the window and goes silent: its lease
+/// lapses, and rank 1's target lists it in red, saying why — where a rank that closed its
+/// session is listed as having left (the Chromium test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_is_shown_as_a_failure_in_chromium() {
+    let driver = chromedriver().await;
+    let lease = Duration::from_millis(1500);
+    let (server, web) = server_with_web_view_and(|config| config.lease_ttl = lease).await;
+    let fixture = Fixture::on(server, 2).await;
+    let window = unique("w");
+    let _windows = fixture.window(WindowSpec::of::<i64>(&window, 2, 1)).await;
+    let page = browser(&driver).await;
+    log_in(&page, web).await;
+    click_window(&page, &fixture.world, &window).await;
+
+    let mut grpc = crate::raw::raw(&fixture.server.url).await;
+    let meta = crate::raw::Meta::bearer(&fixture.tokens[0]);
+    let (mut silent, _) = crate::raw::RawSession::open(&mut grpc, &meta)
+        .await
+        .unwrap();
+    silent.open_window(&window).await;
+    let broken = "const cell = document.querySelector('#targets tbody tr[data-rank=\"1\"] td.departed .broken'); \
+        return cell ? cell.textContent : null;";
+    until_text(
+        &page,
+        "rank 0's lapsed lease, in red, at rank 1",
+        broken,
+        "rank 0 absent: lease lapsed",
+    )
+    .await;
+    let left = page
+        .execute(
+            "return document.querySelectorAll('#targets .left').length;",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "a lapsed lease is no clean departure");
+    drop(silent);
+    page.close().await.unwrap();
 }
