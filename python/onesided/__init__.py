@@ -11,9 +11,14 @@ PyO3: the same epoch rules, private copy, heartbeats and audit events as a Rust 
   ``detach``, ``regions``, ``store_at`` and ``load_at`` by address. Layouts (MPI's derived datatypes over one basic type): ``Vector``,
   ``Indexed``, ``Hvector``, ``Hindexed``, ``Subarray``; ``pack`` and ``unpack`` apply one to
   an origin buffer.
-- ``OnesidedError``; ``MpiError`` carries the MPI error class (``ErrorClass``).
+- ``OnesidedError``; ``MpiError`` carries the MPI error class (``ErrorClass``). Mistakes in
+  what is given are ``ValueError``s too: ``ConfigError`` (an address, a token or token file,
+  a timeout), ``ArgumentError`` (an unknown datatype, op, lock type, flavor or model name).
+- ``read_token(path)``: the token in a token file.
+- ``onesided.aio``: the same API for asyncio (``await``-able waiting calls).
 
 Blocking calls release the GIL, so the ranks of a world can run in threads of one process.
+The package is typed (``py.typed``; the native module's types are ``_onesided.pyi``).
 """
 
 from ._onesided import (
@@ -28,6 +33,7 @@ from ._onesided import (
     WorldTokens,
 )
 from ._errors import (
+    ArgumentError,
     AuditStoreError,
     ConfigError,
     ConnectError,
@@ -43,6 +49,8 @@ from ._types import (
     DOUBLE_INT,
     DTYPES,
     FLOAT_INT,
+    DTypeLike,
+    Layout,
     INT_INT,
     LONG_INT,
     SHORT_INT,
@@ -57,10 +65,13 @@ from ._types import (
     Subarray,
     Vector,
 )
-from ._window import Pending, Request, Session, Window, pack, unpack
+from ._token import read_token
+from ._window import Array, Info, Pending, Request, Session, Values, Window, pack, unpack
 
 __all__ = [
     "Admin",
+    "ArgumentError",
+    "Array",
     "Assert",
     "Audit",
     "AuditEntry",
@@ -70,6 +81,7 @@ __all__ = [
     "DisconnectedError",
     "DOUBLE_INT",
     "DTYPES",
+    "DTypeLike",
     "ErrorClass",
     "FLOAT_INT",
     "Finding",
@@ -77,6 +89,8 @@ __all__ = [
     "Hvector",
     "INT_INT",
     "Indexed",
+    "Info",
+    "Layout",
     "LONG_INT",
     "LockType",
     "MpiError",
@@ -100,5 +114,7 @@ __all__ = [
     "WorldSummary",
     "WorldTokens",
     "pack",
+    "Values",
+    "read_token",
     "unpack",
 ]

@@ -3,6 +3,7 @@ error class is an ``MpiError`` whose ``error_class`` says which (``ErrorClass.RM
 """
 
 import enum
+from typing import Dict, Optional, Type
 
 
 class ErrorClass(enum.IntEnum):
@@ -35,11 +36,11 @@ class ErrorClass(enum.IntEnum):
     REQUEST = 25
 
     @property
-    def mpi_name(self):
+    def mpi_name(self) -> str:
         """The MPI constant's name, ``MPI_ERR_RMA_SYNC``."""
         return "MPI_ERR_" + self.name
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.mpi_name
 
 
@@ -64,7 +65,7 @@ class StatusCode(enum.IntEnum):
     DATA_LOSS = 15
     UNAUTHENTICATED = 16
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
 
@@ -72,9 +73,9 @@ class OnesidedError(Exception):
     """A call failed. ``code`` is the gRPC status code it maps to; ``error_class`` is the MPI
     error class, or None when the failure has none (authentication, transport)."""
 
-    error_class = None
+    error_class: Optional[ErrorClass] = None
 
-    def __init__(self, message, code):
+    def __init__(self, message: str, code: StatusCode) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -87,10 +88,21 @@ class MpiError(OnesidedError):
     (its audit store away): the window's state here is as before the call, and the same call
     may simply be made again."""
 
-    def __init__(self, message, code, error_class, unchanged=False):
+    error_class: ErrorClass
+
+    def __init__(
+        self, message: str, code: StatusCode, error_class: ErrorClass, unchanged: bool = False
+    ) -> None:
         super().__init__(message, code)
         self.error_class = error_class
         self.unchanged = unchanged
+
+
+class ArgumentError(MpiError, ValueError):
+    """A name or value given to a call that the library cannot use, refused before anything
+    is sent: an unknown datatype, op, lock type, flavor, memory model or subarray order. An
+    ``MpiError`` of its class (``ErrorClass.TYPE``, ``OP``, ``LOCKTYPE``, ``ARG``) and a
+    ``ValueError``."""
 
 
 class StatusError(OnesidedError):
@@ -106,8 +118,10 @@ class DisconnectedError(OnesidedError):
 
 
 class ConfigError(OnesidedError, ValueError):
-    """A client-side setting cannot be used (an address without ``http://`` or ``https://``,
-    a CA file that holds no certificate): also a ``ValueError``."""
+    """A client-side setting cannot be used: an address without ``http://`` or ``https://``, a
+    CA file that holds no certificate, a token file that is missing, unreadable or empty
+    (``read_token``), a token that is not printable ASCII, a timeout that is not a number of
+    seconds > 0. Also a ``ValueError``; the message says which setting and what is wrong."""
 
 
 class ProtocolError(OnesidedError):
@@ -118,7 +132,7 @@ class AuditStoreError(OnesidedError):
     """The audit store this session writes its own events to cannot be used."""
 
 
-_KINDS = {
+_KINDS: Dict[str, Type[OnesidedError]] = {
     "status": StatusError,
     "connect": ConnectError,
     "disconnected": DisconnectedError,
@@ -128,15 +142,19 @@ _KINDS = {
 }
 
 
-def _status_code(code):
+def _status_code(code: int) -> StatusCode:
     try:
         return StatusCode(code)
     except ValueError:
         return StatusCode.UNKNOWN
 
 
-def _from_native(kind, error_class, code, message, unchanged=False):
+def _from_native(
+    kind: str, error_class: Optional[int], code: int, message: str, unchanged: bool = False
+) -> OnesidedError:
     """The exception for a failure of the native module (called by it)."""
-    if kind == "mpi":
+    if kind == "mpi" and error_class is not None:
         return MpiError(message, _status_code(code), ErrorClass(error_class), unchanged)
+    if kind == "argument" and error_class is not None:
+        return ArgumentError(message, _status_code(code), ErrorClass(error_class))
     return _KINDS.get(kind, OnesidedError)(message, _status_code(code))

@@ -1,7 +1,10 @@
 """Datatypes, ops, lock types, assertions and layouts: the vocabulary of the calls, and how
 numpy values become the wire's packed little-endian elements."""
 
+from __future__ import annotations
+
 import enum
+from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -9,12 +12,16 @@ from . import _onesided
 from ._errors import ErrorClass
 
 
-def _pair(value):
+# a datatype as the calls take it: a name ("i64") or anything numpy makes a dtype of
+DTypeLike = Union[str, "np.dtype[Any]", type]
+
+
+def _pair(value: str) -> "np.dtype[Any]":
     return np.dtype([("value", value), ("index", "<i4")])
 
 
 # The numpy dtype of each datatype, by its name. Pairs (MAXLOC/MINLOC) are packed structs.
-DTYPES = {
+DTYPES: Dict[str, "np.dtype[Any]"] = {
     "i8": np.dtype("<i1"),
     "i16": np.dtype("<i2"),
     "i32": np.dtype("<i4"),
@@ -87,16 +94,16 @@ class Vector:
     """A layout of ``count`` blocks of ``blocklen`` elements, block i starting at
     element ``i * stride`` (``MPI_Type_vector``)."""
 
-    def __init__(self, count, blocklen, stride):
+    def __init__(self, count: int, blocklen: int, stride: int) -> None:
         self.count, self.blocklen, self.stride = count, blocklen, stride
 
-    def elements(self):
+    def elements(self) -> int:
         return self.count * self.blocklen
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"vector": (self.count, self.blocklen, self.stride)}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Vector({}, {}, {})".format(self.count, self.blocklen, self.stride)
 
 
@@ -104,16 +111,16 @@ class Indexed:
     """A layout of blocks ``(disp, len)`` at element displacements, in type-map order
     (``MPI_Type_indexed``)."""
 
-    def __init__(self, blocks):
+    def __init__(self, blocks: Iterable[Tuple[int, int]]) -> None:
         self.blocks = [(int(disp), int(length)) for disp, length in blocks]
 
-    def elements(self):
+    def elements(self) -> int:
         return sum(length for _, length in self.blocks)
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"blocks": self.blocks}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Indexed({!r})".format(self.blocks)
 
 
@@ -122,16 +129,16 @@ class Hvector:
     ``i * stride_bytes`` (``MPI_Type_create_hvector``; the stride need not be a multiple of the
     element size)."""
 
-    def __init__(self, count, blocklen, stride_bytes):
+    def __init__(self, count: int, blocklen: int, stride_bytes: int) -> None:
         self.count, self.blocklen, self.stride_bytes = count, blocklen, stride_bytes
 
-    def elements(self):
+    def elements(self) -> int:
         return self.count * self.blocklen
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"hvector": (self.count, self.blocklen, self.stride_bytes)}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Hvector({}, {}, {})".format(self.count, self.blocklen, self.stride_bytes)
 
 
@@ -139,16 +146,16 @@ class Hindexed:
     """A layout of blocks ``(offset, len)``: ``len`` elements starting at byte ``offset``, in
     type-map order (``MPI_Type_create_hindexed``)."""
 
-    def __init__(self, blocks):
+    def __init__(self, blocks: Iterable[Tuple[int, int]]) -> None:
         self.blocks = [(int(offset), int(length)) for offset, length in blocks]
 
-    def elements(self):
+    def elements(self) -> int:
         return sum(length for _, length in self.blocks)
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"hblocks": self.blocks}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Hindexed({!r})".format(self.blocks)
 
 
@@ -158,22 +165,28 @@ class Subarray:
     ``"fortran"`` (``MPI_Type_create_subarray``). A shape MPI refuses is ``ErrorClass.ARG``
     when used."""
 
-    def __init__(self, sizes, subsizes, starts, order="c"):
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        subsizes: Sequence[int],
+        starts: Sequence[int],
+        order: str = "c",
+    ) -> None:
         self.sizes = [int(size) for size in sizes]
         self.subsizes = [int(size) for size in subsizes]
         self.starts = [int(start) for start in starts]
-        self.order = plain(order)
+        self.order = str(plain(order))
 
-    def elements(self):
+    def elements(self) -> int:
         elements = 1
         for size in self.subsizes:
             elements *= size
         return elements
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"subarray": (self.sizes, self.subsizes, self.starts, self.order)}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Subarray({!r}, {!r}, {!r}, order={!r})".format(
             self.sizes, self.subsizes, self.starts, self.order
         )
@@ -186,22 +199,22 @@ class Resized:
     MPI, the lower bound ``lb`` (bytes, may be negative) moves nothing; ``lb + extent`` past
     int64 is ``ErrorClass.COUNT`` when used."""
 
-    def __init__(self, inner, extent, count, lb=0):
+    def __init__(self, inner: Union[Layout, int], extent: int, count: int, lb: int = 0) -> None:
         self.inner, self.extent, self.count, self.lb = inner, int(extent), int(count), int(lb)
 
-    def _inner_native(self):
+    def _inner_native(self) -> Dict[str, Any]:
         if isinstance(self.inner, int):
             return {"count": self.inner}
         return self.inner.native()
 
-    def elements(self):
+    def elements(self) -> int:
         inner = self.inner if isinstance(self.inner, int) else self.inner.elements()
         return self.count * inner
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"resized": (self.lb, self.extent, self.count, self._inner_native())}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Resized({!r}, {}, {}, lb={})".format(self.inner, self.extent, self.count, self.lb)
 
 
@@ -212,32 +225,33 @@ class Struct:
     and get them as ``dtype="u8"``. An accumulate needs every block to be its datatype, else
     ``ErrorClass.TYPE``."""
 
-    def __init__(self, blocks):
+    def __init__(self, blocks: Iterable[Tuple[int, DTypeLike, int]]) -> None:
         self.blocks = [
             (int(offset), datatype_name(dtype), int(length)) for offset, dtype, length in blocks
         ]
 
-    def elements(self):
+    def elements(self) -> int:
         return sum(length for _, _, length in self.blocks)
 
-    def native(self):
+    def native(self) -> Dict[str, Any]:
         return {"struct_blocks": self.blocks}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Struct({!r})".format(self.blocks)
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """The plain value of an enum member (or the value itself)."""
     return value.value if isinstance(value, enum.Enum) else value
 
 
-def refusal(error_class, message):
-    """The MpiError the client library makes of a refusal of this class."""
-    return _onesided.refusal(int(error_class), message)
+def refusal(error_class: ErrorClass, message: str, argument: bool = False) -> BaseException:
+    """The MpiError the client library makes of a refusal of this class; an ``ArgumentError``
+    (also a ``ValueError``) when ``argument``: a name or value given that cannot be used."""
+    return _onesided.refusal(int(error_class), message, argument)
 
 
-def datatype_name(dtype):
+def datatype_name(dtype: DTypeLike) -> str:
     """The datatype name of ``dtype``: a name (``"i64"``, ``"byte"``, ``"f64_i32"``) or anything
     numpy makes a dtype of (``np.int64``, ``"<f8"``, ``FLOAT_INT``)."""
     if isinstance(dtype, str) and dtype.lower() in DTYPES:
@@ -245,10 +259,16 @@ def datatype_name(dtype):
     try:
         wanted = np.dtype(dtype)
     except TypeError:
-        raise refusal(ErrorClass.TYPE, "{!r} is not a datatype".format(dtype)) from None
+        raise refusal(ErrorClass.TYPE, "{!r} is not a datatype".format(dtype), True) from None
     if wanted.fields is None:
         wanted = wanted.newbyteorder("<") if wanted.byteorder == ">" else wanted
     for name, known in DTYPES.items():
         if name != "byte" and known == wanted:
             return name
-    raise refusal(ErrorClass.TYPE, "numpy dtype {} has no MPI datatype here".format(wanted))
+    raise refusal(
+        ErrorClass.TYPE, "numpy dtype {} has no MPI datatype here".format(wanted), True
+    )
+
+
+# any of the layouts: the target ``layout=`` and ``origin_layout=`` of the calls
+Layout = Union[Vector, Indexed, Hvector, Hindexed, Subarray, Resized, Struct]

@@ -6,7 +6,7 @@ use onesided_client::{Datatype, Endpoint, ErrorClass, Flavor, MemoryModel, Windo
 use onesided_core::window::ELEMENT_TYPE_KEY;
 use pyo3::prelude::*;
 
-use crate::errors::{refused, to_py};
+use crate::errors::{bad_argument, config, to_py};
 use crate::wait;
 
 /// Where the server is: a URL, with the options every connection takes.
@@ -22,17 +22,52 @@ pub(crate) fn endpoint(
         endpoint = endpoint.ca_file(path).map_err(|error| to_py(py, error))?;
     }
     if let Some(seconds) = connect_timeout {
-        endpoint = endpoint.connect_timeout(seconds_of(py, seconds)?);
+        endpoint = endpoint.connect_timeout(timeout_of(py, "connect_timeout", seconds)?);
     }
     if let Some(seconds) = timeout {
-        endpoint = endpoint.timeout(seconds_of(py, seconds)?);
+        endpoint = endpoint.timeout(timeout_of(py, "timeout", seconds)?);
     }
     Ok(endpoint)
 }
 
-fn seconds_of(py: Python<'_>, seconds: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(seconds)
-        .map_err(|_| refused(py, ErrorClass::Arg, format!("{seconds} is not a duration")))
+/// A timeout option given in seconds: a finite number > 0 (a timeout of 0 would fail every
+/// call), else `ConfigError` naming the option.
+fn timeout_of(py: Python<'_>, option: &str, seconds: f64) -> PyResult<Duration> {
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(config(
+            py,
+            format!("{option} must be a number of seconds > 0, not {seconds}"),
+        )),
+    }
+}
+
+/// A duration option in seconds that may be 0: a finite number >= 0, else `ConfigError`.
+pub(crate) fn seconds_of(py: Python<'_>, option: &str, seconds: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(seconds).map_err(|_| {
+        config(
+            py,
+            format!("{option} must be a number of seconds >= 0, not {seconds}"),
+        )
+    })
+}
+
+/// The token as it goes to the server: printable ASCII, no spaces, not empty; else
+/// `ConfigError` (a token read from a file with its newline is the usual mistake).
+pub(crate) fn token_of<'t>(py: Python<'_>, token: &'t str) -> PyResult<&'t str> {
+    if token.is_empty() {
+        return Err(config(py, "the token is empty"));
+    }
+    if let Some(bad) = token.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(config(
+            py,
+            format!(
+                "the token holds {bad:?}: a token is printable ASCII without spaces or line \
+                 ends (onesided.read_token reads a token file)"
+            ),
+        ));
+    }
+    Ok(token)
 }
 
 /// A world as created: its name and one token per rank (index = rank).
@@ -180,8 +215,9 @@ impl WindowSpec {
     /// each, disp_unit = the element's size; the window records `dtype` as its element type.
     #[staticmethod]
     fn of(py: Python<'_>, name: &str, ranks: u32, count: u64, dtype: &str) -> PyResult<Self> {
-        let datatype = Datatype::parse(dtype)
-            .ok_or_else(|| refused(py, ErrorClass::Type, format!("unknown datatype {dtype:?}")))?;
+        let datatype = Datatype::parse(dtype).ok_or_else(|| {
+            bad_argument(py, ErrorClass::Type, format!("unknown datatype {dtype:?}"))
+        })?;
         let unit = datatype.size() as u64;
         let spec = onesided_client::WindowSpec::bytes(name, ranks, count * unit, unit as u32)
             .info(ELEMENT_TYPE_KEY, datatype.name());
@@ -270,7 +306,7 @@ impl WindowSpec {
 
 pub(crate) fn flavor_of(py: Python<'_>, name: &str) -> PyResult<Flavor> {
     Flavor::parse(name).ok_or_else(|| {
-        refused(
+        bad_argument(
             py,
             ErrorClass::Arg,
             format!("flavor {name:?} is not \"allocate\", \"create\" or \"dynamic\""),
@@ -280,7 +316,7 @@ pub(crate) fn flavor_of(py: Python<'_>, name: &str) -> PyResult<Flavor> {
 
 pub(crate) fn model_of(py: Python<'_>, name: &str) -> PyResult<MemoryModel> {
     MemoryModel::parse(name).ok_or_else(|| {
-        refused(
+        bad_argument(
             py,
             ErrorClass::Arg,
             format!("memory model {name:?} is neither \"separate\" nor \"unified\""),
@@ -309,6 +345,7 @@ impl Admin {
         timeout: Option<f64>,
     ) -> PyResult<Self> {
         let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
+        let token = token_of(py, token)?;
         let admin = wait(py, onesided_client::Admin::connect(endpoint, token))?;
         Ok(Admin { admin })
     }

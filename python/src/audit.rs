@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::admin::endpoint;
+use crate::admin::{endpoint, token_of};
 use crate::wait;
 
 /// A window the log holds events of.
@@ -102,6 +102,7 @@ impl Audit {
         timeout: Option<f64>,
     ) -> PyResult<Self> {
         let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
+        let token = token_of(py, token)?;
         let audit = wait(py, onesided_client::Audit::connect(endpoint, token))?;
         Ok(Audit { audit })
     }

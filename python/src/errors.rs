@@ -8,7 +8,13 @@ use pyo3::prelude::*;
 
 /// `error` as the exception `onesided._errors._from_native` makes of it.
 pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
-    let kind = match &error {
+    as_kind(py, error, None)
+}
+
+/// `to_py`, with the kind of failure given instead of read off `error` (`"argument"`: an MPI
+/// refusal of a bad name, also a `ValueError`).
+fn as_kind(py: Python<'_>, error: Error, kind: Option<&str>) -> PyErr {
+    let kind = kind.unwrap_or(match &error {
         Error::Mpi { .. } => "mpi",
         Error::Status { .. } => "status",
         Error::Connect { .. } => "connect",
@@ -16,7 +22,7 @@ pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::Config(_) => "config",
         Error::Protocol(_) => "protocol",
         Error::AuditStore(_) => "audit_store",
-    };
+    });
     let class = error.class().map(|class| class.code());
     let code = i32::from(error.code());
     let text = error.to_string();
@@ -45,13 +51,46 @@ pub(crate) fn refused(
     )
 }
 
+/// A name or number given to the package that it cannot use (an unknown datatype, op, lock
+/// type, flavor or memory model): the MPI error of `class`, as `ArgumentError`, which is also
+/// a `ValueError`.
+pub(crate) fn bad_argument(
+    py: Python<'_>,
+    class: onesided_core::ErrorClass,
+    message: impl Into<String>,
+) -> PyErr {
+    as_kind(
+        py,
+        Error::from(onesided_core::RmaError::new(class, message.into())),
+        Some("argument"),
+    )
+}
+
+/// A client-side setting that cannot be used (a timeout that is no duration, a token that
+/// cannot be sent): `ConfigError`, also a `ValueError`.
+pub(crate) fn config(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    to_py(py, Error::Config(message.into()))
+}
+
 /// The exception the client library makes of a refusal with MPI error class `class` (its wire
 /// value): how the `onesided` package refuses a call it cannot even hand over, with the same
-/// gRPC code as every other refusal of that class.
+/// gRPC code as every other refusal of that class; an `ArgumentError` when `argument` (a bad
+/// name or value given).
 #[pyfunction]
-pub(crate) fn refusal(py: Python<'_>, class: i32, message: &str) -> PyResult<Py<PyAny>> {
+#[pyo3(signature = (class, message, argument = false))]
+pub(crate) fn refusal(
+    py: Python<'_>,
+    class: i32,
+    message: &str,
+    argument: bool,
+) -> PyResult<Py<PyAny>> {
     let class = onesided_core::ErrorClass::from_code(class).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!("{class} is not an MPI error class"))
     })?;
-    Ok(refused(py, class, message).into_value(py).into_any())
+    let error = if argument {
+        bad_argument(py, class, message)
+    } else {
+        refused(py, class, message)
+    };
+    Ok(error.into_value(py).into_any())
 }

@@ -11,7 +11,7 @@
 //!
 //! One tokio runtime serves every object of the module. A call that waits (a fence, a lock,
 //! a barrier, a connection) gives up the GIL while it waits, so ranks can run in Python
-//! threads of one process, and it checks for Ctrl-C every [`SIGNAL_CHECK`].
+//! threads of one process, and it checks for Ctrl-C every `SIGNAL_CHECK` (100 ms).
 
 mod admin;
 mod audit;

@@ -4,7 +4,7 @@
 use onesided_client::{Claim, NewWindow, Session};
 use pyo3::prelude::*;
 
-use crate::admin::endpoint;
+use crate::admin::{endpoint, seconds_of, token_of};
 use crate::window::NativeWindow;
 use crate::{wait, InRuntime};
 
@@ -43,14 +43,10 @@ impl NativeSession {
         reattach_within: Option<f64>,
     ) -> PyResult<Self> {
         let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
+        let token = token_of(py, token)?;
         let mut builder = Session::builder(endpoint, token).claim(&Claim { world, rank });
         if let Some(seconds) = reattach_within {
-            let within = std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!(
-                    "reattach_within must be a number of seconds >= 0, not {seconds}"
-                ))
-            })?;
-            builder = builder.reattach_within(within);
+            builder = builder.reattach_within(seconds_of(py, "reattach_within", seconds)?);
         }
         if ship_audit_events {
             builder = builder.ship_audit_events();

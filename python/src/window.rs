@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::admin::WindowDescription;
-use crate::errors::{refused, to_py};
+use crate::errors::{bad_argument, refused, to_py};
 use crate::{block, now, wait, InRuntime};
 
 /// Every datatype as `(name, size in bytes)`, in wire order.
@@ -31,12 +31,12 @@ pub(crate) fn datatypes() -> Vec<(&'static str, usize)> {
 
 fn datatype_of(py: Python<'_>, name: &str) -> PyResult<Datatype> {
     Datatype::parse(name)
-        .ok_or_else(|| refused(py, ErrorClass::Type, format!("unknown datatype {name:?}")))
+        .ok_or_else(|| bad_argument(py, ErrorClass::Type, format!("unknown datatype {name:?}")))
 }
 
 fn op_of(py: Python<'_>, name: Option<&str>) -> PyResult<Op> {
-    let name = name.ok_or_else(|| refused(py, ErrorClass::Op, "the call needs an op"))?;
-    Op::parse(name).ok_or_else(|| refused(py, ErrorClass::Op, format!("unknown op {name:?}")))
+    let name = name.ok_or_else(|| bad_argument(py, ErrorClass::Op, "the call needs an op"))?;
+    Op::parse(name).ok_or_else(|| bad_argument(py, ErrorClass::Op, format!("unknown op {name:?}")))
 }
 
 fn kind_of(py: Python<'_>, kind: &str, op: Option<&str>) -> PyResult<OpKind> {
@@ -61,7 +61,7 @@ fn lock_type_of(py: Python<'_>, name: &str) -> PyResult<LockType> {
     match name.to_ascii_lowercase().as_str() {
         "shared" => Ok(LockType::Shared),
         "exclusive" => Ok(LockType::Exclusive),
-        _ => Err(refused(
+        _ => Err(bad_argument(
             py,
             ErrorClass::LockType,
             format!("lock type {name:?} is neither \"shared\" nor \"exclusive\""),
@@ -185,7 +185,7 @@ impl LayoutArgs {
                 "c" => Order::C,
                 "fortran" => Order::Fortran,
                 _ => {
-                    return Err(refused(
+                    return Err(bad_argument(
                         py,
                         ErrorClass::Arg,
                         format!("order {order:?} is neither \"c\" nor \"fortran\""),

@@ -2,6 +2,8 @@
 with a fresh data directory, an admin connection, fixtures of attached ranks, and running
 one function per rank in threads of this process."""
 
+from __future__ import annotations
+
 import itertools
 import os
 import pathlib
@@ -11,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from typing import Callable, Iterator, List, Optional, Sequence, TypeVar
 
 import pytest
 
@@ -21,13 +24,15 @@ REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 RANK_TIMEOUT = 60.0
 _names = itertools.count()
 
+T = TypeVar("T")
 
-def unique(prefix):
+
+def unique(prefix: str) -> str:
     """A name unique in this test run."""
     return "{}-{}-{}".format(prefix, os.getpid(), next(_names))
 
 
-def server_binary():
+def server_binary() -> pathlib.Path:
     explicit = os.environ.get("ONESIDED_SERVER")
     if explicit:
         return pathlib.Path(explicit)
@@ -39,7 +44,9 @@ class Server:
     """``onesided-server --listen 127.0.0.1:0`` on a temporary data directory, up to the line
     that says where it listens (no sleeps: its own log line is the readiness signal)."""
 
-    def __init__(self, *extra):
+    url: str
+
+    def __init__(self, *extra: str) -> None:
         binary = server_binary()
         if not binary.exists():
             pytest.fail(
@@ -48,7 +55,7 @@ class Server:
             )
         self.data = tempfile.TemporaryDirectory(prefix="onesided-py-")
         self.token = secrets.token_hex(24)
-        self.lines = []
+        self.lines: List[str] = []
         env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
         self.process = subprocess.Popen(
             [
@@ -67,7 +74,7 @@ class Server:
             env=env,
             text=True,
         )
-        seen = queue.Queue()
+        seen: queue.Queue[Optional[str]] = queue.Queue()
         threading.Thread(target=self._read, args=(seen,), daemon=True).start()
         deadline = time.monotonic() + 60
         while True:
@@ -79,18 +86,19 @@ class Server:
             if line is None or left <= 0:
                 self.stop()
                 pytest.fail("the server did not start:\n" + "".join(self.lines))
-            if "address=" in line:
+            if line is not None and "address=" in line:
                 address = line.split("address=", 1)[1].split()[0]
                 self.url = "http://" + address
                 return
 
-    def _read(self, seen):
+    def _read(self, seen: queue.Queue[Optional[str]]) -> None:
+        assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line)
             seen.put(line)
         seen.put(None)
 
-    def stop(self):
+    def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -102,14 +110,14 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server():
+def server() -> Iterator[Server]:
     running = Server()
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="session")
-def admin(server):
+def admin(server: Server) -> onesided.Admin:
     return onesided.Admin(server.url, server.token)
 
 
@@ -117,7 +125,7 @@ class Fixture:
     """A world of ``nranks`` ranks, each attached once (one session per rank, as a service
     would hold them); ``windows(spec)`` creates a window and opens it on every rank."""
 
-    def __init__(self, server, admin, nranks):
+    def __init__(self, server: Server, admin: onesided.Admin, nranks: int) -> None:
         self.server = server
         self.admin = admin
         self.world = admin.create_world(unique("py"), nranks)
@@ -125,7 +133,7 @@ class Fixture:
             onesided.Session.attach(server.url, token) for token in self.world.tokens
         ]
 
-    def windows(self, spec=None):
+    def windows(self, spec: Optional[onesided.WindowSpec] = None) -> List[onesided.Window]:
         if spec is None:
             spec = onesided.WindowSpec.of(unique("w"), len(self.sessions), 2, "i64")
         self.admin.create_window(self.world.name, spec)
@@ -133,22 +141,24 @@ class Fixture:
 
 
 @pytest.fixture
-def pair(server, admin):
+def pair(server: Server, admin: onesided.Admin) -> Fixture:
     """Two attached ranks of a fresh world."""
     return Fixture(server, admin, 2)
 
 
-def ranks(windows, program):
+def ranks(
+    windows: Sequence[onesided.Window], program: Callable[[int, onesided.Window], T]
+) -> List[Optional[T]]:
     """Runs ``program(rank, window)`` for every rank at once, each in its own thread, and
     returns what each returned (index = rank). The first rank to raise fails the test with its
     exception (the others may wait for it forever); so does a rank that is not done within
     RANK_TIMEOUT. The threads are daemons: a rank stuck in a barrier does not keep the run
     alive."""
-    results = [None] * len(windows)
-    failures = queue.Queue()
-    done = queue.Queue()
+    results: List[Optional[T]] = [None] * len(windows)
+    failures: queue.Queue[BaseException] = queue.Queue()
+    done: queue.Queue[int] = queue.Queue()
 
-    def run(rank, window):
+    def run(rank: int, window: onesided.Window) -> None:
         try:
             results[rank] = program(rank, window)
         except BaseException as failure:  # handed to the test's thread

@@ -16,7 +16,7 @@ def readme_example():
 def test_the_readme_example_runs(server, tmp_path):
     code = readme_example()
     assert 'url = "http://127.0.0.1:50051"' in code
-    assert 'open("onesided-data/admin-token")' in code
+    assert 'read_token("onesided-data/admin-token")' in code
     token_file = tmp_path / "admin-token"
     token_file.write_text(server.token + "\n")
     code = code.replace("http://127.0.0.1:50051", server.url)
