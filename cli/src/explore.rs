@@ -45,11 +45,15 @@ schedules, where uniform random choices almost never keep it back. DEPTH is 3 by
 What the simulator runs: windows of the separate model over the whole world (create and \
 allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, \
-stores, loads and barriers. It publishes private stores and refreshes private copies exactly \
-at the calls MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), never earlier, and \
-applies one origin's operations at a target in the order issued. Refused for now: \
-model=unified, flavor=dynamic, group=, accumulate_ordering hints, request-based operations, \
-set_info, crash and attach; sleep runs as nothing (a pause orders nothing).")]
+stores, loads and barriers. The schedule also chooses when a rank's private stores reach its \
+public copy and when operations' updates reach its private copy: at any step up to the call \
+MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), so the obsolete values MPI allows \
+and their up-to-date alternatives both show up (onesided's server gives the obsolete ones). A \
+target may take one origin's item before another origin's, and one origin's puts and gets of an \
+epoch in any order, its accumulates as the window's accumulate_ordering allows; flush_local \
+returns once the data of its gets is back, before its puts are applied. Refused for now: \
+model=unified, flavor=dynamic, group=, request-based operations, set_info, crash and attach; \
+sleep runs as nothing (a pause orders nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,

@@ -499,6 +499,12 @@ impl<R> Target<R> {
         &self.public
     }
 
+    /// Whether operations changed bytes of the public copy since the owner's last pull
+    /// (separate model): what its next pull ([`Input::Pull`], a wait, fence or lock) brings.
+    pub fn owner_behind(&self) -> bool {
+        !self.changed.is_empty()
+    }
+
     /// Items queued here that may not be processed yet.
     pub fn queued(&self) -> usize {
         self.queued
