@@ -32,7 +32,7 @@ step by step. The same seed gives the same output, byte for byte.
 The report gives, for every variable and location the expectations read, how often each value \
 was seen; each expectation that failed, in how many schedules, and the first schedule that \
 shows it; calls that failed; and deadlocks (no rank could move) with the line each rank waits \
-at. Exit status: 0 when every schedule passed, 1 when one failed an expectation, failed a call \
+at, the ranks it waits for, and their wait-for cycle when there is one. Exit status: 0 when every schedule passed, 1 when one failed an expectation, failed a call \
 without `!CLASS` or deadlocked, 2 for a file that does not parse or a bad argument, 3 when the \
 scenario uses something the simulator does not run yet (the message names the line).
 
@@ -151,12 +151,33 @@ fn replay_hint(file: &str, strategy: Strategy, at: Reproducer) -> String {
 }
 
 fn stuck_text(scenario: &Scenario, stuck: &Stuck) -> String {
+    let name = |rank: &u32| rank_name(*rank, scenario.ranks);
+    let on: Vec<String> = stuck.on.iter().map(name).collect();
+    let on = if on.is_empty() {
+        String::new()
+    } else {
+        format!(", for {}", on.join(", "))
+    };
     format!(
-        "{} at line {}: {}",
-        rank_name(stuck.rank, scenario.ranks),
+        "{} at line {}: {}{on}",
+        name(&stuck.rank),
         stuck.line,
         stuck.waits
     )
+}
+
+/// `A (line 2) → B (line 5) → A`: each rank waits for the next.
+fn cycle_text(scenario: &Scenario, stuck: &[Stuck], cycle: &[u32]) -> Option<String> {
+    let first = cycle.first()?;
+    let names: Vec<String> = cycle
+        .iter()
+        .chain(Some(first))
+        .map(|rank| {
+            let line = stuck.iter().find(|s| s.rank == *rank).map_or(0, |s| s.line);
+            format!("{} (line {line})", rank_name(*rank, scenario.ranks))
+        })
+        .collect();
+    Some(format!("wait-for cycle: {}", names.join(" → ")))
 }
 
 fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
@@ -230,6 +251,9 @@ fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
         for stuck in &deadlock.stuck {
             outln!("    {}", stuck_text(scenario, stuck));
         }
+        if let Some(cycle) = cycle_text(scenario, &deadlock.stuck, &deadlock.cycle) {
+            outln!("    {cycle}");
+        }
     }
     if report.ok() {
         outln!(
@@ -260,6 +284,14 @@ fn at_json(at: Reproducer) -> Json {
     json!({"seed": at.seed, "schedule": at.schedule})
 }
 
+/// Ranks by name.
+fn names(scenario: &Scenario, ranks: &[u32]) -> Json {
+    ranks
+        .iter()
+        .map(|rank| Json::from(rank_name(*rank, scenario.ranks)))
+        .collect()
+}
+
 fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
     stuck
         .iter()
@@ -269,6 +301,7 @@ fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
                 "name": rank_name(s.rank, scenario.ranks),
                 "line": s.line,
                 "waits": s.waits,
+                "on": names(scenario, &s.on),
             })
         })
         .collect()
@@ -318,7 +351,7 @@ fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport) -> Json 
     let deadlocks: Vec<Json> = report
         .deadlocks
         .iter()
-        .map(|d| json!({"stuck": stuck_json(scenario, &d.stuck), "count": d.count, "first": at_json(d.first)}))
+        .map(|d| json!({"stuck": stuck_json(scenario, &d.stuck), "cycle": names(scenario, &d.cycle), "count": d.count, "first": at_json(d.first)}))
         .collect();
     json!({
         "file": file,
@@ -355,6 +388,7 @@ fn replay(
             "expectations": outcome_json(scenario, &outcome),
             "problems": outcome.problems.iter().map(|p| json!({"line": p.line, "message": p.message})).collect::<Vec<_>>(),
             "deadlock": stuck_json(scenario, &outcome.stuck),
+            "cycle": names(scenario, &outcome.cycle),
             "ok": outcome.ok(),
         }));
         return exit(outcome.ok());
@@ -392,6 +426,9 @@ fn replay(
         outln!("  deadlock:");
         for stuck in &outcome.stuck {
             outln!("    {}", stuck_text(scenario, stuck));
+        }
+        if let Some(cycle) = cycle_text(scenario, &outcome.stuck, &outcome.cycle) {
+            outln!("    {cycle}");
         }
     }
     outln!("{}", if outcome.ok() { "ok" } else { "FAILED" });

@@ -184,8 +184,9 @@ fn a_fence_no_other_rank_enters_is_reported_stuck() {
     let programs = vec![vec![fence(0), fence(0)], vec![fence(0)]];
     let run = run(2, 1, programs, 3);
     assert_eq!(run.stuck.len(), 1, "{:?}", run.stuck);
-    assert_eq!(run.stuck[0].0, 0);
-    assert!(run.stuck[0].1.contains("call 1"), "{}", run.stuck[0].1);
+    assert_eq!(run.stuck[0].rank, 0);
+    assert_eq!(run.stuck[0].action, Some(1));
+    assert_eq!(run.stuck[0].on, vec![1], "it waits for rank 1's fence");
 }
 
 /// An illegal call is refused as the server refuses it and changes nothing; the program goes

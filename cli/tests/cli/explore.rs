@@ -412,13 +412,50 @@ B: unlock A
         waits.contains("A 2 waits in `lock exclusive A`"),
         "{waits:?}"
     );
+    // A waits in the barrier for B; B's flush waits behind its lock request at A, which A
+    // holds: a cycle, said with who waits for whom
+    for deadlock in deadlocks {
+        let on: Vec<String> = deadlock["stuck"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| format!("{} {}", s["name"].as_str().unwrap(), s["on"]))
+            .collect();
+        assert_eq!(on, ["A [\"B\"]", "B [\"A\"]"], "{deadlock}");
+        assert_eq!(
+            deadlock["cycle"],
+            serde_json::json!(["A", "B"]),
+            "{deadlock}"
+        );
+    }
+    let text = explore_text(
+        "\
+window W ranks=2 size=1 type=i64
+A: lock exclusive A
+B: lock exclusive A
+B: put A W[0] = 1
+B: flush A
+barrier
+A: unlock A
+B: unlock A
+",
+        "--schedules 10",
+    );
+    text.code(1);
+    text.stdout_has("B at line 5: waits in `flush A`, for A");
+    text.stdout_has("wait-for cycle: A (line 6) → B (line 5) → A (line 6)");
     let text = explore_text(
         "window W ranks=2 size=1 type=i64\nA: fence\nB: fence\nA: fence\n",
         "--schedules 10",
     );
     text.code(1);
     text.stdout_has("deadlock in 10 schedule(s)");
-    text.stdout_has("A at line 4: waits in `fence`");
+    text.stdout_has("A at line 4: waits in `fence`, for B");
+    assert!(
+        !text.stdout.contains("cycle"),
+        "B finished: {}",
+        text.stdout
+    );
     // C never unlocks B: A's lazy lock returned, but its put waits for the grant forever
     let text = explore_text(
         "\
@@ -433,7 +470,9 @@ A: put B W[0] = 2
         "--schedules 10",
     );
     text.code(1);
-    text.stdout_has("A at line 7: ran its last line; operations it issued were never answered");
+    text.stdout_has(
+        "A at line 7: ran its last line; operations it issued were never answered, for C",
+    );
 }
 
 #[test]

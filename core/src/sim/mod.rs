@@ -103,12 +103,56 @@ pub struct Run {
     pub publics: BTreeMap<u64, Vec<Vec<u8>>>,
     /// Every rank's private copies at the end, by window id.
     pub privates: BTreeMap<u64, Vec<Vec<u8>>>,
-    /// When no rank could move and some had not finished: each such rank and what it waits
-    /// for (a deadlock, or a program that never synchronizes).
-    pub stuck: Vec<(u32, String)>,
+    /// When no rank could move and some had not finished: each such rank, where it waits and
+    /// for whom (a deadlock, or a program that never synchronizes), by rank.
+    pub stuck: Vec<Stuck>,
     /// What each step of [`Run::trace`] did, one per step: filled by a narrated world only
     /// ([`World::narrated`]).
     pub narration: Vec<Happening>,
+}
+
+/// A rank that could not move when a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stuck {
+    /// The rank.
+    pub rank: u32,
+    /// The action of its program it waits in (a call or the barrier); `None` when it ran its
+    /// whole program and operations it issued were never answered.
+    pub action: Option<usize>,
+    /// The ranks it waits for, in rank order: for the barrier, those not in it; for a fence,
+    /// those not in a fence of the window; for an item held back at a target, the ranks holding
+    /// a lock there, or else the target's owner (whose fence, post or complete it needs).
+    pub on: Vec<u32>,
+}
+
+/// A wait-for cycle among stuck ranks: each waits for the next, the last for the first.
+/// The first one of `stuck` (in rank order) on a cycle, following each rank's first wait
+/// that leads to a cycle; `None` when the waits end at ranks that are not stuck.
+pub fn wait_cycle(stuck: &[Stuck]) -> Option<Vec<u32>> {
+    let of = |rank: u32| stuck.iter().find(|s| s.rank == rank);
+    for start in stuck {
+        // a depth-first walk over the waits, the path kept
+        let mut path = vec![start.rank];
+        let mut next = vec![0usize];
+        while let Some(&rank) = path.last() {
+            let depth = path.len() - 1;
+            let on = of(rank).map_or(&[][..], |s| &s.on[..]);
+            let Some(&then) = on.get(next[depth]) else {
+                path.pop();
+                next.pop();
+                continue;
+            };
+            next[depth] += 1;
+            if then == start.rank {
+                return Some(path);
+            }
+            if of(then).is_some() && !path.contains(&then) {
+                path.push(then);
+                next.push(0);
+            }
+        }
+    }
+    None
 }
 
 /// One window as the simulator holds it.
@@ -703,21 +747,9 @@ impl World {
     }
 
     fn finish(mut self) -> Run {
-        for (rank, state) in self.ranks.iter().enumerate() {
-            let rank = rank as u32;
-            if state.in_barrier {
-                let why = format!("waits in the barrier of action {}", state.next - 1);
-                self.run.stuck.push((rank, why));
-            } else if let Some(waiting) = &state.waiting {
-                let what = match &state.program[waiting.call] {
-                    Action::Call(call) => format!("{call:?}"),
-                    other => format!("{other:?}"),
-                };
-                let why = format!("waits in call {} ({what})", waiting.call);
-                self.run.stuck.push((rank, why));
-            } else if !state.outstanding.is_empty() {
-                let why = format!("operations {:?} unanswered", state.outstanding.keys());
-                self.run.stuck.push((rank, why));
+        for rank in 0..self.ranks.len() as u32 {
+            if let Some(stuck) = self.stuck(rank) {
+                self.run.stuck.push(stuck);
             }
         }
         for (&id, sim) in &self.windows {
@@ -736,6 +768,62 @@ impl World {
             self.run.privates.insert(id, privates);
         }
         self.run
+    }
+}
+
+impl World {
+    /// Where rank `rank` waits at the end, and for whom; `None` when it finished.
+    fn stuck(&self, rank: u32) -> Option<Stuck> {
+        let state = &self.ranks[rank as usize];
+        let all = 0..self.ranks.len() as u32;
+        if state.in_barrier {
+            let on = all
+                .filter(|&r| !self.ranks[r as usize].in_barrier)
+                .collect();
+            let action = Some(state.next - 1);
+            return Some(Stuck { rank, action, on });
+        }
+        let (action, window) = match &state.waiting {
+            Some(waiting) => (Some(waiting.call), Some(waiting.window)),
+            None if !state.outstanding.is_empty() => (None, None),
+            None => return None,
+        };
+        let in_fence = |r: u32| {
+            let other = &self.ranks[r as usize];
+            other.waiting.as_ref().is_some_and(|w| {
+                Some(w.window) == window
+                    && matches!(other.program[w.call], Action::Call(Call::Fence { .. }))
+            })
+        };
+        let fence =
+            action.is_some_and(|a| matches!(state.program[a], Action::Call(Call::Fence { .. })));
+        let mut on = std::collections::BTreeSet::new();
+        if fence {
+            on.extend(all.clone().filter(|&r| r != rank && !in_fence(r)));
+        }
+        for sim in self.windows.values() {
+            for (target, engine) in sim.targets.iter().enumerate() {
+                if !engine.holds_back(rank) {
+                    continue;
+                }
+                let holders: Vec<u32> = engine
+                    .lock_holders()
+                    .into_iter()
+                    .filter(|&h| h != rank)
+                    .collect();
+                if holders.is_empty() {
+                    on.insert(target as u32);
+                } else {
+                    on.extend(holders);
+                }
+            }
+        }
+        on.remove(&rank);
+        Some(Stuck {
+            rank,
+            action,
+            on: on.into_iter().collect(),
+        })
     }
 }
 
