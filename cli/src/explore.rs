@@ -32,7 +32,7 @@ step by step. The same seed gives the same output, byte for byte.
 The report gives, for every variable and location the expectations read, how often each value \
 was seen; each expectation that failed, in how many schedules, and the first schedule that \
 shows it; calls that failed; and deadlocks (no rank could move) with the line each rank waits \
-at. Exit status: 0 when every schedule passed, 1 when one failed an expectation, failed a call \
+at, the ranks it waits for, and their wait-for cycle when there is one. Exit status: 0 when every schedule passed, 1 when one failed an expectation, failed a call \
 without `!CLASS` or deadlocked, 2 for a file that does not parse or a bad argument, 3 when the \
 scenario uses something the simulator does not run yet (the message names the line).
 
@@ -45,11 +45,15 @@ schedules, where uniform random choices almost never keep it back. DEPTH is 3 by
 What the simulator runs: windows of the separate model over the whole world (create and \
 allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, \
-stores, loads and barriers. It publishes private stores and refreshes private copies exactly \
-at the calls MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), never earlier, and \
-applies one origin's operations at a target in the order issued. Refused for now: \
-model=unified, flavor=dynamic, group=, accumulate_ordering hints, request-based operations, \
-set_info, crash and attach; sleep runs as nothing (a pause orders nothing).")]
+stores, loads and barriers. The schedule also chooses when a rank's private stores reach its \
+public copy and when operations' updates reach its private copy: at any step up to the call \
+MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), so the obsolete values MPI allows \
+and their up-to-date alternatives both show up (onesided's server gives the obsolete ones). A \
+target may take one origin's item before another origin's, and one origin's puts and gets of an \
+epoch in any order, its accumulates as the window's accumulate_ordering allows; flush_local \
+returns once the data of its gets is back, before its puts are applied. Refused for now: \
+model=unified, flavor=dynamic, group=, request-based operations, set_info, crash and attach; \
+sleep runs as nothing (a pause orders nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,
@@ -147,12 +151,33 @@ fn replay_hint(file: &str, strategy: Strategy, at: Reproducer) -> String {
 }
 
 fn stuck_text(scenario: &Scenario, stuck: &Stuck) -> String {
+    let name = |rank: &u32| rank_name(*rank, scenario.ranks);
+    let on: Vec<String> = stuck.on.iter().map(name).collect();
+    let on = if on.is_empty() {
+        String::new()
+    } else {
+        format!(", for {}", on.join(", "))
+    };
     format!(
-        "{} at line {}: {}",
-        rank_name(stuck.rank, scenario.ranks),
+        "{} at line {}: {}{on}",
+        name(&stuck.rank),
         stuck.line,
         stuck.waits
     )
+}
+
+/// `A (line 2) → B (line 5) → A`: each rank waits for the next.
+fn cycle_text(scenario: &Scenario, stuck: &[Stuck], cycle: &[u32]) -> Option<String> {
+    let first = cycle.first()?;
+    let names: Vec<String> = cycle
+        .iter()
+        .chain(Some(first))
+        .map(|rank| {
+            let line = stuck.iter().find(|s| s.rank == *rank).map_or(0, |s| s.line);
+            format!("{} (line {line})", rank_name(*rank, scenario.ranks))
+        })
+        .collect();
+    Some(format!("wait-for cycle: {}", names.join(" → ")))
 }
 
 fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
@@ -226,6 +251,9 @@ fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
         for stuck in &deadlock.stuck {
             outln!("    {}", stuck_text(scenario, stuck));
         }
+        if let Some(cycle) = cycle_text(scenario, &deadlock.stuck, &deadlock.cycle) {
+            outln!("    {cycle}");
+        }
     }
     if report.ok() {
         outln!(
@@ -256,6 +284,14 @@ fn at_json(at: Reproducer) -> Json {
     json!({"seed": at.seed, "schedule": at.schedule})
 }
 
+/// Ranks by name.
+fn names(scenario: &Scenario, ranks: &[u32]) -> Json {
+    ranks
+        .iter()
+        .map(|rank| Json::from(rank_name(*rank, scenario.ranks)))
+        .collect()
+}
+
 fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
     stuck
         .iter()
@@ -265,6 +301,7 @@ fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
                 "name": rank_name(s.rank, scenario.ranks),
                 "line": s.line,
                 "waits": s.waits,
+                "on": names(scenario, &s.on),
             })
         })
         .collect()
@@ -314,7 +351,7 @@ fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport) -> Json 
     let deadlocks: Vec<Json> = report
         .deadlocks
         .iter()
-        .map(|d| json!({"stuck": stuck_json(scenario, &d.stuck), "count": d.count, "first": at_json(d.first)}))
+        .map(|d| json!({"stuck": stuck_json(scenario, &d.stuck), "cycle": names(scenario, &d.cycle), "count": d.count, "first": at_json(d.first)}))
         .collect();
     json!({
         "file": file,
@@ -351,6 +388,7 @@ fn replay(
             "expectations": outcome_json(scenario, &outcome),
             "problems": outcome.problems.iter().map(|p| json!({"line": p.line, "message": p.message})).collect::<Vec<_>>(),
             "deadlock": stuck_json(scenario, &outcome.stuck),
+            "cycle": names(scenario, &outcome.cycle),
             "ok": outcome.ok(),
         }));
         return exit(outcome.ok());
@@ -388,6 +426,9 @@ fn replay(
         outln!("  deadlock:");
         for stuck in &outcome.stuck {
             outln!("    {}", stuck_text(scenario, stuck));
+        }
+        if let Some(cycle) = cycle_text(scenario, &outcome.stuck, &outcome.cycle) {
+            outln!("    {cycle}");
         }
     }
     outln!("{}", if outcome.ok() { "ok" } else { "FAILED" });

@@ -877,11 +877,7 @@ impl Hints {
         if first.rank != second.rank || first.target != second.target || first.seq >= second.seq {
             return false;
         }
-        let order = self.ordering;
-        (!(w1 && r2) || order.raw)
-            && (!(r1 && w2) || order.war)
-            && (!(w1 && w2) || order.waw)
-            && (!(r1 && r2) || order.rar)
+        self.ordering.orders((r1, w1), (r2, w2))
     }
 
     /// What the hints add to a finding's message.

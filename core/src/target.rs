@@ -499,6 +499,27 @@ impl<R> Target<R> {
         &self.public
     }
 
+    /// Whether operations changed bytes of the public copy since the owner's last pull
+    /// (separate model): what its next pull ([`Input::Pull`], a wait, fence or lock) brings.
+    pub fn owner_behind(&self) -> bool {
+        !self.changed.is_empty()
+    }
+
+    /// Whether `origin` has items here that wait: queued behind what may not be processed
+    /// yet, or a lock request waiting for its grant.
+    pub fn holds_back(&self, origin: u32) -> bool {
+        let queued = self
+            .queues
+            .get(origin as usize)
+            .is_some_and(|q| !q.is_empty());
+        queued || self.locks.waiters().any(|waiter| waiter.origin == origin)
+    }
+
+    /// The ranks holding a lock here, in rank order.
+    pub fn lock_holders(&self) -> Vec<u32> {
+        self.locks.holders().map(|(origin, _)| origin).collect()
+    }
+
     /// Items queued here that may not be processed yet.
     pub fn queued(&self) -> usize {
         self.queued

@@ -118,6 +118,18 @@ impl AccumulateOrdering {
         self.rar || self.raw || self.war || self.waw
     }
 
+    /// Whether it keeps `second` after `first`, two accumulates (atomic reads included) of
+    /// one origin to overlapping bytes of one target, `first` issued before, each given as
+    /// (reads the target, writes it) ([`OpKind::accumulate_access`]): every ordering the
+    /// pair needs (a write then a read needs `raw`, …) is in the set (MPI §11.7.2).
+    pub fn orders(self, first: (bool, bool), second: (bool, bool)) -> bool {
+        let ((r1, w1), (r2, w2)) = (first, second);
+        (!(w1 && r2) || self.raw)
+            && (!(r1 && w2) || self.war)
+            && (!(w1 && w2) || self.waw)
+            && (!(r1 && r2) || self.rar)
+    }
+
     /// The key's value: `none` or the orderings joined by commas.
     pub fn render(self) -> String {
         let names: Vec<&str> = [
@@ -674,6 +686,18 @@ impl OpKind {
             OpKind::Get => false,
             OpKind::GetAccumulate(op) | OpKind::FetchAndOp(op) => op != Op::NoOp,
             _ => true,
+        }
+    }
+
+    /// For the accumulate family (atomic reads included), whether it reads the target and
+    /// whether it writes it, as `accumulate_ordering` sees it; `None` for put and get, which
+    /// no ordering covers.
+    pub fn accumulate_access(self) -> Option<(bool, bool)> {
+        match self {
+            OpKind::Put | OpKind::Get => None,
+            OpKind::Accumulate(_) => Some((false, true)),
+            OpKind::GetAccumulate(op) | OpKind::FetchAndOp(op) => Some((true, op != Op::NoOp)),
+            OpKind::CompareAndSwap => Some((true, true)),
         }
     }
 

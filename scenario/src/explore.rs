@@ -208,10 +208,14 @@ impl<'a> Explorer<'a> {
         let about = happening.about.map(line);
         match (choice, about) {
             (Choice::Call { .. }, Some(about)) => format!("runs {about}"),
-            (Choice::Deliver { window, .. }, about) => {
+            (Choice::Deliver { window, .. } | Choice::Overtake { window, .. }, about) => {
                 let window = self.plan.window_name(*window);
                 let about = about.map(|a| format!(" (from {a})")).unwrap_or_default();
                 format!("window {window}, {}{about}", happening.what)
+            }
+            (Choice::Publish { window, .. } | Choice::Refresh { window, .. }, _) => {
+                let window = self.plan.window_name(*window);
+                format!("window {window}, {}", happening.what)
             }
             (_, Some(about)) => format!("{} (to {about})", happening.what),
             (_, None) => happening.what.clone(),

@@ -2,15 +2,19 @@
 //! network, no clock, no threads.
 //!
 //! Owns: running ranks' programs through exactly what the server runs — `origin::admit`,
-//! `origin::route` and `Target::handle` — with one FIFO inbox per target (as the server's
-//! actors have: what one rank sent before another thing is received before it; the fence's
-//! notice relies on this), each rank's private copy ([`PrivateCopy`]) pushed and pulled where
-//! the route and the answers say, and a [`Schedule`] that chooses every nondeterministic step:
-//! which rank makes its next call, which target takes the next input of its inbox, which answer
-//! reaches its origin next; and, in a narrated world, what each step did in words
-//! (`narrate.rs`, for a replay to print). Must not: decide an MPI rule (admission, routes and the target
-//! engine do), read a clock (the caller passes the one reading the engines get; no time
-//! passes), or let anything but the schedule choose an order.
+//! `origin::route` and `Target::handle` — with one inbox per target (taken in order, but for
+//! the items MPI and a network let overtake: `may_overtake`; the fence's notice and the owner's
+//! inputs keep their place), each rank's private copy ([`PrivateCopy`]) pushed and pulled where
+//! the route and the answers say, or earlier, and a [`Schedule`] that chooses every
+//! nondeterministic step: which rank makes its next call, which target takes which input of its
+//! inbox, which answer reaches its origin next, whether a rank's unpublished stores travel to
+//! its public copy now ([`Choice::Publish`]) and whether what operations changed in its public
+//! copy reaches its private copy now ([`Choice::Refresh`]; both optional: rules 5 and 6 give
+//! the latest point, earlier is allowed); when a call completes (`flush_local` waits for data
+//! only); and, in a narrated world, what each step did in words (`narrate.rs`, for a replay
+//! to print). Must not: decide an MPI rule (admission, routes, the target engine and
+//! `AccumulateOrdering::orders` do), read a clock (the caller passes the one reading the
+//! engines get; no time passes), or let anything but the schedule choose an order.
 //!
 //! Limits (this first version): the separate memory model only (a unified window is refused
 //! at [`World::new`]); one incarnation per rank (no departures); the lock table without its
@@ -32,8 +36,8 @@ use crate::audit::Event;
 use crate::epoch::EpochState;
 use crate::fence::FenceTally;
 use crate::origin::{self, Admitted, Call, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To};
-use crate::target::{Input, Outcome, Segment, Target};
-use crate::window::{MemoryModel, WindowDesc};
+use crate::target::{Access, Effects, Input, Outcome, Segment, Target};
+use crate::window::{AccumulateOrdering, MemoryModel, TargetAccess, WindowDesc};
 use crate::{ErrorClass, RmaError};
 
 /// One thing a rank's program does.
@@ -99,12 +103,56 @@ pub struct Run {
     pub publics: BTreeMap<u64, Vec<Vec<u8>>>,
     /// Every rank's private copies at the end, by window id.
     pub privates: BTreeMap<u64, Vec<Vec<u8>>>,
-    /// When no rank could move and some had not finished: each such rank and what it waits
-    /// for (a deadlock, or a program that never synchronizes).
-    pub stuck: Vec<(u32, String)>,
+    /// When no rank could move and some had not finished: each such rank, where it waits and
+    /// for whom (a deadlock, or a program that never synchronizes), by rank.
+    pub stuck: Vec<Stuck>,
     /// What each step of [`Run::trace`] did, one per step: filled by a narrated world only
     /// ([`World::narrated`]).
     pub narration: Vec<Happening>,
+}
+
+/// A rank that could not move when a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stuck {
+    /// The rank.
+    pub rank: u32,
+    /// The action of its program it waits in (a call or the barrier); `None` when it ran its
+    /// whole program and operations it issued were never answered.
+    pub action: Option<usize>,
+    /// The ranks it waits for, in rank order: for the barrier, those not in it; for a fence,
+    /// those not in a fence of the window; for an item held back at a target, the ranks holding
+    /// a lock there, or else the target's owner (whose fence, post or complete it needs).
+    pub on: Vec<u32>,
+}
+
+/// A wait-for cycle among stuck ranks: each waits for the next, the last for the first.
+/// The first one of `stuck` (in rank order) on a cycle, following each rank's first wait
+/// that leads to a cycle; `None` when the waits end at ranks that are not stuck.
+pub fn wait_cycle(stuck: &[Stuck]) -> Option<Vec<u32>> {
+    let of = |rank: u32| stuck.iter().find(|s| s.rank == rank);
+    for start in stuck {
+        // a depth-first walk over the waits, the path kept
+        let mut path = vec![start.rank];
+        let mut next = vec![0usize];
+        while let Some(&rank) = path.last() {
+            let depth = path.len() - 1;
+            let on = of(rank).map_or(&[][..], |s| &s.on[..]);
+            let Some(&then) = on.get(next[depth]) else {
+                path.pop();
+                next.pop();
+                continue;
+            };
+            next[depth] += 1;
+            if then == start.rank {
+                return Some(path);
+            }
+            if of(then).is_some() && !path.contains(&then) {
+                path.push(then);
+                next.push(0);
+            }
+        }
+    }
+    None
 }
 
 /// One window as the simulator holds it.
@@ -134,6 +182,9 @@ struct Waiting {
     shares: usize,
     /// The operations it completes: all of the window's (`None`) or those to one target.
     completes: Option<Option<u32>>,
+    /// It completes them at the origin only (`flush_local`, `flush_local_all`): it waits for
+    /// the data of those that bring data back, not for the others' remote application.
+    local: bool,
 }
 
 struct Rank {
@@ -276,18 +327,27 @@ impl World {
             if choices.is_empty() {
                 break;
             }
+            // early publications and refreshes alone do not keep a world going
+            if choices.iter().all(Choice::optional) {
+                break;
+            }
             let choice = choices[schedule.pick(&choices) % choices.len()];
             self.run.trace.push(choice);
             match choice {
                 Choice::Call { rank } => self.call(rank),
-                Choice::Deliver { window, rank } => self.deliver(window, rank),
+                Choice::Deliver { window, rank } => self.deliver(window, rank, 0),
+                Choice::Overtake { window, rank, at } => self.deliver(window, rank, at),
                 Choice::Answer { index } => self.answer(index),
+                Choice::Publish { window, rank } => self.publish(window, rank),
+                Choice::Refresh { window, rank } => self.refresh(window, rank),
             }
         }
         self.finish()
     }
 
-    /// What may happen now, in a fixed order: ranks' calls, targets' inputs, answers.
+    /// What may happen now, in a fixed order: ranks' calls, targets' inputs (the first of
+    /// each inbox, then those that may overtake it), answers, then the optional steps: early
+    /// publications of stores and early refreshes of private copies.
     fn choices(&self) -> Vec<Choice> {
         let mut choices = Vec::new();
         for (rank, state) in self.ranks.iter().enumerate() {
@@ -297,15 +357,74 @@ impl World {
             }
         }
         for (&window, sim) in &self.windows {
+            let ordering = sim.desc.info.accumulate_ordering;
             for (rank, inbox) in sim.inboxes.iter().enumerate() {
                 if !inbox.is_empty() {
                     let rank = rank as u32;
                     choices.push(Choice::Deliver { window, rank });
+                    let overtaking =
+                        (1..inbox.len()).filter(|&at| may_overtake(inbox, at, ordering));
+                    choices.extend(overtaking.map(|at| Choice::Overtake { window, rank, at }));
                 }
             }
         }
         choices.extend((0..self.answers.len()).map(|index| Choice::Answer { index }));
+        for (&window, sim) in &self.windows {
+            for (rank, state) in self.ranks.iter().enumerate() {
+                let rank = rank as u32;
+                let dirty = state
+                    .windows
+                    .get(&window)
+                    .is_some_and(|o| !o.copy.dirty().is_empty());
+                if dirty {
+                    choices.push(Choice::Publish { window, rank });
+                }
+                if sim.targets[rank as usize].owner_behind() {
+                    choices.push(Choice::Refresh { window, rank });
+                }
+            }
+        }
         choices
+    }
+
+    /// Rank `rank` publishes its unpublished stores to its public copy of `window` now,
+    /// through its target's inbox as a call's push travels.
+    fn publish(&mut self, window: u64, rank: u32) {
+        let state = &mut self.ranks[rank as usize];
+        let Some(open) = state.windows.get_mut(&window) else {
+            return;
+        };
+        let segments = open.copy.take_push();
+        if self.narrated {
+            self.run.narration.push(narrate::published(rank, &segments));
+        }
+        self.send(window, rank, Input::Push { segments });
+    }
+
+    /// What operations changed in rank `rank`'s public copy of `window` reaches its private
+    /// copy now: the pull its target answers a sync with ([`Input::Pull`]), taken at once,
+    /// which never overwrites a store not yet published ([`PrivateCopy::pull`]).
+    fn refresh(&mut self, window: u64, rank: u32) {
+        let reply = Ref {
+            rank,
+            call: self.ranks[rank as usize].next,
+            to: To::Caller,
+        };
+        let Some(effects) = self.handle(window, rank, Input::Pull { reply }) else {
+            return;
+        };
+        let mut pulled = 0;
+        if let Some(open) = self.ranks[rank as usize].windows.get_mut(&window) {
+            for (_, answer) in effects.answers {
+                if let Ok(Outcome::Synced { pull, .. }) = answer {
+                    pulled += pull.iter().map(|s| s.data.len()).sum::<usize>();
+                    open.copy.pull(pull);
+                }
+            }
+        }
+        if self.narrated {
+            self.run.narration.push(narrate::refreshed(rank, pulled));
+        }
     }
 
     /// Rank `rank` takes the next action of its program.
@@ -366,6 +485,10 @@ impl World {
         });
         let (call, taken) = with_push(call, state.windows.get_mut(&window));
         let completes = completes(&call);
+        let local = matches!(
+            call,
+            Call::Flush { local: true, .. } | Call::FlushAll { local: true, .. }
+        );
         let mut admission = Admission {
             windows: &self.windows,
             opened: &mut state.windows,
@@ -415,6 +538,7 @@ impl World {
             answered: false,
             shares: route.gather,
             completes,
+            local,
         });
         let caller = |to: To| -> Result<Ref, Infallible> {
             Ok(Ref {
@@ -476,30 +600,42 @@ impl World {
         }
     }
 
-    /// Rank `rank`'s target of `window` takes the next input of its inbox; its answers set
-    /// out to their origins.
-    fn deliver(&mut self, window: u64, rank: u32) {
+    /// Rank `rank`'s target of `window` takes the input at place `at` of its inbox (0: the
+    /// next); its answers set out to their origins.
+    fn deliver(&mut self, window: u64, rank: u32, at: usize) {
         let Some(sim) = self.windows.get_mut(&window) else {
             return;
         };
-        let Some(input) = sim.inboxes[rank as usize].pop_front() else {
+        let Some(input) = sim.inboxes[rank as usize].remove(at) else {
             return;
         };
         if self.narrated {
-            self.run.narration.push(narrate::delivered(rank, &input));
+            let mut happening = narrate::delivered(rank, &input);
+            if at > 0 {
+                happening
+                    .what
+                    .push_str(&format!(", ahead of {at} input(s) sent before it"));
+            }
+            self.run.narration.push(happening);
         }
-        let target = &mut sim.targets[rank as usize];
-        target.handle(input, self.now);
-        let effects = target.take_effects();
-        self.run.events.extend(
-            effects
-                .events
-                .into_iter()
-                .map(|event| (window, rank, event)),
-        );
+        let Some(effects) = self.handle(window, rank, input) else {
+            return;
+        };
         for answers in [effects.early, effects.lazy, effects.answers, effects.behind] {
             self.answers.extend(answers);
         }
+    }
+
+    /// Rank `rank`'s target of `window` takes `input`; its events are recorded, the rest of
+    /// its effects returned.
+    fn handle(&mut self, window: u64, rank: u32, input: Input<Ref>) -> Option<Effects<Ref>> {
+        let target = &mut self.windows.get_mut(&window)?.targets[rank as usize];
+        target.handle(input, self.now);
+        let mut effects = target.take_effects();
+        let events = std::mem::take(&mut effects.events);
+        let events = events.into_iter().map(|event| (window, rank, event));
+        self.run.events.extend(events);
+        Some(effects)
     }
 
     /// The answer at `index` reaches its origin.
@@ -572,14 +708,18 @@ impl World {
         let Some(waiting) = &state.waiting else {
             return;
         };
-        let pending = state.outstanding.values().any(|&(window, target, _)| {
-            window == waiting.window
-                && match waiting.completes {
-                    None => false,
-                    Some(None) => true,
-                    Some(Some(only)) => target == only,
-                }
-        });
+        let pending = state
+            .outstanding
+            .values()
+            .any(|&(window, target, returned)| {
+                window == waiting.window
+                    && (!waiting.local || returned > 0)
+                    && match waiting.completes {
+                        None => false,
+                        Some(None) => true,
+                        Some(Some(only)) => target == only,
+                    }
+            });
         if waiting.answered && !pending {
             state.waiting = None;
         }
@@ -607,21 +747,9 @@ impl World {
     }
 
     fn finish(mut self) -> Run {
-        for (rank, state) in self.ranks.iter().enumerate() {
-            let rank = rank as u32;
-            if state.in_barrier {
-                let why = format!("waits in the barrier of action {}", state.next - 1);
-                self.run.stuck.push((rank, why));
-            } else if let Some(waiting) = &state.waiting {
-                let what = match &state.program[waiting.call] {
-                    Action::Call(call) => format!("{call:?}"),
-                    other => format!("{other:?}"),
-                };
-                let why = format!("waits in call {} ({what})", waiting.call);
-                self.run.stuck.push((rank, why));
-            } else if !state.outstanding.is_empty() {
-                let why = format!("operations {:?} unanswered", state.outstanding.keys());
-                self.run.stuck.push((rank, why));
+        for rank in 0..self.ranks.len() as u32 {
+            if let Some(stuck) = self.stuck(rank) {
+                self.run.stuck.push(stuck);
             }
         }
         for (&id, sim) in &self.windows {
@@ -640,6 +768,62 @@ impl World {
             self.run.privates.insert(id, privates);
         }
         self.run
+    }
+}
+
+impl World {
+    /// Where rank `rank` waits at the end, and for whom; `None` when it finished.
+    fn stuck(&self, rank: u32) -> Option<Stuck> {
+        let state = &self.ranks[rank as usize];
+        let all = 0..self.ranks.len() as u32;
+        if state.in_barrier {
+            let on = all
+                .filter(|&r| !self.ranks[r as usize].in_barrier)
+                .collect();
+            let action = Some(state.next - 1);
+            return Some(Stuck { rank, action, on });
+        }
+        let (action, window) = match &state.waiting {
+            Some(waiting) => (Some(waiting.call), Some(waiting.window)),
+            None if !state.outstanding.is_empty() => (None, None),
+            None => return None,
+        };
+        let in_fence = |r: u32| {
+            let other = &self.ranks[r as usize];
+            other.waiting.as_ref().is_some_and(|w| {
+                Some(w.window) == window
+                    && matches!(other.program[w.call], Action::Call(Call::Fence { .. }))
+            })
+        };
+        let fence =
+            action.is_some_and(|a| matches!(state.program[a], Action::Call(Call::Fence { .. })));
+        let mut on = std::collections::BTreeSet::new();
+        if fence {
+            on.extend(all.clone().filter(|&r| r != rank && !in_fence(r)));
+        }
+        for sim in self.windows.values() {
+            for (target, engine) in sim.targets.iter().enumerate() {
+                if !engine.holds_back(rank) {
+                    continue;
+                }
+                let holders: Vec<u32> = engine
+                    .lock_holders()
+                    .into_iter()
+                    .filter(|&h| h != rank)
+                    .collect();
+                if holders.is_empty() {
+                    on.insert(target as u32);
+                } else {
+                    on.extend(holders);
+                }
+            }
+        }
+        on.remove(&rank);
+        Some(Stuck {
+            rank,
+            action,
+            on: on.into_iter().collect(),
+        })
     }
 }
 
@@ -717,6 +901,72 @@ fn completes(call: &Call) -> Option<Option<u32>> {
         Call::Unlock { target, .. } | Call::Flush { target, .. } => Some(Some(*target)),
         _ => None,
     }
+}
+
+/// Whether the input at place `at` of `inbox` may be taken before every one in front of it.
+/// The inbox merges what separate channels carry (each origin's session to this target, and
+/// the owner's own inputs), so an origin's item may pass another origin's: an order MPI does
+/// not impose and a network may produce (what one origin must see done before another sends,
+/// it waits for: that answer came after the delivery). Within one origin, an operation may pass
+/// the operations of the same epoch MPI does not order before it — puts and gets never are
+/// (§11.7.2), accumulates to overlapping bytes are as the window's `accumulate_ordering` says —
+/// and nothing else. Nothing passes an input that is not an origin's item (a push, a fence's
+/// entry or notice, a post, a wait, a pull): what comes before and after those stays so.
+fn may_overtake(inbox: &VecDeque<Input<Ref>>, at: usize, ordering: AccumulateOrdering) -> bool {
+    let Some(Input::Access { origin, item, .. }) = inbox.get(at) else {
+        return false;
+    };
+    let second = operation(item);
+    inbox.iter().take(at).all(|earlier| {
+        let Input::Access {
+            origin: from,
+            item: earlier,
+            ..
+        } = earlier
+        else {
+            return false;
+        };
+        if from != origin {
+            return true;
+        }
+        let (Some((earlier_tag, first, earlier_access)), Some((tag, kind, access))) =
+            (operation(earlier), second)
+        else {
+            return false;
+        };
+        let ordered = match (first.accumulate_access(), kind.accumulate_access()) {
+            (Some(first), Some(second)) => {
+                ordering.orders(first, second) && overlap(earlier_access, access)
+            }
+            _ => false,
+        };
+        earlier_tag == tag && !ordered
+    })
+}
+
+/// An item that is an operation: its epoch, kind and bytes at the target.
+fn operation(
+    item: &Access<Ref>,
+) -> Option<(
+    crate::epoch::AccessTag,
+    crate::window::OpKind,
+    &TargetAccess,
+)> {
+    match item {
+        Access::Op {
+            tag, op, access, ..
+        } => Some((*tag, op.kind, access)),
+        _ => None,
+    }
+}
+
+/// Whether two accesses share a byte.
+fn overlap(a: &TargetAccess, b: &TargetAccess) -> bool {
+    a.runs.iter().any(|x| {
+        b.runs
+            .iter()
+            .any(|y| x.offset < y.offset + y.len && y.offset < x.offset + x.len)
+    })
 }
 
 /// Bytes as an operation's data.

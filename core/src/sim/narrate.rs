@@ -81,6 +81,25 @@ pub(super) fn delivered(rank: u32, input: &Input<Ref>) -> Happening {
     Happening { about, what }
 }
 
+/// Rank `rank` published `segments`, its stores, before a call had to.
+pub(super) fn published(rank: u32, segments: &[crate::target::Segment]) -> Happening {
+    let bytes: usize = segments.iter().map(|s| s.data.len()).sum();
+    Happening {
+        about: None,
+        what: format!(
+            "rank {rank} publishes {bytes} byte(s) of its stores early (to its target's inbox)"
+        ),
+    }
+}
+
+/// Rank `rank`'s private copy took `bytes` bytes of its public copy's changes early.
+pub(super) fn refreshed(rank: u32, bytes: usize) -> Happening {
+    Happening {
+        about: None,
+        what: format!("rank {rank}'s private copy takes {bytes} byte(s) of its public copy early"),
+    }
+}
+
 /// `answer` reached rank `to.rank`, for its action `to.call`.
 pub(super) fn answered(to: &Ref, answer: &Answer) -> Happening {
     let what = match answer {

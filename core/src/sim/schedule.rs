@@ -1,8 +1,9 @@
 //! Who moves next: the simulator's only source of order.
 //!
-//! Owns: the [`Choice`]s a world offers at each step and the [`Schedule`]s that pick among
-//! them — [`Seeded`], uniformly at random from a seed (SplitMix64: small, fast, and the same
-//! sequence on every machine), and a replay of a recorded trace. Must not: know what a choice
+//! Owns: the [`Choice`]s a world offers at each step (which of them are optional) and the
+//! [`Schedule`]s that pick among them — [`Seeded`], at random from a seed (SplitMix64:
+//! small, fast, and the same sequence on every machine; uniform, but optional steps at fixed
+//! odds), and a replay of a recorded trace. Must not: know what a choice
 //! does (the world carries it out).
 
 /// One step the world can take.
@@ -25,6 +26,41 @@ pub enum Choice {
         /// Its place.
         index: usize,
     },
+    /// A rank's target of a window takes the input at place `at` (from 1) of its inbox, ahead
+    /// of the ones before it: operations MPI does not order (another origin's, or puts and gets
+    /// of one origin, or accumulates `accumulate_ordering` leaves unordered) in one epoch.
+    Overtake {
+        /// The window.
+        window: u64,
+        /// The target rank.
+        rank: u32,
+        /// The input's place in the inbox.
+        at: usize,
+    },
+    /// A rank's stores not yet published reach its target's inbox now: rule 5 gives the
+    /// latest point (post, fence, unlock, unlock_all, sync); earlier is allowed.
+    Publish {
+        /// The window.
+        window: u64,
+        /// The rank.
+        rank: u32,
+    },
+    /// What operations changed in a rank's public copy reaches its private copy now: rule 6
+    /// gives the latest point (wait, fence, lock, lock_all, sync); earlier is allowed.
+    Refresh {
+        /// The window.
+        window: u64,
+        /// The rank.
+        rank: u32,
+    },
+}
+
+impl Choice {
+    /// Whether the step may as well never happen: an early publication or refresh, which
+    /// MPI allows but no call waits for. A world whose only steps are optional has ended.
+    pub fn optional(&self) -> bool {
+        matches!(self, Choice::Publish { .. } | Choice::Refresh { .. })
+    }
 }
 
 /// Picks the next step among those that may happen now (never an empty list).
@@ -33,7 +69,7 @@ pub trait Schedule {
     fn pick(&mut self, choices: &[Choice]) -> usize;
 }
 
-/// Uniform choices from a seed: the same seed, the same run.
+/// Random choices from a seed: the same seed, the same run.
 #[derive(Clone, Debug)]
 pub struct Seeded {
     state: u64,
@@ -55,9 +91,34 @@ impl Seeded {
     }
 }
 
+/// A seeded schedule takes an optional step (an early publication or refresh), when one is on
+/// offer beside others, once in this many steps: offered at every step from a store on, at the
+/// uniform odds of one choice among few they would nearly always be taken at once, and the
+/// obsolete values MPI allows would all but vanish.
+const OPTIONAL_ODDS: u64 = 8;
+
 impl Schedule for Seeded {
+    /// Uniform among the steps that are not optional; one time in eight (`OPTIONAL_ODDS`), when
+    /// there are both kinds, uniform among the optional ones instead.
     fn pick(&mut self, choices: &[Choice]) -> usize {
-        (self.next_u64() % choices.len() as u64) as usize
+        let draw = self.next_u64();
+        let optional = choices.iter().filter(|choice| choice.optional()).count();
+        if optional == 0 || optional == choices.len() {
+            return (draw % choices.len() as u64) as usize;
+        }
+        let take_optional = draw.is_multiple_of(OPTIONAL_ODDS);
+        let among = if take_optional {
+            optional
+        } else {
+            choices.len() - optional
+        };
+        let nth = (self.next_u64() % among as u64) as usize;
+        choices
+            .iter()
+            .enumerate()
+            .filter(|(_, choice)| choice.optional() == take_optional)
+            .nth(nth)
+            .map_or(0, |(index, _)| index)
     }
 }
 

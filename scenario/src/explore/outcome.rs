@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use onesided_core::datatype::Value;
-use onesided_core::sim::{Choice, Run};
+use onesided_core::sim::{wait_cycle, Choice, Run};
 use onesided_core::RmaError;
 
 use super::super::ast::{self, Expectation, Loc, Observed, OpCall, RankCall, Scenario, Step};
@@ -38,6 +38,8 @@ pub struct Stuck {
     pub line: usize,
     /// What it waits for.
     pub waits: String,
+    /// The ranks it waits for (`onesided_core::sim::Stuck::on`), in rank order.
+    pub on: Vec<u32>,
 }
 
 /// The outcome of one run.
@@ -52,6 +54,9 @@ pub struct Outcome {
     pub problems: Vec<Problem>,
     /// When no rank could move and some had not finished: each of those.
     pub stuck: Vec<Stuck>,
+    /// A wait-for cycle among them, each rank waiting for the next and the last for the first
+    /// (empty when there is none: the waits end at ranks that finished).
+    pub cycle: Vec<u32>,
 }
 
 impl Outcome {
@@ -136,6 +141,7 @@ pub(super) fn evaluate(plan: &Plan, scenario: &Scenario, run: &Run) -> Outcome {
         failed_calls: Vec::new(),
         problems: Vec::new(),
         stuck: stuck(plan, scenario, run, &produced),
+        cycle: wait_cycle(&run.stuck).unwrap_or_default(),
     };
     let mut vars = Vec::new();
     for rank in 0..plan.nranks {
@@ -317,7 +323,8 @@ fn copy_at(
 fn stuck(plan: &Plan, scenario: &Scenario, run: &Run, produced: &Produced<'_>) -> Vec<Stuck> {
     run.stuck
         .iter()
-        .map(|(rank, why)| {
+        .map(|stuck| {
+            let rank = &stuck.rank;
             let began = produced.begun[*rank as usize];
             let source = began
                 .checked_sub(1)
@@ -330,9 +337,8 @@ fn stuck(plan: &Plan, scenario: &Scenario, run: &Run, produced: &Produced<'_>) -
                 },
                 None => (0, String::new()),
             };
-            // the simulator says "waits in …" for a rank inside a call or the barrier, and
-            // names its unanswered operations for one that ran its whole program
-            let waits = if why.starts_with("waits") {
+            // a rank inside a call or the barrier, or one that ran its whole program
+            let waits = if stuck.action.is_some() {
                 format!("waits in `{text}`")
             } else {
                 "ran its last line; operations it issued were never answered".to_string()
@@ -341,6 +347,7 @@ fn stuck(plan: &Plan, scenario: &Scenario, run: &Run, produced: &Produced<'_>) -
                 rank: *rank,
                 line,
                 waits,
+                on: stuck.on.clone(),
             }
         })
         .collect()

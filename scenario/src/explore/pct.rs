@@ -9,8 +9,9 @@
 //! 1 / (threads × steps^(depth - 1)), where uniform random choices can need far more: a rank that
 //! must stay behind for many steps is the lowest priority once in every few schedules.
 //!
-//! Owns: what a thread is here — a rank (its next call), a target of a window (its inbox),
-//! and the answers on their way (one thread, the oldest answer first) — and the priorities.
+//! Owns: what a thread is here — a rank (its next call), a target of a window (its inbox, in
+//! order or overtaken), the answers on their way (one thread, the oldest answer first), and a
+//! rank's copies of a window (its early publications and refreshes) — and the priorities.
 //! Must not: know what a choice does.
 
 use std::collections::BTreeMap;
@@ -23,13 +24,19 @@ enum Thread {
     Rank(u32),
     Target { window: u64, rank: u32 },
     Answers,
+    Copies { window: u64, rank: u32 },
 }
 
 fn thread(choice: &Choice) -> Thread {
     match *choice {
         Choice::Call { rank } => Thread::Rank(rank),
-        Choice::Deliver { window, rank } => Thread::Target { window, rank },
+        Choice::Deliver { window, rank } | Choice::Overtake { window, rank, .. } => {
+            Thread::Target { window, rank }
+        }
         Choice::Answer { .. } => Thread::Answers,
+        Choice::Publish { window, rank } | Choice::Refresh { window, rank } => {
+            Thread::Copies { window, rank }
+        }
     }
 }
 

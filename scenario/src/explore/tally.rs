@@ -84,6 +84,8 @@ pub struct ProblemTally {
 pub struct DeadlockTally {
     /// Each rank that could not move, and where.
     pub stuck: Vec<Stuck>,
+    /// Their wait-for cycle, when there is one ([`super::Outcome::cycle`]).
+    pub cycle: Vec<u32>,
     /// In how many schedules.
     pub count: u64,
     /// The first of them.
@@ -221,6 +223,7 @@ impl ExploreReport {
                 Some(tally) => tally.count += 1,
                 None => self.deadlocks.push(DeadlockTally {
                     stuck: outcome.stuck.clone(),
+                    cycle: outcome.cycle.clone(),
                     count: 1,
                     first: here,
                 }),

@@ -12,7 +12,7 @@ use std::ops::Range;
 use onesided_core::datatype::{encode_all, Value};
 use onesided_core::origin::Call;
 use onesided_core::sim::Action;
-use onesided_core::window::{AccumulateOrdering, Flavor, MemoryModel, WindowDesc, WindowInfo};
+use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::RmaError;
 
 use super::super::ast::{self, FlavorDecl, Loc, Model, RankCall, Scenario, Step, WindowDecl};
@@ -151,11 +151,6 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
         name: decl.name.clone(),
         source,
     })?;
-    if info.accumulate_ordering != AccumulateOrdering::ALL {
-        let why = "the simulator applies one origin's operations at a target in order, so \
-                   the reorderings this hint allows would never be explored";
-        return Err(unsupported(line, "info accumulate_ordering", why));
-    }
     let unit = decl.dtype.size() as u64;
     Ok(WindowDesc {
         id: window_id(index),
@@ -329,11 +324,6 @@ mod tests {
                 "window W ranks=3 size=1 type=i64 group={A,C}\n",
                 1,
                 "group=",
-            ),
-            (
-                "window W ranks=2 size=1 type=i64 info accumulate_ordering=none\n",
-                1,
-                "info accumulate_ordering",
             ),
             ("A: lock_all\nA: rput B W[0] = 1 as r\n", 3, "`rput`"),
             (
