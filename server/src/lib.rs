@@ -431,16 +431,7 @@ pub async fn run(
         &metrics,
         &metrics_stop,
     )?;
-    let single_request = [
-        onesided_proto::FILE_DESCRIPTOR_SET,
-        tonic_health::pb::FILE_DESCRIPTOR_SET,
-    ]
-    .into_iter()
-    .map(onesided_proto::single_request_methods)
-    .collect::<Result<Vec<_>, _>>()
-    .context("cannot read the methods' descriptors")?
-    .into_iter()
-    .flatten();
+    let single_request = single_request_methods()?;
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let signalled = CancellationToken::new();
     let serving = server
@@ -712,4 +703,20 @@ fn serve_http(
         tracing::info!(%url, metrics = %format!("{url}metrics"), "serving the web view");
     }
     Ok(served)
+}
+
+/// The paths of the methods whose calls carry one request message (the message limit refuses
+/// a second one).
+fn single_request_methods() -> anyhow::Result<impl Iterator<Item = String>> {
+    use anyhow::Context;
+    Ok([
+        onesided_proto::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+    ]
+    .into_iter()
+    .map(onesided_proto::single_request_methods)
+    .collect::<Result<Vec<_>, _>>()
+    .context("cannot read the methods' descriptors")?
+    .into_iter()
+    .flatten())
 }

@@ -651,220 +651,184 @@ impl Writer {
         messages: Vec<Message>,
         mut inbox: Option<&mut mpsc::Receiver<Message>>,
     ) {
-        let mut events = Vec::new();
-        let mut answers = Vec::new();
-        let mut flushed = Vec::new();
-        let mut permits = 0usize;
-        let mut bytes = 0usize;
-        // snapshots, each after the events submitted before it
-        let mut snapshots = Vec::new();
+        let mut batch = Batch {
+            waiting: Some(Vec::new()),
+            ..Batch::default()
+        };
         // a Forget that dropped events of calls still waiting: their answers fail
         let mut dropped = false;
         for message in messages {
-            match message {
-                Message::Flush(done) => flushed.push(done),
-                Message::Forget { windows, done } => {
-                    dropped |= self.forget(&windows, &mut events, &mut snapshots);
-                    flushed.push(done);
-                }
-                Message::Record {
-                    events: more,
-                    answers: waiting,
-                    permits: taken,
-                    bytes: carried,
-                    ..
-                } => {
-                    answers.extend(waiting);
-                    events.extend(more);
-                    permits += taken as usize;
-                    bytes += carried as usize;
-                }
-                Message::Snapshot { window, rank, data } => {
-                    snapshots.push((events.len(), window, rank, data));
-                }
-            }
+            dropped |= self.absorb(&mut batch, message, false);
+        }
+        if dropped {
+            batch.fail_waiting(NOT_SERVED);
         }
         let mut delay = RETRY_FIRST;
-        let mut waiting = Some(answers);
-        if dropped {
-            if let Some(answers) = waiting.take() {
-                fail_all(
-                    answers,
-                    "this node no longer serves the window's world: not recorded",
-                );
-            }
-        }
         // a batch whose commit failed without saying whether it landed: the connection may have
         // broken after the database committed it and before its answer arrived
         let mut in_doubt: Option<Built> = None;
         loop {
             let began = Instant::now();
-            let fencing = self.fencing.get().cloned();
-            let attempt = match self
-                .settle(in_doubt.take(), &mut events, &mut snapshots)
-                .await
-            {
-                Err((doubt, error)) => {
-                    in_doubt = doubt;
-                    Err(error)
-                }
-                // it had landed and was all there was
-                Ok(()) if events.is_empty() && snapshots.is_empty() => Ok(None),
-                Ok(()) => {
-                    // in a cluster: rows of worlds this node no longer holds are not committed
-                    let guard = match &fencing {
-                        None => None,
-                        Some(fencing) => {
-                            let leases: HashMap<u64, Option<(String, i64)>> = events
-                                .iter()
-                                .map(|pending| pending.window)
-                                .chain(snapshots.iter().map(|(_, window, ..)| *window))
-                                .collect::<HashSet<u64>>()
-                                .into_iter()
-                                .map(|window| (window, fencing.lease(window)))
-                                .collect();
-                            let gone =
-                                |window: u64| leases.get(&window).is_some_and(Option::is_none);
-                            if drop_windows(&mut events, &mut snapshots, gone) {
-                                tracing::warn!(
-                                    "events of worlds this node no longer serves were dropped"
-                                );
-                                if let Some(answers) = waiting.take() {
-                                    fail_all(answers, "this node no longer serves the window's world: not recorded");
-                                }
-                            }
-                            let worlds: BTreeMap<String, i64> =
-                                leases.into_values().flatten().collect();
-                            Some(Guard {
-                                node: fencing.node().to_string(),
-                                leases: worlds.into_iter().collect(),
-                            })
-                        }
-                    };
-                    if events.is_empty() && snapshots.is_empty() {
-                        Ok(None)
-                    } else {
-                        match self.load_tails(&events, &snapshots).await {
-                            Ok(()) => {
-                                let mut built = self.number_unchained(
-                                    std::mem::take(&mut events),
-                                    std::mem::take(&mut snapshots),
-                                );
-                                // the large events go to the events file on a blocking thread
-                                // while this one hashes the chain (the file holds bodies, not
-                                // hashes): a bulk put's SHA-256 and its disk time overlap
-                                let inserted = match self.committer.stage(&built.rows).await {
-                                    Ok(staged) => {
-                                        self.chain(&mut built);
-                                        self.committer
-                                            .insert_staged(
-                                                &built.rows,
-                                                staged,
-                                                &built.snapshots,
-                                                guard.as_ref(),
-                                            )
-                                            .await
-                                    }
-                                    Err(error) => {
-                                        self.chain(&mut built);
-                                        Err(error)
-                                    }
-                                };
-                                match inserted {
-                                    Ok(()) => Ok(Some(built)),
-                                    Err(error) => match error.downcast::<Fenced>() {
-                                        // nothing landed: the rows of the lost worlds go, the
-                                        // rest is numbered again at once
-                                        Ok(fenced) => {
-                                            self.fenced(
-                                                fenced,
-                                                built,
-                                                &fencing,
-                                                &mut events,
-                                                &mut snapshots,
-                                            );
-                                            if let Some(answers) = waiting.take() {
-                                                fail_all(answers, "this node no longer serves the window's world: not recorded");
-                                            }
-                                            continue;
-                                        }
-                                        Err(error) => {
-                                            in_doubt = Some(built);
-                                            Err(error)
-                                        }
-                                    },
-                                }
-                            }
-                            Err(error) => Err(error),
-                        }
-                    }
-                }
-            };
-            match attempt {
-                Ok(built) => {
+            match self.attempt(&mut batch, &mut in_doubt).await {
+                Attempt::Landed(built) => {
                     if let Some(Built { rows, tails, .. }) = built {
                         self.landed(rows, tails, began);
                     }
-                    send_all(waiting.take().unwrap_or_default());
+                    send_all(batch.waiting.take().unwrap_or_default());
                     if let Some(unrecorded) = &self.unrecorded {
-                        unrecorded.permits.add_permits(permits);
+                        unrecorded.permits.add_permits(batch.permits);
                         self.metrics.audit_unrecorded(unrecorded.outstanding());
                     }
-                    self.uncommitted.add_permits(bytes);
+                    self.uncommitted.add_permits(batch.bytes);
                     break;
                 }
-                Err(error) => {
+                // nothing landed and the rows of lost worlds went: the rest is numbered again
+                Attempt::Again => {}
+                Attempt::Failed(error) => {
                     self.metrics.audit_commit_failed();
                     if !self.down.swap(true, Ordering::Relaxed) {
-                        tracing::error!(error = %format!("{error:#}"), events = events.len(), "audit commit failed; retrying until the store is back");
+                        tracing::error!(error = %format!("{error:#}"), events = batch.events.len(), "audit commit failed; retrying until the store is back");
                     }
                     // the next attempt starts again from the stored tails
                     self.tails.clear();
-                    if let Some(answers) = waiting.take() {
-                        fail_all(answers, "the audit store is unavailable: not recorded yet");
-                    }
-                    let pause = tokio::time::sleep(delay);
-                    tokio::pin!(pause);
-                    let mut more = Vec::new();
-                    loop {
-                        let Some(inbox) = inbox.as_mut() else {
-                            (&mut pause).await;
-                            break;
-                        };
-                        tokio::select! {
-                            () = &mut pause => break,
-                            received = inbox.recv_many(&mut more, BATCH) => {
-                                if received == 0 {
-                                    (&mut pause).await;
-                                    break;
-                                }
-                                for message in more.drain(..) {
-                                    match message {
-                                        Message::Flush(done) => flushed.push(done),
-                                        Message::Forget { windows, done } => {
-                                            self.forget(&windows, &mut events, &mut snapshots);
-                                            flushed.push(done);
-                                        }
-                                        Message::Record { events: later, answers, permits: taken, bytes: carried, .. } => {
-                                            fail_all(answers, "the audit store is unavailable: not recorded yet");
-                                            events.extend(later);
-                                            permits += taken as usize;
-                                            bytes += carried as usize;
-                                        }
-                                        Message::Snapshot { window, rank, data } => {
-                                            snapshots.push((events.len(), window, rank, data));
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
+                    batch.fail_waiting(STORE_DOWN);
+                    self.pause(&mut batch, inbox.as_deref_mut(), delay).await;
                     delay = (delay * 2).min(RETRY_MAX);
                 }
             }
         }
-        for done in flushed {
+        for done in batch.flushed {
             let _ = done.send(());
+        }
+    }
+
+    /// Takes `message` into `batch`; during an outage (`outage`) its answers fail at once.
+    /// Returns whether a Forget dropped queued events.
+    fn absorb(&mut self, batch: &mut Batch, message: Message, outage: bool) -> bool {
+        match message {
+            Message::Flush(done) => batch.flushed.push(done),
+            Message::Forget { windows, done } => {
+                batch.flushed.push(done);
+                return self.forget(&windows, &mut batch.events, &mut batch.snapshots);
+            }
+            Message::Record {
+                events,
+                answers,
+                permits,
+                bytes,
+                ..
+            } => {
+                if outage {
+                    fail_all(answers, STORE_DOWN);
+                } else {
+                    batch.waiting.get_or_insert_with(Vec::new).extend(answers);
+                }
+                batch.events.extend(events);
+                batch.permits += permits as usize;
+                batch.bytes += bytes as usize;
+            }
+            Message::Snapshot { window, rank, data } => {
+                batch
+                    .snapshots
+                    .push((batch.events.len(), window, rank, data));
+            }
+        }
+        false
+    }
+
+    /// Waits `delay` before the next attempt, taking into `batch` what arrives on `inbox`
+    /// meanwhile (its answers fail at once: the store is down).
+    async fn pause(
+        &mut self,
+        batch: &mut Batch,
+        mut inbox: Option<&mut mpsc::Receiver<Message>>,
+        delay: Duration,
+    ) {
+        let pause = tokio::time::sleep(delay);
+        tokio::pin!(pause);
+        let mut more = Vec::new();
+        loop {
+            let Some(inbox) = inbox.as_mut() else {
+                (&mut pause).await;
+                return;
+            };
+            tokio::select! {
+                () = &mut pause => return,
+                received = inbox.recv_many(&mut more, BATCH) => {
+                    if received == 0 {
+                        (&mut pause).await;
+                        return;
+                    }
+                    for message in more.drain(..) {
+                        self.absorb(batch, message, true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One attempt at committing `batch`: first settles a batch in doubt, then (in a cluster)
+    /// drops the rows of worlds this node no longer holds, numbers and chains the rest and
+    /// inserts it under the leases it holds.
+    async fn attempt(&mut self, batch: &mut Batch, in_doubt: &mut Option<Built>) -> Attempt {
+        let fencing = self.fencing.get().cloned();
+        if let Err((doubt, error)) = self
+            .settle(in_doubt.take(), &mut batch.events, &mut batch.snapshots)
+            .await
+        {
+            *in_doubt = doubt;
+            return Attempt::Failed(error);
+        }
+        // it had landed and was all there was
+        if batch.is_empty() {
+            return Attempt::Landed(None);
+        }
+        let guard = fencing.as_ref().map(|fencing| lease_guard(fencing, batch));
+        if batch.is_empty() {
+            return Attempt::Landed(None);
+        }
+        if let Err(error) = self.load_tails(&batch.events, &batch.snapshots).await {
+            return Attempt::Failed(error);
+        }
+        let mut built = self.number_unchained(
+            std::mem::take(&mut batch.events),
+            std::mem::take(&mut batch.snapshots),
+        );
+        // the large events go to the events file on a blocking thread while this one hashes
+        // the chain (the file holds bodies, not hashes): a bulk put's SHA-256 and its disk
+        // time overlap
+        let inserted = match self.committer.stage(&built.rows).await {
+            Ok(staged) => {
+                self.chain(&mut built);
+                self.committer
+                    .insert_staged(&built.rows, staged, &built.snapshots, guard.as_ref())
+                    .await
+            }
+            Err(error) => {
+                self.chain(&mut built);
+                Err(error)
+            }
+        };
+        match inserted {
+            Ok(()) => Attempt::Landed(Some(built)),
+            Err(error) => match error.downcast::<Fenced>() {
+                // nothing landed: the rows of the lost worlds go, the rest is numbered again
+                Ok(fenced) => {
+                    self.fenced(
+                        fenced,
+                        built,
+                        &fencing,
+                        &mut batch.events,
+                        &mut batch.snapshots,
+                    );
+                    batch.fail_waiting(NOT_SERVED);
+                    Attempt::Again
+                }
+                Err(error) => {
+                    *in_doubt = Some(built);
+                    Attempt::Failed(error)
+                }
+            },
         }
     }
 
@@ -1114,6 +1078,73 @@ impl Writer {
 
 /// A snapshot as the writer receives it: the number of the batch's events submitted before it,
 /// window, rank, the public copy.
+/// Why waiting answers fail when their world was lost to another node.
+const NOT_SERVED: &str = "this node no longer serves the window's world: not recorded";
+/// Why waiting answers fail while the store is down.
+const STORE_DOWN: &str = "the audit store is unavailable: not recorded yet";
+
+/// What one commit carries: events and snapshots, the answers and flushes waiting for them,
+/// and the budgets they hold until it lands.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Pending>,
+    snapshots: Vec<Taken>,
+    /// The answers waiting for the commit; `None` once they were sent or failed.
+    waiting: Option<Vec<(Reply, Answer)>>,
+    flushed: Vec<oneshot::Sender<()>>,
+    /// Permits of the unrecorded-events budget (async).
+    permits: usize,
+    /// Permits of the uncommitted-bytes budget.
+    bytes: usize,
+}
+
+impl Batch {
+    /// Fails the answers still waiting, saying `why`.
+    fn fail_waiting(&mut self, why: &str) {
+        if let Some(answers) = self.waiting.take() {
+            fail_all(answers, why);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.snapshots.is_empty()
+    }
+}
+
+/// How one attempt at a commit ended.
+enum Attempt {
+    /// Committed (`None`: nothing was left to insert).
+    Landed(Option<Built>),
+    /// Refused for worlds this node lost, whose rows were dropped: try the rest at once.
+    Again,
+    /// The store failed: wait and try again.
+    Failed(anyhow::Error),
+}
+
+/// The leases `batch`'s rows commit under, by `fencing`; the rows of worlds this node no
+/// longer holds are dropped first, and the waiting answers fail.
+fn lease_guard(fencing: &Arc<dyn Fencing>, batch: &mut Batch) -> Guard {
+    let leases: HashMap<u64, Option<(String, i64)>> = batch
+        .events
+        .iter()
+        .map(|pending| pending.window)
+        .chain(batch.snapshots.iter().map(|(_, window, ..)| *window))
+        .collect::<HashSet<u64>>()
+        .into_iter()
+        .map(|window| (window, fencing.lease(window)))
+        .collect();
+    let gone = |window: u64| leases.get(&window).is_some_and(Option::is_none);
+    if drop_windows(&mut batch.events, &mut batch.snapshots, gone) {
+        tracing::warn!("events of worlds this node no longer serves were dropped");
+        batch.fail_waiting(NOT_SERVED);
+    }
+    let worlds: BTreeMap<String, i64> = leases.into_values().flatten().collect();
+    Guard {
+        node: fencing.node().to_string(),
+        leases: worlds.into_iter().collect(),
+    }
+}
+
 type Taken = (usize, u64, u32, Vec<u8>);
 
 /// A batch numbered and chained, ready to insert.
