@@ -159,6 +159,86 @@ pub struct Collectives<R> {
     reordered_with: HashMap<CreateInstance, CreateInstance>,
 }
 
+/// Every member of a window's creation over `group` arrived (`arrivals`: rank, name, part,
+/// reply): the window to create, or every call failing when they differ in name, info,
+/// flavor or model.
+fn matched<R>(group: &[u32], mut arrivals: Vec<(u32, String, WindowPart, R)>) -> Effects<R> {
+    // in the window's rank order
+    arrivals.sort_by_key(|(rank, _, _, _)| {
+        group
+            .iter()
+            .position(|member| member == rank)
+            .unwrap_or(*rank as usize)
+    });
+    let mut effects = Effects::none();
+    let (leader, name) = (arrivals[0].0, arrivals[0].1.clone());
+    let first = arrivals[0].2.shared.clone();
+    if let Some((other, theirs, _, _)) = arrivals.iter().find(|(_, other, _, _)| *other != name) {
+        let error = RmaError::new(
+            ErrorClass::Arg,
+            format!(
+                "creating a window needs the same name on every rank: rank {leader} gives \
+                 {name:?}, rank {other} {theirs:?}; nothing was created"
+            ),
+        );
+        for (_, _, _, reply) in arrivals {
+            effects.answers.push((reply, Err(error.clone())));
+        }
+        return effects;
+    }
+    if let Some((other, _, part, _)) = arrivals.iter().find(|(_, _, part, _)| part.shared != first)
+    {
+        let (class, what, mine, theirs) = if part.shared.info != first.info {
+            (
+                ErrorClass::Info,
+                "info",
+                format!("{:?}", first.info),
+                format!("{:?}", part.shared.info),
+            )
+        } else if part.shared.flavor != first.flavor {
+            (
+                ErrorClass::Arg,
+                "flavor",
+                format!("{:?}", first.flavor),
+                format!("{:?}", part.shared.flavor),
+            )
+        } else {
+            (
+                ErrorClass::Arg,
+                "model",
+                format!("{:?}", first.model),
+                format!("{:?}", part.shared.model),
+            )
+        };
+        let error = RmaError::new(
+            class,
+            format!(
+                "creating window {name} needs the same {what} on every rank: rank {leader} \
+                 gives {mine}, rank {other} {theirs}; nothing was created"
+            ),
+        );
+        for (_, _, _, reply) in arrivals {
+            effects.answers.push((reply, Err(error.clone())));
+        }
+        return effects;
+    }
+    let mut creation = Creation {
+        name,
+        group: group.to_vec(),
+        sizes: Vec::with_capacity(arrivals.len()),
+        disp_units: Vec::with_capacity(arrivals.len()),
+        shared: first,
+        replies: Vec::with_capacity(arrivals.len()),
+    };
+    for (_, _, part, reply) in arrivals {
+        creation.sizes.push(part.size);
+        creation.disp_units.push(part.disp_unit);
+        creation.replies.push(reply);
+    }
+    effects.create = Some(creation);
+    effects
+}
+
 fn proc_failed(rank: u32, reason: &str) -> RmaError {
     RmaError::new(
         ErrorClass::ProcFailed,
@@ -260,28 +340,8 @@ impl<R> Collectives<R> {
         part: WindowPart,
         reply: R,
     ) -> Effects<R> {
-        if rank >= self.nranks {
-            let error = RmaError::new(
-                ErrorClass::Rank,
-                format!("rank {rank} is outside the world"),
-            );
+        if let Err(error) = self.creator(rank, group) {
             return Effects::answer(reply, Err(error));
-        }
-        if !group.is_empty() {
-            if let Err(error) = crate::window::WindowDesc::validate_group(self.nranks, Some(group))
-            {
-                return Effects::answer(reply, Err(error));
-            }
-            if !group.contains(&rank) {
-                let error = RmaError::new(
-                    ErrorClass::Group,
-                    format!(
-                        "rank {rank} creates a window over the group {group:?}, which it is \
-                         not in"
-                    ),
-                );
-                return Effects::answer(reply, Err(error));
-            }
         }
         let nranks = self.nranks as usize;
         let calls = &mut self
@@ -320,83 +380,32 @@ impl<R> Collectives<R> {
         if arrivals.len() < needed {
             return Effects::none();
         }
-        let mut arrivals = self.creating.remove(&instance).unwrap_or_default();
-        // in the window's rank order
-        arrivals.sort_by_key(|(rank, _, _, _)| {
-            group
-                .iter()
-                .position(|member| member == rank)
-                .unwrap_or(*rank as usize)
-        });
-        let mut effects = Effects::none();
-        let (leader, name) = (arrivals[0].0, arrivals[0].1.clone());
-        let first = arrivals[0].2.shared.clone();
-        if let Some((other, theirs, _, _)) = arrivals.iter().find(|(_, other, _, _)| *other != name)
-        {
-            let error = RmaError::new(
-                ErrorClass::Arg,
-                format!(
-                    "creating a window needs the same name on every rank: rank {leader} gives \
-                     {name:?}, rank {other} {theirs:?}; nothing was created"
-                ),
-            );
-            for (_, _, _, reply) in arrivals {
-                effects.answers.push((reply, Err(error.clone())));
+        let arrivals = self.creating.remove(&instance).unwrap_or_default();
+        matched(group, arrivals)
+    }
+
+    /// Whether `rank` may create a window over `group` (empty: the whole world): a rank of
+    /// the world, in a valid group.
+    fn creator(&self, rank: u32, group: &[u32]) -> Result<(), RmaError> {
+        if rank >= self.nranks {
+            return Err(RmaError::new(
+                ErrorClass::Rank,
+                format!("rank {rank} is outside the world"),
+            ));
+        }
+        if !group.is_empty() {
+            crate::window::WindowDesc::validate_group(self.nranks, Some(group))?;
+            if !group.contains(&rank) {
+                return Err(RmaError::new(
+                    ErrorClass::Group,
+                    format!(
+                        "rank {rank} creates a window over the group {group:?}, which it is \
+                         not in"
+                    ),
+                ));
             }
-            return effects;
         }
-        if let Some((other, _, part, _)) =
-            arrivals.iter().find(|(_, _, part, _)| part.shared != first)
-        {
-            let (class, what, mine, theirs) = if part.shared.info != first.info {
-                (
-                    ErrorClass::Info,
-                    "info",
-                    format!("{:?}", first.info),
-                    format!("{:?}", part.shared.info),
-                )
-            } else if part.shared.flavor != first.flavor {
-                (
-                    ErrorClass::Arg,
-                    "flavor",
-                    format!("{:?}", first.flavor),
-                    format!("{:?}", part.shared.flavor),
-                )
-            } else {
-                (
-                    ErrorClass::Arg,
-                    "model",
-                    format!("{:?}", first.model),
-                    format!("{:?}", part.shared.model),
-                )
-            };
-            let error = RmaError::new(
-                class,
-                format!(
-                    "creating window {name} needs the same {what} on every rank: rank {leader} \
-                     gives {mine}, rank {other} {theirs}; nothing was created"
-                ),
-            );
-            for (_, _, _, reply) in arrivals {
-                effects.answers.push((reply, Err(error.clone())));
-            }
-            return effects;
-        }
-        let mut creation = Creation {
-            name,
-            group: group.to_vec(),
-            sizes: Vec::with_capacity(arrivals.len()),
-            disp_units: Vec::with_capacity(arrivals.len()),
-            shared: first,
-            replies: Vec::with_capacity(arrivals.len()),
-        };
-        for (_, _, part, reply) in arrivals {
-            creation.sizes.push(part.size);
-            creation.disp_units.push(part.disp_unit);
-            creation.replies.push(reply);
-        }
-        effects.create = Some(creation);
-        effects
+        Ok(())
     }
 
     /// Rank `rank` calls the creation of window `name` over `group` (its `instance`) while

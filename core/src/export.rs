@@ -94,6 +94,59 @@ impl Trace {
     }
 }
 
+/// The operations that were applied, by `(origin, incarnation, op_id)`.
+fn applied_ops(records: &[AuditRecord]) -> HashSet<(u32, u64, u64)> {
+    records
+        .iter()
+        .filter_map(|record| match &record.event {
+            Event::Op {
+                origin,
+                origin_incarnation,
+                op_id,
+                ..
+            } => Some((*origin, *origin_incarnation, *op_id)),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Trace {
+    /// An empty trace of window `window`, its process and each of its `nranks` ranks' threads
+    /// named.
+    fn named(window: u64, nranks: u32) -> Trace {
+        let mut trace = Trace {
+            events: Vec::new(),
+            open: HashMap::new(),
+        };
+        trace.events.push(json!({
+            "name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0,
+            "args": {"name": format!("onesided window {window}")},
+        }));
+        for rank in 0..nranks {
+            trace.events.push(json!({
+                "name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": rank,
+                "args": {"name": format!("rank {rank}")},
+            }));
+        }
+        trace
+    }
+
+    /// Ends every slice still open at `at` (record `seq`), marked unclosed.
+    fn close_all(&mut self, at: u64, seq: u64) {
+        let mut open: Vec<_> = self.open.drain().collect();
+        open.sort_by_key(|((rank, _), (_, _, start_seq))| (*rank, *start_seq));
+        for ((rank, _), (name, start, start_seq)) in open {
+            self.slice(
+                rank,
+                &name,
+                start,
+                at,
+                json!({"from_seq": start_seq, "to_seq": seq, "unclosed": true}),
+            );
+        }
+    }
+}
+
 /// The window's log as a trace: `{"traceEvents": [...], "displayTimeUnit": "ns"}`, with
 /// timestamps in microseconds.
 pub fn perfetto(records: &[AuditRecord]) -> Value {
@@ -106,33 +159,8 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
         })
         .unwrap_or(0)
         .max(records.iter().map(|r| r.rank + 1).max().unwrap_or(0));
-    let mut trace = Trace {
-        events: Vec::new(),
-        open: HashMap::new(),
-    };
-    trace.events.push(json!({
-        "name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0,
-        "args": {"name": format!("onesided window {window}")},
-    }));
-    for rank in 0..nranks {
-        trace.events.push(json!({
-            "name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": rank,
-            "args": {"name": format!("rank {rank}")},
-        }));
-    }
-    // operations that were applied, by (origin, incarnation, op_id)
-    let applied: HashSet<(u32, u64, u64)> = records
-        .iter()
-        .filter_map(|record| match &record.event {
-            Event::Op {
-                origin,
-                origin_incarnation,
-                op_id,
-                ..
-            } => Some((*origin, *origin_incarnation, *op_id)),
-            _ => None,
-        })
-        .collect();
+    let mut trace = Trace::named(window, nranks);
+    let applied = applied_ops(records);
     let mut flows: HashMap<(u32, u64, u64), u64> = HashMap::new();
     for r in records {
         let rank = r.rank;
@@ -234,19 +262,8 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
         }
     }
     // whatever is still open ends at the last record, marked unclosed
-    let last = records.last().map(|record| (record.at_ns, record.seq));
-    if let Some((at, seq)) = last {
-        let mut open: Vec<_> = trace.open.drain().collect();
-        open.sort_by_key(|((rank, _), (_, _, start_seq))| (*rank, *start_seq));
-        for ((rank, _), (name, start, start_seq)) in open {
-            trace.slice(
-                rank,
-                &name,
-                start,
-                at,
-                json!({"from_seq": start_seq, "to_seq": seq, "unclosed": true}),
-            );
-        }
+    if let Some(last) = records.last() {
+        trace.close_all(last.at_ns, last.seq);
     }
     json!({"traceEvents": trace.events, "displayTimeUnit": "ns"})
 }
