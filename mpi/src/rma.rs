@@ -167,19 +167,7 @@ pub(crate) unsafe fn create(
             allocated: allocate,
             comm,
             errhandler: mpi.comm(comm)?.errhandler,
-            attrs: Box::new(WinAttrs {
-                size: size as isize,
-                disp_unit,
-                flavor: match flavor {
-                    Flavor::Allocate => MPI_WIN_FLAVOR_ALLOCATE,
-                    Flavor::Dynamic => MPI_WIN_FLAVOR_DYNAMIC,
-                    Flavor::Create => MPI_WIN_FLAVOR_CREATE,
-                },
-                model: match model {
-                    MemoryModel::Unified => MPI_WIN_UNIFIED,
-                    MemoryModel::Separate => MPI_WIN_SEPARATE,
-                },
-            }),
+            attrs: Box::new(WinAttrs::of(size, disp_unit, flavor, model)),
             landings: Vec::new(),
             user_attrs: Vec::new(),
             regions: Vec::new(),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use onesided_client::{Pending, Session, Window};
+use onesided_client::{Flavor, MemoryModel, Pending, Session, Window};
 
 use crate::abi::*;
 use crate::error::{fail, Fail, On, Res};
@@ -92,6 +92,26 @@ pub struct WinAttrs {
     pub disp_unit: i32,
     pub flavor: i32,
     pub model: i32,
+}
+
+impl WinAttrs {
+    /// The attributes of a window of `size` bytes, `disp_unit`, `flavor` and `model`, as MPI
+    /// names them (`MPI_WIN_FLAVOR_*`, `MPI_WIN_UNIFIED`, `MPI_WIN_SEPARATE`).
+    pub fn of(size: usize, disp_unit: i32, flavor: Flavor, model: MemoryModel) -> Self {
+        WinAttrs {
+            size: size as isize,
+            disp_unit,
+            flavor: match flavor {
+                Flavor::Allocate => MPI_WIN_FLAVOR_ALLOCATE,
+                Flavor::Dynamic => MPI_WIN_FLAVOR_DYNAMIC,
+                Flavor::Create => MPI_WIN_FLAVOR_CREATE,
+            },
+            model: match model {
+                MemoryModel::Unified => MPI_WIN_UNIFIED,
+                MemoryModel::Separate => MPI_WIN_SEPARATE,
+            },
+        }
+    }
 }
 
 /// Everything an initialized process holds.

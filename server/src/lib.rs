@@ -452,21 +452,7 @@ pub async fn run(
                 signalled.cancel();
             }
         });
-    // a graceful stop waits for every connection to close, and a client that reads nothing
-    // any more (frozen, SIGSTOPped) never lets its connection close: past the grace the
-    // connections still open are dropped
-    tokio::select! {
-        served = serving => served.context("gRPC transport failed")?,
-        () = async {
-            signalled.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => {
-            tracing::warn!(
-                grace_secs = SHUTDOWN_GRACE.as_secs(),
-                "connections still open after the grace period are dropped"
-            );
-        }
-    }
+    until_served_or_grace(serving, &signalled).await?;
     // everything acknowledged or submitted is in the store before we return
     audit.flush().await;
     if let Some(cluster) = &joined {
@@ -719,4 +705,27 @@ fn single_request_methods() -> anyhow::Result<impl Iterator<Item = String>> {
     .context("cannot read the methods' descriptors")?
     .into_iter()
     .flatten())
+}
+
+/// Waits until `serving` ends; a graceful stop waits for every connection to close, and a
+/// client that reads nothing any more (frozen, SIGSTOPped) never lets its connection close:
+/// past the grace after `signalled`, the connections still open are dropped.
+async fn until_served_or_grace(
+    serving: impl Future<Output = Result<(), tonic::transport::Error>>,
+    signalled: &CancellationToken,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    tokio::select! {
+        served = serving => served.context("gRPC transport failed")?,
+        () = async {
+            signalled.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!(
+                grace_secs = SHUTDOWN_GRACE.as_secs(),
+                "connections still open after the grace period are dropped"
+            );
+        }
+    }
+    Ok(())
 }
