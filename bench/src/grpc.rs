@@ -659,7 +659,9 @@ impl EpochLog {
         let (store, scratch) = match store {
             FloorStore::Sqlite => {
                 let scratch = Scratch::new("commit-echo")?;
-                let store = AuditStore::open(None, scratch.path()).await?;
+                let store = AuditStore::open(None, scratch.path())
+                    .await?
+                    .writing(crate::sqlite_rows());
                 (store, Some(scratch))
             }
             FloorStore::Postgres(url) => {

@@ -57,6 +57,21 @@ pub mod storage;
 mod trace;
 
 pub use full_run::run;
+
+/// How the SQLite stores of the in-process servers and of the commit floors write events
+/// (`--audit-sqlite-groups`): set once by the binary before a run; one row per event unless set.
+static SQLITE_ROWS: std::sync::OnceLock<onesided_server::audit::Rows> = std::sync::OnceLock::new();
+
+/// Has the in-process servers' and the commit floors' SQLite stores write events as `rows`
+/// says (the first call counts; call it before a run).
+pub fn write_sqlite_rows(rows: onesided_server::audit::Rows) {
+    let _ = SQLITE_ROWS.set(rows);
+}
+
+/// [`write_sqlite_rows`]'s choice (one row per event unless set).
+pub(crate) fn sqlite_rows() -> onesided_server::audit::Rows {
+    SQLITE_ROWS.get().copied().unwrap_or_default()
+}
 pub use measure::median;
 pub use options::{Audit, Options, Threads, QUICK_ITERATIONS};
 pub(crate) use patterns::PATTERN_TIMEOUT;

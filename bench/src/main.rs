@@ -33,6 +33,11 @@ struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// The SQLite audit stores of the in-process servers and of the commit floors
+    /// (`commit_echo_us`, `commit_streams_per_s`) write one row per commit and window, as
+    /// `onesided-server --audit-sqlite-groups` does, instead of one row per event.
+    #[arg(long, env = "ONESIDED_AUDIT_SQLITE_GROUPS")]
+    audit_sqlite_groups: bool,
     /// Tiny counts, a 4 MiB bulk put, fence scaling at 2 and 8 ranks: a smoke run for CI.
     #[arg(long)]
     quick: bool,
@@ -84,6 +89,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
+    if args.audit_sqlite_groups {
+        onesided_bench::write_sqlite_rows(onesided_server::audit::Rows::Groups);
+        eprintln!(
+            "SQLite audit stores write one row per commit and window (--audit-sqlite-groups)"
+        );
+    }
     if let Some(seconds) = args.soak {
         return run_soak(seconds, args.audit, args.database_url).await;
     }

@@ -56,6 +56,7 @@ impl InProcess {
         let data_dir = data_parent().join(format!("onesided-bench-{unique}"));
         let mut config = ServerConfig::new(&admin_token, data_dir.clone());
         config.database_url = database_url;
+        config.sqlite_rows = crate::sqlite_rows();
         config.busy_poll = busy_poll;
         config.durability = match audit {
             Audit::Off => Durability::Off,

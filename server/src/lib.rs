@@ -110,6 +110,9 @@ pub struct ServerConfig {
     pub database_url: Option<String>,
     /// How much a call's answer waits for its audit events.
     pub durability: audit::Durability,
+    /// How an SQLite store's commits write events: one row each, or one row per commit and
+    /// window (`--audit-sqlite-groups`). PostgreSQL keeps one row per event either way.
+    pub sqlite_rows: audit::Rows,
     /// In `async` durability, the most events of answered calls that may be uncommitted at
     /// once (what a crash can lose); calls wait for room beyond it.
     pub async_max_unrecorded: usize,
@@ -145,6 +148,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             database_url: None,
             durability: audit::Durability::Sync,
+            sqlite_rows: audit::Rows::PerEvent,
             async_max_unrecorded: audit::DEFAULT_MAX_UNRECORDED,
             lease_ttl: DEFAULT_LEASE_TTL,
             limits: Limits::default(),
@@ -168,6 +172,7 @@ impl std::fmt::Debug for ServerConfig {
                 &self.database_url.as_ref().map(|_| "<redacted>"),
             )
             .field("durability", &self.durability)
+            .field("sqlite_rows", &self.sqlite_rows)
             .field("async_max_unrecorded", &self.async_max_unrecorded)
             .field("lease_ttl", &self.lease_ttl)
             .field("lock_fairness", &self.lock_fairness)
@@ -504,7 +509,9 @@ async fn open_audit(
             joined: None,
         });
     }
-    let store = audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let store = audit::AuditStore::open(config.database_url.as_deref(), &config.data_dir)
+        .await?
+        .writing(config.sqlite_rows);
     // a paused node's open commit is ended by the database within a quarter of the lease
     let store = match &config.cluster {
         Some(node) => store.for_cluster(node.lease_ttl),

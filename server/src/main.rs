@@ -55,6 +55,11 @@ struct Args {
         default_value = "sync"
     )]
     audit_durability: onesided_server::audit::Durability,
+    /// Write the SQLite audit store one row per commit and window, holding its events, instead
+    /// of one row per event (issue 45; readers read both, a store written either way opens
+    /// with or without it). PostgreSQL keeps one row per event.
+    #[arg(long, env = "ONESIDED_AUDIT_SQLITE_GROUPS")]
+    audit_sqlite_groups: bool,
     /// With --audit-durability async: the most events of answered calls that may be
     /// uncommitted at once, so the most a crash can lose; calls wait for room beyond it.
     #[arg(long, env = "ONESIDED_AUDIT_ASYNC_MAX_UNRECORDED", default_value_t = onesided_server::audit::DEFAULT_MAX_UNRECORDED as u32, value_parser = clap::value_parser!(u32).range(1..))]
@@ -398,6 +403,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
+        sqlite_rows: if args.audit_sqlite_groups {
+            onesided_server::audit::Rows::Groups
+        } else {
+            onesided_server::audit::Rows::PerEvent
+        },
         async_max_unrecorded: args.audit_async_max_unrecorded as usize,
         lease_ttl: args.lease_ttl,
         limits: Limits {

@@ -22,7 +22,7 @@ use crate::metrics::Metrics;
 use crate::reply::{Answer, Reply};
 pub use onesided_core::audit::RecordedWindow;
 pub use store::{
-    AuditStore, Committer, Fenced, Guard, NewRow, Snapshot, StoredWindow, StoredWorld,
+    AuditStore, Committer, Fenced, Guard, NewRow, Rows, Snapshot, StoredWindow, StoredWorld,
 };
 
 /// Who may commit what. In a cluster (`crate::cluster`) a window's rows commit only while this

@@ -23,6 +23,7 @@ mod cluster;
 mod commit;
 mod directory;
 mod events_file;
+mod groups;
 mod log;
 mod postgres;
 mod sqlite;
@@ -80,7 +81,7 @@ pub struct Snapshot {
 macro_rules! on_pool {
     ($store:expr, $pool:ident => $body:expr) => {
         match $store {
-            AuditStore::Sqlite($pool, _) => $body,
+            AuditStore::Sqlite($pool, ..) => $body,
             AuditStore::Postgres($pool) => $body,
         }
     };
@@ -96,11 +97,23 @@ fn hash32(bytes: &[u8]) -> [u8; 32] {
     fixed
 }
 
+/// How an SQLite store's commits write events (readers read both, whichever wrote them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rows {
+    /// One `audit_events` row per event (the default).
+    #[default]
+    PerEvent,
+    /// One `audit_groups` row per commit and window holding its events; an event kept in the
+    /// events file still has a row of its own (`--audit-sqlite-groups`, issue 45).
+    Groups,
+}
+
 /// Where the audit log lives.
 #[derive(Clone, Debug)]
 pub enum AuditStore {
-    /// An embedded SQLite file, and its events file (`None` for a database in memory).
-    Sqlite(SqlitePool, Option<Arc<EventFile>>),
+    /// An embedded SQLite file, its events file (`None` for a database in memory), and how
+    /// commits write events.
+    Sqlite(SqlitePool, Option<Arc<EventFile>>, Rows),
     /// A PostgreSQL database.
     Postgres(PgPool),
 }
@@ -159,6 +172,15 @@ impl AuditStore {
                 create_private(&path)?;
                 Self::sqlite(SqliteConnectOptions::new().filename(path)).await
             }
+        }
+    }
+
+    /// The same store, its commits writing events as `rows` says (SQLite only: PostgreSQL
+    /// keeps one row per event).
+    pub fn writing(self, rows: Rows) -> Self {
+        match self {
+            AuditStore::Sqlite(pool, file, _) => AuditStore::Sqlite(pool, file, rows),
+            other => other,
         }
     }
 

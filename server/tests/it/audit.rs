@@ -351,7 +351,7 @@ async fn an_unreadable_row_is_named_never_skipped(store: Store) {
     assert!(audit.replay(window, None).await.is_ok());
     // bytes that are no protobuf event (a field number 0 is never valid)
     let garbage = match store {
-        Store::Sqlite => "x'00ff'",
+        Store::Sqlite | Store::SqliteGroups => "x'00ff'",
         Store::Postgres(_) => "'\\x00ff'::bytea",
     };
     let sql =

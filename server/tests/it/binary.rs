@@ -79,6 +79,9 @@ fn flags_recording_in(store: &Store) -> Vec<String> {
     if let Some(database) = store.database_url() {
         flags.extend(["--database-url".to_string(), database]);
     }
+    if matches!(store, Store::SqliteGroups) {
+        flags.push("--audit-sqlite-groups".to_string());
+    }
     flags
 }
 
@@ -494,6 +497,12 @@ store_tests! {
 }
 
 async_tests! {
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_in_sqlite_groups =>
+        kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(Store::SqliteGroups);
+    acknowledged_epochs_survive_kill_9_in_sqlite_groups =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::SqliteGroups, false);
+    acknowledged_client_rows_survive_kill_9_in_sqlite_groups =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::SqliteGroups, true);
     acknowledged_epochs_survive_kill_9_in_sync_durability_on_sqlite =>
         acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, false);
     acknowledged_epochs_survive_kill_9_in_sync_durability_on_postgres =>
@@ -502,17 +511,22 @@ async_tests! {
         acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, true);
     acknowledged_client_rows_survive_kill_9_on_postgres =>
         acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, true);
+    an_acknowledged_large_put_survives_kill_9_written_once_beside_the_database =>
+        a_large_put_survives_kill_9_written_once_beside_the_database(Store::Sqlite);
+    an_acknowledged_large_put_survives_kill_9_beside_sqlite_groups =>
+        a_large_put_survives_kill_9_written_once_beside_the_database(Store::SqliteGroups);
 }
 
 /// A large put is written once, into the events file beside the SQLite database, before it is
 /// acknowledged: after kill -9 the restarted server has its bytes (rebuilt from the log), the
-/// chain verifies, and the database itself did not take them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acknowledged_large_put_survives_kill_9_written_once_beside_the_database() {
+/// chain verifies, and the database itself did not take them — with the epoch's other events
+/// in rows of their own or in groups (`store`).
+async fn a_large_put_survives_kill_9_written_once_beside_the_database(store: Store) {
     use onesided_client::{Audit, LockType};
     const SIZE: usize = 3 << 20;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin-large")));
-    let flags = ["--admin-token", "binary-test-admin-token"];
+    let flags = flags_recording_in(&store);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (mut child, url) = start(&data, &flags);
     let admin = admin_at(&url).await;
     let world = admin.create_world("w", 2).await.unwrap();

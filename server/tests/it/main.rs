@@ -55,6 +55,7 @@ mod recovery;
 mod requests;
 mod secrets;
 mod service;
+mod shapes;
 mod store;
 mod tls;
 mod unified;

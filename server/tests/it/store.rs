@@ -13,6 +13,8 @@ pub use onesided_test_support::PgDatabase;
 pub enum Store {
     /// `audit.db` in the server's data directory (the default).
     Sqlite,
+    /// The same, its commits writing one row per commit and window (`--audit-sqlite-groups`).
+    SqliteGroups,
     /// A fresh PostgreSQL database.
     Postgres(PgDatabase),
 }
@@ -22,10 +24,18 @@ impl Store {
         Store::Postgres(PgDatabase::create().await)
     }
 
+    /// How the server's commits write events.
+    pub fn rows(&self) -> onesided_server::audit::Rows {
+        match self {
+            Store::SqliteGroups => onesided_server::audit::Rows::Groups,
+            _ => onesided_server::audit::Rows::PerEvent,
+        }
+    }
+
     /// The `--database-url` of a server recording here (`None`: the SQLite default).
     pub fn database_url(&self) -> Option<String> {
         match self {
-            Store::Sqlite => None,
+            Store::Sqlite | Store::SqliteGroups => None,
             Store::Postgres(database) => Some(database.url.clone()),
         }
     }
@@ -37,8 +47,10 @@ impl Store {
 
     pub async fn server_with(&self, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
         let url = self.database_url();
+        let rows = self.rows();
         spawn_server_with(move |config| {
             config.database_url = url;
+            config.sqlite_rows = rows;
             adjust(config);
         })
         .await
@@ -56,7 +68,9 @@ impl Store {
     /// persists its own events is given, and what the tests tamper through.
     pub fn url_in(&self, data: &std::path::Path) -> String {
         match self {
-            Store::Sqlite => format!("sqlite:{}", data.join("audit.db").display()),
+            Store::Sqlite | Store::SqliteGroups => {
+                format!("sqlite:{}", data.join("audit.db").display())
+            }
             Store::Postgres(database) => database.url.clone(),
         }
     }
@@ -71,7 +85,7 @@ impl Store {
         use sqlx::Connection as _;
         let url = self.url(server);
         match self {
-            Store::Sqlite => {
+            Store::Sqlite | Store::SqliteGroups => {
                 Connection::Sqlite(sqlx::SqliteConnection::connect(&url).await.unwrap())
             }
             Store::Postgres(_) => {

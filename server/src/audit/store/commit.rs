@@ -14,9 +14,10 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, Postgres, QueryBuilder, Sqlite, SqliteConnection};
 
 use super::events_file::{in_file, PendingAppend};
+use super::groups::{split, GroupRow, Single};
 use super::postgres::{commit_failed_postgres, guard_postgres};
 use super::sqlite::{commit_failed_sqlite, guard_sqlite};
-use super::{AuditStore, Fenced, Guard, NewRow, Snapshot};
+use super::{AuditStore, Fenced, Guard, NewRow, Rows, Snapshot};
 
 impl AuditStore {
     /// Inserts rows (and the windows they create) and replaces snapshots, in one transaction,
@@ -30,7 +31,7 @@ impl AuditStore {
 
     async fn acquire(&self) -> anyhow::Result<Held> {
         Ok(match self {
-            AuditStore::Sqlite(pool, _) => Held::Sqlite(pool.acquire().await?),
+            AuditStore::Sqlite(pool, ..) => Held::Sqlite(pool.acquire().await?),
             AuditStore::Postgres(pool) => Held::Postgres(pool.acquire().await?),
         })
     }
@@ -96,7 +97,7 @@ impl Committer {
     /// # Errors
     /// The events file could not be opened, or no connection could be had.
     pub async fn stage(&mut self, rows: &[NewRow]) -> anyhow::Result<Staged> {
-        let AuditStore::Sqlite(_, Some(file)) = &self.store else {
+        let AuditStore::Sqlite(_, Some(file), _) = &self.store else {
             return Ok(Staged(None));
         };
         if rows.iter().all(|row| in_file(row).is_none()) {
@@ -134,14 +135,17 @@ impl Committer {
             None => self.store.acquire().await?,
         };
         let inserted = match (&self.store, &mut held) {
-            (AuditStore::Sqlite(..), Held::Sqlite(conn)) => {
+            (AuditStore::Sqlite(_, _, shape), Held::Sqlite(conn)) => {
                 // the large events first, on disk before any row that points at them
                 let placed = match staged.0 {
                     Some(pending) => pending.finish().await,
                     None => Ok(Vec::new()),
                 };
                 match placed {
-                    Ok(placed) => insert_sqlite(conn, rows, &placed, snapshots, guard).await,
+                    Ok(placed) => {
+                        let split = shaped(*shape, rows, &placed);
+                        insert_sqlite(conn, &split, snapshots, guard).await
+                    }
                     Err(error) => {
                         // the file failed, not the connection
                         self.held = Some(held);
@@ -149,8 +153,14 @@ impl Committer {
                     }
                 }
             }
-            (_, Held::Postgres(conn)) => insert_postgres(conn, rows, &[], snapshots, guard).await,
-            (_, Held::Sqlite(conn)) => insert_sqlite(conn, rows, &[], snapshots, guard).await,
+            (_, Held::Postgres(conn)) => {
+                let split = shaped(Rows::PerEvent, rows, &[]);
+                insert_postgres(conn, &split, snapshots, guard).await
+            }
+            (_, Held::Sqlite(conn)) => {
+                let split = shaped(Rows::PerEvent, rows, &[]);
+                insert_sqlite(conn, &split, snapshots, guard).await
+            }
         };
         match inserted {
             Ok(()) => self.held = Some(held),
@@ -163,6 +173,36 @@ impl Committer {
             },
         }
         inserted
+    }
+}
+
+/// A commit's rows as they are stored: rows of `audit_events` (each with where its event lies
+/// in the events file, if it does) and rows of `audit_groups`.
+pub(super) struct Split<'a> {
+    /// The commit's rows, all of them (the windows they create are found here).
+    rows: &'a [NewRow],
+    singles: Vec<Single<'a>>,
+    groups: Vec<GroupRow>,
+}
+
+/// `rows` as `shape` stores them; `placed[i]`: where row `i`'s event lies in the events file
+/// (`placed` is empty when none does).
+fn shaped<'a>(shape: Rows, rows: &'a [NewRow], placed: &[Option<(i64, i64)>]) -> Split<'a> {
+    let (singles, groups) = match shape {
+        Rows::PerEvent => {
+            let singles = rows
+                .iter()
+                .enumerate()
+                .map(|(index, row)| (row, placed.get(index).copied().flatten()))
+                .collect();
+            (singles, Vec::new())
+        }
+        Rows::Groups => split(rows, placed),
+    };
+    Split {
+        rows,
+        singles,
+        groups,
     }
 }
 
@@ -179,15 +219,13 @@ impl Committer {
 /// statements inside BEGIN … COMMIT, eight round trips to the database instead of one.) The
 /// statements' text is built once ([`padded_texts`]: `texts`), not for every commit.
 ///
-/// With `file_columns` (SQLite) each row also binds `event_at` and `event_len`: `placed[i]`, when
-/// row `i`'s event was written to the events file
-/// ([`EventFile::append`](super::EventFile::append); `placed` is empty when none was), and then
-/// no `event`.
+/// With `file_columns` (SQLite) each row also binds `event_at` and `event_len`: where its event
+/// was written in the events file ([`EventFile::append`](super::EventFile::append)), and then no
+/// `event`.
 pub(super) fn padded_insert<'a, DB: sqlx::Database>(
     texts: &'static [String],
     file_columns: bool,
-    rows: &'a [NewRow],
-    placed: &[Option<(i64, i64)>],
+    rows: &[Single<'a>],
 ) -> sqlx::query::Query<'a, DB, <DB as sqlx::Database>::Arguments<'a>>
 where
     Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
@@ -195,15 +233,16 @@ where
     Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
-    let index = shape_index(rows.len());
+    let index = shape_index(&SHAPES, rows.len());
     let shape = SHAPES[index];
     let mut query = sqlx::query(texts[index].as_str());
     let padded = rows
         .iter()
         .map(Some)
         .chain(std::iter::repeat_n(None, shape - rows.len()));
-    for (index, row) in padded.enumerate() {
-        let in_file = row.and_then(|_| placed.get(index).copied().flatten());
+    for single in padded {
+        let row = single.map(|(row, _)| *row);
+        let in_file = single.and_then(|(_, placed)| *placed);
         let (json, binary) = match row.map(|row| &row.body) {
             _ if in_file.is_some() => (None, None),
             Some(Body::Json(text)) => (Some(text.as_str()), None),
@@ -230,6 +269,32 @@ where
     query
 }
 
+/// [`padded_insert`] for `audit_groups` (SQLite): `groups` (at most [`MAX_GROUPS_PER_INSERT`])
+/// padded up to the next of [`GROUP_SHAPES`].
+fn padded_group_insert<'a>(
+    groups: &'a [GroupRow],
+) -> sqlx::query::Query<'a, Sqlite, <Sqlite as sqlx::Database>::Arguments<'a>> {
+    let index = shape_index(&GROUP_SHAPES, groups.len());
+    let shape = GROUP_SHAPES[index];
+    let mut query = sqlx::query(PADDED_GROUP_INSERTS[index].as_str());
+    let padded = groups
+        .iter()
+        .map(Some)
+        .chain(std::iter::repeat_n(None, shape - groups.len()));
+    for group in padded {
+        query = query
+            .bind(group.map(|group| group.window as i64))
+            .bind(group.map(|group| group.first_seq as i64))
+            .bind(group.map(|group| group.last_seq as i64))
+            .bind(group.map(|group| group.last_at_ns as i64))
+            .bind(group.map(|group| i64::from(group.regions)))
+            .bind(group.map(|group| group.prev_hash.as_slice()))
+            .bind(group.map(|group| group.last_hash.as_slice()))
+            .bind(group.map(|group| group.entries.as_slice()));
+    }
+    query
+}
+
 /// Columns of `audit_events` that [`padded_insert`] binds per row.
 const PADDED_COLUMNS: &str =
     "window_id, seq, at_ns, rank, incarnation, kind, body, event, prev_hash, hash";
@@ -244,25 +309,48 @@ const SHAPES: [usize; 24] = [
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128, 192, 256,
 ];
 
-/// The index in [`SHAPES`] of the smallest shape that holds `rows` rows (1 ≤ `rows` ≤
-/// [`MAX_ROWS_PER_INSERT`]).
-fn shape_index(rows: usize) -> usize {
-    SHAPES.partition_point(|&shape| shape < rows)
+/// The index in `shapes` ([`SHAPES`] or [`GROUP_SHAPES`]) of the smallest shape that holds
+/// `rows` rows (1 ≤ `rows` ≤ the largest).
+fn shape_index(shapes: &[usize], rows: usize) -> usize {
+    shapes.partition_point(|&shape| shape < rows)
 }
+
+/// The group counts of [`padded_group_insert`]'s statements: a commit writes one group per
+/// window it holds events of, and the hot paths hold one or a few.
+const GROUP_SHAPES: [usize; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
+
+/// The most groups one INSERT carries; a commit of more windows is several in a transaction.
+const MAX_GROUPS_PER_INSERT: usize = GROUP_SHAPES[GROUP_SHAPES.len() - 1];
+
+/// Columns of `audit_groups` that [`padded_group_insert`] binds per group.
+const GROUP_COLUMNS: &str =
+    "window_id, first_seq, last_seq, last_at_ns, regions, prev_hash, last_hash, entries";
+
+/// The statements of [`padded_group_insert`], one per [`GROUP_SHAPES`], built once.
+static PADDED_GROUP_INSERTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    padded_texts("audit_groups", GROUP_COLUMNS, &GROUP_SHAPES, |_| {
+        "?".to_string()
+    })
+});
 
 // the largest shape holds the most rows one INSERT carries
 const _: () = assert!(SHAPES[SHAPES.len() - 1] == MAX_ROWS_PER_INSERT);
 
-/// The text of [`padded_insert`]'s statement for each of [`SHAPES`], built once: formatting a
+/// The text of [`padded_insert`]'s statement into `table` for each of `shapes`, built once: formatting a
 /// 128-row statement's 1 280 placeholders for every commit cost the audit writer a fifth of its
 /// own instructions per commit (`valgrind --tool=callgrind`, BENCHMARKS.md). `VALUES` names its
 /// columns `column1` … in SQLite and PostgreSQL alike.
-fn padded_texts(columns: &str, placeholder: fn(usize) -> String) -> Vec<String> {
+fn padded_texts(
+    table: &str,
+    columns: &str,
+    shapes: &[usize],
+    placeholder: fn(usize) -> String,
+) -> Vec<String> {
     let width = columns.split(',').count();
-    SHAPES
+    shapes
         .iter()
         .map(|&shape| {
-            let mut sql = format!("INSERT INTO audit_events ({columns}) SELECT * FROM (VALUES ");
+            let mut sql = format!("INSERT INTO {table} ({columns}) SELECT * FROM (VALUES ");
             for row in 0..shape {
                 if row > 0 {
                     sql.push_str(", ");
@@ -282,78 +370,98 @@ fn padded_texts(columns: &str, placeholder: fn(usize) -> String) -> Vec<String> 
 /// [`padded_texts`] for SQLite: anonymous `?` placeholders, bound in order. (With `$n`, sqlx
 /// looks each parameter's name up in SQLite, `sqlite3_bind_parameter_name`, a walk of the
 /// statement's list of names: quadratic in the 2 560 parameters of a 256-row statement.)
-static PADDED_INSERTS_SQLITE: std::sync::LazyLock<Vec<String>> =
-    std::sync::LazyLock::new(|| padded_texts(PADDED_COLUMNS_SQLITE, |_| "?".to_string()));
+static PADDED_INSERTS_SQLITE: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    padded_texts("audit_events", PADDED_COLUMNS_SQLITE, &SHAPES, |_| {
+        "?".to_string()
+    })
+});
 
 /// [`padded_texts`] for PostgreSQL: `$1` … `$n`.
 pub(super) static PADDED_INSERTS_POSTGRES: std::sync::LazyLock<Vec<String>> =
-    std::sync::LazyLock::new(|| padded_texts(PADDED_COLUMNS, |n| format!("${n}")));
+    std::sync::LazyLock::new(|| {
+        padded_texts("audit_events", PADDED_COLUMNS, &SHAPES, |n| format!("${n}"))
+    });
 
 macro_rules! insert_fn {
-    ($name:ident, $conn:ty, $db:ty, $guard:ident, $commit_failed:ident, $texts:ident, $file_columns:expr) => {
-        /// `placed`: where [`EventFile::append`](super::EventFile::append) put the rows' large
-        /// events (empty: nowhere).
+    ($name:ident, $conn:ty, $db:ty, $guard:ident, $commit_failed:ident, $texts:ident, $file_columns:expr, $groups:ident) => {
+        /// `split`: the commit's rows as they are stored, in `audit_events` (with where their
+        /// events lie in the events file) and in `audit_groups`.
         async fn $name(
             conn: &mut $conn,
-            rows: &[NewRow],
-            placed: &[Option<(i64, i64)>],
+            split: &Split<'_>,
             snapshots: &[Snapshot],
             guard: Option<&Guard>,
         ) -> anyhow::Result<()> {
-            let creates = rows
+            let creates = split
+                .rows
                 .iter()
                 .any(|row| matches!(row.record.event, Event::WindowCreated { .. }));
-            if snapshots.is_empty() && !creates && rows.len() <= MAX_ROWS_PER_INSERT && guard.is_none() {
+            let singles = &split.singles;
+            let groups = &split.groups;
+            let one_statement = snapshots.is_empty()
+                && !creates
+                && guard.is_none()
+                && singles.len() <= MAX_ROWS_PER_INSERT
+                && groups.len() <= MAX_GROUPS_PER_INSERT
+                && (singles.is_empty() || groups.is_empty());
+            if one_statement {
                 // one statement is its own transaction: no BEGIN and COMMIT round trips to the
                 // database (sqlite's worker thread, or PostgreSQL over the network)
-                padded_insert::<$db>(&$texts, $file_columns, rows, placed)
-                    .persistent(true)
-                    .execute(&mut *conn)
-                    .await?;
+                if groups.is_empty() {
+                    padded_insert::<$db>(&$texts, $file_columns, singles)
+                        .persistent(true)
+                        .execute(&mut *conn)
+                        .await?;
+                } else {
+                    $groups(&mut *conn, groups).await?;
+                }
                 return Ok(());
             }
             let mut tx = conn.begin().await?;
             let written: anyhow::Result<()> = async {
-            if let Some(guard) = guard {
-                $guard(&mut *tx, guard).await?;
-            }
-            for snapshot in snapshots {
-                sqlx::query(
-                    "INSERT INTO snapshots (window_id, rank, seq, data) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (window_id, rank) DO UPDATE SET seq = excluded.seq, data = excluded.data",
-                )
-                .bind(snapshot.window as i64)
-                .bind(snapshot.rank as i32)
-                .bind(snapshot.seq as i64)
-                .bind(snapshot.data.as_slice())
-                .execute(&mut *tx)
-                .await?;
-            }
-            for (index, chunk) in rows.chunks(MAX_ROWS_PER_INSERT).enumerate() {
-                let first = index * MAX_ROWS_PER_INSERT;
-                let placed = placed.get(first..).unwrap_or_default();
-                let created: Vec<(u64, &str, &str)> = chunk
-                    .iter()
-                    .filter_map(|row| match &row.record.event {
-                        Event::WindowCreated { world, name, .. } => {
-                            Some((row.record.window, world.as_str(), name.as_str()))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if !created.is_empty() {
-                    let mut query: QueryBuilder<'_, $db> =
-                        QueryBuilder::new("INSERT INTO audit_windows (window_id, world, name) ");
-                    query.push_values(created, |mut values, (id, world, name)| {
-                        values.push_bind(id as i64).push_bind(world).push_bind(name);
-                    });
-                    query.build().execute(&mut *tx).await?;
+                if let Some(guard) = guard {
+                    $guard(&mut *tx, guard).await?;
                 }
-                padded_insert::<$db>(&$texts, $file_columns, chunk, placed)
+                for snapshot in snapshots {
+                    sqlx::query(
+                        "INSERT INTO snapshots (window_id, rank, seq, data) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (window_id, rank) DO UPDATE SET seq = excluded.seq, data = excluded.data",
+                    )
+                    .bind(snapshot.window as i64)
+                    .bind(snapshot.rank as i32)
+                    .bind(snapshot.seq as i64)
+                    .bind(snapshot.data.as_slice())
                     .execute(&mut *tx)
                     .await?;
-            }
-            Ok(())
+                }
+                for chunk in split.rows.chunks(MAX_ROWS_PER_INSERT) {
+                    let created: Vec<(u64, &str, &str)> = chunk
+                        .iter()
+                        .filter_map(|row| match &row.record.event {
+                            Event::WindowCreated { world, name, .. } => {
+                                Some((row.record.window, world.as_str(), name.as_str()))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if !created.is_empty() {
+                        let mut query: QueryBuilder<'_, $db> =
+                            QueryBuilder::new("INSERT INTO audit_windows (window_id, world, name) ");
+                        query.push_values(created, |mut values, (id, world, name)| {
+                            values.push_bind(id as i64).push_bind(world).push_bind(name);
+                        });
+                        query.build().execute(&mut *tx).await?;
+                    }
+                }
+                for chunk in singles.chunks(MAX_ROWS_PER_INSERT) {
+                    padded_insert::<$db>(&$texts, $file_columns, chunk)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                for chunk in groups.chunks(MAX_GROUPS_PER_INSERT) {
+                    $groups(&mut *tx, chunk).await?;
+                }
+                Ok(())
             }
             .await;
             match written {
@@ -377,6 +485,27 @@ macro_rules! insert_fn {
     };
 }
 
+/// Inserts `groups` (at most [`MAX_GROUPS_PER_INSERT`]) into an SQLite store's `audit_groups`.
+async fn insert_groups_sqlite(
+    conn: &mut SqliteConnection,
+    groups: &[GroupRow],
+) -> anyhow::Result<()> {
+    padded_group_insert(groups)
+        .persistent(true)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// PostgreSQL keeps one row per event: [`shaped`] never makes groups for it.
+async fn insert_groups_postgres(_: &mut PgConnection, groups: &[GroupRow]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        groups.is_empty(),
+        "a PostgreSQL store keeps one row per event"
+    );
+    Ok(())
+}
+
 /// The most rows one INSERT carries: a batch of at most this many, with no snapshot and no
 /// new window, is one statement in autocommit; a larger one is several inside a transaction.
 const MAX_ROWS_PER_INSERT: usize = 256;
@@ -388,7 +517,8 @@ insert_fn!(
     guard_sqlite,
     commit_failed_sqlite,
     PADDED_INSERTS_SQLITE,
-    true
+    true,
+    insert_groups_sqlite
 );
 insert_fn!(
     insert_postgres,
@@ -397,7 +527,8 @@ insert_fn!(
     guard_postgres,
     commit_failed_postgres,
     PADDED_INSERTS_POSTGRES,
-    false
+    false,
+    insert_groups_postgres
 );
 
 #[cfg(test)]
@@ -413,9 +544,11 @@ mod tests {
     #[test]
     fn a_batch_takes_the_smallest_shape_that_holds_it() {
         for rows in 1..=MAX_ROWS_PER_INSERT {
-            let shape = SHAPES[shape_index(rows)];
+            let shape = SHAPES[shape_index(&SHAPES, rows)];
             assert!(shape >= rows, "{rows} rows in a shape of {shape}");
-            let smaller = shape_index(rows).checked_sub(1).map(|index| SHAPES[index]);
+            let smaller = shape_index(&SHAPES, rows)
+                .checked_sub(1)
+                .map(|index| SHAPES[index]);
             assert!(smaller.is_none_or(|smaller| smaller < rows), "{rows} rows");
             if rows <= 16 {
                 assert_eq!(shape, rows);

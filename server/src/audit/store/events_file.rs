@@ -422,10 +422,10 @@ mod tests {
     /// A store on `dir` whose events file tries `O_DIRECT` or not.
     async fn open_store(dir: &Path, direct: bool) -> AuditStore {
         match AuditStore::open(None, dir).await.unwrap() {
-            AuditStore::Sqlite(pool, Some(_)) => {
+            AuditStore::Sqlite(pool, Some(_), rows) => {
                 let mut file = EventFile::beside(&dir.join("audit.db"));
                 file.direct = direct;
-                AuditStore::Sqlite(pool, Some(Arc::new(file)))
+                AuditStore::Sqlite(pool, Some(Arc::new(file)), rows)
             }
             _ => panic!("not SQLite on disk"),
         }
@@ -434,7 +434,7 @@ mod tests {
     async fn large_events_are_written_once(direct: bool) {
         let dir = scratch(&format!("event-file-{direct}"));
         let store = open_store(&dir, direct).await;
-        let AuditStore::Sqlite(pool, _) = &store else {
+        let AuditStore::Sqlite(pool, ..) = &store else {
             panic!("not SQLite")
         };
         let used = || async {
@@ -458,7 +458,7 @@ mod tests {
         let mut committer = Committer::new(store.clone());
         committer.insert(&rows, &[]).await.unwrap();
         if !direct {
-            let AuditStore::Sqlite(_, Some(events)) = &store else {
+            let AuditStore::Sqlite(_, Some(events), _) = &store else {
                 unreachable!()
             };
             let appender = events.appender.lock().await;
@@ -585,7 +585,7 @@ mod tests {
             .insert(&rows, std::slice::from_ref(&snapshot))
             .await
             .unwrap();
-        let AuditStore::Sqlite(pool, _) = &store else {
+        let AuditStore::Sqlite(pool, ..) = &store else {
             panic!("not SQLite")
         };
         let placements = placements(pool, 1).await;
@@ -620,7 +620,7 @@ mod tests {
         assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), None);
 
         // one byte of the third row's event changed: its last
-        let AuditStore::Sqlite(pool, _) = &store else {
+        let AuditStore::Sqlite(pool, ..) = &store else {
             panic!("not SQLite")
         };
         let (at, len): (i64, i64) = sqlx::query_as(
@@ -679,7 +679,7 @@ mod tests {
             .insert(&rows, &[])
             .await
             .unwrap();
-        let AuditStore::Sqlite(pool, _) = &second else {
+        let AuditStore::Sqlite(pool, ..) = &second else {
             panic!("not SQLite")
         };
         assert_eq!(

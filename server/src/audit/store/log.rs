@@ -1,15 +1,20 @@
 //! Reads of the log: a window's rows and its tail, its snapshots, the recorded windows, what a
 //! restart continues from, and the rows clients persisted themselves (`client_events`).
 //!
-//! Owns: every read of `audit_events`, `audit_windows`, `snapshots` and `client_events` (a
-//! window's rows and region rows, tails, snapshots, event counts, the highest window id,
-//! incarnation and timestamp), and a stored row as read (`stored_row`: its event from its row
-//! or from the events file, an unreadable one marked so, never dropped). Must not: write (the
+//! Owns: every read of `audit_events`, `audit_groups`, `audit_windows`, `snapshots` and
+//! `client_events` (a window's rows and region rows, tails, snapshots, event counts, the
+//! highest window id, incarnation and timestamp), and a stored row as read (`stored_row`: its
+//! event from its row or from the events file, an unreadable one marked so, never dropped). An
+//! SQLite store's events may lie in both tables, whichever shape wrote them (`Rows`): every
+//! read takes both and merges them by sequence number, so readers see the same rows either
+//! way. Must not: write (the
 //! writer commits through `commit`), or verify a chain or decide what an event means (core
 //! does).
 
+use futures::TryStreamExt;
 use onesided_core::audit::{AuditRecord, Body, Event, RecordedWindow, StoredRow};
 
+use super::groups::{expand, heads, is_region};
 use super::{hash32, on_pool, AuditStore, Snapshot};
 
 /// A key or lower bound read from a request, as SQL's BIGINT: `None` past `i64::MAX`, which no
@@ -27,7 +32,7 @@ impl AuditStore {
     pub async fn max_window_id(&self) -> anyhow::Result<u64> {
         let sql = "SELECT COALESCE(MAX(window_id), 0) FROM audit_windows";
         let max: i64 = match self {
-            AuditStore::Sqlite(pool, _) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+            AuditStore::Sqlite(pool, ..) => sqlx::query_scalar(sql).fetch_one(pool).await?,
             AuditStore::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
         };
         Ok(max as u64)
@@ -51,12 +56,31 @@ impl AuditStore {
     pub async fn tail_at(&self, window: u64) -> anyhow::Result<Option<(u64, [u8; 32], u64)>> {
         let sql = "SELECT seq, hash, at_ns FROM audit_events WHERE window_id = $1 \
                    ORDER BY seq DESC LIMIT 1";
+        // the later of the last row and the last group
+        let sqlite = "SELECT seq, hash, at_ns FROM ( \
+                      SELECT * FROM (SELECT seq, hash, at_ns FROM audit_events \
+                      WHERE window_id = $1 ORDER BY seq DESC LIMIT 1) \
+                      UNION ALL \
+                      SELECT * FROM (SELECT last_seq, last_hash, last_at_ns FROM audit_groups \
+                      WHERE window_id = $1 ORDER BY last_seq DESC LIMIT 1)) \
+                      ORDER BY seq DESC LIMIT 1";
         let Some(window_id) = bigint(window) else {
             return Ok(None);
         };
-        let row: Option<(i64, Vec<u8>, i64)> = on_pool!(self, pool => {
-            sqlx::query_as(sql).bind(window_id).fetch_optional(pool).await?
-        });
+        let row: Option<(i64, Vec<u8>, i64)> = match self {
+            AuditStore::Sqlite(pool, ..) => {
+                sqlx::query_as(sqlite)
+                    .bind(window_id)
+                    .fetch_optional(pool)
+                    .await?
+            }
+            AuditStore::Postgres(pool) => {
+                sqlx::query_as(sql)
+                    .bind(window_id)
+                    .fetch_optional(pool)
+                    .await?
+            }
+        };
         Ok(row.map(|(seq, hash, at_ns)| (seq as u64, hash32(&hash), at_ns as u64)))
     }
 
@@ -92,9 +116,27 @@ impl AuditStore {
         let rows: Vec<(String, i64, i64)> = on_pool!(self, pool => {
             sqlx::query_as(sql).fetch_all(pool).await?
         });
-        Ok(rows
+        let mut max: std::collections::BTreeMap<(String, u32), u64> = rows
             .into_iter()
-            .map(|(world, rank, max)| (world, rank as u32, max as u64))
+            .map(|(world, rank, max)| ((world, rank as u32), max as u64))
+            .collect();
+        if let AuditStore::Sqlite(pool, ..) = self {
+            // the groups' events, read a group at a time (their ranks and incarnations only)
+            let sql = "SELECT w.world, g.entries FROM audit_groups g \
+                       JOIN audit_windows w ON w.window_id = g.window_id";
+            let mut groups = sqlx::query_as::<_, (String, Vec<u8>)>(sql).fetch(pool);
+            while let Some((world, entries)) = groups.try_next().await? {
+                for (rank, incarnation) in heads(&entries).unwrap_or_default() {
+                    if incarnation > 0 {
+                        let known = max.entry((world.clone(), rank)).or_insert(0);
+                        *known = (*known).max(incarnation);
+                    }
+                }
+            }
+        }
+        Ok(max
+            .into_iter()
+            .map(|((world, rank), max)| (world, rank, max))
             .collect())
     }
 
@@ -105,7 +147,12 @@ impl AuditStore {
     /// Database failures.
     pub async fn last_at_ns(&self) -> anyhow::Result<u64> {
         let sql = "SELECT COALESCE(MAX(at_ns), 0) FROM audit_events";
-        let max: i64 = on_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?);
+        let sqlite = "SELECT MAX((SELECT COALESCE(MAX(at_ns), 0) FROM audit_events), \
+                      (SELECT COALESCE(MAX(last_at_ns), 0) FROM audit_groups))";
+        let max: i64 = match self {
+            AuditStore::Sqlite(pool, ..) => sqlx::query_scalar(sqlite).fetch_one(pool).await?,
+            AuditStore::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+        };
         Ok(max as u64)
     }
 
@@ -117,8 +164,13 @@ impl AuditStore {
         let sql = "SELECT w.window_id, w.world, w.name, \
                    (SELECT COUNT(*) FROM audit_events e WHERE e.window_id = w.window_id) \
                    FROM audit_windows w ORDER BY w.window_id";
+        let sqlite = "SELECT w.window_id, w.world, w.name, \
+                      (SELECT COUNT(*) FROM audit_events e WHERE e.window_id = w.window_id) \
+                      + (SELECT COALESCE(SUM(g.last_seq - g.first_seq + 1), 0) \
+                      FROM audit_groups g WHERE g.window_id = w.window_id) \
+                      FROM audit_windows w ORDER BY w.window_id";
         let rows: Vec<(i64, String, String, i64)> = match self {
-            AuditStore::Sqlite(pool, _) => sqlx::query_as(sql).fetch_all(pool).await?,
+            AuditStore::Sqlite(pool, ..) => sqlx::query_as(sqlite).fetch_all(pool).await?,
             AuditStore::Postgres(pool) => sqlx::query_as(sql).fetch_all(pool).await?,
         };
         Ok(rows
@@ -137,7 +189,7 @@ impl AuditStore {
     /// # Errors
     /// Database failures, or a body this version cannot read.
     pub async fn rows(&self, window: u64, from: u64) -> anyhow::Result<Vec<StoredRow>> {
-        self.rows_where(window, "seq >= $2", from).await
+        self.rows_where(window, Which::From(from)).await
     }
 
     /// A dynamic window's rows that attach or detach a region, with `seq < before`: what
@@ -147,19 +199,21 @@ impl AuditStore {
     /// # Errors
     /// Database failures, or a body this version cannot read.
     pub async fn region_rows(&self, window: u64, before: u64) -> anyhow::Result<Vec<StoredRow>> {
-        // the index's own condition, word for word (both databases match it so)
-        let condition = "seq < $2 AND kind IN ('region_attached', 'region_detached')";
-        self.rows_where(window, condition, before).await
+        self.rows_where(window, Which::RegionsBefore(before)).await
     }
 
-    /// `window`'s rows where `condition` (on `seq` as `$2`, bound to `seq`) holds, in order of
-    /// sequence number.
-    async fn rows_where(
-        &self,
-        window: u64,
-        condition: &str,
-        seq: u64,
-    ) -> anyhow::Result<Vec<StoredRow>> {
+    /// `window`'s rows that `which` selects, in order of sequence number: its `audit_events`
+    /// rows and, in SQLite, its groups' events, merged.
+    async fn rows_where(&self, window: u64, which: Which) -> anyhow::Result<Vec<StoredRow>> {
+        let (condition, group_condition, seq) = match which {
+            Which::From(from) => ("seq >= $2", "last_seq >= $2", from),
+            // the indexes' own conditions, word for word (both databases match them so)
+            Which::RegionsBefore(before) => (
+                "seq < $2 AND kind IN ('region_attached', 'region_detached')",
+                "first_seq < $2 AND regions = 1",
+                before,
+            ),
+        };
         let sql = format!(
             "SELECT seq, at_ns, CAST(rank AS BIGINT), incarnation, body, event, prev_hash, \
              hash, event_at, event_len \
@@ -175,7 +229,31 @@ impl AuditStore {
                 .fetch_all(pool)
                 .await?
         });
-        self.stored_rows(window, raw).await
+        let rows = self.stored_rows(window, raw).await?;
+        let AuditStore::Sqlite(pool, ..) = self else {
+            return Ok(rows);
+        };
+        let sql = format!(
+            "SELECT first_seq, last_seq, prev_hash, entries FROM audit_groups \
+             WHERE window_id = $1 AND {group_condition} ORDER BY last_seq"
+        );
+        let groups: Vec<(i64, i64, Vec<u8>, Vec<u8>)> = sqlx::query_as(&sql)
+            .bind(window_id)
+            .bind(seq)
+            .fetch_all(pool)
+            .await?;
+        if groups.is_empty() {
+            return Ok(rows);
+        }
+        let grouped = groups
+            .into_iter()
+            .flat_map(|(first, last, prev_hash, entries)| {
+                expand(window, first as u64, last as u64, &prev_hash, &entries)
+            })
+            .filter(|row| which.takes(row));
+        let mut merged: Vec<StoredRow> = rows.into_iter().chain(grouped).collect();
+        merged.sort_by_key(|row| row.record.seq);
+        Ok(merged)
     }
 
     /// The rows of `window` as selected, with the events kept in the events file read from it.
@@ -185,7 +263,7 @@ impl AuditStore {
             Vec::new()
         } else {
             match self {
-                AuditStore::Sqlite(_, Some(file)) => file.read(spans).await?,
+                AuditStore::Sqlite(_, Some(file), _) => file.read(spans).await?,
                 _ => spans
                     .iter()
                     .map(|_| {
@@ -209,6 +287,30 @@ impl AuditStore {
                 stored_row(window, raw, in_file)
             })
             .collect())
+    }
+}
+
+/// Which of a window's rows [`AuditStore::rows_where`] reads.
+#[derive(Clone, Copy, Debug)]
+enum Which {
+    /// Every row from this sequence number on.
+    From(u64),
+    /// The rows that attach or detach a region, before this sequence number.
+    RegionsBefore(u64),
+}
+
+impl Which {
+    /// Whether `row`, an event of a group the query selected, is one of them (a group holds
+    /// others too). An unreadable event of a group with regions is taken: what reads it says
+    /// so, rather than miss a region.
+    fn takes(self, row: &StoredRow) -> bool {
+        match self {
+            Which::From(from) => row.record.seq >= from,
+            Which::RegionsBefore(before) => {
+                row.record.seq < before
+                    && (row.unreadable.is_some() || is_region(&row.record.event))
+            }
+        }
     }
 }
 
@@ -341,7 +443,7 @@ impl AuditStore {
             }};
         }
         let raw: Vec<Raw> = match self {
-            AuditStore::Sqlite(pool, _) => fetch!(pool),
+            AuditStore::Sqlite(pool, ..) => fetch!(pool),
             AuditStore::Postgres(pool) => fetch!(pool),
         };
         // record.seq is the cseq: the row's place in its own chain

@@ -181,7 +181,8 @@ mod tests {
         let mut tx = conn.begin().await.unwrap();
         guard_postgres(&mut tx, &guard).await.unwrap();
         let rows = chained(1, 1..=3, GENESIS);
-        padded_insert::<Postgres>(&PADDED_INSERTS_POSTGRES, false, &rows, &[])
+        let singles: Vec<_> = rows.iter().map(|row| (row, None)).collect();
+        padded_insert::<Postgres>(&PADDED_INSERTS_POSTGRES, false, &singles)
             .execute(&mut *tx)
             .await
             .unwrap();

@@ -152,7 +152,7 @@ impl AuditStore {
         }
         drop(conn);
         let events = file.map(|file| Arc::new(EventFile::beside(&file)));
-        Ok(AuditStore::Sqlite(pool, events))
+        Ok(AuditStore::Sqlite(pool, events, super::Rows::PerEvent))
     }
 }
 
@@ -189,7 +189,7 @@ mod tests {
         let primed = size();
         // SQLite's defaults: 4 KiB pages, a checkpoint every 1000 of them
         assert!(primed >= 4096 * 1000, "the log has {primed} bytes");
-        let AuditStore::Sqlite(pool, _) = &store else {
+        let AuditStore::Sqlite(pool, ..) = &store else {
             panic!("not SQLite")
         };
         let primer: i64 =
