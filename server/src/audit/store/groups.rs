@@ -282,8 +282,8 @@ mod tests {
         let one = chained(1, 1..=5, GENESIS);
         let two = chained(2, 7..=9, [3; 32]);
         let mut rows = Vec::new();
-        for index in 0..5 {
-            rows.push(one[index].clone());
+        for (index, row) in one.iter().enumerate() {
+            rows.push(row.clone());
             if let Some(row) = two.get(index) {
                 rows.push(row.clone());
             }
