@@ -17,7 +17,8 @@
 //! each putting to the next and fencing: the bench's fence scaling, also printed per rank;
 //! ITERATIONS counts epochs). SERVER_THREADS (default 1: a current-thread
 //! runtime, as the bench's default) gives the in-process server a multi-thread runtime;
-//! DATABASE_URL (`postgres://…`) puts its audit store in PostgreSQL instead of SQLite.
+//! DATABASE_URL (`postgres://…`) puts its audit store in PostgreSQL instead of SQLite;
+//! `ONESIDED_AUDIT_SQLITE_GROUPS=true` has SQLite write one row per commit and window.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,10 @@ fn main() -> anyhow::Result<()> {
         );
     };
     onesided_bench::trace_as_the_server();
+    // as the bench's --audit-sqlite-groups: the SQLite store writes one row per commit and window
+    if std::env::var("ONESIDED_AUDIT_SQLITE_GROUPS").is_ok_and(|value| value == "true") {
+        onesided_bench::write_sqlite_rows(onesided_server::audit::Rows::Groups);
+    }
     let n: usize = n.parse()?;
     anyhow::ensure!(n > 0, "ITERATIONS must be at least 1");
     let audit = match args.get(3).map(String::as_str) {

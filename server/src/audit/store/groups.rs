@@ -10,7 +10,7 @@
 //! writer hands the rows ready; a group keeps each row's encoded event and hash as they came),
 //! insert or select (`commit` and `log` do), or verify a chain (core does).
 //!
-//! Why (issue 45, BENCHMARKS.md "One row per commit group"): a `sync` commit of the hot
+//! Why (issue 45, BENCHMARKS.md "One row per commit and window"): a `sync` commit of the hot
 //! counter carried five rows per operation, and SQLite's cost per row (a B-tree insert, its
 //! index entry, the row's binding and copy to SQLite's thread) bounded the commits, not the
 //! disk. A group is one row whatever it holds.
