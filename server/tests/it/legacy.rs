@@ -252,8 +252,9 @@ async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(po
     // every migration of this release: PostgreSQL's fifth is the cluster's tables, its sixth
     // and SQLite's fifth the events file's columns, PostgreSQL's seventh the commit guard and
     // its eighth the cluster's settings, its ninth and SQLite's sixth the index of dynamic
-    // windows' region rows, PostgreSQL's tenth the nodes' self-reach mark
-    assert_eq!(version, if postgres { 10 } else { 6 });
+    // windows' region rows, PostgreSQL's tenth the nodes' self-reach mark, SQLite's seventh
+    // the group rows (`audit_groups`)
+    assert_eq!(version, if postgres { 10 } else { 7 });
     assert_eq!(
         json_rows,
         391 + 50,
