@@ -7,9 +7,8 @@
 //! event from its row or from the events file, an unreadable one marked so, never dropped). An
 //! SQLite store's events may lie in both tables, whichever shape wrote them (`Rows`): every
 //! read takes both and merges them by sequence number, so readers see the same rows either
-//! way. Must not: write (the
-//! writer commits through `commit`), or verify a chain or decide what an event means (core
-//! does).
+//! way. Must not: write (the writer commits through `commit`), or verify a chain or decide what
+//! an event means (core does).
 
 use futures::TryStreamExt;
 use onesided_core::audit::{AuditRecord, Body, Event, RecordedWindow, StoredRow};
