@@ -446,15 +446,16 @@ impl WebView {
         // only the page's bytes are copied out of the actor (a dynamic window's copy grows
         // past its declared size as regions are attached: the actor says how long it is)
         let low = from.saturating_mul(size);
-        let (mut page, bytes) = handle
-            .read(low, count.saturating_mul(size))
-            .await
-            .map_err(|error| {
-                Refusal(
-                    http::StatusCode::SERVICE_UNAVAILABLE,
-                    format!("rank {rank}'s target does not answer: {}", error.message),
-                )
-            })?;
+        let (mut page, bytes) =
+            handle
+                .read(low, count.saturating_mul(size))
+                .await
+                .map_err(|error| {
+                    Refusal(
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        format!("rank {rank}'s target does not answer: {}", error.message),
+                    )
+                })?;
         let elements = bytes / size;
         let start = from.min(elements);
         let end = start.saturating_add(count).min(elements);

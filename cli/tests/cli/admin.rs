@@ -248,12 +248,20 @@ fn revoke_locks_and_end_session_are_audited() {
         .cli()
         .words("window revoke-locks --world w W --rank 1")
         .run();
-    again.code(3).stderr_has("MPI_ERR_RMA_SYNC").stderr_has("holds no lock");
+    again
+        .code(3)
+        .stderr_has("MPI_ERR_RMA_SYNC")
+        .stderr_has("holds no lock");
     let error = runtime.block_on(window.unlock(0)).unwrap_err();
-    assert!(error.to_string().contains("revoked by an operator"), "{error}");
+    assert!(
+        error.to_string().contains("revoked by an operator"),
+        "{error}"
+    );
 
     let ended = server.cli().words("world end-session w --rank 0").run();
-    ended.success().prints("ended session 1 of rank 0 of world w\n");
+    ended
+        .success()
+        .prints("ended session 1 of rank 0 of world w\n");
     let not_attached = server.cli().words("world end-session w --rank 0").run();
     not_attached.code(3).stderr_has("has no session");
     let outside = server.cli().words("world end-session w --rank 5").run();
@@ -274,8 +282,13 @@ fn revoke_locks_and_end_session_are_audited() {
         .collect();
     assert_eq!(
         actions,
-        [(1, "revoke_locks".to_string()), (0, "end_session".to_string())]
+        [
+            (1, "revoke_locks".to_string()),
+            (0, "end_session".to_string())
+        ]
     );
     let text = server.cli().words("audit log w/W").run();
-    text.success().stdout_has("admin").stdout_has("revoke_locks");
+    text.success()
+        .stdout_has("admin")
+        .stdout_has("revoke_locks");
 }

@@ -38,9 +38,8 @@ impl WebView {
             None => "the web view".to_string(),
         });
         let rank = |text: &str| {
-            text.parse::<u32>().map_err(|_| {
-                bad_request(format!("a rank is a whole number, not {}", quoted(text)))
-            })
+            text.parse::<u32>()
+                .map_err(|_| bad_request(format!("a rank is a whole number, not {}", quoted(text))))
         };
         match api {
             ["worlds", world, "ranks", number, "end-session"] => {
@@ -71,8 +70,10 @@ impl WebView {
                     .await
                     .map_err(refusal_of_status)?
                     .into_inner();
-                Ok(json!({"world": world, "window": window, "rank": rank(number)?,
-                          "incarnation": answer.incarnation, "targets": answer.targets}))
+                Ok(
+                    json!({"world": world, "window": window, "rank": rank(number)?,
+                          "incarnation": answer.incarnation, "targets": answer.targets}),
+                )
             }
             _ => Err(Refusal::not_found("no such action".to_string())),
         }

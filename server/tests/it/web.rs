@@ -943,7 +943,10 @@ async fn ask(page: &fantoccini::Client, what: &str, selector: &str, question: &s
     );
     until(page, what, &script, |value| value == true).await;
     until(page, "the confirmation", CONFIRM, |value| {
-        value[0] == true && value[1].as_str().is_some_and(|text| text.contains(question))
+        value[0] == true
+            && value[1]
+                .as_str()
+                .is_some_and(|text| text.contains(question))
     })
     .await;
 }
@@ -966,20 +969,35 @@ async fn admin_actions_behind_a_confirmation_revoke_a_lock_and_end_a_session_in_
     click_window(&page, &world, &window).await;
     // rank 0 holds the exclusive lock of its own rank; rank 1 waits for it
     let (holder, waited) = crate::rank_1_waiting_for_rank_0(windows).await;
-    until_text(&page, "rank 1 waiting", &cell(0, "waiters"), "rank 1 exclusive").await;
+    until_text(
+        &page,
+        "rank 1 waiting",
+        &cell(0, "waiters"),
+        "rank 1 exclusive",
+    )
+    .await;
 
     let revoke = "#targets tbody tr[data-rank=\"0\"] td.holders button.revoke";
     let question = "Revoke the locks rank 0 holds on window";
     // cancelled: nothing happens
     ask(&page, "rank 0's revoke button", revoke, question).await;
     answer(&page, "confirm-no").await;
-    until(&page, "the dialog closed", CONFIRM, |value| value[0] == false).await;
+    until(&page, "the dialog closed", CONFIRM, |value| {
+        value[0] == false
+    })
+    .await;
     assert_eq!(
         page.execute(ACTION_RESULT, Vec::new()).await.unwrap(),
         Value::Null,
         "a cancelled action did nothing"
     );
-    until_text(&page, "rank 0 still holding", &cell(0, "holders"), "rank 0 exclusive").await;
+    until_text(
+        &page,
+        "rank 0 still holding",
+        &cell(0, "holders"),
+        "rank 0 exclusive",
+    )
+    .await;
     // confirmed: revoked, the result shown, the waiter granted
     ask(&page, "rank 0's revoke button", revoke, question).await;
     screenshot(&page, "web-view-admin.png", Some("Targets")).await;
@@ -1027,7 +1045,13 @@ async fn admin_actions_behind_a_confirmation_revoke_a_lock_and_end_a_session_in_
 
     // ending rank 1's session
     let end = format!(".world[data-world=\"{world}\"] tr[data-rank=\"1\"] button.end-session");
-    ask(&page, "rank 1's end-session button", &end, "End the session of rank 1").await;
+    ask(
+        &page,
+        "rank 1's end-session button",
+        &end,
+        "End the session of rank 1",
+    )
+    .await;
     answer(&page, "confirm-yes").await;
     until_text(
         &page,
@@ -1066,7 +1090,11 @@ async fn the_admin_actions_refuse_bad_input_with_its_own_status() {
     let admin = bearer(ADMIN_TOKEN);
     let world = &fixture.world;
     for (path, status, text) in [
-        ("/api/worlds/nope/ranks/0/end-session", 404, "no world named"),
+        (
+            "/api/worlds/nope/ranks/0/end-session",
+            404,
+            "no world named",
+        ),
         (
             &format!("/api/worlds/{world}/ranks/two/end-session") as &str,
             400,
@@ -1137,7 +1165,11 @@ async fn a_page_of_a_large_windows_contents_is_the_page_asked_for() {
         serde_json::json!(["0", "0", "1", "2", "3", "4", "0", "0"])
     );
     let last = page(format!("rank=0&from={}&count=64", ELEMENTS - 3)).await;
-    assert_eq!(last["values"], serde_json::json!(["0", "0", "-9"]), "{last}");
+    assert_eq!(
+        last["values"],
+        serde_json::json!(["0", "0", "-9"]),
+        "{last}"
+    );
     let past = page(format!("rank=0&from={}&count=64", ELEMENTS + 10)).await;
     assert_eq!(past["values"], serde_json::json!([]), "{past}");
     assert_eq!(past["from"], ELEMENTS, "{past}");
