@@ -41,6 +41,9 @@ use translate::{Plan, Source};
 /// Why a scenario cannot be explored.
 #[derive(Debug, thiserror::Error)]
 pub enum ExploreError {
+    /// The text is not a scenario ([`explore`] parses it first).
+    #[error(transparent)]
+    Parse(#[from] super::parse::ParseError),
     /// The scenario uses something the simulator does not run yet.
     #[error("line {line}: {what} cannot be explored yet: {why}")]
     Unsupported {
@@ -73,6 +76,56 @@ pub enum ExploreError {
         #[source]
         source: RmaError,
     },
+}
+
+/// What [`explore`] runs: how many schedules, from which seed, drawn how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// How many schedules (under `exhaustive`: at most how many).
+    pub schedules: u64,
+    /// The seed they are drawn from.
+    pub seed: u64,
+    /// How they are drawn.
+    pub strategy: Strategy,
+}
+
+impl Default for Options {
+    /// As `onesided explore` without options: 1000 random schedules of seed 0.
+    fn default() -> Self {
+        Options {
+            schedules: 1000,
+            seed: 0,
+            strategy: Strategy::Random,
+        }
+    }
+}
+
+/// Parses the scenario `text` and explores it: the Rust entry point to what `onesided explore
+/// FILE` runs, the same report for the same text and options.
+///
+/// ```
+/// use onesided_scenario::explore::{explore, ExploreError, Options, Strategy};
+///
+/// let text = "window W ranks=2 size=1 type=i64\n\
+///             A: lock exclusive B\nA: put B W[0] = 42\nA: unlock B\nbarrier\n\
+///             B: load W[0] -> b\nexpect B b in {0,42}\n";
+/// let report = explore(text, &Options::default()).unwrap();
+/// assert!(report.ok());
+/// let seen: Vec<&String> = report.distributions[0].values.keys().collect();
+/// assert_eq!(seen, ["0", "42"]);
+/// let every = Options { strategy: Strategy::Exhaustive, ..Options::default() };
+/// assert!(explore(text, &every).unwrap().enumeration.unwrap().complete);
+/// let not_a_scenario = explore("A: fence", &Options::default());
+/// assert!(matches!(not_a_scenario, Err(ExploreError::Parse(_))));
+/// ```
+///
+/// # Errors
+/// [`ExploreError::Parse`] for text that does not parse, the others for what the simulator
+/// cannot run, naming the line.
+pub fn explore(text: &str, options: &Options) -> Result<ExploreReport, ExploreError> {
+    let scenario = super::parse::parse(text)?;
+    let explorer = Explorer::new(&scenario)?.with_strategy(options.strategy);
+    Ok(explorer.explore(options.seed, options.schedules))
 }
 
 /// The seed schedule `schedule` of seed `seed` runs under: derived from both, so that any one
