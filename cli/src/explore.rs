@@ -47,8 +47,8 @@ part), up to --schedules of them: a depth-first walk over the steps with sleep s
 of two schedules that differ only in the order of independent steps (touching different \
 ranks, targets or inboxes) one runs. The report says `complete: N distinct schedules` when \
 that was every one, or that the walk stopped at the bound. The number of distinct schedules \
-grows fast with ranks and messages (the forum examples have 12 to 15 444; two origins' \
-fetch_and_op on a counter under lock_all, 8 960): meant for small scenarios.
+grows fast with ranks and messages (the forum examples have 15 to 55 485; the 4-rank \
+counter example, more than a debug build walks in minutes): meant for small scenarios.
 
 What the simulator runs: windows of the separate model over the whole world (create and \
 allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \

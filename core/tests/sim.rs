@@ -490,6 +490,11 @@ fn the_exhaustive_walk_counts_the_schedules_that_differ_by_more_than_independent
     let (publics, walk) = every_schedule(2, 1, &programs, 1000, |run| run.publics[&W][0][0]);
     assert_eq!((walk.schedules, walk.complete), (2, true), "{walk:?}");
     assert_eq!(publics, BTreeSet::from([0, 9]));
+    // the same when the last step is another rank's, independent of the store: the early
+    // publication can only come before it (the world ends after it), and is not lost
+    let programs = vec![vec![store(9, 0)], vec![load("other")]];
+    let (publics, walk) = every_schedule(2, 1, &programs, 1000, |run| run.publics[&W][0][0]);
+    assert_eq!(publics, BTreeSet::from([0, 9]), "{walk:?}");
 }
 
 /// Two origins add 1 to a counter at a third rank with fetch-and-op under exclusive locks:

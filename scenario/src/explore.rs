@@ -365,11 +365,22 @@ expect public A W[0] in {1,2}
         assert_ne!(schedule_seed(3, 1), schedule_seed(4, 1));
     }
 
+    /// Forum example 2 as it was, stating onesided's obsolete value (MPI allows 42 too).
+    const OBSOLETE: &str = "\
+window W ranks=2 size=1 type=i64
+A: lock exclusive B
+A: put B W[0] = 42
+A: unlock B
+barrier
+B: load W[0] -> b
+expect B b == 0
+";
+
     /// The exhaustive walk sees every value random schedules see, and more schedules do not
     /// make it see more: it is complete. Its failing schedules replay as numbered.
     #[test]
     fn the_exhaustive_walk_sees_every_value_random_schedules_see() {
-        let scenario = parse(TURNS).unwrap();
+        let scenario = parse(OBSOLETE).unwrap();
         let random = Explorer::new(&scenario).unwrap().explore(7, 1000);
         let explorer = Explorer::new(&scenario)
             .unwrap()

@@ -182,7 +182,7 @@ fn the_worked_examples_show_exactly_the_outcomes_mpi_allows() {
 }
 
 /// Not sampled but walked: every distinct schedule of the forum examples (but the fixed
-/// example 4, whose 15 444 take seconds in a debug build) shows exactly the values SEMANTICS.md
+/// example 4, whose 55 485 take seconds in a debug build) shows exactly the values SEMANTICS.md
 /// works out — a proof over the simulator's schedules that none MPI forbids appears and none it
 /// allows is missing.
 #[test]

@@ -14,7 +14,9 @@
 //! owner's own inputs) keeps its place, so sending one writes the back of the inbox. The
 //! footprint of a step is what it touched when it was taken (a call: its rank, every inbox it
 //! sent to, the window's tallies for a fence or a free, and every rank when it completed the
-//! barrier or the free). After a step is explored from a
+//! barrier or the free). An optional step (an early publication or refresh) is independent of
+//! nothing: the world ends once only optional steps are left, so one never follows the last
+//! other step, and moving it past that step would lose it (`Part::Ends`). After a step is explored from a
 //! point, it *sleeps* in the other branches from that point for as long as only steps
 //! independent of it are taken; a branch in which every step that could be taken sleeps
 //! repeats one already walked and is cut.
@@ -64,6 +66,11 @@ enum Part {
     Engine(u64, u32),
     Tallies(u64),
     Barrier,
+    /// Whether the world ends: it does once every step it could take is optional (an early
+    /// publication or refresh), so such a step never runs after the last other one, and an
+    /// order that puts it before one cannot stand for an order that puts it after. Every step
+    /// reads this, an optional one writes it: it is independent of nothing.
+    Ends,
 }
 
 /// The parts a step touched, each with whether it wrote it.
@@ -209,6 +216,12 @@ impl World {
 
     /// Takes `choice` and says what it touched.
     fn take_touching(&mut self, choice: Choice) -> Footprint {
+        let mut touched = self.take_touching_parts(choice);
+        touched.push((Part::Ends, choice.optional()));
+        touched
+    }
+
+    fn take_touching_parts(&mut self, choice: Choice) -> Footprint {
         let mut touched = match choice {
             Choice::Call { rank } => return self.call_touching(rank),
             Choice::Deliver { window, rank } | Choice::Overtake { window, rank, .. } => {
