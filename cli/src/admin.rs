@@ -1,4 +1,5 @@
-//! `onesided world …` and `onesided window …`: the admin side.
+//! `onesided world …` and `onesided window …`: the admin side, an operator's actions on a
+//! rank's session among them (`world end-session`, `window revoke-locks`).
 //!
 //! Also `onesided cluster …` (a cluster's status, moving a world).
 //!
@@ -37,6 +38,15 @@ pub enum WorldCommand {
     Rm {
         /// The world's name
         name: String,
+    },
+    /// End a rank's session as a lapsed lease would (its locks revoked, its pending calls
+    /// failed; the others see it ended by an operator), audited
+    EndSession {
+        /// The world's name
+        world: String,
+        /// The rank whose session ends
+        #[arg(long)]
+        rank: u32,
     },
 }
 
@@ -206,6 +216,18 @@ pub enum WindowCommand {
         /// The window
         name: String,
     },
+    /// Revoke the locks a rank's session holds on a window, its session going on (its next
+    /// call there fails with MPI_ERR_RMA_SYNC, the waiters are granted), audited
+    RevokeLocks {
+        /// The world
+        #[arg(long)]
+        world: String,
+        /// The window
+        name: String,
+        /// The rank (in the world) whose locks are revoked
+        #[arg(long)]
+        rank: u32,
+    },
 }
 
 async fn connect(global: &Global) -> Result<Admin> {
@@ -261,6 +283,14 @@ pub async fn world(global: &Global, command: WorldCommand) -> Result<ExitCode> {
             admin.delete_world(&name).await?;
             if global.json {
                 json::print(&json!({"deleted": name}));
+            }
+        }
+        WorldCommand::EndSession { world, rank } => {
+            let incarnation = admin.end_session(&world, rank).await?;
+            if global.json {
+                json::print(&json!({"world": world, "rank": rank, "incarnation": incarnation}));
+            } else {
+                outln!("ended session {incarnation} of rank {rank} of world {world}");
             }
         }
     }
@@ -428,6 +458,24 @@ pub async fn window(global: &Global, command: WindowCommand) -> Result<ExitCode>
             admin.free_window(&world, &name).await?;
             if global.json {
                 json::print(&json!({"freed": name}));
+            }
+        }
+        WindowCommand::RevokeLocks { world, name, rank } => {
+            let (incarnation, targets) = admin.revoke_locks(&world, &name, rank).await?;
+            if global.json {
+                json::print(&json!({
+                    "world": world,
+                    "window": name,
+                    "rank": rank,
+                    "incarnation": incarnation,
+                    "targets": targets,
+                }));
+            } else {
+                outln!(
+                    "revoked the locks of rank {rank} (session {incarnation}) on window {name} \
+                     at targets {}",
+                    list(&targets)
+                );
             }
         }
     }

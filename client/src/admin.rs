@@ -306,6 +306,55 @@ impl Admin {
         Ok(response.owner)
     }
 
+    /// Ends the live session of world rank `rank` of `world`, as a lapsed lease would (its
+    /// locks revoked, its pending calls failed; other ranks see it ended by an operator), and
+    /// records it in the audit log. Returns the ended session's incarnation, once its
+    /// departure is handled.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown world (`MPI_ERR_ARG`), INVALID_ARGUMENT for a rank outside it
+    /// (`MPI_ERR_RANK`), FAILED_PRECONDITION when the rank has no session (`MPI_ERR_ARG`).
+    pub async fn end_session(&self, world: &str, rank: u32) -> Result<u64> {
+        let response = self
+            .limit
+            .bound(self.client.clone().end_session(v1::EndSessionRequest {
+                world: world.to_string(),
+                rank,
+            }))
+            .await?
+            .into_inner();
+        Ok(response.incarnation)
+    }
+
+    /// Revokes the locks the live session of world rank `rank` holds on `window` of `world`,
+    /// while the session goes on (its next call in that lock epoch fails with
+    /// `MPI_ERR_RMA_SYNC`, the waiters are granted), and records it in the audit log. Returns
+    /// the session's incarnation and the targets (ranks in the window) where a lock was
+    /// revoked.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown world (`MPI_ERR_ARG`) or window (`MPI_ERR_WIN`),
+    /// INVALID_ARGUMENT for a rank outside the world or the window's group (`MPI_ERR_RANK`),
+    /// FAILED_PRECONDITION when the rank has no session (`MPI_ERR_ARG`) or holds no lock on
+    /// the window (`MPI_ERR_RMA_SYNC`).
+    pub async fn revoke_locks(
+        &self,
+        world: &str,
+        window: &str,
+        rank: u32,
+    ) -> Result<(u64, Vec<u32>)> {
+        let response = self
+            .limit
+            .bound(self.client.clone().revoke_locks(v1::RevokeLocksRequest {
+                world: world.to_string(),
+                window: window.to_string(),
+                rank,
+            }))
+            .await?
+            .into_inner();
+        Ok((response.incarnation, response.targets))
+    }
+
     /// The nodes of the cluster the server belongs to, their liveness and their worlds.
     ///
     /// # Errors

@@ -412,6 +412,7 @@ impl Pass {
             | Event::Pulled { .. }
             | Event::TestFalse
             | Event::PeerFailed { .. }
+            | Event::Admin { .. }
             | Event::Departed { .. }
             | Event::Flush { .. }
             | Event::ClientEvents { .. }

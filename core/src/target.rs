@@ -443,6 +443,10 @@ pub struct Target<R> {
     /// Ranks whose session ended with no newer one attached, until a new session of theirs
     /// opens the window: what needs them fails meanwhile.
     absent: BTreeMap<u32, String>,
+    /// Ranks whose lock an operator revoked while their session goes on ([`Target::revoke`]),
+    /// with that session's incarnation and why: what it sends in that lock epoch is refused
+    /// with `MPI_ERR_RMA_SYNC`, up to its unlock, which ends the epoch and reports it too.
+    revoked: BTreeMap<u32, (u64, String)>,
     /// The clock reading of the input being handled.
     now: Instant,
     effects: Effects<R>,
@@ -482,6 +486,7 @@ impl<R> Target<R> {
             nonempty: BTreeSet::new(),
             gone: BTreeMap::new(),
             absent: BTreeMap::new(),
+            revoked: BTreeMap::new(),
             now,
             effects: Effects::default(),
         }

@@ -650,6 +650,89 @@ fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
     );
 }
 
+/// An operator revokes a live session's lock: the waiter is granted at once, the holder's
+/// later operations, flush and unlock are refused with `MPI_ERR_RMA_SYNC` (never left waiting
+/// for a lock that will not come back), and after its unlock it may lock again.
+#[test]
+fn an_operators_revocation_grants_the_waiter_and_refuses_the_rest_of_the_holders_epoch() {
+    let now = Instant::now();
+    let mut engine = target(0, 3, 4);
+    let lock = |grant| Access::LockRequest {
+        request: LockRequest {
+            lock_type: LockType::Exclusive,
+            nocheck: false,
+        },
+        holding_elsewhere: false,
+        grant,
+    };
+    engine.handle(from(1, lock(Some(11))), now);
+    engine.handle(from(1, put(0, 5, AccessTag::Lock, 12)), now);
+    engine.handle(from(2, lock(Some(21))), now);
+    engine.take_effects();
+    // a session that holds nothing here: nothing changes, nothing is recorded
+    assert_eq!(engine.revoke(2, 1, "revoked by an operator", now), None);
+    assert_eq!(engine.revoke(1, 2, "revoked by an operator", now), None);
+    let effects = engine.take_effects();
+    assert!(effects.events.is_empty() && answered(&effects).is_empty());
+    assert_eq!(engine.lock_holders(), [1]);
+
+    assert_eq!(engine.revoke(1, 1, "revoked by an operator", now), Some(1));
+    let effects = engine.take_effects();
+    assert!(
+        matches!(&effects.events[..], [Event::LockRevoke { origin: 1, token: 1, reason }, Event::LockGrant { origin: 2, token: 2, .. }, ..] if reason == "revoked by an operator"),
+        "{:?}",
+        effects.events
+    );
+    assert!(
+        matches!(
+            answered(&effects)[..],
+            [(21, Ok(Outcome::Synced { token: 2, .. }))]
+        ),
+        "the waiter is granted: {:?}",
+        answered(&effects)
+    );
+    // rank 1's epoch goes on sending: a put (lazy lock, token 0), a flush, then its unlock
+    engine.handle(from(1, put(1, 9, AccessTag::Lock, 13)), now);
+    engine.handle(from(1, Access::Flush { reply: 14 }), now);
+    engine.handle(from(1, Access::Unlock { reply: 15 }), now);
+    let mut answers = answered(&engine.take_effects());
+    answers.sort_by_key(|(reply, _)| *reply);
+    let revoked = |answer: &Answer| {
+        matches!(answer, Err(error) if error.class == ErrorClass::RmaSync
+            && error.message.contains("revoked by an operator"))
+    };
+    assert!(
+        matches!(&answers[..], [(13, a), (14, b), (15, c)] if revoked(a) && revoked(b) && revoked(c)),
+        "{answers:?}"
+    );
+    assert_eq!(
+        engine.public()[..2],
+        [5, 0],
+        "the refused put changed nothing"
+    );
+    assert_eq!(engine.lock_holders(), [2], "rank 2 holds the lock");
+    // rank 2's epoch is untouched; once it unlocks, rank 1 locks again as usual
+    engine.handle(from(2, put(2, 7, AccessTag::Lock, 22)), now);
+    engine.handle(from(2, Access::Unlock { reply: 23 }), now);
+    engine.handle(from(1, lock(Some(16))), now);
+    engine.handle(from(1, put(3, 8, AccessTag::Lock, 17)), now);
+    let mut answers = answered(&engine.take_effects());
+    answers.sort_by_key(|(reply, _)| *reply);
+    assert!(
+        matches!(
+            &answers[..],
+            [
+                (16, Ok(Outcome::Synced { token: 3, .. })),
+                (17, Ok(Outcome::Done)),
+                (22, Ok(Outcome::Done)),
+                (23, Ok(Outcome::Done))
+            ]
+        ),
+        "{answers:?}"
+    );
+    assert_eq!(engine.public(), [5, 0, 7, 8]);
+}
+
 fn proc_failed_naming_session(answer: &Answer, rank: u32) -> bool {
     matches!(answer, Err(error) if error.class == ErrorClass::ProcFailed
         && error.message.contains(&format!("session of rank {rank}")))

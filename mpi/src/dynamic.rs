@@ -272,18 +272,28 @@ fn not_dynamic(call: &str) -> crate::error::Fail {
     )
 }
 
-/// `MPI_Win_attach` on the state.
-fn attach(mpi: &mut Mpi, handle: i32, base: *mut u8, size: isize) -> Res {
-    mpi.win(handle)?;
+/// The runtime and the window `handle`, which must be a dynamic one (`call` names the call
+/// in the error otherwise).
+fn dynamic_window<'a>(
+    mpi: &'a mut Mpi,
+    handle: i32,
+    call: &str,
+) -> Res<(&'a Runtime, &'a mut crate::state::Win)> {
     let Mpi {
         runtime, windows, ..
     } = mpi;
-    let Some(entry) = windows.get_mut(&handle) else {
-        return Ok(());
-    };
+    let entry = windows
+        .get_mut(&handle)
+        .ok_or_else(|| fail(MPI_ERR_WIN, format!("{handle:#x} is not a window")))?;
     if entry.directory.is_none() {
-        return Err(not_dynamic("MPI_Win_attach"));
+        return Err(not_dynamic(call));
     }
+    Ok((runtime, entry))
+}
+
+/// `MPI_Win_attach` on the state.
+fn attach(mpi: &mut Mpi, handle: i32, base: *mut u8, size: isize) -> Res {
+    let (runtime, entry) = dynamic_window(mpi, handle, "MPI_Win_attach")?;
     if size < 0 {
         return Err(fail(MPI_ERR_SIZE, format!("size {size} is negative")));
     }
@@ -358,16 +368,7 @@ fn attach(mpi: &mut Mpi, handle: i32, base: *mut u8, size: isize) -> Res {
 
 /// `MPI_Win_detach` on the state.
 fn detach(mpi: &mut Mpi, handle: i32, base: *const u8) -> Res {
-    mpi.win(handle)?;
-    let Mpi {
-        runtime, windows, ..
-    } = mpi;
-    let Some(entry) = windows.get_mut(&handle) else {
-        return Ok(());
-    };
-    if entry.directory.is_none() {
-        return Err(not_dynamic("MPI_Win_detach"));
-    }
+    let (runtime, entry) = dynamic_window(mpi, handle, "MPI_Win_detach")?;
     if base.is_null() {
         return Err(fail(MPI_ERR_ARG, "a null base"));
     }

@@ -12,7 +12,7 @@ use crate::abi::*;
 use crate::env::out;
 use crate::error::{fail, On, OnObject, Res};
 use crate::rma::synchronize;
-use crate::state::{self, CPtr, WinAttrs};
+use crate::state::{self, CPtr, Mpi, WinAttrs};
 
 /// `MPI_Win_create_errhandler` and `MPI_Comm_create_errhandler` (the same C signature, one
 /// table).
@@ -44,6 +44,14 @@ pub(crate) unsafe fn call_errhandler(handler: c_int, on: On, errorcode: c_int) -
         return Ok(());
     }
     Err(fail(errorcode, "the error handler was called").on(on))
+}
+
+/// The delete callback and extra state of window keyval `keyval`.
+fn keyval_callback(mpi: &Mpi, keyval: c_int, on: On) -> Res<(Option<state::WinDelete>, CPtr)> {
+    mpi.win_keyvals
+        .get(&keyval)
+        .copied()
+        .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))
 }
 
 export! {
@@ -137,10 +145,7 @@ export! {
     fn MPI_Win_set_attr / PMPI_Win_set_attr(win: c_int, keyval: c_int, attribute_val: *mut c_void) {
         let old = state::with(|mpi| {
             let on = On::Win(win);
-            let callback = *mpi
-                .win_keyvals
-                .get(&keyval)
-                .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+            let callback = keyval_callback(mpi, keyval, on)?;
             let entry = mpi.win(win).on(on)?;
             let old = entry.user_attrs.iter().position(|(k, _)| *k == keyval).map(|at| entry.user_attrs.remove(at).1);
             entry.user_attrs.push((keyval, CPtr(attribute_val.cast())));
@@ -155,10 +160,7 @@ export! {
     fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: c_int, keyval: c_int) {
         let old = state::with(|mpi| {
             let on = On::Win(win);
-            let callback = *mpi
-                .win_keyvals
-                .get(&keyval)
-                .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+            let callback = keyval_callback(mpi, keyval, on)?;
             let entry = mpi.win(win).on(on)?;
             let at = entry
                 .user_attrs

@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use common::{mpicc, mpiexec_within, scratch};
+use common::{mpicc, mpiexec_with_env, mpiexec_within, scratch};
 
 /// The runs of `tests.txt` (by name and process count) that pass on onesided now, within a
 /// few seconds each (the fetch_and_op, get_flushlocal and linked_list_bench_lock_all runs
@@ -97,11 +97,14 @@ const PASSING: &[(&str, u32)] = &[
     ("accfence2_am", 4),
 ];
 
-/// Runs that pass too, but take 20 to 100 s each here (debug builds, two cores: round trips
-/// to the service, each a few milliseconds, dominate them; the unified model's updates, one
-/// message to the owner per operation applied, make strided_acc_onelock 91 s against 33 s
-/// separate): each may take 300 s. Run them with
-/// `cargo test -p onesided-mpi --test mpich -- --ignored`.
+/// Runs that pass too, but slowly here: 8 to 75 s each with the audit off (loaded two-core
+/// machine, debug builds), 20 to 160 s with it `sync`. A profile of get_accumulate_int (perf,
+/// 2026-12-07) finds no hot spot of ours: the time is debug code everywhere (the audit's
+/// SHA-256 and SQLite unoptimized, async state machines copied on every poll); the audit alone
+/// is most of it (51 s `sync`, 30 s `async`, 10 s `off`). These runs judge MPI semantics, which
+/// the audit's durability does not change (it decides when an answer goes, never what it says),
+/// and the 71 of `PASSING` run with the audit `sync`: so these run with `off`, 7 minutes
+/// together, each allowed 300 s.
 const SLOW_PASSING: &[(&str, u32)] = &[
     ("manyrma2", 2),
     ("manyrma2_shm", 2),
@@ -236,8 +239,8 @@ fn names(entry: &str, run: &Run) -> bool {
     }
 }
 
-/// Runs each of `list`, each ended after `seconds`.
-fn run_all(list: &[(&str, u32)], seconds: u32) {
+/// Runs each of `list`, each ended after `seconds`, with `env` for the job's server.
+fn run_all(list: &[(&str, u32)], env: &[(&str, &str)], seconds: u32) {
     let suite = suite();
     let all = runs(&suite);
     assert_eq!(all.len(), 90, "tests.txt has MPICH's 90 runs");
@@ -249,9 +252,14 @@ fn run_all(list: &[(&str, u32)], seconds: u32) {
             .unwrap_or_else(|| panic!("{name} with {nprocs} processes is not a run of tests.txt"));
         let program = build(&suite, run);
         let args: Vec<&str> = run.args.iter().map(String::as_str).collect();
-        let result = mpiexec_within(run.nprocs, &program, &args, &[], seconds);
+        let started = std::time::Instant::now();
+        let result = mpiexec_with_env(run.nprocs, &program, &args, &[], env, seconds);
         let passed =
             result.status.success() && result.stdout.lines().any(|line| line == " No Errors");
+        println!(
+            "{name} -n {nprocs}: {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         if !passed {
             failed.push(format!("{name} -n {nprocs}: {result:?}"));
         }
@@ -267,13 +275,12 @@ fn run_all(list: &[(&str, u32)], seconds: u32) {
 
 #[test]
 fn the_mpich_rma_tests_that_pass_keep_passing() {
-    run_all(PASSING, 120);
+    run_all(PASSING, &[], 120);
 }
 
 #[test]
-#[ignore = "about 15 minutes: the runs that pass slowly (SLOW_PASSING)"]
 fn the_slow_mpich_rma_tests_that_pass_keep_passing() {
-    run_all(SLOW_PASSING, 300);
+    run_all(SLOW_PASSING, &[("ONESIDED_AUDIT_DURABILITY", "off")], 300);
 }
 
 /// Not a check: runs every run of `tests.txt` that is in neither list, each within 90 s, and

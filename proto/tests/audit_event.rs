@@ -107,6 +107,25 @@ fn generated_code_writes_what_core_reads_and_the_reverse() {
             data: vec![1, 2, 3],
         },
         Event::WaitExit,
+        Event::Sent {
+            to: 3,
+            tag: -2,
+            message: 17,
+        },
+        Event::Received {
+            from: 1,
+            tag: 5,
+            message: 17,
+        },
+        Event::Admin {
+            action: "revoke_locks".into(),
+            by: "admin from 127.0.0.1:4242".into(),
+        },
+        Event::LockRevoke {
+            origin: 1,
+            token: 4,
+            reason: "revoked by an operator".into(),
+        },
     ];
     for event in events {
         let bytes = binary(&event);

@@ -253,6 +253,12 @@ class Admin(_Connection[_onesided.Admin]):
     async def free_window(self, world: str, name: str) -> None:
         await off_loop(self.blocking.free_window, world, name)
 
+    async def end_session(self, world: str, rank: int) -> int:
+        return await off_loop(self.blocking.end_session, world, rank)
+
+    async def revoke_locks(self, world: str, name: str, rank: int) -> Tuple[int, List[int]]:
+        return await off_loop(self.blocking.revoke_locks, world, name, rank)
+
 
 class Audit(_Connection[_onesided.Audit]):
     """``onesided.Audit`` for asyncio: ``audit = await Audit.connect(url, token)``."""

@@ -409,4 +409,25 @@ impl Admin {
     fn free_window(&self, py: Python<'_>, world: &str, name: &str) -> PyResult<()> {
         wait(py, self.admin.free_window(world, name))
     }
+
+    /// Ends the live session of world rank `rank` of `world` as a lapsed lease would (its
+    /// locks released, the other ranks' fences and waits told it was ended by an operator),
+    /// recorded in the audit log; returns the ended session's incarnation.
+    fn end_session(&self, py: Python<'_>, world: &str, rank: u32) -> PyResult<u64> {
+        wait(py, self.admin.end_session(world, rank))
+    }
+
+    /// Takes away the locks the live session of world rank `rank` holds on window `name` of
+    /// `world` (its next call in that lock epoch fails with `ErrorClass.RMA_SYNC`, waiters are
+    /// granted), recorded in the audit log; returns the session's incarnation and the targets
+    /// where a lock was revoked.
+    fn revoke_locks(
+        &self,
+        py: Python<'_>,
+        world: &str,
+        name: &str,
+        rank: u32,
+    ) -> PyResult<(u64, Vec<u32>)> {
+        wait(py, self.admin.revoke_locks(world, name, rank))
+    }
 }

@@ -1,6 +1,8 @@
 """A bad call raises ``MpiError`` with the right MPI error class (and gRPC code), and changes
 nothing: the window's bytes are as before and the rank can go on."""
 
+import json
+
 import pytest
 
 import onesided
@@ -132,3 +134,30 @@ def test_every_failure_is_an_onesided_error(pair):
 def test_an_address_without_a_scheme_is_a_value_error():
     with pytest.raises(ValueError, match="must start with http:// or https://"):
         onesided.Admin("127.0.0.1:1", "t" * 48).list_worlds()
+
+
+def test_an_operator_revokes_a_held_lock_and_ends_a_session(server, pair):
+    """Admin ``revoke_locks`` and ``end_session``: the holder learns at its next call in the
+    revoked epoch (RMA_SYNC) and may lock again; a rank with nothing held cannot be revoked;
+    an ended rank fails the others' fence (PROC_FAILED); both actions are in the audit log."""
+    w0, w1 = pair.windows()
+    world, name = pair.world.name, w0.desc.name
+    w0.lock(LockType.EXCLUSIVE, 1)
+    w0.put(1, 0, [7])
+    w0.flush(1)
+    incarnation, targets = pair.admin.revoke_locks(world, name, 0)
+    assert targets == [1]
+    error = refused(ErrorClass.RMA_SYNC, w0.unlock, 1)
+    assert error.code == StatusCode.FAILED_PRECONDITION
+    assert "revoked by an operator" in str(error)
+    assert public(w0, 1) == [7, 0], "what the holder applied before the revocation stays"
+    nothing = refused(ErrorClass.RMA_SYNC, pair.admin.revoke_locks, world, name, 0)
+    assert nothing.code == StatusCode.FAILED_PRECONDITION
+    ended = pair.admin.end_session(world, 1)
+    assert ended > 0
+    gone = refused(ErrorClass.PROC_FAILED, w0.fence)
+    assert "ended by an operator" in str(gone)
+    audit = onesided.Audit(server.url, server.token)
+    actions = [e for e in audit.events(w0.desc.id) if e.kind == "admin"]
+    assert [json.loads(e.body)["action"] for e in actions] == ["revoke_locks", "end_session"]
+    assert incarnation > 0

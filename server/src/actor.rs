@@ -111,6 +111,29 @@ pub enum Command {
         /// Answered once handled.
         done: oneshot::Sender<()>,
     },
+    /// An operator revokes the lock a live session holds here (core's `Target::revoke`);
+    /// answered with the revoked lock's fencing token (`None`: it held none) once the events
+    /// and answers that caused are handed on.
+    Revoke {
+        /// The holding rank.
+        origin: u32,
+        /// Its session's incarnation.
+        incarnation: u64,
+        /// Why, as recorded.
+        reason: String,
+        /// The answer.
+        reply: oneshot::Sender<Option<u64>>,
+    },
+    /// Part of the public copy, `len` bytes from `offset` (cut at the copy's end), and the
+    /// copy's whole length: a page of the web view's contents costs a page.
+    Read {
+        /// The first byte.
+        offset: u64,
+        /// How many bytes at most.
+        len: u64,
+        /// The bytes and the copy's length.
+        reply: oneshot::Sender<(Vec<u8>, u64)>,
+    },
     /// Is any epoch open or anything pending here?
     Busy {
         /// `Some(reason)` when busy.
@@ -360,6 +383,41 @@ impl WindowServerHandle {
         answer.await.map_err(|_| self.gone())
     }
 
+    /// An operator takes away the lock session `incarnation` of `origin` holds at this rank
+    /// (recorded `lock_revoke` with `reason`, the next waiter granted, the rest of that lock
+    /// epoch refused with `MPI_ERR_RMA_SYNC`). Resolves with the revoked lock's fencing token,
+    /// `None` when it held none here, once what it caused was handed on.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
+    pub async fn revoke(
+        &self,
+        origin: u32,
+        incarnation: u64,
+        reason: &str,
+    ) -> Result<Option<u64>, RmaError> {
+        let (reply, answer) = oneshot::channel();
+        self.command(Command::Revoke {
+            origin,
+            incarnation,
+            reason: reason.to_string(),
+            reply,
+        })
+        .await?;
+        answer.await.map_err(|_| self.gone())
+    }
+
+    /// Up to `len` bytes of the rank's public copy from byte `offset` (fewer at its end, none
+    /// past it), and the copy's length, once every command sent before this one was handled.
+    ///
+    /// # Errors
+    /// `MPI_ERR_WIN` when the actor has stopped, `MPI_ERR_INTERN` when it panicked.
+    pub async fn read(&self, offset: u64, len: u64) -> Result<(Vec<u8>, u64), RmaError> {
+        let (reply, answer) = oneshot::channel();
+        self.command(Command::Read { offset, len, reply }).await?;
+        answer.await.map_err(|_| self.gone())
+    }
+
     /// The bytes of the rank's public copy that are not zero, once every command sent before
     /// this one was handled: what a new session's private copy starts from.
     ///
@@ -370,6 +428,14 @@ impl WindowServerHandle {
         self.command(Command::Written { reply }).await?;
         answer.await.map_err(|_| self.gone())
     }
+}
+
+/// What the sender of a command waits for, sent once the command's effects were carried out.
+enum After {
+    /// An acknowledged input was handled.
+    Handled(oneshot::Sender<()>),
+    /// A revocation, with the revoked lock's token.
+    Revoked(oneshot::Sender<Option<u64>>, Option<u64>),
 }
 
 struct WindowServer {
@@ -430,18 +496,24 @@ impl WindowServer {
             };
             let abandoning = matches!(command, Some(Command::Engine(Input::Abandon)));
             let stopping = abandoning || matches!(command, Some(Command::Engine(Input::Stop)));
-            let mut departed = None;
+            let mut after = None;
             let before = self.target.public().len() as u64;
             if let Some(command) = command {
                 self.metrics.actor_input();
-                departed = self.handle(command);
+                after = self.handle(command);
             }
             self.report_queues();
             // answers leave after their events: in sync durability, after the commit
             let effects = self.target.take_effects();
             self.carry_out(effects).await;
-            if let Some(done) = departed {
-                let _ = done.send(());
+            match after {
+                Some(After::Handled(done)) => {
+                    let _ = done.send(());
+                }
+                Some(After::Revoked(reply, token)) => {
+                    let _ = reply.send(token);
+                }
+                None => {}
             }
             self.log.grew(before, self.target.public().len() as u64);
             if snapshot && !abandoning {
@@ -466,15 +538,32 @@ impl WindowServer {
             .report_queues(&mut self.reported, queued, waiters);
     }
 
-    /// Hands a command to the engine; returns the acknowledgement its sender waits for.
-    fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
+    /// Hands a command to the engine; returns what its sender waits for, to be sent once the
+    /// effects were carried out.
+    fn handle(&mut self, command: Command) -> Option<After> {
         let now = Instant::now();
         match command {
             Command::Engine(Input::Attach { size, at, reply }) => self.attach(size, at, reply, now),
             Command::Engine(input) => self.target.handle(input, now),
             Command::Acknowledged { input, done } => {
                 self.target.handle(input, now);
-                return Some(done);
+                return Some(After::Handled(done));
+            }
+            Command::Revoke {
+                origin,
+                incarnation,
+                reason,
+                reply,
+            } => {
+                let token = self.target.revoke(origin, incarnation, &reason, now);
+                return Some(After::Revoked(reply, token));
+            }
+            Command::Read { offset, len, reply } => {
+                let public = self.target.public();
+                let size = public.len() as u64;
+                let start = offset.min(size);
+                let end = start.saturating_add(len).min(size);
+                let _ = reply.send((public[start as usize..end as usize].to_vec(), size));
             }
             Command::Busy { reply } => {
                 let _ = reply.send(self.target.busy());

@@ -2,8 +2,9 @@
 //! [`crate::auth`] before any request reaches it.
 //!
 //! Owns: conversion between admin requests and the registry, and forwarding a call about a
-//! world another cluster node serves to that node (`forwarded`, the one place that does).
-//! Must not: hold semantics.
+//! world another cluster node serves to that node (`forwarded`, the one place that does), with
+//! the caller's address (`x-onesided-caller`) for the audit. An operator's actions on a
+//! session (`EndSession`, `RevokeLocks`) are in `operator.rs`. Must not: hold semantics.
 
 use std::sync::Arc;
 
@@ -17,6 +18,12 @@ use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
 use crate::registry::{MoveError, Registry, RegistryError, Served};
+
+mod operator;
+
+/// Metadata a forwarding node adds: the address the call came from at the first node, which an
+/// operator's action records as who asked.
+const CALLER: &str = "x-onesided-caller";
 
 /// A client of another node's Admin service.
 type Peer = v1::admin_client::AdminClient<tonic::transport::Channel>;
@@ -94,9 +101,13 @@ impl AdminService {
         let Some(address) = self.route(&*request, world(request.get_ref())).await? else {
             return Ok(None);
         };
-        let (peer, forwarded) = self
+        let caller = caller(request);
+        let (peer, mut forwarded) = self
             .peer(&address, std::mem::take(request.get_mut()))
             .await?;
+        if let Some(value) = caller.and_then(|caller| caller.parse().ok()) {
+            forwarded.metadata_mut().insert(CALLER, value);
+        }
         call(peer, forwarded).await.map(Some)
     }
 
@@ -132,6 +143,28 @@ impl AdminService {
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         Ok((client, request))
+    }
+}
+
+/// Who an in-process caller is, for the audit: the web view's admin actions go through this
+/// service's methods with this in their request's extensions ("127.0.0.1:5000 (web view)").
+#[derive(Clone, Debug)]
+pub struct Via(pub String);
+
+/// Where `request` came from: its peer's address, for a call another node forwarded the
+/// address that node had it from, for the web view's its own account ([`Via`]).
+fn caller<T>(request: &Request<T>) -> Option<String> {
+    if let Some(Via(caller)) = request.extensions().get::<Via>() {
+        return Some(caller.clone());
+    }
+    let forwarded = request
+        .metadata()
+        .contains_key(onesided_proto::FORWARDED)
+        .then(|| request.metadata().get(CALLER)?.to_str().ok())
+        .flatten();
+    match forwarded {
+        Some(address) => Some(address.to_string()),
+        None => request.remote_addr().map(|address| address.to_string()),
     }
 }
 
@@ -367,6 +400,45 @@ impl Admin for AdminService {
             status_with_code(code, &RmaError::new(class, error.to_string()))
         })?;
         Ok(Response::new(v1::MoveWorldResponse { owner }))
+    }
+
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, rank = request.get_ref().rank))]
+    async fn end_session(
+        &self,
+        mut request: Request<v1::EndSessionRequest>,
+    ) -> Result<Response<v1::EndSessionResponse>, Status> {
+        let forward = |mut peer: Peer, call| async move { peer.end_session(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
+        }
+        let by = operator::who(caller(&request));
+        let request = request.into_inner();
+        let registry = Arc::clone(&self.registry);
+        let incarnation = operator::end_session(registry, request.world, request.rank, by).await?;
+        tracing::info!(incarnation, "session ended by an operator");
+        Ok(Response::new(v1::EndSessionResponse { incarnation }))
+    }
+
+    #[tracing::instrument(skip_all, fields(world = %request.get_ref().world, window = %request.get_ref().window, rank = request.get_ref().rank))]
+    async fn revoke_locks(
+        &self,
+        mut request: Request<v1::RevokeLocksRequest>,
+    ) -> Result<Response<v1::RevokeLocksResponse>, Status> {
+        let forward = |mut peer: Peer, call| async move { peer.revoke_locks(call).await };
+        if let Some(answer) = self.forwarded(&mut request, |r| &r.world, forward).await? {
+            return Ok(answer);
+        }
+        let by = operator::who(caller(&request));
+        let request = request.into_inner();
+        let entry = self.window(&request.world, &request.window)?;
+        let registry = Arc::clone(&self.registry);
+        let (incarnation, targets) =
+            operator::revoke_locks(registry, request.world, entry, request.rank, by).await?;
+        tracing::info!(incarnation, ?targets, "locks revoked by an operator");
+        Ok(Response::new(v1::RevokeLocksResponse {
+            incarnation,
+            targets,
+        }))
     }
 
     async fn cluster_status(

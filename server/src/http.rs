@@ -21,6 +21,11 @@ use crate::limits::{HTTP_CONNECTIONS, HTTP_HEADER_TIMEOUT};
 use crate::metrics::Metrics;
 use crate::web::WebView;
 
+/// The address a request's connection came from (in its extensions): who asked, for the web
+/// view's audited admin actions.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
 /// What every HTTP answer carries: a whole body, or a stream (the web view's live updates).
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -126,10 +131,10 @@ async fn accept(listener: tokio::net::TcpListener, routes: Routes, stop: Cancell
             );
         }
         full = now_full;
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // out of descriptors, or a connection reset before it was accepted
                     tracing::warn!(%error, "HTTP endpoint cannot accept a connection");
@@ -143,7 +148,8 @@ async fn accept(listener: tokio::net::TcpListener, routes: Routes, stop: Cancell
         let routes = routes.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
+            let service = hyper::service::service_fn(move |mut request: http::Request<_>| {
+                request.extensions_mut().insert(Peer(peer));
                 let routes = routes.clone();
                 async move { Ok::<_, Infallible>(routes.respond(request).await) }
             });

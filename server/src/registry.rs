@@ -77,6 +77,8 @@ struct LiveSession {
     incarnation: u64,
     lease: Arc<Lease>,
     superseded: CancellationToken,
+    /// Cancelled when an operator ends the session (Admin `EndSession`).
+    ended_by_operator: CancellationToken,
     ended: watch::Receiver<bool>,
 }
 

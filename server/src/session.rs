@@ -118,6 +118,8 @@ pub struct Session {
     incarnation: u64,
     /// Ends the session when a newer incarnation of the rank attaches.
     superseded: CancellationToken,
+    /// Ends the session when an operator ends it (Admin `EndSession`).
+    ended_by_operator: CancellationToken,
     /// Set once this session's departure is handled everywhere.
     ended: tokio::sync::watch::Sender<bool>,
     /// The rank's previous session, to end and wait for before this one starts.
@@ -146,6 +148,8 @@ enum Ending {
     Shutdown,
     /// The client left its outbound stream full (it does not read its answers).
     Unread,
+    /// An operator ended it (Admin `EndSession`).
+    Operator,
 }
 
 impl Ending {
@@ -157,6 +161,7 @@ impl Ending {
             Ending::Superseded => "superseded by a new incarnation",
             Ending::Shutdown => "server shutdown",
             Ending::Unread => "answers unread",
+            Ending::Operator => "ended by an operator",
         }
     }
 }
@@ -231,6 +236,7 @@ impl Session {
             failure: None,
             incarnation: slot.incarnation,
             superseded: slot.superseded,
+            ended_by_operator: slot.ended_by_operator,
             ended: slot.ended,
             previous: slot.previous,
             lease: slot.lease,
@@ -322,6 +328,17 @@ impl Session {
             }
             _ => {}
         }
+        if ending == Ending::Operator {
+            // the stream ends saying why, after the answers that failed what was pending; the
+            // client does not attach again by itself (ABORTED), but the rank's token still
+            // serves: attaching again is the program's choice
+            let why = RmaError::new(
+                ErrorClass::ProcFailed,
+                "an operator ended this session (Admin EndSession): its locks were revoked and \
+                 its pending calls failed; the rank's token still serves to attach again",
+            );
+            self.failure = Some(onesided_proto::status_with_code(tonic::Code::Aborted, &why));
+        }
         if ending == Ending::Lapsed {
             // the stream ends saying why, after the answers that failed what was pending
             let why = RmaError::new(
@@ -345,6 +362,7 @@ impl Session {
         lease: std::time::Duration,
     ) -> Ending {
         let superseded = self.superseded.clone();
+        let by_operator = self.ended_by_operator.clone();
         let overflow = self.out.overflow();
         let lapse = tokio::time::sleep(lease);
         tokio::pin!(lapse);
@@ -361,6 +379,10 @@ impl Session {
                 () = superseded.cancelled() => {
                     tracing::info!("session superseded by a new incarnation");
                     return Ending::Superseded;
+                }
+                () = by_operator.cancelled() => {
+                    tracing::warn!("session ended by an operator");
+                    return Ending::Operator;
                 }
                 () = overflow.cancelled() => {
                     tracing::warn!("the client does not read its answers: session ended");
@@ -435,7 +457,7 @@ impl Session {
             for handled in handled {
                 let _ = handled.await;
             }
-            if ending == Ending::Lapsed {
+            if matches!(ending, Ending::Lapsed | Ending::Operator) {
                 // the client may still be reading: the answers that failed its pending calls
                 // leave each actor after its departure is handled (a round trip behind it
                 // shows they were handed on) and, in sync durability, after their commit

@@ -1,7 +1,8 @@
-//! The web view (`--http-listen`): a read-only page of the live server — worlds, windows,
-//! ranks with their sessions and leases, lock holders and waiters, open epochs and queued
-//! items per target, the audit events as they are committed, and a window's timeline (the
-//! Perfetto export, drawn in the page).
+//! The web view (`--http-listen`): a page of the live server — worlds, windows, ranks with
+//! their sessions and leases, lock holders and waiters, open epochs and queued items per
+//! target, the audit events as they are committed, and a window's timeline (the Perfetto
+//! export, drawn in the page) — and two admin actions behind a confirmation in the page:
+//! ending a rank's session and revoking its locks (`actions.rs`, through the Admin service).
 //!
 //! The page (`web/index.html`, `web/app.js`, `web/style.css`) is compiled into the binary and
 //! needs nothing from the internet. It asks for the admin token and sends it in an
@@ -17,14 +18,17 @@
 //!   rank R's public copy, decoded as the window's element type (bytes when it has none).
 //! - `GET /api/cluster` — the cluster's nodes, their liveness and the worlds each holds the
 //!   lease of (as the Admin API's `ClusterStatus`), or that the server is not in one.
+//! - `POST /api/worlds/{world}/ranks/{rank}/end-session` and
+//!   `POST /api/worlds/{world}/windows/{window}/ranks/{rank}/revoke-locks` — the admin
+//!   actions (`actions.rs`); every other path answers `GET` only.
 //! - `GET /api/stream[?world=W&window=N]` — `text/event-stream`: `state` (the state, and the
 //!   window's when one is named) whenever it changes, `audit` for each committed event (with
 //!   its wall-clock time and, for operations and published bytes, the values decoded).
 //!
-//! Owns: routing, the token check, the JSON shapes. Must not: change anything (it only reads
-//! the registry, asks actors for [`onesided_core::target::Target::inspect`] and for their
-//! public copy, asks the placement for the cluster's status and reads the audit store), or log
-//! a token.
+//! Owns: routing, the token check, the JSON shapes. Must not: change anything except through
+//! the Admin service's methods (the actions; otherwise it only reads the registry, asks actors
+//! for [`onesided_core::target::Target::inspect`] and for a page of their public copy, asks the
+//! placement for the cluster's status and reads the audit store), or log a token.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -40,6 +44,7 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::AdminService;
 use crate::audit::service::AuditService;
 use crate::audit::AuditHandle;
 use crate::http::{full, Body};
@@ -49,6 +54,8 @@ use crate::registry::Registry;
 const INDEX_HTML: &str = include_str!("web/index.html");
 const APP_JS: &str = include_str!("web/app.js");
 const STYLE_CSS: &str = include_str!("web/style.css");
+
+mod actions;
 
 /// How often a live stream looks whether the state changed.
 const SAMPLE_EVERY: Duration = Duration::from_millis(200);
@@ -66,6 +73,8 @@ const MAX_PAGE: u64 = 4096;
 #[derive(Clone)]
 pub struct WebView {
     registry: Arc<Registry>,
+    /// The admin actions go through the Admin service's own methods.
+    admin: AdminService,
     audit: AuditService,
     live: AuditHandle,
     metrics: Arc<Metrics>,
@@ -105,6 +114,7 @@ impl WebView {
         stop: CancellationToken,
     ) -> Self {
         WebView {
+            admin: AdminService::clustered(Arc::clone(&registry), admin_token),
             registry,
             audit,
             live,
@@ -125,14 +135,24 @@ impl WebView {
         if path == "/metrics" {
             return crate::metrics::respond(&self.metrics, &request).map(BodyExt::boxed_unsync);
         }
-        if request.method() != http::Method::GET {
-            let mut response = text(
-                http::StatusCode::METHOD_NOT_ALLOWED,
-                "the web view is read-only: only GET\n".to_string(),
-            );
+        let action = path
+            .strip_prefix("/api/")
+            .is_some_and(|api| actions::is_action(&api.split('/').collect::<Vec<_>>()));
+        let (allowed, only) = if action {
+            (http::Method::POST, "POST")
+        } else {
+            (http::Method::GET, "GET")
+        };
+        if request.method() != allowed {
+            let why = if action {
+                "an admin action: only POST\n"
+            } else {
+                "the web view reads: only GET (its admin actions are POSTs of their own)\n"
+            };
+            let mut response = text(http::StatusCode::METHOD_NOT_ALLOWED, why.to_string());
             response
                 .headers_mut()
-                .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+                .insert(http::header::ALLOW, http::HeaderValue::from_static(only));
             return response;
         }
         let asset = match path.as_str() {
@@ -166,7 +186,12 @@ impl WebView {
             return response;
         }
         let query = request.uri().query().unwrap_or("").to_string();
+        let from = request
+            .extensions()
+            .get::<crate::http::Peer>()
+            .map(|peer| peer.0);
         let answered = match api.split('/').collect::<Vec<_>>().as_slice() {
+            parts if action => self.act(parts, from).await.map(|v| json_response(&v)),
             ["state"] => {
                 self.learn_node().await;
                 Ok(json_response(&self.with_uptime(self.state())))
@@ -417,33 +442,24 @@ impl WebView {
         }
         let desc = entry.now();
         let dtype = desc.info.element_type.unwrap_or(Datatype::Byte);
-        let segments = handle.written().await.map_err(|error| {
-            Refusal(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                format!("rank {rank}'s target does not answer: {}", error.message),
-            )
-        })?;
-        // the copy is zero where no segment says otherwise; a dynamic window's grows past its
-        // declared size as regions are attached
-        let declared = desc.sizes.get(rank as usize).copied().unwrap_or(0);
-        let bytes = segments
-            .iter()
-            .map(|segment| segment.offset + segment.data.len() as u64)
-            .fold(declared, u64::max);
         let size = dtype.size() as u64;
+        // only the page's bytes are copied out of the actor (a dynamic window's copy grows
+        // past its declared size as regions are attached: the actor says how long it is)
+        let low = from.saturating_mul(size);
+        let (mut page, bytes) =
+            handle
+                .read(low, count.saturating_mul(size))
+                .await
+                .map_err(|error| {
+                    Refusal(
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        format!("rank {rank}'s target does not answer: {}", error.message),
+                    )
+                })?;
         let elements = bytes / size;
         let start = from.min(elements);
         let end = start.saturating_add(count).min(elements);
-        let mut page = vec![0u8; ((end - start) * size) as usize];
-        let (low, high) = (start * size, end * size);
-        for segment in &segments {
-            let (first, last) = (segment.offset, segment.offset + segment.data.len() as u64);
-            let (a, b) = (first.max(low), last.min(high));
-            if a < b {
-                page[(a - low) as usize..(b - low) as usize]
-                    .copy_from_slice(&segment.data[(a - first) as usize..(b - first) as usize]);
-            }
-        }
+        page.truncate(((end - start) * size) as usize);
         let values = onesided_core::datatype::decode(dtype, &page)
             .map_err(|error| Refusal(http::StatusCode::INTERNAL_SERVER_ERROR, error.message))?;
         Ok(json!({
@@ -650,7 +666,9 @@ fn decoded(dtype: Datatype, bytes: &[u8]) -> Option<Vec<String>> {
 fn refusal_of_status(status: tonic::Status) -> Refusal {
     let code = match status.code() {
         tonic::Code::NotFound => http::StatusCode::NOT_FOUND,
+        tonic::Code::InvalidArgument => http::StatusCode::BAD_REQUEST,
         tonic::Code::FailedPrecondition => http::StatusCode::CONFLICT,
+        tonic::Code::DeadlineExceeded => http::StatusCode::GATEWAY_TIMEOUT,
         tonic::Code::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
         _ => http::StatusCode::INTERNAL_SERVER_ERROR,
     };
@@ -667,6 +685,7 @@ fn describe(desc: &WindowDesc) -> Value {
         "model": model,
         "sizes": desc.sizes,
         "disp_units": desc.disp_units,
+        "group": desc.group,
         "element_type": desc.info.element_type.map(|datatype| datatype.name()),
         "no_locks": desc.info.no_locks,
     })

@@ -219,3 +219,76 @@ fn json_errors_are_json_on_stderr() {
         .run();
     plain.stderr_starts("onesided: ");
 }
+
+/// An operator's actions on a rank's session: `window revoke-locks` and `world end-session`,
+/// text and JSON, shown by `audit log`, and their refusals.
+#[test]
+fn revoke_locks_and_end_session_are_audited() {
+    let (server, tokens) = Server::with_window("w", 2, "W", "--count 1 --type i64");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_owner, _) = server.attach_on(&runtime, &tokens[0], "W");
+    let (_holder, window) = server.attach_on(&runtime, &tokens[1], "W");
+    runtime.block_on(async {
+        window
+            .lock(onesided_client::LockType::Exclusive, 0, 0)
+            .await
+            .unwrap();
+        window.put(0, 0, &[5i64]).unwrap();
+        window.flush(0).await.unwrap();
+    });
+    let revoked = server
+        .cli()
+        .words("--json window revoke-locks --world w W --rank 1")
+        .run();
+    revoked.success();
+    assert_eq!(revoked.json()["targets"], serde_json::json!([0]));
+    assert_eq!(revoked.json()["incarnation"], 1);
+    // nothing held any more: refused, saying so
+    let again = server
+        .cli()
+        .words("window revoke-locks --world w W --rank 1")
+        .run();
+    again
+        .code(3)
+        .stderr_has("MPI_ERR_RMA_SYNC")
+        .stderr_has("holds no lock");
+    let error = runtime.block_on(window.unlock(0)).unwrap_err();
+    assert!(
+        error.to_string().contains("revoked by an operator"),
+        "{error}"
+    );
+
+    let ended = server.cli().words("world end-session w --rank 0").run();
+    ended
+        .success()
+        .prints("ended session 1 of rank 0 of world w\n");
+    let not_attached = server.cli().words("world end-session w --rank 0").run();
+    not_attached.code(3).stderr_has("has no session");
+    let outside = server.cli().words("world end-session w --rank 5").run();
+    outside.code(3).stderr_has("MPI_ERR_RANK");
+
+    let log = server.cli().words("audit log w/W --json").run();
+    log.success();
+    let actions: Vec<(u64, String)> = log
+        .json_lines()
+        .iter()
+        .filter(|event| event["kind"] == "admin")
+        .map(|event| {
+            (
+                event["rank"].as_u64().unwrap(),
+                event["event"]["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (1, "revoke_locks".to_string()),
+            (0, "end_session".to_string())
+        ]
+    );
+    let text = server.cli().words("audit log w/W").run();
+    text.success()
+        .stdout_has("admin")
+        .stdout_has("revoke_locks");
+}

@@ -24,7 +24,7 @@ pub(super) struct EventMessage {
     #[prost(
         oneof = "Kind",
         tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, \
-                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37"
+                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38"
     )]
     kind: Option<Kind>,
 }
@@ -105,6 +105,8 @@ enum Kind {
     Sent(PointToPoint),
     #[prost(message, tag = "37")]
     Received(PointToPoint),
+    #[prost(message, tag = "38")]
+    Admin(Admin),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -232,6 +234,14 @@ struct LockRevoke {
     token: u64,
     #[prost(string, tag = "3")]
     reason: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Admin {
+    #[prost(string, tag = "1")]
+    action: String,
+    #[prost(string, tag = "2")]
+    by: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -539,6 +549,10 @@ fn head(event: &Event) -> Kind {
             token: *token,
             reason: reason.clone(),
         }),
+        Event::Admin { action, by } => Kind::Admin(Admin {
+            action: action.clone(),
+            by: by.clone(),
+        }),
         Event::PeerFailed { peer, call } => Kind::PeerFailed(PeerFailed {
             peer: *peer,
             call: call.clone(),
@@ -704,6 +718,10 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             origin: m.origin,
             token: m.token,
             reason: m.reason,
+        },
+        Kind::Admin(m) => Event::Admin {
+            action: m.action,
+            by: m.by,
         },
         Kind::PeerFailed(m) => Event::PeerFailed {
             peer: m.peer,

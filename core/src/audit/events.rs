@@ -203,15 +203,29 @@ pub enum Event {
         /// Its fencing token.
         token: u64,
     },
-    /// This target took `origin`'s lock away because its session ended without unlocking (its
-    /// lease lapsed, its stream broke, or a new incarnation of the rank attached).
+    /// This target took `origin`'s lock away: its session ended without unlocking (its lease
+    /// lapsed, its stream broke, a new incarnation of the rank attached, an operator ended it),
+    /// or an operator revoked its locks (`Admin` `revoke_locks`, the session goes on). A
+    /// release, as far as replay and the race checker are concerned.
     LockRevoke {
         /// Former holder.
         origin: u32,
         /// Its fencing token, refused from now on.
         token: u64,
-        /// Why: `lease lapsed`, `session ended`, `superseded`.
+        /// Why: `lease lapsed`, `stream broke`, `superseded by a new incarnation`, `ended by
+        /// an operator`, `revoked by an operator`.
         reason: String,
+    },
+    /// An operator acted on this rank's session through the Admin API (recorded on the window
+    /// before what the action causes: the `lock_revoke` events of the locks it took away, the
+    /// `departed` of the session it ended). The row's incarnation is the session acted on.
+    Admin {
+        /// What: `end_session` (the session was ended, as a lapsed lease ends it) or
+        /// `revoke_locks` (its locks on this window were taken away, its session goes on).
+        action: String,
+        /// Who: `admin` (the admin token: the only operator credential) and the address the
+        /// call came from, as the node that took it saw it.
+        by: String,
     },
     /// A call of this rank failed with `PROC_FAILED` because rank `peer`, which it needs, is
     /// gone (recorded at this rank's actor, or at the world barrier).
@@ -396,6 +410,7 @@ impl Event {
             Event::LockGrant { .. } => "lock_grant",
             Event::LockRelease { .. } => "lock_release",
             Event::LockRevoke { .. } => "lock_revoke",
+            Event::Admin { .. } => "admin",
             Event::PeerFailed { .. } => "peer_failed",
             Event::Departed { .. } => "departed",
             Event::Flush { .. } => "flush",

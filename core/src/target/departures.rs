@@ -5,7 +5,9 @@
 //! epoch whose closing fence it entered (an earlier one if an operation of that epoch is
 //! dropped), and the rank gone (it took part in fence or PSCW) or absent (no newer session
 //! attached) — `Input::Opened`, which ends an absence, `missing` (why a rank cannot take part
-//! in a fence or PSCW epoch), and `Input::Stop` and `Input::Abandon`: everything pending fails
+//! in a fence or PSCW epoch), an operator's revocation of a live session's lock (`revoke`:
+//! recorded `lock_revoke`, the next waiter granted, the rest of that lock epoch refused up to
+//! its unlock — `revoked_refusal`), and `Input::Stop` and `Input::Abandon`: everything pending fails
 //! (`MPI_ERR_WIN`, `MPI_ERR_IO`), and rank 0 records `window_freed` when the window was freed.
 //! Must not: decide which fence or wait a departure fails (`fence` and `pscw` check again), or
 //! record anything when the window is abandoned (its log goes on where it is served next).
@@ -55,6 +57,13 @@ impl<R> Target<R> {
             vanished,
             mut fenced,
         } = left;
+        if self
+            .revoked
+            .get(&origin)
+            .is_some_and(|(revoked, _)| *revoked == incarnation)
+        {
+            self.revoked.remove(&origin);
+        }
         if let Some(holder) = self.locks.release(origin, incarnation) {
             tracing::info!(origin, token = holder.token, reason, "lock revoked");
             self.record(Event::LockRevoke {
@@ -106,6 +115,77 @@ impl<R> Target<R> {
         self.check_wait();
         self.grant_waiters();
         self.drain_all();
+    }
+
+    /// An operator takes away the lock session `incarnation` of `origin` holds here, while the
+    /// session goes on: recorded `lock_revoke` with `reason` (a release, for replay and the race
+    /// checker), the next waiter granted as when a lease lapses. What the session sends here
+    /// in that lock epoch from now on — operations, flushes — is refused with
+    /// `MPI_ERR_RMA_SYNC` naming `reason`, never left waiting for a lock that will not come
+    /// back; its unlock ends the epoch and is answered with the same refusal, so the rank
+    /// learns at its next call here and may lock again after it. Returns the revoked lock's
+    /// fencing token, or `None` when that session holds no lock here (nothing changes).
+    pub fn revoke(
+        &mut self,
+        origin: u32,
+        incarnation: u64,
+        reason: &str,
+        now: std::time::Instant,
+    ) -> Option<u64> {
+        self.now = now;
+        let holder = self.locks.release(origin, incarnation)?;
+        tracing::info!(
+            origin,
+            token = holder.token,
+            reason,
+            "lock revoked by an operator"
+        );
+        self.record(Event::LockRevoke {
+            origin,
+            token: holder.token,
+            reason: reason.to_string(),
+        });
+        self.revoked
+            .insert(origin, (incarnation, reason.to_string()));
+        // what the holder's epoch sent and that waits here (nothing, while it held the lock)
+        // is refused now; then the waiters
+        self.drain_all();
+        self.grant_waiters();
+        self.drain_all();
+        Some(holder.token)
+    }
+
+    /// The refusal of `item` from session `incarnation` of `origin` when an operator revoked
+    /// that session's lock here and `item` belongs to the revoked epoch: an operation under a
+    /// lock, a flush, the unlock. `None` for anything else.
+    pub(super) fn revoked_refusal(
+        &self,
+        origin: u32,
+        incarnation: u64,
+        item: &Access<R>,
+    ) -> Option<RmaError> {
+        let (revoked, reason) = self.revoked.get(&origin)?;
+        let in_epoch = match item {
+            Access::Op { tag, .. } => *tag == AccessTag::Lock,
+            Access::Unlock { .. } | Access::Flush { .. } => true,
+            Access::LockRequest { .. } | Access::CompleteMarker { .. } => false,
+        };
+        (*revoked == incarnation && in_epoch).then(|| {
+            RmaError::new(
+                ErrorClass::RmaSync,
+                format!(
+                    "rank {origin}'s lock on rank {} was {reason}: the lock epoch's later \
+                     operations and flushes were refused, and its unlock ends the epoch",
+                    self.rank
+                ),
+            )
+        })
+    }
+
+    /// The unlock of a revoked epoch was refused: the epoch is over, what `origin` sends next
+    /// is judged afresh.
+    pub(super) fn revoked_epoch_ended(&mut self, origin: u32) {
+        self.revoked.remove(&origin);
     }
 
     /// Why `rank` cannot take part in a fence or PSCW epoch here, if it cannot.

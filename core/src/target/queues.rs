@@ -98,6 +98,10 @@ impl<R> Target<R> {
             self.queued -= 1;
             match refusal {
                 Some(error) => {
+                    if let Access::Unlock { .. } = item {
+                        // only a revoked epoch's unlock is refused: it ended that epoch
+                        self.revoked_epoch_ended(origin);
+                    }
                     if let Access::Op { .. } = item {
                         if let Some(peer) = self.needed_gone_owner(origin, &item) {
                             self.record(Event::PeerFailed {
@@ -116,10 +120,14 @@ impl<R> Target<R> {
         lock_changed
     }
 
-    /// Why the head of `origin`'s queue must be refused rather than wait: an operation under
+    /// Why the head of `origin`'s queue must be refused rather than wait: what belongs to a
+    /// lock epoch an operator revoked (its operations, flushes and unlock), an operation under
     /// a fencing token it no longer holds, or one that waits for this rank's own fence or post
     /// after this rank's session ended.
     fn refusal(&self, origin: u32, incarnation: u64, item: &Access<R>) -> Option<RmaError> {
+        if let Some(revoked) = self.revoked_refusal(origin, incarnation, item) {
+            return Some(revoked);
+        }
         let Access::Op { tag, token, .. } = item else {
             return None;
         };

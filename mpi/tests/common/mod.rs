@@ -107,6 +107,19 @@ pub fn mpiexec_with(n: u32, program: &Path, args: &[&str], flags: &[&str]) -> Ru
 
 /// [`mpiexec_with`] ending the job after `seconds`.
 pub fn mpiexec_within(n: u32, program: &Path, args: &[&str], flags: &[&str], seconds: u32) -> Run {
+    mpiexec_with_env(n, program, args, flags, &[], seconds)
+}
+
+/// [`mpiexec_within`] with more environment for `onesided mpiexec` and the server it starts
+/// (which inherits it: `ONESIDED_AUDIT_DURABILITY`, say).
+pub fn mpiexec_with_env(
+    n: u32,
+    program: &Path,
+    args: &[&str],
+    flags: &[&str],
+    env: &[(&str, &str)],
+    seconds: u32,
+) -> Run {
     let dir = artifacts();
     let output = Command::new(dir.join("onesided"))
         .args([
@@ -124,6 +137,7 @@ pub fn mpiexec_within(n: u32, program: &Path, args: &[&str], flags: &[&str], sec
         .env_remove("ONESIDED_TOKEN")
         .env("ONESIDED_MPI_LIB", library())
         .env("ONESIDED_SERVER_BIN", dir.join("onesided-server"))
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .expect("onesided runs");

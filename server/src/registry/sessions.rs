@@ -23,6 +23,8 @@ pub struct SessionSlot {
     pub incarnation: u64,
     /// Cancelled when a newer incarnation of the rank attaches.
     pub superseded: CancellationToken,
+    /// Cancelled when an operator ends the session ([`Registry::end_by_operator`]).
+    pub ended_by_operator: CancellationToken,
     /// Set once this session's departure is handled everywhere.
     pub ended: watch::Sender<bool>,
     /// The previous live session of the rank: end it, then wait until its departure is handled.
@@ -68,6 +70,7 @@ impl Registry {
         *count += 1;
         let incarnation = *count;
         let superseded = CancellationToken::new();
+        let ended_by_operator = CancellationToken::new();
         let (ended, watcher) = watch::channel(false);
         let lease = Arc::new(Lease::new(self.lease_ttl));
         let previous = inner.live.insert(
@@ -75,6 +78,7 @@ impl Registry {
             LiveSession {
                 incarnation,
                 superseded: superseded.clone(),
+                ended_by_operator: ended_by_operator.clone(),
                 ended: watcher,
                 lease: Arc::clone(&lease),
             },
@@ -82,6 +86,7 @@ impl Registry {
         Ok(SessionSlot {
             incarnation,
             superseded,
+            ended_by_operator,
             ended,
             previous: previous.map(|live| (live.superseded, live.ended)),
             lease,
@@ -94,6 +99,32 @@ impl Registry {
             .live
             .get(&(world.to_string(), rank))
             .is_some_and(|live| live.incarnation == incarnation)
+    }
+
+    /// The incarnation of `rank`'s live session, if it has one.
+    pub fn live_incarnation(&self, world: &str, rank: u32) -> Option<u64> {
+        self.read()
+            .live
+            .get(&(world.to_string(), rank))
+            .map(|live| live.incarnation)
+    }
+
+    /// An operator ends the live session `incarnation` of `rank` (Admin `EndSession`): the
+    /// session departs as when its lease lapses. The receiver is set once its departure is
+    /// handled everywhere. `None` when that incarnation is no longer the rank's live session.
+    pub fn end_by_operator(
+        &self,
+        world: &str,
+        rank: u32,
+        incarnation: u64,
+    ) -> Option<watch::Receiver<bool>> {
+        let inner = self.read();
+        let live = inner.live.get(&(world.to_string(), rank))?;
+        if live.incarnation != incarnation {
+            return None;
+        }
+        live.ended_by_operator.cancel();
+        Some(live.ended.clone())
     }
 
     /// The session `incarnation` of `rank` ended; it stays the rank's last one unless a newer

@@ -219,6 +219,11 @@ impl Registry {
         })
     }
 
+    /// How many ranks the world `name` has, if it exists.
+    pub fn world_ranks(&self, name: &str) -> Option<u32> {
+        self.read().worlds.get(name).map(|world| world.nranks)
+    }
+
     /// Whether a world named `name` exists.
     pub fn has_world(&self, name: &str) -> bool {
         self.read().worlds.contains_key(name)

@@ -33,8 +33,9 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-async function api(path, signal) {
+async function api(path, signal, method) {
   const response = await fetch(path, {
+    method: method || "GET",
     headers: { Authorization: "Bearer " + token },
     cache: "no-store",
     signal,
@@ -188,13 +189,17 @@ function renderState(state) {
   const worlds = state.worlds.map((world) => {
     const ranks = el("table", { class: "ranks" },
       el("thead", {}, el("tr", {}, el("th", {}, "rank"), el("th", {}, "session"),
-        el("th", {}, "incarnation"), el("th", {}, "lease left"))),
+        el("th", {}, "incarnation"), el("th", {}, "lease left"), el("th", {}, "admin"))),
       el("tbody", {}, ...world.ranks.map((rank) => el("tr", { "data-rank": rank.rank },
         el("td", {}, rank.rank),
         el("td", { class: rank.session === "never attached" ? "never" : rank.session },
           rank.session),
         el("td", {}, rank.incarnation || "–"),
-        el("td", {}, rank.lease_ms === null ? "–" : `${(rank.lease_ms / 1000).toFixed(1)} s`)))));
+        el("td", {}, rank.lease_ms === null ? "–" : `${(rank.lease_ms / 1000).toFixed(1)} s`),
+        el("td", {}, rank.session === "attached"
+          ? el("button", { type: "button", class: "end-session", "data-rank": rank.rank,
+            onclick: () => endSession(world.name, rank.rank) }, "End session…")
+          : "–")))));
     const windows = el("table", { class: "windows" },
       el("thead", {}, el("tr", {}, el("th", {}, "window"), el("th", {}, "id"),
         el("th", {}, "flavor"), el("th", {}, "model"), el("th", {}, "sizes (bytes)"),
@@ -268,7 +273,10 @@ function renderWindow(window) {
         el("td", { colspan: 5, class: "error" }, target.error));
     }
     const holders = target.holders.map((holder) => el("div", { class: "holder" },
-      `rank ${holder.origin} ${holder.lock_type}${holder.nocheck ? " nocheck" : ""} (token ${holder.token})`));
+      `rank ${holder.origin} ${holder.lock_type}${holder.nocheck ? " nocheck" : ""} (token ${holder.token}) `,
+      el("button", { type: "button", class: "revoke", "data-origin": holder.origin,
+        onclick: () => revokeLocks(selected.world, selected.window, holder.origin) },
+        "Revoke…")));
     const waiters = target.waiters.map((waiter) => el("div", { class: "waiter" },
       `rank ${waiter.origin} ${waiter.lock_type}, ${waiter.waited_ms} ms`));
     const epochs = [];
@@ -294,6 +302,69 @@ function renderWindow(window) {
       el("td", { class: "pending" }, ...(pending.length ? pending : ["–"])));
   });
   $("targets").querySelector("tbody").replaceChildren(...rows);
+}
+
+// ---- admin actions: behind a confirmation, through the Admin API, audited ----
+
+let pendingAction = null;
+
+function confirmAction(question, label, run) {
+  pendingAction = run;
+  $("confirm-text").textContent = question;
+  $("confirm-yes").textContent = label;
+  $("confirm").showModal();
+}
+
+$("confirm-no").addEventListener("click", () => {
+  pendingAction = null;
+  $("confirm").close();
+});
+
+$("confirm-yes").addEventListener("click", () => {
+  const run = pendingAction;
+  pendingAction = null;
+  $("confirm").close();
+  if (run) run();
+});
+
+async function act(path, said) {
+  const result = $("action-result");
+  result.hidden = false;
+  result.className = "action-result";
+  result.textContent = "…";
+  try {
+    const answer = await (await api(path, undefined, "POST")).json();
+    result.textContent = said(answer);
+    result.classList.add("done");
+  } catch (error) {
+    result.textContent = `refused: ${error.message}`;
+    result.classList.add("error");
+  }
+}
+
+function endSession(world, rank) {
+  confirmAction(
+    `End the session of rank ${rank} of world ${world}? Its locks are revoked and its ` +
+    "pending calls fail, as when its lease lapses; the other ranks see it ended by an " +
+    "operator. The action is recorded in the audit log.",
+    "End session",
+    () => act(`/api/worlds/${encodeURIComponent(world)}/ranks/${rank}/end-session`,
+      (answer) => `ended session ${answer.incarnation} of rank ${rank} of world ${world}`));
+}
+
+// `origin` is a rank in the window; the Admin API names the rank in the world.
+function revokeLocks(world, window, origin) {
+  const group = lastWindow && lastWindow.group;
+  const rank = group && group.length > origin ? group[origin] : origin;
+  confirmAction(
+    `Revoke the locks rank ${rank} holds on window ${window}? Its session goes on; the ` +
+    "waiters are granted, and its next call in that lock epoch fails with " +
+    "MPI_ERR_RMA_SYNC. The action is recorded in the audit log.",
+    "Revoke locks",
+    () => act(`/api/worlds/${encodeURIComponent(world)}/windows/${encodeURIComponent(window)}` +
+      `/ranks/${rank}/revoke-locks`,
+    (answer) => `revoked the locks of rank ${rank} (session ${answer.incarnation}) on ` +
+      `window ${window} at rank${answer.targets.length > 1 ? "s" : ""} ${answer.targets.join(", ")}`));
 }
 
 // ---- window contents ----
@@ -364,6 +435,7 @@ const CLASSES = {
   local: ["store", "load", "published", "pulled"],
   message: ["sent", "received"],
   failure: ["peer_failed", "lock_revoke", "departed"],
+  admin: ["admin"],
 };
 const LOCK_CALLS = ["lock", "unlock", "lock_all", "unlock_all"];
 
@@ -423,6 +495,10 @@ function describeEvent(event) {
       return `rank ${body.origin}'s lock revoked: ${body.reason}`;
     case "departed":
       return `incarnation ${body.incarnation} ended: ${body.reason}`;
+    case "admin": {
+      const what = { end_session: "ended its session", revoke_locks: "revoked its locks" };
+      return `${body.by} ${what[body.action] || body.action} (incarnation ${event.incarnation})`;
+    }
     case "flush":
       return `rank ${body.origin}'s operations flushed`;
     case "peer_failed":

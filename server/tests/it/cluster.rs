@@ -1413,3 +1413,53 @@ fn a_cluster_node_refuses_sqlite_and_an_audit_that_is_off() {
     let out = onesided_test_support::run_to_exit(command, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+/// An operator's actions asked of a node that does not serve the world go to the one that
+/// does, as the other Admin calls do, and are recorded there with the caller's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_actions_are_forwarded_to_the_worlds_node() {
+    let database = PgDatabase::create().await;
+    let (nodes, all, admin) = three_nodes(&database).await;
+    let (world, tokens, owner) = world_with_w(&admin, "operated", 2).await;
+    let holder = attach_retrying(&all, &tokens[1], Duration::from_secs(10)).await;
+    let window = holder.window("w").await.unwrap();
+    window.lock(LockType::Exclusive, 0, 0).await.unwrap();
+    window.put(0, 0, &[5u64]).unwrap();
+    window.flush(0).await.unwrap();
+    let elsewhere = nodes.iter().find(|node| node.id != owner).unwrap();
+    let through = Admin::connect(elsewhere.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let (incarnation, targets) = through.revoke_locks(&world, "w", 1).await.unwrap();
+    assert_eq!((incarnation, targets), (1, vec![0]));
+    let error = window.unlock(0).await.unwrap_err();
+    assert_eq!(error.class(), Some(ErrorClass::RmaSync), "{error}");
+    // nothing held now: the owner's refusal comes back as it is
+    let refused = through.revoke_locks(&world, "w", 1).await.unwrap_err();
+    assert_eq!(refused.class(), Some(ErrorClass::RmaSync), "{refused}");
+    assert_eq!(through.end_session(&world, 1).await.unwrap(), 1);
+    let audit = Audit::connect(elsewhere.url.as_str(), ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let id = window.desc().id;
+    let actions: Vec<(String, String)> = audit
+        .events(id, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|entry| match entry.event? {
+            onesided_core::audit::Event::Admin { action, by } => Some((action, by)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    assert_eq!(
+        (actions[0].0.as_str(), actions[1].0.as_str()),
+        ("revoke_locks", "end_session")
+    );
+    // who asked, with the address the call came from
+    for (_, by) in &actions {
+        assert!(by.starts_with("admin from 127.0.0.1:"), "{by}");
+    }
+    drop(nodes);
+}

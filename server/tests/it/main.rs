@@ -47,6 +47,7 @@ mod limits;
 mod linearizable;
 mod messages;
 mod metrics;
+mod operator;
 mod pipelined;
 mod promises;
 mod protocol;

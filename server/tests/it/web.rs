@@ -110,7 +110,8 @@ fn bearer(token: &str) -> String {
 }
 
 /// Issue 43, item 16 (promises no test held): the web view answers only GET — whatever else
-/// is refused with 405 and `Allow: GET`, the admin token notwithstanding — and its page loads
+/// is refused with 405 and `Allow: GET`, the admin token notwithstanding, but for its two
+/// admin actions, which answer only POST, and only with the token — and its page loads
 /// nothing from anywhere but the server: no address outside it in the page, its script or its
 /// style, and a Content-Security-Policy that would stop one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,6 +124,20 @@ async fn the_web_view_answers_only_get_and_loads_nothing_from_elsewhere() {
             assert_eq!(answer.status, 405, "{method} {path}: {}", answer.body);
             assert!(answer.head.contains("allow: get"), "{}", answer.head);
         }
+    }
+    for action in [
+        "/api/worlds/w/ranks/0/end-session",
+        "/api/worlds/w/windows/x/ranks/0/revoke-locks",
+    ] {
+        for method in ["GET", "PUT", "DELETE"] {
+            let answer = send(address, method, action, Some(&admin)).await;
+            assert_eq!(answer.status, 405, "{method} {action}: {}", answer.body);
+            assert!(answer.head.contains("allow: post"), "{}", answer.head);
+        }
+        let answer = send(address, "POST", action, None).await;
+        assert_eq!(answer.status, 401, "POST {action}: {}", answer.body);
+        let answer = send(address, "POST", action, Some("Bearer not-the-token")).await;
+        assert_eq!(answer.status, 401, "POST {action}: {}", answer.body);
     }
     for asset in ["/", "/app.js", "/style.css"] {
         let answer = get(address, asset, None).await;
@@ -909,4 +924,256 @@ async fn a_lapsed_lease_is_shown_as_a_failure_in_chromium() {
     assert_eq!(left, 0, "a lapsed lease is no clean departure");
     drop(silent);
     page.close().await.unwrap();
+}
+
+/// The state of the confirmation dialog: whether it is open, and what it asks.
+const CONFIRM: &str = "const dialog = document.getElementById('confirm'); \
+    return [dialog.open, document.getElementById('confirm-text').textContent];";
+
+/// What the page says of the last admin action.
+const ACTION_RESULT: &str = "const result = document.getElementById('action-result'); \
+    return result.hidden ? null : result.textContent;";
+
+/// Clicks the button `selector` once it is on the page (the tables are redrawn as the state
+/// changes: found and clicked in one step), then waits for the confirmation to ask `question`.
+async fn ask(page: &fantoccini::Client, what: &str, selector: &str, question: &str) {
+    let script = format!(
+        "const button = document.querySelector('{selector}'); if (button) button.click(); \
+         return button !== null;"
+    );
+    until(page, what, &script, |value| value == true).await;
+    until(page, "the confirmation", CONFIRM, |value| {
+        value[0] == true
+            && value[1]
+                .as_str()
+                .is_some_and(|text| text.contains(question))
+    })
+    .await;
+}
+
+async fn answer(page: &fantoccini::Client, button: &str) {
+    let script = format!("document.getElementById('{button}').click(); return true;");
+    page.execute(&script, Vec::new()).await.unwrap();
+}
+
+/// Issue 44, item 6 (i): the web view's admin actions, behind a confirmation, through the
+/// Admin API, audited — revoking the lock a rank holds (the waiter gets it, the holder learns
+/// at its next call) and ending a session — and their refusals shown as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_actions_behind_a_confirmation_revoke_a_lock_and_end_a_session_in_chromium() {
+    let driver = chromedriver().await;
+    let (fixture, web, window, windows) = a_window_with_web_view(2, 4).await;
+    let world = fixture.world.clone();
+    let page = browser(&driver).await;
+    log_in(&page, web).await;
+    click_window(&page, &world, &window).await;
+    // rank 0 holds the exclusive lock of its own rank; rank 1 waits for it
+    let (holder, waited) = crate::rank_1_waiting_for_rank_0(windows).await;
+    until_text(
+        &page,
+        "rank 1 waiting",
+        &cell(0, "waiters"),
+        "rank 1 exclusive",
+    )
+    .await;
+
+    let revoke = "#targets tbody tr[data-rank=\"0\"] td.holders button.revoke";
+    let question = "Revoke the locks rank 0 holds on window";
+    // cancelled: nothing happens
+    ask(&page, "rank 0's revoke button", revoke, question).await;
+    answer(&page, "confirm-no").await;
+    until(&page, "the dialog closed", CONFIRM, |value| {
+        value[0] == false
+    })
+    .await;
+    assert_eq!(
+        page.execute(ACTION_RESULT, Vec::new()).await.unwrap(),
+        Value::Null,
+        "a cancelled action did nothing"
+    );
+    until_text(
+        &page,
+        "rank 0 still holding",
+        &cell(0, "holders"),
+        "rank 0 exclusive",
+    )
+    .await;
+    // confirmed: revoked, the result shown, the waiter granted
+    ask(&page, "rank 0's revoke button", revoke, question).await;
+    screenshot(&page, "web-view-admin.png", Some("Targets")).await;
+    answer(&page, "confirm-yes").await;
+    until_text(
+        &page,
+        "the revocation's result",
+        ACTION_RESULT,
+        &format!("revoked the locks of rank 0 (session 1) on window {window} at rank 0"),
+    )
+    .await;
+    let waiter = tokio::time::timeout(Duration::from_secs(10), waited)
+        .await
+        .expect("the waiter was never granted")
+        .unwrap();
+    let error = holder.unlock(0).await.unwrap_err();
+    assert_eq!(
+        error.class(),
+        Some(onesided_client::ErrorClass::RmaSync),
+        "{error}"
+    );
+    until_text(
+        &page,
+        "the admin event in the audit rows",
+        &filtered("", "", "admin", "revoked"),
+        "(web view) revoked its locks (incarnation 1)",
+    )
+    .await;
+
+    // a refusal is shown as one: rank 1 holds nothing now
+    page.execute(
+        &format!("revokeLocks('{world}', '{window}', 1); return true;"),
+        Vec::new(),
+    )
+    .await
+    .unwrap();
+    answer(&page, "confirm-yes").await;
+    until_text(
+        &page,
+        "the refusal",
+        ACTION_RESULT,
+        "refused: 409: MPI_ERR_RMA_SYNC",
+    )
+    .await;
+
+    // ending rank 1's session
+    let end = format!(".world[data-world=\"{world}\"] tr[data-rank=\"1\"] button.end-session");
+    ask(
+        &page,
+        "rank 1's end-session button",
+        &end,
+        "End the session of rank 1",
+    )
+    .await;
+    answer(&page, "confirm-yes").await;
+    until_text(
+        &page,
+        "the ending's result",
+        ACTION_RESULT,
+        &format!("ended session 1 of rank 1 of world {world}"),
+    )
+    .await;
+    let session = format!(
+        "const cell = document.querySelector('.world[data-world=\"{world}\"] tr[data-rank=\"1\"] td:nth-child(2)'); \
+         return cell ? cell.textContent : null;"
+    );
+    until(&page, "rank 1 no longer attached", &session, |value| {
+        value.as_str().is_some_and(|text| text != "attached")
+    })
+    .await;
+    until_text(
+        &page,
+        "the ending in the audit rows",
+        &filtered("1", "", "admin", "ended"),
+        "ended its session",
+    )
+    .await;
+    let error = waiter.fence(0).await.unwrap_err();
+    assert!(
+        error.to_string().contains("an operator ended this session"),
+        "{error}"
+    );
+    page.close().await.unwrap();
+}
+
+/// The admin actions over plain HTTP: each bad input its own status, naming the MPI class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_actions_refuse_bad_input_with_its_own_status() {
+    let (fixture, web, window, _windows) = a_window_with_web_view(2, 1).await;
+    let admin = bearer(ADMIN_TOKEN);
+    let world = &fixture.world;
+    for (path, status, text) in [
+        (
+            "/api/worlds/nope/ranks/0/end-session",
+            404,
+            "no world named",
+        ),
+        (
+            &format!("/api/worlds/{world}/ranks/two/end-session") as &str,
+            400,
+            "a rank is a whole number, not \"two\"",
+        ),
+        (
+            &format!("/api/worlds/{world}/ranks/9/end-session"),
+            400,
+            "MPI_ERR_RANK",
+        ),
+        (
+            &format!("/api/worlds/{world}/windows/nope/ranks/0/revoke-locks"),
+            404,
+            "MPI_ERR_WIN",
+        ),
+        (
+            &format!("/api/worlds/{world}/windows/{window}/ranks/0/revoke-locks"),
+            409,
+            "MPI_ERR_RMA_SYNC",
+        ),
+    ] {
+        let answer = send(web, "POST", path, Some(&admin)).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        says(&answer, text);
+    }
+    let ended = send(
+        web,
+        "POST",
+        &format!("/api/worlds/{world}/ranks/1/end-session"),
+        Some(&admin),
+    )
+    .await;
+    assert_eq!(ended.status, 200, "{}", ended.body);
+    let ended: Value = serde_json::from_str(&ended.body).unwrap();
+    assert_eq!(ended["incarnation"], 1, "{ended}");
+}
+
+/// A page past the first of a large window: the values where they are, the copy's length, and
+/// the last page cut at its end (the actor copies out only the page's bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_a_large_windows_contents_is_the_page_asked_for() {
+    const ELEMENTS: u64 = 1 << 20; // 8 MiB of i64 a rank
+    let (fixture, web, window, windows) = a_window_with_web_view(2, ELEMENTS).await;
+    let writer = &windows[1];
+    writer
+        .lock(onesided_client::LockType::Exclusive, 0, 0)
+        .await
+        .unwrap();
+    writer.put(0, 700_000, &[1i64, 2, 3, 4]).unwrap();
+    writer.put(0, ELEMENTS - 1, &[-9i64]).unwrap();
+    writer.unlock(0).await.unwrap();
+    let admin = bearer(ADMIN_TOKEN);
+    let contents = format!("/api/worlds/{}/windows/{window}/contents", fixture.world);
+    let page = |query: String| {
+        let (path, admin) = (format!("{contents}?{query}"), admin.clone());
+        async move {
+            let answer = get(web, &path, Some(&admin)).await;
+            assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+            serde_json::from_str::<Value>(&answer.body).unwrap()
+        }
+    };
+    let middle = page("rank=0&from=699998&count=8".to_string()).await;
+    assert_eq!(middle["from"], 699_998, "{middle}");
+    assert_eq!(middle["elements"], ELEMENTS, "{middle}");
+    assert_eq!(middle["bytes"], ELEMENTS * 8, "{middle}");
+    assert_eq!(
+        middle["values"],
+        serde_json::json!(["0", "0", "1", "2", "3", "4", "0", "0"])
+    );
+    let last = page(format!("rank=0&from={}&count=64", ELEMENTS - 3)).await;
+    assert_eq!(
+        last["values"],
+        serde_json::json!(["0", "0", "-9"]),
+        "{last}"
+    );
+    let past = page(format!("rank=0&from={}&count=64", ELEMENTS + 10)).await;
+    assert_eq!(past["values"], serde_json::json!([]), "{past}");
+    assert_eq!(past["from"], ELEMENTS, "{past}");
+    // rank 1's copy is untouched
+    let other = page("rank=1&from=699998&count=8".to_string()).await;
+    assert_eq!(other["values"], serde_json::json!(vec!["0"; 8]));
 }
