@@ -458,3 +458,73 @@ fn a_test_answers_true_or_false_as_the_complete_arrives_and_the_run_reports_it()
     }
     assert_eq!(flags, BTreeSet::from([false, true]));
 }
+
+/// Every distinct schedule of `programs`, each run's outcome read by `read`; the walk's tally.
+fn every_schedule<T: Ord>(
+    nranks: u32,
+    size: u64,
+    programs: &[Vec<Action>],
+    bound: u64,
+    read: impl Fn(&Run) -> T,
+) -> (BTreeSet<T>, onesided_core::sim::Enumeration) {
+    let now = Instant::now();
+    let world = || World::new(nranks, vec![window(nranks, size)], now).unwrap();
+    let mut seen = BTreeSet::new();
+    let walk = onesided_core::sim::exhaustive(world, programs, bound, |run| {
+        assert!(run.errors.is_empty(), "{:?}", run.errors);
+        assert!(run.stuck.is_empty(), "{:?}", run.stuck);
+        seen.insert(read(&run));
+    });
+    (seen, walk)
+}
+
+/// Counted by hand: ranks that only load their own copies touch nothing in common, so every
+/// order of their calls is one schedule; a rank that stores and then loads alone has two —
+/// its store published early (before the load, MPI allows it) or never.
+#[test]
+fn the_exhaustive_walk_counts_the_schedules_that_differ_by_more_than_independent_steps() {
+    let programs = vec![vec![load("a")], vec![load("b")], vec![load("c")]];
+    let (_, walk) = every_schedule(3, 1, &programs, 1000, |_| ());
+    assert_eq!((walk.schedules, walk.complete), (1, true), "{walk:?}");
+    let programs = vec![vec![store(9, 0), load("mine")], vec![]];
+    let (publics, walk) = every_schedule(2, 1, &programs, 1000, |run| run.publics[&W][0][0]);
+    assert_eq!((walk.schedules, walk.complete), (2, true), "{walk:?}");
+    assert_eq!(publics, BTreeSet::from([0, 9]));
+    // the same when the last step is another rank's, independent of the store: the early
+    // publication can only come before it (the world ends after it), and is not lost
+    let programs = vec![vec![store(9, 0)], vec![load("other")]];
+    let (publics, walk) = every_schedule(2, 1, &programs, 1000, |run| run.publics[&W][0][0]);
+    assert_eq!(publics, BTreeSet::from([0, 9]), "{walk:?}");
+}
+
+/// Two origins add 1 to a counter at a third rank with fetch-and-op under exclusive locks:
+/// the old values they read are 0 and 1 in one of the 2 orders, each shows up, no other; and
+/// every value of the target's private copy MPI allows (0 if never refreshed, 1 if refreshed
+/// between the two, 2) shows up too.
+#[test]
+fn the_exhaustive_walk_finds_both_orders_of_two_atomic_increments() {
+    let add = || {
+        let fop = op(0, OpKind::FetchAndOp(onesided_core::Op::Sum), 0, &[1]);
+        vec![lock(0), fop, unlock(0)]
+    };
+    let programs = vec![vec![], add(), add()];
+    let (olds, walk) = every_schedule(3, 1, &programs, 100_000, |run| {
+        assert_eq!(run.publics[&W][0][0], 2);
+        let mut olds: Vec<(u32, u8)> = run.fetched.iter().map(|f| (f.0, f.2[0])).collect();
+        olds.sort();
+        (olds, run.privates[&W][0][0])
+    });
+    eprintln!("{walk:?} {olds:?}");
+    assert!(walk.complete, "{walk:?}");
+    let orders: BTreeSet<_> = olds.iter().map(|(olds, _)| olds.clone()).collect();
+    assert_eq!(
+        orders,
+        BTreeSet::from([vec![(1, 0), (2, 1)], vec![(1, 1), (2, 0)]])
+    );
+    let privates: BTreeSet<u8> = olds.iter().map(|(_, private)| *private).collect();
+    assert_eq!(privates, BTreeSet::from([0, 1, 2]));
+    // a bound stops the walk and says so
+    let (_, bounded) = every_schedule(3, 1, &programs, 5, |_| ());
+    assert_eq!((bounded.schedules, bounded.complete), (5, false));
+    assert!(walk.schedules > 5, "{walk:?}");
+}

@@ -1,6 +1,6 @@
 //! Exploring a scenario: its ranks' lines run on core's simulator (`onesided_core::sim`) under
 //! many seeded schedules, no server and no network, and every run's expectations checked
-//! (issue 42, first slice: the `random` and `pct` strategies).
+//! (issue 42: the `random`, `pct` and `exhaustive` strategies).
 //!
 //! Split by concern: `translate.rs` turns a parsed [`Scenario`] into the simulator's windows
 //! and programs, and refuses up front, naming the line, what the simulator cannot run;
@@ -23,12 +23,13 @@ mod translate;
 
 use std::time::Instant;
 
-use onesided_core::sim::{Choice, Happening, Run, Seeded, World};
+use onesided_core::sim::{self, Choice, Happening, Replay, Run, Seeded, World};
 use onesided_core::RmaError;
 
 use super::ast::{Scenario, Step};
 use super::parse::rank_name;
 
+pub use onesided_core::sim::Enumeration;
 pub use outcome::{Observation, Outcome, Stuck};
 pub use tally::{
     CallTally, DeadlockTally, Distribution, ExpectationTally, ExploreReport, ProblemTally,
@@ -40,6 +41,9 @@ use translate::{Plan, Source};
 /// Why a scenario cannot be explored.
 #[derive(Debug, thiserror::Error)]
 pub enum ExploreError {
+    /// The text is not a scenario ([`explore`] parses it first).
+    #[error(transparent)]
+    Parse(#[from] super::parse::ParseError),
     /// The scenario uses something the simulator does not run yet.
     #[error("line {line}: {what} cannot be explored yet: {why}")]
     Unsupported {
@@ -74,6 +78,56 @@ pub enum ExploreError {
     },
 }
 
+/// What [`explore`] runs: how many schedules, from which seed, drawn how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// How many schedules (under `exhaustive`: at most how many).
+    pub schedules: u64,
+    /// The seed they are drawn from.
+    pub seed: u64,
+    /// How they are drawn.
+    pub strategy: Strategy,
+}
+
+impl Default for Options {
+    /// As `onesided explore` without options: 1000 random schedules of seed 0.
+    fn default() -> Self {
+        Options {
+            schedules: 1000,
+            seed: 0,
+            strategy: Strategy::Random,
+        }
+    }
+}
+
+/// Parses the scenario `text` and explores it: the Rust entry point to what `onesided explore
+/// FILE` runs, the same report for the same text and options.
+///
+/// ```
+/// use onesided_scenario::explore::{explore, ExploreError, Options, Strategy};
+///
+/// let text = "window W ranks=2 size=1 type=i64\n\
+///             A: lock exclusive B\nA: put B W[0] = 42\nA: unlock B\nbarrier\n\
+///             B: load W[0] -> b\nexpect B b in {0,42}\n";
+/// let report = explore(text, &Options::default()).unwrap();
+/// assert!(report.ok());
+/// let seen: Vec<&String> = report.distributions[0].values.keys().collect();
+/// assert_eq!(seen, ["0", "42"]);
+/// let every = Options { strategy: Strategy::Exhaustive, ..Options::default() };
+/// assert!(explore(text, &every).unwrap().enumeration.unwrap().complete);
+/// let not_a_scenario = explore("A: fence", &Options::default());
+/// assert!(matches!(not_a_scenario, Err(ExploreError::Parse(_))));
+/// ```
+///
+/// # Errors
+/// [`ExploreError::Parse`] for text that does not parse, the others for what the simulator
+/// cannot run, naming the line.
+pub fn explore(text: &str, options: &Options) -> Result<ExploreReport, ExploreError> {
+    let scenario = super::parse::parse(text)?;
+    let explorer = Explorer::new(&scenario)?.with_strategy(options.strategy);
+    Ok(explorer.explore(options.seed, options.schedules))
+}
+
 /// The seed schedule `schedule` of seed `seed` runs under: derived from both, so that any one
 /// schedule of an exploration can be run again alone (`--replay S:K`). Distinct schedules of
 /// one seed get distinct seeds (SplitMix64's output is a bijection of its state).
@@ -93,6 +147,10 @@ pub enum Strategy {
         /// The number of orderings a bug it looks for needs.
         depth: u32,
     },
+    /// Every distinct schedule once, in a fixed order, up to a bound (`core::sim::exhaustive`:
+    /// two schedules that differ only in the order of independent steps are one); the seed
+    /// plays no part.
+    Exhaustive,
 }
 
 impl std::fmt::Display for Strategy {
@@ -100,6 +158,7 @@ impl std::fmt::Display for Strategy {
         match self {
             Strategy::Random => f.write_str("random"),
             Strategy::Pct { depth } => write!(f, "pct:{depth}"),
+            Strategy::Exhaustive => f.write_str("exhaustive"),
         }
     }
 }
@@ -145,7 +204,8 @@ impl<'a> Explorer<'a> {
         self
     }
 
-    /// Runs schedule `schedule` of seed `seed` (see [`schedule_seed`]) and reads its outcome.
+    /// Runs schedule `schedule` of seed `seed` (see [`schedule_seed`]; under `exhaustive`,
+    /// the walk's schedule `schedule`, whatever the seed) and reads its outcome.
     pub fn run(&self, seed: u64, schedule: u64) -> (Run, Outcome) {
         self.run_in(self.world(), seed, schedule)
     }
@@ -163,14 +223,37 @@ impl<'a> Explorer<'a> {
             Strategy::Pct { depth } => {
                 world.run(programs, &mut pct::Pct::new(seed, depth, self.steps))
             }
+            Strategy::Exhaustive => {
+                // the walk's schedule `schedule`, run again from its trace
+                let mut trace = Vec::new();
+                let programs = &self.plan.programs;
+                sim::exhaustive(|| self.world(), programs, schedule, |run| trace = run.trace);
+                world.run(programs.clone(), &mut Replay::new(trace))
+            }
         };
         let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
         (run, outcome)
     }
 
-    /// Runs schedules 1 to `schedules` of seed `seed` and sums their outcomes.
+    /// Runs schedules 1 to `schedules` of seed `seed` and sums their outcomes; under
+    /// `exhaustive`, every distinct schedule up to that many, and the report says whether
+    /// that was all of them ([`ExploreReport::enumeration`]).
     pub fn explore(&self, seed: u64, schedules: u64) -> ExploreReport {
         let mut report = ExploreReport::new(self.scenario, self.strategy, seed);
+        if self.strategy == Strategy::Exhaustive {
+            let programs = &self.plan.programs;
+            let walk = sim::exhaustive(
+                || self.world(),
+                programs,
+                schedules,
+                |run| {
+                    let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
+                    report.add(report.schedules + 1, &outcome);
+                },
+            );
+            report.enumeration = Some(walk);
+            return report;
+        }
         for schedule in 1..=schedules {
             let (_, outcome) = self.run(seed, schedule);
             report.add(schedule, &outcome);
@@ -280,5 +363,46 @@ expect public A W[0] in {1,2}
             (1..=1000).map(|k| schedule_seed(3, k)).collect();
         assert_eq!(seeds.len(), 1000);
         assert_ne!(schedule_seed(3, 1), schedule_seed(4, 1));
+    }
+
+    /// Forum example 2 as it was, stating onesided's obsolete value (MPI allows 42 too).
+    const OBSOLETE: &str = "\
+window W ranks=2 size=1 type=i64
+A: lock exclusive B
+A: put B W[0] = 42
+A: unlock B
+barrier
+B: load W[0] -> b
+expect B b == 0
+";
+
+    /// The exhaustive walk sees every value random schedules see, and more schedules do not
+    /// make it see more: it is complete. Its failing schedules replay as numbered.
+    #[test]
+    fn the_exhaustive_walk_sees_every_value_random_schedules_see() {
+        let scenario = parse(OBSOLETE).unwrap();
+        let random = Explorer::new(&scenario).unwrap().explore(7, 1000);
+        let explorer = Explorer::new(&scenario)
+            .unwrap()
+            .with_strategy(Strategy::Exhaustive);
+        let every = explorer.explore(0, 1_000_000);
+        let walk = every.enumeration.unwrap();
+        assert!(walk.complete, "{walk:?}");
+        assert_eq!(every.schedules, walk.schedules);
+        for (seen, all) in random.distributions.iter().zip(&every.distributions) {
+            for value in seen.values.keys() {
+                assert!(all.values.contains_key(value), "{value} of {}", all.subject);
+            }
+        }
+        let (first, observed) = every.expectations[0].first.clone().unwrap();
+        let (_, outcome) = explorer.run(first.seed, first.schedule);
+        assert!(!outcome.expectations[0].held);
+        assert_eq!(
+            outcome.expectations[0].value.as_ref().unwrap().to_string(),
+            observed
+        );
+        let bounded = explorer.explore(0, 3);
+        assert_eq!(bounded.schedules, 3);
+        assert!(!bounded.enumeration.unwrap().complete);
     }
 }

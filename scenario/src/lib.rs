@@ -19,6 +19,7 @@ pub mod parse;
 pub mod run;
 
 pub use ast::{Call, Expectation, Observed, RankCall, Scenario, Step, Subject, WindowDecl};
+pub use explore::explore;
 pub use parse::{parse, parse_rank, rank_name, ParseError, Parser};
 pub use run::{
     run, CreatedWindow, ExpectationOutcome, FailedCall, Problem, RankExecutor, RankReport,

@@ -20,9 +20,11 @@
 //! at [`World::new`]); one incarnation per rank (no departures); the lock table without its
 //! fairness wait; a free collective answers once every rank of the window called.
 
+mod exhaustive;
 mod narrate;
 mod schedule;
 
+pub use exhaustive::{exhaustive, Enumeration};
 pub use narrate::Happening;
 pub use schedule::{Choice, Replay, Schedule, Seeded};
 
@@ -223,6 +225,9 @@ pub struct World {
     ranks: Vec<Rank>,
     /// Answers on their way to their origins.
     answers: Vec<(Ref, crate::target::Answer)>,
+    /// Each answer's number, in the order of `answers`: which one it is whatever was taken
+    /// before it (`exhaustive.rs`).
+    answer_ids: Vec<u64>,
     now: Instant,
     run: Run,
     strict: bool,
@@ -292,6 +297,7 @@ impl World {
             windows: sims,
             ranks,
             answers: Vec::new(),
+            answer_ids: Vec::new(),
             now,
             run: Run::default(),
             strict: false,
@@ -331,18 +337,22 @@ impl World {
             if choices.iter().all(Choice::optional) {
                 break;
             }
-            let choice = choices[schedule.pick(&choices) % choices.len()];
-            self.run.trace.push(choice);
-            match choice {
-                Choice::Call { rank } => self.call(rank),
-                Choice::Deliver { window, rank } => self.deliver(window, rank, 0),
-                Choice::Overtake { window, rank, at } => self.deliver(window, rank, at),
-                Choice::Answer { index } => self.answer(index),
-                Choice::Publish { window, rank } => self.publish(window, rank),
-                Choice::Refresh { window, rank } => self.refresh(window, rank),
-            }
+            self.take(choices[schedule.pick(&choices) % choices.len()]);
         }
         self.finish()
+    }
+
+    /// Takes one step, kept in the trace.
+    fn take(&mut self, choice: Choice) {
+        self.run.trace.push(choice);
+        match choice {
+            Choice::Call { rank } => self.call(rank),
+            Choice::Deliver { window, rank } => self.deliver(window, rank, 0),
+            Choice::Overtake { window, rank, at } => self.deliver(window, rank, at),
+            Choice::Answer { index } => self.answer(index),
+            Choice::Publish { window, rank } => self.publish(window, rank),
+            Choice::Refresh { window, rank } => self.refresh(window, rank),
+        }
     }
 
     /// What may happen now, in a fixed order: ranks' calls, targets' inputs (the first of
@@ -622,6 +632,8 @@ impl World {
             return;
         };
         for answers in [effects.early, effects.lazy, effects.answers, effects.behind] {
+            let first = self.answer_ids.last().map_or(0, |id| id + 1);
+            self.answer_ids.extend(first..first + answers.len() as u64);
             self.answers.extend(answers);
         }
     }
@@ -641,6 +653,7 @@ impl World {
     /// The answer at `index` reaches its origin.
     fn answer(&mut self, index: usize) {
         let (to, answer) = self.answers.remove(index);
+        self.answer_ids.remove(index);
         if self.narrated {
             self.run.narration.push(narrate::answered(&to, &answer));
         }

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use onesided_core::sim::Enumeration;
 use onesided_core::ErrorClass;
 
 use super::super::ast::Scenario;
@@ -113,6 +114,9 @@ pub struct ExploreReport {
     pub problems: Vec<ProblemTally>,
     /// Deadlocks, by who was stuck where.
     pub deadlocks: Vec<DeadlockTally>,
+    /// Under `exhaustive`: how the walk went — how many distinct schedules, and whether that
+    /// was every one or the walk stopped at its bound.
+    pub enumeration: Option<Enumeration>,
     /// Per expectation: the distribution it counts into, when it is the first to read its
     /// subject (a subject read by several lines counts once per schedule).
     counts_into: Vec<Option<usize>>,
@@ -165,6 +169,7 @@ impl ExploreReport {
             calls: Vec::new(),
             problems: Vec::new(),
             deadlocks: Vec::new(),
+            enumeration: None,
             counts_into,
         }
     }
