@@ -43,6 +43,18 @@ fn put(offset: u64, value: u8, tag: AccessTag, reply: u64) -> Access<u64> {
     }
 }
 
+/// An exclusive lock request (`grant`: the reply that says it was granted, if one is asked).
+fn exclusive_lock(grant: Option<u64>) -> Access<u64> {
+    Access::LockRequest {
+        request: LockRequest {
+            lock_type: LockType::Exclusive,
+            nocheck: false,
+        },
+        holding_elsewhere: false,
+        grant,
+    }
+}
+
 fn from(origin: u32, item: Access<u64>) -> Input<u64> {
     Input::Access {
         origin,
@@ -657,17 +669,9 @@ fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
 fn an_operators_revocation_grants_the_waiter_and_refuses_the_rest_of_the_holders_epoch() {
     let now = Instant::now();
     let mut engine = target(0, 3, 4);
-    let lock = |grant| Access::LockRequest {
-        request: LockRequest {
-            lock_type: LockType::Exclusive,
-            nocheck: false,
-        },
-        holding_elsewhere: false,
-        grant,
-    };
-    engine.handle(from(1, lock(Some(11))), now);
+    engine.handle(from(1, exclusive_lock(Some(11))), now);
     engine.handle(from(1, put(0, 5, AccessTag::Lock, 12)), now);
-    engine.handle(from(2, lock(Some(21))), now);
+    engine.handle(from(2, exclusive_lock(Some(21))), now);
     engine.take_effects();
     // a session that holds nothing here: nothing changes, nothing is recorded
     assert_eq!(engine.revoke(2, 1, "revoked by an operator", now), None);
@@ -714,7 +718,7 @@ fn an_operators_revocation_grants_the_waiter_and_refuses_the_rest_of_the_holders
     // rank 2's epoch is untouched; once it unlocks, rank 1 locks again as usual
     engine.handle(from(2, put(2, 7, AccessTag::Lock, 22)), now);
     engine.handle(from(2, Access::Unlock { reply: 23 }), now);
-    engine.handle(from(1, lock(Some(16))), now);
+    engine.handle(from(1, exclusive_lock(Some(16))), now);
     engine.handle(from(1, put(3, 8, AccessTag::Lock, 17)), now);
     let mut answers = answered(&engine.take_effects());
     answers.sort_by_key(|(reply, _)| *reply);
@@ -830,16 +834,8 @@ fn abandon_fails_everything_pending_with_err_io_and_records_nothing() {
 fn inspect_shows_the_holder_the_waiter_and_what_waits_behind_it() {
     let now = Instant::now();
     let mut engine = target(0, 3, 4);
-    let lock = |grant| Access::LockRequest {
-        request: LockRequest {
-            lock_type: LockType::Exclusive,
-            nocheck: false,
-        },
-        holding_elsewhere: false,
-        grant,
-    };
-    engine.handle(from(1, lock(Some(11))), now);
-    engine.handle(from(2, lock(None)), now);
+    engine.handle(from(1, exclusive_lock(Some(11))), now);
+    engine.handle(from(2, exclusive_lock(None)), now);
     engine.handle(from(2, put(0, 5, AccessTag::Lock, 21)), now);
     let later = now + Duration::from_millis(30);
     let view = engine.inspect(later);
