@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use onesided_client::{Audit, ErrorClass, LockType, Session, Window, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, Pending, Session, Window, WindowSpec};
 use onesided_core::audit::Event;
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 
@@ -119,18 +119,28 @@ async fn events(url: &str, window: u64) -> Vec<Event> {
         .collect()
 }
 
+/// Window `name` of three `i64` (one per rank) on `fixture`'s world: rank 0 holds rank 2's
+/// lock and has put 42 there and flushed it; rank 1 asked for the same lock and a get, queued
+/// behind it (lazy: the request travels with the get). The three windows and the waiting get.
+pub(crate) async fn held_and_awaited(
+    fixture: &Fixture,
+    name: &str,
+) -> (Window, Window, Window, Pending<Vec<i64>>) {
+    let w = fixture.window(WindowSpec::of::<i64>(name, 3, 1)).await;
+    let [holder, waiter, target]: [_; 3] = w.try_into().unwrap();
+    holder.lock(LockType::Exclusive, 2, 0).await.unwrap();
+    holder.put(2, 0, &[42i64]).unwrap();
+    holder.flush(2).await.unwrap();
+    waiter.lock(LockType::Exclusive, 2, 0).await.unwrap();
+    let seen = waiter.get::<i64>(2, 0, 1).unwrap();
+    (holder, waiter, target, seen)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_lock_holder_is_revoked_and_the_next_holder_sees_its_flushed_writes() {
     let fixture = Fixture::new(3).await;
     let name = unique("w");
-    let w = fixture.window(WindowSpec::of::<i64>(&name, 3, 1)).await;
-    let [holder, waiter, _target]: [_; 3] = w.try_into().unwrap();
-    holder.lock(LockType::Exclusive, 2, 0).await.unwrap();
-    holder.put(2, 0, &[42i64]).unwrap();
-    holder.flush(2).await.unwrap();
-    // the waiter's request is queued behind the held lock (lazy: it travels with the get)
-    waiter.lock(LockType::Exclusive, 2, 0).await.unwrap();
-    let seen = waiter.get::<i64>(2, 0, 1).unwrap();
+    let (holder, waiter, _target, seen) = held_and_awaited(&fixture, &name).await;
     // the holder's process dies: every handle is dropped, nothing is unlocked
     let mut sessions = fixture.sessions;
     drop(holder);

@@ -10,6 +10,7 @@ use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
 use onesided_core::audit::Event;
 use tonic::Code;
 
+use crate::failure::held_and_awaited;
 use crate::{unique, Fixture, ADMIN_TOKEN};
 
 /// The window's log, as the Audit service gives it.
@@ -34,14 +35,7 @@ fn position(log: &[(u32, u64, Event)], wanted: impl Fn(u32, &Event) -> bool) -> 
 async fn a_revoked_lock_goes_to_the_waiter_and_replay_and_the_checker_see_a_release() {
     let fixture = Fixture::new(3).await;
     let name = unique("w");
-    let w = fixture.window(WindowSpec::of::<i64>(&name, 3, 1)).await;
-    let [holder, waiter, _target]: [_; 3] = w.try_into().unwrap();
-    holder.lock(LockType::Exclusive, 2, 0).await.unwrap();
-    holder.put(2, 0, &[42i64]).unwrap();
-    holder.flush(2).await.unwrap();
-    // the waiter's request is queued behind the held lock (lazy: it travels with the get)
-    waiter.lock(LockType::Exclusive, 2, 0).await.unwrap();
-    let seen = waiter.get::<i64>(2, 0, 1).unwrap();
+    let (holder, waiter, _target, seen) = held_and_awaited(&fixture, &name).await;
 
     let (incarnation, targets) = fixture
         .server
