@@ -1,10 +1,11 @@
 //! `onesided explore FILE`: run a scenario on the in-memory simulator under many seeded
 //! schedules and print every outcome they showed, or replay one schedule step by step.
 //!
-//! Owns: the command's arguments (`--schedules`, `--seed`, `--strategy`, `--replay S:K`), how
-//! the report and a replay read (text and JSON, in a fixed order: one seed, one output), and
-//! the exit status (1 when a schedule failed an expectation, failed a call unexpectedly or
-//! deadlocked). Must not: translate or run the scenario (the library's `explore` does), or
+//! Owns: the command's arguments (`--schedules`, `--seed`, `--strategy`, `--replay S:K`,
+//! `--check`, `--trace FILE`), how the report and a replay read (text and JSON, in a fixed
+//! order: one seed, one output), writing a replayed schedule's Perfetto trace, and the exit
+//! status (1 when a schedule failed an expectation, failed a call unexpectedly or deadlocked,
+//! or under `--check` showed a race). Must not: translate or run the scenario (the library's `explore` does), or
 //! print a timestamp or anything else that differs between two runs of one seed.
 
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use onesided_scenario::explore::{
-    schedule_seed, ExploreReport, Explorer, Outcome, Reproducer, Strategy, Stuck,
+    schedule_seed, ExploreReport, Explorer, Outcome, Race, RaceSide, Reproducer, Strategy, Stuck,
 };
 use onesided_scenario::{self as scenario, rank_name, Scenario};
 use serde_json::{json, Value as Json};
@@ -32,9 +33,17 @@ step by step. The same seed gives the same output, byte for byte.
 The report gives, for every variable and location the expectations read, how often each value \
 was seen; each expectation that failed, in how many schedules, and the first schedule that \
 shows it; calls that failed; and deadlocks (no rank could move) with the line each rank waits \
-at, the ranks it waits for, and their wait-for cycle when there is one. Exit status: 0 when every schedule passed, 1 when one failed an expectation, failed a call \
-without `!CLASS` or deadlocked, 2 for a file that does not parse or a bad argument, 3 when the \
-scenario uses something the simulator does not run yet (the message names the line).
+at, the ranks it waits for, and their wait-for cycle when there is one; and the races the race \
+checker (`onesided audit check`) finds in the schedules' logs — each schedule records the audit \
+events a server and its clients would — each with the two lines that race, the rule, in how \
+many schedules and the first that shows it. Exit status: 0 when every schedule passed, 1 when \
+one failed an expectation, failed a call without `!CLASS` or deadlocked (or, with --check, \
+showed a race), 2 for a file that does not parse or a bad argument, 3 when the scenario uses \
+something the simulator does not run yet (the message names the line).
+
+--replay S:K --trace FILE writes that schedule's log of one window (--trace-window, the first \
+by default) as a Perfetto trace: one track per rank, one microsecond per step of the \
+schedule. Open it in the web view (Explored trace) or at ui.perfetto.dev.
 
 --strategy pct[:DEPTH] draws schedules by PCT (probabilistic concurrency testing, Burckhardt \
 et al., ASPLOS 2010): every rank, every target's inbox and the answers on their way get random \
@@ -83,6 +92,17 @@ pub struct ExploreArgs {
     /// Run schedule K of seed S alone and print its trace step by step
     #[arg(long, value_name = "S:K", value_parser = reproducer)]
     replay: Option<Reproducer>,
+    /// Exit 1 when the race checker finds a race in a schedule's log (as `onesided run
+    /// --check`); without it races are reported and do not change the exit status
+    #[arg(long)]
+    check: bool,
+    /// With --replay: write that schedule's log of one window as a Perfetto trace (JSON) to
+    /// FILE, as `onesided audit export --format perfetto` writes a live one
+    #[arg(long, value_name = "FILE", requires = "replay")]
+    trace: Option<PathBuf>,
+    /// The window --trace draws (default: the first the file declares)
+    #[arg(long, value_name = "NAME", requires = "trace")]
+    trace_window: Option<String>,
 }
 
 /// `S:K`: a seed and a schedule number (from 1).
@@ -129,15 +149,41 @@ pub fn explore(global: &Global, args: ExploreArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::Error::new(e).context(file.clone()))?
         .with_strategy(strategy);
     if let Some(at) = args.replay {
-        return Ok(replay(global, &file, &scenario, &explorer, at));
+        let trace = match args.trace {
+            Some(path) => {
+                let names = scenario.windows.iter().map(|w| w.name.as_str());
+                let names: Vec<&str> = names.collect();
+                let window = args.trace_window.as_deref().or(names.first().copied());
+                let window = window.filter(|name| names.contains(name)).ok_or_else(|| {
+                    Usage(format!(
+                        "--trace-window: {file} declares the windows {}",
+                        names.join(", ")
+                    ))
+                })?;
+                Some((path, window.to_string()))
+            }
+            None => None,
+        };
+        let checked = Replayed {
+            file: &file,
+            scenario: &scenario,
+            explorer: &explorer,
+            check: args.check,
+        };
+        return checked.replay(global, at, trace);
     }
     let report = explorer.explore(args.seed, args.schedules);
     if global.json {
-        json::print(&report_json(&file, &scenario, &report));
+        json::print(&report_json(&file, &scenario, &report, args.check));
     } else {
-        print_report(&file, &scenario, &report);
+        print_report(&file, &scenario, &report, args.check);
     }
-    Ok(exit(report.ok()))
+    Ok(exit(passed(&report, args.check)))
+}
+
+/// Whether the exploration passes: every schedule did, and with `--check` no race showed up.
+fn passed(report: &ExploreReport, check: bool) -> bool {
+    report.ok() && (!check || report.races.is_empty())
 }
 
 fn exit(ok: bool) -> ExitCode {
@@ -189,7 +235,7 @@ fn cycle_text(scenario: &Scenario, stuck: &[Stuck], cycle: &[u32]) -> Option<Str
     Some(format!("wait-for cycle: {}", names.join(" → ")))
 }
 
-fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
+fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport, check: bool) {
     match report.enumeration {
         None => outln!(
             "explored {} schedule(s) of seed {} (strategy {})",
@@ -276,9 +322,28 @@ fn print_report(file: &str, scenario: &Scenario, report: &ExploreReport) {
             outln!("    {cycle}");
         }
     }
-    if report.ok() {
+    for tally in &report.races {
         outln!(
-            "ok: {} expectation(s) held in {} schedule(s)",
+            "  race ({}) in {} of {} schedule(s) (replay: {}): {}",
+            tally.race.rule.name(),
+            tally.count,
+            report.schedules,
+            replay_hint(file, report.strategy, tally.first),
+            tally.race.message
+        );
+    }
+    if !passed(report, check) && report.ok() {
+        outln!(
+            "FAILED: the race checker found {} race(s) (--check)",
+            report.races.len()
+        );
+    } else if report.ok() {
+        let races = match report.races.len() {
+            0 => "no race".to_string(),
+            n => format!("{n} race(s) reported above"),
+        };
+        outln!(
+            "ok: {} expectation(s) held in {} schedule(s); {races}",
             scenario.expectations.len(),
             report.schedules
         );
@@ -328,7 +393,19 @@ fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
         .collect()
 }
 
-fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport) -> Json {
+fn race_json(race: &Race) -> Json {
+    let side = |side: &RaceSide| json!({"line": side.line, "rank": side.rank, "call": side.call});
+    json!({
+        "window": race.window,
+        "rule": race.rule.name(),
+        "target": race.target,
+        "bytes": [race.bytes.0, race.bytes.1],
+        "accesses": [side(&race.first), side(&race.second)],
+        "message": race.message,
+    })
+}
+
+fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport, check: bool) -> Json {
     let distribution: serde_json::Map<String, Json> = report
         .distributions
         .iter()
@@ -385,76 +462,121 @@ fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport) -> Json 
         "failed_calls": calls,
         "problems": problems,
         "deadlocks": deadlocks,
+        "races": report.races.iter().map(|tally| {
+            let mut race = race_json(&tally.race);
+            race["count"] = json!(tally.count);
+            race["first"] = at_json(tally.first);
+            race
+        }).collect::<Vec<_>>(),
         "complete": report.enumeration.map(|walk| walk.complete),
-        "ok": report.ok(),
+        "ok": passed(report, check),
     })
 }
 
-/// `--replay S:K`: the schedule's steps, then its outcome.
-fn replay(
-    global: &Global,
-    file: &str,
-    scenario: &Scenario,
-    explorer: &Explorer<'_>,
-    at: Reproducer,
-) -> ExitCode {
-    let (_, outcome, steps) = explorer.replay(at.seed, at.schedule);
-    if global.json {
-        json::print(&json!({
-            "file": file,
+/// What `--replay` runs again and how it judges it.
+struct Replayed<'a> {
+    file: &'a str,
+    scenario: &'a Scenario,
+    explorer: &'a Explorer<'a>,
+    /// `--check`: a race fails it.
+    check: bool,
+}
+
+impl Replayed<'_> {
+    /// `--replay S:K`: the schedule's steps, then its outcome and races; with `--trace`, its
+    /// log of one window written as a Perfetto trace.
+    fn replay(
+        &self,
+        global: &Global,
+        at: Reproducer,
+        trace: Option<(PathBuf, String)>,
+    ) -> Result<ExitCode> {
+        let (run, outcome, steps) = self.explorer.replay(at.seed, at.schedule);
+        if let Some((path, window)) = &trace {
+            let history = self.explorer.history(&run, window).unwrap_or_default();
+            let text = serde_json::to_string(&onesided_core::export::perfetto(&history))?;
+            std::fs::write(path, text)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        }
+        let ok = outcome.ok() && (!self.check || outcome.races.is_empty());
+        if global.json {
+            let mut document = self.replay_json(at, &steps, &outcome, ok);
+            if let Some((path, window)) = &trace {
+                document["trace"] = json!({"window": window, "file": path.display().to_string()});
+            }
+            json::print(&document);
+        } else {
+            self.replay_text(at, &steps, &outcome, ok);
+            if let Some((path, window)) = &trace {
+                outln!("wrote window {window}'s trace to {}", path.display());
+            }
+        }
+        Ok(exit(ok))
+    }
+
+    fn replay_json(&self, at: Reproducer, steps: &[String], outcome: &Outcome, ok: bool) -> Json {
+        let scenario = self.scenario;
+        json!({
+            "file": self.file,
             "seed": at.seed,
             "schedule": at.schedule,
             "schedule_seed": schedule_seed(at.seed, at.schedule),
-            "strategy": explorer.strategy().to_string(),
+            "strategy": self.explorer.strategy().to_string(),
             "steps": steps,
-            "expectations": outcome_json(scenario, &outcome),
+            "expectations": outcome_json(scenario, outcome),
             "problems": outcome.problems.iter().map(|p| json!({"line": p.line, "message": p.message})).collect::<Vec<_>>(),
             "deadlock": stuck_json(scenario, &outcome.stuck),
             "cycle": names(scenario, &outcome.cycle),
-            "ok": outcome.ok(),
-        }));
-        return exit(outcome.ok());
+            "races": outcome.races.iter().map(race_json).collect::<Vec<_>>(),
+            "ok": ok,
+        })
     }
-    outln!(
-        "schedule {} of seed {} (strategy {}, {} steps):",
-        at.schedule,
-        at.seed,
-        explorer.strategy(),
-        steps.len()
-    );
-    for (index, step) in steps.iter().enumerate() {
-        outln!("  {:>4}  {step}", index + 1);
-    }
-    for (expectation, observation) in scenario.expectations.iter().zip(&outcome.expectations) {
-        let verdict = if observation.held {
-            "held"
-        } else {
-            "did NOT hold"
-        };
-        let observed = match &observation.value {
-            Ok(value) => format!("observed {value}"),
-            Err(why) => why.clone(),
-        };
+
+    fn replay_text(&self, at: Reproducer, steps: &[String], outcome: &Outcome, ok: bool) {
+        let (file, scenario) = (self.file, self.scenario);
         outln!(
-            "  {file}:{}: {}: {verdict} ({observed})",
-            expectation.line,
-            expectation.text
+            "schedule {} of seed {} (strategy {}, {} steps):",
+            at.schedule,
+            at.seed,
+            self.explorer.strategy(),
+            steps.len()
         );
-    }
-    for problem in &outcome.problems {
-        outln!("  {file}:{}: {}", problem.line, problem.message);
-    }
-    if !outcome.stuck.is_empty() {
-        outln!("  deadlock:");
-        for stuck in &outcome.stuck {
-            outln!("    {}", stuck_text(scenario, stuck));
+        for (index, step) in steps.iter().enumerate() {
+            outln!("  {:>4}  {step}", index + 1);
         }
-        if let Some(cycle) = cycle_text(scenario, &outcome.stuck, &outcome.cycle) {
-            outln!("    {cycle}");
+        for (expectation, observation) in scenario.expectations.iter().zip(&outcome.expectations) {
+            let verdict = if observation.held {
+                "held"
+            } else {
+                "did NOT hold"
+            };
+            let observed = match &observation.value {
+                Ok(value) => format!("observed {value}"),
+                Err(why) => why.clone(),
+            };
+            outln!(
+                "  {file}:{}: {}: {verdict} ({observed})",
+                expectation.line,
+                expectation.text
+            );
         }
+        for problem in &outcome.problems {
+            outln!("  {file}:{}: {}", problem.line, problem.message);
+        }
+        if !outcome.stuck.is_empty() {
+            outln!("  deadlock:");
+            for stuck in &outcome.stuck {
+                outln!("    {}", stuck_text(scenario, stuck));
+            }
+            if let Some(cycle) = cycle_text(scenario, &outcome.stuck, &outcome.cycle) {
+                outln!("    {cycle}");
+            }
+        }
+        for race in &outcome.races {
+            outln!("  race ({}): {}", race.rule.name(), race.message);
+        }
+        outln!("{}", if ok { "ok" } else { "FAILED" });
     }
-    outln!("{}", if outcome.ok() { "ok" } else { "FAILED" });
-    exit(outcome.ok())
 }
 
 fn outcome_json(scenario: &Scenario, outcome: &Outcome) -> Json {

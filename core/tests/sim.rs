@@ -528,3 +528,110 @@ fn the_exhaustive_walk_finds_both_orders_of_two_atomic_increments() {
     assert_eq!((bounded.schedules, bounded.complete), (5, false));
     assert!(walk.schedules > 5, "{walk:?}");
 }
+
+/// The rules the race checker finds in every one of `seeds` schedules of `programs` (its
+/// findings over the simulated window's log), and whether each finding names the actions
+/// that made its two accesses.
+fn findings_in_every_schedule(
+    programs: &[Vec<Action>],
+    seeds: std::ops::Range<u64>,
+) -> BTreeSet<Vec<onesided_core::check::Rule>> {
+    let mut seen = BTreeSet::new();
+    for seed in seeds {
+        let run = run(2, 4, programs.to_vec(), seed);
+        assert!(run.stuck.is_empty(), "seed {seed}: {:?}", run.stuck);
+        let history = run.history(W);
+        assert_eq!(
+            history.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            (1..=history.len() as u64).collect::<Vec<_>>(),
+            "seed {seed}: a window's log is numbered gap-free from 1"
+        );
+        let findings = onesided_core::check::check(&history);
+        for finding in &findings {
+            for side in [&finding.first, &finding.second] {
+                let logged = run.logged(W, side.seq).expect("the side's record");
+                assert_eq!(logged.record.rank, side.rank, "seed {seed}");
+                assert!(logged.action.is_some(), "seed {seed}: {side:?}");
+            }
+        }
+        seen.insert(findings.iter().map(|f| f.rule).collect());
+    }
+    seen
+}
+
+/// The simulated log reads as a real one: the race checker finds a put racing with the
+/// target's own load in every schedule (the load is not ordered after the fence that
+/// completes the put), and nothing where the load waits for the closing fence.
+#[test]
+fn the_race_checker_reads_a_simulated_log_as_it_reads_a_real_one() {
+    use onesided_core::check::Rule;
+    let racy = vec![
+        vec![fence(0), load("during"), fence(0)],
+        vec![fence(0), op(0, OpKind::Put, 0, &[42]), fence(0)],
+    ];
+    let seen = findings_in_every_schedule(&racy, 0..100);
+    assert_eq!(seen, BTreeSet::from([vec![Rule::PutLoad]]));
+    let ordered = vec![
+        vec![fence(0), fence(0), load("after")],
+        vec![fence(0), op(0, OpKind::Put, 0, &[42]), fence(0)],
+    ];
+    assert_eq!(
+        findings_in_every_schedule(&ordered, 0..100),
+        BTreeSet::from([vec![]])
+    );
+    // a barrier moves no data: a store before it is not published for a get after it
+    let unpublished = vec![
+        vec![fence(0), store(7, 0), Action::Barrier, fence(0)],
+        vec![fence(0), Action::Barrier, get(0, 0), fence(0)],
+    ];
+    let seen = findings_in_every_schedule(&unpublished, 0..100);
+    assert_eq!(seen, BTreeSet::from([vec![Rule::GetStore]]));
+    // but it orders: two shared-lock epochs' puts, one unlocked before it and one locked
+    // after it, do not race; without it they do
+    let shared = |target: u32| {
+        call(Call::Lock {
+            window: W,
+            lock_type: LockType::Shared,
+            target,
+            assert: 0,
+        })
+    };
+    let epoch = |value: u8| [shared(0), op(0, OpKind::Put, 0, &[value]), unlock(0)];
+    let mut first = epoch(1).to_vec();
+    first.push(Action::Barrier);
+    let mut second = vec![Action::Barrier];
+    second.extend(epoch(2));
+    let barrier = vec![second, first];
+    assert_eq!(
+        findings_in_every_schedule(&barrier, 0..100),
+        BTreeSet::from([vec![]])
+    );
+    let unordered = vec![epoch(2).to_vec(), epoch(1).to_vec()];
+    let seen = findings_in_every_schedule(&unordered, 0..100);
+    assert_eq!(seen, BTreeSet::from([vec![Rule::PutPut]]));
+}
+
+/// The Perfetto export of a simulated log draws one track a rank and the put as a flow from
+/// its origin to its target, on the steps' clock.
+#[test]
+fn a_simulated_log_exports_as_a_perfetto_trace() {
+    let programs = vec![
+        vec![fence(0), fence(0)],
+        vec![fence(0), op(0, OpKind::Put, 0, &[42]), fence(0)],
+    ];
+    let run = run(2, 4, programs, 3);
+    let trace = onesided_core::export::perfetto(&run.history(W));
+    let events = trace["traceEvents"].as_array().expect("trace events");
+    let tids: BTreeSet<u64> = events.iter().filter_map(|e| e["tid"].as_u64()).collect();
+    assert_eq!(tids, BTreeSet::from([0, 1]));
+    let flows: Vec<&str> = events.iter().filter_map(|e| e["ph"].as_str()).collect();
+    assert!(flows.contains(&"s") && flows.contains(&"f"), "{trace}");
+    let last = events
+        .iter()
+        .filter_map(|e| e["ts"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        last <= run.trace.len() as f64,
+        "one microsecond a step: {last}"
+    );
+}

@@ -18,6 +18,7 @@
 
 mod outcome;
 mod pct;
+mod races;
 mod tally;
 mod translate;
 
@@ -31,9 +32,10 @@ use super::parse::rank_name;
 
 pub use onesided_core::sim::Enumeration;
 pub use outcome::{Observation, Outcome, Stuck};
+pub use races::{Race, RaceSide};
 pub use tally::{
     CallTally, DeadlockTally, Distribution, ExpectationTally, ExploreReport, ProblemTally,
-    Reproducer,
+    RaceTally, Reproducer,
 };
 
 use translate::{Plan, Source};
@@ -273,6 +275,14 @@ impl<'a> Explorer<'a> {
             .map(|(choice, happening)| self.step_text(choice, happening))
             .collect();
         (run, outcome, steps)
+    }
+
+    /// The log of window `name` (as the file names it) in `run`, as the audit would hold it:
+    /// what the race checker reads and what a Perfetto trace draws. `None` for a name the
+    /// scenario does not declare.
+    pub fn history(&self, run: &Run, name: &str) -> Option<Vec<onesided_core::audit::AuditRecord>> {
+        let index = self.scenario.windows.iter().position(|w| w.name == name)?;
+        Some(run.history(translate::window_id(index)))
     }
 
     fn step_text(&self, choice: &Choice, happening: &Happening) -> String {

@@ -3,6 +3,8 @@
 //! target, the audit events as they are committed, and a window's timeline (the Perfetto
 //! export, drawn in the page) — and two admin actions behind a confirmation in the page:
 //! ending a rank's session and revoking its locks (`actions.rs`, through the Admin service).
+//! The page also draws a trace file the user opens (a schedule `onesided explore --replay
+//! S:K --trace` wrote), in the browser alone: nothing of it reaches the server.
 //!
 //! The page (`web/index.html`, `web/app.js`, `web/style.css`) is compiled into the binary and
 //! needs nothing from the internet. It asks for the admin token and sends it in an

@@ -648,3 +648,141 @@ fn pct_finds_the_bug_that_needs_one_order_of_three_ranks() {
         .unwrap();
     assert!(by_random * 10 < by_pct, "random {by_random}, pct {by_pct}");
 }
+
+/// A race as both checkers name it, whatever its sequence numbers: the rule, the target, the
+/// bytes and the two sides' ranks and calls (in order).
+/// `explore` lists the two as `accesses`, `run --check` as `first` and `second`.
+fn race_key(race: &Value) -> String {
+    let side = |s: &Value| format!("{} {}", s["rank"], s["call"].as_str().unwrap_or("?"));
+    let (first, second) = match race["accesses"].as_array() {
+        Some(accesses) => (&accesses[0], &accesses[1]),
+        None => (&race["first"], &race["second"]),
+    };
+    let mut sides = [side(first), side(second)];
+    sides.sort();
+    format!(
+        "{} at rank {} bytes {}: {} / {}",
+        race["rule"].as_str().unwrap_or("?"),
+        race["target"],
+        race["bytes"],
+        sides[0],
+        sides[1]
+    )
+}
+
+/// The race checker over explored histories finds what it finds over a live server's log:
+/// for every example the simulator runs, what `run --check` finds against a real server (one
+/// schedule of many) is among what `explore` finds, and a race `explore` finds in every
+/// schedule, the live log has too. (Without the `expect public` lines: `run` reads a public
+/// copy after the ranks finished with a get of its own, which the live log records and the
+/// simulator, reading the copy directly, does not.)
+#[test]
+fn explored_races_are_the_races_the_live_checker_finds() {
+    let server = crate::Server::start();
+    let dir = TempDir::new();
+    let mut compared = 0;
+    let mut racy = 0;
+    for example in example_files() {
+        let text = std::fs::read_to_string(&example).unwrap();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.starts_with("expect public"))
+            .collect();
+        let name = example.file_name().unwrap().to_str().unwrap();
+        let file = dir.file(name, &(kept.join("\n") + "\n"));
+        let out = explore(&file, "--schedules 200 --json");
+        if out.code == Some(3) {
+            continue;
+        }
+        let document = out.json();
+        let races = document["races"].as_array().expect("a races list");
+        let every: BTreeSet<String> = races
+            .iter()
+            .filter(|race| race["count"] == 200)
+            .map(race_key)
+            .collect();
+        let explored: BTreeSet<String> = races.iter().map(race_key).collect();
+        let live = server
+            .cli()
+            .arg("run")
+            .arg(&file)
+            .words("--check --json")
+            .run();
+        let live = live.json();
+        let live: BTreeSet<String> = live["findings"]
+            .as_array()
+            .expect("run --check lists its windows")
+            .iter()
+            .flat_map(|window| window["findings"].as_array().unwrap())
+            .map(race_key)
+            .collect();
+        let name = file.display();
+        assert!(
+            live.is_subset(&explored),
+            "{name}: live {live:?}, explored {explored:?}"
+        );
+        assert!(
+            every.is_subset(&live),
+            "{name}: always {every:?}, live {live:?}"
+        );
+        compared += 1;
+        racy += usize::from(!every.is_empty());
+    }
+    assert!(
+        compared >= 18 && racy >= 5,
+        "{compared} compared, {racy} racy"
+    );
+}
+
+/// A race is reported with the lines that race and a schedule that shows it; it fails the
+/// command only under --check; its replay names it, and --trace writes that schedule's log
+/// as a Perfetto trace the web view and ui.perfetto.dev open.
+#[test]
+fn races_are_reported_by_line_and_fail_under_check() {
+    let file = examples_dir().join("forum2_load_without_lock.rma");
+    let out = explore(&file, "--schedules 50");
+    out.success();
+    out.stdout_has("race (put_load) in 50 of 50 schedule(s)");
+    out.stdout_has("line 10 `put B X = 42` (A's put) and line 13 `load X -> b` (B's load)");
+    out.stdout_has("1 race(s) reported above");
+    let checked = explore(&file, "--schedules 50 --check --json");
+    checked.code(1);
+    let document = checked.json();
+    assert_eq!(document["ok"], false);
+    let race = &document["races"][0];
+    assert_eq!(race["rule"], "put_load");
+    assert_eq!(race["accesses"][0]["line"], 10);
+    assert_eq!(race["accesses"][1]["line"], 13);
+    assert_eq!(race["count"], 50);
+    assert_eq!(race["first"]["schedule"], 1);
+    assert_eq!(race["window"], "W");
+    explore(&file, "--schedules 50 --check").code(1);
+    let clean = examples_dir().join("forum5_load_after_wait.rma");
+    explore(&clean, "--schedules 50 --check").success();
+
+    let dir = TempDir::new();
+    let trace = dir.path().join("trace.json");
+    let replay = explore(&file, &format!("--replay 0:1 --trace {}", trace.display()));
+    replay.success();
+    replay.stdout_has("  race (put_load): line 10 `put B X = 42`");
+    replay.stdout_has("wrote window W's trace to");
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let ranks: BTreeSet<u64> = events.iter().filter_map(|e| e["tid"].as_u64()).collect();
+    assert_eq!(ranks, BTreeSet::from([0, 1]), "{trace:#}");
+    assert!(
+        events.iter().any(|e| e["ph"] == "s"),
+        "the put's flow: {trace:#}"
+    );
+    explore(&file, "--replay 0:1 --check").code(1);
+    let unknown = explore(
+        &file,
+        &format!(
+            "--replay 0:1 --trace {} --trace-window Z",
+            dir.path().join("t").display()
+        ),
+    );
+    unknown.code(2);
+    unknown.stderr_has("declares the windows W");
+    explore(&file, "--trace t.json").code(2);
+}

@@ -21,12 +21,16 @@
 //! fairness wait; a free collective answers once every rank of the window called.
 
 mod exhaustive;
+mod history;
 mod narrate;
 mod schedule;
+mod stuck;
 
 pub use exhaustive::{exhaustive, Enumeration};
+pub use history::{Logged, STEP_NS};
 pub use narrate::Happening;
 pub use schedule::{Choice, Replay, Schedule, Seeded};
+pub use stuck::{wait_cycle, Stuck};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -99,8 +103,9 @@ pub struct Run {
     pub errors: Vec<(u32, usize, RmaError)>,
     /// What each `test` answered: `(rank, call index, flag)`.
     pub flags: Vec<(u32, usize, bool)>,
-    /// The audit events recorded, `(window, rank, event)`, origin side and target side.
-    pub events: Vec<(u64, u32, Event)>,
+    /// The audit events recorded, origin side and target side, in the order they happened,
+    /// each numbered in its window's log (`history.rs`; [`Run::history`]).
+    pub events: Vec<Logged>,
     /// Every window's public copies at the end, by window id.
     pub publics: BTreeMap<u64, Vec<Vec<u8>>>,
     /// Every rank's private copies at the end, by window id.
@@ -113,50 +118,6 @@ pub struct Run {
     pub narration: Vec<Happening>,
 }
 
-/// A rank that could not move when a run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stuck {
-    /// The rank.
-    pub rank: u32,
-    /// The action of its program it waits in (a call or the barrier); `None` when it ran its
-    /// whole program and operations it issued were never answered.
-    pub action: Option<usize>,
-    /// The ranks it waits for, in rank order: for the barrier, those not in it; for a fence,
-    /// those not in a fence of the window; for an item held back at a target, the ranks holding
-    /// a lock there, or else the target's owner (whose fence, post or complete it needs).
-    pub on: Vec<u32>,
-}
-
-/// A wait-for cycle among stuck ranks: each waits for the next, the last for the first.
-/// The first one of `stuck` (in rank order) on a cycle, following each rank's first wait
-/// that leads to a cycle; `None` when the waits end at ranks that are not stuck.
-pub fn wait_cycle(stuck: &[Stuck]) -> Option<Vec<u32>> {
-    let of = |rank: u32| stuck.iter().find(|s| s.rank == rank);
-    for start in stuck {
-        // a depth-first walk over the waits, the path kept
-        let mut path = vec![start.rank];
-        let mut next = vec![0usize];
-        while let Some(&rank) = path.last() {
-            let depth = path.len() - 1;
-            let on = of(rank).map_or(&[][..], |s| &s.on[..]);
-            let Some(&then) = on.get(next[depth]) else {
-                path.pop();
-                next.pop();
-                continue;
-            };
-            next[depth] += 1;
-            if then == start.rank {
-                return Some(path);
-            }
-            if of(then).is_some() && !path.contains(&then) {
-                path.push(then);
-                next.push(0);
-            }
-        }
-    }
-    None
-}
-
 /// One window as the simulator holds it.
 struct SimWindow {
     desc: WindowDesc,
@@ -165,6 +126,8 @@ struct SimWindow {
     fences: FenceTally,
     /// Ranks waiting in the free collective.
     freeing: Vec<(u32, usize)>,
+    /// The sequence number of its log's last event.
+    logged: u64,
 }
 
 /// A rank's state on one window.
@@ -267,6 +230,7 @@ impl World {
                     inboxes: (0..nranks).map(|_| VecDeque::new()).collect(),
                     fences: FenceTally::new(nranks),
                     freeing: Vec::new(),
+                    logged: 0,
                     desc,
                 },
             );
@@ -293,7 +257,7 @@ impl World {
                 in_barrier: false,
             })
             .collect();
-        Ok(World {
+        let mut world = World {
             windows: sims,
             ranks,
             answers: Vec::new(),
@@ -302,7 +266,9 @@ impl World {
             run: Run::default(),
             strict: false,
             narrated: false,
-        })
+        };
+        world.log_created();
+        Ok(world)
     }
 
     /// A world that checks, as it goes, what the fuzz target relies on, and panics when it
@@ -455,8 +421,12 @@ impl World {
                     let end = offset.checked_add(bytes.len() as u64)?;
                     (end <= open.copy.len()).then(|| open.copy.store(offset as usize, &bytes, true))
                 });
-                if stored.is_none() {
-                    self.fail(rank, index, range_error("store", window));
+                match stored {
+                    Some(_) => {
+                        let ranges = vec![(offset, offset + bytes.len() as u64)];
+                        self.log(window, rank, Some(index), Event::Store { ranges });
+                    }
+                    None => self.fail(rank, index, range_error("store", window)),
                 }
             }
             Action::Load {
@@ -470,16 +440,24 @@ impl World {
                     open.copy.bytes().get(offset as usize..end as usize)
                 });
                 match loaded {
-                    Some(bytes) => self.run.loads.push((rank, label, bytes.to_vec())),
+                    Some(bytes) => {
+                        self.run.loads.push((rank, label, bytes.to_vec()));
+                        let ranges = vec![(offset, offset + len)];
+                        self.log(window, rank, Some(index), Event::Load { ranges });
+                    }
                     None => self.fail(rank, index, range_error("load", window)),
                 }
             }
             Action::Call(call) => self.window_call(rank, index, call),
             Action::Barrier => {
                 state.in_barrier = true;
+                self.log_open(rank, index, &Event::BarrierEnter);
                 if self.ranks.iter().all(|rank| rank.in_barrier) {
-                    for rank in &mut self.ranks {
-                        rank.in_barrier = false;
+                    for other in 0..self.ranks.len() as u32 {
+                        let state = &mut self.ranks[other as usize];
+                        state.in_barrier = false;
+                        let action = state.next - 1;
+                        self.log_open(other, action, &Event::BarrierExit);
                     }
                 }
             }
@@ -503,6 +481,7 @@ impl World {
             windows: &self.windows,
             opened: &mut state.windows,
         };
+        let flushed_local = history::flushed_local(&call);
         let admitted = origin::admit(&mut admission, rank, call);
         let admitted = match admitted {
             Ok(admitted) => admitted,
@@ -557,10 +536,13 @@ impl World {
                 to,
             })
         };
+        if let Some(event) = flushed_local {
+            self.log(window, rank, Some(index), event);
+        }
         for step in route.steps {
             match step {
                 Step::Log { event, answers } => {
-                    self.run.events.push((window, rank, event));
+                    self.log(window, rank, Some(index), event);
                     if answers != origin::Answers::No {
                         self.answered(rank);
                     }
@@ -644,9 +626,9 @@ impl World {
         let target = &mut self.windows.get_mut(&window)?.targets[rank as usize];
         target.handle(input, self.now);
         let mut effects = target.take_effects();
-        let events = std::mem::take(&mut effects.events);
-        let events = events.into_iter().map(|event| (window, rank, event));
-        self.run.events.extend(events);
+        for event in std::mem::take(&mut effects.events) {
+            self.log(window, rank, None, event);
+        }
         Some(effects)
     }
 
@@ -734,7 +716,9 @@ impl World {
                     }
             });
         if waiting.answered && !pending {
+            let (action, window) = (waiting.call, waiting.window);
             state.waiting = None;
+            self.log_returned(rank, action, window);
         }
     }
 
@@ -781,62 +765,6 @@ impl World {
             self.run.privates.insert(id, privates);
         }
         self.run
-    }
-}
-
-impl World {
-    /// Where rank `rank` waits at the end, and for whom; `None` when it finished.
-    fn stuck(&self, rank: u32) -> Option<Stuck> {
-        let state = &self.ranks[rank as usize];
-        let all = 0..self.ranks.len() as u32;
-        if state.in_barrier {
-            let on = all
-                .filter(|&r| !self.ranks[r as usize].in_barrier)
-                .collect();
-            let action = Some(state.next - 1);
-            return Some(Stuck { rank, action, on });
-        }
-        let (action, window) = match &state.waiting {
-            Some(waiting) => (Some(waiting.call), Some(waiting.window)),
-            None if !state.outstanding.is_empty() => (None, None),
-            None => return None,
-        };
-        let in_fence = |r: u32| {
-            let other = &self.ranks[r as usize];
-            other.waiting.as_ref().is_some_and(|w| {
-                Some(w.window) == window
-                    && matches!(other.program[w.call], Action::Call(Call::Fence { .. }))
-            })
-        };
-        let fence =
-            action.is_some_and(|a| matches!(state.program[a], Action::Call(Call::Fence { .. })));
-        let mut on = std::collections::BTreeSet::new();
-        if fence {
-            on.extend(all.clone().filter(|&r| r != rank && !in_fence(r)));
-        }
-        for sim in self.windows.values() {
-            for (target, engine) in sim.targets.iter().enumerate() {
-                if !engine.holds_back(rank) {
-                    continue;
-                }
-                let holders: Vec<u32> = engine
-                    .lock_holders()
-                    .into_iter()
-                    .filter(|&h| h != rank)
-                    .collect();
-                if holders.is_empty() {
-                    on.insert(target as u32);
-                } else {
-                    on.extend(holders);
-                }
-            }
-        }
-        on.remove(&rank);
-        Some(Stuck {
-            rank,
-            action,
-            on: on.into_iter().collect(),
-        })
     }
 }
 

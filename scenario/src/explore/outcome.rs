@@ -18,6 +18,7 @@ use super::super::ast::{self, Expectation, Loc, Observed, OpCall, RankCall, Scen
 use super::super::buffers::{byte_runs, observed, unpacked};
 use super::super::parse::{rank_name, returns_list};
 use super::super::run::{FailedCall, Problem};
+use super::races::{self, Race};
 use super::translate::{window_id, Plan, Planned, Source};
 
 /// What one expectation read in one run.
@@ -57,6 +58,9 @@ pub struct Outcome {
     /// A wait-for cycle among them, each rank waiting for the next and the last for the first
     /// (empty when there is none: the waits end at ranks that finished).
     pub cycle: Vec<u32>,
+    /// The races the checker finds in the run's logs (`races.rs`), each once. They do not
+    /// fail the run by themselves ([`Outcome::ok`]): `onesided explore --check` makes them.
+    pub races: Vec<Race>,
 }
 
 impl Outcome {
@@ -142,6 +146,7 @@ pub(super) fn evaluate(plan: &Plan, scenario: &Scenario, run: &Run) -> Outcome {
         problems: Vec::new(),
         stuck: stuck(plan, scenario, run, &produced),
         cycle: wait_cycle(&run.stuck).unwrap_or_default(),
+        races: races::races(plan, scenario, run),
     };
     let mut vars = Vec::new();
     for rank in 0..plan.nranks {

@@ -1,5 +1,6 @@
 //! Many runs' outcomes summed: the distribution of every subject the expectations read, and
-//! each way a run failed with how often and the first schedule that shows it.
+//! each way a run failed with how often and the first schedule that shows it, and each race
+//! the checker found in the runs' logs.
 //!
 //! Owns: the [`ExploreReport`] and how one [`Outcome`] adds to it; every collection ordered
 //! (file order, then `BTreeMap` order), so that one seed gives one report. Must not: run
@@ -12,6 +13,7 @@ use onesided_core::ErrorClass;
 
 use super::super::ast::Scenario;
 use super::outcome::{Outcome, Stuck};
+use super::races::Race;
 use super::Strategy;
 
 /// A schedule that reproduces something: `--replay SEED:SCHEDULE`.
@@ -93,6 +95,17 @@ pub struct DeadlockTally {
     pub first: Reproducer,
 }
 
+/// A race the checker found, over the schedules it showed up in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaceTally {
+    /// The race, as the scenario's lines name it.
+    pub race: Race,
+    /// In how many schedules.
+    pub count: u64,
+    /// The first schedule it showed up in.
+    pub first: Reproducer,
+}
+
 /// An exploration's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExploreReport {
@@ -114,6 +127,9 @@ pub struct ExploreReport {
     pub problems: Vec<ProblemTally>,
     /// Deadlocks, by who was stuck where.
     pub deadlocks: Vec<DeadlockTally>,
+    /// The races the checker found in the runs' logs, by window, rule, bytes and lines (they
+    /// do not count as failed schedules).
+    pub races: Vec<RaceTally>,
     /// Under `exhaustive`: how the walk went — how many distinct schedules, and whether that
     /// was every one or the walk stopped at its bound.
     pub enumeration: Option<Enumeration>,
@@ -169,6 +185,7 @@ impl ExploreReport {
             calls: Vec::new(),
             problems: Vec::new(),
             deadlocks: Vec::new(),
+            races: Vec::new(),
             enumeration: None,
             counts_into,
         }
@@ -236,6 +253,23 @@ impl ExploreReport {
         }
         self.problems
             .sort_by(|a, b| (a.line, &a.message).cmp(&(b.line, &b.message)));
+        self.add_races(outcome, here);
+    }
+
+    fn add_races(&mut self, outcome: &Outcome, here: Reproducer) {
+        for race in &outcome.races {
+            match self.races.binary_search_by(|tally| tally.race.cmp(race)) {
+                Ok(at) => self.races[at].count += 1,
+                Err(at) => self.races.insert(
+                    at,
+                    RaceTally {
+                        race: race.clone(),
+                        count: 1,
+                        first: here,
+                    },
+                ),
+            }
+        }
     }
 
     fn add_calls(&mut self, outcome: &Outcome, here: Reproducer) {

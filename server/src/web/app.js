@@ -658,10 +658,10 @@ function lockSlices(timed) {
   return out;
 }
 
-// Draws the Perfetto trace: one lane per rank, slices as bars (waiting for a lock hatched,
+// Draws the Perfetto trace into the element `into`: one lane per rank, slices as bars (waiting for a lock hatched,
 // holding it solid), instants as ticks, flows as lines from an operation's issue to its
 // application, and a time axis (idle stretches shortened, marked with a break).
-function drawTimeline(trace) {
+function drawTimeline(trace, into = "timeline") {
   const all = trace.traceEvents || [];
   const names = new Map();
   for (const event of all) {
@@ -669,7 +669,7 @@ function drawTimeline(trace) {
   }
   const timed = all.filter((event) => event.ph !== "M");
   if (!timed.length) {
-    $("timeline").replaceChildren(el("p", { class: "hint" }, "no events yet"));
+    $(into).replaceChildren(el("p", { class: "hint" }, "no events yet"));
     return;
   }
   const lanes = [...new Set([...names.keys(), ...timed.map((event) => event.tid)])].sort((a, b) => a - b);
@@ -819,7 +819,7 @@ function drawTimeline(trace) {
       });
     }
   }
-  $("timeline").replaceChildren(svg);
+  $(into).replaceChildren(svg);
 }
 
 // ---- cluster ----
@@ -866,3 +866,22 @@ function drawCluster(cluster) {
 // A token kept from earlier in this tab connects at once.
 const kept = sessionStorage.getItem(TOKEN_KEY);
 if (kept) connect(kept);
+
+// ---- an explored trace ----
+
+// `onesided explore FILE --replay S:K --trace T.json` writes one simulated schedule's log as
+// a Perfetto trace; the page draws it as it draws a live window's (read here, sent nowhere).
+$("trace-file").addEventListener("change", async () => {
+  const file = $("trace-file").files[0];
+  if (!file) return;
+  $("explored-name").textContent = file.name;
+  try {
+    const trace = JSON.parse(await file.text());
+    if (!trace || !Array.isArray(trace.traceEvents)) {
+      throw new Error("not a Perfetto trace (no traceEvents list)");
+    }
+    drawTimeline(trace, "explored");
+  } catch (error) {
+    $("explored").replaceChildren(el("p", { class: "error" }, `${file.name}: ${error.message}`));
+  }
+});

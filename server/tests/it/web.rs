@@ -1,6 +1,6 @@
 //! The web view (`--http-listen`): its answers over plain HTTP (the token check, unknown
 //! worlds and windows, `/metrics` beside it), and the page itself in headless Chromium while
-//! real clients contend for a lock.
+//! real clients contend for a lock, and drawing a schedule `onesided explore` ran.
 //!
 //! The browser test needs Debian's `chromium` and `chromium-driver`; without them it fails
 //! saying which package is missing (`.ci/run` installs both).
@@ -1176,4 +1176,88 @@ async fn a_page_of_a_large_windows_contents_is_the_page_asked_for() {
     // rank 1's copy is untouched
     let other = page("rank=1&from=699998&count=8".to_string()).await;
     assert_eq!(other["values"], serde_json::json!(vec!["0"; 8]));
+}
+
+/// Issue 42: one schedule the explorer ran — the simulator's log of a window, exported as
+/// `onesided explore FILE --replay S:K --trace T.json` writes it — opens in the page and is
+/// drawn as a live window's timeline: a lane per rank, the lock epochs, the put's flow from
+/// its issue to its application. A file that is not a trace says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explored_schedule_opens_in_the_page_as_a_live_timeline_in_chromium() {
+    let driver = chromedriver().await;
+    let (_server, web) = server_with_web_view().await;
+    let text = "window W ranks=2 size=1 type=i64\n\
+                A: lock exclusive B\nA: put B W[0] = 42\nA: unlock B\nbarrier\n\
+                B: lock exclusive B\nB: load W[0] -> b\nB: unlock B\nexpect B b == 42\n";
+    let scenario = onesided_scenario::parse(text).unwrap();
+    let explorer = onesided_scenario::explore::Explorer::new(&scenario).unwrap();
+    let (run, outcome) = explorer.run(4, 2);
+    assert!(outcome.ok(), "{outcome:?}");
+    let history = explorer.history(&run, "W").unwrap();
+    let trace = onesided_core::export::perfetto(&history);
+    let dir = onesided_test_support::TempDir::new();
+    let file = dir.file("explored.json", &trace.to_string());
+    let not_a_trace = dir.file("other.json", "{\"rows\": []}");
+
+    let page = browser(&driver).await;
+    log_in(&page, web).await;
+    let input = page
+        .find(fantoccini::Locator::Id("trace-file"))
+        .await
+        .unwrap();
+    input.send_keys(&file.display().to_string()).await.unwrap();
+    let drawn = "const svg = document.querySelector('#explored svg'); if (!svg) return null; \
+        return [[...svg.querySelectorAll('text.lane')].map(t => t.textContent), \
+                [...svg.querySelectorAll('rect.slice')].map(s => s.dataset.name + ':' + s.dataset.tid), \
+                svg.querySelectorAll('line.flow').length];";
+    let shown = until(&page, "the explored schedule's timeline", drawn, |value| {
+        value.is_array()
+    })
+    .await;
+    let lanes: Vec<&str> = shown[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(lanes, ["rank 0", "rank 1"], "{shown}");
+    let slices: Vec<&str> = shown[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        slices.contains(&"lock 1:0") && slices.contains(&"lock 1:1"),
+        "{shown}"
+    );
+    assert_eq!(shown[2], 1, "the put's flow: {shown}");
+    // the live window's timeline is untouched
+    let live = page
+        .execute(
+            "return document.getElementById('timeline').textContent;",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(live, "no events yet");
+
+    let input = page
+        .find(fantoccini::Locator::Id("trace-file"))
+        .await
+        .unwrap();
+    input
+        .send_keys(&not_a_trace.display().to_string())
+        .await
+        .unwrap();
+    let error =
+        "const p = document.querySelector('#explored .error'); return p ? p.textContent : null;";
+    until_text(
+        &page,
+        "the refusal of a file that is no trace",
+        error,
+        "other.json: not a Perfetto trace",
+    )
+    .await;
+    page.close().await.unwrap();
 }
