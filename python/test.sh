@@ -20,8 +20,8 @@ if ! cargo metadata --locked --format-version 1 --manifest-path python/Cargo.tom
   exit 1
 fi
 
-echo "python: building onesided-server"
-cargo build --locked -p onesided-server
+echo "python: building onesided-server and the CLI (tests/test_explore.py compares reports)"
+cargo build --locked -p onesided-server -p onesided-cli
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "python: creating $venv"

@@ -13,8 +13,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use onesided_scenario::explore::json::{names, race_json, report_json, stuck_json};
 use onesided_scenario::explore::{
-    schedule_seed, ExploreReport, Explorer, Outcome, Race, RaceSide, Reproducer, Strategy, Stuck,
+    schedule_seed, ExploreReport, Explorer, Outcome, Reproducer, Strategy, Stuck,
 };
 use onesided_scenario::{self as scenario, rank_name, Scenario};
 use serde_json::{json, Value as Json};
@@ -121,26 +122,11 @@ fn reproducer(text: &str) -> Result<Reproducer, String> {
     Ok(Reproducer { seed, schedule })
 }
 
-/// `random`, `pct` (depth 3), `pct:DEPTH` or `exhaustive`.
-fn strategy(text: &str) -> Result<Strategy, Usage> {
-    match text.split_once(':') {
-        None if text == "random" => Ok(Strategy::Random),
-        None if text == "exhaustive" => Ok(Strategy::Exhaustive),
-        None if text == "pct" => Ok(Strategy::Pct { depth: 3 }),
-        Some(("pct", depth)) => match depth.parse() {
-            Ok(depth) if depth >= 1 => Ok(Strategy::Pct { depth }),
-            _ => Err(Usage(format!(
-                "--strategy {text}: the depth is a number, 1 or more"
-            ))),
-        },
-        _ => Err(Usage(format!(
-            "--strategy {text}: one of random, pct, pct:DEPTH, exhaustive"
-        ))),
-    }
-}
-
 pub fn explore(global: &Global, args: ExploreArgs) -> Result<ExitCode> {
-    let strategy = strategy(&args.strategy)?;
+    let strategy: Strategy = args
+        .strategy
+        .parse()
+        .map_err(|why| Usage(format!("--strategy {}: {why}", args.strategy)))?;
     let file = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| Usage(format!("cannot read {file}: {e}")))?;
@@ -183,7 +169,7 @@ pub fn explore(global: &Global, args: ExploreArgs) -> Result<ExitCode> {
 
 /// Whether the exploration passes: every schedule did, and with `--check` no race showed up.
 fn passed(report: &ExploreReport, check: bool) -> bool {
-    report.ok() && (!check || report.races.is_empty())
+    report.passes(check)
 }
 
 fn exit(ok: bool) -> ExitCode {
@@ -364,113 +350,6 @@ fn natural(a: &str, b: &str) -> std::cmp::Ordering {
         (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
         (Err(_), Err(_)) => a.cmp(b),
     }
-}
-
-fn at_json(at: Reproducer) -> Json {
-    json!({"seed": at.seed, "schedule": at.schedule})
-}
-
-/// Ranks by name.
-fn names(scenario: &Scenario, ranks: &[u32]) -> Json {
-    ranks
-        .iter()
-        .map(|rank| Json::from(rank_name(*rank, scenario.ranks)))
-        .collect()
-}
-
-fn stuck_json(scenario: &Scenario, stuck: &[Stuck]) -> Json {
-    stuck
-        .iter()
-        .map(|s| {
-            json!({
-                "rank": s.rank,
-                "name": rank_name(s.rank, scenario.ranks),
-                "line": s.line,
-                "waits": s.waits,
-                "on": names(scenario, &s.on),
-            })
-        })
-        .collect()
-}
-
-fn race_json(race: &Race) -> Json {
-    let side = |side: &RaceSide| json!({"line": side.line, "rank": side.rank, "call": side.call});
-    json!({
-        "window": race.window,
-        "rule": race.rule.name(),
-        "target": race.target,
-        "bytes": [race.bytes.0, race.bytes.1],
-        "accesses": [side(&race.first), side(&race.second)],
-        "message": race.message,
-    })
-}
-
-fn report_json(file: &str, scenario: &Scenario, report: &ExploreReport, check: bool) -> Json {
-    let distribution: serde_json::Map<String, Json> = report
-        .distributions
-        .iter()
-        .map(|d| (d.subject.clone(), json!(d.values)))
-        .collect();
-    let expectations: Vec<Json> = report
-        .expectations
-        .iter()
-        .map(|tally| {
-            json!({
-                "line": tally.line,
-                "text": tally.text,
-                "failed": tally.failed,
-                "first": tally.first.as_ref().map(|(at, observed)| {
-                    json!({"seed": at.seed, "schedule": at.schedule, "observed": observed})
-                }),
-            })
-        })
-        .collect();
-    let calls: Vec<Json> = report
-        .calls
-        .iter()
-        .map(|call| {
-            json!({
-                "line": call.line,
-                "rank": call.rank,
-                "call": call.call,
-                "class": call.class.map(|class| class.name()),
-                "expected": call.expected,
-                "message": call.message,
-                "count": call.count,
-                "first": at_json(call.first),
-            })
-        })
-        .collect();
-    let problems: Vec<Json> = report
-        .problems
-        .iter()
-        .map(|p| json!({"line": p.line, "message": p.message, "count": p.count, "first": at_json(p.first)}))
-        .collect();
-    let deadlocks: Vec<Json> = report
-        .deadlocks
-        .iter()
-        .map(|d| json!({"stuck": stuck_json(scenario, &d.stuck), "cycle": names(scenario, &d.cycle), "count": d.count, "first": at_json(d.first)}))
-        .collect();
-    json!({
-        "file": file,
-        "strategy": report.strategy.to_string(),
-        "seed": report.seed,
-        "schedules": report.schedules,
-        "failed": report.failed,
-        "distribution": distribution,
-        "expectations": expectations,
-        "failed_calls": calls,
-        "problems": problems,
-        "deadlocks": deadlocks,
-        "races": report.races.iter().map(|tally| {
-            let mut race = race_json(&tally.race);
-            race["count"] = json!(tally.count);
-            race["first"] = at_json(tally.first);
-            race
-        }).collect::<Vec<_>>(),
-        "complete": report.enumeration.map(|walk| walk.complete),
-        "ok": passed(report, check),
-    })
 }
 
 /// What `--replay` runs again and how it judges it.

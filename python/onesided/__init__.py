@@ -15,6 +15,8 @@ PyO3: the same epoch rules, private copy, heartbeats and audit events as a Rust 
   what is given are ``ValueError``s too: ``ConfigError`` (an address, a token or token file,
   a timeout), ``ArgumentError`` (an unknown datatype, op, lock type, flavor or model name).
 - ``read_token(path)``: the token in a token file.
+- ``explore(text)``: every schedule MPI allows of a ``.rma`` scenario on the in-memory
+  simulator (no server), as ``onesided explore --json`` reports it.
 - ``onesided.aio``: the same API for asyncio (``await``-able waiting calls).
 
 Blocking calls release the GIL, so the ranks of a world can run in threads of one process.
@@ -65,6 +67,7 @@ from ._types import (
     Subarray,
     Vector,
 )
+from ._explore import explore
 from ._token import read_token
 from ._window import Array, Info, Pending, Request, Session, Values, Window, pack, unpack
 
@@ -113,6 +116,7 @@ __all__ = [
     "WindowSpec",
     "WorldSummary",
     "WorldTokens",
+    "explore",
     "pack",
     "Values",
     "read_token",

@@ -9,6 +9,15 @@ DATATYPES: List[Tuple[str, int]]
 def refusal(class_: int, message: str, argument: bool = ...) -> BaseException: ...
 def pack(data: bytes, itemsize: int, **layout: Any) -> bytes: ...
 def unpack(packed: bytes, buffer: bytes, itemsize: int, **layout: Any) -> bytes: ...
+def explore(
+    text: str,
+    *,
+    schedules: int = ...,
+    seed: int = ...,
+    strategy: str = ...,
+    check: bool = ...,
+    name: str = ...,
+) -> str: ...
 @final
 class WorldTokens:
     """A world as created: its name and one token per rank (index = rank)."""

@@ -7,6 +7,7 @@
 //! - `audit.rs`: `Audit` (events, check, replay, verify of the audit log).
 //! - `session.rs`: `NativeSession` (attach as a rank, barrier, close).
 //! - `window.rs`: `NativeWindow` (every MPI call, on bytes and datatype names), `NativePending`.
+//! - `explore.rs`: `explore`, the schedule explorer on a scenario's text (no server).
 //! - `errors.rs`: the client's `Error` as the package's Python exceptions (`onesided._errors`).
 //!
 //! One tokio runtime serves every object of the module. A call that waits (a fence, a lock,
@@ -16,6 +17,7 @@
 mod admin;
 mod audit;
 mod errors;
+mod explore;
 mod session;
 mod window;
 
@@ -131,5 +133,6 @@ fn _onesided(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(errors::refusal, module)?)?;
     module.add_function(wrap_pyfunction!(window::pack, module)?)?;
     module.add_function(wrap_pyfunction!(window::unpack, module)?)?;
+    module.add_function(wrap_pyfunction!(explore::explore, module)?)?;
     Ok(())
 }

@@ -16,6 +16,7 @@
 //! anything but the engines' one reading, or iterate in hash order (the same seed gives the
 //! same report, byte for byte).
 
+pub mod json;
 mod outcome;
 mod pct;
 mod races;
@@ -153,6 +154,24 @@ pub enum Strategy {
     /// two schedules that differ only in the order of independent steps are one); the seed
     /// plays no part.
     Exhaustive,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    /// `random`, `pct` (depth 3), `pct:DEPTH` or `exhaustive`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.split_once(':') {
+            None if text == "random" => Ok(Strategy::Random),
+            None if text == "exhaustive" => Ok(Strategy::Exhaustive),
+            None if text == "pct" => Ok(Strategy::Pct { depth: 3 }),
+            Some(("pct", depth)) => match depth.parse() {
+                Ok(depth) if depth >= 1 => Ok(Strategy::Pct { depth }),
+                _ => Err("the depth is a number, 1 or more".to_string()),
+            },
+            _ => Err("one of random, pct, pct:DEPTH, exhaustive".to_string()),
+        }
+    }
 }
 
 impl std::fmt::Display for Strategy {

@@ -196,6 +196,12 @@ impl ExploreReport {
         self.failed == 0
     }
 
+    /// Whether the exploration passes: every schedule did and, when races fail it (`check`,
+    /// as `onesided explore --check`), no race showed up.
+    pub fn passes(&self, check: bool) -> bool {
+        self.ok() && (!check || self.races.is_empty())
+    }
+
     /// Adds the outcome of schedule `schedule`.
     pub fn add(&mut self, schedule: u64, outcome: &Outcome) {
         let here = Reproducer {

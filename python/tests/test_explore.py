@@ -1,0 +1,74 @@
+"""``onesided.explore``: the schedule explorer on a scenario's text, no server — the same
+report as ``onesided explore --json`` (cli/tests/cli/explore.rs holds the CLI to it)."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import onesided
+
+REPOSITORY = os.path.join(os.path.dirname(__file__), "..", "..")
+
+# forum example 2, broken: B loads X after the barrier without locking its own window
+LOAD_WITHOUT_LOCK = """\
+window W ranks=2 size=1 type=i64
+A: lock exclusive B
+A: put B W[0] = 42
+A: unlock B
+barrier
+B: load W[0] -> b
+expect B b in {0,42}
+"""
+
+
+def test_both_values_mpi_allows_show_up_and_the_race_is_named_by_its_lines() -> None:
+    report = onesided.explore(LOAD_WITHOUT_LOCK, schedules=300, seed=5)
+    assert report["schedules"] == 300
+    assert report["ok"] is True
+    seen = report["distribution"]["B b"]
+    assert set(seen) == {"0", "42"}
+    assert sum(seen.values()) == 300
+    (race,) = report["races"]
+    assert race["rule"] == "put_load"
+    assert [a["line"] for a in race["accesses"]] == [3, 6]
+    assert race["count"] == 300
+    # the same arguments, the same report; --check makes the race fail it
+    assert onesided.explore(LOAD_WITHOUT_LOCK, schedules=300, seed=5) == report
+    assert onesided.explore(LOAD_WITHOUT_LOCK, schedules=300, seed=5, check=True)["ok"] is False
+
+
+def test_exhaustive_says_it_saw_every_schedule() -> None:
+    report = onesided.explore(LOAD_WITHOUT_LOCK, strategy="exhaustive", schedules=100_000)
+    assert report["complete"] is True
+    assert set(report["distribution"]["B b"]) == {"0", "42"}
+
+
+def test_the_report_is_the_one_the_cli_prints(tmp_path: pathlib.Path) -> None:
+    # python/test.sh builds the CLI beside the server
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPOSITORY, "target"))
+    cli = os.path.join(target, "debug", "onesided")
+    assert os.path.exists(cli), f"{cli}: build it with cargo build -p onesided-cli"
+    path = str(tmp_path / "s.rma")
+    with open(path, "w") as file:
+        file.write(LOAD_WITHOUT_LOCK)
+    printed = subprocess.run(
+        [cli, "--json", "explore", path, "--schedules", "200", "--strategy", "pct:2"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    report = onesided.explore(LOAD_WITHOUT_LOCK, schedules=200, strategy="pct:2", name=path)
+    assert json.loads(printed) == report
+
+
+def test_bad_input_is_refused_with_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="<scenario>:1:1: no window declared"):
+        onesided.explore("A: fence\n")
+    with pytest.raises(onesided.ArgumentError, match="strategy"):
+        onesided.explore(LOAD_WITHOUT_LOCK, strategy="sometimes")
+    with pytest.raises(onesided.ArgumentError, match="schedules"):
+        onesided.explore(LOAD_WITHOUT_LOCK, schedules=0)
+    unified = LOAD_WITHOUT_LOCK.replace("type=i64", "type=i64 model=unified")
+    with pytest.raises(NotImplementedError, match="line 1: model=unified"):
+        onesided.explore(unified)
