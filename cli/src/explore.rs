@@ -60,7 +60,7 @@ that was every one, or that the walk stopped at the bound. The number of distinc
 grows fast with ranks and messages (the forum examples have 15 to 55 485; the 4-rank \
 counter example, more than a debug build walks in minutes): meant for small scenarios.
 
-What the simulator runs: windows of the separate model over the whole world (create and \
+What the simulator runs: windows of either memory model over the whole world (create and \
 allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, \
 stores, loads and barriers. The schedule also chooses when a rank's private stores reach its \
@@ -69,9 +69,10 @@ MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), so the obsolete v
 and their up-to-date alternatives both show up (onesided's server gives the obsolete ones). A \
 target may take one origin's item before another origin's, and one origin's puts and gets of an \
 epoch in any order, its accumulates as the window's accumulate_ordering allows; flush_local \
-returns once the data of its gets is back, before its puts are applied. Refused for now: \
-model=unified, flavor=dynamic, group=, request-based operations, set_info, crash and attach; \
-sleep runs as nothing (a pause orders nothing).")]
+returns once the data of its gets is back, before its puts are applied. In the unified model \
+the same exchanges may happen at any step, and once the programs ended the two copies are one \
+(MPI: eventually). Refused for now: flavor=dynamic, group=, request-based operations, \
+set_info, crash and attach; sleep runs as nothing (a pause orders nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,

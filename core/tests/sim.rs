@@ -635,3 +635,50 @@ fn a_simulated_log_exports_as_a_perfetto_trace() {
         "one microsecond a step: {last}"
     );
 }
+
+/// The unified model: a store with no synchronization after it reaches the public copy, and
+/// a put's update the owner's private copy, eventually — before the next call in some
+/// schedules, not in others — and the copies are one once the programs ended. The separate
+/// model may keep both where they are.
+#[test]
+fn unified_copies_exchange_at_any_step_and_converge_once_the_programs_end() {
+    let theirs = Action::Load {
+        window: W,
+        offset: 1,
+        len: 1,
+        label: "theirs".to_string(),
+    };
+    let programs = || {
+        vec![
+            vec![store(7, 0), Action::Barrier, load("mine"), theirs.clone()],
+            vec![
+                lock(0),
+                op(0, OpKind::Put, 1, &[9]),
+                unlock(0),
+                Action::Barrier,
+            ],
+        ]
+    };
+    let mut desc = window(2, 4);
+    desc.model = MemoryModel::Unified;
+    let mut seen = BTreeSet::new();
+    for seed in 0..200 {
+        let world = World::new(2, vec![desc.clone()], Instant::now()).unwrap();
+        let run = world.run(programs(), &mut Seeded::new(seed));
+        assert!(run.errors.is_empty() && run.stuck.is_empty(), "seed {seed}");
+        assert_eq!(run.publics[&W][0][..2], [7, 9], "seed {seed}");
+        assert_eq!(run.privates[&W][0][..2], [7, 9], "seed {seed}");
+        seen.insert((loaded(&run, "mine"), loaded(&run, "theirs")));
+    }
+    // the owner reads its own store, and the put's 9 or, not refreshed yet, the old 0
+    assert_eq!(
+        seen,
+        BTreeSet::from([(vec![7], vec![0]), (vec![7], vec![9])])
+    );
+    // the separate model may end with the copies apart: the store unpublished, the put not
+    // refreshed (nothing after them asks for either)
+    let apart = (0..200)
+        .map(|seed| run(2, 4, programs(), seed))
+        .any(|run| run.publics[&W][0][..2] == [0, 9] && run.privates[&W][0][..2] == [7, 0]);
+    assert!(apart, "no separate run ended with its copies apart");
+}

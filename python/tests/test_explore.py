@@ -69,6 +69,6 @@ def test_bad_input_is_refused_with_what_is_wrong() -> None:
         onesided.explore(LOAD_WITHOUT_LOCK, strategy="sometimes")
     with pytest.raises(onesided.ArgumentError, match="schedules"):
         onesided.explore(LOAD_WITHOUT_LOCK, schedules=0)
-    unified = LOAD_WITHOUT_LOCK.replace("type=i64", "type=i64 model=unified")
-    with pytest.raises(NotImplementedError, match="line 1: model=unified"):
-        onesided.explore(unified)
+    request = "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rput B W[0] = 1 as r\n"
+    with pytest.raises(NotImplementedError, match="line 3: `rput` cannot be explored yet"):
+        onesided.explore(request + "A: unlock B\n")

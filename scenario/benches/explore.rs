@@ -8,7 +8,9 @@
 //!
 //! Each row: the scenario, ranks, window calls per schedule, the steps of schedule 1 (every
 //! call, message taken, answer and early copy exchange is one), how many schedules ran in about
-//! SECONDS (0.5 by default) and schedules/s. STRATEGY: `random` (default) or `pct:3`.
+//! SECONDS (0.5 by default) and schedules/s — as `onesided explore` runs them, with the race
+//! checker over every schedule's logs — and, beside, schedules/s without the race checker.
+//! STRATEGY: `random` (default) or `pct:3`.
 use std::time::{Duration, Instant};
 
 use onesided_scenario::explore::{Explorer, Strategy};
@@ -44,12 +46,22 @@ fn counter(ranks: u32, ops: u32) -> String {
 }
 
 /// Runs schedules of `text` for about `budget`: (calls per schedule, steps of schedule 1,
-/// schedules, schedules/s).
-fn measure(text: &str, strategy: Strategy, budget: Duration) -> (usize, usize, u64, f64) {
+/// schedules, schedules/s), with the race checker over every schedule's logs or without.
+fn measure(
+    text: &str,
+    strategy: Strategy,
+    budget: Duration,
+    races: bool,
+) -> (usize, usize, u64, f64) {
     let scenario = onesided_scenario::parse(text).expect("the scenario parses");
     let explorer = Explorer::new(&scenario)
         .expect("the simulator runs it")
         .with_strategy(strategy);
+    let explorer = if races {
+        explorer
+    } else {
+        explorer.without_races()
+    };
     let steps = explorer.run(0, 1).0.trace.len();
     let calls = scenario.steps.len();
     // a first round to size the measured one
@@ -78,8 +90,8 @@ fn main() {
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     println!("strategy {strategy}, about {seconds} s a row, one thread");
     println!(
-        "{:<34} {:>5} {:>5} {:>6} {:>9} {:>12}",
-        "scenario", "ranks", "lines", "steps", "schedules", "schedules/s"
+        "{:<34} {:>5} {:>5} {:>6} {:>9} {:>12} {:>16}",
+        "scenario", "ranks", "lines", "steps", "schedules", "schedules/s", "without races/s"
     );
     let mut rows = Vec::new();
     for name in FORUM {
@@ -97,7 +109,10 @@ fn main() {
         }
     }
     for (name, ranks, text) in rows {
-        let (calls, steps, schedules, rate) = measure(&text, strategy, budget);
-        println!("{name:<34} {ranks:>5} {calls:>5} {steps:>6} {schedules:>9} {rate:>12.0}");
+        let (calls, steps, schedules, rate) = measure(&text, strategy, budget, true);
+        let (.., bare) = measure(&text, strategy, budget, false);
+        println!(
+            "{name:<34} {ranks:>5} {calls:>5} {steps:>6} {schedules:>9} {rate:>12.0} {bare:>16.0}"
+        );
     }
 }

@@ -30,7 +30,7 @@ pub struct Scenario {
 pub enum Model {
     /// `model=separate` (the default).
     Separate,
-    /// `model=unified`: parsed, refused at run time (this server offers only separate).
+    /// `model=unified`: the public and private copies are one (MPI-3.1 §11.4).
     Unified,
 }
 

@@ -191,6 +191,9 @@ pub struct Explorer<'a> {
     plan: Plan,
     now: Instant,
     strategy: Strategy,
+    /// Whether each schedule's logs go through the race checker (on unless
+    /// [`Explorer::without_races`]).
+    races: bool,
     /// How many steps a run takes, about (PCT's change points are drawn up to it): the
     /// length of the random schedule 1 of seed 0.
     steps: u64,
@@ -208,6 +211,7 @@ impl<'a> Explorer<'a> {
             // the engines' one clock reading: no time passes in a simulated world
             now: Instant::now(),
             strategy: Strategy::Random,
+            races: true,
             steps: 0,
         };
         explorer.steps = explorer.run(0, 1).0.trace.len() as u64;
@@ -217,6 +221,13 @@ impl<'a> Explorer<'a> {
     /// How it draws its schedules.
     pub fn strategy(&self) -> Strategy {
         self.strategy
+    }
+
+    /// The explorer without the race checker: outcomes only, no races in them (what the
+    /// check costs, `cargo bench -p onesided-scenario --bench explore` shows beside).
+    pub fn without_races(mut self) -> Self {
+        self.races = false;
+        self
     }
 
     /// The explorer drawing its schedules with `strategy` (random by default).
@@ -252,7 +263,7 @@ impl<'a> Explorer<'a> {
                 world.run(programs.clone(), &mut Replay::new(trace))
             }
         };
-        let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
+        let outcome = outcome::evaluate(&self.plan, self.scenario, &run, self.races);
         (run, outcome)
     }
 
@@ -268,7 +279,7 @@ impl<'a> Explorer<'a> {
                 programs,
                 schedules,
                 |run| {
-                    let outcome = outcome::evaluate(&self.plan, self.scenario, &run);
+                    let outcome = outcome::evaluate(&self.plan, self.scenario, &run, self.races);
                     report.add(report.schedules + 1, &outcome);
                 },
             );

@@ -16,8 +16,12 @@
 //! `AccumulateOrdering::orders` do), read a clock (the caller passes the one reading the
 //! engines get; no time passes), or let anything but the schedule choose an order.
 //!
-//! Limits (this first version): the separate memory model only (a unified window is refused
-//! at [`World::new`]); one incarnation per rank (no departures); the lock table without its
+//! The unified memory model runs as the separate one (stores and updates may cross between
+//! the copies at any step, and must by the calls rules 5 and 6 name), and once the programs
+//! ended its copies converge ([`World::converge`]: "eventually").
+//!
+//! Limits (this first version): windows over the whole world (a group is refused at
+//! [`World::new`]); one incarnation per rank (no departures); the lock table without its
 //! fairness wait; a free collective answers once every rank of the window called.
 
 mod exhaustive;
@@ -207,12 +211,11 @@ impl World {
     pub fn new(nranks: u32, windows: Vec<WindowDesc>, now: Instant) -> Result<Self, RmaError> {
         let mut sims = BTreeMap::new();
         for desc in windows {
-            if desc.model == MemoryModel::Unified || desc.group != WindowDesc::whole_world(nranks) {
+            if desc.group != WindowDesc::whole_world(nranks) {
                 return Err(RmaError::new(
                     ErrorClass::Arg,
                     format!(
-                        "the simulator runs windows of the separate model over the whole \
-                         world; window {} is not one",
+                        "the simulator runs windows over the whole world; window {} is not one",
                         desc.name
                     ),
                 ));
@@ -401,6 +404,32 @@ impl World {
         if self.narrated {
             self.run.narration.push(narrate::refreshed(rank, pulled));
         }
+    }
+
+    /// The unified model once the programs ended: what a rank stored reaches its public
+    /// copy and what operations changed there reaches its private copy — eventually, MPI
+    /// says, so after every load of the run (a run's steps offered both all along, as
+    /// optional steps); the copies the run ends with are one.
+    fn converge(&mut self) {
+        // not steps of the trace: a narration has one happening a step
+        let narrated = std::mem::replace(&mut self.narrated, false);
+        let unified: Vec<u64> = self
+            .windows
+            .iter()
+            .filter(|(_, sim)| sim.desc.model == MemoryModel::Unified)
+            .map(|(&id, _)| id)
+            .collect();
+        for window in unified {
+            for rank in 0..self.ranks.len() as u32 {
+                let open = self.ranks[rank as usize].windows.get_mut(&window);
+                let segments = open.map(|open| open.copy.take_push()).unwrap_or_default();
+                if !segments.is_empty() {
+                    self.handle(window, rank, Input::Push { segments });
+                }
+                self.refresh(window, rank);
+            }
+        }
+        self.narrated = narrated;
     }
 
     /// Rank `rank` takes the next action of its program.
@@ -744,6 +773,7 @@ impl World {
     }
 
     fn finish(mut self) -> Run {
+        self.converge();
         for rank in 0..self.ranks.len() as u32 {
             if let Some(stuck) = self.stuck(rank) {
                 self.run.stuck.push(stuck);

@@ -138,7 +138,7 @@ fn rank_call<'s>(scenario: &'s Scenario, planned: &Planned) -> Option<&'s RankCa
 }
 
 /// Reads `run` as the scenario's outcome.
-pub(super) fn evaluate(plan: &Plan, scenario: &Scenario, run: &Run) -> Outcome {
+pub(super) fn evaluate(plan: &Plan, scenario: &Scenario, run: &Run, check_races: bool) -> Outcome {
     let produced = Produced::of(plan, run);
     let mut outcome = Outcome {
         expectations: Vec::new(),
@@ -146,7 +146,11 @@ pub(super) fn evaluate(plan: &Plan, scenario: &Scenario, run: &Run) -> Outcome {
         problems: Vec::new(),
         stuck: stuck(plan, scenario, run, &produced),
         cycle: wait_cycle(&run.stuck).unwrap_or_default(),
-        races: races::races(plan, scenario, run),
+        races: if check_races {
+            races::races(plan, scenario, run)
+        } else {
+            Vec::new()
+        },
     };
     let mut vars = Vec::new();
     for rank in 0..plan.nranks {

@@ -125,14 +125,10 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
     Ok(plan)
 }
 
-/// A declared window as the simulator runs it: separate model, whole world, create or
+/// A declared window as the simulator runs it: either model, whole world, create or
 /// allocate, disp_unit the element's size.
 fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDesc, ExploreError> {
     let line = decl.line;
-    if decl.model == Model::Unified {
-        let why = "the simulator runs the separate memory model only";
-        return Err(unsupported(line, "model=unified", why));
-    }
     let flavor = match decl.flavor {
         FlavorDecl::Create => Flavor::Create,
         FlavorDecl::Allocate => Flavor::Allocate,
@@ -157,7 +153,10 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
         name: decl.name.clone(),
         world: "explore".to_string(),
         flavor,
-        model: MemoryModel::Separate,
+        model: match decl.model {
+            Model::Unified => MemoryModel::Unified,
+            _ => MemoryModel::Separate,
+        },
         sizes: decl.sizes.iter().map(|count| count * unit).collect(),
         disp_units: vec![unit as u32; decl.sizes.len()],
         info,
@@ -310,11 +309,6 @@ mod tests {
     fn what_the_simulator_cannot_run_is_refused_with_its_line() {
         let window = "window W ranks=2 size=2 type=i64\n";
         for (text, line, what) in [
-            (
-                "window W ranks=2 size=1 type=i64 model=unified\n",
-                1,
-                "model=unified",
-            ),
             (
                 "window W ranks=2 type=i64 flavor=dynamic\n",
                 1,
