@@ -374,12 +374,14 @@ fn a_failing_schedule_replays_with_its_failure() {
 #[test]
 fn an_unsupported_feature_is_refused_with_its_line() {
     let out = explore_text(
-        "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rput B W[0] = 1 as r\nA: unlock B\n",
+        "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rget B W[0] -> x as r\n\
+         A: test_req r -> done\nA: unlock B\n",
         "",
     );
     out.code(3);
     out.stderr_has(
-        "line 3: `rput` cannot be explored yet: the simulator has no request-based operations",
+        "line 4: `test_req` cannot be explored yet: the simulator waits for requests, it does \
+         not test them",
     );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     let out = explore(&examples_dir().join("group_subset.rma"), "--json");
@@ -807,4 +809,47 @@ fn races_are_reported_by_line_and_fail_under_check() {
     unknown.code(2);
     unknown.stderr_has("declares the windows W");
     explore(&file, "--trace t.json").code(2);
+}
+
+/// Request-based operations: `wait_req` completes an `rget` at the origin, so its data is
+/// there in every schedule; an `rput`'s request completes at the origin only, so a third
+/// rank reading after the barrier may see the put applied or not (MPI-3.1 §11.5.7: remote completion needs
+/// a flush or the unlock) — and the race checker says the get races with it.
+#[test]
+fn a_waited_request_is_complete_at_the_origin_only() {
+    let out = explore_text(
+        "window W ranks=3 size=2 type=i64\n\
+         B: store W[1] = 7\n\
+         B: fence\n\
+         A: fence\n\
+         C: fence\n\
+         A: fence\n\
+         B: fence\n\
+         C: fence\n\
+         A: lock shared B\n\
+         A: rget B W[1] -> seen as q\n\
+         A: rput B W[0] = 5 as r\n\
+         A: wait_all q,r\n\
+         barrier\n\
+         C: lock shared B\n\
+         C: get B W[0] -> x\n\
+         C: unlock B\n\
+         barrier\n\
+         A: unlock B\n\
+         expect A seen == 7\n\
+         expect C x in {0,5}\n\
+         expect public B W[0] == 5\n",
+        "--schedules 500 --json",
+    );
+    let document = out.json();
+    assert_eq!(document["ok"], true, "{document:#}");
+    assert_eq!(values(&document, "A seen"), set(&["7"]));
+    assert_eq!(values(&document, "C x"), set(&["0", "5"]));
+    let races: Vec<&str> = document["races"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|race| race["rule"].as_str())
+        .collect();
+    assert_eq!(races, ["put_get"], "{document:#}");
 }

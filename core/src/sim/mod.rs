@@ -65,6 +65,14 @@ pub enum Action {
         /// The bytes.
         bytes: Vec<u8>,
     },
+    /// `MPI_Wait` / `MPI_Waitall` on request-based operations: completion at the origin, so
+    /// the rank waits until each of these actions of its program (request-based operations it
+    /// issued) that brings data back (`rget`, `rget_accumulate`) was answered; one that
+    /// brings none (`rput`, `raccumulate`) is complete at once, applied at its target or not.
+    WaitRequests {
+        /// The operations' indices in the rank's program.
+        calls: Vec<usize>,
+    },
     /// The world's barrier: the rank waits until every rank entered it. It moves no data
     /// (SEMANTICS.md: "a barrier moves no data"); it only orders.
     Barrier,
@@ -166,6 +174,19 @@ struct Rank {
     outstanding: BTreeMap<usize, (u64, u32, u64)>,
     /// Waiting in the world's barrier.
     in_barrier: bool,
+    /// Waiting for these request-based operations (`Action::WaitRequests`) to be answered.
+    requests: Vec<usize>,
+}
+
+impl Rank {
+    /// Whether it waits for a request-based operation whose data has not come back.
+    fn awaits_requests(&self) -> bool {
+        let pending = |call| self.outstanding.get(call);
+        let data = |&(_, _, returned): &(u64, u32, u64)| returned > 0;
+        self.requests
+            .iter()
+            .any(|call| pending(call).is_some_and(data))
+    }
 }
 
 /// A rank's open windows beside their descriptions, as admission reads them.
@@ -258,6 +279,7 @@ impl World {
                 waiting: None,
                 outstanding: BTreeMap::new(),
                 in_barrier: false,
+                requests: Vec::new(),
             })
             .collect();
         let mut world = World {
@@ -330,7 +352,7 @@ impl World {
     fn choices(&self) -> Vec<Choice> {
         let mut choices = Vec::new();
         for (rank, state) in self.ranks.iter().enumerate() {
-            let free = state.waiting.is_none() && !state.in_barrier;
+            let free = state.waiting.is_none() && !state.in_barrier && !state.awaits_requests();
             if free && state.next < state.program.len() {
                 choices.push(Choice::Call { rank: rank as u32 });
             }
@@ -478,6 +500,7 @@ impl World {
                 }
             }
             Action::Call(call) => self.window_call(rank, index, call),
+            Action::WaitRequests { calls } => state.requests = calls,
             Action::Barrier => {
                 state.in_barrier = true;
                 self.log_open(rank, index, &Event::BarrierEnter);

@@ -65,6 +65,7 @@ impl World {
         }
         let (action, window) = match &state.waiting {
             Some(waiting) => (Some(waiting.call), Some(waiting.window)),
+            None if state.awaits_requests() => (Some(state.next - 1), None),
             None if !state.outstanding.is_empty() => (None, None),
             None => return None,
         };

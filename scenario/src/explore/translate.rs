@@ -7,6 +7,7 @@
 //! everything else — never a line silently skipped. Must not: run anything, or decide whether
 //! a call is legal (admission does, as the server's session).
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use onesided_core::datatype::{encode_all, Value};
@@ -15,7 +16,9 @@ use onesided_core::sim::Action;
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
 use onesided_core::RmaError;
 
-use super::super::ast::{self, FlavorDecl, Loc, Model, RankCall, Scenario, Step, WindowDecl};
+use super::super::ast::{
+    self, FlavorDecl, Loc, Model, OpCallSpec, RankCall, Scenario, Step, WindowDecl,
+};
 use super::super::buffers::{byte_runs, target_op};
 use super::ExploreError;
 
@@ -88,6 +91,8 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
         sources: vec![Vec::new(); nranks as usize],
         calls: vec![Vec::new(); nranks as usize],
     };
+    // per rank: each request (`as r`) the action of the operation that made it
+    let mut requests: Vec<BTreeMap<&str, usize>> = vec![BTreeMap::new(); nranks as usize];
     for (index, step) in scenario.steps.iter().enumerate() {
         match step {
             Step::Barrier { line } => {
@@ -106,7 +111,14 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
                     ));
                 };
                 let start = program.len();
-                for mut action in actions(scenario, call)? {
+                if let ast::Call::Op(OpCallSpec {
+                    request: Some(name),
+                    ..
+                }) = &call.call
+                {
+                    requests[rank].insert(name, start);
+                }
+                for mut action in actions(scenario, call, &requests[rank])? {
                     if let Action::Load { label, .. } = &mut action {
                         // a load's bytes are found again by the action's place
                         *label = program.len().to_string();
@@ -165,7 +177,11 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
 }
 
 /// The actions of one rank call.
-fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreError> {
+fn actions(
+    scenario: &Scenario,
+    call: &RankCall,
+    requests: &BTreeMap<&str, usize>,
+) -> Result<Vec<Action>, ExploreError> {
     use ast::Call as C;
     let id = window_id;
     let what = || {
@@ -173,6 +189,12 @@ fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreE
         format!("`{word}`")
     };
     let refuse = |why: &str| Err(unsupported(call.line, what(), why));
+    // a request the file names is one of the rank's earlier operations (the parser says so)
+    let waits = |names: &[String]| {
+        let calls = names.iter().filter_map(|name| requests.get(name.as_str()));
+        let calls = calls.copied().collect();
+        Ok(vec![Action::WaitRequests { calls }])
+    };
     let translated = |source: RmaError| ExploreError::Call {
         line: call.line,
         text: call.text.clone(),
@@ -181,9 +203,6 @@ fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreE
     let single = match &call.call {
         C::Store { loc, values } => return stores(scenario, loc, values).map_err(translated),
         C::Load { loc, .. } => return loads(scenario, loc).map_err(translated),
-        C::Op(spec) if spec.request_based => {
-            return refuse("the simulator has no request-based operations")
-        }
         C::Op(spec) if spec.loc.region.is_some() => return refuse("the simulator has no regions"),
         C::Op(spec) => {
             let dtype = scenario.windows[spec.loc.window].dtype;
@@ -191,7 +210,7 @@ fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreE
                 window: id(spec.loc.window),
                 target: spec.target,
                 token: 0,
-                request_based: false,
+                request_based: spec.request_based,
                 // one that does not build is refused by admission in its turn, as the
                 // server's session refuses it
                 op: target_op(spec, dtype, spec.loc.index),
@@ -239,12 +258,13 @@ fn actions(scenario: &Scenario, call: &RankCall) -> Result<Vec<Action>, ExploreE
         C::Test { window, .. } => Call::Test {
             window: id(*window),
         },
-        C::WaitReq(_)
-        | C::TestReq { .. }
-        | C::TestAll { .. }
-        | C::WaitAll(_)
-        | C::WaitAny { .. }
-        | C::FreeReq(_) => return refuse("the simulator has no requests"),
+        C::WaitReq(name) => return waits(std::slice::from_ref(name)),
+        C::WaitAll(names) => return waits(names),
+        // the operation goes on; nothing waits for it
+        C::FreeReq(_) => return Ok(Vec::new()),
+        C::TestReq { .. } | C::TestAll { .. } | C::WaitAny { .. } => {
+            return refuse("the simulator waits for requests, it does not test them")
+        }
         C::SetInfo { .. } => return refuse("the simulator's windows keep their info"),
         // a pause moves nothing and orders nothing (the format: "to make an interleaving
         // likely, never to make a test pass"); the schedules reach every interleaving it could
@@ -319,11 +339,10 @@ mod tests {
                 1,
                 "group=",
             ),
-            ("A: lock_all\nA: rput B W[0] = 1 as r\n", 3, "`rput`"),
             (
-                "A: lock_all\nA: rget B W[0] -> x as r\nA: wait_req r\n",
-                3,
-                "`rget`",
+                "A: lock_all\nA: rget B W[0] -> x as r\nA: test_req r -> done\n",
+                4,
+                "`test_req`",
             ),
             ("A: set_info accumulate_ops=same_op\n", 2, "`set_info`"),
             ("\nA: crash\n", 3, "`crash`"),
