@@ -853,3 +853,33 @@ fn a_waited_request_is_complete_at_the_origin_only() {
         .collect();
     assert_eq!(races, ["put_get"], "{document:#}");
 }
+
+/// `set_info` is a collective of the window's ranks: when they ask for different infos every
+/// call fails with MPI_ERR_INFO and nothing changes (the race checker still reads the old
+/// info), and a rank that never calls it leaves the others stuck in it.
+#[test]
+fn set_info_is_a_collective_that_fails_when_the_ranks_differ() {
+    let differ = explore_text(
+        "window W ranks=2 size=1 type=i64\n\
+         A: set_info accumulate_ordering=none !INFO\n\
+         B: set_info accumulate_ordering=rar !INFO\n",
+        "--schedules 50 --json",
+    );
+    let document = differ.json();
+    assert_eq!(document["ok"], true, "{document:#}");
+    let calls = document["failed_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{document:#}");
+    for call in calls {
+        assert_eq!(call["class"], "INFO", "{call}");
+        assert_eq!(call["count"], 50);
+        let message = call["message"].as_str().unwrap();
+        assert!(message.contains("the same info on every rank"), "{message}");
+    }
+    let alone = explore_text(
+        "window W ranks=2 size=1 type=i64\nA: set_info accumulate_ordering=none\n",
+        "--schedules 20",
+    );
+    alone.code(1);
+    alone.stdout_has("deadlock in 20 schedule(s)");
+    alone.stdout_has("A at line 2");
+}

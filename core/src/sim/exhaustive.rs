@@ -244,6 +244,8 @@ impl World {
         let mut touched = wrote([Part::Rank(rank)]);
         match action {
             Action::Barrier => touched.push((Part::Barrier, true)),
+            // a window's info is read by every later call's admission and every delivery
+            Action::SetInfo { .. } => touched.push((Part::Ends, true)),
             Action::Call(call @ (Call::Fence { .. } | Call::WinFree { .. })) => {
                 touched.push((Part::Tallies(call.window()), true));
             }

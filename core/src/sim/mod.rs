@@ -26,6 +26,7 @@
 
 mod exhaustive;
 mod history;
+mod info;
 mod narrate;
 mod schedule;
 mod stuck;
@@ -43,6 +44,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::audit::Event;
+use crate::collective::Collectives;
 use crate::epoch::EpochState;
 use crate::fence::FenceTally;
 use crate::origin::{self, Admitted, Call, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To};
@@ -72,6 +74,13 @@ pub enum Action {
     WaitRequests {
         /// The operations' indices in the rank's program.
         calls: Vec<usize>,
+    },
+    /// `MPI_Win_set_info`: the keys set on the window, a collective of its ranks (`info.rs`).
+    SetInfo {
+        /// The window.
+        window: u64,
+        /// The keys and values.
+        info: Vec<(String, String)>,
     },
     /// The world's barrier: the rank waits until every rank entered it. It moves no data
     /// (SEMANTICS.md: "a barrier moves no data"); it only orders.
@@ -176,6 +185,8 @@ struct Rank {
     in_barrier: bool,
     /// Waiting for these request-based operations (`Action::WaitRequests`) to be answered.
     requests: Vec<usize>,
+    /// Waiting in a window's collective (`MPI_Win_set_info`).
+    in_collective: bool,
 }
 
 impl Rank {
@@ -220,6 +231,9 @@ pub struct World {
     run: Run,
     strict: bool,
     narrated: bool,
+    /// The windows' collectives (`MPI_Win_set_info`), as the server's world actor runs them:
+    /// each reply is the rank and the action that waits.
+    collectives: Collectives<(u32, usize)>,
 }
 
 impl World {
@@ -280,6 +294,7 @@ impl World {
                 outstanding: BTreeMap::new(),
                 in_barrier: false,
                 requests: Vec::new(),
+                in_collective: false,
             })
             .collect();
         let mut world = World {
@@ -291,6 +306,7 @@ impl World {
             run: Run::default(),
             strict: false,
             narrated: false,
+            collectives: Collectives::new(nranks),
         };
         world.log_created();
         Ok(world)
@@ -352,7 +368,10 @@ impl World {
     fn choices(&self) -> Vec<Choice> {
         let mut choices = Vec::new();
         for (rank, state) in self.ranks.iter().enumerate() {
-            let free = state.waiting.is_none() && !state.in_barrier && !state.awaits_requests();
+            let free = state.waiting.is_none()
+                && !state.in_barrier
+                && !state.in_collective
+                && !state.awaits_requests();
             if free && state.next < state.program.len() {
                 choices.push(Choice::Call { rank: rank as u32 });
             }
@@ -501,6 +520,7 @@ impl World {
             }
             Action::Call(call) => self.window_call(rank, index, call),
             Action::WaitRequests { calls } => state.requests = calls,
+            Action::SetInfo { window, info } => self.set_info(rank, index, window, &info),
             Action::Barrier => {
                 state.in_barrier = true;
                 self.log_open(rank, index, &Event::BarrierEnter);

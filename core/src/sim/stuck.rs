@@ -56,6 +56,15 @@ impl World {
     pub(super) fn stuck(&self, rank: u32) -> Option<Stuck> {
         let state = &self.ranks[rank as usize];
         let all = 0..self.ranks.len() as u32;
+        if state.in_collective {
+            // a window's collective: those of its ranks (every rank: whole-world windows)
+            // not in it
+            let on = all
+                .filter(|&r| !self.ranks[r as usize].in_collective)
+                .collect();
+            let action = Some(state.next - 1);
+            return Some(Stuck { rank, action, on });
+        }
         if state.in_barrier {
             let on = all
                 .filter(|&r| !self.ranks[r as usize].in_barrier)

@@ -265,7 +265,13 @@ fn actions(
         C::TestReq { .. } | C::TestAll { .. } | C::WaitAny { .. } => {
             return refuse("the simulator waits for requests, it does not test them")
         }
-        C::SetInfo { .. } => return refuse("the simulator's windows keep their info"),
+        C::SetInfo { window, info } => {
+            let info = info.clone();
+            return Ok(vec![Action::SetInfo {
+                window: id(*window),
+                info,
+            }]);
+        }
         // a pause moves nothing and orders nothing (the format: "to make an interleaving
         // likely, never to make a test pass"); the schedules reach every interleaving it could
         // make likely without it
@@ -344,7 +350,6 @@ mod tests {
                 4,
                 "`test_req`",
             ),
-            ("A: set_info accumulate_ops=same_op\n", 2, "`set_info`"),
             ("\nA: crash\n", 3, "`crash`"),
         ] {
             let text = if text.starts_with("window") {
