@@ -256,9 +256,10 @@ impl Admin for AdminService {
         if let Some(answer) = self.forwarded(&mut request, |r| &r.name, forward).await? {
             return Ok(answer);
         }
+        let by = operator::who(caller(&request));
         let registry = Arc::clone(&self.registry);
         let name = request.into_inner().name;
-        to_the_end(async move { registry.delete_world(&name).await }).await?;
+        operator::delete_world(registry, name, by).await?;
         Ok(Response::new(v1::DeleteWorldResponse {}))
     }
 

@@ -1,8 +1,9 @@
 //! The web view (`--http-listen`): a page of the live server — worlds, windows, ranks with
 //! their sessions and leases, lock holders and waiters, open epochs and queued items per
 //! target, the audit events as they are committed, and a window's timeline (the Perfetto
-//! export, drawn in the page) — and two admin actions behind a confirmation in the page:
-//! ending a rank's session and revoking its locks (`actions.rs`, through the Admin service).
+//! export, drawn in the page) — and three admin actions behind a confirmation in the page:
+//! ending a rank's session, revoking its locks and deleting a world (`actions.rs`, through
+//! the Admin service).
 //! The page also draws a trace file the user opens (a schedule `onesided explore --replay
 //! S:K --trace` wrote), in the browser alone: nothing of it reaches the server.
 //!
@@ -20,9 +21,10 @@
 //!   rank R's public copy, decoded as the window's element type (bytes when it has none).
 //! - `GET /api/cluster` — the cluster's nodes, their liveness and the worlds each holds the
 //!   lease of (as the Admin API's `ClusterStatus`), or that the server is not in one.
-//! - `POST /api/worlds/{world}/ranks/{rank}/end-session` and
-//!   `POST /api/worlds/{world}/windows/{window}/ranks/{rank}/revoke-locks` — the admin
-//!   actions (`actions.rs`); every other path answers `GET` only.
+//! - `POST /api/worlds/{world}/ranks/{rank}/end-session`,
+//!   `POST /api/worlds/{world}/windows/{window}/ranks/{rank}/revoke-locks` and
+//!   `POST /api/worlds/{world}/delete` — the admin actions (`actions.rs`); every other path
+//!   answers `GET` only.
 //! - `GET /api/stream[?world=W&window=N]` — `text/event-stream`: `state` (the state, and the
 //!   window's when one is named) whenever it changes, `audit` for each committed event (with
 //!   its wall-clock time and, for operations and published bytes, the values decoded).

@@ -220,8 +220,10 @@ pub enum Event {
     /// before what the action causes: the `lock_revoke` events of the locks it took away, the
     /// `departed` of the session it ended). The row's incarnation is the session acted on.
     Admin {
-        /// What: `end_session` (the session was ended, as a lapsed lease ends it) or
-        /// `revoke_locks` (its locks on this window were taken away, its session goes on).
+        /// What: `end_session` (the session was ended, as a lapsed lease ends it),
+        /// `revoke_locks` (its locks on this window were taken away, its session goes on) or
+        /// `delete_world` (the world was deleted with this window: recorded at rank 0,
+        /// incarnation 0, the window's last event).
         action: String,
         /// Who: `admin` (the admin token: the only operator credential) and the address the
         /// call came from, as the node that took it saw it.

@@ -1,8 +1,8 @@
-//! An operator's actions on a rank's session (Admin `EndSession` and `RevokeLocks`): checked
-//! against the registry, recorded as `admin` events, then carried out as a departure or a
-//! revocation at the window's actors.
+//! An operator's actions (Admin `EndSession`, `RevokeLocks` and `DeleteWorld`): checked
+//! against the registry, recorded as `admin` events, then carried out as a departure, a
+//! revocation at the window's actors, or the world's deletion.
 //!
-//! Owns: the checks of these two calls (which world, rank, window, session, lock) with their
+//! Owns: the checks of these calls (which world, rank, window, session, lock) with their
 //! statuses, and the order every action keeps — checked, recorded, carried out, committed,
 //! answered. Must not: decide what a departure or a revocation does (the session and core's
 //! target engine do), or be reached except through [`super::AdminService`], which forwards a
@@ -153,6 +153,37 @@ pub async fn end_session(
     carried_out
         .await
         .map_err(|_| Status::unavailable("the server is stopping"))?
+}
+
+/// Admin `DeleteWorld`: recorded first as an `admin` event `delete_world` at rank 0 of each
+/// of the world's windows (whose logs end there), then the world, its tokens and its windows
+/// are gone. A world without windows has no log to record it in: its deletion is only traced.
+pub async fn delete_world(
+    registry: Arc<Registry>,
+    world: String,
+    by: String,
+) -> Result<(), Status> {
+    if registry.world_ranks(&world).is_none() {
+        return Err(super::status(RegistryError::NoWorld(world)));
+    }
+    recordable(&registry)?;
+    let windows: Vec<(u64, u32)> = registry
+        .list_windows(&world)
+        .map_err(super::status)?
+        .iter()
+        .map(|desc| (desc.id, 0))
+        .collect();
+    // in a task of its own: a call dropped half-way does not leave the deletion recorded and
+    // not carried out
+    tokio::spawn(async move {
+        record(&registry, &windows, 0, "delete_world", &by).await;
+        // committed before the world goes and the call is answered: a deletion answers
+        // without waiting for its windows' actors or the writer
+        registry.audit().flush().await;
+        registry.delete_world(&world).await.map_err(super::status)
+    })
+    .await
+    .map_err(|_| Status::unavailable("the server is stopping"))?
 }
 
 /// Admin `RevokeLocks`: the locks the live session of world rank `rank` holds at the targets

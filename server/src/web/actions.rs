@@ -1,11 +1,12 @@
-//! The web view's admin actions: ending a rank's session and revoking its locks on a window,
-//! each a `POST` that goes through the Admin service's own methods (the same checks, the same
-//! forwarding to the node that serves the world in a cluster, the same `admin` audit event,
-//! naming the page's address as who asked).
+//! The web view's admin actions: ending a rank's session, revoking its locks on a window and
+//! deleting a world, each a `POST` that goes through the Admin service's own methods (the same
+//! checks, the same forwarding to the node that serves the world in a cluster, the same
+//! `admin` audit event, naming the page's address as who asked).
 //!
 //! - `POST /api/worlds/{world}/ranks/{rank}/end-session` — Admin `EndSession`.
 //! - `POST /api/worlds/{world}/windows/{window}/ranks/{rank}/revoke-locks` — Admin
 //!   `RevokeLocks` (`rank` in the world).
+//! - `POST /api/worlds/{world}/delete` — Admin `DeleteWorld`.
 //!
 //! Owns: these paths and their JSON answers. Must not: act except through the Admin service.
 
@@ -23,6 +24,7 @@ pub(super) fn is_action(api: &[&str]) -> bool {
         api,
         ["worlds", _, "ranks", _, "end-session"]
             | ["worlds", _, "windows", _, "ranks", _, "revoke-locks"]
+            | ["worlds", _, "delete"]
     )
 }
 
@@ -74,6 +76,17 @@ impl WebView {
                     json!({"world": world, "window": window, "rank": rank(number)?,
                           "incarnation": answer.incarnation, "targets": answer.targets}),
                 )
+            }
+            ["worlds", world, "delete"] => {
+                let mut request = tonic::Request::new(v1::DeleteWorldRequest {
+                    name: (*world).to_string(),
+                });
+                request.extensions_mut().insert(via);
+                self.admin
+                    .delete_world(request)
+                    .await
+                    .map_err(refusal_of_status)?;
+                Ok(json!({"world": world, "deleted": true}))
             }
             _ => Err(Refusal::not_found("no such action".to_string())),
         }

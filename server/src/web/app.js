@@ -218,7 +218,9 @@ function renderState(state) {
         el("td", {}, window.disp_units.join(", ")),
         el("td", {}, window.element_type || "–")))));
     return el("div", { class: "world", "data-world": world.name },
-      el("h3", {}, `world ${world.name} (${world.ranks.length} ranks)`),
+      el("h3", {}, `world ${world.name} (${world.ranks.length} ranks) `,
+        el("button", { type: "button", class: "delete-world danger",
+          onclick: () => deleteWorld(world.name) }, "Delete world…")),
       ranks,
       world.windows.length ? windows : el("p", { class: "hint" }, "no windows"));
   });
@@ -350,6 +352,15 @@ function endSession(world, rank) {
     "End session",
     () => act(`/api/worlds/${encodeURIComponent(world)}/ranks/${rank}/end-session`,
       (answer) => `ended session ${answer.incarnation} of rank ${rank} of world ${world}`));
+}
+
+function deleteWorld(world) {
+  confirmAction(
+    `Delete world ${world}? Its rank tokens and windows are gone; its sessions' calls fail. ` +
+    "Each window's audit log ends with the deletion, naming you; the logs stay readable.",
+    "Delete world",
+    () => act(`/api/worlds/${encodeURIComponent(world)}/delete`,
+      () => `deleted world ${world}`));
 }
 
 // `origin` is a rank in the window; the Admin API names the rank in the world.
@@ -496,7 +507,8 @@ function describeEvent(event) {
     case "departed":
       return `incarnation ${body.incarnation} ended: ${body.reason}`;
     case "admin": {
-      const what = { end_session: "ended its session", revoke_locks: "revoked its locks" };
+      const what = { end_session: "ended its session", revoke_locks: "revoked its locks",
+        delete_world: "deleted the world" };
       return `${body.by} ${what[body.action] || body.action} (incarnation ${event.incarnation})`;
     }
     case "flush":

@@ -286,3 +286,53 @@ async fn bad_input_is_refused_with_its_status_and_class_and_changes_nothing() {
     w[0].put(1, 0, &[9i64]).unwrap();
     w[0].unlock(1).await.unwrap();
 }
+
+/// Deleting a world is recorded first, naming who asked, as the last event of each of its
+/// windows' logs (which the Audit service still serves); an unknown world is NOT_FOUND and
+/// records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_worlds_windows_end_their_logs_with_the_operators_deletion() {
+    let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
+    let first = w[0].desc().id;
+    let second = fixture
+        .server
+        .admin
+        .create_window(&fixture.world, &WindowSpec::of::<i64>(&unique("w"), 2, 1))
+        .await
+        .unwrap()
+        .id;
+    w[0].lock(LockType::Exclusive, 1, 0).await.unwrap();
+    w[0].put(1, 0, &[5i64]).unwrap();
+    w[0].unlock(1).await.unwrap();
+    let admin = &fixture.server.admin;
+    let unknown = admin.delete_world(&unique("nowhere")).await.unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound, "{unknown}");
+    admin.delete_world(&fixture.world).await.unwrap();
+    assert!(admin
+        .list_worlds()
+        .await
+        .unwrap()
+        .iter()
+        .all(|w| w.name != fixture.world));
+    for window in [first, second] {
+        let log = events(&fixture.server.url, window).await;
+        let deleted = position(&log, |rank, event| {
+            matches!(event, Event::Admin { action, by }
+                if rank == 0 && action == "delete_world" && by.starts_with("admin from 127.0.0.1:"))
+        });
+        let later: Vec<_> = log[deleted + 1..]
+            .iter()
+            // the actors' last words, as they stop (whether they reach the log before the
+            // store marks the window freed is a race of its own)
+            .filter(|(_, _, event)| !matches!(event, Event::Departed { .. } | Event::WindowFreed))
+            .collect();
+        assert!(
+            later.is_empty(),
+            "window {window}: after the deletion {later:#?}"
+        );
+        let admins = log
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::Admin { .. }));
+        assert_eq!(admins.count(), 1, "window {window}: {log:#?}");
+    }
+}

@@ -1261,3 +1261,78 @@ async fn an_explored_schedule_opens_in_the_page_as_a_live_timeline_in_chromium()
     .await;
     page.close().await.unwrap();
 }
+
+/// Issue 44, item 6: deleting a world from the page, behind a confirmation, through the Admin
+/// API: the world leaves the page, its sessions' calls fail, and its window's audit log ends
+/// with the deletion naming the page as who asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_world_from_the_page_is_confirmed_and_audited_in_chromium() {
+    let driver = chromedriver().await;
+    let (fixture, web, _window, windows) = a_window_with_web_view(2, 1).await;
+    let world = fixture.world.clone();
+    let id = windows[0].desc().id;
+    let page = browser(&driver).await;
+    log_in(&page, web).await;
+    let button = format!(".world[data-world=\"{world}\"] button.delete-world");
+    let question = format!("Delete world {world}?");
+    // cancelled: the world stays
+    ask(&page, "the world's delete button", &button, &question).await;
+    answer(&page, "confirm-no").await;
+    until(&page, "the dialog closed", CONFIRM, |value| {
+        value[0] == false
+    })
+    .await;
+    assert!(fixture
+        .server
+        .admin
+        .list_worlds()
+        .await
+        .unwrap()
+        .iter()
+        .any(|w| w.name == world));
+    // confirmed: gone from the server and from the page
+    ask(&page, "the world's delete button", &button, &question).await;
+    answer(&page, "confirm-yes").await;
+    until_text(
+        &page,
+        "the deletion's result",
+        ACTION_RESULT,
+        &format!("deleted world {world}"),
+    )
+    .await;
+    let listed =
+        format!("return document.querySelector('.world[data-world=\"{world}\"]') !== null;");
+    until(&page, "the world gone from the page", &listed, |value| {
+        value == false
+    })
+    .await;
+    assert!(fixture
+        .server
+        .admin
+        .list_worlds()
+        .await
+        .unwrap()
+        .iter()
+        .all(|w| w.name != world));
+    let error = windows[0].fence(0).await.unwrap_err();
+    assert!(error.class().is_some(), "{error}");
+    let audit = onesided_client::Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let log = audit.events(id, 1).await.unwrap();
+    let deletion = log.iter().find_map(|entry| match &entry.event {
+        Some(onesided_core::audit::Event::Admin { action, by }) if action == "delete_world" => {
+            Some(by.clone())
+        }
+        _ => None,
+    });
+    let by = deletion.unwrap_or_else(|| panic!("no deletion in {log:#?}"));
+    assert!(by.ends_with("(web view)"), "{by}");
+    // deleting it again: refused, and shown so
+    page.execute(&format!("deleteWorld('{world}'); return true;"), Vec::new())
+        .await
+        .unwrap();
+    answer(&page, "confirm-yes").await;
+    until_text(&page, "the refusal", ACTION_RESULT, "refused: 404").await;
+    page.close().await.unwrap();
+}
