@@ -221,8 +221,11 @@ impl Placement for Alone {
         &self,
         _store: Option<&AuditStore>,
         _world: &str,
-        _stopping: Stopping<'_>,
+        stopping: Stopping<'_>,
     ) -> Result<(), RegistryError> {
+        // the windows' last events (`window_freed`) are in the log before the deletion is
+        // answered, as in a cluster
+        stopping.await;
         Ok(())
     }
 
