@@ -385,33 +385,20 @@ mod tests {
     /// A client chain of rank 1, incarnation 1 on window 7: its rows as stored, and the
     /// marker of each range.
     fn client_chain(events: &[Event]) -> Vec<StoredRow> {
-        let mut previous = GENESIS;
-        events
+        let records: Vec<AuditRecord> = events
             .iter()
             .enumerate()
-            .map(|(index, event)| {
-                let record = AuditRecord {
-                    window: 7,
-                    seq: index as u64 + 1,
-                    at_ns: 5 + index as u64,
-                    rank: 1,
-                    incarnation: 1,
-                    cseq: None,
-                    event: event.clone(),
-                };
-                let body = Body::encode(event);
-                let hash = chain_hash(&previous, &record, &body);
-                let row = StoredRow {
-                    record,
-                    unreadable: None,
-                    body,
-                    prev_hash: previous.to_vec(),
-                    hash: hash.to_vec(),
-                };
-                previous = hash;
-                row
+            .map(|(index, event)| AuditRecord {
+                window: 7,
+                seq: index as u64 + 1,
+                at_ns: 5 + index as u64,
+                rank: 1,
+                incarnation: 1,
+                cseq: None,
+                event: event.clone(),
             })
-            .collect()
+            .collect();
+        stored(&records)
     }
 
     fn marker(client: &[StoredRow], from: u64, to: u64) -> Event {
