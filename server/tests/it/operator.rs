@@ -10,16 +10,13 @@ use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
 use onesided_core::audit::Event;
 use tonic::Code;
 
-use crate::failure::held_and_awaited;
-use crate::{unique, Fixture, ADMIN_TOKEN};
+use crate::failure::{granted_get, held_and_awaited, log_entries};
+use crate::{assert_refused, unique, Fixture, ADMIN_TOKEN};
 
 /// The window's log, as the Audit service gives it.
 async fn events(url: &str, window: u64) -> Vec<(u32, u64, Event)> {
-    let audit = Audit::connect(url, ADMIN_TOKEN).await.unwrap();
-    audit
-        .events(window, 1)
-        .await
-        .unwrap()
+    let entries = log_entries(url, window).await;
+    entries
         .into_iter()
         .filter_map(|entry| Some((entry.rank, entry.incarnation, entry.event?)))
         .collect()
@@ -44,10 +41,7 @@ async fn a_revoked_lock_goes_to_the_waiter_and_replay_and_the_checker_see_a_rele
         .await
         .unwrap();
     assert_eq!((incarnation, targets), (1, vec![2]));
-    let value = tokio::time::timeout(Duration::from_secs(10), seen.value())
-        .await
-        .expect("the waiter was never granted")
-        .unwrap();
+    let value = granted_get(seen, "the waiter was never granted").await;
     assert_eq!(value, vec![42], "the holder's flushed write stays");
     // its own get and put of the same bytes are ordered by a flush, as MPI asks
     waiter.flush(2).await.unwrap();
@@ -260,11 +254,7 @@ async fn bad_input_is_refused_with_its_status_and_class_and_changes_nothing() {
         ),
     ];
     for (case, error, code, class) in cases {
-        assert_eq!(
-            (error.code(), error.class()),
-            (code, Some(class)),
-            "{case}: {error}"
-        );
+        assert_refused(case, &error, code, class);
     }
     // a world nobody attached to
     let quiet = unique("quiet");
