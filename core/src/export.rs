@@ -271,6 +271,7 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::fixtures::op_event;
     use crate::audit::RecordedOp;
 
     fn history() -> Vec<AuditRecord> {
@@ -327,20 +328,15 @@ mod tests {
         push(
             2,
             0,
-            Event::Op {
-                origin: 0,
-                origin_incarnation: 1,
-                op_id: 4,
-                epoch: 0,
-                token: 0,
-                op: RecordedOp::Put,
-                datatype: "u8".into(),
-                disp: 0,
-                runs: vec![(0, 4)],
-                data: vec![1, 2, 3, 4],
-                compare: Vec::new(),
-                result: Vec::new(),
-            },
+            op_event(
+                0,
+                4,
+                RecordedOp::Put,
+                "u8",
+                0,
+                vec![(0, 4)],
+                vec![1, 2, 3, 4],
+            ),
         );
         push(
             1,
