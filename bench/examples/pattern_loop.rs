@@ -88,9 +88,9 @@ fn main() -> anyhow::Result<()> {
         let began = Instant::now();
         let samples = match pattern.as_str() {
             _ if ring.is_some() => ring_loop(&windows, nranks, n).await?,
-            "pscw" => pscw_loop(&w0, &w1, n).await?,
+            "pscw" => pscw_loop(&w0, Arc::clone(&w1), n).await?,
             "lock" => lock_loop(&w0, n).await?,
-            "fence" => fence_loop(&w0, &w1, n).await?,
+            "fence" => fence_loop(&w0, Arc::clone(&w1), n).await?,
             "bulk" => bulk_loop(&w0, n).await?,
             "hot" => hot_loop(&windows, n, began).await?,
             other => anyhow::bail!("no pattern {other}"),
@@ -142,18 +142,16 @@ async fn ring_loop(
 }
 
 /// `pscw`: start, put, complete against post, wait.
-async fn pscw_loop(w0: &Arc<Window>, w1: &Arc<Window>, n: usize) -> anyhow::Result<Vec<Duration>> {
+async fn pscw_loop(w0: &Window, w1: Arc<Window>, n: usize) -> anyhow::Result<Vec<Duration>> {
     let mut samples = Vec::with_capacity(n);
-    let target = {
-        let w1 = Arc::clone(w1);
-        tokio::spawn(async move {
-            for _ in 0..n {
-                w1.post(&[0], 0)?;
-                w1.wait().await?;
-            }
-            anyhow::Ok(())
-        })
-    };
+    // rank 1, the target, posts and waits
+    let target = tokio::spawn(async move {
+        for _ in 0..n {
+            w1.post(&[0], 0)?;
+            w1.wait().await?;
+        }
+        anyhow::Ok(())
+    });
     for i in 0..n {
         let t = Instant::now();
         w0.start(&[1], 0)?;
@@ -179,19 +177,16 @@ async fn lock_loop(w0: &Window, n: usize) -> anyhow::Result<Vec<Duration>> {
 }
 
 /// `fence`: put and fence on two ranks.
-async fn fence_loop(w0: &Arc<Window>, w1: &Arc<Window>, n: usize) -> anyhow::Result<Vec<Duration>> {
+async fn fence_loop(w0: &Window, w1: Arc<Window>, n: usize) -> anyhow::Result<Vec<Duration>> {
     let mut samples = Vec::with_capacity(n);
-    let other = {
-        let w1 = Arc::clone(w1);
-        tokio::spawn(async move {
+    let other = tokio::spawn(async move {
+        w1.fence(0).await?;
+        for i in 0..n {
+            w1.put(0, 0, &[i as i64])?;
             w1.fence(0).await?;
-            for i in 0..n {
-                w1.put(0, 0, &[i as i64])?;
-                w1.fence(0).await?;
-            }
-            anyhow::Ok(())
-        })
-    };
+        }
+        anyhow::Ok(())
+    });
     w0.fence(0).await?;
     for i in 0..n {
         let t = Instant::now();
