@@ -624,6 +624,32 @@ mod tests {
         blocker
     }
 
+    /// Asserts that `submission` waits while `blocker` holds the store's write lock (`past`:
+    /// what it would otherwise have gone past), and completes once the lock is let go
+    /// (`never`: what was never given back otherwise).
+    async fn waits_for_the_store(
+        submission: impl std::future::Future<Output = ()>,
+        blocker: &mut sqlx::SqliteConnection,
+        past: &str,
+        never: &str,
+    ) {
+        tokio::pin!(submission);
+        // polled once: it waits, since nothing can commit
+        assert!(
+            tokio::time::timeout(Duration::ZERO, &mut submission)
+                .await
+                .is_err(),
+            "{past}"
+        );
+        sqlx::query("ROLLBACK")
+            .execute(&mut *blocker)
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(60), submission)
+            .await
+            .expect(never);
+    }
+
     /// `async` answers before the commit, but never more than its bound ahead of it: with the
     /// store's write lock held by another connection nothing commits, the first `max` events
     /// are taken at once, and the next submission waits until the store takes them.
@@ -650,18 +676,13 @@ mod tests {
         let unrecorded = handle.unrecorded.clone().unwrap();
         assert_eq!(unrecorded.outstanding(), 4);
         let fifth = handle.submit(vec![event(9, Event::Attach)], Vec::new());
-        tokio::pin!(fifth);
-        // polled once: it waits, since nothing can commit
-        assert!(
-            tokio::time::timeout(Duration::ZERO, &mut fifth)
-                .await
-                .is_err(),
-            "a fifth answered event went past the bound of 4"
-        );
-        sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(60), fifth)
-            .await
-            .expect("the bound was never given back after the store took the events");
+        waits_for_the_store(
+            fifth,
+            &mut blocker,
+            "a fifth answered event went past the bound of 4",
+            "the bound was never given back after the store took the events",
+        )
+        .await;
         handle.flush().await;
         assert_eq!(unrecorded.outstanding(), 0);
         assert_eq!(store.rows(9, 1).await.unwrap().len(), 5);
@@ -706,18 +727,15 @@ mod tests {
             MAX_UNCOMMITTED_BYTES - (40 << 20)
         );
         let second = handle.submit(vec![published(40 << 20)], Vec::new());
-        tokio::pin!(second);
-        // polled once: it waits, since nothing can commit
-        assert!(
-            tokio::time::timeout(Duration::ZERO, &mut second)
-                .await
-                .is_err(),
-            "80 MiB of uncommitted events went past the budget of {MAX_UNCOMMITTED_BYTES} bytes"
-        );
-        sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(60), second)
-            .await
-            .expect("the budget was never given back after the store took the first events");
+        waits_for_the_store(
+            second,
+            &mut blocker,
+            &format!(
+                "80 MiB of uncommitted events went past the budget of {MAX_UNCOMMITTED_BYTES} bytes"
+            ),
+            "the budget was never given back after the store took the first events",
+        )
+        .await;
         handle.flush().await;
         assert_eq!(
             handle.uncommitted.available_permits(),
