@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, Session, Window, WindowSpec};
 use onesided_core::audit::Event;
 use tonic::Code;
 
@@ -20,6 +20,14 @@ async fn events(url: &str, window: u64) -> Vec<(u32, u64, Event)> {
         .into_iter()
         .filter_map(|entry| Some((entry.rank, entry.incarnation, entry.event?)))
         .collect()
+}
+
+/// `window` holds a `lock_type` lock of `target` and has put `value` at its element 0 and
+/// flushed it.
+async fn put_and_flushed(window: &Window, lock_type: LockType, target: u32, value: i64) {
+    window.lock(lock_type, target, 0).await.unwrap();
+    window.put(target, 0, &[value]).unwrap();
+    window.flush(target).await.unwrap();
 }
 
 fn position(log: &[(u32, u64, Event)], wanted: impl Fn(u32, &Event) -> bool) -> usize {
@@ -101,9 +109,7 @@ async fn a_revoked_lock_goes_to_the_waiter_and_replay_and_the_checker_see_a_rele
 async fn a_revoked_holders_later_operations_are_refused_and_never_hang() {
     let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     let [holder, target]: [_; 2] = w.try_into().unwrap();
-    holder.lock(LockType::Shared, 1, 0).await.unwrap();
-    holder.put(1, 0, &[1i64]).unwrap();
-    holder.flush(1).await.unwrap();
+    put_and_flushed(&holder, LockType::Shared, 1, 1).await;
     let name = &holder.desc().name;
     fixture
         .server
@@ -137,9 +143,7 @@ async fn a_revoked_holders_later_operations_are_refused_and_never_hang() {
 async fn an_ended_session_frees_its_lock_fails_the_barrier_and_may_attach_again() {
     let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     let [owner, holder]: [_; 2] = w.try_into().unwrap();
-    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    holder.put(0, 0, &[3i64]).unwrap();
-    holder.flush(0).await.unwrap();
+    put_and_flushed(&holder, LockType::Exclusive, 0, 3).await;
     // the owner's lock of its own rank waits for the holder's
     let waiting =
         tokio::spawn(async move { owner.lock(LockType::Exclusive, 0, 0).await.map(|()| owner) });
