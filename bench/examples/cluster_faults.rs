@@ -394,12 +394,7 @@ async fn log(cluster: &mut Cluster, runs: usize, events: i64) -> anyhow::Result<
     let mut connection = sqlx::PgConnection::connect(&cluster.database).await?;
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let logged: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE window_id = $1",
-        )
-        .bind(window as i64)
-        .fetch_one(&mut connection)
-        .await?;
+        let logged = logged(&mut connection, window).await?;
         eprintln!(
             "log: {logged} events after {:.0} s",
             began.elapsed().as_secs_f64()
@@ -434,12 +429,7 @@ async fn log(cluster: &mut Cluster, runs: usize, events: i64) -> anyhow::Result<
             .as_secs_f64();
         tokio::time::sleep(Duration::from_secs_f64(LEASE_SECS * 1.5)).await;
         let (after, now) = lease(&cluster.database, "long").await?;
-        let logged: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE window_id = $1",
-        )
-        .bind(window as i64)
-        .fetch_one(&mut connection)
-        .await?;
+        let logged = logged(&mut connection, window).await?;
         println!(
             "{}",
             serde_json::json!({"part": "log", "run": run, "events_in_log": logged,
@@ -495,4 +485,14 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         })
+}
+
+/// How many events `window`'s log holds (its last sequence number).
+async fn logged(connection: &mut sqlx::PgConnection, window: u64) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE window_id = $1")
+            .bind(window as i64)
+            .fetch_one(connection)
+            .await?,
+    )
 }

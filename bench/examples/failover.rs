@@ -13,7 +13,7 @@
 //! per run.
 use std::time::{Duration, Instant};
 
-use onesided_client::{Admin, LockType, Session, WindowSpec};
+use onesided_client::{Admin, LockType, Session, Window, WindowSpec};
 use sqlx::Connection;
 
 #[path = "support/nodes.rs"]
@@ -121,13 +121,7 @@ async fn measure(
     drop(nodes.remove(at));
     let by_itself = async {
         loop {
-            let attempt = async {
-                held_window.lock(LockType::Shared, last, 0).await?;
-                let read = held_window.get::<u8>(last, per_rank - 1, 1)?;
-                held_window.unlock(last).await?;
-                read.value().await
-            };
-            match attempt.await {
+            match last_byte(&held_window, last, per_rank).await {
                 Ok(bytes) => {
                     anyhow::ensure!(
                         bytes == [pattern(last)],
@@ -148,10 +142,7 @@ async fn measure(
             let attempt = async {
                 let session = Session::attach(survivors.as_str(), &tokens[0]).await?;
                 let window = session.window("acc").await?;
-                window.lock(LockType::Shared, last, 0).await?;
-                let read = window.get::<u8>(last, per_rank - 1, 1)?;
-                window.unlock(last).await?;
-                read.value().await
+                last_byte(&window, last, per_rank).await
             };
             match attempt.await {
                 Ok(bytes) => {
@@ -171,4 +162,12 @@ async fn measure(
     };
     let (by_hand, by_itself) = tokio::join!(by_hand, by_itself);
     Ok((by_hand?, by_itself?, filled))
+}
+
+/// The last byte of rank `last`'s window (`per_rank` bytes), read under a shared lock.
+async fn last_byte(window: &Window, last: u32, per_rank: u64) -> onesided_client::Result<Vec<u8>> {
+    window.lock(LockType::Shared, last, 0).await?;
+    let read = window.get::<u8>(last, per_rank - 1, 1)?;
+    window.unlock(last).await?;
+    read.value().await
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided_bench::{Audit, InProcess, Threads};
-use onesided_client::{Admin, LockType, Session, WindowSpec};
+use onesided_client::{Admin, LockType, Session, Window, WindowSpec};
 
 /// The `bulk` pattern's put: the bench's bulk size.
 const BULK: usize = 64 << 20;
@@ -85,132 +85,180 @@ fn main() -> anyhow::Result<()> {
         }
         let w0 = Arc::clone(&windows[0]);
         let w1 = Arc::clone(&windows[1]);
-        let mut samples: Vec<Duration> = Vec::with_capacity(n);
         let began = Instant::now();
-        match pattern.as_str() {
-            _ if ring.is_some() => {
-                let mut tasks = Vec::new();
-                for (rank, window) in windows.iter().enumerate() {
-                    let window = Arc::clone(window);
-                    let next = (rank as u32 + 1) % nranks;
-                    tasks.push(tokio::spawn(async move {
-                        let mut times = Vec::with_capacity(n);
-                        window.fence(0).await?;
-                        for i in 0..n {
-                            let t = Instant::now();
-                            window.put(next, 0, &[i as i64])?;
-                            window.fence(0).await?;
-                            times.push(t.elapsed());
-                        }
-                        anyhow::Ok(times)
-                    }));
-                }
-                for (rank, task) in tasks.into_iter().enumerate() {
-                    let times = task.await??;
-                    if rank == 0 {
-                        samples = times;
-                    }
-                }
-            }
-            "pscw" => {
-                let target = {
-                    let w1 = Arc::clone(&w1);
-                    tokio::spawn(async move {
-                        for _ in 0..n {
-                            w1.post(&[0], 0)?;
-                            w1.wait().await?;
-                        }
-                        anyhow::Ok(())
-                    })
-                };
-                for i in 0..n {
-                    let t = Instant::now();
-                    w0.start(&[1], 0)?;
-                    w0.put(1, 0, &[i as i64])?;
-                    w0.complete().await?;
-                    samples.push(t.elapsed());
-                }
-                target.await??;
-            }
-            "lock" => {
-                for i in 0..n {
-                    let t = Instant::now();
-                    w0.lock(LockType::Exclusive, 1, 0).await?;
-                    w0.put(1, 0, &[i as i64])?;
-                    w0.unlock(1).await?;
-                    samples.push(t.elapsed());
-                }
-            }
-            "fence" => {
-                let other = {
-                    let w1 = Arc::clone(&w1);
-                    tokio::spawn(async move {
-                        w1.fence(0).await?;
-                        for i in 0..n {
-                            w1.put(0, 0, &[i as i64])?;
-                            w1.fence(0).await?;
-                        }
-                        anyhow::Ok(())
-                    })
-                };
-                w0.fence(0).await?;
-                for i in 0..n {
-                    let t = Instant::now();
-                    w0.put(1, 0, &[i as i64])?;
-                    w0.fence(0).await?;
-                    samples.push(t.elapsed());
-                }
-                other.await??;
-            }
-            "bulk" => {
-                let data: Vec<u8> = (0..BULK).map(|i| (i % 251) as u8).collect();
-                for _ in 0..n {
-                    let t = Instant::now();
-                    w0.lock(LockType::Exclusive, 1, 0).await?;
-                    w0.put(1, 0, &data)?;
-                    w0.unlock(1).await?;
-                    samples.push(t.elapsed());
-                }
-            }
-            "hot" => {
-                let mut tasks = Vec::new();
-                for window in &windows {
-                    let window = Arc::clone(window);
-                    tasks.push(tokio::spawn(async move {
-                        window.lock_all(0).await?;
-                        for _ in 0..n {
-                            window.accumulate(0, 0, &[1i64], onesided_client::Op::Sum)?;
-                            window.flush(0).await?;
-                        }
-                        window.unlock_all().await?;
-                        anyhow::Ok(())
-                    }));
-                }
-                for task in tasks {
-                    task.await??;
-                }
-                samples.push(began.elapsed());
-            }
+        let samples = match pattern.as_str() {
+            _ if ring.is_some() => ring_loop(&windows, nranks, n).await?,
+            "pscw" => pscw_loop(&w0, Arc::clone(&w1), n).await?,
+            "lock" => lock_loop(&w0, n).await?,
+            "fence" => fence_loop(&w0, Arc::clone(&w1), n).await?,
+            "bulk" => bulk_loop(&w0, n).await?,
+            "hot" => hot_loop(&windows, n, began).await?,
             other => anyhow::bail!("no pattern {other}"),
-        }
-        let total = began.elapsed();
-        samples.sort_unstable();
-        let median = samples[samples.len() / 2].as_secs_f64() * 1e6;
-        println!(
-            "{pattern} n={n} median_us={median:.1} mean_us={:.1}",
-            total.as_secs_f64() * 1e6 / n as f64
+        };
+        report(
+            &pattern,
+            n,
+            nranks,
+            ring.is_some(),
+            samples,
+            began.elapsed(),
         );
-        if pattern == "hot" {
-            println!("hot ops_per_s={:.0}", (64 * n) as f64 / total.as_secs_f64());
-        }
-        if ring.is_some() {
-            println!("{pattern} us_per_rank={:.2}", median / f64::from(nranks));
-        }
-        if pattern == "bulk" {
-            println!("bulk mib_per_s={:.1}", 64.0 / (median / 1e6));
-        }
         drop((w0, w1, windows));
         drop(sessions);
         Ok(())
     })
+}
+
+/// `ringN`: each rank puts to the next and fences; rank 0's epoch times.
+async fn ring_loop(
+    windows: &[Arc<Window>],
+    nranks: u32,
+    n: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(n);
+    let mut tasks = Vec::new();
+    for (rank, window) in windows.iter().enumerate() {
+        let window = Arc::clone(window);
+        let next = (rank as u32 + 1) % nranks;
+        tasks.push(tokio::spawn(async move {
+            let mut times = Vec::with_capacity(n);
+            window.fence(0).await?;
+            for i in 0..n {
+                let t = Instant::now();
+                window.put(next, 0, &[i as i64])?;
+                window.fence(0).await?;
+                times.push(t.elapsed());
+            }
+            anyhow::Ok(times)
+        }));
+    }
+    for (rank, task) in tasks.into_iter().enumerate() {
+        let times = task.await??;
+        if rank == 0 {
+            samples = times;
+        }
+    }
+    Ok(samples)
+}
+
+/// `pscw`: start, put, complete against post, wait.
+async fn pscw_loop(w0: &Window, w1: Arc<Window>, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(n);
+    // rank 1, the target, posts and waits
+    let target = tokio::spawn(async move {
+        for _ in 0..n {
+            w1.post(&[0], 0)?;
+            w1.wait().await?;
+        }
+        anyhow::Ok(())
+    });
+    for i in 0..n {
+        let t = Instant::now();
+        w0.start(&[1], 0)?;
+        w0.put(1, 0, &[i as i64])?;
+        w0.complete().await?;
+        samples.push(t.elapsed());
+    }
+    target.await??;
+    Ok(samples)
+}
+
+/// `lock`: lock, put, unlock.
+async fn lock_loop(w0: &Window, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        w0.lock(LockType::Exclusive, 1, 0).await?;
+        w0.put(1, 0, &[i as i64])?;
+        w0.unlock(1).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(samples)
+}
+
+/// `fence`: put and fence on two ranks.
+async fn fence_loop(w0: &Window, w1: Arc<Window>, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(n);
+    let other = tokio::spawn(async move {
+        w1.fence(0).await?;
+        for i in 0..n {
+            w1.put(0, 0, &[i as i64])?;
+            w1.fence(0).await?;
+        }
+        anyhow::Ok(())
+    });
+    w0.fence(0).await?;
+    for i in 0..n {
+        let t = Instant::now();
+        w0.put(1, 0, &[i as i64])?;
+        w0.fence(0).await?;
+        samples.push(t.elapsed());
+    }
+    other.await??;
+    Ok(samples)
+}
+
+/// `bulk`: one put of [`BULK`] bytes inside lock-unlock.
+async fn bulk_loop(w0: &Window, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(n);
+    let data: Vec<u8> = (0..BULK).map(|i| (i % 251) as u8).collect();
+    for _ in 0..n {
+        let t = Instant::now();
+        w0.lock(LockType::Exclusive, 1, 0).await?;
+        w0.put(1, 0, &data)?;
+        w0.unlock(1).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(samples)
+}
+
+/// `hot`: every rank accumulates and flushes under lock_all; one sample, the whole run.
+async fn hot_loop(
+    windows: &[Arc<Window>],
+    n: usize,
+    began: Instant,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut tasks = Vec::new();
+    for window in windows {
+        let window = Arc::clone(window);
+        tasks.push(tokio::spawn(async move {
+            window.lock_all(0).await?;
+            for _ in 0..n {
+                window.accumulate(0, 0, &[1i64], onesided_client::Op::Sum)?;
+                window.flush(0).await?;
+            }
+            window.unlock_all().await?;
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(vec![began.elapsed()])
+}
+
+/// Prints the run's figures: the median and mean epoch, and the pattern's own.
+fn report(
+    pattern: &str,
+    n: usize,
+    nranks: u32,
+    ring: bool,
+    mut samples: Vec<Duration>,
+    total: Duration,
+) {
+    samples.sort_unstable();
+    let median = samples[samples.len() / 2].as_secs_f64() * 1e6;
+    println!(
+        "{pattern} n={n} median_us={median:.1} mean_us={:.1}",
+        total.as_secs_f64() * 1e6 / n as f64
+    );
+    if pattern == "hot" {
+        println!("hot ops_per_s={:.0}", (64 * n) as f64 / total.as_secs_f64());
+    }
+    if ring {
+        println!("{pattern} us_per_rank={:.2}", median / f64::from(nranks));
+    }
+    if pattern == "bulk" {
+        println!("bulk mib_per_s={:.1}", 64.0 / (median / 1e6));
+    }
 }

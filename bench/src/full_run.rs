@@ -51,23 +51,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     };
     let bulk_bytes = options.bulk_bytes();
     let (bulk_rss, bulk_rss_missing) = bulk_rss(options, side_by_side).await;
-    let StorageReferences {
-        fdatasync_us,
-        redis_durable,
-        redis_durable_missing,
-        sqlite_commit_us,
-        sqlite_floors,
-        disk_write_mib_per_s,
-        disk_write_bytes,
-        pg_commit,
-        pg_floors,
-    } = StorageReferences::measure(options, awake.as_ref()).await?;
-    let NetworkReferences {
-        raw_tcp_pingpong_us,
-        raw_tcp_bulk_mib_per_s,
-        grpc,
-        grpc_barrier_us,
-    } = NetworkReferences::measure(options).await?;
+    let storage = StorageReferences::measure(options, awake.as_ref()).await?;
+    let network = NetworkReferences::measure(options).await?;
     let iterations = options.iterations;
     let limit = mpich::time_limit(iterations);
     let mpich =
@@ -104,24 +89,24 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         busy_poll,
         bulk_rss,
         bulk_rss_missing,
-        fdatasync_us,
-        sqlite_commit_us,
-        sqlite_floors,
-        pg_floors,
-        disk_write_mib_per_s,
-        disk_write_bytes,
-        pg_commit,
-        raw_tcp_pingpong_us,
-        raw_tcp_bulk_mib_per_s,
-        grpc,
-        grpc_barrier_us,
+        fdatasync_us: storage.fdatasync_us,
+        sqlite_commit_us: storage.sqlite_commit_us,
+        sqlite_floors: storage.sqlite_floors,
+        pg_floors: storage.pg_floors,
+        disk_write_mib_per_s: storage.disk_write_mib_per_s,
+        disk_write_bytes: storage.disk_write_bytes,
+        pg_commit: storage.pg_commit,
+        raw_tcp_pingpong_us: network.raw_tcp_pingpong_us,
+        raw_tcp_bulk_mib_per_s: network.raw_tcp_bulk_mib_per_s,
+        grpc: network.grpc,
+        grpc_barrier_us: network.grpc_barrier_us,
         mpich,
         mpich_missing,
         redis_get_set_us,
         redis_incr_50_clients_per_s,
         redis_missing,
-        redis_durable,
-        redis_durable_missing,
+        redis_durable: storage.redis_durable,
+        redis_durable_missing: storage.redis_durable_missing,
     })
 }
 
@@ -214,10 +199,10 @@ impl StorageReferences {
         let iterations = options.iterations;
         let storage_iterations = storage::iterations(iterations);
         tokio::task::spawn_blocking(storage::settle).await?;
-        let fdatasync_us =
-            tokio::task::spawn_blocking(move || storage::fdatasync(storage_iterations))
-                .await?
-                .context("the fdatasync reference")?;
+        let fdatasync_us = blocking("the fdatasync reference", move || {
+            storage::fdatasync(storage_iterations)
+        })
+        .await?;
         // right after fdatasync_us and before the bulk write dirties the disk, so that the two
         // durable-write references see the same disk: Redis fdatasyncs its appendonly file once
         // per reply with one client
@@ -240,10 +225,10 @@ impl StorageReferences {
         .await
         .context("the floors into SQLite")?;
         let disk_write_bytes = options.disk_write_bytes();
-        let disk_write_mib_per_s =
-            tokio::task::spawn_blocking(move || storage::disk_write(disk_write_bytes))
-                .await?
-                .context("the disk write reference")?;
+        let disk_write_mib_per_s = blocking("the disk write reference", move || {
+            storage::disk_write(disk_write_bytes)
+        })
+        .await?;
         let (pg_commit, pg_floors) = match options.postgres_url() {
             Some(url) => {
                 let _paused = awake.map(awake::KeepAwake::pause).transpose()?;
@@ -294,15 +279,13 @@ impl NetworkReferences {
     async fn measure(options: &Options) -> anyhow::Result<Self> {
         let iterations = options.iterations;
         let bulk_bytes = options.bulk_bytes();
-        let raw_tcp_pingpong_us =
-            tokio::task::spawn_blocking(move || reference::tcp_pingpong(iterations))
-                .await?
-                .context("raw TCP ping-pong")?;
+        let raw_tcp_pingpong_us = blocking("raw TCP ping-pong", move || {
+            reference::tcp_pingpong(iterations)
+        })
+        .await?;
         let messages = options.tcp_bulk_messages();
         let raw_tcp_bulk_mib_per_s =
-            tokio::task::spawn_blocking(move || reference::tcp_bulk(messages))
-                .await?
-                .context("raw TCP bulk")?;
+            blocking("raw TCP bulk", move || reference::tcp_bulk(messages)).await?;
         let grpc = grpc::floor(
             options.server_threads,
             iterations,
@@ -326,4 +309,12 @@ impl NetworkReferences {
             grpc_barrier_us,
         })
     }
+}
+
+/// `measure` run on a blocking thread, its error saying `what` was measured.
+async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    measure: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(measure).await?.context(what)
 }

@@ -125,51 +125,40 @@ impl Options {
         }
     }
 
-    pub(crate) fn bulk_bytes(&self) -> usize {
+    /// `quick` in a `--quick` run, else `full`.
+    fn quick_or<T>(&self, quick: T, full: T) -> T {
         if self.quick {
-            4 << 20
+            quick
         } else {
-            64 << 20
+            full
         }
+    }
+
+    pub(crate) fn bulk_bytes(&self) -> usize {
+        self.quick_or(4 << 20, 64 << 20)
     }
 
     /// Messages of 4 MiB in the raw TCP bulk reference.
     pub(crate) fn tcp_bulk_messages(&self) -> usize {
-        if self.quick {
-            4
-        } else {
-            64
-        }
+        self.quick_or(4, 64)
     }
 
     /// Requests of each `redis-benchmark` run: against the durable Redis the bench starts and
     /// against a Redis found on `127.0.0.1:6379`.
     pub(crate) fn redis_requests(&self) -> usize {
-        if self.quick {
-            2_000
-        } else {
-            20_000
-        }
+        self.quick_or(2_000, 20_000)
     }
 
     /// Bytes of the put whose server memory is measured ([`rss`]).
     ///
     /// [`rss`]: crate::rss
     pub(crate) fn rss_put_bytes(&self) -> usize {
-        if self.quick {
-            4 << 20
-        } else {
-            256 << 20
-        }
+        self.quick_or(4 << 20, 256 << 20)
     }
 
     /// Bytes of the `disk_write_mib_per_s` reference.
     pub(crate) fn disk_write_bytes(&self) -> usize {
-        if self.quick {
-            16 << 20
-        } else {
-            256 << 20
-        }
+        self.quick_or(16 << 20, 256 << 20)
     }
 
     /// The database URL when it names PostgreSQL.
@@ -189,11 +178,7 @@ impl Options {
     }
 
     pub(crate) fn scaling_ranks(&self) -> &'static [u32] {
-        if self.quick {
-            &[2, 8]
-        } else {
-            &[2, 8, 32, 64, 256, 1024]
-        }
+        self.quick_or(&[2, 8], &[2, 8, 32, 64, 256, 1024])
     }
 }
 

@@ -97,19 +97,7 @@ impl Shell {
         match first {
             "quit" | "exit" => return Ok(false),
             "help" => outln!("{HELP}"),
-            "vars" => {
-                let vars = self.executor.vars();
-                let mut document = serde_json::Map::new();
-                for (name, value) in &vars {
-                    if !self.json {
-                        outln!("{name} = {}", value.value);
-                    }
-                    document.insert(name.clone(), json::observed(&value.value));
-                }
-                if self.json {
-                    json::print(&serde_json::Value::Object(document));
-                }
-            }
+            "vars" => self.vars(),
             "print" => {
                 let name = words.next().ok_or("print needs a variable")?;
                 let value = self.executor.var(name)?;
@@ -122,60 +110,7 @@ impl Shell {
                 self.executor.barrier().await.map_err(|e| e.to_string())?;
                 self.say("ok", json!({"ok": true}));
             }
-            "open" => {
-                let name = words.next().ok_or("open needs a window name")?;
-                let dtype = match words.next() {
-                    Some(word) => {
-                        let text = word
-                            .strip_prefix("type=")
-                            .ok_or_else(|| format!("expected type=T, found \"{word}\""))?;
-                        datatype(text).map_err(|e| e.to_string())?
-                    }
-                    None => Datatype::U8,
-                };
-                let explicit = code.contains("type=");
-                let line = self.line;
-                let (index, window) = self
-                    .executor
-                    .open(name, dtype)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let desc = window.desc().clone();
-                let me = window.rank() as usize;
-                let dtype = match (explicit, desc.info.element_type) {
-                    (true, _) => dtype,
-                    (false, Some(window_type)) => window_type,
-                    (false, None) => default_type(desc.disp_units.get(me).copied().unwrap_or(1)),
-                };
-                let unit = dtype.size() as u64;
-                self.executor.set_window_type(index, dtype);
-                self.parser.declare_window(WindowDecl {
-                    name: name.to_string(),
-                    line,
-                    dtype,
-                    sizes: desc.sizes.iter().map(|bytes| bytes / unit).collect(),
-                    model: Model::Separate,
-                    group: None,
-                    flavor: match desc.flavor {
-                        Flavor::Dynamic => FlavorDecl::Dynamic,
-                        Flavor::Create => FlavorDecl::Create,
-                        Flavor::Allocate => FlavorDecl::Allocate,
-                    },
-                    info: Vec::new(),
-                    by_ranks: false,
-                });
-                let sizes: Vec<String> =
-                    desc.sizes.iter().map(|s| (s / unit).to_string()).collect();
-                self.say(
-                    &format!(
-                        "window {name} (id {}): {} ranks, {} elements of {dtype} each",
-                        desc.id,
-                        desc.nranks(),
-                        sizes.join(",")
-                    ),
-                    json!({"window": name, "id": desc.id, "type": dtype.name(), "sizes": desc.sizes}),
-                );
-            }
+            "open" => self.open(code, words).await?,
             "alias" => {
                 self.parser
                     .line(self.line, code)
@@ -186,43 +121,122 @@ impl Shell {
                     "`{first}` belongs in scenario files (onesided run); the shell opens existing windows with `open NAME`"
                 ));
             }
-            _ => {
-                let call = self
-                    .parser
-                    .call(self.line, self.executor.rank(), code)
-                    .map_err(|e| format!("column {}: {}", e.column, e.message))?;
-                if let Some(error) = self.executor.execute(&call).await {
-                    let matched = call.expect_fail.is_some() && error.class() == call.expect_fail;
-                    if !matched {
-                        return Err(error.to_string());
-                    }
-                    self.say(
-                        &format!("failed as expected: {error}"),
-                        json!({"ok": true, "failed_as_expected": error.to_string()}),
-                    );
-                    return Ok(true);
-                }
-                if call.expect_fail.is_some() {
-                    return Err(format!("`{}` succeeded but must fail", call.text));
-                }
-                let assigned = match &call.call {
-                    onesided_scenario::Call::Load { var, .. }
-                    | onesided_scenario::Call::Test { var, .. } => Some(var.clone()),
-                    onesided_scenario::Call::Op(spec) => spec.var.clone(),
-                    _ => None,
-                };
-                match assigned.map(|var| (self.executor.var(&var), var)) {
-                    Some((Ok(value), var)) => self.say(
-                        &format!("{var} = {}", value.value),
-                        json!({"ok": true, "var": var, "value": json::observed(&value.value)}),
-                    ),
-                    Some((Err(_), var)) => self.say(
-                        &format!("ok ({var} is defined once the operation completes)"),
-                        json!({"ok": true, "var": var, "pending": true}),
-                    ),
-                    None => self.say("ok", json!({"ok": true})),
-                }
+            _ => return self.call(code).await,
+        }
+        Ok(true)
+    }
+
+    /// `vars`: every variable of this rank, with its value.
+    fn vars(&mut self) {
+        let vars = self.executor.vars();
+        let mut document = serde_json::Map::new();
+        for (name, value) in &vars {
+            if !self.json {
+                outln!("{name} = {}", value.value);
             }
+            document.insert(name.clone(), json::observed(&value.value));
+        }
+        if self.json {
+            json::print(&serde_json::Value::Object(document));
+        }
+    }
+
+    /// `open NAME [type=T]`: opens an existing window for this rank's calls.
+    async fn open(
+        &mut self,
+        code: &str,
+        mut words: std::str::SplitWhitespace<'_>,
+    ) -> Result<(), String> {
+        let name = words.next().ok_or("open needs a window name")?;
+        let dtype = match words.next() {
+            Some(word) => {
+                let text = word
+                    .strip_prefix("type=")
+                    .ok_or_else(|| format!("expected type=T, found \"{word}\""))?;
+                datatype(text).map_err(|e| e.to_string())?
+            }
+            None => Datatype::U8,
+        };
+        let explicit = code.contains("type=");
+        let line = self.line;
+        let (index, window) = self
+            .executor
+            .open(name, dtype)
+            .await
+            .map_err(|e| e.to_string())?;
+        let desc = window.desc().clone();
+        let me = window.rank() as usize;
+        let dtype = match (explicit, desc.info.element_type) {
+            (true, _) => dtype,
+            (false, Some(window_type)) => window_type,
+            (false, None) => default_type(desc.disp_units.get(me).copied().unwrap_or(1)),
+        };
+        let unit = dtype.size() as u64;
+        self.executor.set_window_type(index, dtype);
+        self.parser.declare_window(WindowDecl {
+            name: name.to_string(),
+            line,
+            dtype,
+            sizes: desc.sizes.iter().map(|bytes| bytes / unit).collect(),
+            model: Model::Separate,
+            group: None,
+            flavor: match desc.flavor {
+                Flavor::Dynamic => FlavorDecl::Dynamic,
+                Flavor::Create => FlavorDecl::Create,
+                Flavor::Allocate => FlavorDecl::Allocate,
+            },
+            info: Vec::new(),
+            by_ranks: false,
+        });
+        let sizes: Vec<String> = desc.sizes.iter().map(|s| (s / unit).to_string()).collect();
+        self.say(
+            &format!(
+                "window {name} (id {}): {} ranks, {} elements of {dtype} each",
+                desc.id,
+                desc.nranks(),
+                sizes.join(",")
+            ),
+            json!({"window": name, "id": desc.id, "type": dtype.name(), "sizes": desc.sizes}),
+        );
+        Ok(())
+    }
+
+    /// A scenario call, run at once; what it assigns is shown.
+    async fn call(&mut self, code: &str) -> Result<bool, String> {
+        let call = self
+            .parser
+            .call(self.line, self.executor.rank(), code)
+            .map_err(|e| format!("column {}: {}", e.column, e.message))?;
+        if let Some(error) = self.executor.execute(&call).await {
+            let matched = call.expect_fail.is_some() && error.class() == call.expect_fail;
+            if !matched {
+                return Err(error.to_string());
+            }
+            self.say(
+                &format!("failed as expected: {error}"),
+                json!({"ok": true, "failed_as_expected": error.to_string()}),
+            );
+            return Ok(true);
+        }
+        if call.expect_fail.is_some() {
+            return Err(format!("`{}` succeeded but must fail", call.text));
+        }
+        let assigned = match &call.call {
+            onesided_scenario::Call::Load { var, .. }
+            | onesided_scenario::Call::Test { var, .. } => Some(var.clone()),
+            onesided_scenario::Call::Op(spec) => spec.var.clone(),
+            _ => None,
+        };
+        match assigned.map(|var| (self.executor.var(&var), var)) {
+            Some((Ok(value), var)) => self.say(
+                &format!("{var} = {}", value.value),
+                json!({"ok": true, "var": var, "value": json::observed(&value.value)}),
+            ),
+            Some((Err(_), var)) => self.say(
+                &format!("ok ({var} is defined once the operation completes)"),
+                json!({"ok": true, "var": var, "pending": true}),
+            ),
+            None => self.say("ok", json!({"ok": true})),
         }
         Ok(true)
     }

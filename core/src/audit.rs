@@ -25,9 +25,45 @@ pub use history::{
 };
 pub use replay::{apply_record, replay};
 
+/// Events the tests of several modules of core build alike.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{Event, RecordedOp};
+
+    /// An operation as its target records it: `origin`'s (incarnation 1) `op_id`, under no
+    /// fencing token, `op` of `data` as `datatype` at `disp`, covering `runs`; no compare or
+    /// result bytes.
+    pub(crate) fn op_event(
+        origin: u32,
+        op_id: u64,
+        op: RecordedOp,
+        datatype: &str,
+        disp: u64,
+        runs: Vec<(u64, u64)>,
+        data: Vec<u8>,
+    ) -> Event {
+        Event::Op {
+            origin,
+            origin_incarnation: 1,
+            op_id,
+            epoch: 0,
+            token: 0,
+            op,
+            datatype: datatype.into(),
+            disp,
+            runs,
+            data,
+            compare: Vec::new(),
+            result: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
+
+    use super::fixtures::op_event;
 
     use super::*;
 
@@ -68,38 +104,28 @@ mod tests {
             record(
                 3,
                 1,
-                Event::Op {
-                    origin: 0,
-                    origin_incarnation: 1,
-                    op_id: 1,
-                    epoch: 0,
-                    token: 0,
-                    op: RecordedOp::Accumulate("sum".into()),
-                    datatype: "i32".into(),
-                    disp: 0,
-                    runs: vec![(0, 4)],
-                    data: 2i32.to_le_bytes().to_vec(),
-                    compare: Vec::new(),
-                    result: Vec::new(),
-                },
+                op_event(
+                    0,
+                    1,
+                    RecordedOp::Accumulate("sum".into()),
+                    "i32",
+                    0,
+                    vec![(0, 4)],
+                    2i32.to_le_bytes().to_vec(),
+                ),
             ),
             record(
                 4,
                 0,
-                Event::Op {
-                    origin: 1,
-                    origin_incarnation: 1,
-                    op_id: 1,
-                    epoch: 0,
-                    token: 0,
-                    op: RecordedOp::Put,
-                    datatype: "i32".into(),
-                    disp: 1,
-                    runs: vec![(4, 4)],
-                    data: 9i32.to_le_bytes().to_vec(),
-                    compare: Vec::new(),
-                    result: Vec::new(),
-                },
+                op_event(
+                    1,
+                    1,
+                    RecordedOp::Put,
+                    "i32",
+                    1,
+                    vec![(4, 4)],
+                    9i32.to_le_bytes().to_vec(),
+                ),
             ),
         ]
     }
@@ -385,33 +411,20 @@ mod tests {
     /// A client chain of rank 1, incarnation 1 on window 7: its rows as stored, and the
     /// marker of each range.
     fn client_chain(events: &[Event]) -> Vec<StoredRow> {
-        let mut previous = GENESIS;
-        events
+        let records: Vec<AuditRecord> = events
             .iter()
             .enumerate()
-            .map(|(index, event)| {
-                let record = AuditRecord {
-                    window: 7,
-                    seq: index as u64 + 1,
-                    at_ns: 5 + index as u64,
-                    rank: 1,
-                    incarnation: 1,
-                    cseq: None,
-                    event: event.clone(),
-                };
-                let body = Body::encode(event);
-                let hash = chain_hash(&previous, &record, &body);
-                let row = StoredRow {
-                    record,
-                    unreadable: None,
-                    body,
-                    prev_hash: previous.to_vec(),
-                    hash: hash.to_vec(),
-                };
-                previous = hash;
-                row
+            .map(|(index, event)| AuditRecord {
+                window: 7,
+                seq: index as u64 + 1,
+                at_ns: 5 + index as u64,
+                rank: 1,
+                incarnation: 1,
+                cseq: None,
+                event: event.clone(),
             })
-            .collect()
+            .collect();
+        stored(&records)
     }
 
     fn marker(client: &[StoredRow], from: u64, to: u64) -> Event {

@@ -878,6 +878,7 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::fixtures::op_event;
 
     /// Builds a window's log in the order the server records it.
     struct History {
@@ -1040,20 +1041,15 @@ mod tests {
             );
             self.tgt(
                 target,
-                Event::Op {
+                op_event(
                     origin,
-                    origin_incarnation: 1,
                     op_id,
-                    epoch: 0,
-                    token: 0,
                     op,
-                    datatype: dtype.into(),
-                    disp: at,
-                    runs: vec![(at, len)],
-                    data: vec![0; len as usize],
-                    compare: Vec::new(),
-                    result: Vec::new(),
-                },
+                    dtype,
+                    at,
+                    vec![(at, len)],
+                    vec![0; len as usize],
+                ),
             );
             seq
         }
@@ -1803,20 +1799,15 @@ mod tests {
         );
         h.tgt(
             target,
-            Event::Op {
+            op_event(
                 origin,
-                origin_incarnation: 1,
                 op_id,
-                epoch: 0,
-                token: 0,
-                op: RecordedOp::Put,
-                datatype: "u8".into(),
-                disp: 0,
-                runs: vec![(0, 4)],
-                data: vec![0; 4],
-                compare: Vec::new(),
-                result: Vec::new(),
-            },
+                RecordedOp::Put,
+                "u8",
+                0,
+                vec![(0, 4)],
+                vec![0; 4],
+            ),
         );
         h.unlock(origin, target);
     }

@@ -271,7 +271,27 @@ pub fn perfetto(records: &[AuditRecord]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::fixtures::op_event;
     use crate::audit::RecordedOp;
+
+    /// Fence `fence` of the three ranks with `assert`: each enters (attaching first when
+    /// `attaching`), then each leaves.
+    fn fence_of_all(
+        push: &mut impl FnMut(u32, u64, Event),
+        fence: u64,
+        assert: u32,
+        attaching: bool,
+    ) {
+        for rank in 0..3 {
+            if attaching {
+                push(rank, 1, Event::Attach);
+            }
+            push(rank, 1, Event::FenceEnter { fence, assert });
+        }
+        for rank in 0..3 {
+            push(rank, 0, Event::FenceExit { fence });
+        }
+    }
 
     fn history() -> Vec<AuditRecord> {
         let mut records = Vec::new();
@@ -299,20 +319,7 @@ mod tests {
                 info: std::collections::BTreeMap::new(),
             },
         );
-        for rank in 0..3 {
-            push(rank, 1, Event::Attach);
-            push(
-                rank,
-                1,
-                Event::FenceEnter {
-                    fence: 1,
-                    assert: 8,
-                },
-            );
-        }
-        for rank in 0..3 {
-            push(rank, 0, Event::FenceExit { fence: 1 });
-        }
+        fence_of_all(&mut push, 1, 8, true);
         push(
             0,
             1,
@@ -327,20 +334,15 @@ mod tests {
         push(
             2,
             0,
-            Event::Op {
-                origin: 0,
-                origin_incarnation: 1,
-                op_id: 4,
-                epoch: 0,
-                token: 0,
-                op: RecordedOp::Put,
-                datatype: "u8".into(),
-                disp: 0,
-                runs: vec![(0, 4)],
-                data: vec![1, 2, 3, 4],
-                compare: Vec::new(),
-                result: Vec::new(),
-            },
+            op_event(
+                0,
+                4,
+                RecordedOp::Put,
+                "u8",
+                0,
+                vec![(0, 4)],
+                vec![1, 2, 3, 4],
+            ),
         );
         push(
             1,
@@ -361,19 +363,7 @@ mod tests {
                 runs: vec![(0, 1)],
             },
         );
-        for rank in 0..3 {
-            push(
-                rank,
-                1,
-                Event::FenceEnter {
-                    fence: 2,
-                    assert: 0,
-                },
-            );
-        }
-        for rank in 0..3 {
-            push(rank, 0, Event::FenceExit { fence: 2 });
-        }
+        fence_of_all(&mut push, 2, 0, false);
         push(
             1,
             1,

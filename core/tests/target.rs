@@ -1003,6 +1003,22 @@ fn put_bytes(offset: u64, data: &[u8], reply: u64) -> Input<u64> {
     )
 }
 
+/// `input` handled at `now`: its one answer, and the events it recorded.
+fn one_answer(t: &mut Target<u64>, input: Input<u64>, now: Instant) -> (Answer, Vec<Event>) {
+    t.handle(input, now);
+    let effects = t.take_effects();
+    let answers = answered(&effects);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    (answers[0].1.clone(), effects.events)
+}
+
+/// A dynamic window's answer to an attach: the region at `offset` past its first address.
+fn attached_at(offset: u64) -> Answer {
+    Ok(Outcome::Attached {
+        base: onesided_core::window::DYNAMIC_BASE + offset,
+    })
+}
+
 fn class_of(answer: &Answer) -> Option<ErrorClass> {
     answer.as_ref().err().map(|error| error.class)
 }
@@ -1012,17 +1028,11 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     use onesided_core::window::DYNAMIC_BASE;
     let now = Instant::now();
     let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
-    let call = |t: &mut Target<u64>, input: Input<u64>| {
-        t.handle(input, now);
-        let effects = t.take_effects();
-        let answers = answered(&effects);
-        assert_eq!(answers.len(), 1, "{answers:?}");
-        (answers[0].1.clone(), effects.events)
-    };
+    let call = |t: &mut Target<u64>, input: Input<u64>| one_answer(t, input, now);
     let attach = |size, at| Input::Attach { size, at, reply: 1 };
     // regions one after the other, from the first address
     let (first, events) = call(&mut t, attach(16, None));
-    assert_eq!(first, Ok(Outcome::Attached { base: DYNAMIC_BASE }));
+    assert_eq!(first, attached_at(0));
     assert_eq!(
         events,
         vec![Event::RegionAttached {
@@ -1031,12 +1041,7 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
         }]
     );
     let (second, _) = call(&mut t, attach(8, None));
-    assert_eq!(
-        second,
-        Ok(Outcome::Attached {
-            base: DYNAMIC_BASE + 16
-        })
-    );
+    assert_eq!(second, attached_at(16));
     assert_eq!(t.public().len(), 24);
     // overlapping, too large: refused, nothing recorded, nothing grows
     for (size, at, class) in [
@@ -1053,12 +1058,7 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     assert_eq!(t.regions().unwrap().len(), 2);
     // asked for by address, past the end: the copy grows to it
     let (third, _) = call(&mut t, attach(8, Some(DYNAMIC_BASE + 40)));
-    assert_eq!(
-        third,
-        Ok(Outcome::Attached {
-            base: DYNAMIC_BASE + 40
-        })
-    );
+    assert_eq!(third, attached_at(40));
     assert_eq!(t.public().len(), 48);
     // inside one region: applied; across two adjacent regions, in a gap, past the end: not
     let (inside, _) = call(&mut t, put_bytes(14, &[7, 8], 2));
@@ -1126,18 +1126,12 @@ fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
     use onesided_core::window::DYNAMIC_BASE;
     let now = Instant::now();
     let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
-    let call = |t: &mut Target<u64>, input: Input<u64>| {
-        t.handle(input, now);
-        let effects = t.take_effects();
-        let answers = answered(&effects);
-        assert_eq!(answers.len(), 1, "{answers:?}");
-        (answers[0].1.clone(), effects.events)
-    };
+    let call = |t: &mut Target<u64>, input: Input<u64>| one_answer(t, input, now);
     let attach = |size, at| Input::Attach { size, at, reply: 1 };
     let detach = |base| Input::Detach { base, reply: 2 };
     // MPI_Win_attach of size 0 is legal: an address of its own, and no bytes
     let (empty, events) = call(&mut t, attach(0, None));
-    assert_eq!(empty, Ok(Outcome::Attached { base: DYNAMIC_BASE }));
+    assert_eq!(empty, attached_at(0));
     assert_eq!(
         events,
         vec![Event::RegionAttached {
@@ -1148,20 +1142,10 @@ fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
     assert_eq!(t.public().len(), 1, "it spans its one address");
     assert_eq!(t.attach_growth(0, None), 1);
     let (full, _) = call(&mut t, attach(8, None));
-    assert_eq!(
-        full,
-        Ok(Outcome::Attached {
-            base: DYNAMIC_BASE + 1
-        })
-    );
+    assert_eq!(full, attached_at(1));
     // by address, inside a region with bytes: it overlaps nothing
     let (inside, _) = call(&mut t, attach(0, Some(DYNAMIC_BASE + 4)));
-    assert_eq!(
-        inside,
-        Ok(Outcome::Attached {
-            base: DYNAMIC_BASE + 4
-        })
-    );
+    assert_eq!(inside, attached_at(4));
     assert_eq!(t.public().len(), 9);
     assert_eq!(t.regions().unwrap().len(), 1);
     assert_eq!(t.attached_regions(), vec![(DYNAMIC_BASE + 1, vec![0; 8])]);

@@ -122,26 +122,7 @@ pub fn call_from_wire(call: Call) -> Result<origin::Call, RmaError> {
             token: op.token,
             request_based: op.request_based,
         },
-        Call::Record(record) => match record.rows {
-            Some(_) if !record.events.is_empty() => {
-                return Err(RmaError::new(
-                    ErrorClass::Arg,
-                    "a record carries events or client rows, not both",
-                ));
-            }
-            Some(rows) => origin::Call::ClientRows {
-                window: record.window,
-                rows: ClientRows {
-                    from: rows.from,
-                    to: rows.to,
-                    hash: rows.hash.to_vec(),
-                },
-            },
-            None => origin::Call::Recorded {
-                window: record.window,
-                events: record.events,
-            },
-        },
+        Call::Record(record) => record_from_wire(record)?,
         Call::WinFree(free) => origin::Call::WinFree {
             window: free.window,
         },
@@ -180,5 +161,29 @@ pub fn call_from_wire(call: Call) -> Result<origin::Call, RmaError> {
                 "set_info is the session's own call",
             ));
         }
+    })
+}
+
+/// A record of the client's own audit events or of its client rows (never both).
+fn record_from_wire(record: crate::v1::Record) -> Result<origin::Call, RmaError> {
+    Ok(match record.rows {
+        Some(_) if !record.events.is_empty() => {
+            return Err(RmaError::new(
+                ErrorClass::Arg,
+                "a record carries events or client rows, not both",
+            ));
+        }
+        Some(rows) => origin::Call::ClientRows {
+            window: record.window,
+            rows: ClientRows {
+                from: rows.from,
+                to: rows.to,
+                hash: rows.hash.to_vec(),
+            },
+        },
+        None => origin::Call::Recorded {
+            window: record.window,
+            events: record.events,
+        },
     })
 }

@@ -382,6 +382,21 @@ mod tests {
         (error.line, error.column, error.message)
     }
 
+    /// Asserts that the text `text_of` makes of each case fails to parse at the case's
+    /// `(line, column)` with a message containing the case's text.
+    fn assert_errors(cases: &[(&str, (usize, usize), &str)], text_of: impl Fn(&str) -> String) {
+        for &(case, position, message) in cases {
+            let (line, column, actual) = error_of(&text_of(case));
+            assert_eq!((line, column), position, "{case:?}: {actual}");
+            assert!(actual.contains(message), "{case:?}: {actual}");
+        }
+    }
+
+    /// [`assert_errors`] of calls, each after `HEAD`.
+    pub(super) fn assert_call_errors(cases: &[(&str, (usize, usize), &str)]) {
+        assert_errors(cases, |call| format!("{HEAD}{call}\n"));
+    }
+
     /// The only step of `HEAD` and `text`, a call.
     pub(super) fn only_call(text: &str) -> RankCall {
         let scenario = parse(&format!("{HEAD}{text}\n")).unwrap();
@@ -536,10 +551,6 @@ expect public B X == 7                  # after the run, B's public copy holds 7
                 "needs every rank",
             ),
         ];
-        for (text, position, message) in cases {
-            let (line, column, actual) = error_of(text);
-            assert_eq!((line, column), position, "{text:?}: {actual}");
-            assert!(actual.contains(message), "{text:?}: {actual}");
-        }
+        assert_errors(&cases, str::to_string);
     }
 }

@@ -15,7 +15,6 @@ use anyhow::Context;
 use clap::Parser;
 use onesided_server::http::HttpListener;
 use onesided_server::limits::Limits;
-use onesided_server::metrics::MetricsListener;
 use onesided_server::tls::TlsIdentity;
 use onesided_server::{check_admin_token, run, ServerConfig};
 use tracing_subscriber::EnvFilter;
@@ -380,26 +379,26 @@ fn runtime(workers: Option<u16>) -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the runtime")
 }
 
+/// A listener on `address` when one is asked for (`--metrics-listen` and `--http-listen` are
+/// the same kind: `metrics::MetricsListener` names [`HttpListener`]); `what` it serves is in
+/// the error.
+fn listen(address: Option<SocketAddr>, what: &str) -> anyhow::Result<Option<HttpListener>> {
+    address
+        .map(|address| {
+            HttpListener::bind(address)
+                .with_context(|| format!("cannot listen for {what} on {address}"))
+        })
+        .transpose()
+}
+
 async fn serve(args: Args) -> anyhow::Result<()> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsIdentity::from_files(cert, key)?),
         // clap's `requires` makes these usage errors before we get here
         _ => None,
     };
-    let metrics = args
-        .metrics_listen
-        .map(|address| {
-            MetricsListener::bind(address)
-                .with_context(|| format!("cannot listen for metrics on {address}"))
-        })
-        .transpose()?;
-    let http = args
-        .http_listen
-        .map(|address| {
-            HttpListener::bind(address)
-                .with_context(|| format!("cannot listen for the web view on {address}"))
-        })
-        .transpose()?;
+    let metrics = listen(args.metrics_listen, "metrics")?;
+    let http = listen(args.http_listen, "the web view")?;
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,

@@ -232,30 +232,15 @@ fn lock_index(lock_type: LockType) -> usize {
 pub struct Metrics {
     /// Immutable once built: scraping only reads it.
     registry: Registry,
-    calls: Vec<Counter>,
-    call_seconds: Vec<Histogram>,
-    call_errors: Family<Labels<2>, Counter>,
-    lock_wait: Vec<Histogram>,
-    lock_waiters: Gauge,
-    queued_items: Gauge,
-    actor_inputs: Counter,
-    pending_ops: Gauge,
-    sessions: Gauge,
-    audit_inbox: Gauge,
-    audit_unrecorded: Gauge,
-    audit_commit_events: Histogram,
-    audit_commit_seconds: Histogram,
-    audit_lag_seconds: Histogram,
-    audit_commit_failures: Counter,
+    calls: CallSeries,
+    targets: TargetSeries,
+    audit: AuditSeries,
     /// Seconds spent busy-polling, brought up to date from [`Metrics::busy_poll`] at each
     /// scrape.
     busy_poll_spin: Counter<f64, std::sync::atomic::AtomicU64>,
     /// The server's spinner (`--busy-poll`), set once at start.
     busy_poll: std::sync::OnceLock<onesided_busy_poll::BusyPoll>,
-    worlds: Gauge,
-    windows: Gauge,
-    window_bytes: Gauge<u64, std::sync::atomic::AtomicU64>,
-    window_limit_bytes: Gauge<u64, std::sync::atomic::AtomicU64>,
+    held: HoldingSeries,
     /// What the server holds, asked at each scrape (set once, by the directory).
     holdings: std::sync::OnceLock<HoldingsSource>,
     /// `process_*`, read at each scrape; a registry without the `onesided` prefix.
@@ -295,109 +280,228 @@ fn build_labels() -> Vec<(&'static str, &'static str)> {
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics")
-            .field("sessions", &self.sessions.get())
-            .field("pending_ops", &self.pending_ops.get())
+            .field("sessions", &self.targets.sessions.get())
+            .field("pending_ops", &self.targets.pending_ops.get())
             .finish_non_exhaustive()
+    }
+}
+
+/// The series of the calls sessions take up, one per call kind.
+struct CallSeries {
+    calls: Vec<Counter>,
+    call_seconds: Vec<Histogram>,
+    call_errors: Family<Labels<2>, Counter>,
+}
+
+/// Registers the call series (`calls`, `call_duration`, `call_errors`), in that order.
+fn register_calls(registry: &mut Registry) -> CallSeries {
+    let calls = Family::<Labels<1>, Counter>::default();
+    registry.register(
+        "calls",
+        "Calls taken up by sessions, by call (a batch's inner calls each count)",
+        calls.clone(),
+    );
+    let call_seconds = HistogramFamily::<1>::new_with_constructor(seconds);
+    registry.register_with_unit(
+        "call_duration",
+        "Time from when a session takes up a call to when its answer is sent, by call",
+        Unit::Seconds,
+        call_seconds.clone(),
+    );
+    let call_errors = Family::<Labels<2>, Counter>::default();
+    registry.register(
+        "call_errors",
+        "Calls answered with an error, by call and MPI error class",
+        call_errors.clone(),
+    );
+    CallSeries {
+        calls: CallKind::ALL
+            .iter()
+            .map(|kind| calls.get_or_create(&[("call", kind.name())]).clone())
+            .collect(),
+        call_seconds: CallKind::ALL
+            .iter()
+            .map(|kind| call_seconds.get_or_create(&[("call", kind.name())]).clone())
+            .collect(),
+        call_errors,
+    }
+}
+
+/// The series of the targets' queues, the actors and the sessions.
+struct TargetSeries {
+    lock_wait: Vec<Histogram>,
+    lock_waiters: Gauge,
+    queued_items: Gauge,
+    actor_inputs: Counter,
+    pending_ops: Gauge,
+    sessions: Gauge,
+}
+
+/// Registers the series of the targets, actors and sessions (`lock_wait` to
+/// `sessions_attached`), in that order.
+fn register_targets(registry: &mut Registry) -> TargetSeries {
+    let lock_wait = HistogramFamily::<1>::new_with_constructor(seconds);
+    registry.register_with_unit(
+        "lock_wait",
+        "Time from when a target takes up a lock request to its grant, by lock type",
+        Unit::Seconds,
+        lock_wait.clone(),
+    );
+    let lock_waiters = Gauge::default();
+    registry.register(
+        "lock_waiters",
+        "Lock requests waiting in targets' lock queues",
+        lock_waiters.clone(),
+    );
+    let queued_items = Gauge::default();
+    registry.register(
+        "actor_queued_items",
+        "Items waiting in targets' per-origin queues until the target may be accessed",
+        queued_items.clone(),
+    );
+    let actor_inputs = Counter::default();
+    registry.register(
+        "actor_inputs",
+        "Messages taken by window-server actors (a fence costs each rank's actor two, \
+         whatever the world's size)",
+        actor_inputs.clone(),
+    );
+    let pending_ops = Gauge::default();
+    registry.register(
+        "pending_ops",
+        "Operations sent by sessions and not yet answered (the per-session budget in use)",
+        pending_ops.clone(),
+    );
+    let sessions = Gauge::default();
+    registry.register("sessions_attached", "Sessions attached", sessions.clone());
+    TargetSeries {
+        lock_wait: LOCK_TYPES
+            .iter()
+            .map(|lock| {
+                lock_wait
+                    .get_or_create(&[("lock_type", lock.name())])
+                    .clone()
+            })
+            .collect(),
+        lock_waiters,
+        queued_items,
+        actor_inputs,
+        pending_ops,
+        sessions,
+    }
+}
+
+/// The series of the audit writer.
+struct AuditSeries {
+    inbox: Gauge,
+    unrecorded: Gauge,
+    commit_events: Histogram,
+    commit_seconds: Histogram,
+    lag_seconds: Histogram,
+    commit_failures: Counter,
+}
+
+/// Registers the audit writer's series (`audit_inbox_depth` to `audit_commit_failures`), in
+/// that order.
+fn register_audit(registry: &mut Registry) -> AuditSeries {
+    let audit_inbox = Gauge::default();
+    registry.register(
+        "audit_inbox_depth",
+        "Messages waiting in the audit writer's inbox",
+        audit_inbox.clone(),
+    );
+    let audit_unrecorded = Gauge::default();
+    registry.register(
+        "audit_unrecorded_events",
+        "Events of calls already answered (async durability) that are not committed yet: \
+         what a crash would lose, at most --audit-async-max-unrecorded",
+        audit_unrecorded.clone(),
+    );
+    let audit_commit_events = events();
+    registry.register(
+        "audit_commit_events",
+        "Events per audit commit",
+        audit_commit_events.clone(),
+    );
+    let audit_commit_seconds = seconds();
+    registry.register_with_unit(
+        "audit_commit_duration",
+        "Time one successful audit commit took",
+        Unit::Seconds,
+        audit_commit_seconds.clone(),
+    );
+    let audit_lag_seconds = seconds();
+    registry.register_with_unit(
+        "audit_lag",
+        "Time from an event's submission to its commit",
+        Unit::Seconds,
+        audit_lag_seconds.clone(),
+    );
+    let audit_commit_failures = Counter::default();
+    registry.register(
+        "audit_commit_failures",
+        "Audit commits the store refused (each is retried)",
+        audit_commit_failures.clone(),
+    );
+    AuditSeries {
+        inbox: audit_inbox,
+        unrecorded: audit_unrecorded,
+        commit_events: audit_commit_events,
+        commit_seconds: audit_commit_seconds,
+        lag_seconds: audit_lag_seconds,
+        commit_failures: audit_commit_failures,
+    }
+}
+
+/// The series of what the server holds, read at each scrape.
+struct HoldingSeries {
+    worlds: Gauge,
+    windows: Gauge,
+    window_bytes: Gauge<u64, std::sync::atomic::AtomicU64>,
+    window_limit_bytes: Gauge<u64, std::sync::atomic::AtomicU64>,
+}
+
+/// Registers the series of what the server holds (`worlds` to `window_limit`), in that order.
+fn register_holdings(registry: &mut Registry) -> HoldingSeries {
+    let worlds = Gauge::default();
+    registry.register("worlds", "Worlds this server serves", worlds.clone());
+    let windows = Gauge::default();
+    registry.register(
+        "windows",
+        "Windows of those worlds whose actors run on this server",
+        windows.clone(),
+    );
+    let window_bytes = Gauge::<u64, std::sync::atomic::AtomicU64>::default();
+    registry.register_with_unit(
+        "window",
+        "Bytes of this server's windows (those being created included) and of the regions \
+         attached to its dynamic windows",
+        Unit::Bytes,
+        window_bytes.clone(),
+    );
+    let window_limit_bytes = Gauge::<u64, std::sync::atomic::AtomicU64>::default();
+    registry.register_with_unit(
+        "window_limit",
+        "The most bytes this server's windows may take together (--max-window-bytes)",
+        Unit::Bytes,
+        window_limit_bytes.clone(),
+    );
+    HoldingSeries {
+        worlds,
+        windows,
+        window_bytes,
+        window_limit_bytes,
     }
 }
 
 impl Metrics {
     /// Fresh metrics, every series of a call kind or lock type already present (at zero).
+    /// The families are registered by area, in the order the endpoint lists them.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("onesided");
-
-        let calls = Family::<Labels<1>, Counter>::default();
-        registry.register(
-            "calls",
-            "Calls taken up by sessions, by call (a batch's inner calls each count)",
-            calls.clone(),
-        );
-        let call_seconds = HistogramFamily::<1>::new_with_constructor(seconds);
-        registry.register_with_unit(
-            "call_duration",
-            "Time from when a session takes up a call to when its answer is sent, by call",
-            Unit::Seconds,
-            call_seconds.clone(),
-        );
-        let call_errors = Family::<Labels<2>, Counter>::default();
-        registry.register(
-            "call_errors",
-            "Calls answered with an error, by call and MPI error class",
-            call_errors.clone(),
-        );
-        let lock_wait = HistogramFamily::<1>::new_with_constructor(seconds);
-        registry.register_with_unit(
-            "lock_wait",
-            "Time from when a target takes up a lock request to its grant, by lock type",
-            Unit::Seconds,
-            lock_wait.clone(),
-        );
-        let lock_waiters = Gauge::default();
-        registry.register(
-            "lock_waiters",
-            "Lock requests waiting in targets' lock queues",
-            lock_waiters.clone(),
-        );
-        let queued_items = Gauge::default();
-        registry.register(
-            "actor_queued_items",
-            "Items waiting in targets' per-origin queues until the target may be accessed",
-            queued_items.clone(),
-        );
-        let actor_inputs = Counter::default();
-        registry.register(
-            "actor_inputs",
-            "Messages taken by window-server actors (a fence costs each rank's actor two, \
-             whatever the world's size)",
-            actor_inputs.clone(),
-        );
-        let pending_ops = Gauge::default();
-        registry.register(
-            "pending_ops",
-            "Operations sent by sessions and not yet answered (the per-session budget in use)",
-            pending_ops.clone(),
-        );
-        let sessions = Gauge::default();
-        registry.register("sessions_attached", "Sessions attached", sessions.clone());
-        let audit_inbox = Gauge::default();
-        registry.register(
-            "audit_inbox_depth",
-            "Messages waiting in the audit writer's inbox",
-            audit_inbox.clone(),
-        );
-        let audit_unrecorded = Gauge::default();
-        registry.register(
-            "audit_unrecorded_events",
-            "Events of calls already answered (async durability) that are not committed yet: \
-             what a crash would lose, at most --audit-async-max-unrecorded",
-            audit_unrecorded.clone(),
-        );
-        let audit_commit_events = events();
-        registry.register(
-            "audit_commit_events",
-            "Events per audit commit",
-            audit_commit_events.clone(),
-        );
-        let audit_commit_seconds = seconds();
-        registry.register_with_unit(
-            "audit_commit_duration",
-            "Time one successful audit commit took",
-            Unit::Seconds,
-            audit_commit_seconds.clone(),
-        );
-        let audit_lag_seconds = seconds();
-        registry.register_with_unit(
-            "audit_lag",
-            "Time from an event's submission to its commit",
-            Unit::Seconds,
-            audit_lag_seconds.clone(),
-        );
-        let audit_commit_failures = Counter::default();
-        registry.register(
-            "audit_commit_failures",
-            "Audit commits the store refused (each is retried)",
-            audit_commit_failures.clone(),
-        );
+        let calls = register_calls(&mut registry);
+        let targets = register_targets(&mut registry);
+        let audit = register_audit(&mut registry);
 
         let busy_poll_spin = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         registry.register_with_unit(
@@ -412,70 +516,20 @@ impl Metrics {
             "The server's build: its version, and the compiler and commit when known (always 1)",
             Info::new(build_labels()),
         );
-        let worlds = Gauge::default();
-        registry.register("worlds", "Worlds this server serves", worlds.clone());
-        let windows = Gauge::default();
-        registry.register(
-            "windows",
-            "Windows of those worlds whose actors run on this server",
-            windows.clone(),
-        );
-        let window_bytes = Gauge::<u64, std::sync::atomic::AtomicU64>::default();
-        registry.register_with_unit(
-            "window",
-            "Bytes of this server's windows (those being created included) and of the regions \
-             attached to its dynamic windows",
-            Unit::Bytes,
-            window_bytes.clone(),
-        );
-        let window_limit_bytes = Gauge::<u64, std::sync::atomic::AtomicU64>::default();
-        registry.register_with_unit(
-            "window_limit",
-            "The most bytes this server's windows may take together (--max-window-bytes)",
-            Unit::Bytes,
-            window_limit_bytes.clone(),
-        );
+        let held = register_holdings(&mut registry);
         let mut process = Registry::default();
         process.register_collector(Box::new(process::ProcessCollector));
 
         Arc::new(Metrics {
+            registry,
+            calls,
+            targets,
+            audit,
             busy_poll_spin,
             busy_poll: std::sync::OnceLock::new(),
-            worlds,
-            windows,
-            window_bytes,
-            window_limit_bytes,
+            held,
             holdings: std::sync::OnceLock::new(),
             process,
-            calls: CallKind::ALL
-                .iter()
-                .map(|kind| calls.get_or_create(&[("call", kind.name())]).clone())
-                .collect(),
-            call_seconds: CallKind::ALL
-                .iter()
-                .map(|kind| call_seconds.get_or_create(&[("call", kind.name())]).clone())
-                .collect(),
-            call_errors,
-            lock_wait: LOCK_TYPES
-                .iter()
-                .map(|lock| {
-                    lock_wait
-                        .get_or_create(&[("lock_type", lock.name())])
-                        .clone()
-                })
-                .collect(),
-            lock_waiters,
-            queued_items,
-            actor_inputs,
-            pending_ops,
-            sessions,
-            audit_inbox,
-            audit_unrecorded,
-            audit_commit_events,
-            audit_commit_seconds,
-            audit_lag_seconds,
-            audit_commit_failures,
-            registry,
         })
     }
 
@@ -490,10 +544,12 @@ impl Metrics {
         }
         if let Some(holdings) = self.holdings.get().and_then(|source| source()) {
             let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-            self.worlds.set(count(holdings.worlds));
-            self.windows.set(count(holdings.windows));
-            self.window_bytes.set(holdings.window_bytes);
-            self.window_limit_bytes.set(holdings.window_limit_bytes);
+            self.held.worlds.set(count(holdings.worlds));
+            self.held.windows.set(count(holdings.windows));
+            self.held.window_bytes.set(holdings.window_bytes);
+            self.held
+                .window_limit_bytes
+                .set(holdings.window_limit_bytes);
         }
         let mut text = String::new();
         // writing into a String cannot fail
@@ -515,17 +571,17 @@ impl Metrics {
 
     /// A session takes up a call of `kind`.
     pub fn count_call(&self, kind: CallKind) {
-        self.calls[kind.index()].inc();
+        self.calls.calls[kind.index()].inc();
     }
 
     /// A window-server actor took a message from its inbox.
     pub fn actor_input(&self) {
-        self.actor_inputs.inc();
+        self.targets.actor_inputs.inc();
     }
 
     /// A lock request of `lock_type` was granted after waiting `waited` at its target.
     pub fn lock_granted(&self, lock_type: LockType, waited: Duration) {
-        self.lock_wait[lock_index(lock_type)].observe(waited.as_secs_f64());
+        self.targets.lock_wait[lock_index(lock_type)].observe(waited.as_secs_f64());
     }
 
     /// One actor's queues now hold `queued` items and `waiters` lock requests; `report` is what
@@ -534,49 +590,51 @@ impl Metrics {
         let queued = i64::try_from(queued).unwrap_or(i64::MAX);
         let waiters = i64::try_from(waiters).unwrap_or(i64::MAX);
         if queued != report.queued {
-            self.queued_items.inc_by(queued - report.queued);
+            self.targets.queued_items.inc_by(queued - report.queued);
             report.queued = queued;
         }
         if waiters != report.waiters {
-            self.lock_waiters.inc_by(waiters - report.waiters);
+            self.targets.lock_waiters.inc_by(waiters - report.waiters);
             report.waiters = waiters;
         }
     }
 
     /// A session attached; it counts until the guard is dropped.
     pub fn session_attached(&self) -> AttachedSession {
-        self.sessions.inc();
+        self.targets.sessions.inc();
         AttachedSession {
-            sessions: self.sessions.clone(),
+            sessions: self.targets.sessions.clone(),
         }
     }
 
     /// Events of answered calls not committed yet (async durability).
     pub fn audit_unrecorded(&self, events: usize) {
-        self.audit_unrecorded
+        self.audit
+            .unrecorded
             .set(i64::try_from(events).unwrap_or(i64::MAX));
     }
 
     /// Messages waiting in the audit writer's inbox.
     pub fn audit_inbox(&self, depth: usize) {
-        self.audit_inbox
+        self.audit
+            .inbox
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
     /// The audit writer committed `events` events in `took`.
     pub fn audit_committed(&self, events: usize, took: Duration) {
-        self.audit_commit_events.observe(events as f64);
-        self.audit_commit_seconds.observe(took.as_secs_f64());
+        self.audit.commit_events.observe(events as f64);
+        self.audit.commit_seconds.observe(took.as_secs_f64());
     }
 
     /// An event was committed `lag` after it was submitted.
     pub fn audit_lag(&self, lag: Duration) {
-        self.audit_lag_seconds.observe(lag.as_secs_f64());
+        self.audit.lag_seconds.observe(lag.as_secs_f64());
     }
 
     /// The store refused a commit.
     pub fn audit_commit_failed(&self) {
-        self.audit_commit_failures.inc();
+        self.audit.commit_failures.inc();
     }
 }
 
@@ -609,10 +667,10 @@ pub struct PendingOp {
 impl PendingOp {
     /// Counts `permit` until it is dropped (when the operation's answer is sent or dropped).
     pub fn new(permit: OwnedSemaphorePermit, metrics: &Metrics) -> Self {
-        metrics.pending_ops.inc();
+        metrics.targets.pending_ops.inc();
         PendingOp {
             _permit: permit,
-            pending: metrics.pending_ops.clone(),
+            pending: metrics.targets.pending_ops.clone(),
         }
     }
 }
@@ -645,10 +703,11 @@ impl CallTimer {
     /// The call's answer was sent now; `failed` is its error class if it was an error.
     pub fn answered(self, failed: Option<ErrorClass>) {
         let kind = self.kind.index();
-        self.metrics.call_seconds[kind].observe(self.started.elapsed().as_secs_f64());
+        self.metrics.calls.call_seconds[kind].observe(self.started.elapsed().as_secs_f64());
         if let Some(class) = failed {
             // errors are the rare path: the family's lookup (a read lock) is fine here
             self.metrics
+                .calls
                 .call_errors
                 .get_or_create(&[("call", self.kind.name()), ("class", class.name())])
                 .inc();
@@ -776,10 +835,10 @@ mod tests {
         metrics.report_queues(&mut first, 3, 1);
         metrics.report_queues(&mut second, 2, 0);
         metrics.report_queues(&mut first, 1, 0);
-        assert_eq!(metrics.queued_items.get(), 3);
-        assert_eq!(metrics.lock_waiters.get(), 0);
+        assert_eq!(metrics.targets.queued_items.get(), 3);
+        assert_eq!(metrics.targets.lock_waiters.get(), 0);
         metrics.report_queues(&mut first, 0, 0);
         metrics.report_queues(&mut second, 0, 0);
-        assert_eq!(metrics.queued_items.get(), 0);
+        assert_eq!(metrics.targets.queued_items.get(), 0);
     }
 }

@@ -870,6 +870,18 @@ impl Session {
             .map_or(self.member.rank, |open| open.me)
     }
 
+    /// [`Session::come_back`] from the world's collectives: a world deleted meanwhile answers
+    /// `MPI_ERR_OTHER`.
+    fn back_from_world(
+        &mut self,
+        control: Control,
+        reply: Reply,
+        answer: tokio::sync::oneshot::Receiver<Answer>,
+    ) {
+        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
+        self.come_back(control, reply, answer, gone);
+    }
+
     /// Waits, beside the session's calls, for `answer`, which comes back to this session
     /// before it goes out to `reply`; `gone` is the error when its sender was dropped.
     fn come_back(

@@ -467,6 +467,50 @@ fn map_of(entries: Vec<InfoEntry>) -> std::collections::BTreeMap<String, String>
 /// The message of `event` with its payload fields (`data`, `compare`, `result`) left empty.
 fn head(event: &Event) -> Kind {
     match event {
+        Event::WindowCreated { .. }
+        | Event::WindowFreed
+        | Event::InfoSet { .. }
+        | Event::Attach
+        | Event::Detach
+        | Event::RegionAttached { .. }
+        | Event::RegionDetached { .. }
+        | Event::Published { .. }
+        | Event::Pulled { .. }
+        | Event::Store { .. }
+        | Event::Load { .. } => window_head(event),
+        Event::FenceEnter { .. }
+        | Event::FenceExit { .. }
+        | Event::Post { .. }
+        | Event::Start { .. }
+        | Event::Complete
+        | Event::WaitEnter
+        | Event::WaitExit
+        | Event::TestFalse
+        | Event::Flush { .. }
+        | Event::Sync
+        | Event::BarrierEnter
+        | Event::BarrierExit
+        | Event::FlushLocal { .. } => epoch_head(event),
+        Event::LockRequest { .. }
+        | Event::LockGrant { .. }
+        | Event::LockRelease { .. }
+        | Event::LockRevoke { .. } => lock_head(event),
+        Event::Admin { .. }
+        | Event::PeerFailed { .. }
+        | Event::Departed { .. }
+        | Event::Sent { .. }
+        | Event::Received { .. }
+        | Event::Issued { .. }
+        | Event::Returned { .. }
+        | Event::OpIssued { .. }
+        | Event::ClientEvents { .. }
+        | Event::Op { .. } => process_head(event),
+    }
+}
+
+/// [`head`] of the events of the window, its info, its regions and its public copy.
+fn window_head(event: &Event) -> Kind {
+    match event {
         Event::WindowCreated {
             world,
             name,
@@ -501,6 +545,14 @@ fn head(event: &Event) -> Kind {
             data: Vec::new(),
         }),
         Event::Pulled { ranges: pulled } => Kind::Pulled(ranges(pulled)),
+        Event::Store { ranges: stored } => Kind::Store(ranges(stored)),
+        Event::Load { ranges: loaded } => Kind::Load(ranges(loaded)),
+        _ => unreachable!("not an event of the window group"),
+    }
+}
+/// [`head`] of the events of the epochs: fences, PSCW, flushes, sync and the barrier.
+fn epoch_head(event: &Event) -> Kind {
+    match event {
         Event::FenceEnter { fence, assert } => Kind::FenceEnter(FenceEnter {
             fence: *fence,
             assert: *assert,
@@ -518,6 +570,17 @@ fn head(event: &Event) -> Kind {
         Event::WaitEnter => Kind::WaitEnter(Empty {}),
         Event::WaitExit => Kind::WaitExit(Empty {}),
         Event::TestFalse => Kind::TestFalse(Empty {}),
+        Event::Flush { origin } => Kind::Flush(Flush { origin: *origin }),
+        Event::Sync => Kind::Sync(Empty {}),
+        Event::BarrierEnter => Kind::BarrierEnter(Empty {}),
+        Event::BarrierExit => Kind::BarrierExit(Empty {}),
+        Event::FlushLocal { target } => Kind::FlushLocal(FlushLocal { target: *target }),
+        _ => unreachable!("not an event of the epoch group"),
+    }
+}
+/// [`head`] of the events of the passive-target locks.
+fn lock_head(event: &Event) -> Kind {
+    match event {
         Event::LockRequest {
             origin,
             lock_type,
@@ -549,6 +612,12 @@ fn head(event: &Event) -> Kind {
             token: *token,
             reason: reason.clone(),
         }),
+        _ => unreachable!("not an event of the lock group"),
+    }
+}
+/// [`head`] of the events of the processes, their messages, calls and operations.
+fn process_head(event: &Event) -> Kind {
+    match event {
         Event::Admin { action, by } => Kind::Admin(Admin {
             action: action.clone(),
             by: by.clone(),
@@ -564,10 +633,6 @@ fn head(event: &Event) -> Kind {
             incarnation: *incarnation,
             reason: reason.clone(),
         }),
-        Event::Flush { origin } => Kind::Flush(Flush { origin: *origin }),
-        Event::Sync => Kind::Sync(Empty {}),
-        Event::BarrierEnter => Kind::BarrierEnter(Empty {}),
-        Event::BarrierExit => Kind::BarrierExit(Empty {}),
         Event::Sent { to, tag, message } => Kind::Sent(PointToPoint {
             peer: *to,
             tag: *tag,
@@ -586,7 +651,6 @@ fn head(event: &Event) -> Kind {
             call: call.clone(),
             target: *target,
         }),
-        Event::FlushLocal { target } => Kind::FlushLocal(FlushLocal { target: *target }),
         Event::OpIssued {
             op_id,
             target,
@@ -604,8 +668,6 @@ fn head(event: &Event) -> Kind {
                 runs: Some(ranges(runs)),
             })
         }
-        Event::Store { ranges: stored } => Kind::Store(ranges(stored)),
-        Event::Load { ranges: loaded } => Kind::Load(ranges(loaded)),
         Event::ClientEvents { from, to, hash } => Kind::ClientEvents(ClientEvents {
             from: *from,
             to: *to,
@@ -640,6 +702,7 @@ fn head(event: &Event) -> Kind {
                 result: Vec::new(),
             })
         }
+        _ => unreachable!("not an event of the process group"),
     }
 }
 
@@ -653,6 +716,49 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             "unreadable audit event: no event of a kind this version knows"
         ));
     };
+    Ok(match kind {
+        Kind::WindowCreated(_)
+        | Kind::WindowFreed(_)
+        | Kind::InfoSet(_)
+        | Kind::Attach(_)
+        | Kind::Detach(_)
+        | Kind::RegionAttached(_)
+        | Kind::RegionDetached(_)
+        | Kind::Published(_)
+        | Kind::Pulled(_)
+        | Kind::Store(_)
+        | Kind::Load(_) => window_event(kind)?,
+        Kind::FenceEnter(_)
+        | Kind::FenceExit(_)
+        | Kind::Post(_)
+        | Kind::Start(_)
+        | Kind::Complete(_)
+        | Kind::WaitEnter(_)
+        | Kind::WaitExit(_)
+        | Kind::TestFalse(_)
+        | Kind::Flush(_)
+        | Kind::Sync(_)
+        | Kind::BarrierEnter(_)
+        | Kind::BarrierExit(_)
+        | Kind::FlushLocal(_) => epoch_event(kind)?,
+        Kind::LockRequest(_) | Kind::LockGrant(_) | Kind::LockRelease(_) | Kind::LockRevoke(_) => {
+            lock_event(kind)?
+        }
+        Kind::Admin(_)
+        | Kind::PeerFailed(_)
+        | Kind::Departed(_)
+        | Kind::Sent(_)
+        | Kind::Received(_)
+        | Kind::Issued(_)
+        | Kind::Returned(_)
+        | Kind::OpIssued(_)
+        | Kind::ClientEvents(_)
+        | Kind::Op(_) => process_event(kind)?,
+    })
+}
+
+/// [`decode`] of the events of the window, its info, its regions and its public copy.
+fn window_event(kind: Kind) -> RmaResult<Event> {
     Ok(match kind {
         Kind::WindowCreated(m) => Event::WindowCreated {
             world: m.world,
@@ -683,6 +789,18 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
         Kind::Pulled(m) => Event::Pulled {
             ranges: pairs(Some(m))?,
         },
+        Kind::Store(m) => Event::Store {
+            ranges: pairs(Some(m))?,
+        },
+        Kind::Load(m) => Event::Load {
+            ranges: pairs(Some(m))?,
+        },
+        _ => unreachable!("not an event of the window group"),
+    })
+}
+/// [`decode`] of the events of the epochs: fences, PSCW, flushes, sync and the barrier.
+fn epoch_event(kind: Kind) -> RmaResult<Event> {
+    Ok(match kind {
         Kind::FenceEnter(m) => Event::FenceEnter {
             fence: m.fence,
             assert: m.assert,
@@ -700,6 +818,17 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
         Kind::WaitEnter(_) => Event::WaitEnter,
         Kind::WaitExit(_) => Event::WaitExit,
         Kind::TestFalse(_) => Event::TestFalse,
+        Kind::Flush(m) => Event::Flush { origin: m.origin },
+        Kind::Sync(_) => Event::Sync,
+        Kind::BarrierEnter(_) => Event::BarrierEnter,
+        Kind::BarrierExit(_) => Event::BarrierExit,
+        Kind::FlushLocal(m) => Event::FlushLocal { target: m.target },
+        _ => unreachable!("not an event of the epoch group"),
+    })
+}
+/// [`decode`] of the events of the passive-target locks.
+fn lock_event(kind: Kind) -> RmaResult<Event> {
+    Ok(match kind {
         Kind::LockRequest(m) => Event::LockRequest {
             origin: m.origin,
             lock_type: m.lock_type,
@@ -719,6 +848,12 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             token: m.token,
             reason: m.reason,
         },
+        _ => unreachable!("not an event of the lock group"),
+    })
+}
+/// [`decode`] of the events of the processes, their messages, calls and operations.
+fn process_event(kind: Kind) -> RmaResult<Event> {
+    Ok(match kind {
         Kind::Admin(m) => Event::Admin {
             action: m.action,
             by: m.by,
@@ -731,10 +866,6 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             incarnation: m.incarnation,
             reason: m.reason,
         },
-        Kind::Flush(m) => Event::Flush { origin: m.origin },
-        Kind::Sync(_) => Event::Sync,
-        Kind::BarrierEnter(_) => Event::BarrierEnter,
-        Kind::BarrierExit(_) => Event::BarrierExit,
         Kind::Sent(m) => Event::Sent {
             to: m.peer,
             tag: m.tag,
@@ -753,19 +884,12 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             call: m.call,
             target: m.target,
         },
-        Kind::FlushLocal(m) => Event::FlushLocal { target: m.target },
         Kind::OpIssued(m) => Event::OpIssued {
             op_id: m.op_id,
             target: m.target,
             op: recorded_op(m.kind, m.reduction)?,
             datatype: m.datatype,
             runs: pairs(m.runs)?,
-        },
-        Kind::Store(m) => Event::Store {
-            ranges: pairs(Some(m))?,
-        },
-        Kind::Load(m) => Event::Load {
-            ranges: pairs(Some(m))?,
         },
         Kind::ClientEvents(m) => Event::ClientEvents {
             from: m.from,
@@ -786,5 +910,6 @@ pub(super) fn decode(bytes: &[u8]) -> RmaResult<Event> {
             compare: m.compare,
             result: m.result,
         },
+        _ => unreachable!("not an event of the process group"),
     })
 }

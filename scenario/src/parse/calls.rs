@@ -938,7 +938,7 @@ mod tests {
 
     use crate::ast::{Call, Observed, OpCall, Shape};
     use crate::parse::parse;
-    use crate::parse::tests::{error_of, only_call, HEAD};
+    use crate::parse::tests::{assert_call_errors, error_of, only_call, HEAD};
 
     #[test]
     fn origin_layouts() {
@@ -1013,11 +1013,7 @@ mod tests {
                 "vector takes COUNT,BLOCKLEN,STRIDE",
             ),
         ];
-        for (call, position, message) in origin_cases {
-            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
-            assert_eq!((line, column), position, "{call:?}: {actual}");
-            assert!(actual.contains(message), "{call:?}: {actual}");
-        }
+        assert_call_errors(&origin_cases);
     }
 
     #[test]

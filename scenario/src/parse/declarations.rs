@@ -30,20 +30,14 @@ struct WindowAttributes {
 }
 
 impl Parser {
-    /// `window NAME KEY=VALUE... [info KEY=VALUE...]`.
-    pub(super) fn window_line(
-        &mut self,
-        line: usize,
-        tokens: &[Token<'_>],
-    ) -> Result<(), ParseError> {
-        let Some(name) = tokens.get(1) else {
-            return Err(err(line, tokens[0].column + 6, "window needs a name"));
-        };
+    /// Refuses `name` unless it is an identifier not declared yet; `what` names what it would
+    /// be (`a window`, `an alias`).
+    fn new_name(&self, line: usize, name: &Token<'_>, what: &str) -> Result<(), ParseError> {
         if !is_identifier(name.text) {
             return Err(err(
                 line,
                 name.column,
-                format!("\"{}\" is not a window name", name.text),
+                format!("\"{}\" is not {what} name", name.text),
             ));
         }
         if self.is_declared(name.text) {
@@ -53,6 +47,19 @@ impl Parser {
                 format!("{} is already declared", name.text),
             ));
         }
+        Ok(())
+    }
+
+    /// `window NAME KEY=VALUE... [info KEY=VALUE...]`.
+    pub(super) fn window_line(
+        &mut self,
+        line: usize,
+        tokens: &[Token<'_>],
+    ) -> Result<(), ParseError> {
+        let Some(name) = tokens.get(1) else {
+            return Err(err(line, tokens[0].column + 6, "window needs a name"));
+        };
+        self.new_name(line, name, "a window")?;
         let attributes = self.window_attributes(line, &tokens[2..])?;
         let end = tokens
             .last()
@@ -231,20 +238,7 @@ impl Parser {
         else {
             return Err(err(line, tokens[0].column, "expected `alias X = NAME[i]`"));
         };
-        if !is_identifier(name.text) {
-            return Err(err(
-                line,
-                name.column,
-                format!("\"{}\" is not an alias name", name.text),
-            ));
-        }
-        if self.is_declared(name.text) {
-            return Err(err(
-                line,
-                name.column,
-                format!("{} is already declared", name.text),
-            ));
-        }
+        self.new_name(line, name, "an alias")?;
         if equals.text != "=" {
             return Err(err(line, equals.column, "expected `=`"));
         }

@@ -397,7 +397,7 @@ mod tests {
 
     use crate::ast::{Call, Observed, Shape};
     use crate::parse::parse;
-    use crate::parse::tests::{error_of, only_call, HEAD};
+    use crate::parse::tests::{assert_call_errors, error_of, only_call, HEAD};
 
     /// The layout and base of the only call's location.
     fn laid_out(location: &str) -> (u64, Layout) {
@@ -545,11 +545,7 @@ mod tests {
                 "every block must be a whole number of its 8 bytes",
             ),
         ];
-        for (call, position, message) in cases {
-            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
-            assert_eq!((line, column), position, "{call:?}: {actual}");
-            assert!(actual.contains(message), "{call:?}: {actual}");
-        }
+        assert_call_errors(&cases);
     }
 
     #[test]
@@ -725,10 +721,6 @@ mod tests {
                 "unknown subarray argument \"size\"",
             ),
         ];
-        for (call, position, message) in cases {
-            let (line, column, actual) = error_of(&format!("{HEAD}{call}\n"));
-            assert_eq!((line, column), position, "{call:?}: {actual}");
-            assert!(actual.contains(message), "{call:?}: {actual}");
-        }
+        assert_call_errors(&cases);
     }
 }

@@ -7,7 +7,7 @@
 //! reply).
 
 use onesided_core::audit::Event;
-use onesided_core::{ErrorClass, RmaError};
+use onesided_core::RmaError;
 use tokio::sync::oneshot;
 
 use super::{Control, Session};
@@ -33,8 +33,7 @@ impl Session {
                 Reply::Session(sender),
             )
             .await?;
-        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
-        self.come_back(Control::Barrier(open), reply, answer, gone);
+        self.back_from_world(Control::Barrier(open), reply, answer);
         Ok(())
     }
 

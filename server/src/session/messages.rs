@@ -72,8 +72,7 @@ impl Session {
                 Reply::Session(sender),
             )
             .await?;
-        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
-        self.come_back(Control::Received(receive.probe), reply, answer, gone);
+        self.back_from_world(Control::Received(receive.probe), reply, answer);
         Ok(())
     }
 

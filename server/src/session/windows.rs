@@ -146,8 +146,7 @@ impl Session {
                 Reply::Session(sender),
             )
             .await?;
-        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
-        self.come_back(Control::Created(create.name), reply, answer, gone);
+        self.back_from_world(Control::Created(create.name), reply, answer);
         Ok(())
     }
 
@@ -194,8 +193,7 @@ impl Session {
                 Reply::Session(sender),
             )
             .await?;
-        let gone = RmaError::new(ErrorClass::Other, "the world was deleted");
-        self.come_back(Control::InfoSet(set.window), reply, answer, gone);
+        self.back_from_world(Control::InfoSet(set.window), reply, answer);
         Ok(())
     }
 

@@ -85,6 +85,13 @@ fn flags_recording_in(store: &Store) -> Vec<String> {
     flags
 }
 
+/// [`start`] with the flags of [`flags_recording_in`] `store`.
+fn start_recording_in(data: &TempDir, store: &Store) -> (Launched, String) {
+    let flags = flags_recording_in(store);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    start(data, &flags)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
@@ -247,9 +254,7 @@ fn the_compose_file_passes_only_flags_and_variables_the_binary_has() {
 async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, persisting: bool) {
     use onesided_client::{Audit, AuditEvent, LockType};
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let flags = flags_recording_in(&store);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (mut child, url) = start(&data, &flags);
+    let (mut child, url) = start_recording_in(&data, &store);
     let admin = admin_at(&url).await;
     let world = admin.create_world("w", 2).await.unwrap();
     let desc = admin
@@ -292,7 +297,7 @@ async fn acknowledged_epochs_survive_kill_9_in_sync_durability(store: Store, per
     drop(exposed);
     drop(other);
 
-    let (child, url) = start(&data, &flags);
+    let (child, url) = start_recording_in(&data, &store);
     let audit = Audit::connect(&url, "binary-test-admin-token")
         .await
         .unwrap();
@@ -382,9 +387,7 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
     use onesided_client::{Audit, AuditEvent, LockType, Op};
     const CLIENTS: u32 = 16;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
-    let token = flags_recording_in(&store);
-    let token: Vec<&str> = token.iter().map(String::as_str).collect();
-    let (mut child, url) = start(&data, &token);
+    let (mut child, url) = start_recording_in(&data, &store);
     let admin = admin_at(&url).await;
     let world = admin.create_world("load", CLIENTS).await.unwrap();
     let desc = admin
@@ -452,7 +455,7 @@ async fn kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_incr
     }
     assert!(told.len() >= 400);
 
-    let (child, url) = start(&data, &token);
+    let (child, url) = start_recording_in(&data, &store);
     // the clients attach again with their tokens and find the counter rebuilt
     let session = Session::attach(&url, &world.tokens[3]).await.unwrap();
     let window = session.window("counter").await.unwrap();
@@ -525,9 +528,7 @@ async fn a_large_put_survives_kill_9_written_once_beside_the_database(store: Sto
     use onesided_client::{Audit, LockType};
     const SIZE: usize = 3 << 20;
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin-large")));
-    let flags = flags_recording_in(&store);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (mut child, url) = start(&data, &flags);
+    let (mut child, url) = start_recording_in(&data, &store);
     let admin = admin_at(&url).await;
     let world = admin.create_world("w", 2).await.unwrap();
     let desc = admin
@@ -573,7 +574,7 @@ async fn a_large_put_survives_kill_9_written_once_beside_the_database(store: Sto
         .unwrap()
     };
     assert!(used < 1 << 20, "the database uses {used} bytes");
-    let (child, url) = start(&data, &flags);
+    let (child, url) = start_recording_in(&data, &store);
     let audit = Audit::connect(&url, "binary-test-admin-token")
         .await
         .unwrap();

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use onesided_client::{Audit, ErrorClass, LockType, Pending, Session, Window, WindowSpec};
+use onesided_client::{
+    Audit, AuditEntry, ErrorClass, LockType, Pending, Session, Window, WindowSpec,
+};
 use onesided_core::audit::Event;
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 
@@ -108,12 +110,15 @@ fn class_of(reply: &Reply) -> Option<ErrorClass> {
     }
 }
 
-async fn events(url: &str, window: u64) -> Vec<Event> {
+/// The window's log, as the Audit service gives it to the operator.
+pub(crate) async fn log_entries(url: &str, window: u64) -> Vec<AuditEntry> {
     let audit = Audit::connect(url, ADMIN_TOKEN).await.unwrap();
-    audit
-        .events(window, 1)
-        .await
-        .unwrap()
+    audit.events(window, 1).await.unwrap()
+}
+
+async fn events(url: &str, window: u64) -> Vec<Event> {
+    let entries = log_entries(url, window).await;
+    entries
         .into_iter()
         .filter_map(|entry| entry.event)
         .collect()
@@ -136,6 +141,15 @@ pub(crate) async fn held_and_awaited(
     (holder, waiter, target, seen)
 }
 
+/// The waiting get of [`held_and_awaited`], once the lock is granted to the waiter (at most
+/// 10 s; `never` says what did not happen otherwise).
+pub(crate) async fn granted_get(seen: Pending<Vec<i64>>, never: &str) -> Vec<i64> {
+    tokio::time::timeout(Duration::from_secs(10), seen.value())
+        .await
+        .expect(never)
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_lock_holder_is_revoked_and_the_next_holder_sees_its_flushed_writes() {
     let fixture = Fixture::new(3).await;
@@ -145,10 +159,7 @@ async fn a_crashed_lock_holder_is_revoked_and_the_next_holder_sees_its_flushed_w
     let mut sessions = fixture.sessions;
     drop(holder);
     drop(sessions.remove(0));
-    let value = tokio::time::timeout(Duration::from_secs(10), seen.value())
-        .await
-        .expect("the lock was never revoked")
-        .unwrap();
+    let value = granted_get(seen, "the lock was never revoked").await;
     assert_eq!(value, vec![42], "the dead holder's flushed write is there");
     waiter.unlock(2).await.unwrap();
     let id = waiter.desc().id;

@@ -13,7 +13,7 @@ use onesided_proto::v1::{self, server_message::Reply, ClientMessage, ServerMessa
 use tonic::{Code, Status};
 
 use crate::raw::{contiguous, encode, raw, unary, unary_messages, Meta, RawSession};
-use crate::{spawn_server_with, unique, ADMIN_TOKEN};
+use crate::{assert_refused, spawn_server_with, unique, ADMIN_TOKEN};
 
 const CREATE_WORLD: &str = "/onesided.v1.Admin/CreateWorld";
 const CREATE_WINDOW: &str = "/onesided.v1.Admin/CreateWindow";
@@ -2012,11 +2012,7 @@ async fn huge_names_and_values_are_refused_with_a_short_message() {
         ),
     ];
     for (what, error, code, class) in cases {
-        assert_eq!(
-            (error.code(), error.class()),
-            (code, Some(class)),
-            "{what}: {error}"
-        );
+        assert_refused(what, &error, code, class);
         let message = error.to_string();
         assert!(
             message.len() <= MAX_STATUS_MESSAGE,

@@ -92,6 +92,20 @@ pub async fn rank_1_waiting_for_rank_0(
     (holder, waited)
 }
 
+/// Asserts that `error` (of the call `what` describes) has the gRPC `code` and MPI `class`.
+pub fn assert_refused(
+    what: &str,
+    error: &onesided_client::Error,
+    code: tonic::Code,
+    class: onesided_client::ErrorClass,
+) {
+    assert_eq!(
+        (error.code(), error.class()),
+        (code, Some(class)),
+        "{what}: {error}"
+    );
+}
+
 /// The subarray layout of `subsizes` at `starts` of a two-dimensional array of `sizes`, in
 /// `order`.
 pub fn subarray(

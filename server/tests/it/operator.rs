@@ -6,23 +6,28 @@
 
 use std::time::Duration;
 
-use onesided_client::{Audit, ErrorClass, LockType, Session, WindowSpec};
+use onesided_client::{Audit, ErrorClass, LockType, Session, Window, WindowSpec};
 use onesided_core::audit::Event;
 use tonic::Code;
 
-use crate::failure::held_and_awaited;
-use crate::{unique, Fixture, ADMIN_TOKEN};
+use crate::failure::{granted_get, held_and_awaited, log_entries};
+use crate::{assert_refused, unique, Fixture, ADMIN_TOKEN};
 
 /// The window's log, as the Audit service gives it.
 async fn events(url: &str, window: u64) -> Vec<(u32, u64, Event)> {
-    let audit = Audit::connect(url, ADMIN_TOKEN).await.unwrap();
-    audit
-        .events(window, 1)
-        .await
-        .unwrap()
+    let entries = log_entries(url, window).await;
+    entries
         .into_iter()
         .filter_map(|entry| Some((entry.rank, entry.incarnation, entry.event?)))
         .collect()
+}
+
+/// `window` holds a `lock_type` lock of `target` and has put `value` at its element 0 and
+/// flushed it.
+async fn put_and_flushed(window: &Window, lock_type: LockType, target: u32, value: i64) {
+    window.lock(lock_type, target, 0).await.unwrap();
+    window.put(target, 0, &[value]).unwrap();
+    window.flush(target).await.unwrap();
 }
 
 fn position(log: &[(u32, u64, Event)], wanted: impl Fn(u32, &Event) -> bool) -> usize {
@@ -44,10 +49,7 @@ async fn a_revoked_lock_goes_to_the_waiter_and_replay_and_the_checker_see_a_rele
         .await
         .unwrap();
     assert_eq!((incarnation, targets), (1, vec![2]));
-    let value = tokio::time::timeout(Duration::from_secs(10), seen.value())
-        .await
-        .expect("the waiter was never granted")
-        .unwrap();
+    let value = granted_get(seen, "the waiter was never granted").await;
     assert_eq!(value, vec![42], "the holder's flushed write stays");
     // its own get and put of the same bytes are ordered by a flush, as MPI asks
     waiter.flush(2).await.unwrap();
@@ -107,9 +109,7 @@ async fn a_revoked_lock_goes_to_the_waiter_and_replay_and_the_checker_see_a_rele
 async fn a_revoked_holders_later_operations_are_refused_and_never_hang() {
     let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     let [holder, target]: [_; 2] = w.try_into().unwrap();
-    holder.lock(LockType::Shared, 1, 0).await.unwrap();
-    holder.put(1, 0, &[1i64]).unwrap();
-    holder.flush(1).await.unwrap();
+    put_and_flushed(&holder, LockType::Shared, 1, 1).await;
     let name = &holder.desc().name;
     fixture
         .server
@@ -143,9 +143,7 @@ async fn a_revoked_holders_later_operations_are_refused_and_never_hang() {
 async fn an_ended_session_frees_its_lock_fails_the_barrier_and_may_attach_again() {
     let (fixture, w) = Fixture::with_window::<i64>(2, 1).await;
     let [owner, holder]: [_; 2] = w.try_into().unwrap();
-    holder.lock(LockType::Exclusive, 0, 0).await.unwrap();
-    holder.put(0, 0, &[3i64]).unwrap();
-    holder.flush(0).await.unwrap();
+    put_and_flushed(&holder, LockType::Exclusive, 0, 3).await;
     // the owner's lock of its own rank waits for the holder's
     let waiting =
         tokio::spawn(async move { owner.lock(LockType::Exclusive, 0, 0).await.map(|()| owner) });
@@ -260,11 +258,7 @@ async fn bad_input_is_refused_with_its_status_and_class_and_changes_nothing() {
         ),
     ];
     for (case, error, code, class) in cases {
-        assert_eq!(
-            (error.code(), error.class()),
-            (code, Some(class)),
-            "{case}: {error}"
-        );
+        assert_refused(case, &error, code, class);
     }
     // a world nobody attached to
     let quiet = unique("quiet");

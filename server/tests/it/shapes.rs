@@ -105,6 +105,21 @@ async fn live(server: &Restartable, world: &WorldTokens) -> Vec<i64> {
     got
 }
 
+/// `server` restarted writing `rows`, once it read `window`'s whole log as `expected` (`what`:
+/// how the restarted server writes).
+async fn restarted_reading(
+    server: Restartable,
+    rows: Rows,
+    window: u64,
+    expected: &str,
+    what: &str,
+) -> Restartable {
+    let server = server.restart(|config| config.sqlite_rows = rows).await;
+    let read = read_all(&server, window).await.0;
+    assert_same(&read, expected, &format!("read by the server {what}"));
+    server
+}
+
 /// A log written one row per event reads exactly the same under a server that writes groups;
 /// that server writes its events in groups and the chain goes on across both; a server
 /// writing one row per event again reads the whole log, the same as the one that wrote the
@@ -133,14 +148,7 @@ async fn a_log_written_per_event_reads_the_same_and_goes_on_in_groups_and_back()
     let (rows, groups) = stored(&data.0, window).await;
     assert!(rows > 20 && groups == 0, "{rows} rows, {groups} groups");
 
-    let server = server
-        .restart(|config| config.sqlite_rows = Rows::Groups)
-        .await;
-    assert_same(
-        &read_all(&server, window).await.0,
-        &written,
-        "read by the server writing groups",
-    );
+    let server = restarted_reading(server, Rows::Groups, window, &written, "writing groups").await;
     assert_eq!(live(&server, &world).await, vec![3, 6, 3, 30]);
     epochs(&server, &world, 4..7).await;
     let server = server
@@ -157,14 +165,14 @@ async fn a_log_written_per_event_reads_the_same_and_goes_on_in_groups_and_back()
         "the log before the groups changed"
     );
 
-    let server = server
-        .restart(|config| config.sqlite_rows = Rows::PerEvent)
-        .await;
-    assert_same(
-        &read_all(&server, window).await.0,
+    let server = restarted_reading(
+        server,
+        Rows::PerEvent,
+        window,
         &grouped,
-        "read back writing per event",
-    );
+        "writing per event",
+    )
+    .await;
     assert_eq!(live(&server, &world).await, vec![6, 21, 6, 60]);
     epochs(&server, &world, 7..8).await;
     assert!(stored(&data.0, window).await.0 > rows);

@@ -617,6 +617,7 @@ mod tests {
         store.insert(&rows, &[]).await.unwrap();
         let file = dir.join("audit.db-events");
         let broken_at = |stored: &[StoredRow]| verify(stored).err();
+        let unreadable = |row: &StoredRow| row.unreadable.clone().expect("an unreadable row");
         assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), None);
 
         // one byte of the third row's event changed: its last
@@ -641,22 +642,14 @@ mod tests {
         bytes[last] ^= 0xff;
         std::fs::write(&file, &bytes[..end - 10]).unwrap();
         let stored = store.rows(1, 1).await.unwrap();
-        assert!(stored[2]
-            .unreadable
-            .as_deref()
-            .unwrap()
-            .contains("past the end"));
+        assert!(unreadable(&stored[2]).contains("past the end"));
         assert_eq!(broken_at(&stored), Some(3));
 
         // gone
         std::fs::remove_file(&file).unwrap();
         let stored = store.rows(1, 1).await.unwrap();
         assert!(stored[0].unreadable.is_none());
-        assert!(stored[1]
-            .unreadable
-            .as_deref()
-            .unwrap()
-            .contains("cannot be read"));
+        assert!(unreadable(&stored[1]).contains("cannot be read"));
         assert_eq!(broken_at(&stored), Some(2));
         let _ = std::fs::remove_dir_all(&dir);
     }
