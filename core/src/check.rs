@@ -218,6 +218,9 @@ struct Access {
     /// Local accesses: the clock at the owner's latest refresh point before them.
     refresh: Option<Clock>,
     epoch: Epoch,
+    /// A remote operation: its origin, the origin's incarnation and its id, which the target's
+    /// `op` event names when it applies it.
+    op: Option<(u32, u64, u64)>,
 }
 
 fn classify(op: &RecordedOp, datatype: &str) -> (Kind, String) {
@@ -393,6 +396,7 @@ impl Pass {
             flush_local: None,
             refresh: self.refresh[rank as usize].clone(),
             epoch: Epoch::Fence(None),
+            op: None,
         });
         if store {
             self.pending_stores[rank as usize].push(index);
@@ -434,6 +438,7 @@ impl Pass {
                     flush_local: None,
                     refresh: None,
                     epoch: Epoch::Fence(None),
+                    op: None,
                 });
             }
             Event::Attach | Event::Detach | Event::Start { .. } | Event::WaitEnter => {
@@ -816,7 +821,22 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
         pass.step(record);
     }
     pass.finish_starts();
+    // an operation its target never applied touched nothing: one refused there (after an
+    // operator revoked the lock it was issued under, say) or still on its way
+    let applied: HashSet<(u32, u64, u64)> = records
+        .iter()
+        .filter_map(|record| match &record.event {
+            Event::Op {
+                origin,
+                origin_incarnation,
+                op_id,
+                ..
+            } => Some((*origin, *origin_incarnation, *op_id)),
+            _ => None,
+        })
+        .collect();
     let mut accesses = pass.accesses;
+    accesses.retain(|access| access.op.is_none_or(|op| applied.contains(&op)));
     accesses.sort_by_key(|access| (access.seq, access.cseq));
     let mut by_target: HashMap<u32, Vec<&Access>> = HashMap::new();
     for access in &accesses {
@@ -1232,6 +1252,57 @@ mod tests {
         assert_eq!((finding.second.seq, finding.second.rank), (b, 1));
         assert_eq!(finding.first.call, "put");
         assert!(serde_json::to_string(finding).unwrap().contains("put_put"));
+    }
+
+    /// An operator revoked rank 1's lock of rank 0; rank 2 got it and put there; then rank 1's
+    /// epoch still sent a put, which the target refused (`op_issued`, never an `op`): it
+    /// touched nothing, so it races with nothing. Rank 1's flushed put before the revocation
+    /// is ordered before rank 2's by the revocation.
+    #[test]
+    fn an_operation_its_target_refused_races_with_nothing() {
+        let mut h = History::new(3);
+        h.lock(1, 0, "exclusive");
+        h.put(1, 0, 0, 4);
+        h.flush(1, 0);
+        let token = h.tokens[&(1, 0)];
+        h.tgt(
+            0,
+            Event::LockRevoke {
+                origin: 1,
+                token,
+                reason: "revoked by an operator".into(),
+            },
+        );
+        h.lock(2, 0, "exclusive");
+        h.put(2, 0, 0, 4);
+        h.next_op += 1;
+        let refused = h.next_op;
+        h.po(
+            1,
+            Event::OpIssued {
+                op_id: refused,
+                target: 0,
+                op: RecordedOp::Put,
+                datatype: "u8".into(),
+                runs: vec![(0, 4)],
+            },
+        );
+        h.unlock(2, 0);
+        assert!(h.check().is_empty(), "{:#?}", h.check());
+        // the same put applied (an `op` at the target) would race with rank 2's
+        h.tgt(
+            0,
+            op_event(
+                1,
+                refused,
+                RecordedOp::Put,
+                "u8",
+                0,
+                vec![(0, 4)],
+                vec![0; 4],
+            ),
+        );
+        assert_eq!(rules(&h.check()), vec![Rule::PutPut]);
     }
 
     #[test]

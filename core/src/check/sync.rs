@@ -160,6 +160,10 @@ impl Pass {
             flush_local: None,
             refresh: None,
             epoch,
+            op: match &record.event {
+                Event::OpIssued { op_id, .. } => Some((rank, record.incarnation, *op_id)),
+                _ => None,
+            },
         });
         self.pending_ops[rank as usize].push(index);
     }

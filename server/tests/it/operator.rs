@@ -137,6 +137,13 @@ async fn a_revoked_holders_later_operations_are_refused_and_never_hang() {
     target.lock(LockType::Exclusive, 1, 0).await.unwrap();
     assert_eq!(target.load::<i64>(0, 1).unwrap(), [6]);
     target.unlock(1).await.unwrap();
+    // the refused put touched nothing: the race checker finds no race with it (it is in the
+    // log as issued, never as applied)
+    let audit = Audit::connect(&fixture.server.url, ADMIN_TOKEN)
+        .await
+        .unwrap();
+    let findings = audit.check(holder.desc().id).await.unwrap();
+    assert!(findings.is_empty(), "{findings:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
