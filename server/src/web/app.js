@@ -670,10 +670,11 @@ function lockSlices(timed) {
   return out;
 }
 
-// Draws the Perfetto trace into the element `into`: one lane per rank, slices as bars (waiting for a lock hatched,
+// Draws the Perfetto trace into the element `into` (`shorten`: idle stretches shortened, as a
+// live window's quiet spells are; a simulated schedule has none): one lane per rank, slices as bars (waiting for a lock hatched,
 // holding it solid), instants as ticks, flows as lines from an operation's issue to its
 // application, and a time axis (idle stretches shortened, marked with a break).
-function drawTimeline(trace, into = "timeline") {
+function drawTimeline(trace, into = "timeline", shorten = true) {
   const all = trace.traceEvents || [];
   const names = new Map();
   for (const event of all) {
@@ -694,7 +695,7 @@ function drawTimeline(trace, into = "timeline") {
   // stays readable; the axis is linear within the busy stretches
   const times = [...new Set(timed.flatMap((event) => [event.ts, event.ts + (event.dur || 0)]))]
     .sort((a, b) => a - b);
-  const cap = span / 20;
+  const cap = shorten ? span / 20 : Infinity;
   let busy = 0;
   for (let i = 1; i < times.length; i++) {
     if (times[i] - times[i - 1] <= cap) busy += times[i] - times[i - 1];
@@ -892,7 +893,7 @@ $("trace-file").addEventListener("change", async () => {
     if (!trace || !Array.isArray(trace.traceEvents)) {
       throw new Error("not a Perfetto trace (no traceEvents list)");
     }
-    drawTimeline(trace, "explored");
+    drawTimeline(trace, "explored", false);
   } catch (error) {
     $("explored").replaceChildren(el("p", { class: "error" }, `${file.name}: ${error.message}`));
   }

@@ -1232,6 +1232,7 @@ async fn an_explored_schedule_opens_in_the_page_as_a_live_timeline_in_chromium()
         "{shown}"
     );
     assert_eq!(shown[2], 1, "the put's flow: {shown}");
+    screenshot(&page, "web-view-explored.png", Some("Explored trace")).await;
     // the live window's timeline is untouched
     let live = page
         .execute(
