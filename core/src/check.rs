@@ -823,18 +823,7 @@ pub fn check(records: &[AuditRecord]) -> Vec<Finding> {
     pass.finish_starts();
     // an operation its target never applied touched nothing: one refused there (after an
     // operator revoked the lock it was issued under, say) or still on its way
-    let applied: HashSet<(u32, u64, u64)> = records
-        .iter()
-        .filter_map(|record| match &record.event {
-            Event::Op {
-                origin,
-                origin_incarnation,
-                op_id,
-                ..
-            } => Some((*origin, *origin_incarnation, *op_id)),
-            _ => None,
-        })
-        .collect();
+    let applied = crate::export::applied_ops(records);
     let mut accesses = pass.accesses;
     accesses.retain(|access| access.op.is_none_or(|op| applied.contains(&op)));
     accesses.sort_by_key(|access| (access.seq, access.cseq));

@@ -95,7 +95,7 @@ impl Trace {
 }
 
 /// The operations that were applied, by `(origin, incarnation, op_id)`.
-fn applied_ops(records: &[AuditRecord]) -> HashSet<(u32, u64, u64)> {
+pub(crate) fn applied_ops(records: &[AuditRecord]) -> HashSet<(u32, u64, u64)> {
     records
         .iter()
         .filter_map(|record| match &record.event {

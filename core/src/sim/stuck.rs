@@ -4,7 +4,7 @@
 //! Owns: reading who waits for whom from the ranks' states and the target engines' queues
 //! (`Target::holds_back`, `lock_holders`). Must not: change the world.
 
-use super::{Action, World};
+use super::{Action, Rank, World};
 use crate::origin::Call;
 
 /// A rank that could not move when a run ended.
@@ -56,18 +56,12 @@ impl World {
     pub(super) fn stuck(&self, rank: u32) -> Option<Stuck> {
         let state = &self.ranks[rank as usize];
         let all = 0..self.ranks.len() as u32;
-        if state.in_collective {
-            // a window's collective: those of its ranks (every rank: whole-world windows)
-            // not in it
+        // the barrier, or a window's collective (every rank: whole-world windows): those
+        // not in it
+        if state.in_barrier || state.in_collective {
+            let inside = |r: &Rank| (r.in_barrier, r.in_collective);
             let on = all
-                .filter(|&r| !self.ranks[r as usize].in_collective)
-                .collect();
-            let action = Some(state.next - 1);
-            return Some(Stuck { rank, action, on });
-        }
-        if state.in_barrier {
-            let on = all
-                .filter(|&r| !self.ranks[r as usize].in_barrier)
+                .filter(|&r| inside(&self.ranks[r as usize]) != inside(state))
                 .collect();
             let action = Some(state.next - 1);
             return Some(Stuck { rank, action, on });

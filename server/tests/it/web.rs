@@ -1283,14 +1283,11 @@ async fn deleting_a_world_from_the_page_is_confirmed_and_audited_in_chromium() {
         value[0] == false
     })
     .await;
-    assert!(fixture
-        .server
-        .admin
-        .list_worlds()
-        .await
-        .unwrap()
-        .iter()
-        .any(|w| w.name == world));
+    let listed = || async {
+        let worlds = fixture.server.admin.list_worlds().await.unwrap();
+        worlds.iter().any(|w| w.name == world)
+    };
+    assert!(listed().await);
     // confirmed: gone from the server and from the page
     ask(&page, "the world's delete button", &button, &question).await;
     answer(&page, "confirm-yes").await;
@@ -1301,20 +1298,13 @@ async fn deleting_a_world_from_the_page_is_confirmed_and_audited_in_chromium() {
         &format!("deleted world {world}"),
     )
     .await;
-    let listed =
+    let shown =
         format!("return document.querySelector('.world[data-world=\"{world}\"]') !== null;");
-    until(&page, "the world gone from the page", &listed, |value| {
+    until(&page, "the world gone from the page", &shown, |value| {
         value == false
     })
     .await;
-    assert!(fixture
-        .server
-        .admin
-        .list_worlds()
-        .await
-        .unwrap()
-        .iter()
-        .all(|w| w.name != world));
+    assert!(!listed().await);
     let error = windows[0].fence(0).await.unwrap_err();
     assert!(error.class().is_some(), "{error}");
     let audit = onesided_client::Audit::connect(&fixture.server.url, ADMIN_TOKEN)
