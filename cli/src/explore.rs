@@ -63,8 +63,8 @@ counter example, more than a debug build walks in minutes): meant for small scen
 What the simulator runs: windows of either memory model over the whole world (create and \
 allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, their \
-request-based forms with wait_req, wait_all and free_req (a waited request is complete at the \
-origin: an rget's data is back, an rput may not be applied yet), set_info (a collective: \
+request-based forms with wait_req, wait_all, test_req, test_all and free_req (a request is \
+complete at the origin: an rget's data is back, an rput may not be applied yet), set_info (a collective: \
 MPI_ERR_INFO for all when the ranks ask for different infos), stores, loads and barriers. The schedule also chooses when a rank's private stores reach its \
 public copy and when operations' updates reach its private copy: at any step up to the call \
 MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), so the obsolete values MPI allows \
@@ -73,8 +73,7 @@ target may take one origin's item before another origin's, and one origin's puts
 epoch in any order, its accumulates as the window's accumulate_ordering allows; flush_local \
 returns once the data of its gets is back, before its puts are applied. In the unified model \
 the same exchanges may happen at any step, and once the programs ended the two copies are one \
-(MPI: eventually). Refused for now: flavor=dynamic, group=, test_req, test_all, wait_any, \
-crash and attach; sleep runs as nothing (a pause orders nothing).")]
+(MPI: eventually). Refused for now: flavor=dynamic, group=, wait_any, crash and attach; sleep runs as nothing (a pause orders nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,

@@ -69,6 +69,6 @@ def test_bad_input_is_refused_with_what_is_wrong() -> None:
         onesided.explore(LOAD_WITHOUT_LOCK, strategy="sometimes")
     with pytest.raises(onesided.ArgumentError, match="schedules"):
         onesided.explore(LOAD_WITHOUT_LOCK, schedules=0)
-    request = "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rput B W[0] = 1 as r\n"
-    with pytest.raises(NotImplementedError, match="line 3: `rput` cannot be explored yet"):
-        onesided.explore(request + "A: unlock B\n")
+    group = "window W ranks=3 size=1 type=i64 group={A,C}\nA: W.fence\n"
+    with pytest.raises(NotImplementedError, match="line 1: group= cannot be explored yet"):
+        onesided.explore(group)

@@ -375,13 +375,13 @@ fn a_failing_schedule_replays_with_its_failure() {
 fn an_unsupported_feature_is_refused_with_its_line() {
     let out = explore_text(
         "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rget B W[0] -> x as r\n\
-         A: test_req r -> done\nA: unlock B\n",
+         A: wait_any r -> which\nA: unlock B\n",
         "",
     );
     out.code(3);
     out.stderr_has(
-        "line 4: `test_req` cannot be explored yet: the simulator waits for requests, it does \
-         not test them",
+        "line 4: `wait_any` cannot be explored yet: the simulator does not tell which request \
+         completed",
     );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     let out = explore(&examples_dir().join("group_subset.rma"), "--json");
@@ -882,4 +882,30 @@ fn set_info_is_a_collective_that_fails_when_the_ranks_differ() {
     alone.code(1);
     alone.stdout_has("deadlock in 20 schedule(s)");
     alone.stdout_has("A at line 2");
+}
+
+/// `test_req` and `test_all` say whether requests are complete at the origin without waiting:
+/// an `rget`'s before its data came back or after, in different schedules; an `rput`'s at
+/// once; after `wait_req`, always.
+#[test]
+fn a_tested_request_is_complete_or_not_as_the_schedule_goes() {
+    let out = explore_text(
+        "window W ranks=2 size=2 type=i64\n\
+         A: lock shared B\n\
+         A: rget B W[0] -> x as r\n\
+         A: rput B W[1] = 4 as p\n\
+         A: test_req r -> early\n\
+         A: test_req p -> put\n\
+         A: wait_req r\n\
+         A: test_all r,p -> late\n\
+         A: unlock B\n\
+         expect A early in {true,false}\n\
+         expect A put == true\n\
+         expect A late == true\n",
+        "--schedules 300 --json",
+    );
+    let document = out.json();
+    assert_eq!(document["ok"], true, "{document:#}");
+    assert_eq!(values(&document, "A early"), set(&["false", "true"]));
+    assert_eq!(values(&document, "A late"), set(&["true"]));
 }

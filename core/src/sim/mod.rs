@@ -75,6 +75,13 @@ pub enum Action {
         /// The operations' indices in the rank's program.
         calls: Vec<usize>,
     },
+    /// `MPI_Test` / `MPI_Testall` on request-based operations: whether each of these actions
+    /// is complete at the origin (as [`Action::WaitRequests`] waits for), kept in
+    /// [`Run::flags`]; the rank does not wait.
+    TestRequests {
+        /// The operations' indices in the rank's program.
+        calls: Vec<usize>,
+    },
     /// `MPI_Win_set_info`: the keys set on the window, a collective of its ranks (`info.rs`).
     SetInfo {
         /// The window.
@@ -192,11 +199,15 @@ struct Rank {
 impl Rank {
     /// Whether it waits for a request-based operation whose data has not come back.
     fn awaits_requests(&self) -> bool {
+        !self.complete(&self.requests)
+    }
+
+    /// Whether each of these request-based operations is complete at the origin: answered,
+    /// or bringing no data back.
+    fn complete(&self, calls: &[usize]) -> bool {
         let pending = |call| self.outstanding.get(call);
         let data = |&(_, _, returned): &(u64, u32, u64)| returned > 0;
-        self.requests
-            .iter()
-            .any(|call| pending(call).is_some_and(data))
+        !calls.iter().any(|call| pending(call).is_some_and(data))
     }
 }
 
@@ -520,6 +531,10 @@ impl World {
             }
             Action::Call(call) => self.window_call(rank, index, call),
             Action::WaitRequests { calls } => state.requests = calls,
+            Action::TestRequests { calls } => {
+                let flag = state.complete(&calls);
+                self.run.flags.push((rank, index, flag));
+            }
             Action::SetInfo { window, info } => self.set_info(rank, index, window, &info),
             Action::Barrier => {
                 state.in_barrier = true;

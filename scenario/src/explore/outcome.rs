@@ -238,7 +238,9 @@ fn variables(
                 };
                 vars.insert(var.clone(), value);
             }
-            ast::Call::Test { var, .. } => {
+            ast::Call::Test { var, .. }
+            | ast::Call::TestReq { var, .. }
+            | ast::Call::TestAll { var, .. } => {
                 let flag = produced.flags.get(&(rank, planned.actions.start));
                 let value = match flag {
                     _ if failed => Err(format!("{var} has no value: its test failed")),

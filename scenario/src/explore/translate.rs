@@ -190,9 +190,12 @@ fn actions(
     };
     let refuse = |why: &str| Err(unsupported(call.line, what(), why));
     // a request the file names is one of the rank's earlier operations (the parser says so)
-    let waits = |names: &[String]| {
+    let requested = |names: &[String]| -> Vec<usize> {
         let calls = names.iter().filter_map(|name| requests.get(name.as_str()));
-        let calls = calls.copied().collect();
+        calls.copied().collect()
+    };
+    let waits = |names: &[String]| {
+        let calls = requested(names);
         Ok(vec![Action::WaitRequests { calls }])
     };
     let translated = |source: RmaError| ExploreError::Call {
@@ -262,9 +265,15 @@ fn actions(
         C::WaitAll(names) => return waits(names),
         // the operation goes on; nothing waits for it
         C::FreeReq(_) => return Ok(Vec::new()),
-        C::TestReq { .. } | C::TestAll { .. } | C::WaitAny { .. } => {
-            return refuse("the simulator waits for requests, it does not test them")
+        C::TestReq { request, .. } => {
+            let calls = requested(std::slice::from_ref(request));
+            return Ok(vec![Action::TestRequests { calls }]);
         }
+        C::TestAll { requests, .. } => {
+            let calls = requested(requests);
+            return Ok(vec![Action::TestRequests { calls }]);
+        }
+        C::WaitAny { .. } => return refuse("the simulator does not tell which request completed"),
         C::SetInfo { window, info } => {
             let info = info.clone();
             return Ok(vec![Action::SetInfo {
@@ -346,9 +355,9 @@ mod tests {
                 "group=",
             ),
             (
-                "A: lock_all\nA: rget B W[0] -> x as r\nA: test_req r -> done\n",
+                "A: lock_all\nA: rget B W[0] -> x as r\nA: wait_any r -> which\n",
                 4,
-                "`test_req`",
+                "`wait_any`",
             ),
             ("\nA: crash\n", 3, "`crash`"),
         ] {
