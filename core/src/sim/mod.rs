@@ -18,7 +18,7 @@
 //!
 //! The unified memory model runs as the separate one (stores and updates may cross between
 //! the copies at any step, and must by the calls rules 5 and 6 name), and once the programs
-//! ended its copies converge ([`World::converge`]: "eventually").
+//! ended its copies converge (`World::converge`: "eventually").
 //!
 //! Limits (this first version): windows over the whole world (a group is refused at
 //! [`World::new`]); one incarnation per rank (no departures); the lock table without its
@@ -248,12 +248,12 @@ pub struct World {
 }
 
 impl World {
-    /// A world in which every rank has opened each of `windows` (of the separate model, each
+    /// A world in which every rank has opened each of `windows` (of either memory model, each
     /// over the whole world of `nranks` ranks), public and private copies zeroed. `now` is
     /// the engines' clock reading, which never moves: no time passes in a simulated world.
     ///
     /// # Errors
-    /// `MPI_ERR_ARG` for a unified window or one whose group is not the whole world.
+    /// `MPI_ERR_ARG` for a window whose group is not the whole world.
     pub fn new(nranks: u32, windows: Vec<WindowDesc>, now: Instant) -> Result<Self, RmaError> {
         let mut sims = BTreeMap::new();
         for desc in windows {
