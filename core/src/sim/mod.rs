@@ -24,6 +24,7 @@
 //! [`World::new`]); one incarnation per rank (no departures); the lock table without its
 //! fairness wait; a free collective answers once every rank of the window called.
 
+mod copies;
 mod exhaustive;
 mod history;
 mod info;
@@ -416,72 +417,6 @@ impl World {
             }
         }
         choices
-    }
-
-    /// Rank `rank` publishes its unpublished stores to its public copy of `window` now,
-    /// through its target's inbox as a call's push travels.
-    fn publish(&mut self, window: u64, rank: u32) {
-        let state = &mut self.ranks[rank as usize];
-        let Some(open) = state.windows.get_mut(&window) else {
-            return;
-        };
-        let segments = open.copy.take_push();
-        if self.narrated {
-            self.run.narration.push(narrate::published(rank, &segments));
-        }
-        self.send(window, rank, Input::Push { segments });
-    }
-
-    /// What operations changed in rank `rank`'s public copy of `window` reaches its private
-    /// copy now: the pull its target answers a sync with ([`Input::Pull`]), taken at once,
-    /// which never overwrites a store not yet published ([`PrivateCopy::pull`]).
-    fn refresh(&mut self, window: u64, rank: u32) {
-        let reply = Ref {
-            rank,
-            call: self.ranks[rank as usize].next,
-            to: To::Caller,
-        };
-        let Some(effects) = self.handle(window, rank, Input::Pull { reply }) else {
-            return;
-        };
-        let mut pulled = 0;
-        if let Some(open) = self.ranks[rank as usize].windows.get_mut(&window) {
-            for (_, answer) in effects.answers {
-                if let Ok(Outcome::Synced { pull, .. }) = answer {
-                    pulled += pull.iter().map(|s| s.data.len()).sum::<usize>();
-                    open.copy.pull(pull);
-                }
-            }
-        }
-        if self.narrated {
-            self.run.narration.push(narrate::refreshed(rank, pulled));
-        }
-    }
-
-    /// The unified model once the programs ended: what a rank stored reaches its public
-    /// copy and what operations changed there reaches its private copy — eventually, MPI
-    /// says, so after every load of the run (a run's steps offered both all along, as
-    /// optional steps); the copies the run ends with are one.
-    fn converge(&mut self) {
-        // not steps of the trace: a narration has one happening a step
-        let narrated = std::mem::replace(&mut self.narrated, false);
-        let unified: Vec<u64> = self
-            .windows
-            .iter()
-            .filter(|(_, sim)| sim.desc.model == MemoryModel::Unified)
-            .map(|(&id, _)| id)
-            .collect();
-        for window in unified {
-            for rank in 0..self.ranks.len() as u32 {
-                let open = self.ranks[rank as usize].windows.get_mut(&window);
-                let segments = open.map(|open| open.copy.take_push()).unwrap_or_default();
-                if !segments.is_empty() {
-                    self.handle(window, rank, Input::Push { segments });
-                }
-                self.refresh(window, rank);
-            }
-        }
-        self.narrated = narrated;
     }
 
     /// Rank `rank` takes the next action of its program.
