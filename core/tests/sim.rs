@@ -682,3 +682,46 @@ fn unified_copies_exchange_at_any_step_and_converge_once_the_programs_end() {
         .any(|run| run.publics[&W][0][..2] == [0, 9] && run.privates[&W][0][..2] == [7, 0]);
     assert!(apart, "no separate run ended with its copies apart");
 }
+
+/// A window over part of the world (world ranks 2 and 0, in that order): its members open it
+/// in their window ranks, programs address window ranks, the log records window ranks, a rank
+/// outside the group is refused with `MPI_ERR_GROUP`, and a group that cannot be is refused
+/// when the world is made.
+#[test]
+fn a_window_over_part_of_the_world_runs_in_its_own_ranks() {
+    let mut desc = window(2, 8);
+    desc.group = vec![2, 0];
+    let programs = vec![
+        // world rank 0 is the window's rank 1: it puts into window rank 0 (world rank 2)
+        vec![lock(0), op(0, OpKind::Put, 3, &[7]), unlock(0)],
+        // world rank 1 is not a member
+        vec![lock(0)],
+        vec![],
+    ];
+    for seed in 0..20 {
+        let world = World::new(3, vec![desc.clone()], Instant::now()).expect("a group window");
+        let run = world.run(programs.clone(), &mut Seeded::new(seed));
+        assert_eq!(run.errors.len(), 1, "{:?}", run.errors);
+        let (rank, action, error) = &run.errors[0];
+        assert_eq!((*rank, *action, error.class), (1, 0, ErrorClass::Group));
+        assert!(run.stuck.is_empty(), "{:?}", run.stuck);
+        let publics = &run.publics[&W];
+        assert_eq!(publics.len(), 2, "one public copy per member");
+        assert_eq!(publics[0][3], 7, "the put reached world rank 2");
+        assert_eq!(publics[1], vec![0; 8]);
+        assert_eq!(run.privates[&W].len(), 2);
+        let ranks: BTreeSet<u32> = run.history(W).iter().map(|r| r.rank).collect();
+        assert_eq!(ranks, BTreeSet::from([0, 1]), "the log names window ranks");
+    }
+    for (group, class) in [
+        (vec![], ErrorClass::Group),
+        (vec![0, 0], ErrorClass::Group),
+        (vec![0, 3], ErrorClass::Group),
+        (vec![0, 1, 2], ErrorClass::Arg),
+    ] {
+        let mut desc = window(2, 8);
+        desc.group = group.clone();
+        let refused = World::new(3, vec![desc], Instant::now()).err();
+        assert_eq!(refused.map(|e| e.class), Some(class), "{group:?}");
+    }
+}

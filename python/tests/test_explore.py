@@ -69,6 +69,8 @@ def test_bad_input_is_refused_with_what_is_wrong() -> None:
         onesided.explore(LOAD_WITHOUT_LOCK, strategy="sometimes")
     with pytest.raises(onesided.ArgumentError, match="schedules"):
         onesided.explore(LOAD_WITHOUT_LOCK, schedules=0)
-    group = "window W ranks=3 size=1 type=i64 group={A,C}\nA: W.fence\n"
-    with pytest.raises(NotImplementedError, match="line 1: group= cannot be explored yet"):
-        onesided.explore(group)
+    dynamic = "window W ranks=2 type=i64 flavor=dynamic\nA: W.fence\n"
+    with pytest.raises(
+        NotImplementedError, match="line 1: flavor=dynamic cannot be explored yet"
+    ):
+        onesided.explore(dynamic)

@@ -384,10 +384,80 @@ fn an_unsupported_feature_is_refused_with_its_line() {
          completed",
     );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
-    let out = explore(&examples_dir().join("group_subset.rma"), "--json");
+    let out = explore(&examples_dir().join("dynamic_list.rma"), "--json");
     out.code(3);
-    out.stderr_has("line 6: group= cannot be explored yet");
+    out.stderr_has("line 4: flavor=dynamic cannot be explored yet");
     out.stderr_has("\"exit_code\":3");
+}
+
+/// A window over part of the world: its calls name world ranks, made the window's; what the
+/// run says of its ranks (values, races, who waits for whom) names world ranks again; a rank
+/// outside the group is refused as the runner refuses it.
+#[test]
+fn a_window_over_part_of_the_world_is_explored_in_its_own_ranks() {
+    let out = explore_text(
+        "\
+window G ranks=3 size=1 type=i64 group={C,A}
+C: G.fence
+A: G.fence
+A: put C G[0] = 5               # into C, G's rank 0
+C: load G[0] -> early           # races with the put: the old value or the new
+C: G.fence
+A: G.fence
+C: load G[0] -> late
+B: put C G[0] = 1 !GROUP
+expect C early in {0,5}
+expect C late == 5
+expect private C G[0] == 5
+expect public C G[0] == 5
+expect public A G[0] == 0
+",
+        "--schedules 300 --json",
+    );
+    out.success();
+    let document = out.json();
+    let values = |subject: &str| -> Vec<String> {
+        let seen = document["distribution"][subject].as_object();
+        seen.unwrap_or_else(|| panic!("{subject}: {document}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(values("C early"), ["0", "5"]);
+    for subject in ["C late", "private C G[0]", "public C G[0]"] {
+        assert_eq!(values(subject), ["5"], "{subject}");
+    }
+    assert_eq!(values("public A G[0]"), ["0"]);
+    let race = &document["races"][0];
+    assert_eq!(race["rule"], "put_load");
+    let sides: Vec<(u64, u64)> = race["accesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["rank"].as_u64().unwrap(), a["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(sides, vec![(0, 4), (2, 5)], "A's put, C's load: {race}");
+    assert_eq!(race["target"], 2);
+    let message = race["message"].as_str().unwrap();
+    assert!(
+        message.contains("(A's put)") && message.contains("of C's G"),
+        "{message}"
+    );
+    let failed = document["failed_calls"].to_string();
+    assert!(
+        failed.contains("rank B is not in the group of window G"),
+        "{failed}"
+    );
+
+    // C's fence on G waits for A, G's other member, not for B (the world's rank 1)
+    let out = explore_text(
+        "window G ranks=3 size=1 type=i64 group={C,A}\nC: G.fence\n",
+        "--schedules 20 --json",
+    );
+    out.code(1);
+    let stuck = &out.json()["deadlocks"][0]["stuck"][0];
+    assert_eq!(stuck["name"], "C");
+    assert_eq!(stuck["on"], serde_json::json!(["A"]));
 }
 
 /// Two ranks that each wait for the other: reported as a deadlock with the line each waits

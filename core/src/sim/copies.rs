@@ -17,23 +17,27 @@ impl World {
         let Some(open) = state.windows.get_mut(&window) else {
             return;
         };
-        let segments = open.copy.take_push();
+        let (me, segments) = (open.me, open.copy.take_push());
         if self.narrated {
             self.run.narration.push(narrate::published(rank, &segments));
         }
-        self.send(window, rank, Input::Push { segments });
+        self.send(window, me, Input::Push { segments });
     }
 
     /// What operations changed in rank `rank`'s public copy of `window` reaches its private
     /// copy now: the pull its target answers a sync with ([`Input::Pull`]), taken at once,
     /// which never overwrites a store not yet published ([`PrivateCopy::pull`]).
     pub(super) fn refresh(&mut self, window: u64, rank: u32) {
+        let state = &self.ranks[rank as usize];
+        let Some(me) = state.windows.get(&window).map(|open| open.me) else {
+            return;
+        };
         let reply = Ref {
             rank,
-            call: self.ranks[rank as usize].next,
+            call: state.next,
             to: To::Caller,
         };
-        let Some(effects) = self.handle(window, rank, Input::Pull { reply }) else {
+        let Some(effects) = self.handle(window, me, Input::Pull { reply }) else {
             return;
         };
         let mut pulled = 0;
@@ -65,10 +69,12 @@ impl World {
             .collect();
         for window in unified {
             for rank in 0..self.ranks.len() as u32 {
-                let open = self.ranks[rank as usize].windows.get_mut(&window);
-                let segments = open.map(|open| open.copy.take_push()).unwrap_or_default();
+                let Some(open) = self.ranks[rank as usize].windows.get_mut(&window) else {
+                    continue;
+                };
+                let (me, segments) = (open.me, open.copy.take_push());
                 if !segments.is_empty() {
-                    self.handle(window, rank, Input::Push { segments });
+                    self.handle(window, me, Input::Push { segments });
                 }
                 self.refresh(window, rank);
             }

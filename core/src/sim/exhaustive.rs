@@ -208,7 +208,9 @@ impl World {
             Input::Access { origin, .. } => Some(*origin),
             _ => None,
         };
-        let inbox = &self.windows[&window].inboxes[rank as usize];
+        let sim = &self.windows[&window];
+        let me = sim.desc.rank_of(rank).unwrap_or(rank);
+        let inbox = &sim.inboxes[me as usize];
         let from = sender(&inbox[at]);
         let ahead = inbox.iter().take(at).filter(|i| sender(i) == from).count();
         Key::Deliver(window, rank, from, ahead)
@@ -267,13 +269,14 @@ impl World {
         let waited = waiting(self);
         self.take(Choice::Call { rank });
         for (window, to, length) in before {
-            let inbox = &self.windows[&window].inboxes[to as usize];
+            let sim = &self.windows[&window];
+            let inbox = &sim.inboxes[to as usize];
             if inbox.len() != length {
                 let items = inbox
                     .iter()
                     .skip(length)
                     .all(|i| matches!(i, Input::Access { .. }));
-                touched.push((Part::Back(window, to), !items));
+                touched.push((Part::Back(window, sim.world_rank(to)), !items));
             }
         }
         // the barrier or a free completed: every rank waiting in it returned

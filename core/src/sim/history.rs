@@ -24,8 +24,9 @@ pub const STEP_NS: u64 = 1_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Logged {
     /// The event in its window's log: `seq` its place there, `at_ns` the step that recorded
-    /// it ([`STEP_NS`] a step), `incarnation` 1 for what a rank recorded (every rank has one
-    /// incarnation) and 0 for what a target or the window's creation recorded.
+    /// it ([`STEP_NS`] a step), `rank` the window rank that recorded it (or whose target did),
+    /// `incarnation` 1 for what a rank recorded (every rank has one incarnation) and 0 for
+    /// what a target or the window's creation recorded.
     pub record: AuditRecord,
     /// The action of the rank's program (its index) that recorded it: a call, a store, a
     /// load or the barrier; `None` for a target's events and the window's creation.
@@ -51,9 +52,22 @@ impl Run {
 }
 
 impl World {
-    /// Records `event` in `window`'s log, at rank `rank`, by its action `action` (`None`: by
-    /// the target or the window's creation).
-    pub(super) fn log(&mut self, window: u64, rank: u32, action: Option<usize>, event: Event) {
+    /// Records `event` in `window`'s log by action `action` of rank `rank` of the world, at
+    /// its rank in the window (nothing when it is not a member).
+    pub(super) fn log(&mut self, window: u64, rank: u32, action: usize, event: Event) {
+        let state = &self.ranks[rank as usize];
+        if let Some(me) = state.windows.get(&window).map(|open| open.me) {
+            self.record(window, me, Some(action), event);
+        }
+    }
+
+    /// Records `event` in `window`'s log by its target of window rank `rank`, or (rank 0) by
+    /// the window's creation.
+    pub(super) fn log_target(&mut self, window: u64, rank: u32, event: Event) {
+        self.record(window, rank, None, event);
+    }
+
+    fn record(&mut self, window: u64, rank: u32, action: Option<usize>, event: Event) {
         let Some(sim) = self.windows.get_mut(&window) else {
             return;
         };
@@ -89,7 +103,7 @@ impl World {
             })
             .collect();
         for (window, event) in created {
-            self.log(window, 0, None, event);
+            self.log_target(window, 0, event);
         }
     }
 
@@ -98,7 +112,7 @@ impl World {
     pub(super) fn log_open(&mut self, rank: u32, action: usize, event: &Event) {
         let open: Vec<u64> = self.ranks[rank as usize].windows.keys().copied().collect();
         for window in open {
-            self.log(window, rank, Some(action), event.clone());
+            self.log(window, rank, action, event.clone());
         }
     }
 }
@@ -160,7 +174,7 @@ impl World {
             _ => None,
         };
         if let Some(event) = event {
-            self.log(window, rank, Some(action), event);
+            self.log(window, rank, action, event);
         }
     }
 }

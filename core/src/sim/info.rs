@@ -37,7 +37,7 @@ impl World {
             }
         };
         let group = sim.desc.group.clone();
-        self.ranks[rank as usize].in_collective = true;
+        self.ranks[rank as usize].in_collective = Some(window);
         let effects = self
             .collectives
             .propose_info(window, rank, info, &group, (rank, action));
@@ -47,7 +47,7 @@ impl World {
             }
         }
         for ((rank, action), answer) in effects.answers {
-            self.ranks[rank as usize].in_collective = false;
+            self.ranks[rank as usize].in_collective = None;
             match answer {
                 Ok(()) => {
                     let info = self
@@ -55,7 +55,7 @@ impl World {
                         .get(&window)
                         .map(|sim| sim.desc.info.to_pairs());
                     let info = info.unwrap_or_default().into_iter().collect();
-                    self.log(window, rank, Some(action), Event::InfoSet { info });
+                    self.log(window, rank, action, Event::InfoSet { info });
                 }
                 Err(error) => self.fail(rank, action, error),
             }

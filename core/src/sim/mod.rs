@@ -20,9 +20,15 @@
 //! the copies at any step, and must by the calls rules 5 and 6 name), and once the programs
 //! ended its copies converge (`World::converge`: "eventually").
 //!
-//! Limits (this first version): windows over the whole world (a group is refused at
-//! [`World::new`]); one incarnation per rank (no departures); the lock table without its
-//! fairness wait; a free collective answers once every rank of the window called.
+//! A window may span part of the world (its group): its targets, inboxes and fence tally are
+//! its own ranks', numbered in its group, and only its members open it. Programs address
+//! window ranks in their calls, as the client's API does; everything a step says of a rank
+//! of the world ([`Choice`], [`Ref`], [`Run::loads`], [`Stuck`]) names a world rank, and what
+//! a window records or holds ([`Logged`], [`Run::publics`], [`Run::privates`], the targets'
+//! inputs) its window rank.
+//!
+//! Limits (this first version): one incarnation per rank (no departures); the lock table
+//! without its fairness wait; a free collective answers once every rank of the window called.
 
 mod copies;
 mod exhaustive;
@@ -90,6 +96,13 @@ pub enum Action {
         /// The keys and values.
         info: Vec<(String, String)>,
     },
+    /// A call refused before it reaches a window, as a client refuses a call it cannot
+    /// address (in a scenario's terms: a world rank outside the window's group): it fails
+    /// with `error` and changes nothing.
+    Refuse {
+        /// The refusal.
+        error: RmaError,
+    },
     /// The world's barrier: the rank waits until every rank entered it. It moves no data
     /// (SEMANTICS.md: "a barrier moves no data"); it only orders.
     Barrier,
@@ -104,6 +117,22 @@ pub enum Action {
         /// Its name in the run's result.
         label: String,
     },
+}
+
+impl Action {
+    /// The window it works on, if one.
+    fn window(&self) -> Option<u64> {
+        match self {
+            Action::Call(call) => Some(call.window()),
+            Action::Store { window, .. }
+            | Action::Load { window, .. }
+            | Action::SetInfo { window, .. } => Some(*window),
+            Action::WaitRequests { .. }
+            | Action::TestRequests { .. }
+            | Action::Refuse { .. }
+            | Action::Barrier => None,
+        }
+    }
 }
 
 /// Where a target's answer goes: the rank, the call (its index in the rank's program) and
@@ -135,9 +164,9 @@ pub struct Run {
     /// The audit events recorded, origin side and target side, in the order they happened,
     /// each numbered in its window's log (`history.rs`; [`Run::history`]).
     pub events: Vec<Logged>,
-    /// Every window's public copies at the end, by window id.
+    /// Every window's public copies at the end, by window id, in window-rank order.
     pub publics: BTreeMap<u64, Vec<Vec<u8>>>,
-    /// Every rank's private copies at the end, by window id.
+    /// Every member's private copy at the end, by window id, in window-rank order.
     pub privates: BTreeMap<u64, Vec<Vec<u8>>>,
     /// When no rank could move and some had not finished: each such rank, where it waits and
     /// for whom (a deadlock, or a program that never synchronizes), by rank.
@@ -147,7 +176,7 @@ pub struct Run {
     pub narration: Vec<Happening>,
 }
 
-/// One window as the simulator holds it.
+/// One window as the simulator holds it: its targets and inboxes by window rank.
 struct SimWindow {
     desc: WindowDesc,
     targets: Vec<Target<Ref>>,
@@ -159,8 +188,22 @@ struct SimWindow {
     logged: u64,
 }
 
+impl SimWindow {
+    /// How many ranks it spans.
+    fn size(&self) -> u32 {
+        self.targets.len() as u32
+    }
+
+    /// The world rank of its rank `rank`.
+    fn world_rank(&self, rank: u32) -> u32 {
+        self.desc.group[rank as usize]
+    }
+}
+
 /// A rank's state on one window.
 struct Opened {
+    /// Its rank in the window.
+    me: u32,
     epoch: EpochState,
     copy: PrivateCopy,
     next_cseq: u64,
@@ -193,8 +236,8 @@ struct Rank {
     in_barrier: bool,
     /// Waiting for these request-based operations (`Action::WaitRequests`) to be answered.
     requests: Vec<usize>,
-    /// Waiting in a window's collective (`MPI_Win_set_info`).
-    in_collective: bool,
+    /// Waiting in this window's collective (`MPI_Win_set_info`).
+    in_collective: Option<u64>,
 }
 
 impl Rank {
@@ -249,36 +292,45 @@ pub struct World {
 }
 
 impl World {
-    /// A world in which every rank has opened each of `windows` (of either memory model, each
-    /// over the whole world of `nranks` ranks), public and private copies zeroed. `now` is
-    /// the engines' clock reading, which never moves: no time passes in a simulated world.
+    /// A world in which every member of each of `windows` (of either memory model, over the
+    /// whole world of `nranks` ranks or part of it) has opened it, public and private copies
+    /// zeroed. `now` is the engines' clock reading, which never moves: no time passes in a
+    /// simulated world.
     ///
     /// # Errors
-    /// `MPI_ERR_ARG` for a window whose group is not the whole world.
+    /// `MPI_ERR_GROUP` for a window whose group is empty, repeats a rank or names one outside
+    /// the world; `MPI_ERR_ARG` for one whose sizes or displacement units are not one per
+    /// member.
     pub fn new(nranks: u32, windows: Vec<WindowDesc>, now: Instant) -> Result<Self, RmaError> {
         let mut sims = BTreeMap::new();
         for desc in windows {
-            if desc.group != WindowDesc::whole_world(nranks) {
+            let group = WindowDesc::validate_group(nranks, Some(&desc.group))?;
+            let members = group.len();
+            if desc.sizes.len() != members || desc.disp_units.len() != members {
                 return Err(RmaError::new(
                     ErrorClass::Arg,
                     format!(
-                        "the simulator runs windows over the whole world; window {} is not one",
-                        desc.name
+                        "window {} has {} member(s) but {} size(s) and {} displacement unit(s)",
+                        desc.name,
+                        members,
+                        desc.sizes.len(),
+                        desc.disp_units.len()
                     ),
                 ));
             }
-            let targets = (0..nranks)
+            let size = members as u32;
+            let targets = (0..size)
                 .map(|rank| {
                     let public = vec![0; desc.sizes[rank as usize] as usize];
-                    Target::new(rank, nranks, public, true, Duration::ZERO, now)
+                    Target::new(rank, size, public, true, Duration::ZERO, now)
                 })
                 .collect();
             sims.insert(
                 desc.id,
                 SimWindow {
                     targets,
-                    inboxes: (0..nranks).map(|_| VecDeque::new()).collect(),
-                    fences: FenceTally::new(nranks),
+                    inboxes: (0..size).map(|_| VecDeque::new()).collect(),
+                    fences: FenceTally::new(size),
                     freeing: Vec::new(),
                     logged: 0,
                     desc,
@@ -291,22 +343,24 @@ impl World {
                 next: 0,
                 windows: sims
                     .values()
-                    .map(|window| {
+                    .filter_map(|window| {
                         let desc = &window.desc;
-                        let size = desc.sizes[rank as usize] as usize;
+                        let me = desc.rank_of(rank)?;
+                        let size = desc.sizes[me as usize] as usize;
                         let opened = Opened {
-                            epoch: EpochState::new(rank, nranks, desc.info.no_locks),
+                            me,
+                            epoch: EpochState::new(me, window.size(), desc.info.no_locks),
                             copy: PrivateCopy::new(size),
                             next_cseq: 1,
                         };
-                        (desc.id, opened)
+                        Some((desc.id, opened))
                     })
                     .collect(),
                 waiting: None,
                 outstanding: BTreeMap::new(),
                 in_barrier: false,
                 requests: Vec::new(),
-                in_collective: false,
+                in_collective: None,
             })
             .collect();
         let mut world = World {
@@ -382,7 +436,7 @@ impl World {
         for (rank, state) in self.ranks.iter().enumerate() {
             let free = state.waiting.is_none()
                 && !state.in_barrier
-                && !state.in_collective
+                && state.in_collective.is_none()
                 && !state.awaits_requests();
             if free && state.next < state.program.len() {
                 choices.push(Choice::Call { rank: rank as u32 });
@@ -390,9 +444,8 @@ impl World {
         }
         for (&window, sim) in &self.windows {
             let ordering = sim.desc.info.accumulate_ordering;
-            for (rank, inbox) in sim.inboxes.iter().enumerate() {
+            for (inbox, &rank) in sim.inboxes.iter().zip(&sim.desc.group) {
                 if !inbox.is_empty() {
-                    let rank = rank as u32;
                     choices.push(Choice::Deliver { window, rank });
                     let overtaking =
                         (1..inbox.len()).filter(|&at| may_overtake(inbox, at, ordering));
@@ -402,8 +455,8 @@ impl World {
         }
         choices.extend((0..self.answers.len()).map(|index| Choice::Answer { index }));
         for (&window, sim) in &self.windows {
-            for (rank, state) in self.ranks.iter().enumerate() {
-                let rank = rank as u32;
+            for (target, &rank) in sim.targets.iter().zip(&sim.desc.group) {
+                let state = &self.ranks[rank as usize];
                 let dirty = state
                     .windows
                     .get(&window)
@@ -411,7 +464,7 @@ impl World {
                 if dirty {
                     choices.push(Choice::Publish { window, rank });
                 }
-                if sim.targets[rank as usize].owner_behind() {
+                if target.owner_behind() {
                     choices.push(Choice::Refresh { window, rank });
                 }
             }
@@ -427,7 +480,16 @@ impl World {
         if self.narrated {
             self.run.narration.push(narrate::began(rank, index));
         }
-        match state.program[index].clone() {
+        let action = state.program[index].clone();
+        if let Some(error) = action
+            .window()
+            .and_then(|window| self.outside(rank, window))
+        {
+            self.fail(rank, index, error);
+            return;
+        }
+        let state = &mut self.ranks[rank as usize];
+        match action {
             Action::Store {
                 window,
                 offset,
@@ -440,7 +502,7 @@ impl World {
                 match stored {
                     Some(_) => {
                         let ranges = vec![(offset, offset + bytes.len() as u64)];
-                        self.log(window, rank, Some(index), Event::Store { ranges });
+                        self.log(window, rank, index, Event::Store { ranges });
                     }
                     None => self.fail(rank, index, range_error("store", window)),
                 }
@@ -459,7 +521,7 @@ impl World {
                     Some(bytes) => {
                         self.run.loads.push((rank, label, bytes.to_vec()));
                         let ranges = vec![(offset, offset + len)];
-                        self.log(window, rank, Some(index), Event::Load { ranges });
+                        self.log(window, rank, index, Event::Load { ranges });
                     }
                     None => self.fail(rank, index, range_error("load", window)),
                 }
@@ -471,6 +533,7 @@ impl World {
                 self.run.flags.push((rank, index, flag));
             }
             Action::SetInfo { window, info } => self.set_info(rank, index, window, &info),
+            Action::Refuse { error } => self.fail(rank, index, error),
             Action::Barrier => {
                 state.in_barrier = true;
                 self.log_open(rank, index, &Event::BarrierEnter);
@@ -489,6 +552,8 @@ impl World {
     fn window_call(&mut self, rank: u32, index: usize, call: Call) {
         let window = call.window();
         let state = &mut self.ranks[rank as usize];
+        // its rank in the window (a window it is not in was refused before)
+        let me = state.windows.get(&window).map_or(rank, |open| open.me);
         let before = self.strict.then(|| {
             let open = state.windows.get(&window);
             open.map(|open| (open.epoch.clone(), open.next_cseq, open.copy.clone()))
@@ -504,7 +569,7 @@ impl World {
             opened: &mut state.windows,
         };
         let flushed_local = history::flushed_local(&call);
-        let admitted = origin::admit(&mut admission, rank, call);
+        let admitted = origin::admit(&mut admission, me, call);
         let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(error) => {
@@ -539,7 +604,7 @@ impl World {
         let issuer = Issuer {
             id: index as u64,
             incarnation: 1,
-            me: rank,
+            me,
             recording: true,
         };
         let route = origin::route(admitted, issuer);
@@ -559,22 +624,22 @@ impl World {
             })
         };
         if let Some(event) = flushed_local {
-            self.log(window, rank, Some(index), event);
+            self.log(window, rank, index, event);
         }
         for step in route.steps {
             match step {
                 Step::Log { event, answers } => {
-                    self.log(window, rank, Some(index), event);
+                    self.log(window, rank, index, event);
                     if answers != origin::Answers::No {
                         self.answered(rank);
                     }
                 }
-                Step::Push(segments) => self.send(window, rank, Input::Push { segments }),
+                Step::Push(segments) => self.send(window, me, Input::Push { segments }),
                 Step::Arrive(epoch) => {
                     let Some(sim) = self.windows.get_mut(&window) else {
                         continue;
                     };
-                    if sim.fences.arrive(rank, epoch) {
+                    if sim.fences.arrive(me, epoch) {
                         for inbox in &mut sim.inboxes {
                             inbox.push_back(Input::FenceReached { epoch });
                         }
@@ -582,12 +647,12 @@ impl World {
                 }
                 Step::Own(input) => {
                     let Ok(input) = input.try_map(caller);
-                    self.send(window, rank, input);
+                    self.send(window, me, input);
                 }
                 Step::Send { to, item } => {
                     let Ok(item) = item.try_map(caller);
                     let input = Input::Access {
-                        origin: rank,
+                        origin: me,
                         incarnation: 1,
                         item,
                     };
@@ -601,7 +666,7 @@ impl World {
         self.maybe_done(rank);
     }
 
-    /// Puts `input` at the back of the inbox of rank `to`'s target of `window`.
+    /// Puts `input` at the back of the inbox of `window`'s target of window rank `to`.
     ///
     /// # Panics
     /// When a route addresses a rank outside the window (the server's session would index
@@ -620,11 +685,14 @@ impl World {
         let Some(sim) = self.windows.get_mut(&window) else {
             return;
         };
-        let Some(input) = sim.inboxes[rank as usize].remove(at) else {
+        let Some(me) = sim.desc.rank_of(rank) else {
+            return;
+        };
+        let Some(input) = sim.inboxes[me as usize].remove(at) else {
             return;
         };
         if self.narrated {
-            let mut happening = narrate::delivered(rank, &input);
+            let mut happening = narrate::delivered(rank, &input, &sim.desc.group);
             if at > 0 {
                 happening
                     .what
@@ -632,7 +700,7 @@ impl World {
             }
             self.run.narration.push(happening);
         }
-        let Some(effects) = self.handle(window, rank, input) else {
+        let Some(effects) = self.handle(window, me, input) else {
             return;
         };
         for answers in [effects.early, effects.lazy, effects.answers, effects.behind] {
@@ -642,14 +710,14 @@ impl World {
         }
     }
 
-    /// Rank `rank`'s target of `window` takes `input`; its events are recorded, the rest of
-    /// its effects returned.
+    /// `window`'s target of window rank `rank` takes `input`; its events are recorded, the
+    /// rest of its effects returned.
     fn handle(&mut self, window: u64, rank: u32, input: Input<Ref>) -> Option<Effects<Ref>> {
         let target = &mut self.windows.get_mut(&window)?.targets[rank as usize];
         target.handle(input, self.now);
         let mut effects = target.take_effects();
         for event in std::mem::take(&mut effects.events) {
-            self.log(window, rank, None, event);
+            self.log_target(window, rank, event);
         }
         Some(effects)
     }
@@ -761,6 +829,22 @@ impl World {
         }
     }
 
+    /// `MPI_ERR_GROUP` when rank `rank` is not a member of window `window` (it never opened
+    /// it); `None` when it is, or when there is no such window (admission says so).
+    fn outside(&self, rank: u32, window: u64) -> Option<RmaError> {
+        let sim = self.windows.get(&window)?;
+        let member = self.ranks[rank as usize].windows.contains_key(&window);
+        (!member).then(|| {
+            RmaError::new(
+                ErrorClass::Group,
+                format!(
+                    "rank {rank} is not in the group of window {}",
+                    sim.desc.name
+                ),
+            )
+        })
+    }
+
     fn fail(&mut self, rank: u32, call: usize, error: RmaError) {
         self.run.errors.push((rank, call, error));
     }
@@ -775,11 +859,13 @@ impl World {
         for (&id, sim) in &self.windows {
             let publics = sim.targets.iter().map(|t| t.public().to_vec()).collect();
             self.run.publics.insert(id, publics);
-            let privates = self
-                .ranks
+            let privates = sim
+                .desc
+                .group
                 .iter()
-                .map(|rank| {
-                    rank.windows
+                .map(|&rank| {
+                    self.ranks[rank as usize]
+                        .windows
                         .get(&id)
                         .map(|open| open.copy.bytes().to_vec())
                         .unwrap_or_default()

@@ -26,10 +26,13 @@ pub(super) fn began(rank: u32, action: usize) -> Happening {
     }
 }
 
-/// Rank `rank`'s target took `input` from its inbox.
-pub(super) fn delivered(rank: u32, input: &Input<Ref>) -> Happening {
+/// Rank `rank`'s target took `input` from its inbox; `members` are the window's ranks in
+/// the world (an input names window ranks).
+pub(super) fn delivered(rank: u32, input: &Input<Ref>, members: &[u32]) -> Happening {
+    let world = |rank: &u32| *members.get(*rank as usize).unwrap_or(rank);
     let (about, what) = match input {
         Input::Access { origin, item, .. } => {
+            let origin = world(origin);
             let what = match item {
                 Access::Op { op, reply, .. } => (reply, format!("{:?}", op.kind)),
                 Access::LockRequest { request, grant, .. } => {
@@ -64,7 +67,10 @@ pub(super) fn delivered(rank: u32, input: &Input<Ref>) -> Happening {
             None,
             format!("target {rank}: every rank reached the fence closing epoch {epoch}"),
         ),
-        Input::Post { group } => (None, format!("target {rank}: its owner posts to {group:?}")),
+        Input::Post { group } => {
+            let group: Vec<u32> = group.iter().map(world).collect();
+            (None, format!("target {rank}: its owner posts to {group:?}"))
+        }
         Input::Wait { reply, test, .. } => {
             let call = if *test { "tests" } else { "waits" };
             (

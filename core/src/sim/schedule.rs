@@ -11,14 +11,14 @@
 pub enum Choice {
     /// A rank takes the next action of its program.
     Call {
-        /// The rank.
+        /// The rank (of the world).
         rank: u32,
     },
     /// A rank's target of a window takes the next input of its inbox.
     Deliver {
         /// The window.
         window: u64,
-        /// The target rank.
+        /// The target's rank (of the world).
         rank: u32,
     },
     /// The answer at this place of the answers on their way reaches its origin.
@@ -32,7 +32,7 @@ pub enum Choice {
     Overtake {
         /// The window.
         window: u64,
-        /// The target rank.
+        /// The target's rank (of the world).
         rank: u32,
         /// The input's place in the inbox.
         at: usize,
@@ -42,7 +42,7 @@ pub enum Choice {
     Publish {
         /// The window.
         window: u64,
-        /// The rank.
+        /// The rank (of the world).
         rank: u32,
     },
     /// What operations changed in a rank's public copy reaches its private copy now: rule 6
@@ -50,7 +50,7 @@ pub enum Choice {
     Refresh {
         /// The window.
         window: u64,
-        /// The rank.
+        /// The rank (of the world).
         rank: u32,
     },
 }

@@ -55,12 +55,21 @@ impl World {
     /// Where rank `rank` waits at the end, and for whom; `None` when it finished.
     pub(super) fn stuck(&self, rank: u32) -> Option<Stuck> {
         let state = &self.ranks[rank as usize];
-        let all = 0..self.ranks.len() as u32;
-        // the barrier, or a window's collective (every rank: whole-world windows): those
-        // not in it
-        if state.in_barrier || state.in_collective {
+        let members = |window: Option<u64>| -> Vec<u32> {
+            let sim = window.and_then(|window| self.windows.get(&window));
+            sim.map_or_else(Vec::new, |sim| sim.desc.group.clone())
+        };
+        // the barrier (every rank), or a window's collective (its members): those not in it
+        let waits_in = match state.in_collective {
+            Some(window) => Some(members(Some(window))),
+            None => state
+                .in_barrier
+                .then(|| (0..self.ranks.len() as u32).collect()),
+        };
+        if let Some(everyone) = waits_in {
             let inside = |r: &Rank| (r.in_barrier, r.in_collective);
-            let on = all
+            let on = everyone
+                .into_iter()
                 .filter(|&r| inside(&self.ranks[r as usize]) != inside(state))
                 .collect();
             let action = Some(state.next - 1);
@@ -83,20 +92,25 @@ impl World {
             action.is_some_and(|a| matches!(state.program[a], Action::Call(Call::Fence { .. })));
         let mut on = std::collections::BTreeSet::new();
         if fence {
-            on.extend(all.clone().filter(|&r| r != rank && !in_fence(r)));
+            let others = members(window).into_iter();
+            on.extend(others.filter(|&r| r != rank && !in_fence(r)));
         }
-        for sim in self.windows.values() {
+        for (id, sim) in &self.windows {
+            let Some(me) = state.windows.get(id).map(|open| open.me) else {
+                continue;
+            };
             for (target, engine) in sim.targets.iter().enumerate() {
-                if !engine.holds_back(rank) {
+                if !engine.holds_back(me) {
                     continue;
                 }
                 let holders: Vec<u32> = engine
                     .lock_holders()
                     .into_iter()
-                    .filter(|&h| h != rank)
+                    .filter(|&h| h != me)
+                    .map(|h| sim.world_rank(h))
                     .collect();
                 if holders.is_empty() {
-                    on.insert(target as u32);
+                    on.insert(sim.world_rank(target as u32));
                 } else {
                     on.extend(holders);
                 }

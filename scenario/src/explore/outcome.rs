@@ -304,17 +304,24 @@ fn read(
     }
 }
 
-/// The elements at `loc` of rank `rank`'s copy among `copies` (public or private).
+/// The elements at `loc` of world rank `rank`'s copy among `copies` (public or private, in
+/// window-rank order).
 fn copy_at(
     copies: &BTreeMap<u64, Vec<Vec<u8>>>,
     scenario: &Scenario,
     rank: u32,
     loc: &Loc,
 ) -> Result<Observed, String> {
-    let dtype = scenario.windows[loc.window].dtype;
+    let decl = &scenario.windows[loc.window];
+    let dtype = decl.dtype;
+    let at = match &decl.group {
+        Some(group) => group.iter().position(|&member| member == rank),
+        None => Some(rank as usize),
+    };
     let copy = copies
         .get(&window_id(loc.window))
-        .and_then(|copies| copies.get(rank as usize))
+        .zip(at)
+        .and_then(|(copies, at)| copies.get(at))
         .ok_or_else(|| format!("rank {rank} has no copy of the window"))?;
     let mut bytes = Vec::new();
     for (offset, len) in byte_runs(loc, dtype).map_err(|e| e.to_string())? {

@@ -81,10 +81,13 @@ pub(super) fn races(plan: &Plan, scenario: &Scenario, run: &Run) -> Vec<Race> {
     let mut found = BTreeSet::new();
     for index in 0..plan.windows.len() {
         let window = window_id(index);
+        // the log names window ranks, the file world ranks
+        let members = &plan.windows[index].group;
+        let world = |rank: u32| members.get(rank as usize).copied().unwrap_or(rank);
         for finding in check::check(&run.history(window)) {
             let side = |side: &check::Side| RaceSide {
-                line: line_of(plan, scenario, run, window, side.seq),
-                rank: side.rank,
+                line: line_of(plan, scenario, run, (window, &world), side.seq),
+                rank: world(side.rank),
                 call: side.call.clone(),
             };
             let (first, second) = (side(&finding.first), side(&finding.second));
@@ -96,7 +99,7 @@ pub(super) fn races(plan: &Plan, scenario: &Scenario, run: &Run) -> Vec<Race> {
             let mut race = Race {
                 window: plan.window_name(window).to_string(),
                 rule: finding.rule,
-                target: finding.target,
+                target: world(finding.target),
                 bytes: finding.bytes,
                 first,
                 second,
@@ -110,11 +113,18 @@ pub(super) fn races(plan: &Plan, scenario: &Scenario, run: &Run) -> Vec<Race> {
 }
 
 /// The line of the action that recorded event `seq` of `window`'s log (0: none).
-fn line_of(plan: &Plan, scenario: &Scenario, run: &Run, window: u64, seq: u64) -> usize {
+/// `window` is the window's id and its ranks' world ranks.
+fn line_of(
+    plan: &Plan,
+    scenario: &Scenario,
+    run: &Run,
+    (window, world): (u64, &dyn Fn(u32) -> u32),
+    seq: u64,
+) -> usize {
     let Some(logged) = run.logged(window, seq) else {
         return 0;
     };
-    let rank = logged.record.rank as usize;
+    let rank = world(logged.record.rank) as usize;
     let source = logged
         .action
         .and_then(|action| plan.sources.get(rank)?.get(action));

@@ -1,10 +1,11 @@
 //! A parsed scenario as the simulator's windows and one program of [`Action`]s per rank.
 //!
-//! Owns: which scenario lines the simulator runs and how (a window of the separate model over
-//! the whole world, ids from 1 in file order; a store or load as one action per byte run of its
-//! location; every other call as one core [`Call`]; a `barrier` line as a barrier of every
-//! rank), where each action came from ([`Source`]), and the refusal, naming the line, of
-//! everything else — never a line silently skipped. Must not: run anything, or decide whether
+//! Owns: which scenario lines the simulator runs and how (a window of either model over the
+//! whole world or its group, ids from 1 in file order; a store or load as one action per byte
+//! run of its location; every other call as one core [`Call`], the world ranks the file names
+//! made the window's — a rank outside its group refused as the runner refuses it; a `barrier`
+//! line as a barrier of every rank), where each action came from ([`Source`]), and the
+//! refusal, naming the line, of everything else — never a line silently skipped. Must not: run anything, or decide whether
 //! a call is legal (admission does, as the server's session).
 
 use std::collections::BTreeMap;
@@ -14,12 +15,13 @@ use onesided_core::datatype::{encode_all, Value};
 use onesided_core::origin::Call;
 use onesided_core::sim::Action;
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, WindowInfo};
-use onesided_core::RmaError;
+use onesided_core::{ErrorClass, RmaError};
 
 use super::super::ast::{
     self, FlavorDecl, Loc, Model, OpCallSpec, RankCall, Scenario, Step, WindowDecl,
 };
 use super::super::buffers::{byte_runs, target_op};
+use super::super::parse::rank_name;
 use super::ExploreError;
 
 /// Where an action of a rank's program came from.
@@ -149,10 +151,6 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
             return Err(unsupported(line, "flavor=dynamic", why));
         }
     };
-    if decl.group.is_some() {
-        let why = "the simulator's windows span the whole world";
-        return Err(unsupported(line, "group=", why));
-    }
     let pairs = decl.info.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     let info = WindowInfo::parse(pairs).map_err(|source| ExploreError::Window {
         line,
@@ -172,7 +170,10 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
         sizes: decl.sizes.iter().map(|count| count * unit).collect(),
         disp_units: vec![unit as u32; decl.sizes.len()],
         info,
-        group: WindowDesc::whole_world(nranks),
+        group: decl
+            .group
+            .clone()
+            .unwrap_or_else(|| WindowDesc::whole_world(nranks)),
     })
 }
 
@@ -183,7 +184,6 @@ fn actions(
     requests: &BTreeMap<&str, usize>,
 ) -> Result<Vec<Action>, ExploreError> {
     use ast::Call as C;
-    let id = window_id;
     let what = || {
         let word = call.text.split_whitespace().next().unwrap_or_default();
         format!("`{word}`")
@@ -203,15 +203,124 @@ fn actions(
         text: call.text.clone(),
         source,
     };
-    let single = match &call.call {
-        C::Store { loc, values } => return stores(scenario, loc, values).map_err(translated),
-        C::Load { loc, .. } => return loads(scenario, loc).map_err(translated),
-        C::Op(spec) if spec.loc.region.is_some() => return refuse("the simulator has no regions"),
+    // a call on a window its rank is not in fails before anything, as the runner's does
+    if let Some(error) = window_of(&call.call).and_then(|w| outside(scenario, w, call.rank)) {
+        return Ok(vec![Action::Refuse { error }]);
+    }
+    match &call.call {
+        C::Store { loc, values } => stores(scenario, loc, values).map_err(translated),
+        C::Load { loc, .. } => loads(scenario, loc).map_err(translated),
+        C::Op(spec) if spec.loc.region.is_some() => refuse("the simulator has no regions"),
+        C::WaitReq(name) => waits(std::slice::from_ref(name)),
+        C::WaitAll(names) => waits(names),
+        // the operation goes on; nothing waits for it
+        C::FreeReq(_) => Ok(Vec::new()),
+        C::TestReq { request, .. } => {
+            let calls = requested(std::slice::from_ref(request));
+            Ok(vec![Action::TestRequests { calls }])
+        }
+        C::TestAll { requests, .. } => {
+            let calls = requested(requests);
+            Ok(vec![Action::TestRequests { calls }])
+        }
+        C::WaitAny { .. } => refuse("the simulator does not tell which request completed"),
+        C::SetInfo { window, info } => Ok(vec![Action::SetInfo {
+            window: window_id(*window),
+            info: info.clone(),
+        }]),
+        // a pause moves nothing and orders nothing (the format: "to make an interleaving
+        // likely, never to make a test pass"); the schedules reach every interleaving it could
+        // make likely without it
+        C::Sleep { .. } => Ok(Vec::new()),
+        C::Crash | C::Attach => refuse("the simulator runs one incarnation per rank"),
+        C::AttachRegion { .. } | C::DetachRegion { .. } => {
+            refuse("the simulator has no dynamic windows")
+        }
+        _ => Ok(vec![match window_call(scenario, &call.call) {
+            Ok(single) => Action::Call(single),
+            // a rank the window does not span, refused as the runner refuses it
+            Err(error) => Action::Refuse { error },
+        }]),
+    }
+}
+
+/// The window (its index in the file) a rank call works on, if one.
+fn window_of(call: &ast::Call) -> Option<usize> {
+    use ast::Call as C;
+    match call {
+        C::Store { loc, .. } | C::Load { loc, .. } => Some(loc.window),
+        C::Op(spec) => Some(spec.loc.window),
+        C::Fence { window, .. }
+        | C::Post { window, .. }
+        | C::Start { window, .. }
+        | C::Complete { window }
+        | C::Wait { window }
+        | C::Test { window, .. }
+        | C::Lock { window, .. }
+        | C::Unlock { window, .. }
+        | C::LockAll { window, .. }
+        | C::UnlockAll { window }
+        | C::Flush { window, .. }
+        | C::FlushAll { window }
+        | C::SetInfo { window, .. }
+        | C::FlushLocal { window, .. }
+        | C::FlushLocalAll { window }
+        | C::Sync { window }
+        | C::AttachRegion { window, .. }
+        | C::DetachRegion { window, .. } => Some(*window),
+        C::WaitReq(_)
+        | C::TestReq { .. }
+        | C::TestAll { .. }
+        | C::WaitAll(_)
+        | C::WaitAny { .. }
+        | C::FreeReq(_)
+        | C::Sleep { .. }
+        | C::Crash
+        | C::Attach => None,
+    }
+}
+
+/// `MPI_ERR_GROUP` when world rank `rank` is not in the group of the file's window `index`
+/// (the runner's words).
+fn outside(scenario: &Scenario, index: usize, rank: u32) -> Option<RmaError> {
+    let decl = &scenario.windows[index];
+    let group = decl.group.as_ref()?;
+    (!group.contains(&rank)).then(|| {
+        let who = rank_name(rank, scenario.ranks);
+        let message = format!("rank {who} is not in the group of window {}", decl.name);
+        RmaError::new(ErrorClass::Group, message)
+    })
+}
+
+/// The rank in the file's window `index` of world rank `rank` (the file names world ranks);
+/// `MPI_ERR_RANK` for one outside its group, as the runner says.
+fn in_window(scenario: &Scenario, index: usize, rank: u32) -> Result<u32, RmaError> {
+    let decl = &scenario.windows[index];
+    let Some(group) = &decl.group else {
+        return Ok(rank);
+    };
+    let position = group.iter().position(|&member| member == rank);
+    position.map(|at| at as u32).ok_or_else(|| {
+        let who = rank_name(rank, scenario.ranks);
+        let message = format!("rank {who} is not in the group of window {}", decl.name);
+        RmaError::new(ErrorClass::Rank, message)
+    })
+}
+
+/// A call on a window as core's [`Call`], its ranks those of the window.
+fn window_call(scenario: &Scenario, call: &ast::Call) -> Result<Call, RmaError> {
+    use ast::Call as C;
+    let id = window_id;
+    let to = |window: usize, rank: u32| in_window(scenario, window, rank);
+    let group = |window: usize, ranks: &[u32]| -> Result<Vec<u32>, RmaError> {
+        ranks.iter().map(|&rank| to(window, rank)).collect()
+    };
+    Ok(match call {
         C::Op(spec) => {
             let dtype = scenario.windows[spec.loc.window].dtype;
             Call::Op {
                 window: id(spec.loc.window),
-                target: spec.target,
+                target: to(spec.loc.window, spec.target)?,
                 token: 0,
                 request_based: spec.request_based,
                 // one that does not build is refused by admission in its turn, as the
@@ -222,14 +331,14 @@ fn actions(
         C::Fence { window, assert } => Call::fence(id(*window), *assert),
         C::Post {
             window,
-            group,
+            group: ranks,
             assert,
-        } => Call::post(id(*window), group.clone(), *assert),
+        } => Call::post(id(*window), group(*window, ranks)?, *assert),
         C::Start {
             window,
-            group,
+            group: ranks,
             assert,
-        } => Call::start(id(*window), group.clone(), *assert),
+        } => Call::start(id(*window), group(*window, ranks)?, *assert),
         C::Complete { window } => Call::Complete {
             window: id(*window),
         },
@@ -241,18 +350,18 @@ fn actions(
             lock_type,
             target,
             assert,
-        } => Call::lock(id(*window), *lock_type, *target, *assert),
-        C::Unlock { window, target } => Call::unlock(id(*window), *target),
+        } => Call::lock(id(*window), *lock_type, to(*window, *target)?, *assert),
+        C::Unlock { window, target } => Call::unlock(id(*window), to(*window, *target)?),
         C::LockAll { window, assert } => Call::lock_all(id(*window), *assert),
         C::UnlockAll { window } => Call::unlock_all(id(*window)),
         C::Flush { window, target } | C::FlushLocal { window, target } => Call::Flush {
             window: id(*window),
-            target: *target,
-            local: matches!(call.call, C::FlushLocal { .. }),
+            target: to(*window, *target)?,
+            local: matches!(call, C::FlushLocal { .. }),
         },
         C::FlushAll { window } | C::FlushLocalAll { window } => Call::FlushAll {
             window: id(*window),
-            local: matches!(call.call, C::FlushLocalAll { .. }),
+            local: matches!(call, C::FlushLocalAll { .. }),
         },
         C::Sync { window } => Call::Sync {
             window: id(*window),
@@ -261,36 +370,8 @@ fn actions(
         C::Test { window, .. } => Call::Test {
             window: id(*window),
         },
-        C::WaitReq(name) => return waits(std::slice::from_ref(name)),
-        C::WaitAll(names) => return waits(names),
-        // the operation goes on; nothing waits for it
-        C::FreeReq(_) => return Ok(Vec::new()),
-        C::TestReq { request, .. } => {
-            let calls = requested(std::slice::from_ref(request));
-            return Ok(vec![Action::TestRequests { calls }]);
-        }
-        C::TestAll { requests, .. } => {
-            let calls = requested(requests);
-            return Ok(vec![Action::TestRequests { calls }]);
-        }
-        C::WaitAny { .. } => return refuse("the simulator does not tell which request completed"),
-        C::SetInfo { window, info } => {
-            let info = info.clone();
-            return Ok(vec![Action::SetInfo {
-                window: id(*window),
-                info,
-            }]);
-        }
-        // a pause moves nothing and orders nothing (the format: "to make an interleaving
-        // likely, never to make a test pass"); the schedules reach every interleaving it could
-        // make likely without it
-        C::Sleep { .. } => return Ok(Vec::new()),
-        C::Crash | C::Attach => return refuse("the simulator runs one incarnation per rank"),
-        C::AttachRegion { .. } | C::DetachRegion { .. } => {
-            return refuse("the simulator has no dynamic windows")
-        }
-    };
-    Ok(vec![Action::Call(single)])
+        other => unreachable!("not a call on a window's epochs or data: {other:?}"),
+    })
 }
 
 /// `store LOC = V…`: one store per byte run of the location, the values in type-map order
@@ -350,11 +431,6 @@ mod tests {
                 "flavor=dynamic",
             ),
             (
-                "window W ranks=3 size=1 type=i64 group={A,C}\n",
-                1,
-                "group=",
-            ),
-            (
                 "A: lock_all\nA: rget B W[0] -> x as r\nA: wait_any r -> which\n",
                 4,
                 "`wait_any`",
@@ -368,6 +444,39 @@ mod tests {
             };
             assert_eq!(refusal(&text), (line, what.to_string()), "{text}");
         }
+    }
+
+    /// The file names world ranks; the simulator's calls name the window's, and a rank the
+    /// window does not span is refused as the runner refuses it.
+    #[test]
+    fn a_window_over_part_of_the_world_numbers_its_ranks_in_its_group() {
+        let scenario = parse(
+            "window G ranks=3 size=2 type=i64 group={C,A}\n\
+             C: G.fence\nA: put C G[1] = 5\nB: G.fence\nA: put B G[0] = 1\nC: lock shared A\n",
+        )
+        .unwrap();
+        let plan = plan(&scenario).unwrap();
+        assert_eq!(plan.windows[0].group, vec![2, 0]);
+        let refused = |action: &Action| match action {
+            Action::Refuse { error } => Some((error.class, error.message.clone())),
+            _ => None,
+        };
+        let target = |action: &Action| match action {
+            Action::Call(Call::Op { target, .. } | Call::Lock { target, .. }) => Some(*target),
+            _ => None,
+        };
+        // A's put into C is to G's rank 0; C's lock of A is of G's rank 1
+        assert_eq!(target(&plan.programs[0][0]), Some(0));
+        assert_eq!(target(&plan.programs[2][1]), Some(1));
+        let outside = "rank B is not in the group of window G".to_string();
+        assert_eq!(
+            refused(&plan.programs[1][0]),
+            Some((ErrorClass::Group, outside.clone()))
+        );
+        assert_eq!(
+            refused(&plan.programs[0][1]),
+            Some((ErrorClass::Rank, outside))
+        );
     }
 
     #[test]
