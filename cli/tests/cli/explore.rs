@@ -3,7 +3,7 @@
 //! gives one output, a failing schedule replays, and what the simulator cannot run is refused
 //! with its line.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
@@ -374,20 +374,49 @@ fn a_failing_schedule_replays_with_its_failure() {
 #[test]
 fn an_unsupported_feature_is_refused_with_its_line() {
     let out = explore_text(
-        "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: rget B W[0] -> x as r\n\
-         A: wait_any r -> which\nA: unlock B\n",
+        "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: put B W[0] = 1\n\
+         A: crash\nA: attach\n",
         "",
     );
     out.code(3);
     out.stderr_has(
-        "line 4: `wait_any` cannot be explored yet: the simulator does not tell which request \
-         completed",
+        "line 4: `crash` cannot be explored yet: the simulator runs one incarnation per rank",
     );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     let out = explore(&examples_dir().join("dynamic_list.rma"), "--json");
     out.code(3);
     out.stderr_has("line 4: flavor=dynamic cannot be explored yet");
     out.stderr_has("\"exit_code\":3");
+}
+
+/// `wait_any` returns whichever request completed first, as the schedule had the answers
+/// come: both positions show up, the second wait returns the other, a wait over null handles
+/// returns -1, and a freed request is passed over.
+#[test]
+fn wait_any_returns_whichever_request_completed_first() {
+    let out = explore(
+        &examples_dir().join("requests_wait_any.rma"),
+        "--schedules 300 --json",
+    );
+    out.success();
+    let document = out.json();
+    let seen = |subject: &str| -> BTreeMap<String, u64> {
+        let values = document["distribution"][subject].as_object();
+        let values = values.unwrap_or_else(|| panic!("{subject}: {document}"));
+        values
+            .iter()
+            .map(|(value, count)| (value.clone(), count.as_u64().unwrap()))
+            .collect()
+    };
+    let (first, second) = (seen("A first"), seen("A second"));
+    assert_eq!(first.keys().collect::<Vec<_>>(), ["0", "1"], "{first:?}");
+    assert_eq!(
+        first["0"], second["1"],
+        "the second wait returns the other request"
+    );
+    assert_eq!(first["1"], second["0"]);
+    assert_eq!(seen("A none"), BTreeMap::from([("-1".to_string(), 300)]));
+    assert_eq!(seen("A put"), BTreeMap::from([("1".to_string(), 300)]));
 }
 
 /// A window over part of the world: its calls name world ranks, made the window's; what the

@@ -35,6 +35,8 @@ mod exhaustive;
 mod history;
 mod info;
 mod narrate;
+mod overtake;
+mod requests;
 mod schedule;
 mod stuck;
 
@@ -43,6 +45,9 @@ pub use history::{Logged, STEP_NS};
 pub use narrate::Happening;
 pub use schedule::{Choice, Replay, Schedule, Seeded};
 pub use stuck::{wait_cycle, Stuck};
+
+use overtake::may_overtake;
+use requests::Requests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -55,8 +60,8 @@ use crate::collective::Collectives;
 use crate::epoch::EpochState;
 use crate::fence::FenceTally;
 use crate::origin::{self, Admitted, Call, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To};
-use crate::target::{Access, Effects, Input, Outcome, Segment, Target};
-use crate::window::{AccumulateOrdering, MemoryModel, TargetAccess, WindowDesc};
+use crate::target::{Effects, Input, Outcome, Segment, Target};
+use crate::window::{MemoryModel, WindowDesc};
 use crate::{ErrorClass, RmaError};
 
 /// One thing a rank's program does.
@@ -88,6 +93,17 @@ pub enum Action {
     TestRequests {
         /// The operations' indices in the rank's program.
         calls: Vec<usize>,
+    },
+    /// `MPI_Waitany`: the rank waits until one of these request-based operations is complete
+    /// at the origin (as [`Action::WaitRequests`] says) and returns its position in the list,
+    /// kept in [`Run::indices`]: the first complete one's, once one is — the schedule decides
+    /// which answers came first. A request waited for, tested complete or returned by a wait
+    /// before is `MPI_REQUEST_NULL` and passed over; with none but null ones it returns -1
+    /// (`MPI_UNDEFINED`) at once.
+    WaitAny {
+        /// Per handle of the list: its operation's index in the rank's program, or `None`
+        /// for a handle null from the start (a freed request).
+        calls: Vec<Option<usize>>,
     },
     /// `MPI_Win_set_info`: the keys set on the window, a collective of its ranks (`info.rs`).
     SetInfo {
@@ -129,6 +145,7 @@ impl Action {
             | Action::SetInfo { window, .. } => Some(*window),
             Action::WaitRequests { .. }
             | Action::TestRequests { .. }
+            | Action::WaitAny { .. }
             | Action::Refuse { .. }
             | Action::Barrier => None,
         }
@@ -161,6 +178,9 @@ pub struct Run {
     pub errors: Vec<(u32, usize, RmaError)>,
     /// What each `test` answered: `(rank, call index, flag)`.
     pub flags: Vec<(u32, usize, bool)>,
+    /// What each [`Action::WaitAny`] returned: `(rank, action index, position)`, -1 when
+    /// every handle was null.
+    pub indices: Vec<(u32, usize, i64)>,
     /// The audit events recorded, origin side and target side, in the order they happened,
     /// each numbered in its window's log (`history.rs`; [`Run::history`]).
     pub events: Vec<Logged>,
@@ -234,25 +254,10 @@ struct Rank {
     outstanding: BTreeMap<usize, (u64, u32, u64)>,
     /// Waiting in the world's barrier.
     in_barrier: bool,
-    /// Waiting for these request-based operations (`Action::WaitRequests`) to be answered.
-    requests: Vec<usize>,
+    /// Its request-based operations: those waited for, and those that are null.
+    requests: Requests,
     /// Waiting in this window's collective (`MPI_Win_set_info`).
     in_collective: Option<u64>,
-}
-
-impl Rank {
-    /// Whether it waits for a request-based operation whose data has not come back.
-    fn awaits_requests(&self) -> bool {
-        !self.complete(&self.requests)
-    }
-
-    /// Whether each of these request-based operations is complete at the origin: answered,
-    /// or bringing no data back.
-    fn complete(&self, calls: &[usize]) -> bool {
-        let pending = |call| self.outstanding.get(call);
-        let data = |&(_, _, returned): &(u64, u32, u64)| returned > 0;
-        !calls.iter().any(|call| pending(call).is_some_and(data))
-    }
 }
 
 /// A rank's open windows beside their descriptions, as admission reads them.
@@ -359,7 +364,7 @@ impl World {
                 waiting: None,
                 outstanding: BTreeMap::new(),
                 in_barrier: false,
-                requests: Vec::new(),
+                requests: Requests::default(),
                 in_collective: None,
             })
             .collect();
@@ -527,10 +532,14 @@ impl World {
                 }
             }
             Action::Call(call) => self.window_call(rank, index, call),
-            Action::WaitRequests { calls } => state.requests = calls,
+            Action::WaitRequests { calls } => state.wait_all(calls),
             Action::TestRequests { calls } => {
-                let flag = state.complete(&calls);
+                let flag = state.test_all(&calls);
                 self.run.flags.push((rank, index, flag));
+            }
+            Action::WaitAny { calls } => {
+                state.wait_any(index, calls);
+                self.wait_any_returns(rank);
             }
             Action::SetInfo { window, info } => self.set_info(rank, index, window, &info),
             Action::Refuse { error } => self.fail(rank, index, error),
@@ -740,6 +749,7 @@ impl World {
                 Ok(_) => {}
                 Err(error) => self.run.errors.push((rank, to.call, error)),
             }
+            self.wait_any_returns(rank);
             self.maybe_done(rank);
             return;
         }
@@ -951,72 +961,6 @@ fn completes(call: &Call) -> Option<Option<u32>> {
         Call::Unlock { target, .. } | Call::Flush { target, .. } => Some(Some(*target)),
         _ => None,
     }
-}
-
-/// Whether the input at place `at` of `inbox` may be taken before every one in front of it.
-/// The inbox merges what separate channels carry (each origin's session to this target, and
-/// the owner's own inputs), so an origin's item may pass another origin's: an order MPI does
-/// not impose and a network may produce (what one origin must see done before another sends,
-/// it waits for: that answer came after the delivery). Within one origin, an operation may pass
-/// the operations of the same epoch MPI does not order before it — puts and gets never are
-/// (§11.7.2), accumulates to overlapping bytes are as the window's `accumulate_ordering` says —
-/// and nothing else. Nothing passes an input that is not an origin's item (a push, a fence's
-/// entry or notice, a post, a wait, a pull): what comes before and after those stays so.
-fn may_overtake(inbox: &VecDeque<Input<Ref>>, at: usize, ordering: AccumulateOrdering) -> bool {
-    let Some(Input::Access { origin, item, .. }) = inbox.get(at) else {
-        return false;
-    };
-    let second = operation(item);
-    inbox.iter().take(at).all(|earlier| {
-        let Input::Access {
-            origin: from,
-            item: earlier,
-            ..
-        } = earlier
-        else {
-            return false;
-        };
-        if from != origin {
-            return true;
-        }
-        let (Some((earlier_tag, first, earlier_access)), Some((tag, kind, access))) =
-            (operation(earlier), second)
-        else {
-            return false;
-        };
-        let ordered = match (first.accumulate_access(), kind.accumulate_access()) {
-            (Some(first), Some(second)) => {
-                ordering.orders(first, second) && overlap(earlier_access, access)
-            }
-            _ => false,
-        };
-        earlier_tag == tag && !ordered
-    })
-}
-
-/// An item that is an operation: its epoch, kind and bytes at the target.
-fn operation(
-    item: &Access<Ref>,
-) -> Option<(
-    crate::epoch::AccessTag,
-    crate::window::OpKind,
-    &TargetAccess,
-)> {
-    match item {
-        Access::Op {
-            tag, op, access, ..
-        } => Some((*tag, op.kind, access)),
-        _ => None,
-    }
-}
-
-/// Whether two accesses share a byte.
-fn overlap(a: &TargetAccess, b: &TargetAccess) -> bool {
-    a.runs.iter().any(|x| {
-        b.runs
-            .iter()
-            .any(|y| x.offset < y.offset + y.len && y.offset < x.offset + x.len)
-    })
 }
 
 /// Bytes as an operation's data.

@@ -80,6 +80,7 @@ struct Produced<'r> {
     fetched: BTreeMap<(u32, usize), &'r [u8]>,
     errors: BTreeMap<(u32, usize), &'r RmaError>,
     flags: BTreeMap<(u32, usize), bool>,
+    indices: BTreeMap<(u32, usize), i64>,
 }
 
 impl<'r> Produced<'r> {
@@ -111,6 +112,11 @@ impl<'r> Produced<'r> {
                 .flags
                 .iter()
                 .map(|(rank, action, flag)| ((*rank, *action), *flag))
+                .collect(),
+            indices: run
+                .indices
+                .iter()
+                .map(|(rank, action, index)| ((*rank, *action), *index))
                 .collect(),
         }
     }
@@ -247,6 +253,15 @@ fn variables(
                     Some(&flag) => Ok(Observed::Scalar(Value::Bool(flag))),
                     None => Err(format!(
                         "{var} is not defined yet: its test has not returned"
+                    )),
+                };
+                vars.insert(var.clone(), value);
+            }
+            ast::Call::WaitAny { var, .. } => {
+                let value = match produced.indices.get(&(rank, planned.actions.start)) {
+                    Some(&index) => Ok(Observed::Scalar(Value::Int(index.into()))),
+                    None => Err(format!(
+                        "{var} is not defined yet: its wait has not returned"
                     )),
                 };
                 vars.insert(var.clone(), value);

@@ -1,0 +1,81 @@
+//! Which input of a target's inbox may be taken ahead of those in front of it: the orders MPI
+//! and a network leave open.
+//!
+//! Owns: `may_overtake`, read by the world's choices. Must not: decide what an overtaking
+//! input does (the target engine does) or which of the allowed orders happens (the schedule).
+
+use std::collections::VecDeque;
+
+use super::Ref;
+use crate::target::{Access, Input};
+use crate::window::{AccumulateOrdering, TargetAccess};
+
+/// Whether the input at place `at` of `inbox` may be taken before every one in front of it.
+/// The inbox merges what separate channels carry (each origin's session to this target, and
+/// the owner's own inputs), so an origin's item may pass another origin's: an order MPI does
+/// not impose and a network may produce (what one origin must see done before another sends,
+/// it waits for: that answer came after the delivery). Within one origin, an operation may pass
+/// the operations of the same epoch MPI does not order before it — puts and gets never are
+/// (§11.7.2), accumulates to overlapping bytes are as the window's `accumulate_ordering` says —
+/// and nothing else. Nothing passes an input that is not an origin's item (a push, a fence's
+/// entry or notice, a post, a wait, a pull): what comes before and after those stays so.
+pub(super) fn may_overtake(
+    inbox: &VecDeque<Input<Ref>>,
+    at: usize,
+    ordering: AccumulateOrdering,
+) -> bool {
+    let Some(Input::Access { origin, item, .. }) = inbox.get(at) else {
+        return false;
+    };
+    let second = operation(item);
+    inbox.iter().take(at).all(|earlier| {
+        let Input::Access {
+            origin: from,
+            item: earlier,
+            ..
+        } = earlier
+        else {
+            return false;
+        };
+        if from != origin {
+            return true;
+        }
+        let (Some((earlier_tag, first, earlier_access)), Some((tag, kind, access))) =
+            (operation(earlier), second)
+        else {
+            return false;
+        };
+        let ordered = match (first.accumulate_access(), kind.accumulate_access()) {
+            (Some(first), Some(second)) => {
+                ordering.orders(first, second) && overlap(earlier_access, access)
+            }
+            _ => false,
+        };
+        earlier_tag == tag && !ordered
+    })
+}
+
+/// An item that is an operation: its epoch, kind and bytes at the target.
+fn operation(
+    item: &Access<Ref>,
+) -> Option<(
+    crate::epoch::AccessTag,
+    crate::window::OpKind,
+    &TargetAccess,
+)> {
+    match item {
+        Access::Op {
+            tag, op, access, ..
+        } => Some((*tag, op.kind, access)),
+        _ => None,
+    }
+}
+
+/// Whether two accesses share a byte.
+fn overlap(a: &TargetAccess, b: &TargetAccess) -> bool {
+    a.runs.iter().any(|x| {
+        b.runs
+            .iter()
+            .any(|y| x.offset < y.offset + y.len && y.offset < x.offset + x.len)
+    })
+}
