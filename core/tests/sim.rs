@@ -725,3 +725,58 @@ fn a_window_over_part_of_the_world_runs_in_its_own_ranks() {
         assert_eq!(refused.map(|e| e.class), Some(class), "{group:?}");
     }
 }
+
+/// A dynamic window: a region attached by its owner is reached by address (an `InRegion`
+/// action), the owner stores and loads in it, and a store outside every region it attached is
+/// refused with `MPI_ERR_RMA_RANGE`; the run keeps the region's address under its name.
+#[test]
+fn a_region_of_a_dynamic_window_is_reached_at_its_address() {
+    let mut desc = window(2, 0);
+    desc.flavor = Flavor::Dynamic;
+    let region = |action: Action| Action::InRegion {
+        name: "r".to_string(),
+        action: Box::new(action),
+    };
+    let programs = vec![
+        vec![
+            Action::Attach {
+                window: W,
+                size: 4,
+                name: "r".to_string(),
+            },
+            region(Action::Store {
+                window: W,
+                offset: 4,
+                bytes: vec![1],
+            }),
+            Action::Barrier,
+            Action::Barrier,
+            lock(0),
+            unlock(0),
+            region(Action::Load {
+                window: W,
+                offset: 1,
+                len: 2,
+                label: "mine".to_string(),
+            }),
+        ],
+        vec![
+            Action::Barrier,
+            lock(0),
+            region(op(0, OpKind::Put, 1, &[9, 8])),
+            unlock(0),
+            Action::Barrier,
+        ],
+    ];
+    for seed in 0..20 {
+        let world = World::new(2, vec![desc.clone()], Instant::now()).expect("a dynamic window");
+        let run = world.run(programs.clone(), &mut Seeded::new(seed));
+        let address = run.regions["r"];
+        assert_eq!(address, onesided_core::window::DYNAMIC_BASE);
+        assert_eq!(run.errors.len(), 1, "{:?}", run.errors);
+        let (rank, action, error) = &run.errors[0];
+        assert_eq!((*rank, *action, error.class), (0, 1, ErrorClass::RmaRange));
+        assert_eq!(run.publics[&W][0], vec![0, 9, 8, 0]);
+        assert_eq!(loaded(&run, "mine"), vec![9, 8], "the lock pulled B's put");
+    }
+}

@@ -69,8 +69,6 @@ def test_bad_input_is_refused_with_what_is_wrong() -> None:
         onesided.explore(LOAD_WITHOUT_LOCK, strategy="sometimes")
     with pytest.raises(onesided.ArgumentError, match="schedules"):
         onesided.explore(LOAD_WITHOUT_LOCK, schedules=0)
-    dynamic = "window W ranks=2 type=i64 flavor=dynamic\nA: W.fence\n"
-    with pytest.raises(
-        NotImplementedError, match="line 1: flavor=dynamic cannot be explored yet"
-    ):
-        onesided.explore(dynamic)
+    crash = "window W ranks=2 size=1 type=i64\nA: W.fence\nA: crash\n"
+    with pytest.raises(NotImplementedError, match="line 3: `crash` cannot be explored yet"):
+        onesided.explore(crash)

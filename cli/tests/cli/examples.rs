@@ -28,6 +28,7 @@ const SERVER_GIVES: &[(&str, &str, &str)] = &[
     ),
     ("forum4_store_in_pscw", "expect B x in {0,22}", "0"),
     ("forum5_load_in_pscw", "expect B early in {0,42}", "0"),
+    ("dynamic_detach", "expect private A r[0] in {0,1}", "0"),
     ("forum1_unified", "expect A a in {0,42}", "42"),
     ("forum2_unified", "expect B b in {0,42}", "42"),
     ("forum3_unified", "expect A a in {0,7}", "7"),

@@ -6,7 +6,7 @@
 //! Two steps are *independent* when neither writes state the other touches: a rank (its
 //! program, epoch states, private copies, waits), a target's engine (and which input it takes
 //! from its inbox), the back of a target's inbox, a window's fence and free tallies, the
-//! world's barrier. Independent steps commute (either order, an equivalent world) and neither
+//! world's barrier, the world's table of region addresses (an attach's answer writes it). Independent steps commute (either order, an equivalent world) and neither
 //! disables the other, so of two schedules that differ only in the order of independent steps
 //! one is enough. Two origins' items sent to one target are independent of each other (either
 //! may be taken before the other: `may_overtake`) and of the target taking an input (it takes
@@ -66,6 +66,9 @@ enum Part {
     Engine(u64, u32),
     Tallies(u64),
     Barrier,
+    /// The world's table of region addresses: an attach's answer writes it, a detach and an
+    /// action in a region read it.
+    Regions,
     /// Whether the world ends: it does once every step it could take is optional (an early
     /// publication or refresh), so such a step never runs after the last other one, and an
     /// order that puts it before one cannot stand for an order that puts it after. Every step
@@ -229,7 +232,14 @@ impl World {
             Choice::Deliver { window, rank } | Choice::Overtake { window, rank, .. } => {
                 wrote([Part::Engine(window, rank)])
             }
-            Choice::Answer { index } => wrote([Part::Rank(self.answers[index].0.rank)]),
+            Choice::Answer { index } => {
+                let (to, answer) = &self.answers[index];
+                let mut touched = wrote([Part::Rank(to.rank)]);
+                if let Ok(crate::target::Outcome::Attached { .. }) = answer {
+                    touched.push((Part::Regions, true));
+                }
+                touched
+            }
             Choice::Publish { window, rank } => wrote([Part::Rank(rank), Part::Back(window, rank)]),
             Choice::Refresh { window, rank } => {
                 wrote([Part::Rank(rank), Part::Engine(window, rank)])
@@ -250,6 +260,9 @@ impl World {
             Action::SetInfo { .. } => touched.push((Part::Ends, true)),
             Action::Call(call @ (Call::Fence { .. } | Call::WinFree { .. })) => {
                 touched.push((Part::Tallies(call.window()), true));
+            }
+            Action::InRegion { .. } | Action::Detach { .. } => {
+                touched.push((Part::Regions, false));
             }
             _ => {}
         }

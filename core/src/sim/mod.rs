@@ -30,16 +30,19 @@
 //! Limits (this first version): one incarnation per rank (no departures); the lock table
 //! without its fairness wait; a free collective answers once every rank of the window called.
 
+mod action;
 mod copies;
 mod exhaustive;
 mod history;
 mod info;
 mod narrate;
 mod overtake;
+mod regions;
 mod requests;
 mod schedule;
 mod stuck;
 
+pub use action::Action;
 pub use exhaustive::{exhaustive, Enumeration};
 pub use history::{Logged, STEP_NS};
 pub use narrate::Happening;
@@ -47,6 +50,7 @@ pub use schedule::{Choice, Replay, Schedule, Seeded};
 pub use stuck::{wait_cycle, Stuck};
 
 use overtake::may_overtake;
+use regions::DYNAMIC_MAX_BYTES;
 use requests::Requests;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -61,96 +65,8 @@ use crate::epoch::EpochState;
 use crate::fence::FenceTally;
 use crate::origin::{self, Admitted, Call, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To};
 use crate::target::{Effects, Input, Outcome, Segment, Target};
-use crate::window::{MemoryModel, WindowDesc};
+use crate::window::{Flavor, MemoryModel, WindowDesc};
 use crate::{ErrorClass, RmaError};
-
-/// One thing a rank's program does.
-#[derive(Clone, Debug)]
-pub enum Action {
-    /// A call on a window. The bytes a call publishes are taken from the rank's private copy
-    /// (leave its `push` empty), as the client does.
-    Call(Call),
-    /// A local store into the private copy.
-    Store {
-        /// The window.
-        window: u64,
-        /// The byte offset.
-        offset: u64,
-        /// The bytes.
-        bytes: Vec<u8>,
-    },
-    /// `MPI_Wait` / `MPI_Waitall` on request-based operations: completion at the origin, so
-    /// the rank waits until each of these actions of its program (request-based operations it
-    /// issued) that brings data back (`rget`, `rget_accumulate`) was answered; one that
-    /// brings none (`rput`, `raccumulate`) is complete at once, applied at its target or not.
-    WaitRequests {
-        /// The operations' indices in the rank's program.
-        calls: Vec<usize>,
-    },
-    /// `MPI_Test` / `MPI_Testall` on request-based operations: whether each of these actions
-    /// is complete at the origin (as [`Action::WaitRequests`] waits for), kept in
-    /// [`Run::flags`]; the rank does not wait.
-    TestRequests {
-        /// The operations' indices in the rank's program.
-        calls: Vec<usize>,
-    },
-    /// `MPI_Waitany`: the rank waits until one of these request-based operations is complete
-    /// at the origin (as [`Action::WaitRequests`] says) and returns its position in the list,
-    /// kept in [`Run::indices`]: the first complete one's, once one is — the schedule decides
-    /// which answers came first. A request waited for, tested complete or returned by a wait
-    /// before is `MPI_REQUEST_NULL` and passed over; with none but null ones it returns -1
-    /// (`MPI_UNDEFINED`) at once.
-    WaitAny {
-        /// Per handle of the list: its operation's index in the rank's program, or `None`
-        /// for a handle null from the start (a freed request).
-        calls: Vec<Option<usize>>,
-    },
-    /// `MPI_Win_set_info`: the keys set on the window, a collective of its ranks (`info.rs`).
-    SetInfo {
-        /// The window.
-        window: u64,
-        /// The keys and values.
-        info: Vec<(String, String)>,
-    },
-    /// A call refused before it reaches a window, as a client refuses a call it cannot
-    /// address (in a scenario's terms: a world rank outside the window's group): it fails
-    /// with `error` and changes nothing.
-    Refuse {
-        /// The refusal.
-        error: RmaError,
-    },
-    /// The world's barrier: the rank waits until every rank entered it. It moves no data
-    /// (SEMANTICS.md: "a barrier moves no data"); it only orders.
-    Barrier,
-    /// A local load from the private copy, kept in [`Run::loads`] under `label`.
-    Load {
-        /// The window.
-        window: u64,
-        /// The byte offset.
-        offset: u64,
-        /// How many bytes.
-        len: u64,
-        /// Its name in the run's result.
-        label: String,
-    },
-}
-
-impl Action {
-    /// The window it works on, if one.
-    fn window(&self) -> Option<u64> {
-        match self {
-            Action::Call(call) => Some(call.window()),
-            Action::Store { window, .. }
-            | Action::Load { window, .. }
-            | Action::SetInfo { window, .. } => Some(*window),
-            Action::WaitRequests { .. }
-            | Action::TestRequests { .. }
-            | Action::WaitAny { .. }
-            | Action::Refuse { .. }
-            | Action::Barrier => None,
-        }
-    }
-}
 
 /// Where a target's answer goes: the rank, the call (its index in the rank's program) and
 /// the kind of answer.
@@ -174,7 +90,9 @@ pub struct Run {
     pub loads: Vec<(u32, String, Vec<u8>)>,
     /// The data each operation that returns data brought back: `(rank, call index, bytes)`.
     pub fetched: Vec<(u32, usize, Vec<u8>)>,
-    /// Calls that failed: `(rank, call index, error)`.
+    /// Calls that failed: `(rank, call index, error)`. An operation its target refuses (one
+    /// to a detached region, say) fails the call that completes it, as the client reports it:
+    /// an unlock, a flush, a fence, a complete.
     pub errors: Vec<(u32, usize, RmaError)>,
     /// What each `test` answered: `(rank, call index, flag)`.
     pub flags: Vec<(u32, usize, bool)>,
@@ -188,6 +106,9 @@ pub struct Run {
     pub publics: BTreeMap<u64, Vec<Vec<u8>>>,
     /// Every member's private copy at the end, by window id, in window-rank order.
     pub privates: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// The address of each region of a dynamic window attached ([`Action::Attach`]), by
+    /// its name.
+    pub regions: BTreeMap<String, u64>,
     /// When no rank could move and some had not finished: each such rank, where it waits and
     /// for whom (a deadlock, or a program that never synchronizes), by rank.
     pub stuck: Vec<Stuck>,
@@ -224,6 +145,8 @@ impl SimWindow {
 struct Opened {
     /// Its rank in the window.
     me: u32,
+    /// A dynamic window's regions the rank attached: offset in its memory → size.
+    regions: BTreeMap<u64, u64>,
     epoch: EpochState,
     copy: PrivateCopy,
     next_cseq: u64,
@@ -244,14 +167,31 @@ struct Waiting {
     local: bool,
 }
 
+/// An operation issued: its window, its target and the bytes its answer brings back.
+type Issued = (u64, u32, u64);
+
+impl Waiting {
+    /// Whether the call completes the operation `op` before it returns.
+    fn completes_op(&self, &(window, target, returned): &Issued) -> bool {
+        window == self.window
+            && (!self.local || returned > 0)
+            && match self.completes {
+                None => false,
+                Some(None) => true,
+                Some(Some(only)) => target == only,
+            }
+    }
+}
+
 struct Rank {
     program: Vec<Action>,
     next: usize,
     windows: BTreeMap<u64, Opened>,
     waiting: Option<Waiting>,
-    /// Operations issued and not yet answered: call index → (window, target, the bytes its
-    /// answer brings back).
-    outstanding: BTreeMap<usize, (u64, u32, u64)>,
+    /// Operations issued and not yet answered: call index → what it is.
+    outstanding: BTreeMap<usize, Issued>,
+    /// Operations answered with a failure the call that completes them has not reported.
+    failed: Vec<(Issued, RmaError)>,
     /// Waiting in the world's barrier.
     in_barrier: bool,
     /// Its request-based operations: those waited for, and those that are null.
@@ -291,6 +231,8 @@ pub struct World {
     run: Run,
     strict: bool,
     narrated: bool,
+    /// The address of each region attached, by name: what the program passes around.
+    regions: BTreeMap<String, u64>,
     /// The windows' collectives (`MPI_Win_set_info`), as the server's world actor runs them:
     /// each reply is the rank and the action that waits.
     collectives: Collectives<(u32, usize)>,
@@ -327,7 +269,11 @@ impl World {
             let targets = (0..size)
                 .map(|rank| {
                     let public = vec![0; desc.sizes[rank as usize] as usize];
-                    Target::new(rank, size, public, true, Duration::ZERO, now)
+                    let target = Target::new(rank, size, public, true, Duration::ZERO, now);
+                    match desc.flavor {
+                        Flavor::Dynamic => target.with_dynamic(DYNAMIC_MAX_BYTES, BTreeMap::new()),
+                        _ => target,
+                    }
                 })
                 .collect();
             sims.insert(
@@ -354,6 +300,7 @@ impl World {
                         let size = desc.sizes[me as usize] as usize;
                         let opened = Opened {
                             me,
+                            regions: BTreeMap::new(),
                             epoch: EpochState::new(me, window.size(), desc.info.no_locks),
                             copy: PrivateCopy::new(size),
                             next_cseq: 1,
@@ -363,6 +310,7 @@ impl World {
                     .collect(),
                 waiting: None,
                 outstanding: BTreeMap::new(),
+                failed: Vec::new(),
                 in_barrier: false,
                 requests: Requests::default(),
                 in_collective: None,
@@ -378,6 +326,7 @@ impl World {
             strict: false,
             narrated: false,
             collectives: Collectives::new(nranks),
+            regions: BTreeMap::new(),
         };
         world.log_created();
         Ok(world)
@@ -493,6 +442,19 @@ impl World {
             self.fail(rank, index, error);
             return;
         }
+        let action = match action {
+            Action::InRegion { name, action } => match self.in_region(rank, &name, *action) {
+                Ok(action) => action,
+                Err(error) => return self.fail(rank, index, error),
+            },
+            other => other,
+        };
+        if let Some(call) = self.region_call(&action) {
+            return match call {
+                Ok(call) => self.window_call(rank, index, call),
+                Err(error) => self.fail(rank, index, error),
+            };
+        }
         let state = &mut self.ranks[rank as usize];
         match action {
             Action::Store {
@@ -543,6 +505,8 @@ impl World {
             }
             Action::SetInfo { window, info } => self.set_info(rank, index, window, &info),
             Action::Refuse { error } => self.fail(rank, index, error),
+            // carried out above
+            Action::Attach { .. } | Action::Detach { .. } | Action::InRegion { .. } => {}
             Action::Barrier => {
                 state.in_barrier = true;
                 self.log_open(rank, index, &Event::BarrierEnter);
@@ -740,14 +704,15 @@ impl World {
         }
         let rank = to.rank;
         let state = &mut self.ranks[rank as usize];
-        if let Some((_, _, returned)) = state.outstanding.remove(&to.call) {
+        if let Some(issued @ (_, _, returned)) = state.outstanding.remove(&to.call) {
             if self.strict {
                 strictly_answered(&answer, returned);
             }
             match answer {
                 Ok(Outcome::Data(data)) => self.run.fetched.push((rank, to.call, data)),
                 Ok(_) => {}
-                Err(error) => self.run.errors.push((rank, to.call, error)),
+                // reported by the call that completes it, as the client reports it
+                Err(error) => state.failed.push((issued, error)),
             }
             self.wait_any_returns(rank);
             self.maybe_done(rank);
@@ -757,6 +722,12 @@ impl World {
             return;
         };
         let window = waiting.window;
+        // what an attach or a detach changes once answered
+        let region = match &answer {
+            Ok(Outcome::Attached { base }) => Some(Some(*base)),
+            Ok(Outcome::Done) => Some(None),
+            _ => None,
+        };
         match answer {
             Ok(Outcome::Synced { pull, flag, .. }) => {
                 if let Some(open) = state.windows.get_mut(&window) {
@@ -786,6 +757,9 @@ impl World {
         } else {
             waiting.answered = true;
         }
+        if let Some(base) = region {
+            self.region_answered(rank, to.call, base);
+        }
         self.maybe_done(rank);
     }
 
@@ -806,18 +780,19 @@ impl World {
         let pending = state
             .outstanding
             .values()
-            .any(|&(window, target, returned)| {
-                window == waiting.window
-                    && (!waiting.local || returned > 0)
-                    && match waiting.completes {
-                        None => false,
-                        Some(None) => true,
-                        Some(Some(only)) => target == only,
-                    }
-            });
+            .any(|op| waiting.completes_op(op));
         if waiting.answered && !pending {
             let (action, window) = (waiting.call, waiting.window);
+            // the first failure of what it completed is its own, unless it failed itself
+            let (failed, kept) = std::mem::take(&mut state.failed)
+                .into_iter()
+                .partition::<Vec<_>, _>(|(op, _)| waiting.completes_op(op));
+            state.failed = kept;
             state.waiting = None;
+            let own = self.run.errors.iter().any(|e| (e.0, e.1) == (rank, action));
+            if let Some((_, error)) = failed.into_iter().next().filter(|_| !own) {
+                self.run.errors.push((rank, action, error));
+            }
             self.log_returned(rank, action, window);
         }
     }
@@ -883,6 +858,7 @@ impl World {
                 .collect();
             self.run.privates.insert(id, privates);
         }
+        self.run.regions = std::mem::take(&mut self.regions);
         self.run
     }
 }

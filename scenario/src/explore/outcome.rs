@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use onesided_core::datatype::Value;
 use onesided_core::sim::{wait_cycle, Choice, Run};
+use onesided_core::window::DYNAMIC_BASE;
 use onesided_core::RmaError;
 
 use super::super::ast::{self, Expectation, Loc, Observed, OpCall, RankCall, Scenario, Step};
@@ -314,8 +315,8 @@ fn read(
             .and_then(|vars| vars.get(var))
             .cloned()
             .unwrap_or_else(|| Err(format!("{var} was never assigned"))),
-        ast::Subject::Public { rank, loc } => copy_at(&run.publics, scenario, *rank, loc),
-        ast::Subject::Private { rank, loc } => copy_at(&run.privates, scenario, *rank, loc),
+        ast::Subject::Public { rank, loc } => copy_at(&run.publics, run, scenario, *rank, loc),
+        ast::Subject::Private { rank, loc } => copy_at(&run.privates, run, scenario, *rank, loc),
     }
 }
 
@@ -323,6 +324,7 @@ fn read(
 /// window-rank order).
 fn copy_at(
     copies: &BTreeMap<u64, Vec<Vec<u8>>>,
+    run: &Run,
     scenario: &Scenario,
     rank: u32,
     loc: &Loc,
@@ -333,6 +335,19 @@ fn copy_at(
         Some(group) => group.iter().position(|&member| member == rank),
         None => Some(rank as usize),
     };
+    // in a region of a dynamic window: from its place in the rank's memory
+    let base = match &loc.region {
+        Some(region) => {
+            let address = run.regions.get(&region.name).ok_or_else(|| {
+                format!(
+                    "region {} has no address: its attach did not succeed",
+                    region.name
+                )
+            })?;
+            address.saturating_sub(DYNAMIC_BASE)
+        }
+        None => 0,
+    };
     let copy = copies
         .get(&window_id(loc.window))
         .zip(at)
@@ -340,6 +355,7 @@ fn copy_at(
         .ok_or_else(|| format!("rank {rank} has no copy of the window"))?;
     let mut bytes = Vec::new();
     for (offset, len) in byte_runs(loc, dtype).map_err(|e| e.to_string())? {
+        let offset = base.saturating_add(offset);
         let end = offset.saturating_add(len);
         let run = usize::try_from(offset)
             .ok()

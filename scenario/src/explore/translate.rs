@@ -121,7 +121,11 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
                     requests[rank].insert(name, start);
                 }
                 for mut action in actions(scenario, call, &requests[rank])? {
-                    if let Action::Load { label, .. } = &mut action {
+                    let load = match &mut action {
+                        Action::InRegion { action, .. } => action.as_mut(),
+                        action => action,
+                    };
+                    if let Action::Load { label, .. } = load {
                         // a load's bytes are found again by the action's place
                         *label = program.len().to_string();
                     }
@@ -151,10 +155,7 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
     let flavor = match decl.flavor {
         FlavorDecl::Create => Flavor::Create,
         FlavorDecl::Allocate => Flavor::Allocate,
-        FlavorDecl::Dynamic => {
-            let why = "the simulator has no attached regions";
-            return Err(unsupported(line, "flavor=dynamic", why));
-        }
+        FlavorDecl::Dynamic => Flavor::Dynamic,
     };
     let pairs = decl.info.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     let info = WindowInfo::parse(pairs).map_err(|source| ExploreError::Window {
@@ -162,7 +163,11 @@ fn window_desc(index: usize, decl: &WindowDecl, nranks: u32) -> Result<WindowDes
         name: decl.name.clone(),
         source,
     })?;
-    let unit = decl.dtype.size() as u64;
+    // a dynamic window's displacements are addresses
+    let unit = match flavor {
+        Flavor::Dynamic => 1,
+        _ => decl.dtype.size() as u64,
+    };
     Ok(WindowDesc {
         id: window_id(index),
         name: decl.name.clone(),
@@ -212,10 +217,39 @@ fn actions(
     if let Some(error) = window_of(&call.call).and_then(|w| outside(scenario, w, call.rank)) {
         return Ok(vec![Action::Refuse { error }]);
     }
+    // a location in a region of a dynamic window is at the region's address, known once run
+    let placed = |loc: &Loc, actions: Vec<Action>| match &loc.region {
+        Some(region) => actions
+            .into_iter()
+            .map(|action| Action::InRegion {
+                name: region.name.clone(),
+                action: Box::new(action),
+            })
+            .collect(),
+        None => actions,
+    };
     match &call.call {
-        C::Store { loc, values } => stores(scenario, loc, values).map_err(translated),
-        C::Load { loc, .. } => loads(scenario, loc).map_err(translated),
-        C::Op(spec) if spec.loc.region.is_some() => refuse("the simulator has no regions"),
+        C::Store { loc, values } => {
+            let actions = stores(scenario, loc, values).map_err(translated)?;
+            Ok(placed(loc, actions))
+        }
+        C::Load { loc, .. } => Ok(placed(loc, loads(scenario, loc).map_err(translated)?)),
+        C::AttachRegion {
+            window,
+            count,
+            name,
+        } => {
+            let unit = scenario.windows[*window].dtype.size() as u64;
+            Ok(vec![Action::Attach {
+                window: window_id(*window),
+                size: count.saturating_mul(unit),
+                name: name.clone(),
+            }])
+        }
+        C::DetachRegion { window, name } => Ok(vec![Action::Detach {
+            window: window_id(*window),
+            name: name.clone(),
+        }]),
         C::WaitReq(name) => waits(std::slice::from_ref(name)),
         C::WaitAll(names) => waits(names),
         // the operation goes on; nothing waits for it, and its handle is null (`plan`)
@@ -248,14 +282,14 @@ fn actions(
         // make likely without it
         C::Sleep { .. } => Ok(Vec::new()),
         C::Crash | C::Attach => refuse("the simulator runs one incarnation per rank"),
-        C::AttachRegion { .. } | C::DetachRegion { .. } => {
-            refuse("the simulator has no dynamic windows")
-        }
-        _ => Ok(vec![match window_call(scenario, &call.call) {
-            Ok(single) => Action::Call(single),
+        _ => Ok(match window_call(scenario, &call.call) {
+            Ok(single) => match &call.call {
+                C::Op(spec) => placed(&spec.loc, vec![Action::Call(single)]),
+                _ => vec![Action::Call(single)],
+            },
             // a rank the window does not span, refused as the runner refuses it
-            Err(error) => Action::Refuse { error },
-        }]),
+            Err(error) => vec![Action::Refuse { error }],
+        }),
     }
 }
 
@@ -333,6 +367,11 @@ fn window_call(scenario: &Scenario, call: &ast::Call) -> Result<Call, RmaError> 
     Ok(match call {
         C::Op(spec) => {
             let dtype = scenario.windows[spec.loc.window].dtype;
+            // in a region: bytes from its address (disp_unit 1), added once it is known
+            let disp = match spec.loc.region {
+                Some(_) => spec.loc.index.saturating_mul(dtype.size() as u64),
+                None => spec.loc.index,
+            };
             Call::Op {
                 window: id(spec.loc.window),
                 target: to(spec.loc.window, spec.target)?,
@@ -340,7 +379,7 @@ fn window_call(scenario: &Scenario, call: &ast::Call) -> Result<Call, RmaError> 
                 request_based: spec.request_based,
                 // one that does not build is refused by admission in its turn, as the
                 // server's session refuses it
-                op: target_op(spec, dtype, spec.loc.index),
+                op: target_op(spec, dtype, disp),
             }
         }
         C::Fence { window, assert } => Call::fence(id(*window), *assert),
@@ -438,22 +477,8 @@ mod tests {
 
     #[test]
     fn what_the_simulator_cannot_run_is_refused_with_its_line() {
-        let window = "window W ranks=2 size=2 type=i64\n";
-        for (text, line, what) in [
-            (
-                "window W ranks=2 type=i64 flavor=dynamic\n",
-                1,
-                "flavor=dynamic",
-            ),
-            ("\nA: crash\n", 3, "`crash`"),
-        ] {
-            let text = if text.starts_with("window") {
-                text.to_string()
-            } else {
-                format!("{window}{text}")
-            };
-            assert_eq!(refusal(&text), (line, what.to_string()), "{text}");
-        }
+        let text = "window W ranks=2 size=2 type=i64\n\nA: crash\n";
+        assert_eq!(refusal(text), (3, "`crash`".to_string()));
     }
 
     /// The file names world ranks; the simulator's calls name the window's, and a rank the
