@@ -204,6 +204,28 @@ pub enum Call {
     },
 }
 
+/// Which of its window's operations a call completes before it returns ([`Call::completes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completes {
+    /// None.
+    Nothing,
+    /// Every one.
+    All,
+    /// Those to this target.
+    To(u32),
+}
+
+impl Completes {
+    /// Whether an operation to `target` is among them.
+    pub fn includes(self, target: u32) -> bool {
+        match self {
+            Completes::Nothing => false,
+            Completes::All => true,
+            Completes::To(only) => only == target,
+        }
+    }
+}
+
 impl Call {
     /// `MPI_Win_fence(assert)` on `window`, publishing nothing yet (a client or the simulator
     /// fills in what it publishes).
@@ -265,6 +287,34 @@ impl Call {
     pub fn unlock_all(window: u64) -> Call {
         let push = Vec::new();
         Call::UnlockAll { window, push }
+    }
+
+    /// Where the bytes go that the call publishes from the private copy (rule 5: fence,
+    /// post, unlock, unlock_all and sync publish the stores before them); `None` for a call
+    /// that publishes nothing.
+    pub fn push_mut(&mut self) -> Option<&mut Vec<Segment>> {
+        match self {
+            Call::Fence { push, .. }
+            | Call::Post { push, .. }
+            | Call::Unlock { push, .. }
+            | Call::UnlockAll { push, .. }
+            | Call::Sync { push, .. } => Some(push),
+            _ => None,
+        }
+    }
+
+    /// The operations the call completes before it returns: none, every one of its window's
+    /// (fence, complete, unlock_all, flush_all) or those to one target (unlock, flush).
+    /// `flush_local` and `flush_local_all` complete theirs at the origin only.
+    pub fn completes(&self) -> Completes {
+        match self {
+            Call::Fence { .. }
+            | Call::Complete { .. }
+            | Call::UnlockAll { .. }
+            | Call::FlushAll { .. } => Completes::All,
+            Call::Unlock { target, .. } | Call::Flush { target, .. } => Completes::To(*target),
+            _ => Completes::Nothing,
+        }
     }
 
     /// The window the call is on.

@@ -63,8 +63,10 @@ use crate::audit::Event;
 use crate::collective::Collectives;
 use crate::epoch::EpochState;
 use crate::fence::FenceTally;
-use crate::origin::{self, Admitted, Call, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To};
-use crate::target::{Effects, Input, Outcome, Segment, Target};
+use crate::origin::{
+    self, Admitted, Call, Completes, Issuer, OpenState, OpenWindows, PrivateCopy, Step, To,
+};
+use crate::target::{Effects, Input, Outcome, Target};
 use crate::window::{Flavor, MemoryModel, WindowDesc};
 use crate::{ErrorClass, RmaError};
 
@@ -160,8 +162,8 @@ struct Waiting {
     answered: bool,
     /// Shares still to come.
     shares: usize,
-    /// The operations it completes: all of the window's (`None`) or those to one target.
-    completes: Option<Option<u32>>,
+    /// The operations it completes.
+    completes: Completes,
     /// It completes them at the origin only (`flush_local`, `flush_local_all`): it waits for
     /// the data of those that bring data back, not for the others' remote application.
     local: bool,
@@ -173,13 +175,7 @@ type Issued = (u64, u32, u64);
 impl Waiting {
     /// Whether the call completes the operation `op` before it returns.
     fn completes_op(&self, &(window, target, returned): &Issued) -> bool {
-        window == self.window
-            && (!self.local || returned > 0)
-            && match self.completes {
-                None => false,
-                Some(None) => true,
-                Some(Some(only)) => target == only,
-            }
+        window == self.window && (!self.local || returned > 0) && self.completes.includes(target)
     }
 }
 
@@ -532,7 +528,7 @@ impl World {
             open.map(|open| (open.epoch.clone(), open.next_cseq, open.copy.clone()))
         });
         let (call, taken) = with_push(call, state.windows.get_mut(&window));
-        let completes = completes(&call);
+        let completes = call.completes();
         let local = matches!(
             call,
             Call::Flush { local: true, .. } | Call::FlushAll { local: true, .. }
@@ -893,29 +889,17 @@ fn range_error(what: &str, window: u64) -> RmaError {
     )
 }
 
-/// `call` with the bytes it publishes taken from the private copy (the calls that publish:
-/// fence, post, unlock, unlock_all, sync), and the ranges taken.
-fn with_push(call: Call, open: Option<&mut Opened>) -> (Call, Vec<(u64, u64)>) {
-    let Some(open) = open else {
+/// `call` with the bytes it publishes ([`Call::push_mut`]) taken from the private copy, and
+/// the ranges taken.
+fn with_push(mut call: Call, open: Option<&mut Opened>) -> (Call, Vec<(u64, u64)>) {
+    let (Some(open), Some(push)) = (open, call.push_mut()) else {
         return (call, Vec::new());
     };
-    let mut taken = Vec::new();
-    let mut take = |push: &mut Vec<Segment>| {
-        *push = open.copy.take_push();
-        taken = push
-            .iter()
-            .map(|s| (s.offset, s.offset + s.data.len() as u64))
-            .collect();
-    };
-    let mut call = call;
-    match &mut call {
-        Call::Fence { push, .. }
-        | Call::Post { push, .. }
-        | Call::Unlock { push, .. }
-        | Call::UnlockAll { push, .. }
-        | Call::Sync { push, .. } => take(push),
-        _ => {}
-    }
+    *push = open.copy.take_push();
+    let taken = push
+        .iter()
+        .map(|s| (s.offset, s.offset + s.data.len() as u64))
+        .collect();
     (call, taken)
 }
 
@@ -925,17 +909,6 @@ fn put_back(open: Option<&mut Opened>, taken: &[(u64, u64)]) {
         for &(start, end) in taken {
             open.copy.mark_dirty(start, end);
         }
-    }
-}
-
-/// The operations a call completes before it returns: none, all of its window's (`Some(None)`)
-/// or those to one target — as the client waits for them.
-fn completes(call: &Call) -> Option<Option<u32>> {
-    match call {
-        Call::Fence { .. } | Call::Complete { .. } | Call::UnlockAll { .. } => Some(None),
-        Call::FlushAll { .. } => Some(None),
-        Call::Unlock { target, .. } | Call::Flush { target, .. } => Some(Some(*target)),
-        _ => None,
     }
 }
 
