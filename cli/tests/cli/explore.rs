@@ -450,6 +450,17 @@ fn dynamic_windows_are_explored_region_by_region() {
     );
     out.code(1);
     assert_eq!(out.json()["races"][0]["rule"], "detach_race");
+
+    // as `run` says: a detached region is no longer in the public copy, the memory keeps it
+    let out = explore_text(
+        "window W ranks=2 type=i64 flavor=dynamic\nA: attach 2 -> r\nA: store r[0] = 5\n\
+         A: lock exclusive A\nA: unlock A\nA: detach r\n\
+         expect private A r[0] == 5\nexpect public A r[0] == 5\n",
+        "--schedules 20",
+    );
+    out.code(1);
+    out.stdout_has("expect private A r[0] == 5: held in every schedule");
+    out.stdout_has("public A r[0]: no value: region r was detached");
 }
 
 /// A window over part of the world: its calls name world ranks, made the window's; what the

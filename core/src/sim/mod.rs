@@ -111,6 +111,8 @@ pub struct Run {
     /// The address of each region of a dynamic window attached ([`Action::Attach`]), by
     /// its name.
     pub regions: BTreeMap<String, u64>,
+    /// The names of those regions that were detached by the end ([`Action::Detach`]).
+    pub detached: std::collections::BTreeSet<String>,
     /// When no rank could move and some had not finished: each such rank, where it waits and
     /// for whom (a deadlock, or a program that never synchronizes), by rank.
     pub stuck: Vec<Stuck>,

@@ -70,6 +70,7 @@ impl World {
                 if let (Some(open), Some(base)) = (open, base) {
                     open.regions.remove(&base.saturating_sub(DYNAMIC_BASE));
                 }
+                self.run.detached.insert(name.clone());
             }
             _ => {}
         }

@@ -315,7 +315,18 @@ fn read(
             .and_then(|vars| vars.get(var))
             .cloned()
             .unwrap_or_else(|| Err(format!("{var} was never assigned"))),
-        ast::Subject::Public { rank, loc } => copy_at(&run.publics, run, scenario, *rank, loc),
+        ast::Subject::Public { rank, loc } => {
+            // a detached region's bytes are no longer part of the window (its owner's memory
+            // keeps them: `expect private` reads them)
+            if let Some(region) = loc
+                .region
+                .as_ref()
+                .filter(|r| run.detached.contains(&r.name))
+            {
+                return Err(format!("region {} was detached", region.name));
+            }
+            copy_at(&run.publics, run, scenario, *rank, loc)
+        }
         ast::Subject::Private { rank, loc } => copy_at(&run.privates, run, scenario, *rank, loc),
     }
 }
