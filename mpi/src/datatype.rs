@@ -268,14 +268,11 @@ fn count_of(count: c_int) -> Res<u64> {
 
 /// Makes a type from `old` with `build` and writes its new handle.
 unsafe fn define(old: c_int, new: *mut c_int, build: impl FnOnce(&Dt) -> Res<Dt>) -> Res {
-    let handle = state::with(|mpi| {
+    state::create(new, |mpi| {
         let old = mpi.dt(old)?;
         let made = build(&old)?;
-        let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
-        mpi.types.insert(handle, made);
-        Ok(handle)
-    })?;
-    out(new, handle)
+        Ok(mpi.new_type(made))
+    })
 }
 
 export! {
@@ -386,7 +383,7 @@ export! {
         let lengths = ints(blocklengths, count)?;
         let disps = aints(displacements, count)?;
         let handles = ints(types, count)?;
-        let handle = state::with(|mpi| {
+        state::create(newtype, |mpi| {
             let olds = handles.iter().map(|&h| mpi.dt(h)).collect::<Res<Vec<_>>>()?;
             let mut made = Dt::of_blocks(
                 lengths
@@ -401,11 +398,8 @@ export! {
             if padding != 0 {
                 made.extent += made.align - padding;
             }
-            let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
-            mpi.types.insert(handle, made);
-            Ok(handle)
-        })?;
-        out(newtype, handle)
+            Ok(mpi.new_type(made))
+        })
     }
 
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(
@@ -489,16 +483,11 @@ export! {
     }
 
     fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) {
-        if datatype.is_null() {
-            return Err(fail(MPI_ERR_TYPE, "a null datatype pointer"));
-        }
-        state::with(|mpi| {
-            mpi.types
-                .remove(&*datatype)
-                .map(drop)
-                .ok_or_else(|| fail(MPI_ERR_TYPE, "not a derived datatype (predefined ones cannot be freed)"))
-        })?;
-        out(datatype, MPI_DATATYPE_NULL)
+        state::free(datatype, "datatype", MPI_ERR_TYPE, MPI_DATATYPE_NULL, |mpi, handle| {
+            state::remove(&mut mpi.types, handle, || {
+                fail(MPI_ERR_TYPE, "not a derived datatype (predefined ones cannot be freed)")
+            })
+        })
     }
 
     fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {

@@ -102,25 +102,19 @@ export! {
         let Some(function) = function else {
             return Err(fail(MPI_ERR_ARG, "a null user function"));
         };
-        let handle = state::with(|mpi| {
+        state::create(op, |mpi| {
             let handle = mpi.handle(MPI_OP_NULL as u32);
             mpi.user_ops.insert(handle, UserOp { function, commutes: commute != 0 });
             Ok(handle)
-        })?;
-        out(op, handle)
+        })
     }
 
     fn MPI_Op_free / PMPI_Op_free(op: *mut c_int) {
-        if op.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null op pointer"));
-        }
-        state::with(|mpi| {
-            mpi.user_ops
-                .remove(&*op)
-                .map(drop)
-                .ok_or_else(|| fail(MPI_ERR_OP, "not a user op (predefined ops cannot be freed)"))
-        })?;
-        out(op, MPI_OP_NULL)
+        state::free(op, "op", MPI_ERR_ARG, MPI_OP_NULL, |mpi, handle| {
+            state::remove(&mut mpi.user_ops, handle, || {
+                fail(MPI_ERR_OP, "not a user op (predefined ops cannot be freed)")
+            })
+        })
     }
 
     fn MPI_Op_commutative / PMPI_Op_commutative(op: c_int, commute: *mut c_int) {

@@ -583,11 +583,7 @@ export! {
     }
 
     fn MPI_Win_free / PMPI_Win_free(win: *mut c_int) {
-        if win.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null window pointer"));
-        }
-        let handle = *win;
-        state::with(|mpi| {
+        state::free(win, "window", MPI_ERR_ARG, MPI_WIN_NULL, |mpi, handle| {
             mpi.win(handle).on(On::Win(handle))?.freeing = true;
             let freed = free(mpi, handle);
             if freed.is_err() {
@@ -597,8 +593,7 @@ export! {
                 }
             }
             freed
-        })?;
-        out(win, MPI_WIN_NULL)
+        })
     }
 
     fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: c_int) {
@@ -865,14 +860,10 @@ export! {
     }
 
     fn MPI_Win_get_group / PMPI_Win_get_group(win: c_int, group: *mut c_int) {
-        let handle = state::with(|mpi| {
-            let on = On::Win(win);
-            let members = mpi.win(win).on(on)?.window.get_group();
-            let handle = mpi.handle(MPI_GROUP_NULL as u32);
-            mpi.groups.insert(handle, members);
-            Ok(handle)
-        })?;
-        out(group, handle)
+        state::create(group, |mpi| {
+            let members = mpi.win(win).on(On::Win(win))?.window.get_group();
+            Ok(mpi.new_group(members))
+        })
     }
 }
 
