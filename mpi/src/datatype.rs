@@ -275,6 +275,31 @@ unsafe fn define(old: c_int, new: *mut c_int, build: impl FnOnce(&Dt) -> Res<Dt>
     })
 }
 
+/// What a displacement or stride counts: extents of the old type (`MPI_Type_vector`,
+/// `MPI_Type_indexed`, `MPI_Type_create_indexed_block`) or bytes (their `h` forms).
+#[derive(Clone, Copy)]
+enum Unit {
+    Extent,
+    Byte,
+}
+
+/// Makes a type of blocks of `old`, each `(displacement in units, length in elements)`, and
+/// writes its new handle.
+unsafe fn define_blocks(
+    old: c_int,
+    new: *mut c_int,
+    unit: Unit,
+    blocks: impl Iterator<Item = (i64, u64)>,
+) -> Res {
+    define(old, new, |old| {
+        let unit = match unit {
+            Unit::Extent => old.extent,
+            Unit::Byte => 1,
+        };
+        Dt::of_blocks(blocks.map(|(disp, len)| (disp * unit, len, old)))
+    })
+}
+
 export! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) {
         let count = count_of(count)?;
@@ -289,9 +314,8 @@ export! {
         newtype: *mut c_int,
     ) {
         let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks((0..count as i64).map(|i| (i * stride as i64 * old.extent, blocklength, old)))
-        })
+        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Extent, blocks)
     }
 
     fn MPI_Type_create_hvector / PMPI_Type_create_hvector(
@@ -302,9 +326,8 @@ export! {
         newtype: *mut c_int,
     ) {
         let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks((0..count as i64).map(|i| (i * stride as i64, blocklength, old)))
-        })
+        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_indexed / PMPI_Type_indexed(
@@ -316,14 +339,8 @@ export! {
     ) {
         let lengths = ints(blocklengths, count)?;
         let disps = ints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(
-                lengths
-                    .iter()
-                    .zip(disps)
-                    .map(|(&len, &disp)| (disp as i64 * old.extent, len.max(0) as u64, old)),
-            )
-        })
+        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
+        define_blocks(oldtype, newtype, Unit::Extent, blocks)
     }
 
     fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(
@@ -335,14 +352,8 @@ export! {
     ) {
         let lengths = ints(blocklengths, count)?;
         let disps = aints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(
-                lengths
-                    .iter()
-                    .zip(disps)
-                    .map(|(&len, &disp)| (disp as i64, len.max(0) as u64, old)),
-            )
-        })
+        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
+        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(
@@ -354,9 +365,8 @@ export! {
     ) {
         let blocklength = count_of(blocklength)?;
         let disps = ints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(disps.iter().map(|&disp| (disp as i64 * old.extent, blocklength, old)))
-        })
+        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Extent, blocks)
     }
 
     fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(
@@ -368,9 +378,8 @@ export! {
     ) {
         let blocklength = count_of(blocklength)?;
         let disps = aints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(disps.iter().map(|&disp| (disp as i64, blocklength, old)))
-        })
+        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(

@@ -218,6 +218,21 @@ pub(crate) fn synchronize(
     })
 }
 
+/// A call that completes what this rank sent to one target rank (`MPI_Win_unlock`,
+/// `MPI_Win_flush`, `MPI_Win_flush_local`): [`synchronize`] with `call` on the target, whose
+/// get-like answers then land; nothing for `MPI_PROC_NULL`.
+fn completing_at(
+    rank: c_int,
+    win: c_int,
+    call: impl FnOnce(&Mpi, &Window, u32) -> onesided_client::Result<()>,
+) -> Res {
+    if rank == MPI_PROC_NULL {
+        return Ok(());
+    }
+    let target = target_of(rank).on(On::Win(win))?;
+    synchronize(win, Some(Some(target)), |mpi, w| call(mpi, w, target))
+}
+
 /// `MPI_Win_free` of `handle`, whose `freeing` is set.
 unsafe fn free(mpi: &mut Mpi, handle: c_int) -> Res {
     let on = On::Win(handle);
@@ -619,11 +634,7 @@ export! {
     }
 
     fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: c_int) {
-        if rank == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(rank).on(On::Win(win))?;
-        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.unlock(target)))
+        completing_at(rank, win, |mpi, w, target| mpi.block_on(w.unlock(target)))
     }
 
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) {
@@ -637,11 +648,7 @@ export! {
     }
 
     fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: c_int) {
-        if rank == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(rank).on(On::Win(win))?;
-        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush(target)))
+        completing_at(rank, win, |mpi, w, target| mpi.block_on(w.flush(target)))
     }
 
     fn MPI_Win_flush_all / PMPI_Win_flush_all(win: c_int) {
@@ -649,11 +656,7 @@ export! {
     }
 
     fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: c_int) {
-        if rank == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(rank).on(On::Win(win))?;
-        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush_local(target)))
+        completing_at(rank, win, |mpi, w, target| mpi.block_on(w.flush_local(target)))
     }
 
     fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: c_int) {
