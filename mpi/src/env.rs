@@ -653,7 +653,7 @@ export! {
         root: c_int,
         comm: c_int,
     ) {
-        reduce(sendbuf, recvbuf, count, datatype, op, Some(root), comm)
+        reduce(Reduction { sendbuf, recvbuf, count, datatype, op, root: Some(root), comm })
     }
 
     fn MPI_Allreduce / PMPI_Allreduce(
@@ -664,21 +664,63 @@ export! {
         op: c_int,
         comm: c_int,
     ) {
-        reduce(sendbuf, recvbuf, count, datatype, op, None, comm)
+        reduce(Reduction { sendbuf, recvbuf, count, datatype, op, root: None, comm })
     }
 }
 
-unsafe fn reduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: c_int,
-    op: c_int,
-    root: Option<c_int>,
-    comm: c_int,
-) -> Res {
+/// The arguments of `MPI_Reduce` (`root`: `Some`) and `MPI_Allreduce` (`None`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reduction {
+    pub sendbuf: *const c_void,
+    pub recvbuf: *mut c_void,
+    pub count: c_int,
+    pub datatype: c_int,
+    pub op: c_int,
+    pub root: Option<c_int>,
+    pub comm: c_int,
+}
+
+impl Reduction {
+    /// The root's rank in the communicator (`None`: every rank receives), and whether this
+    /// rank receives the result.
+    pub(crate) fn receivers(&self, mpi: &Mpi) -> Res<(Option<u32>, bool)> {
+        let root = self.root.map(|r| root_of(mpi, self.comm, r)).transpose()?;
+        let me = mpi.comm_rank(self.comm)?;
+        Ok((root, root.is_none_or(|r| r == me)))
+    }
+
+    /// This rank's `len` bytes: the send buffer's, or the receive buffer's for `MPI_IN_PLACE`.
+    pub(crate) unsafe fn contribution(&self, len: usize) -> Res<Vec<u8>> {
+        let source = if self.sendbuf as isize == MPI_IN_PLACE {
+            self.recvbuf.cast_const()
+        } else {
+            self.sendbuf
+        };
+        Ok(slice(source, len)?.to_vec())
+    }
+
+    /// Writes the result's `len` bytes into the receive buffer.
+    pub(crate) unsafe fn deliver(&self, result: &[u8], len: usize) -> Res {
+        if len > 0 {
+            if self.recvbuf.is_null() {
+                return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(On::Comm(self.comm)));
+            }
+            std::ptr::copy_nonoverlapping(result.as_ptr(), self.recvbuf.cast::<u8>(), len);
+        }
+        Ok(())
+    }
+}
+
+unsafe fn reduce(reduction: Reduction) -> Res {
+    let Reduction {
+        count,
+        datatype,
+        op,
+        comm,
+        ..
+    } = reduction;
     if crate::abi::op(op).is_none() && crate::ops::is_user_op(op) {
-        return crate::ops::reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+        return crate::ops::reduce(reduction);
     }
     state::with(|mpi| {
         let on = On::Comm(comm);
@@ -688,23 +730,11 @@ unsafe fn reduce(
             return Err(fail(MPI_ERR_OP, format!("{op:#x} is not an op")).on(on));
         };
         let len = bytes_of(count, size).on(on)?;
-        let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
-        let in_place = sendbuf as isize == MPI_IN_PLACE;
-        let me = mpi.comm_rank(comm).on(on)?;
-        let receives = root.is_none_or(|r| r == me);
-        let contribution = if in_place {
-            slice(recvbuf, len).on(on)?.to_vec()
-        } else {
-            slice(sendbuf, len).on(on)?.to_vec()
-        };
+        let (root, receives) = reduction.receivers(mpi).on(on)?;
+        let contribution = reduction.contribution(len).on(on)?;
         let result = mpi.reduce(comm, &contribution, dtype, op, root).on(on)?;
         if let (true, Some(result)) = (receives, result) {
-            if len > 0 {
-                if recvbuf.is_null() {
-                    return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(on));
-                }
-                std::ptr::copy_nonoverlapping(result.as_ptr(), recvbuf.cast::<u8>(), len);
-            }
+            reduction.deliver(&result, len)?;
         }
         Ok(())
     })
