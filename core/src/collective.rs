@@ -691,6 +691,22 @@ mod tests {
             .collect()
     }
 
+    /// `MPI_Win_free` of `window` (`barrier`: whether it waits for every rank).
+    fn win_free(window: u64, barrier: bool) -> Collective {
+        Collective::Free { window, barrier }
+    }
+
+    /// The last of three ranks' window creations: no window, and each rank's call (answered
+    /// to its rank) fails with `class`.
+    #[track_caller]
+    fn every_call_fails_and_nothing_is_created(last: &Effects<u32>, class: ErrorClass) {
+        assert!(last.create.is_none());
+        assert_eq!(
+            classes(last),
+            [(0, Some(class)), (1, Some(class)), (2, Some(class))]
+        );
+    }
+
     #[test]
     fn a_barrier_answers_every_rank_when_the_last_arrives() {
         let mut world = Collectives::new(3);
@@ -738,19 +754,13 @@ mod tests {
     #[test]
     fn a_free_is_freed_by_the_last_arrival_and_a_no_locks_free_returns_at_once() {
         let mut world = Collectives::new(2);
-        let free = Collective::Free {
-            window: 7,
-            barrier: true,
-        };
+        let free = win_free(7, true);
         assert!(world.arrive(free, 1, 1).answers.is_empty());
         let last = world.arrive(free, 0, 0);
         assert_eq!(classes(&last), [(1, None), (0, None)]);
         assert_eq!(last.freed, Some(7));
 
-        let at_once = Collective::Free {
-            window: 8,
-            barrier: false,
-        };
+        let at_once = win_free(8, false);
         let first = world.arrive(at_once, 0, 0);
         assert_eq!((classes(&first), first.freed), (vec![(0, None)], None));
         let last = world.arrive(at_once, 1, 1);
@@ -760,10 +770,7 @@ mod tests {
     #[test]
     fn twice_or_outside_the_world_is_refused() {
         let mut world = Collectives::new(2);
-        let free = Collective::Free {
-            window: 1,
-            barrier: true,
-        };
+        let free = win_free(1, true);
         world.arrive(free, 0, 0);
         assert_eq!(
             classes(&world.arrive(free, 0, 9)),
@@ -781,10 +788,7 @@ mod tests {
         let mut world = Collectives::new(4);
         // rank 3 is gone, but it is not in the window's group {2, 0}
         world.departed(3, "stream broke", true);
-        let free = Collective::Free {
-            window: 9,
-            barrier: true,
-        };
+        let free = win_free(9, true);
         let group = [2, 0];
         assert!(classes(&world.arrive_group(free, 2, &group, 2)).is_empty());
         // a rank outside the group cannot take part
@@ -904,29 +908,13 @@ mod tests {
         let mut other = part(8, 1);
         other.shared.info.clear();
         let last = world.propose_window("v", 2, &[], other, 2);
-        assert!(last.create.is_none());
-        assert_eq!(
-            classes(&last),
-            [
-                (0, Some(ErrorClass::Info)),
-                (1, Some(ErrorClass::Info)),
-                (2, Some(ErrorClass::Info))
-            ]
-        );
+        every_call_fails_and_nothing_is_created(&last, ErrorClass::Info);
 
         // calls match by order: another name on one rank fails every rank's call
         world.propose_window("t", 0, &[], part(8, 1), 0);
         world.propose_window("t", 1, &[], part(8, 1), 1);
         let last = world.propose_window("s", 2, &[], part(8, 1), 2);
-        assert!(last.create.is_none());
-        assert_eq!(
-            classes(&last),
-            [
-                (0, Some(ErrorClass::Arg)),
-                (1, Some(ErrorClass::Arg)),
-                (2, Some(ErrorClass::Arg))
-            ]
-        );
+        every_call_fails_and_nothing_is_created(&last, ErrorClass::Arg);
 
         // a departure fails the ranks waiting to create, and the others' calls of that
         // instance too, so that the ranks stay in step

@@ -637,6 +637,22 @@ mod tests {
         Run { offset, len }
     }
 
+    fn vector_layout(count: u64, blocklen: u64, stride: u64) -> Layout {
+        Layout::Vector {
+            count,
+            blocklen,
+            stride,
+        }
+    }
+
+    fn hvector_layout(count: u64, blocklen: u64, stride_bytes: u64) -> Layout {
+        Layout::Hvector {
+            count,
+            blocklen,
+            stride_bytes,
+        }
+    }
+
     fn indexed(blocks: &[(u64, u64)]) -> Layout {
         Layout::Indexed {
             blocks: blocks
@@ -646,14 +662,34 @@ mod tests {
         }
     }
 
+    fn hindexed(blocks: &[(u64, u64)]) -> Layout {
+        Layout::Hindexed {
+            blocks: blocks
+                .iter()
+                .map(|&(offset, len)| ByteBlock { offset, len })
+                .collect(),
+        }
+    }
+
+    /// `layout` over elements of `size` bytes: its runs, and its elements, bytes and extent.
+    #[track_caller]
+    fn assert_measures(
+        layout: &Layout,
+        size: u64,
+        runs: &[Run],
+        [elements, bytes, extent]: [u64; 3],
+    ) {
+        assert_eq!(layout.flatten(size).unwrap(), runs);
+        assert_eq!(layout.element_count().unwrap(), elements);
+        assert_eq!(layout.total_bytes(size).unwrap(), bytes);
+        assert_eq!(layout.extent(size).unwrap(), extent);
+    }
+
     #[test]
     fn contiguous() {
         let layout = Layout::contiguous(5);
         assert_eq!(layout, Layout::Contiguous { count: 5 });
-        assert_eq!(layout.flatten(4).unwrap(), [run(0, 20)]);
-        assert_eq!(layout.element_count().unwrap(), 5);
-        assert_eq!(layout.total_bytes(4).unwrap(), 20);
-        assert_eq!(layout.extent(4).unwrap(), 20);
+        assert_measures(&layout, 4, &[run(0, 20)], [5, 20, 20]);
         assert_eq!(Layout::contiguous(0).flatten(4).unwrap(), []);
         assert_eq!(Layout::contiguous(0).extent(4).unwrap(), 0);
         assert_eq!(Layout::contiguous(3).flatten(0).unwrap(), []);
@@ -661,32 +697,15 @@ mod tests {
 
     #[test]
     fn vector() {
-        let layout = Layout::Vector {
-            count: 3,
-            blocklen: 2,
-            stride: 5,
-        };
-        assert_eq!(
-            layout.flatten(8).unwrap(),
-            [run(0, 16), run(40, 16), run(80, 16)]
-        );
-        assert_eq!(layout.element_count().unwrap(), 6);
-        assert_eq!(layout.total_bytes(8).unwrap(), 48);
-        assert_eq!(layout.extent(8).unwrap(), 96);
+        let layout = vector_layout(3, 2, 5);
+        let runs = [run(0, 16), run(40, 16), run(80, 16)];
+        assert_measures(&layout, 8, &runs, [6, 48, 96]);
         layout.check_no_overlap(8).unwrap();
         // stride == blocklen merges into one run
-        let dense = Layout::Vector {
-            count: 4,
-            blocklen: 3,
-            stride: 3,
-        };
+        let dense = vector_layout(4, 3, 3);
         assert_eq!(dense.flatten(2).unwrap(), [run(0, 24)]);
         // stride 0 repeats the same block: fine to read, overlapping as a target
-        let repeat = Layout::Vector {
-            count: 3,
-            blocklen: 1,
-            stride: 0,
-        };
+        let repeat = vector_layout(3, 1, 0);
         assert_eq!(repeat.flatten(4).unwrap(), [run(0, 4); 3]);
         assert_eq!(repeat.total_bytes(4).unwrap(), 12);
         assert_eq!(repeat.extent(4).unwrap(), 4);
@@ -694,18 +713,10 @@ mod tests {
         assert_eq!(err.class, ErrorClass::Type);
         assert_eq!(err.message, "target layout has overlapping entries");
         // blocks overlapping their neighbours
-        let wide = Layout::Vector {
-            count: 2,
-            blocklen: 3,
-            stride: 2,
-        };
+        let wide = vector_layout(2, 3, 2);
         assert_eq!(wide.flatten(1).unwrap(), [run(0, 3), run(2, 3)]);
         assert!(wide.check_no_overlap(1).is_err());
-        let empty = Layout::Vector {
-            count: 3,
-            blocklen: 0,
-            stride: 7,
-        };
+        let empty = vector_layout(3, 0, 7);
         assert_eq!(empty.flatten(4).unwrap(), []);
         assert_eq!(empty.extent(4).unwrap(), 0);
     }
@@ -713,13 +724,12 @@ mod tests {
     #[test]
     fn indexed_keeps_type_map_order_and_merges() {
         let layout = indexed(&[(10, 2), (12, 1), (0, 0), (0, 3), (3, 1), (20, 1)]);
-        assert_eq!(
-            layout.flatten(4).unwrap(),
-            [run(40, 12), run(0, 16), run(80, 4)]
+        assert_measures(
+            &layout,
+            4,
+            &[run(40, 12), run(0, 16), run(80, 4)],
+            [8, 32, 84],
         );
-        assert_eq!(layout.element_count().unwrap(), 8);
-        assert_eq!(layout.total_bytes(4).unwrap(), 32);
-        assert_eq!(layout.extent(4).unwrap(), 84);
         layout.check_no_overlap(4).unwrap();
         let overlapping = indexed(&[(4, 2), (0, 5)]);
         assert_eq!(
@@ -738,11 +748,7 @@ mod tests {
     #[test]
     fn hvector_and_hindexed_place_blocks_in_bytes() {
         // stride 6 bytes over 4-byte elements: not a multiple of the element
-        let hvector = Layout::Hvector {
-            count: 3,
-            blocklen: 1,
-            stride_bytes: 6,
-        };
+        let hvector = hvector_layout(3, 1, 6);
         assert_eq!(
             hvector.flatten(4).unwrap(),
             [run(0, 4), run(6, 4), run(12, 4)]
@@ -750,31 +756,17 @@ mod tests {
         assert_eq!(hvector.element_count().unwrap(), 3);
         assert_eq!(hvector.extent(4).unwrap(), 16);
         hvector.check_no_overlap(4).unwrap();
-        let overlapping = Layout::Hvector {
-            count: 2,
-            blocklen: 1,
-            stride_bytes: 2,
-        };
+        let overlapping = hvector_layout(2, 1, 2);
         assert_eq!(
             overlapping.check_no_overlap(4).unwrap_err().class,
             ErrorClass::Type
         );
-        let hindexed = Layout::Hindexed {
-            blocks: vec![
-                ByteBlock { offset: 10, len: 2 },
-                ByteBlock { offset: 18, len: 1 },
-                ByteBlock { offset: 1, len: 1 },
-            ],
-        };
+        let hindexed = hindexed(&[(10, 2), (18, 1), (1, 1)]);
         // 10..18 and 18..22 touch: merged
         assert_eq!(hindexed.flatten(4).unwrap(), [run(10, 12), run(1, 4)]);
         assert_eq!(hindexed.element_count().unwrap(), 4);
         assert_eq!(hindexed.extent(4).unwrap(), 22);
-        let too_far = Layout::Hvector {
-            count: 2,
-            blocklen: 1,
-            stride_bytes: u64::MAX,
-        };
+        let too_far = hvector_layout(2, 1, u64::MAX);
         assert_eq!(too_far.flatten(1).unwrap_err().class, ErrorClass::Count);
     }
 
@@ -903,11 +895,7 @@ mod tests {
         assert_eq!(far.extent(1).unwrap_err().class, ErrorClass::Count);
         // more blocks than the limit, whether from the count or the inner layout
         let many = Layout::resized(Layout::contiguous(1), 0, 2, MAX_BLOCKS as u64 + 1);
-        let inner = Layout::Vector {
-            count: 1 << 10,
-            blocklen: 1,
-            stride: 2,
-        };
+        let inner = vector_layout(1 << 10, 1, 2);
         let product = Layout::resized(inner, 0, 4096, (1 << 10) + 1);
         let huge = Layout::resized(Layout::contiguous(1), 0, 1, u64::MAX);
         for layout in [many, product, huge] {
@@ -1060,14 +1048,7 @@ mod tests {
             (indexed(&[(u64::MAX / 2, 1)]), 2),
             (indexed(&[(0, u64::MAX)]), 2),
             (indexed(&[(u64::MAX - 1, 2)]), 1),
-            (
-                Layout::Vector {
-                    count: 3,
-                    blocklen: 1,
-                    stride: u64::MAX / 2 + 1,
-                },
-                1,
-            ),
+            (vector_layout(3, 1, u64::MAX / 2 + 1), 1),
             (Layout::contiguous(u64::MAX), 8),
         ];
         for (layout, size) in cases {
@@ -1080,11 +1061,7 @@ mod tests {
         }
         let big = indexed(&[(0, u64::MAX), (0, 1)]);
         assert_eq!(big.element_count().unwrap_err().class, ErrorClass::Count);
-        let big = Layout::Vector {
-            count: 1 << 20,
-            blocklen: 1 << 50,
-            stride: 1,
-        };
+        let big = vector_layout(1 << 20, 1 << 50, 1);
         assert_eq!(big.element_count().unwrap_err().class, ErrorClass::Count);
         assert_eq!(
             Layout::contiguous(1 << 62)
@@ -1097,17 +1074,9 @@ mod tests {
 
     #[test]
     fn block_limit() {
-        let at_limit = Layout::Vector {
-            count: MAX_BLOCKS as u64,
-            blocklen: 1,
-            stride: 1,
-        };
+        let at_limit = vector_layout(MAX_BLOCKS as u64, 1, 1);
         assert_eq!(at_limit.flatten(1).unwrap(), [run(0, MAX_BLOCKS as u64)]);
-        let over = Layout::Vector {
-            count: MAX_BLOCKS as u64 + 1,
-            blocklen: 1,
-            stride: 2,
-        };
+        let over = vector_layout(MAX_BLOCKS as u64 + 1, 1, 2);
         for result in [
             over.flatten(1).map(|_| ()),
             over.extent(1).map(|_| ()),
@@ -1158,36 +1127,15 @@ mod tests {
     fn layouts() -> impl Strategy<Value = Layout> {
         prop_oneof![
             (0u64..50).prop_map(Layout::contiguous),
-            (0u64..10, 0u64..6, 0u64..12).prop_map(|(count, blocklen, stride)| {
-                Layout::Vector {
-                    count,
-                    blocklen,
-                    stride,
-                }
-            }),
-            proptest::collection::vec((0u64..60, 0u64..6), 0..12).prop_map(|blocks| {
-                Layout::Indexed {
-                    blocks: blocks
-                        .into_iter()
-                        .map(|(disp, len)| Block { disp, len })
-                        .collect(),
-                }
-            }),
+            (0u64..10, 0u64..6, 0u64..12)
+                .prop_map(|(count, blocklen, stride)| { vector_layout(count, blocklen, stride) }),
+            proptest::collection::vec((0u64..60, 0u64..6), 0..12)
+                .prop_map(|blocks| indexed(&blocks)),
             (0u64..10, 0u64..6, 0u64..40).prop_map(|(count, blocklen, stride_bytes)| {
-                Layout::Hvector {
-                    count,
-                    blocklen,
-                    stride_bytes,
-                }
+                hvector_layout(count, blocklen, stride_bytes)
             }),
-            proptest::collection::vec((0u64..200, 0u64..6), 0..12).prop_map(|blocks| {
-                Layout::Hindexed {
-                    blocks: blocks
-                        .into_iter()
-                        .map(|(offset, len)| ByteBlock { offset, len })
-                        .collect(),
-                }
-            }),
+            proptest::collection::vec((0u64..200, 0u64..6), 0..12)
+                .prop_map(|blocks| hindexed(&blocks)),
             subarrays(),
             proptest::collection::vec((0u64..200, 0usize..4, 0u64..4), 0..8).prop_map(|blocks| {
                 let types = [Datatype::Byte, Datatype::I16, Datatype::F32, Datatype::F64];

@@ -268,14 +268,21 @@ mod tests {
 
     const FAIR: Duration = Duration::from_millis(50);
 
+    /// Origin 0 is granted a shared lock at once; then origin 1 asks for an exclusive one and
+    /// origin 2 for a shared one (`elsewhere`: origins 0 and 2 hold locks at other targets).
+    fn reader_then_writer_then_reader(t0: Instant, elsewhere: bool) -> LockTable<()> {
+        let mut table = LockTable::new(FAIR);
+        table.request(waiter(0, LockType::Shared, elsewhere, t0));
+        assert_eq!(origins(&table.grant_ready(t0)), vec![0]);
+        table.request(waiter(1, LockType::Exclusive, false, t0));
+        table.request(waiter(2, LockType::Shared, elsewhere, t0));
+        table
+    }
+
     #[test]
     fn a_writer_waiting_for_a_reader_holds_back_later_readers_for_a_bounded_time() {
         let t0 = Instant::now();
-        let mut table = LockTable::new(FAIR);
-        table.request(waiter(0, LockType::Shared, false, t0));
-        assert_eq!(origins(&table.grant_ready(t0)), vec![0]);
-        table.request(waiter(1, LockType::Exclusive, false, t0));
-        table.request(waiter(2, LockType::Shared, false, t0));
+        let mut table = reader_then_writer_then_reader(t0, false);
         assert!(table.grant_ready(t0).is_empty());
         assert_eq!(table.next_deadline(t0), Some(t0 + FAIR));
         // the reader releases in time: the writer goes first, then the reader
@@ -289,11 +296,7 @@ mod tests {
     #[test]
     fn a_held_back_reader_is_granted_once_its_fairness_wait_ends() {
         let t0 = Instant::now();
-        let mut table = LockTable::new(FAIR);
-        table.request(waiter(0, LockType::Shared, false, t0));
-        table.grant_ready(t0);
-        table.request(waiter(1, LockType::Exclusive, false, t0));
-        table.request(waiter(2, LockType::Shared, false, t0));
+        let mut table = reader_then_writer_then_reader(t0, false);
         assert!(table.grant_ready(t0 + FAIR / 2).is_empty());
         assert_eq!(origins(&table.grant_ready(t0 + FAIR)), vec![2]);
         assert_eq!(table.next_deadline(t0 + FAIR), None);
@@ -302,11 +305,7 @@ mod tests {
     #[test]
     fn an_origin_holding_locks_elsewhere_is_never_held_back() {
         let t0 = Instant::now();
-        let mut table = LockTable::new(FAIR);
-        table.request(waiter(0, LockType::Shared, true, t0));
-        table.grant_ready(t0);
-        table.request(waiter(1, LockType::Exclusive, false, t0));
-        table.request(waiter(2, LockType::Shared, true, t0));
+        let mut table = reader_then_writer_then_reader(t0, true);
         assert_eq!(origins(&table.grant_ready(t0)), vec![2]);
     }
 

@@ -43,11 +43,11 @@ fn put(offset: u64, value: u8, tag: AccessTag, reply: u64) -> Access<u64> {
     }
 }
 
-/// An exclusive lock request (`grant`: the reply that says it was granted, if one is asked).
-fn exclusive_lock(grant: Option<u64>) -> Access<u64> {
+/// A lock request (`grant`: the reply that says it was granted, if one is asked).
+fn lock(lock_type: LockType, grant: Option<u64>) -> Access<u64> {
     Access::LockRequest {
         request: LockRequest {
-            lock_type: LockType::Exclusive,
+            lock_type,
             nocheck: false,
         },
         holding_elsewhere: false,
@@ -55,12 +55,23 @@ fn exclusive_lock(grant: Option<u64>) -> Access<u64> {
     }
 }
 
-fn from(origin: u32, item: Access<u64>) -> Input<u64> {
+/// An exclusive lock request, as [`lock`].
+fn exclusive_lock(grant: Option<u64>) -> Access<u64> {
+    lock(LockType::Exclusive, grant)
+}
+
+/// `item` from the session `incarnation` of rank `origin`.
+fn from_incarnation(origin: u32, incarnation: u64, item: Access<u64>) -> Input<u64> {
     Input::Access {
         origin,
-        incarnation: 1,
+        incarnation,
         item,
     }
+}
+
+/// `item` from the first session of rank `origin`.
+fn from(origin: u32, item: Access<u64>) -> Input<u64> {
+    from_incarnation(origin, 1, item)
 }
 
 /// Everything answered, in order (waiting, lazy and early answers alike), but for the
@@ -74,6 +85,44 @@ fn answered(effects: &Effects<u64>) -> Vec<(u64, Answer)> {
         .chain(&effects.early)
         .map(|(reply, answer)| (*reply, answer.clone()))
         .collect()
+}
+
+/// `MPI_Win_fence` number `fence` entered by the owner, closing epoch `closes`, answered to
+/// `reply` (nothing pulled).
+fn fence_enter(fence: u64, closes: Option<u64>, reply: u64) -> Input<u64> {
+    Input::FenceEnter {
+        fence,
+        closes,
+        pull: false,
+        reply,
+    }
+}
+
+/// The owner's `MPI_Win_wait`, answered to `reply` (nothing pulled).
+fn wait(reply: u64) -> Input<u64> {
+    Input::Wait {
+        pull: false,
+        test: false,
+        reply,
+    }
+}
+
+/// An origin's complete marker of the first exposure, answered to `reply`.
+fn complete_marker(reply: u64) -> Access<u64> {
+    Access::CompleteMarker {
+        generation: 1,
+        reply,
+    }
+}
+
+/// The only answer of `effects` grants the lock request answered to `reply`, under `token`.
+#[track_caller]
+fn assert_only_grant(effects: &Effects<u64>, reply: u64, token: u64, what: &str) {
+    let answers = answered(effects);
+    assert!(
+        matches!(&answers[..], [(r, Ok(Outcome::Synced { token: t, .. }))] if *r == reply && *t == token),
+        "{what}: {answers:?}"
+    );
 }
 
 fn ops_applied(effects: &Effects<u64>) -> usize {
@@ -296,11 +345,7 @@ proptest! {
             for (index, &exclusive) in epochs.iter().enumerate() {
                 let lock_type = if exclusive { LockType::Exclusive } else { LockType::Shared };
                 let reply = origin as u64 * 100 + index as u64 * 10;
-                sequence.push((origin as u32, Access::LockRequest {
-                    request: LockRequest { lock_type, nocheck: false },
-                    holding_elsewhere: false,
-                    grant: None,
-                }));
+                sequence.push((origin as u32, lock(lock_type, None)));
                 sequence.push((origin as u32, put(origin as u64, 1, AccessTag::Lock, reply + 1)));
                 sequence.push((origin as u32, Access::Unlock { reply: reply + 2 }));
                 unlocks += 1;
@@ -399,15 +444,7 @@ fn departed(origin: u32, active: bool, fenced: Option<u64>) -> Input<u64> {
 fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
     for entered in [false, true] {
         let mut engine = target(0, 3, 4);
-        engine.handle(
-            Input::FenceEnter {
-                fence: 1,
-                closes: None,
-                pull: false,
-                reply: 1,
-            },
-            Instant::now(),
-        );
+        engine.handle(fence_enter(1, None, 1), Instant::now());
         engine.take_effects();
         // rank 2 leaves after entering the fence that closes epoch 1, or before
         engine.handle(
@@ -417,15 +454,7 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         if entered {
             engine.handle(Input::FenceReached { epoch: 1 }, Instant::now());
         }
-        engine.handle(
-            Input::FenceEnter {
-                fence: 2,
-                closes: Some(1),
-                pull: false,
-                reply: 2,
-            },
-            Instant::now(),
-        );
+        engine.handle(fence_enter(2, Some(1), 2), Instant::now());
         let answers = answered(&engine.take_effects());
         assert_eq!(answers.len(), 1, "the fence is answered either way");
         if entered {
@@ -441,40 +470,15 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
     for completed in [false, true] {
         let mut engine = target(0, 3, 4);
         engine.handle(Input::Post { group: vec![1, 2] }, Instant::now());
-        engine.handle(
-            Input::Wait {
-                pull: false,
-                test: false,
-                reply: 7,
-            },
-            Instant::now(),
-        );
+        engine.handle(wait(7), Instant::now());
         if completed {
-            engine.handle(
-                from(
-                    2,
-                    Access::CompleteMarker {
-                        generation: 1,
-                        reply: 12,
-                    },
-                ),
-                Instant::now(),
-            );
+            engine.handle(from(2, complete_marker(12)), Instant::now());
         }
         engine.handle(departed(2, true, None), Instant::now());
         let answers = answered(&engine.take_effects());
         if completed {
             assert!(answers.is_empty(), "rank 2 had done its part: {answers:?}");
-            engine.handle(
-                from(
-                    1,
-                    Access::CompleteMarker {
-                        generation: 1,
-                        reply: 11,
-                    },
-                ),
-                Instant::now(),
-            );
+            engine.handle(from(1, complete_marker(11)), Instant::now());
             let answers = answered(&engine.take_effects());
             assert!(
                 matches!(answers[..], [(7, Ok(Outcome::Synced { flag: true, .. }))]),
@@ -503,24 +507,8 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
         },
         Instant::now(),
     );
-    engine.handle(
-        from(
-            1,
-            Access::CompleteMarker {
-                generation: 1,
-                reply: 11,
-            },
-        ),
-        Instant::now(),
-    );
-    engine.handle(
-        Input::Wait {
-            pull: false,
-            test: false,
-            reply: 7,
-        },
-        Instant::now(),
-    );
+    engine.handle(from(1, complete_marker(11)), Instant::now());
+    engine.handle(wait(7), Instant::now());
     let answers = answered(&engine.take_effects());
     assert!(
         matches!(answers[..], [(7, Ok(Outcome::Synced { flag: true, .. }))]),
@@ -544,15 +532,7 @@ fn a_fence_fails_when_a_departed_rank_left_an_operation_of_its_epoch_unapplied()
         "{answers:?}"
     );
     for (fence, closes) in [(1, None), (2, Some(1))] {
-        engine.handle(
-            Input::FenceEnter {
-                fence,
-                closes,
-                pull: false,
-                reply: fence * 100,
-            },
-            now,
-        );
+        engine.handle(fence_enter(fence, closes, fence * 100), now);
         if fence == 1 {
             engine.handle(Input::FenceReached { epoch: 1 }, now);
         }
@@ -571,26 +551,11 @@ fn a_fence_fails_when_a_departed_rank_left_an_operation_of_its_epoch_unapplied()
 fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
     let now = Instant::now();
     let mut engine = target(0, 3, 4);
-    let lock = |lock_type, grant| Access::LockRequest {
-        request: LockRequest {
-            lock_type,
-            nocheck: false,
-        },
-        holding_elsewhere: false,
-        grant,
-    };
-    engine.handle(from(1, lock(LockType::Exclusive, Some(11))), now);
-    engine.handle(from(2, lock(LockType::Exclusive, Some(21))), now);
+    engine.handle(from(1, exclusive_lock(Some(11))), now);
+    engine.handle(from(2, exclusive_lock(Some(21))), now);
     // queued behind rank 2's request: an operation of rank 2's first incarnation, and one of
     // its second
-    engine.handle(
-        Input::Access {
-            origin: 1,
-            incarnation: 1,
-            item: put(0, 5, AccessTag::Lock, 12),
-        },
-        now,
-    );
+    engine.handle(from(1, put(0, 5, AccessTag::Lock, 12)), now);
     let effects = engine.take_effects();
     assert!(matches!(
         answered(&effects)[..],
@@ -613,14 +578,7 @@ fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
         "{:?}",
         effects.events
     );
-    assert!(
-        matches!(
-            answered(&effects)[..],
-            [(21, Ok(Outcome::Synced { token: 2, .. }))]
-        ),
-        "the waiter is granted with the next token: {:?}",
-        answered(&effects)
-    );
+    assert_only_grant(&effects, 21, 2, "the waiter is granted with the next token");
     // an operation of the revoked holder under its old token is refused, not applied
     let mut stale = put(1, 9, AccessTag::Lock, 13);
     if let Access::Op { token, .. } = &mut stale {
@@ -636,23 +594,9 @@ fn a_departed_holder_is_revoked_and_the_next_waiter_granted() {
 
     // a session of rank 2 (incarnation 2) queues behind rank 2's incarnation 1, which departs
     let mut engine = target(0, 3, 4);
-    engine.handle(from(0, lock(LockType::Exclusive, Some(1))), now);
-    engine.handle(
-        Input::Access {
-            origin: 2,
-            incarnation: 1,
-            item: Access::Unlock { reply: 30 },
-        },
-        now,
-    );
-    engine.handle(
-        Input::Access {
-            origin: 2,
-            incarnation: 2,
-            item: Access::Flush { reply: 31 },
-        },
-        now,
-    );
+    engine.handle(from(0, exclusive_lock(Some(1))), now);
+    engine.handle(from_incarnation(2, 1, Access::Unlock { reply: 30 }), now);
+    engine.handle(from_incarnation(2, 2, Access::Flush { reply: 31 }), now);
     engine.take_effects();
     engine.handle(departed(2, false, None), now);
     let answers = answered(&engine.take_effects());
@@ -687,14 +631,7 @@ fn an_operators_revocation_grants_the_waiter_and_refuses_the_rest_of_the_holders
         "{:?}",
         effects.events
     );
-    assert!(
-        matches!(
-            answered(&effects)[..],
-            [(21, Ok(Outcome::Synced { token: 2, .. }))]
-        ),
-        "the waiter is granted: {:?}",
-        answered(&effects)
-    );
+    assert_only_grant(&effects, 21, 2, "the waiter is granted");
     // rank 1's epoch goes on sending: a put (lazy lock, token 0), a flush, then its unlock
     engine.handle(from(1, put(1, 9, AccessTag::Lock, 13)), now);
     engine.handle(from(1, Access::Flush { reply: 14 }), now);
@@ -747,43 +684,10 @@ fn proc_failed_naming_session(answer: &Answer, rank: u32) -> bool {
 fn stop_fails_everything_pending_with_err_win() {
     let now = Instant::now();
     let mut engine = target(1, 3, 4);
-    engine.handle(
-        from(
-            0,
-            Access::LockRequest {
-                request: LockRequest {
-                    lock_type: LockType::Exclusive,
-                    nocheck: false,
-                },
-                holding_elsewhere: false,
-                grant: None,
-            },
-        ),
-        now,
-    );
-    engine.handle(
-        from(
-            2,
-            Access::LockRequest {
-                request: LockRequest {
-                    lock_type: LockType::Shared,
-                    nocheck: false,
-                },
-                holding_elsewhere: false,
-                grant: Some(1),
-            },
-        ),
-        now,
-    );
+    engine.handle(from(0, exclusive_lock(None)), now);
+    engine.handle(from(2, lock(LockType::Shared, Some(1))), now);
     engine.handle(from(2, put(0, 1, AccessTag::Fence { epoch: 3 }, 2)), now);
-    engine.handle(
-        Input::Wait {
-            pull: false,
-            test: false,
-            reply: 3,
-        },
-        now,
-    );
+    engine.handle(wait(3), now);
     engine.take_effects();
     engine.handle(Input::Stop, now);
     let answers = answered(&engine.take_effects());
@@ -802,16 +706,8 @@ fn abandon_fails_everything_pending_with_err_io_and_records_nothing() {
     let now = Instant::now();
     for rank in [0, 1] {
         let mut engine = target(rank, 3, 4);
-        let exclusive = |grant| Access::LockRequest {
-            request: LockRequest {
-                lock_type: LockType::Exclusive,
-                nocheck: false,
-            },
-            holding_elsewhere: false,
-            grant,
-        };
-        engine.handle(from(2, exclusive(Some(1))), now);
-        engine.handle(from(1 - rank.min(1), exclusive(Some(2))), now);
+        engine.handle(from(2, exclusive_lock(Some(1))), now);
+        engine.handle(from(1 - rank.min(1), exclusive_lock(Some(2))), now);
         engine.take_effects();
         engine.handle(Input::Abandon, now);
         let effects = engine.take_effects();
@@ -918,21 +814,7 @@ fn unified_changes_go_to_the_owner_as_they_happen() {
         effects.events[..],
         [Event::Published { offset: 0, .. }]
     ));
-    let lock = LockRequest {
-        lock_type: LockType::Exclusive,
-        nocheck: false,
-    };
-    target.handle(
-        from(
-            0,
-            Access::LockRequest {
-                request: lock,
-                holding_elsewhere: false,
-                grant: None,
-            },
-        ),
-        now,
-    );
+    target.handle(from(0, exclusive_lock(None)), now);
     target.handle(from(0, put(2, 5, AccessTag::Lock, 2)), now);
     let effects = target.take_effects();
     assert_eq!(
@@ -1019,6 +901,27 @@ fn attached_at(offset: u64) -> Answer {
     })
 }
 
+/// The owner attaches a region of `size` bytes (at address `at`, if asked), answered to 1.
+fn attach(size: u64, at: Option<u64>) -> Input<u64> {
+    Input::Attach { size, at, reply: 1 }
+}
+
+/// The owner detaches the region at address `base`, answered to `reply`.
+fn detach(base: u64, reply: u64) -> Input<u64> {
+    Input::Detach { base, reply }
+}
+
+/// A dynamic target (rank 1 of 2, room for 64 bytes of regions) whose first region, of
+/// `size` bytes, was just attached at its first address.
+fn dynamic_with_first_region(size: u64, now: Instant) -> Target<u64> {
+    let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
+    let (first, events) = one_answer(&mut t, attach(size, None), now);
+    assert_eq!(first, attached_at(0));
+    let base = onesided_core::window::DYNAMIC_BASE;
+    assert_eq!(events, vec![Event::RegionAttached { base, size }]);
+    t
+}
+
 fn class_of(answer: &Answer) -> Option<ErrorClass> {
     answer.as_ref().err().map(|error| error.class)
 }
@@ -1027,19 +930,9 @@ fn class_of(answer: &Answer) -> Option<ErrorClass> {
 fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     use onesided_core::window::DYNAMIC_BASE;
     let now = Instant::now();
-    let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
-    let call = |t: &mut Target<u64>, input: Input<u64>| one_answer(t, input, now);
-    let attach = |size, at| Input::Attach { size, at, reply: 1 };
     // regions one after the other, from the first address
-    let (first, events) = call(&mut t, attach(16, None));
-    assert_eq!(first, attached_at(0));
-    assert_eq!(
-        events,
-        vec![Event::RegionAttached {
-            base: DYNAMIC_BASE,
-            size: 16
-        }]
-    );
+    let mut t = dynamic_with_first_region(16, now);
+    let call = |t: &mut Target<u64>, input: Input<u64>| one_answer(t, input, now);
     let (second, _) = call(&mut t, attach(8, None));
     assert_eq!(second, attached_at(16));
     assert_eq!(t.public().len(), 24);
@@ -1074,13 +967,7 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     }
     assert_eq!(t.public()[13..18], [0, 7, 8, 0, 0]);
     // detached: the region's bytes are no longer reachable, and it cannot go twice
-    let (detached, events) = call(
-        &mut t,
-        Input::Detach {
-            base: DYNAMIC_BASE,
-            reply: 4,
-        },
-    );
+    let (detached, events) = call(&mut t, detach(DYNAMIC_BASE, 4));
     assert_eq!(detached, Ok(Outcome::Done));
     assert_eq!(
         events,
@@ -1092,7 +979,7 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     let (after, _) = call(&mut t, put_bytes(14, &[1], 5));
     assert_eq!(class_of(&after), Some(ErrorClass::RmaRange));
     for base in [DYNAMIC_BASE, DYNAMIC_BASE + 17, 0] {
-        let (again, _) = call(&mut t, Input::Detach { base, reply: 6 });
+        let (again, _) = call(&mut t, detach(base, 6));
         assert_eq!(class_of(&again), Some(ErrorClass::RmaAttach), "{base:#x}");
     }
     assert_eq!(t.public()[14], 7);
@@ -1111,13 +998,7 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
     assert!(fixed.attached_regions().is_empty());
     let (refused, _) = call(&mut fixed, attach(8, None));
     assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
-    let (refused, _) = call(
-        &mut fixed,
-        Input::Detach {
-            base: DYNAMIC_BASE,
-            reply: 7,
-        },
-    );
+    let (refused, _) = call(&mut fixed, detach(DYNAMIC_BASE, 7));
     assert_eq!(class_of(&refused), Some(ErrorClass::RmaFlavor));
 }
 
@@ -1125,20 +1006,9 @@ fn a_dynamic_target_hands_out_addresses_and_applies_only_inside_one_region() {
 fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
     use onesided_core::window::DYNAMIC_BASE;
     let now = Instant::now();
-    let mut t = target(1, 2, 0).with_dynamic(64, BTreeMap::new());
-    let call = |t: &mut Target<u64>, input: Input<u64>| one_answer(t, input, now);
-    let attach = |size, at| Input::Attach { size, at, reply: 1 };
-    let detach = |base| Input::Detach { base, reply: 2 };
     // MPI_Win_attach of size 0 is legal: an address of its own, and no bytes
-    let (empty, events) = call(&mut t, attach(0, None));
-    assert_eq!(empty, attached_at(0));
-    assert_eq!(
-        events,
-        vec![Event::RegionAttached {
-            base: DYNAMIC_BASE,
-            size: 0
-        }]
-    );
+    let mut t = dynamic_with_first_region(0, now);
+    let call = |t: &mut Target<u64>, input: Input<u64>| one_answer(t, input, now);
     assert_eq!(t.public().len(), 1, "it spans its one address");
     assert_eq!(t.attach_growth(0, None), 1);
     let (full, _) = call(&mut t, attach(8, None));
@@ -1154,10 +1024,10 @@ fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
     assert_eq!(class_of(&refused), Some(ErrorClass::RmaRange));
     // each detaches once, and the region with bytes stays
     for (base, size) in [(DYNAMIC_BASE + 4, 0), (DYNAMIC_BASE, 0)] {
-        let (gone, events) = call(&mut t, detach(base));
+        let (gone, events) = call(&mut t, detach(base, 2));
         assert_eq!(gone, Ok(Outcome::Done));
         assert_eq!(events, vec![Event::RegionDetached { base, size }]);
-        let (again, _) = call(&mut t, detach(base));
+        let (again, _) = call(&mut t, detach(base, 2));
         assert_eq!(class_of(&again), Some(ErrorClass::RmaAttach), "{base:#x}");
     }
     let (kept, _) = call(&mut t, put_bytes(4, &[7], 4));
@@ -1166,7 +1036,7 @@ fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
     let (shared, _) = call(&mut t, attach(0, Some(DYNAMIC_BASE + 1)));
     assert!(shared.is_ok(), "{shared:?}");
     for size in [8, 0] {
-        let (gone, events) = call(&mut t, detach(DYNAMIC_BASE + 1));
+        let (gone, events) = call(&mut t, detach(DYNAMIC_BASE + 1, 2));
         assert_eq!(gone, Ok(Outcome::Done));
         let base = DYNAMIC_BASE + 1;
         assert_eq!(events, vec![Event::RegionDetached { base, size }]);
@@ -1174,7 +1044,7 @@ fn a_dynamic_target_attaches_and_detaches_regions_of_no_bytes() {
     // recovery hands them back like any region
     let mut back = target(1, 2, 0).with_dynamic(64, BTreeMap::from([(0, 8), (16, 0)]));
     assert_eq!(back.regions().unwrap().len(), 1);
-    let (recovered, _) = call(&mut back, detach(DYNAMIC_BASE + 16));
+    let (recovered, _) = call(&mut back, detach(DYNAMIC_BASE + 16, 2));
     assert_eq!(recovered, Ok(Outcome::Done));
 }
 
@@ -1247,23 +1117,12 @@ fn a_fence_epochs_put_waits_for_a_commit_it_does_not_start() {
 #[test]
 fn a_pscw_epochs_put_rides_on_the_acknowledgement_of_its_complete_marker() {
     let now = Instant::now();
-    let marker = |reply| Access::CompleteMarker {
-        generation: 1,
-        reply,
-    };
     for before_the_post in [false, true] {
         let mut target = target(1, 2, 4);
         if !before_the_post {
             target.handle(Input::Post { group: vec![0] }, now);
         }
-        target.handle(
-            Input::Wait {
-                pull: false,
-                test: false,
-                reply: 7,
-            },
-            now,
-        );
+        target.handle(wait(7), now);
         target.handle(
             from(0, put(0, 5, AccessTag::Pscw { generation: 1 }, 2)),
             now,
@@ -1275,7 +1134,7 @@ fn a_pscw_epochs_put_rides_on_the_acknowledgement_of_its_complete_marker() {
             assert!(effects.behind.is_empty());
             assert!(matches!(&effects.lazy[..], [(2, Ok(Outcome::Done))]));
         }
-        target.handle(from(0, marker(3)), now);
+        target.handle(from(0, complete_marker(3)), now);
         if before_the_post {
             let effects = target.take_effects();
             assert_eq!(ops_applied(&effects), 0, "nothing applied before the post");
@@ -1309,15 +1168,9 @@ fn a_pscw_epochs_put_rides_on_the_acknowledgement_of_its_complete_marker() {
 fn a_second_fence_while_one_waits_is_refused_and_the_first_still_answers() {
     let now = Instant::now();
     let mut engine = target(0, 2, 4);
-    let enter = |fence, closes, reply| Input::FenceEnter {
-        fence,
-        closes,
-        pull: false,
-        reply,
-    };
-    engine.handle(enter(1, None, 100), now);
-    engine.handle(enter(2, Some(1), 200), now);
-    engine.handle(enter(3, Some(2), 300), now);
+    engine.handle(fence_enter(1, None, 100), now);
+    engine.handle(fence_enter(2, Some(1), 200), now);
+    engine.handle(fence_enter(3, Some(2), 300), now);
     let answers = answered(&engine.take_effects());
     assert!(
         matches!(&answers[..], [(100, Ok(_)), (300, Err(error))] if error.class == ErrorClass::RmaSync),

@@ -13,7 +13,7 @@ use std::ffi::{c_int, c_void};
 use crate::abi::*;
 use crate::env::out;
 use crate::error::{fail, On, OnObject, Res};
-use crate::state::{self, CPtr, Mpi, WinDelete};
+use crate::state::{self, CPtr, Callback, Mpi, WinDelete};
 
 /// The values the predefined attributes point to: the largest tag, no host, every rank can do
 /// I/O, clocks not synchronized, the universe is the world, the last error code, one app.
@@ -53,7 +53,7 @@ fn predefined(mpi: &Mpi, keyval: c_int) -> Option<*const c_int> {
 }
 
 /// The keyval's delete callback, or `MPI_ERR_KEYVAL`.
-fn callback(mpi: &Mpi, keyval: c_int) -> Res<(Option<WinDelete>, CPtr)> {
+fn callback(mpi: &Mpi, keyval: c_int) -> Res<Callback> {
     mpi.comm_keyvals
         .get(&keyval)
         .copied()
@@ -66,12 +66,56 @@ fn take(attrs: &mut Vec<(i32, CPtr)>, keyval: c_int) -> Option<CPtr> {
     Some(attrs.remove(at).1)
 }
 
+/// The attributes set on the communicator or window `on`, and the delete callback of their
+/// `keyval` (the communicators' keyvals or the windows').
+fn attrs_of(mpi: &mut Mpi, on: On, keyval: c_int) -> Res<(&mut Vec<(i32, CPtr)>, Callback)> {
+    let keyvals = match on {
+        On::Comm(_) => &mpi.comm_keyvals,
+        On::Win(_) => &mpi.win_keyvals,
+    };
+    let callback = keyvals
+        .get(&keyval)
+        .copied()
+        .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))?;
+    let attrs = match on {
+        On::Comm(comm) => &mut mpi.comm_mut(comm).on(on)?.attrs,
+        On::Win(win) => &mut mpi.win(win).on(on)?.user_attrs,
+    };
+    Ok((attrs, callback))
+}
+
+/// `MPI_Comm_set_attr` and `MPI_Win_set_attr`: `value` under `keyval` on the object `on`, the
+/// keyval's delete function called on the value it replaces.
+pub(crate) unsafe fn set_attr(on: On, keyval: c_int, value: *mut c_void) -> Res {
+    let old = state::with(|mpi| {
+        let (attrs, callback) = attrs_of(mpi, on, keyval)?;
+        let old = take(attrs, keyval);
+        attrs.push((keyval, CPtr(value.cast())));
+        Ok(old.map(|old| (callback, old)))
+    })?;
+    if let Some(((Some(delete), extra), old)) = old {
+        delete(on.handle(), keyval, old.0.cast(), extra.0.cast());
+    }
+    Ok(())
+}
+
+/// `MPI_Comm_delete_attr` and `MPI_Win_delete_attr`: the attribute of `keyval` off the object
+/// `on`, the keyval's delete function called on it.
+pub(crate) unsafe fn delete_attr(on: On, keyval: c_int) -> Res {
+    let old = state::with(|mpi| {
+        let (attrs, callback) = attrs_of(mpi, on, keyval)?;
+        let value = take(attrs, keyval)
+            .ok_or_else(|| fail(MPI_ERR_KEYVAL, "no attribute of this keyval is set").on(on))?;
+        Ok((callback, value))
+    })?;
+    if let ((Some(delete), extra), value) = old {
+        delete(on.handle(), keyval, value.0.cast(), extra.0.cast());
+    }
+    Ok(())
+}
+
 /// Calls the delete function of every attribute of a communicator being freed.
-pub fn delete_all(
-    comm: c_int,
-    attrs: Vec<(i32, CPtr)>,
-    keyvals: &[(i32, (Option<WinDelete>, CPtr))],
-) {
+pub fn delete_all(comm: c_int, attrs: Vec<(i32, CPtr)>, keyvals: &[(i32, Callback)]) {
     for (keyval, value) in attrs {
         let callback = keyvals.iter().find(|(k, _)| *k == keyval).map(|(_, c)| *c);
         if let Some((Some(delete), extra)) = callback {
@@ -88,36 +132,18 @@ export! {
         keyval: *mut c_int,
         extra_state: *mut c_void,
     ) {
-        let handle = state::with(|mpi| {
-            let handle = mpi.handle(MPI_KEYVAL_INVALID as u32);
-            mpi.comm_keyvals.insert(handle, (delete_fn, CPtr(extra_state.cast())));
-            Ok(handle)
-        })?;
-        out(keyval, handle)
+        state::create_keyval(keyval, |mpi| &mut mpi.comm_keyvals, delete_fn, extra_state)
     }
 
     fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(keyval: *mut c_int) {
-        if keyval.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null keyval pointer"));
-        }
         // attributes still set keep using it until deleted: only the handle goes
-        state::with(|mpi| callback(mpi, *keyval).map(drop))?;
-        out(keyval, MPI_KEYVAL_INVALID)
+        state::free(keyval, "keyval", MPI_ERR_ARG, MPI_KEYVAL_INVALID, |mpi, handle| {
+            callback(mpi, handle).map(drop)
+        })
     }
 
     fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: c_int, keyval: c_int, attribute_val: *mut c_void) {
-        let old = state::with(|mpi| {
-            let on = On::Comm(comm);
-            let callback = callback(mpi, keyval).on(on)?;
-            let entry = mpi.comm_mut(comm).on(on)?;
-            let old = take(&mut entry.attrs, keyval);
-            entry.attrs.push((keyval, CPtr(attribute_val.cast())));
-            Ok(old.map(|value| (callback, value)))
-        })?;
-        if let Some(((Some(delete), extra), value)) = old {
-            delete(comm, keyval, value.0.cast(), extra.0.cast());
-        }
-        Ok(())
+        set_attr(On::Comm(comm), keyval, attribute_val)
     }
 
     fn MPI_Comm_get_attr / PMPI_Comm_get_attr(
@@ -144,17 +170,6 @@ export! {
     }
 
     fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: c_int, keyval: c_int) {
-        let old = state::with(|mpi| {
-            let on = On::Comm(comm);
-            let callback = callback(mpi, keyval).on(on)?;
-            let entry = mpi.comm_mut(comm).on(on)?;
-            let value = take(&mut entry.attrs, keyval)
-                .ok_or_else(|| fail(MPI_ERR_KEYVAL, "no attribute of this keyval is set").on(on))?;
-            Ok((callback, value))
-        })?;
-        if let ((Some(delete), extra), value) = old {
-            delete(comm, keyval, value.0.cast(), extra.0.cast());
-        }
-        Ok(())
+        delete_attr(On::Comm(comm), keyval)
     }
 }

@@ -268,14 +268,36 @@ fn count_of(count: c_int) -> Res<u64> {
 
 /// Makes a type from `old` with `build` and writes its new handle.
 unsafe fn define(old: c_int, new: *mut c_int, build: impl FnOnce(&Dt) -> Res<Dt>) -> Res {
-    let handle = state::with(|mpi| {
+    state::create(new, |mpi| {
         let old = mpi.dt(old)?;
         let made = build(&old)?;
-        let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
-        mpi.types.insert(handle, made);
-        Ok(handle)
-    })?;
-    out(new, handle)
+        Ok(mpi.new_type(made))
+    })
+}
+
+/// What a displacement or stride counts: extents of the old type (`MPI_Type_vector`,
+/// `MPI_Type_indexed`, `MPI_Type_create_indexed_block`) or bytes (their `h` forms).
+#[derive(Clone, Copy)]
+enum Unit {
+    Extent,
+    Byte,
+}
+
+/// Makes a type of blocks of `old`, each `(displacement in units, length in elements)`, and
+/// writes its new handle.
+unsafe fn define_blocks(
+    old: c_int,
+    new: *mut c_int,
+    unit: Unit,
+    blocks: impl Iterator<Item = (i64, u64)>,
+) -> Res {
+    define(old, new, |old| {
+        let unit = match unit {
+            Unit::Extent => old.extent,
+            Unit::Byte => 1,
+        };
+        Dt::of_blocks(blocks.map(|(disp, len)| (disp * unit, len, old)))
+    })
 }
 
 export! {
@@ -292,9 +314,8 @@ export! {
         newtype: *mut c_int,
     ) {
         let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks((0..count as i64).map(|i| (i * stride as i64 * old.extent, blocklength, old)))
-        })
+        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Extent, blocks)
     }
 
     fn MPI_Type_create_hvector / PMPI_Type_create_hvector(
@@ -305,9 +326,8 @@ export! {
         newtype: *mut c_int,
     ) {
         let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks((0..count as i64).map(|i| (i * stride as i64, blocklength, old)))
-        })
+        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_indexed / PMPI_Type_indexed(
@@ -319,14 +339,8 @@ export! {
     ) {
         let lengths = ints(blocklengths, count)?;
         let disps = ints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(
-                lengths
-                    .iter()
-                    .zip(disps)
-                    .map(|(&len, &disp)| (disp as i64 * old.extent, len.max(0) as u64, old)),
-            )
-        })
+        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
+        define_blocks(oldtype, newtype, Unit::Extent, blocks)
     }
 
     fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(
@@ -338,14 +352,8 @@ export! {
     ) {
         let lengths = ints(blocklengths, count)?;
         let disps = aints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(
-                lengths
-                    .iter()
-                    .zip(disps)
-                    .map(|(&len, &disp)| (disp as i64, len.max(0) as u64, old)),
-            )
-        })
+        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
+        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(
@@ -357,9 +365,8 @@ export! {
     ) {
         let blocklength = count_of(blocklength)?;
         let disps = ints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(disps.iter().map(|&disp| (disp as i64 * old.extent, blocklength, old)))
-        })
+        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Extent, blocks)
     }
 
     fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(
@@ -371,9 +378,8 @@ export! {
     ) {
         let blocklength = count_of(blocklength)?;
         let disps = aints(displacements, count)?;
-        define(oldtype, newtype, |old| {
-            Dt::of_blocks(disps.iter().map(|&disp| (disp as i64, blocklength, old)))
-        })
+        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
+        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(
@@ -386,7 +392,7 @@ export! {
         let lengths = ints(blocklengths, count)?;
         let disps = aints(displacements, count)?;
         let handles = ints(types, count)?;
-        let handle = state::with(|mpi| {
+        state::create(newtype, |mpi| {
             let olds = handles.iter().map(|&h| mpi.dt(h)).collect::<Res<Vec<_>>>()?;
             let mut made = Dt::of_blocks(
                 lengths
@@ -401,11 +407,8 @@ export! {
             if padding != 0 {
                 made.extent += made.align - padding;
             }
-            let handle = mpi.handle(MPI_DATATYPE_NULL as u32);
-            mpi.types.insert(handle, made);
-            Ok(handle)
-        })?;
-        out(newtype, handle)
+            Ok(mpi.new_type(made))
+        })
     }
 
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(
@@ -489,16 +492,11 @@ export! {
     }
 
     fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) {
-        if datatype.is_null() {
-            return Err(fail(MPI_ERR_TYPE, "a null datatype pointer"));
-        }
-        state::with(|mpi| {
-            mpi.types
-                .remove(&*datatype)
-                .map(drop)
-                .ok_or_else(|| fail(MPI_ERR_TYPE, "not a derived datatype (predefined ones cannot be freed)"))
-        })?;
-        out(datatype, MPI_DATATYPE_NULL)
+        state::free(datatype, "datatype", MPI_ERR_TYPE, MPI_DATATYPE_NULL, |mpi, handle| {
+            state::remove(&mut mpi.types, handle, || {
+                fail(MPI_ERR_TYPE, "not a derived datatype (predefined ones cannot be freed)")
+            })
+        })
     }
 
     fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {

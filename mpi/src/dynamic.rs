@@ -57,6 +57,18 @@ pub struct Region {
     pub shadow: Vec<u8>,
 }
 
+impl Region {
+    /// Its memory, as [`crate::sync`] copies it.
+    pub(crate) fn memory(&mut self) -> crate::sync::Memory<'_> {
+        crate::sync::Memory {
+            base: self.base,
+            size: self.size,
+            offset: self.offset,
+            shadow: &mut self.shadow,
+        }
+    }
+}
+
 /// A region as the directories name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
@@ -327,13 +339,7 @@ fn attach(mpi: &mut Mpi, handle: i32, base: *mut u8, size: isize) -> Res {
     };
     // what the memory holds is the window's from now on: stored and published before any
     // rank can learn the address (the service's copies of a new region are zeros)
-    crate::sync::push(
-        &entry.window,
-        region.base,
-        size,
-        region.offset,
-        &mut region.shadow,
-    )?;
+    crate::sync::push(&entry.window, region.memory())?;
     if region.shadow.iter().any(|&b| b != 0) {
         let window = &entry.window;
         let me = window.rank();

@@ -330,17 +330,14 @@ export! {
     }
 
     fn MPI_Comm_group / PMPI_Comm_group(comm: c_int, group: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(group, |mpi| {
             let ranks = comm_check(mpi, comm)?;
-            let handle = mpi.handle(MPI_GROUP_NULL as u32);
-            mpi.groups.insert(handle, ranks);
-            Ok(handle)
-        })?;
-        out(group, handle)
+            Ok(mpi.new_group(ranks))
+        })
     }
 
     fn MPI_Group_incl / PMPI_Group_incl(group: c_int, n: c_int, ranks: *const c_int, newgroup: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(newgroup, |mpi| {
             let members = group_members(mpi, group)?;
             let picked = slice(ranks.cast(), bytes_of(n, 4)?)?;
             let mut new = Vec::new();
@@ -355,13 +352,12 @@ export! {
                 }
                 new.push(member);
             }
-            Ok(new_group(mpi, new))
-        })?;
-        out(newgroup, handle)
+            Ok(group_or_empty(mpi, new))
+        })
     }
 
     fn MPI_Group_excl / PMPI_Group_excl(group: c_int, n: c_int, ranks: *const c_int, newgroup: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(newgroup, |mpi| {
             let members = group_members(mpi, group)?;
             let excluded = slice(ranks.cast(), bytes_of(n, 4)?)?;
             let excluded: Vec<i32> = excluded
@@ -377,9 +373,8 @@ export! {
                 .filter(|(i, _)| !excluded.contains(&(*i as i32)))
                 .map(|(_, &m)| m)
                 .collect();
-            Ok(new_group(mpi, kept))
-        })?;
-        out(newgroup, handle)
+            Ok(group_or_empty(mpi, kept))
+        })
     }
 
     fn MPI_Group_size / PMPI_Group_size(group: c_int, size: *mut c_int) {
@@ -399,26 +394,18 @@ export! {
     }
 
     fn MPI_Group_free / PMPI_Group_free(group: *mut c_int) {
-        if group.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null group pointer"));
-        }
-        let handle = *group;
-        state::with(|mpi| {
+        state::free(group, "group", MPI_ERR_ARG, MPI_GROUP_NULL, |mpi, handle| {
             if handle != MPI_GROUP_EMPTY && mpi.groups.remove(&handle).is_none() {
                 return Err(fail(MPI_ERR_GROUP, format!("{handle:#x} is not a group")));
             }
             Ok(())
-        })?;
-        out(group, MPI_GROUP_NULL)
+        })
     }
 
     fn MPI_Info_create / PMPI_Info_create(info: *mut c_int) {
-        let handle = state::with(|mpi| {
-            let handle = mpi.handle(MPI_INFO_NULL as u32);
-            mpi.infos.insert(handle, Vec::new());
-            Ok(handle)
-        })?;
-        out(info, handle)
+        state::create(info, |mpi| {
+            Ok(mpi.new_info(Vec::new()))
+        })
     }
 
     fn MPI_Info_set / PMPI_Info_set(info: c_int, key: *const c_char, value: *const c_char) {
@@ -467,17 +454,11 @@ export! {
     }
 
     fn MPI_Info_free / PMPI_Info_free(info: *mut c_int) {
-        if info.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null info pointer"));
-        }
-        let handle = *info;
-        state::with(|mpi| {
-            mpi.infos
-                .remove(&handle)
-                .ok_or_else(|| fail(MPI_ERR_INFO, format!("{handle:#x} is not an info object")))?;
-            Ok(())
-        })?;
-        out(info, MPI_INFO_NULL)
+        state::free(info, "info", MPI_ERR_ARG, MPI_INFO_NULL, |mpi, handle| {
+            state::remove(&mut mpi.infos, handle, || {
+                fail(MPI_ERR_INFO, format!("{handle:#x} is not an info object"))
+            })
+        })
     }
 
     fn MPI_Alloc_mem / PMPI_Alloc_mem(size: isize, _info: c_int, baseptr: *mut c_void) {
@@ -540,20 +521,17 @@ export! {
     }
 
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(newcomm, |mpi| {
             let parent = mpi.comm_mut(comm)?;
             parent.children += 1;
             let id = format!("{}.{}", parent.id, parent.children);
             let (ranks, errhandler) = (parent.ranks.clone(), parent.errhandler);
-            let handle = mpi.handle(MPI_COMM_NULL as u32);
-            mpi.comms.insert(handle, Comm::new(ranks, id, errhandler));
-            Ok(handle)
-        })?;
-        out(newcomm, handle)
+            Ok(mpi.new_comm(Comm::new(ranks, id, errhandler)))
+        })
     }
 
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(newcomm, |mpi| {
             let on = On::Comm(comm);
             if color < 0 && color != MPI_UNDEFINED {
                 return Err(fail(MPI_ERR_ARG, format!("color {color} is negative")).on(on));
@@ -577,11 +555,8 @@ export! {
             members.sort();
             let ranks = members.iter().map(|&(_, r)| parent.ranks[r]).collect();
             let errhandler = parent.errhandler;
-            let handle = mpi.handle(MPI_COMM_NULL as u32);
-            mpi.comms.insert(handle, Comm::new(ranks, id, errhandler));
-            Ok(handle)
-        })?;
-        out(newcomm, handle)
+            Ok(mpi.new_comm(Comm::new(ranks, id, errhandler)))
+        })
     }
 
     /// Each process gets a communicator of its own for `MPI_COMM_TYPE_SHARED`: processes of a
@@ -593,7 +568,7 @@ export! {
         _info: c_int,
         newcomm: *mut c_int,
     ) {
-        let handle = state::with(|mpi| {
+        state::create(newcomm, |mpi| {
             let on = On::Comm(comm);
             if split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED {
                 return Err(fail(MPI_ERR_ARG, format!("split type {split_type} is not MPI_COMM_TYPE_SHARED")).on(on));
@@ -606,15 +581,12 @@ export! {
             }
             let id = format!("{}.{}.t{me}", parent.id, parent.children);
             let errhandler = parent.errhandler;
-            let handle = mpi.handle(MPI_COMM_NULL as u32);
-            mpi.comms.insert(handle, Comm::new(vec![me], id, errhandler));
-            Ok(handle)
-        })?;
-        out(newcomm, handle)
+            Ok(mpi.new_comm(Comm::new(vec![me], id, errhandler)))
+        })
     }
 
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(newcomm, |mpi| {
             let members = group_members(mpi, group).on(On::Comm(comm))?;
             let me = mpi.rank;
             let parent = mpi.comm_mut(comm)?;
@@ -624,11 +596,8 @@ export! {
             }
             let id = format!("{}.{}", parent.id, parent.children);
             let errhandler = parent.errhandler;
-            let handle = mpi.handle(MPI_COMM_NULL as u32);
-            mpi.comms.insert(handle, Comm::new(members, id, errhandler));
-            Ok(handle)
-        })?;
-        out(newcomm, handle)
+            Ok(mpi.new_comm(Comm::new(members, id, errhandler)))
+        })
     }
 
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut c_int) {
@@ -684,7 +653,7 @@ export! {
         root: c_int,
         comm: c_int,
     ) {
-        reduce(sendbuf, recvbuf, count, datatype, op, Some(root), comm)
+        reduce(Reduction { sendbuf, recvbuf, count, datatype, op, root: Some(root), comm })
     }
 
     fn MPI_Allreduce / PMPI_Allreduce(
@@ -695,21 +664,63 @@ export! {
         op: c_int,
         comm: c_int,
     ) {
-        reduce(sendbuf, recvbuf, count, datatype, op, None, comm)
+        reduce(Reduction { sendbuf, recvbuf, count, datatype, op, root: None, comm })
     }
 }
 
-unsafe fn reduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: c_int,
-    op: c_int,
-    root: Option<c_int>,
-    comm: c_int,
-) -> Res {
+/// The arguments of `MPI_Reduce` (`root`: `Some`) and `MPI_Allreduce` (`None`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reduction {
+    pub sendbuf: *const c_void,
+    pub recvbuf: *mut c_void,
+    pub count: c_int,
+    pub datatype: c_int,
+    pub op: c_int,
+    pub root: Option<c_int>,
+    pub comm: c_int,
+}
+
+impl Reduction {
+    /// The root's rank in the communicator (`None`: every rank receives), and whether this
+    /// rank receives the result.
+    pub(crate) fn receivers(&self, mpi: &Mpi) -> Res<(Option<u32>, bool)> {
+        let root = self.root.map(|r| root_of(mpi, self.comm, r)).transpose()?;
+        let me = mpi.comm_rank(self.comm)?;
+        Ok((root, root.is_none_or(|r| r == me)))
+    }
+
+    /// This rank's `len` bytes: the send buffer's, or the receive buffer's for `MPI_IN_PLACE`.
+    pub(crate) unsafe fn contribution(&self, len: usize) -> Res<Vec<u8>> {
+        let source = if self.sendbuf as isize == MPI_IN_PLACE {
+            self.recvbuf.cast_const()
+        } else {
+            self.sendbuf
+        };
+        Ok(slice(source, len)?.to_vec())
+    }
+
+    /// Writes the result's `len` bytes into the receive buffer.
+    pub(crate) unsafe fn deliver(&self, result: &[u8], len: usize) -> Res {
+        if len > 0 {
+            if self.recvbuf.is_null() {
+                return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(On::Comm(self.comm)));
+            }
+            std::ptr::copy_nonoverlapping(result.as_ptr(), self.recvbuf.cast::<u8>(), len);
+        }
+        Ok(())
+    }
+}
+
+unsafe fn reduce(reduction: Reduction) -> Res {
+    let Reduction {
+        count,
+        datatype,
+        op,
+        comm,
+        ..
+    } = reduction;
     if crate::abi::op(op).is_none() && crate::ops::is_user_op(op) {
-        return crate::ops::reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+        return crate::ops::reduce(reduction);
     }
     state::with(|mpi| {
         let on = On::Comm(comm);
@@ -719,23 +730,11 @@ unsafe fn reduce(
             return Err(fail(MPI_ERR_OP, format!("{op:#x} is not an op")).on(on));
         };
         let len = bytes_of(count, size).on(on)?;
-        let root = root.map(|r| root_of(mpi, comm, r)).transpose().on(on)?;
-        let in_place = sendbuf as isize == MPI_IN_PLACE;
-        let me = mpi.comm_rank(comm).on(on)?;
-        let receives = root.is_none_or(|r| r == me);
-        let contribution = if in_place {
-            slice(recvbuf, len).on(on)?.to_vec()
-        } else {
-            slice(sendbuf, len).on(on)?.to_vec()
-        };
+        let (root, receives) = reduction.receivers(mpi).on(on)?;
+        let contribution = reduction.contribution(len).on(on)?;
         let result = mpi.reduce(comm, &contribution, dtype, op, root).on(on)?;
         if let (true, Some(result)) = (receives, result) {
-            if len > 0 {
-                if recvbuf.is_null() {
-                    return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(on));
-                }
-                std::ptr::copy_nonoverlapping(result.as_ptr(), recvbuf.cast::<u8>(), len);
-            }
+            reduction.deliver(&result, len)?;
         }
         Ok(())
     })
@@ -756,11 +755,10 @@ pub fn members(mpi: &Mpi, group: i32) -> Res<Vec<u32>> {
     group_members(mpi, group)
 }
 
-pub(crate) fn new_group(mpi: &mut Mpi, members: Vec<u32>) -> i32 {
+/// The group of `members`: `MPI_GROUP_EMPTY` for none, else a new one.
+pub(crate) fn group_or_empty(mpi: &mut Mpi, members: Vec<u32>) -> i32 {
     if members.is_empty() {
         return MPI_GROUP_EMPTY;
     }
-    let handle = mpi.handle(MPI_GROUP_NULL as u32);
-    mpi.groups.insert(handle, members);
-    handle
+    mpi.new_group(members)
 }

@@ -35,6 +35,14 @@ pub fn fail(class: i32, message: impl Into<String>) -> Fail {
     }
 }
 
+impl On {
+    /// The communicator's or window's handle.
+    pub fn handle(self) -> i32 {
+        let (On::Comm(handle) | On::Win(handle)) = self;
+        handle
+    }
+}
+
 impl Fail {
     pub fn on(mut self, on: On) -> Self {
         self.on = on;

@@ -8,7 +8,7 @@
 use std::ffi::c_int;
 
 use crate::abi::*;
-use crate::env::{group_members, new_group, out};
+use crate::env::{group_members, group_or_empty, out};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state::{self, Comm};
 
@@ -19,13 +19,13 @@ fn combine(
     newgroup: *mut c_int,
     pick: impl FnOnce(&[u32], &[u32]) -> Vec<u32>,
 ) -> Res {
-    let handle = state::with(|mpi| {
-        let (a, b) = (group_members(mpi, group1)?, group_members(mpi, group2)?);
-        let members = pick(&a, &b);
-        Ok(new_group(mpi, members))
-    })?;
     // SAFETY: the program's output argument
-    unsafe { out(newgroup, handle) }
+    unsafe {
+        state::create(newgroup, |mpi| {
+            let (a, b) = (group_members(mpi, group1)?, group_members(mpi, group2)?);
+            Ok(group_or_empty(mpi, pick(&a, &b)))
+        })
+    }
 }
 
 /// The ranks `n` triplets `(first, last, stride)` name in a group of `size`, in order, each
@@ -59,6 +59,22 @@ unsafe fn expand(ranges: *const [c_int; 3], n: c_int, size: usize) -> Res<Vec<us
     Ok(ranks)
 }
 
+/// A group made from `group` and the ranks its `n` `ranges` name: `pick` chooses the members
+/// from its members and those ranks.
+unsafe fn ranged(
+    group: c_int,
+    n: c_int,
+    ranges: *const [c_int; 3],
+    newgroup: *mut c_int,
+    pick: impl FnOnce(&[u32], &[usize]) -> Vec<u32>,
+) -> Res {
+    state::create(newgroup, |mpi| {
+        let members = group_members(mpi, group)?;
+        let named = expand(ranges, n, members.len())?;
+        Ok(group_or_empty(mpi, pick(&members, &named)))
+    })
+}
+
 export! {
     fn MPI_Group_union / PMPI_Group_union(group1: c_int, group2: c_int, newgroup: *mut c_int) {
         combine(group1, group2, newgroup, |a, b| {
@@ -82,12 +98,7 @@ export! {
         ranges: *const [c_int; 3],
         newgroup: *mut c_int,
     ) {
-        let handle = state::with(|mpi| {
-            let members = group_members(mpi, group)?;
-            let picked = expand(ranges, n, members.len())?;
-            Ok(new_group(mpi, picked.into_iter().map(|r| members[r]).collect()))
-        })?;
-        out(newgroup, handle)
+        ranged(group, n, ranges, newgroup, |members, named| named.iter().map(|&r| members[r]).collect())
     }
 
     fn MPI_Group_range_excl / PMPI_Group_range_excl(
@@ -96,13 +107,9 @@ export! {
         ranges: *const [c_int; 3],
         newgroup: *mut c_int,
     ) {
-        let handle = state::with(|mpi| {
-            let members = group_members(mpi, group)?;
-            let dropped = expand(ranges, n, members.len())?;
-            let kept = (0..members.len()).filter(|r| !dropped.contains(r)).map(|r| members[r]);
-            Ok(new_group(mpi, kept.collect()))
-        })?;
-        out(newgroup, handle)
+        ranged(group, n, ranges, newgroup, |members, named| {
+            (0..members.len()).filter(|r| !named.contains(r)).map(|r| members[r]).collect()
+        })
     }
 
     fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(
@@ -141,7 +148,7 @@ export! {
         tag: c_int,
         newcomm: *mut c_int,
     ) {
-        let handle = state::with(|mpi| {
+        state::create(newcomm, |mpi| {
             let on = On::Comm(comm);
             let members = group_members(mpi, group).on(on)?;
             let parent = mpi.comm(comm).on(on)?;
@@ -157,11 +164,8 @@ export! {
             let (errhandler, made) = (parent.errhandler, mpi.group_creations.entry(key.clone()).or_default());
             *made += 1;
             let id = format!("{key}.{made}");
-            let handle = mpi.handle(MPI_COMM_NULL as u32);
-            mpi.comms.insert(handle, Comm::new(members, id, errhandler));
-            Ok(handle)
-        })?;
-        out(newcomm, handle)
+            Ok(mpi.new_comm(Comm::new(members, id, errhandler)))
+        })
     }
 
     fn MPI_Group_compare / PMPI_Group_compare(group1: c_int, group2: c_int, result: *mut c_int) {

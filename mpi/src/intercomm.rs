@@ -114,9 +114,7 @@ fn create(
     let errhandler = mpi.comm(local_comm)?.errhandler;
     let mut comm = Comm::new(local, id, errhandler);
     comm.remote = Some(remote);
-    let handle = mpi.handle(MPI_COMM_NULL as u32);
-    mpi.comms.insert(handle, comm);
-    Ok(handle)
+    Ok(mpi.new_comm(comm))
 }
 
 /// `MPI_Intercomm_merge` on the state: the new intracommunicator's handle.
@@ -164,9 +162,7 @@ fn merge(mpi: &mut Mpi, intercomm: c_int, high: bool) -> Res<i32> {
     };
     debug_assert!(ranks.contains(&me));
     let errhandler = mpi.any_comm(intercomm)?.errhandler;
-    let handle = mpi.handle(MPI_COMM_NULL as u32);
-    mpi.comms.insert(handle, Comm::new(ranks, id, errhandler));
-    Ok(handle)
+    Ok(mpi.new_comm(Comm::new(ranks, id, errhandler)))
 }
 
 export! {
@@ -196,14 +192,10 @@ export! {
     }
 
     fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: c_int, group: *mut c_int) {
-        let handle = state::with(|mpi| {
-            let members = remote_group(mpi, comm)?;
-            let handle = mpi.handle(MPI_GROUP_NULL as u32);
-            mpi.groups.insert(handle, members);
-            Ok(handle)
+        state::create(group, |mpi| {
+            let members = remote_group(mpi, comm).on(On::Comm(comm))?;
+            Ok(mpi.new_group(members))
         })
-        .on(On::Comm(comm))?;
-        out(group, handle)
     }
 }
 

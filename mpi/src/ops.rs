@@ -10,7 +10,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
-use crate::env::{bytes_of, comm_check, out, root_of, slice};
+use crate::env::{bytes_of, comm_check, out, Reduction};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state;
 
@@ -31,15 +31,14 @@ pub fn is_user_op(op: c_int) -> bool {
 
 /// `MPI_Reduce` (to `Some(root)`) or `MPI_Allreduce` with user op `op`: contiguous buffers of
 /// `count` elements of `datatype` (its extent its size: the function gets the program's layout).
-pub unsafe fn reduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: c_int,
-    op: c_int,
-    root: Option<c_int>,
-    comm: c_int,
-) -> Res {
+pub(crate) unsafe fn reduce(reduction: Reduction) -> Res {
+    let Reduction {
+        count,
+        datatype,
+        op,
+        comm,
+        ..
+    } = reduction;
     let on = On::Comm(comm);
     let (user, contributions, receives, len) = state::with(|mpi| {
         comm_check(mpi, comm)?;
@@ -55,19 +54,13 @@ pub unsafe fn reduce(
             ));
         }
         let len = bytes_of(count, dt.size() as usize)?;
-        let root = root.map(|r| root_of(mpi, comm, r)).transpose()?;
-        let me = mpi.comm_rank(comm)?;
-        let source = if sendbuf as isize == MPI_IN_PLACE {
-            recvbuf.cast_const()
-        } else {
-            sendbuf
-        };
-        let mine = slice(source, len)?.to_vec();
+        let (root, receives) = reduction.receivers(mpi)?;
+        let mine = reduction.contribution(len)?;
         let all = match root {
             Some(root) => mpi.gather(comm, &mine, root)?,
             None => mpi.allgather(comm, &mine)?,
         };
-        Ok((user, all, root.is_none_or(|r| r == me), len))
+        Ok((user, all, receives, len))
     })
     .on(on)?;
     if !receives {
@@ -88,13 +81,7 @@ pub unsafe fn reduce(
         );
         acc = next;
     }
-    if len > 0 {
-        if recvbuf.is_null() {
-            return Err(fail(MPI_ERR_BUFFER, "a null receive buffer").on(on));
-        }
-        std::ptr::copy_nonoverlapping(acc.as_ptr(), recvbuf.cast::<u8>(), len);
-    }
-    Ok(())
+    reduction.deliver(&acc, len)
 }
 
 export! {
@@ -102,25 +89,19 @@ export! {
         let Some(function) = function else {
             return Err(fail(MPI_ERR_ARG, "a null user function"));
         };
-        let handle = state::with(|mpi| {
+        state::create(op, |mpi| {
             let handle = mpi.handle(MPI_OP_NULL as u32);
             mpi.user_ops.insert(handle, UserOp { function, commutes: commute != 0 });
             Ok(handle)
-        })?;
-        out(op, handle)
+        })
     }
 
     fn MPI_Op_free / PMPI_Op_free(op: *mut c_int) {
-        if op.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null op pointer"));
-        }
-        state::with(|mpi| {
-            mpi.user_ops
-                .remove(&*op)
-                .map(drop)
-                .ok_or_else(|| fail(MPI_ERR_OP, "not a user op (predefined ops cannot be freed)"))
-        })?;
-        out(op, MPI_OP_NULL)
+        state::free(op, "op", MPI_ERR_ARG, MPI_OP_NULL, |mpi, handle| {
+            state::remove(&mut mpi.user_ops, handle, || {
+                fail(MPI_ERR_OP, "not a user op (predefined ops cannot be freed)")
+            })
+        })
     }
 
     fn MPI_Op_commutative / PMPI_Op_commutative(op: c_int, commute: *mut c_int) {

@@ -170,15 +170,8 @@ export! {
     }
 
     fn MPI_Request_free / PMPI_Request_free(request: *mut c_int) {
-        if request.is_null() {
-            return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
-        }
-        state::with(|mpi| {
-            mpi.requests
-                .remove(&*request)
-                .ok_or_else(|| fail(MPI_ERR_REQUEST, "not a request"))?;
-            Ok(())
-        })?;
-        out(request, MPI_REQUEST_NULL)
+        state::free(request, "request", MPI_ERR_REQUEST, MPI_REQUEST_NULL, |mpi, handle| {
+            state::remove(&mut mpi.requests, handle, || fail(MPI_ERR_REQUEST, "not a request"))
+        })
     }
 }

@@ -218,6 +218,21 @@ pub(crate) fn synchronize(
     })
 }
 
+/// A call that completes what this rank sent to one target rank (`MPI_Win_unlock`,
+/// `MPI_Win_flush`, `MPI_Win_flush_local`): [`synchronize`] with `call` on the target, whose
+/// get-like answers then land; nothing for `MPI_PROC_NULL`.
+fn completing_at(
+    rank: c_int,
+    win: c_int,
+    call: impl FnOnce(&Mpi, &Window, u32) -> onesided_client::Result<()>,
+) -> Res {
+    if rank == MPI_PROC_NULL {
+        return Ok(());
+    }
+    let target = target_of(rank).on(On::Win(win))?;
+    synchronize(win, Some(Some(target)), |mpi, w| call(mpi, w, target))
+}
+
 /// `MPI_Win_free` of `handle`, whose `freeing` is set.
 unsafe fn free(mpi: &mut Mpi, handle: c_int) -> Res {
     let on = On::Win(handle);
@@ -583,11 +598,7 @@ export! {
     }
 
     fn MPI_Win_free / PMPI_Win_free(win: *mut c_int) {
-        if win.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null window pointer"));
-        }
-        let handle = *win;
-        state::with(|mpi| {
+        state::free(win, "window", MPI_ERR_ARG, MPI_WIN_NULL, |mpi, handle| {
             mpi.win(handle).on(On::Win(handle))?.freeing = true;
             let freed = free(mpi, handle);
             if freed.is_err() {
@@ -597,8 +608,7 @@ export! {
                 }
             }
             freed
-        })?;
-        out(win, MPI_WIN_NULL)
+        })
     }
 
     fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: c_int) {
@@ -624,11 +634,7 @@ export! {
     }
 
     fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: c_int) {
-        if rank == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(rank).on(On::Win(win))?;
-        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.unlock(target)))
+        completing_at(rank, win, |mpi, w, target| mpi.block_on(w.unlock(target)))
     }
 
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) {
@@ -642,11 +648,7 @@ export! {
     }
 
     fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: c_int) {
-        if rank == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(rank).on(On::Win(win))?;
-        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush(target)))
+        completing_at(rank, win, |mpi, w, target| mpi.block_on(w.flush(target)))
     }
 
     fn MPI_Win_flush_all / PMPI_Win_flush_all(win: c_int) {
@@ -654,11 +656,7 @@ export! {
     }
 
     fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: c_int) {
-        if rank == MPI_PROC_NULL {
-            return Ok(());
-        }
-        let target = target_of(rank).on(On::Win(win))?;
-        synchronize(win, Some(Some(target)), |mpi, w| mpi.block_on(w.flush_local(target)))
+        completing_at(rank, win, |mpi, w, target| mpi.block_on(w.flush_local(target)))
     }
 
     fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: c_int) {
@@ -865,14 +863,10 @@ export! {
     }
 
     fn MPI_Win_get_group / PMPI_Win_get_group(win: c_int, group: *mut c_int) {
-        let handle = state::with(|mpi| {
-            let on = On::Win(win);
-            let members = mpi.win(win).on(on)?.window.get_group();
-            let handle = mpi.handle(MPI_GROUP_NULL as u32);
-            mpi.groups.insert(handle, members);
-            Ok(handle)
-        })?;
-        out(group, handle)
+        state::create(group, |mpi| {
+            let members = mpi.win(win).on(On::Win(win))?.window.get_group();
+            Ok(mpi.new_group(members))
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 //! (`MPI_THREAD_SERIALIZED` is the most `MPI_Init_thread` provides).
 
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -134,8 +135,8 @@ pub struct Mpi {
     pub requests: HashMap<i32, Req>,
     /// Derived datatypes.
     pub types: HashMap<i32, crate::datatype::Dt>,
-    /// Window keyvals: the delete callback and its extra state.
-    pub win_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
+    /// Window keyvals.
+    pub win_keyvals: Keyvals,
     /// Messages taken by `MPI_Mprobe`/`MPI_Improbe` and not yet received (`MPI_Mrecv`): the
     /// message handle to the data and its envelope.
     pub messages: HashMap<i32, (bytes::Bytes, crate::p2p::Envelope)>,
@@ -144,12 +145,17 @@ pub struct Mpi {
     pub group_creations: HashMap<String, u64>,
     /// User-defined reduction operations (module `ops`).
     pub user_ops: HashMap<i32, crate::ops::UserOp>,
-    /// Communicator keyvals: the delete callback and its extra state (module `attributes`).
-    pub comm_keyvals: HashMap<i32, (Option<WinDelete>, CPtr)>,
+    /// Communicator keyvals (module `attributes`).
+    pub comm_keyvals: Keyvals,
     /// User error handlers of windows and communicators (`MPI_Win_create_errhandler`,
     /// `MPI_Comm_create_errhandler`: the same C signature).
     pub win_errhandlers: HashMap<i32, WinErrhandler>,
 }
+
+/// A keyval's delete callback and its extra state.
+pub type Callback = (Option<WinDelete>, CPtr);
+/// Keyvals (of communicators or of windows).
+pub type Keyvals = HashMap<i32, Callback>;
 
 /// `MPI_Win_delete_attr_function`.
 pub type WinDelete =
@@ -220,6 +226,34 @@ impl Mpi {
     pub fn handle(&mut self, kind: u32) -> i32 {
         self.next_handle += 1;
         (kind | (0xc000_0000 | (self.next_handle as u32 & 0x03ff_ffff))) as i32
+    }
+
+    /// Files a new communicator, returning its handle.
+    pub fn new_comm(&mut self, comm: Comm) -> i32 {
+        let handle = self.handle(MPI_COMM_NULL as u32);
+        self.comms.insert(handle, comm);
+        handle
+    }
+
+    /// Files a new group of world ranks, returning its handle.
+    pub fn new_group(&mut self, ranks: Vec<u32>) -> i32 {
+        let handle = self.handle(MPI_GROUP_NULL as u32);
+        self.groups.insert(handle, ranks);
+        handle
+    }
+
+    /// Files a new info object, returning its handle.
+    pub fn new_info(&mut self, pairs: Vec<(String, String)>) -> i32 {
+        let handle = self.handle(MPI_INFO_NULL as u32);
+        self.infos.insert(handle, pairs);
+        handle
+    }
+
+    /// Files a new derived datatype, returning its handle.
+    pub fn new_type(&mut self, made: crate::datatype::Dt) -> i32 {
+        let handle = self.handle(MPI_DATATYPE_NULL as u32);
+        self.types.insert(handle, made);
+        handle
     }
 
     /// A request complete from the start (`MPI_Isend`, whose message the service holds).
@@ -325,6 +359,50 @@ pub fn with<T>(f: impl FnOnce(&mut Mpi) -> Res<T>) -> Res<T> {
         .as_mut()
         .ok_or_else(|| fail(MPI_ERR_OTHER, "MPI is not initialized (MPI_Init)"))?;
     f(mpi)
+}
+
+/// The shape of every call that makes an object: `make` on the state, and the handle it
+/// returns written through the program's pointer `into`.
+pub unsafe fn create(into: *mut c_int, make: impl FnOnce(&mut Mpi) -> Res<i32>) -> Res {
+    let handle = with(make)?;
+    crate::env::out(into, handle)
+}
+
+/// The shape of every call that frees an object through a pointer to its handle (`what`
+/// names the object; `class`, the error of a null pointer): `free` on the state with the
+/// handle, then the object's null handle `null` written in its place.
+pub unsafe fn free(
+    handle: *mut c_int,
+    what: &str,
+    class: c_int,
+    null: c_int,
+    free: impl FnOnce(&mut Mpi, c_int) -> Res,
+) -> Res {
+    if handle.is_null() {
+        return Err(fail(class, format!("a null {what} pointer")));
+    }
+    with(|mpi| free(mpi, *handle))?;
+    crate::env::out(handle, null)
+}
+
+/// Drops `handle`'s entry from `table`, or fails with `missing()` where there is none.
+pub fn remove<T>(table: &mut HashMap<i32, T>, handle: i32, missing: impl FnOnce() -> Fail) -> Res {
+    table.remove(&handle).map(drop).ok_or_else(missing)
+}
+
+/// `MPI_Comm_create_keyval` and `MPI_Win_create_keyval`: a new keyval of `delete_fn` and its
+/// `extra_state` in the table `keyvals` picks, written to `keyval`.
+pub unsafe fn create_keyval(
+    keyval: *mut c_int,
+    keyvals: fn(&mut Mpi) -> &mut Keyvals,
+    delete_fn: Option<WinDelete>,
+    extra_state: *mut std::ffi::c_void,
+) -> Res {
+    create(keyval, |mpi| {
+        let handle = mpi.handle(MPI_KEYVAL_INVALID as u32);
+        keyvals(mpi).insert(handle, (delete_fn, CPtr(extra_state.cast())));
+        Ok(handle)
+    })
 }
 
 /// Installs the state of a process that just initialized.

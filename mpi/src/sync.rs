@@ -39,69 +39,69 @@ impl Win {
 
     /// `step` over the window's memory and each attached region, with its offset in the
     /// private copy and its shadow.
-    fn each_memory(&mut self, step: fn(&Window, CPtr, usize, u64, &mut [u8]) -> Res) -> Res {
-        step(&self.window, self.base, self.size, 0, &mut self.shadow)?;
+    fn each_memory(&mut self, step: fn(&Window, Memory<'_>) -> Res) -> Res {
+        let own = Memory {
+            base: self.base,
+            size: self.size,
+            offset: 0,
+            shadow: &mut self.shadow,
+        };
+        step(&self.window, own)?;
         for region in &mut self.regions {
-            step(
-                &self.window,
-                region.base,
-                region.size,
-                region.offset,
-                &mut region.shadow,
-            )?;
+            step(&self.window, region.memory())?;
         }
         Ok(())
     }
 }
 
-/// `size` bytes of the program's memory at `base`.
-///
-/// # Safety
-/// The program gave them to the window (`MPI_Win_create`, `MPI_Win_attach`) for as long as
-/// they are part of it.
-unsafe fn memory<'a>(base: CPtr, size: usize) -> &'a mut [u8] {
-    if size == 0 || base.0.is_null() {
-        return &mut [];
-    }
-    std::slice::from_raw_parts_mut(base.0, size)
+/// The program's memory that is a window's (its memory, or a region attached to a dynamic
+/// window): `size` bytes at `base`, at `offset` in the private copy, and its `shadow`.
+pub(crate) struct Memory<'a> {
+    pub base: CPtr,
+    pub size: usize,
+    pub offset: u64,
+    /// What the library last left in it.
+    pub shadow: &'a mut [u8],
 }
 
-/// Stores into the private copy, from `offset` on, what the program changed in its `size`
-/// bytes at `base` since the library last left them as `shadow`.
-pub(crate) fn push(
-    window: &Window,
-    base: CPtr,
-    size: usize,
-    offset: u64,
-    shadow: &mut [u8],
-) -> Res {
+impl Memory<'_> {
+    /// The program's bytes.
+    ///
+    /// # Safety
+    /// The program gave them to the window (`MPI_Win_create`, `MPI_Win_attach`) for as long
+    /// as they are part of it.
+    unsafe fn bytes<'b>(&self) -> &'b mut [u8] {
+        if self.size == 0 || self.base.0.is_null() {
+            return &mut [];
+        }
+        std::slice::from_raw_parts_mut(self.base.0, self.size)
+    }
+}
+
+/// Stores into the private copy what the program changed in `at` since the library last left
+/// it as its shadow.
+pub(crate) fn push(window: &Window, at: Memory<'_>) -> Res {
     // SAFETY: the window's memory (or an attached region) while it is part of the window
-    let memory = unsafe { memory(base, size) };
-    for (start, end) in differing(memory, shadow) {
-        window.store_bytes(offset + start as u64, &memory[start..end])?;
-        shadow[start..end].copy_from_slice(&memory[start..end]);
+    let memory = unsafe { at.bytes() };
+    for (start, end) in differing(memory, at.shadow) {
+        window.store_bytes(at.offset + start as u64, &memory[start..end])?;
+        at.shadow[start..end].copy_from_slice(&memory[start..end]);
     }
     Ok(())
 }
 
-/// Writes into the program's `size` bytes at `base` what the private copy from `offset` on
-/// gained since the library last left them as `shadow`.
-pub(crate) fn pull(
-    window: &Window,
-    base: CPtr,
-    size: usize,
-    offset: u64,
-    shadow: &mut [u8],
-) -> Res {
-    if size == 0 {
+/// Writes into the program's memory `at` what its part of the private copy gained since the
+/// library last left it as its shadow.
+pub(crate) fn pull(window: &Window, at: Memory<'_>) -> Res {
+    if at.size == 0 {
         return Ok(());
     }
-    let private = window.inspect_bytes(offset, size as u64)?;
+    let private = window.inspect_bytes(at.offset, at.size as u64)?;
     // SAFETY: as in `push`
-    let memory = unsafe { memory(base, size) };
-    for (start, end) in differing(&private, shadow) {
+    let memory = unsafe { at.bytes() };
+    for (start, end) in differing(&private, at.shadow) {
         memory[start..end].copy_from_slice(&private[start..end]);
-        shadow[start..end].copy_from_slice(&private[start..end]);
+        at.shadow[start..end].copy_from_slice(&private[start..end]);
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::abi::*;
 use crate::env::out;
 use crate::error::{fail, On, OnObject, Res};
 use crate::rma::synchronize;
-use crate::state::{self, CPtr, Mpi, WinAttrs};
+use crate::state::{self, WinAttrs};
 
 /// `MPI_Win_create_errhandler` and `MPI_Comm_create_errhandler` (the same C signature, one
 /// table).
@@ -23,12 +23,11 @@ pub(crate) unsafe fn create_errhandler(
     let Some(function) = function else {
         return Err(fail(MPI_ERR_ARG, "a null error handler function"));
     };
-    let handle = state::with(|mpi| {
+    state::create(errhandler, |mpi| {
         let handle = mpi.handle(MPI_ERRHANDLER_NULL as u32);
         mpi.win_errhandlers.insert(handle, function);
         Ok(handle)
-    })?;
-    out(errhandler, handle)
+    })
 }
 
 /// `MPI_Win_call_errhandler` and `MPI_Comm_call_errhandler`: `handler` of the object `on`
@@ -44,14 +43,6 @@ pub(crate) unsafe fn call_errhandler(handler: c_int, on: On, errorcode: c_int) -
         return Ok(());
     }
     Err(fail(errorcode, "the error handler was called").on(on))
-}
-
-/// The delete callback and extra state of window keyval `keyval`.
-fn keyval_callback(mpi: &Mpi, keyval: c_int, on: On) -> Res<(Option<state::WinDelete>, CPtr)> {
-    mpi.win_keyvals
-        .get(&keyval)
-        .copied()
-        .ok_or_else(|| fail(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")).on(on))
 }
 
 export! {
@@ -120,59 +111,25 @@ export! {
         keyval: *mut c_int,
         extra_state: *mut c_void,
     ) {
-        let handle = state::with(|mpi| {
-            let handle = mpi.handle(MPI_KEYVAL_INVALID as u32);
-            mpi.win_keyvals.insert(handle, (delete_fn, CPtr(extra_state.cast())));
-            Ok(handle)
-        })?;
-        out(keyval, handle)
+        state::create_keyval(keyval, |mpi| &mut mpi.win_keyvals, delete_fn, extra_state)
     }
 
     fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) {
-        if keyval.is_null() {
-            return Err(fail(MPI_ERR_ARG, "a null keyval pointer"));
-        }
         // attributes still set keep using it until deleted: only the handle goes
-        state::with(|mpi| {
-            if !mpi.win_keyvals.contains_key(&*keyval) {
-                return Err(fail(MPI_ERR_KEYVAL, format!("{:#x} is not a keyval", *keyval)));
+        state::free(keyval, "keyval", MPI_ERR_ARG, MPI_KEYVAL_INVALID, |mpi, handle| {
+            if !mpi.win_keyvals.contains_key(&handle) {
+                return Err(fail(MPI_ERR_KEYVAL, format!("{handle:#x} is not a keyval")));
             }
             Ok(())
-        })?;
-        out(keyval, MPI_KEYVAL_INVALID)
+        })
     }
 
     fn MPI_Win_set_attr / PMPI_Win_set_attr(win: c_int, keyval: c_int, attribute_val: *mut c_void) {
-        let old = state::with(|mpi| {
-            let on = On::Win(win);
-            let callback = keyval_callback(mpi, keyval, on)?;
-            let entry = mpi.win(win).on(on)?;
-            let old = entry.user_attrs.iter().position(|(k, _)| *k == keyval).map(|at| entry.user_attrs.remove(at).1);
-            entry.user_attrs.push((keyval, CPtr(attribute_val.cast())));
-            Ok(old.map(|value| (callback, value)))
-        })?;
-        if let Some(((Some(delete), extra), value)) = old {
-            delete(win, keyval, value.0.cast(), extra.0.cast());
-        }
-        Ok(())
+        crate::attributes::set_attr(On::Win(win), keyval, attribute_val)
     }
 
     fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: c_int, keyval: c_int) {
-        let old = state::with(|mpi| {
-            let on = On::Win(win);
-            let callback = keyval_callback(mpi, keyval, on)?;
-            let entry = mpi.win(win).on(on)?;
-            let at = entry
-                .user_attrs
-                .iter()
-                .position(|(k, _)| *k == keyval)
-                .ok_or_else(|| fail(MPI_ERR_KEYVAL, "no attribute of this keyval is set").on(on))?;
-            Ok((callback, entry.user_attrs.remove(at).1))
-        })?;
-        if let ((Some(delete), extra), value) = old {
-            delete(win, keyval, value.0.cast(), extra.0.cast());
-        }
-        Ok(())
+        crate::attributes::delete_attr(On::Win(win), keyval)
     }
 
     fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
@@ -209,13 +166,10 @@ export! {
 
     /// A new info object holding the hints in use (the program frees it).
     fn MPI_Win_get_info / PMPI_Win_get_info(win: c_int, info_used: *mut c_int) {
-        let handle = state::with(|mpi| {
+        state::create(info_used, |mpi| {
             let pairs = mpi.win(win).on(On::Win(win))?.window.get_info();
-            let handle = mpi.handle(MPI_INFO_NULL as u32);
-            mpi.infos.insert(handle, pairs);
-            Ok(handle)
-        })?;
-        out(info_used, handle)
+            Ok(mpi.new_info(pairs))
+        })
     }
 
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: c_int, errhandler: *mut c_int) {

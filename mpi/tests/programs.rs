@@ -6,35 +6,37 @@ mod common;
 
 use common::{build, mpiexec, mpiexec_with};
 
-#[test]
-fn fence_put_and_get_see_each_others_values() {
-    let program = build("fence.c");
-    for n in [2, 4] {
+/// Builds `tests/programs/<name>.c` and runs it on each number of ranks in `ranks`: every run
+/// succeeds and prints `<name>: ok`.
+#[track_caller]
+fn passes_on(name: &str, ranks: &[u32]) {
+    let program = build(&format!("{name}.c"));
+    let ok = format!("{name}: ok");
+    for &n in ranks {
         let run = mpiexec(n, &program, &[]);
         assert!(run.status.success(), "-n {n}: {run:?}");
-        assert!(run.stdout.contains("fence: ok"), "-n {n}: {run:?}");
+        assert!(run.stdout.contains(&ok), "-n {n}: {run:?}");
     }
 }
 
 #[test]
+fn fence_put_and_get_see_each_others_values() {
+    passes_on("fence", &[2, 4]);
+}
+
+#[test]
 fn lock_accumulate_fetch_and_op_and_compare_and_swap() {
-    let run = mpiexec(4, &build("lock_acc.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("lock_acc: ok"), "{run:?}");
+    passes_on("lock_acc", &[4]);
 }
 
 #[test]
 fn post_start_complete_wait() {
-    let run = mpiexec(4, &build("pscw.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("pscw: ok"), "{run:?}");
+    passes_on("pscw", &[4]);
 }
 
 #[test]
 fn a_store_in_c_is_not_public_before_the_owner_synchronizes() {
-    let run = mpiexec(2, &build("separate.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("separate: ok"), "{run:?}");
+    passes_on("separate", &[2]);
 }
 
 #[test]
@@ -95,9 +97,7 @@ fn a_crashing_rank_ends_the_job_naming_it() {
 
 #[test]
 fn split_dup_and_free_communicators_with_collectives_and_windows_over_them() {
-    let run = mpiexec(4, &build("split.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("split: ok"), "{run:?}");
+    passes_on("split", &[4]);
 }
 
 #[test]
@@ -134,19 +134,12 @@ fn a_message_or_a_collective_between_the_epochs_orders_the_puts_for_the_check() 
 
 #[test]
 fn point_to_point_matches_orders_probes_and_reports_as_mpi_says() {
-    let program = build("p2p.c");
-    for n in [3, 4] {
-        let run = mpiexec(n, &program, &[]);
-        assert!(run.status.success(), "-n {n}: {run:?}");
-        assert!(run.stdout.contains("p2p: ok"), "-n {n}: {run:?}");
-    }
+    passes_on("p2p", &[3, 4]);
 }
 
 #[test]
 fn derived_datatypes_vector_indexed_and_subarray() {
-    let run = mpiexec(3, &build("datatypes.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("datatypes: ok"), "{run:?}");
+    passes_on("datatypes", &[3]);
 }
 
 #[test]
@@ -163,22 +156,12 @@ fn a_call_of_a_later_phase_fails_with_unsupported_operation_not_a_loader_error()
 
 #[test]
 fn scatter_gatherv_alltoall_and_reduce_scatter_on_the_world_and_a_subcommunicator() {
-    let program = build("collectives.c");
-    for n in [1, 3, 4] {
-        let run = mpiexec(n, &program, &[]);
-        assert!(run.status.success(), "-n {n}: {run:?}");
-        assert!(run.stdout.contains("collectives: ok"), "-n {n}: {run:?}");
-    }
+    passes_on("collectives", &[1, 3, 4]);
 }
 
 #[test]
 fn maxloc_and_minloc_on_the_pair_types_with_the_c_structs_padding() {
-    let program = build("pairs.c");
-    for n in [2, 4] {
-        let run = mpiexec(n, &program, &[]);
-        assert!(run.status.success(), "-n {n}: {run:?}");
-        assert!(run.stdout.contains("pairs: ok"), "-n {n}: {run:?}");
-    }
+    passes_on("pairs", &[2, 4]);
 }
 
 /// Every function `mpi.h` declares is in the library under its `MPI_` and `PMPI_` names
@@ -232,48 +215,30 @@ fn every_function_and_object_of_mpi_h_is_in_the_library() {
 
 #[test]
 fn group_algebra_and_a_shared_window_on_a_communicator_of_one() {
-    let program = build("groups_shared.c");
-    for n in [4, 5] {
-        let run = mpiexec(n, &program, &[]);
-        assert!(run.status.success(), "-n {n}: {run:?}");
-        assert!(run.stdout.contains("groups_shared: ok"), "-n {n}: {run:?}");
-    }
+    passes_on("groups_shared", &[4, 5]);
 }
 
 #[test]
 fn user_ops_reduce_in_rank_order_and_may_call_mpi() {
-    let program = build("user_ops.c");
-    for n in [1, 3, 4] {
-        let run = mpiexec(n, &program, &[]);
-        assert!(run.status.success(), "-n {n}: {run:?}");
-        assert!(run.stdout.contains("user_ops: ok"), "-n {n}: {run:?}");
-    }
+    passes_on("user_ops", &[1, 3, 4]);
 }
 
 #[test]
 fn a_user_error_handler_on_a_communicator_hears_its_errors() {
-    let run = mpiexec(2, &build("comm_errhandler.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("comm_errhandler: ok"), "{run:?}");
+    passes_on("comm_errhandler", &[2]);
 }
 
 #[test]
 fn window_hints_are_set_and_read_after_creation() {
-    let run = mpiexec(3, &build("win_info.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("win_info: ok"), "{run:?}");
+    passes_on("win_info", &[3]);
 }
 
 #[test]
 fn dynamic_windows_at_the_programs_own_addresses_and_the_classes_of_bad_attaches() {
-    let run = mpiexec(3, &build("dynamic.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("dynamic: ok"), "{run:?}");
+    passes_on("dynamic", &[3]);
 }
 
 #[test]
 fn intercommunicators_are_made_and_merged_in_the_order_high_says() {
-    let run = mpiexec(4, &build("intercomm.c"), &[]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(run.stdout.contains("intercomm: ok"), "{run:?}");
+    passes_on("intercomm", &[4]);
 }

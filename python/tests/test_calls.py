@@ -101,9 +101,10 @@ def test_requests_complete_in_a_lock_epoch(pair):
     assert list(w0_public(w0)) == [1, 9]
 
 
-def w0_public(w0):
+def w0_public(w0, count=2):
+    """The first ``count`` elements of rank 1's public copy, read by ``w0`` under a shared lock."""
     w0.lock(LockType.SHARED, 1)
-    values = w0.get(1, 0, 2)
+    values = w0.get(1, 0, count)
     w0.unlock(1)
     return values.value()
 
@@ -245,10 +246,7 @@ def test_origin_layouts_send_only_what_they_select(pair):
     buffer = np.full(4, -1, dtype=np.int64)
     onesided.unpack(fetched.value(), buffer, Vector(2, 1, 3))
     assert list(buffer) == [3, -1, -1, 45], "the get's values at 0 and 3, the rest untouched"
-    w0.lock(LockType.SHARED, 1)
-    every = w0.get(1, 0, 6)
-    w0.unlock(1)
-    assert list(every.value()) == [7, 3, 45, 30, 0, 10]
+    assert list(w0_public(w0, 6)) == [7, 3, 45, 30, 0, 10]
 
 
 def test_request_based_calls_take_layouts_too(pair):
@@ -268,10 +266,7 @@ def test_request_based_calls_take_layouts_too(pair):
     w0.unlock(1)
     assert list(fetched.wait()) == [3, 0, 5]
     assert list(old.wait()) == [1, 0]
-    w0.lock(LockType.SHARED, 1)
-    every = w0.get(1, 0, 6)
-    w0.unlock(1)
-    assert list(every.value()) == [3, 9, 0, 4, 5, 8]
+    assert list(w0_public(w0, 6)) == [3, 9, 0, 4, 5, 8]
 
 
 def test_layouts_past_the_window_or_the_origin_are_refused(pair):

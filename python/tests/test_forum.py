@@ -24,6 +24,15 @@ def public(w, target, disp):
     return value.value()[0]
 
 
+def put_new_at_b_then_barrier(w):
+    """A's side of examples 2 and 5: puts NEW at B's X under an exclusive lock, then meets B.
+    Returns None (A reports nothing)."""
+    w.lock(LockType.EXCLUSIVE, B)
+    w.put(B, X, [NEW])
+    w.unlock(B)
+    w.session.barrier()
+
+
 def test_example_1_unlock_publishes_the_owners_store(pair):
     for _ in range(REPETITIONS):
 
@@ -62,11 +71,7 @@ def test_example_2_lock_brings_the_remote_put_into_the_private_copy(pair):
 
         def program(rank, w):
             if rank == A:
-                w.lock(LockType.EXCLUSIVE, B)
-                w.put(B, X, [NEW])
-                w.unlock(B)
-                w.session.barrier()
-                return None
+                return put_new_at_b_then_barrier(w)
             w.session.barrier()
             stale = w.load(X)[0]
             w.lock(LockType.EXCLUSIVE, B)
@@ -79,54 +84,48 @@ def test_example_2_lock_brings_the_remote_put_into_the_private_copy(pair):
         assert stale == OLD, "without lock the private copy is obsolete"
 
 
+def example_3(pair, fixed):
+    """B stores X, then holds a shared lock on itself (fixed: and calls ``sync`` in it) while
+    A gets X under a shared lock. Returns what A read then and (not fixed) what A reads of X
+    after B's unlock (fixed: None)."""
+
+    def program(rank, w):
+        if rank == B:
+            w.store(X, [NEW])
+            w.lock(LockType.SHARED, B)
+            if fixed:
+                w.sync()
+            w.session.barrier()
+            w.session.barrier()
+            w.unlock(B)
+            if not fixed:
+                w.session.barrier()
+            return None
+        w.session.barrier()
+        w.lock(LockType.SHARED, B)
+        x = w.get(B, X, 1)
+        w.unlock(B)
+        during = x.value()[0]
+        w.session.barrier()
+        if fixed:
+            return during, None
+        w.session.barrier()
+        return during, public(w, B, X)
+
+    return ranks(pair.windows(), program)[A]
+
+
 def test_example_3_shared_lock_does_not_publish_an_earlier_store(pair):
     for _ in range(REPETITIONS):
-
-        def program(rank, w):
-            if rank == B:
-                w.store(X, [NEW])
-                w.lock(LockType.SHARED, B)
-                w.session.barrier()
-                w.session.barrier()
-                w.unlock(B)
-                w.session.barrier()
-                return None
-            w.session.barrier()
-            w.lock(LockType.SHARED, B)
-            x = w.get(B, X, 1)
-            w.unlock(B)
-            during = x.value()[0]
-            w.session.barrier()
-            w.session.barrier()
-            after = public(w, B, X)
-            return during, after
-
-        during, after = ranks(pair.windows(), program)[A]
+        during, after = example_3(pair, fixed=False)
         assert during == OLD, "lock publishes nothing: A reads the old X"
         assert after == NEW, "B's unlock published X"
 
 
 def test_example_3_fixed_with_win_sync(pair):
     for _ in range(REPETITIONS):
-
-        def program(rank, w):
-            if rank == B:
-                w.store(X, [NEW])
-                w.lock(LockType.SHARED, B)
-                w.sync()
-                w.session.barrier()
-                w.session.barrier()
-                w.unlock(B)
-                return None
-            w.session.barrier()
-            w.lock(LockType.SHARED, B)
-            x = w.get(B, X, 1)
-            w.unlock(B)
-            w.session.barrier()
-            return x.value()[0]
-
-        seen = ranks(pair.windows(), program)
-        assert seen[A] == NEW, "sync publishes the store"
+        during, _ = example_3(pair, fixed=True)
+        assert during == NEW, "sync publishes the store"
 
 
 def example_4(pair, fixed):
@@ -187,11 +186,7 @@ def example_5(pair):
 
     def program(rank, w):
         if rank == A:
-            w.lock(LockType.EXCLUSIVE, B)
-            w.put(B, X, [NEW])
-            w.unlock(B)
-            w.session.barrier()
-            return None
+            return put_new_at_b_then_barrier(w)
         w.session.barrier()
         w.post([B])
         w.start([B])

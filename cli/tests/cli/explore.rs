@@ -24,6 +24,21 @@ fn explore_text(text: &str, extra: &str) -> Output {
     explore(&dir.file("s.rma", text), extra)
 }
 
+/// Replays the failing schedule a report `out` of `--strategy strategy` names
+/// (`--strategy <strategy> --replay S:K)`): it fails again.
+fn replay_named(file: &Path, out: &Output, strategy: &str) -> Output {
+    let marker = format!("--strategy {strategy} --replay ");
+    let at = out
+        .stdout
+        .split(&marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `{marker}` in {}", out.stdout));
+    let at: String = at.chars().take_while(|c| *c != ')').collect();
+    let replay = explore(file, &format!("--strategy {strategy} --replay {at}"));
+    replay.code(1);
+    replay
+}
+
 /// The values `subject` took over the schedules of a `--json` report.
 fn values(document: &Value, subject: &str) -> BTreeSet<String> {
     let values = document["distribution"][subject]
@@ -704,11 +719,7 @@ fn pct_finds_the_rank_that_must_stay_behind_where_random_choices_rarely_do() {
     let out = explore(&file, "--strategy pct:1 --seed 1");
     out.code(1);
     out.stdout_has("--strategy pct:1 --replay 1:");
-    let at = out.stdout.split("--replay ").nth(1).unwrap();
-    let at: String = at.chars().take_while(|c| *c != ')').collect();
-    let replay = explore(&file, &format!("--strategy pct:1 --replay {at}"));
-    replay.code(1);
-    replay.stdout_has("did NOT hold (observed 30)");
+    replay_named(&file, &out, "pct:1").stdout_has("did NOT hold (observed 30)");
 }
 
 /// Counted by hand: a rank that stores and then loads, alone, has two distinct schedules — its
@@ -769,15 +780,8 @@ fn exhaustive_finds_every_outcome_random_schedules_find() {
     let out = explore(&file, "--strategy exhaustive --schedules 1000000");
     out.code(1);
     out.stdout_has("complete: ");
-    let at = out
-        .stdout
-        .split("--strategy exhaustive --replay ")
-        .nth(1)
-        .unwrap();
-    let at: String = at.chars().take_while(|c| *c != ')').collect();
-    let replay = explore(&file, &format!("--strategy exhaustive --replay {at}"));
-    replay.code(1);
-    replay.stdout_has("expect B b == 0: did NOT hold (observed 42)");
+    replay_named(&file, &out, "exhaustive")
+        .stdout_has("expect B b == 0: did NOT hold (observed 42)");
 }
 
 /// A bug that needs one order of three ranks' messages (`bench/scenarios/three_rank_order.rma`):
@@ -801,15 +805,7 @@ fn pct_finds_the_bug_that_needs_one_order_of_three_ranks() {
     let by_pct = failed("pct:3");
     assert!(by_pct > 0, "pct:3 missed it in 1000 schedules");
     let out = explore(&file, "--strategy pct:3 --seed 1");
-    let at = out
-        .stdout
-        .split("--strategy pct:3 --replay ")
-        .nth(1)
-        .unwrap();
-    let at: String = at.chars().take_while(|c| *c != ')').collect();
-    let replay = explore(&file, &format!("--strategy pct:3 --replay {at}"));
-    replay.code(1);
-    replay.stdout_has("did NOT hold (observed 100)");
+    replay_named(&file, &out, "pct:3").stdout_has("did NOT hold (observed 100)");
     let by_random = explore(&file, "--seed 1 --json").json()["expectations"][0]["failed"]
         .as_u64()
         .unwrap();

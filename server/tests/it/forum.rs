@@ -26,23 +26,48 @@ async fn public(window: &Window, target: u32, disp: u64) -> i64 {
     value.value().await.unwrap()[0]
 }
 
+/// The outcomes of `REPETITIONS` runs of `example`, all on one world of two ranks.
+async fn repeated<T>(example: impl AsyncFn(&Fixture) -> T) -> Vec<T> {
+    let fixture = Fixture::new(2).await;
+    let mut outcomes = Vec::with_capacity(REPETITIONS);
+    for _ in 0..REPETITIONS {
+        outcomes.push(example(&fixture).await);
+    }
+    outcomes
+}
+
+/// Every rank of the window's world meets here.
+async fn barrier(window: &Window) {
+    window.session().barrier().await.unwrap();
+}
+
+/// A's side of examples 2 and 5: puts NEW at B's X under an exclusive lock, then meets B.
+async fn put_new_at_b_then_barrier(window: &Window) {
+    window.lock(LockType::Exclusive, B, 0).await.unwrap();
+    window.put(B, X, &[NEW]).unwrap();
+    window.unlock(B).await.unwrap();
+    barrier(window).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_1_unlock_publishes_the_owners_store() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let seen = ranks(fresh(&fixture).await, |rank, w| async move {
+    let outcomes = repeated(async |fixture| {
+        ranks(fresh(fixture).await, |rank, w| async move {
             if rank == B {
                 w.lock(LockType::Exclusive, B, 0).await.unwrap();
                 w.store(X, &[NEW]).unwrap();
                 w.unlock(B).await.unwrap();
-                w.session().barrier().await.unwrap();
+                barrier(&w).await;
                 None
             } else {
-                w.session().barrier().await.unwrap();
+                barrier(&w).await;
                 Some(public(&w, B, X).await)
             }
         })
-        .await;
+        .await
+    })
+    .await;
+    for seen in outcomes {
         assert_eq!(
             seen[A as usize],
             Some(NEW),
@@ -57,13 +82,13 @@ async fn example_1_without_lock_the_store_stays_private() {
     let seen = ranks(fresh(&fixture).await, |rank, w| async move {
         if rank == B {
             w.store(X, &[NEW]).unwrap();
-            w.session().barrier().await.unwrap();
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
+            barrier(&w).await;
             None
         } else {
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
             let value = public(&w, B, X).await;
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
             Some(value)
         }
     })
@@ -73,17 +98,13 @@ async fn example_1_without_lock_the_store_stays_private() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_2_lock_brings_the_remote_put_into_the_private_copy() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let seen = ranks(fresh(&fixture).await, |rank, w| async move {
+    let outcomes = repeated(async |fixture| {
+        ranks(fresh(fixture).await, |rank, w| async move {
             if rank == A {
-                w.lock(LockType::Exclusive, B, 0).await.unwrap();
-                w.put(B, X, &[NEW]).unwrap();
-                w.unlock(B).await.unwrap();
-                w.session().barrier().await.unwrap();
+                put_new_at_b_then_barrier(&w).await;
                 None
             } else {
-                w.session().barrier().await.unwrap();
+                barrier(&w).await;
                 let stale = w.load::<i64>(X, 1).unwrap()[0];
                 w.lock(LockType::Exclusive, B, 0).await.unwrap();
                 let loaded = w.load::<i64>(X, 1).unwrap()[0];
@@ -91,69 +112,64 @@ async fn example_2_lock_brings_the_remote_put_into_the_private_copy() {
                 Some((stale, loaded))
             }
         })
-        .await;
+        .await
+    })
+    .await;
+    for seen in outcomes {
         let (stale, loaded) = seen[B as usize].unwrap();
         assert_eq!(loaded, NEW, "rule 6: lock pulls the public copy");
         assert_eq!(stale, OLD, "without lock the private copy is obsolete");
     }
 }
 
+/// Example 3: B stores X, then holds a shared lock on itself (fixed: and calls `MPI_Win_sync`
+/// in it) while A gets X under a shared lock. Returns what A read then and (not fixed) what
+/// A reads of X after B's unlock.
+async fn example_3(fixture: &Fixture, fixed: bool) -> (i64, Option<i64>) {
+    let seen = ranks(fresh(fixture).await, move |rank, w| async move {
+        if rank == B {
+            w.store(X, &[NEW]).unwrap();
+            w.lock(LockType::Shared, B, 0).await.unwrap();
+            if fixed {
+                w.sync().await.unwrap();
+            }
+            barrier(&w).await;
+            barrier(&w).await;
+            w.unlock(B).await.unwrap();
+            if !fixed {
+                barrier(&w).await;
+            }
+            None
+        } else {
+            barrier(&w).await;
+            w.lock(LockType::Shared, B, 0).await.unwrap();
+            let x = w.get::<i64>(B, X, 1).unwrap();
+            w.unlock(B).await.unwrap();
+            let during = x.value().await.unwrap()[0];
+            barrier(&w).await;
+            if fixed {
+                return Some((during, None));
+            }
+            barrier(&w).await;
+            Some((during, Some(public(&w, B, X).await)))
+        }
+    })
+    .await;
+    seen[A as usize].unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_3_shared_lock_does_not_publish_an_earlier_store() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let seen = ranks(fresh(&fixture).await, |rank, w| async move {
-            if rank == B {
-                w.store(X, &[NEW]).unwrap();
-                w.lock(LockType::Shared, B, 0).await.unwrap();
-                w.session().barrier().await.unwrap();
-                w.session().barrier().await.unwrap();
-                w.unlock(B).await.unwrap();
-                w.session().barrier().await.unwrap();
-                None
-            } else {
-                w.session().barrier().await.unwrap();
-                w.lock(LockType::Shared, B, 0).await.unwrap();
-                let x = w.get::<i64>(B, X, 1).unwrap();
-                w.unlock(B).await.unwrap();
-                let during = x.value().await.unwrap()[0];
-                w.session().barrier().await.unwrap();
-                w.session().barrier().await.unwrap();
-                let after = public(&w, B, X).await;
-                Some((during, after))
-            }
-        })
-        .await;
-        let (during, after) = seen[A as usize].unwrap();
+    for (during, after) in repeated(async |fixture| example_3(fixture, false).await).await {
         assert_eq!(during, OLD, "lock publishes nothing: A reads the old X");
-        assert_eq!(after, NEW, "B's unlock published X");
+        assert_eq!(after, Some(NEW), "B's unlock published X");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_3_fixed_with_win_sync() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let seen = ranks(fresh(&fixture).await, |rank, w| async move {
-            if rank == B {
-                w.store(X, &[NEW]).unwrap();
-                w.lock(LockType::Shared, B, 0).await.unwrap();
-                w.sync().await.unwrap();
-                w.session().barrier().await.unwrap();
-                w.session().barrier().await.unwrap();
-                w.unlock(B).await.unwrap();
-                None
-            } else {
-                w.session().barrier().await.unwrap();
-                w.lock(LockType::Shared, B, 0).await.unwrap();
-                let x = w.get::<i64>(B, X, 1).unwrap();
-                w.unlock(B).await.unwrap();
-                w.session().barrier().await.unwrap();
-                Some(x.value().await.unwrap()[0])
-            }
-        })
-        .await;
-        assert_eq!(seen[A as usize], Some(NEW), "sync publishes the store");
+    for (during, _) in repeated(async |fixture| example_3(fixture, true).await).await {
+        assert_eq!(during, NEW, "sync publishes the store");
     }
 }
 
@@ -173,18 +189,18 @@ async fn example_4(fixture: &Fixture, fixed: bool) -> (i64, i64, i64) {
             w.complete().await.unwrap();
             w.wait().await.unwrap();
             let private_x = w.load::<i64>(X, 1).unwrap()[0];
-            w.session().barrier().await.unwrap();
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
+            barrier(&w).await;
             (private_x, 0, 0)
         } else {
             w.start(&[A], 0).unwrap();
             w.complete().await.unwrap();
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
             w.lock(LockType::Exclusive, A, 0).await.unwrap();
             let x = w.get::<i64>(A, X, 1).unwrap();
             let y = w.get::<i64>(A, Y, 1).unwrap();
             w.unlock(A).await.unwrap();
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
             (0, x.value().await.unwrap()[0], y.value().await.unwrap()[0])
         }
     })
@@ -194,9 +210,7 @@ async fn example_4(fixture: &Fixture, fixed: bool) -> (i64, i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_4_post_publishes_y_but_wait_does_not_publish_x() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let (private_x, x, y) = example_4(&fixture, false).await;
+    for (private_x, x, y) in repeated(async |fixture| example_4(fixture, false).await).await {
         assert_eq!(y, 7, "rule 5: post published Y");
         assert_eq!(x, OLD, "neither complete nor wait publishes A's store of X");
         assert_eq!(private_x, NEW, "A's own store is in its private copy");
@@ -205,9 +219,7 @@ async fn example_4_post_publishes_y_but_wait_does_not_publish_x() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_4_fixed_with_a_put_to_self() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let (private_x, x, y) = example_4(&fixture, true).await;
+    for (private_x, x, y) in repeated(async |fixture| example_4(fixture, true).await).await {
         assert_eq!(y, 7);
         assert_eq!(x, NEW, "the put to self updated the public copy");
         assert_eq!(private_x, NEW, "and wait brought it into A's private copy");
@@ -219,13 +231,10 @@ async fn example_4_fixed_with_a_put_to_self() {
 async fn example_5(fixture: &Fixture) -> (i64, i64, i64) {
     let seen = ranks(fresh(fixture).await, |rank, w| async move {
         if rank == A {
-            w.lock(LockType::Exclusive, B, 0).await.unwrap();
-            w.put(B, X, &[NEW]).unwrap();
-            w.unlock(B).await.unwrap();
-            w.session().barrier().await.unwrap();
+            put_new_at_b_then_barrier(&w).await;
             None
         } else {
-            w.session().barrier().await.unwrap();
+            barrier(&w).await;
             w.post(&[B], 0).unwrap();
             w.start(&[B], 0).unwrap();
             let loaded = w.load::<i64>(X, 1).unwrap()[0];
@@ -242,9 +251,7 @@ async fn example_5(fixture: &Fixture) -> (i64, i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_5_load_inside_pscw_is_obsolete_until_wait() {
-    let fixture = Fixture::new(2).await;
-    for _ in 0..REPETITIONS {
-        let (loaded, got, after_wait) = example_5(&fixture).await;
+    for (loaded, got, after_wait) in repeated(async |fixture| example_5(fixture).await).await {
         assert_eq!(
             loaded, OLD,
             "post and start do not refresh the private copy"
