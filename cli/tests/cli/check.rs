@@ -358,6 +358,7 @@ const CORRECT_EXAMPLES: &[&str] = &[
     "layout_subarray.rma",
     "layout_vector.rma",
     "lock_all_behind_writers.rma",
+    "requests_wait_any.rma",
 ];
 
 /// The broken forum examples: each has at least one finding.

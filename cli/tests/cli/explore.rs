@@ -41,10 +41,16 @@ fn replay_named(file: &Path, out: &Output, strategy: &str) -> Output {
 
 /// The values `subject` took over the schedules of a `--json` report.
 fn values(document: &Value, subject: &str) -> BTreeSet<String> {
+    counts(document, subject).into_keys().collect()
+}
+
+/// The values `subject` took over the schedules of a `--json` report, each with in how many.
+fn counts(document: &Value, subject: &str) -> BTreeMap<String, u64> {
     let values = document["distribution"][subject]
         .as_object()
         .unwrap_or_else(|| panic!("no distribution of {subject}: {document:#}"));
-    values.keys().cloned().collect()
+    let count = |n: &Value| n.as_u64().unwrap();
+    values.iter().map(|(v, n)| (v.clone(), count(n))).collect()
 }
 
 fn set(values: &[&str]) -> BTreeSet<String> {
@@ -415,14 +421,7 @@ fn wait_any_returns_whichever_request_completed_first() {
     );
     out.success();
     let document = out.json();
-    let seen = |subject: &str| -> BTreeMap<String, u64> {
-        let values = document["distribution"][subject].as_object();
-        let values = values.unwrap_or_else(|| panic!("{subject}: {document}"));
-        values
-            .iter()
-            .map(|(value, count)| (value.clone(), count.as_u64().unwrap()))
-            .collect()
-    };
+    let seen = |subject: &str| counts(&document, subject);
     let (first, second) = (seen("A first"), seen("A second"));
     assert_eq!(first.keys().collect::<Vec<_>>(), ["0", "1"], "{first:?}");
     assert_eq!(
@@ -446,9 +445,7 @@ fn dynamic_windows_are_explored_region_by_region() {
     );
     out.success();
     let document = out.json();
-    let private = document["distribution"]["private A r[0]"].as_object();
-    let private: Vec<&String> = private.unwrap().keys().collect();
-    assert_eq!(private, ["0", "1"], "{document}");
+    assert_eq!(values(&document, "private A r[0]"), set(&["0", "1"]));
     let failed = document["failed_calls"].as_array().unwrap();
     let unlock = failed.iter().find(|f| f["line"] == 21).unwrap();
     assert_eq!(unlock["class"], "RMA_RANGE", "{unlock}");
@@ -504,18 +501,11 @@ expect public A G[0] == 0
     );
     out.success();
     let document = out.json();
-    let values = |subject: &str| -> Vec<String> {
-        let seen = document["distribution"][subject].as_object();
-        seen.unwrap_or_else(|| panic!("{subject}: {document}"))
-            .keys()
-            .cloned()
-            .collect()
-    };
-    assert_eq!(values("C early"), ["0", "5"]);
+    assert_eq!(values(&document, "C early"), set(&["0", "5"]));
     for subject in ["C late", "private C G[0]", "public C G[0]"] {
-        assert_eq!(values(subject), ["5"], "{subject}");
+        assert_eq!(values(&document, subject), set(&["5"]), "{subject}");
     }
-    assert_eq!(values("public A G[0]"), ["0"]);
+    assert_eq!(values(&document, "public A G[0]"), set(&["0"]));
     let race = &document["races"][0];
     assert_eq!(race["rule"], "put_load");
     let sides: Vec<(u64, u64)> = race["accesses"]

@@ -89,24 +89,11 @@ impl World {
         let offset = address.saturating_sub(DYNAMIC_BASE);
         let opened = |window: &u64| self.ranks[rank as usize].windows.get(window);
         Ok(match action {
-            Action::Call(Call::Op {
-                window,
-                target,
-                token,
-                request_based,
-                op,
-            }) => {
-                let op = op.map(|mut op| {
+            Action::Call(mut call) => {
+                if let Call::Op { op: Ok(op), .. } = &mut call {
                     op.disp = op.disp.saturating_add(address);
-                    op
-                });
-                Action::Call(Call::Op {
-                    window,
-                    target,
-                    token,
-                    request_based,
-                    op,
-                })
+                }
+                Action::Call(call)
             }
             Action::Store {
                 window,
