@@ -57,23 +57,28 @@ part), up to --schedules of them: a depth-first walk over the steps with sleep s
 of two schedules that differ only in the order of independent steps (touching different \
 ranks, targets or inboxes) one runs. The report says `complete: N distinct schedules` when \
 that was every one, or that the walk stopped at the bound. The number of distinct schedules \
-grows fast with ranks and messages (the forum examples have 15 to 55 485; the 4-rank \
+grows fast with ranks and messages (the forum examples have 15 to 108 945; the 4-rank \
 counter example, more than a debug build walks in minutes): meant for small scenarios.
 
-What the simulator runs: windows of either memory model over the whole world (create and \
-allocate flavors), fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
+What the simulator runs: windows of either memory model and every flavor, over the whole \
+world or a group (the file's world ranks made the window's; a rank outside it refused as run \
+refuses it), dynamic windows' attach, detach and locations in regions, fence, PSCW (post, start, complete, wait, test), lock, unlock, lock_all, \
 unlock_all, the flush family, sync, put, get, acc, get_acc, fop, cas with every layout, their \
-request-based forms with wait_req, wait_all, test_req, test_all and free_req (a request is \
-complete at the origin: an rget's data is back, an rput may not be applied yet), set_info (a collective: \
+request-based forms with wait_req, wait_all, wait_any, test_req, test_all and free_req (a \
+request is complete at the origin: an rget's data is back, an rput may not be applied yet; \
+wait_any returns the first of its list complete once one is), set_info (a collective: \
 MPI_ERR_INFO for all when the ranks ask for different infos), stores, loads and barriers. The schedule also chooses when a rank's private stores reach its \
 public copy and when operations' updates reach its private copy: at any step up to the call \
 MPI names as the latest point (MPI-3.1 §11.7, rules 5 and 6), so the obsolete values MPI allows \
 and their up-to-date alternatives both show up (onesided's server gives the obsolete ones). A \
-target may take one origin's item before another origin's, and one origin's puts and gets of an \
-epoch in any order, its accumulates as the window's accumulate_ordering allows; flush_local \
+target may take one origin's item before another origin's, its owner's own (a push, its fence, \
+post, wait, attach, detach) before other origins' items sent earlier, and one origin's puts \
+and gets of an epoch in any order, its accumulates as the window's accumulate_ordering allows; flush_local \
 returns once the data of its gets is back, before its puts are applied. In the unified model \
 the same exchanges may happen at any step, and once the programs ended the two copies are one \
-(MPI: eventually). Refused for now: flavor=dynamic, group=, wait_any, crash and attach; sleep runs as nothing (a pause orders nothing).")]
+(MPI: eventually). An operation its target refuses fails the call that completes it, as the \
+client reports it. Refused for now: crash and attach; sleep runs as nothing (a pause orders \
+nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)
     file: PathBuf,

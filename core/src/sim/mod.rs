@@ -3,8 +3,8 @@
 //!
 //! Owns: running ranks' programs through exactly what the server runs — `origin::admit`,
 //! `origin::route` and `Target::handle` — with one inbox per target (taken in order, but for
-//! the items MPI and a network let overtake: `may_overtake`; the fence's notice and the owner's
-//! inputs keep their place), each rank's private copy ([`PrivateCopy`]) pushed and pulled where
+//! the inputs MPI and a network let overtake: `may_overtake`; the fence's notice keeps its
+//! place, each channel its order), each rank's private copy ([`PrivateCopy`]) pushed and pulled where
 //! the route and the answers say, or earlier, and a [`Schedule`] that chooses every
 //! nondeterministic step: which rank makes its next call, which target takes which input of its
 //! inbox, which answer reaches its origin next, whether a rank's unpublished stores travel to
@@ -396,11 +396,12 @@ impl World {
         }
         for (&window, sim) in &self.windows {
             let ordering = sim.desc.info.accumulate_ordering;
-            for (inbox, &rank) in sim.inboxes.iter().zip(&sim.desc.group) {
+            for (owner, (inbox, &rank)) in sim.inboxes.iter().zip(&sim.desc.group).enumerate() {
                 if !inbox.is_empty() {
                     choices.push(Choice::Deliver { window, rank });
+                    let owner = owner as u32;
                     let overtaking =
-                        (1..inbox.len()).filter(|&at| may_overtake(inbox, at, ordering));
+                        (1..inbox.len()).filter(|&at| may_overtake(inbox, at, ordering, owner));
                     choices.extend(overtaking.map(|at| Choice::Overtake { window, rank, at }));
                 }
             }

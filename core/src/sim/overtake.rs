@@ -10,22 +10,31 @@ use super::Ref;
 use crate::target::{Access, Input};
 use crate::window::{AccumulateOrdering, TargetAccess};
 
-/// Whether the input at place `at` of `inbox` may be taken before every one in front of it.
-/// The inbox merges what separate channels carry (each origin's session to this target, and
-/// the owner's own inputs), so an origin's item may pass another origin's: an order MPI does
-/// not impose and a network may produce (what one origin must see done before another sends,
-/// it waits for: that answer came after the delivery). Within one origin, an operation may pass
-/// the operations of the same epoch MPI does not order before it — puts and gets never are
-/// (§11.7.2), accumulates to overlapping bytes are as the window's `accumulate_ordering` says —
-/// and nothing else. Nothing passes an input that is not an origin's item (a push, a fence's
-/// entry or notice, a post, a wait, a pull): what comes before and after those stays so.
+/// Whether the input at place `at` of `inbox` (the target of window rank `owner`) may be
+/// taken before every one in front of it. The inbox merges what separate channels carry (each
+/// origin's session to this target, and the owner's own inputs), so an origin's item may pass
+/// another origin's, and an owner's input (a push of its stores, its fence's entry, a post, a
+/// wait, an attach or a detach) may pass the other origins' items in front of it: orders MPI
+/// does not impose and a network may produce (what one rank must see done before another
+/// sends, it waits for: that answer came after the delivery; a barrier completes nothing).
+/// Within one channel the order stays, but for this: an origin's operation may pass the
+/// operations of the same epoch MPI does not order before it — puts and gets never are
+/// (§11.7.2), accumulates to overlapping bytes are as the window's `accumulate_ordering` says.
+/// Nothing passes the fence's notice (sent once every rank reached the fence, after all they
+/// sent before), and an origin's item passes no owner's input.
 pub(super) fn may_overtake(
     inbox: &VecDeque<Input<Ref>>,
     at: usize,
     ordering: AccumulateOrdering,
+    owner: u32,
 ) -> bool {
-    let Some(Input::Access { origin, item, .. }) = inbox.get(at) else {
-        return false;
+    let (origin, item) = match inbox.get(at) {
+        Some(Input::Access { origin, item, .. }) => (origin, item),
+        Some(input) if owners(input) => {
+            let other = |earlier: &Input<Ref>| matches!(earlier, Input::Access { origin, .. } if *origin != owner);
+            return inbox.iter().take(at).all(other);
+        }
+        _ => return false,
     };
     let second = operation(item);
     inbox.iter().take(at).all(|earlier| {
@@ -53,6 +62,19 @@ pub(super) fn may_overtake(
         };
         earlier_tag == tag && !ordered
     })
+}
+
+/// Whether `input` is one of the owner's own (from its calls), which its channel carries.
+fn owners(input: &Input<Ref>) -> bool {
+    matches!(
+        input,
+        Input::Push { .. }
+            | Input::FenceEnter { .. }
+            | Input::Post { .. }
+            | Input::Wait { .. }
+            | Input::Attach { .. }
+            | Input::Detach { .. }
+    )
 }
 
 /// An item that is an operation: its epoch, kind and bytes at the target.
