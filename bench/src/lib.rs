@@ -72,7 +72,7 @@ pub fn write_sqlite_rows(rows: onesided_server::audit::Rows) {
 pub(crate) fn sqlite_rows() -> onesided_server::audit::Rows {
     SQLITE_ROWS.get().copied().unwrap_or_default()
 }
-pub use measure::median;
+pub use measure::{atomic_round_trip, median};
 pub use options::{Audit, Options, Threads, QUICK_ITERATIONS};
 pub(crate) use patterns::PATTERN_TIMEOUT;
 pub use patterns::{BusyPolled, Patterns, LATENCY_KEYS};

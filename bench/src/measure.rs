@@ -49,6 +49,25 @@ pub fn warm_up(iterations: usize) -> usize {
     (iterations / 10).max(1)
 }
 
+/// The atomics' pattern (`fop_flush_us`, `cas_flush_us`), its `i`-th round trip: under a
+/// `lock_all` held by `w`'s rank, `fetch_and_op` (sum 1) or `compare_and_swap` (`i` for
+/// `i + 1`) on rank 1's element 0, `flush(1)`, and the old value read.
+///
+/// # Errors
+/// A call refused or the session lost.
+pub async fn atomic_round_trip(w: &Window, i: usize, cas: bool) -> anyhow::Result<()> {
+    if cas {
+        let old = w.compare_and_swap(1, 0, i as i64, i as i64 + 1)?;
+        w.flush(1).await?;
+        old.value().await?;
+    } else {
+        let old = w.fetch_and_op(1, 0, 1i64, Op::Sum)?;
+        w.flush(1).await?;
+        old.value().await?;
+    }
+    Ok(())
+}
+
 /// The median of `samples` in microseconds (0 for none).
 pub fn median(samples: &[Duration]) -> f64 {
     if samples.is_empty() {
@@ -228,22 +247,7 @@ impl Bench {
             "fop_flush_us" | "cas_flush_us" => {
                 let cas = key == "cas_flush_us";
                 w0.lock_all(0).await?;
-                let samples = sample(n, |i| {
-                    let w = &w0;
-                    async move {
-                        if cas {
-                            let old = w.compare_and_swap(1, 0, i as i64, i as i64 + 1)?;
-                            w.flush(1).await?;
-                            old.value().await?;
-                        } else {
-                            let old = w.fetch_and_op(1, 0, 1i64, Op::Sum)?;
-                            w.flush(1).await?;
-                            old.value().await?;
-                        }
-                        Ok(())
-                    }
-                })
-                .await?;
+                let samples = sample(n, |i| atomic_round_trip(&w0, i, cas)).await?;
                 w0.unlock_all().await?;
                 samples
             }

@@ -559,6 +559,9 @@ impl Window {
     }
 
     fn returned(&self, call: &str, target: Option<u32>) {
+        if !self.session.audited() {
+            return;
+        }
         self.note(vec![AuditEvent::Returned {
             call: call.to_string(),
             target,
@@ -608,14 +611,11 @@ impl Window {
     ) -> (Option<Error>, Vec<Outstanding>) {
         // what we wait for may still be waiting to travel
         self.session.flush_deferred();
-        let selected: Vec<Outstanding> = {
-            let mut state = self.state();
-            let (selected, kept) = std::mem::take(&mut state.outstanding)
-                .into_iter()
-                .partition(|item| wanted(item));
-            state.outstanding = kept;
-            selected
-        };
+        let selected: Vec<Outstanding> = self
+            .state()
+            .outstanding
+            .extract_if(.., |item| wanted(item))
+            .collect();
         let mut first_error = None;
         let mut failed = Vec::new();
         for item in selected {

@@ -535,10 +535,16 @@ impl Layout {
     /// written. Class `TYPE` ("target layout has overlapping entries") otherwise; class
     /// `COUNT` as for [`Layout::flatten`].
     pub fn check_no_overlap(&self, elem_size: u64) -> RmaResult<()> {
-        let mut runs = self.flatten(elem_size)?;
-        runs.sort_unstable_by_key(|run| run.offset);
+        check_disjoint(&self.flatten(elem_size)?)
+    }
+}
+
+/// [`Layout::check_no_overlap`] of the runs [`Layout::flatten`] gave: runs already in order
+/// (every contiguous or vector layout's) are checked where they are, others on a sorted copy.
+pub fn check_disjoint(runs: &[Run]) -> RmaResult<()> {
+    let disjoint_in_order = |runs: &[Run]| {
         let mut covered_to = 0u64;
-        for run in &runs {
+        for run in runs {
             if run.offset < covered_to {
                 return Err(crate::rma_err!(
                     Type,
@@ -548,7 +554,18 @@ impl Layout {
             covered_to = run.end().ok_or_else(overflow)?;
         }
         Ok(())
+    };
+    if runs.is_sorted_by_key(|run| run.offset) {
+        return disjoint_in_order(runs);
     }
+    let mut sorted = runs.to_vec();
+    sorted.sort_unstable_by_key(|run| run.offset);
+    disjoint_in_order(&sorted)
+}
+
+/// [`Layout::extent`] of the runs [`Layout::flatten`] gave (which hold no empty run).
+pub fn runs_extent(runs: &[Run]) -> u64 {
+    runs.iter().filter_map(Run::end).max().unwrap_or(0)
 }
 
 /// The sum of the runs' lengths; class `COUNT` on overflow.
@@ -683,6 +700,8 @@ mod tests {
         assert_eq!(layout.element_count().unwrap(), elements);
         assert_eq!(layout.total_bytes(size).unwrap(), bytes);
         assert_eq!(layout.extent(size).unwrap(), extent);
+        // what TargetOp::validate reads instead of walking the layout again
+        assert_eq!(runs_extent(runs), extent);
     }
 
     #[test]
@@ -738,6 +757,10 @@ mod tests {
         );
         // touching but not overlapping, out of order
         indexed(&[(4, 2), (0, 4)]).check_no_overlap(1).unwrap();
+        // in order, the runs are checked where they are; out of order, on a sorted copy
+        assert!(check_disjoint(&[run(0, 4), run(3, 2)]).is_err());
+        assert!(check_disjoint(&[run(8, 2), run(0, 9)]).is_err());
+        check_disjoint(&[run(8, 2), run(0, 8)]).unwrap();
         // a zero-length block inside another is no overlap and no extent
         let zero = indexed(&[(0, 4), (2, 0), (100, 0)]);
         zero.check_no_overlap(1).unwrap();

@@ -513,11 +513,12 @@ impl<D: AsRef<[u8]>> TargetOp<D> {
                 self.kind.name()
             ));
         }
-        if self.kind.writes() {
-            self.layout.check_no_overlap(size)?;
-        }
+        // one walk of the layout: the overlap check and the extent read its runs
         let relative = self.layout.flatten(size)?;
-        let extent = self.layout.extent(size)?;
+        if self.kind.writes() {
+            crate::layout::check_disjoint(&relative)?;
+        }
+        let extent = crate::layout::runs_extent(&relative);
         let bytes: u64 = relative.iter().map(|run| run.len).sum();
         if bytes == 0 {
             return Ok(TargetAccess {

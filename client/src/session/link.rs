@@ -29,9 +29,9 @@ type Waiter = oneshot::Sender<Result<Reply>>;
 
 #[derive(Debug, Default)]
 pub(super) struct Waiters {
-    by_id: HashMap<u64, Waiter>,
+    by_id: HashMap<u64, Waiter, foldhash::fast::RandomState>,
     /// Callers of calls that were coalesced into the call with this id: answered with it.
-    joined: HashMap<u64, Vec<Waiter>>,
+    joined: HashMap<u64, Vec<Waiter>, foldhash::fast::RandomState>,
     pub(super) closed: Option<Error>,
 }
 
