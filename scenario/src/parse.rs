@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use onesided_core::datatype::{parse_value, Value};
-use onesided_core::Datatype;
+use onesided_core::{Datatype, ErrorClass, RmaError};
 
 use super::ast::{Loc, Scenario, Step, WindowDecl};
 
@@ -136,6 +136,26 @@ pub fn rank_name(rank: u32, ranks: u32) -> String {
     } else {
         rank.to_string()
     }
+}
+
+/// The error a rank outside window `window`'s group gets, in the runner's words and the class
+/// the call gives it: `MPI_ERR_GROUP` for a call on the window it has no part in,
+/// `MPI_ERR_RANK` for a target (or a group member) outside it. `run` and `explore` both say it.
+pub fn not_in_group(class: ErrorClass, rank: u32, ranks: u32, window: &str) -> RmaError {
+    let who = rank_name(rank, ranks);
+    RmaError::new(
+        class,
+        format!("rank {who} is not in the group of window {window}"),
+    )
+}
+
+/// The error a request handle gets that is not active (waited for, tested complete or freed),
+/// in the runner's words: `MPI_ERR_REQUEST`. `run` and `explore` both say it.
+pub fn request_not_active(name: &str) -> RmaError {
+    RmaError::new(
+        ErrorClass::Request,
+        format!("request {name} is not active (it was waited for, tested complete or freed)"),
+    )
 }
 
 impl Parser {

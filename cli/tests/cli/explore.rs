@@ -997,6 +997,42 @@ fn a_waited_request_is_complete_at_the_origin_only() {
     assert_eq!(races, ["put_get"], "{document:#}");
 }
 
+/// `free_req` of a handle already null (freed, waited for, or tested complete) is
+/// MPI_ERR_REQUEST in every schedule, in the runner's words, and the first free of an active
+/// one is not; the freed `rget` still goes on and its lock epoch ends.
+#[test]
+fn freeing_a_null_request_is_refused_as_the_runner_refuses_it() {
+    let text = "window W ranks=2 size=2 type=i64\n\
+                A: lock shared B\n\
+                A: rget B W[1] -> dropped as q\n\
+                A: free_req q\n\
+                A: free_req q !REQUEST\n\
+                A: rput B W[0] = 5 as r\n\
+                A: test_req r -> done\n\
+                A: free_req r !REQUEST\n\
+                A: rput B W[1] = 6 as s\n\
+                A: wait_req s\n\
+                A: free_req s !REQUEST\n\
+                A: unlock B\n\
+                expect A done == true\n\
+                expect public B W[0] == 5\n";
+    let document = explore_text(text, "--schedules 200 --json").json();
+    assert_eq!(document["ok"], true, "{document:#}");
+    let calls = document["failed_calls"].as_array().unwrap();
+    let lines: Vec<u64> = calls.iter().map(|c| c["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, [5, 8, 11], "{document:#}");
+    for call in calls {
+        assert_eq!(call["class"], "REQUEST", "{call}");
+        assert_eq!(call["count"], 200, "{call}");
+        let message = call["message"].as_str().unwrap();
+        assert!(message.contains("is not active (it was waited for, tested complete or freed)"));
+    }
+    // without the expected error, the second free fails the scenario, as in `run`
+    let unexpected = explore_text(&text.replace("free_req q !REQUEST", "free_req q"), "");
+    unexpected.code(1);
+    unexpected.stdout_has("request q is not active");
+}
+
 /// `set_info` is a collective of the window's ranks: when they ask for different infos every
 /// call fails with MPI_ERR_INFO and nothing changes (the race checker still reads the old
 /// info), and a rank that never calls it leaves the others stuck in it.

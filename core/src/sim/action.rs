@@ -49,6 +49,16 @@ pub enum Action {
         /// for a handle null from the start (a freed request).
         calls: Vec<Option<usize>>,
     },
+    /// `MPI_Request_free` of the request-based operation at this action of the rank's
+    /// program: the operation goes on, nothing waits for it, and its handle is null from now
+    /// on. A handle already null (waited for, tested complete, returned by a `wait_any` or
+    /// freed) fails the call with `refusal` (`MPI_ERR_REQUEST`, in the runner's words).
+    FreeRequest {
+        /// The operation's index in the rank's program.
+        call: usize,
+        /// The error of a handle already null.
+        refusal: RmaError,
+    },
     /// `MPI_Win_set_info`: the keys set on the window, a collective of its ranks (`info.rs`).
     SetInfo {
         /// The window.
@@ -121,6 +131,7 @@ impl Action {
             Action::WaitRequests { .. }
             | Action::TestRequests { .. }
             | Action::WaitAny { .. }
+            | Action::FreeRequest { .. }
             | Action::Refuse { .. }
             | Action::Barrier => None,
         }

@@ -503,6 +503,11 @@ impl World {
                 self.wait_any_returns(rank);
             }
             Action::SetInfo { window, info } => self.set_info(rank, index, window, &info),
+            Action::FreeRequest { call, refusal } => {
+                if !state.free_request(call) {
+                    self.fail(rank, index, refusal);
+                }
+            }
             Action::Refuse { error } => self.fail(rank, index, error),
             // carried out above
             Action::Attach { .. } | Action::Detach { .. } | Action::InRegion { .. } => {}

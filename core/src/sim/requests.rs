@@ -3,9 +3,9 @@
 //! made, and which handles are `MPI_REQUEST_NULL` by now.
 //!
 //! Owns: when a request is complete at the origin (answered, or bringing no data back), which
-//! are null (waited for, tested complete, returned by a `wait_any`), what a rank waits for in
-//! a wait, and the position a `wait_any` returns (the first complete handle of its list once
-//! one is, -1 when every handle is null). Must not: decide when an operation is answered (the
+//! are null (waited for, tested complete, returned by a `wait_any`, freed), what a rank waits
+//! for in a wait, and the position a `wait_any` returns (the first complete handle of its list
+//! once one is, -1 when every handle is null). Must not: decide when an operation is answered (the
 //! target engines and the schedule do).
 
 use std::collections::BTreeSet;
@@ -63,6 +63,12 @@ impl Rank {
             self.requests.null.extend(active);
         }
         flag
+    }
+
+    /// `MPI_Request_free` of the operation `call`: whether its handle was active (it is null
+    /// from now on either way).
+    pub(super) fn free_request(&mut self, call: usize) -> bool {
+        self.requests.null.insert(call)
     }
 
     /// `MPI_Waitany` at action `action` of the program: it waits from now on (until

@@ -21,7 +21,7 @@ use super::super::ast::{
     self, FlavorDecl, Loc, Model, OpCallSpec, RankCall, Scenario, Step, WindowDecl,
 };
 use super::super::buffers::{byte_runs, target_op};
-use super::super::parse::rank_name;
+use super::super::parse::{not_in_group, request_not_active};
 use super::ExploreError;
 
 /// Where an action of a rank's program came from.
@@ -252,8 +252,15 @@ fn actions(
         }]),
         C::WaitReq(name) => waits(std::slice::from_ref(name)),
         C::WaitAll(names) => waits(names),
-        // the operation goes on; nothing waits for it, and its handle is null (`plan`)
-        C::FreeReq(_) => Ok(Vec::new()),
+        // the operation goes on; nothing waits for it, and its handle is null (`plan`); freed
+        // twice, the second is refused as the runner refuses it
+        C::FreeReq(name) => {
+            let refusal = request_not_active(name);
+            Ok(vec![match requests.get(name.as_str()) {
+                Some(&call) => Action::FreeRequest { call, refusal },
+                None => Action::Refuse { error: refusal },
+            }])
+        }
         C::TestReq { request, .. } => {
             let calls = requested(std::slice::from_ref(request));
             Ok(vec![Action::TestRequests { calls }])
@@ -334,11 +341,8 @@ fn window_of(call: &ast::Call) -> Option<usize> {
 fn outside(scenario: &Scenario, index: usize, rank: u32) -> Option<RmaError> {
     let decl = &scenario.windows[index];
     let group = decl.group.as_ref()?;
-    (!group.contains(&rank)).then(|| {
-        let who = rank_name(rank, scenario.ranks);
-        let message = format!("rank {who} is not in the group of window {}", decl.name);
-        RmaError::new(ErrorClass::Group, message)
-    })
+    (!group.contains(&rank))
+        .then(|| not_in_group(ErrorClass::Group, rank, scenario.ranks, &decl.name))
 }
 
 /// The rank in the file's window `index` of world rank `rank` (the file names world ranks);
@@ -349,11 +353,9 @@ fn in_window(scenario: &Scenario, index: usize, rank: u32) -> Result<u32, RmaErr
         return Ok(rank);
     };
     let position = group.iter().position(|&member| member == rank);
-    position.map(|at| at as u32).ok_or_else(|| {
-        let who = rank_name(rank, scenario.ranks);
-        let message = format!("rank {who} is not in the group of window {}", decl.name);
-        RmaError::new(ErrorClass::Rank, message)
-    })
+    position
+        .map(|at| at as u32)
+        .ok_or_else(|| not_in_group(ErrorClass::Rank, rank, scenario.ranks, &decl.name))
 }
 
 /// A call on a window as core's [`Call`], its ranks those of the window.

@@ -14,11 +14,11 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use onesided_core::datatype::Value;
 use onesided_core::window::DYNAMIC_BASE;
-use onesided_core::{Datatype, ErrorClass, RmaError};
+use onesided_core::{Datatype, ErrorClass};
 
 use super::super::ast::{Call, Loc, Observed, RankCall};
 use super::super::buffers::{byte_runs, observed};
-use super::super::parse::rank_name;
+use super::super::parse::{not_in_group, rank_name};
 use super::requests::RequestSlot;
 use super::{FailedCall, Problem, Regions, VarValue};
 use onesided_client::{Endpoint, Error, Session, Window};
@@ -215,15 +215,8 @@ impl RankExecutor {
 
     pub(super) fn window(&self, index: usize) -> Result<&Window, Error> {
         if self.members.get(index) == Some(&false) {
-            return Err(RmaError::new(
-                ErrorClass::Group,
-                format!(
-                    "rank {} is not in the group of window {}",
-                    rank_name(self.rank, self.nranks),
-                    self.window_names[index]
-                ),
-            )
-            .into());
+            let name = &self.window_names[index];
+            return Err(not_in_group(ErrorClass::Group, self.rank, self.nranks, name).into());
         }
         self.windows
             .get(index)
@@ -237,13 +230,11 @@ impl RankExecutor {
     pub(super) fn in_window(&self, index: usize, rank: u32) -> Result<u32, Error> {
         let window = self.window(index)?;
         window.desc().rank_of(rank).ok_or_else(|| {
-            RmaError::new(
+            not_in_group(
                 ErrorClass::Rank,
-                format!(
-                    "rank {} is not in the group of window {}",
-                    rank_name(rank, self.nranks),
-                    self.window_names[index]
-                ),
+                rank,
+                self.nranks,
+                &self.window_names[index],
             )
             .into()
         })

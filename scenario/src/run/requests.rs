@@ -9,8 +9,9 @@
 
 use bytes::Bytes;
 use onesided_core::datatype::Value;
-use onesided_core::{Datatype, ErrorClass};
+use onesided_core::Datatype;
 
+use super::super::parse::request_not_active;
 use super::executor::VarSlot;
 use super::RankExecutor;
 use onesided_client::{wait_any, Error, Request};
@@ -32,12 +33,11 @@ impl RequestSlot {
 }
 
 fn request_gone(name: &str) -> Error {
+    let error = request_not_active(name);
     Error::Mpi {
-        class: ErrorClass::Request,
+        class: error.class,
         code: tonic::Code::InvalidArgument,
-        message: format!(
-            "request {name} is not active (it was waited for, tested complete or freed)"
-        ),
+        message: error.message,
         unchanged: false,
     }
 }
