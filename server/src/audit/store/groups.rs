@@ -483,8 +483,9 @@ mod tests {
     }
 
     /// A varied log of three windows (one created, one dynamic with regions attached and
-    /// detached, one with a large event for the events file), in commits of every size, after
-    /// `per_event` commits written one row per event and the rest as `rows` says.
+    /// detached, large events for the events file, one in a commit with a region's detach, so
+    /// that region reads pass over it), in commits of every size, after `per_event` commits
+    /// written one row per event and the rest as `rows` says.
     fn varied_commits() -> Vec<Vec<Event>> {
         let created = Event::WindowCreated {
             world: "w".into(),
@@ -506,8 +507,8 @@ mod tests {
             vec![flush(0)],
             vec![flush(1), region(64), flush(2)],
             (0..40).map(flush).collect(),
-            vec![flush(3), large, flush(4), flush(5)],
-            vec![detached(64), flush(6)],
+            vec![flush(3), large.clone(), flush(4), flush(5)],
+            vec![detached(64), large, flush(6)],
             (0..7).map(flush).collect(),
         ]
     }

@@ -249,7 +249,7 @@ impl AuditStore {
             .flat_map(|(first, last, prev_hash, entries)| {
                 expand(window, first as u64, last as u64, &prev_hash, &entries)
             })
-            .filter(|(row, _)| which.in_range(row))
+            .filter(|(row, span)| which.in_range(row, span.is_some()))
             .collect();
         // the events the groups keep in the events file, read from it
         let spans: Vec<(i64, i64)> = expanded.iter().filter_map(|(_, span)| *span).collect();
@@ -317,12 +317,15 @@ enum Which {
 }
 
 impl Which {
-    /// Whether `row`, an event of a group the query selected, lies in the range of sequence
-    /// numbers asked for (before its event is read from the events file, if it lies there).
-    fn in_range(self, row: &StoredRow) -> bool {
+    /// Whether `row`, an event of a group the query selected, may be one of them, before its
+    /// event is read from the events file when it lies there (`in_file`): in the range of
+    /// sequence numbers asked for, and for region rows not in the file, which holds only
+    /// events of `FILE_EVENT_BYTES` or more, never a region's (as the rows' query selects
+    /// by kind and so never reads a large event's row).
+    fn in_range(self, row: &StoredRow, in_file: bool) -> bool {
         match self {
             Which::From(from) => row.record.seq >= from,
-            Which::RegionsBefore(before) => row.record.seq < before,
+            Which::RegionsBefore(before) => row.record.seq < before && !in_file,
         }
     }
 
