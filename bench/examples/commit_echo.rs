@@ -7,8 +7,8 @@
 //!
 //! `cargo run --release -p onesided-bench --example commit_echo -- ITERATIONS [DATABASE_URL]`
 //! (SQLite in a temp dir without a URL, as the onesided server keeps it by default; each of the
-//! 64 streams does ITERATIONS / 4 round trips; `ONESIDED_AUDIT_SQLITE_GROUPS=true`: SQLite writes
-//! one row per commit and window, as `--audit-sqlite-groups`).
+//! 64 streams does ITERATIONS / 4 round trips; `ONESIDED_AUDIT_SQLITE_ROWS=per-event`: SQLite writes
+//! one row per event instead of one per commit and window, as `--audit-sqlite-rows`).
 use onesided_bench::grpc::{self, FloorStore};
 use onesided_bench::Threads;
 
@@ -18,9 +18,9 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("usage: commit_echo ITERATIONS [DATABASE_URL]");
     };
     onesided_bench::trace_as_the_server();
-    // as the bench's --audit-sqlite-groups: the SQLite store writes one row per commit and window
-    if std::env::var("ONESIDED_AUDIT_SQLITE_GROUPS").is_ok_and(|value| value == "true") {
-        onesided_bench::write_sqlite_rows(onesided_server::audit::Rows::Groups);
+    // as the bench's --audit-sqlite-rows: how the SQLite store writes events
+    if let Some(rows) = onesided_bench::sqlite_rows_from_env()? {
+        onesided_bench::write_sqlite_rows(rows);
     }
     let n: usize = n.parse()?;
     anyhow::ensure!(n > 0, "ITERATIONS must be at least 1");

@@ -18,7 +18,9 @@
 //! ITERATIONS counts epochs). SERVER_THREADS (default 1: a current-thread
 //! runtime, as the bench's default) gives the in-process server a multi-thread runtime;
 //! DATABASE_URL (`postgres://…`) puts its audit store in PostgreSQL instead of SQLite;
-//! `ONESIDED_AUDIT_SQLITE_GROUPS=true` has SQLite write one row per commit and window.
+//! `ONESIDED_AUDIT_SQLITE_ROWS=per-event` has SQLite write one row per event instead of one per
+//! commit and window (`ONESIDED_AUDIT_SQLITE_GROUPS=true`, groups, is still read, as builds
+//! from before groups were the default take it).
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,9 +39,9 @@ fn main() -> anyhow::Result<()> {
         );
     };
     onesided_bench::trace_as_the_server();
-    // as the bench's --audit-sqlite-groups: the SQLite store writes one row per commit and window
-    if std::env::var("ONESIDED_AUDIT_SQLITE_GROUPS").is_ok_and(|value| value == "true") {
-        onesided_bench::write_sqlite_rows(onesided_server::audit::Rows::Groups);
+    // as the bench's --audit-sqlite-rows: how the SQLite store writes events
+    if let Some(rows) = onesided_bench::sqlite_rows_from_env()? {
+        onesided_bench::write_sqlite_rows(rows);
     }
     let n: usize = n.parse()?;
     anyhow::ensure!(n > 0, "ITERATIONS must be at least 1");

@@ -59,7 +59,8 @@ mod trace;
 pub use full_run::run;
 
 /// How the SQLite stores of the in-process servers and of the commit floors write events
-/// (`--audit-sqlite-groups`): set once by the binary before a run; one row per event unless set.
+/// (`--audit-sqlite-rows`): set once by the binary before a run; the server's default (one
+/// row per commit and window) unless set.
 static SQLITE_ROWS: std::sync::OnceLock<onesided_server::audit::Rows> = std::sync::OnceLock::new();
 
 /// Has the in-process servers' and the commit floors' SQLite stores write events as `rows`
@@ -68,10 +69,29 @@ pub fn write_sqlite_rows(rows: onesided_server::audit::Rows) {
     let _ = SQLITE_ROWS.set(rows);
 }
 
-/// [`write_sqlite_rows`]'s choice (one row per event unless set).
+/// [`write_sqlite_rows`]'s choice (the server's default unless set).
 pub(crate) fn sqlite_rows() -> onesided_server::audit::Rows {
     SQLITE_ROWS.get().copied().unwrap_or_default()
 }
+
+/// What the examples take the bench's `--audit-sqlite-rows` from: `ONESIDED_AUDIT_SQLITE_ROWS`
+/// (`groups` or `per-event`), else `ONESIDED_AUDIT_SQLITE_GROUPS=true` (groups, as the flag of
+/// 0.3 said), else `None` (the server's default).
+///
+/// # Errors
+/// Another value of `ONESIDED_AUDIT_SQLITE_ROWS`.
+pub fn sqlite_rows_from_env() -> anyhow::Result<Option<onesided_server::audit::Rows>> {
+    use clap::ValueEnum;
+    if let Ok(value) = std::env::var("ONESIDED_AUDIT_SQLITE_ROWS") {
+        let rows = onesided_server::audit::Rows::from_str(&value, false).map_err(|_| {
+            anyhow::anyhow!("ONESIDED_AUDIT_SQLITE_ROWS is groups or per-event, not {value:?}")
+        })?;
+        return Ok(Some(rows));
+    }
+    let groups = std::env::var("ONESIDED_AUDIT_SQLITE_GROUPS").is_ok_and(|value| value == "true");
+    Ok(groups.then_some(onesided_server::audit::Rows::Groups))
+}
+
 pub use measure::{atomic_round_trip, median};
 pub use options::{Audit, Options, Threads, QUICK_ITERATIONS};
 pub(crate) use patterns::PATTERN_TIMEOUT;

@@ -33,9 +33,13 @@ struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
-    /// The SQLite audit stores of the in-process servers and of the commit floors
-    /// (`commit_echo_us`, `commit_streams_per_s`) write one row per commit and window, as
-    /// `onesided-server --audit-sqlite-groups` does, instead of one row per event.
+    /// How the SQLite audit stores of the in-process servers and of the commit floors
+    /// (`commit_echo_us`, `commit_streams_per_s`) write events, as `onesided-server
+    /// --audit-sqlite-rows` says: groups (one row per commit and window, the default) or
+    /// per-event. [default: groups]
+    #[arg(long, env = "ONESIDED_AUDIT_SQLITE_ROWS", value_enum)]
+    audit_sqlite_rows: Option<onesided_server::audit::Rows>,
+    /// The same as --audit-sqlite-rows groups (kept for 0.3's command lines).
     #[arg(long, env = "ONESIDED_AUDIT_SQLITE_GROUPS")]
     audit_sqlite_groups: bool,
     /// Tiny counts, a 4 MiB bulk put, fence scaling at 2 and 8 ranks: a smoke run for CI.
@@ -89,11 +93,21 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
-    if args.audit_sqlite_groups {
-        onesided_bench::write_sqlite_rows(onesided_server::audit::Rows::Groups);
-        eprintln!(
-            "SQLite audit stores write one row per commit and window (--audit-sqlite-groups)"
-        );
+    {
+        use onesided_server::audit::Rows;
+        let rows = match (args.audit_sqlite_rows, args.audit_sqlite_groups) {
+            (Some(Rows::PerEvent), true) => anyhow::bail!(
+                "--audit-sqlite-groups and --audit-sqlite-rows per-event contradict each other"
+            ),
+            (Some(rows), _) => rows,
+            (None, _) => Rows::Groups,
+        };
+        onesided_bench::write_sqlite_rows(rows);
+        if rows == Rows::PerEvent {
+            eprintln!(
+                "SQLite audit stores write one row per event (--audit-sqlite-rows per-event)"
+            );
+        }
     }
     if let Some(seconds) = args.soak {
         return run_soak(seconds, args.audit, args.database_url).await;

@@ -110,8 +110,9 @@ pub struct ServerConfig {
     pub database_url: Option<String>,
     /// How much a call's answer waits for its audit events.
     pub durability: audit::Durability,
-    /// How an SQLite store's commits write events: one row each, or one row per commit and
-    /// window (`--audit-sqlite-groups`). PostgreSQL keeps one row per event either way.
+    /// How an SQLite store's commits write events: one row per commit and window (the
+    /// default), or one row each (`--audit-sqlite-rows per-event`). PostgreSQL keeps one row
+    /// per event either way.
     pub sqlite_rows: audit::Rows,
     /// In `async` durability, the most events of answered calls that may be uncommitted at
     /// once (what a crash can lose); calls wait for room beyond it.
@@ -148,7 +149,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             database_url: None,
             durability: audit::Durability::Sync,
-            sqlite_rows: audit::Rows::PerEvent,
+            sqlite_rows: audit::Rows::default(),
             async_max_unrecorded: audit::DEFAULT_MAX_UNRECORDED,
             lease_ttl: DEFAULT_LEASE_TTL,
             limits: Limits::default(),

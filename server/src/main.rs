@@ -54,9 +54,13 @@ struct Args {
         default_value = "sync"
     )]
     audit_durability: onesided_server::audit::Durability,
-    /// Write the SQLite audit store one row per commit and window, holding its events, instead
-    /// of one row per event (issue 45; readers read both, a store written either way opens
-    /// with or without it). PostgreSQL keeps one row per event.
+    /// How the SQLite audit store writes events: groups (one row per commit and window,
+    /// holding its events; the default) or per-event (one row per event, as before 0.4).
+    /// Readers read both: a store written either way, or both, opens and reads the same under
+    /// either. PostgreSQL keeps one row per event. [default: groups]
+    #[arg(long, env = "ONESIDED_AUDIT_SQLITE_ROWS", value_enum)]
+    audit_sqlite_rows: Option<onesided_server::audit::Rows>,
+    /// The same as --audit-sqlite-rows groups, the default now (kept for 0.3's command lines).
     #[arg(long, env = "ONESIDED_AUDIT_SQLITE_GROUPS")]
     audit_sqlite_groups: bool,
     /// With --audit-durability async: the most events of answered calls that may be
@@ -139,6 +143,20 @@ struct Args {
     /// come every quarter of it. Another node takes a dead node's worlds up after it.
     #[arg(long, env = "ONESIDED_NODE_LEASE_TTL", default_value = "5", value_parser = lease_ttl)]
     node_lease_ttl: std::time::Duration,
+}
+
+/// How the SQLite store writes events: `--audit-sqlite-rows`, else groups (what
+/// `--audit-sqlite-groups` asked for before it was the default).
+fn sqlite_rows(args: &Args) -> anyhow::Result<onesided_server::audit::Rows> {
+    use onesided_server::audit::Rows;
+    match (args.audit_sqlite_rows, args.audit_sqlite_groups) {
+        (Some(Rows::PerEvent), true) => anyhow::bail!(
+            "--audit-sqlite-groups (ONESIDED_AUDIT_SQLITE_GROUPS) and --audit-sqlite-rows \
+             per-event (ONESIDED_AUDIT_SQLITE_ROWS) contradict each other: give one"
+        ),
+        (Some(rows), _) => Ok(rows),
+        (None, _) => Ok(Rows::Groups),
+    }
 }
 
 fn lease_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -402,11 +420,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let config = ServerConfig {
         database_url: args.database_url.clone(),
         durability: args.audit_durability,
-        sqlite_rows: if args.audit_sqlite_groups {
-            onesided_server::audit::Rows::Groups
-        } else {
-            onesided_server::audit::Rows::PerEvent
-        },
+        sqlite_rows: sqlite_rows(&args)?,
         async_max_unrecorded: args.audit_async_max_unrecorded as usize,
         lease_ttl: args.lease_ttl,
         limits: Limits {

@@ -3,7 +3,8 @@
 //! PostgreSQL databases dropped on drop ([`PgDatabase`]), on `ONESIDED_TEST_POSTGRES` or the
 //! machine's PostgreSQL, a PostgreSQL server of a test's own that it may crash and restart
 //! ([`private_postgres`]), a throwaway test PKI ([`Pki`]), and [`rewrite_event_sqlite`] /
-//! [`rewrite_event_postgres`], how the tests tamper with a stored audit row, and [`Launched`] /
+//! [`rewrite_event_postgres`], how the tests tamper with a stored audit row ([`groups`]: with
+//! an SQLite store's group rows, the default shape), and [`Launched`] /
 //! [`run_to_exit`], how a suite runs a binary it built (each suite names its own binaries:
 //! `env!("CARGO_BIN_EXE_…")` works only in the crate that owns them; [`server_binary`], the
 //! command line the server is started with), and [`linearizable`], the
@@ -17,6 +18,7 @@
 //! real server and the real client, each in its own way (in process, or as a binary).
 
 pub mod fixture;
+pub mod groups;
 pub mod in_process;
 pub mod linearizable;
 pub mod private_postgres;

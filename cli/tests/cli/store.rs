@@ -83,6 +83,45 @@ impl Store {
             }
         })
     }
+
+    /// Changes event `seq` of `window` in `server`'s store by `change`, wherever it lies: its
+    /// row of `audit_events`, or (SQLite, which writes groups by default) its entry in a group
+    /// ([`onesided_test_support::groups::rewrite_stored_event_sqlite`]); hashes as they were.
+    pub fn rewrite_window_event(
+        &self,
+        server: &Server,
+        window: u64,
+        seq: u64,
+        change: impl FnOnce(&mut onesided_core::audit::Event),
+    ) {
+        use onesided_test_support::groups::rewrite_stored_event_sqlite;
+        match self {
+            Store::Sqlite => {
+                let url = self.url(server);
+                block_on(async {
+                    let rewrite = async |connection: &mut sqlx::SqliteConnection| {
+                        let (window, seq) = (window as i64, seq as i64);
+                        // the default shape: the tests tamper with what it wrote
+                        assert!(
+                            onesided_test_support::groups::group_holding(connection, window, seq)
+                                .await
+                                .is_some(),
+                            "event {seq} of window {window} is in no group"
+                        );
+                        rewrite_stored_event_sqlite(connection, window, seq, change).await
+                    };
+                    connected(&url, rewrite).await
+                })
+            }
+            Store::Postgres(_) => self.rewrite_event(
+                server,
+                "audit_events",
+                "window_id = $1 AND seq = $2",
+                &[window as i64, seq as i64],
+                change,
+            ),
+        }
+    }
 }
 
 /// Runs `body` on a connection of its own to `url`, closed after it.

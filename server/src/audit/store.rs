@@ -98,13 +98,14 @@ fn hash32(bytes: &[u8]) -> [u8; 32] {
 }
 
 /// How an SQLite store's commits write events (readers read both, whichever wrote them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Rows {
-    /// One `audit_events` row per event (the default).
-    #[default]
+    /// One `audit_events` row per event (the default before issue 45;
+    /// `--audit-sqlite-rows per-event`).
     PerEvent,
-    /// One `audit_groups` row per commit and window holding its events; an event kept in the
-    /// events file still has a row of its own (`--audit-sqlite-groups`, issue 45).
+    /// One `audit_groups` row per commit and window holding its events, those kept in the
+    /// events file by where they lie there (the default, issue 45).
+    #[default]
     Groups,
 }
 
@@ -130,7 +131,9 @@ fn migration_error(error: sqlx::migrate::MigrateError) -> anyhow::Error {
 
 impl AuditStore {
     /// Opens (and migrates) the store: PostgreSQL for a `postgres://` URL, SQLite for a
-    /// `sqlite:` URL, and without a URL `audit.db` in `data_dir`.
+    /// `sqlite:` URL, and without a URL `audit.db` in `data_dir`. An SQLite store opened so
+    /// writes one row per event until [`AuditStore::writing`] says otherwise (the server says
+    /// what its configuration does, [`Rows::Groups`] by default).
     ///
     /// # Errors
     /// When the database cannot be reached, or its schema is newer than this binary.

@@ -241,18 +241,28 @@ fn swap_statements(table: &str, key: &str, scope: &str) -> [String; 3] {
     [update("$1", "-1"), update("$2", "$1"), update("-1", "$2")]
 }
 
+/// Asserts that event `seq` of `window` lies where `store` writes events: in a group for the
+/// default SQLite store, in a row of its own for one written per event and for PostgreSQL, so
+/// that a tamper test tampers with what the store really wrote.
+async fn assert_stored_as_written(
+    store: &Store,
+    database: &mut crate::store::Connection,
+    window: u64,
+    seq: u64,
+) {
+    let grouped = database.group_holding(window, seq).await.is_some();
+    assert_eq!(
+        grouped,
+        matches!(store, Store::Sqlite),
+        "event {seq} of window {window} in a group"
+    );
+}
+
 async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: Store) {
     let fixture = store.fixture(3, false).await;
     let audit = fixture.audit().await;
     let mut database = store.connect(&fixture.server).await;
-    for (case, sql) in [
-        ("changed", ""),
-        (
-            "deleted",
-            "DELETE FROM audit_events WHERE window_id = $1 AND seq = $2",
-        ),
-        ("reordered", ""),
-    ] {
+    for case in ["changed", "deleted", "reordered"] {
         let (window, _) = workload(&fixture, 7).await;
         let events = audit.events(window, 1).await.unwrap();
         let target = events
@@ -260,31 +270,104 @@ async fn changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(store: 
             .find(|event| event.body.contains("\"origin\":0") && event.seq > 3)
             .expect("an operation of rank 0")
             .seq;
-        if case == "changed" {
+        assert_stored_as_written(&store, &mut database, window, target).await;
+        match case {
             // the row now says rank 2 did it
-            database
-                .rewrite_event(
-                    "audit_events",
-                    "window_id = $1 AND seq = $2",
-                    &[window as i64, target as i64],
-                    said_by_rank_2,
-                )
-                .await;
-        } else if case == "reordered" {
-            // swap rows target and target+1 through a free sequence number
-            let swap = swap_statements("audit_events", "seq", "window_id = $3");
-            let binds = [target as i64, target as i64 + 1, window as i64];
-            let statements: Vec<(&str, &[i64])> =
-                swap.iter().map(|sql| (sql.as_str(), &binds[..])).collect();
-            assert_eq!(database.execute(&statements).await, [1, 1, 1]);
-        } else {
-            let binds = [window as i64, target as i64];
-            assert_eq!(database.execute(&[(sql, &binds)]).await, [1], "{case}");
+            "changed" => {
+                database
+                    .rewrite_event_at(window, target, said_by_rank_2)
+                    .await
+            }
+            // rows target and target+1 swapped (through a free sequence number), or their
+            // entries in their groups
+            "reordered" => database.swap_events(window, target).await,
+            // the row, or its entry (its group cut in two around it)
+            _ => database.delete_event(window, target).await,
         }
         let verification = audit.verify(window).await.unwrap();
         assert_eq!(verification.first_bad, Some(target), "{case}");
         assert_eq!(verification.client_break, None, "{case}");
     }
+}
+
+/// A group of the default SQLite store whose bytes were cut, or that was deleted whole, breaks
+/// verification at its first event (a cut group reads as unreadable events over its whole
+/// range, never as none: replay and check refuse naming that event).
+async fn a_cut_or_deleted_group_breaks_verify_at_its_first_event(store: Store) {
+    let (audit, mut database, _fixture, window) = tamper_setup(&store).await;
+    let events = audit.events(window, 1).await.unwrap();
+    let last = window_rows(&events).last().unwrap().seq;
+    // a group of operations, not the window's last (deleting the last shortens the log, which
+    // no chain can tell: SECURITY.md)
+    let mut groups = Vec::new();
+    for event in window_rows(&events) {
+        if event.body.contains("\"event\":\"op\"") && event.seq > 3 {
+            let group = database
+                .group_holding(window, event.seq)
+                .await
+                .expect("a group");
+            if group.last_seq < last as i64 && group.last_seq > group.first_seq {
+                groups.push(group);
+            }
+        }
+    }
+    assert!(groups.len() >= 2, "{} groups of operations", groups.len());
+    let (cut, deleted) = (&groups[0], groups.last().unwrap());
+    assert!(cut.last_seq < deleted.first_seq);
+    let crate::store::Connection::Sqlite(connection) = &mut database else {
+        panic!("groups are SQLite's")
+    };
+    sqlx::query("DELETE FROM audit_groups WHERE window_id = $1 AND last_seq = $2")
+        .bind(window as i64)
+        .bind(deleted.last_seq)
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+    assert_eq!(
+        audit.verify(window).await.unwrap().first_bad,
+        Some(deleted.first_seq as u64),
+        "deleted"
+    );
+    let intact = audit.events(window, 1).await.unwrap();
+    sqlx::query(
+        "UPDATE audit_groups SET entries = substr(entries, 1, length(entries) - 3) \
+         WHERE window_id = $1 AND last_seq = $2",
+    )
+    .bind(window as i64)
+    .bind(cut.last_seq)
+    .execute(&mut *connection)
+    .await
+    .unwrap();
+    let first = cut.first_seq as u64;
+    assert_eq!(
+        audit.verify(window).await.unwrap().first_bad,
+        Some(first),
+        "cut"
+    );
+    // every event of the cut group is still there, none dropped
+    let read = audit.events(window, 1).await.unwrap();
+    assert_eq!(
+        window_rows(&read)
+            .iter()
+            .map(|event| event.seq)
+            .collect::<Vec<_>>(),
+        window_rows(&intact)
+            .iter()
+            .map(|event| event.seq)
+            .collect::<Vec<_>>()
+    );
+    let named = format!("event {first} of window {window} cannot be read");
+    let replayed = audit.replay(window, None).await.unwrap_err();
+    assert_eq!(replayed.code(), tonic::Code::DataLoss, "{replayed}");
+    assert!(replayed.to_string().contains(&named), "{replayed}");
+    let checked = audit.check(window).await.unwrap_err();
+    assert_eq!(checked.code(), tonic::Code::DataLoss, "{checked}");
+    assert!(checked.to_string().contains(&named), "{checked}");
+}
+
+async_tests! {
+    a_cut_or_deleted_group_breaks_verify_at_its_first_event_on_sqlite =>
+        a_cut_or_deleted_group_breaks_verify_at_its_first_event(Store::Sqlite);
 }
 
 /// Three ranks of a window on `store` after a workload, a connection to tamper with the store,
@@ -311,6 +394,7 @@ async fn an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(s
         .clone();
     let target = original.seq;
     assert_eq!(audit.verify(window).await.unwrap().first_bad, None);
+    assert_stored_as_written(&store, &mut database, window, target).await;
     // a copy of rank 0's operation, now said to be rank 2's, slipped in before it
     database
         .insert_forged_row(window, target, said_by_rank_2)
@@ -349,15 +433,11 @@ async fn an_unreadable_row_is_named_never_skipped(store: Store) {
         .expect("an applied operation")
         .seq;
     assert!(audit.replay(window, None).await.is_ok());
+    assert_stored_as_written(&store, &mut database, window, target).await;
     // bytes that are no protobuf event (a field number 0 is never valid)
-    let garbage = match store {
-        Store::Sqlite | Store::SqliteGroups => "x'00ff'",
-        Store::Postgres(_) => "'\\x00ff'::bytea",
-    };
-    let sql =
-        format!("UPDATE audit_events SET event = {garbage} WHERE window_id = $1 AND seq = $2");
-    let binds = [window as i64, target as i64];
-    assert_eq!(database.execute(&[(&sql, &binds)]).await, [1]);
+    database
+        .set_event_bytes(window, target, &[0x00, 0xff])
+        .await;
 
     assert_eq!(audit.verify(window).await.unwrap().first_bad, Some(target));
     let named = format!("event {target} of window {window} cannot be read");
@@ -376,6 +456,17 @@ store_tests! {
     changing_deleting_or_reordering_a_row_breaks_verify_at_that_row:
         changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_sqlite,
         changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_postgres;
+}
+
+// the same in a store written one row per event (`--audit-sqlite-rows per-event`, the shape of
+// stores before issue 45), whose rows the tests tamper with
+async_tests! {
+    an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_sqlite_per_event =>
+        an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it(Store::SqlitePerEvent);
+    an_unreadable_row_is_named_never_skipped_on_sqlite_per_event =>
+        an_unreadable_row_is_named_never_skipped(Store::SqlitePerEvent);
+    changing_deleting_or_reordering_a_row_breaks_verify_at_that_row_on_sqlite_per_event =>
+        changing_deleting_or_reordering_a_row_breaks_verify_at_that_row(Store::SqlitePerEvent);
 }
 
 /// With `persisting`, the sessions write their own events and the follower sees each marker

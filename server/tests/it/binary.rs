@@ -79,8 +79,8 @@ fn flags_recording_in(store: &Store) -> Vec<String> {
     if let Some(database) = store.database_url() {
         flags.extend(["--database-url".to_string(), database]);
     }
-    if matches!(store, Store::SqliteGroups) {
-        flags.push("--audit-sqlite-groups".to_string());
+    if matches!(store, Store::SqlitePerEvent) {
+        flags.extend(["--audit-sqlite-rows".to_string(), "per-event".to_string()]);
     }
     flags
 }
@@ -500,12 +500,12 @@ store_tests! {
 }
 
 async_tests! {
-    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_in_sqlite_groups =>
-        kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(Store::SqliteGroups);
-    acknowledged_epochs_survive_kill_9_in_sqlite_groups =>
-        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::SqliteGroups, false);
-    acknowledged_client_rows_survive_kill_9_in_sqlite_groups =>
-        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::SqliteGroups, true);
+    kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once_in_sqlite_per_event =>
+        kill_9_under_sixteen_fetch_and_op_clients_keeps_every_acknowledged_increment_once(Store::SqlitePerEvent);
+    acknowledged_epochs_survive_kill_9_in_sqlite_per_event =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::SqlitePerEvent, false);
+    acknowledged_client_rows_survive_kill_9_in_sqlite_per_event =>
+        acknowledged_epochs_survive_kill_9_in_sync_durability(Store::SqlitePerEvent, true);
     acknowledged_epochs_survive_kill_9_in_sync_durability_on_sqlite =>
         acknowledged_epochs_survive_kill_9_in_sync_durability(Store::Sqlite, false);
     acknowledged_epochs_survive_kill_9_in_sync_durability_on_postgres =>
@@ -516,14 +516,14 @@ async_tests! {
         acknowledged_epochs_survive_kill_9_in_sync_durability(Store::postgres().await, true);
     an_acknowledged_large_put_survives_kill_9_written_once_beside_the_database =>
         a_large_put_survives_kill_9_written_once_beside_the_database(Store::Sqlite);
-    an_acknowledged_large_put_survives_kill_9_beside_sqlite_groups =>
-        a_large_put_survives_kill_9_written_once_beside_the_database(Store::SqliteGroups);
+    an_acknowledged_large_put_survives_kill_9_beside_sqlite_rows_per_event =>
+        a_large_put_survives_kill_9_written_once_beside_the_database(Store::SqlitePerEvent);
 }
 
 /// A large put is written once, into the events file beside the SQLite database, before it is
 /// acknowledged: after kill -9 the restarted server has its bytes (rebuilt from the log), the
-/// chain verifies, and the database itself did not take them — with the epoch's other events
-/// in rows of their own or in groups (`store`).
+/// chain verifies, and the database itself did not take them — with the epoch's events in
+/// its one group (the default) or in rows of their own (`store`).
 async fn a_large_put_survives_kill_9_written_once_beside_the_database(store: Store) {
     use onesided_client::{Audit, LockType};
     const SIZE: usize = 3 << 20;
@@ -639,6 +639,81 @@ fn refused_at_start(data: &TempDir, extra: &[&str], env: &[(&str, &str)]) -> Str
     let printed = crate::server_binary::refused_to_start(command, Duration::from_secs(30));
     assert!(!printed.contains("listening"), "{printed}");
     printed
+}
+
+/// How the SQLite store writes events, as the flags say: one group per commit and window by
+/// default and with 0.3's `--audit-sqlite-groups`, one row per event with
+/// `--audit-sqlite-rows per-event` (or its variable); the two that contradict each other are
+/// refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_store_writes_groups_by_default_and_rows_per_event_when_told() {
+    use onesided_client::LockType;
+    let per_event = ["--audit-sqlite-rows", "per-event"];
+    let cases: [(&[&str], bool); 4] = [
+        (&[], true),
+        (&["--audit-sqlite-groups"], true),
+        (&["--audit-sqlite-rows", "groups"], true),
+        (&per_event, false),
+    ];
+    for (flags, grouped) in cases {
+        let data = TempDir(std::env::temp_dir().join(unique("onesided-bin-rows")));
+        let mut extra = vec!["--admin-token", "binary-test-admin-token"];
+        extra.extend(flags);
+        let (child, url) = start(&data, &extra);
+        let admin = admin_at(&url).await;
+        let world = admin.create_world("w", 2).await.unwrap();
+        admin
+            .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+            .await
+            .unwrap();
+        let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
+        let window = session.window("x").await.unwrap();
+        window.lock(LockType::Exclusive, 1, 0).await.unwrap();
+        window.put(1, 0, &[5i64]).unwrap();
+        // answered once committed (sync)
+        window.unlock(1).await.unwrap();
+        drop(window);
+        session.close().await.unwrap();
+        stopped_cleanly(child).await;
+        let (rows, groups): (i64, i64) = {
+            use sqlx::Connection;
+            let path = data.0.join("audit.db");
+            let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{}", path.display()))
+                .await
+                .unwrap();
+            sqlx::query_as(
+                "SELECT (SELECT COUNT(*) FROM audit_events), (SELECT COUNT(*) FROM audit_groups)",
+            )
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+        };
+        if grouped {
+            assert!(
+                rows == 0 && groups > 0,
+                "{flags:?}: {rows} rows, {groups} groups"
+            );
+        } else {
+            assert!(
+                rows > 0 && groups == 0,
+                "{flags:?}: {rows} rows, {groups} groups"
+            );
+        }
+    }
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-bin-rows")));
+    let token = ["--admin-token", "binary-test-admin-token"];
+    let both = [&token[..], &["--audit-sqlite-groups"], &per_event].concat();
+    let by_flags = refused_at_start(&data, &both, &[]);
+    assert!(by_flags.contains("contradict"), "{by_flags}");
+    let by_env = refused_at_start(
+        &data,
+        &token,
+        &[
+            ("ONESIDED_AUDIT_SQLITE_GROUPS", "true"),
+            ("ONESIDED_AUDIT_SQLITE_ROWS", "per-event"),
+        ],
+    );
+    assert!(by_env.contains("contradict"), "{by_env}");
 }
 
 #[test]

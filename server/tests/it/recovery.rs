@@ -450,24 +450,47 @@ async fn a_restart_brings_back_worlds_tokens_and_windows_byte_exact() {
 }
 
 /// Deletes window `window`'s log rows up to the oldest of its snapshots from the SQLite store
-/// at `database`; returns how many of them were operations.
+/// at `database` (its rows, and its groups whose events all lie there); returns how many of
+/// them were operations.
 async fn forget_what_snapshots_cover(database: &Path, window: u64) -> u64 {
+    use onesided_core::audit::Event;
     use sqlx::Connection;
     let url = format!("sqlite:{}", database.display());
     let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    let covered = "window_id = ?1 AND seq <= (SELECT MIN(seq) FROM snapshots WHERE window_id = ?1)";
-    let ops: i64 = sqlx::query_scalar(&format!(
-        "SELECT COUNT(*) FROM audit_events WHERE {covered} AND kind = 'op'"
-    ))
-    .bind(window as i64)
-    .fetch_one(&mut connection)
-    .await
-    .unwrap();
-    sqlx::query(&format!("DELETE FROM audit_events WHERE {covered}"))
+    let oldest: i64 = sqlx::query_scalar("SELECT MIN(seq) FROM snapshots WHERE window_id = $1")
         .bind(window as i64)
-        .execute(&mut connection)
+        .fetch_one(&mut connection)
         .await
         .unwrap();
+    let covered: Vec<i64> = sqlx::query_scalar(
+        "SELECT seq FROM audit_events WHERE window_id = $1 AND seq <= $2 \
+         UNION ALL SELECT seq FROM (WITH RECURSIVE numbers(seq, last) AS ( \
+         SELECT first_seq, last_seq FROM audit_groups WHERE window_id = $1 AND last_seq <= $2 \
+         UNION ALL SELECT seq + 1, last FROM numbers WHERE seq < last) SELECT seq FROM numbers)",
+    )
+    .bind(window as i64)
+    .bind(oldest)
+    .fetch_all(&mut connection)
+    .await
+    .unwrap();
+    let bodies = onesided_test_support::groups::stored_bodies(&mut connection, window as i64).await;
+    let ops = bodies
+        .iter()
+        .filter(|(seq, body)| {
+            covered.contains(seq) && matches!(body.decode().unwrap(), Event::Op { .. })
+        })
+        .count();
+    for delete in [
+        "DELETE FROM audit_events WHERE window_id = $1 AND seq <= $2",
+        "DELETE FROM audit_groups WHERE window_id = $1 AND last_seq <= $2",
+    ] {
+        sqlx::query(delete)
+            .bind(window as i64)
+            .bind(oldest)
+            .execute(&mut connection)
+            .await
+            .unwrap();
+    }
     ops as u64
 }
 
@@ -614,26 +637,33 @@ impl Outage {
         use onesided_core::audit::Body;
         use sqlx::Connection as _;
         let select = "SELECT body, event FROM audit_events WHERE window_id = $1";
-        let rows: Vec<(Option<String>, Option<Vec<u8>>)> = match self {
+        let bodies: Vec<Body> = match self {
             Outage::Postgres { _database, .. } => {
                 let mut connection = sqlx::PgConnection::connect(&_database.url).await.unwrap();
-                sqlx::query_as(select)
+                let rows: Vec<(Option<String>, Option<Vec<u8>>)> = sqlx::query_as(select)
                     .bind(window as i64)
                     .fetch_all(&mut connection)
                     .await
-                    .unwrap()
+                    .unwrap();
+                rows.into_iter()
+                    .map(|(json, binary)| match (binary, json) {
+                        (Some(bytes), _) => Body::Binary(bytes),
+                        (None, text) => Body::Json(text.unwrap()),
+                    })
+                    .collect()
             }
-            Outage::Sqlite { holder, .. } => sqlx::query_as(select)
-                .bind(window as i64)
-                .fetch_all(holder.as_mut().expect("an outage under way"))
-                .await
-                .unwrap(),
+            // its rows and its groups
+            Outage::Sqlite { holder, .. } => onesided_test_support::groups::stored_bodies(
+                holder.as_mut().expect("an outage under way"),
+                window as i64,
+            )
+            .await
+            .into_iter()
+            .map(|(_, body)| body)
+            .collect(),
         };
-        rows.into_iter()
-            .map(|(json, binary)| match (binary, json) {
-                (Some(bytes), _) => Body::Binary(bytes),
-                (None, text) => Body::Json(text.unwrap()),
-            })
+        bodies
+            .into_iter()
             .filter_map(|body| match body.decode().unwrap() {
                 Event::Op { result, .. } => Some(i64::from_le_bytes(result.try_into().unwrap())),
                 _ => None,

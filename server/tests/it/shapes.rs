@@ -1,8 +1,8 @@
-//! An SQLite store's events in rows of their own or in groups (`--audit-sqlite-groups`, issue
-//! 45), through the real server and client: a store written one row per event (as the previous
-//! release writes it) reads the same under a server that writes groups, its chain goes on in
-//! groups, a server writing one row per event again reads both, and recovery rebuilds the
-//! window from either.
+//! An SQLite store's events in rows of their own or in groups (the default since issue 45;
+//! `--audit-sqlite-rows per-event` writes rows), through the real server and client: a store
+//! written one row per event (as the previous release writes it) reads the same under a server
+//! that writes groups, its chain goes on in groups, a server writing one row per event again
+//! reads both, and recovery rebuilds the window from either.
 
 use onesided_client::{Audit, AuditEntry, LockType, Op, WindowSpec, WorldTokens};
 use onesided_server::audit::Rows;
@@ -126,7 +126,10 @@ async fn restarted_reading(
 /// groups; and each restart rebuilds the window's bytes from the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_written_per_event_reads_the_same_and_goes_on_in_groups_and_back() {
-    let (data, server) = start_fresh("onesided-shapes", |_| {}).await;
+    let (data, server) = start_fresh("onesided-shapes", |config| {
+        config.sqlite_rows = Rows::PerEvent
+    })
+    .await;
     let spec = WindowSpec::of::<i64>("w", 2, 4);
     let name = unique("shapes");
     let world = server.world_with(&name, 2, &[spec]).await;
@@ -143,7 +146,9 @@ async fn a_log_written_per_event_reads_the_same_and_goes_on_in_groups_and_back()
         .id;
     epochs(&server, &world, 1..4).await;
     // each read after a restart: the sessions' last events are committed by then
-    let server = server.restart(|_| {}).await;
+    let server = server
+        .restart(|config| config.sqlite_rows = Rows::PerEvent)
+        .await;
     let (written, before) = read_all(&server, window).await;
     let (rows, groups) = stored(&data.0, window).await;
     assert!(rows > 20 && groups == 0, "{rows} rows, {groups} groups");

@@ -290,7 +290,8 @@ fn padded_group_insert<'a>(
             .bind(group.map(|group| i64::from(group.regions)))
             .bind(group.map(|group| group.prev_hash.as_slice()))
             .bind(group.map(|group| group.last_hash.as_slice()))
-            .bind(group.map(|group| group.entries.as_slice()));
+            .bind(group.map(|group| group.entries.as_slice()))
+            .bind(group.and_then(|group| group.file_end));
     }
     query
 }
@@ -323,8 +324,8 @@ const GROUP_SHAPES: [usize; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
 const MAX_GROUPS_PER_INSERT: usize = GROUP_SHAPES[GROUP_SHAPES.len() - 1];
 
 /// Columns of `audit_groups` that [`padded_group_insert`] binds per group.
-const GROUP_COLUMNS: &str =
-    "window_id, first_seq, last_seq, last_at_ns, regions, prev_hash, last_hash, entries";
+const GROUP_COLUMNS: &str = "window_id, first_seq, last_seq, last_at_ns, regions, prev_hash, \
+     last_hash, entries, file_end";
 
 /// The statements of [`padded_group_insert`], one per [`GROUP_SHAPES`], built once.
 static PADDED_GROUP_INSERTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {

@@ -5,8 +5,8 @@
 //! its appends (one block-aligned write per commit, through `O_DIRECT` where the file system
 //! takes it, synced before the rows that point at them commit; the buffer kept for the next)
 //! and the reads of the spans rows point at. Must not: insert rows or read them (`commit` and
-//! `log` do, and hand it the rows and the spans; it reads only where the last event a row
-//! points at ends, when it opens), or judge an event it cannot read (the read says why, and
+//! `log` do, and hand it the rows and the spans; it reads only where the last event a row or
+//! a group points at ends, when it opens), or judge an event it cannot read (the read says why, and
 //! verification fails at its row).
 
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ pub const FILE_EVENT_BYTES: usize = 128 << 10;
 /// them, so a committed row never points at bytes not on disk. A crash between the two leaves
 /// bytes no row points at; appends continue after them. The first writer of a process takes an
 /// exclusive lock on the file (`flock`) and appends from the end of the file or of the last
-/// event a row points at, whichever is further; a store whose file cannot be opened or is
+/// event a row or a group's entry points at, whichever is further; a store whose file cannot be opened or is
 /// locked by another process keeps its events in their rows, as before, and says so once.
 #[derive(Debug)]
 pub struct EventFile {
@@ -256,11 +256,16 @@ impl EventFile {
 
     /// Opens the file for appending, creating it (and syncing its directory) when new.
     async fn open(&self, conn: &mut SqliteConnection) -> anyhow::Result<Appender> {
+        // where the last event a row or a group points at ends (each by its partial index)
         let pointed: Option<i64> = sqlx::query_scalar(
-            "SELECT event_at + event_len FROM audit_events WHERE event_at IS NOT NULL \
-             ORDER BY event_at DESC LIMIT 1",
+            "SELECT MAX(end) FROM ( \
+             SELECT * FROM (SELECT event_at + event_len AS end FROM audit_events \
+             WHERE event_at IS NOT NULL ORDER BY event_at DESC LIMIT 1) \
+             UNION ALL \
+             SELECT * FROM (SELECT file_end FROM audit_groups WHERE file_end IS NOT NULL \
+             ORDER BY file_end DESC LIMIT 1))",
         )
-        .fetch_optional(&mut *conn)
+        .fetch_one(&mut *conn)
         .await?;
         let path = self.path.clone();
         let try_direct = self.direct;
@@ -644,6 +649,100 @@ mod tests {
         let stored = store.rows(1, 1).await.unwrap();
         assert!(unreadable(&stored[2]).contains("past the end"));
         assert_eq!(broken_at(&stored), Some(3));
+
+        // gone
+        std::fs::remove_file(&file).unwrap();
+        let stored = store.rows(1, 1).await.unwrap();
+        assert!(stored[0].unreadable.is_none());
+        assert!(unreadable(&stored[1]).contains("cannot be read"));
+        assert_eq!(broken_at(&stored), Some(2));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// In groups (the default shape) the large events are entries of their commit's one group
+    /// that point into the file: a changed, cut or missing file fails verification at their
+    /// events, and only there; and a new appender on a file shorter than what a group points
+    /// at appends after the last event a group points at, never over it.
+    #[tokio::test]
+    async fn in_groups_a_damaged_events_file_fails_at_its_events_and_appends_go_after_them() {
+        use super::super::Rows;
+        let dir = scratch("event-file-groups");
+        let store = AuditStore::open(None, &dir)
+            .await
+            .unwrap()
+            .writing(Rows::Groups);
+        let events = [
+            Event::Flush { origin: 0 },
+            published(FILE_EVENT_BYTES, 1),
+            published(FILE_EVENT_BYTES, 2),
+        ];
+        let rows = chained_events(1, 1, events, GENESIS);
+        store.insert(&rows, &[]).await.unwrap();
+        let file = dir.join("audit.db-events");
+        let broken_at = |stored: &[StoredRow]| verify(stored).err();
+        let unreadable = |row: &StoredRow| row.unreadable.clone().expect("an unreadable row");
+        let stored = store.rows(1, 1).await.unwrap();
+        assert_eq!(broken_at(&stored), None);
+        assert_eq!(stored[2].body, rows[2].body);
+        let AuditStore::Sqlite(pool, ..) = &store else {
+            panic!("not SQLite")
+        };
+        let counts: (i64, i64, Option<i64>) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM audit_events), (SELECT COUNT(*) FROM audit_groups), \
+             (SELECT MAX(file_end) FROM audit_groups)",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        let Body::Binary(third) = &rows[2].body else {
+            unreachable!("new rows are binary")
+        };
+        let Body::Binary(second) = &rows[1].body else {
+            unreachable!("new rows are binary")
+        };
+        // one group, no row; the third event ends where the group says
+        let end = (second.len() + third.len()) as i64;
+        assert_eq!(counts, (0, 1, Some(end)));
+
+        // one byte of the third event changed: its last
+        let mut bytes = std::fs::read(&file).unwrap();
+        let last = end as usize - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), Some(3));
+        assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()[..2]), None);
+
+        // cut inside the third event
+        bytes[last] ^= 0xff;
+        std::fs::write(&file, &bytes[..end as usize - 10]).unwrap();
+        let stored = store.rows(1, 1).await.unwrap();
+        assert!(unreadable(&stored[2]).contains("past the end"));
+        assert_eq!(broken_at(&stored), Some(3));
+
+        // the next process appends after the group's last event, not at the cut file's end
+        pool.close().await;
+        drop(store);
+        let store = AuditStore::open(None, &dir)
+            .await
+            .unwrap()
+            .writing(Rows::Groups);
+        let more = chained_events(1, 4, [published(FILE_EVENT_BYTES, 4)], rows[2].hash);
+        store.insert(&more, &[]).await.unwrap();
+        let AuditStore::Sqlite(pool, ..) = &store else {
+            panic!("not SQLite")
+        };
+        let new_end: i64 =
+            sqlx::query_scalar("SELECT file_end FROM audit_groups WHERE first_seq = 4")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        let Body::Binary(fourth) = &more[0].body else {
+            unreachable!("new rows are binary")
+        };
+        assert_eq!(new_end - fourth.len() as i64, aligned(end as u64) as i64);
+        let stored = store.rows(1, 4).await.unwrap();
+        assert_eq!(stored[0].body, more[0].body);
+        assert!(stored[0].unreadable.is_none());
 
         // gone
         std::fs::remove_file(&file).unwrap();

@@ -3,12 +3,14 @@
 //! encoding, instead of one `audit_events` row per event.
 //!
 //! Owns: which of a commit's rows go into a group (`split`: a window's events of one commit
-//! in a run of consecutive sequence numbers; an event kept in the events file stays a row of
-//! its own, and so breaks the run), the group's bytes (`Entries`, protobuf declared with
-//! prost's derives) and a group read back as the rows it holds (`expand`), an unreadable
-//! group as unreadable rows, never dropped. Must not: number, hash or encode events (the
-//! writer hands the rows ready; a group keeps each row's encoded event and hash as they came),
-//! insert or select (`commit` and `log` do), or verify a chain (core does).
+//! in a run of consecutive sequence numbers, one group per window and commit; an event kept in
+//! the events file is an entry that says where its bytes lie, schema version 8), the group's
+//! bytes (`Entries`, protobuf declared with prost's derives) and a group read back as the rows
+//! it holds (`expand`), an unreadable group as unreadable rows, never dropped. Must not:
+//! number, hash or encode events (the writer hands the rows ready; a group keeps each row's
+//! encoded event and hash as they came), insert or select (`commit` and `log` do), read the
+//! events file (`log` does, for the entries that point into it), or verify a chain (core
+//! does).
 //!
 //! Why (issue 45, BENCHMARKS.md "One row per commit and window"): a `sync` commit of the hot
 //! counter carried five rows per operation, and SQLite's cost per row (a B-tree insert, its
@@ -48,6 +50,22 @@ pub(super) struct Entry {
     /// Its hash (`chain_hash`).
     #[prost(bytes = "vec", tag = "5")]
     pub hash: Vec<u8>,
+    /// Where the event's bytes lie in the events file when they lie there (`event` is empty
+    /// then): an event of `FILE_EVENT_BYTES` or more, as an `audit_events` row's `event_at`
+    /// and `event_len` say it (schema version 8).
+    #[prost(message, optional, tag = "6")]
+    pub in_file: Option<Span>,
+}
+
+/// A place in the events file.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct Span {
+    /// The byte offset.
+    #[prost(uint64, tag = "1")]
+    pub at: u64,
+    /// The length in bytes.
+    #[prost(uint64, tag = "2")]
+    pub len: u64,
 }
 
 /// [`Entries`] with only what start-up needs of each entry (its rank and incarnation): the
@@ -84,6 +102,9 @@ pub(super) struct GroupRow {
     pub last_hash: [u8; 32],
     /// [`Entries`], encoded.
     pub entries: Vec<u8>,
+    /// Where the last event it keeps in the events file ends there (`None`: it keeps none),
+    /// so that the file's appender never writes over bytes a group points at.
+    pub file_end: Option<i64>,
 }
 
 /// A row of a commit that stays a row of its own in `audit_events`, and where its event lies
@@ -91,22 +112,27 @@ pub(super) struct GroupRow {
 pub(super) type Single<'a> = (&'a NewRow, Option<(i64, i64)>);
 
 /// `rows` (one commit's, in the order the writer numbered them) as the rows of `audit_events`
-/// and of `audit_groups` they are stored as: an event in the events file (`placed[i]`, empty
-/// when none is) or stored as JSON stays a row of its own; every other one goes into its
-/// window's group, one group per run of consecutive sequence numbers of one window.
+/// and of `audit_groups` they are stored as: an event stored as JSON stays a row of its own;
+/// every other one goes into its window's group, one group per run of consecutive sequence
+/// numbers of one window (the writer numbers a window's events of one commit without a gap,
+/// so one group per window). An event in the events file (`placed[i]`, `placed` empty when
+/// none is) is an entry of the group that says where its bytes lie: before schema version 8
+/// it stayed a row of its own and cut the group in two, so a bulk put's commit, its large
+/// puts between small events, wrote a group per small event and a transaction around them
+/// (issue 45: 0.84× the rows' `sync` bulk put).
 pub(super) fn split<'a>(
     rows: &'a [NewRow],
     placed: &[Option<(i64, i64)>],
 ) -> (Vec<Single<'a>>, Vec<GroupRow>) {
     let mut singles = Vec::new();
-    // per group: its rows, in order
-    let mut runs: Vec<Vec<&NewRow>> = Vec::new();
+    // per group: its rows, in order, each with where its event lies in the events file
+    let mut runs: Vec<Vec<Single<'a>>> = Vec::new();
     // per window: the run its next row may extend
     let mut open: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
     for (index, row) in rows.iter().enumerate() {
         let in_file = placed.get(index).copied().flatten();
         let window = row.record.window;
-        if in_file.is_some() || !matches!(row.body, Body::Binary(_)) {
+        if !matches!(row.body, Body::Binary(_)) {
             singles.push((row, in_file));
             open.remove(&window);
             continue;
@@ -114,13 +140,13 @@ pub(super) fn split<'a>(
         let extends = open.get(&window).copied().filter(|&run| {
             runs[run]
                 .last()
-                .is_some_and(|last| last.record.seq.checked_add(1) == Some(row.record.seq))
+                .is_some_and(|(last, _)| last.record.seq.checked_add(1) == Some(row.record.seq))
         });
         match extends {
-            Some(run) => runs[run].push(row),
+            Some(run) => runs[run].push((row, in_file)),
             None => {
                 open.insert(window, runs.len());
-                runs.push(vec![row]);
+                runs.push(vec![(row, in_file)]);
             }
         }
     }
@@ -128,21 +154,27 @@ pub(super) fn split<'a>(
     (singles, groups)
 }
 
-/// The group row of `run` (consecutive rows of one window, every body binary).
-fn group_of(run: &[&NewRow]) -> Option<GroupRow> {
-    let (first, last) = (run.first()?, run.last()?);
+/// The group row of `run` (consecutive rows of one window, every body binary, each with
+/// where its event lies in the events file, if it does).
+fn group_of(run: &[Single<'_>]) -> Option<GroupRow> {
+    let (first, last) = (run.first()?.0, run.last()?.0);
     let entries = Entries {
         entries: run
             .iter()
-            .map(|row| Entry {
+            .map(|(row, in_file)| Entry {
                 at_ns: row.record.at_ns,
                 rank: row.record.rank,
                 incarnation: row.record.incarnation,
-                event: match &row.body {
-                    Body::Binary(bytes) => bytes.clone(),
-                    Body::Json(text) => text.clone().into_bytes(),
+                event: match (&row.body, in_file) {
+                    (_, Some(_)) => Vec::new(),
+                    (Body::Binary(bytes), None) => bytes.clone(),
+                    (Body::Json(text), None) => text.clone().into_bytes(),
                 },
                 hash: row.hash.to_vec(),
+                in_file: in_file.map(|(at, len)| Span {
+                    at: at as u64,
+                    len: len as u64,
+                }),
             })
             .collect(),
     };
@@ -151,10 +183,14 @@ fn group_of(run: &[&NewRow]) -> Option<GroupRow> {
         first_seq: first.record.seq,
         last_seq: last.record.seq,
         last_at_ns: last.record.at_ns,
-        regions: run.iter().any(|row| is_region(&row.record.event)),
+        regions: run.iter().any(|(row, _)| is_region(&row.record.event)),
         prev_hash: first.prev_hash,
         last_hash: last.hash,
         entries: prost::Message::encode_to_vec(&entries),
+        file_end: run
+            .iter()
+            .filter_map(|(_, in_file)| in_file.map(|(at, len)| at + len))
+            .max(),
     })
 }
 
@@ -166,17 +202,23 @@ pub(super) fn is_region(event: &Event) -> bool {
     )
 }
 
+/// A row of a group as [`expand`] reads it, and where its event lies in the events file when
+/// it lies there: the row then has no event yet (what reads the file gives it one,
+/// [`with_event`]).
+pub(super) type Expanded = (StoredRow, Option<(i64, i64)>);
+
 /// The rows a stored group of `window` holds, sequence numbers `first_seq..=last_seq`: each
-/// as its own `audit_events` row would read. A group whose bytes cannot be read, or hold
-/// another count of events than its range, reads as that many unreadable rows (verification
-/// fails at the first, naming it), never as none.
+/// as its own `audit_events` row would read, an event in the events file still to be read
+/// (see [`Expanded`]). A group whose bytes cannot be read, or hold another count of events
+/// than its range, reads as that many unreadable rows (verification fails at the first,
+/// naming it), never as none.
 pub(super) fn expand(
     window: u64,
     first_seq: u64,
     last_seq: u64,
     prev_hash: &[u8],
     entries: &[u8],
-) -> Vec<StoredRow> {
+) -> Vec<Expanded> {
     let count = last_seq.saturating_sub(first_seq).saturating_add(1);
     let decoded = <Entries as prost::Message>::decode(entries)
         .map_err(|error| {
@@ -196,12 +238,15 @@ pub(super) fn expand(
         Ok(entries) => entries,
         Err(why) => {
             return (first_seq..=last_seq)
-                .map(|seq| StoredRow {
-                    record: record(window, seq, 0, 0, 0, Event::Detach),
-                    unreadable: Some(why.clone()),
-                    body: Body::Binary(Vec::new()),
-                    prev_hash: Vec::new(),
-                    hash: Vec::new(),
+                .map(|seq| {
+                    let row = StoredRow {
+                        record: record(window, seq, 0, 0, 0, Event::Detach),
+                        unreadable: Some(why.clone()),
+                        body: Body::Binary(Vec::new()),
+                        prev_hash: Vec::new(),
+                        hash: Vec::new(),
+                    };
+                    (row, None)
                 })
                 .collect();
         }
@@ -210,13 +255,15 @@ pub(super) fn expand(
     (first_seq..)
         .zip(entries)
         .map(|(seq, entry)| {
+            let in_file = entry.in_file.map(|span| (span.at as i64, span.len as i64));
             let body = Body::Binary(entry.event);
-            let (event, unreadable) = match body.decode() {
-                Ok(event) => (event, None),
-                Err(error) => (Event::Detach, Some(error.message)),
+            let (event, unreadable) = match (in_file, body.decode()) {
+                (Some(_), _) => (Event::Detach, Some(NOT_READ.to_string())),
+                (None, Ok(event)) => (event, None),
+                (None, Err(error)) => (Event::Detach, Some(error.message)),
             };
             let prev_hash = std::mem::replace(&mut previous, entry.hash.clone());
-            StoredRow {
+            let row = StoredRow {
                 record: record(
                     window,
                     seq,
@@ -229,9 +276,33 @@ pub(super) fn expand(
                 body,
                 prev_hash,
                 hash: entry.hash,
-            }
+            };
+            (row, in_file)
         })
         .collect()
+}
+
+/// What a row of a group whose event lies in the events file says until it is read.
+const NOT_READ: &str = "the event in the events file was not read";
+
+/// `row`, whose event lies in the events file, with its bytes as read from there (or why they
+/// cannot be: no bytes then, and its hash fails, as a row's whose file fails).
+pub(super) fn with_event(mut row: StoredRow, read: Result<Vec<u8>, String>) -> StoredRow {
+    match read {
+        Ok(bytes) => {
+            row.body = Body::Binary(bytes);
+            (row.record.event, row.unreadable) = match row.body.decode() {
+                Ok(event) => (event, None),
+                Err(error) => (Event::Detach, Some(error.message)),
+            };
+        }
+        Err(why) => {
+            row.body = Body::Binary(Vec::new());
+            row.record.event = Event::Detach;
+            row.unreadable = Some(why);
+        }
+    }
+    row
 }
 
 fn record(
@@ -275,6 +346,23 @@ mod tests {
     use super::super::tests::{chained, chained_events};
     use super::super::AuditStore;
 
+    /// The rows [`expand`] reads when no event lies in the events file.
+    fn read_back(
+        window: u64,
+        first_seq: u64,
+        last_seq: u64,
+        prev_hash: &[u8],
+        entries: &[u8],
+    ) -> Vec<StoredRow> {
+        expand(window, first_seq, last_seq, prev_hash, entries)
+            .into_iter()
+            .map(|(row, in_file)| {
+                assert_eq!(in_file, None);
+                row
+            })
+            .collect()
+    }
+
     /// A commit's rows of two windows, interleaved, become one group per window, and each group
     /// reads back as exactly the rows it was made of, hashes and all.
     #[test]
@@ -292,7 +380,7 @@ mod tests {
         assert!(singles.is_empty());
         assert_eq!(groups.len(), 2);
         for (group, expected) in groups.iter().zip([&one, &two]) {
-            let back = expand(
+            let back = read_back(
                 group.window,
                 group.first_seq,
                 group.last_seq,
@@ -309,22 +397,54 @@ mod tests {
             }
             assert_eq!(group.last_hash, expected.last().unwrap().hash);
         }
-        let first = expand(1, 1, 5, &groups[0].prev_hash, &groups[0].entries);
+        let first = read_back(1, 1, 5, &groups[0].prev_hash, &groups[0].entries);
         assert_eq!(verify(&first), Ok(()));
     }
 
-    /// An event kept in the events file stays a row of its own and splits its window's run in
-    /// two groups around it.
+    /// An event kept in the events file is an entry of its window's one group that says where
+    /// its bytes lie (no row of its own, no second group): read back, it is that place, and
+    /// once its bytes are given it reads as its row did, hash and all; the group knows where
+    /// the last of its events in the file ends.
     #[test]
-    fn an_event_in_the_events_file_stays_a_row_and_splits_the_run() {
+    fn an_event_in_the_events_file_is_an_entry_of_the_one_group_that_points_at_it() {
         let rows = chained(1, 1..=5, GENESIS);
-        let placed = vec![None, None, Some((0, 10)), None, None];
+        let placed = vec![None, Some((4096, 7)), None, Some((0, 10)), None];
         let (singles, groups) = split(&rows, &placed);
-        assert_eq!(singles.len(), 1);
-        assert_eq!(singles[0].0.record.seq, 3);
-        assert_eq!(singles[0].1, Some((0, 10)));
+        assert!(singles.is_empty());
         let ranges: Vec<(u64, u64)> = groups.iter().map(|g| (g.first_seq, g.last_seq)).collect();
-        assert_eq!(ranges, vec![(1, 2), (4, 5)]);
+        assert_eq!(ranges, vec![(1, 5)]);
+        assert_eq!(groups[0].file_end, Some(4103));
+        let back = expand(1, 1, 5, &groups[0].prev_hash, &groups[0].entries);
+        let spans: Vec<Option<(i64, i64)>> = back.iter().map(|(_, span)| *span).collect();
+        assert_eq!(spans, placed);
+        let rows_back: Vec<StoredRow> = back
+            .into_iter()
+            .zip(&rows)
+            .map(|((row, span), written)| match span {
+                // the bytes the file holds for it
+                Some(_) => {
+                    let Body::Binary(bytes) = &written.body else {
+                        unreachable!("new rows are binary")
+                    };
+                    assert!(row.unreadable.is_some(), "read before its bytes were");
+                    with_event(row, Ok(bytes.clone()))
+                }
+                None => row,
+            })
+            .collect();
+        for (read, written) in rows_back.iter().zip(&rows) {
+            assert_eq!(read.record, written.record);
+            assert_eq!(read.body, written.body);
+            assert_eq!(read.unreadable, None);
+        }
+        assert_eq!(verify(&rows_back), Ok(()));
+        // bytes the file cannot give: unreadable at that row, verification fails there
+        let mut lost = rows_back.clone();
+        lost[3] = with_event(lost[3].clone(), Err("gone".into()));
+        assert_eq!(lost[3].unreadable.as_deref(), Some("gone"));
+        assert_eq!(verify(&lost), Err(4));
+        let (_, none_in_file) = split(&rows, &[]);
+        assert_eq!(none_in_file[0].file_end, None);
     }
 
     /// A group whose bytes were cut, or that holds fewer events than its range says, reads as
@@ -342,7 +462,7 @@ mod tests {
             } else {
                 4
             };
-            let back = expand(1, 1, last, &group.prev_hash, entries);
+            let back = read_back(1, 1, last, &group.prev_hash, entries);
             assert_eq!(back.len() as u64, last);
             assert!(back.iter().all(|row| row.unreadable.is_some()));
             assert!(verify(&back).is_err());
@@ -358,13 +478,14 @@ mod tests {
         let mut entries: Entries = prost::Message::decode(groups[0].entries.as_slice()).unwrap();
         entries.entries[2].rank += 1;
         let changed = prost::Message::encode_to_vec(&entries);
-        let back = expand(1, 1, 4, &groups[0].prev_hash, &changed);
+        let back = read_back(1, 1, 4, &groups[0].prev_hash, &changed);
         assert_eq!(verify(&back), Err(3));
     }
 
     /// A varied log of three windows (one created, one dynamic with regions attached and
-    /// detached, one with a large event for the events file), in commits of every size, after
-    /// `per_event` commits written one row per event and the rest as `rows` says.
+    /// detached, large events for the events file, one in a commit with a region's detach, so
+    /// that region reads pass over it), in commits of every size, after `per_event` commits
+    /// written one row per event and the rest as `rows` says.
     fn varied_commits() -> Vec<Vec<Event>> {
         let created = Event::WindowCreated {
             world: "w".into(),
@@ -386,8 +507,8 @@ mod tests {
             vec![flush(0)],
             vec![flush(1), region(64), flush(2)],
             (0..40).map(flush).collect(),
-            vec![flush(3), large, flush(4), flush(5)],
-            vec![detached(64), flush(6)],
+            vec![flush(3), large.clone(), flush(4), flush(5)],
+            vec![detached(64), large, flush(6)],
             (0..7).map(flush).collect(),
         ]
     }
@@ -480,17 +601,28 @@ mod tests {
             let AuditStore::Sqlite(pool, ..) = &store else {
                 panic!("not SQLite")
             };
-            let (groups, singles): (i64, i64) = sqlx::query_as(
-                "SELECT (SELECT COUNT(*) FROM audit_groups), (SELECT COUNT(*) FROM audit_events)",
+            let (groups, singles, in_file): (i64, i64, i64) = sqlx::query_as(
+                "SELECT (SELECT COUNT(*) FROM audit_groups), (SELECT COUNT(*) FROM audit_events), \
+                 (SELECT COUNT(*) FROM audit_groups WHERE file_end IS NOT NULL)",
             )
             .fetch_one(pool)
             .await
             .unwrap();
-            // so that the comparison cannot pass with everything in one table
-            assert!(
-                groups > 0 && singles > 0,
-                "{name}: {groups} groups, {singles} rows"
-            );
+            // written in groups only, the large events too (by where they lie in the events
+            // file); written both ways, in both tables, so that the comparison cannot pass with
+            // everything in one table
+            if first == 0 {
+                assert!(
+                    groups > 0 && singles == 0 && in_file > 0,
+                    "{name}: {groups} groups ({in_file} pointing into the events file), \
+                     {singles} rows"
+                );
+            } else {
+                assert!(
+                    groups > 0 && singles > 0,
+                    "{name}: {groups} groups, {singles} rows"
+                );
+            }
             assert_eq!(read(&store).await, expected, "{name}");
         }
         let _ = std::fs::remove_dir_all(&base);

@@ -13,7 +13,7 @@
 use futures::TryStreamExt;
 use onesided_core::audit::{AuditRecord, Body, Event, RecordedWindow, StoredRow};
 
-use super::groups::{expand, heads, is_region};
+use super::groups::{expand, heads, is_region, with_event};
 use super::{hash32, on_pool, AuditStore, Snapshot};
 
 /// A key or lower bound read from a request, as SQL's BIGINT: `None` past `i64::MAX`, which no
@@ -244,10 +244,25 @@ impl AuditStore {
         if groups.is_empty() {
             return Ok(rows);
         }
-        let grouped = groups
+        let expanded: Vec<_> = groups
             .into_iter()
             .flat_map(|(first, last, prev_hash, entries)| {
                 expand(window, first as u64, last as u64, &prev_hash, &entries)
+            })
+            .filter(|(row, span)| which.in_range(row, span.is_some()))
+            .collect();
+        // the events the groups keep in the events file, read from it
+        let spans: Vec<(i64, i64)> = expanded.iter().filter_map(|(_, span)| *span).collect();
+        let mut read = self.read_spans(spans).await?.into_iter();
+        let grouped = expanded
+            .into_iter()
+            .map(|(row, span)| match span {
+                Some(_) => with_event(
+                    row,
+                    read.next()
+                        .unwrap_or_else(|| Err("the events file gave no bytes".to_string())),
+                ),
+                None => row,
             })
             .filter(|row| which.takes(row));
         let mut merged: Vec<StoredRow> = rows.into_iter().chain(grouped).collect();
@@ -255,26 +270,29 @@ impl AuditStore {
         Ok(merged)
     }
 
+    /// The events at `spans` of the events file: each one's bytes, or why they cannot be read.
+    async fn read_spans(
+        &self,
+        spans: Vec<(i64, i64)>,
+    ) -> anyhow::Result<Vec<Result<Vec<u8>, String>>> {
+        if spans.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(match self {
+            AuditStore::Sqlite(_, Some(file), _) => file.read(spans).await?,
+            _ => spans
+                .iter()
+                .map(|_| {
+                    Err("the row's event lies in an events file this store has none of".to_string())
+                })
+                .collect(),
+        })
+    }
+
     /// The rows of `window` as selected, with the events kept in the events file read from it.
     async fn stored_rows(&self, window: u64, raw: Vec<Raw>) -> anyhow::Result<Vec<StoredRow>> {
         let spans: Vec<(i64, i64)> = raw.iter().filter_map(|raw| raw.8.zip(raw.9)).collect();
-        let mut read = if spans.is_empty() {
-            Vec::new()
-        } else {
-            match self {
-                AuditStore::Sqlite(_, Some(file), _) => file.read(spans).await?,
-                _ => spans
-                    .iter()
-                    .map(|_| {
-                        Err(
-                            "the row's event lies in an events file this store has none of"
-                                .to_string(),
-                        )
-                    })
-                    .collect(),
-            }
-        }
-        .into_iter();
+        let mut read = self.read_spans(spans).await?.into_iter();
         Ok(raw
             .into_iter()
             .map(|raw| {
@@ -299,6 +317,18 @@ enum Which {
 }
 
 impl Which {
+    /// Whether `row`, an event of a group the query selected, may be one of them, before its
+    /// event is read from the events file when it lies there (`in_file`): in the range of
+    /// sequence numbers asked for, and for region rows not in the file, which holds only
+    /// events of `FILE_EVENT_BYTES` or more, never a region's (as the rows' query selects
+    /// by kind and so never reads a large event's row).
+    fn in_range(self, row: &StoredRow, in_file: bool) -> bool {
+        match self {
+            Which::From(from) => row.record.seq >= from,
+            Which::RegionsBefore(before) => row.record.seq < before && !in_file,
+        }
+    }
+
     /// Whether `row`, an event of a group the query selected, is one of them (a group holds
     /// others too). An unreadable event of a group with regions is taken: what reads it says
     /// so, rather than miss a region.
