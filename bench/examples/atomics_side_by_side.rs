@@ -16,17 +16,19 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use onesided_bench::grpc::{self, EchoServerHandle};
 use onesided_bench::{median, Audit, InProcess, Threads};
 use onesided_client::{Admin, Op, Session, Window, WindowSpec};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i: usize, default: usize| -> anyhow::Result<usize> {
-        args.get(i)
-            .map_or(Ok(default), |text| text.parse())
-            .context("usage: atomics_side_by_side [ITERATIONS [ROUNDS]]")
+    let number = |i, default| {
+        onesided_bench::number_arg(
+            &args,
+            i,
+            default,
+            "atomics_side_by_side [ITERATIONS [ROUNDS]]",
+        )
     };
     let (iterations, rounds) = (number(0, 2000)?, number(1, 3)?);
     anyhow::ensure!(iterations >= 10, "ITERATIONS must be at least 10");

@@ -24,10 +24,13 @@ const BULK: &str = "bulk_put_mib_per_s";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i: usize, default: usize| -> anyhow::Result<usize> {
-        args.get(i)
-            .map_or(Ok(default), |text| text.parse())
-            .context("usage: mpi_side_by_side [ITERATIONS [BULK_BYTES [ROUNDS]]]")
+    let number = |i, default| {
+        onesided_bench::number_arg(
+            &args,
+            i,
+            default,
+            "mpi_side_by_side [ITERATIONS [BULK_BYTES [ROUNDS]]]",
+        )
     };
     let (iterations, bulk, rounds) = (number(0, 300)?, number(1, 1 << 20)?, number(2, 3)?);
     let release = std::env::current_exe()?

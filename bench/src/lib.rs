@@ -92,6 +92,23 @@ pub fn sqlite_rows_from_env() -> anyhow::Result<Option<onesided_server::audit::R
     Ok(groups.then_some(onesided_server::audit::Rows::Groups))
 }
 
+/// An example's optional number at `index` of `args` (the arguments after the program's
+/// name): `default` when it is not given, an error naming `usage` when it is not a number.
+///
+/// # Errors
+/// The argument is there and not a whole number.
+pub fn number_arg(
+    args: &[String],
+    index: usize,
+    default: usize,
+    usage: &str,
+) -> anyhow::Result<usize> {
+    use anyhow::Context;
+    args.get(index)
+        .map_or(Ok(default), |text| text.parse())
+        .with_context(|| format!("usage: {usage}"))
+}
+
 pub use measure::{atomic_round_trip, median};
 pub use options::{Audit, Options, Threads, QUICK_ITERATIONS};
 pub(crate) use patterns::PATTERN_TIMEOUT;

@@ -134,39 +134,37 @@ enum Store {
     Postgres,
 }
 
+/// The names a store's figures go by in the report.
+struct StoreNames {
+    /// In the JSON's `store`.
+    name: &'static str,
+    /// The table's column.
+    label: &'static str,
+    /// The storage reference the `sync` targets are held to.
+    reference: &'static str,
+    /// The floor of one durable round trip.
+    floor: &'static str,
+    /// The floor of the hot counter.
+    hot_counter_floor: &'static str,
+}
+
 impl Store {
-    fn name(self) -> &'static str {
+    fn names(self) -> &'static StoreNames {
         match self {
-            Store::Sqlite => "sqlite",
-            Store::Postgres => "postgres",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Store::Sqlite => "sync SQLite",
-            Store::Postgres => "sync PostgreSQL",
-        }
-    }
-
-    fn reference_key(self) -> &'static str {
-        match self {
-            Store::Sqlite => "fdatasync_us",
-            Store::Postgres => "pg_commit_us",
-        }
-    }
-
-    fn floor_key(self) -> &'static str {
-        match self {
-            Store::Sqlite => "commit_echo_us",
-            Store::Postgres => "pg_commit_echo_us",
-        }
-    }
-
-    fn hot_counter_floor_key(self) -> &'static str {
-        match self {
-            Store::Sqlite => "commit_streams_per_s",
-            Store::Postgres => "pg_commit_streams_per_s",
+            Store::Sqlite => &StoreNames {
+                name: "sqlite",
+                label: "sync SQLite",
+                reference: "fdatasync_us",
+                floor: "commit_echo_us",
+                hot_counter_floor: "commit_streams_per_s",
+            },
+            Store::Postgres => &StoreNames {
+                name: "postgres",
+                label: "sync PostgreSQL",
+                reference: "pg_commit_us",
+                floor: "pg_commit_echo_us",
+                hot_counter_floor: "pg_commit_streams_per_s",
+            },
         }
     }
 }

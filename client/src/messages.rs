@@ -6,23 +6,17 @@
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use onesided_core::messaging::Pattern;
 use onesided_proto::v1::{self, client_message::Call, server_message::Reply};
 
 use crate::error::{Error, Result};
 use crate::session::Session;
 
-/// Which messages a receive or probe takes: `None` is any source (`MPI_ANY_SOURCE`) or any
-/// tag (`MPI_ANY_TAG`); messages never cross contexts (the MPI library gives each
-/// communicator its own; 0 is `MPI_COMM_WORLD`'s).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Match {
-    /// The sender's world rank, or any.
-    pub source: Option<u32>,
-    /// The tag, or any.
-    pub tag: Option<i32>,
-    /// The communicator's context.
-    pub context: u64,
-}
+/// Which messages a receive or probe takes: core's [`Pattern`], under the name the client's
+/// calls have always used. `None` is any source (`MPI_ANY_SOURCE`) or any tag (`MPI_ANY_TAG`);
+/// messages never cross contexts (the MPI library gives each communicator its own; 0 is
+/// `MPI_COMM_WORLD`'s).
+pub type Match = Pattern;
 
 /// A message received, or one a probe saw (its payload then empty, `len` its size).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -687,47 +687,26 @@ mod tests {
 
     #[test]
     fn parse_value_forms() {
-        assert_eq!(parse_value(Datatype::I32, "-17").unwrap(), Value::Int(-17));
-        assert_eq!(parse_value(Datatype::I32, "+17").unwrap(), Value::Int(17));
-        assert_eq!(
-            parse_value(Datatype::U16, "0xFFff").unwrap(),
-            Value::Int(65535)
-        );
-        assert_eq!(
-            parse_value(Datatype::I8, "-0x80").unwrap(),
-            Value::Int(-128)
-        );
-        assert_eq!(parse_value(Datatype::I64, " 3.0 ").unwrap(), Value::Int(3));
-        assert_eq!(
-            parse_value(Datatype::F64, "1e3").unwrap(),
-            Value::Float(1000.0)
-        );
-        assert_eq!(
-            parse_value(Datatype::F32, "0x10").unwrap(),
-            Value::Float(16.0)
-        );
-        assert_eq!(
-            parse_value(Datatype::F32, "-7").unwrap(),
-            Value::Float(-7.0)
-        );
+        use Datatype as D;
+        let forms = [
+            (D::I32, "-17", Value::Int(-17)),
+            (D::I32, "+17", Value::Int(17)),
+            (D::U16, "0xFFff", Value::Int(65535)),
+            (D::I8, "-0x80", Value::Int(-128)),
+            (D::I64, " 3.0 ", Value::Int(3)),
+            (D::F64, "1e3", Value::Float(1000.0)),
+            (D::F32, "0x10", Value::Float(16.0)),
+            (D::F32, "-7", Value::Float(-7.0)),
+            (D::Bool, "TRUE", Value::Bool(true)),
+            (D::Bool, "0", Value::Bool(false)),
+            (D::PairF32I32, "3.5:2", Value::pair(Value::Float(3.5), 2)),
+            (D::PairI64I32, "-5:-1", Value::pair(Value::Int(-5), -1)),
+        ];
+        for (dtype, text, value) in forms {
+            assert_eq!(parse_value(dtype, text).unwrap(), value, "{dtype} {text:?}");
+        }
         assert!(
             matches!(parse_value(Datatype::F64, "nan").unwrap(), Value::Float(v) if v.is_nan())
-        );
-        assert_eq!(
-            parse_value(Datatype::Bool, "TRUE").unwrap(),
-            Value::Bool(true)
-        );
-        assert_eq!(
-            parse_value(Datatype::Bool, "0").unwrap(),
-            Value::Bool(false)
-        );
-        assert_eq!(
-            parse_value(Datatype::PairF32I32, "3.5:2").unwrap(),
-            Value::pair(Value::Float(3.5), 2)
-        );
-        assert_eq!(
-            parse_value(Datatype::PairI64I32, "-5:-1").unwrap(),
-            Value::pair(Value::Int(-5), -1)
         );
         for (dtype, text) in [
             (Datatype::U8, "300"),

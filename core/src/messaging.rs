@@ -23,7 +23,7 @@ use bytes::Bytes;
 use crate::{ErrorClass, RmaError};
 
 /// Which messages a receive or probe takes: `None` matches any source or any tag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pattern {
     /// The sender's world rank, or any.
     pub source: Option<u32>,
@@ -353,6 +353,19 @@ mod tests {
         mailbox.release(id)
     }
 
+    /// Rank `rank` (incarnation 1) posts a blocking receive, or a probe, that nothing queued
+    /// satisfies: it is answered nothing yet.
+    fn waits(
+        mailbox: &mut Mailbox<&'static str>,
+        rank: u32,
+        pattern: Pattern,
+        probe: bool,
+        reply: &'static str,
+    ) {
+        let answers = mailbox.receive((rank, 1), pattern, probe, true, reply);
+        assert!(answers.is_empty(), "{reply}: {answers:?}");
+    }
+
     fn send(mailbox: &mut Mailbox<&'static str>, from: u32, to: u32, tag: i32, data: &str) {
         let answers = deliver(mailbox, from, to, tag, data);
         assert!(answers.is_empty(), "{answers:?}");
@@ -377,15 +390,9 @@ mod tests {
     #[test]
     fn receives_posted_first_are_matched_first_and_a_probe_does_not_take() {
         let mut mailbox = Mailbox::new(3, 1 << 20);
-        assert!(mailbox
-            .receive((0, 1), pattern(None, None), true, true, "probe")
-            .is_empty());
-        assert!(mailbox
-            .receive((0, 1), pattern(None, None), false, true, "r1")
-            .is_empty());
-        assert!(mailbox
-            .receive((0, 1), pattern(Some(2), None), false, true, "r2")
-            .is_empty());
+        waits(&mut mailbox, 0, pattern(None, None), true, "probe");
+        waits(&mut mailbox, 0, pattern(None, None), false, "r1");
+        waits(&mut mailbox, 0, pattern(Some(2), None), false, "r2");
         let answers = deliver(&mut mailbox, 2, 0, 1, "x");
         assert_eq!(answers.len(), 2);
         assert!(matches!(
@@ -460,15 +467,9 @@ mod tests {
     #[test]
     fn a_gone_source_fails_the_receives_only_it_could_satisfy() {
         let mut mailbox = Mailbox::new(3, 1 << 20);
-        assert!(mailbox
-            .receive((0, 1), pattern(Some(1), None), false, true, "from1")
-            .is_empty());
-        assert!(mailbox
-            .receive((0, 1), pattern(None, None), false, true, "any")
-            .is_empty());
-        assert!(mailbox
-            .receive((1, 1), pattern(None, None), false, true, "at1")
-            .is_empty());
+        waits(&mut mailbox, 0, pattern(Some(1), None), false, "from1");
+        waits(&mut mailbox, 0, pattern(None, None), false, "any");
+        waits(&mut mailbox, 1, pattern(None, None), false, "at1");
         let failed = mailbox.departed((1, 1), true);
         assert_eq!(failed.len(), 1);
         assert_eq!(failed[0].0, "from1");
@@ -482,9 +483,7 @@ mod tests {
         let now = mailbox.receive((0, 1), pattern(Some(1), None), false, true, "later");
         assert_eq!(now[0].1.as_ref().unwrap_err().class, ErrorClass::ProcFailed);
         mailbox.joined(1);
-        assert!(mailbox
-            .receive((0, 1), pattern(Some(1), None), false, true, "again")
-            .is_empty());
+        waits(&mut mailbox, 0, pattern(Some(1), None), false, "again");
         let answers = deliver(&mut mailbox, 2, 0, 0, "z");
         assert_eq!(received(answers)[0].0, "any");
     }

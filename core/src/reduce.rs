@@ -862,25 +862,14 @@ mod tests {
 
     #[test]
     fn compare_and_swap_rules() {
+        // (compare, swap in, old value returned, target after): equal swaps, unequal does not
         let mut t = 7i32.to_le_bytes();
-        let old = compare_and_swap(
-            Datatype::I32,
-            &mut t,
-            &7i32.to_le_bytes(),
-            &9i32.to_le_bytes(),
-        )
-        .unwrap();
-        assert_eq!(old, 7i32.to_le_bytes());
-        assert_eq!(t, 9i32.to_le_bytes());
-        let old = compare_and_swap(
-            Datatype::I32,
-            &mut t,
-            &7i32.to_le_bytes(),
-            &1i32.to_le_bytes(),
-        )
-        .unwrap();
-        assert_eq!(old, 9i32.to_le_bytes());
-        assert_eq!(t, 9i32.to_le_bytes());
+        for (compare, swap, old, after) in [(7, 9, 7, 9), (7, 1, 9, 9)] {
+            let bytes = |value: i32| value.to_le_bytes();
+            let returned = compare_and_swap(Datatype::I32, &mut t, &bytes(compare), &bytes(swap));
+            assert_eq!(returned.unwrap(), bytes(old));
+            assert_eq!(t, bytes(after));
+        }
         let mut b = [1u8];
         assert_eq!(
             compare_and_swap(Datatype::Bool, &mut b, &[1], &[0]).unwrap(),

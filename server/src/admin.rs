@@ -151,6 +151,15 @@ impl AdminService {
 #[derive(Clone, Debug)]
 pub struct Via(pub String);
 
+impl Via {
+    /// `message` as a request this caller makes.
+    pub fn asking<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        request.extensions_mut().insert(self.clone());
+        request
+    }
+}
+
 /// Where `request` came from: its peer's address, for a call another node forwarded the
 /// address that node had it from, for the web view's its own account ([`Via`]).
 fn caller<T>(request: &Request<T>) -> Option<String> {

@@ -192,11 +192,11 @@ impl Report {
                 number(floor.map(|floor| sync.bulk_put_mib_per_s / floor)),
             );
         }
-        figures.insert("store".into(), json!(store.name()));
-        figures.insert("target_reference".into(), json!(store.reference_key()));
+        figures.insert("store".into(), json!(store.names().name));
+        figures.insert("target_reference".into(), json!(store.names().reference));
         // what a sync lock-put-unlock cannot go below with this store: the round trip and its
         // epoch's commit, and nothing else of onesided's
-        figures.insert("floor_reference".into(), json!(store.floor_key()));
+        figures.insert("floor_reference".into(), json!(store.names().floor));
         let floors = self.floors(store);
         let floor = floors.map(|floors| floors.echo_us);
         figures.insert(
@@ -207,7 +207,7 @@ impl Report {
         // allows only when its own ratio to off reaches it
         figures.insert(
             "hot_counter_floor_reference".into(),
-            json!(store.hot_counter_floor_key()),
+            json!(store.names().hot_counter_floor),
         );
         let hot_floor = floors.map(|floors| floors.streams_per_s);
         figures.insert(

@@ -418,8 +418,8 @@ impl Report {
                     .map_or_else(|| "not measured".to_string(), |us| format!("{us:.1} µs"));
                 format!(
                     "{SYNC_TARGET_REFERENCES} × `{}` ({reference}) for {}",
-                    store.reference_key(),
-                    store.label()
+                    store.names().reference,
+                    store.names().label
                 )
             })
             .collect();
@@ -456,7 +456,10 @@ impl Report {
         let mut out = String::from("| metric | audit off |");
         let mut rule = String::from("|---|---|");
         for (store, _) in runs {
-            out.push_str(&format!(" {} | sync / off | target | met |", store.label()));
+            out.push_str(&format!(
+                " {} | sync / off | target | met |",
+                store.names().label
+            ));
             rule.push_str("---|---|---|---|");
         }
         out.push('\n');
@@ -510,8 +513,8 @@ impl Report {
             out.push_str(&format!(
                 "\nFloor of a {} lock-put-unlock (the round trip and its epoch's commit, \
                  nothing else of onesided's): `{}` {:.1} µs; {synced:.1} µs is {} of it.",
-                store.label(),
-                store.floor_key(),
+                store.names().label,
+                store.names().floor,
                 floors.echo_us,
                 ratio(synced, Some(floors.echo_us))
             ));
@@ -519,8 +522,8 @@ impl Report {
                 "\nFloor of a {} hot counter (64 streams, each answered after its \
                  operation's rows are committed, in groups): `{}` {:.0}/s, {} of the \
                  `off` hot counter; {:.0} ops/s is {} of it.",
-                store.label(),
-                store.hot_counter_floor_key(),
+                store.names().label,
+                store.names().hot_counter_floor,
                 floors.streams_per_s,
                 ratio(
                     floors.streams_per_s,

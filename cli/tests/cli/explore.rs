@@ -24,6 +24,20 @@ fn explore_text(text: &str, extra: &str) -> Output {
     explore(&dir.file("s.rma", text), extra)
 }
 
+/// The `--json` report of exploring `file`, which succeeds.
+fn explored(file: &Path, extra: &str) -> Value {
+    let out = explore(file, extra);
+    out.success();
+    out.json()
+}
+
+/// [`explored`] of a scenario written as `text`.
+fn explored_text(text: &str, extra: &str) -> Value {
+    let out = explore_text(text, extra);
+    out.success();
+    out.json()
+}
+
 /// Replays the failing schedule a report `out` of `--strategy strategy` names
 /// (`--strategy <strategy> --replay S:K)`): it fails again.
 fn replay_named(file: &Path, out: &Output, strategy: &str) -> Output {
@@ -429,12 +443,10 @@ fn an_unsupported_feature_is_refused_with_its_line() {
 /// returns -1, and a freed request is passed over.
 #[test]
 fn wait_any_returns_whichever_request_completed_first() {
-    let out = explore(
+    let document = explored(
         &examples_dir().join("requests_wait_any.rma"),
         "--schedules 300 --json",
     );
-    out.success();
-    let document = out.json();
     let seen = |subject: &str| counts(&document, subject);
     let (first, second) = (seen("A first"), seen("A second"));
     assert_eq!(first.keys().collect::<Vec<_>>(), ["0", "1"], "{first:?}");
@@ -453,12 +465,10 @@ fn wait_any_returns_whichever_request_completed_first() {
 /// broken example's put that nothing orders before the detach is a race.
 #[test]
 fn dynamic_windows_are_explored_region_by_region() {
-    let out = explore(
+    let document = explored(
         &examples_dir().join("dynamic_detach.rma"),
         "--schedules 300 --json",
     );
-    out.success();
-    let document = out.json();
     assert_eq!(values(&document, "private A r[0]"), set(&["0", "1"]));
     let failed = document["failed_calls"].as_array().unwrap();
     let unlock = failed.iter().find(|f| f["line"] == 21).unwrap();
@@ -494,7 +504,7 @@ fn dynamic_windows_are_explored_region_by_region() {
 /// outside the group is refused as the runner refuses it.
 #[test]
 fn a_window_over_part_of_the_world_is_explored_in_its_own_ranks() {
-    let out = explore_text(
+    let document = explored_text(
         "\
 window G ranks=3 size=1 type=i64 group={C,A}
 C: G.fence
@@ -513,8 +523,6 @@ expect public A G[0] == 0
 ",
         "--schedules 300 --json",
     );
-    out.success();
-    let document = out.json();
     assert_eq!(values(&document, "C early"), set(&["0", "5"]));
     for subject in ["C late", "private C G[0]", "public C G[0]"] {
         assert_eq!(values(&document, subject), set(&["5"]), "{subject}");
@@ -739,9 +747,7 @@ A: load W[0] -> mine
 expect A mine == 9
 expect public A W[0] in {0,9}
 ";
-    let out = explore_text(text, "--strategy exhaustive --json");
-    out.success();
-    let document = out.json();
+    let document = explored_text(text, "--strategy exhaustive --json");
     assert_eq!(document["complete"], true, "{document:#}");
     assert_eq!(document["schedules"], 2);
     assert_eq!(
@@ -762,9 +768,7 @@ expect public A W[0] in {0,9}
 fn exhaustive_finds_every_outcome_random_schedules_find() {
     let file = examples_dir().join("forum2_load_without_lock.rma");
     let random = explore(&file, "--json").json();
-    let out = explore(&file, "--strategy exhaustive --schedules 1000000 --json");
-    out.success();
-    let every = out.json();
+    let every = explored(&file, "--strategy exhaustive --schedules 1000000 --json");
     assert_eq!(every["complete"], true, "{every:#}");
     for subject in ["B b", "public B X", "private B X"] {
         assert_eq!(

@@ -514,9 +514,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_freed_window_leaves_no_tail_and_a_late_event_continues_its_chain() {
-        let dir =
-            std::env::temp_dir().join(format!("onesided-writer-freed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = store::scratch("writer-freed");
         let store = AuditStore::open(None, &dir).await.unwrap();
         let (mut writer, mut rows) = writer(&store);
         writer
@@ -544,9 +542,7 @@ mod tests {
     /// new sequence numbers. One that did not land is numbered again with what came after it.
     #[tokio::test]
     async fn a_failed_commit_that_landed_is_not_logged_twice_and_one_that_did_not_is_retried() {
-        let dir =
-            std::env::temp_dir().join(format!("onesided-writer-doubt-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = store::scratch("writer-doubt");
         let store = AuditStore::open(None, &dir).await.unwrap();
         let (mut writer, mut live) = writer(&store);
         writer
@@ -655,9 +651,7 @@ mod tests {
     /// are taken at once, and the next submission waits until the store takes them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn async_keeps_at_most_its_bound_of_answered_events_uncommitted() {
-        let dir =
-            std::env::temp_dir().join(format!("onesided-writer-bound-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = store::scratch("writer-bound");
         let store = AuditStore::open(None, &dir).await.unwrap();
         let metrics = Metrics::new();
         let (handle, _task) = AuditHandle::spawn_bounded(
@@ -704,9 +698,7 @@ mod tests {
     /// server does not hold its whole stream).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn events_carrying_more_bytes_than_the_budget_wait_for_the_commit_before_them() {
-        let dir =
-            std::env::temp_dir().join(format!("onesided-writer-bytes-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = store::scratch("writer-bytes");
         let store = AuditStore::open(None, &dir).await.unwrap();
         let (handle, _task) =
             AuditHandle::spawn(store.clone(), Durability::Sync, 0, Metrics::new());
@@ -771,9 +763,7 @@ mod tests {
         AuditHandle,
         tokio::task::JoinHandle<()>,
     ) {
-        let dir =
-            std::env::temp_dir().join(format!("onesided-writer-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = store::scratch(&format!("writer-{tag}"));
         let store = AuditStore::open(None, &dir).await.unwrap();
         let metrics = Metrics::new();
         let (handle, task) =

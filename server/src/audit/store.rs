@@ -199,6 +199,26 @@ impl AuditStore {
     }
 }
 
+/// A fresh, empty directory for a test's store, unique to `name` and this process.
+#[cfg(test)]
+pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("onesided-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[cfg(test)]
+impl AuditStore {
+    /// The pool of a SQLite store, for tests that read its tables.
+    pub(crate) fn sqlite_pool(&self) -> &sqlx::SqlitePool {
+        let AuditStore::Sqlite(pool, ..) = self else {
+            panic!("not SQLite")
+        };
+        pool
+    }
+}
+
 /// Rows for the parts' tests, chained as the writer chains them.
 #[cfg(test)]
 mod tests {

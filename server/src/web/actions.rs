@@ -45,14 +45,12 @@ impl WebView {
         };
         match api {
             ["worlds", world, "ranks", number, "end-session"] => {
-                let mut request = tonic::Request::new(v1::EndSessionRequest {
-                    world: (*world).to_string(),
-                    rank: rank(number)?,
-                });
-                request.extensions_mut().insert(via);
                 let answer = self
                     .admin
-                    .end_session(request)
+                    .end_session(via.asking(v1::EndSessionRequest {
+                        world: (*world).to_string(),
+                        rank: rank(number)?,
+                    }))
                     .await
                     .map_err(refusal_of_status)?
                     .into_inner();
@@ -60,15 +58,13 @@ impl WebView {
                           "incarnation": answer.incarnation}))
             }
             ["worlds", world, "windows", window, "ranks", number, "revoke-locks"] => {
-                let mut request = tonic::Request::new(v1::RevokeLocksRequest {
-                    world: (*world).to_string(),
-                    window: (*window).to_string(),
-                    rank: rank(number)?,
-                });
-                request.extensions_mut().insert(via);
                 let answer = self
                     .admin
-                    .revoke_locks(request)
+                    .revoke_locks(via.asking(v1::RevokeLocksRequest {
+                        world: (*world).to_string(),
+                        window: (*window).to_string(),
+                        rank: rank(number)?,
+                    }))
                     .await
                     .map_err(refusal_of_status)?
                     .into_inner();
@@ -78,12 +74,10 @@ impl WebView {
                 )
             }
             ["worlds", world, "delete"] => {
-                let mut request = tonic::Request::new(v1::DeleteWorldRequest {
-                    name: (*world).to_string(),
-                });
-                request.extensions_mut().insert(via);
                 self.admin
-                    .delete_world(request)
+                    .delete_world(via.asking(v1::DeleteWorldRequest {
+                        name: (*world).to_string(),
+                    }))
                     .await
                     .map_err(refusal_of_status)?;
                 Ok(json!({"world": world, "deleted": true}))

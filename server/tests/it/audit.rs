@@ -356,13 +356,7 @@ async fn a_cut_or_deleted_group_breaks_verify_at_its_first_event(store: Store) {
             .map(|event| event.seq)
             .collect::<Vec<_>>()
     );
-    let named = format!("event {first} of window {window} cannot be read");
-    let replayed = audit.replay(window, None).await.unwrap_err();
-    assert_eq!(replayed.code(), tonic::Code::DataLoss, "{replayed}");
-    assert!(replayed.to_string().contains(&named), "{replayed}");
-    let checked = audit.check(window).await.unwrap_err();
-    assert_eq!(checked.code(), tonic::Code::DataLoss, "{checked}");
-    assert!(checked.to_string().contains(&named), "{checked}");
+    replay_and_check_refuse_naming(&audit, window, first).await;
 }
 
 async_tests! {
@@ -422,6 +416,18 @@ store_tests! {
         an_inserted_row_with_a_correct_hash_breaks_verify_at_the_row_after_it_on_postgres;
 }
 
+/// Replay and check, which act on events, refuse with DATA_LOSS naming event `seq` of
+/// `window` as unreadable, instead of leaving it out.
+async fn replay_and_check_refuse_naming(audit: &Audit, window: u64, seq: u64) {
+    let named = format!("event {seq} of window {window} cannot be read");
+    let replayed = audit.replay(window, None).await.unwrap_err();
+    assert_eq!(replayed.code(), tonic::Code::DataLoss, "{replayed}");
+    assert!(replayed.to_string().contains(&named), "{replayed}");
+    let checked = audit.check(window).await.unwrap_err();
+    assert_eq!(checked.code(), tonic::Code::DataLoss, "{checked}");
+    assert!(checked.to_string().contains(&named), "{checked}");
+}
+
 /// A row whose stored event cannot be read is named by verify, and readers that act on
 /// events (replay, check) refuse with DATA_LOSS naming it instead of silently leaving it out.
 async fn an_unreadable_row_is_named_never_skipped(store: Store) {
@@ -440,13 +446,7 @@ async fn an_unreadable_row_is_named_never_skipped(store: Store) {
         .await;
 
     assert_eq!(audit.verify(window).await.unwrap().first_bad, Some(target));
-    let named = format!("event {target} of window {window} cannot be read");
-    let replayed = audit.replay(window, None).await.unwrap_err();
-    assert_eq!(replayed.code(), tonic::Code::DataLoss, "{replayed}");
-    assert!(replayed.to_string().contains(&named), "{replayed}");
-    let checked = audit.check(window).await.unwrap_err();
-    assert_eq!(checked.code(), tonic::Code::DataLoss, "{checked}");
-    assert!(checked.to_string().contains(&named), "{checked}");
+    replay_and_check_refuse_naming(&audit, window, target).await;
 }
 
 store_tests! {

@@ -92,19 +92,26 @@ fn start_recording_in(data: &TempDir, store: &Store) -> (Launched, String) {
     start(data, &flags)
 }
 
+/// Rank 0's session and its handle of window `x` (two `i64` per rank) of a new world `w` of
+/// two ranks, on the server at `url`.
+async fn rank_0_of_window_x(admin: &Admin, url: &str) -> (Session, onesided_client::Window) {
+    let world = admin.create_world("w", 2).await.unwrap();
+    admin
+        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
+        .await
+        .unwrap();
+    let session = Session::attach(url, &world.tokens[0]).await.unwrap();
+    let window = session.window("x").await.unwrap();
+    (session, window)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_with_defaults_and_stops_on_sigterm_with_sessions_attached() {
     let data = TempDir(std::env::temp_dir().join(unique("onesided-bin")));
     // no --admin-token: one was generated into the data directory
     let (child, url, token) = started_generating_a_token(&data);
     let admin = Admin::connect(&url, token.trim()).await.unwrap();
-    let world = admin.create_world("w", 2).await.unwrap();
-    admin
-        .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
-        .await
-        .unwrap();
-    let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
-    let window = session.window("x").await.unwrap();
+    let (session, window) = rank_0_of_window_x(&admin, &url).await;
     window.lock_all(0).await.unwrap();
     // a call that will wait forever: rank 1 never arrives at the barrier
     let waiting = tokio::spawn({
@@ -660,14 +667,7 @@ async fn the_sqlite_store_writes_groups_by_default_and_rows_per_event_when_told(
         let mut extra = vec!["--admin-token", "binary-test-admin-token"];
         extra.extend(flags);
         let (child, url) = start(&data, &extra);
-        let admin = admin_at(&url).await;
-        let world = admin.create_world("w", 2).await.unwrap();
-        admin
-            .create_window("w", &WindowSpec::of::<i64>("x", 2, 1))
-            .await
-            .unwrap();
-        let session = Session::attach(&url, &world.tokens[0]).await.unwrap();
-        let window = session.window("x").await.unwrap();
+        let (session, window) = rank_0_of_window_x(&admin_at(&url).await, &url).await;
         window.lock(LockType::Exclusive, 1, 0).await.unwrap();
         window.put(1, 0, &[5i64]).unwrap();
         // answered once committed (sync)

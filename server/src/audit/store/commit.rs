@@ -233,13 +233,8 @@ where
     Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
-    let index = shape_index(&SHAPES, rows.len());
-    let shape = SHAPES[index];
+    let (index, padded) = padded(&SHAPES, rows);
     let mut query = sqlx::query(texts[index].as_str());
-    let padded = rows
-        .iter()
-        .map(Some)
-        .chain(std::iter::repeat_n(None, shape - rows.len()));
     for single in padded {
         let row = single.map(|(row, _)| *row);
         let in_file = single.and_then(|(_, placed)| *placed);
@@ -274,13 +269,8 @@ where
 fn padded_group_insert<'a>(
     groups: &'a [GroupRow],
 ) -> sqlx::query::Query<'a, Sqlite, <Sqlite as sqlx::Database>::Arguments<'a>> {
-    let index = shape_index(&GROUP_SHAPES, groups.len());
-    let shape = GROUP_SHAPES[index];
+    let (index, padded) = padded(&GROUP_SHAPES, groups);
     let mut query = sqlx::query(PADDED_GROUP_INSERTS[index].as_str());
-    let padded = groups
-        .iter()
-        .map(Some)
-        .chain(std::iter::repeat_n(None, shape - groups.len()));
     for group in padded {
         query = query
             .bind(group.map(|group| group.window as i64))
@@ -314,6 +304,14 @@ const SHAPES: [usize; 24] = [
 /// `rows` rows (1 ≤ `rows` ≤ the largest).
 fn shape_index(shapes: &[usize], rows: usize) -> usize {
     shapes.partition_point(|&shape| shape < rows)
+}
+
+/// `items` padded with `None` up to the smallest of `shapes` that holds them, and that shape's
+/// index (which statement of its padded inserts takes them).
+fn padded<'i, T>(shapes: &[usize], items: &'i [T]) -> (usize, impl Iterator<Item = Option<&'i T>>) {
+    let index = shape_index(shapes, items.len());
+    let padding = std::iter::repeat_n(None, shapes[index] - items.len());
+    (index, items.iter().map(Some).chain(padding))
 }
 
 /// The group counts of [`padded_group_insert`]'s statements: a commit writes one group per

@@ -381,7 +381,7 @@ mod tests {
     use sqlx::sqlite::SqlitePool;
 
     use super::super::tests::chained_events;
-    use super::super::{AuditStore, Committer, Snapshot};
+    use super::super::{scratch, AuditStore, Committer, Snapshot};
 
     /// A published block of `len` bytes, all `byte`.
     fn published(len: usize, byte: u8) -> Event {
@@ -400,13 +400,6 @@ mod tests {
         .fetch_all(pool)
         .await
         .unwrap()
-    }
-
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("onesided-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     /// Large events are appended to `audit.db-events` once, their rows point at them, small ones
@@ -439,9 +432,7 @@ mod tests {
     async fn large_events_are_written_once(direct: bool) {
         let dir = scratch(&format!("event-file-{direct}"));
         let store = open_store(&dir, direct).await;
-        let AuditStore::Sqlite(pool, ..) = &store else {
-            panic!("not SQLite")
-        };
+        let pool = store.sqlite_pool();
         let used = || async {
             let pages: i64 = sqlx::query_scalar(
                 "SELECT (SELECT page_count FROM pragma_page_count) \
@@ -590,9 +581,7 @@ mod tests {
             .insert(&rows, std::slice::from_ref(&snapshot))
             .await
             .unwrap();
-        let AuditStore::Sqlite(pool, ..) = &store else {
-            panic!("not SQLite")
-        };
+        let pool = store.sqlite_pool();
         let placements = placements(pool, 1).await;
         for (index, (in_file, len)) in placements.iter().enumerate() {
             assert_eq!(*in_file, large.contains(&index), "row {index}");
@@ -613,22 +602,12 @@ mod tests {
     async fn a_damaged_events_file_fails_verification_at_its_rows() {
         let dir = scratch("event-file-damaged");
         let store = AuditStore::open(None, &dir).await.unwrap();
-        let events = [
-            Event::Flush { origin: 0 },
-            published(FILE_EVENT_BYTES, 1),
-            published(FILE_EVENT_BYTES, 2),
-        ];
-        let rows = chained_events(1, 1, events, GENESIS);
-        store.insert(&rows, &[]).await.unwrap();
+        flush_and_two_large(&store).await;
         let file = dir.join("audit.db-events");
-        let broken_at = |stored: &[StoredRow]| verify(stored).err();
-        let unreadable = |row: &StoredRow| row.unreadable.clone().expect("an unreadable row");
         assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), None);
 
         // one byte of the third row's event changed: its last
-        let AuditStore::Sqlite(pool, ..) = &store else {
-            panic!("not SQLite")
-        };
+        let pool = store.sqlite_pool();
         let (at, len): (i64, i64) = sqlx::query_as(
             "SELECT event_at, event_len FROM audit_events WHERE window_id = 1 AND seq = 3",
         )
@@ -650,13 +629,41 @@ mod tests {
         assert!(unreadable(&stored[2]).contains("past the end"));
         assert_eq!(broken_at(&stored), Some(3));
 
-        // gone
-        std::fs::remove_file(&file).unwrap();
+        gone_fails_at_the_second_event(&store, &file).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Window 1's first three events, inserted into `store`: a flush (in the database) and two
+    /// large ones (in the events file).
+    async fn flush_and_two_large(store: &AuditStore) -> Vec<NewRow> {
+        let events = [
+            Event::Flush { origin: 0 },
+            published(FILE_EVENT_BYTES, 1),
+            published(FILE_EVENT_BYTES, 2),
+        ];
+        let rows = chained_events(1, 1, events, GENESIS);
+        store.insert(&rows, &[]).await.unwrap();
+        rows
+    }
+
+    /// Where verification of `stored` fails, if it does.
+    fn broken_at(stored: &[StoredRow]) -> Option<u64> {
+        verify(stored).err()
+    }
+
+    /// Why `row` cannot be read (it must not be readable).
+    fn unreadable(row: &StoredRow) -> String {
+        row.unreadable.clone().expect("an unreadable row")
+    }
+
+    /// With `file` gone, window 1's first event (in the database) still reads, its second
+    /// (the first in the file) cannot be, and verification fails there.
+    async fn gone_fails_at_the_second_event(store: &AuditStore, file: &std::path::Path) {
+        std::fs::remove_file(file).unwrap();
         let stored = store.rows(1, 1).await.unwrap();
         assert!(stored[0].unreadable.is_none());
         assert!(unreadable(&stored[1]).contains("cannot be read"));
         assert_eq!(broken_at(&stored), Some(2));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// In groups (the default shape) the large events are entries of their commit's one group
@@ -671,22 +678,12 @@ mod tests {
             .await
             .unwrap()
             .writing(Rows::Groups);
-        let events = [
-            Event::Flush { origin: 0 },
-            published(FILE_EVENT_BYTES, 1),
-            published(FILE_EVENT_BYTES, 2),
-        ];
-        let rows = chained_events(1, 1, events, GENESIS);
-        store.insert(&rows, &[]).await.unwrap();
+        let rows = flush_and_two_large(&store).await;
         let file = dir.join("audit.db-events");
-        let broken_at = |stored: &[StoredRow]| verify(stored).err();
-        let unreadable = |row: &StoredRow| row.unreadable.clone().expect("an unreadable row");
         let stored = store.rows(1, 1).await.unwrap();
         assert_eq!(broken_at(&stored), None);
         assert_eq!(stored[2].body, rows[2].body);
-        let AuditStore::Sqlite(pool, ..) = &store else {
-            panic!("not SQLite")
-        };
+        let pool = store.sqlite_pool();
         let counts: (i64, i64, Option<i64>) = sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM audit_events), (SELECT COUNT(*) FROM audit_groups), \
              (SELECT MAX(file_end) FROM audit_groups)",
@@ -728,9 +725,7 @@ mod tests {
             .writing(Rows::Groups);
         let more = chained_events(1, 4, [published(FILE_EVENT_BYTES, 4)], rows[2].hash);
         store.insert(&more, &[]).await.unwrap();
-        let AuditStore::Sqlite(pool, ..) = &store else {
-            panic!("not SQLite")
-        };
+        let pool = store.sqlite_pool();
         let new_end: i64 =
             sqlx::query_scalar("SELECT file_end FROM audit_groups WHERE first_seq = 4")
                 .fetch_one(pool)
@@ -744,12 +739,7 @@ mod tests {
         assert_eq!(stored[0].body, more[0].body);
         assert!(stored[0].unreadable.is_none());
 
-        // gone
-        std::fs::remove_file(&file).unwrap();
-        let stored = store.rows(1, 1).await.unwrap();
-        assert!(stored[0].unreadable.is_none());
-        assert!(unreadable(&stored[1]).contains("cannot be read"));
-        assert_eq!(broken_at(&stored), Some(2));
+        gone_fails_at_the_second_event(&store, &file).await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -598,9 +598,7 @@ mod tests {
         assert!(expected.contains("RegionAttached") && expected.contains("RegionDetached"));
         for (name, first) in [("groups", 0), ("both", 3)] {
             let store = written(&base.join(name), first, Rows::Groups).await;
-            let AuditStore::Sqlite(pool, ..) = &store else {
-                panic!("not SQLite")
-            };
+            let pool = store.sqlite_pool();
             let (groups, singles, in_file): (i64, i64, i64) = sqlx::query_as(
                 "SELECT (SELECT COUNT(*) FROM audit_groups), (SELECT COUNT(*) FROM audit_events), \
                  (SELECT COUNT(*) FROM audit_groups WHERE file_end IS NOT NULL)",

@@ -189,9 +189,7 @@ mod tests {
         let primed = size();
         // SQLite's defaults: 4 KiB pages, a checkpoint every 1000 of them
         assert!(primed >= 4096 * 1000, "the log has {primed} bytes");
-        let AuditStore::Sqlite(pool, ..) = &store else {
-            panic!("not SQLite")
-        };
+        let pool = store.sqlite_pool();
         let primer: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'wal_primer'")
                 .fetch_one(pool)
