@@ -13,9 +13,7 @@ int main(int argc, char **argv)
     MPI_Win win;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Win_allocate(2 * sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
-    mem[0] = mem[1] = 0;
-    MPI_Win_fence(0, win);
+    mem = separate_window(2, &win);
     if (rank == B) {
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, B, 0, win);
         mem[0] = 42; /* X */
@@ -24,9 +22,7 @@ int main(int argc, char **argv)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == A) {
-        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, B, 0, win);
-        MPI_Get(got, 2, MPI_LONG, B, 0, 2, MPI_LONG, win);
-        MPI_Win_unlock(B, win);
+        get_locked(MPI_LOCK_EXCLUSIVE, got, 2, B, win);
         EXPECT(got[0] == 42, "X is %ld: the unlock published it", got[0]);
         EXPECT(got[1] == 0, "Y is %ld: onesided publishes only at post, fence, unlock, "
                "unlock_all and sync", got[1]);

@@ -11,14 +11,9 @@ int main(int argc, char **argv)
     MPI_Win win;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Win_allocate(sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
-    *mem = 0;
-    MPI_Win_fence(0, win);
-    if (rank == A) {
-        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, B, 0, win);
-        MPI_Put(&value, 1, MPI_LONG, B, 0, 1, MPI_LONG, win);
-        MPI_Win_unlock(B, win);
-    }
+    mem = separate_window(1, &win);
+    if (rank == A)
+        put_locked(value, B, win);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == B) {
         long before = *mem; /* no lock: the private copy as it was */

@@ -14,11 +14,8 @@ static long attempt(MPI_Win win, long *mem, int rank, long value, int sync)
             MPI_Win_sync(win);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == A) {
-        MPI_Win_lock(MPI_LOCK_SHARED, B, 0, win);
-        MPI_Get(&got, 1, MPI_LONG, B, 0, 1, MPI_LONG, win);
-        MPI_Win_unlock(B, win);
-    }
+    if (rank == A)
+        get_locked(MPI_LOCK_SHARED, &got, 1, B, win);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == B)
         MPI_Win_unlock(B, win);
@@ -33,9 +30,7 @@ int main(int argc, char **argv)
     MPI_Win win;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Win_allocate(sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
-    *mem = 0;
-    MPI_Win_fence(0, win);
+    mem = separate_window(1, &win);
     long plain = attempt(win, mem, rank, 7, 0);
     long synced = attempt(win, mem, rank, 8, 1);
     if (rank == A) {

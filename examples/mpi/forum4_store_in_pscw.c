@@ -16,9 +16,7 @@ int main(int argc, char **argv)
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 2, ranks, &both);
     MPI_Group_incl(world, 1, &a, &owner);
-    MPI_Win_allocate(3 * sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
-    mem[0] = mem[1] = mem[2] = 0;
-    MPI_Win_fence(0, win);
+    mem = separate_window(3, &win);
     if (rank == A) {
         mem[1] = 11;                     /* Y, before post */
         MPI_Win_post(both, 0, win);      /* rule 5: Y is public */
@@ -33,9 +31,7 @@ int main(int argc, char **argv)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == B) {
-        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, A, 0, win);
-        MPI_Get(got, 3, MPI_LONG, A, 0, 3, MPI_LONG, win);
-        MPI_Win_unlock(A, win);
+        get_locked(MPI_LOCK_EXCLUSIVE, got, 3, A, win);
         EXPECT(got[1] == 11, "Y is %ld: post published it", got[1]);
         EXPECT(got[0] == 0, "X is %ld: neither complete nor wait publishes", got[0]);
         EXPECT(got[2] == 33, "Z is %ld: the put to itself updated the public copy", got[2]);

@@ -14,14 +14,9 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &b, &self);
-    MPI_Win_allocate(sizeof(long), sizeof(long), separate_model(), MPI_COMM_WORLD, &mem, &win);
-    *mem = 0;
-    MPI_Win_fence(0, win);
-    if (rank == A) {
-        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, B, 0, win);
-        MPI_Put(&value, 1, MPI_LONG, B, 0, 1, MPI_LONG, win);
-        MPI_Win_unlock(B, win);
-    }
+    mem = separate_window(1, &win);
+    if (rank == A)
+        put_locked(value, B, win);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == B) {
         MPI_Win_post(self, 0, win);

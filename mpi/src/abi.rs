@@ -90,90 +90,58 @@ pub fn op(handle: i32) -> Option<Op> {
     })
 }
 
+/// The table of error classes, each row `(class, its name, its description)`: the name is the
+/// constant's own, written once.
+macro_rules! classes {
+    ($($class:ident: $text:literal,)*) => {
+        &[$(($class, stringify!($class), $text)),*]
+    };
+}
+
 /// The error classes by MPI name, for `MPI_Error_string` and fatal messages.
-pub const CLASSES: &[(i32, &str, &str)] = &[
-    (MPI_SUCCESS, "MPI_SUCCESS", "no error"),
-    (MPI_ERR_BUFFER, "MPI_ERR_BUFFER", "invalid buffer pointer"),
-    (MPI_ERR_COUNT, "MPI_ERR_COUNT", "invalid count argument"),
-    (MPI_ERR_TYPE, "MPI_ERR_TYPE", "invalid datatype"),
-    (MPI_ERR_TAG, "MPI_ERR_TAG", "invalid tag"),
-    (MPI_ERR_COMM, "MPI_ERR_COMM", "invalid communicator"),
-    (MPI_ERR_RANK, "MPI_ERR_RANK", "invalid rank"),
-    (MPI_ERR_ROOT, "MPI_ERR_ROOT", "invalid root"),
-    (MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE", "message truncated"),
-    (MPI_ERR_GROUP, "MPI_ERR_GROUP", "invalid group"),
-    (MPI_ERR_OP, "MPI_ERR_OP", "invalid reduce operation"),
-    (MPI_ERR_REQUEST, "MPI_ERR_REQUEST", "invalid request"),
-    (MPI_ERR_TOPOLOGY, "MPI_ERR_TOPOLOGY", "invalid topology"),
-    (MPI_ERR_DIMS, "MPI_ERR_DIMS", "invalid dimension argument"),
-    (MPI_ERR_ARG, "MPI_ERR_ARG", "invalid argument"),
-    (MPI_ERR_OTHER, "MPI_ERR_OTHER", "other error"),
-    (MPI_ERR_UNKNOWN, "MPI_ERR_UNKNOWN", "unknown error"),
-    (MPI_ERR_INTERN, "MPI_ERR_INTERN", "internal error"),
-    (
-        MPI_ERR_IN_STATUS,
-        "MPI_ERR_IN_STATUS",
-        "error code is in status",
-    ),
-    (MPI_ERR_PENDING, "MPI_ERR_PENDING", "pending request"),
-    (MPI_ERR_IO, "MPI_ERR_IO", "input/output error"),
-    (MPI_ERR_INFO, "MPI_ERR_INFO", "invalid info object"),
-    (MPI_ERR_INFO_KEY, "MPI_ERR_INFO_KEY", "invalid info key"),
-    (
-        MPI_ERR_INFO_VALUE,
-        "MPI_ERR_INFO_VALUE",
-        "invalid info value",
-    ),
-    (MPI_ERR_INFO_NOKEY, "MPI_ERR_INFO_NOKEY", "no such info key"),
-    (MPI_ERR_NO_MEM, "MPI_ERR_NO_MEM", "out of memory"),
-    (
-        MPI_ERR_UNSUPPORTED_OPERATION,
-        "MPI_ERR_UNSUPPORTED_OPERATION",
-        "unsupported operation",
-    ),
-    (MPI_ERR_WIN, "MPI_ERR_WIN", "invalid window"),
-    (MPI_ERR_BASE, "MPI_ERR_BASE", "invalid base address"),
-    (MPI_ERR_LOCKTYPE, "MPI_ERR_LOCKTYPE", "invalid lock type"),
-    (MPI_ERR_KEYVAL, "MPI_ERR_KEYVAL", "invalid keyval"),
-    (
-        MPI_ERR_RMA_CONFLICT,
-        "MPI_ERR_RMA_CONFLICT",
-        "conflicting accesses to a window",
-    ),
-    (
-        MPI_ERR_RMA_SYNC,
-        "MPI_ERR_RMA_SYNC",
-        "wrong synchronization of RMA calls",
-    ),
-    (MPI_ERR_SIZE, "MPI_ERR_SIZE", "invalid size"),
-    (MPI_ERR_DISP, "MPI_ERR_DISP", "invalid displacement unit"),
-    (MPI_ERR_ASSERT, "MPI_ERR_ASSERT", "invalid assert"),
-    (
-        MPI_ERR_RMA_RANGE,
-        "MPI_ERR_RMA_RANGE",
-        "target memory is not part of the window",
-    ),
-    (
-        MPI_ERR_RMA_ATTACH,
-        "MPI_ERR_RMA_ATTACH",
-        "memory cannot be attached",
-    ),
-    (
-        MPI_ERR_RMA_SHARED,
-        "MPI_ERR_RMA_SHARED",
-        "memory cannot be shared",
-    ),
-    (
-        MPI_ERR_RMA_FLAVOR,
-        "MPI_ERR_RMA_FLAVOR",
-        "wrong window flavor",
-    ),
-    (
-        MPIX_ERR_PROC_FAILED,
-        "MPIX_ERR_PROC_FAILED",
-        "process failed",
-    ),
-];
+pub const CLASSES: &[(i32, &str, &str)] = classes! {
+    MPI_SUCCESS: "no error",
+    MPI_ERR_BUFFER: "invalid buffer pointer",
+    MPI_ERR_COUNT: "invalid count argument",
+    MPI_ERR_TYPE: "invalid datatype",
+    MPI_ERR_TAG: "invalid tag",
+    MPI_ERR_COMM: "invalid communicator",
+    MPI_ERR_RANK: "invalid rank",
+    MPI_ERR_ROOT: "invalid root",
+    MPI_ERR_TRUNCATE: "message truncated",
+    MPI_ERR_GROUP: "invalid group",
+    MPI_ERR_OP: "invalid reduce operation",
+    MPI_ERR_REQUEST: "invalid request",
+    MPI_ERR_TOPOLOGY: "invalid topology",
+    MPI_ERR_DIMS: "invalid dimension argument",
+    MPI_ERR_ARG: "invalid argument",
+    MPI_ERR_OTHER: "other error",
+    MPI_ERR_UNKNOWN: "unknown error",
+    MPI_ERR_INTERN: "internal error",
+    MPI_ERR_IN_STATUS: "error code is in status",
+    MPI_ERR_PENDING: "pending request",
+    MPI_ERR_IO: "input/output error",
+    MPI_ERR_INFO: "invalid info object",
+    MPI_ERR_INFO_KEY: "invalid info key",
+    MPI_ERR_INFO_VALUE: "invalid info value",
+    MPI_ERR_INFO_NOKEY: "no such info key",
+    MPI_ERR_NO_MEM: "out of memory",
+    MPI_ERR_UNSUPPORTED_OPERATION: "unsupported operation",
+    MPI_ERR_WIN: "invalid window",
+    MPI_ERR_BASE: "invalid base address",
+    MPI_ERR_LOCKTYPE: "invalid lock type",
+    MPI_ERR_KEYVAL: "invalid keyval",
+    MPI_ERR_RMA_CONFLICT: "conflicting accesses to a window",
+    MPI_ERR_RMA_SYNC: "wrong synchronization of RMA calls",
+    MPI_ERR_SIZE: "invalid size",
+    MPI_ERR_DISP: "invalid displacement unit",
+    MPI_ERR_ASSERT: "invalid assert",
+    MPI_ERR_RMA_RANGE: "target memory is not part of the window",
+    MPI_ERR_RMA_ATTACH: "memory cannot be attached",
+    MPI_ERR_RMA_SHARED: "memory cannot be shared",
+    MPI_ERR_RMA_FLAVOR: "wrong window flavor",
+    MPIX_ERR_PROC_FAILED: "process failed",
+};
 
 /// The class's MPI name and description; an unknown code is `MPI_ERR_UNKNOWN`'s.
 pub fn class_text(class: i32) -> (&'static str, &'static str) {
@@ -217,13 +185,7 @@ mod tests {
         assert!(built.success(), "mpicc failed on abi/gen.c");
         let printed = std::process::Command::new(&out).output().unwrap();
         let _ = std::fs::remove_file(&out);
-        assert!(printed.status.success());
-        let table = std::fs::read_to_string(dir.join("src/abi_table.rs")).unwrap();
-        assert_eq!(
-            String::from_utf8(printed.stdout).unwrap(),
-            table,
-            "mpi/src/abi_table.rs differs from the system's mpi.h: regenerate it (abi/gen.c)"
-        );
+        assert_printed(printed, "src/abi_table.rs", "abi/gen.c");
     }
 
     /// `abi/functions.txt`, the functions build.rs stubs when the crate does not define them,
@@ -235,15 +197,21 @@ mod tests {
             .arg(dir.join("abi/functions.sh"))
             .output()
             .expect("sh");
+        assert_printed(printed, "abi/functions.txt", "abi/functions.sh");
+    }
+
+    /// `generator` ran and `printed` exactly the checked-in `file` (relative to `mpi/`).
+    fn assert_printed(printed: std::process::Output, file: &str, generator: &str) {
         assert!(
             printed.status.success(),
-            "abi/functions.sh failed (it needs mpicc: apt-get install mpich libmpich-dev)"
+            "{generator} failed (it needs mpicc: apt-get install mpich libmpich-dev)"
         );
-        let listed = std::fs::read_to_string(dir.join("abi/functions.txt")).unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let checked_in = std::fs::read_to_string(dir.join(file)).unwrap();
         assert_eq!(
             String::from_utf8(printed.stdout).unwrap(),
-            listed,
-            "mpi/abi/functions.txt differs from the system's mpi.h: regenerate it (abi/functions.sh)"
+            checked_in,
+            "mpi/{file} differs from the system's mpi.h: regenerate it ({generator})"
         );
     }
 

@@ -242,17 +242,8 @@ pub unsafe fn scatter(base: *mut u8, runs: &[(i64, u64)], packed: &[u8]) {
     }
 }
 
-unsafe fn ints<'a>(pointer: *const c_int, count: c_int) -> Res<&'a [c_int]> {
-    if count <= 0 {
-        return Ok(&[]);
-    }
-    if pointer.is_null() {
-        return Err(fail(MPI_ERR_ARG, "a null array"));
-    }
-    Ok(std::slice::from_raw_parts(pointer, count as usize))
-}
-
-unsafe fn aints<'a>(pointer: *const isize, count: c_int) -> Res<&'a [isize]> {
+/// The program's array of `count` elements at `pointer` (none for a count of zero or less).
+unsafe fn array<'a, T>(pointer: *const T, count: c_int) -> Res<&'a [T]> {
     if count <= 0 {
         return Ok(&[]);
     }
@@ -300,86 +291,97 @@ unsafe fn define_blocks(
     })
 }
 
+/// An `_x` form of an extent call: `call`'s lower bound and extent (`MPI_Aint`s) for
+/// `datatype`, written as `MPI_Count`s.
+unsafe fn as_counts(
+    call: unsafe extern "C" fn(c_int, *mut isize, *mut isize) -> c_int,
+    name: &str,
+    datatype: c_int,
+    lb: *mut i64,
+    extent: *mut i64,
+) -> Res {
+    let (mut low, mut span) = (0isize, 0isize);
+    match call(datatype, &mut low, &mut span) {
+        MPI_SUCCESS => {
+            out(lb, low as i64)?;
+            out(extent, span as i64)
+        }
+        class => Err(fail(class, format!("{name} failed"))),
+    }
+}
+
+/// The type constructors MPI has in two forms that differ only in what a displacement (or a
+/// stride) counts: extents of the old type, as `int` (`MPI_Type_vector`, …), or bytes, as
+/// `MPI_Aint` (their `h` forms). Each body is written once, over `Disp` (the displacement's C
+/// type) and `UNIT`, and exported in both forms.
+macro_rules! extent_and_byte_forms {
+    ($(
+        fn $name:ident / $pname:ident, $hname:ident / $hpname:ident (
+            $($arg:ident : $ty:ty),* $(,)?
+        ) $body:block
+    )*) => {
+        /// The forms whose displacements count extents of the old type.
+        mod extent_forms {
+            use super::*;
+            type Disp = c_int;
+            const UNIT: Unit = Unit::Extent;
+            export! { $(fn $name / $pname ($($arg: $ty),*) $body)* }
+        }
+        /// The `h` forms, whose displacements count bytes.
+        mod byte_forms {
+            use super::*;
+            type Disp = isize;
+            const UNIT: Unit = Unit::Byte;
+            export! { $(fn $hname / $hpname ($($arg: $ty),*) $body)* }
+        }
+    };
+}
+
+extent_and_byte_forms! {
+    fn MPI_Type_vector / PMPI_Type_vector, MPI_Type_create_hvector / PMPI_Type_create_hvector(
+        count: c_int,
+        blocklength: c_int,
+        stride: Disp,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
+        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
+        define_blocks(oldtype, newtype, UNIT, blocks)
+    }
+
+    fn MPI_Type_indexed / PMPI_Type_indexed, MPI_Type_create_hindexed / PMPI_Type_create_hindexed(
+        count: c_int,
+        blocklengths: *const c_int,
+        displacements: *const Disp,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let lengths = array(blocklengths, count)?;
+        let disps = array(displacements, count)?;
+        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
+        define_blocks(oldtype, newtype, UNIT, blocks)
+    }
+
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block,
+        MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(
+        count: c_int,
+        blocklength: c_int,
+        displacements: *const Disp,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let blocklength = count_of(blocklength)?;
+        let disps = array(displacements, count)?;
+        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
+        define_blocks(oldtype, newtype, UNIT, blocks)
+    }
+}
+
 export! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) {
         let count = count_of(count)?;
         define(oldtype, newtype, |old| Dt::of_blocks([(0, count, old)]))
-    }
-
-    fn MPI_Type_vector / PMPI_Type_vector(
-        count: c_int,
-        blocklength: c_int,
-        stride: c_int,
-        oldtype: c_int,
-        newtype: *mut c_int,
-    ) {
-        let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
-        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
-        define_blocks(oldtype, newtype, Unit::Extent, blocks)
-    }
-
-    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(
-        count: c_int,
-        blocklength: c_int,
-        stride: isize,
-        oldtype: c_int,
-        newtype: *mut c_int,
-    ) {
-        let (count, blocklength) = (count_of(count)?, count_of(blocklength)?);
-        let blocks = (0..count as i64).map(|i| (i * stride as i64, blocklength));
-        define_blocks(oldtype, newtype, Unit::Byte, blocks)
-    }
-
-    fn MPI_Type_indexed / PMPI_Type_indexed(
-        count: c_int,
-        blocklengths: *const c_int,
-        displacements: *const c_int,
-        oldtype: c_int,
-        newtype: *mut c_int,
-    ) {
-        let lengths = ints(blocklengths, count)?;
-        let disps = ints(displacements, count)?;
-        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
-        define_blocks(oldtype, newtype, Unit::Extent, blocks)
-    }
-
-    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(
-        count: c_int,
-        blocklengths: *const c_int,
-        displacements: *const isize,
-        oldtype: c_int,
-        newtype: *mut c_int,
-    ) {
-        let lengths = ints(blocklengths, count)?;
-        let disps = aints(displacements, count)?;
-        let blocks = lengths.iter().zip(disps).map(|(&len, &disp)| (disp as i64, len.max(0) as u64));
-        define_blocks(oldtype, newtype, Unit::Byte, blocks)
-    }
-
-    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(
-        count: c_int,
-        blocklength: c_int,
-        displacements: *const c_int,
-        oldtype: c_int,
-        newtype: *mut c_int,
-    ) {
-        let blocklength = count_of(blocklength)?;
-        let disps = ints(displacements, count)?;
-        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
-        define_blocks(oldtype, newtype, Unit::Extent, blocks)
-    }
-
-    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(
-        count: c_int,
-        blocklength: c_int,
-        displacements: *const isize,
-        oldtype: c_int,
-        newtype: *mut c_int,
-    ) {
-        let blocklength = count_of(blocklength)?;
-        let disps = aints(displacements, count)?;
-        let blocks = disps.iter().map(|&disp| (disp as i64, blocklength));
-        define_blocks(oldtype, newtype, Unit::Byte, blocks)
     }
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(
@@ -389,9 +391,9 @@ export! {
         types: *const c_int,
         newtype: *mut c_int,
     ) {
-        let lengths = ints(blocklengths, count)?;
-        let disps = aints(displacements, count)?;
-        let handles = ints(types, count)?;
+        let lengths = array(blocklengths, count)?;
+        let disps = array(displacements, count)?;
+        let handles = array(types, count)?;
         state::create(newtype, |mpi| {
             let olds = handles.iter().map(|&h| mpi.dt(h)).collect::<Res<Vec<_>>>()?;
             let mut made = Dt::of_blocks(
@@ -420,9 +422,9 @@ export! {
         oldtype: c_int,
         newtype: *mut c_int,
     ) {
-        let sizes: Vec<i64> = ints(sizes, ndims)?.iter().map(|&v| v as i64).collect();
-        let subsizes: Vec<i64> = ints(subsizes, ndims)?.iter().map(|&v| v as i64).collect();
-        let starts: Vec<i64> = ints(starts, ndims)?.iter().map(|&v| v as i64).collect();
+        let sizes: Vec<i64> = array(sizes, ndims)?.iter().map(|&v| v as i64).collect();
+        let subsizes: Vec<i64> = array(subsizes, ndims)?.iter().map(|&v| v as i64).collect();
+        let starts: Vec<i64> = array(starts, ndims)?.iter().map(|&v| v as i64).collect();
         if order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN {
             return Err(fail(MPI_ERR_ARG, format!("order {order} is not an order")));
         }
@@ -546,14 +548,7 @@ export! {
     }
 
     fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: c_int, lb: *mut i64, extent: *mut i64) {
-        let (mut low, mut span) = (0isize, 0isize);
-        match MPI_Type_get_extent(datatype, &mut low, &mut span) {
-            MPI_SUCCESS => {
-                out(lb, low as i64)?;
-                out(extent, span as i64)
-            }
-            class => Err(fail(class, "MPI_Type_get_extent failed")),
-        }
+        as_counts(MPI_Type_get_extent, "MPI_Type_get_extent", datatype, lb, extent)
     }
 
     fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(
@@ -561,14 +556,7 @@ export! {
         true_lb: *mut i64,
         true_extent: *mut i64,
     ) {
-        let (mut low, mut span) = (0isize, 0isize);
-        match MPI_Type_get_true_extent(datatype, &mut low, &mut span) {
-            MPI_SUCCESS => {
-                out(true_lb, low as i64)?;
-                out(true_extent, span as i64)
-            }
-            class => Err(fail(class, "MPI_Type_get_true_extent failed")),
-        }
+        as_counts(MPI_Type_get_true_extent, "MPI_Type_get_true_extent", datatype, true_lb, true_extent)
     }
 
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {

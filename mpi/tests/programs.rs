@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{build, mpiexec, mpiexec_with};
+use std::path::Path;
+
+use common::{build, mpiexec, mpiexec_with, Run};
 
 /// Builds `tests/programs/<name>.c` and runs it on each number of ranks in `ranks`: every run
 /// succeeds and prints `<name>: ok`.
@@ -19,24 +21,43 @@ fn passes_on(name: &str, ranks: &[u32]) {
     }
 }
 
-#[test]
-fn fence_put_and_get_see_each_others_values() {
-    passes_on("fence", &[2, 4]);
+/// Runs `program` with `args` on `n` ranks: the job ends with status `code`, its stderr saying
+/// `says`.
+#[track_caller]
+fn ends_the_job(n: u32, program: &Path, args: &[&str], code: i32, says: &str) -> Run {
+    let run = mpiexec(n, program, args);
+    assert_eq!(run.status.code(), Some(code), "{run:?}");
+    assert!(run.stderr.contains(says), "{run:?}");
+    run
 }
 
-#[test]
-fn lock_accumulate_fetch_and_op_and_compare_and_swap() {
-    passes_on("lock_acc", &[4]);
+/// The programs that pass as they are: each test builds `tests/programs/<program>.c` and runs
+/// it on each number of ranks listed ([`passes_on`]).
+macro_rules! passing_programs {
+    ($($test:ident: $program:literal on $ranks:expr;)*) => {$(
+        #[test]
+        fn $test() {
+            passes_on($program, &$ranks);
+        }
+    )*};
 }
 
-#[test]
-fn post_start_complete_wait() {
-    passes_on("pscw", &[4]);
-}
-
-#[test]
-fn a_store_in_c_is_not_public_before_the_owner_synchronizes() {
-    passes_on("separate", &[2]);
+passing_programs! {
+    fence_put_and_get_see_each_others_values: "fence" on [2, 4];
+    lock_accumulate_fetch_and_op_and_compare_and_swap: "lock_acc" on [4];
+    post_start_complete_wait: "pscw" on [4];
+    a_store_in_c_is_not_public_before_the_owner_synchronizes: "separate" on [2];
+    split_dup_and_free_communicators_with_collectives_and_windows_over_them: "split" on [4];
+    point_to_point_matches_orders_probes_and_reports_as_mpi_says: "p2p" on [3, 4];
+    derived_datatypes_vector_indexed_and_subarray: "datatypes" on [3];
+    scatter_gatherv_alltoall_and_reduce_scatter_on_the_world_and_a_subcommunicator: "collectives" on [1, 3, 4];
+    maxloc_and_minloc_on_the_pair_types_with_the_c_structs_padding: "pairs" on [2, 4];
+    group_algebra_and_a_shared_window_on_a_communicator_of_one: "groups_shared" on [4, 5];
+    user_ops_reduce_in_rank_order_and_may_call_mpi: "user_ops" on [1, 3, 4];
+    a_user_error_handler_on_a_communicator_hears_its_errors: "comm_errhandler" on [2];
+    window_hints_are_set_and_read_after_creation: "win_info" on [3];
+    dynamic_windows_at_the_programs_own_addresses_and_the_classes_of_bad_attaches: "dynamic" on [3];
+    intercommunicators_are_made_and_merged_in_the_order_high_says: "intercomm" on [4];
 }
 
 #[test]
@@ -62,42 +83,36 @@ fn errors_return_mpich_classes_and_a_fatal_one_ends_the_job() {
         "{run:?}"
     );
 
-    let run = mpiexec(3, &program, &["fatal"]);
-    assert_eq!(
-        run.status.code(),
-        Some(50),
-        "MPI_ERR_RMA_SYNC's status: {run:?}"
-    );
-    assert!(
-        run.stderr
-            .contains("rank 2: MPI_Win_unlock: MPI_ERR_RMA_SYNC"),
-        "{run:?}"
+    // MPI_ERR_RMA_SYNC's status
+    ends_the_job(
+        3,
+        &program,
+        &["fatal"],
+        50,
+        "rank 2: MPI_Win_unlock: MPI_ERR_RMA_SYNC",
     );
 }
 
 #[test]
 fn mpi_abort_ends_the_job_with_its_code() {
-    let run = mpiexec(2, &build("abort.c"), &[]);
-    assert_eq!(run.status.code(), Some(7), "{run:?}");
-    assert!(
-        run.stderr.contains("rank 1: MPI_Abort with error code 7"),
-        "{run:?}"
+    ends_the_job(
+        2,
+        &build("abort.c"),
+        &[],
+        7,
+        "rank 1: MPI_Abort with error code 7",
     );
 }
 
 #[test]
 fn a_crashing_rank_ends_the_job_naming_it() {
-    let run = mpiexec(2, &build("crash.c"), &[]);
-    assert_eq!(run.status.code(), Some(128 + 11), "{run:?}");
-    assert!(
-        run.stderr.contains("rank 1 was killed by signal 11"),
-        "{run:?}"
+    ends_the_job(
+        2,
+        &build("crash.c"),
+        &[],
+        128 + 11,
+        "rank 1 was killed by signal 11",
     );
-}
-
-#[test]
-fn split_dup_and_free_communicators_with_collectives_and_windows_over_them() {
-    passes_on("split", &[4]);
 }
 
 #[test]
@@ -133,35 +148,10 @@ fn a_message_or_a_collective_between_the_epochs_orders_the_puts_for_the_check() 
 }
 
 #[test]
-fn point_to_point_matches_orders_probes_and_reports_as_mpi_says() {
-    passes_on("p2p", &[3, 4]);
-}
-
-#[test]
-fn derived_datatypes_vector_indexed_and_subarray() {
-    passes_on("datatypes", &[3]);
-}
-
-#[test]
 fn a_call_of_a_later_phase_fails_with_unsupported_operation_not_a_loader_error() {
-    let run = mpiexec(2, &build("unsupported.c"), &[]);
+    let says = "rank 1: MPI_Type_get_envelope: MPI_ERR_UNSUPPORTED_OPERATION";
+    let run = ends_the_job(2, &build("unsupported.c"), &[], 44, says);
     assert!(run.stdout.contains("unsupported: returned"), "{run:?}");
-    assert_eq!(run.status.code(), Some(44), "{run:?}");
-    assert!(
-        run.stderr
-            .contains("rank 1: MPI_Type_get_envelope: MPI_ERR_UNSUPPORTED_OPERATION"),
-        "{run:?}"
-    );
-}
-
-#[test]
-fn scatter_gatherv_alltoall_and_reduce_scatter_on_the_world_and_a_subcommunicator() {
-    passes_on("collectives", &[1, 3, 4]);
-}
-
-#[test]
-fn maxloc_and_minloc_on_the_pair_types_with_the_c_structs_padding() {
-    passes_on("pairs", &[2, 4]);
 }
 
 /// Every function `mpi.h` declares is in the library under its `MPI_` and `PMPI_` names
@@ -211,34 +201,4 @@ fn every_function_and_object_of_mpi_h_is_in_the_library() {
     }
     assert!(missing.is_empty(), "not in libmpich.so: {missing:?}");
     assert!(listed.lines().count() > 600, "mpi.h's functions were read");
-}
-
-#[test]
-fn group_algebra_and_a_shared_window_on_a_communicator_of_one() {
-    passes_on("groups_shared", &[4, 5]);
-}
-
-#[test]
-fn user_ops_reduce_in_rank_order_and_may_call_mpi() {
-    passes_on("user_ops", &[1, 3, 4]);
-}
-
-#[test]
-fn a_user_error_handler_on_a_communicator_hears_its_errors() {
-    passes_on("comm_errhandler", &[2]);
-}
-
-#[test]
-fn window_hints_are_set_and_read_after_creation() {
-    passes_on("win_info", &[3]);
-}
-
-#[test]
-fn dynamic_windows_at_the_programs_own_addresses_and_the_classes_of_bad_attaches() {
-    passes_on("dynamic", &[3]);
-}
-
-#[test]
-fn intercommunicators_are_made_and_merged_in_the_order_high_says() {
-    passes_on("intercomm", &[4]);
 }

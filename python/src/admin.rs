@@ -99,6 +99,21 @@ pub(crate) struct WorldSummary {
     windows: u32,
 }
 
+impl From<onesided_client::WorldSummary> for WorldSummary {
+    fn from(world: onesided_client::WorldSummary) -> Self {
+        let onesided_client::WorldSummary {
+            name,
+            ranks,
+            windows,
+        } = world;
+        WorldSummary {
+            name,
+            ranks,
+            windows,
+        }
+    }
+}
+
 #[pymethods]
 impl WorldSummary {
     fn __repr__(&self) -> String {
@@ -362,14 +377,7 @@ impl Admin {
     /// Every world.
     fn list_worlds(&self, py: Python<'_>) -> PyResult<Vec<WorldSummary>> {
         let worlds = wait(py, self.admin.list_worlds())?;
-        Ok(worlds
-            .into_iter()
-            .map(|world| WorldSummary {
-                name: world.name,
-                ranks: world.ranks,
-                windows: world.windows,
-            })
-            .collect())
+        Ok(worlds.into_iter().map(WorldSummary::from).collect())
     }
 
     /// Deletes a world with its windows.

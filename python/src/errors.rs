@@ -3,6 +3,7 @@
 //! class); this only says which kind of failure it was and hands over its parts.
 
 use onesided_client::Error;
+use onesided_core::ErrorClass;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -40,30 +41,20 @@ fn as_kind(py: Python<'_>, error: Error, kind: Option<&str>) -> PyErr {
 
 /// A refusal made here, before the client library was asked: an MPI error like the ones the
 /// library makes at the call.
-pub(crate) fn refused(
-    py: Python<'_>,
-    class: onesided_core::ErrorClass,
-    message: impl Into<String>,
-) -> PyErr {
-    to_py(
-        py,
-        Error::from(onesided_core::RmaError::new(class, message.into())),
-    )
+pub(crate) fn refused(py: Python<'_>, class: ErrorClass, message: impl Into<String>) -> PyErr {
+    to_py(py, refusal_of(class, message))
 }
 
 /// A name or number given to the package that it cannot use (an unknown datatype, op, lock
 /// type, flavor or memory model): the MPI error of `class`, as `ArgumentError`, which is also
 /// a `ValueError`.
-pub(crate) fn bad_argument(
-    py: Python<'_>,
-    class: onesided_core::ErrorClass,
-    message: impl Into<String>,
-) -> PyErr {
-    as_kind(
-        py,
-        Error::from(onesided_core::RmaError::new(class, message.into())),
-        Some("argument"),
-    )
+pub(crate) fn bad_argument(py: Python<'_>, class: ErrorClass, message: impl Into<String>) -> PyErr {
+    as_kind(py, refusal_of(class, message), Some("argument"))
+}
+
+/// The client library's error for a refusal of `class`, made here.
+fn refusal_of(class: ErrorClass, message: impl Into<String>) -> Error {
+    Error::from(onesided_core::RmaError::new(class, message.into()))
 }
 
 /// A client-side setting that cannot be used (a timeout that is no duration, a token that
@@ -84,7 +75,7 @@ pub(crate) fn refusal(
     message: &str,
     argument: bool,
 ) -> PyResult<Py<PyAny>> {
-    let class = onesided_core::ErrorClass::from_code(class).ok_or_else(|| {
+    let class = ErrorClass::from_code(class).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!("{class} is not an MPI error class"))
     })?;
     let error = if argument {

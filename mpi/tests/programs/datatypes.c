@@ -1,7 +1,8 @@
 /* Derived datatypes: a column of a 4x4 matrix (MPI_Type_vector) put into a row of the
- * target's, a get into an indexed origin, an accumulate through a subarray; a struct of
- * several basic types put and got (its padding untouched), refused by an accumulate and
- * against a target type of another signature (MPI_ERR_TYPE). */
+ * target's, a get into an indexed origin, an accumulate through a subarray; the h forms of
+ * vector, indexed and indexed_block (displacements in bytes) make the types of the plain
+ * forms; a struct of several basic types put and got (its padding untouched), refused by an
+ * accumulate and against a target type of another signature (MPI_ERR_TYPE). */
 #include <stddef.h>
 #include <string.h>
 
@@ -11,6 +12,23 @@ struct pair {
     long along;
     int anint; /* then 4 bytes of padding */
 };
+
+/* The h form hform has the bounds, extents and size of the plain form plain, as the MPI_Count
+ * calls give them. */
+static void check_alike(MPI_Datatype plain, MPI_Datatype hform, const char *what)
+{
+    static const char *facts[5] = {"lb", "extent", "true lb", "true extent", "size"};
+    MPI_Count of[2][5];
+    MPI_Datatype both[2] = {plain, hform};
+    for (int i = 0; i < 2; i++) {
+        MPI_Type_get_extent_x(both[i], &of[i][0], &of[i][1]);
+        MPI_Type_get_true_extent_x(both[i], &of[i][2], &of[i][3]);
+        MPI_Type_size_x(both[i], &of[i][4]);
+    }
+    for (int k = 0; k < 5; k++)
+        CHECK(of[0][k] == of[1][k], "%s: %s %lld, the plain form's %lld", what, facts[k],
+              (long long) of[1][k], (long long) of[0][k]);
+}
 
 int main(int argc, char **argv)
 {
@@ -38,6 +56,23 @@ int main(int argc, char **argv)
     MPI_Type_size(column, &bytes);
     CHECK(lb == 0 && extent == 13 * sizeof(int) && bytes == 4 * sizeof(int),
           "vector: lb %ld extent %ld size %d", (long) lb, (long) extent, bytes);
+
+    MPI_Datatype hcolumn, hpicks, pairs, hpairs;
+    MPI_Aint hdisps[2] = {disps[0] * sizeof(int), disps[1] * sizeof(int)};
+    MPI_Type_create_hvector(4, 1, 4 * sizeof(int), MPI_INT, &hcolumn);
+    check_alike(column, hcolumn, "hvector");
+    MPI_Type_create_hindexed(2, lens, hdisps, MPI_INT, &hpicks);
+    check_alike(picks, hpicks, "hindexed");
+    MPI_Type_create_indexed_block(2, 2, disps, MPI_INT, &pairs);
+    MPI_Type_create_hindexed_block(2, 2, hdisps, MPI_INT, &hpairs);
+    check_alike(pairs, hpairs, "hindexed_block");
+    MPI_Type_get_extent(pairs, &lb, &extent);
+    CHECK(lb == 0 && extent == 6 * sizeof(int), "indexed_block: lb %ld extent %ld", (long) lb,
+          (long) extent);
+    MPI_Type_free(&hcolumn);
+    MPI_Type_free(&hpicks);
+    MPI_Type_free(&pairs);
+    MPI_Type_free(&hpairs);
 
     MPI_Win_create(b, sizeof b, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     int right = (rank + 1) % size, left = (rank + size - 1) % size;

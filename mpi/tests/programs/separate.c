@@ -3,9 +3,18 @@
  * value first (SEMANTICS.md), then the new one after rank 0's MPI_Win_sync. */
 #include "check.h"
 
+/* Rank 0's int as rank 1 reads it now (in its lock_all epoch, completed by a flush). */
+static int read_rank0(MPI_Win win)
+{
+    int got = -1;
+    MPI_Get(&got, 1, MPI_INT, 0, 0, 1, MPI_INT, win);
+    MPI_Win_flush(0, win);
+    return got;
+}
+
 int main(int argc, char **argv)
 {
-    int rank, buf = 0, got = -1, flag = 0, *model = NULL;
+    int rank, buf = 0, flag = 0, *model = NULL;
     MPI_Win win;
     MPI_Info info;
     MPI_Init(&argc, &argv);
@@ -21,8 +30,7 @@ int main(int argc, char **argv)
         buf = 5; /* a local store: the private copy only */
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-        MPI_Get(&got, 1, MPI_INT, 0, 0, 1, MPI_INT, win);
-        MPI_Win_flush(0, win);
+        int got = read_rank0(win);
         CHECK(got == 0, "read %d before rank 0 synchronized: expected the obsolete 0", got);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -30,8 +38,7 @@ int main(int argc, char **argv)
         MPI_Win_sync(win);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-        MPI_Get(&got, 1, MPI_INT, 0, 0, 1, MPI_INT, win);
-        MPI_Win_flush(0, win);
+        int got = read_rank0(win);
         CHECK(got == 5, "read %d after rank 0's MPI_Win_sync", got);
     }
     MPI_Win_unlock_all(win);
