@@ -21,18 +21,10 @@ use onesided_bench::{median, Audit, InProcess, Threads};
 use onesided_client::{Admin, Op, Session, Window, WindowSpec};
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i, default| {
-        onesided_bench::number_arg(
-            &args,
-            i,
-            default,
-            "atomics_side_by_side [ITERATIONS [ROUNDS]]",
-        )
-    };
-    let (iterations, rounds) = (number(0, 2000)?, number(1, 3)?);
+    let args = onesided_bench::ExampleArgs::from_env("atomics_side_by_side [ITERATIONS [ROUNDS]]");
+    let (iterations, rounds) = (args.number(0, 2000)?, args.number(1, 3)?);
     anyhow::ensure!(iterations >= 10, "ITERATIONS must be at least 10");
-    let only = args.get(2).cloned();
+    let only = args.word(2).map(str::to_string);
     onesided_bench::trace_as_the_server();
     Threads::One.runtime("client")?.block_on(async move {
         let echo = EchoServerHandle::start(Threads::One)?;

@@ -23,16 +23,14 @@ const SOURCE: &str = include_str!("../mpi/rma_reference.c");
 const BULK: &str = "bulk_put_mib_per_s";
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i, default| {
-        onesided_bench::number_arg(
-            &args,
-            i,
-            default,
-            "mpi_side_by_side [ITERATIONS [BULK_BYTES [ROUNDS]]]",
-        )
-    };
-    let (iterations, bulk, rounds) = (number(0, 300)?, number(1, 1 << 20)?, number(2, 3)?);
+    let args = onesided_bench::ExampleArgs::from_env(
+        "mpi_side_by_side [ITERATIONS [BULK_BYTES [ROUNDS]]]",
+    );
+    let (iterations, bulk, rounds) = (
+        args.number(0, 300)?,
+        args.number(1, 1 << 20)?,
+        args.number(2, 3)?,
+    );
     let release = std::env::current_exe()?
         .parent()
         .and_then(Path::parent)

@@ -92,21 +92,35 @@ pub fn sqlite_rows_from_env() -> anyhow::Result<Option<onesided_server::audit::R
     Ok(groups.then_some(onesided_server::audit::Rows::Groups))
 }
 
-/// An example's optional number at `index` of `args` (the arguments after the program's
-/// name): `default` when it is not given, an error naming `usage` when it is not a number.
-///
-/// # Errors
-/// The argument is there and not a whole number.
-pub fn number_arg(
-    args: &[String],
-    index: usize,
-    default: usize,
-    usage: &str,
-) -> anyhow::Result<usize> {
-    use anyhow::Context;
-    args.get(index)
-        .map_or(Ok(default), |text| text.parse())
-        .with_context(|| format!("usage: {usage}"))
+/// An example's arguments (after the program's name) and the usage line its errors name.
+#[derive(Debug)]
+pub struct ExampleArgs {
+    words: Vec<String>,
+    usage: &'static str,
+}
+
+impl ExampleArgs {
+    /// The process's arguments; `usage` (`NAME [ARG ...]`) is what a bad one is told.
+    pub fn from_env(usage: &'static str) -> Self {
+        let words = std::env::args().skip(1).collect();
+        ExampleArgs { words, usage }
+    }
+
+    /// The argument at `index`, if given.
+    pub fn word(&self, index: usize) -> Option<&str> {
+        self.words.get(index).map(String::as_str)
+    }
+
+    /// The number at `index`: `default` when it is not given.
+    ///
+    /// # Errors
+    /// The argument is there and not a whole number.
+    pub fn number(&self, index: usize, default: usize) -> anyhow::Result<usize> {
+        use anyhow::Context;
+        self.word(index)
+            .map_or(Ok(default), str::parse)
+            .with_context(|| format!("usage: {}", self.usage))
+    }
 }
 
 pub use measure::{atomic_round_trip, median};

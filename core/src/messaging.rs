@@ -33,6 +33,21 @@ pub struct Pattern {
     pub context: u64,
 }
 
+/// A message as its sender hands it to the world ([`Mailbox::admit`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The sender's world rank.
+    pub source: u32,
+    /// The receiver's world rank.
+    pub dest: u32,
+    /// Its tag (at least 0).
+    pub tag: i32,
+    /// Its communicator's context.
+    pub context: u64,
+    /// The packed data.
+    pub payload: Bytes,
+}
+
 /// A message as sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
@@ -150,14 +165,14 @@ impl<R> Mailbox<R> {
     /// until [`Mailbox::release`]d, and its id returned. Refused, with nothing changed, for a
     /// rank outside the world, a negative tag, or when the world's unreceived messages would
     /// pass the bound (`MPI_ERR_NO_MEM`).
-    pub fn admit(
-        &mut self,
-        source: u32,
-        dest: u32,
-        tag: i32,
-        context: u64,
-        payload: Bytes,
-    ) -> Result<u64, RmaError> {
+    pub fn admit(&mut self, sent: Outgoing) -> Result<u64, RmaError> {
+        let Outgoing {
+            source,
+            dest,
+            tag,
+            context,
+            payload,
+        } = sent;
         self.check_rank(source, "sending")?;
         self.check_rank(dest, "destination")?;
         if tag < 0 {
@@ -320,6 +335,16 @@ fn source_gone(source: u32) -> RmaError {
 mod tests {
     use super::*;
 
+    fn outgoing(source: u32, dest: u32, tag: i32, context: u64, payload: Bytes) -> Outgoing {
+        Outgoing {
+            source,
+            dest,
+            tag,
+            context,
+            payload,
+        }
+    }
+
     fn pattern(source: Option<u32>, tag: Option<i32>) -> Pattern {
         Pattern {
             source,
@@ -348,7 +373,7 @@ mod tests {
         data: &str,
     ) -> Answers<R> {
         let id = mailbox
-            .admit(from, to, tag, 0, Bytes::from(data.to_string()))
+            .admit(outgoing(from, to, tag, 0, Bytes::from(data.to_string())))
             .unwrap();
         mailbox.release(id)
     }
@@ -416,7 +441,7 @@ mod tests {
     fn contexts_and_receivers_never_mix() {
         let mut mailbox = Mailbox::new(3, 1 << 20);
         let id = mailbox
-            .admit(1, 0, 5, 9, Bytes::from_static(b"ctx9"))
+            .admit(outgoing(1, 0, 5, 9, Bytes::from_static(b"ctx9")))
             .unwrap();
         // held, not yet released: no receive sees it
         assert_eq!(
@@ -444,16 +469,16 @@ mod tests {
         let mut mailbox: Mailbox<&str> = Mailbox::new(2, 8);
         let class = |result: Result<u64, RmaError>| result.unwrap_err().class;
         assert_eq!(
-            class(mailbox.admit(0, 2, 0, 0, Bytes::new())),
+            class(mailbox.admit(outgoing(0, 2, 0, 0, Bytes::new()))),
             ErrorClass::Rank
         );
         assert_eq!(
-            class(mailbox.admit(0, 1, -1, 0, Bytes::new())),
+            class(mailbox.admit(outgoing(0, 1, -1, 0, Bytes::new()))),
             ErrorClass::Arg
         );
         send(&mut mailbox, 0, 1, 0, "12345678");
         assert_eq!(
-            class(mailbox.admit(0, 1, 0, 0, Bytes::from_static(b"9"))),
+            class(mailbox.admit(outgoing(0, 1, 0, 0, Bytes::from_static(b"9")))),
             ErrorClass::NoMem
         );
         assert_eq!(mailbox.queued(), 1);

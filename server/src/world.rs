@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 pub use onesided_core::collective::Collective;
 use onesided_core::collective::{Collectives, Creation, WindowPart};
-use onesided_core::messaging::{Delivery, Mailbox, Pattern};
+use onesided_core::messaging::{Delivery, Mailbox, Outgoing, Pattern};
 use onesided_core::window::{Flavor, MemoryModel, WindowInfo};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::{self, server_message};
@@ -94,11 +94,7 @@ enum Message {
     },
     /// `MPI_Send` by `source`: checked and held, its id (or the refusal) answered.
     Admit {
-        source: u32,
-        dest: u32,
-        tag: i32,
-        context: u64,
-        payload: Bytes,
+        sent: Outgoing,
         answer: oneshot::Sender<Result<u64, RmaError>>,
     },
     /// The admitted message may be received (its send is in the log).
@@ -237,24 +233,9 @@ impl WorldHandle {
     ///
     /// # Errors
     /// What [`Mailbox::admit`] refuses, or as [`WorldHandle::arrive`].
-    pub async fn admit(
-        &self,
-        source: u32,
-        dest: u32,
-        tag: i32,
-        context: u64,
-        payload: Bytes,
-    ) -> Result<u64, RmaError> {
+    pub async fn admit(&self, sent: Outgoing) -> Result<u64, RmaError> {
         let (answer, admitted) = oneshot::channel();
-        self.send(Message::Admit {
-            source,
-            dest,
-            tag,
-            context,
-            payload,
-            answer,
-        })
-        .await?;
+        self.send(Message::Admit { sent, answer }).await?;
         admitted
             .await
             .unwrap_or_else(|_| Err(RmaError::new(ErrorClass::Other, "the world was deleted")))
@@ -322,15 +303,8 @@ async fn run(
     let mut mailbox = Mailbox::new(nranks, bound);
     while let Some(message) = inbox.recv().await {
         let effects = match message {
-            Message::Admit {
-                source,
-                dest,
-                tag,
-                context,
-                payload,
-                answer,
-            } => {
-                let _ = answer.send(mailbox.admit(source, dest, tag, context, payload));
+            Message::Admit { sent, answer } => {
+                let _ = answer.send(mailbox.admit(sent));
                 continue;
             }
             Message::Release(id) => {

@@ -8,6 +8,8 @@
 //! window. Must not: decide when a lock is granted or an epoch ends at a target (the server's
 //! engine does), or push or pull at any other call.
 
+use onesided_core::origin::Completes;
+
 use super::*;
 
 impl Window {
@@ -20,25 +22,23 @@ impl Window {
     /// `MPI_ERR_ASSERT`; `MPI_ERR_RMA_SYNC` inside a PSCW or lock epoch; a failure of an
     /// operation it completed.
     pub async fn fence(&self, assert: u32) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
-            let undo = Undo::of(&state);
+        let step = |state: &mut State| {
             let plan = state.epoch.fence(assert)?;
             let push = if plan.push {
-                Self::take_push(&mut state)
+                Self::take_push(state)
             } else {
                 Vec::new()
             };
-            let undo = undo.pushing(&push);
-            let call = Call::Fence(v1::Fence {
-                window: self.id(),
+            let window = self.id();
+            Ok(Call::Fence(v1::Fence {
+                window,
                 assert,
                 push,
-            });
-            (self.session.call(call), Some(undo))
+            }))
         };
-        let reply = self.finish(reply, |_| true, undo).await?;
+        let reply = self
+            .synchronize(Undoable::Yes, step, Completes::All)
+            .await?;
         self.apply_pull(synced(reply)?.pull);
         self.returned("fence", None);
         Ok(())
@@ -50,24 +50,21 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_ASSERT`, `MPI_ERR_RANK`, `MPI_ERR_GROUP`; `MPI_ERR_RMA_SYNC` when already posted.
     pub fn post(&self, group: &[u32], assert: u32) -> Result<()> {
-        self.note(Vec::new());
-        let reply = {
-            let mut state = self.live_state()?;
+        self.send_unblocking(|state| {
             let plan = state.epoch.post(group, assert)?;
             let push = if plan.push {
-                Self::take_push(&mut state)
+                Self::take_push(state)
             } else {
                 Vec::new()
             };
-            self.call(Call::Post(v1::Post {
-                window: self.id(),
-                group: plan.group,
+            let (window, group) = (self.id(), plan.group);
+            Ok(Call::Post(v1::Post {
+                window,
+                group,
                 assert,
                 push,
             }))
-        };
-        self.background(reply);
-        Ok(())
+        })
     }
 
     /// `MPI_Win_start(group, assert)`: opens an access epoch to `group`. Does not block;
@@ -77,18 +74,15 @@ impl Window {
     /// `MPI_ERR_ASSERT`, `MPI_ERR_RANK`, `MPI_ERR_GROUP`; `MPI_ERR_RMA_SYNC` inside another
     /// access epoch.
     pub fn start(&self, group: &[u32], assert: u32) -> Result<()> {
-        self.note(Vec::new());
-        let reply = {
-            let mut state = self.live_state()?;
+        self.send_unblocking(|state| {
             let group = state.epoch.start(group, assert)?;
-            self.call(Call::Start(v1::Start {
-                window: self.id(),
+            let window = self.id();
+            Ok(Call::Start(v1::Start {
+                window,
                 group,
                 assert,
             }))
-        };
-        self.background(reply);
-        Ok(())
+        })
     }
 
     /// `MPI_Win_complete`: ends the access epoch; its operations are complete here (results in
@@ -97,15 +91,12 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without start; a failure of an operation it completed.
     pub async fn complete(&self) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
-            let undo = Undo::of(&state);
+        let step = |state: &mut State| {
             state.epoch.complete()?;
-            let call = Call::Complete(v1::Complete { window: self.id() });
-            (self.session.call(call), Some(undo))
+            Ok(Call::Complete(v1::Complete { window: self.id() }))
         };
-        self.finish(reply, |_| true, undo).await?;
+        self.synchronize(Undoable::Yes, step, Completes::All)
+            .await?;
         self.returned("complete", None);
         Ok(())
     }
@@ -116,16 +107,12 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without post.
     pub async fn wait(&self) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
-            let undo = Undo::of(&state);
+        let step = |state: &mut State| {
             state.epoch.wait()?;
-            let call = Call::Wait(v1::Wait { window: self.id() });
-            (self.session.call(call), Some(undo))
+            Ok(Call::Wait(v1::Wait { window: self.id() }))
         };
         let reply = self
-            .finish(reply, |item| item.target.is_none(), undo)
+            .synchronize(Undoable::Yes, step, Completes::Nothing)
             .await?;
         self.apply_pull(synced(reply)?.pull);
         self.returned("wait", None);
@@ -138,17 +125,14 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without post.
     pub async fn test(&self) -> Result<bool> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let state = self.live_state()?;
+        let step = |state: &mut State| {
             state.epoch.test()?;
-            let call = Call::Test(v1::Test { window: self.id() });
-            (self.session.call(call), None)
+            Ok(Call::Test(v1::Test { window: self.id() }))
         };
-        let answer = synced(
-            self.finish(reply, |item| item.target.is_none(), undo)
-                .await?,
-        )?;
+        let reply = self
+            .synchronize(Undoable::No, step, Completes::Nothing)
+            .await?;
+        let answer = synced(reply)?;
         if answer.flag {
             self.state().epoch.wait()?;
             self.apply_pull(answer.pull);
@@ -207,24 +191,20 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` when `target` is not locked; a failure of an operation it completed.
     pub async fn unlock(&self, target: u32) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
-            let undo = Undo::of(&state);
+        let step = |state: &mut State| {
             state.epoch.unlock(target)?;
-            self.renew_refused_locks(&mut state, Some(target));
+            self.renew_refused_locks(state, Some(target));
             state.tokens[target as usize] = 0;
-            let push = Self::take_push(&mut state);
-            let undo = undo.pushing(&push);
-            let call = Call::Unlock(v1::Unlock {
-                window: self.id(),
+            let push = Self::take_push(state);
+            let window = self.id();
+            Ok(Call::Unlock(v1::Unlock {
+                window,
                 target,
                 push,
-            });
-            (self.session.call(call), Some(undo))
+            }))
         };
-        let mine = |item: &Outstanding| item.target == Some(target) || item.target.is_none();
-        self.finish(reply, mine, undo).await?;
+        self.synchronize(Undoable::Yes, step, Completes::To(target))
+            .await?;
         self.returned("unlock", Some(target));
         Ok(())
     }
@@ -259,21 +239,15 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` without lock_all.
     pub async fn unlock_all(&self) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
-            let undo = Undo::of(&state);
+        let step = |state: &mut State| {
             state.epoch.unlock_all()?;
             state.tokens.iter_mut().for_each(|token| *token = 0);
-            let push = Self::take_push(&mut state);
-            let undo = undo.pushing(&push);
-            let call = Call::UnlockAll(v1::UnlockAll {
-                window: self.id(),
-                push,
-            });
-            (self.session.call(call), Some(undo))
+            let push = Self::take_push(state);
+            let window = self.id();
+            Ok(Call::UnlockAll(v1::UnlockAll { window, push }))
         };
-        self.finish(reply, |_| true, undo).await?;
+        self.synchronize(Undoable::Yes, step, Completes::All)
+            .await?;
         self.returned("unlock_all", None);
         Ok(())
     }
@@ -284,20 +258,18 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch or for a target not locked.
     pub async fn flush(&self, target: u32) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
+        let step = |state: &mut State| {
             state.epoch.flush(target)?;
-            self.renew_refused_locks(&mut state, Some(target));
-            let call = Call::Flush(v1::Flush {
-                window: self.id(),
+            self.renew_refused_locks(state, Some(target));
+            let (window, local) = (self.id(), false);
+            Ok(Call::Flush(v1::Flush {
+                window,
                 target,
-                local: false,
-            });
-            (self.session.call(call), None)
+                local,
+            }))
         };
-        let mine = |item: &Outstanding| item.target == Some(target) || item.target.is_none();
-        self.finish(reply, mine, undo).await?;
+        self.synchronize(Undoable::No, step, Completes::To(target))
+            .await?;
         self.returned("flush", Some(target));
         Ok(())
     }
@@ -307,18 +279,13 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn flush_all(&self) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
+        let step = |state: &mut State| {
             state.epoch.flush_all()?;
-            self.renew_refused_locks(&mut state, None);
-            let call = Call::FlushAll(v1::FlushAll {
-                window: self.id(),
-                local: false,
-            });
-            (self.session.call(call), None)
+            self.renew_refused_locks(state, None);
+            let (window, local) = (self.id(), false);
+            Ok(Call::FlushAll(v1::FlushAll { window, local }))
         };
-        self.finish(reply, |_| true, undo).await?;
+        self.synchronize(Undoable::No, step, Completes::All).await?;
         self.returned("flush_all", None);
         Ok(())
     }
@@ -353,23 +320,16 @@ impl Window {
     /// # Errors
     /// `MPI_ERR_RMA_SYNC` outside a passive epoch.
     pub async fn sync(&self) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let mut state = self.live_state()?;
+        let step = |state: &mut State| {
             state.epoch.sync()?;
-            let undo = Undo::of(&state);
-            let push = Self::take_push(&mut state);
-            let undo = undo.pushing(&push);
-            let call = Call::Sync(v1::Sync {
-                window: self.id(),
-                push,
-            });
-            (self.session.call(call), Some(undo))
+            let push = Self::take_push(state);
+            let window = self.id();
+            Ok(Call::Sync(v1::Sync { window, push }))
         };
-        let answer = synced(
-            self.finish(reply, |item| item.target.is_none(), undo)
-                .await?,
-        )?;
+        let reply = self
+            .synchronize(Undoable::Yes, step, Completes::Nothing)
+            .await?;
+        let answer = synced(reply)?;
         self.apply_pull(answer.pull);
         self.returned("sync", None);
         Ok(())
@@ -382,16 +342,71 @@ impl Window {
     /// `MPI_ERR_RMA_SYNC` while this rank has an epoch open (nothing changes; close it and call
     /// again).
     pub async fn free(&self) -> Result<()> {
-        self.note(Vec::new());
-        let (reply, undo) = {
-            let state = self.live_state()?;
+        let step = |state: &mut State| {
             state.epoch.free()?;
-            let call = Call::WinFree(v1::WinFree { window: self.id() });
-            (self.session.call(call), None)
+            Ok(Call::WinFree(v1::WinFree { window: self.id() }))
         };
-        self.finish(reply, |_| true, undo).await?;
+        // nothing is outstanding outside an epoch but what failed: reported here, once more
+        self.synchronize(Undoable::No, step, Completes::All).await?;
         Ok(())
     }
 
+    /// The course of a synchronization call that does not block (post, start): notes this
+    /// rank's accesses, takes `step` on the window's state, and sends the call it gives; a
+    /// later call that completes it awaits its answer.
+    fn send_unblocking(&self, step: impl FnOnce(&mut State) -> Result<Call>) -> Result<()> {
+        self.note(Vec::new());
+        let reply = {
+            let mut state = self.live_state()?;
+            self.call(step(&mut state)?)
+        };
+        self.background(reply);
+        Ok(())
+    }
+
+    /// The course every blocking synchronization call but the locks takes: notes this rank's
+    /// accesses; takes `step` on the window's state (the epoch's step, and what else the call
+    /// changes here, such as the stores it takes to publish), which gives the call to send;
+    /// sends it; awaits the outstanding replies of no target (post, start, …) and of the
+    /// operations it `completes` (core's words), then its own answer. When the server refuses
+    /// an `Undoable` call unchanged, the state is put back as it was before `step`.
+    async fn synchronize(
+        &self,
+        undoable: Undoable,
+        step: impl FnOnce(&mut State) -> Result<Call>,
+        completes: Completes,
+    ) -> Result<Reply> {
+        self.note(Vec::new());
+        let (reply, undo) = {
+            let mut state = self.live_state()?;
+            let undo = matches!(undoable, Undoable::Yes).then(|| Undo::of(&state));
+            let call = step(&mut state)?;
+            let undo = undo.map(|undo| undo.pushing(pushed(&call)));
+            (self.session.call(call), undo)
+        };
+        let wanted = |item: &Outstanding| item.target.is_none_or(|to| completes.includes(to));
+        self.finish(reply, wanted, undo).await
+    }
+
     // ---- communication ----
+}
+
+/// Whether a synchronization call changes what [`Undo`] puts back (so that it may be made
+/// again when the server refuses it unchanged).
+#[derive(Clone, Copy)]
+enum Undoable {
+    Yes,
+    No,
+}
+
+/// The stores `call` publishes (none for a call that publishes nothing).
+fn pushed(call: &Call) -> &[Segment] {
+    match call {
+        Call::Fence(v1::Fence { push, .. })
+        | Call::Post(v1::Post { push, .. })
+        | Call::Unlock(v1::Unlock { push, .. })
+        | Call::UnlockAll(v1::UnlockAll { push, .. })
+        | Call::Sync(v1::Sync { push, .. }) => push,
+        _ => &[],
+    }
 }

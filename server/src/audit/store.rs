@@ -217,6 +217,17 @@ impl AuditStore {
         };
         pool
     }
+
+    /// The one row `sql` reads from a SQLite store's tables, for tests.
+    pub(crate) async fn sqlite_row<T>(&self, sql: &str) -> T
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
+    {
+        sqlx::query_as(sql)
+            .fetch_one(self.sqlite_pool())
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
 }
 
 /// Rows for the parts' tests, chained as the writer chains them.

@@ -7,7 +7,7 @@
 //! messages (core's `Mailbox`, in the world actor) or interpret payloads.
 
 use onesided_core::audit::Event;
-use onesided_core::messaging::Pattern;
+use onesided_core::messaging::{Outgoing, Pattern};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::v1::{self, server_message, Done};
 use tokio::sync::oneshot;
@@ -23,9 +23,14 @@ impl Session {
         let world = &self.member.collectives;
         // admitted inline: the world answers at once, and the next call of this session (a
         // second send) must not be admitted before this one is released, or it could overtake
-        let message = world
-            .admit(me, send.dest, send.tag, send.context, send.payload)
-            .await?;
+        let sent = Outgoing {
+            source: me,
+            dest: send.dest,
+            tag: send.tag,
+            context: send.context,
+            payload: send.payload,
+        };
+        let message = world.admit(sent).await?;
         let event = Event::Sent {
             to: send.dest,
             tag: send.tag,

@@ -607,13 +607,11 @@ mod tests {
         assert_eq!(broken_at(&store.rows(1, 1).await.unwrap()), None);
 
         // one byte of the third row's event changed: its last
-        let pool = store.sqlite_pool();
-        let (at, len): (i64, i64) = sqlx::query_as(
-            "SELECT event_at, event_len FROM audit_events WHERE window_id = 1 AND seq = 3",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
+        let (at, len): (i64, i64) = store
+            .sqlite_row(
+                "SELECT event_at, event_len FROM audit_events WHERE window_id = 1 AND seq = 3",
+            )
+            .await;
         let end = (at + len) as usize;
         let mut bytes = std::fs::read(&file).unwrap();
         let last = end - 1;
@@ -683,14 +681,12 @@ mod tests {
         let stored = store.rows(1, 1).await.unwrap();
         assert_eq!(broken_at(&stored), None);
         assert_eq!(stored[2].body, rows[2].body);
-        let pool = store.sqlite_pool();
-        let counts: (i64, i64, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT COUNT(*) FROM audit_events), (SELECT COUNT(*) FROM audit_groups), \
-             (SELECT MAX(file_end) FROM audit_groups)",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
+        let counts: (i64, i64, Option<i64>) = store
+            .sqlite_row(
+                "SELECT (SELECT COUNT(*) FROM audit_events), (SELECT COUNT(*) FROM audit_groups), \
+                 (SELECT MAX(file_end) FROM audit_groups)",
+            )
+            .await;
         let Body::Binary(third) = &rows[2].body else {
             unreachable!("new rows are binary")
         };
@@ -717,7 +713,7 @@ mod tests {
         assert_eq!(broken_at(&stored), Some(3));
 
         // the next process appends after the group's last event, not at the cut file's end
-        pool.close().await;
+        store.sqlite_pool().close().await;
         drop(store);
         let store = AuditStore::open(None, &dir)
             .await
@@ -725,12 +721,9 @@ mod tests {
             .writing(Rows::Groups);
         let more = chained_events(1, 4, [published(FILE_EVENT_BYTES, 4)], rows[2].hash);
         store.insert(&more, &[]).await.unwrap();
-        let pool = store.sqlite_pool();
-        let new_end: i64 =
-            sqlx::query_scalar("SELECT file_end FROM audit_groups WHERE first_seq = 4")
-                .fetch_one(pool)
-                .await
-                .unwrap();
+        let (new_end,): (i64,) = store
+            .sqlite_row("SELECT file_end FROM audit_groups WHERE first_seq = 4")
+            .await;
         let Body::Binary(fourth) = &more[0].body else {
             unreachable!("new rows are binary")
         };

@@ -598,14 +598,13 @@ mod tests {
         assert!(expected.contains("RegionAttached") && expected.contains("RegionDetached"));
         for (name, first) in [("groups", 0), ("both", 3)] {
             let store = written(&base.join(name), first, Rows::Groups).await;
-            let pool = store.sqlite_pool();
-            let (groups, singles, in_file): (i64, i64, i64) = sqlx::query_as(
-                "SELECT (SELECT COUNT(*) FROM audit_groups), (SELECT COUNT(*) FROM audit_events), \
-                 (SELECT COUNT(*) FROM audit_groups WHERE file_end IS NOT NULL)",
-            )
-            .fetch_one(pool)
-            .await
-            .unwrap();
+            let (groups, singles, in_file): (i64, i64, i64) = store
+                .sqlite_row(
+                    "SELECT (SELECT COUNT(*) FROM audit_groups), \
+                     (SELECT COUNT(*) FROM audit_events), \
+                     (SELECT COUNT(*) FROM audit_groups WHERE file_end IS NOT NULL)",
+                )
+                .await;
             // written in groups only, the large events too (by where they lie in the events
             // file); written both ways, in both tables, so that the comparison cannot pass with
             // everything in one table

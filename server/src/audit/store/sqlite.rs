@@ -189,12 +189,9 @@ mod tests {
         let primed = size();
         // SQLite's defaults: 4 KiB pages, a checkpoint every 1000 of them
         assert!(primed >= 4096 * 1000, "the log has {primed} bytes");
-        let pool = store.sqlite_pool();
-        let primer: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'wal_primer'")
-                .fetch_one(pool)
-                .await
-                .unwrap();
+        let (primer,): (i64,) = store
+            .sqlite_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'wal_primer'")
+            .await;
         assert_eq!(primer, 0);
         let mut committer = Committer::new(store.clone());
         let mut previous = GENESIS;
