@@ -13,8 +13,8 @@
 //! of this machine's PostgreSQL took 3.1–3.4 ms against 0.33–0.40 ms without (`pgbench -M
 //! prepared -c 1`, the same minutes), its backend's `fdatasync` 1.5 ms median (`strace -T`)
 //! while the same `fdatasync` from another process stayed at 0.13–0.15 ms; giving the spinners
-//! their own session and an autogroup nice of 19 did not help (BENCHMARKS.md, "PostgreSQL
-//! beside the spinners"). So the bench stops them (`SIGSTOP`) while it measures anything in
+//! their own session and an autogroup nice of 19 did not help (docs/benchmarks-history.md,
+//! "PostgreSQL beside the spinners"). So the bench stops them (`SIGSTOP`) while it measures anything in
 //! PostgreSQL, and lets them go on (`SIGCONT`) after.
 
 use std::process::{Child, Command, Stdio};
