@@ -871,6 +871,21 @@ mod tests {
 
     /// The rows of the one window a floor left in the database at `url`: the bench's, an
     /// intact chain from its creation to its release.
+    /// Runs a committing floor (`floor`, given its store) into a fresh PostgreSQL database: its
+    /// figure is a positive number, and the records it committed are [`floor_rows`].
+    async fn floor_on_postgres<F, Run>(floor: F) -> Vec<AuditRecord>
+    where
+        F: FnOnce(FloorStore) -> Run,
+        Run: std::future::Future<Output = anyhow::Result<f64>>,
+    {
+        let database = onesided_test_support::PgDatabase::create().await;
+        let figure = floor(FloorStore::Postgres(database.url.clone()))
+            .await
+            .expect("the committing floor failed");
+        assert!(figure > 0.0, "{figure}");
+        floor_rows(&database.url).await
+    }
+
     async fn floor_rows(url: &str) -> Vec<AuditRecord> {
         let store = AuditStore::open(Some(url), Path::new(".")).await.unwrap();
         let windows = store.windows().await.unwrap();
@@ -917,17 +932,9 @@ mod tests {
     /// put.
     #[tokio::test]
     async fn each_answer_of_the_committing_echo_follows_its_epochs_commit() {
-        let database = onesided_test_support::PgDatabase::create().await;
         let iterations = 20;
-        let median = commit_echo_us(
-            Threads::One,
-            FloorStore::Postgres(database.url.clone()),
-            iterations,
-        )
-        .await
-        .expect("the committing echo failed");
-        assert!(median > 0.0, "{median}");
-        let records = floor_rows(&database.url).await;
+        let records =
+            floor_on_postgres(|store| commit_echo_us(Threads::One, store, iterations)).await;
         let epochs = (iterations + warm_up(iterations)) as u64;
         assert_eq!(records.len() as u64, 2 + 9 * epochs);
         let last = records.len() as u64 - 1;
@@ -941,17 +948,9 @@ mod tests {
     /// one per round trip at the target.
     #[tokio::test]
     async fn the_hot_counters_floor_commits_five_rows_per_round_trip_of_every_stream() {
-        let database = onesided_test_support::PgDatabase::create().await;
         let per_stream = 3;
-        let rate = commit_streams_per_s(
-            Threads::One,
-            FloorStore::Postgres(database.url.clone()),
-            per_stream,
-        )
-        .await
-        .expect("the committing streams failed");
-        assert!(rate > 0.0, "{rate}");
-        let records = floor_rows(&database.url).await;
+        let records =
+            floor_on_postgres(|store| commit_streams_per_s(Threads::One, store, per_stream)).await;
         // one unmeasured round trip per stream first
         let trips = (STREAMS * (per_stream + 1)) as u64;
         assert_eq!(records.len() as u64, 2 + 5 * trips);

@@ -512,10 +512,16 @@ mod tests {
         (writer, rows)
     }
 
+    /// A fresh SQLite store in a scratch directory of its own (`name`), and the directory.
+    async fn scratch_store(name: &str) -> (std::path::PathBuf, AuditStore) {
+        let dir = store::scratch(name);
+        let store = AuditStore::open(None, &dir).await.unwrap();
+        (dir, store)
+    }
+
     #[tokio::test]
     async fn a_freed_window_leaves_no_tail_and_a_late_event_continues_its_chain() {
-        let dir = store::scratch("writer-freed");
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (dir, store) = scratch_store("writer-freed").await;
         let (mut writer, mut rows) = writer(&store);
         writer
             .commit(vec![record(vec![
@@ -542,8 +548,7 @@ mod tests {
     /// new sequence numbers. One that did not land is numbered again with what came after it.
     #[tokio::test]
     async fn a_failed_commit_that_landed_is_not_logged_twice_and_one_that_did_not_is_retried() {
-        let dir = store::scratch("writer-doubt");
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (dir, store) = scratch_store("writer-doubt").await;
         let (mut writer, mut live) = writer(&store);
         writer
             .commit(vec![record(vec![
@@ -651,8 +656,7 @@ mod tests {
     /// are taken at once, and the next submission waits until the store takes them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn async_keeps_at_most_its_bound_of_answered_events_uncommitted() {
-        let dir = store::scratch("writer-bound");
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (dir, store) = scratch_store("writer-bound").await;
         let metrics = Metrics::new();
         let (handle, _task) = AuditHandle::spawn_bounded(
             store.clone(),
@@ -698,8 +702,7 @@ mod tests {
     /// server does not hold its whole stream).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn events_carrying_more_bytes_than_the_budget_wait_for_the_commit_before_them() {
-        let dir = store::scratch("writer-bytes");
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (dir, store) = scratch_store("writer-bytes").await;
         let (handle, _task) =
             AuditHandle::spawn(store.clone(), Durability::Sync, 0, Metrics::new());
         let mut blocker = write_locked(&dir).await;
@@ -763,8 +766,7 @@ mod tests {
         AuditHandle,
         tokio::task::JoinHandle<()>,
     ) {
-        let dir = store::scratch(&format!("writer-{tag}"));
-        let store = AuditStore::open(None, &dir).await.unwrap();
+        let (dir, store) = scratch_store(&format!("writer-{tag}")).await;
         let metrics = Metrics::new();
         let (handle, task) =
             AuditHandle::spawn(store.clone(), Durability::Sync, 0, Arc::clone(&metrics));
