@@ -77,7 +77,9 @@ and gets of an epoch in any order, its accumulates as the window's accumulate_or
 returns once the data of its gets is back, before its puts are applied. In the unified model \
 the same exchanges may happen at any step, and once the programs ended the two copies are one \
 (MPI: eventually). An operation its target refuses fails the call that completes it, as the \
-client reports it. Refused for now: crash and attach; sleep runs as nothing (a pause orders \
+client reports it. A crashed rank departs as on a server (its departure reaches each target behind what it \
+sent, when the schedule says; it attaches again once every target took it); sleep runs as \
+nothing (a pause orders \
 nothing).")]
 pub struct ExploreArgs {
     /// The scenario file (.rma)

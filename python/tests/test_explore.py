@@ -69,6 +69,14 @@ def test_bad_input_is_refused_with_what_is_wrong() -> None:
         onesided.explore(LOAD_WITHOUT_LOCK, strategy="sometimes")
     with pytest.raises(onesided.ArgumentError, match="schedules"):
         onesided.explore(LOAD_WITHOUT_LOCK, schedules=0)
-    crash = "window W ranks=2 size=1 type=i64\nA: W.fence\nA: crash\n"
-    with pytest.raises(NotImplementedError, match="line 3: `crash` cannot be explored yet"):
-        onesided.explore(crash)
+
+
+def test_a_crashed_rank_fails_the_fence_that_needs_it_in_every_schedule() -> None:
+    crash = (
+        "window W ranks=2 size=1 type=i64\nA: W.fence\nB: W.fence\nA: crash\n"
+        "B: W.fence !PROC_FAILED\n"
+    )
+    report = onesided.explore(crash, schedules=50)
+    assert report["ok"], report
+    [failed] = report["failed_calls"]
+    assert (failed["class"], failed["count"], failed["line"]) == ("PROC_FAILED", 50, 5)

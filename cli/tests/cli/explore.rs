@@ -1,7 +1,7 @@
 //! `onesided explore`: scenarios on the in-memory simulator under seeded schedules, no
 //! server. What MPI guarantees holds in every schedule, what it allows shows up, one seed
-//! gives one output, a failing schedule replays, and what the simulator cannot run is refused
-//! with its line.
+//! gives one output, a failing schedule replays, and a crashed rank departs and attaches
+//! again as it does on a server.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -259,13 +259,13 @@ fn every_schedule_of_the_forum_examples_shows_exactly_the_outcomes_mpi_allows() 
     }
 }
 
-/// Every example is explored clean or refused up front (exit 3) with the line that asks for
-/// what the simulator does not run: never a false alarm, never a line skipped. The examples
+/// Every example is explored (the simulator runs every call of the format): never a false
+/// alarm, never a line skipped. The examples
 /// state what MPI guarantees, not what onesided's server happens to give, so no schedule the
 /// explorer draws fails one of them — but a broken one (`*_broken.rma`), whose bug explore
 /// finds under `--check`: a race, or a schedule in which a call fails.
 #[test]
-fn every_example_is_explored_clean_or_refused_with_its_line() {
+fn every_example_is_explored_clean() {
     let files = example_files();
     let mut explored = 0;
     for file in &files {
@@ -288,26 +288,10 @@ fn every_example_is_explored_clean_or_refused_with_its_line() {
                 );
                 explored += 1;
             }
-            Some(3) => {
-                let line = refused_line(&out.stderr);
-                assert!(line > 0, "{}: {}", file.display(), out.stderr);
-                out.stderr_has("cannot be explored yet");
-            }
             _ => panic!("{}: {out:?}", file.display()),
         }
     }
-    assert!(
-        explored >= 18,
-        "only {explored} of {} explored",
-        files.len()
-    );
-}
-
-/// The number after `line ` in a refusal.
-fn refused_line(stderr: &str) -> usize {
-    let after = stderr.split("line ").nth(1).unwrap_or_default();
-    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().unwrap_or(0)
+    assert_eq!(explored, files.len());
 }
 
 /// Outcomes MPI allows that a server on loopback rarely shows: C's no_op read between A's two
@@ -420,22 +404,172 @@ fn a_failing_schedule_replays_with_its_failure() {
     assert!(replayed["steps"].as_array().unwrap().len() > 10);
 }
 
+/// B's flushed put survives its crash; the new incarnation locks what the old one held.
+const CRASH_AND_ATTACH: &str = "\
+window W ranks=2 size=1 type=i64
+B: lock exclusive A
+B: put A W[0] = 4
+B: flush A
+B: crash
+B: attach
+B: lock exclusive A
+B: get A W[0] -> seen
+B: unlock A
+expect B seen == 4
+expect public A W[0] == 4
+";
+
+/// C crashes inside a fence epoch: the fence that closes it cannot succeed anywhere.
+const CRASH_IN_FENCE: &str = "\
+window W ranks=3 size=1 type=i64
+A: fence
+B: fence
+C: fence
+C: crash
+A: put B W[0] = 1
+A: fence !PROC_FAILED
+B: fence !PROC_FAILED
+";
+
+/// B crashes with a put it never completed: it lands when B's lock came first, and is
+/// dropped with B's lock request when A's did.
+const CRASH_UNFLUSHED: &str = "\
+window W ranks=2 size=1 type=i64
+B: lock exclusive A
+B: put A W[0] = 4
+B: crash
+A: lock shared A
+A: get A W[0] -> v
+A: unlock A
+expect A v in {0,4}
+expect public A W[0] in {0,4}
+";
+
+/// The barrier fails for everyone when it was entered while A was gone.
+const CRASH_BEFORE_BARRIER: &str = "\
+window W ranks=2 size=1 type=i64
+A: crash
+A: attach
+barrier
+";
+
+/// The `(line, message)` of each entry of `list` (problems or failed calls of a report).
+fn messages(list: &Value) -> BTreeSet<(u64, String)> {
+    let list = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"));
+    let each = list.iter().map(|entry| {
+        let line = entry["line"].as_u64().unwrap();
+        (line, entry["message"].as_str().unwrap().to_string())
+    });
+    each.collect()
+}
+
+/// A crash and the attach after it run on the simulator as on the server: the departure
+/// revokes the crashed incarnation's lock (every schedule, exhaustively), a fence that needs
+/// the gone rank fails with PROC_FAILED, a put the crashed rank never completed lands in some
+/// schedules and is dropped in others, and a barrier entered while a rank was gone fails for
+/// every rank in some schedules (with a schedule that replays it) and passes in others.
 #[test]
-fn an_unsupported_feature_is_refused_with_its_line() {
-    let out = explore_text(
-        "window W ranks=2 size=2 type=i64\nA: lock exclusive B\nA: put B W[0] = 1\n\
-         A: crash\nA: attach\n",
-        "",
+fn a_crashed_rank_departs_and_attaches_again_as_the_server_lets_it() {
+    let every = explored_text(
+        CRASH_AND_ATTACH,
+        "--strategy exhaustive --schedules 100000 --json",
     );
-    out.code(3);
-    out.stderr_has(
-        "line 4: `crash` cannot be explored yet: the simulator runs one incarnation per rank",
-    );
-    assert!(out.stdout.is_empty(), "{}", out.stdout);
-    let out = explore_text("window W ranks=2 size=1 type=i64\nA: crash\n", "--json");
-    out.code(3);
-    out.stderr_has("line 2: `crash` cannot be explored yet");
-    out.stderr_has("\"exit_code\":3");
+    assert_eq!(every["complete"], true, "{every:#}");
+    assert_eq!(values(&every, "B seen"), set(&["4"]));
+    assert_eq!(values(&every, "public A W[0]"), set(&["4"]));
+
+    let fenced = explored_text(CRASH_IN_FENCE, "--schedules 300 --json");
+    let failed = fenced["failed_calls"].as_array().unwrap();
+    assert_eq!(failed.len(), 2, "{fenced:#}");
+    for call in failed {
+        assert_eq!(call["class"], "PROC_FAILED", "{call}");
+        assert_eq!(call["count"], 300, "{call}");
+        assert!(call["message"].as_str().unwrap().contains("rank 2 failed"));
+    }
+
+    let unflushed = explored_text(CRASH_UNFLUSHED, "--json");
+    assert_eq!(values(&unflushed, "A v"), set(&["0", "4"]));
+    assert_eq!(values(&unflushed, "public A W[0]"), set(&["0", "4"]));
+
+    let out = explore_text(CRASH_BEFORE_BARRIER, "--json");
+    out.code(1);
+    let barrier = out.json();
+    let failed = barrier["failed"].as_u64().unwrap();
+    assert!(0 < failed && failed < 1000, "{barrier:#}");
+    let expected: BTreeSet<(u64, String)> = ["A", "B"]
+        .iter()
+        .map(|rank| {
+            let why = "rank 0 failed: its session ended (session ended)";
+            (
+                4,
+                format!("{rank}: barrier failed: MPI_ERR_PROC_FAILED: {why}"),
+            )
+        })
+        .collect();
+    assert_eq!(messages(&barrier["problems"]), expected);
+    let dir = TempDir::new();
+    let file = dir.file("s.rma", CRASH_BEFORE_BARRIER);
+    let out = explore(&file, "--strategy pct:2");
+    out.code(1);
+    replay_named(&file, &out, "pct:2")
+        .stdout_has("takes the departure of rank 0")
+        .stdout_has("A: barrier failed");
+}
+
+/// What a real server gives for the crash scenarios (a few runs: on loopback nearly always
+/// the same schedule) is among what `explore` finds: every value, every failed call and every
+/// problem, in the same words.
+#[test]
+fn explored_crashes_cover_what_a_server_gives() {
+    let server = crate::Server::start();
+    let dir = TempDir::new();
+    for (name, text) in [
+        ("attach.rma", CRASH_AND_ATTACH),
+        ("fence.rma", CRASH_IN_FENCE),
+        ("unflushed.rma", CRASH_UNFLUSHED),
+        ("barrier.rma", CRASH_BEFORE_BARRIER),
+    ] {
+        let file = dir.file(name, text);
+        let explored = explore(&file, "--schedules 300 --json").json();
+        let live = server
+            .cli()
+            .arg("run")
+            .arg(&file)
+            .words("--repeat 5 --json")
+            .run()
+            .json();
+        let live_values = live["distribution"].as_object().unwrap();
+        for (subject, seen) in live_values {
+            let seen: BTreeSet<String> = seen.as_object().unwrap().keys().cloned().collect();
+            let explored = values(&explored, subject);
+            assert!(
+                seen.is_subset(&explored),
+                "{name} {subject}: live {seen:?}, explored {explored:?}"
+            );
+        }
+        let runs = live["runs"].as_array().unwrap();
+        let live_failed: BTreeSet<(u64, String)> = runs
+            .iter()
+            .flat_map(|run| run["ranks"].as_array().unwrap())
+            .flat_map(|rank| messages(&rank["failed_calls"]))
+            .collect();
+        let explored_failed = messages(&explored["failed_calls"]);
+        assert!(
+            live_failed.is_subset(&explored_failed),
+            "{name}: live {live_failed:?}, explored {explored_failed:?}"
+        );
+        let live_problems: BTreeSet<(u64, String)> = runs
+            .iter()
+            .flat_map(|run| messages(&run["problems"]))
+            .collect();
+        let explored_problems = messages(&explored["problems"]);
+        assert!(
+            live_problems.is_subset(&explored_problems),
+            "{name}: live {live_problems:?}, explored {explored_problems:?}"
+        );
+    }
 }
 
 /// `wait_any` returns whichever request completed first, as the schedule had the answers

@@ -104,6 +104,18 @@ pub enum Action {
     /// The world's barrier: the rank waits until every rank entered it. It moves no data
     /// (SEMANTICS.md: "a barrier moves no data"); it only orders.
     Barrier,
+    /// The rank's process dies: its session vanishes without any cleanup (locks held and
+    /// epochs open stay so), its private copy, unpublished stores, requests and answers on
+    /// their way are lost. The server notices and its targets take the departure
+    /// ([`crate::target::Input::Departed`], behind what the rank sent them): its locks are
+    /// revoked, what it still had queued is dropped, and a fence or PSCW epoch that needs it
+    /// fails with `MPI_ERR_PROC_FAILED`, as does a collective waiting for it.
+    Crash,
+    /// After [`Action::Crash`], the rank attaches again as a new incarnation (once every
+    /// target took the old one's departure, as the server lets a new session act only then)
+    /// and opens every window it is a member of: fresh epoch states, its private copy read
+    /// from its public copy once its own target took the opening.
+    Rejoin,
     /// A local load from the private copy, kept in [`Run::loads`] under `label`.
     Load {
         /// The window.
@@ -133,6 +145,8 @@ impl Action {
             | Action::WaitAny { .. }
             | Action::FreeRequest { .. }
             | Action::Refuse { .. }
+            | Action::Crash
+            | Action::Rejoin
             | Action::Barrier => None,
         }
     }

@@ -14,7 +14,8 @@
 //! owner's own inputs) keeps its place, so sending one writes the back of the inbox. The
 //! footprint of a step is what it touched when it was taken (a call: its rank, every inbox it
 //! sent to, the window's tallies for a fence or a free, and every rank when it completed the
-//! barrier or the free). An optional step (an early publication or refresh) is independent of
+//! barrier or the free; a crash, a new incarnation and the taking of a departure or an
+//! opening touch everything). An optional step (an early publication or refresh) is independent of
 //! nothing: the world ends once only optional steps are left, so one never follows the last
 //! other step, and moving it past that step would lose it (`Part::Ends`). After a step is explored from a
 //! point, it *sleeps* in the other branches from that point for as long as only steps
@@ -206,6 +207,18 @@ impl World {
         }
     }
 
+    /// Whether the input at place `at` of rank `rank`'s inbox of `window` is a departure or
+    /// an opening: its taking may release ranks anywhere (the collectives, a reattach), so it
+    /// is independent of nothing.
+    fn incarnation_input(&self, window: u64, rank: u32, at: usize) -> bool {
+        let sim = &self.windows[&window];
+        let me = sim.desc.rank_of(rank).unwrap_or(rank);
+        matches!(
+            sim.inboxes[me as usize].get(at),
+            Some(Input::Departed { .. } | Input::Opened { .. })
+        )
+    }
+
     fn input_key(&self, window: u64, rank: u32, at: usize) -> Key {
         let sender = |input: &Input<Ref>| match input {
             Input::Access { origin, .. } => Some(*origin),
@@ -230,7 +243,15 @@ impl World {
         let mut touched = match choice {
             Choice::Call { rank } => return self.call_touching(rank),
             Choice::Deliver { window, rank } | Choice::Overtake { window, rank, .. } => {
-                wrote([Part::Engine(window, rank)])
+                let at = match choice {
+                    Choice::Overtake { at, .. } => at,
+                    _ => 0,
+                };
+                let mut touched = wrote([Part::Engine(window, rank)]);
+                if self.incarnation_input(window, rank, at) {
+                    touched.push((Part::Ends, true));
+                }
+                touched
             }
             Choice::Answer { index } => {
                 let (to, answer) = &self.answers[index];
@@ -264,6 +285,9 @@ impl World {
             Action::InRegion { .. } | Action::Detach { .. } => {
                 touched.push((Part::Regions, false));
             }
+            // a crash or a new incarnation touches every window the rank is in, and through
+            // the departure the collectives: independent of nothing
+            Action::Crash | Action::Rejoin => touched.push((Part::Ends, true)),
             _ => {}
         }
         let inboxes = |world: &World| -> Vec<(u64, u32, usize)> {

@@ -25,8 +25,8 @@ pub const STEP_NS: u64 = 1_000;
 pub struct Logged {
     /// The event in its window's log: `seq` its place there, `at_ns` the step that recorded
     /// it ([`STEP_NS`] a step), `rank` the window rank that recorded it (or whose target did),
-    /// `incarnation` 1 for what a rank recorded (every rank has one incarnation) and 0 for
-    /// what a target or the window's creation recorded.
+    /// `incarnation` the rank's for what a rank recorded (1, and one more after each crash
+    /// it attached again after) and 0 for what a target or the window's creation recorded.
     pub record: AuditRecord,
     /// The action of the rank's program (its index) that recorded it: a call, a store, a
     /// load or the barrier; `None` for a target's events and the window's creation.
@@ -57,7 +57,8 @@ impl World {
     pub(super) fn log(&mut self, window: u64, rank: u32, action: usize, event: Event) {
         let state = &self.ranks[rank as usize];
         if let Some(me) = state.windows.get(&window).map(|open| open.me) {
-            self.record(window, me, Some(action), event);
+            let incarnation = state.incarnation;
+            self.record(window, me, Some((action, incarnation)), event);
         }
     }
 
@@ -67,7 +68,9 @@ impl World {
         self.record(window, rank, None, event);
     }
 
-    fn record(&mut self, window: u64, rank: u32, action: Option<usize>, event: Event) {
+    /// Records `event` by window rank `rank`: by its action and incarnation when given, by
+    /// its target (or the window's creation) when not.
+    fn record(&mut self, window: u64, rank: u32, by: Option<(usize, u64)>, event: Event) {
         let Some(sim) = self.windows.get_mut(&window) else {
             return;
         };
@@ -77,10 +80,11 @@ impl World {
             seq: sim.logged,
             at_ns: self.run.trace.len() as u64 * STEP_NS,
             rank,
-            incarnation: u64::from(action.is_some()),
+            incarnation: by.map_or(0, |(_, incarnation)| incarnation),
             cseq: None,
             event,
         };
+        let action = by.map(|(action, _)| action);
         self.run.events.push(Logged { record, action });
     }
 

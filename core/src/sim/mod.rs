@@ -27,14 +27,22 @@
 //! a window records or holds ([`Logged`], [`Run::publics`], [`Run::privates`], the targets'
 //! inputs) its window rank.
 //!
-//! Limits (this first version): one incarnation per rank (no departures); the lock table
-//! without its fairness wait; a free collective answers once every rank of the window called.
+//! A rank may crash and attach again ([`Action::Crash`], [`Action::Rejoin`],
+//! `incarnations.rs`): its departure reaches each target behind what it sent there, at a step
+//! the schedule chooses, and the world's collectives (the barrier, a window's free and
+//! `MPI_Win_set_info`) run through core's `Collectives`, which fails them for a departed
+//! rank as the server's world actor does.
+//!
+//! Limits: the lock table without its fairness wait; an opening of a window by a new
+//! incarnation keeps its place in every inbox (it could be taken after other origins' items
+//! sent later: fewer orders, never one the server cannot produce).
 
 mod action;
+mod collectives;
 mod copies;
 mod exhaustive;
 mod history;
-mod info;
+mod incarnations;
 mod narrate;
 mod overtake;
 mod regions;
@@ -60,7 +68,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::audit::Event;
-use crate::collective::Collectives;
+use crate::collective::{Collective, Collectives};
 use crate::epoch::EpochState;
 use crate::fence::FenceTally;
 use crate::origin::{
@@ -127,8 +135,6 @@ struct SimWindow {
     targets: Vec<Target<Ref>>,
     inboxes: Vec<VecDeque<Input<Ref>>>,
     fences: FenceTally,
-    /// Ranks waiting in the free collective.
-    freeing: Vec<(u32, usize)>,
     /// The sequence number of its log's last event.
     logged: u64,
 }
@@ -154,6 +160,9 @@ struct Opened {
     epoch: EpochState,
     copy: PrivateCopy,
     next_cseq: u64,
+    /// The last epoch whose closing fence it entered, as the server's session keeps it for
+    /// the departure.
+    fenced: Option<u64>,
 }
 
 /// A call a rank waits in.
@@ -196,6 +205,16 @@ struct Rank {
     requests: Requests,
     /// Waiting in this window's collective (`MPI_Win_set_info`).
     in_collective: Option<u64>,
+    /// Its incarnation: 1, and one more each time it attaches again after a crash.
+    incarnation: u64,
+    /// The crash it has not attached again after: its action's index.
+    crashed: Option<usize>,
+    /// Departures of its crashed incarnation that targets have not taken yet: it may attach
+    /// again once there are none.
+    departing: usize,
+    /// Its windows whose own target has not yet taken the new incarnation's opening: it goes
+    /// on once there are none (its private copy is read from its public copy then).
+    reopening: usize,
 }
 
 /// A rank's open windows beside their descriptions, as admission reads them.
@@ -280,7 +299,6 @@ impl World {
                     targets,
                     inboxes: (0..size).map(|_| VecDeque::new()).collect(),
                     fences: FenceTally::new(size),
-                    freeing: Vec::new(),
                     logged: 0,
                     desc,
                 },
@@ -302,6 +320,7 @@ impl World {
                             epoch: EpochState::new(me, window.size(), desc.info.no_locks),
                             copy: PrivateCopy::new(size),
                             next_cseq: 1,
+                            fenced: None,
                         };
                         Some((desc.id, opened))
                     })
@@ -312,6 +331,10 @@ impl World {
                 in_barrier: false,
                 requests: Requests::default(),
                 in_collective: None,
+                incarnation: 1,
+                crashed: None,
+                departing: 0,
+                reopening: 0,
             })
             .collect();
         let mut world = World {
@@ -389,6 +412,8 @@ impl World {
             let free = state.waiting.is_none()
                 && !state.in_barrier
                 && state.in_collective.is_none()
+                && state.departing == 0
+                && state.reopening == 0
                 && !state.awaits_requests();
             if free && state.next < state.program.len() {
                 choices.push(Choice::Call { rank: rank as u32 });
@@ -410,6 +435,10 @@ impl World {
         for (&window, sim) in &self.windows {
             for (target, &rank) in sim.targets.iter().zip(&sim.desc.group) {
                 let state = &self.ranks[rank as usize];
+                if state.crashed.is_some() {
+                    // no process: nothing to publish, no copy to refresh
+                    continue;
+                }
                 let dirty = state
                     .windows
                     .get(&window)
@@ -509,19 +538,17 @@ impl World {
                 }
             }
             Action::Refuse { error } => self.fail(rank, index, error),
+            Action::Crash => self.crash(rank, index),
+            Action::Rejoin => self.rejoin(rank, index),
             // carried out above
             Action::Attach { .. } | Action::Detach { .. } | Action::InRegion { .. } => {}
             Action::Barrier => {
                 state.in_barrier = true;
                 self.log_open(rank, index, &Event::BarrierEnter);
-                if self.ranks.iter().all(|rank| rank.in_barrier) {
-                    for other in 0..self.ranks.len() as u32 {
-                        let state = &mut self.ranks[other as usize];
-                        state.in_barrier = false;
-                        let action = state.next - 1;
-                        self.log_open(other, action, &Event::BarrierExit);
-                    }
-                }
+                let effects = self
+                    .collectives
+                    .arrive(Collective::Barrier, rank, (rank, index));
+                self.collective_answered(effects.answers);
             }
         }
     }
@@ -578,9 +605,10 @@ impl World {
             };
             state.outstanding.insert(index, (window, *target, returned));
         }
+        let incarnation = state.incarnation;
         let issuer = Issuer {
             id: index as u64,
-            incarnation: 1,
+            incarnation,
             me,
             recording: true,
         };
@@ -613,6 +641,10 @@ impl World {
                 }
                 Step::Push(segments) => self.send(window, me, Input::Push { segments }),
                 Step::Arrive(epoch) => {
+                    let open = self.ranks[rank as usize].windows.get_mut(&window);
+                    if let Some(open) = open {
+                        open.fenced = Some(epoch);
+                    }
                     let Some(sim) = self.windows.get_mut(&window) else {
                         continue;
                     };
@@ -630,13 +662,13 @@ impl World {
                     let Ok(item) = item.try_map(caller);
                     let input = Input::Access {
                         origin: me,
-                        incarnation: 1,
+                        incarnation,
                         item,
                     };
                     self.send(window, to, input);
                 }
                 Step::Drain => {}
-                Step::Free { .. } => self.free(window, rank, index),
+                Step::Free { barrier } => self.free(window, rank, index, barrier),
                 Step::Answer => self.answered(rank),
             }
         }
@@ -677,9 +709,20 @@ impl World {
             }
             self.run.narration.push(happening);
         }
+        let (departed, opened) = match &input {
+            Input::Departed { origin, .. } => (Some(*origin), None),
+            Input::Opened { origin } => (None, Some(*origin)),
+            _ => (None, None),
+        };
         let Some(effects) = self.handle(window, me, input) else {
             return;
         };
+        if let Some(origin) = departed {
+            self.departure_taken(window, origin);
+        }
+        if opened == Some(me) {
+            self.reopened(window, me);
+        }
         for answers in [effects.early, effects.lazy, effects.answers, effects.behind] {
             let first = self.answer_ids.last().map_or(0, |id| id + 1);
             self.answer_ids.extend(first..first + answers.len() as u64);
@@ -801,21 +844,19 @@ impl World {
         }
     }
 
-    /// Rank `rank` entered the free collective of `window`: everyone waiting in it returns
-    /// once every rank called.
-    fn free(&mut self, window: u64, rank: u32, call: usize) {
-        let Some(sim) = self.windows.get_mut(&window) else {
+    /// Rank `rank` entered the free collective of `window` (`barrier`: whether its ranks
+    /// wait for each other, as they do but on a `no_locks` window): the world's collectives
+    /// say when it returns, and fail it when a member departed.
+    fn free(&mut self, window: u64, rank: u32, call: usize, barrier: bool) {
+        let Some(sim) = self.windows.get(&window) else {
             return;
         };
-        sim.freeing.push((rank, call));
-        if sim.freeing.len() < sim.targets.len() {
-            return;
-        }
-        let freed: Vec<u32> = sim.freeing.drain(..).map(|(rank, _)| rank).collect();
-        for rank in freed {
-            self.answered(rank);
-            self.maybe_done(rank);
-        }
+        let group = sim.desc.group.clone();
+        let free = Collective::Free { window, barrier };
+        let effects = self
+            .collectives
+            .arrive_group(free, rank, &group, (rank, call));
+        self.collective_answered(effects.answers);
     }
 
     /// `MPI_ERR_GROUP` when rank `rank` is not a member of window `window` (it never opened
@@ -853,10 +894,10 @@ impl World {
                 .group
                 .iter()
                 .map(|&rank| {
-                    self.ranks[rank as usize]
-                        .windows
-                        .get(&id)
-                        .map(|open| open.copy.bytes().to_vec())
+                    // a rank that crashed at the end has no private copy
+                    let state = &self.ranks[rank as usize];
+                    let open = state.windows.get(&id).filter(|_| state.crashed.is_none());
+                    open.map(|open| open.copy.bytes().to_vec())
                         .unwrap_or_default()
                 })
                 .collect();

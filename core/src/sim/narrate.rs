@@ -82,6 +82,25 @@ pub(super) fn delivered(rank: u32, input: &Input<Ref>, members: &[u32]) -> Happe
             Some((reply.rank, reply.call)),
             format!("target {rank}: its owner pulls"),
         ),
+        Input::Departed {
+            origin,
+            incarnation,
+            reason,
+            ..
+        } => (
+            None,
+            format!(
+                "target {rank} takes the departure of rank {} (incarnation {incarnation}: {reason})",
+                world(origin)
+            ),
+        ),
+        Input::Opened { origin } => (
+            None,
+            format!(
+                "target {rank} takes the opening by rank {}'s new incarnation",
+                world(origin)
+            ),
+        ),
         other => (None, format!("target {rank} takes {other:?}")),
     };
     Happening { about, what }

@@ -21,7 +21,9 @@ use crate::window::{AccumulateOrdering, TargetAccess};
 /// operations of the same epoch MPI does not order before it — puts and gets never are
 /// (§11.7.2), accumulates to overlapping bytes are as the window's `accumulate_ordering` says.
 /// Nothing passes the fence's notice (sent once every rank reached the fence, after all they
-/// sent before), and an origin's item passes no owner's input.
+/// sent before), and an origin's item passes no owner's input. A crashed rank's departure
+/// (sent when the server notices, behind all it sent) and other channels' items pass each
+/// other.
 pub(super) fn may_overtake(
     inbox: &VecDeque<Input<Ref>>,
     at: usize,
@@ -34,6 +36,15 @@ pub(super) fn may_overtake(
             let other = |earlier: &Input<Ref>| matches!(earlier, Input::Access { origin, .. } if *origin != owner);
             return inbox.iter().take(at).all(other);
         }
+        // a departure travels on the departed rank's channel: it passes only what other
+        // channels carried (the owner's inputs too, unless the owner departed)
+        Some(Input::Departed { origin, .. }) => {
+            let other = |earlier: &Input<Ref>| match earlier {
+                Input::Access { origin: from, .. } => from != origin,
+                input => *origin != owner && owners(input),
+            };
+            return inbox.iter().take(at).all(other);
+        }
         _ => return false,
     };
     let second = operation(item);
@@ -44,7 +55,8 @@ pub(super) fn may_overtake(
             ..
         } = earlier
         else {
-            return false;
+            // another rank's departure: the server may notice it after this item came
+            return matches!(earlier, Input::Departed { origin: gone, .. } if gone != origin);
         };
         if from != origin {
             return true;

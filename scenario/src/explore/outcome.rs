@@ -207,6 +207,17 @@ fn judge_calls(
             (None, _) => {}
         }
     }
+    // a barrier fails (a rank departed) in the runner's words
+    for (action, source) in plan.sources[rank as usize].iter().enumerate() {
+        let (Source::Barrier(line), Some(error)) = (source, produced.errors.get(&(rank, action)))
+        else {
+            continue;
+        };
+        outcome.problems.push(Problem {
+            line: *line,
+            message: format!("{who}: barrier failed: {error}"),
+        });
+    }
 }
 
 /// Rank `rank`'s variables at the end of the run: each the value of the last call that

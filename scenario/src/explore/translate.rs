@@ -4,11 +4,13 @@
 //! whole world or its group, ids from 1 in file order; a store or load as one action per byte
 //! run of its location; every other call as one core [`Call`], the world ranks the file names
 //! made the window's — a rank outside its group refused as the runner refuses it; a `barrier`
-//! line as a barrier of every rank), where each action came from ([`Source`]), and the
-//! refusal, naming the line, of everything else — never a line silently skipped. Must not: run anything, or decide whether
-//! a call is legal (admission does, as the server's session).
+//! line as a barrier of every rank; a `crash` and the `attach` after it as the simulator's,
+//! the requests a crash took with it refused as the runner refuses them), where each action
+//! came from ([`Source`]), and the refusal, naming the line, of anything else — never a line
+//! silently skipped. Must not: run anything, or decide whether a call is legal (admission
+//! does, as the server's session).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use onesided_core::datatype::{encode_all, Value};
@@ -95,6 +97,8 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
     };
     // per rank: each request (`as r`) the action of the operation that made it
     let mut requests: Vec<BTreeMap<&str, usize>> = vec![BTreeMap::new(); nranks as usize];
+    // per rank: the requests a crash took with it (their names not given again since)
+    let mut forgotten: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); nranks as usize];
     for (index, step) in scenario.steps.iter().enumerate() {
         match step {
             Step::Barrier { line } => {
@@ -120,7 +124,13 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
                 {
                     requests[rank].insert(name, start);
                 }
-                for mut action in actions(scenario, call, &requests[rank])? {
+                let actions = match lost_request(&call.call, &forgotten[rank]) {
+                    Some(name) => vec![Action::Refuse {
+                        error: request_not_active(name),
+                    }],
+                    None => actions(scenario, call, &requests[rank])?,
+                };
+                for mut action in actions {
                     let load = match &mut action {
                         Action::InRegion { action, .. } => action.as_mut(),
                         action => action,
@@ -132,10 +142,24 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
                     program.push(action);
                     plan.sources[rank].push(Source::Call(index));
                 }
-                if let ast::Call::FreeReq(name) = &call.call {
+                match &call.call {
                     // from now on the request names a null handle: passed over by the
                     // calls that list it
-                    requests[rank].remove(name.as_str());
+                    ast::Call::FreeReq(name) => {
+                        requests[rank].remove(name.as_str());
+                    }
+                    // the crashed process's requests are gone: naming one is an error
+                    ast::Call::Crash => {
+                        let names = std::mem::take(&mut requests[rank]).into_keys();
+                        forgotten[rank].extend(names);
+                    }
+                    ast::Call::Op(OpCallSpec {
+                        request: Some(name),
+                        ..
+                    }) => {
+                        forgotten[rank].remove(name.as_str());
+                    }
+                    _ => {}
                 }
                 let actions = start..program.len();
                 plan.calls[rank].push(Planned {
@@ -194,11 +218,6 @@ fn actions(
     requests: &BTreeMap<&str, usize>,
 ) -> Result<Vec<Action>, ExploreError> {
     use ast::Call as C;
-    let what = || {
-        let word = call.text.split_whitespace().next().unwrap_or_default();
-        format!("`{word}`")
-    };
-    let refuse = |why: &str| Err(unsupported(call.line, what(), why));
     // a request the file names is one of the rank's earlier operations (the parser says so)
     let requested = |names: &[String]| -> Vec<usize> {
         let calls = names.iter().filter_map(|name| requests.get(name.as_str()));
@@ -288,7 +307,8 @@ fn actions(
         // likely, never to make a test pass"); the schedules reach every interleaving it could
         // make likely without it
         C::Sleep { .. } => Ok(Vec::new()),
-        C::Crash | C::Attach => refuse("the simulator runs one incarnation per rank"),
+        C::Crash => Ok(vec![Action::Crash]),
+        C::Attach => Ok(vec![Action::Rejoin]),
         _ => Ok(match window_call(scenario, &call.call) {
             Ok(single) => match &call.call {
                 C::Op(spec) => placed(&spec.loc, vec![Action::Call(single)]),
@@ -298,6 +318,27 @@ fn actions(
             Err(error) => vec![Action::Refuse { error }],
         }),
     }
+}
+
+/// The first request `call` names that a crash took with it (`forgotten`): the runner
+/// refuses the call with `MPI_ERR_REQUEST` before it waits for, tests or frees anything.
+fn lost_request<'a>(call: &'a ast::Call, forgotten: &BTreeSet<&str>) -> Option<&'a str> {
+    use ast::Call as C;
+    let names: &[String] = match call {
+        C::WaitReq(name) | C::FreeReq(name) | C::TestReq { request: name, .. } => {
+            std::slice::from_ref(name)
+        }
+        C::WaitAll(names)
+        | C::TestAll {
+            requests: names, ..
+        } => names,
+        C::WaitAny { requests, .. } => requests,
+        _ => &[],
+    };
+    names
+        .iter()
+        .map(String::as_str)
+        .find(|name| forgotten.contains(name))
 }
 
 /// The window (its index in the file) a rank call works on, if one.
@@ -469,9 +510,8 @@ mod tests {
     use super::*;
     use crate::parse;
 
-    fn refusal(text: &str) -> (usize, String) {
-        let scenario = parse(text).expect("the scenario parses");
-        match plan(&scenario) {
+    fn refusal_of(scenario: &Scenario) -> (usize, String) {
+        match plan(scenario) {
             Err(ExploreError::Unsupported { line, what, .. }) => (line, what),
             other => panic!("not refused: {other:?}"),
         }
@@ -479,8 +519,41 @@ mod tests {
 
     #[test]
     fn what_the_simulator_cannot_run_is_refused_with_its_line() {
-        let text = "window W ranks=2 size=2 type=i64\n\nA: crash\n";
-        assert_eq!(refusal(text), (3, "`crash`".to_string()));
+        let mut scenario = parse("window W ranks=2 size=2 type=i64\n\nA: fence\n").unwrap();
+        if let Step::Call(call) = &mut scenario.steps[0] {
+            call.rank = 7;
+        }
+        assert_eq!(
+            refusal_of(&scenario),
+            (3, "a rank outside the world".to_string())
+        );
+    }
+
+    /// A crash and the attach after it are the simulator's; a request the crash took with it
+    /// is refused as the runner refuses it, one made again under its name after is not.
+    #[test]
+    fn a_crash_forgets_the_rank_s_requests() {
+        let scenario = parse(
+            "window W ranks=2 size=2 type=i64\n\
+             A: lock shared B\nA: rget B W[0] -> x as r\nA: rput B W[1] = 1 as q\nA: crash\n\
+             A: attach\nA: wait_req r\nA: lock shared B\nA: rput B W[1] = 2 as q\n\
+             A: wait_all q\nA: unlock B\n",
+        )
+        .unwrap();
+        let plan = plan(&scenario).unwrap();
+        let program = &plan.programs[0];
+        assert!(matches!(program[3], Action::Crash));
+        assert!(matches!(program[4], Action::Rejoin));
+        let Action::Refuse { error } = &program[5] else {
+            panic!("not refused: {:?}", program[5]);
+        };
+        assert_eq!(error.class, ErrorClass::Request);
+        assert!(error.message.contains("request r is not active"), "{error}");
+        assert!(
+            matches!(&program[8], Action::WaitRequests { calls } if calls == &[7]),
+            "{:?}",
+            program[8]
+        );
     }
 
     /// The file names world ranks; the simulator's calls name the window's, and a rank the
