@@ -550,25 +550,17 @@ fn explored_crashes_cover_what_a_server_gives() {
             );
         }
         let runs = live["runs"].as_array().unwrap();
-        let live_failed: BTreeSet<(u64, String)> = runs
-            .iter()
-            .flat_map(|run| run["ranks"].as_array().unwrap())
-            .flat_map(|rank| messages(&rank["failed_calls"]))
-            .collect();
-        let explored_failed = messages(&explored["failed_calls"]);
-        assert!(
-            live_failed.is_subset(&explored_failed),
-            "{name}: live {live_failed:?}, explored {explored_failed:?}"
-        );
-        let live_problems: BTreeSet<(u64, String)> = runs
-            .iter()
-            .flat_map(|run| messages(&run["problems"]))
-            .collect();
-        let explored_problems = messages(&explored["problems"]);
-        assert!(
-            live_problems.is_subset(&explored_problems),
-            "{name}: live {live_problems:?}, explored {explored_problems:?}"
-        );
+        let ranks = runs.iter().flat_map(|run| run["ranks"].as_array().unwrap());
+        let failed: Vec<&Value> = ranks.map(|rank| &rank["failed_calls"]).collect();
+        let problems: Vec<&Value> = runs.iter().map(|run| &run["problems"]).collect();
+        for (what, lists) in [("failed_calls", failed), ("problems", problems)] {
+            let live: BTreeSet<(u64, String)> = lists.into_iter().flat_map(messages).collect();
+            let explored = messages(&explored[what]);
+            assert!(
+                live.is_subset(&explored),
+                "{name} {what}: live {live:?}, explored {explored:?}"
+            );
+        }
     }
 }
 
