@@ -67,6 +67,8 @@ struct Outstanding {
 struct Undo {
     epoch: EpochState,
     tokens: Vec<u64>,
+    /// The bytes stored and not yet published before the call.
+    dirty: Vec<(u64, u64)>,
     /// The byte ranges the call took to publish.
     pushed: Vec<(u64, u64)>,
 }
@@ -76,16 +78,17 @@ impl Undo {
         Undo {
             epoch: state.epoch.clone(),
             tokens: state.tokens.clone(),
+            dirty: state.copy.dirty().iter().collect(),
             pushed: Vec::new(),
         }
     }
 
-    /// The same, knowing the stores the call took to publish.
-    fn pushing(mut self, push: &[Segment]) -> Self {
-        self.pushed = push
-            .iter()
-            .map(|segment| (segment.offset, segment.offset + segment.data.len() as u64))
-            .collect();
+    /// The same, once the call's step ran on `state`: the stores it took to publish are
+    /// those dirty before and clean now, whichever call it is.
+    fn stepped(mut self, state: &State) -> Self {
+        let now = state.copy.dirty();
+        let taken = self.dirty.iter().flat_map(|&(s, e)| now.gaps_within(s, e));
+        self.pushed = taken.collect();
         self
     }
 }

@@ -381,7 +381,7 @@ impl Window {
             let mut state = self.live_state()?;
             let undo = matches!(undoable, Undoable::Yes).then(|| Undo::of(&state));
             let call = step(&mut state)?;
-            let undo = undo.map(|undo| undo.pushing(pushed(&call)));
+            let undo = undo.map(|undo| undo.stepped(&state));
             (self.session.call(call), undo)
         };
         let wanted = |item: &Outstanding| item.target.is_none_or(|to| completes.includes(to));
@@ -397,16 +397,4 @@ impl Window {
 enum Undoable {
     Yes,
     No,
-}
-
-/// The stores `call` publishes (none for a call that publishes nothing).
-fn pushed(call: &Call) -> &[Segment] {
-    match call {
-        Call::Fence(v1::Fence { push, .. })
-        | Call::Post(v1::Post { push, .. })
-        | Call::Unlock(v1::Unlock { push, .. })
-        | Call::UnlockAll(v1::UnlockAll { push, .. })
-        | Call::Sync(v1::Sync { push, .. }) => push,
-        _ => &[],
-    }
 }
