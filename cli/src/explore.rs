@@ -78,7 +78,8 @@ returns once the data of its gets is back, before its puts are applied. In the u
 the same exchanges may happen at any step, and once the programs ended the two copies are one \
 (MPI: eventually). An operation its target refuses fails the call that completes it, as the \
 client reports it. A crashed rank departs as on a server (its departure reaches each target behind what it \
-sent, when the schedule says; it attaches again once every target took it); sleep runs as \
+sent, when the schedule says, and what it sent after the last answer it saw may never have \
+left it; it attaches again once every target took the departure); sleep runs as \
 nothing (a pause orders \
 nothing).")]
 pub struct ExploreArgs {

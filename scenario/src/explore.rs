@@ -331,7 +331,12 @@ impl<'a> Explorer<'a> {
         let about = happening.about.map(line);
         match (choice, about) {
             (Choice::Call { .. }, Some(about)) => format!("runs {about}"),
-            (Choice::Deliver { window, .. } | Choice::Overtake { window, .. }, about) => {
+            (
+                Choice::Deliver { window, .. }
+                | Choice::Overtake { window, .. }
+                | Choice::Lose { window, .. },
+                about,
+            ) => {
                 let window = self.plan.window_name(*window);
                 let about = about.map(|a| format!(" (from {a})")).unwrap_or_default();
                 format!("window {window}, {}{about}", happening.what)

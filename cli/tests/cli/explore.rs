@@ -445,6 +445,19 @@ expect A v in {0,4}
 expect public A W[0] in {0,4}
 ";
 
+/// A's put, sent after the last answer A saw, may never have left its process: on a server
+/// it does not (the client had not sent it yet), in the simulator it may.
+const CRASH_UNSENT: &str = "\
+window W ranks=2 size=1 type=i64
+A: lock exclusive B
+A: put B W[0] = 8
+A: crash
+B: lock exclusive B
+B: get B W[0] -> v
+B: unlock B
+expect B v in {0,8}
+";
+
 /// The barrier fails for everyone when it was entered while A was gone.
 const CRASH_BEFORE_BARRIER: &str = "\
 window W ranks=2 size=1 type=i64
@@ -468,7 +481,8 @@ fn messages(list: &Value) -> BTreeSet<(u64, String)> {
 /// A crash and the attach after it run on the simulator as on the server: the departure
 /// revokes the crashed incarnation's lock (every schedule, exhaustively), a fence that needs
 /// the gone rank fails with PROC_FAILED, a put the crashed rank never completed lands in some
-/// schedules and is dropped in others, and a barrier entered while a rank was gone fails for
+/// schedules and is dropped in others (or never left the crashed process), and a barrier
+/// entered while a rank was gone fails for
 /// every rank in some schedules (with a schedule that replays it) and passes in others.
 #[test]
 fn a_crashed_rank_departs_and_attaches_again_as_the_server_lets_it() {
@@ -492,6 +506,8 @@ fn a_crashed_rank_departs_and_attaches_again_as_the_server_lets_it() {
     let unflushed = explored_text(CRASH_UNFLUSHED, "--json");
     assert_eq!(values(&unflushed, "A v"), set(&["0", "4"]));
     assert_eq!(values(&unflushed, "public A W[0]"), set(&["0", "4"]));
+    let unsent = explored_text(CRASH_UNSENT, "--json");
+    assert_eq!(values(&unsent, "B v"), set(&["0", "8"]));
 
     let out = explore_text(CRASH_BEFORE_BARRIER, "--json");
     out.code(1);
@@ -529,6 +545,7 @@ fn explored_crashes_cover_what_a_server_gives() {
         ("attach.rma", CRASH_AND_ATTACH),
         ("fence.rma", CRASH_IN_FENCE),
         ("unflushed.rma", CRASH_UNFLUSHED),
+        ("unsent.rma", CRASH_UNSENT),
         ("barrier.rma", CRASH_BEFORE_BARRIER),
     ] {
         let file = dir.file(name, text);

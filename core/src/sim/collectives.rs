@@ -61,6 +61,7 @@ impl World {
         answers.sort_by_key(|((rank, _), _)| *rank);
         for ((rank, action), answer) in answers {
             let state = &mut self.ranks[rank as usize];
+            state.acknowledged = state.acknowledged.max(Some(action));
             match state.program.get(action) {
                 Some(Action::Barrier) => {
                     state.in_barrier = false;

@@ -52,6 +52,8 @@ enum Key {
     /// Window, target, the sender (`None`: not an origin's item) and how many of its inputs
     /// are ahead of this one.
     Deliver(u64, u32, Option<u32>, usize),
+    /// As `Deliver`, for the input lost instead ([`Choice::Lose`]).
+    Lose(u64, u32, Option<u32>, usize),
     Answer(u64),
     Publish(u64, u32),
     Refresh(u64, u32),
@@ -201,6 +203,10 @@ impl World {
             Choice::Call { rank } => Key::Call(rank),
             Choice::Deliver { window, rank } => self.input_key(window, rank, 0),
             Choice::Overtake { window, rank, at } => self.input_key(window, rank, at),
+            Choice::Lose { window, rank, at } => match self.input_key(window, rank, at) {
+                Key::Deliver(window, rank, from, ahead) => Key::Lose(window, rank, from, ahead),
+                other => other,
+            },
             Choice::Answer { index } => Key::Answer(self.answer_ids[index]),
             Choice::Publish { window, rank } => Key::Publish(window, rank),
             Choice::Refresh { window, rank } => Key::Refresh(window, rank),
@@ -253,6 +259,8 @@ impl World {
                 }
                 touched
             }
+            // what a crashed rank sent, taken out: rare, and independent of nothing
+            Choice::Lose { window, rank, .. } => wrote([Part::Engine(window, rank), Part::Ends]),
             Choice::Answer { index } => {
                 let (to, answer) = &self.answers[index];
                 let mut touched = wrote([Part::Rank(to.rank)]);

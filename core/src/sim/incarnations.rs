@@ -9,15 +9,19 @@
 //! session's `detach`) and the world's collectives told (`Collectives::departed`);
 //! and the new incarnation: fresh epoch states, its opening sent to every target, its private
 //! copy read from its public copy once its own target took the opening, as the server answers
-//! an opening. Must not: decide what a departure revokes, drops or fails (the target engine
+//! an opening; and which of what it sent may not have left its process
+//! ([`Choice::Lose`](super::Choice::Lose): sent after the last answer it saw, the end of what
+//! it sent to one target). Must not: decide what a departure revokes, drops or fails (the target engine
 //! and `Collectives` do), or let the new incarnation act before the old one's departure was
 //! taken everywhere (the server lets it act only then).
 
-use super::World;
+use std::collections::VecDeque;
+
+use super::{narrate, Ref, World};
 use crate::audit::Event;
 use crate::epoch::EpochState;
 use crate::origin::PrivateCopy;
-use crate::target::Input;
+use crate::target::{Access, Input};
 
 /// Why a crashed rank's session ended, in the server's words for a stream that ended without
 /// a detach: what the runner's `crash` does (it drops every handle), so that explored and
@@ -136,5 +140,71 @@ impl World {
             open.copy.store(0, &public[..len], false);
         }
         state.reopening = state.reopening.saturating_sub(1);
+    }
+}
+
+impl World {
+    /// Whether the item at place `at` of `inbox` may be lost: one a crashed rank (its
+    /// departure not yet taken everywhere) sent after the last answer it saw, and the last
+    /// item of that rank in the inbox — its process sends in order, so what never left it is
+    /// the end of what it sent.
+    /// `group`: the window's ranks in the world.
+    pub(super) fn may_lose(&self, inbox: &VecDeque<Input<Ref>>, group: &[u32], at: usize) -> bool {
+        let Some(Input::Access {
+            origin,
+            incarnation,
+            item,
+        }) = inbox.get(at)
+        else {
+            return false;
+        };
+        let from =
+            |input: &Input<Ref>| matches!(input, Input::Access { origin: o, .. } if o == origin);
+        if inbox.iter().skip(at + 1).any(from) {
+            return false;
+        }
+        let Some(&rank) = group.get(*origin as usize) else {
+            return false;
+        };
+        let state = &self.ranks[rank as usize];
+        let unseen = match sent_by(item) {
+            Some(call) => state.acknowledged < Some(call),
+            // a lazy lock request travels with the operation or unlock behind it, which is
+            // gone if this is the last item
+            None => true,
+        };
+        state.crashed.is_some() && state.incarnation == *incarnation && unseen
+    }
+
+    /// The item at place `at` of rank `rank`'s target's inbox of `window` never left its
+    /// crashed origin.
+    pub(super) fn lose(&mut self, window: u64, rank: u32, at: usize) {
+        let Some(sim) = self.windows.get_mut(&window) else {
+            return;
+        };
+        let Some(me) = sim.desc.rank_of(rank) else {
+            return;
+        };
+        let Some(lost) = sim.inboxes[me as usize].remove(at) else {
+            return;
+        };
+        if self.narrated {
+            let mut happening = narrate::delivered(rank, &lost, &sim.desc.group);
+            happening.what = happening.what.replacen("takes", "never gets", 1)
+                + " (its process crashed before sending it)";
+            self.run.narration.push(happening);
+        }
+    }
+}
+
+/// The action that sent `item`, known from its answer's address (a lazy lock request has
+/// none).
+fn sent_by(item: &Access<Ref>) -> Option<usize> {
+    match item {
+        Access::Op { reply, .. }
+        | Access::Unlock { reply }
+        | Access::Flush { reply }
+        | Access::CompleteMarker { reply, .. } => Some(reply.call),
+        Access::LockRequest { grant, .. } => grant.as_ref().map(|to| to.call),
     }
 }

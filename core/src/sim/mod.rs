@@ -29,7 +29,8 @@
 //!
 //! A rank may crash and attach again ([`Action::Crash`], [`Action::Rejoin`],
 //! `incarnations.rs`): its departure reaches each target behind what it sent there, at a step
-//! the schedule chooses, and the world's collectives (the barrier, a window's free and
+//! the schedule chooses, what it sent after the last answer it saw may be lost
+//! ([`Choice::Lose`]), and the world's collectives (the barrier, a window's free and
 //! `MPI_Win_set_info`) run through core's `Collectives`, which fails them for a departed
 //! rank as the server's world actor does.
 //!
@@ -215,6 +216,10 @@ struct Rank {
     /// Its windows whose own target has not yet taken the new incarnation's opening: it goes
     /// on once there are none (its private copy is read from its public copy then).
     reopening: usize,
+    /// The last of its actions the server is known to have received: one it saw answered
+    /// (the session handles what a process sends in order). What it sent after may not have
+    /// left its process when it crashed ([`Choice::Lose`]).
+    acknowledged: Option<usize>,
 }
 
 /// A rank's open windows beside their descriptions, as admission reads them.
@@ -335,6 +340,7 @@ impl World {
                 crashed: None,
                 departing: 0,
                 reopening: 0,
+                acknowledged: None,
             })
             .collect();
         let mut world = World {
@@ -397,6 +403,7 @@ impl World {
             Choice::Call { rank } => self.call(rank),
             Choice::Deliver { window, rank } => self.deliver(window, rank, 0),
             Choice::Overtake { window, rank, at } => self.deliver(window, rank, at),
+            Choice::Lose { window, rank, at } => self.lose(window, rank, at),
             Choice::Answer { index } => self.answer(index),
             Choice::Publish { window, rank } => self.publish(window, rank),
             Choice::Refresh { window, rank } => self.refresh(window, rank),
@@ -428,6 +435,9 @@ impl World {
                     let overtaking =
                         (1..inbox.len()).filter(|&at| may_overtake(inbox, at, ordering, owner));
                     choices.extend(overtaking.map(|at| Choice::Overtake { window, rank, at }));
+                    let group = &sim.desc.group;
+                    let lost = (0..inbox.len()).filter(|&at| self.may_lose(inbox, group, at));
+                    choices.extend(lost.map(|at| Choice::Lose { window, rank, at }));
                 }
             }
         }
@@ -751,6 +761,9 @@ impl World {
         }
         let rank = to.rank;
         let state = &mut self.ranks[rank as usize];
+        if state.crashed.is_none() {
+            state.acknowledged = state.acknowledged.max(Some(to.call));
+        }
         if let Some(issued @ (_, _, returned)) = state.outstanding.remove(&to.call) {
             if self.strict {
                 strictly_answered(&answer, returned);
@@ -812,8 +825,10 @@ impl World {
 
     /// The call rank `rank` waits in was answered (a step answered it).
     fn answered(&mut self, rank: u32) {
-        if let Some(waiting) = self.ranks[rank as usize].waiting.as_mut() {
+        let state = &mut self.ranks[rank as usize];
+        if let Some(waiting) = state.waiting.as_mut() {
             waiting.answered = true;
+            state.acknowledged = state.acknowledged.max(Some(waiting.call));
         }
     }
 

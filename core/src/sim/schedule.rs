@@ -45,6 +45,17 @@ pub enum Choice {
         /// The rank (of the world).
         rank: u32,
     },
+    /// The item at place `at` of a rank's target's inbox never left its origin, a rank that
+    /// crashed before its process sent it (it was sent after the last answer that rank saw,
+    /// and nothing it sent to this target after it left either).
+    Lose {
+        /// The window.
+        window: u64,
+        /// The target's rank (of the world).
+        rank: u32,
+        /// The item's place in the inbox.
+        at: usize,
+    },
     /// What operations changed in a rank's public copy reaches its private copy now: rule 6
     /// gives the latest point (wait, fence, lock, lock_all, sync); earlier is allowed.
     Refresh {

@@ -30,9 +30,9 @@ enum Thread {
 fn thread(choice: &Choice) -> Thread {
     match *choice {
         Choice::Call { rank } => Thread::Rank(rank),
-        Choice::Deliver { window, rank } | Choice::Overtake { window, rank, .. } => {
-            Thread::Target { window, rank }
-        }
+        Choice::Deliver { window, rank }
+        | Choice::Overtake { window, rank, .. }
+        | Choice::Lose { window, rank, .. } => Thread::Target { window, rank },
         Choice::Answer { .. } => Thread::Answers,
         Choice::Publish { window, rank } | Choice::Refresh { window, rank } => {
             Thread::Copies { window, rank }
