@@ -158,22 +158,22 @@ impl World {
         else {
             return false;
         };
-        let from =
-            |input: &Input<Ref>| matches!(input, Input::Access { origin: o, .. } if o == origin);
-        if inbox.iter().skip(at + 1).any(from) {
-            return false;
-        }
         let Some(&rank) = group.get(*origin as usize) else {
             return false;
         };
         let state = &self.ranks[rank as usize];
+        if state.crashed.is_none() || state.incarnation != *incarnation {
+            return false;
+        }
         let unseen = match sent_by(item) {
             Some(call) => state.acknowledged < Some(call),
             // a lazy lock request travels with the operation or unlock behind it, which is
             // gone if this is the last item
             None => true,
         };
-        state.crashed.is_some() && state.incarnation == *incarnation && unseen
+        let from =
+            |input: &Input<Ref>| matches!(input, Input::Access { origin: o, .. } if o == origin);
+        unseen && !inbox.iter().skip(at + 1).any(from)
     }
 
     /// The item at place `at` of rank `rank`'s target's inbox of `window` never left its

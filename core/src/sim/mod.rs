@@ -415,6 +415,7 @@ impl World {
     /// publications of stores and early refreshes of private copies.
     fn choices(&self) -> Vec<Choice> {
         let mut choices = Vec::new();
+        let crashed = self.ranks.iter().any(|rank| rank.crashed.is_some());
         for (rank, state) in self.ranks.iter().enumerate() {
             let free = state.waiting.is_none()
                 && !state.in_barrier
@@ -435,9 +436,11 @@ impl World {
                     let overtaking =
                         (1..inbox.len()).filter(|&at| may_overtake(inbox, at, ordering, owner));
                     choices.extend(overtaking.map(|at| Choice::Overtake { window, rank, at }));
-                    let group = &sim.desc.group;
-                    let lost = (0..inbox.len()).filter(|&at| self.may_lose(inbox, group, at));
-                    choices.extend(lost.map(|at| Choice::Lose { window, rank, at }));
+                    if crashed {
+                        let group = &sim.desc.group;
+                        let lost = (0..inbox.len()).filter(|&at| self.may_lose(inbox, group, at));
+                        choices.extend(lost.map(|at| Choice::Lose { window, rank, at }));
+                    }
                 }
             }
         }
