@@ -451,9 +451,9 @@ const CRASH_UNSENT: &str = "\
 window W ranks=2 size=1 type=i64
 A: lock exclusive B
 A: put B W[0] = 8
-A: crash
-B: lock exclusive B
-B: get B W[0] -> v
+A: crash                       # the put may not have left A's process
+B: lock shared B
+B: load W[0] -> v
 B: unlock B
 expect B v in {0,8}
 ";

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 
-use super::{narrate, Ref, World};
+use super::{Ref, World};
 use crate::audit::Event;
 use crate::epoch::EpochState;
 use crate::origin::PrivateCopy;
@@ -179,17 +179,8 @@ impl World {
     /// The item at place `at` of rank `rank`'s target's inbox of `window` never left its
     /// crashed origin.
     pub(super) fn lose(&mut self, window: u64, rank: u32, at: usize) {
-        let Some(sim) = self.windows.get_mut(&window) else {
-            return;
-        };
-        let Some(me) = sim.desc.rank_of(rank) else {
-            return;
-        };
-        let Some(lost) = sim.inboxes[me as usize].remove(at) else {
-            return;
-        };
-        if self.narrated {
-            let mut happening = narrate::delivered(rank, &lost, &sim.desc.group);
+        let taken = self.take_input(window, rank, at);
+        if let Some((_, _, Some(mut happening))) = taken {
             happening.what = happening.what.replacen("takes", "never gets", 1)
                 + " (its process crashed before sending it)";
             self.run.narration.push(happening);

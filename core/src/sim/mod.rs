@@ -701,20 +701,30 @@ impl World {
         }
     }
 
+    /// Takes the input at place `at` of rank `rank`'s target's inbox of `window` out: its
+    /// window rank, the input, and what a narration says of its taking.
+    fn take_input(
+        &mut self,
+        window: u64,
+        rank: u32,
+        at: usize,
+    ) -> Option<(u32, Input<Ref>, Option<Happening>)> {
+        let sim = self.windows.get_mut(&window)?;
+        let me = sim.desc.rank_of(rank)?;
+        let input = sim.inboxes[me as usize].remove(at)?;
+        let happening = self
+            .narrated
+            .then(|| narrate::delivered(rank, &input, &sim.desc.group));
+        Some((me, input, happening))
+    }
+
     /// Rank `rank`'s target of `window` takes the input at place `at` of its inbox (0: the
     /// next); its answers set out to their origins.
     fn deliver(&mut self, window: u64, rank: u32, at: usize) {
-        let Some(sim) = self.windows.get_mut(&window) else {
+        let Some((me, input, happening)) = self.take_input(window, rank, at) else {
             return;
         };
-        let Some(me) = sim.desc.rank_of(rank) else {
-            return;
-        };
-        let Some(input) = sim.inboxes[me as usize].remove(at) else {
-            return;
-        };
-        if self.narrated {
-            let mut happening = narrate::delivered(rank, &input, &sim.desc.group);
+        if let Some(mut happening) = happening {
             if at > 0 {
                 happening
                     .what
