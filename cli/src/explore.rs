@@ -39,8 +39,8 @@ checker (`onesided audit check`) finds in the schedules' logs — each schedule 
 events a server and its clients would — each with the two lines that race, the rule, in how \
 many schedules and the first that shows it. Exit status: 0 when every schedule passed, 1 when \
 one failed an expectation, failed a call without `!CLASS` or deadlocked (or, with --check, \
-showed a race), 2 for a file that does not parse or a bad argument, 3 when the scenario uses \
-something the simulator does not run yet (the message names the line).
+showed a race), 2 for a file that does not parse or a bad argument, 3 for a window or call the \
+server would refuse too (the message names the line).
 
 --replay S:K --trace FILE writes that schedule's log of one window (--trace-window, the first \
 by default) as a Perfetto trace: one track per rank, one microsecond per step of the \

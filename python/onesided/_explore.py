@@ -26,8 +26,8 @@ def explore(
     (with ``check``, a race makes it false). The same arguments give the same report.
 
     Raises ``ValueError`` for text that does not parse (naming the line), ``ArgumentError``
-    for a strategy or count that cannot be used, and ``NotImplementedError`` (naming the line)
-    for what the simulator does not run yet.
+    for a strategy or count that cannot be used, and ``MpiError`` for a window or call the
+    server would refuse too.
     """
     document = _onesided.explore(
         text, schedules=schedules, seed=seed, strategy=strategy, check=check, name=name

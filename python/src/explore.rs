@@ -8,16 +8,15 @@
 use onesided_core::ErrorClass;
 use onesided_scenario::explore::json::report_json;
 use onesided_scenario::explore::{ExploreError, Explorer, Strategy};
-use pyo3::exceptions::{PyNotImplementedError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors;
 
 /// Explores `text` (a `.rma` scenario) under `schedules` schedules of `seed` drawn by
 /// `strategy`, and returns the report as JSON (`name` is its `file`). Text that does not parse
-/// is a `ValueError` naming the line; a bad strategy or count an `ArgumentError`; what the
-/// simulator does not run yet a `NotImplementedError` naming the line; a window or call the
-/// server would refuse too, its `MpiError`.
+/// is a `ValueError` naming the line; a bad strategy or count an `ArgumentError`; a window or
+/// call the server would refuse too, its `MpiError`.
 #[pyfunction]
 #[pyo3(signature = (text, *, schedules = 1000, seed = 0, strategy = "random", check = false, name = "<scenario>"))]
 pub(crate) fn explore(
@@ -43,7 +42,7 @@ pub(crate) fn explore(
         Err(ExploreError::Window { source, .. } | ExploreError::Call { source, .. }) => {
             return Err(errors::to_py(py, source.into()));
         }
-        Err(error) => return Err(PyNotImplementedError::new_err(format!("{name}: {error}"))),
+        Err(error) => return Err(PyValueError::new_err(format!("{name}: {error}"))),
     };
     let report = py.detach(|| explorer.explore(seed, schedules));
     Ok(report_json(name, &scenario, &report, check).to_string())

@@ -47,16 +47,6 @@ pub enum ExploreError {
     /// The text is not a scenario ([`explore`] parses it first).
     #[error(transparent)]
     Parse(#[from] super::parse::ParseError),
-    /// The scenario uses something the simulator does not run yet.
-    #[error("line {line}: {what} cannot be explored yet: {why}")]
-    Unsupported {
-        /// The line that uses it.
-        line: usize,
-        /// What it is, as the file says it (`model=unified`, `` `rput` ``).
-        what: String,
-        /// Why the simulator cannot run it.
-        why: String,
-    },
     /// A window declaration the server would refuse too (an info value MPI cannot mean).
     #[error("line {line}: window {name} cannot be created")]
     Window {

@@ -6,9 +6,8 @@
 //! made the window's — a rank outside its group refused as the runner refuses it; a `barrier`
 //! line as a barrier of every rank; a `crash` and the `attach` after it as the simulator's,
 //! the requests a crash took with it refused as the runner refuses them), where each action
-//! came from ([`Source`]), and the refusal, naming the line, of anything else — never a line
-//! silently skipped. Must not: run anything, or decide whether a call is legal (admission
-//! does, as the server's session).
+//! came from ([`Source`]) — never a line silently skipped. Must not: run anything, or decide
+//! whether a call is legal (admission does, as the server's session).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -71,14 +70,6 @@ pub(super) fn window_id(index: usize) -> u64 {
     index as u64 + 1
 }
 
-fn unsupported(line: usize, what: impl Into<String>, why: &str) -> ExploreError {
-    ExploreError::Unsupported {
-        line,
-        what: what.into(),
-        why: why.to_string(),
-    }
-}
-
 /// The plan of `scenario`, or the first line the simulator cannot run.
 pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
     let nranks = scenario.ranks;
@@ -110,11 +101,13 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
             Step::Call(call) => {
                 let rank = call.rank as usize;
                 let Some(program) = plan.programs.get_mut(rank) else {
-                    return Err(unsupported(
-                        call.line,
-                        "a rank outside the world",
-                        "no such rank",
-                    ));
+                    // the parser refuses it: a scenario built otherwise
+                    let why = format!("rank {rank} is outside the world of {nranks} rank(s)");
+                    return Err(ExploreError::Call {
+                        line: call.line,
+                        text: call.text.clone(),
+                        source: RmaError::new(ErrorClass::Rank, why),
+                    });
                 };
                 let start = program.len();
                 if let ast::Call::Op(OpCallSpec {
@@ -510,23 +503,18 @@ mod tests {
     use super::*;
     use crate::parse;
 
-    fn refusal_of(scenario: &Scenario) -> (usize, String) {
-        match plan(scenario) {
-            Err(ExploreError::Unsupported { line, what, .. }) => (line, what),
-            other => panic!("not refused: {other:?}"),
-        }
-    }
-
     #[test]
-    fn what_the_simulator_cannot_run_is_refused_with_its_line() {
+    fn a_rank_outside_the_world_is_refused_with_its_line() {
         let mut scenario = parse("window W ranks=2 size=2 type=i64\n\nA: fence\n").unwrap();
         if let Step::Call(call) = &mut scenario.steps[0] {
             call.rank = 7;
         }
-        assert_eq!(
-            refusal_of(&scenario),
-            (3, "a rank outside the world".to_string())
-        );
+        match plan(&scenario) {
+            Err(ExploreError::Call { line, source, .. }) => {
+                assert_eq!((line, source.class), (3, ErrorClass::Rank), "{source}");
+            }
+            other => panic!("not refused: {other:?}"),
+        }
     }
 
     /// A crash and the attach after it are the simulator's; a request the crash took with it
