@@ -6,14 +6,14 @@
 //! had open — behind what it sent there, taken at a step the schedule chooses — with what
 //! the server's session tells the targets (`Input::Departed`: whether it synchronized
 //! actively, the last fence it entered), what is recorded once every target took it (the
-//! session's `detach`) and the world's collectives told (`Collectives::departed`);
-//! and the new incarnation: fresh epoch states, its opening sent to every target, its private
-//! copy read from its public copy once its own target took the opening, as the server answers
-//! an opening; and which of what it sent may not have left its process
-//! ([`Choice::Lose`](super::Choice::Lose): sent after the last answer it saw, the end of what
-//! it sent to one target). Must not: decide what a departure revokes, drops or fails (the target engine
-//! and `Collectives` do), or let the new incarnation act before the old one's departure was
-//! taken everywhere (the server lets it act only then).
+//! session's `detach`) and the world's collectives told (`Collectives::departed`); which of
+//! what it sent may not have left its process ([`Choice::Lose`](super::Choice::Lose): sent
+//! after the last answer it saw, the end of what it sent to one target); and the new
+//! incarnation: fresh epoch states, its opening sent to every target, its private copy read
+//! from its public copy once its own target took the opening, as the server answers an
+//! opening. Must not: decide what a departure revokes, drops or fails (the target engine and
+//! `Collectives` do), or let the new incarnation act before the old one's departure was taken
+//! everywhere (the server lets it act only then).
 
 use std::collections::VecDeque;
 
