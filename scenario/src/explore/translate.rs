@@ -88,7 +88,9 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
     };
     // per rank: each request (`as r`) the action of the operation that made it
     let mut requests: Vec<BTreeMap<&str, usize>> = vec![BTreeMap::new(); nranks as usize];
-    // per rank: the requests a crash took with it (their names not given again since)
+    // per rank: the requests made since its last crash (active or null), and those a crash
+    // took with it (their names not given again since)
+    let mut named: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); nranks as usize];
     let mut forgotten: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); nranks as usize];
     for (index, step) in scenario.steps.iter().enumerate() {
         match step {
@@ -116,6 +118,7 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
                 }) = &call.call
                 {
                     requests[rank].insert(name, start);
+                    named[rank].insert(name);
                 }
                 let actions = match lost_request(&call.call, &forgotten[rank]) {
                     Some(name) => vec![Action::Refuse {
@@ -141,10 +144,11 @@ pub(super) fn plan(scenario: &Scenario) -> Result<Plan, ExploreError> {
                     ast::Call::FreeReq(name) => {
                         requests[rank].remove(name.as_str());
                     }
-                    // the crashed process's requests are gone: naming one is an error
+                    // the crashed process's requests are gone, null ones too: naming one is
+                    // an error
                     ast::Call::Crash => {
-                        let names = std::mem::take(&mut requests[rank]).into_keys();
-                        forgotten[rank].extend(names);
+                        requests[rank].clear();
+                        forgotten[rank].extend(std::mem::take(&mut named[rank]));
                     }
                     ast::Call::Op(OpCallSpec {
                         request: Some(name),
@@ -523,24 +527,28 @@ mod tests {
     fn a_crash_forgets_the_rank_s_requests() {
         let scenario = parse(
             "window W ranks=2 size=2 type=i64\n\
-             A: lock shared B\nA: rget B W[0] -> x as r\nA: rput B W[1] = 1 as q\nA: crash\n\
-             A: attach\nA: wait_req r\nA: lock shared B\nA: rput B W[1] = 2 as q\n\
-             A: wait_all q\nA: unlock B\n",
+             A: lock shared B\nA: rget B W[0] -> x as r\nA: rput B W[1] = 1 as p\n\
+             A: free_req p\nA: crash\nA: attach\nA: wait_req r\nA: wait_req p\n\
+             A: lock shared B\nA: rput B W[1] = 2 as q\nA: wait_all q\nA: unlock B\n",
         )
         .unwrap();
         let plan = plan(&scenario).unwrap();
         let program = &plan.programs[0];
-        assert!(matches!(program[3], Action::Crash));
-        assert!(matches!(program[4], Action::Rejoin));
-        let Action::Refuse { error } = &program[5] else {
-            panic!("not refused: {:?}", program[5]);
-        };
-        assert_eq!(error.class, ErrorClass::Request);
-        assert!(error.message.contains("request r is not active"), "{error}");
+        assert!(matches!(program[4], Action::Crash));
+        assert!(matches!(program[5], Action::Rejoin));
+        // an active request and a null one (freed) alike
+        for (at, name) in [(6, "r"), (7, "p")] {
+            let Action::Refuse { error } = &program[at] else {
+                panic!("not refused: {:?}", program[at]);
+            };
+            assert_eq!(error.class, ErrorClass::Request);
+            let words = format!("request {name} is not active");
+            assert!(error.message.contains(&words), "{error}");
+        }
         assert!(
-            matches!(&program[8], Action::WaitRequests { calls } if calls == &[7]),
+            matches!(&program[10], Action::WaitRequests { calls } if calls == &[9]),
             "{:?}",
-            program[8]
+            program[10]
         );
     }
 
