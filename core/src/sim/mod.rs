@@ -618,10 +618,9 @@ impl World {
             };
             state.outstanding.insert(index, (window, *target, returned));
         }
-        let incarnation = state.incarnation;
         let issuer = Issuer {
             id: index as u64,
-            incarnation,
+            incarnation: state.incarnation,
             me,
             recording: true,
         };
@@ -654,8 +653,7 @@ impl World {
                 }
                 Step::Push(segments) => self.send(window, me, Input::Push { segments }),
                 Step::Arrive(epoch) => {
-                    let open = self.ranks[rank as usize].windows.get_mut(&window);
-                    if let Some(open) = open {
+                    if let Some(open) = self.ranks[rank as usize].windows.get_mut(&window) {
                         open.fenced = Some(epoch);
                     }
                     let Some(sim) = self.windows.get_mut(&window) else {
@@ -675,7 +673,7 @@ impl World {
                     let Ok(item) = item.try_map(caller);
                     let input = Input::Access {
                         origin: me,
-                        incarnation,
+                        incarnation: self.ranks[rank as usize].incarnation,
                         item,
                     };
                     self.send(window, to, input);
