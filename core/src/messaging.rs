@@ -48,29 +48,22 @@ pub struct Outgoing {
     pub payload: Bytes,
 }
 
-/// A message as sent.
+/// A message as sent: what its sender handed to the world, and its id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
     /// Unique in the world, increasing in send order: the audit's link between the send and
     /// the receive.
     pub id: u64,
-    /// The sender's world rank.
-    pub source: u32,
-    /// The receiver's world rank.
-    pub dest: u32,
-    /// Its tag.
-    pub tag: i32,
-    /// Its communicator's context.
-    pub context: u64,
-    /// The packed data.
-    pub payload: Bytes,
+    /// What was sent.
+    pub sent: Outgoing,
 }
 
 impl Message {
     fn matches(&self, pattern: &Pattern) -> bool {
-        self.context == pattern.context
-            && pattern.source.is_none_or(|source| source == self.source)
-            && pattern.tag.is_none_or(|tag| tag == self.tag)
+        let sent = &self.sent;
+        sent.context == pattern.context
+            && pattern.source.is_none_or(|source| source == sent.source)
+            && pattern.tag.is_none_or(|tag| tag == sent.tag)
     }
 }
 
@@ -166,22 +159,16 @@ impl<R> Mailbox<R> {
     /// rank outside the world, a negative tag, or when the world's unreceived messages would
     /// pass the bound (`MPI_ERR_NO_MEM`).
     pub fn admit(&mut self, sent: Outgoing) -> Result<u64, RmaError> {
-        let Outgoing {
-            source,
-            dest,
-            tag,
-            context,
-            payload,
-        } = sent;
-        self.check_rank(source, "sending")?;
-        self.check_rank(dest, "destination")?;
+        self.check_rank(sent.source, "sending")?;
+        self.check_rank(sent.dest, "destination")?;
+        let tag = sent.tag;
         if tag < 0 {
             return Err(RmaError::new(
                 ErrorClass::Arg,
                 format!("tag {tag} is negative: a send's tag is at least 0"),
             ));
         }
-        let len = payload.len() as u64;
+        let len = sent.payload.len() as u64;
         if self.queued_bytes.saturating_add(len) > self.max_queued_bytes {
             return Err(RmaError::new(
                 ErrorClass::NoMem,
@@ -195,15 +182,7 @@ impl<R> Mailbox<R> {
         let id = self.next_id;
         self.next_id += 1;
         self.queued_bytes += len;
-        let message = Message {
-            id,
-            source,
-            dest,
-            tag,
-            context,
-            payload,
-        };
-        self.held.insert(id, message);
+        self.held.insert(id, Message { id, sent });
         Ok(id)
     }
 
@@ -213,7 +192,7 @@ impl<R> Mailbox<R> {
         let Some(message) = self.held.remove(&id) else {
             return Vec::new();
         };
-        let dest = message.dest;
+        let dest = message.sent.dest;
         let mut answers = Vec::new();
         // the probes and the receive of `dest` that match, in the order they were posted: the
         // probes before the first receive see it, the receive takes it
@@ -228,7 +207,7 @@ impl<R> Mailbox<R> {
             if posted.probe {
                 answers.push((posted.reply, Ok(probed(&message))));
             } else {
-                self.queued_bytes -= message.payload.len() as u64;
+                self.queued_bytes -= message.sent.payload.len() as u64;
                 answers.push((posted.reply, Ok(Delivery::Received(message))));
                 return answers;
             }
@@ -260,13 +239,13 @@ impl<R> Mailbox<R> {
         if let Some(at) = self
             .queued
             .iter()
-            .position(|message| message.dest == rank && message.matches(&pattern))
+            .position(|message| message.sent.dest == rank && message.matches(&pattern))
         {
             let delivery = if probe {
                 probed(&self.queued[at])
             } else {
                 let message = self.queued.remove(at).expect("in range");
-                self.queued_bytes -= message.payload.len() as u64;
+                self.queued_bytes -= message.sent.payload.len() as u64;
                 Delivery::Received(message)
             };
             return vec![(reply, Ok(delivery))];
@@ -318,9 +297,9 @@ impl<R> Mailbox<R> {
 fn probed(message: &Message) -> Delivery {
     Delivery::Probed {
         id: message.id,
-        source: message.source,
-        tag: message.tag,
-        len: message.payload.len() as u64,
+        source: message.sent.source,
+        tag: message.sent.tag,
+        len: message.sent.payload.len() as u64,
     }
 }
 
@@ -357,9 +336,12 @@ mod tests {
         answers
             .into_iter()
             .map(|(reply, answer)| match answer {
-                Ok(Delivery::Received(message)) => {
-                    (reply, message.source, message.tag, message.payload)
-                }
+                Ok(Delivery::Received(message)) => (
+                    reply,
+                    message.sent.source,
+                    message.sent.tag,
+                    message.sent.payload,
+                ),
                 other => panic!("{reply}: not a receive: {other:?}"),
             })
             .collect()

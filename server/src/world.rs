@@ -392,11 +392,11 @@ fn received(delivery: Delivery) -> v1::Received {
     match delivery {
         Delivery::Received(message) => v1::Received {
             found: true,
-            source: message.source,
-            tag: message.tag,
+            source: message.sent.source,
+            tag: message.sent.tag,
             message: message.id,
-            len: message.payload.len() as u64,
-            payload: message.payload,
+            len: message.sent.payload.len() as u64,
+            payload: message.sent.payload,
         },
         Delivery::Probed {
             id,
