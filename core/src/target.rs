@@ -51,7 +51,7 @@ use crate::ranges::RangeSet;
 use crate::window::{MemoryModel, TargetAccess, TargetOp};
 use crate::{ErrorClass, RmaError};
 
-use departures::Departure;
+pub use departures::Departure;
 use dynamic::Regions;
 use fence::PendingFence;
 pub use inspect::{FenceView, HolderView, QueuedView, TargetView, WaiterView};
@@ -200,23 +200,7 @@ pub enum Input<R> {
     },
     /// A session of `origin` ended: its locks are revoked, what it still had queued here is
     /// dropped and, when it took part in active-target synchronization, what needs it fails.
-    Departed {
-        /// The rank.
-        origin: u32,
-        /// The ended session's incarnation.
-        incarnation: u64,
-        /// Why it ended (for the revocation's audit event and the errors).
-        reason: String,
-        /// Whether it fenced, posted or started on this window: then fences and waits that
-        /// need it fail from now on (a new incarnation cannot resume its epochs).
-        active: bool,
-        /// Whether no newer incarnation of the rank is attached: then the fence or wait that
-        /// waits for it now fails.
-        vanished: bool,
-        /// The last epoch whose closing fence it entered (`crate::fence::FenceTally`): a fence
-        /// closing a later one fails, as it can no longer arrive.
-        fenced: Option<u64>,
-    },
+    Departed(Departure),
     /// A new session of `origin` opened the window: it may take part in epochs again (unless
     /// an earlier session of it left an active-target epoch behind).
     Opened {
@@ -582,21 +566,7 @@ impl<R> Target<R> {
                 incarnation,
                 item,
             } => self.handle_access(origin, incarnation, item),
-            Input::Departed {
-                origin,
-                incarnation,
-                reason,
-                active,
-                vanished,
-                fenced,
-            } => self.handle_departed(Departure {
-                origin,
-                incarnation,
-                reason: &reason,
-                active,
-                vanished,
-                fenced,
-            }),
+            Input::Departed(left) => self.handle_departed(left),
             Input::Push { segments } => self.push(segments),
             Input::Publish { segments, seq } => self.handle_publish(segments, seq),
             Input::Follow { reply } => self.handle_follow(reply),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use onesided_core::audit::Event;
 use onesided_core::epoch::{AccessTag, LockRequest, LockType};
-use onesided_core::target::{Access, Answer, Effects, Input, Outcome, Target};
+use onesided_core::target::{Access, Answer, Departure, Effects, Input, Outcome, Target};
 use onesided_core::window::{OpKind, TargetOp};
 use onesided_core::{Datatype, ErrorClass, Layout};
 use proptest::prelude::*;
@@ -428,14 +428,14 @@ fn proc_failed_naming(answer: &Answer, rank: u32) -> bool {
 }
 
 fn departed(origin: u32, active: bool, fenced: Option<u64>) -> Input<u64> {
-    Input::Departed {
+    Input::Departed(Departure {
         origin,
         incarnation: 1,
         reason: "stream broke".to_string(),
         active,
         vanished: true,
         fenced,
-    }
+    })
 }
 
 /// A departure fails exactly the epochs that need the departed rank: a fence it had not
@@ -497,14 +497,14 @@ fn a_departure_fails_exactly_the_epochs_that_need_the_departed_rank() {
     let mut engine = target(0, 3, 4);
     engine.handle(Input::Post { group: vec![1] }, Instant::now());
     engine.handle(
-        Input::Departed {
+        Input::Departed(Departure {
             origin: 2,
             incarnation: 1,
             reason: "superseded".to_string(),
             active: false,
             vanished: false,
             fenced: None,
-        },
+        }),
         Instant::now(),
     );
     engine.handle(from(1, complete_marker(11)), Instant::now());

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use onesided_core::audit::Event;
 use onesided_core::epoch::EpochState;
 use onesided_core::origin::{self as admit, Admitted};
-use onesided_core::target::{Input, Segment};
+use onesided_core::target::{Departure, Input, Segment};
 use onesided_core::{ErrorClass, RmaError};
 use onesided_proto::call_wire::{call_from_wire, window_of};
 use onesided_proto::v1::{
@@ -160,7 +160,7 @@ enum Ending {
 impl Ending {
     fn reason(self) -> &'static str {
         match self {
-            Ending::Closed => "session ended",
+            Ending::Closed => Departure::STREAM_ENDED,
             Ending::Broken => "stream broke",
             Ending::Lapsed => "lease lapsed",
             Ending::Superseded => "superseded by a new incarnation",
@@ -454,14 +454,14 @@ impl Session {
             for open in self.windows.values() {
                 let active = open.epoch.used_active_target();
                 for actor in &open.entry.ranks {
-                    let departed = Input::Departed {
+                    let departed = Input::Departed(Departure {
                         origin: open.me,
                         incarnation: self.incarnation,
                         reason: reason.to_string(),
                         active,
                         vanished,
                         fenced: open.fenced,
-                    };
+                    });
                     // sent to every actor first, then awaited: the departures run in parallel
                     if let Ok(answer) = actor.acknowledged(departed).await {
                         handled.push(answer);

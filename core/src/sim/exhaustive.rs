@@ -221,7 +221,7 @@ impl World {
         let me = sim.desc.rank_of(rank).unwrap_or(rank);
         matches!(
             sim.inboxes[me as usize].get(at),
-            Some(Input::Departed { .. } | Input::Opened { .. })
+            Some(Input::Departed(_) | Input::Opened { .. })
         )
     }
 

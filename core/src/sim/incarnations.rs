@@ -21,12 +21,12 @@ use super::{Ref, World};
 use crate::audit::Event;
 use crate::epoch::EpochState;
 use crate::origin::PrivateCopy;
-use crate::target::{Access, Input};
+use crate::target::{Access, Departure, Input};
 
-/// Why a crashed rank's session ended, in the server's words for a stream that ended without
-/// a detach: what the runner's `crash` does (it drops every handle), so that explored and
-/// live runs fail alike.
-const CRASHED: &str = "session ended";
+/// Why a crashed rank's session ended: the server's words for a stream that ended without a
+/// detach, what the runner's `crash` does (it drops every handle), so that explored and live
+/// runs fail alike.
+const CRASHED: &str = Departure::STREAM_ENDED;
 
 impl World {
     /// Rank `rank` crashes at action `action`: it loses what only its process held, and its
@@ -48,7 +48,7 @@ impl World {
         for (window, me, active, fenced) in departures {
             let size = self.windows.get(&window).map_or(0, |sim| sim.size());
             for to in 0..size {
-                let departed = Input::Departed {
+                let departed = Input::Departed(Departure {
                     origin: me,
                     incarnation,
                     reason: CRASHED.to_string(),
@@ -56,7 +56,7 @@ impl World {
                     // no newer incarnation attaches before every target took this one
                     vanished: true,
                     fenced,
-                };
+                });
                 self.send(window, to, departed);
                 self.ranks[rank as usize].departing += 1;
             }

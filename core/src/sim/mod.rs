@@ -731,7 +731,7 @@ impl World {
             self.run.narration.push(happening);
         }
         let (departed, opened) = match &input {
-            Input::Departed { origin, .. } => (Some(*origin), None),
+            Input::Departed(left) => (Some(left.origin), None),
             Input::Opened { origin } => (None, Some(*origin)),
             _ => (None, None),
         };

@@ -4,7 +4,7 @@
 //! answer that reached its origin. Must not: change what a step does, or be paid for by a
 //! world that does not narrate (only [`super::World::narrated`] calls it).
 
-use crate::target::{Access, Answer, Input, Outcome};
+use crate::target::{Access, Answer, Departure, Input, Outcome};
 
 use super::Ref;
 
@@ -82,12 +82,12 @@ pub(super) fn delivered(rank: u32, input: &Input<Ref>, members: &[u32]) -> Happe
             Some((reply.rank, reply.call)),
             format!("target {rank}: its owner pulls"),
         ),
-        Input::Departed {
+        Input::Departed(Departure {
             origin,
             incarnation,
             reason,
             ..
-        } => (
+        }) => (
             None,
             format!(
                 "target {rank} takes the departure of rank {} (incarnation {incarnation}: {reason})",

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 
 use super::Ref;
-use crate::target::{Access, Input};
+use crate::target::{Access, Departure, Input};
 use crate::window::{AccumulateOrdering, TargetAccess};
 
 /// Whether the input at place `at` of `inbox` (the target of window rank `owner`) may be
@@ -38,7 +38,7 @@ pub(super) fn may_overtake(
         }
         // a departure travels on the departed rank's channel: it passes only what other
         // channels carried (the owner's inputs too, unless the owner departed)
-        Some(Input::Departed { origin, .. }) => {
+        Some(Input::Departed(Departure { origin, .. })) => {
             let other = |earlier: &Input<Ref>| match earlier {
                 Input::Access { origin: from, .. } => from != origin,
                 input => *origin != owner && owners(input),
@@ -56,7 +56,7 @@ pub(super) fn may_overtake(
         } = earlier
         else {
             // another rank's departure: the server may notice it after this item came
-            return matches!(earlier, Input::Departed { origin: gone, .. } if gone != origin);
+            return matches!(earlier, Input::Departed(left) if left.origin != *origin);
         };
         if from != origin {
             return true;

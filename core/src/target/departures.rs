@@ -20,21 +20,40 @@ use crate::{ErrorClass, RmaError};
 
 use super::{Access, Target};
 
-/// A session that ended, as [`Input::Departed`] gives it.
+/// A session of `origin` that ended ([`Input::Departed`]): its locks are revoked, what it still
+/// had queued at the target is dropped and, when it took part in active-target
+/// synchronization, what needs it fails.
 ///
 /// [`Input::Departed`]: super::Input::Departed
-pub(super) struct Departure<'a> {
-    pub(super) origin: u32,
-    pub(super) incarnation: u64,
-    pub(super) reason: &'a str,
-    pub(super) active: bool,
-    pub(super) vanished: bool,
-    pub(super) fenced: Option<u64>,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Departure {
+    /// The rank.
+    pub origin: u32,
+    /// The ended session's incarnation.
+    pub incarnation: u64,
+    /// Why it ended (for the revocation's audit event and the errors).
+    pub reason: String,
+    /// Whether it fenced, posted or started on this window: then fences and waits that
+    /// need it fail from now on (a new incarnation cannot resume its epochs).
+    pub active: bool,
+    /// Whether no newer incarnation of the rank is attached: then the fence or wait that
+    /// waits for it now fails.
+    pub vanished: bool,
+    /// The last epoch whose closing fence it entered (`crate::fence::FenceTally`): a fence
+    /// closing a later one fails, as it can no longer arrive.
+    pub fenced: Option<u64>,
+}
+
+impl Departure {
+    /// Why a session whose stream ended without a detach ended, in the words its departure,
+    /// the revocation it causes and the errors it gives carry (the server's and the
+    /// simulator's alike).
+    pub const STREAM_ENDED: &'static str = "session ended";
 }
 
 impl<R> Target<R> {
     /// `Input::Departed`: a departure of a rank outside the window is ignored.
-    pub(super) fn handle_departed(&mut self, left: Departure<'_>) {
+    pub(super) fn handle_departed(&mut self, left: Departure) {
         if left.origin < self.nranks {
             self.depart(left);
         }
@@ -48,7 +67,7 @@ impl<R> Target<R> {
     /// A session of `origin` ended: its locks are revoked (the next waiter is granted), what it
     /// still had queued or waiting here is dropped, and when it took part in active-target
     /// synchronization the fence or wait that needs it fails.
-    fn depart(&mut self, left: Departure<'_>) {
+    fn depart(&mut self, left: Departure) {
         let Departure {
             origin,
             incarnation,

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use onesided_core::audit::Event;
 use onesided_core::epoch::{LockRequest, LockType};
-use onesided_core::target::{Access, Input, Outcome, Target};
+use onesided_core::target::{Access, Departure, Input, Outcome, Target};
 use onesided_core::ErrorClass;
 use proptest::prelude::*;
 
@@ -359,14 +359,14 @@ impl Run {
         state.phase = Phase::Idle;
         state.incarnation += 1;
         self.model.depart(origin as u32, self.now);
-        let input = Input::Departed {
+        let input = Input::Departed(Departure {
             origin: origin as u32,
             incarnation,
             reason: "stream broke".to_string(),
             active: false,
             vanished: false,
             fenced: None,
-        };
+        });
         self.engine.handle(input, self.now);
         self.compare(&format!("rank {origin} departs"))
     }
