@@ -43,7 +43,7 @@ fn main() {
 }
 
 /// The MPI functions a source file defines: each `MPI_X / PMPI_X` pair (the crate's `export!`,
-/// `sends!` and `unsupported!` invocations) and each `fn MPI_X(` written out.
+/// `export_with_request_form!`, `sends!` and `unsupported!` invocations) and each `fn MPI_X(` written out.
 fn defined_in(text: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = text;

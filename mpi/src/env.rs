@@ -680,23 +680,34 @@ pub(crate) struct Reduction {
     pub comm: c_int,
 }
 
+/// This rank's part in a reduction: the result's length in bytes, the root's rank in the
+/// communicator (`None`: every rank receives), whether this rank receives the result, and
+/// what it contributes.
+pub(crate) struct Part {
+    pub len: usize,
+    pub root: Option<u32>,
+    pub receives: bool,
+    pub contribution: Vec<u8>,
+}
+
 impl Reduction {
-    /// The root's rank in the communicator (`None`: every rank receives), and whether this
-    /// rank receives the result.
-    pub(crate) fn receivers(&self, mpi: &Mpi) -> Res<(Option<u32>, bool)> {
+    /// This rank's part in the reduction of elements of `size` bytes; its contribution is the
+    /// send buffer's bytes, or the receive buffer's for `MPI_IN_PLACE`.
+    pub(crate) unsafe fn part(&self, mpi: &Mpi, size: usize) -> Res<Part> {
+        let len = bytes_of(self.count, size)?;
         let root = self.root.map(|r| root_of(mpi, self.comm, r)).transpose()?;
         let me = mpi.comm_rank(self.comm)?;
-        Ok((root, root.is_none_or(|r| r == me)))
-    }
-
-    /// This rank's `len` bytes: the send buffer's, or the receive buffer's for `MPI_IN_PLACE`.
-    pub(crate) unsafe fn contribution(&self, len: usize) -> Res<Vec<u8>> {
         let source = if self.sendbuf as isize == MPI_IN_PLACE {
             self.recvbuf.cast_const()
         } else {
             self.sendbuf
         };
-        Ok(slice(source, len)?.to_vec())
+        Ok(Part {
+            len,
+            root,
+            receives: root.is_none_or(|r| r == me),
+            contribution: slice(source, len)?.to_vec(),
+        })
     }
 
     /// Writes the result's `len` bytes into the receive buffer.
@@ -713,11 +724,7 @@ impl Reduction {
 
 unsafe fn reduce(reduction: Reduction) -> Res {
     let Reduction {
-        count,
-        datatype,
-        op,
-        comm,
-        ..
+        datatype, op, comm, ..
     } = reduction;
     if crate::abi::op(op).is_none() && crate::ops::is_user_op(op) {
         return crate::ops::reduce(reduction);
@@ -729,12 +736,12 @@ unsafe fn reduce(reduction: Reduction) -> Res {
         let Some(op) = crate::abi::op(op) else {
             return Err(fail(MPI_ERR_OP, format!("{op:#x} is not an op")).on(on));
         };
-        let len = bytes_of(count, size).on(on)?;
-        let (root, receives) = reduction.receivers(mpi).on(on)?;
-        let contribution = reduction.contribution(len).on(on)?;
-        let result = mpi.reduce(comm, &contribution, dtype, op, root).on(on)?;
-        if let (true, Some(result)) = (receives, result) {
-            reduction.deliver(&result, len)?;
+        let part = reduction.part(mpi, size).on(on)?;
+        let result = mpi
+            .reduce(comm, &part.contribution, dtype, op, part.root)
+            .on(on)?;
+        if let (true, Some(result)) = (part.receives, result) {
+            reduction.deliver(&result, part.len)?;
         }
         Ok(())
     })

@@ -47,6 +47,32 @@ macro_rules! export {
     )*};
 }
 
+/// Exports each call and its request-based form (`MPI_Put` and `MPI_Rput`, `MPI_Send` and
+/// `MPI_Isend`), which takes one argument more, a `*mut c_int` for the request: one body for
+/// both, in which the name after the `;` is that argument, an `Option` (`None` in the first).
+macro_rules! export_with_request_form {
+    ($(
+        $(#[$meta:meta])*
+        fn $name:ident / $pname:ident, $rname:ident / $rpname:ident (
+            $($arg:ident : $ty:ty),* $(,)? ; $request:ident
+        ) $body:block
+    )*) => {$(
+        export! {
+            $(#[$meta])*
+            fn $name / $pname($($arg: $ty),*) {
+                let $request: Option<*mut ::std::ffi::c_int> = None;
+                $body
+            }
+
+            $(#[$meta])*
+            fn $rname / $rpname($($arg: $ty,)* $request: *mut ::std::ffi::c_int) {
+                let $request = Some($request);
+                $body
+            }
+        }
+    )*};
+}
+
 pub mod abi;
 pub mod attributes;
 pub mod collective;

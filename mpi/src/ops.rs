@@ -10,7 +10,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
-use crate::env::{bytes_of, comm_check, out, Reduction};
+use crate::env::{comm_check, out, Reduction};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state;
 
@@ -53,14 +53,12 @@ pub(crate) unsafe fn reduce(reduction: Reduction) -> Res {
                 "a user op reduces contiguous datatypes only (no gaps in the type map)",
             ));
         }
-        let len = bytes_of(count, dt.size() as usize)?;
-        let (root, receives) = reduction.receivers(mpi)?;
-        let mine = reduction.contribution(len)?;
-        let all = match root {
-            Some(root) => mpi.gather(comm, &mine, root)?,
-            None => mpi.allgather(comm, &mine)?,
+        let part = reduction.part(mpi, dt.size() as usize)?;
+        let all = match part.root {
+            Some(root) => mpi.gather(comm, &part.contribution, root)?,
+            None => mpi.allgather(comm, &part.contribution)?,
         };
-        Ok((user, all, receives, len))
+        Ok((user, all, part.receives, part.len))
     })
     .on(on)?;
     if !receives {

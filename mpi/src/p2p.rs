@@ -349,31 +349,22 @@ unsafe fn status_bytes(status: *const c_int) -> u64 {
 /// completes only once a receive matched it (a program relying on that rendezvous to order
 /// itself is not ordered by it here), and each nonblocking form's request is complete at once.
 macro_rules! sends {
-    ($($name:ident / $pname:ident),*; $($iname:ident / $ipname:ident),*) => {
-        export! {
+    ($($name:ident / $pname:ident, $iname:ident / $ipname:ident);*) => {
+        export_with_request_form! {
             $(
-                fn $name / $pname(
+                fn $name / $pname, $iname / $ipname(
                     buf: *const c_void,
                     count: c_int,
                     datatype: c_int,
                     dest: c_int,
                     tag: c_int,
-                    comm: c_int,
-                ) {
-                    send(buf, count, datatype, dest, tag, comm)
-                }
-            )*
-            $(
-                fn $iname / $ipname(
-                    buf: *const c_void,
-                    count: c_int,
-                    datatype: c_int,
-                    dest: c_int,
-                    tag: c_int,
-                    comm: c_int,
-                    request: *mut c_int,
+                    comm: c_int;
+                    request
                 ) {
                     send(buf, count, datatype, dest, tag, comm)?;
+                    let Some(request) = request else {
+                        return Ok(());
+                    };
                     let id = state::with(|mpi| Ok(mpi.completed_request()))?;
                     out(request, id)
                 }
@@ -383,14 +374,10 @@ macro_rules! sends {
 }
 
 sends!(
-    MPI_Send / PMPI_Send,
-    MPI_Ssend / PMPI_Ssend,
-    MPI_Rsend / PMPI_Rsend,
-    MPI_Bsend / PMPI_Bsend;
-    MPI_Isend / PMPI_Isend,
-    MPI_Issend / PMPI_Issend,
-    MPI_Irsend / PMPI_Irsend,
-    MPI_Ibsend / PMPI_Ibsend
+    MPI_Send / PMPI_Send, MPI_Isend / PMPI_Isend;
+    MPI_Ssend / PMPI_Ssend, MPI_Issend / PMPI_Issend;
+    MPI_Rsend / PMPI_Rsend, MPI_Irsend / PMPI_Irsend;
+    MPI_Bsend / PMPI_Bsend, MPI_Ibsend / PMPI_Ibsend
 );
 
 export! {

@@ -418,102 +418,104 @@ fn op_of(op: c_int) -> Res<Op> {
     crate::abi::op(op).ok_or_else(|| fail(MPI_ERR_OP, format!("{op:#x} is not a predefined op")))
 }
 
-unsafe fn put(
-    origin_addr: *const c_void,
-    origin_count: c_int,
-    origin_datatype: c_int,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: c_int,
-    target_datatype: c_int,
-    win: c_int,
-    request: Option<*mut c_int>,
-) -> Res {
-    let on = On::Win(win);
-    let (origin, count, layout, base) =
-        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-    let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
-    let spec = spec(OpKind::Put, base, target_disp, layout, data);
-    issue(win, target_rank, spec, None, request)
-}
-
-unsafe fn get(
-    origin_addr: *mut c_void,
-    origin_count: c_int,
-    origin_datatype: c_int,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: c_int,
-    target_datatype: c_int,
-    win: c_int,
-    request: Option<*mut c_int>,
-) -> Res {
-    let on = On::Win(win);
-    let (origin, count, layout, base) =
-        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-    if count > 0 && origin.size() > 0 && origin_addr.is_null() {
-        return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
-    }
-    let spec = spec(OpKind::Get, base, target_disp, layout, Vec::new());
-    let runs = origin.repeated(count);
-    issue(win, target_rank, spec, Some((origin_addr, runs)), request)
-}
-
-unsafe fn accumulate(
-    origin_addr: *const c_void,
-    origin_count: c_int,
-    origin_datatype: c_int,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: c_int,
-    target_datatype: c_int,
-    op: c_int,
-    win: c_int,
-    request: Option<*mut c_int>,
-) -> Res {
-    let on = On::Win(win);
-    let (origin, count, layout, base) =
-        transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-    one_basic_type(&origin).on(on)?;
-    let op = op_of(op).on(on)?;
-    let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
-    let spec = spec(OpKind::Accumulate(op), base, target_disp, layout, data);
-    issue(win, target_rank, spec, None, request)
-}
-
-unsafe fn get_accumulate(
-    origin_addr: *const c_void,
-    origin_count: c_int,
-    origin_datatype: c_int,
-    result_addr: *mut c_void,
-    result_count: c_int,
-    result_datatype: c_int,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: c_int,
-    target_datatype: c_int,
-    op: c_int,
-    win: c_int,
-    request: Option<*mut c_int>,
-) -> Res {
-    let on = On::Win(win);
-    let op = op_of(op).on(on)?;
-    let (result, count, layout, base) =
-        transfer(result_count, result_datatype, target_count, target_datatype).on(on)?;
-    one_basic_type(&result).on(on)?;
-    let data = if op == Op::NoOp {
-        Vec::new()
-    } else {
-        let (origin, origin_count, _, _) =
+export_with_request_form! {
+    fn MPI_Put / PMPI_Put, MPI_Rput / PMPI_Rput(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int;
+        request
+    ) {
+        let on = On::Win(win);
+        let (origin, count, layout, base) =
             transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
-        gather(origin_addr, &origin.repeated(origin_count)).on(on)?
-    };
-    if count > 0 && result.size() > 0 && result_addr.is_null() {
-        return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
+        let spec = spec(OpKind::Put, base, target_disp, layout, data);
+        issue(win, target_rank, spec, None, request)
     }
-    let spec = spec(OpKind::GetAccumulate(op), base, target_disp, layout, data);
-    let runs = result.repeated(count);
-    issue(win, target_rank, spec, Some((result_addr, runs)), request)
+
+    fn MPI_Get / PMPI_Get, MPI_Rget / PMPI_Rget(
+        origin_addr: *mut c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        win: c_int;
+        request
+    ) {
+        let on = On::Win(win);
+        let (origin, count, layout, base) =
+            transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        if count > 0 && origin.size() > 0 && origin_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null origin buffer").on(on));
+        }
+        let spec = spec(OpKind::Get, base, target_disp, layout, Vec::new());
+        let runs = origin.repeated(count);
+        issue(win, target_rank, spec, Some((origin_addr, runs)), request)
+    }
+
+    fn MPI_Accumulate / PMPI_Accumulate, MPI_Raccumulate / PMPI_Raccumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int;
+        request
+    ) {
+        let on = On::Win(win);
+        let (origin, count, layout, base) =
+            transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+        one_basic_type(&origin).on(on)?;
+        let op = op_of(op).on(on)?;
+        let data = gather(origin_addr, &origin.repeated(count)).on(on)?;
+        let spec = spec(OpKind::Accumulate(op), base, target_disp, layout, data);
+        issue(win, target_rank, spec, None, request)
+    }
+
+    fn MPI_Get_accumulate / PMPI_Get_accumulate, MPI_Rget_accumulate / PMPI_Rget_accumulate(
+        origin_addr: *const c_void,
+        origin_count: c_int,
+        origin_datatype: c_int,
+        result_addr: *mut c_void,
+        result_count: c_int,
+        result_datatype: c_int,
+        target_rank: c_int,
+        target_disp: isize,
+        target_count: c_int,
+        target_datatype: c_int,
+        op: c_int,
+        win: c_int;
+        request
+    ) {
+        let on = On::Win(win);
+        let op = op_of(op).on(on)?;
+        let (result, count, layout, base) =
+            transfer(result_count, result_datatype, target_count, target_datatype).on(on)?;
+        one_basic_type(&result).on(on)?;
+        let data = if op == Op::NoOp {
+            Vec::new()
+        } else {
+            let (origin, origin_count, _, _) =
+                transfer(origin_count, origin_datatype, target_count, target_datatype).on(on)?;
+            gather(origin_addr, &origin.repeated(origin_count)).on(on)?
+        };
+        if count > 0 && result.size() > 0 && result_addr.is_null() {
+            return Err(fail(MPI_ERR_BUFFER, "a null result buffer").on(on));
+        }
+        let spec = spec(OpKind::GetAccumulate(op), base, target_disp, layout, data);
+        let runs = result.repeated(count);
+        issue(win, target_rank, spec, Some((result_addr, runs)), request)
+    }
 }
 
 export! {
@@ -697,124 +699,6 @@ export! {
             Ok(())
         })?;
         out(flag, c_int::from(done))
-    }
-
-    fn MPI_Put / PMPI_Put(
-        origin_addr: *const c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        win: c_int,
-    ) {
-        put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
-    }
-
-    fn MPI_Rput / PMPI_Rput(
-        origin_addr: *const c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        win: c_int,
-        request: *mut c_int,
-    ) {
-        put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
-    }
-
-    fn MPI_Get / PMPI_Get(
-        origin_addr: *mut c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        win: c_int,
-    ) {
-        get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
-    }
-
-    fn MPI_Rget / PMPI_Rget(
-        origin_addr: *mut c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        win: c_int,
-        request: *mut c_int,
-    ) {
-        get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
-    }
-
-    fn MPI_Accumulate / PMPI_Accumulate(
-        origin_addr: *const c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        op: c_int,
-        win: c_int,
-    ) {
-        accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
-    }
-
-    fn MPI_Raccumulate / PMPI_Raccumulate(
-        origin_addr: *const c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        op: c_int,
-        win: c_int,
-        request: *mut c_int,
-    ) {
-        accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
-    }
-
-    fn MPI_Get_accumulate / PMPI_Get_accumulate(
-        origin_addr: *const c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        result_addr: *mut c_void,
-        result_count: c_int,
-        result_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        op: c_int,
-        win: c_int,
-    ) {
-        get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
-    }
-
-    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(
-        origin_addr: *const c_void,
-        origin_count: c_int,
-        origin_datatype: c_int,
-        result_addr: *mut c_void,
-        result_count: c_int,
-        result_datatype: c_int,
-        target_rank: c_int,
-        target_disp: isize,
-        target_count: c_int,
-        target_datatype: c_int,
-        op: c_int,
-        win: c_int,
-        request: *mut c_int,
-    ) {
-        get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(
