@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use onesided_client::{Audit, ErrorClass, WindowSpec};
 use onesided_core::audit::Event;
+use onesided_core::layout::MAX_BLOCKS;
 use onesided_core::Datatype;
 use onesided_proto::v1::client_message::Call;
 use onesided_proto::v1::{self, server_message::Reply, ClientMessage, ServerMessage};
@@ -51,6 +52,23 @@ enum Send {
     UnaryMany(&'static str, Meta, Vec<Bytes>),
 }
 
+impl Send {
+    /// `call` on the hostile session.
+    fn call(call: Call) -> Self {
+        Send::Call(Some(call))
+    }
+
+    /// One RMA operation on the hostile session.
+    fn op(op: v1::RmaOp) -> Self {
+        Send::call(Call::Op(op))
+    }
+
+    /// A unary call of `path` with the admin token and `request`.
+    fn admin(path: &'static str, request: &impl prost::Message) -> Self {
+        Send::Unary(path, Meta::bearer(ADMIN_TOKEN), encode(request))
+    }
+}
+
 struct Row {
     name: &'static str,
     send: Send,
@@ -58,12 +76,146 @@ struct Row {
     class: Option<ErrorClass>,
 }
 
-fn row(name: &'static str, send: Send, code: Code, class: Option<ErrorClass>) -> Row {
+/// A row an MPI call refuses: `code`, with the MPI error class `class`.
+fn mpi(name: &'static str, send: Send, code: Code, class: ErrorClass) -> Row {
     Row {
         name,
         send,
         code,
-        class,
+        class: Some(class),
+    }
+}
+
+/// A row refused as a call rather than as an MPI call: `code`, with no MPI error class.
+fn refused(name: &'static str, send: Send, code: Code) -> Row {
+    Row {
+        name,
+        send,
+        code,
+        class: None,
+    }
+}
+
+/// A well-formed world of `ranks` ranks named `name`.
+fn world_request(name: &str, ranks: u32) -> v1::CreateWorldRequest {
+    v1::CreateWorldRequest {
+        name: name.to_string(),
+        ranks,
+    }
+}
+
+/// A well-formed window of `world` over all its `ranks` ranks, 8 bytes each, for a row to
+/// spoil.
+fn window_request(world: &str, ranks: usize) -> v1::CreateWindowRequest {
+    v1::CreateWindowRequest {
+        group: Vec::new(),
+        world: world.to_string(),
+        name: unique("new"),
+        flavor: 0,
+        model: 0,
+        sizes: vec![8; ranks],
+        disp_units: vec![1; ranks],
+        info: Vec::new(),
+    }
+}
+
+/// A well-formed window the ranks create together, 8 bytes each, for a row to spoil.
+fn rank_window() -> v1::CreateWindow {
+    v1::CreateWindow {
+        name: "made".into(),
+        size: 8,
+        disp_unit: 1,
+        ..Default::default()
+    }
+}
+
+/// An info object of the one entry `key` = `value`.
+fn info(key: &str, value: &str) -> Vec<v1::InfoEntry> {
+    vec![v1::InfoEntry {
+        key: key.to_string(),
+        value: value.to_string(),
+    }]
+}
+
+fn layout(kind: v1::layout::Kind) -> Option<v1::Layout> {
+    Some(v1::Layout { kind: Some(kind) })
+}
+
+fn vector(count: u64, blocklen: u64, stride: u64) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Vector(v1::Vector {
+        count,
+        blocklen,
+        stride,
+    }))
+}
+
+fn hvector(count: u64, blocklen: u64, stride_bytes: u64) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Hvector(v1::Hvector {
+        count,
+        blocklen,
+        stride_bytes,
+    }))
+}
+
+fn indexed(blocks: Vec<v1::Block>) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Indexed(v1::Indexed { blocks }))
+}
+
+fn hindexed(blocks: Vec<v1::ByteBlock>) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Hindexed(v1::Hindexed { blocks }))
+}
+
+fn subarray(
+    sizes: Vec<u64>,
+    subsizes: Vec<u64>,
+    starts: Vec<u64>,
+    order: i32,
+) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Subarray(v1::Subarray {
+        sizes,
+        subsizes,
+        starts,
+        order,
+    }))
+}
+
+fn resized(inner: Option<v1::Layout>, lb: i64, extent: u64, count: u64) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Resized(Box::new(v1::Resized {
+        inner: inner.map(Box::new),
+        lb,
+        extent,
+        count,
+    })))
+}
+
+/// A struct of blocks (offset, datatype, len).
+fn structure(blocks: &[(u64, i32, u64)]) -> Option<v1::Layout> {
+    layout(v1::layout::Kind::Struct(v1::Struct {
+        blocks: blocks
+            .iter()
+            .map(|&(offset, datatype, len)| v1::StructBlock {
+                offset,
+                datatype,
+                len,
+            })
+            .collect(),
+    }))
+}
+
+/// A get of `layout` (of bytes) from rank `target`'s copy of `window`, at displacement 0.
+fn get_op(window: u64, target: u32, layout: Option<v1::Layout>) -> v1::RmaOp {
+    v1::RmaOp {
+        window,
+        target,
+        kind: v1::OpKind::Get as i32,
+        datatype: Datatype::Byte.code(),
+        op: 0,
+        disp: 0,
+        layout,
+        data: Bytes::new(),
+        compare: Bytes::new(),
+        request_based: false,
+        token: 0,
     }
 }
 
@@ -177,102 +329,55 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
     let base = region.base;
     let byte = Datatype::Byte.code();
     let i64_code = Datatype::I64.code();
+    let f64_code = Datatype::F64.code();
+    let get = |target: u32, layout: Option<v1::Layout>| get_op(w, target, layout);
     let put = |target: u32, data: Vec<u8>| v1::RmaOp {
-        window: w,
-        target,
         kind: v1::OpKind::Put as i32,
-        datatype: byte,
-        op: 0,
-        disp: 0,
         layout: contiguous(data.len() as u64),
         data: data.into(),
-        compare: Bytes::new(),
-        request_based: false,
-        token: 0,
+        ..get(target, None)
     };
-    let get = |target: u32, layout: Option<v1::Layout>| v1::RmaOp {
-        window: w,
-        target,
-        kind: v1::OpKind::Get as i32,
-        datatype: byte,
-        op: 0,
-        disp: 0,
-        layout,
-        data: Bytes::new(),
-        compare: Bytes::new(),
-        request_based: false,
-        token: 0,
-    };
-    // every rank's public copy holds its pattern
-    hostile
-        .ok(Call::LockAll(v1::LockAll {
+    let lock_all = || {
+        Call::LockAll(v1::LockAll {
             window: w,
             assert: 0,
-        }))
-        .await;
+        })
+    };
+    let unlock_all = || {
+        Call::UnlockAll(v1::UnlockAll {
+            window: w,
+            push: Vec::new(),
+        })
+    };
+    // every rank's public copy holds its pattern
+    hostile.ok(lock_all()).await;
     for target in 0..3u32 {
         hostile
             .ok(Call::Op(put(target, pattern(target as usize))))
             .await;
     }
-    hostile
-        .ok(Call::UnlockAll(v1::UnlockAll {
-            window: w,
-            push: Vec::new(),
-        }))
-        .await;
+    hostile.ok(unlock_all()).await;
 
-    let resized = |inner: Option<v1::Layout>, lb: i64, extent: u64, count: u64| {
-        Some(v1::Layout {
-            kind: Some(v1::layout::Kind::Resized(Box::new(v1::Resized {
-                inner: inner.map(Box::new),
-                lb,
-                extent,
-                count,
-            }))),
-        })
-    };
-    let structure = |blocks: &[(u64, i32, u64)]| {
-        Some(v1::Layout {
-            kind: Some(v1::layout::Kind::Struct(v1::Struct {
-                blocks: blocks
-                    .iter()
-                    .map(|&(offset, datatype, len)| v1::StructBlock {
-                        offset,
-                        datatype,
-                        len,
-                    })
-                    .collect(),
-            })),
-        })
-    };
     let with_i64 = |mut op: v1::RmaOp| {
         op.datatype = i64_code;
         op
     };
+    // an admin CreateWindow of `request`, refused by MPI with INVALID_ARGUMENT and `class`
+    let bad_window = |name, request: v1::CreateWindowRequest, class| {
+        mpi(
+            name,
+            Send::admin(CREATE_WINDOW, &request),
+            Code::InvalidArgument,
+            class,
+        )
+    };
+    // a get of rank 1 through `layout`, refused by MPI with INVALID_ARGUMENT and `class`
+    let bad_layout =
+        |name, layout, class| mpi(name, Send::op(get(1, layout)), Code::InvalidArgument, class);
     let session_message = |call: Call| {
         encode(&ClientMessage {
             id: 1,
             call: Some(call),
-        })
-    };
-    let world_request = |name: &str, ranks: u32| {
-        encode(&v1::CreateWorldRequest {
-            name: name.to_string(),
-            ranks,
-        })
-    };
-    let window_request = |sizes: Vec<u64>, flavor: i32, model: i32| {
-        let disp_units = vec![1; sizes.len()];
-        encode(&v1::CreateWindowRequest {
-            group: Vec::new(),
-            world: world.clone(),
-            name: unique("new"),
-            flavor,
-            model,
-            sizes,
-            disp_units,
-            info: Vec::new(),
         })
     };
     let oversized = vec![7u8; MAX_MESSAGE + 1];
@@ -280,32 +385,38 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
     let wrong_wire_type = Bytes::from_static(&[0x12, 0x01, 0x00]);
     let garbage = Bytes::from_static(&[0xff; 16]);
     let record = |window: u64, events: Vec<String>| {
-        Call::Record(v1::Record {
+        Send::call(Call::Record(v1::Record {
             window,
             events,
             rows: None,
-        })
+        }))
     };
+    let store = |ranges| Event::Store { ranges }.to_json();
+    let load = |ranges| Event::Load { ranges }.to_json();
     let client_rows = |window: u64, from: u64, to: u64, hash: usize| {
-        crate::raw::client_rows(window, from, to, vec![0xab; hash])
+        Send::call(crate::raw::client_rows(window, from, to, vec![0xab; hash]))
     };
-    let store_event = Event::Store {
-        ranges: vec![(0, 8)],
-    }
-    .to_json();
+    // rank 2's session, with the claim `key` sent twice
+    let claimed_twice = |key, first: &str, second: &str| {
+        Send::Attach(rank2.clone().with(key, first).with(key, second))
+    };
+    let attach =
+        |window: u64, size: u64, at: u64| Send::call(Call::Attach(v1::Attach { window, size, at }));
+    let detach = |window: u64, base: u64| Send::call(Call::Detach(v1::Detach { window, base }));
+    let created_by_ranks = |window: v1::CreateWindow| Send::call(Call::CreateWindow(window));
+    let store_event = store(vec![(0, 8)]);
 
     let rows = {
         use Code::*;
         use ErrorClass as C;
         vec![
             // ---- credentials come first ----
-            row(
+            refused(
                 "admin call without credentials",
                 Send::Unary(LIST_WORLDS, Meta::default(), Bytes::new()),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "admin call with a Basic scheme",
                 Send::Unary(
                     LIST_WORLDS,
@@ -313,33 +424,36 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     Bytes::new(),
                 ),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "a wrong admin token creating a world",
-                Send::Unary(CREATE_WORLD, wrong.clone(), world_request("intruder", 2)),
+                Send::Unary(
+                    CREATE_WORLD,
+                    wrong.clone(),
+                    encode(&world_request("intruder", 2)),
+                ),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "a wrong token with a body that is not protobuf",
                 Send::Unary(CREATE_WORLD, wrong.clone(), garbage.clone()),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "a wrong token with a message over the size limit",
                 Send::Unary(CREATE_WORLD, wrong.clone(), oversized.clone().into()),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "a rank token on the admin service",
-                Send::Unary(CREATE_WORLD, rank0.clone(), world_request("mine", 2)),
+                Send::Unary(
+                    CREATE_WORLD,
+                    rank0.clone(),
+                    encode(&world_request("mine", 2)),
+                ),
                 PermissionDenied,
-                None,
             ),
-            row(
+            refused(
                 "a rank token on the audit service",
                 Send::Unary(
                     REPLAY,
@@ -347,77 +461,67 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     encode(&v1::ReplayRequest { window: w, at: 0 }),
                 ),
                 PermissionDenied,
-                None,
             ),
-            row(
+            refused(
                 "the admin token attaching as a rank",
                 Send::Attach(admin_meta.clone()),
                 PermissionDenied,
-                None,
             ),
-            row(
+            refused(
                 "an unknown rank token",
                 Send::Attach(wrong.clone()),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "the token of a deleted world",
                 Send::Attach(Meta::bearer(&doomed_token)),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "a rank token without the Bearer scheme",
                 Send::Attach(Meta::default().with("authorization", &tokens[0])),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "rank 1's token claiming to be rank 0",
                 Send::Attach(Meta::bearer(&tokens[1]).with("x-onesided-rank", "0")),
                 PermissionDenied,
-                None,
             ),
-            row(
+            refused(
                 "a token claiming another world",
                 Send::Attach(Meta::bearer(&other_tokens[0]).with("x-onesided-world", &world)),
                 PermissionDenied,
-                None,
             ),
-            row(
+            refused(
                 "a claim of a world named by 8 000 characters",
                 Send::Attach(rank0.clone().with("x-onesided-world", &"w".repeat(8_000))),
                 PermissionDenied,
-                None,
             ),
-            row(
+            mpi(
                 "a rank claim of 8 000 digits",
                 Send::Attach(rank0.clone().with("x-onesided-rank", &"9".repeat(8_000))),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a rank claim that is not a number",
                 Send::Attach(rank0.clone().with("x-onesided-rank", "zero")),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            refused(
                 "a wrong token with a malformed claim",
                 Send::Attach(wrong.clone().with("x-onesided-rank", "zero")),
                 Unauthenticated,
-                None,
             ),
             // a credential or claim sent twice is refused, not taken first-wins (a proxy in
             // front may have checked the other one)
-            row(
+            refused(
                 "a session with two authorization entries",
                 Send::Attach(rank2.clone().with("authorization", "Bearer not-a-token")),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "a session with the same authorization entry twice",
                 Send::Attach(
                     rank2
@@ -425,9 +529,8 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                         .with("authorization", &format!("Bearer {}", tokens[2])),
                 ),
                 Unauthenticated,
-                None,
             ),
-            row(
+            refused(
                 "an admin call with two authorization entries",
                 Send::Unary(
                     LIST_WORLDS,
@@ -437,346 +540,233 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     Bytes::new(),
                 ),
                 Unauthenticated,
-                None,
             ),
-            row(
+            mpi(
                 "a rank claimed twice",
-                Send::Attach(
-                    rank2
-                        .clone()
-                        .with("x-onesided-rank", "2")
-                        .with("x-onesided-rank", "0"),
-                ),
+                claimed_twice("x-onesided-rank", "2", "0"),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a rank claimed twice alike",
-                Send::Attach(
-                    rank2
-                        .clone()
-                        .with("x-onesided-rank", "2")
-                        .with("x-onesided-rank", "2"),
-                ),
+                claimed_twice("x-onesided-rank", "2", "2"),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a world claimed twice",
-                Send::Attach(
-                    rank2
-                        .clone()
-                        .with("x-onesided-world", &world)
-                        .with("x-onesided-world", &other),
-                ),
+                claimed_twice("x-onesided-world", &world, &other),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "a session coming back that names no incarnation",
                 Send::Attach(rank0.clone().with("x-onesided-succeeds", "first")),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
             // the hostile session is rank 0's incarnation 1: one that says it lost incarnation
             // 0 must not take the rank from it
-            row(
+            mpi(
                 "a session coming back after a newer incarnation attached",
                 Send::Attach(rank0.clone().with("x-onesided-succeeds", "0")),
                 Aborted,
-                Some(C::Other),
+                C::Other,
             ),
             // ---- limits ----
-            row(
+            mpi(
                 "a session message over the size limit",
                 Send::SessionBytes(session_message(Call::Op(put(1, oversized.clone())))),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
-            row(
+            mpi(
                 "an admin message over the size limit",
-                Send::Unary(
-                    CREATE_WORLD,
-                    admin_meta.clone(),
-                    world_request(&"x".repeat(MAX_MESSAGE), 2),
-                ),
+                Send::admin(CREATE_WORLD, &world_request(&"x".repeat(MAX_MESSAGE), 2)),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
-            row(
+            mpi(
                 "a world over the limit of ranks",
-                Send::Unary(
-                    CREATE_WORLD,
-                    admin_meta.clone(),
-                    world_request(&unique("big"), MAX_RANKS + 1),
-                ),
+                Send::admin(CREATE_WORLD, &world_request(&unique("big"), MAX_RANKS + 1)),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
-            row(
+            mpi(
                 "a rank's window over the per-rank limit",
-                Send::Unary(
+                Send::admin(
                     CREATE_WINDOW,
-                    admin_meta.clone(),
-                    window_request(vec![MAX_RANK_BYTES + 1, 8, 8], 0, 0),
+                    &v1::CreateWindowRequest {
+                        sizes: vec![MAX_RANK_BYTES + 1, 8, 8],
+                        ..window_request(&world, 3)
+                    },
                 ),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
-            row(
+            mpi(
                 "windows over the server's limit of bytes",
-                Send::Unary(
+                Send::admin(
                     CREATE_WINDOW,
-                    admin_meta.clone(),
-                    window_request(vec![MAX_RANK_BYTES; 3], 0, 0),
+                    &v1::CreateWindowRequest {
+                        sizes: vec![MAX_RANK_BYTES; 3],
+                        ..window_request(&world, 3)
+                    },
                 ),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
             // ---- bytes that are not the message they claim to be (gRPC: INTERNAL) ----
-            row(
+            refused(
                 "an admin body that is not protobuf",
                 Send::Unary(CREATE_WORLD, admin_meta.clone(), garbage.clone()),
                 Internal,
-                None,
             ),
-            row(
+            refused(
                 "a field of the wrong wire type",
                 Send::Unary(CREATE_WORLD, admin_meta.clone(), wrong_wire_type),
                 Internal,
-                None,
             ),
-            row(
+            refused(
                 "a session message that is not protobuf",
                 Send::SessionBytes(garbage.clone()),
                 Internal,
-                None,
             ),
             // ---- what a refusal echoes is bounded ----
-            row(
+            mpi(
                 "a world name of 20 000 characters",
-                Send::Unary(
-                    CREATE_WORLD,
-                    admin_meta.clone(),
-                    world_request(&"n".repeat(20_000), 2),
-                ),
+                Send::admin(CREATE_WORLD, &world_request(&"n".repeat(20_000), 2)),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            bad_window(
                 "a window name of 20 000 characters",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: Vec::new(),
-                        world: world.clone(),
-                        name: "n".repeat(20_000),
-                        flavor: 0,
-                        model: 0,
-                        sizes: vec![8; 3],
-                        disp_units: vec![1; 3],
-                        info: Vec::new(),
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Arg),
+                v1::CreateWindowRequest {
+                    name: "n".repeat(20_000),
+                    ..window_request(&world, 3)
+                },
+                C::Arg,
             ),
-            row(
+            bad_window(
                 "a window whose group names a rank twice",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: vec![1, 1],
-                        world: world.clone(),
-                        name: "twice".into(),
-                        flavor: 0,
-                        model: 0,
-                        sizes: vec![8; 2],
-                        disp_units: vec![1; 2],
-                        info: Vec::new(),
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Group),
+                v1::CreateWindowRequest {
+                    group: vec![1, 1],
+                    name: "twice".into(),
+                    ..window_request(&world, 2)
+                },
+                C::Group,
             ),
-            row(
+            bad_window(
                 "a window whose group names a rank outside the world",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: vec![0, 4_000_000_000],
-                        world: world.clone(),
-                        name: "outside".into(),
-                        flavor: 0,
-                        model: 0,
-                        sizes: vec![8; 2],
-                        disp_units: vec![1; 2],
-                        info: Vec::new(),
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Group),
+                v1::CreateWindowRequest {
+                    group: vec![0, 4_000_000_000],
+                    name: "outside".into(),
+                    ..window_request(&world, 2)
+                },
+                C::Group,
             ),
-            row(
+            bad_window(
                 "a dynamic window with memory at creation",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: Vec::new(),
-                        world: world.clone(),
-                        name: unique("new"),
-                        flavor: v1::Flavor::Dynamic as i32,
-                        model: 0,
-                        sizes: vec![0, 8, 0],
-                        disp_units: vec![1; 3],
-                        info: Vec::new(),
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Size),
+                v1::CreateWindowRequest {
+                    flavor: v1::Flavor::Dynamic as i32,
+                    sizes: vec![0, 8, 0],
+                    ..window_request(&world, 3)
+                },
+                C::Size,
             ),
-            row(
+            bad_window(
                 "a dynamic window with a disp_unit other than 1",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: Vec::new(),
-                        world: world.clone(),
-                        name: unique("new"),
-                        flavor: v1::Flavor::Dynamic as i32,
-                        model: 0,
-                        sizes: vec![0; 3],
-                        disp_units: vec![1, 8, 1],
-                        info: Vec::new(),
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Disp),
+                v1::CreateWindowRequest {
+                    flavor: v1::Flavor::Dynamic as i32,
+                    sizes: vec![0; 3],
+                    disp_units: vec![1, 8, 1],
+                    ..window_request(&world, 3)
+                },
+                C::Disp,
             ),
-            row(
+            bad_window(
                 "same_size=true with ranks of different sizes",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: Vec::new(),
-                        world: world.clone(),
-                        name: unique("new"),
-                        flavor: 0,
-                        model: 0,
-                        sizes: vec![8, 8, 16],
-                        disp_units: vec![1; 3],
-                        info: vec![v1::InfoEntry {
-                            key: "same_size".into(),
-                            value: "true".into(),
-                        }],
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Info),
+                v1::CreateWindowRequest {
+                    sizes: vec![8, 8, 16],
+                    info: info("same_size", "true"),
+                    ..window_request(&world, 3)
+                },
+                C::Info,
             ),
-            row(
+            bad_window(
                 "same_disp_unit=true with ranks of different disp_units",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    encode(&v1::CreateWindowRequest {
-                        group: Vec::new(),
-                        world: world.clone(),
-                        name: unique("new"),
-                        flavor: 0,
-                        model: 0,
-                        sizes: vec![8; 3],
-                        disp_units: vec![1, 8, 1],
-                        info: vec![v1::InfoEntry {
-                            key: "same_disp_unit".into(),
-                            value: "true".into(),
-                        }],
-                    }),
-                ),
-                InvalidArgument,
-                Some(C::Info),
+                v1::CreateWindowRequest {
+                    disp_units: vec![1, 8, 1],
+                    info: info("same_disp_unit", "true"),
+                    ..window_request(&world, 3)
+                },
+                C::Info,
             ),
-            row(
+            mpi(
                 "an export format of 20 000 characters",
-                Send::Unary(
+                Send::admin(
                     EXPORT,
-                    admin_meta.clone(),
-                    encode(&v1::ExportRequest {
+                    &v1::ExportRequest {
                         window: w,
                         format: "f".repeat(20_000),
-                    }),
+                    },
                 ),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
             // ---- cluster calls on a server that is not part of a cluster ----
-            row(
+            refused(
                 "the cluster's status from a single server",
-                Send::Unary(
-                    CLUSTER_STATUS,
-                    admin_meta.clone(),
-                    encode(&v1::ClusterStatusRequest {}),
-                ),
+                Send::admin(CLUSTER_STATUS, &v1::ClusterStatusRequest {}),
                 FailedPrecondition,
-                None,
             ),
-            row(
+            refused(
                 "moving a world on a single server",
-                Send::Unary(
+                Send::admin(
                     MOVE_WORLD,
-                    admin_meta.clone(),
-                    encode(&v1::MoveWorldRequest {
+                    &v1::MoveWorldRequest {
                         world: world.clone(),
                         node_id: "elsewhere".into(),
-                    }),
+                    },
                 ),
                 FailedPrecondition,
-                None,
             ),
-            row(
+            mpi(
                 "opening a window named by 20 000 characters",
-                Send::Call(Some(Call::OpenWindow(v1::OpenWindow {
+                Send::call(Call::OpenWindow(v1::OpenWindow {
                     name: "n".repeat(20_000),
                     with_copy: false,
-                }))),
+                })),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
             // ---- a unary method takes exactly one request message (gRPC: a cardinality
             // violation is UNIMPLEMENTED) ----
-            row(
+            refused(
                 "two worlds in one CreateWorld call",
                 Send::UnaryMany(
                     CREATE_WORLD,
                     admin_meta.clone(),
                     vec![
-                        world_request(&unique("first"), 2),
-                        world_request(&unique("second"), 2),
+                        encode(&world_request(&unique("first"), 2)),
+                        encode(&world_request(&unique("second"), 2)),
                     ],
                 ),
                 Unimplemented,
-                None,
             ),
-            row(
+            refused(
                 "two windows in one CreateWindow call",
                 Send::UnaryMany(
                     CREATE_WINDOW,
                     admin_meta.clone(),
                     vec![
-                        window_request(vec![8; 3], 0, 0),
-                        window_request(vec![8; 3], 0, 0),
+                        encode(&window_request(&world, 3)),
+                        encode(&window_request(&world, 3)),
                     ],
                 ),
                 Unimplemented,
-                None,
             ),
-            row(
+            refused(
                 "a request followed by garbage in one ListWorlds call",
                 Send::UnaryMany(
                     LIST_WORLDS,
@@ -784,9 +774,8 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     vec![Bytes::new(), garbage.clone()],
                 ),
                 Unimplemented,
-                None,
             ),
-            row(
+            refused(
                 "two requests in one Replay call",
                 Send::UnaryMany(
                     REPLAY,
@@ -797,9 +786,8 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     ],
                 ),
                 Unimplemented,
-                None,
             ),
-            row(
+            refused(
                 "two requests opening one Events stream",
                 Send::UnaryMany(
                     EVENTS,
@@ -809,18 +797,13 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                             window: w,
                             from: 1,
                             follow: false,
-                        }),
-                        encode(&v1::EventsRequest {
-                            window: w,
-                            from: 1,
-                            follow: false,
-                        }),
+                        });
+                        2
                     ],
                 ),
                 Unimplemented,
-                None,
             ),
-            row(
+            refused(
                 "two requests in one health check",
                 Send::UnaryMany(
                     HEALTH_CHECK,
@@ -828,1017 +811,747 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                     vec![Bytes::new(), Bytes::new()],
                 ),
                 Unimplemented,
-                None,
             ),
-            row(
+            refused(
                 "a wrong token with two requests",
                 Send::UnaryMany(
                     CREATE_WORLD,
                     wrong.clone(),
                     vec![
-                        world_request(&unique("first"), 2),
-                        world_request(&unique("second"), 2),
+                        encode(&world_request(&unique("first"), 2)),
+                        encode(&world_request(&unique("second"), 2)),
                     ],
                 ),
                 Unauthenticated,
-                None,
             ),
             // ---- unknown enums ----
-            row(
+            bad_window(
                 "an unknown window flavor",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    window_request(vec![8; 3], 99, 0),
-                ),
-                InvalidArgument,
-                Some(C::Arg),
+                v1::CreateWindowRequest {
+                    flavor: 99,
+                    ..window_request(&world, 3)
+                },
+                C::Arg,
             ),
-            row(
+            bad_window(
                 "an unknown memory model",
-                Send::Unary(
-                    CREATE_WINDOW,
-                    admin_meta.clone(),
-                    window_request(vec![8; 3], 0, 5),
-                ),
-                InvalidArgument,
-                Some(C::Arg),
+                v1::CreateWindowRequest {
+                    model: 5,
+                    ..window_request(&world, 3)
+                },
+                C::Arg,
             ),
-            row(
+            mpi(
                 "an unspecified lock type",
-                Send::Call(Some(Call::Lock(v1::Lock {
+                Send::call(Call::Lock(v1::Lock {
                     window: w,
                     lock_type: 0,
                     target: 1,
                     assert: 0,
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::LockType),
+                C::LockType,
             ),
-            row(
+            mpi(
                 "an unknown operation kind",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: 42,
                     ..get(1, contiguous(1))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "an unspecified operation kind",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: 0,
                     ..get(1, contiguous(1))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "a negative datatype",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     datatype: -1,
                     ..get(1, contiguous(1))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Type),
+                C::Type,
             ),
-            row(
+            mpi(
                 "an unknown reduction op",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::Accumulate as i32,
                     op: 99,
                     ..with_i64(put(1, vec![0; 8]))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Op),
+                C::Op,
             ),
             // ---- layouts, counts, displacements ----
-            row(
-                "an operation without a layout",
-                Send::Call(Some(Call::Op(get(1, None)))),
-                InvalidArgument,
-                Some(C::Type),
-            ),
-            row(
+            bad_layout("an operation without a layout", None, C::Type),
+            bad_layout(
                 "a layout without a kind",
-                Send::Call(Some(Call::Op(get(1, Some(v1::Layout { kind: None }))))),
-                InvalidArgument,
-                Some(C::Type),
+                Some(v1::Layout { kind: None }),
+                C::Type,
             ),
-            row(
+            mpi(
                 "a put whose data is shorter than its layout",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     layout: contiguous(2),
                     ..with_i64(put(1, vec![0; 8]))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Count),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a vector whose count × blocklen overflows",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Vector(v1::Vector {
-                            count: 2,
-                            blocklen: u64::MAX,
-                            stride: 1,
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                vector(2, u64::MAX, 1),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a vector whose stride overflows",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Vector(v1::Vector {
-                            count: 3,
-                            blocklen: 1,
-                            stride: u64::MAX,
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                vector(3, 1, u64::MAX),
+                C::Count,
             ),
-            row(
+            mpi(
                 "an indexed block past the end of u64",
-                Send::Call(Some(Call::Op(with_i64(get(
+                Send::op(with_i64(get(
                     1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
-                            blocks: vec![v1::Block {
-                                disp: u64::MAX / 4,
-                                len: 1,
-                            }],
-                        })),
-                    }),
-                ))))),
+                    indexed(vec![v1::Block {
+                        disp: u64::MAX / 4,
+                        len: 1,
+                    }]),
+                ))),
                 InvalidArgument,
-                Some(C::Count),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "more indexed blocks than the limit",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
-                            blocks: vec![
-                                v1::Block { disp: 0, len: 1 };
-                                onesided_core::layout::MAX_BLOCKS + 1
-                            ],
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                indexed(vec![v1::Block { disp: 0, len: 1 }; MAX_BLOCKS + 1]),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "an hvector whose stride overflows",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Hvector(v1::Hvector {
-                            count: 3,
-                            blocklen: 1,
-                            stride_bytes: u64::MAX / 2 + 1,
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                hvector(3, 1, u64::MAX / 2 + 1),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "more hindexed blocks than the limit",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Hindexed(v1::Hindexed {
-                            blocks: vec![
-                                v1::ByteBlock { offset: 0, len: 1 };
-                                onesided_core::layout::MAX_BLOCKS + 1
-                            ],
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                hindexed(vec![v1::ByteBlock { offset: 0, len: 1 }; MAX_BLOCKS + 1]),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a subarray whose start + subsize passes its size",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
-                            sizes: vec![2, 2],
-                            subsizes: vec![1, 2],
-                            starts: vec![0, 1],
-                            order: 0,
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Arg),
+                subarray(vec![2, 2], vec![1, 2], vec![0, 1], 0),
+                C::Arg,
             ),
-            row(
+            bad_layout(
                 "a subarray of an unknown storage order",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
-                            sizes: vec![2],
-                            subsizes: vec![1],
-                            starts: vec![0],
-                            order: 7,
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Arg),
+                subarray(vec![2], vec![1], vec![0], 7),
+                C::Arg,
             ),
-            row(
+            bad_layout(
                 "a subarray of more rows than the block limit",
-                Send::Call(Some(Call::Op(get(
+                subarray(
+                    vec![1 << 11, 1 << 11, 1],
+                    vec![1 << 11, 1 << 11, 1],
+                    vec![0; 3],
                     1,
-                    Some(v1::Layout {
-                        kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
-                            sizes: vec![1 << 11, 1 << 11, 1],
-                            subsizes: vec![1 << 11, 1 << 11, 1],
-                            starts: vec![0; 3],
-                            order: 1,
-                        })),
-                    }),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                ),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout without an inner layout",
-                Send::Call(Some(Call::Op(get(1, resized(None, 0, 8, 1))))),
-                InvalidArgument,
-                Some(C::Type),
+                resized(None, 0, 8, 1),
+                C::Type,
             ),
-            row(
+            bad_layout(
                 "a resized layout whose lb + extent passes i64",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(contiguous(1), 1, i64::MAX as u64, 1),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                resized(contiguous(1), 1, i64::MAX as u64, 1),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout whose extent passes i64",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(contiguous(1), 0, u64::MAX, 1),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                resized(contiguous(1), 0, u64::MAX, 1),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout whose copies pass the end of u64",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(contiguous(1), 0, i64::MAX as u64, 4),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                resized(contiguous(1), 0, i64::MAX as u64, 4),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout of more copies than the block limit",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(
-                        contiguous(1),
-                        0,
-                        1,
-                        onesided_core::layout::MAX_BLOCKS as u64 + 1,
-                    ),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                resized(contiguous(1), 0, 1, MAX_BLOCKS as u64 + 1),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout of u64::MAX copies of an indexed layout with no blocks",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(
-                        Some(v1::Layout {
-                            kind: Some(v1::layout::Kind::Indexed(v1::Indexed {
-                                blocks: Vec::new(),
-                            })),
-                        }),
-                        0,
-                        0,
-                        u64::MAX,
-                    ),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                resized(indexed(Vec::new()), 0, 0, u64::MAX),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout of u64::MAX copies of a vector",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(
-                        Some(v1::Layout {
-                            kind: Some(v1::layout::Kind::Vector(v1::Vector {
-                                count: 2,
-                                blocklen: 1,
-                                stride: 2,
-                            })),
-                        }),
-                        0,
-                        4,
-                        u64::MAX,
-                    ),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                resized(vector(2, 1, 2), 0, 4, u64::MAX),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a resized layout of an inner subarray MPI refuses",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    resized(
-                        Some(v1::Layout {
-                            kind: Some(v1::layout::Kind::Subarray(v1::Subarray {
-                                sizes: vec![2],
-                                subsizes: vec![3],
-                                starts: vec![0],
-                                order: 0,
-                            })),
-                        }),
-                        0,
-                        8,
-                        2,
-                    ),
-                )))),
-                InvalidArgument,
-                Some(C::Arg),
+                resized(subarray(vec![2], vec![3], vec![0], 0), 0, 8, 2),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "a resized layout whose last copy is past the window",
-                Send::Call(Some(Call::Op(get(1, resized(contiguous(1), -4, 8, 5))))),
+                Send::op(get(1, resized(contiguous(1), -4, 8, 5))),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
-            row(
+            mpi(
                 "a put through a resized layout whose copies overlap",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     layout: resized(contiguous(1), 0, 0, 2),
                     ..put(1, vec![7; 2])
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Type),
+                C::Type,
             ),
-            row(
+            bad_layout(
                 "a struct block of an unknown datatype",
-                Send::Call(Some(Call::Op(get(1, structure(&[(0, 99, 1)]))))),
-                InvalidArgument,
-                Some(C::Type),
+                structure(&[(0, 99, 1)]),
+                C::Type,
             ),
-            row(
+            bad_layout(
                 "a struct block of no datatype",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    structure(&[(0, byte, 1), (4, 0, 1)]),
-                )))),
-                InvalidArgument,
-                Some(C::Type),
+                structure(&[(0, byte, 1), (4, 0, 1)]),
+                C::Type,
             ),
-            row(
+            bad_layout(
                 "more struct blocks than the limit",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    structure(&vec![(0, byte, 1); onesided_core::layout::MAX_BLOCKS + 1]),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                structure(&vec![(0, byte, 1); MAX_BLOCKS + 1]),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a struct block whose bytes overflow",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    structure(&[(0, Datatype::F64.code(), u64::MAX / 4)]),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                structure(&[(0, f64_code, u64::MAX / 4)]),
+                C::Count,
             ),
-            row(
+            bad_layout(
                 "a struct block past the end of u64",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    structure(&[(u64::MAX, i64_code, 1)]),
-                )))),
-                InvalidArgument,
-                Some(C::Count),
+                structure(&[(u64::MAX, i64_code, 1)]),
+                C::Count,
             ),
-            row(
+            mpi(
                 "a struct block past the window",
-                Send::Call(Some(Call::Op(get(
-                    1,
-                    structure(&[(0, byte, 1), (28, i64_code, 1)]),
-                )))),
+                Send::op(get(1, structure(&[(0, byte, 1), (28, i64_code, 1)]))),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
-            row(
+            mpi(
                 "a struct put whose data is not its blocks' bytes",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     layout: structure(&[(0, byte, 1), (8, i64_code, 1)]),
                     ..put(1, vec![7; 8])
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Count),
+                C::Count,
             ),
-            row(
+            mpi(
                 "an accumulate through a struct of mixed datatypes",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::Accumulate as i32,
                     op: v1::Op::Sum as i32,
-                    layout: structure(&[(0, i64_code, 1), (8, Datatype::F64.code(), 1)]),
+                    layout: structure(&[(0, i64_code, 1), (8, f64_code, 1)]),
                     ..with_i64(put(1, vec![7; 16]))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Type),
+                C::Type,
             ),
-            row(
+            mpi(
                 "a get_accumulate through a struct of another datatype",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::GetAccumulate as i32,
                     op: v1::Op::NoOp as i32,
                     ..with_i64(get(1, structure(&[(0, Datatype::U64.code(), 2)])))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Type),
+                C::Type,
             ),
-            row(
+            mpi(
                 "a fetch_and_op through a struct of another datatype",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::FetchAndOp as i32,
                     op: v1::Op::Sum as i32,
-                    layout: structure(&[(8, Datatype::F64.code(), 1)]),
+                    layout: structure(&[(8, f64_code, 1)]),
                     ..with_i64(put(1, vec![7; 8]))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Type),
+                C::Type,
             ),
-            row(
+            mpi(
                 "a count whose bytes overflow",
-                Send::Call(Some(Call::Op(with_i64(get(1, contiguous(u64::MAX)))))),
+                Send::op(with_i64(get(1, contiguous(u64::MAX)))),
                 InvalidArgument,
-                Some(C::Count),
+                C::Count,
             ),
-            row(
+            mpi(
                 "a displacement × disp_unit that overflows",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     disp: u64::MAX,
                     ..with_i64(get(1, contiguous(1)))
-                }))),
+                }),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
-            row(
+            mpi(
                 "a get of a terabyte",
-                Send::Call(Some(Call::Op(get(1, contiguous(1 << 40))))),
+                Send::op(get(1, contiguous(1 << 40))),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
-            row(
+            mpi(
                 "compare_and_swap without a compare value",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::CompareAndSwap as i32,
                     layout: contiguous(1),
                     ..with_i64(put(1, vec![0; 8]))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Count),
+                C::Count,
             ),
-            row(
+            mpi(
                 "fetch_and_op of two elements",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::FetchAndOp as i32,
                     op: onesided_core::Op::Sum.code(),
                     layout: contiguous(2),
                     ..with_i64(put(1, vec![0; 16]))
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Count),
+                C::Count,
             ),
-            row(
+            mpi(
                 "a bitwise accumulate on floats",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     kind: v1::OpKind::GetAccumulate as i32,
                     datatype: Datatype::F32.code(),
                     op: onesided_core::Op::Band.code(),
                     layout: contiguous(1),
                     ..put(1, vec![0; 4])
-                }))),
+                }),
                 InvalidArgument,
-                Some(C::Op),
+                C::Op,
             ),
-            row(
+            mpi(
                 "an operation on a rank outside the group",
-                Send::Call(Some(Call::Op(get(u32::MAX, contiguous(1))))),
+                Send::op(get(u32::MAX, contiguous(1))),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a lock of a rank outside the group",
-                Send::Call(Some(Call::Lock(v1::Lock {
+                Send::call(Call::Lock(v1::Lock {
                     window: w,
                     lock_type: v1::LockType::Shared as i32,
                     target: 3,
                     assert: 0,
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a fence with every assert bit set",
-                Send::Call(Some(Call::Fence(v1::Fence {
+                Send::call(Call::Fence(v1::Fence {
                     window: w,
                     assert: u32::MAX,
                     push: Vec::new(),
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Assert),
+                C::Assert,
             ),
-            row(
+            mpi(
                 "a post group naming a rank outside",
-                Send::Call(Some(Call::Post(v1::Post {
+                Send::call(Call::Post(v1::Post {
                     window: w,
                     group: vec![1, 99],
                     assert: 0,
                     push: Vec::new(),
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a start group naming a rank twice",
-                Send::Call(Some(Call::Start(v1::Start {
+                Send::call(Call::Start(v1::Start {
                     window: w,
                     group: vec![2, 2],
                     assert: 0,
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Group),
+                C::Group,
             ),
-            row(
+            mpi(
                 "pushed bytes whose end overflows",
-                Send::Call(Some(Call::Fence(v1::Fence {
+                Send::call(Call::Fence(v1::Fence {
                     window: w,
                     assert: 0,
                     push: vec![v1::Segment {
                         offset: u64::MAX,
                         data: Bytes::from_static(&[1]),
                     }],
-                }))),
+                })),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
             // ---- messages the protocol does not allow ----
-            row(
+            mpi(
                 "a message without a call",
                 Send::Call(None),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "a batch inside a batch",
-                Send::Call(Some(Call::Batch(v1::Batch {
+                Send::call(Call::Batch(v1::Batch {
                     calls: vec![ClientMessage {
                         id: 1000,
                         call: Some(Call::Batch(v1::Batch::default())),
                     }],
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "recording an event only the server records",
-                Send::Call(Some(record(w, vec![Event::Sync.to_json()]))),
+                record(w, vec![Event::Sync.to_json()]),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "recording a body that is not an event",
-                Send::Call(Some(record(w, vec!["{".to_string()]))),
+                record(w, vec!["{".to_string()]),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "recording a store over bytes [0, 2^64-1) of a 32-byte copy",
-                Send::Call(Some(record(
-                    w,
-                    vec![Event::Store {
-                        ranges: vec![(0, u64::MAX)],
-                    }
-                    .to_json()],
-                ))),
+                record(w, vec![store(vec![(0, u64::MAX)])]),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
-            row(
+            mpi(
                 "recording a load just past the private copy",
-                Send::Call(Some(record(
-                    w,
-                    vec![Event::Load {
-                        ranges: vec![(0, 8), (24, 33)],
-                    }
-                    .to_json()],
-                ))),
+                record(w, vec![load(vec![(0, 8), (24, 33)])]),
                 OutOfRange,
-                Some(C::RmaRange),
+                C::RmaRange,
             ),
-            row(
+            mpi(
                 "recording a reversed byte range",
-                Send::Call(Some(record(
-                    w,
-                    vec![Event::Store {
-                        ranges: vec![(16, 8)],
-                    }
-                    .to_json()],
-                ))),
+                record(w, vec![store(vec![(16, 8)])]),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "recording a flush_local naming a rank outside the window",
-                Send::Call(Some(record(
-                    w,
-                    vec![Event::FlushLocal { target: Some(3) }.to_json()],
-                ))),
+                record(w, vec![Event::FlushLocal { target: Some(3) }.to_json()]),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "recording 1025 events in one message",
-                Send::Call(Some(record(w, vec![store_event.clone(); 1025]))),
+                record(w, vec![store_event.clone(); 1025]),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
-            row(
+            mpi(
                 "recording 65 537 byte ranges in one message",
-                Send::Call(Some(record(
-                    w,
-                    vec![Event::Load {
-                        ranges: (0..65_537).map(|_| (0, 1)).collect(),
-                    }
-                    .to_json()],
-                ))),
+                record(w, vec![load((0..65_537).map(|_| (0, 1)).collect())]),
                 ResourceExhausted,
-                Some(C::NoMem),
+                C::NoMem,
             ),
-            row(
+            mpi(
                 "client rows that skip ahead of the session's chain",
-                Send::Call(Some(client_rows(w, 2, 3, 32))),
+                client_rows(w, 2, 3, 32),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "client rows ending at the last possible cseq",
-                Send::Call(Some(client_rows(w, 1, u64::MAX, 32))),
+                client_rows(w, 1, u64::MAX, 32),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "client rows whose hash is not 32 bytes",
-                Send::Call(Some(client_rows(w, 1, 1, 31))),
+                client_rows(w, 1, 1, 31),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
             // ---- another world's windows do not exist for this session ----
-            row(
+            mpi(
                 "recording on another world's window",
-                Send::Call(Some(record(v.id, vec![store_event.clone()]))),
+                record(v.id, vec![store_event.clone()]),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "an operation on another world's window",
-                Send::Call(Some(Call::Op(v1::RmaOp {
+                Send::op(v1::RmaOp {
                     window: v.id,
                     ..get(1, contiguous(1))
-                }))),
+                }),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "opening another world's window by name",
-                Send::Call(Some(Call::OpenWindow(v1::OpenWindow {
+                Send::call(Call::OpenWindow(v1::OpenWindow {
                     name: v_name.clone(),
                     with_copy: false,
-                }))),
+                })),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "freeing another world's window",
-                Send::Call(Some(Call::WinFree(v1::WinFree { window: v.id }))),
+                Send::call(Call::WinFree(v1::WinFree { window: v.id })),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "set_info on another world's window",
-                Send::Call(Some(Call::SetInfo(v1::SetInfo {
+                Send::call(Call::SetInfo(v1::SetInfo {
                     window: v.id,
                     info: Vec::new(),
-                }))),
+                })),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "a dynamic window created by the ranks with memory",
-                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
-                    name: "made".into(),
-                    size: 8,
-                    disp_unit: 1,
-                    info: Vec::new(),
+                created_by_ranks(v1::CreateWindow {
                     flavor: v1::Flavor::Dynamic as i32,
-                    model: 0,
-                    group: Vec::new(),
-                }))),
+                    ..rank_window()
+                }),
                 InvalidArgument,
-                Some(C::Size),
+                C::Size,
             ),
-            row(
+            mpi(
                 "a dynamic window created by the ranks with disp_unit 8",
-                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
-                    name: "made".into(),
+                created_by_ranks(v1::CreateWindow {
                     size: 0,
                     disp_unit: 8,
-                    info: Vec::new(),
                     flavor: v1::Flavor::Dynamic as i32,
-                    model: 0,
-                    group: Vec::new(),
-                }))),
+                    ..rank_window()
+                }),
                 InvalidArgument,
-                Some(C::Disp),
+                C::Disp,
             ),
-            row(
+            mpi(
                 "a window created by the ranks with an info value MPI cannot mean",
-                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
-                    name: "made".into(),
-                    size: 8,
-                    disp_unit: 1,
-                    info: vec![v1::InfoEntry {
-                        key: "no_locks".into(),
-                        value: "perhaps".into(),
-                    }],
-                    flavor: 0,
-                    model: 0,
-                    group: Vec::new(),
-                }))),
+                created_by_ranks(v1::CreateWindow {
+                    info: info("no_locks", "perhaps"),
+                    ..rank_window()
+                }),
                 InvalidArgument,
-                Some(C::Info),
+                C::Info,
             ),
-            row(
+            mpi(
                 "a window created by the ranks over a group without the caller",
-                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
-                    name: "made".into(),
-                    size: 8,
-                    disp_unit: 1,
-                    info: Vec::new(),
-                    flavor: 0,
-                    model: 0,
+                created_by_ranks(v1::CreateWindow {
                     group: vec![1, 2],
-                }))),
+                    ..rank_window()
+                }),
                 InvalidArgument,
-                Some(C::Group),
+                C::Group,
             ),
-            row(
+            mpi(
                 "a window created by the ranks over a group naming a rank twice",
-                Send::Call(Some(Call::CreateWindow(v1::CreateWindow {
-                    name: "made".into(),
-                    size: 8,
-                    disp_unit: 1,
-                    info: Vec::new(),
-                    flavor: 0,
-                    model: 0,
+                created_by_ranks(v1::CreateWindow {
                     group: vec![0, 0],
-                }))),
+                    ..rank_window()
+                }),
                 InvalidArgument,
-                Some(C::Group),
+                C::Group,
             ),
-            row(
+            mpi(
                 "publishing stores to a window of the separate model",
-                Send::Call(Some(Call::Publish(v1::Publish {
+                Send::call(Call::Publish(v1::Publish {
                     window: w,
                     push: vec![v1::Segment {
                         offset: 0,
                         data: Bytes::from_static(&[9]),
                     }],
                     seq: 1,
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "attaching memory to a window that is not dynamic",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: w,
-                    size: 8,
-                    at: 0,
-                }))),
+                attach(w, 8, 0),
                 FailedPrecondition,
-                Some(C::RmaFlavor),
+                C::RmaFlavor,
             ),
-            row(
+            mpi(
                 "detaching memory from a window that is not dynamic",
-                Send::Call(Some(Call::Detach(v1::Detach { window: w, base }))),
+                detach(w, base),
                 FailedPrecondition,
-                Some(C::RmaFlavor),
+                C::RmaFlavor,
             ),
-            row(
+            mpi(
                 "a message to a rank outside the world",
-                Send::Call(Some(Call::Send(v1::Send {
+                Send::call(Call::Send(v1::Send {
                     dest: 1000,
                     tag: 0,
                     context: 0,
                     payload: Bytes::from_static(b"x"),
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "a message with a negative tag",
-                Send::Call(Some(Call::Send(v1::Send {
+                Send::call(Call::Send(v1::Send {
                     dest: 0,
                     tag: -7,
                     context: 0,
                     payload: Bytes::from_static(b"x"),
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "a receive from a rank outside the world",
-                Send::Call(Some(Call::Receive(v1::Receive {
+                Send::call(Call::Receive(v1::Receive {
                     source: u32::MAX,
                     ..Default::default()
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Rank),
+                C::Rank,
             ),
-            row(
+            mpi(
                 "an immediate receive that is not a probe",
-                Send::Call(Some(Call::Receive(v1::Receive {
+                Send::call(Call::Receive(v1::Receive {
                     any_source: true,
                     any_tag: true,
                     immediate: true,
                     ..Default::default()
-                }))),
+                })),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "attaching memory to another world's window",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: v.id,
-                    size: 8,
-                    at: 0,
-                }))),
+                attach(v.id, 8, 0),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "attaching a region that overlaps one attached",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: d,
-                    size: 8,
-                    at: base + 60,
-                }))),
+                attach(d, 8, base + 60),
                 ResourceExhausted,
-                Some(C::RmaAttach),
+                C::RmaAttach,
             ),
-            row(
+            mpi(
                 "attaching a region below the first address",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: d,
-                    size: 8,
-                    at: 8,
-                }))),
+                attach(d, 8, 8),
                 ResourceExhausted,
-                Some(C::RmaAttach),
+                C::RmaAttach,
             ),
-            row(
+            mpi(
                 "attaching more than a rank may expose",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: d,
-                    size: MAX_RANK_BYTES,
-                    at: 0,
-                }))),
+                attach(d, MAX_RANK_BYTES, 0),
                 ResourceExhausted,
-                Some(C::RmaAttach),
+                C::RmaAttach,
             ),
-            row(
+            mpi(
                 "attaching a region at an address so high its end overflows",
-                Send::Call(Some(Call::Attach(v1::Attach {
-                    window: d,
-                    size: 8,
-                    at: u64::MAX - 4,
-                }))),
+                attach(d, 8, u64::MAX - 4),
                 ResourceExhausted,
-                Some(C::RmaAttach),
+                C::RmaAttach,
             ),
-            row(
+            mpi(
                 "detaching an address inside a region, not its start",
-                Send::Call(Some(Call::Detach(v1::Detach {
-                    window: d,
-                    base: base + 8,
-                }))),
+                detach(d, base + 8),
                 ResourceExhausted,
-                Some(C::RmaAttach),
+                C::RmaAttach,
             ),
-            row(
+            mpi(
                 "detaching address 0",
-                Send::Call(Some(Call::Detach(v1::Detach { window: d, base: 0 }))),
+                detach(d, 0),
                 ResourceExhausted,
-                Some(C::RmaAttach),
+                C::RmaAttach,
             ),
-            row(
+            mpi(
                 "following the public copy of a window of the separate model",
-                Send::Call(Some(Call::Follow(v1::Follow { window: w }))),
+                Send::call(Call::Follow(v1::Follow { window: w })),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
-            row(
+            mpi(
                 "publishing stores to another world's window",
-                Send::Call(Some(Call::Publish(v1::Publish {
+                Send::call(Call::Publish(v1::Publish {
                     window: v.id,
                     push: Vec::new(),
                     seq: 1,
-                }))),
+                })),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "set_info with a value MPI cannot mean",
-                Send::Call(Some(Call::SetInfo(v1::SetInfo {
+                Send::call(Call::SetInfo(v1::SetInfo {
                     window: w,
-                    info: vec![v1::InfoEntry {
-                        key: "accumulate_ops".into(),
-                        value: "any".into(),
-                    }],
-                }))),
+                    info: info("accumulate_ops", "any"),
+                })),
                 InvalidArgument,
-                Some(C::Info),
+                C::Info,
             ),
-            row(
+            mpi(
                 "set_info with a key over MPI_MAX_INFO_KEY",
-                Send::Call(Some(Call::SetInfo(v1::SetInfo {
+                Send::call(Call::SetInfo(v1::SetInfo {
                     window: w,
-                    info: vec![v1::InfoEntry {
-                        key: "k".repeat(300),
-                        value: String::new(),
-                    }],
-                }))),
+                    info: info(&"k".repeat(300), ""),
+                })),
                 InvalidArgument,
-                Some(C::Info),
+                C::Info,
             ),
-            row(
+            mpi(
                 "a fence on a window id that never existed",
-                Send::Call(Some(Call::Fence(v1::Fence {
+                Send::call(Call::Fence(v1::Fence {
                     window: u64::MAX,
                     assert: 0,
                     push: Vec::new(),
-                }))),
+                })),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
             // ---- the audit service ----
-            row(
+            mpi(
                 "replay of a window never recorded",
-                Send::Unary(
+                Send::admin(
                     REPLAY,
-                    admin_meta.clone(),
-                    encode(&v1::ReplayRequest {
+                    &v1::ReplayRequest {
                         window: u64::MAX,
                         at: 0,
-                    }),
+                    },
                 ),
                 NotFound,
-                Some(C::Win),
+                C::Win,
             ),
-            row(
+            mpi(
                 "an export in an unknown format",
-                Send::Unary(
+                Send::admin(
                     EXPORT,
-                    admin_meta.clone(),
-                    encode(&v1::ExportRequest {
+                    &v1::ExportRequest {
                         window: w,
                         format: "svg".to_string(),
-                    }),
+                    },
                 ),
                 InvalidArgument,
-                Some(C::Arg),
+                C::Arg,
             ),
         ]
     };
@@ -1894,12 +1607,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
         assert_eq!(snapshot().await, before, "{name}: state changed");
         // the hostile session's epoch state is untouched (a fresh epoch opens), and so is
         // every public copy
-        hostile
-            .ok(Call::LockAll(v1::LockAll {
-                window: w,
-                assert: 0,
-            }))
-            .await;
+        hostile.ok(lock_all()).await;
         for target in 0..3u32 {
             let Reply::Result(result) = hostile.ok(Call::Op(get(target, contiguous(32)))).await
             else {
@@ -1911,12 +1619,7 @@ async fn every_hostile_request_gets_its_status_and_changes_nothing() {
                 "{name}: rank {target}'s public copy changed"
             );
         }
-        hostile
-            .ok(Call::UnlockAll(v1::UnlockAll {
-                window: w,
-                push: Vec::new(),
-            }))
-            .await;
+        hostile.ok(unlock_all()).await;
     }
     // the hostile rank's region survived every row: it is still there to detach, once
     hostile
@@ -2098,16 +1801,31 @@ async fn members_giving_one_window_two_group_orders_are_told() {
     }
     let call = |group: &[u32]| NewWindow::new("g", 8, 1).group(group);
     let (ordered, reordered) = (call(&[0, 1, 2]), call(&[1, 0, 2]));
-    let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        tokio::join!(
-            sessions[0].create(&ordered),
-            sessions[1].create(&reordered),
-            sessions[2].create(&ordered),
-        )
-    })
-    .await
-    .expect("the members were never told: they wait for a match that cannot come");
-    for (rank, created) in [zero, one, two].into_iter().enumerate() {
+    /// The three members create at once, each with the call it is given (`unmatched`: what
+    /// it means when they are not answered within 20 s).
+    async fn create_all(
+        sessions: &[Session],
+        [zero, one, two]: [&NewWindow; 3],
+        unmatched: &str,
+    ) -> [onesided_client::Result<onesided_client::Window>; 3] {
+        let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            tokio::join!(
+                sessions[0].create(zero),
+                sessions[1].create(one),
+                sessions[2].create(two),
+            )
+        })
+        .await
+        .expect(unmatched);
+        [zero, one, two]
+    }
+    let created = create_all(
+        &sessions,
+        [&ordered, &reordered, &ordered],
+        "the members were never told: they wait for a match that cannot come",
+    )
+    .await;
+    for (rank, created) in created.into_iter().enumerate() {
         let error = created.unwrap_err();
         assert_eq!(
             (error.code(), error.class()),
@@ -2119,20 +1837,27 @@ async fn members_giving_one_window_two_group_orders_are_told() {
     let listed = server.admin.list_windows(&world.name).await.unwrap();
     assert!(listed.is_empty());
     // in step: the next creation over either order is a fresh one
-    let (zero, one, two) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        tokio::join!(
-            sessions[0].create(&reordered),
-            sessions[1].create(&reordered),
-            sessions[2].create(&reordered),
-        )
-    })
-    .await
-    .expect("the members agreeing afterwards were not matched");
-    let ranks: Vec<u32> = [zero, one, two]
+    let created = create_all(
+        &sessions,
+        [&reordered; 3],
+        "the members agreeing afterwards were not matched",
+    )
+    .await;
+    let ranks: Vec<u32> = created
         .into_iter()
         .map(|window| window.unwrap().rank())
         .collect();
     assert_eq!(ranks, vec![1, 0, 2]);
+}
+
+/// The address of the HTTP listener a launched server printed as `url=http://{address}{path}`.
+fn printed_http_address(server: &crate::Launched, path: &str) -> std::net::SocketAddr {
+    server
+        .field("url=")
+        .trim_start_matches("http://")
+        .trim_end_matches(path)
+        .parse()
+        .unwrap()
 }
 
 /// Idle connections to the web view cannot keep gRPC clients out. The binary runs with 256
@@ -2164,12 +1889,7 @@ async fn idle_web_connections_do_not_keep_grpc_clients_out() {
         .stdin(std::process::Stdio::null());
     let server = crate::Launched::start(command, "serving the web view", Duration::from_secs(60));
     let grpc = format!("http://{}", server.field("address="));
-    let web: std::net::SocketAddr = server
-        .field("url=")
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .parse()
-        .unwrap();
+    let web = printed_http_address(&server, "/");
     let idle = futures::future::join_all((0..300).map(|_| async move {
         tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(web))
             .await
@@ -2239,12 +1959,7 @@ async fn a_connection_the_http2_layer_ends_is_logged() {
         "serving metrics",
     );
     let url = format!("http://{}", server.field("address="));
-    let metrics: std::net::SocketAddr = server
-        .field("url=")
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .parse()
-        .unwrap();
+    let metrics = printed_http_address(&server, "/metrics");
     let admin = onesided_client::Admin::connect(&url, ADMIN_TOKEN)
         .await
         .unwrap();
@@ -2287,13 +2002,23 @@ async fn a_connection_the_http2_layer_ends_is_logged() {
 
 const SMALL_CALLS: u64 = 30_000;
 
+/// `message` as gRPC frames it: uncompressed, after its length.
+fn framed(message: ClientMessage) -> Bytes {
+    use bytes::BufMut;
+    use prost::Message;
+    let bytes = message.encode_to_vec();
+    let mut frame = bytes::BytesMut::with_capacity(5 + bytes.len());
+    frame.put_u8(0);
+    frame.put_u32(bytes.len() as u32);
+    frame.extend_from_slice(&bytes);
+    frame.freeze()
+}
+
 /// Opens a session over bare HTTP/2 with `token` and, once greeted, writes
 /// [`SMALL_CALLS`] heartbeats (calls the session answers with nothing), each in a DATA frame
 /// of its own; then reads until the stream or the connection ends, and says why (an error
 /// when the connection was ended).
 async fn heartbeats_in_frames_of_their_own(url: &str, token: &str) -> Result<(), String> {
-    use bytes::BufMut;
-    use prost::Message;
     let (mut client, request, connection) =
         crate::raw::bare_request(url, crate::raw::SESSION, token, None).await;
     let (response, mut send) = client.send_request(request, false).unwrap();
@@ -2302,16 +2027,11 @@ async fn heartbeats_in_frames_of_their_own(url: &str, token: &str) -> Result<(),
     let greeting = body.data().await.unwrap().unwrap();
     let _ = body.flow_control().release_capacity(greeting.len());
     for id in 1..=SMALL_CALLS {
-        let bytes = ClientMessage {
+        let heartbeat = framed(ClientMessage {
             id,
             call: Some(Call::Heartbeat(v1::Heartbeat {})),
-        }
-        .encode_to_vec();
-        let mut frame = bytes::BytesMut::with_capacity(5 + bytes.len());
-        frame.put_u8(0);
-        frame.put_u32(bytes.len() as u32);
-        frame.extend_from_slice(&bytes);
-        if let Err(error) = send.send_data(frame.freeze(), false) {
+        });
+        if let Err(error) = send.send_data(heartbeat, false) {
             return Err(format!("ended before heartbeat {id} was sent: {error}"));
         }
     }
@@ -2336,16 +2056,8 @@ async fn small_calls_in_frames_of_their_own(
     token: &str,
     name: &str,
 ) -> Result<u64, String> {
-    use bytes::{Buf, BufMut, BytesMut};
+    use bytes::{Buf, BytesMut};
     use prost::Message;
-    let framed = |message: ClientMessage| {
-        let bytes = message.encode_to_vec();
-        let mut frame = BytesMut::with_capacity(5 + bytes.len());
-        frame.put_u8(0);
-        frame.put_u32(bytes.len() as u32);
-        frame.extend_from_slice(&bytes);
-        frame.freeze()
-    };
     let (mut client, request, connection) =
         crate::raw::bare_request(url, crate::raw::SESSION, token, None).await;
     let (response, mut send) = client.send_request(request, false).unwrap();
@@ -2412,17 +2124,8 @@ async fn small_calls_in_frames_of_their_own(
     incoming.next().await.unwrap().unwrap();
     for id in 3..3 + SMALL_CALLS {
         let get = v1::RmaOp {
-            window: desc.id,
-            target: 0,
-            kind: v1::OpKind::Get as i32,
-            datatype: Datatype::Byte.code(),
-            op: 0,
             disp: id % 64,
-            layout: contiguous(1),
-            data: Bytes::new(),
-            compare: Bytes::new(),
-            request_based: false,
-            token: 0,
+            ..get_op(desc.id, 0, contiguous(1))
         };
         let frame = framed(ClientMessage {
             id,
