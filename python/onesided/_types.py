@@ -4,7 +4,7 @@ numpy values become the wire's packed little-endian elements."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Generic, Iterable, List, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from ._errors import ErrorClass
 
 # a datatype as the calls take it: a name ("i64") or anything numpy makes a dtype of
 DTypeLike = Union[str, "np.dtype[Any]", type]
+
+# a block of a listed layout: a tuple ending with its length in elements
+B = TypeVar("B", bound=Tuple[Any, ...])
 
 
 def _pair(value: str) -> "np.dtype[Any]":
@@ -90,73 +93,89 @@ class Assert(enum.IntFlag):
     NOSUCCEED = 16
 
 
-class Vector:
+class _Strided:
+    """What ``Vector`` and ``Hvector`` share: ``count`` blocks of ``blocklen`` elements, a stride
+    apart; ``_key`` is the native keyword, ``_args`` its value."""
+
+    _key: ClassVar[str]
+    count: int
+    blocklen: int
+
+    def _args(self) -> Tuple[int, int, int]:
+        raise NotImplementedError
+
+    def elements(self) -> int:
+        return self.count * self.blocklen
+
+    def native(self) -> Dict[str, Any]:
+        return {self._key: self._args()}
+
+    def __repr__(self) -> str:
+        return "{}({}, {}, {})".format(type(self).__name__, *self._args())
+
+
+class _Listed(Generic[B]):
+    """What ``Indexed``, ``Hindexed`` and ``Struct`` share: a list of blocks, each ending with
+    its length in elements; ``_key`` is the native keyword."""
+
+    _key: ClassVar[str]
+    blocks: List[B]
+
+    def elements(self) -> int:
+        return sum(int(block[-1]) for block in self.blocks)
+
+    def native(self) -> Dict[str, Any]:
+        return {self._key: self.blocks}
+
+    def __repr__(self) -> str:
+        return "{}({!r})".format(type(self).__name__, self.blocks)
+
+
+class Vector(_Strided):
     """A layout of ``count`` blocks of ``blocklen`` elements, block i starting at
     element ``i * stride`` (``MPI_Type_vector``)."""
+
+    _key = "vector"
 
     def __init__(self, count: int, blocklen: int, stride: int) -> None:
         self.count, self.blocklen, self.stride = count, blocklen, stride
 
-    def elements(self) -> int:
-        return self.count * self.blocklen
-
-    def native(self) -> Dict[str, Any]:
-        return {"vector": (self.count, self.blocklen, self.stride)}
-
-    def __repr__(self) -> str:
-        return "Vector({}, {}, {})".format(self.count, self.blocklen, self.stride)
+    def _args(self) -> Tuple[int, int, int]:
+        return self.count, self.blocklen, self.stride
 
 
-class Indexed:
+class Indexed(_Listed[Tuple[int, int]]):
     """A layout of blocks ``(disp, len)`` at element displacements, in type-map order
     (``MPI_Type_indexed``)."""
+
+    _key = "blocks"
 
     def __init__(self, blocks: Iterable[Tuple[int, int]]) -> None:
         self.blocks = [(int(disp), int(length)) for disp, length in blocks]
 
-    def elements(self) -> int:
-        return sum(length for _, length in self.blocks)
 
-    def native(self) -> Dict[str, Any]:
-        return {"blocks": self.blocks}
-
-    def __repr__(self) -> str:
-        return "Indexed({!r})".format(self.blocks)
-
-
-class Hvector:
+class Hvector(_Strided):
     """A layout of ``count`` blocks of ``blocklen`` elements, block i starting at byte
     ``i * stride_bytes`` (``MPI_Type_create_hvector``; the stride need not be a multiple of the
     element size)."""
 
+    _key = "hvector"
+
     def __init__(self, count: int, blocklen: int, stride_bytes: int) -> None:
         self.count, self.blocklen, self.stride_bytes = count, blocklen, stride_bytes
 
-    def elements(self) -> int:
-        return self.count * self.blocklen
-
-    def native(self) -> Dict[str, Any]:
-        return {"hvector": (self.count, self.blocklen, self.stride_bytes)}
-
-    def __repr__(self) -> str:
-        return "Hvector({}, {}, {})".format(self.count, self.blocklen, self.stride_bytes)
+    def _args(self) -> Tuple[int, int, int]:
+        return self.count, self.blocklen, self.stride_bytes
 
 
-class Hindexed:
+class Hindexed(_Listed[Tuple[int, int]]):
     """A layout of blocks ``(offset, len)``: ``len`` elements starting at byte ``offset``, in
     type-map order (``MPI_Type_create_hindexed``)."""
 
+    _key = "hblocks"
+
     def __init__(self, blocks: Iterable[Tuple[int, int]]) -> None:
         self.blocks = [(int(offset), int(length)) for offset, length in blocks]
-
-    def elements(self) -> int:
-        return sum(length for _, length in self.blocks)
-
-    def native(self) -> Dict[str, Any]:
-        return {"hblocks": self.blocks}
-
-    def __repr__(self) -> str:
-        return "Hindexed({!r})".format(self.blocks)
 
 
 class Subarray:
@@ -218,26 +237,19 @@ class Resized:
         return "Resized({!r}, {}, {}, lb={})".format(self.inner, self.extent, self.count, self.lb)
 
 
-class Struct:
+class Struct(_Listed[Tuple[int, str, int]]):
     """Blocks ``(offset, dtype, len)``: ``len`` elements of their own basic ``dtype`` (a name
     such as ``"i32"`` or anything ``DTYPES`` knows) starting at byte ``offset``, in type-map
     order (``MPI_Type_create_struct``). A put or get through it moves its blocks' bytes: pass
     and get them as ``dtype="u8"``. An accumulate needs every block to be its datatype, else
     ``ErrorClass.TYPE``."""
 
+    _key = "struct_blocks"
+
     def __init__(self, blocks: Iterable[Tuple[int, DTypeLike, int]]) -> None:
         self.blocks = [
             (int(offset), datatype_name(dtype), int(length)) for offset, dtype, length in blocks
         ]
-
-    def elements(self) -> int:
-        return sum(length for _, _, length in self.blocks)
-
-    def native(self) -> Dict[str, Any]:
-        return {"struct_blocks": self.blocks}
-
-    def __repr__(self) -> str:
-        return "Struct({!r})".format(self.blocks)
 
 
 def plain(value: Any) -> Any:

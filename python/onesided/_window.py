@@ -281,6 +281,20 @@ class _Calls:
             "put", target, disp, values, None, dtype, layout, False, origin_layout
         )
 
+    def _get(
+        self,
+        target: int,
+        disp: int,
+        count: int,
+        dtype: Optional[DTypeLike],
+        layout: Optional[Layout],
+        request_based: bool,
+    ) -> Pending[Array]:
+        name = self._datatype(dtype)
+        shape, _ = self._shape(layout, count)
+        native = self._issue("get", target, disp, name, b"", shape, request_based)
+        return Pending[Array](native, DTYPES[name], single=False)
+
     def get(
         self,
         target: int,
@@ -293,10 +307,7 @@ class _Calls:
         """``MPI_Get`` of ``count`` elements (or of the elements ``layout`` selects, in
         layout order): a ``Pending`` whose ``value()`` is the array. A get's origin layout is
         ``unpack(pending.value(), buffer, origin_layout)``."""
-        name = self._datatype(dtype)
-        shape, _ = self._shape(layout, count)
-        native = self._issue("get", target, disp, name, b"", shape)
-        return Pending[Array](native, DTYPES[name], single=False)
+        return self._get(target, disp, count, dtype, layout, False)
 
     def accumulate(
         self,
@@ -448,10 +459,7 @@ class _Calls:
     ) -> Request:
         """``MPI_Rget``: its request completes when the data is here; ``layout`` as for
         ``get``."""
-        name = self._datatype(dtype)
-        shape, _ = self._shape(layout, count)
-        native = self._issue("get", target, disp, name, b"", shape, True)
-        return Request(Pending[Array](native, DTYPES[name], single=False))
+        return Request(self._get(target, disp, count, dtype, layout, True))
 
     def raccumulate(
         self,

@@ -13,7 +13,7 @@ use onesided_client::{
     Pending, StructBlock, Subarray, Window,
 };
 use onesided_core::layout::{gather, scatter};
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -100,8 +100,23 @@ struct LayoutArgs {
     struct_blocks: Option<StructArgs>,
 }
 
-/// The inner layout of a resized one, from its `native()` dict (nested as deep as given).
-fn inner_layout(py: Python<'_>, args: &Bound<'_, PyDict>) -> PyResult<Layout> {
+/// The keywords of a layout: its class's `native()` dict, as `pack`, `unpack` and `issue` take
+/// it (`**layout`) and a resized layout nests it.
+const LAYOUT_KEYS: [&str; 8] = [
+    "count",
+    "vector",
+    "blocks",
+    "hvector",
+    "hblocks",
+    "subarray",
+    "resized",
+    "struct_blocks",
+];
+
+/// The layout a `native()` dict describes (a resized one's inner layout nested as deep as
+/// given); no dict is no elements. A key that is no layout's is a `TypeError`, as an unknown
+/// keyword of a call is.
+fn layout_of(py: Python<'_>, args: Option<&Bound<'_, PyDict>>) -> PyResult<Layout> {
     fn item<'py, T: FromPyObjectOwned<'py>>(
         args: &Bound<'py, PyDict>,
         key: &str,
@@ -111,7 +126,21 @@ fn inner_layout(py: Python<'_>, args: &Bound<'_, PyDict>) -> PyResult<Layout> {
             _ => Ok(None),
         }
     }
-    let resized: Option<ResizedArgs<'_>> = item(args, "resized")?;
+    let Some(args) = args else {
+        return LayoutArgs::default().layout(py);
+    };
+    for key in args.keys() {
+        let key: String = key.extract()?;
+        if !LAYOUT_KEYS.contains(&key.as_str()) {
+            return Err(PyTypeError::new_err(format!(
+                "unexpected keyword argument {key:?} (a layout's are {LAYOUT_KEYS:?})"
+            )));
+        }
+    }
+    let resized = match item::<ResizedArgs<'_>>(args, "resized")? {
+        Some((lb, extent, count, inner)) => Some((lb, extent, count, layout_of(py, Some(&inner))?)),
+        None => None,
+    };
     LayoutArgs {
         count: item(args, "count")?.unwrap_or(0),
         vector: item(args, "vector")?,
@@ -119,20 +148,10 @@ fn inner_layout(py: Python<'_>, args: &Bound<'_, PyDict>) -> PyResult<Layout> {
         hvector: item(args, "hvector")?,
         hblocks: item(args, "hblocks")?,
         subarray: item(args, "subarray")?,
-        resized: resized_layout(py, resized)?,
+        resized,
         struct_blocks: item(args, "struct_blocks")?,
     }
     .layout(py)
-}
-
-/// A resized layout's arguments with its inner layout made a `Layout`.
-fn resized_layout(
-    py: Python<'_>,
-    resized: Option<ResizedArgs<'_>>,
-) -> PyResult<Option<(i64, u64, u64, Layout)>> {
-    resized
-        .map(|(lb, extent, count, inner)| Ok((lb, extent, count, inner_layout(py, &inner)?)))
-        .transpose()
 }
 
 impl LayoutArgs {
@@ -220,80 +239,38 @@ impl LayoutArgs {
     }
 }
 
-/// The elements of `data` (elements of `itemsize` bytes) that the layout selects, packed in
-/// its type-map order: an origin datatype (`onesided_client::pack` on bytes).
+/// The elements of `data` (elements of `itemsize` bytes) that the layout (its `native()`
+/// keywords) selects, packed in its type-map order: an origin datatype
+/// (`onesided_client::pack` on bytes).
 #[pyfunction]
-#[pyo3(signature = (
-    data, itemsize, *, count = 0, vector = None, blocks = None, hvector = None, hblocks = None,
-    subarray = None, resized = None, struct_blocks = None
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (data, itemsize, **layout))]
 pub(crate) fn pack<'py>(
     py: Python<'py>,
     data: &[u8],
     itemsize: u64,
-    count: u64,
-    vector: Option<(u64, u64, u64)>,
-    blocks: Option<Vec<(u64, u64)>>,
-    hvector: Option<(u64, u64, u64)>,
-    hblocks: Option<Vec<(u64, u64)>>,
-    subarray: Option<SubarrayArgs>,
-    resized: Option<ResizedArgs<'_>>,
-    struct_blocks: Option<StructArgs>,
+    layout: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let layout = LayoutArgs {
-        count,
-        vector,
-        blocks,
-        hvector,
-        hblocks,
-        subarray,
-        resized: resized_layout(py, resized)?,
-        struct_blocks,
-    }
-    .layout(py)?;
-    let packed = layout
+    let packed = layout_of(py, layout)?
         .flatten(itemsize)
         .and_then(|runs| gather(&runs, 0, data))
         .map_err(|error| to_py(py, error.into()))?;
     Ok(PyBytes::new(py, &packed))
 }
 
-/// `buffer` with `packed` values (as a get returns them) put where the layout says: the origin
-/// datatype of a get (`onesided_client::unpack` on bytes). Nothing is changed on error.
+/// `buffer` with `packed` values (as a get returns them) put where the layout (its `native()`
+/// keywords) says: the origin datatype of a get (`onesided_client::unpack` on bytes). Nothing
+/// is changed on error.
 #[pyfunction]
-#[pyo3(signature = (
-    packed, buffer, itemsize, *, count = 0, vector = None, blocks = None, hvector = None,
-    hblocks = None, subarray = None, resized = None, struct_blocks = None
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packed, buffer, itemsize, **layout))]
 pub(crate) fn unpack<'py>(
     py: Python<'py>,
     packed: &[u8],
     buffer: &[u8],
     itemsize: u64,
-    count: u64,
-    vector: Option<(u64, u64, u64)>,
-    blocks: Option<Vec<(u64, u64)>>,
-    hvector: Option<(u64, u64, u64)>,
-    hblocks: Option<Vec<(u64, u64)>>,
-    subarray: Option<SubarrayArgs>,
-    resized: Option<ResizedArgs<'_>>,
-    struct_blocks: Option<StructArgs>,
+    layout: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let layout = LayoutArgs {
-        count,
-        vector,
-        blocks,
-        hvector,
-        hblocks,
-        subarray,
-        resized: resized_layout(py, resized)?,
-        struct_blocks,
-    }
-    .layout(py)?;
     let mut unpacked = buffer.to_vec();
-    layout
+    layout_of(py, layout)?
         .flatten(itemsize)
         .and_then(|runs| scatter(&runs, 0, &mut unpacked, packed))
         .map_err(|error| to_py(py, error.into()))?;
@@ -354,16 +331,16 @@ impl NativeWindow {
         wait(py, self.window.set_info(&pairs))
     }
 
-    /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`:
-    /// `count` contiguous ones, or the `vector` (count, blocklen, stride), indexed `blocks`
-    /// ((disp, len), …), `hvector` (count, blocklen, stride in bytes), hindexed `hblocks`
-    /// ((byte offset, len), …), `subarray` (sizes, subsizes, starts, order), `resized` (lb,
-    /// extent, count, the inner layout's dict) or `struct_blocks` ((byte offset, datatype name,
-    /// len), …) layout. `data` are the origin's values, packed little-endian.
+    /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`, in
+    /// the layout `shape` (a layout class's `native()` keywords: `count` contiguous elements,
+    /// or the `vector` (count, blocklen, stride), indexed `blocks` ((disp, len), …), `hvector`
+    /// (count, blocklen, stride in bytes), hindexed `hblocks` ((byte offset, len), …),
+    /// `subarray` (sizes, subsizes, starts, order), `resized` (lb, extent, count, the inner
+    /// layout's dict) or `struct_blocks` ((byte offset, datatype name, len), …)). `data` are
+    /// the origin's values, packed little-endian.
     #[pyo3(signature = (
-        target, kind, dtype, disp, data, *, count = 0, vector = None, blocks = None,
-        hvector = None, hblocks = None, subarray = None, resized = None, struct_blocks = None,
-        op = None, compare = None, request_based = false
+        target, kind, dtype, disp, data, *, op = None, compare = None, request_based = false,
+        **shape
     ))]
     #[allow(clippy::too_many_arguments)]
     fn issue(
@@ -374,29 +351,12 @@ impl NativeWindow {
         dtype: &str,
         disp: u64,
         data: &[u8],
-        count: u64,
-        vector: Option<(u64, u64, u64)>,
-        blocks: Option<Vec<(u64, u64)>>,
-        hvector: Option<(u64, u64, u64)>,
-        hblocks: Option<Vec<(u64, u64)>>,
-        subarray: Option<SubarrayArgs>,
-        resized: Option<ResizedArgs<'_>>,
-        struct_blocks: Option<StructArgs>,
         op: Option<&str>,
         compare: Option<&[u8]>,
         request_based: bool,
+        shape: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<NativePending> {
-        let layout = LayoutArgs {
-            count,
-            vector,
-            blocks,
-            hvector,
-            hblocks,
-            subarray,
-            resized: resized_layout(py, resized)?,
-            struct_blocks,
-        }
-        .layout(py)?;
+        let layout = layout_of(py, shape)?;
         let spec = OpSpec {
             kind: kind_of(py, kind, op)?,
             dtype: datatype_of(py, dtype)?,

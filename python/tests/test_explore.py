@@ -3,7 +3,6 @@ report as ``onesided explore --json`` (cli/tests/cli/explore.rs holds the CLI to
 
 import json
 import os
-import pathlib
 import subprocess
 
 import pytest
@@ -13,15 +12,9 @@ import onesided
 REPOSITORY = os.path.join(os.path.dirname(__file__), "..", "..")
 
 # forum example 2, broken: B loads X after the barrier without locking its own window
-LOAD_WITHOUT_LOCK = """\
-window W ranks=2 size=1 type=i64
-A: lock exclusive B
-A: put B W[0] = 42
-A: unlock B
-barrier
-B: load W[0] -> b
-expect B b in {0,42}
-"""
+EXAMPLE = os.path.join(REPOSITORY, "examples", "forum2_load_without_lock.rma")
+with open(EXAMPLE) as example:
+    LOAD_WITHOUT_LOCK = example.read()
 
 
 def test_both_values_mpi_allows_show_up_and_the_race_is_named_by_its_lines() -> None:
@@ -33,7 +26,7 @@ def test_both_values_mpi_allows_show_up_and_the_race_is_named_by_its_lines() -> 
     assert sum(seen.values()) == 300
     (race,) = report["races"]
     assert race["rule"] == "put_load"
-    assert [a["line"] for a in race["accesses"]] == [3, 6]
+    assert [a["line"] for a in race["accesses"]] == [10, 13]  # the put, the load
     assert race["count"] == 300
     # the same arguments, the same report; --check makes the race fail it
     assert onesided.explore(LOAD_WITHOUT_LOCK, schedules=300, seed=5) == report
@@ -46,19 +39,16 @@ def test_exhaustive_says_it_saw_every_schedule() -> None:
     assert set(report["distribution"]["B b"]) == {"0", "42"}
 
 
-def test_the_report_is_the_one_the_cli_prints(tmp_path: pathlib.Path) -> None:
+def test_the_report_is_the_one_the_cli_prints() -> None:
     # python/test.sh builds the CLI beside the server
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPOSITORY, "target"))
     cli = os.path.join(target, "debug", "onesided")
     assert os.path.exists(cli), f"{cli}: build it with cargo build -p onesided-cli"
-    path = str(tmp_path / "s.rma")
-    with open(path, "w") as file:
-        file.write(LOAD_WITHOUT_LOCK)
     printed = subprocess.run(
-        [cli, "--json", "explore", path, "--schedules", "200", "--strategy", "pct:2"],
+        [cli, "--json", "explore", EXAMPLE, "--schedules", "200", "--strategy", "pct:2"],
         check=True, capture_output=True, text=True,
     ).stdout
-    report = onesided.explore(LOAD_WITHOUT_LOCK, schedules=200, strategy="pct:2", name=path)
+    report = onesided.explore(LOAD_WITHOUT_LOCK, schedules=200, strategy="pct:2", name=EXAMPLE)
     assert json.loads(printed) == report
 
 
