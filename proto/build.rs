@@ -7,6 +7,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("onesided_descriptor.bin"))
         .bytes(".")
+        // prost's encoding, each message decoded from its bytes taken whole (codec.rs)
+        .codec_path("crate::codec::Codec")
         // it carries rank tokens: its Debug (in lib.rs) shows how many, never which
         .skip_debug(["onesided.v1.CreateWorldResponse"])
         .compile_protos(&["proto/onesided/v1/onesided.proto"], &["proto"])?;

@@ -25,6 +25,7 @@ pub mod audit {
 pub mod admin_wire;
 pub mod audit_wire;
 pub mod call_wire;
+pub mod codec;
 
 /// Generated code of package `onesided.v1`.
 #[allow(clippy::all, missing_debug_implementations, rust_2018_idioms)]
