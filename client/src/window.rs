@@ -20,7 +20,10 @@
 //! applies anything (the server's engine does), send except through its `Session`, or push or
 //! pull at any call but those the rules name.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use futures::future::{FutureExt, Shared};
@@ -47,7 +50,44 @@ mod synchronization;
 
 pub use requests::{test_all, wait_all, wait_any, AnyComplete, Request};
 
-type SharedReply = Shared<futures::future::BoxFuture<'static, Result<Bytes>>>;
+/// The reply of a call, shared by every handle on it (an operation's [`Pending`], the window's
+/// outstanding list, a [`Request`]).
+///
+/// A [`Shared`] future that completes while it is polled wakes every task that polled it, the
+/// polling task too: that task then runs once more for nothing (on a runtime's `block_on`
+/// thread, one more `epoll_wait` per call; issue 45 item 4). So it is first polled with a
+/// waker that does nothing, and only when the reply has not arrived with the caller's.
+#[derive(Clone, Debug)]
+struct SharedReply(Shared<futures::future::BoxFuture<'static, Result<Bytes>>>);
+
+impl SharedReply {
+    /// The bytes of `reply` (empty for `Done`), shared.
+    fn of(reply: crate::session::ReplyFuture) -> Self {
+        Self::new(async move { bytes_of(reply.await?) })
+    }
+
+    fn new(reply: impl Future<Output = Result<Bytes>> + Send + 'static) -> Self {
+        SharedReply(reply.boxed().shared())
+    }
+
+    /// The reply, if it has arrived and was polled.
+    fn peek(&self) -> Option<&Result<Bytes>> {
+        self.0.peek()
+    }
+}
+
+impl Future for SharedReply {
+    type Output = Result<Bytes>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Bytes>> {
+        let mut quiet = Context::from_waker(futures::task::noop_waker_ref());
+        match self.0.poll_unpin(&mut quiet) {
+            Poll::Ready(reply) => Poll::Ready(reply),
+            // the caller's waker in the quiet one's place
+            Poll::Pending => self.0.poll_unpin(cx),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Outstanding {
@@ -544,8 +584,7 @@ impl Window {
     }
 
     fn call(&self, call: Call) -> SharedReply {
-        let reply = self.session.call(call);
-        async move { bytes_of(reply.await?) }.boxed().shared()
+        SharedReply::of(self.session.call(call))
     }
 
     // ---- the private copy ----
@@ -707,11 +746,73 @@ impl Window {
             state.outstanding.push(Outstanding {
                 target: Some(lock.target),
                 returns_data: false,
-                reply: async move { bytes_of(reply.await?) }.boxed().shared(),
+                reply: SharedReply::of(reply),
                 lock: Some(lock),
             });
         }
     }
 
     // ---- synchronization ----
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::task::{waker, ArcWake};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl ArcWake for Wakes {
+        fn wake_by_ref(wakes: &Arc<Self>) {
+            wakes.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A reply that is there when it is polled is taken without waking the task that polls
+    /// it (a `Shared` alone wakes it, and it runs once more for nothing).
+    #[test]
+    fn a_reply_already_there_wakes_nobody() {
+        let wakes = Arc::new(Wakes::default());
+        let waker = waker(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut reply = SharedReply::new(async { Ok(Bytes::from_static(b"x")) });
+        let mut other = reply.clone();
+        match Pin::new(&mut reply).poll(&mut cx) {
+            Poll::Ready(Ok(bytes)) => assert_eq!(&bytes[..], b"x"),
+            _ => panic!("the reply was there"),
+        }
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        assert!(matches!(other.peek(), Some(Ok(_))), "every handle sees it");
+        assert!(Pin::new(&mut other).poll(&mut cx).is_ready());
+    }
+
+    /// A reply that comes later wakes each handle that waited for it: the caller's waker, not
+    /// the quiet one it was first polled with, is the one kept.
+    #[test]
+    fn a_reply_that_comes_later_wakes_its_waiters() {
+        let (send, receive) = tokio::sync::oneshot::channel::<Result<Bytes>>();
+        let mut reply = SharedReply::new(async move { receive.await.expect("sent") });
+        let mut other = reply.clone();
+        let (first, second) = (Arc::new(Wakes::default()), Arc::new(Wakes::default()));
+        let (first_waker, second_waker) = (waker(Arc::clone(&first)), waker(Arc::clone(&second)));
+        assert!(Pin::new(&mut reply)
+            .poll(&mut Context::from_waker(&first_waker))
+            .is_pending());
+        assert!(Pin::new(&mut other)
+            .poll(&mut Context::from_waker(&second_waker))
+            .is_pending());
+        send.send(Ok(Bytes::new())).expect("received");
+        assert_eq!(first.0.load(Ordering::SeqCst), 1);
+        assert_eq!(second.0.load(Ordering::SeqCst), 1);
+        assert!(Pin::new(&mut reply)
+            .poll(&mut Context::from_waker(&first_waker))
+            .is_ready());
+        assert!(Pin::new(&mut other)
+            .poll(&mut Context::from_waker(&second_waker))
+            .is_ready());
+    }
 }

@@ -99,8 +99,8 @@ impl Window {
             })));
         }
         let reply = match <[_; 1]>::try_from(replies) {
-            Ok([reply]) => async move { bytes_of(reply.await?) }.boxed().shared(),
-            Err(replies) => async move {
+            Ok([reply]) => SharedReply::of(reply),
+            Err(replies) => SharedReply::new(async move {
                 // every piece is awaited, so the call completes only when all of it did
                 let answers = futures::future::join_all(replies).await;
                 let mut data = BytesMut::new();
@@ -108,9 +108,7 @@ impl Window {
                     data.extend_from_slice(&bytes_of(answer?)?);
                 }
                 Ok(data.freeze())
-            }
-            .boxed()
-            .shared(),
+            }),
         };
         state.outstanding.push(Outstanding {
             target: Some(target),

@@ -173,7 +173,7 @@ impl Window {
             self.state().tokens[target as usize] = answer.token;
             self.apply_pull(answer.pull);
         } else {
-            let reply = async move { bytes_of(reply.await?) }.boxed().shared();
+            let reply = SharedReply::of(reply);
             self.state().outstanding.push(Outstanding {
                 target: Some(target),
                 returns_data: false,
