@@ -4,6 +4,10 @@
 //! bytes, and new events continue its chains in the binary encoding — across a restart too.
 //! SQLite as the file was written; PostgreSQL with the same rows loaded into a database at
 //! schema version 3 (0.1.0's migrations).
+//!
+//! So does one written by the previous release, 0.3.0 (schema version 7, SQLite:
+//! `tests/fixtures/store-0.3.0`): rows of one event, then groups of 0.3.0's shape, and two
+//! large events in the events file; its PostgreSQL schema is this version's.
 
 use std::path::Path;
 
@@ -172,10 +176,11 @@ async fn postgres_of_0_1_0(fixture: &Path) -> PgDatabase {
     database
 }
 
-/// Every recorded window verifies intact; returns how many client rows the markers name.
-async fn all_intact(audit: &Audit) -> u64 {
+/// Every recorded window (`count` of them) verifies intact; returns how many client rows the
+/// markers name.
+async fn all_intact(audit: &Audit, count: usize) -> u64 {
     let windows = audit.windows().await.unwrap();
-    assert_eq!(windows.len(), 6, "{windows:?}");
+    assert_eq!(windows.len(), count, "{windows:?}");
     let mut client_rows = 0;
     for window in windows {
         let verification = audit.verify(window.id).await.unwrap();
@@ -213,7 +218,7 @@ async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(po
     let server = start().await;
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
     // the old rows, as they were written
-    assert_eq!(all_intact(&audit).await, 50);
+    assert_eq!(all_intact(&audit, 6).await, 50);
     let before = [vec![3, 0, 41, 3], vec![5, 7, 11, 0]];
     let replayed = audit.replay(1, None).await.unwrap();
     assert_eq!(
@@ -243,7 +248,7 @@ async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(po
     session.close().await.unwrap();
     let after = [vec![3, -8, 41, 3], vec![5, 7, 11, 0]];
     assert_eq!(counters(&server.url).await, after);
-    assert_eq!(all_intact(&audit).await, 50);
+    assert_eq!(all_intact(&audit, 6).await, 50);
     let replayed = audit.replay(1, None).await.unwrap();
     assert_eq!(
         replayed.ranks.iter().map(|r| i64s(r)).collect::<Vec<_>>(),
@@ -275,7 +280,7 @@ async fn a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(po
     let server = start().await;
     assert_eq!(counters(&server.url).await, after);
     let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
-    assert_eq!(all_intact(&audit).await, 50);
+    assert_eq!(all_intact(&audit, 6).await, 50);
     server.stop().await;
 }
 
@@ -284,4 +289,142 @@ async_tests! {
         a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(false);
     a_postgres_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued =>
         a_store_written_by_0_1_0_is_migrated_verified_replayed_and_continued(true);
+}
+
+const FIXTURE_0_3_0: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-0.3.0");
+const RELEASE_RANK0: &str = "186826fb4b93a8aeb31dd3424220b6d256be2e5161a42a64";
+const RELEASE_RANK1: &str = "65ca86cee0ac159d4e220647f5cf5785f4ee75b2e65abae0";
+
+/// Bytes a rank of the 0.3.0 store's `blob` window holds.
+const BLOB: usize = 266_240;
+/// The bytes of each of its large puts, past the events file's 128 KiB.
+const PIECE: usize = 133_120;
+
+/// `PIECE` bytes, byte `i` being `(times·i + plus) mod modulo` (the fixture's `first.bin` is
+/// 7, 3, 251; `second.bin` 13, 5, 241).
+fn pattern(times: usize, plus: usize, modulo: usize) -> Vec<u8> {
+    (0..PIECE)
+        .map(|i| ((i * times + plus) % modulo) as u8)
+        .collect()
+}
+
+/// Both ranks' `blob` copies with `pieces` (rank, byte offset, bytes) written into zeroes.
+fn blob_with(pieces: &[(usize, usize, &[u8])]) -> Vec<Vec<u8>> {
+    let mut ranks = vec![vec![0u8; BLOB]; 2];
+    for &(rank, at, bytes) in pieces {
+        ranks[rank][at..at + bytes.len()].copy_from_slice(bytes);
+    }
+    ranks
+}
+
+/// Both ranks' public copies of the 0.3.0 store's windows, read through a session (what the
+/// server recovered): `counters` as `i64`s, `blob` as bytes.
+async fn release_copies(url: &str) -> (Vec<Vec<i64>>, Vec<Vec<u8>>) {
+    let counters = crate::recovery::public_copies(url, RELEASE_RANK0, "counters", 2, 4).await;
+    let session = Session::attach(url, RELEASE_RANK0).await.unwrap();
+    let w = session.window("blob").await.unwrap();
+    w.lock_all(0).await.unwrap();
+    let reads: Vec<_> = (0..2)
+        .map(|rank| w.get::<u8>(rank, 0, BLOB as u64).unwrap())
+        .collect();
+    w.unlock_all().await.unwrap();
+    let mut blob = Vec::new();
+    for read in reads {
+        blob.push(read.value().await.unwrap());
+    }
+    drop(w);
+    session.close().await.unwrap();
+    (counters, blob)
+}
+
+/// What the audit log replays for both windows: `counters` as `i64`s, `blob` as bytes.
+async fn release_replays(audit: &Audit) -> (Vec<Vec<i64>>, Vec<Vec<u8>>) {
+    let counters = audit.replay(1, None).await.unwrap();
+    let blob = audit.replay(2, None).await.unwrap();
+    (
+        counters.ranks.iter().map(|rank| i64s(rank)).collect(),
+        blob.ranks.iter().map(|rank| rank.to_vec()).collect(),
+    )
+}
+
+/// 0.3.0's store, as written (rows, then 0.3.0's groups, two events in the events file), is
+/// migrated to this version's schema, every window verifies and replays as it was written,
+/// the server recovers both windows' bytes from it, new events (a large one among them, now
+/// an entry of its group in the events file) continue its chains and the events file without
+/// touching what 0.3.0 wrote there, and a restart recovers from the mixed log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_store_written_by_0_3_0_is_migrated_verified_replayed_and_continued() {
+    let data = TempDir(std::env::temp_dir().join(unique("onesided-release")));
+    std::fs::create_dir_all(&data.0).unwrap();
+    for file in ["audit.db", "audit.db-events"] {
+        std::fs::copy(Path::new(FIXTURE_0_3_0).join(file), data.0.join(file)).unwrap();
+    }
+    let store = Legacy::Sqlite(data.0.join("audit.db"));
+    // no JSON; binary rows of 35 + 23 + 76 events (the two large ones are in the events file)
+    // and 10 client rows, groups of 45 + 10 events
+    assert_eq!(
+        store.encodings().await,
+        ((0, 35 + 23 + 76 + 10 + 45 + 10), 7)
+    );
+    let (first, second) = (pattern(7, 3, 251), pattern(13, 5, 241));
+    let written = (
+        vec![vec![3, -6, 40, 2], vec![5, 7, 11, 9]],
+        blob_with(&[(1, 0, &first), (0, 4096, &second)]),
+    );
+
+    let server = start_on(&data.0, |_| {}).await;
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    assert_eq!(all_intact(&audit, 3).await, 10);
+    assert_eq!(release_replays(&audit).await, written);
+    // every event of the large window reads, its puts in the events file among them (before
+    // a session reads the copies, which records its own)
+    assert_eq!(audit.events(2, 1).await.unwrap().len(), 25 + 10);
+    assert_eq!(release_copies(&server.url).await, written);
+
+    // new events: a put of counters, a large put into blob (now one group's entry in the file)
+    let session = Session::attach(&server.url, RELEASE_RANK1).await.unwrap();
+    let counters = session.window("counters").await.unwrap();
+    counters.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    counters.put::<i64>(1, 0, &[-5]).unwrap();
+    counters.unlock(1).await.unwrap();
+    let blob = session.window("blob").await.unwrap();
+    let third: Vec<u8> = first.iter().rev().copied().collect();
+    blob.lock(LockType::Exclusive, 1, 0).await.unwrap();
+    blob.put_bytes(1, PIECE as u64, third.clone().into())
+        .unwrap();
+    blob.unlock(1).await.unwrap();
+    drop((counters, blob));
+    session.close().await.unwrap();
+    let continued = (
+        vec![vec![3, -6, 40, 2], vec![-5, 7, 11, 9]],
+        blob_with(&[(1, 0, &first), (1, PIECE, &third), (0, 4096, &second)]),
+    );
+    assert_eq!(all_intact(&audit, 3).await, 10);
+    assert_eq!(release_replays(&audit).await, continued);
+    assert_eq!(release_copies(&server.url).await, continued);
+    server.stop().await;
+    let (_, version) = store.encodings().await;
+    assert_eq!(version, 8, "migrated to this version's schema");
+    // the new large events went after what 0.3.0 wrote in the events file, as their groups'
+    // entries
+    let old = std::fs::read(Path::new(FIXTURE_0_3_0).join("audit.db-events")).unwrap();
+    let now = std::fs::read(data.0.join("audit.db-events")).unwrap();
+    assert!(now.len() >= old.len() + PIECE, "{} bytes", now.len());
+    assert!(now[..old.len()] == old[..], "0.3.0's events file unchanged");
+    let url = format!("sqlite:{}", data.0.join("audit.db").display());
+    let in_file: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM audit_groups WHERE file_end IS NOT NULL")
+            .fetch_one(&mut SqliteConnection::connect(&url).await.unwrap())
+            .await
+            .unwrap();
+    // (the sessions' reads of the whole window recorded large events too)
+    assert!(in_file >= 1, "no group keeps an event in the file");
+
+    // a restart recovers both windows from rows, 0.3.0's groups and this version's
+    let server = start_on(&data.0, |_| {}).await;
+    assert_eq!(release_copies(&server.url).await, continued);
+    let audit = Audit::connect(&server.url, ADMIN_TOKEN).await.unwrap();
+    assert_eq!(all_intact(&audit, 3).await, 10);
+    assert_eq!(release_replays(&audit).await, continued);
+    server.stop().await;
 }
