@@ -320,21 +320,11 @@ fn blob_with(pieces: &[(usize, usize, &[u8])]) -> Vec<Vec<u8>> {
 /// Both ranks' public copies of the 0.3.0 store's windows, read through a session (what the
 /// server recovered): `counters` as `i64`s, `blob` as bytes.
 async fn release_copies(url: &str) -> (Vec<Vec<i64>>, Vec<Vec<u8>>) {
-    let counters = crate::recovery::public_copies(url, RELEASE_RANK0, "counters", 2, 4).await;
-    let session = Session::attach(url, RELEASE_RANK0).await.unwrap();
-    let w = session.window("blob").await.unwrap();
-    w.lock_all(0).await.unwrap();
-    let reads: Vec<_> = (0..2)
-        .map(|rank| w.get::<u8>(rank, 0, BLOB as u64).unwrap())
-        .collect();
-    w.unlock_all().await.unwrap();
-    let mut blob = Vec::new();
-    for read in reads {
-        blob.push(read.value().await.unwrap());
-    }
-    drop(w);
-    session.close().await.unwrap();
-    (counters, blob)
+    use crate::recovery::public_elements;
+    (
+        public_elements(url, RELEASE_RANK0, "counters", 2, 4).await,
+        public_elements(url, RELEASE_RANK0, "blob", 2, BLOB as u64).await,
+    )
 }
 
 /// What the audit log replays for both windows: `counters` as `i64`s, `blob` as bytes.

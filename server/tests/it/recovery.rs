@@ -178,7 +178,8 @@ async fn a_session_replaced_by_a_newer_incarnation_does_not_come_back() {
     server.stop().await;
 }
 
-/// Every rank's public copy, read through a session of `token`'s rank under lock_all.
+/// Every rank's public copy (`count` `i64`s), read through a session of `token`'s rank under
+/// lock_all.
 pub(crate) async fn public_copies(
     url: &str,
     token: &str,
@@ -186,11 +187,22 @@ pub(crate) async fn public_copies(
     nranks: u32,
     count: u64,
 ) -> Vec<Vec<i64>> {
+    public_elements(url, token, window, nranks, count).await
+}
+
+/// [`public_copies`] of any element type.
+pub(crate) async fn public_elements<T: onesided_client::Element>(
+    url: &str,
+    token: &str,
+    window: &str,
+    nranks: u32,
+    count: u64,
+) -> Vec<Vec<T>> {
     let session = Session::attach(url, token).await.unwrap();
     let w = session.window(window).await.unwrap();
     w.lock_all(0).await.unwrap();
     let reads: Vec<_> = (0..nranks)
-        .map(|rank| w.get::<i64>(rank, 0, count).unwrap())
+        .map(|rank| w.get::<T>(rank, 0, count).unwrap())
         .collect();
     w.unlock_all().await.unwrap();
     let mut copies = Vec::new();
