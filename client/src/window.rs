@@ -772,22 +772,32 @@ mod tests {
         }
     }
 
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Polls `reply` once with a waker that counts into `wakes`.
+    fn poll(reply: &mut SharedReply, wakes: &Arc<Wakes>) -> Poll<Result<Bytes>> {
+        let waker = waker(Arc::clone(wakes));
+        Pin::new(reply).poll(&mut Context::from_waker(&waker))
+    }
+
     /// A reply that is there when it is polled is taken without waking the task that polls
     /// it (a `Shared` alone wakes it, and it runs once more for nothing).
     #[test]
     fn a_reply_already_there_wakes_nobody() {
         let wakes = Arc::new(Wakes::default());
-        let waker = waker(Arc::clone(&wakes));
-        let mut cx = Context::from_waker(&waker);
         let mut reply = SharedReply::new(async { Ok(Bytes::from_static(b"x")) });
         let mut other = reply.clone();
-        match Pin::new(&mut reply).poll(&mut cx) {
+        match poll(&mut reply, &wakes) {
             Poll::Ready(Ok(bytes)) => assert_eq!(&bytes[..], b"x"),
             _ => panic!("the reply was there"),
         }
-        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        assert_eq!(wakes.count(), 0);
         assert!(matches!(other.peek(), Some(Ok(_))), "every handle sees it");
-        assert!(Pin::new(&mut other).poll(&mut cx).is_ready());
+        assert!(poll(&mut other, &wakes).is_ready());
     }
 
     /// A reply that comes later wakes each handle that waited for it: the caller's waker, not
@@ -798,21 +808,11 @@ mod tests {
         let mut reply = SharedReply::new(async move { receive.await.expect("sent") });
         let mut other = reply.clone();
         let (first, second) = (Arc::new(Wakes::default()), Arc::new(Wakes::default()));
-        let (first_waker, second_waker) = (waker(Arc::clone(&first)), waker(Arc::clone(&second)));
-        assert!(Pin::new(&mut reply)
-            .poll(&mut Context::from_waker(&first_waker))
-            .is_pending());
-        assert!(Pin::new(&mut other)
-            .poll(&mut Context::from_waker(&second_waker))
-            .is_pending());
+        assert!(poll(&mut reply, &first).is_pending());
+        assert!(poll(&mut other, &second).is_pending());
         send.send(Ok(Bytes::new())).expect("received");
-        assert_eq!(first.0.load(Ordering::SeqCst), 1);
-        assert_eq!(second.0.load(Ordering::SeqCst), 1);
-        assert!(Pin::new(&mut reply)
-            .poll(&mut Context::from_waker(&first_waker))
-            .is_ready());
-        assert!(Pin::new(&mut other)
-            .poll(&mut Context::from_waker(&second_waker))
-            .is_ready());
+        assert_eq!((first.count(), second.count()), (1, 1));
+        assert!(poll(&mut reply, &first).is_ready());
+        assert!(poll(&mut other, &second).is_ready());
     }
 }
