@@ -800,12 +800,10 @@ pub async fn commit_echo_us(
     store: FloorStore,
     iterations: usize,
 ) -> anyhow::Result<f64> {
-    let server = EchoServerHandle::start_committing(threads, store, Shape::Epoch).await?;
-    let measured = echo_us(&server.url, iterations).await;
-    let stopped = server.stop().await;
-    let median = measured?;
-    stopped?;
-    Ok(median)
+    against_committing(threads, store, Shape::Epoch, |url| async move {
+        echo_us(&url, iterations).await
+    })
+    .await
 }
 
 /// The floor under the `sync` hot counter: [`streams_per_s`] (its [`STREAMS`] streams, each a
@@ -823,12 +821,30 @@ pub async fn commit_streams_per_s(
     store: FloorStore,
     per_stream: usize,
 ) -> anyhow::Result<f64> {
-    let server = EchoServerHandle::start_committing(threads, store, Shape::Accumulate).await?;
-    let measured = streams_per_s(&server.url, per_stream).await;
+    against_committing(threads, store, Shape::Accumulate, |url| async move {
+        streams_per_s(&url, per_stream).await
+    })
+    .await
+}
+
+/// `measure`, given its URL, against a committing echo into `store` whose answers wait for
+/// `shape`'s rows; then the server stopped. The figure, or the first failure: the measure's,
+/// else the log's last commit's.
+async fn against_committing<F>(
+    threads: Threads,
+    store: FloorStore,
+    shape: Shape,
+    measure: impl FnOnce(String) -> F,
+) -> anyhow::Result<f64>
+where
+    F: std::future::Future<Output = anyhow::Result<f64>>,
+{
+    let server = EchoServerHandle::start_committing(threads, store, shape).await?;
+    let measured = measure(server.url.clone()).await;
     let stopped = server.stop().await;
-    let per_s = measured?;
+    let figure = measured?;
     stopped?;
-    Ok(per_s)
+    Ok(figure)
 }
 
 /// The two floors under `sync` into one store.

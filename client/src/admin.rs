@@ -11,10 +11,8 @@
 
 use onesided_core::window::{Flavor, MemoryModel, WindowDesc, ELEMENT_TYPE_KEY};
 use onesided_proto::v1::{self, admin_client::AdminClient};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
-use crate::connect::{Bearer, CallLimit, Endpoint};
+use crate::connect::{AdminChannel, CallLimit, Endpoint};
 use crate::element::Element;
 use crate::error::{Error, Result};
 
@@ -144,7 +142,7 @@ pub fn desc_from_wire(desc: v1::WindowDescription) -> Result<WindowDesc> {
 /// An admin connection.
 #[derive(Clone, Debug)]
 pub struct Admin {
-    client: AdminClient<InterceptedService<Channel, Bearer>>,
+    client: AdminClient<AdminChannel>,
     limit: CallLimit,
 }
 
@@ -154,11 +152,10 @@ impl Admin {
     /// # Errors
     /// [`Error::Connect`] when nobody answers or TLS fails.
     pub async fn connect(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
-        let server = server.into();
-        let channel = server.channel().await?;
+        let (channel, limit) = server.into().admin_channel(token).await?;
         Ok(Admin {
-            limit: server.call_limit(),
-            client: AdminClient::with_interceptor(channel, Bearer::new(token)?),
+            client: AdminClient::new(channel),
+            limit,
         })
     }
 

@@ -13,10 +13,8 @@ use futures::{Stream, StreamExt};
 use onesided_core::audit::Event;
 use onesided_proto::audit_wire;
 use onesided_proto::v1::{self, audit_client::AuditClient};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
-use crate::connect::{Bearer, CallLimit, Endpoint};
+use crate::connect::{AdminChannel, CallLimit, Endpoint};
 use crate::error::{Error, Result};
 
 /// One recorded event.
@@ -90,7 +88,7 @@ fn entry(event: v1::AuditEvent) -> AuditEntry {
 /// An audit connection (admin token).
 #[derive(Clone, Debug)]
 pub struct Audit {
-    client: AuditClient<InterceptedService<Channel, Bearer>>,
+    client: AuditClient<AdminChannel>,
     limit: CallLimit,
     silence: crate::connect::Silence,
 }
@@ -102,12 +100,11 @@ impl Audit {
     /// [`Error::Connect`] when nobody answers or TLS fails.
     pub async fn connect(server: impl Into<Endpoint>, token: &str) -> Result<Self> {
         let server = server.into();
-        let channel = server.channel().await?;
+        let (channel, limit) = server.admin_channel(token).await?;
         Ok(Audit {
-            limit: server.call_limit(),
+            client: AuditClient::new(channel).max_decoding_message_size(usize::MAX),
+            limit,
             silence: server.silence(),
-            client: AuditClient::with_interceptor(channel, Bearer::new(token)?)
-                .max_decoding_message_size(usize::MAX),
         })
     }
 

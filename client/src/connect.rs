@@ -13,6 +13,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 
 use rustls_pki_types::pem::PemObject;
@@ -320,6 +321,17 @@ impl Endpoint {
         Err(failed)
     }
 
+    /// A channel whose every call carries the admin `token` (as `Admin` and `Audit` connect),
+    /// with the bound this endpoint sets on each call.
+    ///
+    /// # Errors
+    /// As [`Endpoint::channel`]; [`Error::Config`] for a token that cannot be a header.
+    pub(crate) async fn admin_channel(&self, token: &str) -> Result<(AdminChannel, CallLimit)> {
+        let bearer = Bearer::new(token)?;
+        let channel = self.channel().await?;
+        Ok((InterceptedService::new(channel, bearer), self.call_limit()))
+    }
+
     /// Opens a channel to `url` alone; with a connect timeout, one the server answered on.
     async fn channel_to(&self) -> Result<Channel> {
         let scheme = self.url.split_once("://").map(|(scheme, _)| scheme);
@@ -403,6 +415,9 @@ impl From<&Endpoint> for Endpoint {
         endpoint.clone()
     }
 }
+
+/// A channel whose calls carry the admin token ([`Endpoint::admin_channel`]).
+pub(crate) type AdminChannel = InterceptedService<Channel, Bearer>;
 
 /// How long a call that needs only the server may take ([`Endpoint::timeout`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -65,33 +65,23 @@ fn bench_compare_and_swap(c: &mut Criterion) {
         let size = dtype.size();
         let current = vec![7u8; size];
         let other = vec![9u8; size];
-        // Swap taken: compare equals the target, which is written with the same bytes again
-        // so every iteration sees the same state.
-        let mut target = current.clone();
-        group.bench_function(BenchmarkId::new(dtype.to_string(), "swap"), |b| {
-            b.iter(|| {
-                compare_and_swap(
-                    dtype,
-                    black_box(&mut target),
-                    black_box(&current),
-                    black_box(&current),
-                )
-                .expect("integer element of the right size")
-            })
-        });
-        // Swap refused: compare differs, the target is only read.
-        let mut target = current.clone();
-        group.bench_function(BenchmarkId::new(dtype.to_string(), "no_swap"), |b| {
-            b.iter(|| {
-                compare_and_swap(
-                    dtype,
-                    black_box(&mut target),
-                    black_box(&other),
-                    black_box(&other),
-                )
-                .expect("integer element of the right size")
-            })
-        });
+        // "swap": compare equals the target, which is written with the same bytes again so
+        // every iteration sees the same state; "no_swap": compare differs, the target is only
+        // read
+        for (case, compare) in [("swap", &current), ("no_swap", &other)] {
+            let mut target = current.clone();
+            group.bench_function(BenchmarkId::new(dtype.to_string(), case), |b| {
+                b.iter(|| {
+                    compare_and_swap(
+                        dtype,
+                        black_box(&mut target),
+                        black_box(compare),
+                        black_box(compare),
+                    )
+                    .expect("integer element of the right size")
+                })
+            });
+        }
     }
     group.finish();
 }
