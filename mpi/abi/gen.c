@@ -11,7 +11,6 @@
 #define H(name) printf("pub const %s: i32 = 0x%08x_u32 as i32;\n", #name, (unsigned) (name))
 #define P(name) printf("pub const %s: isize = %ld;\n", #name, (long) (intptr_t) (name))
 #define S(name, type) printf("pub const %s: usize = %zu;\n", #name, sizeof(type))
-#define DT(name, kind, type) printf("    (%s, \"%s\", Kind::%s, %zu),\n", #name, #name, #kind, sizeof(type))
 
 int main(void)
 {
@@ -73,10 +72,8 @@ int main(void)
     /* the basic datatypes: handle, name, kind, size in bytes */
     printf("\n/// The basic datatypes: handle, name, kind of element, size in bytes.\n");
     printf("pub const DATATYPES: &[(i32, &str, Kind, usize)] = &[\n");
-#undef H
-#define H(name) (int) (name)
-    printf("    (0x%08x_u32 as i32, \"MPI_CHAR\", Kind::Signed, %zu),\n", (unsigned) MPI_CHAR, sizeof(char));
 #define D(name, kind, type) printf("    (0x%08x_u32 as i32, \"%s\", Kind::%s, %zu),\n", (unsigned) (name), #name, #kind, sizeof(type))
+    D(MPI_CHAR, Signed, char);
     D(MPI_SIGNED_CHAR, Signed, signed char);
     D(MPI_UNSIGNED_CHAR, Unsigned, unsigned char);
     D(MPI_BYTE, Byte, char);

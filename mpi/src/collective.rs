@@ -20,7 +20,7 @@ use onesided_core::{Datatype, Op};
 
 use crate::abi::*;
 use crate::datatype::{gather as pack_runs, scatter as unpack_runs};
-use crate::env::{bytes_of, comm_check, datatype, root_of, slice};
+use crate::env::{bytes_of, c_array, comm_check, count_of, datatype, root_of, slice};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state::{self, Mpi};
 
@@ -168,6 +168,23 @@ impl Mpi {
     }
 }
 
+/// Where `count` elements of `datatype` at element displacement `displ` of `buf` lie: the
+/// displaced address and the byte runs from it.
+fn placed(
+    mpi: &Mpi,
+    buf: *const c_void,
+    displ: c_int,
+    count: c_int,
+    datatype: c_int,
+) -> Res<(*const u8, Vec<(i64, u64)>)> {
+    let dt = mpi.dt(datatype)?;
+    let count = count_of(count)?;
+    let base = buf
+        .cast::<u8>()
+        .wrapping_offset(displ as isize * dt.extent as isize);
+    Ok((base, dt.repeated(count)))
+}
+
 /// `count` elements of `datatype` at element displacement `displ` of `buf`, packed.
 unsafe fn pack(
     mpi: &Mpi,
@@ -176,13 +193,8 @@ unsafe fn pack(
     count: c_int,
     datatype: c_int,
 ) -> Res<Vec<u8>> {
-    let dt = mpi.dt(datatype)?;
-    let count = u64::try_from(count)
-        .map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))?;
-    let base = buf
-        .cast::<u8>()
-        .wrapping_offset(displ as isize * dt.extent as isize);
-    pack_runs(base.cast(), &dt.repeated(count))
+    let (base, runs) = placed(mpi, buf, displ, count, datatype)?;
+    pack_runs(base.cast(), &runs)
 }
 
 /// Writes `data` into `count` elements of `datatype` at element displacement `displ` of `buf`.
@@ -194,10 +206,7 @@ unsafe fn unpack(
     datatype: c_int,
     data: &[u8],
 ) -> Res {
-    let dt = mpi.dt(datatype)?;
-    let count = u64::try_from(count)
-        .map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))?;
-    let runs = dt.repeated(count);
+    let (base, runs) = placed(mpi, buf.cast_const(), displ, count, datatype)?;
     let capacity: u64 = runs.iter().map(|&(_, len)| len).sum();
     if data.len() as u64 > capacity {
         return Err(fail(
@@ -211,22 +220,13 @@ unsafe fn unpack(
     if buf.is_null() {
         return Err(fail(MPI_ERR_BUFFER, "a null receive buffer"));
     }
-    let base = buf
-        .cast::<u8>()
-        .wrapping_offset(displ as isize * dt.extent as isize);
-    unpack_runs(base, &runs, data);
+    unpack_runs(base.cast_mut(), &runs, data);
     Ok(())
 }
 
 /// The `n` ints of a C array argument.
 unsafe fn ints<'a>(pointer: *const c_int, n: usize) -> Res<&'a [c_int]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if pointer.is_null() {
-        return Err(fail(MPI_ERR_ARG, "a null array of counts or displacements"));
-    }
-    Ok(std::slice::from_raw_parts(pointer, n))
+    c_array(pointer, n, MPI_ERR_ARG, "array of counts or displacements")
 }
 
 fn in_place(buf: *const c_void) -> bool {

@@ -11,7 +11,7 @@ use onesided_client::{ByteBlock, Layout};
 use onesided_core::Datatype;
 
 use crate::abi::*;
-use crate::env::out;
+use crate::env::{c_array, count_of, out};
 use crate::error::{fail, Res};
 use crate::state::{self, Mpi};
 
@@ -244,17 +244,8 @@ pub unsafe fn scatter(base: *mut u8, runs: &[(i64, u64)], packed: &[u8]) {
 
 /// The program's array of `count` elements at `pointer` (none for a count of zero or less).
 unsafe fn array<'a, T>(pointer: *const T, count: c_int) -> Res<&'a [T]> {
-    if count <= 0 {
-        return Ok(&[]);
-    }
-    if pointer.is_null() {
-        return Err(fail(MPI_ERR_ARG, "a null array"));
-    }
-    Ok(std::slice::from_raw_parts(pointer, count as usize))
-}
-
-fn count_of(count: c_int) -> Res<u64> {
-    u64::try_from(count).map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))
+    let len = usize::try_from(count).unwrap_or(0);
+    c_array(pointer, len, MPI_ERR_ARG, "array")
 }
 
 /// Makes a type from `old` with `build` and writes its new handle.

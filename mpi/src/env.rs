@@ -140,23 +140,36 @@ pub fn datatype(handle: i32) -> Res<(onesided_core::Datatype, usize)> {
     }
 }
 
-/// `count` elements of `size` bytes, checked.
-pub fn bytes_of(count: c_int, size: usize) -> Res<usize> {
-    if count < 0 {
-        return Err(fail(MPI_ERR_COUNT, format!("count {count} is negative")));
-    }
-    Ok(count as usize * size)
+/// A count argument, checked: not negative.
+pub fn count_of(count: c_int) -> Res<u64> {
+    u64::try_from(count).map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))
 }
 
-/// The program's buffer of `len` bytes (empty for 0).
-pub unsafe fn slice<'a>(pointer: *const c_void, len: usize) -> Res<&'a [u8]> {
+/// `count` elements of `size` bytes, checked.
+pub fn bytes_of(count: c_int, size: usize) -> Res<usize> {
+    Ok(count_of(count)? as usize * size)
+}
+
+/// The program's array of `len` elements at `pointer` (empty for 0); a null `pointer` to
+/// elements is an error of `class`, "a null `what`".
+pub unsafe fn c_array<'a, T>(
+    pointer: *const T,
+    len: usize,
+    class: c_int,
+    what: &str,
+) -> Res<&'a [T]> {
     if len == 0 {
         return Ok(&[]);
     }
     if pointer.is_null() {
-        return Err(fail(MPI_ERR_BUFFER, "a null buffer"));
+        return Err(fail(class, format!("a null {what}")));
     }
-    Ok(std::slice::from_raw_parts(pointer.cast::<u8>(), len))
+    Ok(std::slice::from_raw_parts(pointer, len))
+}
+
+/// The program's buffer of `len` bytes (empty for 0).
+pub unsafe fn slice<'a>(pointer: *const c_void, len: usize) -> Res<&'a [u8]> {
+    c_array(pointer.cast::<u8>(), len, MPI_ERR_BUFFER, "buffer")
 }
 
 pub(crate) fn root_of(mpi: &Mpi, comm: i32, root: c_int) -> Res<u32> {
@@ -522,11 +535,7 @@ export! {
 
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) {
         state::create(newcomm, |mpi| {
-            let parent = mpi.comm_mut(comm)?;
-            parent.children += 1;
-            let id = format!("{}.{}", parent.id, parent.children);
-            let (ranks, errhandler) = (parent.ranks.clone(), parent.errhandler);
-            Ok(mpi.new_comm(Comm::new(ranks, id, errhandler)))
+            mpi.new_child_comm(comm, "", |parent| Some(parent.ranks.clone()))
         })
     }
 
@@ -539,23 +548,21 @@ export! {
             let mut mine = color.to_ne_bytes().to_vec();
             mine.extend_from_slice(&key.to_ne_bytes());
             let all = mpi.allgather(comm, &mine).on(on)?;
-            let parent = mpi.comm_mut(comm).on(on)?;
-            parent.children += 1;
-            if color == MPI_UNDEFINED {
-                return Ok(MPI_COMM_NULL);
-            }
-            let id = format!("{}.{}.{color}", parent.id, parent.children);
-            let word = |b: &[u8]| i32::from_ne_bytes(b.try_into().unwrap_or_default());
-            let mut members: Vec<(i32, usize)> = all
-                .iter()
-                .enumerate()
-                .filter(|(_, entry)| word(&entry[0..4]) == color)
-                .map(|(r, entry)| (word(&entry[4..8]), r))
-                .collect();
-            members.sort();
-            let ranks = members.iter().map(|&(_, r)| parent.ranks[r]).collect();
-            let errhandler = parent.errhandler;
-            Ok(mpi.new_comm(Comm::new(ranks, id, errhandler)))
+            mpi.new_child_comm(comm, &format!(".{color}"), |parent| {
+                if color == MPI_UNDEFINED {
+                    return None;
+                }
+                let word = |b: &[u8]| i32::from_ne_bytes(b.try_into().unwrap_or_default());
+                let mut members: Vec<(i32, usize)> = all
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, entry)| word(&entry[0..4]) == color)
+                    .map(|(r, entry)| (word(&entry[4..8]), r))
+                    .collect();
+                members.sort();
+                Some(members.iter().map(|&(_, r)| parent.ranks[r]).collect())
+            })
+            .on(on)
         })
     }
 
@@ -574,29 +581,17 @@ export! {
                 return Err(fail(MPI_ERR_ARG, format!("split type {split_type} is not MPI_COMM_TYPE_SHARED")).on(on));
             }
             let me = mpi.rank;
-            let parent = mpi.comm_mut(comm).on(on)?;
-            parent.children += 1;
-            if split_type == MPI_UNDEFINED {
-                return Ok(MPI_COMM_NULL);
-            }
-            let id = format!("{}.{}.t{me}", parent.id, parent.children);
-            let errhandler = parent.errhandler;
-            Ok(mpi.new_comm(Comm::new(vec![me], id, errhandler)))
+            let shared = split_type != MPI_UNDEFINED;
+            mpi.new_child_comm(comm, &format!(".t{me}"), |_| shared.then(|| vec![me]))
+                .on(on)
         })
     }
 
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
         state::create(newcomm, |mpi| {
             let members = group_members(mpi, group).on(On::Comm(comm))?;
-            let me = mpi.rank;
-            let parent = mpi.comm_mut(comm)?;
-            parent.children += 1;
-            if !members.contains(&me) {
-                return Ok(MPI_COMM_NULL);
-            }
-            let id = format!("{}.{}", parent.id, parent.children);
-            let errhandler = parent.errhandler;
-            Ok(mpi.new_comm(Comm::new(members, id, errhandler)))
+            let member = members.contains(&mpi.rank);
+            mpi.new_child_comm(comm, "", |_| member.then_some(members))
         })
     }
 

@@ -67,9 +67,7 @@ fn create(
         let peer = mpi.comm(peer_comm)?;
         let remote = rank_in(remote_leader, peer.ranks.len(), "remote_leader")?;
         let other = peer.ranks[remote];
-        if tag < 0 {
-            return Err(fail(MPI_ERR_TAG, format!("tag {tag} is negative")));
-        }
+        crate::p2p::check_tag(tag, false)?;
         let context = crate::p2p::context(mpi, peer_comm)?;
         let peer_id = peer.id.clone();
         mpi.block_on(

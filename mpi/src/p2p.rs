@@ -16,7 +16,7 @@ use onesided_client::{Match, Received};
 
 use crate::abi::*;
 use crate::datatype::{gather, scatter};
-use crate::env::out;
+use crate::env::{count_of, out};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state::{self, CPtr, Mpi};
 
@@ -90,16 +90,13 @@ fn comm_rank_of(ranks: &[u32], world: u32) -> c_int {
         .map_or(MPI_UNDEFINED, |r| r as c_int)
 }
 
-fn check_tag(tag: c_int, wildcard: bool) -> Res {
+/// A tag argument, checked: not negative, but `MPI_ANY_TAG` where a `wildcard` may stand.
+pub(crate) fn check_tag(tag: c_int, wildcard: bool) -> Res {
     if tag >= 0 || (wildcard && tag == MPI_ANY_TAG) {
         Ok(())
     } else {
         Err(fail(MPI_ERR_TAG, format!("tag {tag} is negative")))
     }
-}
-
-fn count_of(count: c_int) -> Res<u64> {
-    u64::try_from(count).map_err(|_| fail(MPI_ERR_COUNT, format!("count {count} is negative")))
 }
 
 /// The runs of `count` elements of `datatype` in the program's buffer.

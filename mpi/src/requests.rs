@@ -53,6 +53,26 @@ fn finish(mpi: &mut Mpi, id: i32) -> Res<Envelope> {
     Ok(NO_MESSAGE)
 }
 
+/// Completes the request at `request` (waiting for it; nothing to do for
+/// `MPI_REQUEST_NULL`) and sets it to `MPI_REQUEST_NULL`: what its status says.
+unsafe fn complete(request: *mut c_int) -> Res<Envelope> {
+    if *request == MPI_REQUEST_NULL {
+        return Ok(NO_MESSAGE);
+    }
+    let envelope = state::with(|mpi| finish(mpi, *request))?;
+    *request = MPI_REQUEST_NULL;
+    Ok(envelope)
+}
+
+/// Completes each of the `count` requests at `requests`, writing its status into the
+/// `statuses` array.
+unsafe fn complete_all(count: usize, requests: *mut c_int, statuses: *mut c_int) -> Res {
+    for i in 0..count {
+        write_status(status_at(statuses, i), complete(requests.add(i))?);
+    }
+    Ok(())
+}
+
 /// Whether request `id` is complete now.
 fn ready(mpi: &Mpi, id: i32) -> Res<bool> {
     match mpi.requests.get(&id) {
@@ -74,26 +94,12 @@ export! {
         if request.is_null() {
             return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
         }
-        let mut envelope = NO_MESSAGE;
-        if *request != MPI_REQUEST_NULL {
-            envelope = state::with(|mpi| finish(mpi, *request))?;
-            *request = MPI_REQUEST_NULL;
-        }
-        write_status(status, envelope);
+        write_status(status, complete(request)?);
         Ok(())
     }
 
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut c_int, statuses: *mut c_int) {
-        for i in 0..count.max(0) as usize {
-            let request = requests.add(i);
-            let mut envelope = NO_MESSAGE;
-            if *request != MPI_REQUEST_NULL {
-                envelope = state::with(|mpi| finish(mpi, *request))?;
-                *request = MPI_REQUEST_NULL;
-            }
-            write_status(status_at(statuses, i), envelope);
-        }
-        Ok(())
+        complete_all(count.max(0) as usize, requests, statuses)
     }
 
     fn MPI_Waitany / PMPI_Waitany(
@@ -111,9 +117,7 @@ export! {
                 }
                 active = true;
                 if state::with(|mpi| ready(mpi, *request))? {
-                    let envelope = state::with(|mpi| finish(mpi, *request))?;
-                    *request = MPI_REQUEST_NULL;
-                    write_status(status, envelope);
+                    write_status(status, complete(request)?);
                     return out(index, i as c_int);
                 }
             }
@@ -130,13 +134,8 @@ export! {
             return Err(fail(MPI_ERR_REQUEST, "a null request pointer"));
         }
         let done = *request == MPI_REQUEST_NULL || state::with(|mpi| ready(mpi, *request))?;
-        let mut envelope = NO_MESSAGE;
-        if done && *request != MPI_REQUEST_NULL {
-            envelope = state::with(|mpi| finish(mpi, *request))?;
-            *request = MPI_REQUEST_NULL;
-        }
         if done {
-            write_status(status, envelope);
+            write_status(status, complete(request)?);
         }
         out(flag, c_int::from(done))
     }
@@ -156,15 +155,7 @@ export! {
             }
         }
         if all {
-            for i in 0..count {
-                let request = requests.add(i);
-                let mut envelope = NO_MESSAGE;
-                if *request != MPI_REQUEST_NULL {
-                    envelope = state::with(|mpi| finish(mpi, *request))?;
-                    *request = MPI_REQUEST_NULL;
-                }
-                write_status(status_at(statuses, i), envelope);
-            }
+            complete_all(count, requests, statuses)?;
         }
         out(flag, c_int::from(all))
     }

@@ -11,7 +11,7 @@ use onesided_core::Op;
 
 use crate::abi::*;
 use crate::datatype::{gather, Dt};
-use crate::env::{datatype, members, out, slice};
+use crate::env::{count_of, datatype, members, out, slice};
 use crate::error::{fail, On, OnObject, Res};
 use crate::state::{self, CPtr, Landing, Mpi, Req, Win, WinAttrs};
 
@@ -295,10 +295,7 @@ fn transfer(
     target_type: c_int,
 ) -> Res<(Dt, u64, Layout, onesided_core::Datatype)> {
     let (origin, target) = state::with(|mpi| Ok((mpi.dt(origin_type)?, mpi.dt(target_type)?)))?;
-    let count = |c: c_int| {
-        u64::try_from(c).map_err(|_| fail(MPI_ERR_COUNT, format!("count {c} is negative")))
-    };
-    let (origin_count, target_count) = (count(origin_count)?, count(target_count)?);
+    let (origin_count, target_count) = (count_of(origin_count)?, count_of(target_count)?);
     // an empty type signature matches every other empty one, whatever types hold it
     let empty = origin.size() * origin_count == 0 && target.size() * target_count == 0;
     let matching = if origin.mixed || target.mixed {

@@ -235,6 +235,28 @@ impl Mpi {
         handle
     }
 
+    /// Files the communicator that a call every member of `comm` makes (`MPI_Comm_dup`,
+    /// `_split`, `_split_type`, `_create`) derives from it, returning its handle. Each member
+    /// counts it among `comm`'s children, so all of them name it alike,
+    /// `<parent>.<n><suffix>`; its members are what `members` picks from the parent, `None`
+    /// where this process is not one of them (`MPI_COMM_NULL`). It has the parent's error
+    /// handler.
+    pub fn new_child_comm(
+        &mut self,
+        comm: i32,
+        suffix: &str,
+        members: impl FnOnce(&Comm) -> Option<Vec<u32>>,
+    ) -> Res<i32> {
+        let parent = self.comm_mut(comm)?;
+        parent.children += 1;
+        let Some(ranks) = members(parent) else {
+            return Ok(MPI_COMM_NULL);
+        };
+        let id = format!("{}.{}{suffix}", parent.id, parent.children);
+        let errhandler = parent.errhandler;
+        Ok(self.new_comm(Comm::new(ranks, id, errhandler)))
+    }
+
     /// Files a new group of world ranks, returning its handle.
     pub fn new_group(&mut self, ranks: Vec<u32>) -> i32 {
         let handle = self.handle(MPI_GROUP_NULL as u32);

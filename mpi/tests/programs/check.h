@@ -1,5 +1,6 @@
 /* What the test programs share: CHECK ends the job with a message naming the line; finish
- * ends a program that passed (MPI_Finalize, then rank 0 prints "NAME: ok"). */
+ * ends a program that passed (MPI_Finalize, then rank 0 prints "NAME: ok"); class_of is the
+ * error class of an error code. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,4 +22,10 @@ static inline int finish(int rank, const char *name) {
     if (rank == 0)
         printf("%s: ok\n", name);
     return 0;
+}
+
+static inline int class_of(int err) {
+    int class;
+    MPI_Error_class(err, &class);
+    return class;
 }

@@ -7,13 +7,6 @@
 
 #define N 16
 
-static int class_of(int err)
-{
-    int class;
-    MPI_Error_class(err, &class);
-    return class;
-}
-
 int main(int argc, char **argv)
 {
     int rank, size;

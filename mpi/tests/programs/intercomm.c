@@ -4,13 +4,6 @@
  * classes for the calls that need one kind or the other, and unsupported sends over one. */
 #include "check.h"
 
-static int class_of(int err)
-{
-    int class;
-    MPI_Error_class(err, &class);
-    return class;
-}
-
 int main(int argc, char **argv)
 {
     int rank, size, n, flag, r;
