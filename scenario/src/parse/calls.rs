@@ -853,13 +853,6 @@ fn attach_region(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseErro
     site.arrow(1, "->", "-> r")?;
     let name = site.arg(2, "expected a region name")?;
     site.no_more(3)?;
-    if !is_identifier(name.text) {
-        return Err(err(
-            site.line,
-            name.column,
-            format!("\"{}\" is not a region name", name.text),
-        ));
-    }
     if let Some(region) = parser.regions.get(name.text) {
         return Err(err(
             site.line,
@@ -870,13 +863,7 @@ fn attach_region(parser: &mut Parser, site: &Site<'_>) -> Result<Call, ParseErro
             ),
         ));
     }
-    if parser.is_declared(name.text) {
-        return Err(err(
-            site.line,
-            name.column,
-            format!("{} is already declared", name.text),
-        ));
-    }
+    parser.new_name(site.line, name, "a region")?;
     parser.regions.insert(
         name.text.to_string(),
         RegionDecl {

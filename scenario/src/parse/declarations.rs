@@ -31,8 +31,13 @@ struct WindowAttributes {
 
 impl Parser {
     /// Refuses `name` unless it is an identifier not declared yet; `what` names what it would
-    /// be (`a window`, `an alias`).
-    fn new_name(&self, line: usize, name: &Token<'_>, what: &str) -> Result<(), ParseError> {
+    /// be (`a window`, `an alias`, `a region`).
+    pub(super) fn new_name(
+        &self,
+        line: usize,
+        name: &Token<'_>,
+        what: &str,
+    ) -> Result<(), ParseError> {
         if !is_identifier(name.text) {
             return Err(err(
                 line,

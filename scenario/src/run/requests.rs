@@ -81,6 +81,15 @@ impl RankExecutor {
         Ok(active)
     }
 
+    /// The names of the active requests of `names`, in order (see [`Self::active_of`]).
+    fn active_names(&self, names: &[String]) -> Result<Vec<String>, Error> {
+        Ok(self
+            .active_of(names)?
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect())
+    }
+
     /// Waits for a request taken out; its value variable is defined from now on, or failed.
     async fn finish_request(&mut self, slot: RequestSlot) -> Result<(), Error> {
         let outcome = slot.request.wait().await;
@@ -138,11 +147,7 @@ impl RankExecutor {
     /// `test_all requests -> var`: whether every request is complete (each is tested, so each
     /// makes progress); when all are, they are finished.
     pub(super) async fn test_all(&mut self, requests: &[String], var: &str) -> Result<(), Error> {
-        let active: Vec<String> = self
-            .active_of(requests)?
-            .into_iter()
-            .map(|(_, name)| name)
-            .collect();
+        let active = self.active_names(requests)?;
         let mut all = true;
         for name in &active {
             // every request is tested, so each makes progress
@@ -157,11 +162,7 @@ impl RankExecutor {
 
     /// `wait_all requests`: waits for every active request, in order.
     pub(super) async fn wait_all(&mut self, requests: &[String]) -> Result<(), Error> {
-        let active: Vec<String> = self
-            .active_of(requests)?
-            .into_iter()
-            .map(|(_, name)| name)
-            .collect();
+        let active = self.active_names(requests)?;
         self.finish_requests(&active).await
     }
 
