@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import (
     Any,
+    Callable,
     Dict,
     Generator,
     Generic,
@@ -47,6 +48,17 @@ def _origin(values: Values, dtype: Optional[DTypeLike]) -> Array:
     """``values`` as a contiguous little-endian array of ``dtype``, one dimension."""
     array = np.ascontiguousarray(values, dtype=dtype)
     return array.reshape(-1)
+
+
+def _no_op(op: Union[Op, str]) -> bool:
+    """Whether ``op`` is ``Op.NO_OP`` (also spelled ``"noop"``): the op that sends no values."""
+    return plain(op) in (Op.NO_OP.value, "noop")
+
+
+def _info_pairs(info: Info) -> List[Tuple[str, str]]:
+    """``info`` (a dict or (key, value) pairs) as the native calls take it."""
+    pairs = info.items() if isinstance(info, Mapping) else info
+    return [(str(key), str(value)) for key, value in pairs]
 
 
 def pack(values: Values, layout: Layout, *, dtype: Optional[DTypeLike] = None) -> Array:
@@ -149,6 +161,12 @@ class _Calls:
         name = self._datatype(dtype, values)
         return name, _origin(values, DTYPES[name])
 
+    def _read(self, dtype: Optional[DTypeLike], read: Callable[[int], bytes]) -> Array:
+        """The elements of a local read: ``read(size)`` returns their bytes, ``size`` being the
+        size in bytes of the datatype (``dtype``, else the window's element type)."""
+        element = DTYPES[self._datatype(dtype)]
+        return np.frombuffer(read(element.itemsize), dtype=element).copy()
+
     @staticmethod
     def _shape(layout: Optional[Layout], count: int) -> Tuple[Dict[str, Any], int]:
         if layout is None:
@@ -165,10 +183,7 @@ class _Calls:
 
     def load(self, index: int, count: int = 1, *, dtype: Optional[DTypeLike] = None) -> Array:
         """A local load of ``count`` elements of the private copy at element ``index``."""
-        name = self._datatype(dtype)
-        size = DTYPES[name].itemsize
-        data = self._native.load_bytes(index * size, count * size)
-        return np.frombuffer(data, dtype=DTYPES[name]).copy()
+        return self._read(dtype, lambda size: self._native.load_bytes(index * size, count * size))
 
     def store_bytes(self, offset: int, data: Union[bytes, bytearray, memoryview]) -> None:
         """A local store of raw bytes (any buffer) at byte ``offset``."""
@@ -199,18 +214,16 @@ class _Calls:
     ) -> Array:
         """A local load of ``count`` elements at byte ``address`` of a region this rank
         attached (``ErrorClass.RMA_RANGE`` unless inside one)."""
-        name = self._datatype(dtype)
-        size = DTYPES[name].itemsize
-        data = self._native.load_at_bytes(int(address), count * size)
-        return np.frombuffer(data, dtype=DTYPES[name]).copy()
+        return self._read(
+            dtype, lambda size: self._native.load_at_bytes(int(address), count * size)
+        )
 
     def inspect(self, index: int, count: int = 1, *, dtype: Optional[DTypeLike] = None) -> Array:
         """Reads the private copy like ``load`` but records no load: for tools that observe
         a program rather than take part in it."""
-        name = self._datatype(dtype)
-        size = DTYPES[name].itemsize
-        data = self._native.inspect_bytes(index * size, count * size)
-        return np.frombuffer(data, dtype=DTYPES[name]).copy()
+        return self._read(
+            dtype, lambda size: self._native.inspect_bytes(index * size, count * size)
+        )
 
     # ---- communication ----
 
@@ -338,7 +351,7 @@ class _Calls:
         layout: Optional[Layout] = None,
         origin_layout: Optional[Layout] = None,
     ) -> Pending[Array]:
-        no_op = plain(op) in (Op.NO_OP.value, "noop")
+        no_op = _no_op(op)
         if no_op and values is None:
             # an atomic read of `count` elements: no origin values
             name = self._datatype(dtype)
@@ -400,7 +413,7 @@ class _Calls:
         name, array = self._values(value, dtype)
         if array.size != 1:
             raise refusal(ErrorClass.COUNT, "fetch_and_op takes one element", True)
-        data = b"" if plain(op) in (Op.NO_OP.value, "noop") else array.tobytes()
+        data = b"" if _no_op(op) else array.tobytes()
         native = self._issue(
             "fetch_and_op", target, disp, name, data, {"count": 1}, op=plain(op)
         )
@@ -631,8 +644,7 @@ class Window(_Calls):
         info (a dict or (key, value) pairs). ``accumulate_ops``, ``accumulate_ordering``,
         ``mpi_accumulate_granularity`` and keys the server does not use take the values
         given; creation hints (``no_locks``, ``same_size``, ...) are checked and ignored."""
-        pairs = info.items() if isinstance(info, Mapping) else info
-        self._native.set_info([(str(key), str(value)) for key, value in pairs])
+        self._native.set_info(_info_pairs(info))
 
 
 class _SessionFacts:
@@ -734,15 +746,8 @@ class Session(_SessionFacts):
         ``"unified"``), ``info`` (a dict or pairs) and ``group`` and its own ``size`` in bytes
         (0 for a dynamic window: its memory is the regions it attaches, ``Window.attach``) and
         ``disp_unit``; returns the window, open, once every member has."""
-        pairs = info.items() if isinstance(info, Mapping) else (info or [])
         native = self._native.create_window(
-            name,
-            size,
-            disp_unit,
-            flavor,
-            [(str(k), str(v)) for k, v in pairs],
-            model,
-            list(group or []),
+            name, size, disp_unit, flavor, _info_pairs(info or []), model, list(group or [])
         )
         return Window(native, self)
 

@@ -1,5 +1,6 @@
 //! The admin side: `Admin` (worlds and windows), `WindowSpec`, and what the server answers.
 
+use std::future::Future;
 use std::time::Duration;
 
 use onesided_client::{Datatype, Endpoint, ErrorClass, Flavor, MemoryModel, WindowDesc};
@@ -8,6 +9,7 @@ use pyo3::prelude::*;
 
 use crate::errors::{bad_argument, config, to_py};
 use crate::wait;
+use crate::window::datatype_of;
 
 /// Where the server is: a URL, with the options every connection takes.
 pub(crate) fn endpoint(
@@ -28,6 +30,27 @@ pub(crate) fn endpoint(
         endpoint = endpoint.timeout(timeout_of(py, "timeout", seconds)?);
     }
     Ok(endpoint)
+}
+
+/// A client of the admin token (`Admin`, `Audit`), connected by `connect` (the client's own
+/// `connect`) to the server at `url`, with the options every connection takes and the token
+/// checked.
+pub(crate) fn admin_connection<'t, C, F>(
+    py: Python<'_>,
+    url: &str,
+    token: &'t str,
+    ca_file: Option<&str>,
+    connect_timeout: Option<f64>,
+    timeout: Option<f64>,
+    connect: impl FnOnce(Endpoint, &'t str) -> F,
+) -> PyResult<C>
+where
+    F: Future<Output = onesided_client::Result<C>> + Send,
+    C: Send,
+{
+    let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
+    let token = token_of(py, token)?;
+    wait(py, connect(endpoint, token))
 }
 
 /// A timeout option given in seconds: a finite number > 0 (a timeout of 0 would fail every
@@ -230,9 +253,7 @@ impl WindowSpec {
     /// each, disp_unit = the element's size; the window records `dtype` as its element type.
     #[staticmethod]
     fn of(py: Python<'_>, name: &str, ranks: u32, count: u64, dtype: &str) -> PyResult<Self> {
-        let datatype = Datatype::parse(dtype).ok_or_else(|| {
-            bad_argument(py, ErrorClass::Type, format!("unknown datatype {dtype:?}"))
-        })?;
+        let datatype = datatype_of(py, dtype)?;
         let unit = datatype.size() as u64;
         let spec = onesided_client::WindowSpec::bytes(name, ranks, count * unit, unit as u32)
             .info(ELEMENT_TYPE_KEY, datatype.name());
@@ -359,9 +380,8 @@ impl Admin {
         connect_timeout: Option<f64>,
         timeout: Option<f64>,
     ) -> PyResult<Self> {
-        let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
-        let token = token_of(py, token)?;
-        let admin = wait(py, onesided_client::Admin::connect(endpoint, token))?;
+        let connect = onesided_client::Admin::connect;
+        let admin = admin_connection(py, url, token, ca_file, connect_timeout, timeout, connect)?;
         Ok(Admin { admin })
     }
 

@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::admin::{endpoint, token_of};
+use crate::admin::admin_connection;
 use crate::wait;
 
 /// A window the log holds events of.
@@ -101,9 +101,8 @@ impl Audit {
         connect_timeout: Option<f64>,
         timeout: Option<f64>,
     ) -> PyResult<Self> {
-        let endpoint = endpoint(py, url, ca_file, connect_timeout, timeout)?;
-        let token = token_of(py, token)?;
-        let audit = wait(py, onesided_client::Audit::connect(endpoint, token))?;
+        let connect = onesided_client::Audit::connect;
+        let audit = admin_connection(py, url, token, ca_file, connect_timeout, timeout, connect)?;
         Ok(Audit { audit })
     }
 

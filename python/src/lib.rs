@@ -86,6 +86,14 @@ fn now<T>(py: Python<'_>, call: impl FnOnce() -> onesided_client::Result<T>) -> 
     call().map_err(|error| errors::to_py(py, error))
 }
 
+/// Info pairs as the package hands them over, as the client's calls take them.
+fn str_pairs(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect()
+}
+
 /// A client object that is dropped inside the runtime: dropping the last handle of a session
 /// may close its audit store's connections, which needs one.
 #[derive(Debug)]
@@ -116,23 +124,24 @@ impl<T> Drop for InRuntime<T> {
 
 /// The native half of the `onesided` package; import `onesided`, not this.
 #[pymodule]
-fn _onesided(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_class::<admin::Admin>()?;
-    module.add_class::<admin::WindowSpec>()?;
-    module.add_class::<admin::WindowDescription>()?;
-    module.add_class::<admin::WorldTokens>()?;
-    module.add_class::<admin::WorldSummary>()?;
-    module.add_class::<audit::Audit>()?;
-    module.add_class::<audit::AuditEntry>()?;
-    module.add_class::<audit::Finding>()?;
-    module.add_class::<audit::RecordedWindow>()?;
-    module.add_class::<session::NativeSession>()?;
-    module.add_class::<window::NativeWindow>()?;
-    module.add_class::<window::NativePending>()?;
-    module.add("DATATYPES", window::datatypes())?;
-    module.add_function(wrap_pyfunction!(errors::refusal, module)?)?;
-    module.add_function(wrap_pyfunction!(window::pack, module)?)?;
-    module.add_function(wrap_pyfunction!(window::unpack, module)?)?;
-    module.add_function(wrap_pyfunction!(explore::explore, module)?)?;
-    Ok(())
+mod _onesided {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::admin::{Admin, WindowDescription, WindowSpec, WorldSummary, WorldTokens};
+    #[pymodule_export]
+    use crate::audit::{Audit, AuditEntry, Finding, RecordedWindow};
+    #[pymodule_export]
+    use crate::errors::refusal;
+    #[pymodule_export]
+    use crate::explore::explore;
+    #[pymodule_export]
+    use crate::session::NativeSession;
+    #[pymodule_export]
+    use crate::window::{pack, unpack, NativePending, NativeWindow};
+
+    #[pymodule_init]
+    fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {
+        module.add("DATATYPES", crate::window::datatypes())
+    }
 }

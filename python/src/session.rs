@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use crate::admin::{endpoint, seconds_of, token_of};
 use crate::window::NativeWindow;
-use crate::{wait, InRuntime};
+use crate::{str_pairs, wait, InRuntime};
 
 /// One attached rank; `onesided.Session` wraps it.
 #[pyclass(frozen, module = "onesided._onesided")]
@@ -115,10 +115,7 @@ impl NativeSession {
     ) -> PyResult<NativeWindow> {
         let flavor = crate::admin::flavor_of(py, flavor)?;
         let model = crate::admin::model_of(py, model)?;
-        let pairs: Vec<(&str, &str)> = info
-            .iter()
-            .map(|(key, value)| (key.as_str(), value.as_str()))
-            .collect();
+        let pairs = str_pairs(&info);
         let call = NewWindow::new(name, size, disp_unit)
             .flavor(flavor)
             .model(model)

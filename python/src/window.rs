@@ -19,7 +19,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::admin::WindowDescription;
 use crate::errors::{bad_argument, refused, to_py};
-use crate::{block, now, wait, InRuntime};
+use crate::{block, now, str_pairs, wait, InRuntime};
 
 /// Every datatype as `(name, size in bytes)`, in wire order.
 pub(crate) fn datatypes() -> Vec<(&'static str, usize)> {
@@ -29,7 +29,8 @@ pub(crate) fn datatypes() -> Vec<(&'static str, usize)> {
         .collect()
 }
 
-fn datatype_of(py: Python<'_>, name: &str) -> PyResult<Datatype> {
+/// The datatype named `name` (`"i64"`, …); an unknown name is class `TYPE`.
+pub(crate) fn datatype_of(py: Python<'_>, name: &str) -> PyResult<Datatype> {
     Datatype::parse(name)
         .ok_or_else(|| bad_argument(py, ErrorClass::Type, format!("unknown datatype {name:?}")))
 }
@@ -324,11 +325,7 @@ impl NativeWindow {
 
     /// `MPI_Win_set_info` (collective): `info` is a list of (key, value) pairs.
     fn set_info(&self, py: Python<'_>, info: Vec<(String, String)>) -> PyResult<()> {
-        let pairs: Vec<(&str, &str)> = info
-            .iter()
-            .map(|(key, value)| (key.as_str(), value.as_str()))
-            .collect();
-        wait(py, self.window.set_info(&pairs))
+        wait(py, self.window.set_info(&str_pairs(&info)))
     }
 
     /// Issues a communication call (`kind` is its MPI name) of `dtype` elements at `disp`, in
@@ -532,31 +529,25 @@ impl NativePending {
     fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let taken = std::mem::replace(&mut *self.state(), Answer::Awaited);
         let answer = match taken {
-            Answer::Waiting(mut pending) => {
-                let answer = match pending.0.take() {
-                    Some(pending) => match block(py, pending.value()) {
-                        Ok(answer) => answer,
-                        Err(signal) => {
-                            let abandoned = Error::Disconnected("the wait was interrupted".into());
-                            *self.state() = Answer::Done(Err(abandoned));
-                            return Err(signal);
-                        }
-                    },
-                    None => Err(Error::Protocol("the answer was dropped".into())),
-                };
-                *self.state() = Answer::Done(answer.clone());
-                answer
-            }
-            Answer::Done(answer) => {
-                *self.state() = Answer::Done(answer.clone());
-                answer
-            }
+            Answer::Waiting(mut pending) => match pending.0.take() {
+                Some(pending) => match block(py, pending.value()) {
+                    Ok(answer) => answer,
+                    Err(signal) => {
+                        let abandoned = Error::Disconnected("the wait was interrupted".into());
+                        *self.state() = Answer::Done(Err(abandoned));
+                        return Err(signal);
+                    }
+                },
+                None => Err(Error::Protocol("the answer was dropped".into())),
+            },
+            Answer::Done(answer) => answer,
             Answer::Awaited => {
                 return Err(PyRuntimeError::new_err(
                     "another thread is waiting for this answer",
                 ))
             }
         };
+        *self.state() = Answer::Done(answer.clone());
         match answer {
             Ok(bytes) => Ok(PyBytes::new(py, &bytes)),
             Err(error) => Err(to_py(py, error)),
