@@ -430,6 +430,24 @@ impl WindowServerHandle {
     }
 }
 
+/// The most commands one turn of an actor's loop takes before it carries out their effects
+/// and looks at its timers and snapshot rounds again.
+const TURN: usize = 64;
+
+/// The commands of one turn of an actor's loop: the first it waited for and those already
+/// waiting behind it, handled before their effects are carried out together.
+#[derive(Default)]
+struct Turn {
+    /// How many.
+    commands: usize,
+    /// One abandoned the target (the actor ends after the turn, taking no snapshot).
+    abandoning: bool,
+    /// One stopped the actor (the turn takes no command after it).
+    stopping: bool,
+    /// What their senders wait for, in order, once the effects were carried out.
+    after: Vec<After>,
+}
+
 /// What the sender of a command waits for, sent once the command's effects were carried out.
 enum After {
     /// An acknowledged input was handled.
@@ -494,26 +512,38 @@ impl WindowServer {
                     None
                 }
             };
-            let abandoning = matches!(command, Some(Command::Engine(Input::Abandon)));
-            let stopping = abandoning || matches!(command, Some(Command::Engine(Input::Stop)));
-            let mut after = None;
             let before = self.target.public().len() as u64;
+            let mut turn = Turn::default();
             if let Some(command) = command {
-                self.metrics.actor_input();
-                after = self.handle(command);
+                self.take(command, &mut turn);
+                // what else is already waiting is handled in the same turn (a batch's
+                // operation and flush come together): one pass of the effects for all
+                while !turn.stopping && turn.commands < TURN {
+                    let Ok(command) = inbox.try_recv() else {
+                        break;
+                    };
+                    self.take(*command, &mut turn);
+                }
             }
+            let Turn {
+                abandoning,
+                stopping,
+                after,
+                ..
+            } = turn;
             self.report_queues();
             // answers leave after their events: in sync durability, after the commit
             let effects = self.target.take_effects();
             self.carry_out(effects).await;
-            match after {
-                Some(After::Handled(done)) => {
-                    let _ = done.send(());
+            for after in after {
+                match after {
+                    After::Handled(done) => {
+                        let _ = done.send(());
+                    }
+                    After::Revoked(reply, token) => {
+                        let _ = reply.send(token);
+                    }
                 }
-                Some(After::Revoked(reply, token)) => {
-                    let _ = reply.send(token);
-                }
-                None => {}
             }
             self.log.grew(before, self.target.public().len() as u64);
             if snapshot && !abandoning {
@@ -529,6 +559,15 @@ impl WindowServer {
         // before the inbox closes: whoever waits for the actor to stop finds the bytes free
         self.release();
         tracing::debug!("window server stopped");
+    }
+
+    /// Hands `command` to the engine as part of `turn`.
+    fn take(&mut self, command: Command, turn: &mut Turn) {
+        turn.commands += 1;
+        turn.abandoning |= matches!(command, Command::Engine(Input::Abandon));
+        turn.stopping |= turn.abandoning || matches!(command, Command::Engine(Input::Stop));
+        self.metrics.actor_input();
+        turn.after.extend(self.handle(command));
     }
 
     /// Brings the server-wide queue gauges up to date with this actor's queues.
