@@ -325,7 +325,8 @@ impl Endpoint {
     /// with the bound this endpoint sets on each call.
     ///
     /// # Errors
-    /// As [`Endpoint::channel`]; [`Error::Config`] for a token that cannot be a header.
+    /// UNAUTHENTICATED for a token that cannot be a header (before connecting); else as
+    /// [`Endpoint::channel`].
     pub(crate) async fn admin_channel(&self, token: &str) -> Result<(AdminChannel, CallLimit)> {
         let bearer = Bearer::new(token)?;
         let channel = self.channel().await?;
@@ -517,6 +518,28 @@ mod tests {
             let shown = format!("{bearer:?} {bearer:#?}");
             assert!(shown.starts_with("Bearer("), "{shown}");
             assert!(!shown.contains(token), "{shown}");
+        }
+    }
+
+    /// A token that cannot be a header is refused before anything connects: the same answer
+    /// whether or not a server listens at the address (nothing listens on port 1 here).
+    #[tokio::test]
+    async fn an_admin_token_that_cannot_be_a_header_is_refused_before_connecting() {
+        let (url, token) = ("http://127.0.0.1:1", "a\ntoken");
+        let refusals = [
+            crate::Admin::connect(url, token).await.map(drop),
+            crate::Audit::connect(url, token).await.map(drop),
+        ];
+        for refused in refusals {
+            let refused = refused.unwrap_err();
+            assert!(
+                matches!(
+                    &refused,
+                    crate::Error::Status { code: tonic::Code::Unauthenticated, message }
+                        if message == "token must be printable ASCII"
+                ),
+                "{refused:?}"
+            );
         }
     }
 }
